@@ -1,0 +1,37 @@
+# p4reduce — the commands a user and CI run. `make install` and `make test` need neither p4c
+# nor bmv2: the committed p4c outputs in p4src/build/ run on softswitch.
+SHELL := /bin/bash
+PYTHON ?= /usr/bin/python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+P4C ?= p4c-bm2-ss
+DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
+
+.PHONY: install test test-fast p4 run bench clean
+
+install:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi; \
+	else echo "not root or no apt-get: install $(DEBIAN_PACKAGES) yourself"; fi
+	# Debian's python3 with system site-packages: Debian's mininet is importable from the venv.
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@echo "installed into $(VENV); run: make test"
+
+test:
+	$(PY) -m pytest -q -ra
+
+# Regenerate p4src/build/ (p4c outputs + manifest); needs p4c-bm2-ss on PATH.
+p4:
+	$(PY) -m p4src.build_p4 --p4c $(P4C)
+
+run:
+	$(PY) -m mininet_demo $(RUN_ARGS)
+
+bench:
+	$(PY) bench/softswitch_pps.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""p4reduce controlplane."""
