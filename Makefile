@@ -25,7 +25,7 @@ test:
 
 # Regenerate p4src/build/ (p4c outputs + manifest); needs p4c-bm2-ss on PATH.
 p4:
-	$(PY) -m p4src.build_p4 --p4c $(P4C)
+	$(PYTHON) p4src/compile.py --p4c $(P4C)
 
 run:
 	$(PY) -m mininet_demo $(RUN_ARGS)

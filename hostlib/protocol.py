@@ -1,0 +1,374 @@
+"""The p4reduce wire format: one field table, two codecs.
+
+`FIELDS` is the single description of the 16-byte p4reduce header. From it come
+  * the numpy structured dtype used on the data path (encode/decode whole batches of headers
+    with no per-packet Python), and
+  * the scapy layer `P4Reduce` used by tests and for dissecting captures.
+The P4 program declares the same header (`p4src/include/headers.p4`); a test compares the
+compiled bmv2 JSON's header type with this table, so the three cannot drift apart.
+
+Everything is big-endian, like every network header. docs/protocol.md is the specification.
+"""
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass
+from enum import IntEnum, IntFlag
+from typing import NamedTuple
+
+import numpy as np
+
+PROTOCOL_VERSION = 1
+LANES = 64                      # K: int32 values per block / per data packet
+VALUE_BYTES = 4 * LANES
+HEADER_BYTES = 16
+UDP_PORT_BASE = 0x5030          # destination ports 0x5030..0x503F carry p4reduce
+UDP_PORT_MASK = 0xFFF0
+UDP_PORTS = range(UDP_PORT_BASE, UDP_PORT_BASE + 16)
+END_OF_STREAM = 0x00FFFFFF      # next_block that ends a slot; block of the announce round
+MAX_BLOCK = END_OF_STREAM - 1
+EXPONENT_BIAS = 128             # next_exponent = e + 128, 2^e >= max |x| of the block
+MAX_WORKERS = 32                # width of the switch's contributor bitmap
+
+ETH_BYTES = 14
+IPV4_BYTES = 20
+UDP_BYTES = 8
+L2_L4_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES          # 42
+P4R_OFFSET = L2_L4_BYTES                                   # header starts here in a frame
+VALUES_OFFSET = P4R_OFFSET + HEADER_BYTES                  # 58
+FRAME_BYTES_HEADER_ONLY = VALUES_OFFSET                    # 58
+FRAME_BYTES_WITH_VALUES = VALUES_OFFSET + VALUE_BYTES      # 314
+
+
+class MsgType(IntEnum):
+    ANNOUNCE = 1   # round 0 of a slot: header only, announces the first non-zero block
+    DATA = 2       # a non-zero block: header + LANES int32 values
+    SKIP = 3       # the sender's block of this round is zero: header only
+    RESULT = 4     # switch -> workers: the round's sum (unless announce round) + next block
+
+
+class Flag(IntFlag):
+    OVERFLOW = 0x01     # an int32 partial sum of the round overflowed
+    RETRANSMIT = 0x02   # worker -> switch: this is a retransmission
+    CACHED = 0x04       # switch -> worker: result served from the slot by unicast
+
+
+class ProtocolError(ValueError):
+    """Bytes or field values that are not a valid p4reduce message; says which field."""
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    bits: int
+
+
+# The header, in wire order. Same names and widths as p4reduce_t in p4src/include/headers.p4.
+FIELDS: tuple[Field, ...] = (
+    Field("protocol", 4),
+    Field("msg_type", 4),
+    Field("slot_version", 1),
+    Field("flags", 7),
+    Field("job", 16),
+    Field("slot", 16),
+    Field("rank", 8),
+    Field("next_exponent", 8),
+    Field("block", 32),
+    Field("next_block", 32),
+)
+FIELD_NAMES = tuple(f.name for f in FIELDS)
+
+
+def _byte_groups(fields: tuple[Field, ...]) -> list[tuple[str, int, list[tuple[Field, int]]]]:
+    """Group sub-byte fields into whole bytes: [(column, bytes, [(field, shift)])].
+
+    Fields of 8, 16 or 32 bits are their own column; a run of narrower fields that fills a
+    byte shares one uint8 column, each field at its shift (first field in the high bits).
+    """
+    groups: list[tuple[str, int, list[tuple[Field, int]]]] = []
+    pending: list[Field] = []
+    pending_bits = 0
+    for f in fields:
+        if f.bits % 8 == 0 and not pending:
+            groups.append((f.name, f.bits // 8, [(f, 0)]))
+            continue
+        pending.append(f)
+        pending_bits += f.bits
+        if pending_bits == 8:
+            shift = 8
+            members = []
+            for p in pending:
+                shift -= p.bits
+                members.append((p, shift))
+            groups.append(("_" + "_".join(p.name for p in pending), 1, members))
+            pending, pending_bits = [], 0
+        elif pending_bits > 8:
+            raise AssertionError(f"field {f.name} straddles a byte boundary")
+    assert not pending, "header fields must fill whole bytes"
+    return groups
+
+
+_GROUPS = _byte_groups(FIELDS)
+_NUMPY_TYPE = {1: "u1", 2: ">u2", 4: ">u4"}
+HEADER_DTYPE = np.dtype([(name, _NUMPY_TYPE[size]) for name, size, _ in _GROUPS])
+assert HEADER_DTYPE.itemsize == HEADER_BYTES
+VALUES_DTYPE = np.dtype(">i4")
+_LIMITS = {f.name: (1 << f.bits) - 1 for f in FIELDS}
+
+
+class Header(NamedTuple):
+    """One p4reduce header, field by field (the names of FIELDS)."""
+    protocol: int
+    msg_type: int
+    slot_version: int
+    flags: int
+    job: int
+    slot: int
+    rank: int
+    next_exponent: int
+    block: int
+    next_block: int
+
+    @classmethod
+    def make(cls, msg_type: int, *, job: int, slot: int, rank: int, slot_version: int = 0,
+             flags: int = 0, block: int = END_OF_STREAM, next_block: int = END_OF_STREAM,
+             next_exponent: int = 0, protocol: int = PROTOCOL_VERSION) -> "Header":
+        return cls(protocol, int(msg_type), slot_version, int(flags), job, slot, rank,
+                   next_exponent, block, next_block)
+
+
+def check_field(name: str, value: int) -> None:
+    """Raise ProtocolError naming the field when value does not fit its width."""
+    limit = _LIMITS[name]
+    if not 0 <= int(value) <= limit:
+        raise ProtocolError(f"field {name}={value} out of range 0..{limit}")
+
+
+def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None) -> np.ndarray:
+    """Build `count` headers (an array of HEADER_DTYPE) from per-field columns or scalars.
+
+    Vectorised: this is how the data path writes a whole batch of headers at once.
+    Every field must be given; values are range-checked per field.
+    """
+    missing = set(FIELD_NAMES) - columns.keys()
+    if missing:
+        raise ProtocolError(f"missing header fields: {sorted(missing)}")
+    unknown = columns.keys() - set(FIELD_NAMES)
+    if unknown:
+        raise ProtocolError(f"unknown header fields: {sorted(unknown)}")
+    if count is None:
+        sizes = {np.size(v) for v in columns.values() if np.ndim(v) > 0}
+        count = sizes.pop() if sizes else 1
+        if sizes:
+            raise ProtocolError("header columns have different lengths")
+    out = np.zeros(count, dtype=HEADER_DTYPE)
+    for name, _size, members in _GROUPS:
+        word = np.zeros(count, dtype=np.uint64)
+        for field, shift in members:
+            col = np.asarray(columns[field.name], dtype=np.int64)
+            if col.size and (col.min() < 0 or col.max() > _LIMITS[field.name]):
+                bad = col[(col < 0) | (col > _LIMITS[field.name])].flat[0]
+                raise ProtocolError(
+                    f"field {field.name}={bad} out of range 0..{_LIMITS[field.name]}")
+            word |= col.astype(np.uint64) << np.uint64(shift)
+        out[name] = word
+    return out
+
+
+def unpack_headers(headers: np.ndarray) -> dict[str, np.ndarray]:
+    """Split an array of HEADER_DTYPE into per-field columns (vectorised)."""
+    cols: dict[str, np.ndarray] = {}
+    for name, _size, members in _GROUPS:
+        word = headers[name].astype(np.int64)
+        for field, shift in members:
+            cols[field.name] = (word >> shift) & _LIMITS[field.name]
+    return cols
+
+
+def encode_header(header: Header) -> bytes:
+    for name, value in zip(FIELD_NAMES, header):
+        check_field(name, value)
+    return pack_headers(dict(zip(FIELD_NAMES, header)), 1).tobytes()
+
+
+def decode_header(data: bytes | memoryview, offset: int = 0) -> Header:
+    if len(data) - offset < HEADER_BYTES:
+        raise ProtocolError(
+            f"truncated p4reduce header: {len(data) - offset} of {HEADER_BYTES} bytes")
+    arr = np.frombuffer(data, dtype=HEADER_DTYPE, count=1, offset=offset)
+    cols = unpack_headers(arr)
+    return Header(*(int(cols[n][0]) for n in FIELD_NAMES))
+
+
+def validate_header(h: Header, *, from_switch: bool) -> None:
+    """Semantic checks beyond field widths; raises ProtocolError naming the field."""
+    if h.protocol != PROTOCOL_VERSION:
+        raise ProtocolError(f"field protocol={h.protocol}, expected {PROTOCOL_VERSION}")
+    allowed = (MsgType.RESULT,) if from_switch else (MsgType.ANNOUNCE, MsgType.DATA,
+                                                     MsgType.SKIP)
+    if h.msg_type not in allowed:
+        raise ProtocolError(f"field msg_type={h.msg_type} not one of "
+                            f"{[m.name for m in allowed]}")
+    if h.next_block > END_OF_STREAM:
+        raise ProtocolError(f"field next_block={h.next_block} above END_OF_STREAM")
+    if h.block > END_OF_STREAM:
+        raise ProtocolError(f"field block={h.block} above END_OF_STREAM")
+
+
+# ---------------------------------------------------------------------------------------
+# Whole frames: Ethernet / IPv4 / UDP / p4reduce / values
+
+
+def mac_bytes(mac: str | bytes) -> bytes:
+    if isinstance(mac, bytes):
+        if len(mac) != 6:
+            raise ProtocolError(f"MAC address must be 6 bytes, got {len(mac)}")
+        return mac
+    parts = mac.split(":")
+    if len(parts) != 6:
+        raise ProtocolError(f"bad MAC address {mac!r}")
+    try:
+        return bytes(int(p, 16) for p in parts)
+    except ValueError:
+        raise ProtocolError(f"bad MAC address {mac!r}") from None
+
+
+def ip_bytes(ip: str | bytes) -> bytes:
+    if isinstance(ip, bytes):
+        return ip
+    try:
+        return ipaddress.IPv4Address(ip).packed
+    except ValueError:
+        raise ProtocolError(f"bad IPv4 address {ip!r}") from None
+
+
+def ipv4_checksum(header: bytes) -> int:
+    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Addresses of one direction of p4reduce traffic (worker -> switch or the reverse)."""
+    src_mac: str
+    dst_mac: str
+    src_ip: str
+    dst_ip: str
+    src_port: int = UDP_PORT_BASE
+    dst_port: int = UDP_PORT_BASE
+
+
+def l2_l4_template(ep: Endpoints, with_values: bool) -> bytes:
+    """The 42 bytes before the p4reduce header, IPv4 checksum included.
+
+    Only two frame sizes exist (header only, header + values), so a sender precomputes both
+    templates once and copies them in bulk; nothing per packet is recomputed.
+    """
+    payload = HEADER_BYTES + (VALUE_BYTES if with_values else 0)
+    eth = mac_bytes(ep.dst_mac) + mac_bytes(ep.src_mac) + b"\x08\x00"
+    ip_wo_csum = struct.pack("!BBHHHBBH4s4s", 0x45, 0, IPV4_BYTES + UDP_BYTES + payload,
+                             0, 0x4000, 64, 17, 0, ip_bytes(ep.src_ip), ip_bytes(ep.dst_ip))
+    csum = ipv4_checksum(ip_wo_csum)
+    ip = ip_wo_csum[:10] + struct.pack("!H", csum) + ip_wo_csum[12:]
+    udp = struct.pack("!HHHH", ep.src_port, ep.dst_port, UDP_BYTES + payload, 0)
+    return eth + ip + udp
+
+
+def build_frame(ep: Endpoints, header: Header, values: np.ndarray | None = None) -> bytes:
+    """One complete frame (tests, tools). The data path uses templates + pack_headers."""
+    if values is not None:
+        values = np.asarray(values)
+        if values.shape != (LANES,):
+            raise ProtocolError(f"values must have shape ({LANES},), got {values.shape}")
+    body = encode_header(header)
+    if values is not None:
+        body += np.asarray(values, dtype=np.int64).astype(VALUES_DTYPE).tobytes()
+    return l2_l4_template(ep, values is not None) + body
+
+
+class Frame(NamedTuple):
+    src_mac: bytes
+    dst_mac: bytes
+    src_ip: bytes
+    dst_ip: bytes
+    src_port: int
+    dst_port: int
+    header: Header
+    values: np.ndarray | None
+
+
+def parse_frame(frame: bytes) -> Frame:
+    """Parse and check a p4reduce frame; ProtocolError names what is wrong."""
+    n = len(frame)
+    if n < L2_L4_BYTES:
+        raise ProtocolError(f"truncated frame: {n} bytes, Ethernet/IPv4/UDP need {L2_L4_BYTES}")
+    if frame[12:14] != b"\x08\x00":
+        raise ProtocolError(f"field ether_type=0x{frame[12:14].hex()} is not IPv4")
+    if frame[14] != 0x45:
+        raise ProtocolError(f"field ipv4 version/ihl=0x{frame[14]:02x}, expected 0x45")
+    if frame[23] != 17:
+        raise ProtocolError(f"field ipv4 protocol={frame[23]} is not UDP")
+    src_port, dst_port, udp_len = struct.unpack_from("!HHH", frame, 34)
+    if dst_port & UDP_PORT_MASK != UDP_PORT_BASE:
+        raise ProtocolError(f"field udp dst_port={dst_port} not a p4reduce port")
+    header = decode_header(frame, P4R_OFFSET)
+    values = None
+    carries_values = udp_len >= UDP_BYTES + HEADER_BYTES + VALUE_BYTES
+    if header.msg_type == MsgType.DATA and not carries_values:
+        raise ProtocolError(f"DATA message without values (udp length {udp_len})")
+    if carries_values and header.msg_type in (MsgType.DATA, MsgType.RESULT):
+        if n < FRAME_BYTES_WITH_VALUES:
+            raise ProtocolError(
+                f"truncated values: {n - VALUES_OFFSET} of {VALUE_BYTES} bytes")
+        values = np.frombuffer(frame, dtype=VALUES_DTYPE, count=LANES,
+                               offset=VALUES_OFFSET).astype(np.int32)
+    return Frame(frame[6:12], frame[0:6], frame[26:30], frame[30:34], src_port, dst_port,
+                 header, values)
+
+
+# ---------------------------------------------------------------------------------------
+# scapy layer, generated from the same field table (tests, debugging, captures)
+
+def _scapy_layers():
+    from scapy.fields import BitField, FieldListField, SignedIntField
+    from scapy.layers.inet import UDP
+    from scapy.packet import Packet, bind_layers
+
+    class P4Reduce(Packet):
+        name = "p4reduce"
+        fields_desc = [BitField(f.name, PROTOCOL_VERSION if f.name == "protocol" else 0,
+                                f.bits) for f in FIELDS]
+
+        def guess_payload_class(self, payload: bytes):
+            if self.msg_type in (MsgType.DATA, MsgType.RESULT) and len(payload) >= VALUE_BYTES:
+                return P4ReduceValues
+            return super().guess_payload_class(payload)
+
+    class P4ReduceValues(Packet):
+        name = "p4reduce values"
+        fields_desc = [FieldListField("values", [0] * LANES, SignedIntField("v", 0),
+                                      count_from=lambda pkt: LANES)]
+
+        def extract_padding(self, s: bytes):
+            return b"", s
+
+    for port in UDP_PORTS:
+        bind_layers(UDP, P4Reduce, dport=port)
+    return P4Reduce, P4ReduceValues
+
+
+def scapy_layers():
+    """(P4Reduce, P4ReduceValues) scapy classes, bound to the p4reduce UDP ports.
+
+    Lazy so the data path never imports scapy.
+    """
+    global _SCAPY
+    if _SCAPY is None:
+        _SCAPY = _scapy_layers()
+    return _SCAPY
+
+
+_SCAPY = None

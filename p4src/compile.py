@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Compile a P4 program with p4c-bm2-ss and record a manifest of what went in.
+
+p4c cannot be installed from any registry here, so its outputs are committed. The manifest
+(sha256 of every P4 source the program includes, of every output, and the p4c version) is
+what lets the test suite notice a source edited without recompiling: `check_manifest`
+fails with "recompile" when the sources and the manifest disagree.
+
+Usage: python p4src/compile.py [--p4c p4c-bm2-ss] [PROGRAM.p4 [OUT_DIR]]
+(defaults: p4src/p4reduce.p4 into p4src/build/). Stdlib only: runs before any install.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+MANIFEST = "MANIFEST.json"
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def p4_sources(program: Path) -> list[Path]:
+    """The program and every file it includes with "..." (system <...> includes excluded)."""
+    seen: list[Path] = []
+    todo = [program.resolve()]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.append(path)
+        for name in _INCLUDE.findall(path.read_text()):
+            todo.append((path.parent / name).resolve())
+    return sorted(seen)
+
+
+def outputs_for(program: Path, out_dir: Path) -> tuple[Path, Path]:
+    stem = program.stem
+    return out_dir / f"{stem}.json", out_dir / f"{stem}.p4info.txtpb"
+
+
+def _rel(path: Path, base: Path) -> str:
+    return str(path.resolve().relative_to(base.resolve()))
+
+
+def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_out, p4info_out = outputs_for(program, out_dir)
+    cmd = [p4c, "--arch", "v1model", "--std", "p4-16", "-o", str(json_out),
+           "--p4runtime-files", str(p4info_out), str(program)]
+    subprocess.run(cmd, check=True)
+    version = subprocess.run([p4c, "--version"], check=True, capture_output=True,
+                             text=True).stdout.strip()
+    manifest = {
+        "program": program.name,
+        "p4c_version": version,
+        "command": ["p4c-bm2-ss"] + cmd[1:-1] + [program.name],
+        "sources": {_rel(p, out_dir.parent): sha256(p) for p in p4_sources(program)},
+        "outputs": {p.name: sha256(p) for p in (json_out, p4info_out)},
+    }
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+def check_manifest(program: Path, out_dir: Path) -> list[str]:
+    """Every disagreement between sources/outputs and the manifest, as readable lines."""
+    path = out_dir / MANIFEST
+    if not path.exists():
+        return [f"{path} is missing: recompile {program.parent} (python p4src/compile.py)"]
+    manifest = json.loads(path.read_text())
+    problems = []
+    recorded = manifest.get("sources", {})
+    actual = {_rel(p, out_dir.parent): sha256(p) for p in p4_sources(program)}
+    for name in sorted(set(recorded) | set(actual)):
+        if name not in actual:
+            problems.append(f"{name} is in the manifest but no longer included")
+        elif name not in recorded:
+            problems.append(f"{name} is included but not in the manifest")
+        elif recorded[name] != actual[name]:
+            problems.append(f"{name} changed since it was compiled")
+    for name, digest in manifest.get("outputs", {}).items():
+        out = out_dir / name
+        if not out.exists():
+            problems.append(f"output {name} is missing")
+        elif sha256(out) != digest:
+            problems.append(f"output {name} was edited by hand")
+    if problems:
+        problems.append(f"recompile {program.parent.name}: python p4src/compile.py "
+                        f"{_rel(program, ROOT) if program.is_relative_to(ROOT) else program}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--p4c", default="p4c-bm2-ss")
+    ap.add_argument("program", nargs="?", default=str(HERE / "p4reduce.p4"))
+    ap.add_argument("out_dir", nargs="?")
+    args = ap.parse_args(argv)
+    program = Path(args.program)
+    out_dir = Path(args.out_dir) if args.out_dir else program.parent / "build"
+    manifest = compile_program(program, out_dir, args.p4c)
+    print(f"compiled {program} with {manifest['p4c_version']} -> {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+/* Packet headers and metadata. The p4reduce_t field list is the same table as
+ * hostlib/protocol.py's FIELDS (a test compares them through the compiled JSON). */
+#ifndef P4REDUCE_HEADERS_P4
+#define P4REDUCE_HEADERS_P4
+#include "constants.p4"
+#include "lanes.p4"
+
+header ethernet_t {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header arp_t {
+    bit<16> htype;
+    bit<16> ptype;
+    bit<8>  hlen;
+    bit<8>  plen;
+    bit<16> oper;
+    bit<48> sha;
+    bit<32> spa;
+    bit<48> tha;
+    bit<32> tpa;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* 16 bytes, big-endian. */
+header p4reduce_t {
+    bit<4>  protocol;       /* PROTOCOL_VERSION */
+    bit<4>  msg_type;       /* MSG_* */
+    bit<1>  slot_version;   /* shadow copy: round r uses version r % 2 */
+    bit<7>  flags;          /* FLAG_* */
+    bit<16> job;            /* job id */
+    bit<16> slot;           /* slot index relative to the job's slot range */
+    bit<8>  rank;           /* sender (worker -> switch) or receiver (switch -> worker) */
+    bit<8>  next_exponent;  /* biased exponent (e + 128) of next_block, 2^e >= max |x| */
+    bit<32> block;          /* this round's block (END_OF_STREAM in the announce round) */
+    bit<32> next_block;     /* sender: its next non-zero block in this slot; result: the winner */
+}
+
+#define LANE_FIELD(i) bit<32> v##i;
+header values_t {
+    FOR_EACH_LANE(LANE_FIELD)
+}
+
+struct headers_t {
+    ethernet_t ethernet;
+    arp_t      arp;
+    ipv4_t     ipv4;
+    udp_t      udp;
+    p4reduce_t p4r;
+    values_t   values;
+}
+
+struct metadata_t {
+    /* switch identity (SwitchIdentity) */
+    bit<48> switch_mac;
+    bit<32> switch_ip;
+    /* admission */
+    bit<1>  admitted;
+    bit<1>  slot_in_range;
+    bit<8>  job_index;
+    bit<16> slot_base;
+    bit<16> slot_count;
+    bit<8>  worker_count;
+    bit<16> mcast_grp;
+    bit<16> epoch;
+    bit<32> pool_slot;
+    bit<32> slot_index;      /* pool_slot * 2 + slot_version */
+    /* contributor bitmap / round counter */
+    bit<1>  first;           /* first contributor of this round in this version */
+    bit<1>  duplicate;       /* sender already counted in this round */
+    bit<1>  complete;        /* this packet completed the round */
+    bit<1>  round_done;      /* (duplicates) the round was already complete */
+    /* values */
+    bit<32> lane_overflow;   /* bit 31 set when any lane's partial sum overflowed */
+    bit<1>  round_overflow;
+    /* next block */
+    bit<32> next_key;        /* next_block[23:0] ++ ~next_exponent: min gives both */
+    /* result */
+    bit<1>  is_result;
+    bit<1>  multicast;
+    bit<8>  dest_rank;
+    /* drop simulator */
+    bit<1>  sim_drop;
+    bit<16> sim_egress_threshold;
+    bit<32> sim_seed;
+    bit<1>  sim_random;
+}
+#endif

@@ -1,0 +1,220 @@
+"""bmv2 JSON expressions -> Python source text.
+
+bmv2 evaluates data expressions with infinite precision (its ``Data`` is a bignum) and only
+truncates when a value is written into a field or register; p4c inserts the explicit
+``& mask`` / ``two_comp_mod`` casts that give P4 its fixed-width semantics.  Python ints are
+bignums too, so each operator maps 1:1 onto a Python operator and widths are applied only
+at assignment (see ``Gen.assign``).  Every compiled expression also carries ``bound``: the
+number of bits b such that 0 <= value < 2**b is guaranteed (None when unknown or possibly
+negative); it lets assignments skip a redundant mask, which matters for throughput.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import PipelineError, UnsupportedConstruct
+from .layout import Layout
+
+DATA, BOOL, HEADER, STACK = "data", "bool", "header", "stack"
+
+# Per-packet context list X (see pipeline.py): fixed slots, then one slot per header stack.
+X_EXIT, X_PKTLEN, X_INLEN, X_PAYLOAD, X_STACK0 = 0, 1, 2, 3, 4
+
+
+@dataclass
+class Expr:
+    src: str
+    kind: str
+    bound: int | None = None
+    const: int | None = None     # value when it is a literal
+    header: str | None = None    # header name when kind == HEADER
+    stack: str | None = None     # stack name when kind == STACK
+
+
+def parse_hexstr(v: Any, where: str) -> int:
+    if isinstance(v, bool):
+        raise PipelineError(f"expected hexstr, got bool in {where}")
+    if isinstance(v, int):
+        return v
+    if not isinstance(v, str):
+        raise PipelineError(f"expected hexstr, got {v!r} in {where}")
+    neg = v.startswith("-")
+    body = v[1:] if neg else v
+    if body[:2].lower() == "0x":
+        body = body[2:]
+    try:
+        n = int(body, 16)      # bmv2 reads every hexstr as hexadecimal
+    except ValueError:
+        raise PipelineError(f"bad hexstr {v!r} in {where}") from None
+    return -n if neg else n
+
+
+class ExprCompiler:
+    """Compiles type-value JSON objects; ``env`` collects the globals the source refers to."""
+
+    def __init__(self, layout: Layout, env: dict[str, Any], registers: dict[str, tuple[str, int, int]],
+                 errors_where: str = "") -> None:
+        self.L = layout
+        self.env = env
+        self.registers = registers          # name -> (global var, size, bitwidth)
+        self.params: list[int] = []         # runtime_data widths of the current action
+
+    # -- leaves --------------------------------------------------------------------------
+    def field(self, ref: list[str], where: str) -> Expr:
+        if not (isinstance(ref, list) and len(ref) == 2):
+            raise PipelineError(f"bad field reference {ref!r} in {where}")
+        h, f = ref
+        if f == "$valid$":
+            info = self.L.header(h, where)
+            return Expr(f"V[{info.index}]", DATA, 1)
+        i = self.L.field_index(h, f, where)
+        w = self.L.widths[i]
+        return Expr(f"F[{i}]", DATA, None if self.L.signed[i] else w)
+
+    def const(self, v: int) -> Expr:
+        return Expr(repr(v), DATA, v.bit_length() if v >= 0 else None, const=v)
+
+    # -- generic entry point -------------------------------------------------------------
+    def compile(self, tv: Any, where: str) -> Expr:
+        if tv is None:
+            raise PipelineError(f"missing operand in {where}")
+        if not isinstance(tv, dict):
+            if isinstance(tv, bool):
+                return Expr(repr(tv), BOOL)
+            if isinstance(tv, int):
+                return self.const(tv)
+            raise PipelineError(f"bad expression {tv!r} in {where}")
+        if "op" in tv and "type" not in tv:
+            return self.op(tv, where)
+        t = tv.get("type")
+        v = tv.get("value")
+        if t == "field":
+            return self.field(v, where)
+        if t == "hexstr":
+            return self.const(parse_hexstr(v, where))
+        if t == "bool":
+            return Expr("True" if v else "False", BOOL)
+        if t in ("runtime_data", "local"):
+            if not isinstance(v, int) or not 0 <= v < len(self.params):
+                raise PipelineError(f"runtime_data index {v!r} out of range in {where}")
+            return Expr(f"P[{v}]", DATA, self.params[v])
+        if t == "expression":
+            if isinstance(v, dict) and "op" in v:
+                return self.op(v, where)
+            return self.compile(v, where)
+        if t == "header":
+            self.L.header(v, where)
+            return Expr("None", HEADER, header=v)
+        if t == "header_stack":
+            if v not in self.L.stacks:
+                raise PipelineError(f"unknown header stack {v!r} in {where}")
+            return Expr("None", STACK, stack=v)
+        if t == "register":
+            name, idx = v
+            if name not in self.registers:
+                raise PipelineError(f"unknown register {name!r} in {where}")
+            var, _size, bw = self.registers[name]
+            i = self.data(idx, where)
+            return Expr(f"{var}[{i.src}]", DATA, bw)
+        if t == "stack_field":
+            raise UnsupportedConstruct('expression operand type "stack_field"', where)
+        raise UnsupportedConstruct(f'expression operand type "{t}"', where)
+
+    def data(self, tv: Any, where: str) -> Expr:
+        e = self.compile(tv, where)
+        if e.kind != DATA:
+            raise PipelineError(f"expected a data value, got {e.kind} in {where}")
+        return e
+
+    def boolean(self, tv: Any, where: str) -> Expr:
+        e = self.compile(tv, where)
+        if e.kind != BOOL:
+            raise PipelineError(f"expected a boolean, got {e.kind} in {where}")
+        return e
+
+    # -- operators -----------------------------------------------------------------------
+    def op(self, node: dict[str, Any], where: str) -> Expr:
+        op = node.get("op")
+        left, right = node.get("left"), node.get("right")
+        if op in ("+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^"):
+            a, b = self.data(left, where), self.data(right, where)
+            pyop = {"/": "//"}.get(op, op)
+            bound = None
+            if a.bound is not None and b.bound is not None:
+                if op in ("+",):
+                    bound = max(a.bound, b.bound) + 1
+                elif op == "*":
+                    bound = a.bound + b.bound
+                elif op in ("|", "^"):
+                    bound = max(a.bound, b.bound)
+                elif op in ("/", "%", ">>"):
+                    bound = a.bound
+                elif op == "<<" and b.const is not None:
+                    bound = a.bound + b.const
+            if op == "&":
+                known = [x.bound for x in (a, b) if x.bound is not None]
+                bound = min(known) if known else None
+            if op in ("/", "%"):
+                # bmv2 asserts both operands are non-negative and the divisor positive;
+                # floor and truncating division agree there.
+                pass
+            if op == "<<" and b.const is None:
+                src = f"({a.src} << {b.src})"
+            else:
+                src = f"({a.src} {pyop} {b.src})"
+            return Expr(src, DATA, bound)
+        if op in ("==", "!=", "<", ">", "<=", ">="):
+            a, b = self.compile(left, where), self.compile(right, where)
+            if a.kind == HEADER or b.kind == HEADER:
+                raise UnsupportedConstruct(f'header comparison "{op}"', where)
+            if a.kind != b.kind:
+                raise PipelineError(f"comparison of {a.kind} with {b.kind} in {where}")
+            if a.kind == BOOL and op not in ("==", "!="):
+                raise PipelineError(f"ordering of booleans in {where}")
+            return Expr(f"({a.src} {op} {b.src})", BOOL)
+        if op in ("and", "or"):
+            a, b = self.boolean(left, where), self.boolean(right, where)
+            return Expr(f"({a.src} {op} {b.src})", BOOL)
+        if op == "not":
+            a = self.boolean(right, where)
+            return Expr(f"(not {a.src})", BOOL)
+        if op == "~":
+            a = self.data(right, where)
+            return Expr(f"(~{a.src})", DATA, None)
+        if op == "d2b":
+            a = self.data(right, where)
+            return Expr(f"({a.src} != 0)", BOOL)
+        if op == "b2d":
+            a = self.boolean(right, where)
+            return Expr(f"(1 if {a.src} else 0)", DATA, 1)
+        if op == "valid":
+            h = self.compile(right, where)
+            if h.kind != HEADER:
+                raise UnsupportedConstruct('"valid" on a non-header operand', where)
+            return Expr(f"(V[{self.L.header(h.header, where).index}] != 0)", BOOL)
+        if op == "?":
+            c = self.boolean(node.get("cond"), where)
+            a, b = self.compile(left, where), self.compile(right, where)
+            if a.kind != b.kind or a.kind not in (DATA, BOOL):
+                raise UnsupportedConstruct(f'"?:" over {a.kind}/{b.kind}', where)
+            bound = max(a.bound, b.bound) if a.bound is not None and b.bound is not None else None
+            return Expr(f"({a.src} if {c.src} else {b.src})", a.kind, bound)
+        if op in ("two_comp_mod", "usat_cast", "sat_cast"):
+            a, w = self.data(left, where), self.data(right, where)
+            if w.const is None or w.const <= 0:
+                raise UnsupportedConstruct(f'"{op}" with a non-constant width', where)
+            n = w.const
+            if op == "two_comp_mod":
+                half, mask = 1 << (n - 1), (1 << n) - 1
+                return Expr(f"((({a.src} + {half}) & {mask}) - {half})", DATA, None)
+            if op == "usat_cast":
+                return Expr(f"min(max({a.src}, 0), {(1 << n) - 1})", DATA, n)
+            return Expr(f"min(max({a.src}, {-(1 << (n - 1))}), {(1 << (n - 1)) - 1})", DATA, None)
+        if op in ("last_stack_index", "size_stack"):
+            s = self.compile(right, where)
+            if s.kind != STACK:
+                raise PipelineError(f'"{op}" needs a header stack in {where}')
+            slot = X_STACK0 + self.L.stacks[s.stack].index
+            return Expr(f"(X[{slot}] - 1)" if op == "last_stack_index" else f"X[{slot}]", DATA, None)
+        raise UnsupportedConstruct(f'expression operator "{op}"', where)

@@ -1,0 +1,79 @@
+"""Hash / checksum algorithms exactly as bmv2 computes them (src/bm_sim/calculations.cpp).
+
+Only these are implemented; any other algorithm named in the JSON is refused at load time.
+"""
+from __future__ import annotations
+
+import binascii
+import sys
+import zlib
+from typing import Callable
+
+
+def _crc16_arc_table() -> list[int]:
+    # bmv2 'crc16': reflected CRC-16 with poly 0x8005, init 0, xorout 0 (CRC-16/ARC).
+    table = []
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC16_TABLE = _crc16_arc_table()
+_LITTLE = sys.byteorder == "little"
+
+
+def crc16(data: bytes) -> int:
+    crc = 0
+    t = _CRC16_TABLE
+    for b in data:
+        crc = (crc >> 8) ^ t[(crc ^ b) & 0xFF]
+    return crc
+
+
+def crc32(data: bytes) -> int:
+    # bmv2 'crc32' is the standard reflected CRC-32 (init/xorout 0xFFFFFFFF) == zlib.crc32.
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def crc_ccitt(data: bytes) -> int:
+    # bmv2 'crcCCITT': poly 0x1021, init 0xFFFF, not reflected, xorout 0 (CCITT-FALSE).
+    return binascii.crc_hqx(data, 0xFFFF)
+
+
+def _fold(data: bytes) -> int:
+    # Ones' complement sums are byte-order independent (RFC 1071 sec. 2B): sum native
+    # words with C speed, fold, then swap to network order on little-endian hosts.
+    total = sum(memoryview(data).cast("H"))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    if _LITTLE:
+        total = ((total & 0xFF) << 8) | (total >> 8)
+    return (~total) & 0xFFFF
+
+
+def csum16_full(data: bytes) -> int:
+    """RFC 1071 ones' complement checksum; an odd trailing byte is padded with zero, as in
+    bmv2's cksum16 (which sums little-endian words and byte-swaps at the end)."""
+    if len(data) & 1:
+        data = data + b"\x00"
+    if not data:
+        return 0xFFFF
+    return _fold(data)
+
+
+def identity(data: bytes) -> int:
+    """bmv2 'identity': the first (up to) 8 bytes read as a big-endian integer."""
+    return int.from_bytes(data[:8], "big")
+
+
+ALGORITHMS: dict[str, Callable[[bytes], int]] = {
+    "crc16": crc16,
+    "crc32": crc32,
+    "crcCCITT": crc_ccitt,
+    "csum16": csum16_full,
+    "cksum16": csum16_full,
+    "identity": identity,
+}
