@@ -49,7 +49,7 @@ class Layout:
                     raise UnsupportedConstruct("field attribute list (saturating fields)",
                                                f"header type {ht['name']}")
                 name, width = f[0], f[1]
-                if width == "*" or "length_exp" in ht:
+                if width == "*" or ht.get("length_exp") is not None:
                     raise UnsupportedConstruct("variable-length field", f"header type {ht['name']}")
                 if not isinstance(width, int) or width <= 0:
                     raise PipelineError(f"bad width {width!r} for {ht['name']}.{name}")

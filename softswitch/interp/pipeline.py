@@ -1,0 +1,148 @@
+"""simple_switch's packet walk (targets/simple_switch/simple_switch.cpp) over compiled code.
+
+receive_: metadata zeroed, ingress_port / packet_length / instance_type=NORMAL set.
+ingress_thread: parse (a parser error does not drop: the packet continues with
+standard_metadata.parser_error set, the failing header left invalid and the unparsed bytes
+as payload), verify checksums, ingress, reset exit flag, then: mcast_grp != 0 -> multicast
+(instance_type=REPLICATION, one copy per (port, rid) with egress_rid set, PHV copied);
+else egress_spec == 511 -> drop; else instance_type=NORMAL and enqueue to egress_spec.
+egress_thread: egress_port=port, egress_spec=512 (truncated to the field width), packet_length
+from the packet-length register, egress, egress_spec == 511 -> drop, deparse.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .codegen import AssertFailure, Compiled, DROP_PORT
+from .expr import X_EXIT, X_PAYLOAD, X_PKTLEN, X_STACK0
+
+PKT_INSTANCE_TYPE_NORMAL = 0
+PKT_INSTANCE_TYPE_REPLICATION = 5
+
+
+class Pipeline:
+    """One loaded program plus its PRE state; not thread safe (Switch holds the lock)."""
+
+    def __init__(self, c: Compiled) -> None:
+        self.c = c
+        self.F0, self.V0 = c.layout.zero_phv()
+        self.mc_groups: dict[int, list[tuple[int, int]]] = {}
+        self.stats: dict[str, int] = {}
+        self.start = time.monotonic()
+        i = c.idx
+        self.i_ingress_port = i["ingress_port"]
+        self.i_egress_spec = i["egress_spec"]
+        self.i_egress_port = i["egress_port"]
+        self.i_instance_type = i["instance_type"]
+        self.i_packet_length = i["packet_length"]
+        self.i_parser_error = i["parser_error"]
+        self.i_checksum_error = i["checksum_error"]
+        self.i_mcast_grp = i["mcast_grp"]
+        self.i_egress_rid = i["egress_rid"]
+        self.i_ig_ts = i["ingress_global_timestamp"]
+        self.i_eg_ts = i["egress_global_timestamp"]
+        self.i_priority = i["priority"]
+        self.q = [i["q_enq_timestamp"], i["q_enq_qdepth"], i["q_deq_timedelta"], i["q_deq_qdepth"]] \
+            if c.with_queueing else None
+        self.i_qid = i["q_qid"] if c.with_queueing else None
+        w = c.widths
+        self.egress_spec_init = (DROP_PORT + 1) & ((1 << w["egress_spec"]) - 1)
+        self.port_mask = (1 << w["ingress_port"]) - 1
+        self.len_mask = (1 << w["packet_length"]) - 1
+        self.no_error = c.errors["NoError"]
+        self.n_stacks = c.n_stacks
+
+    def _count(self, key: str) -> None:
+        self.stats[key] = self.stats.get(key, 0) + 1
+
+    def _now_us(self) -> int:
+        return int((time.monotonic() - self.start) * 1_000_000)
+
+    # -- data plane ----------------------------------------------------------------------
+    def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        c = self.c
+        F = self.F0[:]
+        V = self.V0[:]
+        n = len(frame)
+        X: list[Any] = [0, n, n, b""] + [0] * self.n_stacks
+        F[self.i_ingress_port] = ingress_port & self.port_mask
+        F[self.i_packet_length] = n & self.len_mask
+        F[self.i_instance_type] = PKT_INSTANCE_TYPE_NORMAL
+        if self.i_ig_ts is not None:
+            F[self.i_ig_ts] = self._now_us()
+        err = self.no_error
+        pos = 0
+        if c.parser is not None:
+            st = c.parser
+            while st is not None:
+                st, pos, err = st(F, V, X, frame, pos)
+            if err != self.no_error:
+                self._count("parser_errors")
+        X[X_PAYLOAD] = frame[pos:]
+        if self.i_parser_error is not None:
+            F[self.i_parser_error] = err
+        cks = c.verify(F, V, X)
+        if cks:
+            self._count("checksum_errors")
+        if self.i_checksum_error is not None:
+            F[self.i_checksum_error] = cks
+        node = c.ingress
+        while node is not None:
+            if X[X_EXIT]:
+                break
+            node = node(F, V, X)
+        X[X_EXIT] = 0
+        mgid = F[self.i_mcast_grp] if self.i_mcast_grp is not None else 0
+        out: list[tuple[int, bytes]] = []
+        if mgid != 0:
+            F[self.i_instance_type] = PKT_INSTANCE_TYPE_REPLICATION
+            replicas = self.mc_groups.get(mgid)
+            if replicas is None:
+                self._count("drop_unknown_mcast_group")
+                return out
+            for port, rid in replicas:
+                if self.i_egress_rid is not None:
+                    F[self.i_egress_rid] = rid
+                self._egress(port, F[:], V[:], X[:], out)
+            return out
+        egress_spec = F[self.i_egress_spec]
+        if egress_spec == DROP_PORT:
+            self._count("drop_ingress")
+            return out
+        F[self.i_instance_type] = PKT_INSTANCE_TYPE_NORMAL
+        self._egress(egress_spec, F, V, X, out)
+        return out
+
+    def _egress(self, port: int, F: list[int], V: list[int], X: list[Any],
+                out: list[tuple[int, bytes]]) -> None:
+        c = self.c
+        if self.i_priority is not None and F[self.i_priority] >= 1:
+            # simple_switch runs with one queue per port: "Priority out of range"
+            self._count("drop_priority_out_of_range")
+            return
+        if self.q is not None:
+            F[self.q[0]] = self._now_us() & ((1 << c.layout.widths[self.q[0]]) - 1)
+            F[self.q[1]] = 0
+        if self.i_eg_ts is not None:
+            F[self.i_eg_ts] = self._now_us()
+        if self.q is not None:
+            F[self.q[2]] = 0
+            F[self.q[3]] = 0
+            if self.i_qid is not None:
+                F[self.i_qid] = 0
+        F[self.i_egress_port] = port
+        F[self.i_egress_spec] = self.egress_spec_init
+        F[self.i_packet_length] = X[X_PKTLEN] & self.len_mask
+        node = c.egress
+        while node is not None:
+            if X[X_EXIT]:
+                break
+            node = node(F, V, X)
+        if F[self.i_egress_spec] == DROP_PORT:
+            self._count("drop_egress")
+            return
+        out.append((port, c.deparse(F, V, X)))
+
+
+__all__ = ["Pipeline", "AssertFailure"]
