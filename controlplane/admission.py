@@ -1,0 +1,51 @@
+"""Programs Admission: one entry per (ingress port, MAC, IPv4, job, rank) of a job's workers.
+
+The action carries the job's parameters (job index, slot range, worker count, multicast
+group, epoch), so admission is also where a job's slots and epoch are handed to the data
+plane.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .connection import SwitchConnection, table_entity
+from .forwarding import ip_int, mac_int
+
+
+@dataclass(frozen=True)
+class JobParameters:
+    job: int
+    job_index: int
+    slot_base: int
+    slot_count: int
+    worker_count: int
+    mcast_grp: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class WorkerAddress:
+    rank: int
+    port: int
+    mac: str
+    ip: str
+    udp_port: int
+
+
+def admission_entry(conn: SwitchConnection, job: JobParameters, worker: WorkerAddress,
+                    with_action: bool = True):
+    match = {"ingress_port": worker.port, "src_mac": mac_int(worker.mac),
+             "src_ip": ip_int(worker.ip), "job": job.job, "rank": worker.rank}
+    if not with_action:
+        return conn.p4.table_entry("admission", match)
+    return conn.p4.table_entry("admission", match, "admit", {
+        "job_index": job.job_index, "slot_base": job.slot_base, "slot_count": job.slot_count,
+        "worker_count": job.worker_count, "mcast_grp": job.mcast_grp, "epoch": job.epoch})
+
+
+def admit(conn: SwitchConnection, job: JobParameters, workers: list[WorkerAddress]) -> None:
+    conn.insert(*(table_entity(admission_entry(conn, job, w)) for w in workers))
+
+
+def revoke(conn: SwitchConnection, job: JobParameters, workers: list[WorkerAddress]) -> None:
+    conn.delete(*(table_entity(admission_entry(conn, job, w, False)) for w in workers))

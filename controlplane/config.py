@@ -1,0 +1,205 @@
+"""The declarative switch configuration (TOML) and its validation.
+
+Errors name the field by its path in the file (`jobs[0].workers[2].mac`) and say what is
+wrong, because the person reading them is editing that file.
+
+    [switch]
+    grpc_addr = "127.0.0.1:9559"
+    device_id = 1
+    election_id = 1
+    mac = "02:00:00:00:01:00"
+    ip = "10.0.0.254"
+    ports = [1, 2, 3, 4]
+    state_file = "p4reduce-jobs.json"     # relative to this file
+
+    [[switch.hosts]]                       # optional L2 entries for ordinary traffic
+    mac = "02:00:00:00:00:01"
+    port = 1
+
+    [[jobs]]                               # optional static jobs
+    job = 7
+    slots = 16
+    workers = [
+      { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },
+      { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
+    ]
+"""
+from __future__ import annotations
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hostlib import protocol
+
+from .admission import WorkerAddress
+from .jobs import JobError, POOL_SLOTS, validate_workers
+
+
+class ConfigError(ValueError):
+    """A configuration file problem: `path` is the field, the message says what is wrong."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass
+class HostEntry:
+    mac: str
+    port: int
+
+
+@dataclass
+class StaticJob:
+    job: int
+    slots: int
+    workers: list[WorkerAddress]
+
+
+@dataclass
+class SwitchConfig:
+    grpc_addr: str = "127.0.0.1:9559"
+    device_id: int = 1
+    election_id: int = 1
+    mac: str = "02:00:00:00:01:00"
+    ip: str = "10.0.0.254"
+    ports: list[int] = field(default_factory=list)
+    hosts: list[HostEntry] = field(default_factory=list)
+    state_file: Path | None = None
+    flood_group: int = 1
+
+
+@dataclass
+class Config:
+    switch: SwitchConfig
+    jobs: list[StaticJob] = field(default_factory=list)
+
+
+_SWITCH_KEYS = {"grpc_addr", "device_id", "election_id", "mac", "ip", "ports", "hosts",
+                "state_file", "flood_group"}
+_WORKER_KEYS = {"rank", "port", "mac", "ip", "udp_port"}
+
+
+def _check_keys(path: str, table: Any, allowed: set[str], required: set[str] = frozenset()):
+    if not isinstance(table, dict):
+        raise ConfigError(path, f"expected a table, got {type(table).__name__}")
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{path}.{unknown[0]}" if path else unknown[0],
+                          f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    for key in sorted(required - set(table)):
+        raise ConfigError(f"{path}.{key}" if path else key, "missing")
+
+
+def _int(path: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(path, f"expected an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise ConfigError(path, f"{value} is out of range {lo}..{hi}")
+    return value
+
+
+def _mac(path: str, value: Any) -> str:
+    try:
+        protocol.mac_bytes(value if isinstance(value, str) else "")
+    except protocol.ProtocolError:
+        raise ConfigError(path, f"bad MAC address {value!r}") from None
+    return value.lower()
+
+
+def _ip(path: str, value: Any) -> str:
+    try:
+        protocol.ip_bytes(value if isinstance(value, str) else "x")
+    except protocol.ProtocolError:
+        raise ConfigError(path, f"bad IPv4 address {value!r}") from None
+    return value
+
+
+def parse(data: dict, base_dir: Path = Path(".")) -> Config:
+    _check_keys("", data, {"switch", "jobs"}, {"switch"})
+    sw = data["switch"]
+    _check_keys("switch", sw, _SWITCH_KEYS, {"ports"})
+    cfg = SwitchConfig()
+    if "grpc_addr" in sw:
+        if not isinstance(sw["grpc_addr"], str) or ":" not in sw["grpc_addr"]:
+            raise ConfigError("switch.grpc_addr", f"expected 'host:port', got {sw['grpc_addr']!r}")
+        cfg.grpc_addr = sw["grpc_addr"]
+    if "device_id" in sw:
+        cfg.device_id = _int("switch.device_id", sw["device_id"], 0, 2**63)
+    if "election_id" in sw:
+        cfg.election_id = _int("switch.election_id", sw["election_id"], 1, 2**63)
+    if "flood_group" in sw:
+        cfg.flood_group = _int("switch.flood_group", sw["flood_group"], 1, 15)
+    cfg.mac = _mac("switch.mac", sw.get("mac", cfg.mac))
+    cfg.ip = _ip("switch.ip", sw.get("ip", cfg.ip))
+    if not isinstance(sw["ports"], list) or not sw["ports"]:
+        raise ConfigError("switch.ports", "expected a non-empty list of port numbers")
+    seen: set[int] = set()
+    for i, port in enumerate(sw["ports"]):
+        port = _int(f"switch.ports[{i}]", port, 0, 510)
+        if port in seen:
+            raise ConfigError(f"switch.ports[{i}]", f"duplicate port {port}")
+        seen.add(port)
+    cfg.ports = list(sw["ports"])
+    for i, host in enumerate(sw.get("hosts", [])):
+        path = f"switch.hosts[{i}]"
+        _check_keys(path, host, {"mac", "port"}, {"mac", "port"})
+        port = _int(f"{path}.port", host["port"], 0, 510)
+        if port not in seen:
+            raise ConfigError(f"{path}.port", f"port {port} is not in switch.ports")
+        cfg.hosts.append(HostEntry(_mac(f"{path}.mac", host["mac"]), port))
+    if "state_file" in sw:
+        if not isinstance(sw["state_file"], str):
+            raise ConfigError("switch.state_file", "expected a path string")
+        cfg.state_file = (base_dir / sw["state_file"]).resolve()
+
+    jobs: list[StaticJob] = []
+    job_ids: set[int] = set()
+    raw_jobs = data.get("jobs", [])
+    if not isinstance(raw_jobs, list):
+        raise ConfigError("jobs", "expected an array of tables ([[jobs]])")
+    for j, job in enumerate(raw_jobs):
+        path = f"jobs[{j}]"
+        _check_keys(path, job, {"job", "slots", "workers"}, {"job", "slots", "workers"})
+        job_id = _int(f"{path}.job", job["job"], 0, 65535)
+        if job_id in job_ids:
+            raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
+        job_ids.add(job_id)
+        slots = _int(f"{path}.slots", job["slots"], 1, POOL_SLOTS)
+        if not isinstance(job["workers"], list):
+            raise ConfigError(f"{path}.workers", "expected a list of worker tables")
+        workers = []
+        for w, worker in enumerate(job["workers"]):
+            wpath = f"{path}.workers[{w}]"
+            _check_keys(wpath, worker, _WORKER_KEYS, {"rank", "port", "mac", "ip"})
+            port = _int(f"{wpath}.port", worker["port"], 0, 510)
+            if port not in seen:
+                raise ConfigError(f"{wpath}.port", f"port {port} is not in switch.ports")
+            udp = _int(f"{wpath}.udp_port", worker.get("udp_port", protocol.UDP_PORT_BASE),
+                       protocol.UDP_PORT_BASE, protocol.UDP_PORT_BASE + 15)
+            workers.append(WorkerAddress(
+                rank=_int(f"{wpath}.rank", worker["rank"], 0, 255), port=port,
+                mac=_mac(f"{wpath}.mac", worker["mac"]), ip=_ip(f"{wpath}.ip", worker["ip"]),
+                udp_port=udp))
+        try:
+            validate_workers(job_id, workers, seen)
+        except JobError as exc:
+            raise ConfigError(f"{path}.workers", str(exc)) from None
+        jobs.append(StaticJob(job_id, slots, workers))
+    return Config(cfg, jobs)
+
+
+def load(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(str(path), "no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), f"not valid TOML: {exc}") from None
+    return parse(data, path.parent)

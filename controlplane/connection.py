@@ -1,0 +1,258 @@
+"""One P4Runtime session with one switch: arbitration, pipeline, writes and reads.
+
+Plain grpcio on the p4runtime package's stubs, so the same code drives softswitch,
+simple_switch_grpc and any other P4Runtime server. p4runtime-shell's client exits the
+process when a handshake fails, which a long-running controller that reconnects cannot
+afford; this one raises instead.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import grpc
+from google.rpc import code_pb2, status_pb2
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from .p4info import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO, P4Objects, load_p4info
+
+log = logging.getLogger(__name__)
+
+
+class SwitchError(RuntimeError):
+    """A P4Runtime call failed; `code` is the gRPC status code name, `details` per update."""
+
+    def __init__(self, what: str, code: str, message: str, details: list[str] | None = None):
+        self.code = code
+        self.details = details or []
+        extra = "".join(f"\n  - {d}" for d in self.details)
+        super().__init__(f"{what}: {code}: {message}{extra}")
+
+
+class NotPrimaryError(SwitchError):
+    pass
+
+
+def _write_error(err: grpc.RpcError) -> SwitchError:
+    """Decode P4Runtime's batch error details (one p4.v1.Error per update)."""
+    details: list[str] = []
+    codes: list[str] = []
+    for key, value in err.trailing_metadata() or ():
+        if key != "grpc-status-details-bin":
+            continue
+        status = status_pb2.Status.FromString(value)
+        for any_detail in status.details:
+            p4err = p4runtime_pb2.Error()
+            if any_detail.Unpack(p4err) and p4err.canonical_code != code_pb2.OK:
+                name = code_pb2.Code.Name(p4err.canonical_code)
+                codes.append(name)
+                details.append(f"{name}: {p4err.message}")
+    code = codes[0] if len(set(codes)) == 1 else err.code().name
+    return SwitchError("write", code, err.details() or "", details)
+
+
+class SwitchConnection:
+    """P4Runtime client for one device, as primary (highest election id) or backup."""
+
+    def __init__(self, grpc_addr: str, device_id: int = 1, election_id: int = 1,
+                 timeout: float = 10.0):
+        self.grpc_addr = grpc_addr
+        self.device_id = device_id
+        self.election_id = election_id
+        self.timeout = timeout
+        self.is_primary = False
+        self.objects: P4Objects | None = None
+        self._channel: grpc.Channel | None = None
+        self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
+        self._out: queue.Queue | None = None
+        self._arbitration: queue.Queue = queue.Queue()
+        self.packets_in: queue.Queue = queue.Queue()
+        self._reader: threading.Thread | None = None
+
+    # ---- session -------------------------------------------------------------------
+    def connect(self, retries: int = 0, backoff: float = 0.2) -> "SwitchConnection":
+        """Open the channel and the arbitration stream; retry with doubling backoff."""
+        delay = backoff
+        for attempt in range(retries + 1):
+            try:
+                self._open()
+                return self
+            except (SwitchError, grpc.RpcError, TimeoutError) as exc:
+                self.close()
+                if attempt == retries:
+                    raise
+                log.info("connect to %s failed (%s); retrying in %.2fs", self.grpc_addr,
+                         exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        return self
+
+    def _open(self) -> None:
+        self._channel = grpc.insecure_channel(self.grpc_addr)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=self.timeout)
+        except grpc.FutureTimeoutError:
+            raise SwitchError("connect", "UNAVAILABLE",
+                              f"no P4Runtime server at {self.grpc_addr} "
+                              f"within {self.timeout}s") from None
+        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        self._out = queue.Queue()
+        out = self._out
+
+        def requests() -> Iterator[p4runtime_pb2.StreamMessageRequest]:
+            while True:
+                item = out.get()
+                if item is None:
+                    return
+                yield item
+
+        stream = self._stub.StreamChannel(requests())
+
+        def read() -> None:
+            try:
+                for msg in stream:
+                    if msg.HasField("arbitration"):
+                        self._arbitration.put(msg.arbitration)
+                    elif msg.HasField("packet"):
+                        self.packets_in.put(msg.packet)
+            except grpc.RpcError as exc:
+                self._arbitration.put(exc)
+
+        self._reader = threading.Thread(target=read, daemon=True, name="p4rt-stream")
+        self._reader.start()
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = self.device_id
+        req.arbitration.election_id.high = self.election_id >> 64
+        req.arbitration.election_id.low = self.election_id & ((1 << 64) - 1)
+        out.put(req)
+        try:
+            reply = self._arbitration.get(timeout=self.timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no arbitration answer from {self.grpc_addr}") from None
+        if isinstance(reply, grpc.RpcError):
+            raise SwitchError("arbitration", reply.code().name, reply.details() or "")
+        self.is_primary = reply.status.code == code_pb2.OK
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.put(None)
+            self._out = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        self._stub = None
+
+    def __enter__(self) -> "SwitchConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def stub(self) -> p4runtime_pb2_grpc.P4RuntimeStub:
+        if self._stub is None:
+            raise SwitchError("session", "UNAVAILABLE", f"not connected to {self.grpc_addr}")
+        return self._stub
+
+    def _election(self, msg) -> None:
+        msg.election_id.high = self.election_id >> 64
+        msg.election_id.low = self.election_id & ((1 << 64) - 1)
+
+    # ---- pipeline ------------------------------------------------------------------
+    def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes) -> None:
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        self._election(req)
+        req.config.p4info.CopyFrom(p4info)
+        req.config.p4_device_config = device_config
+        try:
+            self.stub.SetForwardingPipelineConfig(req, timeout=self.timeout * 3)
+        except grpc.RpcError as exc:
+            raise SwitchError("set pipeline", exc.code().name, exc.details() or "") from None
+        self.objects = P4Objects(p4info)
+
+    def push_pipeline(self, p4info_path: str | Path = DEFAULT_P4INFO,
+                      device_config_path: str | Path = DEFAULT_DEVICE_CONFIG) -> None:
+        self.set_pipeline(load_p4info(p4info_path), Path(device_config_path).read_bytes())
+
+    def get_p4info(self) -> p4info_pb2.P4Info | None:
+        """The switch's current P4Info, or None when it has no pipeline."""
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
+        try:
+            rep = self.stub.GetForwardingPipelineConfig(req, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                return None
+            raise SwitchError("get pipeline", exc.code().name, exc.details() or "") from None
+        if not rep.config.HasField("p4info") or not rep.config.p4info.tables:
+            return None
+        return rep.config.p4info
+
+    def use_pipeline_of_switch(self) -> bool:
+        """Adopt the switch's P4Info (after a controller restart); False if it has none."""
+        info = self.get_p4info()
+        if info is None:
+            return False
+        self.objects = P4Objects(info)
+        return True
+
+    @property
+    def p4(self) -> P4Objects:
+        if self.objects is None:
+            raise SwitchError("pipeline", "FAILED_PRECONDITION", "no pipeline pushed or read")
+        return self.objects
+
+    # ---- writes and reads ------------------------------------------------------------
+    def write(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
+        req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
+        self._election(req)
+        req.updates.extend(updates)
+        if not req.updates:
+            return
+        try:
+            self.stub.Write(req, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            err = _write_error(exc)
+            if err.code == "PERMISSION_DENIED":
+                raise NotPrimaryError("write", err.code, str(err), err.details) from None
+            raise err from None
+
+    def insert(self, *entities: p4runtime_pb2.Entity) -> None:
+        self.write(_updates(p4runtime_pb2.Update.INSERT, entities))
+
+    def modify(self, *entities: p4runtime_pb2.Entity) -> None:
+        self.write(_updates(p4runtime_pb2.Update.MODIFY, entities))
+
+    def delete(self, *entities: p4runtime_pb2.Entity) -> None:
+        self.write(_updates(p4runtime_pb2.Update.DELETE, entities))
+
+    def read(self, *entities: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        req.entities.extend(entities)
+        try:
+            return [e for rep in self.stub.Read(req, timeout=self.timeout) for e in rep.entities]
+        except grpc.RpcError as exc:
+            raise SwitchError("read", exc.code().name, exc.details() or "") from None
+
+    def capabilities(self) -> str:
+        try:
+            return self.stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(),
+                                          timeout=self.timeout).p4runtime_api_version
+        except grpc.RpcError as exc:
+            raise SwitchError("capabilities", exc.code().name, exc.details() or "") from None
+
+
+def _updates(kind: int, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Update]:
+    return [p4runtime_pb2.Update(type=kind, entity=e) for e in entities]
+
+
+def table_entity(entry: p4runtime_pb2.TableEntry) -> p4runtime_pb2.Entity:
+    return p4runtime_pb2.Entity(table_entry=entry)

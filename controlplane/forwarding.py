@@ -1,0 +1,57 @@
+"""Programs SwitchIdentity and Forwarding: the switch's own MAC/IPv4, L2 entries and flooding.
+
+Ordinary traffic (ARP, ping, control) between hosts goes through `l2_forward`; broadcast is
+a multicast group of every port, and the P4 egress drops the copy that would go back out
+of the ingress port.
+"""
+from __future__ import annotations
+
+from .connection import SwitchConnection, table_entity
+from .p4info import P4InfoError
+from .replication import multicast_group
+from hostlib.protocol import ip_bytes, mac_bytes
+
+BROADCAST_MAC = "ff:ff:ff:ff:ff:ff"
+
+
+def mac_int(mac: str) -> int:
+    return int.from_bytes(mac_bytes(mac), "big")
+
+
+def ip_int(ip: str) -> int:
+    return int.from_bytes(ip_bytes(ip), "big")
+
+
+def set_identity(conn: SwitchConnection, mac: str, ip: str) -> None:
+    entry = conn.p4.table_entry("switch_identity", {}, "set_identity",
+                                {"mac": mac_int(mac), "ip": ip_int(ip)}, default=True)
+    conn.modify(table_entity(entry))
+
+
+def l2_entry(conn: SwitchConnection, mac: str, port: int | None = None):
+    if port is None:
+        return conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(mac)})
+    return conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(mac)}, "forward",
+                               {"port": port})
+
+
+def add_host(conn: SwitchConnection, mac: str, port: int) -> None:
+    conn.insert(table_entity(l2_entry(conn, mac, port)))
+
+
+def remove_host(conn: SwitchConnection, mac: str) -> None:
+    conn.delete(table_entity(l2_entry(conn, mac)))
+
+
+def set_flooding(conn: SwitchConnection, group: int, ports: list[int],
+                 create: bool = True) -> None:
+    """Broadcast frames go to `group`, which replicates to every port (rid 0)."""
+    if not ports:
+        raise P4InfoError("flooding needs at least one port")
+    mc = multicast_group(group, [(p, 0) for p in ports])
+    entry = conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(BROADCAST_MAC)}, "flood",
+                                {"group": group})
+    if create:
+        conn.insert(mc, table_entity(entry))
+    else:
+        conn.modify(mc, table_entity(entry))

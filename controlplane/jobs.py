@@ -1,0 +1,268 @@
+"""Job lifecycle: slot allocation, epochs, the entries of a job, and job descriptors.
+
+A job is N workers (rank -> switch port, MAC, IPv4, UDP port) and a contiguous range of the
+switch's slot pool. Creating one allocates the range, gives the job a new epoch (so the
+data plane resets the slots in band, docs/protocol.md section 8), installs admission,
+multicast and result-destination entries, and returns one descriptor per rank. Job state is
+persisted to a small JSON file (written atomically) so a restarted controller neither
+forgets jobs nor double-allocates slots; the switch cannot be asked for it because bmv2's
+P4Runtime server does not serve register reads and table entries do not carry all of it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hostlib import protocol
+
+from . import admission, drop_simulator, replication, result_destination
+from .admission import JobParameters, WorkerAddress
+from .connection import SwitchConnection
+
+POOL_SLOTS = 1024          # p4src/include/constants.p4
+MAX_JOBS = 64
+MAX_WORKERS = protocol.MAX_WORKERS
+JOB_GROUP_BASE = 16        # multicast group of job index i is 16 + i; 1..15 are for flooding
+EPOCH_LIMIT = 1 << 16
+
+
+class JobError(ValueError):
+    """A job request the controller refuses; the message says what and why."""
+
+
+@dataclass(frozen=True)
+class SwitchAddress:
+    mac: str
+    ip: str
+    udp_port: int = protocol.UDP_PORT_BASE
+
+
+@dataclass
+class Job:
+    job: int
+    job_index: int
+    slot_base: int
+    slot_count: int
+    epoch: int
+    workers: list[WorkerAddress]
+    loss: dict | None = None
+
+    @property
+    def params(self) -> JobParameters:
+        return JobParameters(job=self.job, job_index=self.job_index, slot_base=self.slot_base,
+                             slot_count=self.slot_count, worker_count=len(self.workers),
+                             mcast_grp=JOB_GROUP_BASE + self.job_index, epoch=self.epoch)
+
+    def descriptor(self, rank: int, switch: SwitchAddress) -> dict:
+        """Everything worker `rank` needs (docs/protocol.md section 4)."""
+        w = next((w for w in self.workers if w.rank == rank), None)
+        if w is None:
+            raise JobError(f"job {self.job} has no rank {rank}")
+        return {
+            "protocol": protocol.PROTOCOL_VERSION, "job": self.job, "rank": rank,
+            "workers": len(self.workers), "slot_base": self.slot_base,
+            "slot_count": self.slot_count, "lanes": protocol.LANES,
+            "switch": {"mac": switch.mac, "ip": switch.ip, "udp_port": switch.udp_port},
+            "worker": {"mac": w.mac, "ip": w.ip, "udp_port": w.udp_port},
+        }
+
+    def descriptors(self, switch: SwitchAddress) -> list[dict]:
+        return [self.descriptor(w.rank, switch) for w in sorted(self.workers,
+                                                                key=lambda w: w.rank)]
+
+    def to_json(self) -> dict:
+        return {"job": self.job, "job_index": self.job_index, "slot_base": self.slot_base,
+                "slot_count": self.slot_count, "epoch": self.epoch, "loss": self.loss,
+                "workers": [asdict(w) for w in self.workers]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Job":
+        return cls(job=data["job"], job_index=data["job_index"], slot_base=data["slot_base"],
+                   slot_count=data["slot_count"], epoch=data["epoch"], loss=data.get("loss"),
+                   workers=[WorkerAddress(**w) for w in data["workers"]])
+
+
+@dataclass
+class JobTable:
+    """The controller's jobs and epoch counter, and the file that keeps them."""
+    path: Path | None = None
+    jobs: dict[int, Job] = field(default_factory=dict)
+    last_epoch: int = 0
+
+    @classmethod
+    def load(cls, path: Path | None) -> "JobTable":
+        table = cls(path)
+        if path is not None and path.exists():
+            try:
+                data = json.loads(path.read_text())
+                table.last_epoch = int(data["last_epoch"])
+                table.jobs = {j["job"]: Job.from_json(j) for j in data["jobs"]}
+            except (ValueError, KeyError, TypeError) as exc:
+                raise JobError(f"state file {path} is unreadable ({exc}); "
+                               "move it away to start with no jobs") from None
+        return table
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        data = {"last_epoch": self.last_epoch,
+                "jobs": [j.to_json() for j in sorted(self.jobs.values(), key=lambda j: j.job)]}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".jobs-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def next_epoch(self) -> int:
+        """1..65535, wrapping and skipping 0 (a slot never used holds epoch 0)."""
+        self.last_epoch = self.last_epoch % (EPOCH_LIMIT - 1) + 1
+        return self.last_epoch
+
+    def allocate_slots(self, count: int) -> int:
+        """First fit of `count` contiguous slots; JobError when the pool has no such gap."""
+        if not 1 <= count <= POOL_SLOTS:
+            raise JobError(f"slots={count}: a job needs 1..{POOL_SLOTS} slots")
+        taken = sorted((j.slot_base, j.slot_base + j.slot_count) for j in self.jobs.values())
+        start = 0
+        for lo, hi in taken:
+            if lo - start >= count:
+                return start
+            start = max(start, hi)
+        if POOL_SLOTS - start >= count:
+            return start
+        free = POOL_SLOTS - sum(j.slot_count for j in self.jobs.values())
+        raise JobError(f"slot pool exhausted: {count} contiguous slots requested, "
+                       f"{free} of {POOL_SLOTS} free")
+
+    def allocate_index(self) -> int:
+        used = {j.job_index for j in self.jobs.values()}
+        for i in range(MAX_JOBS):
+            if i not in used:
+                return i
+        raise JobError(f"too many jobs: the switch counts at most {MAX_JOBS}")
+
+
+def validate_workers(job_id: int, workers: list[WorkerAddress],
+                     known_ports: set[int] | None) -> None:
+    if not 0 <= job_id < 1 << 16:
+        raise JobError(f"job id {job_id} must be 0..65535")
+    if not workers:
+        raise JobError(f"job {job_id}: no workers")
+    if len(workers) > MAX_WORKERS:
+        raise JobError(f"job {job_id}: {len(workers)} workers, the contributor bitmap holds "
+                       f"at most {MAX_WORKERS}")
+    ranks = [w.rank for w in workers]
+    dup = {r for r in ranks if ranks.count(r) > 1}
+    if dup:
+        raise JobError(f"job {job_id}: duplicate rank(s) {sorted(dup)}")
+    if sorted(ranks) != list(range(len(workers))):
+        raise JobError(f"job {job_id}: ranks must be 0..{len(workers) - 1} without gaps, "
+                       f"got {sorted(ranks)}")
+    ports = [w.port for w in workers]
+    dup = {p for p in ports if ports.count(p) > 1}
+    if dup:
+        raise JobError(f"job {job_id}: duplicate port(s) {sorted(dup)}")
+    if known_ports is not None:
+        unknown = sorted(set(ports) - known_ports)
+        if unknown:
+            raise JobError(f"job {job_id}: unknown switch port(s) {unknown}; "
+                           f"configured: {sorted(known_ports)}")
+    for w in workers:
+        try:
+            protocol.mac_bytes(w.mac)
+            protocol.ip_bytes(w.ip)
+        except protocol.ProtocolError as exc:
+            raise JobError(f"job {job_id} rank {w.rank}: {exc}") from None
+        if w.udp_port & protocol.UDP_PORT_MASK != protocol.UDP_PORT_BASE:
+            raise JobError(f"job {job_id} rank {w.rank}: udp_port {w.udp_port} is not in "
+                           f"0x{protocol.UDP_PORT_BASE:04x}..0x{protocol.UDP_PORT_BASE + 15:04x}")
+
+
+class JobManager:
+    """Creates and deletes jobs on one switch, keeping JobTable and the switch in step."""
+
+    def __init__(self, conn: SwitchConnection, switch: SwitchAddress,
+                 state_path: Path | None = None, known_ports: set[int] | None = None):
+        self.conn = conn
+        self.switch = switch
+        self.known_ports = known_ports
+        self.table = JobTable.load(state_path)
+
+    def create(self, job_id: int, workers: list[WorkerAddress], slots: int) -> Job:
+        if job_id in self.table.jobs:
+            raise JobError(f"job {job_id} already exists")
+        validate_workers(job_id, workers, self.known_ports)
+        job = Job(job=job_id, job_index=self.table.allocate_index(),
+                  slot_base=self.table.allocate_slots(slots), slot_count=slots,
+                  epoch=self.table.next_epoch(), workers=sorted(workers, key=lambda w: w.rank))
+        self.install(job)
+        self.table.jobs[job_id] = job
+        self.table.save()
+        return job
+
+    def install(self, job: Job) -> None:
+        """Write every entry of `job`; on failure remove what was written."""
+        done: list = []
+        try:
+            self.conn.insert(replication.multicast_group(
+                job.params.mcast_grp, [(w.port, w.rank) for w in job.workers]))
+            done.append(lambda: self.conn.delete(replication.multicast_group(
+                job.params.mcast_grp, [])))
+            result_destination.add_destinations(self.conn, job.job, job.workers)
+            done.append(lambda: result_destination.remove_destinations(
+                self.conn, job.job, job.workers))
+            admission.admit(self.conn, job.params, job.workers)
+            done.append(lambda: admission.revoke(self.conn, job.params, job.workers))
+            if job.loss:
+                drop_simulator.set_loss(self.conn, job.job, **job.loss)
+        except Exception:
+            for undo in reversed(done):
+                try:
+                    undo()
+                except Exception:   # best effort: the original error is what matters
+                    pass
+            raise
+
+    def delete(self, job_id: int) -> Job:
+        job = self.get(job_id)
+        # admission first: from here on no packet of the job touches its slots
+        admission.revoke(self.conn, job.params, job.workers)
+        result_destination.remove_destinations(self.conn, job.job, job.workers)
+        self.conn.delete(replication.multicast_group(job.params.mcast_grp, []))
+        if job.loss:
+            drop_simulator.clear_loss(self.conn, job.job)
+        del self.table.jobs[job_id]
+        self.table.save()
+        return job
+
+    def set_loss(self, job_id: int, ingress: float = 0.0, egress: float = 0.0,
+                 seed: int = 1, use_random: bool = False) -> None:
+        job = self.get(job_id)
+        loss = {"ingress": ingress, "egress": egress, "seed": seed, "use_random": use_random}
+        if ingress == 0 and egress == 0:
+            if job.loss:
+                drop_simulator.clear_loss(self.conn, job_id)
+            job.loss = None
+        else:
+            drop_simulator.set_loss(self.conn, job_id, replace=bool(job.loss), **loss)
+            job.loss = loss
+        self.table.save()
+
+    def get(self, job_id: int) -> Job:
+        try:
+            return self.table.jobs[job_id]
+        except KeyError:
+            raise JobError(f"no job {job_id}") from None
+
+    def jobs(self) -> list[Job]:
+        return sorted(self.table.jobs.values(), key=lambda j: j.job)
+
+    def reinstall_all(self) -> None:
+        """After a switch restart (fresh pipeline): write every known job again."""
+        for job in self.jobs():
+            self.install(job)

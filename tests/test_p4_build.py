@@ -1,0 +1,68 @@
+"""The committed p4c outputs belong to the committed P4 sources, and agree with the codec."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from hostlib import protocol
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAM = REPO / "p4src" / "p4reduce.p4"
+BUILD = REPO / "p4src" / "build"
+
+
+def _compile_module():
+    spec = importlib.util.spec_from_file_location("p4src_compile", REPO / "p4src" / "compile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_build_outputs_match_sources():
+    problems = _compile_module().check_manifest(PROGRAM, BUILD)
+    assert not problems, "p4src/build is stale -- recompile p4src:\n" + "\n".join(problems)
+
+
+def test_manifest_detects_an_edited_source(tmp_path):
+    compile_mod = _compile_module()
+    src = tmp_path / "p4src"
+    (src / "include").mkdir(parents=True)
+    for path in PROGRAM.parent.glob("*.p4"):
+        (src / path.name).write_bytes(path.read_bytes())
+    for path in (PROGRAM.parent / "include").glob("*.p4"):
+        (src / "include" / path.name).write_bytes(path.read_bytes())
+    (src / "build").mkdir()
+    for path in BUILD.iterdir():
+        (src / "build" / path.name).write_bytes(path.read_bytes())
+    program = src / PROGRAM.name
+    assert compile_mod.check_manifest(program, src / "build") == []
+    header = src / "include" / "value_aggregation.p4"
+    header.write_text(header.read_text() + "\n/* edit */\n")
+    problems = compile_mod.check_manifest(program, src / "build")
+    assert any("include/value_aggregation.p4 changed" in p for p in problems)
+    assert any("recompile" in p for p in problems)
+
+
+def test_p4_header_is_the_codec_field_table():
+    program = json.loads((BUILD / "p4reduce.json").read_text())
+    types = {t["name"]: t for t in program["header_types"]}
+    p4_fields = [(name, bits) for name, bits, *_ in types["p4reduce_t"]["fields"]]
+    assert p4_fields == [(f.name, f.bits) for f in protocol.FIELDS]
+    lanes = types["values_t"]["fields"]
+    assert len(lanes) == protocol.LANES and all(bits == 32 for _, bits, *_ in lanes)
+
+
+def test_p4_constants_match_the_codec():
+    text = (REPO / "p4src" / "include" / "constants.p4").read_text()
+    for name, value in [("P4REDUCE_UDP_BASE", protocol.UDP_PORT_BASE),
+                        ("END_OF_STREAM", protocol.END_OF_STREAM),
+                        ("PROTOCOL_VERSION", protocol.PROTOCOL_VERSION)]:
+        line = next(line for line in text.splitlines() if f" {name} " in line)
+        assert int(line.split("=")[1].split(";")[0].strip(), 0) == value, name
+    for msg in protocol.MsgType:
+        line = next(line for line in text.splitlines() if f"MSG_{msg.name} " in line)
+        assert int(line.split("=")[1].split(";")[0].strip(), 0) == msg.value
+    assert f"#define LANES {protocol.LANES}" in text

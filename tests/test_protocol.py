@@ -1,0 +1,116 @@
+"""The codec: round trips, field limits, malformed input, and agreement with scapy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hostlib import protocol as p
+from hostlib.protocol import Endpoints, Flag, Header, MsgType, ProtocolError
+
+EP = Endpoints("02:00:00:00:00:01", "02:00:00:00:01:00", "10.0.0.1", "10.0.0.254",
+               0x5031, 0x5030)
+
+
+def test_header_is_16_bytes_and_fields_fill_them():
+    assert sum(f.bits for f in p.FIELDS) == 8 * p.HEADER_BYTES
+    assert p.HEADER_DTYPE.itemsize == p.HEADER_BYTES
+
+
+def test_header_bytes_are_big_endian_in_wire_order():
+    h = Header.make(MsgType.DATA, job=0x0102, slot=0x0304, rank=5, slot_version=1,
+                    flags=Flag.RETRANSMIT, block=0x0A0B0C, next_block=0x0D0E0F,
+                    next_exponent=0x81)
+    raw = p.encode_header(h)
+    assert raw == bytes([0x12, 0x82, 0x01, 0x02, 0x03, 0x04, 0x05, 0x81,
+                         0x00, 0x0A, 0x0B, 0x0C, 0x00, 0x0D, 0x0E, 0x0F])
+    assert p.decode_header(raw) == h
+
+
+@pytest.mark.parametrize("field,value", [("rank", 256), ("slot", 1 << 16), ("flags", 128),
+                                         ("slot_version", 2), ("msg_type", 16), ("job", -1)])
+def test_out_of_range_field_is_refused_by_name(field, value):
+    h = Header.make(MsgType.SKIP, job=1, slot=0, rank=0)._replace(**{field: value})
+    with pytest.raises(ProtocolError, match=field):
+        p.encode_header(h)
+
+
+def test_batch_encode_matches_single_encode():
+    rng = np.random.default_rng(1)
+    n = 50
+    cols = {f.name: rng.integers(0, 1 << min(f.bits, 31), n) for f in p.FIELDS}
+    batch = p.pack_headers(cols).tobytes()
+    for i in range(n):
+        h = Header(*(int(cols[name][i]) for name in p.FIELD_NAMES))
+        assert batch[16 * i:16 * (i + 1)] == p.encode_header(h)
+    back = p.unpack_headers(np.frombuffer(batch, dtype=p.HEADER_DTYPE))
+    for name in p.FIELD_NAMES:
+        assert np.array_equal(back[name], cols[name])
+
+
+def test_frame_round_trip_with_values():
+    values = np.array([(-1) ** i * (i * 1000003) for i in range(p.LANES)], dtype=np.int32)
+    values[0], values[1] = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+    h = Header.make(MsgType.DATA, job=3, slot=1, rank=2, block=9, next_block=17,
+                    next_exponent=140)
+    frame = p.build_frame(EP, h, values)
+    assert len(frame) == p.FRAME_BYTES_WITH_VALUES
+    parsed = p.parse_frame(frame)
+    assert parsed.header == h
+    assert np.array_equal(parsed.values, values)
+    assert parsed.src_ip == bytes([10, 0, 0, 1]) and parsed.dst_port == 0x5030
+
+
+def test_frame_agrees_with_scapy_dissection_and_checksum():
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    P4Reduce, P4ReduceValues = p.scapy_layers()
+    values = np.arange(p.LANES, dtype=np.int32) - 7
+    h = Header.make(MsgType.DATA, job=300, slot=7, rank=1, slot_version=1, block=4,
+                    next_block=p.END_OF_STREAM, next_exponent=3)
+    frame = p.build_frame(EP, h, values)
+    pkt = Ether(frame)
+    assert pkt[IP].len == len(frame) - 14
+    assert pkt[UDP].len == len(frame) - 34
+    original = pkt[IP].chksum
+    del pkt[IP].chksum
+    assert Ether(bytes(pkt))[IP].chksum == original          # scapy recomputes the same
+    assert {k: pkt[P4Reduce].fields[k] for k in p.FIELD_NAMES} == h._asdict()
+    assert pkt[P4ReduceValues].values == list(values)
+    # and scapy-built bytes parse with the fast codec
+    built = bytes(Ether(dst=EP.dst_mac, src=EP.src_mac) / IP(src=EP.src_ip, dst=EP.dst_ip)
+                  / UDP(sport=0x5031, dport=0x5030, chksum=0)
+                  / P4Reduce(**h._asdict()) / P4ReduceValues(values=list(values)))
+    assert p.parse_frame(built).header == h
+
+
+@pytest.mark.parametrize("cut,needle", [(20, "truncated frame"), (50, "truncated p4reduce header"),
+                                        (200, "truncated values")])
+def test_truncated_frames_name_what_is_missing(cut, needle):
+    h = Header.make(MsgType.DATA, job=1, slot=0, rank=0, block=0, next_block=1)
+    frame = p.build_frame(EP, h, np.zeros(p.LANES))
+    with pytest.raises(ProtocolError, match=needle):
+        p.parse_frame(frame[:cut])
+
+
+def test_data_message_without_values_is_malformed():
+    h = Header.make(MsgType.DATA, job=1, slot=0, rank=0, block=0, next_block=1)
+    with pytest.raises(ProtocolError, match="DATA message without values"):
+        p.parse_frame(p.build_frame(EP, h))
+
+
+def test_validate_header_names_the_field():
+    h = Header.make(MsgType.RESULT, job=1, slot=0, rank=0)
+    with pytest.raises(ProtocolError, match="msg_type"):
+        p.validate_header(h, from_switch=False)
+    p.validate_header(h, from_switch=True)
+    with pytest.raises(ProtocolError, match="protocol"):
+        p.validate_header(h._replace(protocol=2), from_switch=True)
+    with pytest.raises(ProtocolError, match="next_block"):
+        p.validate_header(h._replace(next_block=1 << 24), from_switch=True)
+
+
+def test_bad_addresses_are_named():
+    with pytest.raises(ProtocolError, match="MAC"):
+        p.mac_bytes("02:00:00:00:00")
+    with pytest.raises(ProtocolError, match="IPv4"):
+        p.ip_bytes("10.0.0.300")
