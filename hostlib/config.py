@@ -1,0 +1,117 @@
+"""The job descriptor (docs/protocol.md section 4): parsed once, validated, immutable.
+
+A worker's whole configuration comes from the controller as JSON; parsing it in one place
+means every other module can trust `JobConfig` fields (ranges checked here, not on the data
+path).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from . import protocol as p
+
+
+class DescriptorError(ValueError):
+    """A job descriptor that this worker cannot use; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Address:
+    mac: str
+    ip: str
+    udp_port: int
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    job: int
+    rank: int
+    workers: int
+    slot_base: int
+    slot_count: int
+    switch: Address
+    worker: Address
+    protocol: int = p.PROTOCOL_VERSION
+    lanes: int = p.LANES
+
+    def to_switch(self) -> p.Endpoints:
+        """Addresses of this rank's packets to the switch (what admission checks)."""
+        return p.Endpoints(src_mac=self.worker.mac, dst_mac=self.switch.mac,
+                           src_ip=self.worker.ip, dst_ip=self.switch.ip,
+                           src_port=self.worker.udp_port, dst_port=self.switch.udp_port)
+
+    def from_switch(self) -> p.Endpoints:
+        """Addresses of the results the switch sends to this rank (section 12)."""
+        return p.Endpoints(src_mac=self.switch.mac, dst_mac=self.worker.mac,
+                           src_ip=self.switch.ip, dst_ip=self.worker.ip,
+                           src_port=p.UDP_PORT_BASE, dst_port=self.worker.udp_port)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "protocol": self.protocol, "job": self.job, "rank": self.rank,
+            "workers": self.workers, "slot_base": self.slot_base,
+            "slot_count": self.slot_count, "lanes": self.lanes,
+            "switch": vars(self.switch).copy(), "worker": vars(self.worker).copy(),
+        }
+
+
+def _address(d: Any, where: str, *, port_in_range: bool) -> Address:
+    if not isinstance(d, Mapping):
+        raise DescriptorError(f"field {where} must be an object with mac, ip, udp_port")
+    try:
+        mac, ip, port = d["mac"], d["ip"], int(d["udp_port"])
+    except KeyError as e:
+        raise DescriptorError(f"field {where}.{e.args[0]} missing") from None
+    try:
+        p.mac_bytes(mac)
+        p.ip_bytes(ip)
+    except p.ProtocolError as e:
+        raise DescriptorError(f"field {where}: {e}") from None
+    if port_in_range and port & p.UDP_PORT_MASK != p.UDP_PORT_BASE:
+        raise DescriptorError(f"field {where}.udp_port={port} not in the p4reduce range "
+                              f"0x{p.UDP_PORT_BASE:04x}-0x{p.UDP_PORT_BASE + 15:04x}")
+    return Address(mac=str(mac).lower(), ip=str(ip), udp_port=port)
+
+
+def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> JobConfig:
+    """Accept a dict, a JSON string or a path to a JSON file; refuse what does not fit."""
+    if isinstance(descriptor, Mapping):
+        d = dict(descriptor)
+    else:
+        text = os.fspath(descriptor)
+        if text.lstrip().startswith("{"):
+            d = json.loads(text)
+        else:
+            with open(text, encoding="utf-8") as f:
+                d = json.load(f)
+    if not isinstance(d, dict):
+        raise DescriptorError("a job descriptor is a JSON object")
+
+    def integer(name: str, lo: int, hi: int) -> int:
+        if name not in d:
+            raise DescriptorError(f"field {name} missing")
+        v = d[name]
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise DescriptorError(f"field {name}={v!r} not an integer in {lo}..{hi}")
+        return v
+
+    proto = integer("protocol", 0, 15)
+    if proto != p.PROTOCOL_VERSION:
+        raise DescriptorError(f"field protocol={proto}: this worker speaks "
+                              f"{p.PROTOCOL_VERSION}")
+    lanes = integer("lanes", 1, 1 << 16)
+    if lanes != p.LANES:
+        raise DescriptorError(f"field lanes={lanes}: this worker was built for {p.LANES}")
+    workers = integer("workers", 1, p.MAX_WORKERS)
+    rank = integer("rank", 0, workers - 1)
+    cfg = JobConfig(
+        job=integer("job", 0, 0xFFFF), rank=rank, workers=workers,
+        slot_base=integer("slot_base", 0, 0xFFFF),
+        slot_count=integer("slot_count", 1, 0xFFFF),
+        switch=_address(d.get("switch"), "switch", port_in_range=False),
+        worker=_address(d.get("worker"), "worker", port_in_range=True),
+        protocol=proto, lanes=lanes)
+    return cfg

@@ -1,0 +1,294 @@
+"""The worker's protocol engine for one allreduce (docs/protocol.md sections 5, 6, 13).
+
+It owns no socket: `packets_to_send(now)` hands out frames, `on_frames` / `on_results` /
+`on_result` take results in, and `check(now)` enforces the job deadline. The caller (the
+Worker with a raw socket, a unit test with crafted RESULT packets, or the in-process
+reflector) moves the bytes. All per-slot state lives in numpy arrays indexed by slot, so a
+batch of results is handled with a fixed number of vectorised operations, whatever its size.
+
+Per slot: the packet outstanding (its frame, kept for retransmission), the round number,
+the shadow-copy version, the block being aggregated, this rank's announced next non-zero
+block, and a retransmission timer that doubles after repeated timeouts up to a cap.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import protocol as p
+from .config import JobConfig
+from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
+from .numerics import Payload
+
+EOS = p.END_OF_STREAM
+
+
+@dataclass
+class EngineParams:
+    """Timing knobs. Why these defaults: a round trip through bmv2 is well under a
+    millisecond, so 5 ms only fires on loss; doubling (after `double_after` consecutive
+    expiries) keeps a congested or slow switch from being flooded; the cap bounds recovery
+    time after the congestion clears."""
+    timeout: float = 0.005
+    max_timeout: float = 0.2
+    double_after: int = 2
+    deadline: float = 30.0
+
+
+@dataclass
+class EngineStats:
+    packets_sent: int = 0
+    bytes_sent: int = 0
+    packets_received: int = 0
+    bytes_received: int = 0
+    retransmissions: int = 0
+    results_ignored: int = 0      # duplicates, cached copies of done rounds, other jobs
+    rounds: int = 0
+    timeouts_doubled: int = 0
+    overflowed_blocks: list[int] = field(default_factory=list)
+
+
+class AllreduceEngine:
+    """State machine of all slots of one job for one tensor.
+
+    `start_versions[s]` is the shadow-copy version of slot s's announce round. The first
+    allreduce of a job uses 0 (section 6); the Worker continues the alternation across
+    calls (a slot that ended in version v starts the next tensor in version 1-v), because
+    the switch's bitmap still has every rank's bit set in v: an announce in v would be
+    taken for a retransmission and answered with the previous tensor's cached result.
+    """
+
+    def __init__(self, cfg: JobConfig, payload: Payload, now: float,
+                 params: EngineParams | None = None,
+                 start_versions: np.ndarray | None = None,
+                 builder: FrameBuilder | None = None):
+        self.cfg = cfg
+        self.payload = payload
+        self.params = params or EngineParams()
+        self.builder = builder or FrameBuilder(cfg.to_switch())
+        self.stats = EngineStats()
+        self.deadline = now + self.params.deadline
+        self.started = now
+        S = cfg.slot_count
+        B = payload.nblocks
+        # Slots >= B own no block in any rank (every rank has the same B): they stay idle.
+        self.nslots = n = min(S, B)
+        nz = payload.nonzero
+        nz_slot = nz % S
+        order = np.lexsort((nz, nz_slot))
+        by_slot = nz[order]
+        slot_sorted = nz_slot[order]
+        succ_sorted = np.full(by_slot.shape, EOS, np.int64)
+        same = slot_sorted[1:] == slot_sorted[:-1]
+        succ_sorted[:-1][same] = by_slot[1:][same]
+        self._succ = np.empty_like(succ_sorted)          # indexed like `nz` (sorted)
+        self._succ[order] = succ_sorted
+        first = np.full(n, EOS, np.int64)
+        if by_slot.size:
+            u, idx = np.unique(slot_sorted, return_index=True)
+            first[u] = by_slot[idx]
+
+        self.active = np.ones(n, bool)
+        self.version = (np.zeros(n, np.int64) if start_versions is None
+                        else np.asarray(start_versions[:n], np.int64) & 1)
+        self.block = np.full(n, EOS, np.int64)           # block of the outstanding packet
+        self.exponent = np.zeros(n, np.int64)            # E used by the outstanding packet
+        self.my_next = first
+        self.round = np.zeros(n, np.int64)
+        self.timeout = np.full(n, self.params.timeout)
+        self.expires = np.full(n, now + self.params.timeout)
+        self.expired_in_row = np.zeros(n, np.int64)
+        self.last_frames = np.zeros((n, p.FRAME_BYTES_WITH_VALUES), np.uint8)
+        self.last_lengths = np.zeros(n, np.int64)
+        self.last_heard = np.full(n, now)
+        self.sums = np.zeros((B, p.LANES), np.int32)
+        self.sum_exponent = np.zeros(B, np.int16)        # biased E each block was sent with
+        self._pending: list[Batch] = []
+        self._ranks_overflowed: list[int] = []
+
+        slots = np.arange(n, dtype=np.int64)
+        self._emit(slots, np.full(n, p.MsgType.ANNOUNCE), self.version,
+                   np.full(n, EOS, np.int64), self.my_next, None, np.zeros(n, bool))
+
+    # -- output --------------------------------------------------------------------------
+
+    def _announce_exponent(self, nxt: np.ndarray) -> np.ndarray:
+        out = np.zeros(nxt.shape, np.int64)
+        real = nxt != EOS
+        out[real] = self.payload.exponent_biased[nxt[real]]
+        return out
+
+    def _emit(self, slots: np.ndarray, msg_type: np.ndarray, version: np.ndarray,
+              block: np.ndarray, next_block: np.ndarray, values: np.ndarray | None,
+              with_values: np.ndarray) -> None:
+        cols = {
+            "protocol": p.PROTOCOL_VERSION, "msg_type": msg_type, "slot_version": version,
+            "flags": 0, "job": self.cfg.job, "slot": slots, "rank": self.cfg.rank,
+            "next_exponent": self._announce_exponent(next_block), "block": block,
+            "next_block": next_block,
+        }
+        batch = self.builder.build(cols, with_values, values)
+        self.last_frames[slots] = batch.frames
+        self.last_lengths[slots] = batch.lengths
+        self._pending.append(batch)
+
+    def packets_to_send(self, now: float) -> Batch:
+        """New packets released by results since the last call, plus retransmissions of
+        every active slot whose timer expired (same frame, FLAG_RETRANSMIT set)."""
+        due = np.flatnonzero(self.active & (self.expires <= now))
+        if due.size:
+            frames = self.last_frames[due]
+            frames[:, FLAGS_BYTE] |= int(p.Flag.RETRANSMIT)
+            self._pending.append(Batch(frames, self.last_lengths[due].copy()))
+            self.stats.retransmissions += int(due.size)
+            self.expired_in_row[due] += 1
+            grow = due[self.expired_in_row[due] >= self.params.double_after]
+            self.stats.timeouts_doubled += int(grow.size)
+            self.timeout[grow] = np.minimum(self.timeout[grow] * 2, self.params.max_timeout)
+            self.expires[due] = now + self.timeout[due]
+        out = Batch.concat(self._pending)
+        self._pending = []
+        self.stats.packets_sent += len(out)
+        self.stats.bytes_sent += int(out.lengths.sum())
+        return out
+
+    # -- input ---------------------------------------------------------------------------
+
+    def on_frames(self, frames: np.ndarray, lengths: np.ndarray, now: float) -> None:
+        """Raw received frames (rows of a receive batch)."""
+        parsed = parse_batch(frames, lengths)
+        self.stats.results_ignored += parsed.rejected
+        self.stats.packets_received += int(np.asarray(lengths).shape[0])
+        self.stats.bytes_received += int(np.asarray(lengths).sum())
+        if len(parsed):
+            self.on_results(parsed, now)
+
+    def on_result(self, header: p.Header, values: np.ndarray | None, now: float) -> None:
+        """One result (unit tests drive the engine with crafted packets through this)."""
+        cols = {name: np.array([v], np.int64) for name, v in zip(p.FIELD_NAMES, header)}
+        vals = np.zeros((1, p.LANES), np.int32)
+        if values is not None:
+            vals[0] = values
+        self.on_results(Parsed(cols=cols, has_values=np.array([values is not None]),
+                               values=vals, src_ip=np.zeros(1, np.uint32),
+                               src_mac=np.zeros((1, 6), np.uint8), rejected=0), now)
+
+    def on_results(self, r: Parsed, now: float) -> None:
+        """A batch of results: match each to its slot's outstanding round, store sums,
+        release the next round. A result that does not answer the outstanding packet (a
+        duplicate, a cached copy of a round already done, another job's) is ignored: the
+        (slot_version, block) pair names the round, since blocks grow within a slot."""
+        c = r.cols
+        n = int(r.has_values.shape[0])
+        slot = c["slot"]
+        ok = ((c["msg_type"] == p.MsgType.RESULT) & (c["protocol"] == p.PROTOCOL_VERSION)
+              & (c["job"] == self.cfg.job) & (c["rank"] == self.cfg.rank)
+              & (slot < self.nslots))
+        idx = np.flatnonzero(ok)
+        s = slot[idx]
+        match = self.active[s] & (c["slot_version"][idx] == self.version[s]) \
+            & (c["block"][idx] == self.block[s])
+        idx, s = idx[match], s[match]
+        if idx.size > 1:                       # a slot answered twice in one batch
+            s, first = np.unique(s, return_index=True)
+            idx = idx[first]
+        self.stats.results_ignored += n - int(idx.size)
+        if not idx.size:
+            return
+        block = self.block[s]
+        data_round = block != EOS
+        if data_round.any():
+            di, ds = idx[data_round], s[data_round]
+            if not r.has_values[di].all():
+                bad = int(ds[~r.has_values[di]][0])
+                raise p.ProtocolError(f"RESULT for slot {bad} block {int(self.block[bad])} "
+                                      f"carries no values")
+            blocks = self.block[ds]
+            self.sums[blocks] = r.values[di]
+            self.sum_exponent[blocks] = self.exponent[ds]
+            over = (c["flags"][di] & p.Flag.OVERFLOW) != 0
+            if over.any():
+                self.stats.overflowed_blocks.extend(int(b) for b in blocks[over])
+
+        nb = c["next_block"][idx]
+        ne = c["next_exponent"][idx]
+        S = self.cfg.slot_count
+        done = nb == EOS
+        cont = ~done
+        bad = cont & ((nb % S != s) | (nb >= self.payload.nblocks)
+                      | (data_round & (nb <= block)) | (nb > self.my_next[s]))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise p.ProtocolError(
+                f"RESULT for slot {int(s[i])} names next_block={int(nb[i])}, which is not "
+                f"the next block of its stream (this rank announced {int(self.my_next[s[i]])}"
+                f", {self.payload.nblocks} blocks, {S} slots)")
+        self.round[s] += 1
+        self.stats.rounds += int(idx.size)
+        self.last_heard[s] = now
+        self.expired_in_row[s] = 0
+        self.timeout[s] = self.params.timeout
+        self.expires[s] = now + self.params.timeout
+        self.active[s[done]] = False           # finished slots keep their last version
+        if not cont.any():
+            return
+        s, nb, ne = s[cont], nb[cont], ne[cont]
+        is_data = nb == self.my_next[s]
+        new_next = self.my_next[s].copy()
+        if is_data.any():
+            pos = np.searchsorted(self.payload.nonzero, nb[is_data])
+            new_next[is_data] = self._succ[pos]
+        values = self.payload.values(nb[is_data], ne[is_data]) if is_data.any() else None
+        self.version[s] ^= 1
+        self.block[s] = nb
+        self.exponent[s] = ne
+        self.my_next[s] = new_next
+        msg = np.where(is_data, p.MsgType.DATA, p.MsgType.SKIP)
+        self._emit(s, msg, self.version[s], nb, new_next, values, is_data)
+
+    # -- completion ----------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return not self.active.any()
+
+    def next_timer(self) -> float:
+        """Earliest retransmission time among active slots (inf when done)."""
+        if self.done:
+            return float("inf")
+        return float(self.expires[self.active].min())
+
+    def check(self, now: float) -> None:
+        """Raise TimeoutError past the job deadline, naming the stalled slots."""
+        if now < self.deadline or self.done:
+            return
+        stalled = np.flatnonzero(self.active)
+        parts = []
+        for sl in stalled[:16]:
+            blk = int(self.block[sl])
+            what = "announce" if blk == EOS else f"block {blk}"
+            parts.append(f"slot {int(sl)} round {int(self.round[sl])} ({what}, "
+                         f"last result {now - self.last_heard[sl]:.3f}s ago)")
+        more = f" and {stalled.size - 16} more" if stalled.size > 16 else ""
+        raise TimeoutError(
+            f"allreduce of job {self.cfg.job} rank {self.cfg.rank} did not finish within "
+            f"{self.params.deadline:.3f}s: {stalled.size} of {self.nslots} slots stalled: "
+            + "; ".join(parts) + more
+            + f" ({self.stats.retransmissions} retransmissions; a rank or the switch stopped "
+              "answering)")
+
+    def raise_if_overflowed(self) -> None:
+        if self.stats.overflowed_blocks:
+            blocks = sorted(self.stats.overflowed_blocks)
+            lanes = p.LANES
+            shown = ", ".join(f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})"
+                              for b in blocks[:8])
+            raise OverflowError(
+                f"int32 sum overflowed in {len(blocks)} block(s): {shown}"
+                + (" ..." if len(blocks) > 8 else "")
+                + "; the switch flagged the round (FLAG_OVERFLOW), no wrong sum returned")
+
+    def final_versions(self) -> np.ndarray:
+        """Version each slot must use for its next announce round (alternation goes on)."""
+        return (self.version ^ 1).astype(np.uint8)

@@ -1,0 +1,134 @@
+"""Blocks, sparsity and block floating point (docs/protocol.md sections 5 and 10).
+
+Everything here is vectorised over whole tensors: the data path must not loop over
+elements in Python. `Payload` is what the protocol engine needs from a tensor: the block
+matrix, which blocks are non-zero, each block's exponent, and how to quantize a set of
+blocks with the exponent the switch negotiated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import protocol as p
+
+M = (1 << 31) - 1                       # largest int32: the quantized range
+MIN_EXPONENT = -128                     # e is clamped below (field carries e + 128)
+MAX_EXPONENT = 127
+SUPPORTED = (np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def level(workers: int) -> int:
+    """floor(M / N): the largest |q| a rank may send so that N of them cannot overflow."""
+    return M // workers
+
+
+def to_blocks(flat: np.ndarray, lanes: int = p.LANES) -> np.ndarray:
+    """(B, lanes) view or zero-padded copy of a 1-D array (section 5)."""
+    n = flat.size
+    nblocks = max(1, -(-n // lanes))
+    if n == nblocks * lanes:
+        return flat.reshape(nblocks, lanes)
+    out = np.zeros((nblocks, lanes), dtype=flat.dtype)
+    out.reshape(-1)[:n] = flat
+    return out
+
+
+def block_exponents(blocks: np.ndarray) -> np.ndarray:
+    """Smallest e with 2^e >= max|x| per block, clamped below at -128 (int16 array).
+
+    frexp gives max = f * 2^k with 0.5 <= f < 1, so e = k, except e = k - 1 when max is an
+    exact power of two (f == 0.5). Zero blocks get -128 (never announced anyway).
+    """
+    maxabs = np.abs(blocks).max(axis=1).astype(np.float64)
+    frac, k = np.frexp(maxabs)
+    e = k - (frac == 0.5)
+    e = np.where(maxabs == 0, MIN_EXPONENT, e)
+    return np.maximum(e, MIN_EXPONENT).astype(np.int16)
+
+
+def check_finite(flat: np.ndarray) -> None:
+    """NaN/Inf and values beyond 2^127 are refused before anything is sent (section 10)."""
+    if not np.isfinite(flat).all():
+        bad = np.flatnonzero(~np.isfinite(flat))
+        raise ValueError(f"tensor contains NaN or Inf ({bad.size} elements, first at flat "
+                         f"index {int(bad[0])}); nothing was sent")
+    if flat.size and float(np.abs(flat).max()) > 2.0 ** MAX_EXPONENT:
+        idx = int(np.argmax(np.abs(flat)))
+        raise ValueError(f"|x| = {float(np.abs(flat[idx]))!r} at flat index {idx} exceeds "
+                         f"2^127, the largest block exponent; nothing was sent")
+
+
+def quantize(blocks: np.ndarray, exponents: np.ndarray, workers: int) -> np.ndarray:
+    """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32."""
+    scaled = np.ldexp(blocks.astype(np.float64) * float(level(workers)),
+                      -exponents.astype(np.int32)[:, None])
+    return np.rint(scaled).astype(np.int32)
+
+
+def dequantize(sums: np.ndarray, exponents: np.ndarray, workers: int) -> np.ndarray:
+    """sum / s = sum * 2^E / floor(M/N) per row (float64)."""
+    return np.ldexp(sums.astype(np.float64), exponents.astype(np.int32)[:, None]) \
+        / float(level(workers))
+
+
+def error_bound(exponent: int | np.ndarray, workers: int) -> np.ndarray:
+    """Documented per-element bound |result - exact sum| <= N * 2^(E-1) / floor(M/N)."""
+    return workers * np.ldexp(1.0, np.asarray(exponent, dtype=np.int32) - 1) / level(workers)
+
+
+@dataclass
+class Payload:
+    """One tensor cut into blocks, with what the engine needs to send it.
+
+    `nonzero` is sorted; `exponent_biased[b]` is e + 128 of block b (0 for int32 tensors,
+    whose exponent the switch carries but nobody uses).
+    """
+    blocks: np.ndarray              # (B, K): int32, or float64 for floating tensors
+    nonzero: np.ndarray             # sorted int64 indices of blocks with any non-zero value
+    exponent_biased: np.ndarray     # (B,) int16 in 0..255
+    is_float: bool
+    workers: int
+
+    @property
+    def nblocks(self) -> int:
+        return int(self.blocks.shape[0])
+
+    def values(self, rows: np.ndarray, switch_exponent_biased: np.ndarray) -> np.ndarray:
+        """int32 (len(rows), K) to send for these blocks with the switch's exponents."""
+        if not self.is_float:
+            return self.blocks[rows]
+        mine = self.exponent_biased[rows]
+        if np.any(mine > switch_exponent_biased):
+            i = int(np.argmax(mine > switch_exponent_biased))
+            raise p.ProtocolError(
+                f"switch exponent {int(switch_exponent_biased[i]) - p.EXPONENT_BIAS} for "
+                f"block {int(rows[i])} is below this rank's {int(mine[i]) - p.EXPONENT_BIAS}"
+                f" (its values would overflow)")
+        return quantize(self.blocks[rows],
+                        switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS,
+                        self.workers)
+
+
+def make_payload(array: np.ndarray, workers: int) -> Payload:
+    """Validate dtype and values, cut into blocks, find non-zero blocks and exponents."""
+    a = np.asarray(array)
+    if a.dtype not in SUPPORTED:
+        raise TypeError(f"dtype {a.dtype} not supported: use int32, float32 or float64")
+    flat = a.reshape(-1)                     # copies only when a is not contiguous
+    nblocks = max(1, -(-flat.size // p.LANES))
+    if nblocks > p.MAX_BLOCK + 1:
+        raise ValueError(f"tensor of {flat.size} values needs {nblocks} blocks; the protocol"
+                         f" allows at most {p.MAX_BLOCK + 1}")
+    is_float = a.dtype.kind == "f"
+    if is_float:
+        check_finite(flat)
+        blocks = to_blocks(flat.astype(np.float64, copy=False))
+        exps = block_exponents(blocks) + p.EXPONENT_BIAS
+    else:
+        blocks = to_blocks(flat)
+        exps = np.zeros(blocks.shape[0], dtype=np.int16)
+    nonzero = np.flatnonzero(np.any(blocks != 0, axis=1)).astype(np.int64)
+    return Payload(blocks=blocks, nonzero=nonzero, exponent_biased=exps.astype(np.int16),
+                   is_float=is_float, workers=workers)

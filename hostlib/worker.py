@@ -1,0 +1,197 @@
+"""`Worker`: the user-facing allreduce over a job descriptor.
+
+One Worker = one rank of one job. It keeps what must survive between allreduce calls (the
+transport, each slot's shadow-copy version, cumulative stats) and runs one
+`AllreduceEngine` per call in a poll-mode loop: send what the engine releases, take a batch
+of results, hand it over, and when the ring is empty spin briefly, then sleep in poll()
+until the next retransmission timer.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+import numpy as np
+
+from . import protocol as p
+from .config import JobConfig, load_descriptor
+from .engine import AllreduceEngine, EngineParams
+from .framing import Batch, FrameBuilder
+from .numerics import dequantize, make_payload
+
+
+class Transport(Protocol):
+    """What the loop needs from a transport (transport.RawSocket, reflector.LoopbackTransport)."""
+    mode: str
+
+    def send(self, batch: Batch) -> int: ...
+    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]: ...
+    def wait(self, timeout: float) -> None: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class WorkerStats:
+    """Cumulative over the Worker's life (`last_*` describe the latest call)."""
+    transport: str = ""
+    allreduces: int = 0
+    packets_sent: int = 0
+    bytes_sent: int = 0
+    packets_received: int = 0
+    bytes_received: int = 0
+    retransmissions: int = 0
+    results_ignored: int = 0
+    rounds: int = 0
+    time: float = 0.0
+    last_time: float = 0.0
+    last_packets_sent: int = 0
+    last_blocks: int = 0
+    last_nonzero_blocks: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+class WorkerBroken(RuntimeError):
+    """A previous allreduce timed out: slot states across ranks are unknown."""
+
+
+class Worker:
+    """One rank of a p4reduce job.
+
+    `descriptor`: dict, JSON string or path (docs/protocol.md section 4).
+    `interface`: network interface; default: the one that owns descriptor worker.ip.
+    `transport`: "auto" (PACKET_MMAP rings, else sendmmsg/recvmmsg, else plain send/recv),
+    one of "ring", "mmsg", "plain", or a ready transport object (tests).
+    """
+
+    def __init__(self, descriptor: Mapping[str, Any] | str | os.PathLike[str], *,
+                 interface: str | None = None, transport: str | Transport = "auto",
+                 timeout: float = 0.005, max_timeout: float = 0.2, deadline: float = 30.0,
+                 batch: int = 256, busy_poll: float = 50e-6):
+        self.cfg: JobConfig = load_descriptor(descriptor)
+        self.params = EngineParams(timeout=timeout, max_timeout=max_timeout,
+                                   deadline=deadline)
+        self.batch = batch
+        self.busy_poll = busy_poll
+        if isinstance(transport, str):
+            from .transport import RawSocket, interface_for_ip
+            ifname = interface or interface_for_ip(self.cfg.worker.ip)
+            self.transport: Transport = RawSocket(
+                ifname, mode=transport, dst_ip=self.cfg.worker.ip,
+                dst_port=self.cfg.worker.udp_port, batch=batch)
+        else:
+            self.transport = transport
+        self.builder = FrameBuilder(self.cfg.to_switch())
+        self.versions = np.zeros(self.cfg.slot_count, np.uint8)
+        self.stats = WorkerStats(transport=self.transport.mode)
+        self._broken: str | None = None
+        self._closed = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.transport.close()
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- API -----------------------------------------------------------------------------
+
+    def allreduce(self, array: np.ndarray, op: str = "sum") -> np.ndarray:
+        """Sum (or mean) of `array` over all ranks of the job; a new array, same shape.
+
+        int32 is summed exactly (OverflowError if the switch flags an overflow); float32
+        and float64 go through block floating point (protocol.md section 10). op="mean"
+        returns float64 for int32 input.
+        """
+        a = np.asarray(array)
+        if op not in ("sum", "mean"):
+            raise ValueError(f"op must be 'sum' or 'mean', not {op!r}")
+        flat = self._run(a)
+        n = self.cfg.workers
+        if op == "mean":
+            flat = flat / n
+        out_dtype = np.float64 if (op == "mean" and a.dtype.kind != "f") else a.dtype
+        return flat.astype(out_dtype, copy=False).reshape(a.shape)
+
+    def allreduce_(self, array: np.ndarray, op: str = "sum") -> np.ndarray:
+        """In-place allreduce: writes the result into `array` (any strides) and returns it."""
+        if not isinstance(array, np.ndarray) or not array.flags.writeable:
+            raise TypeError("allreduce_ needs a writeable numpy array")
+        if op == "mean" and array.dtype.kind != "f":
+            raise TypeError("in-place mean of an integer array would truncate; use "
+                            "allreduce(array, op='mean')")
+        array[...] = self.allreduce(array, op)
+        return array
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _run(self, a: np.ndarray) -> np.ndarray:
+        """One allreduce; returns the flat result (float64 for floats, int32 for ints)."""
+        if self._closed:
+            raise RuntimeError("Worker is closed")
+        if self._broken:
+            raise WorkerBroken(self._broken)
+        payload = make_payload(a, self.cfg.workers)     # ValueError before sending
+        t0 = time.monotonic()
+        eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.versions,
+                              self.builder)
+        tr, batch, spin = self.transport, self.batch, self.busy_poll
+        try:
+            idle_since = None
+            while True:
+                now = time.monotonic()
+                out = eng.packets_to_send(now)
+                if len(out):
+                    tr.send(out)
+                frames, lengths = tr.recv(batch)
+                if lengths.size:
+                    eng.on_frames(frames, lengths, now)
+                    idle_since = None
+                if eng.done:
+                    break
+                eng.check(now)
+                if lengths.size:
+                    continue
+                if idle_since is None:
+                    idle_since = now
+                elif now - idle_since > spin:
+                    tr.wait(max(0.0, min(eng.next_timer(), eng.deadline) - now))
+        except TimeoutError as e:
+            self._broken = f"a previous allreduce timed out ({e}); create a new job"
+            raise
+        finally:
+            self._account(eng, time.monotonic() - t0, payload)
+        n = eng.nslots
+        self.versions[:n] = eng.final_versions()
+        eng.raise_if_overflowed()
+        size = a.size
+        if payload.is_float:
+            res = dequantize(eng.sums, eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS,
+                             self.cfg.workers)
+            return res.reshape(-1)[:size]
+        return eng.sums.reshape(-1)[:size]
+
+    def _account(self, eng: AllreduceEngine, elapsed: float, payload) -> None:
+        s, e = self.stats, eng.stats
+        s.allreduces += 1
+        s.packets_sent += e.packets_sent
+        s.bytes_sent += e.bytes_sent
+        s.packets_received += e.packets_received
+        s.bytes_received += e.bytes_received
+        s.retransmissions += e.retransmissions
+        s.results_ignored += e.results_ignored
+        s.rounds += e.rounds
+        s.time += elapsed
+        s.last_time = elapsed
+        s.last_packets_sent = e.packets_sent
+        s.last_blocks = payload.nblocks
+        s.last_nonzero_blocks = int(payload.nonzero.size)
