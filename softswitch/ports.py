@@ -1,0 +1,323 @@
+"""Where softswitch frames come from and go to.
+
+Two implementations of one small interface:
+
+* ``InProcessPorts``  for unit tests: ``inject(port, frame)`` runs the frame through the
+  switch in the caller's thread; everything the switch emits (also later, e.g. from a
+  PacketOut) is queued per port and collected with a blocking ``get(port, timeout)``.
+* ``AfPacketPorts``   for real Linux interfaces (veth pairs under Mininet or in tests):
+  one AF_PACKET raw socket per ``-i N@ifname``, one poll thread for all of them, which
+  mirrors simple_switch's single ingress thread, so packet order across ports is the
+  order the kernel delivered them.
+
+Both are wired to a ``Device`` (softswitch.p4runtime_server) with ``attach``: the device's
+``receive(port, frame)`` is called for each arriving frame and the device calls the ports'
+``transmit(port, frame)`` for each emitted frame.
+"""
+from __future__ import annotations
+
+import collections
+import errno
+import logging
+import os
+import queue
+import selectors
+import socket
+import struct
+import threading
+from typing import Any, Callable, Protocol
+
+log = logging.getLogger("softswitch.ports")
+
+# linux/if_ether.h, linux/if_packet.h
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_ADD_MEMBERSHIP = 1
+PACKET_MR_PROMISC = 1
+PACKET_AUXDATA = 8
+PACKET_IGNORE_OUTGOING = 23
+PACKET_OUTGOING = 4
+TP_STATUS_VLAN_VALID = 1 << 4
+TP_STATUS_VLAN_TPID_VALID = 1 << 6
+_AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
+_RECV_BUFSIZE = 1 << 18               # larger than any GRO'd frame a veth can hand us
+_RX_BATCH = 64                        # frames read from one socket per poll round
+
+
+class Receiver(Protocol):
+    def receive(self, ingress_port: int, frame: bytes) -> None: ...
+
+
+def parse_interface_spec(spec: str) -> tuple[int, str]:
+    """simple_switch's ``-i N@ifname`` -> (N, ifname), with a clear error otherwise."""
+    port_s, sep, ifname = spec.partition("@")
+    if not sep or not ifname or not port_s:
+        raise ValueError(f"bad interface {spec!r}: expected PORT@IFNAME, e.g. 1@veth1")
+    try:
+        port = int(port_s, 0)
+    except ValueError:
+        raise ValueError(f"bad interface {spec!r}: port {port_s!r} is not a number") from None
+    if port < 0:
+        raise ValueError(f"bad interface {spec!r}: port must be >= 0")
+    return port, ifname
+
+
+class Ports:
+    """Common part: attach to a device, per-port counters."""
+
+    def __init__(self) -> None:
+        self._receive: Callable[[int, bytes], None] | None = None
+        self._stats_lock = threading.Lock()
+        self.stats: dict[int, collections.Counter[str]] = collections.defaultdict(
+            collections.Counter)
+
+    def attach(self, device: Any) -> None:
+        """Connect to a Device: frames in go to device.receive, device output comes back
+        through self.transmit."""
+        self._receive = device.receive
+        device.transmit = self.transmit
+
+    def _count(self, port: int, what: str, n: int = 1) -> None:
+        with self._stats_lock:
+            self.stats[port][what] += n
+
+    def _deliver(self, port: int, frame: bytes) -> None:
+        self._count(port, "rx")
+        if self._receive is None:
+            self._count(port, "rx_unattached")
+            return
+        try:
+            self._receive(port, frame)
+        except Exception:  # the device never raises; a bug there must not kill the port
+            self._count(port, "rx_errors")
+            log.exception("processing a %d-byte frame from port %d failed", len(frame), port)
+
+    def transmit(self, port: int, frame: bytes) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def __enter__(self) -> "Ports":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class InProcessPorts(Ports):
+    """Ports that exist only in this process, for tests.
+
+    Every port number is valid; output to a port nobody reads just queues up.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queues: dict[int, queue.Queue[bytes]] = {}
+        self._qlock = threading.Lock()
+
+    def _queue(self, port: int) -> queue.Queue[bytes]:
+        with self._qlock:
+            q = self._queues.get(port)
+            if q is None:
+                q = self._queues[port] = queue.Queue()
+            return q
+
+    def inject(self, port: int, frame: bytes) -> None:
+        """A frame arrives on ``port``; processed synchronously, outputs are queued."""
+        self._deliver(port, bytes(frame))
+
+    def transmit(self, port: int, frame: bytes) -> None:
+        self._count(port, "tx")
+        self._queue(port).put(bytes(frame))
+
+    def get(self, port: int, timeout: float = 1.0) -> bytes:
+        """Next frame the switch sent on ``port``; raises TimeoutError if none in time."""
+        try:
+            return self._queue(port).get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no frame on port {port} within {timeout}s") from None
+
+    def poll(self, port: int, timeout: float = 0.0) -> bytes | None:
+        """Like get, but None instead of an exception (for "nothing came out" checks)."""
+        try:
+            return self._queue(port).get(timeout=timeout) if timeout > 0 \
+                else self._queue(port).get_nowait()
+        except queue.Empty:
+            return None
+
+    def drain(self, port: int) -> list[bytes]:
+        """Everything queued on ``port`` right now."""
+        out = []
+        q = self._queue(port)
+        while True:
+            try:
+                out.append(q.get_nowait())
+            except queue.Empty:
+                return out
+
+    def pending(self) -> dict[int, int]:
+        """Number of queued frames per port (ports with none omitted)."""
+        with self._qlock:
+            return {p: q.qsize() for p, q in self._queues.items() if q.qsize()}
+
+
+class AfPacketPorts(Ports):
+    """Linux interfaces through AF_PACKET raw sockets (needs CAP_NET_RAW).
+
+    Each interface is put in promiscuous mode for as long as its socket is open (a packet
+    membership, dropped by the kernel when the socket closes).  Frames this host sends on
+    the interface -- ours included -- are PACKET_OUTGOING and are not switch input; they are
+    filtered by PACKET_IGNORE_OUTGOING where the kernel has it and by the packet type
+    otherwise.  VLAN tags the kernel moved to metadata are put back (PACKET_AUXDATA), as
+    libpcap does for bmv2.
+    """
+
+    def __init__(self, interfaces: dict[int, str] | list[tuple[int, str]]) -> None:
+        super().__init__()
+        items = list(interfaces.items()) if isinstance(interfaces, dict) else list(interfaces)
+        seen_ports: set[int] = set()
+        seen_names: set[str] = set()
+        for port, name in items:
+            if port in seen_ports:
+                raise ValueError(f"port {port} is given twice")
+            if name in seen_names:
+                raise ValueError(f"interface {name!r} is given twice")
+            seen_ports.add(port)
+            seen_names.add(name)
+        self.interfaces = dict(items)
+        self._socks: dict[int, socket.socket] = {}
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = -1, -1
+
+    def _open(self, port: int, ifname: str) -> socket.socket:
+        try:
+            ifindex = socket.if_nametoindex(ifname)
+        except OSError:
+            raise OSError(errno.ENODEV, f"no such interface {ifname!r} (port {port})") from None
+        # protocol 0 until bound: a socket created with ETH_P_ALL sees every interface's
+        # traffic until bind() narrows it down.
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            try:
+                sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            except OSError:
+                pass  # kernel < 4.20: the pkttype check below does the job
+            sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+            mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
+            sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            sock.bind((ifname, ETH_P_ALL))  # CPython applies htons to the protocol
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        try:
+            for port, ifname in self.interfaces.items():
+                self._socks[port] = self._open(port, ifname)
+                log.info("port %d: %s", port, ifname)
+        except OSError:
+            self._close_sockets()
+            raise
+        self._wake_r, self._wake_w = os.pipe()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="softswitch-ports",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        self._thread.join(timeout=5)
+        self._thread = None
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
+        self._close_sockets()
+
+    def _close_sockets(self) -> None:
+        for sock in self._socks.values():
+            try:
+                sock.close()
+            except OSError:
+                pass
+        self._socks.clear()
+
+    def _loop(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self._wake_r, selectors.EVENT_READ, None)
+        for port, sock in self._socks.items():
+            sel.register(sock, selectors.EVENT_READ, port)
+        ancbuf = socket.CMSG_SPACE(_AUXDATA.size)
+        try:
+            while not self._stop.is_set():
+                for key, _ in sel.select(timeout=1.0):
+                    if key.data is None:
+                        continue  # wake-up pipe
+                    port = key.data
+                    sock = self._socks[port]
+                    for _ in range(_RX_BATCH):
+                        try:
+                            data, anc, flags, addr = sock.recvmsg(_RECV_BUFSIZE, ancbuf)
+                        except (BlockingIOError, InterruptedError):
+                            break
+                        except OSError as exc:
+                            self._count(port, "rx_errors")
+                            log.warning("port %d: receive failed: %s", port, exc)
+                            break
+                        frame = self._frame(port, data, anc, flags, addr)
+                        if frame is not None:
+                            self._deliver(port, frame)
+        except Exception:
+            log.exception("port loop crashed")
+        finally:
+            sel.close()
+
+    def _frame(self, port: int, data: bytes, anc: list[tuple[int, int, bytes]], flags: int,
+               addr: Any) -> bytes | None:
+        if len(addr) > 2 and addr[2] == PACKET_OUTGOING:
+            self._count(port, "rx_outgoing_ignored")
+            return None
+        if flags & socket.MSG_TRUNC:
+            self._count(port, "rx_truncated")
+            log.warning("port %d: frame larger than %d bytes dropped", port, _RECV_BUFSIZE)
+            return None
+        for level, ctype, cdata in anc:
+            if level == SOL_PACKET and ctype == PACKET_AUXDATA and len(cdata) >= _AUXDATA.size:
+                status, _len, _snap, _mac, _net, tci, tpid = _AUXDATA.unpack_from(cdata)
+                if status & TP_STATUS_VLAN_VALID and len(data) >= 12:
+                    if not status & TP_STATUS_VLAN_TPID_VALID or tpid == 0:
+                        tpid = 0x8100
+                    data = data[:12] + struct.pack("!HH", tpid, tci) + data[12:]
+        return data
+
+    def transmit(self, port: int, frame: bytes) -> None:
+        sock = self._socks.get(port)
+        if sock is None:
+            self._count(port, "tx_no_such_port")
+            return
+        try:
+            sock.send(frame)
+            self._count(port, "tx")
+        except OSError as exc:  # EMSGSIZE (over the MTU), ENOBUFS, ENETDOWN...
+            self._count(port, "tx_errors")
+            log.warning("port %d (%s): send of %d bytes failed: %s", port,
+                        self.interfaces.get(port), len(frame), exc)
