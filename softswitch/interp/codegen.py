@@ -14,6 +14,7 @@ Per-packet state handed to generated functions:
 from __future__ import annotations
 
 import random
+import re
 import struct
 import sys
 from dataclasses import dataclass, field
@@ -288,7 +289,7 @@ class Compiler:
             var, size, _bw = self._register(args[1], w)
             i = X.data(args[2], w)
             return [f"_i = {i.src}",
-                    f"if 0 <= _i < {size}:",
+                    f"if {self._in_range('_i', i, size)}:",
                     "    " + self.assign(d, Expr(f"{var}[_i]", DATA, _bw))]
         if op == "register_write":
             nargs(3)
@@ -296,7 +297,7 @@ class Compiler:
             i, v = X.data(args[1], w), X.data(args[2], w)
             val = v.src if v.bound is not None and v.bound <= bw else f"{v.src} & {(1 << bw) - 1}"
             return [f"_i = {i.src}",
-                    f"if 0 <= _i < {size}:",
+                    f"if {self._in_range('_i', i, size)}:",
                     f"    {var}[_i] = {val}"]
         if op == "count":
             nargs(2)
@@ -308,7 +309,7 @@ class Compiler:
             cb, cp, size = self.ctr_vars[name]
             i = X.data(args[1], w)
             return [f"_i = {i.src}",
-                    f"if 0 <= _i < {size}:",
+                    f"if {self._in_range('_i', i, size)}:",
                     f"    {cb}[_i] += X[{X_INLEN}]",
                     f"    {cp}[_i] += 1"]
         if op == "modify_field_with_hash_based_offset":
@@ -349,6 +350,13 @@ class Compiler:
             return [f"_log({fmt!r}, ({', '.join(vals)}{',' if vals else ''}))"]
         raise UnsupportedConstruct(f'primitive "{op}"', where)
 
+    @staticmethod
+    def _in_range(var: str, idx: Expr, size: int) -> str:
+        """bmv2 skips out-of-range register/counter accesses; elide what the width proves."""
+        if idx.bound is not None:
+            return "True" if (1 << idx.bound) <= size else f"{var} < {size}"
+        return f"0 <= {var} < {size}"
+
     def _register(self, tv: Any, where: str) -> tuple[str, int, int]:
         if not (isinstance(tv, dict) and tv.get("type") == "register_array"):
             raise PipelineError(f"{where}: expected a register_array parameter")
@@ -370,7 +378,11 @@ class Compiler:
             blocks = [self.primitive(p, where, 0) if p.get("op") not in ("_jump", "_jump_if_zero")
                       else None for p in prims]
             s = self.src
-            s.emit(f"def {fname}(F, V, X, P):")
+            body = "\n".join(line for b in blocks if b for line in b)
+            # registers/counters/calculations as default arguments: LOAD_FAST, not LOAD_GLOBAL
+            names = sorted(set(re.findall(r"\b((?:R|CB|CP|CALC)\d+)\b", body)))
+            extra = "".join(f", {n}={n}" for n in names)
+            s.emit(f"def {fname}(F, V, X, P{extra}):")
             s.emit(f"# {a['name']}", 1)
             has_jumps = any(b is None for b in blocks)
             if not has_jumps:

@@ -155,6 +155,12 @@ class ExprCompiler:
             if op == "&":
                 known = [x.bound for x in (a, b) if x.bound is not None]
                 bound = min(known) if known else None
+                # p4c masks after every operation; an all-ones mask over a value that already
+                # fits is the identity, so drop it (it is a measurable share of the cost).
+                for x, m in ((a, b), (b, a)):
+                    if m.const is not None and m.const >= 0 and (m.const + 1) & m.const == 0 \
+                            and x.bound is not None and x.bound <= m.const.bit_length():
+                        return Expr(x.src, DATA, x.bound, x.const)
             if op in ("/", "%"):
                 # bmv2 asserts both operands are non-negative and the divisor positive;
                 # floor and truncating division agree there.
