@@ -132,6 +132,19 @@ class SwitchProcess:
                         raise RuntimeError(f"{self.kind} did not serve gRPC on "
                                            f"{self.grpc_addr} within {timeout}s:\n{self.log()}")
 
+    def restart(self, timeout: float = 30.0) -> None:
+        """Kill the switch process and start it again on the same ports (a switch reboot:
+        it comes back with no pipeline and no state)."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
+        repo = Path(__file__).resolve().parent.parent
+        self.process = subprocess.Popen(self.command(), stdout=fd, stderr=subprocess.STDOUT,
+                                        cwd=repo, start_new_session=True)
+        os.close(fd)
+        self._wait_ready(timeout)
+
     def log(self) -> str:
         if self.log_path is None or not self.log_path.exists():
             return ""

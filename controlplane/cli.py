@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="p4reduce-ctl", description=__doc__.splitlines()[0])
     ap.add_argument("--config", "-c", default="p4reduce.toml", help="switch configuration")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
+    ap.add_argument("--timeout", type=float, default=3.0,
+                    help="seconds to wait for the switch's P4Runtime server")
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="push the pipeline and configure the switch")
@@ -93,9 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, out=sys.stdout) -> int:
     config = load(args.config)
     ctl = Controller(config)
+    ctl.conn.timeout = args.timeout
     try:
         if args.command == "up":
-            ctl.up()
+            ctl.up(retries=3)
             print(json.dumps({"status": "up", "jobs": len(ctl.jobs.jobs())}) if args.json
                   else f"switch {config.switch.grpc_addr} up, {len(ctl.jobs.jobs())} job(s)",
                   file=out)
@@ -106,7 +109,7 @@ def run(args: argparse.Namespace, out=sys.stdout) -> int:
                 except KeyboardInterrupt:
                     pass
             return EXIT_OK
-        if not ctl.attach():
+        if not ctl.attach(retries=1):
             print(f"switch {config.switch.grpc_addr} has no pipeline: run 'p4reduce-ctl up'",
                   file=sys.stderr)
             return EXIT_SWITCH

@@ -1,0 +1,177 @@
+"""The controller against a real switch: bring-up, job lifecycle, refusals, arbitration,
+switch and controller restarts. Packets prove that what was configured works."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from controlplane.admission import WorkerAddress
+from controlplane.connection import NotPrimaryError, SwitchConnection
+from controlplane.controller import Controller
+from controlplane.jobs import POOL_SLOTS, JobError
+from controlplane import forwarding
+from hostlib import protocol as p
+from hostlib.protocol import END_OF_STREAM as END, Endpoints, Header, MsgType
+
+from .conftest import SWITCH_IP, SWITCH_MAC, host
+
+
+def workers(ports, udp=0x5031):
+    return [WorkerAddress(rank, port, *host(port), udp) for rank, port in enumerate(ports)]
+
+
+def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nxt=0):
+    """Every worker of a job sends one packet on slot 0; returns what each one gets back."""
+    port_of = {}
+    for d in descriptors:
+        w = d["worker"]
+        port = int(w["ip"].rsplit(".", 1)[1])           # host(port) puts port in the IP
+        port_of[d["rank"]] = port
+        ep = Endpoints(w["mac"], d["switch"]["mac"], w["ip"], d["switch"]["ip"],
+                       w["udp_port"], d["switch"]["udp_port"])
+        h = Header.make(msg_type, job=d["job"], slot=0, rank=d["rank"], slot_version=version,
+                        block=block, next_block=nxt)
+        proc.send(port, p.build_frame(ep, h, None if values is None else values[d["rank"]]))
+    out = {}
+    for rank, port in port_of.items():
+        raw = proc.recv(port, 3.0)
+        out[rank] = None if raw is None else p.parse_frame(raw)
+    return out
+
+
+@pytest.fixture
+def controller(config):
+    ctl = Controller(config)
+    ctl.up()
+    yield ctl
+    ctl.close()
+
+
+def test_bring_up_create_use_delete_recreate(controller, switch_process):
+    job = controller.jobs.create(7, workers([1, 2]), slots=8)
+    descriptors = job.descriptors(controller.jobs.switch)
+    assert descriptors[1]["rank"] == 1 and descriptors[1]["slot_count"] == 8
+    assert descriptors[0]["switch"] == {"mac": SWITCH_MAC, "ip": SWITCH_IP,
+                                        "udp_port": p.UDP_PORT_BASE}
+    res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
+    assert all(r is not None and r.header.next_block == 0 for r in res.values())
+    vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * 3}
+    half = run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1, block=0)
+    assert half[0] is None                       # rank 1 missing: no result yet
+    controller.jobs.delete(7)
+    assert controller.jobs.jobs() == []
+    assert all(r is None for r in run_round(switch_process, descriptors, MsgType.ANNOUNCE)
+               .values())                        # no admission any more
+    again = controller.jobs.create(7, workers([1, 2]), slots=8)
+    assert again.slot_base == job.slot_base and again.epoch != job.epoch
+    descriptors = again.descriptors(controller.jobs.switch)
+    res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
+    assert all(r.header.next_block == 0 for r in res.values())
+    res = run_round(switch_process, descriptors, MsgType.DATA, vals, version=1, block=0)
+    for r in res.values():                       # nothing left over from the half round
+        assert np.array_equal(r.values, vals[0] + vals[1])
+
+
+def test_two_jobs_get_disjoint_slots_and_both_work(controller, switch_process):
+    a = controller.jobs.create(1, workers([1, 2]), slots=100)
+    b = controller.jobs.create(2, workers([3, 4]), slots=50)
+    assert a.slot_base + a.slot_count <= b.slot_base
+    assert a.job_index != b.job_index
+    for job in (a, b):
+        res = run_round(switch_process, job.descriptors(controller.jobs.switch),
+                        MsgType.ANNOUNCE, nxt=job.job)
+        assert all(r.header.next_block == job.job and r.header.job == job.job
+                   for r in res.values())
+
+
+def test_refusals_are_clear(controller):
+    jobs = controller.jobs
+    jobs.create(1, workers([1, 2]), slots=POOL_SLOTS - 10)
+    cases = [
+        (lambda: jobs.create(1, workers([3]), 1), "already exists"),
+        (lambda: jobs.create(2, workers([3]), 11), "slot pool exhausted"),
+        (lambda: jobs.create(3, [WorkerAddress(0, 3, *host(3), 0x5030),
+                                 WorkerAddress(0, 4, *host(4), 0x5030)], 1), "duplicate rank"),
+        (lambda: jobs.create(4, [WorkerAddress(0, 3, *host(3), 0x5030),
+                                 WorkerAddress(1, 3, *host(3), 0x5030)], 1), "duplicate port"),
+        (lambda: jobs.create(5, workers([3, 9]), 1), "unknown switch port"),
+        (lambda: jobs.create(6, [WorkerAddress(r, 1, *host(1), 0x5030) for r in range(33)], 1),
+         "at most 32"),
+        (lambda: jobs.delete(99), "no job 99"),
+    ]
+    for call, needle in cases:
+        with pytest.raises(JobError, match=needle):
+            call()
+    # a refused request left nothing behind: the pool still has exactly 10 free slots
+    assert jobs.create(8, workers([3]), 10).slot_base == POOL_SLOTS - 10
+
+
+def test_lower_election_id_cannot_write(controller, switch_process):
+    backup = SwitchConnection(switch_process.grpc_addr, election_id=5).connect()
+    try:
+        assert not backup.is_primary
+        assert backup.use_pipeline_of_switch()
+        with pytest.raises(NotPrimaryError):
+            forwarding.add_host(backup, "02:00:00:00:00:09", 1)
+    finally:
+        backup.close()
+    controller.jobs.create(3, workers([1]), 1)         # the primary still can
+
+
+def test_switch_restart_gets_its_state_back(controller, switch_process):
+    job = controller.jobs.create(5, workers([1, 2]), slots=4)
+    switch_process.restart()
+    assert controller.ensure() is True
+    assert controller.ensure() is False                # nothing more to do
+    res = run_round(switch_process, job.descriptors(controller.jobs.switch),
+                    MsgType.ANNOUNCE, nxt=2)
+    assert all(r is not None and r.header.next_block == 2 for r in res.values())
+
+
+def test_controller_restart_keeps_jobs_and_allocation(config, controller):
+    first = controller.jobs.create(11, workers([1]), slots=30)
+    controller.close()
+    again = Controller(config)
+    try:
+        assert again.attach()
+        assert [j.job for j in again.jobs.jobs()] == [11]
+        second = again.jobs.create(12, workers([2]), slots=5)
+        assert second.slot_base >= first.slot_base + first.slot_count
+        assert second.epoch > first.epoch
+    finally:
+        again.close()
+
+
+def test_cli_end_to_end(config, switch_process, tmp_path):
+    cfg = tmp_path / "sw.toml"
+    cfg.write_text(f'[switch]\ngrpc_addr = "{switch_process.grpc_addr}"\nports = [1, 2, 3, 4]\n'
+                   f'state_file = "state.json"\n')
+
+    def ctl(*args):
+        return subprocess.run([sys.executable, "-m", "controlplane.cli", "-c", str(cfg), *args],
+                              capture_output=True, text=True, timeout=60)
+
+    assert ctl("up").returncode == 0
+    out = ctl("--json", "job", "create", "--job", "4", "--slots", "16",
+              "--worker", "0:1:02:00:00:00:00:01:10.0.0.1",
+              "--worker", "1:2:02:00:00:00:00:02:10.0.0.2:20529",
+              "--descriptors", str(tmp_path / "desc"))
+    assert out.returncode == 0, out.stderr
+    created = json.loads(out.stdout)
+    assert created["descriptors"][1]["worker"]["udp_port"] == 20529
+    assert json.loads((tmp_path / "desc" / "job4-rank1.json").read_text())["rank"] == 1
+    listed = ctl("job", "list")
+    assert listed.returncode == 0 and "0..15" in listed.stdout
+    refused = ctl("job", "create", "--job", "4", "--worker", "0:3:02:00:00:00:00:03:10.0.0.3")
+    assert refused.returncode == 1 and "already exists" in refused.stderr
+    assert ctl("drop-sim", "--job", "4", "--ingress", "0.1").returncode == 0
+    stats = json.loads(ctl("--json", "stats").stdout)
+    assert stats["jobs"]["4"]["aggregated"] == 0 and "drops_malformed" in stats["switch"]
+    assert ctl("job", "delete", "4").returncode == 0
+    assert ctl("job", "show", "4").returncode == 1
+    cfg.write_text('[switch]\ngrpc_addr = "127.0.0.1:1"\nports = [1]\n')
+    assert ctl("job", "list").returncode == 3
