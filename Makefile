@@ -27,8 +27,16 @@ test:
 p4:
 	$(PYTHON) p4src/compile.py --p4c $(P4C)
 
+# The end-to-end demo on the embedded default (softswitch unless simple_switch_grpc exists).
+WORKERS ?= 4
+SIZE ?= 1000000
+DENSITY ?= 0.1
+DTYPE ?= float32
+LOSS ?= 0
+TARGET ?= auto
 run:
-	$(PY) -m mininet_demo $(RUN_ARGS)
+	$(PY) mininet/demo.py --workers $(WORKERS) --size $(SIZE) --density $(DENSITY) \
+	  --dtype $(DTYPE) --loss $(LOSS) --target $(TARGET) $(RUN_ARGS)
 
 bench:
 	$(PY) bench/softswitch_pps.py

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""The end-to-end demo: a P4 switch, a controller and N workers in Mininet reduce a tensor.
+
+    python mininet/demo.py --workers 4 --size 1000000 --density 0.1 --dtype float32
+
+The switch runs simple_switch_grpc where installed, softswitch otherwise (--target forces
+either). The controller runs here, in the root namespace, against the switch's gRPC
+address; every worker runs in its own host through hostlib. Every worker's result is
+checked against numpy on the same inputs. Loss comes from the P4 drop simulator (--loss):
+this kernel has no netem. Everything started is stopped, and every interface deleted,
+after a normal run, Ctrl-C or an error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))          # p4net, beside this file (this dir is no package)
+sys.path.insert(1, str(HERE.parent))   # hostlib, controlplane when not installed
+
+import p4net  # noqa: E402
+from controlplane.admission import WorkerAddress  # noqa: E402
+from controlplane.config import parse as parse_config  # noqa: E402
+from controlplane.controller import Controller  # noqa: E402
+from controlplane.stats import job_stats  # noqa: E402
+from hostlib import protocol  # noqa: E402
+
+M = 2**31 - 1
+
+
+@dataclass
+class Options:
+    workers: int = 4
+    size: int = 1_000_000
+    density: float = 0.1
+    overlap: str = "shared"          # shared: the same blocks are non-zero on every worker
+    dtype: str = "float32"
+    loss: float = 0.0
+    target: str = "auto"
+    slots: int = 64
+    jobs: int = 1
+    seed: int = 1
+    deadline: float = 120.0
+    absent_ranks: tuple[int, ...] = ()   # ranks whose worker is never started (tests)
+    quiet: bool = False
+
+
+@dataclass
+class WorkerOutcome:
+    job: int
+    rank: int
+    host: str
+    ok: bool
+    matched: bool
+    error: str = ""
+    seconds: float = 0.0
+    tx_packets: int = 0
+    tx_bytes: int = 0
+    rx_packets: int = 0
+    rx_bytes: int = 0
+    retransmissions: int = 0
+
+
+@dataclass
+class Summary:
+    target: str
+    seconds: float
+    outcomes: list[WorkerOutcome] = field(default_factory=list)
+    switch_counters: dict = field(default_factory=dict)
+    values: int = 0
+
+    @property
+    def all_matched(self) -> bool:
+        return bool(self.outcomes) and all(o.ok and o.matched for o in self.outcomes)
+
+
+def make_inputs(opts: Options, rng: np.random.Generator) -> list[np.ndarray]:
+    lanes = protocol.LANES
+    blocks = math.ceil(opts.size / lanes)
+    chosen = max(1, round(opts.density * blocks)) if opts.density > 0 else 0
+    shared = rng.choice(blocks, chosen, replace=False)
+    tensors = []
+    for _ in range(opts.workers):
+        picked = shared if opts.overlap == "shared" else rng.choice(blocks, chosen, replace=False)
+        mask = np.zeros(blocks, dtype=bool)
+        mask[picked] = True
+        full = np.zeros(blocks * lanes, dtype=np.float64)
+        if opts.dtype == "int32":
+            vals = rng.integers(-1_000_000, 1_000_000, blocks * lanes)
+        else:
+            vals = rng.standard_normal(blocks * lanes) * 10.0 ** rng.integers(-3, 3, blocks * lanes)
+        full[np.repeat(mask, lanes)] = vals[np.repeat(mask, lanes)]
+        tensors.append(full[:opts.size].astype(opts.dtype))
+    return tensors
+
+
+def check(result: np.ndarray, inputs: list[np.ndarray], dtype: str) -> bool:
+    exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
+    if dtype == "int32":
+        return result.dtype == np.int32 and np.array_equal(result, exact.astype(np.int64))
+    n, lanes = len(inputs), protocol.LANES
+    pad = (-len(exact)) % lanes
+    peak = np.max([np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, lanes).max(1)
+                   for x in inputs], axis=0)
+    # docs/protocol.md section 10: n * 2^(E-1) / floor(M/n), 2^E < 2 * peak; plus rounding
+    # to the output dtype
+    bound = np.repeat(n * peak / (M // n), lanes)[:len(exact)]
+    bound += np.abs(exact) * np.finfo(dtype).eps
+    return bool(np.all(np.abs(result.astype(np.float64) - exact) <= bound))
+
+
+def _counters(intf: str) -> dict[str, int]:
+    base = Path(f"/sys/class/net/{intf}/statistics")
+    return {k: int((base / k).read_text()) for k in
+            ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes")}
+
+
+def run(opts: Options) -> Summary:
+    target = p4net.resolve_target(opts.target)
+    hosts = p4net.host_specs(opts.workers * opts.jobs)
+    workdir = Path(tempfile.mkdtemp(prefix="p4reduce-demo-"))
+    net = None
+    procs: list = []
+    try:
+        net = p4net.build_network(hosts, target)
+        switch = net.get("s1")
+        config = parse_config({"switch": {
+            "grpc_addr": switch.grpc_addr, "mac": p4net.SWITCH_MAC, "ip": p4net.SWITCH_IP,
+            "ports": [h.port for h in hosts], "state_file": str(workdir / "jobs.json")}})
+        ctl = Controller(config)
+        ctl.up()
+        rng = np.random.default_rng(opts.seed)
+        plan = []
+        for j in range(opts.jobs):
+            job_hosts = hosts[j * opts.workers:(j + 1) * opts.workers]
+            job = ctl.jobs.create(
+                j + 1, [WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
+                        for r, h in enumerate(job_hosts)], opts.slots)
+            if opts.loss:
+                ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss, seed=opts.seed)
+            inputs = make_inputs(opts, rng)
+            plan.append((job, job_hosts, inputs))
+        before = {h.name: _counters(f"s1-eth{h.port}") for h in hosts}
+        start = time.perf_counter()
+        for job, job_hosts, inputs in plan:
+            for d, h, x in zip(job.descriptors(ctl.jobs.switch), job_hosts, inputs):
+                stem = workdir / f"job{job.job}-rank{d['rank']}"
+                Path(f"{stem}.json").write_text(json.dumps(d))
+                np.save(f"{stem}.in.npy", x)
+                if d["rank"] in opts.absent_ranks:
+                    continue
+                node = net.get(h.name)
+                procs.append((job, d["rank"], h, node.popen(
+                    [sys.executable, str(HERE / "worker_main.py"), f"{stem}.json",
+                     f"{stem}.in.npy", f"{stem}.out.npy", f"{stem}.report.json",
+                     "--deadline", str(opts.deadline)], cwd=str(HERE.parent))))
+        while any(p.poll() is None for *_, p in procs):
+            if not opts.quiet:
+                _progress(procs, hosts, before, time.perf_counter() - start)
+            time.sleep(0.3)
+        seconds = time.perf_counter() - start
+        if not opts.quiet:
+            print(file=sys.stderr)
+        summary = Summary(target, seconds, values=opts.size)
+        for job, job_hosts, inputs in plan:
+            for rank, h in enumerate(job_hosts):
+                stem = workdir / f"job{job.job}-rank{rank}"
+                after = _counters(f"s1-eth{h.port}")
+                b = before[h.name]
+                out = WorkerOutcome(job.job, rank, h.name, False, False,
+                                    tx_packets=after["rx_packets"] - b["rx_packets"],
+                                    tx_bytes=after["rx_bytes"] - b["rx_bytes"],
+                                    rx_packets=after["tx_packets"] - b["tx_packets"],
+                                    rx_bytes=after["tx_bytes"] - b["tx_bytes"])
+                report_path = Path(f"{stem}.report.json")
+                if rank in opts.absent_ranks:
+                    out.error = "not started (--absent-ranks)"
+                elif report_path.exists():
+                    report = json.loads(report_path.read_text())
+                    out.ok = report["ok"]
+                    out.error = report.get("error", "")
+                    out.seconds = report.get("seconds", 0.0)
+                    out.retransmissions = report.get("stats", {}).get("retransmissions", 0)
+                    if out.ok:
+                        out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
+                else:
+                    out.error = "worker exited without a report"
+                summary.outcomes.append(out)
+            summary.switch_counters[job.job] = job_stats(ctl.conn, job.job_index)
+        ctl.close()
+        return summary
+    finally:
+        for *_, p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if net is not None:
+            net.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _progress(procs, hosts, before, elapsed: float) -> None:
+    done = sum(p.poll() is not None for *_, p in procs)
+    parts = []
+    for h in hosts[:8]:
+        c = _counters(f"s1-eth{h.port}")
+        parts.append(f"{h.name} {c['tx_packets'] - before[h.name]['tx_packets']}")
+    print(f"\r[{elapsed:6.1f}s] workers done {done}/{len(procs)}  results received: "
+          + "  ".join(parts), end="", file=sys.stderr, flush=True)
+
+
+def print_summary(s: Summary, opts: Options) -> None:
+    print(f"\np4reduce demo on {s.target}: {opts.jobs} job(s) x {opts.workers} workers, "
+          f"{opts.size} {opts.dtype} values, density {opts.density} ({opts.overlap}), "
+          f"loss {opts.loss}")
+    print(f"{'job':>3} {'rank':>4} {'host':>5} {'time s':>7} {'tx pkts':>8} {'tx bytes':>10} "
+          f"{'rx pkts':>8} {'rx bytes':>10} {'retx':>5} {'goodput Mval/s':>14}  result")
+    for o in s.outcomes:
+        goodput = opts.size / o.seconds / 1e6 if o.seconds else 0.0
+        verdict = "exact" if o.matched and opts.dtype == "int32" else \
+            "within bound" if o.matched else (o.error or "MISMATCH")
+        print(f"{o.job:>3} {o.rank:>4} {o.host:>5} {o.seconds:7.2f} {o.tx_packets:>8} "
+              f"{o.tx_bytes:>10} {o.rx_packets:>8} {o.rx_bytes:>10} {o.retransmissions:>5} "
+              f"{goodput:14.3f}  {verdict}")
+    for job, counters in s.switch_counters.items():
+        print(f"switch, job {job}: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    print(f"total {s.seconds:.2f}s; every worker's result matched: "
+          f"{'yes' if s.all_matched else 'NO'}")
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    d = Options()
+    ap.add_argument("--workers", type=int, default=d.workers)
+    ap.add_argument("--size", type=int, default=d.size)
+    ap.add_argument("--density", type=float, default=d.density)
+    ap.add_argument("--overlap", choices=["shared", "independent"], default=d.overlap)
+    ap.add_argument("--dtype", choices=["float32", "float64", "int32"], default=d.dtype)
+    ap.add_argument("--loss", type=float, default=d.loss,
+                    help="fraction lost in the switch each way (P4 drop simulator)")
+    ap.add_argument("--target", default=d.target, help="auto, softswitch or simple_switch_grpc")
+    ap.add_argument("--slots", type=int, default=d.slots)
+    ap.add_argument("--jobs", type=int, default=d.jobs)
+    ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--deadline", type=float, default=d.deadline)
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    if not 1 <= a.workers <= 32:
+        ap.error("--workers must be 1..32")
+    if not 0 <= a.density <= 1:
+        ap.error("--density must be in [0, 1]")
+    return Options(a.workers, a.size, a.density, a.overlap, a.dtype, a.loss, a.target,
+                   a.slots, a.jobs, a.seed, a.deadline, (), a.quiet)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_args(argv)
+    try:
+        summary = run(opts)
+    except KeyboardInterrupt:
+        print("\ninterrupted: everything started was stopped", file=sys.stderr)
+        return 130
+    print_summary(summary, opts)
+    return 0 if summary.all_matched else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

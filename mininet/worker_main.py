@@ -1,0 +1,47 @@
+"""One worker of the demo: runs inside a Mininet host, reduces one tensor, writes results.
+
+Usage: worker_main.py DESCRIPTOR INPUT.npy OUTPUT.npy REPORT.json [--op sum] [--deadline S]
+The report says what happened (stats, or the error with its type), so the demo can show
+a clear message for a worker that timed out instead of a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+
+import numpy as np
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("descriptor")
+    ap.add_argument("input")
+    ap.add_argument("output")
+    ap.add_argument("report")
+    ap.add_argument("--op", default="sum")
+    ap.add_argument("--deadline", type=float, default=60.0)
+    args = ap.parse_args()
+    report: dict = {"ok": False}
+    try:
+        from hostlib import Worker
+        tensor = np.load(args.input)
+        start = time.perf_counter()
+        with Worker(args.descriptor, deadline=args.deadline) as worker:
+            result = worker.allreduce(tensor, op=args.op)
+            report["stats"] = worker.stats.as_dict()
+        report["seconds"] = time.perf_counter() - start
+        np.save(args.output, result)
+        report["ok"] = True
+    except Exception as exc:  # reported to the demo, which shows it per worker
+        report["error"] = f"{type(exc).__name__}: {exc}"
+        report["traceback"] = traceback.format_exc()
+    with open(args.report, "w") as f:
+        json.dump(report, f)
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
