@@ -36,6 +36,31 @@ class EngineParams:
     deadline: float = 30.0
 
 
+class RttEstimator:
+    """Smoothed round-trip time of a slot's round (RFC 6298 style, Karn's rule: rounds
+    that were retransmitted give no sample). Why: the configured timeout is a floor; a
+    window of S*N packets through a slow switch (bmv2, a Python reflector) can take longer
+    than a few ms, and a fixed timer would then retransmit every slot, adding load exactly
+    when the switch is behind. Kept by the Worker across allreduce calls."""
+
+    def __init__(self) -> None:
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+
+    def update(self, samples: np.ndarray) -> None:
+        x = float(samples.max())            # the batch's slowest round: conservative
+        if self.srtt is None:
+            self.srtt, self.rttvar = x, x / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - x)
+            self.srtt = 0.875 * self.srtt + 0.125 * x
+
+    def rto(self, floor: float, cap: float) -> float:
+        if self.srtt is None:
+            return floor
+        return min(cap, max(floor, 2 * self.srtt + 4 * self.rttvar))
+
+
 @dataclass
 class EngineStats:
     packets_sent: int = 0
@@ -62,12 +87,13 @@ class AllreduceEngine:
     def __init__(self, cfg: JobConfig, payload: Payload, now: float,
                  params: EngineParams | None = None,
                  start_versions: np.ndarray | None = None,
-                 builder: FrameBuilder | None = None):
+                 builder: FrameBuilder | None = None, rtt: RttEstimator | None = None):
         self.cfg = cfg
         self.payload = payload
         self.params = params or EngineParams()
         self.builder = builder or FrameBuilder(cfg.to_switch())
         self.stats = EngineStats()
+        self.rtt = rtt or RttEstimator()
         self.deadline = now + self.params.deadline
         self.started = now
         S = cfg.slot_count
@@ -96,8 +122,11 @@ class AllreduceEngine:
         self.exponent = np.zeros(n, np.int64)            # E used by the outstanding packet
         self.my_next = first
         self.round = np.zeros(n, np.int64)
-        self.timeout = np.full(n, self.params.timeout)
-        self.expires = np.full(n, now + self.params.timeout)
+        base = self.rtt.rto(self.params.timeout, self.params.max_timeout)
+        self.timeout = np.full(n, base)
+        self.expires = np.full(n, now + base)
+        self.sent_at = np.full(n, now)
+        self.retransmitted = np.zeros(n, bool)
         self.expired_in_row = np.zeros(n, np.int64)
         self.last_frames = np.zeros((n, p.FRAME_BYTES_WITH_VALUES), np.uint8)
         self.last_lengths = np.zeros(n, np.int64)
@@ -143,6 +172,7 @@ class AllreduceEngine:
             self._pending.append(Batch(frames, self.last_lengths[due].copy()))
             self.stats.retransmissions += int(due.size)
             self.expired_in_row[due] += 1
+            self.retransmitted[due] = True
             grow = due[self.expired_in_row[due] >= self.params.double_after]
             self.stats.timeouts_doubled += int(grow.size)
             self.timeout[grow] = np.minimum(self.timeout[grow] * 2, self.params.max_timeout)
@@ -224,12 +254,18 @@ class AllreduceEngine:
                 f"RESULT for slot {int(s[i])} names next_block={int(nb[i])}, which is not "
                 f"the next block of its stream (this rank announced {int(self.my_next[s[i]])}"
                 f", {self.payload.nblocks} blocks, {S} slots)")
+        clean = ~self.retransmitted[s]
+        if clean.any():
+            self.rtt.update(now - self.sent_at[s[clean]])
+        base = self.rtt.rto(self.params.timeout, self.params.max_timeout)
         self.round[s] += 1
         self.stats.rounds += int(idx.size)
         self.last_heard[s] = now
+        self.sent_at[s] = now
+        self.retransmitted[s] = False
         self.expired_in_row[s] = 0
-        self.timeout[s] = self.params.timeout
-        self.expires[s] = now + self.params.timeout
+        self.timeout[s] = base
+        self.expires[s] = now + base
         self.active[s[done]] = False           # finished slots keep their last version
         if not cont.any():
             return

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -291,7 +292,8 @@ class LoopbackFabric:
 
 def serve(core: ReflectorCore, interfaces: Mapping[int, str], *, duration: float | None = None,
           idle_exit: float | None = None, transport_mode: str = "auto", batch: int = 512,
-          ready: threading.Event | None = None, stop: threading.Event | None = None) -> None:
+          ready: Callable[[], None] | None = None,
+          stop: threading.Event | None = None) -> None:
     """Answer worker packets arriving on the given interfaces (rank -> interface name).
 
     Stops after `duration` seconds, after `idle_exit` seconds without a packet, or when
@@ -308,7 +310,7 @@ def serve(core: ReflectorCore, interfaces: Mapping[int, str], *, duration: float
         socks[rank] = by_name[ifname]
     uniq = list(by_name.values())
     if ready is not None:
-        ready.set()
+        ready()
     start = last = time.monotonic()
     try:
         while True:
@@ -355,10 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     ifs = a.interface * core.workers if len(a.interface) == 1 else a.interface
     if len(ifs) != core.workers:
         ap.error(f"give one --interface or {core.workers}")
-    print("reflector ready", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         serve(core, dict(enumerate(ifs)), duration=a.duration, idle_exit=a.idle_exit,
-              transport_mode=a.transport)
+              transport_mode=a.transport, stop=stop,
+              ready=lambda: print("reflector ready", flush=True))
     finally:
         if a.counters:
             with open(a.counters, "w", encoding="utf-8") as f:

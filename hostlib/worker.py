@@ -17,7 +17,7 @@ import numpy as np
 
 from . import protocol as p
 from .config import JobConfig, load_descriptor
-from .engine import AllreduceEngine, EngineParams
+from .engine import AllreduceEngine, EngineParams, RttEstimator
 from .framing import Batch, FrameBuilder
 from .numerics import dequantize, make_payload
 
@@ -77,8 +77,9 @@ class Worker:
         self.batch = batch
         self.busy_poll = busy_poll
         if isinstance(transport, str):
-            from .transport import RawSocket, interface_for_ip
+            from .transport import RawSocket, check_interface_mac, interface_for_ip
             ifname = interface or interface_for_ip(self.cfg.worker.ip)
+            check_interface_mac(ifname, self.cfg.worker.mac)
             self.transport: Transport = RawSocket(
                 ifname, mode=transport, dst_ip=self.cfg.worker.ip,
                 dst_port=self.cfg.worker.udp_port, batch=batch)
@@ -86,6 +87,7 @@ class Worker:
             self.transport = transport
         self.builder = FrameBuilder(self.cfg.to_switch())
         self.versions = np.zeros(self.cfg.slot_count, np.uint8)
+        self.rtt = RttEstimator()
         self.stats = WorkerStats(transport=self.transport.mode)
         self._broken: str | None = None
         self._closed = False
@@ -143,7 +145,7 @@ class Worker:
         payload = make_payload(a, self.cfg.workers)     # ValueError before sending
         t0 = time.monotonic()
         eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.versions,
-                              self.builder)
+                              self.builder, self.rtt)
         tr, batch, spin = self.transport, self.batch, self.busy_poll
         try:
             idle_since = None

@@ -1,0 +1,95 @@
+"""Throw-away network namespaces for end-to-end tests and the benchmark.
+
+Topology for N workers: one namespace "switch" and one per rank; rank i's namespace holds
+veth end `<tag>w<i>` (the descriptor's worker MAC and IP), the switch namespace holds the
+peer `<tag>s<i>` (the switch MAC). Names carry a random tag so parallel runs never collide,
+and everything is deleted on exit, also after a failure (deleting a namespace deletes its
+veth ends). Needs root and iproute2. Addresses exist only inside these namespaces.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from typing import Any, Sequence
+
+SWITCH_MAC = "02:00:00:00:01:00"
+SWITCH_IP = "10.250.0.254"
+SUBNET = "10.250.0.{}/24"
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check,
+                          timeout=20)
+
+
+def available() -> str | None:
+    """None when namespaces can be made here, else the reason."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, veth pairs)"
+    try:
+        _ip("-V")
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"iproute2 not usable: {e}"
+    return None
+
+
+class Topology:
+    """`with Topology(n) as t:` -> t.descriptors, t.worker_ns[i], t.switch_ns, t.switch_if."""
+
+    def __init__(self, workers: int, *, job: int = 7, slot_count: int = 64,
+                 udp_port: int = 0x5030):
+        self.tag = "p4r" + secrets.token_hex(3)
+        self.workers = workers
+        self.switch_ns = f"{self.tag}-sw"
+        self.worker_ns = [f"{self.tag}-w{i}" for i in range(workers)]
+        self.switch_if = [f"{self.tag}s{i}" for i in range(workers)]
+        self.worker_if = [f"{self.tag}w{i}" for i in range(workers)]
+        self.descriptors: list[dict[str, Any]] = [
+            {"protocol": 1, "job": job, "rank": i, "workers": workers, "slot_base": 0,
+             "slot_count": slot_count, "lanes": 64,
+             "switch": {"mac": SWITCH_MAC, "ip": SWITCH_IP, "udp_port": 0x5030},
+             "worker": {"mac": f"02:00:00:00:00:{i + 1:02x}", "ip": SUBNET.format(i + 1)[:-3],
+                        "udp_port": udp_port}}
+            for i in range(workers)]
+        self._made: list[str] = []
+
+    def __enter__(self) -> "Topology":
+        try:
+            self._create()
+        except BaseException:
+            self.delete()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
+    def _create(self) -> None:
+        for ns in [self.switch_ns, *self.worker_ns]:
+            _ip("netns", "add", ns)
+            self._made.append(ns)
+            _ip("-n", ns, "link", "set", "lo", "up")
+        for i in range(self.workers):
+            w, s = self.worker_if[i], self.switch_if[i]
+            _ip("link", "add", w, "netns", self.worker_ns[i], "type", "veth",
+                "peer", "name", s, "netns", self.switch_ns)
+            d = self.descriptors[i]["worker"]
+            _ip("-n", self.worker_ns[i], "link", "set", w, "address", d["mac"])
+            _ip("-n", self.worker_ns[i], "addr", "add", SUBNET.format(i + 1), "dev", w)
+            _ip("-n", self.worker_ns[i], "link", "set", w, "up")
+            _ip("-n", self.switch_ns, "link", "set", s, "address", SWITCH_MAC)
+            _ip("-n", self.switch_ns, "link", "set", s, "up")
+            for ns, dev in ((self.worker_ns[i], w), (self.switch_ns, s)):
+                subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                                f"net.ipv6.conf.{dev}.disable_ipv6=1"],
+                               capture_output=True, check=False, timeout=20)
+
+    def delete(self) -> None:
+        for ns in reversed(self._made):
+            _ip("netns", "del", ns, check=False)
+        self._made = []
+
+    def exec_argv(self, ns: str, argv: Sequence[str]) -> list[str]:
+        """argv that runs `argv` inside namespace `ns`."""
+        return ["ip", "netns", "exec", ns, *argv]
