@@ -125,88 +125,124 @@ def _counters(intf: str) -> dict[str, int]:
             ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes")}
 
 
-def run(opts: Options) -> Summary:
-    target = p4net.resolve_target(opts.target)
-    hosts = p4net.host_specs(opts.workers * opts.jobs)
-    workdir = Path(tempfile.mkdtemp(prefix="p4reduce-demo-"))
-    net = None
-    procs: list = []
-    try:
-        net = p4net.build_network(hosts, target)
-        switch = net.get("s1")
-        config = parse_config({"switch": {
-            "grpc_addr": switch.grpc_addr, "mac": p4net.SWITCH_MAC, "ip": p4net.SWITCH_IP,
-            "ports": [h.port for h in hosts], "state_file": str(workdir / "jobs.json")}})
-        ctl = Controller(config)
-        ctl.up()
+class DemoNetwork:
+    """A started network, switch and controller; jobs can be run on it one after another."""
+
+    def __init__(self, target: str, n_hosts: int):
+        self.target = p4net.resolve_target(target)
+        self.hosts = p4net.host_specs(n_hosts)
+        self.workdir = Path(tempfile.mkdtemp(prefix="p4reduce-demo-"))
+        self.net = None
+        self.ctl: Controller | None = None
+        self.next_job = 1
+
+    def __enter__(self) -> "DemoNetwork":
+        try:
+            self.net = p4net.build_network(self.hosts, self.target)
+            switch = self.net.get("s1")
+            config = parse_config({"switch": {
+                "grpc_addr": switch.grpc_addr, "mac": p4net.SWITCH_MAC, "ip": p4net.SWITCH_IP,
+                "ports": [h.port for h in self.hosts],
+                "state_file": str(self.workdir / "jobs.json")}})
+            self.ctl = Controller(config)
+            self.ctl.up()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.ctl is not None:
+            self.ctl.close()
+        if self.net is not None:
+            self.net.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def run_jobs(self, opts: Options) -> Summary:
+        """Create opts.jobs jobs of opts.workers hosts each, run them at once, check every
+        worker's result, delete the jobs."""
+        assert self.ctl is not None and self.net is not None
+        ctl, net, hosts, workdir = self.ctl, self.net, self.hosts, self.workdir
+        if opts.jobs * opts.workers > len(hosts):
+            raise ValueError(f"{opts.jobs} x {opts.workers} workers need more than "
+                             f"{len(hosts)} hosts")
         rng = np.random.default_rng(opts.seed)
         plan = []
-        for j in range(opts.jobs):
-            job_hosts = hosts[j * opts.workers:(j + 1) * opts.workers]
-            job = ctl.jobs.create(
-                j + 1, [WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
-                        for r, h in enumerate(job_hosts)], opts.slots)
-            if opts.loss:
-                ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss, seed=opts.seed)
-            inputs = make_inputs(opts, rng)
-            plan.append((job, job_hosts, inputs))
-        before = {h.name: _counters(f"s1-eth{h.port}") for h in hosts}
-        start = time.perf_counter()
-        for job, job_hosts, inputs in plan:
-            for d, h, x in zip(job.descriptors(ctl.jobs.switch), job_hosts, inputs):
-                stem = workdir / f"job{job.job}-rank{d['rank']}"
-                Path(f"{stem}.json").write_text(json.dumps(d))
-                np.save(f"{stem}.in.npy", x)
-                if d["rank"] in opts.absent_ranks:
-                    continue
-                node = net.get(h.name)
-                procs.append((job, d["rank"], h, node.popen(
-                    [sys.executable, str(HERE / "worker_main.py"), f"{stem}.json",
-                     f"{stem}.in.npy", f"{stem}.out.npy", f"{stem}.report.json",
-                     "--deadline", str(opts.deadline)], cwd=str(HERE.parent))))
-        while any(p.poll() is None for *_, p in procs):
+        procs: list = []
+        try:
+            for j in range(opts.jobs):
+                job_hosts = hosts[j * opts.workers:(j + 1) * opts.workers]
+                job = ctl.jobs.create(
+                    self.next_job, [WorkerAddress(r, h.port, h.mac, h.ip,
+                                                  protocol.UDP_PORT_BASE)
+                                    for r, h in enumerate(job_hosts)], opts.slots)
+                self.next_job += 1
+                if opts.loss:
+                    ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss,
+                                      seed=opts.seed)
+                plan.append((job, job_hosts, make_inputs(opts, rng)))
+            used = [h for _, job_hosts, _ in plan for h in job_hosts]
+            before = {h.name: _counters(f"s1-eth{h.port}") for h in used}
+            start = time.perf_counter()
+            for job, job_hosts, inputs in plan:
+                for d, h, x in zip(job.descriptors(ctl.jobs.switch), job_hosts, inputs):
+                    stem = workdir / f"job{job.job}-rank{d['rank']}"
+                    Path(f"{stem}.json").write_text(json.dumps(d))
+                    np.save(f"{stem}.in.npy", x)
+                    if d["rank"] in opts.absent_ranks:
+                        continue
+                    procs.append((job, d["rank"], h, net.get(h.name).popen(
+                        [sys.executable, str(HERE / "worker_main.py"), f"{stem}.json",
+                         f"{stem}.in.npy", f"{stem}.out.npy", f"{stem}.report.json",
+                         "--deadline", str(opts.deadline)], cwd=str(HERE.parent))))
+            while any(p.poll() is None for *_, p in procs):
+                if not opts.quiet:
+                    _progress(procs, used, before, time.perf_counter() - start)
+                time.sleep(0.3)
+            seconds = time.perf_counter() - start
             if not opts.quiet:
-                _progress(procs, hosts, before, time.perf_counter() - start)
-            time.sleep(0.3)
-        seconds = time.perf_counter() - start
-        if not opts.quiet:
-            print(file=sys.stderr)
-        summary = Summary(target, seconds, values=opts.size)
-        for job, job_hosts, inputs in plan:
-            for rank, h in enumerate(job_hosts):
-                stem = workdir / f"job{job.job}-rank{rank}"
-                after = _counters(f"s1-eth{h.port}")
-                b = before[h.name]
-                out = WorkerOutcome(job.job, rank, h.name, False, False,
-                                    tx_packets=after["rx_packets"] - b["rx_packets"],
-                                    tx_bytes=after["rx_bytes"] - b["rx_bytes"],
-                                    rx_packets=after["tx_packets"] - b["tx_packets"],
-                                    rx_bytes=after["tx_bytes"] - b["tx_bytes"])
-                report_path = Path(f"{stem}.report.json")
-                if rank in opts.absent_ranks:
-                    out.error = "not started (--absent-ranks)"
-                elif report_path.exists():
-                    report = json.loads(report_path.read_text())
-                    out.ok = report["ok"]
-                    out.error = report.get("error", "")
-                    out.seconds = report.get("seconds", 0.0)
-                    out.retransmissions = report.get("stats", {}).get("retransmissions", 0)
-                    if out.ok:
-                        out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
-                else:
-                    out.error = "worker exited without a report"
-                summary.outcomes.append(out)
-            summary.switch_counters[job.job] = job_stats(ctl.conn, job.job_index)
-        ctl.close()
-        return summary
-    finally:
-        for *_, p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if net is not None:
-            net.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+                print(file=sys.stderr)
+            summary = Summary(self.target, seconds, values=opts.size)
+            for job, job_hosts, inputs in plan:
+                for rank, h in enumerate(job_hosts):
+                    summary.outcomes.append(self._outcome(job, rank, h, inputs, before, opts))
+                summary.switch_counters[job.job] = job_stats(ctl.conn, job.job_index)
+            return summary
+        finally:
+            for *_, p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            for job, *_ in plan:
+                ctl.jobs.delete(job.job)
+
+    def _outcome(self, job, rank: int, h, inputs, before, opts: Options) -> WorkerOutcome:
+        stem = self.workdir / f"job{job.job}-rank{rank}"
+        after, b = _counters(f"s1-eth{h.port}"), before[h.name]
+        out = WorkerOutcome(job.job, rank, h.name, False, False,
+                            tx_packets=after["rx_packets"] - b["rx_packets"],
+                            tx_bytes=after["rx_bytes"] - b["rx_bytes"],
+                            rx_packets=after["tx_packets"] - b["tx_packets"],
+                            rx_bytes=after["tx_bytes"] - b["tx_bytes"])
+        report_path = Path(f"{stem}.report.json")
+        if rank in opts.absent_ranks:
+            out.error = "not started (absent rank)"
+        elif report_path.exists():
+            report = json.loads(report_path.read_text())
+            out.ok = report["ok"]
+            out.error = report.get("error", "")
+            out.seconds = report.get("seconds", 0.0)
+            out.retransmissions = report.get("stats", {}).get("retransmissions", 0)
+            if out.ok:
+                out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
+        else:
+            out.error = "worker exited without a report"
+        return out
+
+
+def run(opts: Options) -> Summary:
+    with DemoNetwork(opts.target, opts.workers * opts.jobs) as demo:
+        return demo.run_jobs(opts)
 
 
 def _progress(procs, hosts, before, elapsed: float) -> None:
