@@ -44,9 +44,12 @@ class Switch:
             compiled = Compiler(j, trace=self.trace).compile()
         except SoftswitchError:
             raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any other failure means the JSON is bad
             raise PipelineError(f"malformed bmv2 JSON: {type(exc).__name__}: {exc}") from exc
-        p = Pipeline(compiled)
+        try:
+            p = Pipeline(compiled)
+        except Exception as exc:  # noqa: BLE001
+            raise PipelineError(f"malformed bmv2 JSON: {type(exc).__name__}: {exc}") from exc
         with self._lock:
             self._p = p
 

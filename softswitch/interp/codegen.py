@@ -62,6 +62,14 @@ def _sfix(v: int, w: int) -> int:
     return v
 
 
+MAX_ARRAY = 1 << 24   # cells per register/counter array: a bad JSON must not eat the memory
+
+
+def _check_size(size: Any, where: str) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_ARRAY:
+        raise PipelineError(f"bad size {size!r} in {where} (1 .. {MAX_ARRAY})")
+
+
 @dataclass
 class Compiled:
     """Result of compiling one JSON: generated functions plus runtime objects."""
@@ -122,6 +130,9 @@ class Compiler:
         self.reg_vars: dict[str, tuple[str, int, int]] = {}
         for k, r in enumerate(j.get("register_arrays", [])):
             size, bw = r["size"], r["bitwidth"]
+            _check_size(size, f'register_arrays "{r["name"]}"')
+            if not isinstance(bw, int) or isinstance(bw, bool) or bw <= 0:
+                raise PipelineError(f'bad bitwidth {bw!r} for register "{r["name"]}"')
             cells = [0] * size
             var = _ident("R", k)
             self.env[var] = cells
@@ -133,6 +144,7 @@ class Compiler:
         for k, c in enumerate(j.get("counter_arrays", [])):
             if c.get("is_direct"):
                 raise UnsupportedConstruct("direct counter", f"counter_arrays {c['name']}")
+            _check_size(c["size"], f'counter_arrays "{c["name"]}"')
             b, p = [0] * c["size"], [0] * c["size"]
             self.env[f"CB{k}"], self.env[f"CP{k}"] = b, p
             self.counters[c["name"]] = (b, p)

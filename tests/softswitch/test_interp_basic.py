@@ -278,3 +278,48 @@ def test_control_plane_errors() -> None:
     assert s.process(0, pkt) == [(6, pkt)]
     s.table_reset_default("t")
     assert s.table_get_default("t") == ("nop", [])
+
+
+def test_fuzzed_json_only_raises_pipeline_errors() -> None:
+    """Random damage to a valid program: always a PipelineError, old pipeline still works."""
+    import random
+
+    from synth_p4reduce import build
+    good = json.loads(build(lanes=4))
+    s = Switch()
+    s.load_pipeline(json.dumps(good))
+    s.table_add("forward", [1], "fwd", [2])
+    frame = bytes(12) + b"\x88\xb5" + struct.pack("!HH", 5, 0) + struct.pack("!4I", 1, 2, 3, 4)
+    expected = s.process(1, frame)
+    rng = random.Random(1)
+
+    def mutate(node: object) -> object:
+        if isinstance(node, dict) and node:
+            k = rng.choice(list(node))
+            if rng.random() < 0.3:
+                del node[k]
+            else:
+                node[k] = mutate(node[k])
+            return node
+        if isinstance(node, list) and node:
+            i = rng.randrange(len(node))
+            if rng.random() < 0.3:
+                del node[i]
+            else:
+                node[i] = mutate(node[i])
+            return node
+        return rng.choice([None, "x", -1, 10**30, [], {}, True, 3.5])
+
+    for _ in range(300):
+        j = json.loads(json.dumps(good))
+        for _ in range(rng.randrange(1, 4)):
+            mutate(j)
+        try:
+            s2 = Switch()
+            s2.load_pipeline(json.dumps(j))
+            s2.process(1, frame)                 # whatever loaded must not raise either
+        except PipelineError:
+            pass
+    with pytest.raises(PipelineError):
+        s.load_pipeline(b"\xff\xfe")
+    assert s.process(1, frame)[0][0] == expected[0][0]
