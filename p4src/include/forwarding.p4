@@ -11,7 +11,6 @@ control SwitchIdentity(inout headers_t hdr, inout metadata_t meta) {
         meta.switch_ip = ip;
     }
     table switch_identity {
-        key = { }
         actions = { set_identity; }
         default_action = set_identity(0, 0);
     }
