@@ -158,9 +158,11 @@ class DemoNetwork:
             self.net.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def run_jobs(self, opts: Options) -> Summary:
+    def run_jobs(self, opts: Options,
+                 inputs: list[list[np.ndarray]] | None = None) -> Summary:
         """Create opts.jobs jobs of opts.workers hosts each, run them at once, check every
-        worker's result, delete the jobs."""
+        worker's result, delete the jobs. `inputs` (per job, per rank) replaces the
+        generated tensors."""
         assert self.ctl is not None and self.net is not None
         ctl, net, hosts, workdir = self.ctl, self.net, self.hosts, self.workdir
         if opts.jobs * opts.workers > len(hosts):
@@ -180,7 +182,8 @@ class DemoNetwork:
                 if opts.loss:
                     ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss,
                                       seed=opts.seed)
-                plan.append((job, job_hosts, make_inputs(opts, rng)))
+                plan.append((job, job_hosts,
+                             inputs[j] if inputs is not None else make_inputs(opts, rng)))
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
             before = {h.name: _counters(f"s1-eth{h.port}") for h in used}
             start = time.perf_counter()
