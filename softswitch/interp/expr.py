@@ -118,7 +118,18 @@ class ExprCompiler:
             i = self.data(idx, where)
             return Expr(f"{var}[{i.src}]", DATA, bw)
         if t == "stack_field":
-            raise UnsupportedConstruct('expression operand type "stack_field"', where)
+            # field of the last extracted element (stack.last.f): index through the stack's
+            # 'next' counter; like bmv2 this is only meaningful after an extract.
+            sname, fname = v
+            if sname not in self.L.stacks:
+                raise PipelineError(f"unknown header stack {sname!r} in {where}")
+            stk = self.L.stacks[sname]
+            idxs = tuple(self.L.field_index(hn, fname, where) for hn in stk.headers)
+            var = f"_SF_{stk.index}_{fname.replace('.', '_').replace('$', '_')}"
+            self.env[var] = idxs
+            w = self.L.widths[idxs[0]]
+            return Expr(f"F[{var}[X[{X_STACK0 + stk.index}] - 1]]", DATA,
+                        None if self.L.signed[idxs[0]] else w)
         raise UnsupportedConstruct(f'expression operand type "{t}"', where)
 
     def data(self, tv: Any, where: str) -> Expr:
