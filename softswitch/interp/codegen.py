@@ -928,7 +928,9 @@ class Compiler:
                     elif mt == "lpm":
                         match.append((parse_hexstr(km["key"], where), km["prefix_length"]))
                     elif mt in ("ternary", "optional"):
-                        v, m = parse_hexstr(km["key"], where), parse_hexstr(km["mask"], where)
+                        v = parse_hexstr(km["key"], where)
+                        m = parse_hexstr(km["mask"], where) if km.get("mask") is not None \
+                            else (1 << ks.width) - 1
                         if ks.match_type == "optional":
                             match.append(None if m == 0 else v)
                         else:
