@@ -766,6 +766,8 @@ class Compiler:
                                            f'pipeline "{pl["name"]}"')
             for kind in ("tables", "conditionals", "action_calls"):
                 for obj in pl.get(kind, []):
+                    if obj["name"] in node_names:   # bmv2 keeps one global map too
+                        raise PipelineError(f'duplicate control node name "{obj["name"]}"')
                     node_names[obj["name"]] = _ident("N", counter)
                     counter += 1
         self.node_names = node_names
