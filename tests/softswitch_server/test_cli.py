@@ -1,0 +1,103 @@
+"""``python -m softswitch``: simple_switch_grpc's flags, a free port, clean exit on signals."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from p4.v1 import p4runtime_pb2
+
+from .helpers import RawClient, Update, device_config, ethernet, exact_entry, load_p4info, Ids
+from .test_ports import DST2, Veths, needs_root, promisc
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start(*args: str) -> tuple[subprocess.Popen, str]:
+    """Start the CLI on a free loopback port; returns (process, grpc address)."""
+    proc = subprocess.Popen([sys.executable, "-m", "softswitch",
+                             "--grpc-server-addr", "127.0.0.1:0", *args],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = re.match(r"Server listening on (\S+)", line)
+    if not m:
+        proc.kill()
+        _out, err = proc.communicate()
+        raise AssertionError(f"no 'Server listening' line: {line!r}\n{err}")
+    return proc, m.group(1)
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_starts_without_pipeline_and_exits_cleanly(sig):
+    proc, addr = start("--no-p4", "--device-id", "3", "--thrift-port", "9090", "--",
+                       "--cpu-port", "255")
+    try:
+        client = RawClient(addr, device_id=3)
+        try:
+            rep = client.stub.Capabilities(p4runtime_pb2.CapabilitiesRequest())
+            assert rep.p4runtime_api_version == "1.3.0"
+        finally:
+            client.close()
+    finally:
+        rc = stop(proc, sig)
+    assert rc == 0
+    err = proc.stderr.read()
+    assert "--thrift-port ignored" in err
+
+
+def test_refuses_non_loopback_and_bad_flags():
+    for args, msg in ((["--grpc-server-addr", "0.0.0.0:9559"], "loopback"),
+                      (["-i", "1@lo", "--cpu-port", "1"], "used as a data port"),
+                      (["-i", "one@lo"], "not a number")):
+        r = subprocess.run([sys.executable, "-m", "softswitch", *args], cwd=REPO,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and msg in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "softswitch", "--grpc-server-addr",
+                        "127.0.0.1:0", "-i", "1@sstnonexist0"], cwd=REPO,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "no such interface" in r.stderr
+
+
+@needs_root
+def test_cli_with_veth_ports_end_to_end():
+    veths = Veths(2)
+    proc = None
+    try:
+        proc, addr = start(*[a for p, s in veths.switch_ends().items()
+                             for a in ("-i", f"{p}@{s}")], "--cpu-port", "255")
+        info = load_p4info()
+        ids = Ids(info)
+        client = RawClient(addr)
+        try:
+            client.arbitrate((0, 1))
+            client.set_pipeline(info, device_config())
+            client.write(Update(type=Update.INSERT, entity=exact_entry(ids, DST2, 2)))
+            frame = ethernet(DST2)
+            veths.send(1, frame)
+            assert veths.recv(2) == frame
+        finally:
+            client.close()
+        assert stop(proc) == 0
+        proc = None
+        assert not promisc(veths.pairs[1][0])
+    finally:
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        veths.close()

@@ -1,0 +1,198 @@
+"""Ports: in-process queues, and AF_PACKET raw sockets over real veth pairs."""
+from __future__ import annotations
+
+import os
+import secrets
+import select
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from p4.v1 import p4runtime_pb2
+
+from softswitch.p4runtime_server import Device
+from softswitch.ports import AfPacketPorts, InProcessPorts, parse_interface_spec
+
+from .helpers import SetAction, Update, device_config, ethernet, exact_entry, load_p4info, Ids
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+IFF_PROMISC = 0x100
+DST2 = bytes.fromhex("020000000002")
+DST9 = bytes.fromhex("020000000009")
+
+
+def test_parse_interface_spec():
+    assert parse_interface_spec("1@veth1") == (1, "veth1")
+    assert parse_interface_spec("0x10@eth0") == (16, "eth0")
+    for bad in ("veth1", "1@", "@veth1", "x@veth1", "-1@veth1"):
+        with pytest.raises(ValueError):
+            parse_interface_spec(bad)
+
+
+def test_in_process_ports_queue_per_port():
+    class Echo:
+        transmit = None
+
+        def receive(self, port, frame):
+            self.transmit(port + 1, frame[::-1])
+
+    ports = InProcessPorts()
+    echo = Echo()
+    ports.attach(echo)
+    ports.inject(1, b"abc")
+    assert ports.pending() == {2: 1}
+    assert ports.get(2, timeout=0.1) == b"cba"
+    with pytest.raises(TimeoutError):
+        ports.get(2, timeout=0.05)
+    assert ports.poll(2) is None
+    ports.transmit(5, b"x")
+    ports.transmit(5, b"y")
+    assert ports.drain(5) == [b"x", b"y"]
+    assert ports.stats[1]["rx"] == 1 and ports.stats[2]["tx"] == 1
+
+
+def test_in_process_ports_survive_a_device_that_raises():
+    class Broken:
+        transmit = None
+
+        def receive(self, port, frame):
+            raise RuntimeError("boom")
+
+    ports = InProcessPorts()
+    ports.attach(Broken())
+    ports.inject(1, b"abc")  # must not raise
+    assert ports.stats[1]["rx_errors"] == 1
+
+
+# -- AF_PACKET over veth -------------------------------------------------------------------
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="veth interfaces need root")
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    subprocess.run(["ip", *args], check=check, capture_output=True)
+
+
+class Veths:
+    """veth pairs with unique names (switch end s, host end h), deleted on close."""
+
+    def __init__(self, n: int) -> None:
+        tag = secrets.token_hex(3)
+        self.pairs: dict[int, tuple[str, str]] = {}
+        self.socks: dict[int, socket.socket] = {}
+        try:
+            for port in range(1, n + 1):
+                s, h = f"sst{tag}{port}s", f"sst{tag}{port}h"
+                _ip("link", "add", s, "type", "veth", "peer", "name", h)
+                self.pairs[port] = (s, h)
+                for name in (s, h):
+                    Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6").write_text("1")
+                    _ip("link", "set", name, "up")
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                sock.bind((h, 0))
+                sock.setblocking(False)
+                self.socks[port] = sock
+        except BaseException:
+            self.close()
+            raise
+
+    def switch_ends(self) -> dict[int, str]:
+        return {p: s for p, (s, _h) in self.pairs.items()}
+
+    def send(self, port: int, frame: bytes) -> None:
+        self.socks[port].send(frame)
+
+    def recv(self, port: int, timeout: float = 2.0) -> bytes | None:
+        sock = self.socks[port]
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([sock], [], [], left)[0]:
+                return None
+            data, addr = sock.recvfrom(65535)
+            if addr[2] != PACKET_OUTGOING:
+                return data
+        return None
+
+    def close(self) -> None:
+        for sock in self.socks.values():
+            sock.close()
+        for s, _h in self.pairs.values():
+            _ip("link", "del", s, check=False)
+
+
+def promisc(ifname: str) -> bool:
+    return bool(int(Path(f"/sys/class/net/{ifname}/flags").read_text(), 16) & IFF_PROMISC)
+
+
+def loaded_device() -> tuple[Device, Ids]:
+    info = load_p4info()
+    ids = Ids(info)
+    device = Device(device_id=1, cpu_port=255)
+    config = p4runtime_pb2.ForwardingPipelineConfig(p4info=info,
+                                                    p4_device_config=device_config())
+    device.set_pipeline(SetAction.VERIFY_AND_COMMIT, config)
+    req = p4runtime_pb2.WriteRequest(device_id=1)
+    req.updates.add(type=Update.INSERT).entity.CopyFrom(exact_entry(ids, DST2, 2))
+    assert device.write(req) == [None]
+    return device, ids
+
+
+@needs_root
+def test_af_packet_ports_forward_between_veths():
+    device, _ids = loaded_device()
+    veths = Veths(2)
+    ports = AfPacketPorts(veths.switch_ends())
+    try:
+        ports.attach(device)
+        ports.start()
+        s1, s2 = veths.pairs[1][0], veths.pairs[2][0]
+        assert promisc(s1) and promisc(s2)
+
+        frame = ethernet(DST2, payload=bytes(range(46)))
+        veths.send(1, frame)
+        assert veths.recv(2) == frame
+
+        # a VLAN tag the kernel may have moved to metadata is put back (as libpcap does)
+        tagged = DST2 + b"\x02\x00\x00\x00\x00\x01" + struct.pack("!HH", 0x8100, 0x0064) \
+            + b"\x08\x00" + bytes(46)
+        veths.send(1, tagged)
+        assert veths.recv(2) == tagged
+
+        # what the switch itself sends on port 2 is not switch input
+        time.sleep(0.2)
+        assert ports.stats[2]["rx"] == 0 and ports.stats[2]["tx"] == 2
+
+        # a truncated frame: parser error, counted, dropped (no entry for DST9); the port
+        # keeps working
+        veths.send(1, DST9 + b"\x02\x00\x00\x00\x00\x01\x88\xb5\x01")
+        time.sleep(0.2)
+        assert device.active.switch.stats().get("parser_errors", 0) == 1
+        veths.send(1, frame)
+        assert veths.recv(2) == frame
+    finally:
+        ports.stop()
+        veths.close()
+    assert device.counters["process_errors"] == 0
+
+
+@needs_root
+def test_af_packet_ports_promisc_off_after_stop_and_bad_interface():
+    veths = Veths(1)
+    try:
+        s1 = veths.pairs[1][0]
+        ports = AfPacketPorts({1: s1})
+        ports.start()
+        assert promisc(s1)
+        ports.stop()
+        assert not promisc(s1)
+        with pytest.raises(OSError, match="no such interface"):
+            AfPacketPorts({1: s1, 2: "sstnonexist0"}).start()
+        assert not promisc(s1)  # the partially opened set was closed again
+    finally:
+        veths.close()
+    with pytest.raises(ValueError):
+        AfPacketPorts([(1, "a"), (1, "b")])
