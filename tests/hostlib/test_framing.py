@@ -1,0 +1,90 @@
+"""Bulk frames (template + pack_headers) against the reference codec (build/parse_frame)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hostlib import protocol as p
+from hostlib.config import load_descriptor
+from hostlib.framing import FrameBuilder, parse_batch
+
+from hostlib_helpers import descriptor
+
+
+def _random_headers(rng, n):
+    return [p.Header.make(int(rng.choice([1, 2, 3, 4])), job=int(rng.integers(0, 65536)),
+                          slot=int(rng.integers(0, 65536)), rank=int(rng.integers(0, 256)),
+                          slot_version=int(rng.integers(0, 2)),
+                          flags=int(rng.integers(0, 128)),
+                          block=int(rng.integers(0, p.END_OF_STREAM + 1)),
+                          next_block=int(rng.integers(0, p.END_OF_STREAM + 1)),
+                          next_exponent=int(rng.integers(0, 256))) for _ in range(n)]
+
+
+def test_template_plus_pack_headers_equals_build_frame(rng):
+    cfg = load_descriptor(descriptor(2, 4))
+    ep = cfg.to_switch()
+    headers = _random_headers(rng, 40)
+    with_values = rng.random(40) < 0.5
+    values = rng.integers(-2**31, 2**31, size=(int(with_values.sum()), 64)).astype(np.int32)
+    cols = {name: np.array([getattr(h, name) for h in headers]) for name in p.FIELD_NAMES}
+    batch = FrameBuilder(ep).build(cols, with_values, values)
+    vi = iter(values)
+    for i, h in enumerate(headers):
+        ref = p.build_frame(ep, h, next(vi) if with_values[i] else None)
+        assert batch.frame(i) == ref, f"frame {i} differs from protocol.build_frame"
+
+
+def test_parse_batch_matches_parse_frame(rng):
+    cfg = load_descriptor(descriptor(0, 2))
+    ep = cfg.from_switch()
+    headers = [h._replace(msg_type=p.MsgType.RESULT) for h in _random_headers(rng, 30)]
+    frames = np.zeros((31, 314), np.uint8)
+    lengths = np.zeros(31, np.int64)
+    refs = []
+    for i, h in enumerate(headers):
+        vals = rng.integers(-1000, 1000, 64) if i % 3 else None
+        raw = p.build_frame(ep, h, vals)
+        refs.append(p.parse_frame(raw))
+        frames[i, :len(raw)] = np.frombuffer(raw, np.uint8)
+        lengths[i] = len(raw)
+    junk = bytearray(p.build_frame(ep, headers[0]))
+    junk[36:38] = (9999).to_bytes(2, "big")            # not a p4reduce port
+    frames[30, :len(junk)] = np.frombuffer(bytes(junk), np.uint8)
+    lengths[30] = len(junk)
+    parsed = parse_batch(frames, lengths)
+    assert parsed.rejected == 1 and len(parsed) == 30
+    for i, ref in enumerate(refs):
+        assert tuple(int(parsed.cols[n][i]) for n in p.FIELD_NAMES) == tuple(ref.header)
+        assert bool(parsed.has_values[i]) == (ref.values is not None)
+        if ref.values is not None:
+            assert (parsed.values[i] == ref.values).all()
+
+
+def test_truncated_data_frame_has_no_values():
+    cfg = load_descriptor(descriptor(0, 1))
+    raw = p.build_frame(cfg.from_switch(), p.Header.make(4, job=7, slot=0, rank=0),
+                        np.arange(64))
+    frames = np.zeros((1, 314), np.uint8)
+    frames[0, :200] = np.frombuffer(raw[:200], np.uint8)
+    parsed = parse_batch(frames, np.array([200]))
+    assert not parsed.has_values[0]
+
+
+@pytest.mark.parametrize("field,value", [("protocol", 2), ("lanes", 32)])
+def test_descriptor_with_other_protocol_or_lanes_refused(field, value):
+    from hostlib.config import DescriptorError
+    d = descriptor(0, 1)
+    d[field] = value
+    with pytest.raises(DescriptorError, match=field):
+        load_descriptor(d)
+
+
+def test_descriptor_from_json_string_and_path(tmp_path):
+    import json
+    d = descriptor(1, 3)
+    assert load_descriptor(json.dumps(d)).rank == 1
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(d))
+    assert load_descriptor(f).workers == 3
+    assert load_descriptor(str(f)).worker.ip == "10.250.0.2"

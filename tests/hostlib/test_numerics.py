@@ -1,0 +1,93 @@
+"""Blocks, sparsity and block floating point against docs/protocol.md sections 5 and 10."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hostlib import numerics as nm
+from hostlib import protocol as p
+
+
+def test_blocks_pad_last_block_with_zeros():
+    x = np.arange(1, 131, dtype=np.int32)          # 130 values -> 3 blocks
+    b = nm.to_blocks(x)
+    assert b.shape == (3, 64)
+    assert (b.reshape(-1)[:130] == x).all() and (b.reshape(-1)[130:] == 0).all()
+
+
+def test_nonzero_blocks_found_per_block(rng):
+    x = np.zeros(64 * 10 + 5, np.float32)
+    x[64 * 3 + 7] = 1.0
+    x[64 * 10 + 4] = -2.0                          # in the padded last block
+    x[64 * 6] = -0.0                               # negative zero is zero
+    pl = nm.make_payload(x, 2)
+    assert pl.nonzero.tolist() == [3, 10]
+    assert pl.nblocks == 11
+
+
+@pytest.mark.parametrize("value,e", [(1.0, 0), (0.75, 0), (0.5, -1), (3.0, 2), (4.0, 2),
+                                     (2.0 ** -130, -128), (2.0 ** 127, 127)])
+def test_exponent_is_smallest_power_of_two_covering_max(value, e):
+    blk = np.zeros((1, 64))
+    blk[0, 5] = -value
+    assert nm.block_exponents(blk)[0] == e
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_inf_refused(bad):
+    x = np.ones(100, np.float32)
+    x[77] = bad
+    with pytest.raises(ValueError, match="NaN or Inf.*77"):
+        nm.make_payload(x, 2)
+
+
+def test_beyond_2_127_refused():
+    x = np.ones(10, np.float64)
+    x[3] = 2.0 ** 128
+    with pytest.raises(ValueError, match="2\\^127"):
+        nm.make_payload(x, 2)
+
+
+def test_unsupported_dtype():
+    with pytest.raises(TypeError, match="int32, float32 or float64"):
+        nm.make_payload(np.ones(4, np.int64), 1)
+
+
+@pytest.mark.parametrize("magnitude", [1e-6, 1.0, 1e6])
+@pytest.mark.parametrize("workers", [1, 2, 3, 8, 32])
+def test_quantized_sum_within_documented_bound(magnitude, workers, rng):
+    """Quantize N ranks' blocks with the switch's exponent (max over ranks), add the int32
+    values like the switch, dequantize: |error| <= N * 2^(E-1) / floor(M/N) per element,
+    and never overflows int32."""
+    xs = [rng.standard_normal((50, 64)) * magnitude * rng.uniform(0.1, 10, (50, 1))
+          for _ in range(workers)]
+    exps = np.max([nm.block_exponents(x) for x in xs], axis=0)
+    qs = [nm.quantize(x, exps, workers) for x in xs]
+    total = np.sum([q.astype(np.int64) for q in qs], axis=0)
+    assert np.abs(total).max() <= nm.M                          # cannot overflow
+    assert all(np.abs(q).max() <= nm.level(workers) for q in qs)
+    got = nm.dequantize(total.astype(np.int32), exps, workers)
+    exact = np.sum(xs, axis=0)
+    bound = nm.error_bound(exps, workers)[:, None]
+    assert (np.abs(got - exact) <= bound * (1 + 1e-12)).all()
+    # The bound is the documented relative one: below N^2 / (2^31 - N) of the block max.
+    blockmax = np.max([np.abs(x).max(axis=1) for x in xs], axis=0)
+    rel = np.abs(got - exact).max(axis=1) / blockmax
+    assert (rel < workers ** 2 / (2 ** 31 - workers)).all()
+
+
+def test_quantization_is_not_trivially_exact(rng):
+    """The bound test above would pass for a lossless path too; make sure the bound is
+    tight enough to catch a wrong scale (off by one exponent)."""
+    x = rng.standard_normal((20, 64))
+    e = nm.block_exponents(x)
+    q = nm.quantize(x, e + 1, 1)                    # wrong: one exponent too large
+    wrong = nm.dequantize(q, e, 1)                  # dequantized with the right one
+    assert (np.abs(wrong - x) > nm.error_bound(e, 1)[:, None]).any()
+
+
+def test_payload_refuses_switch_exponent_below_own():
+    x = np.full(64, 3.0)                            # e = 2
+    pl = nm.make_payload(x, 2)
+    with pytest.raises(p.ProtocolError, match="below"):
+        pl.values(np.array([0]), np.array([1 + p.EXPONENT_BIAS]))
