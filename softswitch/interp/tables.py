@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -81,7 +82,7 @@ class Table:
         self._lpm: list[tuple[int, int, dict]] = []
         self._lpm_index = next((i for i, k in enumerate(keys) if k.match_type == "lpm"), -1)
         self._list: list[_Stored] = []
-        self._scan: list[tuple[tuple, tuple]] = []
+        self._scan: list[tuple] = []     # (rank, handle, conds, result), best first
 
     # -- validation ----------------------------------------------------------------------
     def _norm(self, match: list[Any]) -> tuple:
@@ -180,7 +181,7 @@ class Table:
         st = _Stored(handle, list(match), norm, action, p, prio, rank,
                      (ref.fn, p, self.next_for(action, True)))
         self.entries[dk] = st
-        self._rebuild()
+        self._index_add(st)
         return handle
 
     def _find(self, match: list[Any], priority: int | None) -> tuple:
@@ -198,8 +199,9 @@ class Table:
         ref, p = self._check_action(action, params)
         st = self.entries[dk]
         st.action, st.params = action, p
+        self._index_remove(st)
         st.result = (ref.fn, p, self.next_for(action, True))
-        self._rebuild()
+        self._index_add(st)
 
     def delete(self, match: list[Any], priority: int | None) -> None:
         if self.immutable:
@@ -207,7 +209,7 @@ class Table:
         dk = self._find(match, priority)
         st = self.entries.pop(dk)
         self._free.append(st.handle)
-        self._rebuild()
+        self._index_remove(st)
 
     def set_default(self, action: str, params: list[int], *, force: bool = False) -> None:
         if self.const_default and not force:
@@ -229,37 +231,58 @@ class Table:
                 for s in sorted(self.entries.values(), key=lambda s: s.handle)]
 
     # -- data plane ----------------------------------------------------------------------
-    def _rebuild(self) -> None:
-        """Recompute the lookup structure (control-plane writes are rare, lookups are not)."""
+    # Lookup structures are updated per entry (a control plane may install many thousands).
+    def _exact_key(self, st: _Stored) -> Any:
+        return st.norm[0][1] if len(self.keys) == 1 else tuple(n[1] for n in st.norm)
+
+    def _scan_item(self, st: _Stored) -> tuple:
+        conds = []
+        for n in st.norm:
+            if n[0] == "e":
+                conds.append((0, n[1], -1))
+            elif n[0] == "l":
+                conds.append((0, n[1], n[3]))
+            elif n[0] == "t":
+                conds.append((0, n[1], n[2]))
+            else:
+                conds.append((1, n[1], n[2]))
+        return (st.rank, st.handle, tuple(conds), st.result)
+
+    def _index_add(self, st: _Stored) -> None:
         if self.kind == "exact":
-            single = len(self.keys) == 1
-            self._exact = {(s.norm[0][1] if single else tuple(n[1] for n in s.norm)): s.result
-                           for s in self.entries.values()}
+            self._exact[self._exact_key(st)] = st.result
         elif self.kind == "lpm":
             li = self._lpm_index
-            by_len: dict[int, dict] = {}
-            for s in self.entries.values():
-                key = tuple(n[1] for n in s.norm)
-                by_len.setdefault(s.norm[li][2], {})[key] = s.result
+            plen = st.norm[li][2]
+            key = tuple(n[1] for n in st.norm)
+            for entry in self._lpm:
+                if entry[0] == plen:
+                    entry[2][key] = st.result
+                    return
             w = self.keys[li].width
             full = (1 << w) - 1
-            self._lpm = [(plen, full ^ ((1 << (w - plen)) - 1), d)
-                         for plen, d in sorted(by_len.items(), reverse=True)]
+            self._lpm.append((plen, full ^ ((1 << (w - plen)) - 1), {key: st.result}))
+            self._lpm.sort(key=lambda e: -e[0])
         else:
-            ordered = sorted(self.entries.values(), key=lambda s: (s.rank, s.handle))
-            self._scan = []
-            for s in ordered:
-                conds = []
-                for n in s.norm:
-                    if n[0] == "e":
-                        conds.append((0, n[1], -1))
-                    elif n[0] == "l":
-                        conds.append((0, n[1], n[3]))
-                    elif n[0] == "t":
-                        conds.append((0, n[1], n[2]))
-                    else:
-                        conds.append((1, n[1], n[2]))
-                self._scan.append((tuple(conds), s.result))
+            bisect.insort(self._scan, self._scan_item(st), key=lambda e: (e[0], e[1]))
+
+    def _index_remove(self, st: _Stored) -> None:
+        if self.kind == "exact":
+            self._exact.pop(self._exact_key(st), None)
+        elif self.kind == "lpm":
+            li = self._lpm_index
+            plen = st.norm[li][2]
+            key = tuple(n[1] for n in st.norm)
+            for entry in self._lpm:
+                if entry[0] == plen:
+                    entry[2].pop(key, None)
+                    if not entry[2]:
+                        self._lpm.remove(entry)
+                    return
+        else:
+            i = bisect.bisect_left(self._scan, (st.rank, st.handle), key=lambda e: (e[0], e[1]))
+            if i < len(self._scan) and self._scan[i][1] == st.handle:
+                del self._scan[i]
 
     def lookup(self, key: Any) -> tuple | None:
         """key: scalar (single-field exact tables) or tuple of unsigned key values."""
@@ -275,7 +298,7 @@ class Table:
                 if r is not None:
                     return r
             return None
-        for conds, result in self._scan:
+        for _rank, _handle, conds, result in self._scan:
             for (is_range, a, b), k in zip(conds, key):
                 if is_range:
                     if k < a or k > b:

@@ -323,3 +323,66 @@ def test_fuzzed_json_only_raises_pipeline_errors() -> None:
     with pytest.raises(PipelineError):
         s.load_pipeline(b"\xff\xfe")
     assert s.process(1, frame)[0][0] == expected[0][0]
+
+
+def test_no_pipeline_and_concurrent_use() -> None:
+    import threading
+
+    s = Switch()
+    assert not s.pipeline_loaded
+    assert s.process(0, b"abc") == []
+    assert s.stats()["no_pipeline"] == 1
+    with pytest.raises(NotFound):
+        s.table_add("t", [1], "a", [])
+    p = Program()
+    eth_parser(p)
+    p.deparse("ethernet")
+    a = p.action("fwd", [("port", 9)], [assign(f(STD, "egress_spec"), rd(0))])
+    b = p.action("nop", [], [])
+    p.table("ingress", "t", [{"match_type": "exact", "name": "src", "target": ["ethernet", "src"], "mask": None}],
+            [a, b], b, max_size=100000)
+    p.init("ingress", "t")
+    s.load_pipeline(json.dumps(p.j))
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(2000):
+                s.table_add("t", [i], "fwd", [i % 500])
+        except BaseException as exc:  # pragma: no cover
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            for i in range(2000):
+                fr = bytes(6) + i.to_bytes(6, "big") + b"\x12\x34"
+                out = s.process(0, fr)
+                assert out[0][0] in (0, i % 500)
+        except BaseException as exc:  # pragma: no cover
+            errors.append(exc)
+    ts = [threading.Thread(target=writer), threading.Thread(target=reader)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert len(s.table_entries("t")) == 2000
+
+
+def test_log_msg_printed_only_when_tracing(capsys: pytest.CaptureFixture[str]) -> None:
+    p = Program()
+    p.header("h", [("a", 8)])
+    p.state("start", [prim("extract", {"type": "regular", "value": "h"})])
+    p.deparse("h")
+    a = p.action("log", [], [prim("log_msg", {"type": "string", "value": "a={} b={}"},
+                                  {"type": "parameters_vector", "value": [f("h", "a"), hx(7)]})])
+    p.call("ingress", "t", a)
+    p.init("ingress", "t")
+    quiet = Switch()
+    quiet.load_pipeline(json.dumps(p.j))
+    quiet.process(0, b"\x05")
+    assert "a=5" not in capsys.readouterr().err
+    loud = Switch(trace=True)
+    loud.load_pipeline(json.dumps(p.j))
+    loud.process(0, b"\x05")
+    assert "a=5 b=7" in capsys.readouterr().err

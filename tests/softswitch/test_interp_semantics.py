@@ -464,3 +464,50 @@ def test_throughput_smoke() -> None:
     pps = n / (time.perf_counter() - t)
     assert s.register_read("lane_3", 5) == 3 * n
     assert pps > 3000, pps
+
+
+def test_ternary_and_lpm_random_against_brute_force() -> None:
+    import random
+    rng = random.Random(7)
+    p = table_program([("a", "ternary", 8)], "ternary")
+    s = Switch()
+    s.load_pipeline(json.dumps(p.j))
+    model: dict[tuple[int, int, int], int] = {}          # (value, mask, prio) -> action value
+    prios = rng.sample(range(1, 10000), 300)
+    for k, prio in enumerate(prios):
+        m = rng.randrange(256)
+        v = rng.randrange(256) & m
+        if (v, m) in {(a, b) for a, b, _ in model}:
+            continue
+        s.table_add("t", [(v, m)], "setv", [k % 200], priority=prio)
+        model[(v, m, prio)] = k % 200
+        if rng.random() < 0.3:
+            victim = rng.choice(list(model))
+            s.table_delete("t", [(victim[0], victim[1])], priority=victim[2])
+            del model[victim]
+    for key in range(256):
+        best = max((pr, val) for (v, m, pr), val in model.items() if key & m == v) if \
+            any(key & m == v for v, m, _ in model) else None
+        assert lookup(s, bytes([key]))[0] == (best[1] if best else 0xEE), key
+
+    p = table_program([("d", "lpm", 16)], "lpm")
+    s = Switch()
+    s.load_pipeline(json.dumps(p.j))
+    routes: dict[tuple[int, int], int] = {}
+    for k in range(200):
+        plen = rng.randrange(17)
+        v = rng.randrange(1 << 16) & (((1 << plen) - 1) << (16 - plen))
+        if (v, plen) in routes:
+            continue
+        routes[(v, plen)] = k % 250
+        s.table_add("t", [(v, plen)], "setv", [k % 250])
+        if rng.random() < 0.2:
+            victim = rng.choice(list(routes))
+            s.table_delete("t", [victim])
+            del routes[victim]
+    for _ in range(500):
+        key = rng.randrange(1 << 16)
+        cands = [(plen, val) for (v, plen), val in routes.items()
+                 if key >> (16 - plen) == v >> (16 - plen)]
+        exp = max(cands)[1] if cands else 0xEE
+        assert lookup(s, key.to_bytes(2, "big"))[0] == exp
