@@ -8,10 +8,12 @@ veth ends). Needs root and iproute2. Addresses exist only inside these namespace
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import subprocess
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.250.0.254"
@@ -93,3 +95,22 @@ class Topology:
     def exec_argv(self, ns: str, argv: Sequence[str]) -> list[str]:
         """argv that runs `argv` inside namespace `ns`."""
         return ["ip", "netns", "exec", ns, *argv]
+
+
+CLONE_NEWNET = 0x40000000
+
+
+@contextmanager
+def in_netns(name: str) -> Iterator[None]:
+    """Run the block with the calling thread inside namespace `name` (sockets opened there
+    stay there after the block). Lets one test process own sockets in several namespaces."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open("/proc/thread-self/ns/net", "rb") as home, \
+            open(f"/var/run/netns/{name}", "rb") as target:
+        if libc.setns(target.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {name} failed")
+        try:
+            yield
+        finally:
+            if libc.setns(home.fileno(), CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back to the original namespace")
