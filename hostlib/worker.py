@@ -36,6 +36,7 @@ class Transport(Protocol):
 class WorkerStats:
     """Cumulative over the Worker's life (`last_*` describe the latest call)."""
     transport: str = ""
+    transport_fallbacks: str = ""      # why "auto" did not get a better mode
     allreduces: int = 0
     packets_sent: int = 0
     bytes_sent: int = 0
@@ -88,7 +89,8 @@ class Worker:
         self.builder = FrameBuilder(self.cfg.to_switch())
         self.versions = np.zeros(self.cfg.slot_count, np.uint8)
         self.rtt = RttEstimator()
-        self.stats = WorkerStats(transport=self.transport.mode)
+        self.stats = WorkerStats(transport=self.transport.mode, transport_fallbacks="; ".join(
+            getattr(self.transport, "fallback_reasons", [])))
         self._broken: str | None = None
         self._closed = False
 
