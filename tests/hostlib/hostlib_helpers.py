@@ -3,11 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from hostlib import protocol as p
 from hostlib.framing import Batch
-
 
 def descriptor(rank: int, workers: int, slot_count: int = 8, job: int = 7) -> dict[str, Any]:
     return {"protocol": 1, "job": job, "rank": rank, "workers": workers, "slot_base": 0,
@@ -15,7 +12,6 @@ def descriptor(rank: int, workers: int, slot_count: int = 8, job: int = 7) -> di
             "switch": {"mac": "02:00:00:00:01:00", "ip": "10.250.0.254", "udp_port": 20528},
             "worker": {"mac": f"02:00:00:00:00:{rank + 1:02x}", "ip": f"10.250.0.{rank + 1}",
                        "udp_port": 20528}}
-
 
 def decode(batch: Batch) -> list[p.Frame]:
     """Every frame of a batch through the reference codec (protocol.parse_frame)."""

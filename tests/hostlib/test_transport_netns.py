@@ -92,3 +92,20 @@ def test_worker_finds_interface_from_descriptor_ip(topo):
         assert interface_for_ip(topo.descriptors[0]["worker"]["ip"]) == topo.worker_if[0]
         with pytest.raises(OSError, match="no interface owns"):
             interface_for_ip("10.250.9.9")
+
+
+def test_auto_falls_back_when_ring_unavailable_and_says_so(topo, monkeypatch):
+    """A kernel without PACKET_MMAP: setting up the ring fails, "auto" takes mmsg, and the
+    Worker's stats name the mode and the reason."""
+    from hostlib import Worker
+    from hostlib.transport import RawSocket
+
+    def no_ring(self):
+        raise OSError(95, "PACKET_RX_RING not supported")
+
+    monkeypatch.setattr(RawSocket, "_setup_ring", no_ring)
+    with netns.in_netns(topo.worker_ns[0]):
+        with Worker(topo.descriptors[0]) as w:
+            assert w.stats.transport == "mmsg"
+            assert "ring: " in w.stats.transport_fallbacks
+            assert "not supported" in w.stats.transport_fallbacks

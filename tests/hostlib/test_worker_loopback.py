@@ -108,7 +108,6 @@ def test_mean_non_contiguous_and_in_place(rng):
 
     res, errs, _ = run_ranks(2, fn)
     assert errs == [None, None]
-    exact = views[0].astype(np.float64) + views[1]  # noqa: F841 (after in-place: recompute)
     for r, (m, im, before) in enumerate(res):
         orig = [res[k][2][::2, 1::3].astype(np.float64) for k in range(2)]
         s = orig[0] + orig[1]
