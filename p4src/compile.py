@@ -52,18 +52,27 @@ def _rel(path: Path, base: Path) -> str:
     return str(path.resolve().relative_to(base.resolve()))
 
 
+def _shown(arg: str) -> str:
+    """A path argument as it reads from the repository root (no machine-specific paths)."""
+    path = Path(arg)
+    if path.is_absolute() and path.resolve().is_relative_to(ROOT):
+        return str(path.resolve().relative_to(ROOT))
+    return arg
+
+
 def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     json_out, p4info_out = outputs_for(program, out_dir)
     cmd = [p4c, "--arch", "v1model", "--std", "p4-16", "-o", str(json_out),
            "--p4runtime-files", str(p4info_out), str(program)]
     subprocess.run(cmd, check=True)
-    version = subprocess.run([p4c, "--version"], check=True, capture_output=True,
-                             text=True).stdout.strip()
+    shown = subprocess.run([p4c, "--version"], check=True, capture_output=True, text=True)
+    version = next((line.strip() for line in (shown.stdout + shown.stderr).splitlines()
+                    if line.strip().startswith("Version")), "unknown")
     manifest = {
         "program": program.name,
         "p4c_version": version,
-        "command": ["p4c-bm2-ss"] + cmd[1:-1] + [program.name],
+        "command": ["p4c-bm2-ss"] + [_shown(arg) for arg in cmd[1:]],
         "sources": {_rel(p, out_dir.parent): sha256(p) for p in p4_sources(program)},
         "outputs": {p.name: sha256(p) for p in (json_out, p4info_out)},
     }

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -57,12 +58,14 @@ def test_p4_header_is_the_codec_field_table():
 
 def test_p4_constants_match_the_codec():
     text = (REPO / "p4src" / "include" / "constants.p4").read_text()
-    for name, value in [("P4REDUCE_UDP_BASE", protocol.UDP_PORT_BASE),
-                        ("END_OF_STREAM", protocol.END_OF_STREAM),
-                        ("PROTOCOL_VERSION", protocol.PROTOCOL_VERSION)]:
-        line = next(line for line in text.splitlines() if f" {name} " in line)
-        assert int(line.split("=")[1].split(";")[0].strip(), 0) == value, name
+    consts = {m[0]: int(m[1], 0) for m in
+              re.findall(r"const bit<\d+>\s+(\w+)\s*=\s*(0x[0-9A-Fa-f]+|\d+);", text)}
+    assert consts["P4REDUCE_UDP_BASE"] == protocol.UDP_PORT_BASE
+    assert consts["P4REDUCE_UDP_MASK"] == protocol.UDP_PORT_MASK
+    assert consts["END_OF_STREAM"] == protocol.END_OF_STREAM
+    assert consts["PROTOCOL_VERSION"] == protocol.PROTOCOL_VERSION
     for msg in protocol.MsgType:
-        line = next(line for line in text.splitlines() if f"MSG_{msg.name} " in line)
-        assert int(line.split("=")[1].split(";")[0].strip(), 0) == msg.value
+        assert consts[f"MSG_{msg.name}"] == msg.value, msg
+    for flag in protocol.Flag:
+        assert consts[f"FLAG_{flag.name}"] == flag.value, flag
     assert f"#define LANES {protocol.LANES}" in text
