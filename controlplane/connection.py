@@ -103,6 +103,9 @@ class SwitchConnection:
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
         self._out = queue.Queue()
         out = self._out
+        # per session: a closed earlier session's reader must not answer this handshake
+        arbitration: queue.Queue = queue.Queue()
+        self._arbitration = arbitration
 
         def requests() -> Iterator[p4runtime_pb2.StreamMessageRequest]:
             while True:
@@ -117,11 +120,11 @@ class SwitchConnection:
             try:
                 for msg in stream:
                     if msg.HasField("arbitration"):
-                        self._arbitration.put(msg.arbitration)
+                        arbitration.put(msg.arbitration)
                     elif msg.HasField("packet"):
                         self.packets_in.put(msg.packet)
             except grpc.RpcError as exc:
-                self._arbitration.put(exc)
+                arbitration.put(exc)
 
         self._reader = threading.Thread(target=read, daemon=True, name="p4rt-stream")
         self._reader.start()
@@ -131,7 +134,7 @@ class SwitchConnection:
         req.arbitration.election_id.low = self.election_id & ((1 << 64) - 1)
         out.put(req)
         try:
-            reply = self._arbitration.get(timeout=self.timeout)
+            reply = arbitration.get(timeout=self.timeout)
         except queue.Empty:
             raise TimeoutError(f"no arbitration answer from {self.grpc_addr}") from None
         if isinstance(reply, grpc.RpcError):
