@@ -26,6 +26,7 @@ def load_demo():
     sys.path.insert(0, str(REPO / "mininet"))
     spec = importlib.util.spec_from_file_location("p4reduce_demo", REPO / "mininet" / "demo.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module     # dataclasses look their module up while defining
     spec.loader.exec_module(module)
     return module
 

@@ -69,6 +69,7 @@ class WorkerOutcome:
     rx_packets: int = 0
     rx_bytes: int = 0
     retransmissions: int = 0
+    packets_sent: int = 0          # p4reduce packets, as the worker counted them
 
 
 @dataclass
@@ -236,6 +237,7 @@ class DemoNetwork:
             out.error = report.get("error", "")
             out.seconds = report.get("seconds", 0.0)
             out.retransmissions = report.get("stats", {}).get("retransmissions", 0)
+            out.packets_sent = report.get("stats", {}).get("packets_sent", 0)
             if out.ok:
                 out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
         else:

@@ -3,7 +3,6 @@ hosts) and processes, the switch (softswitch; simple_switch_grpc where installed
 by the controller. Every result is compared with numpy."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -13,16 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from demo_loader import load_demo
+
 REPO = Path(__file__).resolve().parent.parent
 LANES = 64
 
 
 def _demo():
-    sys.path.insert(0, str(REPO / "mininet"))
-    spec = importlib.util.spec_from_file_location("p4reduce_demo", REPO / "mininet" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_demo()
 
 
 @pytest.fixture(scope="module", params=["softswitch", "simple_switch_grpc"])
@@ -74,8 +71,9 @@ def test_sparse(net, density, dtype):
 
 def test_all_zero_tensor(net):
     summary = _run(net, 2, [np.zeros(5000, "float32"), np.zeros(5000, "float32")])
-    # one announce round per slot and nothing else
-    assert all(o.tx_packets <= 8 + 2 for o in summary.outcomes)
+    # one announce round per slot and nothing else (retransmissions cover start-up skew)
+    for o in summary.outcomes:
+        assert o.packets_sent - o.retransmissions == 8, o
 
 
 def test_smaller_than_one_block_and_odd_length(net):

@@ -3,7 +3,6 @@ where installed), controller, and workers in their own hosts -- on small tensors
 every worker's result against numpy."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -13,16 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from demo_loader import load_demo
+
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = ["softswitch", "simple_switch_grpc"]
 
 
 def _demo():
-    sys.path.insert(0, str(REPO / "mininet"))
-    spec = importlib.util.spec_from_file_location("p4reduce_demo", REPO / "mininet" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_demo()
 
 
 def _skip(target: str) -> str | None:
