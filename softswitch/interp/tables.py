@@ -108,6 +108,10 @@ class Table:
                     raise InvalidArgument(f"table {self.name} key {k.name}: bad prefix length {plen!r}")
                 mask = full ^ ((1 << (k.width - plen)) - 1)
                 out.append(("l", v & mask, plen, mask))
+            elif k.match_type == "ternary" and not isinstance(m, (tuple, list)):
+                # p4c writes P4 'optional' keys as ternary in the bmv2 JSON; the server passes
+                # them per INTERFACE.md as None (wildcard) or a value (exact).
+                out.append(("t", 0, 0) if m is None else ("t", chk(m, "value"), full))
             elif k.match_type == "ternary":
                 if not (isinstance(m, (tuple, list)) and len(m) == 2):
                     raise InvalidArgument(f"table {self.name} key {k.name}: ternary needs (value, mask)")

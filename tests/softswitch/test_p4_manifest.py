@@ -29,4 +29,4 @@ def test_outputs_match_sources() -> None:
         assert hashlib.sha256(out.read_bytes()).hexdigest() == info["json_sha256"], \
             f"{info['json']} edited by hand: recompile tests/softswitch/p4"
         assert (P4DIR / info["p4info"]).exists(), f"{info['p4info']} missing: recompile tests/softswitch/p4"
-    assert "p4c" in manifest["p4c_version"].lower() or manifest["p4c_version"], manifest
+    assert manifest["p4c_version"].strip(), "no p4c version recorded: recompile tests/softswitch/p4"

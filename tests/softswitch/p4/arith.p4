@@ -38,8 +38,6 @@ header res_t {
     bit<8>  cmp;
     bit<8>  dynshl;
     bit<32> wide_mul;
-    bit<8>  div;
-    bit<8>  mod;
 }
 
 struct headers_t { in_t i; res_t r; }
@@ -74,8 +72,6 @@ control I(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
         h.r.cmp = (h.i.sa < h.i.sb) ? 8w1 : 8w0;
         h.r.dynshl = h.i.a << h.i.n;
         h.r.wide_mul = h.i.w * 32w3;
-        h.r.div = h.i.a / 8w7;
-        h.r.mod = h.i.a % 8w7;
         sm.egress_spec = 1;
     }
 }

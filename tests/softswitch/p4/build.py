@@ -25,8 +25,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--p4c", default="p4c-bm2-ss")
     args = ap.parse_args()
-    version = subprocess.run([args.p4c, "--version"], capture_output=True, text=True,
-                             check=True).stdout.strip()
+    ver = subprocess.run([args.p4c, "--version"], capture_output=True, text=True, check=True)
+    version = (ver.stdout + ver.stderr).strip()   # p4c prints its version on stderr
     programs = {}
     for src in sorted(HERE.glob("*.p4")):
         out_json = src.with_suffix(".json")

@@ -54,10 +54,12 @@ control VC(inout headers_t h, inout meta_t m) { apply { } }
 control I(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
     apply {
         h.rep.setValid();
-        h.rep.err = (bit<32>)(sm.parser_error == error.NoError ? 8w0 :
-                              sm.parser_error == error.PacketTooShort ? 8w1 :
-                              sm.parser_error == error.StackOutOfBounds ? 8w2 :
-                              sm.parser_error == error.BadTtl ? 8w3 : 8w9);
+        bit<8> e = 9;
+        if (sm.parser_error == error.NoError) { e = 0; }
+        else if (sm.parser_error == error.PacketTooShort) { e = 1; }
+        else if (sm.parser_error == error.StackOutOfBounds) { e = 2; }
+        else if (sm.parser_error == error.BadTtl) { e = 3; }
+        h.rep.err = (bit<32>)e;
         h.rep.valid_bits = (h.eth.isValid() ? 8w1 : 0) | (h.tag.isValid() ? 8w2 : 0) |
                            (h.lbl[0].isValid() ? 8w4 : 0) | (h.lbl[1].isValid() ? 8w8 : 0) |
                            (h.lbl[2].isValid() ? 8w16 : 0) | (h.pl.isValid() ? 8w32 : 0);
