@@ -26,13 +26,15 @@ P4Ids = p4info_pb2.P4Ids
 MatchType = p4info_pb2.MatchField.MatchType
 ActionScope = p4info_pb2.ActionRef.Scope
 
-# P4Info match type -> the "match_type" string the bmv2 JSON uses for a table key.
+# P4Info match type -> the "match_type" strings the bmv2 JSON may use for that table key.
+# p4c-bm2-ss writes an optional key as "ternary" (bmv2 has no optional match unit; PI's
+# bmv2 layer sends optional as a ternary with an all-ones or all-zero mask).
 _JSON_MATCH_TYPE = {
-    MatchType.EXACT: "exact",
-    MatchType.LPM: "lpm",
-    MatchType.TERNARY: "ternary",
-    MatchType.RANGE: "range",
-    MatchType.OPTIONAL: "optional",
+    MatchType.EXACT: ("exact",),
+    MatchType.LPM: ("lpm",),
+    MatchType.TERNARY: ("ternary",),
+    MatchType.RANGE: ("range",),
+    MatchType.OPTIONAL: ("optional", "ternary"),
 }
 
 
@@ -320,9 +322,11 @@ class P4InfoIndex:
 
 @dataclass(frozen=True)
 class TableBinding:
-    """Where each P4Info match field sits in the JSON key (the Switch wants JSON key order)."""
+    """Where each P4Info match field sits in the JSON key (the Switch wants JSON key order)
+    and how the JSON spells its match kind (the Switch wants that representation)."""
 
     json_key_order: tuple[int, ...]  # json_key_order[j] = index into TableInfo.match_fields
+    json_match_types: tuple[str, ...]  # json_match_types[j] = JSON key j's "match_type"
 
 
 @dataclass(frozen=True)
@@ -363,6 +367,14 @@ def _order(p4_names: list[str], json_names: list[str | None]) -> tuple[int, ...]
 
 
 def bind_to_json(idx: P4InfoIndex, doc: dict[str, Any]) -> JsonBinding:
+    """See _bind_to_json; a JSON of the wrong shape is a ValueError too, never a crash."""
+    try:
+        return _bind_to_json(idx, doc)
+    except (AttributeError, TypeError, KeyError, IndexError) as exc:
+        raise ValueError(f"malformed bmv2 JSON ({type(exc).__name__}: {exc})") from None
+
+
+def _bind_to_json(idx: P4InfoIndex, doc: dict[str, Any]) -> JsonBinding:
     """Check that every object the P4Info names exists in the bmv2 JSON with the same shape,
     and compute the field orders the Switch needs.  Raises ValueError listing every problem.
 
@@ -420,9 +432,10 @@ def bind_to_json(idx: P4InfoIndex, doc: dict[str, Any]) -> JsonBinding:
             continue
         for j, k in enumerate(key):
             mf = t.match_fields[order[j]]
-            if k.get("match_type") != _JSON_MATCH_TYPE[mf.match_type]:
+            if k.get("match_type") not in _JSON_MATCH_TYPE[mf.match_type]:
                 problems.append(f"table {t.name!r} field {mf.name!r}: P4Info match type "
-                                f"{_JSON_MATCH_TYPE[mf.match_type]}, JSON {k.get('match_type')}")
+                                f"{_JSON_MATCH_TYPE[mf.match_type][0]}, JSON "
+                                f"{k.get('match_type')}")
         json_table_actions = set(jt.get("actions", []) or [])
         for aid in t.action_scopes:
             a = idx.actions.get(aid)
@@ -431,7 +444,7 @@ def bind_to_json(idx: P4InfoIndex, doc: dict[str, Any]) -> JsonBinding:
             elif a.name not in json_table_actions:
                 problems.append(f"table {t.name!r}: action {a.name!r} is not one of its "
                                 f"actions in the JSON")
-        tables[t.id] = TableBinding(order)
+        tables[t.id] = TableBinding(order, tuple(str(k.get("match_type")) for k in key))
 
     json_counters = {c.get("name"): c for c in doc.get("counter_arrays", []) or []}
     for c in idx.counters.values():

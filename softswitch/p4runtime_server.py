@@ -330,9 +330,10 @@ class Device:
         raw = bytes(config.p4_device_config)
         try:
             doc = parse_device_config(raw)
-            binding = bind_to_json(info, doc)
         except ValueError as exc:
             raise P4RTError(Code.INVALID_ARGUMENT, str(exc))
+        # The interpreter validates the JSON's structure (with the better messages) before
+        # the P4Info is bound to it.
         switch = self._switch_factory()
         try:
             switch.load_pipeline(raw)
@@ -345,6 +346,10 @@ class Device:
             log.exception("Switch.load_pipeline failed unexpectedly")
             raise P4RTError(Code.INTERNAL, f"softswitch failed to load the program: "
                                            f"{_sw_error_name(exc)}: {exc}")
+        try:
+            binding = bind_to_json(info, doc)
+        except ValueError as exc:
+            raise P4RTError(Code.INVALID_ARGUMENT, str(exc))
         stored = p4runtime_pb2.ForwardingPipelineConfig()
         stored.CopyFrom(config)
         pl = Pipeline(info=info, config=stored, switch=switch, binding=binding)
@@ -686,10 +691,15 @@ class Device:
         """Normalised key (P4Info order) -> the Switch's match list (JSON key order)."""
         fields, _ = key
         out: list[Any] = []
-        for i in pl.binding.tables[t.id].json_key_order:
+        binding = pl.binding.tables[t.id]
+        for i, json_type in zip(binding.json_key_order, binding.json_match_types):
             f = fields[i]
-            if t.match_fields[i].match_type == MatchType.OPTIONAL:
-                out.append(None if f[1] else f[0])
+            mf = t.match_fields[i]
+            if mf.match_type == MatchType.OPTIONAL:
+                if json_type == "ternary":  # how p4c-bm2-ss writes an optional key
+                    out.append((0, 0) if f[1] else (f[0], (1 << mf.bitwidth) - 1))
+                else:
+                    out.append(None if f[1] else f[0])
             else:
                 out.append(f)
         return out
@@ -868,7 +878,10 @@ class Device:
             if mt == MatchType.EXACT:
                 fields[i] = int(v)
             elif mt == MatchType.OPTIONAL:
-                fields[i] = (0, True) if v is None else (int(v), False)
+                if isinstance(v, (tuple, list)):  # JSON ternary: mask 0 is the wildcard
+                    fields[i] = (0, True) if int(v[1]) == 0 else (int(v[0]), False)
+                else:
+                    fields[i] = (0, True) if v is None else (int(v), False)
             else:
                 fields[i] = (int(v[0]), int(v[1]))
         prio = entry.priority if t.needs_priority and entry.priority is not None else 0

@@ -14,7 +14,10 @@ import pytest
 from p4.v1 import p4runtime_pb2
 
 from softswitch.p4runtime_server import Device
-from softswitch.ports import AfPacketPorts, InProcessPorts, parse_interface_spec
+from softswitch.ports import (
+    PACKET_AUXDATA, SOL_PACKET, TP_STATUS_VLAN_VALID, AfPacketPorts, InProcessPorts,
+    parse_interface_spec,
+)
 
 from .helpers import SetAction, Update, device_config, ethernet, exact_entry, load_p4info, Ids
 
@@ -94,6 +97,7 @@ class Veths:
                     _ip("link", "set", name, "up")
                 sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
                 sock.bind((h, 0))
+                sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
                 sock.setblocking(False)
                 self.socks[port] = sock
         except BaseException:
@@ -107,14 +111,22 @@ class Veths:
         self.socks[port].send(frame)
 
     def recv(self, port: int, timeout: float = 2.0) -> bytes | None:
+        """Next frame the switch sent out of ``port``, VLAN tag put back from the aux data
+        (the kernel strips it on receive, for this socket as for the switch's)."""
         sock = self.socks[port]
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             if not select.select([sock], [], [], left)[0]:
                 return None
-            data, addr = sock.recvfrom(65535)
-            if addr[2] != PACKET_OUTGOING:
-                return data
+            data, anc, _flags, addr = sock.recvmsg(65535, socket.CMSG_SPACE(20))
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            for level, ctype, cdata in anc:
+                if level == SOL_PACKET and ctype == PACKET_AUXDATA:
+                    status, _l, _s, _m, _n, tci, tpid = struct.unpack_from("IIIHHHH", cdata)
+                    if status & TP_STATUS_VLAN_VALID:
+                        data = data[:12] + struct.pack("!HH", tpid or 0x8100, tci) + data[12:]
+            return data
         return None
 
     def close(self) -> None:

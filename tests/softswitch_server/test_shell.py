@@ -84,7 +84,7 @@ def test_default_entry_modify_and_read(harness, shell):
 def test_ternary_optional_lpm_range(harness, shell):
     acl = sh.TableEntry("acl_ternary")(action="set_tag")
     acl.match["hdr.ethernet.ether_type"] = "0x0800&&&0xff00"
-    acl.match["standard_metadata.ingress_port"] = "1"
+    acl.match["std.ingress_port"] = "1"
     acl.action["tag"] = "7"
     acl.priority = 10
     acl.insert()
