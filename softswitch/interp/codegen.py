@@ -70,6 +70,31 @@ def _check_size(size: Any, where: str) -> None:
         raise PipelineError(f"bad size {size!r} in {where} (1 .. {MAX_ARRAY})")
 
 
+_FIELD_RE = re.compile(r"\bF\[(\d+)\]")
+_FIELD_WRITE_RE = re.compile(r"^\s*F\[(\d+)\] = ")
+
+
+def _fields_to_locals(lines: list[str]) -> list[str]:
+    """Rewrite a straight-line action body to work on local variables.
+
+    ``F[17]`` costs a subscript each time; a local costs a LOAD_FAST.  Every field the body
+    mentions is loaded once up front and every field it assigns is stored back at the end,
+    which is equivalent because nothing else can observe F while the body runs -- unless the
+    body hands F to someone (calculations, slices, helpers), in which case we leave it alone.
+    """
+    body = "\n".join(lines)
+    if "F[" not in body or re.search(r"F\[\d+:|\(F,|CALC", body):
+        return lines
+    used = sorted({int(m) for m in _FIELD_RE.findall(body)})
+    written = sorted({int(m.group(1)) for line in lines if (m := _FIELD_WRITE_RE.match(line))})
+    if len(used) > 200:          # keep the prologue bounded
+        return lines
+    out = [f"f{k} = F[{k}]" for k in used]
+    out += [_FIELD_RE.sub(lambda m: f"f{m.group(1)}", line) for line in lines]
+    out += [f"F[{k}] = f{k}" for k in written]
+    return out
+
+
 @dataclass
 class Compiled:
     """Result of compiling one JSON: generated functions plus runtime objects."""
@@ -398,9 +423,8 @@ class Compiler:
             s.emit(f"# {a['name']}", 1)
             has_jumps = any(b is None for b in blocks)
             if not has_jumps:
-                for b in blocks:
-                    for line in b:
-                        s.emit(line, 1)
+                for line in _fields_to_locals([line for b in blocks for line in b]):
+                    s.emit(line, 1)
                 if not prims:
                     s.emit("pass", 1)
             else:
