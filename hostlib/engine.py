@@ -24,6 +24,9 @@ from .numerics import Payload
 EOS = p.END_OF_STREAM
 
 
+_NONE = np.zeros(0, np.int64)
+
+
 @dataclass
 class EngineParams:
     """Timing knobs. Why these defaults: a round trip through bmv2 is well under a
@@ -31,14 +34,14 @@ class EngineParams:
     expiries) keeps a congested or slow switch from being flooded; the cap bounds recovery
     time after the congestion clears."""
     timeout: float = 0.005
-    max_timeout: float = 0.2
+    max_timeout: float = 1.0
     double_after: int = 2
     deadline: float = 30.0
 
 
 class RttEstimator:
-    """Smoothed round-trip time of a slot's round (RFC 6298 style, Karn's rule: rounds
-    that were retransmitted give no sample). Why: the configured timeout is a floor; a
+    """Smoothed round-trip time of a slot's round (RFC 6298 style; samples come from
+    multicast results, see AllreduceEngine.on_results). Why: the configured timeout is a floor; a
     window of S*N packets through a slow switch (bmv2, a Python reflector) can take longer
     than a few ms, and a fixed timer would then retransmit every slot, adding load exactly
     when the switch is behind. Kept by the Worker across allreduce calls."""
@@ -162,10 +165,12 @@ class AllreduceEngine:
         self.last_lengths[slots] = batch.lengths
         self._pending.append(batch)
 
-    def packets_to_send(self, now: float) -> Batch:
-        """New packets released by results since the last call, plus retransmissions of
-        every active slot whose timer expired (same frame, FLAG_RETRANSMIT set)."""
-        due = np.flatnonzero(self.active & (self.expires <= now))
+    def packets_to_send(self, now: float, expire: bool = True) -> Batch:
+        """New packets released by results since the last call, plus (with `expire`)
+        retransmissions of every active slot whose timer expired (same frame,
+        FLAG_RETRANSMIT set). The caller passes expire=False while received frames may
+        still be waiting: a result sitting in the ring is not a loss."""
+        due = np.flatnonzero(self.active & (self.expires <= now)) if expire else _NONE
         if due.size:
             frames = self.last_frames[due]
             frames[:, FLAGS_BYTE] |= int(p.Flag.RETRANSMIT)
@@ -254,9 +259,14 @@ class AllreduceEngine:
                 f"RESULT for slot {int(s[i])} names next_block={int(nb[i])}, which is not "
                 f"the next block of its stream (this rank announced {int(self.my_next[s[i]])}"
                 f", {self.payload.nblocks} blocks, {S} slots)")
-        clean = ~self.retransmitted[s]
-        if clean.any():
-            self.rtt.update(now - self.sent_at[s[clean]])
+        # A multicast result (not FLAG_CACHED) is the round completing, whatever this rank
+        # retransmitted, so its delay since the first send is an unambiguous sample of the
+        # round time -- Karn's rule is not needed. Taking samples only from rounds never
+        # retransmitted would keep just the fast ones when the switch is the bottleneck,
+        # shrink the timer and retransmit every round (seen: 6 retransmissions per round).
+        completed = (c["flags"][idx] & p.Flag.CACHED) == 0
+        if completed.any():
+            self.rtt.update(now - self.sent_at[s[completed]])
         base = self.rtt.rto(self.params.timeout, self.params.max_timeout)
         self.round[s] += 1
         self.stats.rounds += int(idx.size)

@@ -70,7 +70,7 @@ class Worker:
 
     def __init__(self, descriptor: Mapping[str, Any] | str | os.PathLike[str], *,
                  interface: str | None = None, transport: str | Transport = "auto",
-                 timeout: float = 0.005, max_timeout: float = 0.2, deadline: float = 30.0,
+                 timeout: float = 0.005, max_timeout: float = 1.0, deadline: float = 30.0,
                  batch: int = 256, busy_poll: float = 50e-6):
         self.cfg: JobConfig = load_descriptor(descriptor)
         self.params = EngineParams(timeout=timeout, max_timeout=max_timeout,
@@ -152,16 +152,19 @@ class Worker:
         try:
             idle_since = None
             while True:
-                now = time.monotonic()
-                out = eng.packets_to_send(now)
-                if len(out):
-                    tr.send(out)
+                # receive before sending: after the process was descheduled, results wait
+                # in the ring and the timers of their slots have expired -- firing those
+                # first would retransmit rounds that are already complete
                 frames, lengths = tr.recv(batch)
+                now = time.monotonic()
                 if lengths.size:
                     eng.on_frames(frames, lengths, now)
                     idle_since = None
                 if eng.done:
                     break
+                out = eng.packets_to_send(now, expire=lengths.size < batch)
+                if len(out):
+                    tr.send(out)
                 eng.check(now)
                 if lengths.size:
                     continue

@@ -70,6 +70,7 @@ class WorkerOutcome:
     rx_bytes: int = 0
     retransmissions: int = 0
     packets_sent: int = 0          # p4reduce packets, as the worker counted them
+    stats: dict = field(default_factory=dict)   # the worker's own stats
 
 
 @dataclass
@@ -238,6 +239,7 @@ class DemoNetwork:
             out.seconds = report.get("seconds", 0.0)
             out.retransmissions = report.get("stats", {}).get("retransmissions", 0)
             out.packets_sent = report.get("stats", {}).get("packets_sent", 0)
+            out.stats = report.get("stats", {})
             if out.ok:
                 out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
         else:

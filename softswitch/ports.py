@@ -41,6 +41,7 @@ TP_STATUS_VLAN_VALID = 1 << 4
 TP_STATUS_VLAN_TPID_VALID = 1 << 6
 _AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
 _RECV_BUFSIZE = 1 << 18               # larger than any GRO'd frame a veth can hand us
+SO_RCVBUFFORCE = 33                   # <asm-generic/socket.h>
 _RX_BATCH = 64                        # frames read from one socket per poll round
 
 
@@ -204,7 +205,13 @@ class AfPacketPorts(Ports):
         # traffic until bind() narrows it down.
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            # A Python switch is slower than the hosts that feed it: bursts wait in the
+            # socket buffer. SO_RCVBUF is capped by net.core.rmem_max (~200 KiB, some 150
+            # frames); as root SO_RCVBUFFORCE is not.
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
+            except OSError:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
             try:
                 sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             except OSError:
