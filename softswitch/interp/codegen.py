@@ -802,28 +802,78 @@ class Compiler:
             if name not in node_names:
                 raise PipelineError(f"{where}: unknown control node {name!r}")
             return node_names[name]
-        s = self.src
+        # Each node becomes a record; functions are emitted afterwards so that a node with a
+        # single predecessor can be inlined into it (fewer Python calls per packet).
+        self.nodes: dict[str, tuple] = {}
         for pl in self.j.get("pipelines", []):
             firsts[pl["name"]] = ref(pl.get("init_table"), f'pipeline "{pl["name"]}"')
             for c in pl.get("conditionals", []):
                 where = f'conditional "{c["name"]}"'
                 e = self.X.boolean(c["expression"], where)
-                s.emit(f"def {node_names[c['name']]}(F, V, X):")
-                s.emit(f"return {ref(c.get('true_next'), where)} if {e.src} else "
-                       f"{ref(c.get('false_next'), where)}", 1)
-                s.emit("")
+                ref(c.get("true_next"), where)
+                ref(c.get("false_next"), where)
+                self.nodes[c["name"]] = ("cond", e.src, c.get("true_next"), c.get("false_next"))
             for ac in pl.get("action_calls", []):
                 where = f'action call "{ac["name"]}"'
                 aid = ac["action_id"]
                 if aid not in self.action_fn_names:
                     raise PipelineError(f"{where}: unknown action id {aid}")
-                s.emit(f"def {node_names[ac['name']]}(F, V, X):")
-                s.emit(f"{self.action_fn_names[aid]}(F, V, X, ())", 1)
-                s.emit(f"return {ref(ac.get('next_node'), where)}", 1)
-                s.emit("")
+                ref(ac.get("next_node"), where)
+                self.nodes[ac["name"]] = ("call", self.action_fn_names[aid], "()",
+                                          self._has_exit(aid), ac.get("next_node"))
             for t in pl.get("tables", []):
                 self._table(t, ref)
+        self._emit_nodes()
         return firsts
+
+    def _has_exit(self, aid: int) -> bool:
+        return any(pr.get("op") == "exit" for pr in self.actions_by_id[aid].get("primitives", []))
+
+    def _emit_nodes(self) -> None:
+        preds: dict[str, int] = {}
+
+        def succs(info: tuple) -> list[str | None]:
+            if info[0] == "cond":
+                return [info[2], info[3]]
+            if info[0] == "call":
+                return [info[4]]
+            return list(info[2])
+        for info in self.nodes.values():
+            for n in set(succs(info)):
+                if n is not None:
+                    preds[n] = preds.get(n, 0) + 1
+        s = self.src
+        max_depth = 25
+
+        def succ(name: str | None, ind: int, depth: int) -> None:
+            if name is None:
+                s.emit("return None", ind)
+            elif preds.get(name, 0) == 1 and depth < max_depth:
+                body(name, ind, depth + 1)
+            else:
+                s.emit(f"return {self.node_names[name]}", ind)
+
+        def body(name: str, ind: int, depth: int) -> None:
+            info = self.nodes[name]
+            s.emit(f"# {name}", ind)
+            if info[0] == "cond":
+                s.emit(f"if {info[1]}:", ind)
+                succ(info[2], ind + 1, depth)
+                s.emit("else:", ind)
+                succ(info[3], ind + 1, depth)
+            elif info[0] == "call":
+                s.emit(f"{info[1]}(F, V, X, {info[2]})", ind)
+                if info[3]:
+                    s.emit(f"if X[{X_EXIT}]:", ind)
+                    s.emit("return None", ind + 1)
+                succ(info[4], ind, depth)
+            else:
+                for line in info[1]:
+                    s.emit(line, ind)
+        for name in self.nodes:
+            s.emit(f"def {self.node_names[name]}(F, V, X):")
+            body(name, 1, 0)
+            s.emit("")
 
     def _table(self, t: dict[str, Any], ref: Callable[[str | None, str], str]) -> None:
         where = f'table "{t["name"]}"'
@@ -892,24 +942,33 @@ class Compiler:
         self.env[var] = table
         self.tables[t["name"]] = table
         self._table_specs.append((table, t, spec))
-        s = self.src
-        s.emit(f"def {self.node_names[t['name']]}(F, V, X):")
-        s.emit(f"# table {t['name']}", 1)
+        if not keys and const_default and dflt:
+            # a p4c "dummy table" (direct action call): always misses, const default action
+            aid = dflt["action_id"]
+            an = next((n for i, n in zip(ids, names) if i == aid), None)
+            if an is None:
+                raise PipelineError(f"{where}: default action id {aid} not in the table's actions")
+            widths = actions[an].widths
+            data = tuple(parse_hexstr(x, where) & ((1 << w) - 1)
+                         for x, w in zip(dflt.get("action_data", []), widths))
+            nxt = nt.get("__MISS__") if hitmiss else nt.get(an, t.get("base_default_next"))
+            self.nodes[t["name"]] = ("call", self.action_fn_names[aid], repr(data),
+                                     self._has_exit(aid), nxt)
+            return
+        lines = []
         if not keys:
-            s.emit(f"r = {var}.default", 1)
+            lines.append(f"r = {var}.default")
         else:
             if kind == "exact" and len(keys) == 1:
-                s.emit(f"r = {var}._exact.get({key_src[0]})", 1)
+                lines.append(f"r = {var}._exact.get({key_src[0]})")
             elif kind == "exact":
-                s.emit(f"r = {var}._exact.get(({', '.join(key_src)},))", 1)
+                lines.append(f"r = {var}._exact.get(({', '.join(key_src)},))")
             else:
-                s.emit(f"r = {var}.lookup(({', '.join(key_src)},))", 1)
-            s.emit("if r is None:", 1)
-            s.emit(f"r = {var}.default", 2)
-        s.emit("if r[0] is not None:", 1)
-        s.emit("r[0](F, V, X, r[1])", 2)
-        s.emit("return r[2]", 1)
-        s.emit("")
+                lines.append(f"r = {var}.lookup(({', '.join(key_src)},))")
+            lines += ["if r is None:", f"    r = {var}.default"]
+        lines += ["if r[0] is not None:", "    r[0](F, V, X, r[1])", "return r[2]"]
+        targets = set(nt.values()) | {t.get("base_default_next")}
+        self.nodes[t["name"]] = ("table", lines, targets)
 
     def finish_tables(self, ns: dict[str, Any]) -> None:
         """Bind action functions and next nodes now that the generated module exists."""
