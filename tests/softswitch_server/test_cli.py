@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,13 @@ def test_refuses_non_loopback_and_bad_flags():
                         "127.0.0.1:0", "-i", "1@sstnonexist0"], cwd=REPO,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "no such interface" in r.stderr
+    with socket.socket() as busy:  # a port in use is an error, not a shared port
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        r = subprocess.run([sys.executable, "-m", "softswitch", "--grpc-server-addr",
+                            f"127.0.0.1:{busy.getsockname()[1]}"], cwd=REPO,
+                           capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "cannot listen" in r.stderr
 
 
 @needs_root

@@ -548,3 +548,25 @@ def test_packet_in_goes_to_the_primary_only(loaded, raw, ids, p4info):
         assert backup.packets.empty()
     finally:
         backup.close()
+
+
+def test_p4info_import_error_and_unsupported_program(loaded, raw, p4info, ids):
+    raw.write(update(Update.INSERT, exact_entry(ids, DST2, 2)))
+    # a P4Info PI cannot import (match type unset): UNKNOWN "Error when importing p4info"
+    bad = type(p4info)()
+    bad.CopyFrom(p4info)
+    bad.tables[0].match_fields[0].match_type = 0
+    with pytest.raises(grpc.RpcError) as exc:
+        raw.set_pipeline(bad, device_config())
+    assert exc.value.code() == grpc.StatusCode.UNKNOWN
+    assert exc.value.details().startswith("Error when importing p4info")
+    # a valid bmv2 JSON the interpreter refuses (a direct counter): UNIMPLEMENTED, named
+    doc = json.loads(device_config())
+    doc["counter_arrays"].append({"name": "TestIngress.direct", "id": 99, "is_direct": True,
+                                  "binding": "TestIngress.l2_exact", "source_info": {}})
+    with pytest.raises(grpc.RpcError) as exc:
+        raw.set_pipeline(p4info, json.dumps(doc).encode())
+    assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert "direct counter" in exc.value.details()
+    # the old pipeline is untouched
+    assert len(table_read(raw, ids.table("l2_exact"))) == 1
