@@ -277,7 +277,7 @@ class Device:
             if action not in (SetAction.VERIFY, SetAction.VERIFY_AND_SAVE,
                               SetAction.VERIFY_AND_COMMIT, SetAction.COMMIT,
                               SetAction.RECONCILE_AND_COMMIT):
-                raise P4RTError(Code.INVALID_ARGUMENT, "Invalid SetForwardingPipeline action")
+                return  # PI: an action value it does not know matches no branch -> OK
             info = None
             if action != SetAction.COMMIT:
                 try:
