@@ -103,10 +103,11 @@ CLONE_NEWNET = 0x40000000
 @contextmanager
 def in_netns(name: str) -> Iterator[None]:
     """Run the block with the calling thread inside namespace `name` (sockets opened there
-    stay there after the block). Lets one test process own sockets in several namespaces."""
+    stay there after the block). Lets one test process own sockets in several namespaces.
+    `name` is an `ip netns` name or a path such as /proc/PID/ns/net (a Mininet host)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    with open("/proc/thread-self/ns/net", "rb") as home, \
-            open(f"/var/run/netns/{name}", "rb") as target:
+    path = name if name.startswith("/") else f"/var/run/netns/{name}"
+    with open("/proc/thread-self/ns/net", "rb") as home, open(path, "rb") as target:
         if libc.setns(target.fileno(), CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), f"setns into {name} failed")
         try:

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Packets/s of the switch targets on the p4reduce program (K = 64), same packets for all.
+
+* in-process: softswitch's Switch.process() called directly (no sockets): the interpreter
+  alone, on one core.
+* over veth: the switch as a process (`python -m softswitch`, and `simple_switch_grpc`
+  where it is on PATH) with N veth ports, configured over P4Runtime; this process sends
+  DATA rounds for S slots from the N host ends as fast as it can and counts the result
+  copies that come back. Rate = packets aggregated per second (results x N / time).
+
+Every packet does the full aggregation path: admission, bitmap, counter, 64 register
+read-add-writes, next block; every Nth packet completes a round and is multicast N times.
+
+    python bench/softswitch_pps.py [--workers 4] [--rounds 200] [--slots 32]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bmv2_tests.harness import P4ReduceSwitch  # noqa: E402
+from bmv2_tests.targets import SOFTSWITCH, SIMPLE_SWITCH_GRPC, SwitchProcess  # noqa: E402
+from controlplane.connection import SwitchConnection  # noqa: E402
+from hostlib import protocol as p  # noqa: E402
+from hostlib.protocol import END_OF_STREAM, MsgType  # noqa: E402
+
+JOB = 9
+
+
+def frames_for(job, workers: int, slots: int, rounds: int) -> list[list[bytes]]:
+    """Per round, the frames of every slot and rank, in the order they are sent."""
+    rng = np.random.default_rng(0)
+    values = rng.integers(-1000, 1000, (workers, p.LANES))
+    out = []
+    for r in range(rounds):
+        rnd = []
+        for slot in range(slots):
+            for rank in range(workers):
+                rnd.append((rank, job.frame(rank, MsgType.DATA, slot=slot, version=(r + 1) % 2,
+                                            block=slot + r * slots, next_block=END_OF_STREAM,
+                                            values=values[rank])))
+        out.append(rnd)
+    return out
+
+
+def in_process(workers: int, slots: int, rounds: int) -> float:
+    from softswitch.switch import Switch
+    from controlplane.p4info import DEFAULT_DEVICE_CONFIG
+    sw = Switch()
+    sw.load_pipeline(DEFAULT_DEVICE_CONFIG.read_bytes())
+    ing, eg = "P4ReduceIngress", "P4ReduceEgress"
+    mac = lambda m: int.from_bytes(p.mac_bytes(m), "big")  # noqa: E731
+    ip = lambda a: int.from_bytes(p.ip_bytes(a), "big")    # noqa: E731
+    sw.table_set_default(f"{ing}.identity.switch_identity", f"{ing}.identity.set_identity",
+                         [mac("02:00:00:00:01:00"), ip("10.0.0.254")])
+    from controlplane.admission import JobParameters, WorkerAddress
+    from bmv2_tests.harness import TestJob, host_ip, host_mac
+    params = JobParameters(JOB, 0, 0, slots, workers, 100, 1)
+    wa = [WorkerAddress(r, r + 1, host_mac(r + 1), host_ip(r + 1), p.UDP_PORT_BASE + 1)
+          for r in range(workers)]
+    for w in wa:
+        sw.table_add(f"{ing}.admission.admission",
+                     [w.port, mac(w.mac), ip(w.ip), JOB, w.rank], f"{ing}.admission.admit",
+                     [0, 0, slots, workers, 100, 1])
+        sw.table_add(f"{eg}.result_destination.result_destination", [JOB, w.rank],
+                     f"{eg}.result_destination.set_destination",
+                     [mac(w.mac), ip(w.ip), w.udp_port])
+    sw.mc_group_set(100, [(w.port, w.rank) for w in wa])
+    job = TestJob(None, params, wa)  # type: ignore[arg-type]  # frames only, no switch
+    # announce round first, then the data rounds
+    for w in wa:
+        for slot in range(slots):
+            sw.process(w.port, job.frame(w.rank, MsgType.ANNOUNCE, slot=slot, next_block=0))
+    plan = [(wa[rank].port, f) for rnd in frames_for(job, workers, slots, rounds)
+            for rank, f in rnd]
+    start = time.perf_counter()
+    out = 0
+    for port, frame in plan:
+        out += len(sw.process(port, frame))
+    elapsed = time.perf_counter() - start
+    assert out == rounds * slots * workers, (out, rounds * slots * workers)
+    return len(plan) / elapsed
+
+
+def over_veth(kind: str, workers: int, slots: int, rounds: int) -> float:
+    proc = SwitchProcess(kind, n_ports=workers).start()
+    try:
+        conn = SwitchConnection(proc.grpc_addr).connect(retries=3)
+        conn.push_pipeline()
+        sw = P4ReduceSwitch(proc, conn)
+        sw.configure_identity()
+        job = sw.add_job(JOB, workers, slot_count=slots)
+        for rank in range(workers):
+            for slot in range(slots):
+                job.send(rank, MsgType.ANNOUNCE, slot=slot, next_block=0)
+        expected_announce = slots
+        got = 0
+        while got < expected_announce and proc.recv(1, 5.0) is not None:
+            got += 1
+        proc.drain()
+        plan = frames_for(job, workers, slots, rounds)
+        results = [0]
+        done = threading.Event()
+
+        def count() -> None:
+            while not done.is_set():
+                if proc.recv(1, 0.5) is not None:
+                    results[0] += 1
+                elif results[0] >= rounds * slots:
+                    return
+
+        counter = threading.Thread(target=count, daemon=True)
+        counter.start()
+        start = time.perf_counter()
+        for r, rnd in enumerate(plan):
+            for rank, frame in rnd:
+                job.send_frame(rank, frame)
+            # keep at most ~2 rounds queued: rounds of one slot must not overtake
+            while results[0] < (r - 1) * slots and counter.is_alive():
+                time.sleep(0.0005)
+        deadline = time.monotonic() + 60
+        while results[0] < rounds * slots and time.monotonic() < deadline:
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - start
+        done.set()
+        conn.close()
+        if results[0] < rounds * slots:
+            print(f"  {kind}: only {results[0]} of {rounds * slots} results came back",
+                  file=sys.stderr)
+        return results[0] * workers / elapsed
+    finally:
+        proc.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--slots", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    rows = {"softswitch in-process": in_process(args.workers, args.slots, args.rounds)}
+    kinds = [SOFTSWITCH] + ([SIMPLE_SWITCH_GRPC] if shutil.which("simple_switch_grpc") else [])
+    for kind in kinds:
+        rows[f"{kind} over veth"] = over_veth(kind, args.workers, args.slots, args.rounds)
+    print(f"p4reduce program, K={p.LANES}, {args.workers} workers, {args.slots} slots, "
+          f"{args.rounds} rounds ({args.workers * args.slots * args.rounds} DATA packets)")
+    for name, pps in rows.items():
+        print(f"  {name:32s} {pps:10.0f} packets/s")
+    if SIMPLE_SWITCH_GRPC not in kinds:
+        print("  simple_switch_grpc: not on PATH, not measured")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
