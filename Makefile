@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 P4C ?= p4c-bm2-ss
 DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
 
-.PHONY: install test test-fast p4 run bench clean
+.PHONY: install install-torch test p4 run bench clean
 
 install:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -19,6 +19,10 @@ install:
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	@echo "installed into $(VENV); run: make test"
+
+# Optional: CPU PyTorch for the DDP hook (its tests skip, saying so, without it).
+install-torch:
+	$(PY) -m pip install -q 'torch==2.13.0'
 
 test:
 	$(PY) -m pytest -q -ra
@@ -40,6 +44,8 @@ run:
 
 bench:
 	$(PY) bench/softswitch_pps.py
+	$(PY) bench/hostlib_pps.py
+	$(PY) bench/sparse_speedup.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
