@@ -19,7 +19,6 @@ import argparse
 import json
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -109,35 +108,23 @@ def over_veth(kind: str, workers: int, slots: int, rounds: int) -> float:
             got += 1
         proc.drain()
         plan = frames_for(job, workers, slots, rounds)
-        results = [0]
-        done = threading.Event()
-
-        def count() -> None:
-            while not done.is_set():
-                if proc.recv(1, 0.5) is not None:
-                    results[0] += 1
-                elif results[0] >= rounds * slots:
-                    return
-
-        counter = threading.Thread(target=count, daemon=True)
-        counter.start()
+        # one round of every slot at a time (a window of slots x workers packets): rounds
+        # of one slot must not overtake each other in the switch's input queues
+        results = 0
         start = time.perf_counter()
-        for r, rnd in enumerate(plan):
+        for rnd in plan:
             for rank, frame in rnd:
                 job.send_frame(rank, frame)
-            # keep at most ~2 rounds queued: rounds of one slot must not overtake
-            while results[0] < (r - 1) * slots and counter.is_alive():
-                time.sleep(0.0005)
-        deadline = time.monotonic() + 60
-        while results[0] < rounds * slots and time.monotonic() < deadline:
-            time.sleep(0.01)
+            for _ in range(slots):
+                if proc.recv(1, 5.0) is None:
+                    break
+                results += 1
         elapsed = time.perf_counter() - start
-        done.set()
         conn.close()
-        if results[0] < rounds * slots:
-            print(f"  {kind}: only {results[0]} of {rounds * slots} results came back",
+        if results < rounds * slots:
+            print(f"  {kind}: only {results} of {rounds * slots} results came back",
                   file=sys.stderr)
-        return results[0] * workers / elapsed
+        return results * workers / elapsed
     finally:
         proc.stop()
 
