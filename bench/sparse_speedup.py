@@ -40,26 +40,26 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=64)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--target", default="auto")
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed allreduces per run (after an untimed warm-up); best is kept")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     demo = load_demo()
     base = demo.Options(workers=args.workers, size=args.size, dtype=args.dtype,
-                        target=args.target, slots=args.slots, deadline=600.0, quiet=True)
+                        target=args.target, slots=args.slots, deadline=600.0, quiet=True,
+                        repeat=args.repeat, warmup=True)
     rows = []
     with demo.DemoNetwork(args.target, args.workers) as net:
         def measure(opts):
-            best = None
-            for _ in range(args.repeat):
-                s = net.run_jobs(opts)
-                bad = [o.error for o in s.outcomes if not (o.ok and o.matched)]
-                if bad:
-                    raise SystemExit(f"a run failed: {bad}")
-                t = max(o.seconds for o in s.outcomes)
-                wire = sum(o.tx_bytes + o.rx_bytes for o in s.outcomes)
-                if best is None or t < best[0]:
-                    best = (t, wire)
-            return best
+            s = net.run_jobs(opts)
+            bad = [o.error for o in s.outcomes if not (o.ok and o.matched)]
+            if bad:
+                raise SystemExit(f"a run failed: {bad}")
+            # per repeat, the job takes as long as its slowest worker; keep the best repeat
+            t = min(max(o.times[i] for o in s.outcomes) for i in range(opts.repeat))
+            # wire bytes of one allreduce (the warm-up's one block is negligible)
+            wire = sum(o.tx_bytes + o.rx_bytes for o in s.outcomes) / opts.repeat
+            return t, wire
         dense_t, dense_wire = measure(replace(base, density=1.0))
         rows.append({"density": 1.0, "overlap": "-", "seconds": dense_t, "wire_bytes": dense_wire,
                      "speedup": 1.0})

@@ -53,6 +53,8 @@ class Options:
     deadline: float = 120.0
     absent_ranks: tuple[int, ...] = ()   # ranks whose worker is never started (tests)
     quiet: bool = False
+    repeat: int = 1                      # timed allreduces per worker (benchmarks)
+    warmup: bool = False                 # an untimed one-block allreduce first
 
 
 @dataclass
@@ -71,6 +73,7 @@ class WorkerOutcome:
     retransmissions: int = 0
     packets_sent: int = 0          # p4reduce packets, as the worker counted them
     stats: dict = field(default_factory=dict)   # the worker's own stats
+    times: list = field(default_factory=list)   # seconds of each timed allreduce
 
 
 @dataclass
@@ -199,7 +202,8 @@ class DemoNetwork:
                     procs.append((job, d["rank"], h, net.get(h.name).popen(
                         [sys.executable, str(HERE / "worker_main.py"), f"{stem}.json",
                          f"{stem}.in.npy", f"{stem}.out.npy", f"{stem}.report.json",
-                         "--deadline", str(opts.deadline)], cwd=str(HERE.parent))))
+                         "--deadline", str(opts.deadline), "--repeat", str(opts.repeat)]
+                        + (["--warmup"] if opts.warmup else []), cwd=str(HERE.parent))))
             while any(p.poll() is None for *_, p in procs):
                 if not opts.quiet:
                     _progress(procs, used, before, time.perf_counter() - start)
@@ -240,6 +244,7 @@ class DemoNetwork:
             out.retransmissions = report.get("stats", {}).get("retransmissions", 0)
             out.packets_sent = report.get("stats", {}).get("packets_sent", 0)
             out.stats = report.get("stats", {})
+            out.times = report.get("times", [])
             if out.ok:
                 out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
         else:

@@ -23,6 +23,10 @@ def main() -> int:
     ap.add_argument("report")
     ap.add_argument("--op", default="sum")
     ap.add_argument("--deadline", type=float, default=60.0)
+    ap.add_argument("--repeat", type=int, default=1, help="timed allreduces of the tensor")
+    ap.add_argument("--warmup", action="store_true",
+                    help="first a one-block allreduce, untimed: all ranks then start the "
+                         "timed ones together, so process start-up skew is not measured")
     args = ap.parse_args()
     report: dict = {"ok": False}
     try:
@@ -30,9 +34,17 @@ def main() -> int:
         tensor = np.load(args.input)
         start = time.perf_counter()
         with Worker(args.descriptor, deadline=args.deadline) as worker:
-            result = worker.allreduce(tensor, op=args.op)
+            if args.warmup:
+                worker.allreduce(np.zeros(64, dtype=tensor.dtype))
+                start = time.perf_counter()
+            times = []
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                result = worker.allreduce(tensor, op=args.op)
+                times.append(time.perf_counter() - t0)
             report["stats"] = worker.stats.as_dict()
         report["seconds"] = time.perf_counter() - start
+        report["times"] = times
         np.save(args.output, result)
         report["ok"] = True
     except Exception as exc:  # reported to the demo, which shows it per worker
