@@ -7,17 +7,14 @@ import pytest
 from controlplane.connection import SwitchConnection
 
 from .harness import P4ReduceSwitch
-from .targets import TARGETS, SwitchProcess, skip_reason
+from .targets import TARGETS, running
 
 PORTS = 9
 
 
 @pytest.fixture(scope="module", params=TARGETS)
 def switch_process(request):
-    reason = skip_reason(request.param)
-    if reason:
-        pytest.skip(f"{request.param}: {reason}")
-    proc = SwitchProcess(request.param, n_ports=PORTS).start()
+    proc = running(request.param, PORTS)
     yield proc
     proc.stop()
 

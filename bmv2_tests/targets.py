@@ -9,23 +9,28 @@ from __future__ import annotations
 
 import os
 import secrets
+import select
 import shutil
-import signal
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
+from softswitch.targets import SIMPLE_SWITCH_GRPC, SOFTSWITCH, TARGETS, SwitchRunner
 
-SOFTSWITCH = "softswitch"
-SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
-TARGETS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
+__all__ = ["SOFTSWITCH", "SIMPLE_SWITCH_GRPC", "TARGETS", "SwitchProcess", "skip_reason"]
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+
+
+def running(kind: str, n_ports: int):
+    """A started SwitchProcess for a module-scoped fixture, or a pytest skip saying why."""
+    import pytest
+    reason = skip_reason(kind)
+    if reason:
+        pytest.skip(f"{kind}: {reason}")
+    return SwitchProcess(kind, n_ports=n_ports).start()
 
 
 def skip_reason(kind: str) -> str | None:
@@ -38,12 +43,6 @@ def skip_reason(kind: str) -> str | None:
         return ("simple_switch_grpc is not on PATH (bmv2 cannot be installed from any "
                 "package registry; build behavioral-model with PI to run this target)")
     return None
-
-
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -73,26 +72,14 @@ class SwitchProcess:
     kind: str
     n_ports: int
     device_id: int = 1
-    grpc_port: int = field(default_factory=free_tcp_port)
-    thrift_port: int = field(default_factory=free_tcp_port)
     pairs: dict[int, VethPair] = field(default_factory=dict)
     sockets: dict[int, socket.socket] = field(default_factory=dict)
-    process: subprocess.Popen | None = None
-    log_path: Path | None = None
+    runner: SwitchRunner | None = None
 
     @property
     def grpc_addr(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
-
-    def command(self) -> list[str]:
-        ifaces = [arg for port, pair in sorted(self.pairs.items())
-                  for arg in ("-i", f"{port}@{pair.switch_end}")]
-        if self.kind == SOFTSWITCH:
-            return [sys.executable, "-m", "softswitch", *ifaces, "--device-id",
-                    str(self.device_id), "--grpc-server-addr", self.grpc_addr]
-        return ["simple_switch_grpc", *ifaces, "--no-p4", "--device-id", str(self.device_id),
-                "--thrift-port", str(self.thrift_port), "--",
-                "--grpc-server-addr", self.grpc_addr]
+        assert self.runner is not None
+        return self.runner.grpc_addr
 
     def start(self, timeout: float = 30.0) -> "SwitchProcess":
         tag = secrets.token_hex(3)
@@ -105,68 +92,32 @@ class SwitchProcess:
                 sock.bind((pair.host_end, 0))
                 sock.setblocking(False)
                 self.sockets[port] = sock
-            fd, name = tempfile.mkstemp(prefix=f"{self.kind}-", suffix=".log")
-            self.log_path = Path(name)
-            repo = Path(__file__).resolve().parent.parent
-            self.process = subprocess.Popen(self.command(), stdout=fd, stderr=subprocess.STDOUT,
-                                            cwd=repo, start_new_session=True)
-            os.close(fd)
-            self._wait_ready(timeout)
+            self.runner = SwitchRunner(self.kind, {port: pair.switch_end for port, pair
+                                                   in self.pairs.items()}, self.device_id)
+            self.runner.start(timeout)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(self.grpc_addr) as channel:
-            while True:
-                if self.process is not None and self.process.poll() is not None:
-                    raise RuntimeError(f"{self.kind} exited with {self.process.returncode}:\n"
-                                       f"{self.log()}")
-                try:
-                    grpc.channel_ready_future(channel).result(timeout=0.5)
-                    return
-                except grpc.FutureTimeoutError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"{self.kind} did not serve gRPC on "
-                                           f"{self.grpc_addr} within {timeout}s:\n{self.log()}")
-
     def restart(self, timeout: float = 30.0) -> None:
-        """Kill the switch process and start it again on the same ports (a switch reboot:
-        it comes back with no pipeline and no state)."""
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
-        repo = Path(__file__).resolve().parent.parent
-        self.process = subprocess.Popen(self.command(), stdout=fd, stderr=subprocess.STDOUT,
-                                        cwd=repo, start_new_session=True)
-        os.close(fd)
-        self._wait_ready(timeout)
+        """A switch reboot on the same ports: it comes back with no pipeline and no state."""
+        assert self.runner is not None
+        self.runner.restart(timeout)
 
     def log(self) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.runner.log() if self.runner is not None else ""
 
     def stop(self) -> None:
         """Stop what this object started, by PID, and delete its interfaces."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        if self.runner is not None:
+            self.runner.stop()
         for sock in self.sockets.values():
             sock.close()
         self.sockets.clear()
         for pair in self.pairs.values():
             pair.delete()
         self.pairs.clear()
-        if self.log_path is not None:
-            self.log_path.unlink(missing_ok=True)
 
     # ---- frames --------------------------------------------------------------------
     def send(self, port: int, frame: bytes) -> None:
@@ -184,7 +135,6 @@ class SwitchProcess:
         """Next frame the switch sent out of `port` (frames we sent ourselves are skipped)."""
         sock = self.sockets[port]
         deadline = time.monotonic() + timeout
-        import select
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

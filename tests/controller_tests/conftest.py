@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bmv2_tests.targets import TARGETS, SwitchProcess, skip_reason
+from bmv2_tests.targets import TARGETS, running
 from controlplane.config import parse
 
 PORTS = 4
@@ -18,10 +18,7 @@ def host(port: int) -> tuple[str, str]:
 
 @pytest.fixture(scope="module", params=TARGETS)
 def switch_process(request):
-    reason = skip_reason(request.param)
-    if reason:
-        pytest.skip(f"{request.param}: {reason}")
-    proc = SwitchProcess(request.param, n_ports=PORTS).start()
+    proc = running(request.param, PORTS)
     yield proc
     proc.stop()
 

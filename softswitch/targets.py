@@ -1,0 +1,122 @@
+"""Starting a P4 switch process: softswitch or simple_switch_grpc, the same way.
+
+The one place that knows both command lines. The packet-level suite, the controller tests
+and the Mininet switch node all start their switch through `SwitchRunner`, so every target
+gets its own gRPC and Thrift ports, is waited for until it serves P4Runtime, and is stopped
+by its PID (never by name).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+
+SOFTSWITCH = "softswitch"
+SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
+TARGETS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def resolve(target: str) -> str:
+    """auto -> simple_switch_grpc where installed, else softswitch; refuses the unknown."""
+    if target in ("auto", ""):
+        return SIMPLE_SWITCH_GRPC if shutil.which(SIMPLE_SWITCH_GRPC) else SOFTSWITCH
+    if target in ("bmv2", SIMPLE_SWITCH_GRPC):
+        if not shutil.which(SIMPLE_SWITCH_GRPC):
+            raise RuntimeError("target simple_switch_grpc requested but it is not on PATH")
+        return SIMPLE_SWITCH_GRPC
+    if target == SOFTSWITCH:
+        return SOFTSWITCH
+    raise ValueError(f"unknown target {target!r} (auto, softswitch, simple_switch_grpc)")
+
+
+class SwitchRunner:
+    """One switch process with interfaces {port: ifname} and its own gRPC/Thrift ports."""
+
+    def __init__(self, kind: str, interfaces: dict[int, str], device_id: int = 1,
+                 grpc_port: int = 0, thrift_port: int = 0):
+        self.kind = kind
+        self.interfaces = interfaces
+        self.device_id = device_id
+        self.grpc_port = grpc_port or free_tcp_port()
+        self.thrift_port = thrift_port or free_tcp_port()
+        self.process: subprocess.Popen | None = None
+        self.log_path = Path(tempfile.mkstemp(prefix=f"{kind}-", suffix=".log")[1])
+
+    @property
+    def grpc_addr(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def command(self) -> list[str]:
+        ifaces = [arg for port, name in sorted(self.interfaces.items())
+                  for arg in ("-i", f"{port}@{name}")]
+        if self.kind == SOFTSWITCH:
+            return [sys.executable, "-m", "softswitch", *ifaces, "--device-id",
+                    str(self.device_id), "--grpc-server-addr", self.grpc_addr]
+        return [SIMPLE_SWITCH_GRPC, *ifaces, "--no-p4", "--device-id", str(self.device_id),
+                "--thrift-port", str(self.thrift_port), "--",
+                "--grpc-server-addr", self.grpc_addr]
+
+    def start(self, timeout: float = 30.0) -> "SwitchRunner":
+        """Start the process (its own session, so stop() reaches its children) and wait
+        until it serves P4Runtime."""
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self.command(), stdout=log,
+                                            stderr=subprocess.STDOUT, cwd=REPO,
+                                            start_new_session=True)
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(self.grpc_addr) as channel:
+            while True:
+                if self.process is not None and self.process.poll() is not None:
+                    raise RuntimeError(f"{self.kind} exited with {self.process.returncode}:"
+                                       f"\n{self.log()}")
+                try:
+                    grpc.channel_ready_future(channel).result(timeout=0.5)
+                    return
+                except grpc.FutureTimeoutError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{self.kind} did not serve P4Runtime on "
+                                           f"{self.grpc_addr} within {timeout}s:\n"
+                                           f"{self.log()}") from None
+
+    def restart(self, timeout: float = 30.0) -> None:
+        """Kill and start again on the same ports: a switch reboot (no pipeline, no state)."""
+        self._kill(signal.SIGKILL)
+        self.start(timeout)
+
+    def _kill(self, sig: int) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, sig)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        self._kill(signal.SIGTERM)
+        self.log_path.unlink(missing_ok=True)
+
+    def log(self) -> str:
+        if not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")[-4000:]
