@@ -110,3 +110,40 @@ def test_make_run_cli_reports_a_match(target):
                          capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "every worker's result matched: yes" in out.stdout
+
+
+def _ours() -> set[int]:
+    """PIDs of processes a demo starts: switch, workers, Mininet host shells."""
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"-m softswitch" in cmd or b"worker_main.py" in cmd or b"simple_switch_grpc" in cmd \
+                or b"mininet:" in cmd:
+            pids.add(int(entry))
+    return pids
+
+
+def test_ctrl_c_leaves_nothing_behind(target):
+    import signal
+    import time
+    before_ifaces, before_pids = _interfaces(), _ours()
+    demo = subprocess.Popen([sys.executable, str(REPO / "mininet" / "demo.py"), "--workers", "3",
+                             "--size", "3000000", "--density", "1", "--target", target],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    deadline = time.monotonic() + 60
+    while not _interfaces() - before_ifaces and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)                                   # workers are running by now
+    assert demo.poll() is None, demo.communicate()[0]
+    demo.send_signal(signal.SIGINT)
+    out, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 130, out
+    assert "interrupted" in out
+    assert _interfaces() == before_ifaces
+    time.sleep(0.5)
+    assert _ours() - before_pids == set()
