@@ -168,6 +168,13 @@ class SwitchConnection:
 
     # ---- pipeline ------------------------------------------------------------------
     def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes) -> None:
+        """Replace the switch's pipeline (all tables, counters and registers start afresh).
+
+        Multicast groups are deleted first: simple_switch_grpc (bmv2 1.15.5 + PI) forgets
+        them in P4Runtime on a new pipeline but keeps them in its replication engine, so a
+        group created again afterwards delivers every packet twice.
+        """
+        self.clear_multicast_groups()
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
             action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
@@ -183,6 +190,16 @@ class SwitchConnection:
     def push_pipeline(self, p4info_path: str | Path = DEFAULT_P4INFO,
                       device_config_path: str | Path = DEFAULT_DEVICE_CONFIG) -> None:
         self.set_pipeline(load_p4info(p4info_path), Path(device_config_path).read_bytes())
+
+    def clear_multicast_groups(self) -> None:
+        query = p4runtime_pb2.Entity()
+        query.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
+        try:
+            groups = self.read(query)
+        except SwitchError:
+            return                      # no pipeline yet: nothing to clear
+        if groups:
+            self.delete(*groups)
 
     def get_p4info(self) -> p4info_pb2.P4Info | None:
         """The switch's current P4Info, or None when it has no pipeline."""
