@@ -163,6 +163,11 @@ class Device:
         # outcome; before that Read/Write/Get answer FAILED_PRECONDITION, after it Get
         # answers an empty config.
         self.mgr_created = False
+        # Set when the first pipeline is committed, never cleared.  bmv2 starts reading its
+        # ports only then (SwitchWContexts::start_and_return waits for config_loaded): frames
+        # arriving earlier wait in the kernel and are processed by the first pipeline.
+        # AfPacketPorts does the same.
+        self.first_commit = threading.Event()
         self.transmit: Callable[[int, bytes], None] | None = None
         self.packet_in_sink: Callable[[p4runtime_pb2.PacketIn], None] | None = None
         self.counters: dict[str, int] = {
@@ -291,6 +296,7 @@ class Device:
                     raise P4RTError(Code.UNKNOWN, "Error in second phase of device update "
                                                   "(no saved config to commit)")
                 self.active, self.saved = self.saved, None
+                self.first_commit.set()
                 log.info("device %d: committed the saved pipeline", self.device_id)
                 return
             assert info is not None
@@ -314,6 +320,7 @@ class Device:
                 log.info("device %d: pipeline saved, waiting for COMMIT", self.device_id)
             else:
                 self.active = new
+                self.first_commit.set()
                 log.info("device %d: pipeline committed (%d tables)", self.device_id,
                          len(info.tables))
 

@@ -68,6 +68,7 @@ class Ports:
 
     def __init__(self) -> None:
         self._receive: Callable[[int, bytes], None] | None = None
+        self._first_commit: threading.Event | None = None
         self._stats_lock = threading.Lock()
         self.stats: dict[int, collections.Counter[str]] = collections.defaultdict(
             collections.Counter)
@@ -76,6 +77,7 @@ class Ports:
         """Connect to a Device: frames in go to device.receive, device output comes back
         through self.transmit."""
         self._receive = device.receive
+        self._first_commit = getattr(device, "first_commit", None)
         device.transmit = self.transmit
 
     def _count(self, port: int, what: str, n: int = 1) -> None:
@@ -269,6 +271,13 @@ class AfPacketPorts(Ports):
         self._socks.clear()
 
     def _loop(self) -> None:
+        # Like bmv2, start reading only once the device has committed its first pipeline;
+        # until then frames wait in the socket buffers (and are then processed in order).
+        first_commit = self._first_commit
+        if first_commit is not None:
+            while not first_commit.wait(0.2):
+                if self._stop.is_set():
+                    return
         sel = selectors.DefaultSelector()
         sel.register(self._wake_r, selectors.EVENT_READ, None)
         for port, sock in self._socks.items():

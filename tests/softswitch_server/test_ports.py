@@ -208,3 +208,32 @@ def test_af_packet_ports_promisc_off_after_stop_and_bad_interface():
         veths.close()
     with pytest.raises(ValueError):
         AfPacketPorts([(1, "a"), (1, "b")])
+
+
+@needs_root
+def test_af_packet_ports_start_reading_at_the_first_commit():
+    """As bmv2: ports are read from the first committed pipeline on; a frame that arrived
+    earlier waits in the kernel and is then forwarded by that pipeline."""
+    info = load_p4info()
+    ids = Ids(info)
+    device = Device(device_id=1, cpu_port=255)
+    veths = Veths(2)
+    ports = AfPacketPorts(veths.switch_ends())
+    try:
+        ports.attach(device)
+        ports.start()
+        frame = ethernet(DST2)
+        veths.send(1, frame)
+        assert veths.recv(2, timeout=0.3) is None
+        config = p4runtime_pb2.ForwardingPipelineConfig(p4info=info,
+                                                        p4_device_config=device_config())
+        device.set_pipeline(SetAction.VERIFY_AND_SAVE, config)
+        req = p4runtime_pb2.WriteRequest(device_id=1)
+        req.updates.add(type=Update.INSERT).entity.CopyFrom(exact_entry(ids, DST2, 2))
+        assert device.write(req) == [None]
+        assert veths.recv(2, timeout=0.3) is None  # saved, not committed
+        device.set_pipeline(SetAction.COMMIT, p4runtime_pb2.ForwardingPipelineConfig())
+        assert veths.recv(2) == frame
+    finally:
+        ports.stop()
+        veths.close()
