@@ -167,14 +167,16 @@ class SwitchConnection:
         msg.election_id.low = self.election_id & ((1 << 64) - 1)
 
     # ---- pipeline ------------------------------------------------------------------
-    def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes) -> None:
+    def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes,
+                     clear_groups: bool = True) -> None:
         """Replace the switch's pipeline (all tables, counters and registers start afresh).
 
         Multicast groups are deleted first: simple_switch_grpc (bmv2 1.15.5 + PI) forgets
         them in P4Runtime on a new pipeline but keeps them in its replication engine, so a
         group created again afterwards delivers every packet twice.
         """
-        self.clear_multicast_groups()
+        if clear_groups:
+            self.clear_multicast_groups()
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
             action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
@@ -188,8 +190,10 @@ class SwitchConnection:
         self.objects = P4Objects(p4info)
 
     def push_pipeline(self, p4info_path: str | Path = DEFAULT_P4INFO,
-                      device_config_path: str | Path = DEFAULT_DEVICE_CONFIG) -> None:
-        self.set_pipeline(load_p4info(p4info_path), Path(device_config_path).read_bytes())
+                      device_config_path: str | Path = DEFAULT_DEVICE_CONFIG,
+                      clear_groups: bool = True) -> None:
+        self.set_pipeline(load_p4info(p4info_path), Path(device_config_path).read_bytes(),
+                          clear_groups)
 
     def clear_multicast_groups(self) -> None:
         query = p4runtime_pb2.Entity()
