@@ -52,6 +52,8 @@ FIRST_RESERVED_GROUP_ID = 1 << 15
 MIN_CLONE_SESSION_ID, MAX_CLONE_SESSION_ID = 1, 32768
 # bmv2's PI layer inverts priorities around INT_MAX; a larger one is a target error.
 BM_MAX_PRIORITY = (1 << 31) - 1
+# Largest port a multicast replica may name (the interpreter's, and v1model's, 9 bits).
+MAX_REPLICA_PORT = 511
 # PacketIns queued for a primary that does not read its stream are dropped beyond this.
 MAX_PENDING_STREAM_MESSAGES = 4096
 
@@ -124,7 +126,10 @@ class Pipeline:
     switch: Any  # softswitch.switch.Switch (or a stand-in with the same interface)
     binding: JsonBinding
     entries: dict[int, dict[MatchKey, EntryMeta]] = field(default_factory=dict)
+    # PI's PreMcMgr: group id -> rid -> replicas (what Read returns), and the bmv2 node
+    # handle PI created for each (group id -> rid -> handle in the device's BmPre)
     mc_groups: dict[int, dict[int, set[ReplicaPort]]] = field(default_factory=dict)
+    mc_nodes: dict[int, dict[int, int]] = field(default_factory=dict)
     clone_sessions: dict[int, p4runtime_pb2.CloneSessionEntry] = field(default_factory=dict)
 
 
@@ -136,6 +141,54 @@ def _sorted_replicas(nodes: dict[int, set[ReplicaPort]]) -> list[tuple[int, Repl
         for rp in sorted(nodes[rid], key=lambda r: (r.kind, r.port, r.num_bytes)):
             out.append((rid, rp))
     return out
+
+
+class BmPre:
+    """bmv2's packet replication engine (McSimplePre) as PI drives it.
+
+    It belongs to the switch process, not to a pipeline: a new pipeline gives P4Runtime a
+    fresh, empty view of multicast groups (PI creates a new PreMcMgr) while the groups
+    already programmed keep replicating.  Re-creating such a group appends new L1 nodes to
+    the surviving ones (McSimplePre::mc_mgrp_create does not replace an existing mgid), and
+    deleting it through P4Runtime removes the whole mgid.  Replication order: L1 nodes in
+    attach order, ports ascending inside a node (McSimplePre::replicate).
+    """
+
+    def __init__(self) -> None:
+        self.groups: dict[int, list[int]] = {}              # mgid -> L1 handles
+        self.nodes: dict[int, tuple[int, frozenset[int]]] = {}  # handle -> (rid, ports)
+
+    def group_create(self, gid: int) -> None:
+        self.groups.setdefault(gid, [])
+
+    def group_destroy(self, gid: int) -> None:
+        self.groups.pop(gid, None)
+
+    def node_create(self, rid: int, ports: Iterable[int]) -> int:
+        handle = next(h for h in itertools.count() if h not in self.nodes)  # lowest free
+        self.nodes[handle] = (rid, frozenset(ports))
+        return handle
+
+    def node_update(self, handle: int, ports: Iterable[int]) -> None:
+        rid, _ = self.nodes[handle]
+        self.nodes[handle] = (rid, frozenset(ports))
+
+    def attach(self, gid: int, handle: int) -> None:
+        self.groups[gid].append(handle)
+
+    def node_destroy(self, handle: int) -> None:
+        for l1_list in self.groups.values():
+            if handle in l1_list:
+                l1_list.remove(handle)
+        del self.nodes[handle]
+
+    def replicas(self, gid: int) -> list[tuple[int, int]]:
+        """(port, rid) in bmv2's replication order."""
+        out = []
+        for handle in self.groups.get(gid, []):
+            rid, ports = self.nodes[handle]
+            out.extend((port, rid) for port in sorted(ports))
+        return out
 
 
 class Device:
@@ -168,6 +221,7 @@ class Device:
         # arriving earlier wait in the kernel and are processed by the first pipeline.
         # AfPacketPorts does the same.
         self.first_commit = threading.Event()
+        self.pre = BmPre()  # outlives pipelines, as bmv2's PRE does
         self.transmit: Callable[[int, bytes], None] | None = None
         self.packet_in_sink: Callable[[p4runtime_pb2.PacketIn], None] | None = None
         self.counters: dict[str, int] = {
@@ -357,6 +411,9 @@ class Device:
             binding = bind_to_json(info, doc)
         except ValueError as exc:
             raise P4RTError(Code.INVALID_ARGUMENT, str(exc))
+        for gid in self.pre.groups:  # the PRE survives the pipeline change
+            self._switch_call(switch.mc_group_set, "restoring multicast group", gid,
+                              self.pre.replicas(gid))
         stored = p4runtime_pb2.ForwardingPipelineConfig()
         stored.CopyFrom(config)
         pl = Pipeline(info=info, config=stored, switch=switch, binding=binding)
@@ -1050,7 +1107,27 @@ class Device:
     def _switch_replicas(nodes: dict[int, set[ReplicaPort]]) -> list[tuple[int, int]]:
         return [(rp.port, rid) for rid, rp in _sorted_replicas(nodes)]
 
+    @staticmethod
+    def _check_target_replicas(nodes: dict[int, set[ReplicaPort]], what: str) -> None:
+        """What the target cannot hold fails before any state changes (PI would undo its
+        partial work with cleanup tasks; the answer is the same)."""
+        for rid, ports in nodes.items():
+            if rid > 0xFFFF or any(rp.port > MAX_REPLICA_PORT for rp in ports):
+                raise P4RTError(Code.UNKNOWN, f"Error when {what} in target (rid {rid} or a "
+                                              f"port above {MAX_REPLICA_PORT})")
+
+    def _sync_mc(self, gid: int, what: str) -> None:
+        """Push the PRE's group to every live Switch (the PRE is shared by the active and a
+        saved pipeline, as in bmv2)."""
+        switches = {id(p.switch): p.switch for p in (self.active, self.saved) if p is not None}
+        for sw in switches.values():
+            if gid in self.pre.groups:
+                self._switch_call(sw.mc_group_set, what, gid, self.pre.replicas(gid))
+            elif gid in sw.mc_groups():
+                self._switch_call(sw.mc_group_delete, what, gid)
+
     def _mc_write(self, pl: Pipeline, utype: int, g: p4runtime_pb2.MulticastGroupEntry) -> None:
+        """PI PreMcMgr::group_create / group_modify / group_delete on bmv2's PRE."""
         gid = g.multicast_group_id
         if gid == 0:
             raise P4RTError(Code.INVALID_ARGUMENT, "0 is not a valid group id")
@@ -1058,25 +1135,47 @@ class Device:
             raise P4RTError(Code.OUT_OF_RANGE, "Group id value is too high")
         if utype == Update.UNSPECIFIED:
             raise P4RTError(Code.INVALID_ARGUMENT, "Update type is not set")
+        pre = self.pre
         if utype == Update.INSERT:
             if gid in pl.mc_groups:
                 raise P4RTError(Code.ALREADY_EXISTS, "Multicast group already exists")
             nodes = self._make_group(g.replicas)
-            self._switch_call(pl.switch.mc_group_set, "creating multicast group",
-                              gid, self._switch_replicas(nodes))
-            pl.mc_groups[gid] = nodes
+            self._check_target_replicas(nodes, "creating multicast group")
+            pre.group_create(gid)
+            handles = {}
+            for rid in sorted(nodes):
+                handles[rid] = pre.node_create(rid, {rp.port for rp in nodes[rid]})
+                pre.attach(gid, handles[rid])
+            pl.mc_groups[gid], pl.mc_nodes[gid] = nodes, handles
+            self._sync_mc(gid, "creating multicast group")
         elif utype == Update.MODIFY:
             if gid not in pl.mc_groups:
                 raise P4RTError(Code.NOT_FOUND, "Multicast group does not exist")
             nodes = self._make_group(g.replicas)
-            self._switch_call(pl.switch.mc_group_set, "modifying multicast group",
-                              gid, self._switch_replicas(nodes))
-            pl.mc_groups[gid] = nodes
+            self._check_target_replicas(nodes, "modifying multicast group")
+            old_nodes, old_handles = pl.mc_groups[gid], dict(pl.mc_nodes[gid])
+            handles = {}
+            for rid in sorted(nodes):
+                ports = {rp.port for rp in nodes[rid]}
+                if rid in old_handles:
+                    handles[rid] = old_handles.pop(rid)
+                    if nodes[rid] != old_nodes[rid]:
+                        pre.node_update(handles[rid], ports)
+                else:
+                    handles[rid] = pre.node_create(rid, ports)
+                    pre.attach(gid, handles[rid])
+            for handle in old_handles.values():
+                pre.node_destroy(handle)
+            pl.mc_groups[gid], pl.mc_nodes[gid] = nodes, handles
+            self._sync_mc(gid, "modifying multicast group")
         elif utype == Update.DELETE:
             if gid not in pl.mc_groups:
                 raise P4RTError(Code.NOT_FOUND, "Multicast group does not exist")
-            self._switch_call(pl.switch.mc_group_delete, "deleting multicast group", gid)
-            del pl.mc_groups[gid]
+            for handle in pl.mc_nodes[gid].values():
+                pre.node_destroy(handle)
+            pre.group_destroy(gid)
+            del pl.mc_groups[gid], pl.mc_nodes[gid]
+            self._sync_mc(gid, "deleting multicast group")
         else:
             raise P4RTError(Code.INVALID_ARGUMENT, "Invalid update type")
 
