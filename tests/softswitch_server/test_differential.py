@@ -570,12 +570,6 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
     return out
 
 
-ERROR_DEVIATIONS = {
-    # softswitch: UNIMPLEMENTED (no idle timeout); bmv2: the table has no idle timeout
-    # either, so both must refuse -- compared
-}
-
-
 TRANSCRIPTS: dict[str, dict[str, Any]] = {}
 ERROR_TRANSCRIPTS: dict[str, dict[str, Any]] = {}
 # steps where softswitch differs on purpose (docs/softswitch_server.md)
