@@ -112,38 +112,43 @@ def test_make_run_cli_reports_a_match(target):
     assert "every worker's result matched: yes" in out.stdout
 
 
-def _ours() -> set[int]:
-    """PIDs of processes a demo starts: switch, workers, Mininet host shells."""
+def _tagged(tag: bytes) -> set[int]:
+    """PIDs of live processes whose environment carries `tag`: everything a demo started
+    (switch, Mininet host shells, workers) inherits it, and nothing else has it."""
     pids = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ")
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if tag in f.read():
+                    pids.add(int(entry))
         except OSError:
             continue
-        if b"-m softswitch" in cmd or b"worker_main.py" in cmd or b"simple_switch_grpc" in cmd \
-                or b"mininet:" in cmd:
-            pids.add(int(entry))
     return pids
 
 
 def test_ctrl_c_leaves_nothing_behind(target):
     import signal
     import time
-    before_ifaces, before_pids = _interfaces(), _ours()
+    import uuid
+    tag = f"P4REDUCE_TEST_TAG={uuid.uuid4().hex}"
+    env = {**os.environ, "P4REDUCE_TEST_TAG": tag.split("=")[1]}
+    before_ifaces = _interfaces()
     demo = subprocess.Popen([sys.executable, str(REPO / "mininet" / "demo.py"), "--workers", "3",
                              "--size", "3000000", "--density", "1", "--target", target],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                            env=env)
     deadline = time.monotonic() + 60
     while not _interfaces() - before_ifaces and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(3)                                   # workers are running by now
     assert demo.poll() is None, demo.communicate()[0]
+    assert len(_tagged(tag.encode()) - {demo.pid}) >= 3   # the tag does reach the children
     demo.send_signal(signal.SIGINT)
     out, _ = demo.communicate(timeout=60)
     assert demo.returncode == 130, out
     assert "interrupted" in out
     assert _interfaces() == before_ifaces
     time.sleep(0.5)
-    assert _ours() - before_pids == set()
+    assert _tagged(tag.encode()) == set()
