@@ -182,6 +182,10 @@ class BmPre:
                 l1_list.remove(handle)
         del self.nodes[handle]
 
+    def l1_nodes(self, gid: int) -> list[tuple[int, list[int]]]:
+        """The group's L1 nodes (rid, ports) in replication order (Switch.mc_group_set_nodes)."""
+        return [(self.nodes[h][0], sorted(self.nodes[h][1])) for h in self.groups.get(gid, [])]
+
     def replicas(self, gid: int) -> list[tuple[int, int]]:
         """(port, rid) in bmv2's replication order."""
         out = []
@@ -412,8 +416,8 @@ class Device:
         except ValueError as exc:
             raise P4RTError(Code.INVALID_ARGUMENT, str(exc))
         for gid in self.pre.groups:  # the PRE survives the pipeline change
-            self._switch_call(switch.mc_group_set, "restoring multicast group", gid,
-                              self.pre.replicas(gid))
+            self._switch_call(switch.mc_group_set_nodes, "restoring multicast group", gid,
+                              self.pre.l1_nodes(gid))
         stored = p4runtime_pb2.ForwardingPipelineConfig()
         stored.CopyFrom(config)
         pl = Pipeline(info=info, config=stored, switch=switch, binding=binding)
@@ -1122,7 +1126,7 @@ class Device:
         switches = {id(p.switch): p.switch for p in (self.active, self.saved) if p is not None}
         for sw in switches.values():
             if gid in self.pre.groups:
-                self._switch_call(sw.mc_group_set, what, gid, self.pre.replicas(gid))
+                self._switch_call(sw.mc_group_set_nodes, what, gid, self.pre.l1_nodes(gid))
             elif gid in sw.mc_groups():
                 self._switch_call(sw.mc_group_delete, what, gid)
 

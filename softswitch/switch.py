@@ -166,6 +166,19 @@ class Switch:
         with self._lock:
             self._pl().mc_groups[group_id] = reps
 
+    def mc_group_set_nodes(self, group_id: int, nodes: list[tuple[int, list[int]]]) -> None:
+        """Set a group as bmv2's replication engine holds it: L1 nodes (rid, ports) in
+        order, replicated node by node, ports ascending inside a node. Unlike
+        mc_group_set, two nodes may share a rid (bmv2 keeps a group's old nodes across a
+        pipeline change, and a group re-created then replicates twice)."""
+        if isinstance(group_id, bool) or not isinstance(group_id, int) or not 1 <= group_id <= MAX_MC_GROUP:
+            raise InvalidArgument(f"multicast group id must be in [1, {MAX_MC_GROUP}]")
+        reps: list[tuple[int, int]] = []
+        for rid, ports in nodes:
+            reps.extend(self._check_replicas([(port, rid) for port in ports]))
+        with self._lock:
+            self._pl().mc_groups[group_id] = reps
+
     def mc_group_delete(self, group_id: int) -> None:
         with self._lock:
             if self._pl().mc_groups.pop(group_id, None) is None:

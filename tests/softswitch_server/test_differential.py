@@ -697,11 +697,8 @@ def test_pre_survives_pipeline_changes(pre_results):
     assert got["after_delete"] == (0, 0)              # mc_mgrp_destroy drops the mgid
 
 
-def test_pre_recreated_group_same_rid_replicates_twice(pre_results, request):
+def test_pre_recreated_group_same_rid_replicates_twice(pre_results):
+    """bmv2 keeps two L1 nodes with the same rid and replicates to both; softswitch passes
+    the server's nodes to Switch.mc_group_set_nodes as they are."""
     kind, got = pre_results
-    if kind == "softswitch":
-        request.node.add_marker(pytest.mark.xfail(
-            strict=True, reason="Switch.mc_group_set merges replicas by rid "
-            "(softswitch/switch.py _check_replicas); bmv2 keeps two L1 nodes with the same "
-            "rid and replicates to both"))
     assert got["recreated_same_rid"] == (2, 0)
