@@ -16,7 +16,8 @@ from mininet.net import Mininet
 from mininet.node import Switch
 from mininet.topo import Topo
 
-from softswitch.targets import SOFTSWITCH, SwitchRunner, resolve as resolve_target
+from softswitch.targets import SOFTSWITCH, SwitchRunner
+from softswitch.targets import resolve as resolve_target  # noqa: F401 -- for demo.py
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"

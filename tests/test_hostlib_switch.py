@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
