@@ -190,6 +190,8 @@ class DemoNetwork:
                 plan.append((job, job_hosts,
                              inputs[j] if inputs is not None else make_inputs(opts, rng)))
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
+            expected = {h.name: expected_rounds(inputs, opts.slots) * opts.repeat
+                        for _, job_hosts, inputs in plan for h in job_hosts}
             before = {h.name: _counters(f"s1-eth{h.port}") for h in used}
             start = time.perf_counter()
             for job, job_hosts, inputs in plan:
@@ -206,7 +208,7 @@ class DemoNetwork:
                         + (["--warmup"] if opts.warmup else []), cwd=str(HERE.parent))))
             while any(p.poll() is None for *_, p in procs):
                 if not opts.quiet:
-                    _progress(procs, used, before, time.perf_counter() - start)
+                    _progress(procs, used, before, expected, time.perf_counter() - start)
                 time.sleep(0.3)
             seconds = time.perf_counter() - start
             if not opts.quiet:
@@ -257,13 +259,26 @@ def run(opts: Options) -> Summary:
         return demo.run_jobs(opts)
 
 
-def _progress(procs, hosts, before, elapsed: float) -> None:
+def expected_rounds(inputs: list[np.ndarray], slots: int) -> int:
+    """Rounds a job runs (docs/protocol.md section 6): per active slot, the blocks non-zero
+    in any rank plus the announce round. What the progress line counts results against."""
+    lanes = protocol.LANES
+    blocks = -(-len(inputs[0]) // lanes)
+    union = np.zeros(blocks, dtype=bool)
+    for x in inputs:
+        padded = np.zeros(blocks * lanes, dtype=x.dtype)
+        padded[:len(x)] = x
+        union |= padded.reshape(blocks, lanes).any(axis=1)
+    return int(union.sum()) + min(slots, blocks)
+
+
+def _progress(procs, hosts, before, expected: dict[str, int], elapsed: float) -> None:
     done = sum(p.poll() is not None for *_, p in procs)
     parts = []
     for h in hosts[:8]:
-        c = _counters(f"s1-eth{h.port}")
-        parts.append(f"{h.name} {c['tx_packets'] - before[h.name]['tx_packets']}")
-    print(f"\r[{elapsed:6.1f}s] workers done {done}/{len(procs)}  results received: "
+        got = _counters(f"s1-eth{h.port}")["tx_packets"] - before[h.name]["tx_packets"]
+        parts.append(f"{h.name} {min(100, 100 * got // max(1, expected[h.name])):3d}%")
+    print(f"\r[{elapsed:6.1f}s] workers done {done}/{len(procs)}  results: "
           + "  ".join(parts), end="", file=sys.stderr, flush=True)
 
 
