@@ -58,8 +58,7 @@ def in_process(workers: int, slots: int, rounds: int) -> float:
     sw = Switch()
     sw.load_pipeline(DEFAULT_DEVICE_CONFIG.read_bytes())
     ing, eg = "P4ReduceIngress", "P4ReduceEgress"
-    mac = lambda m: int.from_bytes(p.mac_bytes(m), "big")  # noqa: E731
-    ip = lambda a: int.from_bytes(p.ip_bytes(a), "big")    # noqa: E731
+    from controlplane.forwarding import ip_int as ip, mac_int as mac
     sw.table_set_default(f"{ing}.identity.switch_identity", f"{ing}.identity.set_identity",
                          [mac("02:00:00:00:01:00"), ip("10.0.0.254")])
     from controlplane.admission import JobParameters, WorkerAddress

@@ -1,21 +1,16 @@
-"""Loads mininet/demo.py by path: the mininet/ folder is not a package (a package named
-`mininet` would hide Debian's Mininet)."""
+"""Imports mininet/demo.py: the mininet/ folder is not a package (a package named `mininet`
+would hide Debian's Mininet), so its directory goes on sys.path and the module is `demo`.
+Used by the system tests and by bench/sparse_speedup.py."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+MININET_DIR = Path(__file__).resolve().parent.parent / "mininet"
 
 
 def load_demo():
-    name = "p4reduce_demo"
-    if name in sys.modules:
-        return sys.modules[name]
-    sys.path.insert(0, str(REPO / "mininet"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "mininet" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module          # dataclasses look their module up while defining
-    spec.loader.exec_module(module)
-    return module
+    if str(MININET_DIR) not in sys.path:
+        sys.path.insert(0, str(MININET_DIR))
+    import demo
+    return demo
