@@ -144,7 +144,7 @@ class DemoNetwork:
     def __enter__(self) -> "DemoNetwork":
         try:
             self.net = p4net.build_network(self.hosts, self.target)
-            switch = self.net.get("s1")
+            switch = self.net.get(p4net.SWITCH_NAME)
             config = parse_config({"switch": {
                 "grpc_addr": switch.grpc_addr, "mac": p4net.SWITCH_MAC, "ip": p4net.SWITCH_IP,
                 "ports": [h.port for h in self.hosts],
@@ -192,7 +192,7 @@ class DemoNetwork:
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
             expected = {h.name: expected_rounds(inputs, opts.slots) * opts.repeat
                         for _, job_hosts, inputs in plan for h in job_hosts}
-            before = {h.name: _counters(f"s1-eth{h.port}") for h in used}
+            before = {h.name: _counters(f"{p4net.SWITCH_NAME}-eth{h.port}") for h in used}
             start = time.perf_counter()
             for job, job_hosts, inputs in plan:
                 for d, h, x in zip(job.descriptors(ctl.jobs.switch), job_hosts, inputs):
@@ -229,7 +229,7 @@ class DemoNetwork:
 
     def _outcome(self, job, rank: int, h, inputs, before, opts: Options) -> WorkerOutcome:
         stem = self.workdir / f"job{job.job}-rank{rank}"
-        after, b = _counters(f"s1-eth{h.port}"), before[h.name]
+        after, b = _counters(f"{p4net.SWITCH_NAME}-eth{h.port}"), before[h.name]
         out = WorkerOutcome(job.job, rank, h.name, False, False,
                             tx_packets=after["rx_packets"] - b["rx_packets"],
                             tx_bytes=after["rx_bytes"] - b["rx_bytes"],
@@ -276,7 +276,7 @@ def _progress(procs, hosts, before, expected: dict[str, int], elapsed: float) ->
     done = sum(p.poll() is not None for *_, p in procs)
     parts = []
     for h in hosts[:8]:
-        got = _counters(f"s1-eth{h.port}")["tx_packets"] - before[h.name]["tx_packets"]
+        got = _counters(f"{p4net.SWITCH_NAME}-eth{h.port}")["tx_packets"] - before[h.name]["tx_packets"]
         parts.append(f"{h.name} {min(100, 100 * got // max(1, expected[h.name])):3d}%")
     print(f"\r[{elapsed:6.1f}s] workers done {done}/{len(procs)}  results: "
           + "  ".join(parts), end="", file=sys.stderr, flush=True)

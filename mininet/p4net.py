@@ -9,6 +9,7 @@ Imported by path (this directory is not a package, so Debian's `mininet` stays i
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,11 +65,16 @@ def host_specs(n: int) -> list[HostSpec]:
             for i in range(1, n + 1)]
 
 
+# The switch's name: its links are `<name>-eth<port>` in the root namespace, so two networks
+# built side by side (parallel test runs) must not share it. Unique per process.
+SWITCH_NAME = f"s{os.getpid()}"
+
+
 class StarTopo(Topo):
     """One switch, every host on its own switch port (port i = host hi)."""
 
     def build(self, hosts: list[HostSpec]) -> None:  # type: ignore[override]
-        switch = self.addSwitch("s1")
+        switch = self.addSwitch(SWITCH_NAME)
         for h in hosts:
             node = self.addHost(h.name, ip=f"{h.ip}/24", mac=h.mac)
             self.addLink(node, switch, port2=h.port)

@@ -42,7 +42,7 @@ def target(request):
 
 def _interfaces() -> set[str]:
     """The demo's switch-side links (its hosts' ends live in their namespaces)."""
-    return {name for name in os.listdir("/sys/class/net") if name.startswith("s1-eth")}
+    return {name for name in os.listdir("/sys/class/net") if name.startswith(f"{_demo().p4net.SWITCH_NAME}-eth")}
 
 
 @pytest.fixture
