@@ -40,9 +40,11 @@ def target(request):
     return request.param
 
 
-def _interfaces() -> set[str]:
-    """The demo's switch-side links (its hosts' ends live in their namespaces)."""
-    return {name for name in os.listdir("/sys/class/net") if name.startswith(f"{_demo().p4net.SWITCH_NAME}-eth")}
+def _interfaces(switch: str | None = None) -> set[str]:
+    """The demo's switch-side links (its hosts' ends live in their namespaces). The switch
+    is named after the process that builds the network (`p4net.SWITCH_NAME`)."""
+    prefix = f"{switch or _demo().p4net.SWITCH_NAME}-eth"
+    return {name for name in os.listdir("/sys/class/net") if name.startswith(prefix)}
 
 
 @pytest.fixture
@@ -134,13 +136,14 @@ def test_ctrl_c_leaves_nothing_behind(target):
     import uuid
     tag = f"P4REDUCE_TEST_TAG={uuid.uuid4().hex}"
     env = {**os.environ, "P4REDUCE_TEST_TAG": tag.split("=")[1]}
-    before_ifaces = _interfaces()
     demo = subprocess.Popen([sys.executable, str(REPO / "mininet" / "demo.py"), "--workers", "3",
                              "--size", "3000000", "--density", "1", "--target", target],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
                             env=env)
+    switch = f"s{demo.pid}"                         # p4net.SWITCH_NAME of the demo process
+    before_ifaces: set[str] = set()
     deadline = time.monotonic() + 60
-    while not _interfaces() - before_ifaces and time.monotonic() < deadline:
+    while not _interfaces(switch) and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(3)                                   # workers are running by now
     assert demo.poll() is None, demo.communicate()[0]
@@ -149,6 +152,6 @@ def test_ctrl_c_leaves_nothing_behind(target):
     out, _ = demo.communicate(timeout=60)
     assert demo.returncode == 130, out
     assert "interrupted" in out
-    assert _interfaces() == before_ifaces
+    assert _interfaces(switch) == before_ifaces
     time.sleep(0.5)
     assert _tagged(tag.encode()) == set()
