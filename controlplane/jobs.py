@@ -22,7 +22,7 @@ from . import admission, drop_simulator, replication, result_destination
 from .admission import JobParameters, WorkerAddress
 from .connection import SwitchConnection
 
-POOL_SLOTS = 1024          # p4src/include/constants.p4
+POOL_SLOTS = 1024          # p4src/common/constants.p4
 MAX_JOBS = 64
 MAX_WORKERS = protocol.MAX_WORKERS
 JOB_GROUP_BASE = 16        # multicast group of job index i is 16 + i; 1..15 are for flooding
