@@ -40,6 +40,8 @@ try:
     import tomllib
 except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,7 @@ class Config:
     jobs: list[StaticJob] = field(default_factory=list)
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _SWITCH_KEYS = {"grpc_addr", "device_id", "election_id", "mac", "ip", "ports", "hosts",
                 "state_file", "flood_group"}
 _WORKER_KEYS = {"rank", "port", "mac", "ip", "udp_port"}
@@ -99,9 +102,12 @@ _WORKER_KEYS = {"rank", "port", "mac", "ip", "udp_port"}
 def _check_keys(path: str, table: Any, allowed: set[str], required: set[str] = frozenset()):
     if not isinstance(table, dict):
         raise ConfigError(path, f"expected a table, got {type(table).__name__}")
-    unknown = sorted(set(table) - allowed)
+    unknown = sorted(set(table) - allowed, key=str)
     if unknown:
-        raise ConfigError(f"{path}.{unknown[0]}" if path else unknown[0],
+        key = unknown[0]
+        if not (isinstance(key, str) and _BARE_KEY.fullmatch(key)):
+            key = json.dumps(str(key))      # shown quoted: no raw newline in the message
+        raise ConfigError(f"{path}.{key}" if path else key,
                           f"unknown key (allowed: {', '.join(sorted(allowed))})")
     for key in sorted(required - set(table)):
         raise ConfigError(f"{path}.{key}" if path else key, "missing")

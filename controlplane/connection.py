@@ -177,6 +177,7 @@ class SwitchConnection:
         self.is_primary = reply.status.code == code_pb2.OK
 
     def close(self) -> None:
+        self.is_primary = False
         if self._out is not None:
             self._out.put(None)
             self._out = None
