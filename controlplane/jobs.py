@@ -323,3 +323,9 @@ class JobManager:
         """Every job, as the state file has them now."""
         self.table.reload()
         return sorted(self.table.jobs.values(), key=lambda j: j.job)
+
+    def reinstall_all(self) -> None:
+        """After a fresh pipeline (tests; the controller reconciles instead, see
+        controlplane/reconcile.py): write every known job again."""
+        for job in self.jobs():
+            self.install(job)

@@ -229,3 +229,43 @@ def test_worker_addresses_are_strict(controller):
     assert controller.jobs.jobs() == []
     assert host(1)      # the valid form is still accepted
     controller.jobs.create(1, workers([1]), 1)
+
+
+def test_up_watch_process_restores_jobs_created_by_other_cli_calls(switch_process, tmp_path):
+    """The literal scenario: `p4reduce-ctl up --watch` runs; another `p4reduce-ctl` (a higher
+    election id, so it can write while the watcher is connected) creates a job; the switch
+    restarts; the watcher restores that job as well."""
+    import os
+    import signal
+    import time
+    cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
+    watcher = subprocess.Popen([sys.executable, "-m", "controlplane.cli", "-c", str(cfg),
+                                "-v", "up", "--watch"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "jobs.json").exists():      # `up` done: state file written
+            assert watcher.poll() is None and time.monotonic() < deadline, watcher.stderr
+            time.sleep(0.1)
+        out = _cli(cfg, "--election-id", "11", "--json", "job", "create", "--job", "12",
+                   "--worker", "0:3:02:00:00:00:00:03:10.0.0.3",
+                   "--worker", "1:4:02:00:00:00:00:04:10.0.0.4")
+        assert out.returncode == 0, out.stderr
+        descriptors = json.loads(out.stdout)["descriptors"]
+        switch_process.restart()
+        switch_process.drain()
+        deadline = time.monotonic() + 60
+        while True:                   # the watcher checks every second
+            res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=5)
+            if all(r is not None and r.header.next_block == 5 for r in res.values()):
+                break
+            assert watcher.poll() is None, watcher.communicate()
+            assert time.monotonic() < deadline, "job 12 was not restored after the restart"
+            time.sleep(0.5)
+    finally:
+        os.kill(watcher.pid, signal.SIGTERM)
+        try:
+            watcher.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            watcher.kill()
+            watcher.wait()
