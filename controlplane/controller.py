@@ -77,9 +77,27 @@ class Controller:
 
     def attach(self, retries: int = 5, require_primary: bool = True) -> bool:
         """Connect to a switch that is already up (CLI commands). False if it has no
-        pipeline, in which case the caller should run up()."""
+        pipeline, in which case the caller should run up().
+
+        A controller that will write (require_primary) must also find the push its state
+        file records: otherwise the slots may hold epochs the state file does not know,
+        and a job created now could reuse one (JobError: run `up`, which pushes)."""
         self.connect(retries, require_primary)
-        return self.conn.use_pipeline_of_switch()
+        if not self.conn.use_pipeline_of_switch():
+            return False
+        if require_primary:
+            self.jobs.table.reload()
+            found = self.conn.get_pipeline(
+                p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+            have = found.cookie.cookie if found is not None and found.HasField("cookie") else 0
+            if have != self.jobs.table.pipeline_cookie:
+                raise JobError(
+                    f"the state file {self.jobs.table.path} does not record the pipeline "
+                    f"running on {self.conn.grpc_addr} (cookie {have:#x}, recorded "
+                    f"{self.jobs.table.pipeline_cookie or 0:#x}): its slots may hold epochs "
+                    f"this state file does not know. Run 'p4reduce-ctl up' (it pushes the "
+                    f"pipeline, which clears the switch's slots and jobs)")
+        return True
 
     def _configure_switch(self, force_push: bool = False) -> str:
         info, device_config = self._our_pipeline()

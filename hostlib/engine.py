@@ -2,10 +2,11 @@
 
 It owns no socket: `packets_to_send(now)` hands out frames, `on_frames` / `on_results` /
 `on_result` take results in, and `check(now)` turns a slot that makes no progress for
-`deadline` seconds into a TimeoutError naming the ranks the switch is waiting for. The caller (the
-Worker with a raw socket, a unit test with crafted RESULT packets, or the in-process
-reflector) moves the bytes. All per-slot state lives in numpy arrays indexed by slot, so a
-batch of results is handled with a fixed number of vectorised operations, whatever its size.
+`deadline` seconds into a TimeoutError naming the ranks the switch is waiting for. The
+caller (the Worker with a raw socket, a unit test with crafted RESULT packets, or a test's
+in-process switch) moves the bytes. All per-slot state lives in numpy arrays indexed by
+slot, so a batch of results is handled with a fixed number of vectorised operations,
+whatever its size.
 
 Per slot: the packet outstanding (its frame, kept for retransmission), the round number,
 the shadow-copy version, the block being aggregated, this rank's announced next non-zero
@@ -44,7 +45,7 @@ class EngineParams:
 class RttEstimator:
     """Smoothed round-trip time of a slot's round (RFC 6298 style; samples come from
     multicast results, see AllreduceEngine.on_results). Why: the configured timeout is a floor; a
-    window of S*N packets through a slow switch (bmv2, a Python reflector) can take longer
+    window of S*N packets through a slow switch (bmv2, softswitch) can take longer
     than a few ms, and a fixed timer would then retransmit every slot, adding load exactly
     when the switch is behind. Kept by the Worker across allreduce calls."""
 

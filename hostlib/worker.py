@@ -23,7 +23,7 @@ from .numerics import dequantize, make_payload
 
 
 class Transport(Protocol):
-    """What the loop needs from a transport (transport.RawSocket, reflector.LoopbackTransport)."""
+    """What the loop needs from a transport (transport.RawSocket; tests: an in-process switch)."""
     mode: str
 
     def send(self, batch: Batch) -> int: ...

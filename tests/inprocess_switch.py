@@ -37,7 +37,8 @@ def worker_address(rank: int, port: int | None = None) -> WorkerAddress:
 class InProcessSwitch:
     """softswitch + P4Runtime server + controller session, all in this process."""
 
-    def __init__(self, ports: int = 32):
+    def __init__(self, ports: int = 32, switch: SwitchAddress = SWITCH):
+        self.address = switch
         self.device = Device(device_id=1)
         self.server = P4RuntimeServer(self.device, "127.0.0.1:0")
         self.server.start()
@@ -46,8 +47,8 @@ class InProcessSwitch:
         self.device.transmit = self._transmit
         self.conn = SwitchConnection(self.server.address).connect(retries=5)
         self.conn.push_pipeline()
-        forwarding.set_identity(self.conn, SWITCH.mac, SWITCH.ip)
-        self.jobs = JobManager(self.conn, SWITCH, None, set(self.queues))
+        forwarding.set_identity(self.conn, switch.mac, switch.ip)
+        self.jobs = JobManager(self.conn, switch, None, set(self.queues))
         self._baseline: dict[int, dict[str, int]] = {}
 
     def close(self) -> None:
@@ -71,7 +72,7 @@ class InProcessSwitch:
         return made
 
     def descriptors(self, job: Job) -> list[dict]:
-        return job.descriptors(SWITCH)
+        return job.descriptors(self.address)
 
     def set_loss(self, job: Job, ingress: float = 0.0, egress: float = 0.0,
                  seed: int = 1) -> None:

@@ -269,3 +269,19 @@ def test_up_watch_process_restores_jobs_created_by_other_cli_calls(switch_proces
         except subprocess.TimeoutExpired:
             watcher.kill()
             watcher.wait()
+
+
+def test_a_state_file_that_does_not_know_the_push_refuses_changes(switch_process, tmp_path):
+    """A lost state file starts epochs again at 1, which the slots may still hold: job
+    changes are refused until `up`, which pushes (and so clears the slots)."""
+    cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
+    assert _cli(cfg, "up").returncode == 0
+    create = ("job", "create", "--job", "5", "--worker", "0:1:02:00:00:00:00:01:10.0.0.1")
+    assert _cli(cfg, *create).returncode == 0
+    (tmp_path / "jobs.json").unlink()                  # the state file is lost
+    out = _cli(cfg, *create)
+    assert out.returncode == 1 and "p4reduce-ctl up" in out.stderr, out
+    assert _cli(cfg, "job", "list").returncode == 0    # reading is fine
+    up = _cli(cfg, "--json", "up")
+    assert up.returncode == 0 and json.loads(up.stdout)["pipeline"] == "pushed"
+    assert _cli(cfg, *create).returncode == 0
