@@ -115,7 +115,10 @@ class SwitchConnection:
         return self
 
     def _open(self) -> None:
-        self._channel = grpc.insecure_channel(self.grpc_addr)
+        # GetForwardingPipelineConfig returns the whole device config (bmv2 JSON, MBs):
+        # gRPC's 4 MiB default would refuse it as PI accepts up to 256 MiB on the way in
+        self._channel = grpc.insecure_channel(self.grpc_addr, options=[
+            ("grpc.max_receive_message_length", 256 * 1024 * 1024)])
         try:
             grpc.channel_ready_future(self._channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:

@@ -5,16 +5,22 @@
  *
  * v1model registers hold bit<W>, not structs: a pair_t cell is a bit<64> (hi ++ lo), and
  * PAIR_STEP packs and unpacks it. AFTER runs between the body and the write (v1model only:
- * reading the low lane and the overflow check, which a Tofino ALU cannot return). */
+ * e.g. the overflow check, which needs what a Tofino ALU cannot return). */
 #ifndef P4REDUCE_V1MODEL_REGISTER_STEP_P4
 #define P4REDUCE_V1MODEL_REGISTER_STEP_P4
 
 #define REGISTER_STEP(REG, INDEX, T, RV, BODY)                                 \
+    REGISTER_STEP_THEN(REG, INDEX, T, RV, BODY, )
+
+/* ... with AFTER run between the body and the write, `stored` holding the cell as read. */
+#define REGISTER_STEP_THEN(REG, INDEX, T, RV, BODY, AFTER)                     \
     {                                                                          \
         T value;                                                               \
         T rv;                                                                  \
         REG.read(value, INDEX);                                                \
+        T stored = value;                                                      \
         BODY                                                                   \
+        AFTER                                                                  \
         REG.write(INDEX, value);                                               \
         RV = rv;                                                               \
     }

@@ -1,5 +1,5 @@
-/* Value aggregation (docs/protocol.md section 10), v1model: one register array per pair of
- * lanes (32 of them), one pair_t cell per (slot, version). The first contributor of a round
+/* Value aggregation (docs/protocol.md section 10), v1model: one register array per lane
+ * (LANES of them), one cell per (slot, version). The first contributor of a round
  * overwrites its version's cells (a SKIP writes zeros), later contributors add; the packet
  * then carries the running sums, so the packet that completes the round carries the result.
  * A SKIP (header only) that completes a round, and a retransmission of a completed round,
@@ -20,36 +20,35 @@
 #include "register_step.p4"
 
 control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
-#define LANE_PAIR_REGISTER(p, l, h) register<bit<64>>(SLOT_ENTRIES) lanes_##p;
-    FOR_EACH_LANE_PAIR(LANE_PAIR_REGISTER)
+#define LANE_REGISTER(i) register<bit<32>>(SLOT_ENTRIES) lane_##i;
+    FOR_EACH_LANE(LANE_REGISTER)
     register<bit<1>>(SLOT_ENTRIES) round_overflow;
 
     bit<32> overflow_bits;
 
     action add_values() {
         overflow_bits = 0;
-#define LANE_PAIR_ADD(p, l, h)                                                 \
-        PAIR_STEP(lanes_##p, meta.slot_index, hdr.values.v##h,                 \
-                  LANE_PAIR_ADD_BODY(hdr.values.v##l, hdr.values.v##h),        \
-                  overflow_bits = overflow_bits                                \
-                      | ((value.lo ^ stored.lo) & (value.lo ^ hdr.values.v##l)) \
-                      | ((value.hi ^ stored.hi) & (value.hi ^ hdr.values.v##h)); \
-                  hdr.values.v##l = value.lo;)
-        FOR_EACH_LANE_PAIR(LANE_PAIR_ADD)
+#define LANE_ADD(i)                                                            \
+        REGISTER_STEP_THEN(lane_##i, meta.slot_index, bit<32>, hdr.values.v##i,\
+            LANE_ADD_BODY(hdr.values.v##i),                                    \
+            overflow_bits = overflow_bits                                      \
+                | ((value ^ stored) & (value ^ hdr.values.v##i));)
+        FOR_EACH_LANE(LANE_ADD)
         meta.lane_overflow = overflow_bits[31:31];
     }
     action store_first_skip() {
         hdr.values.setValid();
-#define LANE_ZERO(i) hdr.values.v##i = 0;
+#define LANE_ZERO(i)                                                           \
+        REGISTER_STEP(lane_##i, meta.slot_index, bit<32>, hdr.values.v##i,     \
+                      LANE_ADD_BODY(32w0))
         FOR_EACH_LANE(LANE_ZERO)
-        add_values();
+        meta.lane_overflow = 0;
     }
     action read_values() {
         hdr.values.setValid();
-#define LANE_PAIR_READ(p, l, h)                                                \
-        PAIR_STEP(lanes_##p, meta.slot_index, hdr.values.v##h, LANE_PAIR_READ_BODY, \
-                  hdr.values.v##l = value.lo;)
-        FOR_EACH_LANE_PAIR(LANE_PAIR_READ)
+#define LANE_READ(i)                                                           \
+        REGISTER_STEP(lane_##i, meta.slot_index, bit<32>, hdr.values.v##i, READ_BODY)
+        FOR_EACH_LANE(LANE_READ)
         meta.lane_overflow = 0;
     }
     action no_values() {
