@@ -14,7 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .codegen import AssertFailure, Compiled, DROP_PORT
+from .codegen import Compiled
+from .gen import DROP_PORT, AssertFailure
 from .expr import X_EXIT, X_PAYLOAD, X_PKTLEN, X_STACK0
 
 PKT_INSTANCE_TYPE_NORMAL = 0

@@ -1,0 +1,342 @@
+"""Ingress and egress controls -> one generated function per control node, plus tables.
+
+``N<k>(F, V, X) -> next node`` for every conditional, action call and table of the JSON's
+pipelines.  To cut Python calls per packet, a node with a single predecessor is inlined
+into it (up to a depth), and p4c's keyless const-default "dummy tables" (its encoding of
+a direct action call) become plain calls.  Tables are ``interp.tables.Table`` objects the
+generated code looks up; their actions and next nodes are bound after the module exists
+(``Controls.finish``), together with default actions and const entries.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+from ..errors import PipelineError, UnsupportedConstruct
+from .actions import has_exit
+from .expr import X_EXIT, parse_hexstr
+from .gen import Gen, ident
+from .tables import ActionRef, KeySpec, Table
+
+_MAX_INLINE_DEPTH = 25
+
+
+@dataclass(frozen=True)
+class CondNode:
+    src: str                 # the condition's Python expression
+    true_next: str | None
+    false_next: str | None
+
+
+@dataclass(frozen=True)
+class CallNode:
+    fn: str                  # generated action function
+    params: str              # its action data, as Python source
+    may_exit: bool
+    next: str | None
+
+
+@dataclass(frozen=True)
+class TableNode:
+    lines: list[str]         # lookup + action call + return of the next node
+    targets: set[str | None]
+
+
+Node = Union[CondNode, CallNode, TableNode]
+Ref = Callable[[Union[str, None], str], str]
+
+
+class Controls:
+    """The control nodes of every pipeline of one JSON."""
+
+    def __init__(self, g: Gen) -> None:
+        self.g = g
+        self.tables: dict[str, Table] = {}
+        self.node_names: dict[str, str] = {}
+        self.nodes: dict[str, Node] = {}
+        self._table_specs: list[tuple[Table, dict[str, Any], dict[str, Any]]] = []
+
+    def emit(self) -> dict[str, str | None]:
+        """Emit every node; returns pipeline name -> function name of its first node."""
+        g = self.g
+        firsts: dict[str, str | None] = {}
+        counter = 0
+        for pl in g.j.get("pipelines", []):
+            if pl.get("action_profiles"):
+                raise UnsupportedConstruct("action profile / selector",
+                                           f'pipeline "{pl["name"]}"')
+            for kind in ("tables", "conditionals", "action_calls"):
+                for obj in pl.get(kind, []):
+                    if obj["name"] in self.node_names:   # bmv2 keeps one global map too
+                        raise PipelineError(f'duplicate control node name "{obj["name"]}"')
+                    self.node_names[obj["name"]] = ident("N", counter)
+                    counter += 1
+        # Each node becomes a record; functions are emitted afterwards so that a node with a
+        # single predecessor can be inlined into it (fewer Python calls per packet).
+        for pl in g.j.get("pipelines", []):
+            firsts[pl["name"]] = self._ref(pl.get("init_table"), f'pipeline "{pl["name"]}"')
+            for c in pl.get("conditionals", []):
+                where = f'conditional "{c["name"]}"'
+                e = g.X.boolean(c["expression"], where)
+                self._ref(c.get("true_next"), where)
+                self._ref(c.get("false_next"), where)
+                self.nodes[c["name"]] = CondNode(e.src, c.get("true_next"), c.get("false_next"))
+            for ac in pl.get("action_calls", []):
+                where = f'action call "{ac["name"]}"'
+                aid = ac["action_id"]
+                if aid not in g.action_fn_names:
+                    raise PipelineError(f"{where}: unknown action id {aid}")
+                self._ref(ac.get("next_node"), where)
+                self.nodes[ac["name"]] = CallNode(g.action_fn_names[aid], "()",
+                                                  has_exit(g, aid), ac.get("next_node"))
+            for t in pl.get("tables", []):
+                self._table(t)
+        self._emit_nodes()
+        return firsts
+
+    def _ref(self, name: str | None, where: str) -> str:
+        if name is None:
+            return "None"
+        if name not in self.node_names:
+            raise PipelineError(f"{where}: unknown control node {name!r}")
+        return self.node_names[name]
+
+    # -- emitting nodes ------------------------------------------------------------------
+    def _emit_nodes(self) -> None:
+        preds: dict[str, int] = {}
+        for info in self.nodes.values():
+            for n in set(_successors(info)):
+                if n is not None:
+                    preds[n] = preds.get(n, 0) + 1
+        s = self.g.src
+
+        def succ(name: str | None, ind: int, depth: int) -> None:
+            if name is None:
+                s.emit("return None", ind)
+            elif preds.get(name, 0) == 1 and depth < _MAX_INLINE_DEPTH:
+                body(name, ind, depth + 1)
+            else:
+                s.emit(f"return {self.node_names[name]}", ind)
+
+        def body(name: str, ind: int, depth: int) -> None:
+            info = self.nodes[name]
+            s.emit(f"# {name}", ind)
+            if isinstance(info, CondNode):
+                s.emit(f"if {info.src}:", ind)
+                succ(info.true_next, ind + 1, depth)
+                s.emit("else:", ind)
+                succ(info.false_next, ind + 1, depth)
+            elif isinstance(info, CallNode):
+                s.emit(f"{info.fn}(F, V, X, {info.params})", ind)
+                if info.may_exit:
+                    s.emit(f"if X[{X_EXIT}]:", ind)
+                    s.emit("return None", ind + 1)
+                succ(info.next, ind, depth)
+            else:
+                for line in info.lines:
+                    s.emit(line, ind)
+        for name in self.nodes:
+            s.emit(f"def {self.node_names[name]}(F, V, X):")
+            body(name, 1, 0)
+            s.emit("")
+
+    # -- tables --------------------------------------------------------------------------
+    def _table(self, t: dict[str, Any]) -> None:
+        g = self.g
+        where = f'table "{t["name"]}"'
+        if t.get("type", "simple") != "simple":
+            raise UnsupportedConstruct(f'table implementation "{t.get("type")}"', where)
+        if t.get("with_counters"):
+            raise UnsupportedConstruct("direct counters", where)
+        if t.get("direct_meters"):
+            raise UnsupportedConstruct("direct meters", where)
+        kind = t.get("match_type", "exact")
+        if kind not in ("exact", "lpm", "ternary", "range"):
+            raise UnsupportedConstruct(f'table match type "{kind}"', where)
+        keys, key_src = self._keys(t, where)
+        kind = _lookup_kind(kind, keys)
+        actions: dict[str, ActionRef] = {}
+        ids = t.get("action_ids", [])
+        names = t.get("actions", [])
+        if len(ids) != len(names):
+            raise PipelineError(f"{where}: action_ids and actions differ in length")
+        for aid, an in zip(ids, names):
+            if aid not in g.actions_by_id:
+                raise PipelineError(f"{where}: unknown action id {aid}")
+            a = g.actions_by_id[aid]
+            actions[an] = ActionRef(an, None,  # type: ignore[arg-type]  # bound in finish()
+                                    [rd["bitwidth"] for rd in a.get("runtime_data", [])])
+        nt = t.get("next_tables", {}) or {}
+        hitmiss = "__HIT__" in nt or "__MISS__" in nt
+        for tgt in list(nt.values()) + [t.get("base_default_next")]:
+            self._ref(tgt, where)
+        dflt = t.get("default_entry")
+        const_default = bool(dflt and (dflt.get("action_const") or dflt.get("action_entry_const")))
+        var = ident("T", t["id"])
+        spec = {"nt": nt, "hitmiss": hitmiss, "base": t.get("base_default_next")}
+        table = Table(t["name"], kind, keys, actions, int(t.get("max_size", 1024)),
+                      lambda an, hit, spec=spec: None, const_default)
+        g.env[var] = table
+        self.tables[t["name"]] = table
+        self._table_specs.append((table, t, spec))
+        if not keys and const_default and dflt:
+            # a p4c "dummy table" (direct action call): always misses, const default action
+            aid = dflt["action_id"]
+            an = _action_name(t, aid)
+            if an is None:
+                raise PipelineError(f"{where}: default action id {aid} not in the table's actions")
+            widths = actions[an].widths
+            data = tuple(parse_hexstr(x, where) & ((1 << w) - 1)
+                         for x, w in zip(dflt.get("action_data", []), widths))
+            nxt = nt.get("__MISS__") if hitmiss else nt.get(an, t.get("base_default_next"))
+            self.nodes[t["name"]] = CallNode(g.action_fn_names[aid], repr(data),
+                                             has_exit(g, aid), nxt)
+            return
+        lines = []
+        if not keys:
+            lines.append(f"r = {var}.default")
+        else:
+            if kind == "exact" and len(keys) == 1:
+                lines.append(f"r = {var}._exact.get({key_src[0]})")
+            elif kind == "exact":
+                lines.append(f"r = {var}._exact.get(({', '.join(key_src)},))")
+            else:
+                lines.append(f"r = {var}.lookup(({', '.join(key_src)},))")
+            lines += ["if r is None:", f"    r = {var}.default"]
+        lines += ["if r[0] is not None:", "    r[0](F, V, X, r[1])", "return r[2]"]
+        targets = set(nt.values()) | {t.get("base_default_next")}
+        self.nodes[t["name"]] = TableNode(lines, targets)
+
+    def _keys(self, t: dict[str, Any], where: str) -> tuple[list[KeySpec], list[str]]:
+        """The table's key fields and the Python expression of each (masked as bmv2 does)."""
+        g = self.g
+        keys: list[KeySpec] = []
+        key_src: list[str] = []
+        for k in t.get("key", []):
+            mt = k.get("match_type")
+            tgt = k.get("target")
+            name = k.get("name") or (".".join(tgt) if isinstance(tgt, list) else str(tgt))
+            if mt == "valid":
+                h = g.L.header(tgt, where)
+                keys.append(KeySpec("exact", 1, name))
+                key_src.append(f"V[{h.index}]")
+                continue
+            if mt not in ("exact", "lpm", "ternary", "range", "optional"):
+                raise UnsupportedConstruct(f'key match type "{mt}"', where)
+            e = g.X.field(tgt, where)
+            if tgt[1] == "$valid$":
+                wd = 1
+            else:
+                wd = g.L.widths[g.L.field_index(tgt[0], tgt[1], where)]
+            src = e.src if e.bound is not None else f"({e.src} & {(1 << wd) - 1})"
+            if k.get("mask") is not None:
+                src = f"({src} & {parse_hexstr(k['mask'], where)})"
+            keys.append(KeySpec(mt, wd, name))
+            key_src.append(src)
+        if sum(1 for k in keys if k.match_type == "lpm") > 1:
+            raise UnsupportedConstruct("more than one lpm key field", where)
+        return keys, key_src
+
+    # -- after the module exists -----------------------------------------------------------
+    def finish(self, ns: dict[str, Any]) -> None:
+        """Bind action functions and next nodes now that the generated module exists; set
+        default actions and install const entries."""
+        by_node = {name: ns[fn] for name, fn in self.node_names.items()}
+        for table, t, spec in self._table_specs:
+            ids = t.get("action_ids", [])
+            for aid, an in zip(ids, t.get("actions", [])):
+                table.actions[an].fn = ns[self.g.action_fn_names[aid]]
+            nt, hitmiss, base = spec["nt"], spec["hitmiss"], spec["base"]
+
+            def next_for(an: str, hit: bool, nt: dict = nt, hitmiss: bool = hitmiss,
+                         base: str | None = base) -> Any:
+                if hitmiss:
+                    tgt = nt.get("__HIT__" if hit else "__MISS__")
+                elif an and an in nt:
+                    tgt = nt[an]
+                else:
+                    tgt = base
+                return by_node[tgt] if tgt is not None else None
+            table.next_for = next_for
+            where = f'table "{t["name"]}"'
+            dflt = t.get("default_entry")
+            if dflt:
+                an = _action_name(t, dflt["action_id"])
+                if an is None:
+                    raise PipelineError(f"{where}: default action id {dflt['action_id']} not "
+                                        f"in the table's actions")
+                data = [parse_hexstr(x, where) for x in dflt.get("action_data", [])]
+                widths = table.actions[an].widths
+                data = [d & ((1 << w) - 1) for d, w in zip(data, widths)]
+                table.set_default(an, data, force=True)
+                table.initial_default = (an, tuple(data))
+            else:
+                table.reset_default()
+            entries = t.get("entries") or []
+            for e in entries:
+                _add_const_entry(table, t, e, where)
+            if entries:
+                table.immutable = True
+
+
+def _successors(info: Node) -> list[str | None]:
+    if isinstance(info, CondNode):
+        return [info.true_next, info.false_next]
+    if isinstance(info, CallNode):
+        return [info.next]
+    return list(info.targets)
+
+
+def _lookup_kind(kind: str, keys: list[KeySpec]) -> str:
+    """The lookup structure a table needs (exact dict, lpm dicts, or a ternary scan):
+    bmv2's table match_type, corrected by the key fields it actually has."""
+    if kind == "range":
+        kind = "ternary"
+    if kind == "lpm" and not any(k.match_type == "lpm" for k in keys):
+        kind = "exact"
+    if kind == "exact" and any(k.match_type != "exact" for k in keys):
+        kind = "ternary"
+    if kind == "lpm" and any(k.match_type not in ("exact", "lpm") for k in keys):
+        kind = "ternary"
+    return kind
+
+
+def _action_name(t: dict[str, Any], aid: Any) -> str | None:
+    """Name of action ``aid`` among the table's actions (None: not one of them)."""
+    return next((n for i, n in zip(t.get("action_ids", []), t.get("actions", [])) if i == aid),
+                None)
+
+
+def _add_const_entry(table: Table, t: dict[str, Any], e: dict[str, Any], where: str) -> None:
+    """One of the JSON's const entries, with p4c's bmv2 priority as its rank."""
+    match: list[Any] = []
+    for km, ks in zip(e.get("match_key", []), table.keys):
+        mt = km.get("match_type")
+        if mt in ("exact", "valid"):
+            match.append(int(km["key"]) if mt == "valid" else parse_hexstr(km["key"], where))
+        elif mt == "lpm":
+            match.append((parse_hexstr(km["key"], where), km["prefix_length"]))
+        elif mt in ("ternary", "optional"):
+            v = parse_hexstr(km["key"], where)
+            m = parse_hexstr(km["mask"], where) if km.get("mask") is not None \
+                else (1 << ks.width) - 1
+            if ks.match_type == "optional":
+                match.append(None if m == 0 else v)
+            else:
+                match.append((v, m))
+        elif mt == "range":
+            match.append((parse_hexstr(km["start"], where), parse_hexstr(km["end"], where)))
+        else:
+            raise UnsupportedConstruct(f'const entry match type "{mt}"', where)
+    ae = e.get("action_entry", {})
+    aid = ae.get("action_id")
+    an = _action_name(t, aid)
+    if an is None:
+        raise PipelineError(f"{where}: const entry action id {aid} not in the table")
+    data = [parse_hexstr(x, where) for x in ae.get("action_data", [])]
+    prio = e.get("priority")
+    try:
+        table.add(match, an, data, prio if table.needs_priority else None,
+                  const_rank=prio if isinstance(prio, int) else 0)
+    except Exception as exc:  # noqa: BLE001 - re-raised as a load error
+        raise PipelineError(f"{where}: bad const entry: {exc}") from exc
