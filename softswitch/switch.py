@@ -1,7 +1,10 @@
-"""The softswitch: a simple_switch work-alike driven by a bmv2 JSON (see INTERFACE.md).
+"""The softswitch: a simple_switch work-alike driven by a bmv2 JSON.
 
-``Switch`` owns the lock, the loaded pipeline and the control-plane API; the heavy lifting
-is in softswitch/interp (codegen.py compiles the JSON, pipeline.py walks a packet).
+``Switch`` owns the lock, the loaded pipeline and the control-plane API; it is the
+``softswitch.interface.SwitchTarget`` the P4Runtime server drives (that Protocol is the
+contract; the extras here -- ``tables``, ``register_reset``, ``generated_source``,
+``last_error`` -- are for tests and debugging).  The heavy lifting is in softswitch/interp
+(codegen.py compiles the JSON, pipeline.py walks a packet).
 """
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import threading
 from .errors import InvalidArgument, NotFound, PipelineError, SoftswitchError, UnsupportedConstruct
 from .interp.codegen import AssertFailure, Compiler
 from .interp.pipeline import Pipeline
-from .interp.tables import Entry, Table
+from .interface import Entry, Match, Replica
+from .interp.tables import Table
 
 __all__ = ["Switch", "Entry"]
 
@@ -100,17 +104,17 @@ class Switch:
         return t
 
     # -- tables --------------------------------------------------------------------------
-    def table_add(self, table: str, match: list, action: str, params: list[int],
+    def table_add(self, table: str, match: Match, action: str, params: list[int],
                   priority: int | None = None) -> int:
         with self._lock:
             return self._table(table).add(list(match), action, list(params), priority)
 
-    def table_modify(self, table: str, match: list, action: str, params: list[int],
+    def table_modify(self, table: str, match: Match, action: str, params: list[int],
                      priority: int | None = None) -> None:
         with self._lock:
             self._table(table).modify(list(match), action, list(params), priority)
 
-    def table_delete(self, table: str, match: list, priority: int | None = None) -> None:
+    def table_delete(self, table: str, match: Match, priority: int | None = None) -> None:
         with self._lock:
             self._table(table).delete(list(match), priority)
 
@@ -141,7 +145,7 @@ class Switch:
 
     # -- multicast -----------------------------------------------------------------------
     @staticmethod
-    def _check_replicas(replicas: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    def _check_replicas(replicas: list[Replica]) -> list[Replica]:
         out = []
         for r in replicas:
             if not (isinstance(r, (tuple, list)) and len(r) == 2):
@@ -159,7 +163,7 @@ class Switch:
             by_rid.setdefault(rid, set()).add(port)
         return [(port, rid) for rid, ports in by_rid.items() for port in sorted(ports)]
 
-    def mc_group_set(self, group_id: int, replicas: list[tuple[int, int]]) -> None:
+    def mc_group_set(self, group_id: int, replicas: list[Replica]) -> None:
         if isinstance(group_id, bool) or not isinstance(group_id, int) or not 1 <= group_id <= MAX_MC_GROUP:
             raise InvalidArgument(f"multicast group id must be in [1, {MAX_MC_GROUP}]")
         reps = self._check_replicas(replicas)
@@ -184,11 +188,11 @@ class Switch:
             if self._pl().mc_groups.pop(group_id, None) is None:
                 raise NotFound(f"no multicast group {group_id}")
 
-    def mc_groups(self) -> dict[int, list[tuple[int, int]]]:
+    def mc_groups(self) -> dict[int, list[Replica]]:
         with self._lock:
             return {g: list(r) for g, r in self._pl().mc_groups.items()}
 
-    def clone_session_set(self, session_id: int, replicas: list[tuple[int, int]]) -> None:
+    def clone_session_set(self, session_id: int, replicas: list[Replica]) -> None:
         raise UnsupportedConstruct("clone sessions", "the softswitch (clone is not implemented)")
 
     # -- registers / counters ------------------------------------------------------------

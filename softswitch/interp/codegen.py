@@ -90,8 +90,8 @@ class Compiler:
         for name in (p["name"] for p in g.j.get("pipelines", [])):
             if name not in ("ingress", "egress"):
                 raise UnsupportedConstruct(f'pipeline "{name}"', "pipelines")
-        ing = ns[firsts["ingress"]] if firsts.get("ingress") not in (None, "None") else None
-        egr = ns[firsts["egress"]] if firsts.get("egress") not in (None, "None") else None
+        ing, egr = (ns[f] if (f := firsts.get(name)) not in (None, "None") else None
+                    for name in ("ingress", "egress"))
         q = [g.std[f"q_{n}"] for n in ("enq_timestamp", "enq_qdepth", "deq_timedelta",
                                        "deq_qdepth")]
         widths = {k: g.L.widths[v] for k, v in g.std.items() if v is not None}

@@ -175,7 +175,7 @@ class Controls:
         var = ident("T", t["id"])
         spec = {"nt": nt, "hitmiss": hitmiss, "base": t.get("base_default_next")}
         table = Table(t["name"], kind, keys, actions, int(t.get("max_size", 1024)),
-                      lambda an, hit, spec=spec: None, const_default)
+                      _unbound_next, const_default)
         g.env[var] = table
         self.tables[t["name"]] = table
         self._table_specs.append((table, t, spec))
@@ -277,6 +277,11 @@ class Controls:
                 _add_const_entry(table, t, e, where)
             if entries:
                 table.immutable = True
+
+
+def _unbound_next(action: str, hit: bool) -> Any:
+    """A table's next-node function until ``Controls.finish`` binds the real one."""
+    return None
 
 
 def _successors(info: Node) -> list[str | None]:

@@ -84,7 +84,7 @@ def _select_key(g: Gen, keys: list[dict[str, Any]], where: str) -> str:
     """The select key as one integer: each part byte-padded, the first one most
     significant (bmv2 concatenates the key bytes).  Lookahead parts are read into locals
     first (emitted here)."""
-    parts = []
+    parts: list[str] = []
     total = 0
     for k in reversed(keys):
         kt, kv = k.get("type"), k.get("value")

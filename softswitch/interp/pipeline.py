@@ -16,7 +16,7 @@ from typing import Any
 
 from .codegen import Compiled
 from .gen import DROP_PORT, AssertFailure
-from .expr import X_EXIT, X_PAYLOAD, X_PKTLEN, X_STACK0
+from .expr import X_EXIT, X_PAYLOAD, X_PKTLEN
 
 PKT_INSTANCE_TYPE_NORMAL = 0
 PKT_INSTANCE_TYPE_REPLICATION = 5

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import AlreadyExists, InvalidArgument, NotFound
+from ..interface import Entry  # what table_entries() returns
 
 ActionFn = Callable[..., None]
 
@@ -35,15 +36,6 @@ class ActionRef:
     name: str
     fn: ActionFn
     widths: list[int]
-
-
-@dataclass
-class Entry:
-    """What table_entries() returns."""
-    match: list[Any]
-    action: str
-    params: list[int]
-    priority: int | None
 
 
 class _Stored:
@@ -110,7 +102,7 @@ class Table:
                 out.append(("l", v & mask, plen, mask))
             elif k.match_type == "ternary" and not isinstance(m, (tuple, list)):
                 # p4c writes P4 'optional' keys as ternary in the bmv2 JSON; the server passes
-                # them per INTERFACE.md as None (wildcard) or a value (exact).
+                # them per softswitch.interface as None (wildcard) or a value (exact).
                 out.append(("t", 0, 0) if m is None else ("t", chk(m, "value"), full))
             elif k.match_type == "ternary":
                 if not (isinstance(m, (tuple, list)) and len(m) == 2):
