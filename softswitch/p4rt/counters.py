@@ -60,13 +60,7 @@ def counter_read(pl: Pipeline, c: p4runtime_pb2.CounterEntry,
     for cid in _ids(pl, c.counter_id, P4Ids.COUNTER, pl.info.counters):
         info = pl.info.counters[cid]
         size = target_call(error, pl.switch.counter_size, info.name)
-        if c.HasField("index"):
-            if c.index.index < 0:
-                raise _negative_index()
-            indices: Iterable[int] = [c.index.index]
-        else:
-            indices = range(size)
-        for index in indices:
+        for index in _indices(c, size):
             if index >= size:
                 raise P4RTError(Code.UNKNOWN,
                                 f"{error} (index {index} out of range, size {size})")
@@ -84,22 +78,26 @@ def register_read(pl: Pipeline, r: p4runtime_pb2.RegisterEntry,
     for rid in _ids(pl, r.register_id, P4Ids.REGISTER, pl.info.registers):
         info = pl.info.registers[rid]
         size = target_call(error, pl.switch.register_size, info.name)
-        if r.HasField("index"):
-            if r.index.index < 0:
-                raise _negative_index()
-            if r.index.index >= size:
-                raise P4RTError(Code.OUT_OF_RANGE,
-                                f"index {r.index.index} out of range for register "
-                                f"{info.name} of size {size}")
-            indices: Iterable[int] = [r.index.index]
-        else:
-            indices = range(size)
+        indices = _indices(r, size)
+        if r.HasField("index") and r.index.index >= size:
+            raise P4RTError(Code.OUT_OF_RANGE, f"index {r.index.index} out of range for "
+                                               f"register {info.name} of size {size}")
         for index in indices:
             value = target_call(error, pl.switch.register_read, info.name, index)
             entry = out_entity(out).register_entry
             entry.register_id = rid
             entry.index.index = index
             entry.data.CopyFrom(p4data_pb2.P4Data(bitstring=int_to_bytes(int(value))))
+
+
+def _indices(entry: p4runtime_pb2.CounterEntry | p4runtime_pb2.RegisterEntry,
+             size: int) -> Iterable[int]:
+    """The cells a read addresses: its index, or every cell when it has none."""
+    if not entry.HasField("index"):
+        return range(size)
+    if entry.index.index < 0:
+        raise _negative_index()
+    return [entry.index.index]
 
 
 def _ids(pl: Pipeline, p4_id: int, prefix: int, every: Mapping[int, object]) -> list[int]:

@@ -70,15 +70,21 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if not primary.send(msg, droppable=True):
             self.device.count("packet_in_dropped")
 
-    def _check_primary(self, device_id: int, has_election_id: bool,
-                       election_id: tuple[int, int]) -> None:
-        """PI: with no stream open, only requests without election id are accepted (handy
-        for grpc_cli); otherwise the request must carry the primary's election id."""
-        n = self.arbitration.count(device_id)
-        if n == 0 and has_election_id:
-            raise P4RTError(Code.PERMISSION_DENIED, "Not primary")
-        if n > 0 and not self.arbitration.is_primary_election_id(device_id, election_id):
-            raise P4RTError(Code.PERMISSION_DENIED, "Not primary")
+    def _refused_as_not_primary(
+            self, request: p4runtime_pb2.WriteRequest
+            | p4runtime_pb2.SetForwardingPipelineConfigRequest,
+            context: grpc.ServicerContext) -> bool:
+        """PI's check for Write and Set: with no stream open, only requests without
+        election id are accepted (handy for grpc_cli); otherwise the request must carry
+        the primary's election id.  True when the RPC was ended with PERMISSION_DENIED."""
+        n = self.arbitration.count(request.device_id)
+        if (n == 0 and request.HasField("election_id")) or (
+                n > 0 and not self.arbitration.is_primary_election_id(
+                    request.device_id, _u128(request.election_id))):
+            _abort_with(context, P4RTError(Code.PERMISSION_DENIED, "Not primary"),
+                        details=False)
+            return True
+        return False
 
     # Unary RPCs ----------------------------------------------------------------------------
 
@@ -86,11 +92,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version=P4RUNTIME_API_VERSION)
 
     def Write(self, request, context):  # noqa: N802
-        try:
-            self._check_primary(request.device_id, request.HasField("election_id"),
-                                _u128(request.election_id))
-        except P4RTError as err:
-            _abort_with(context, err, details=False)
+        if self._refused_as_not_primary(request, context):
             return p4runtime_pb2.WriteResponse()
         if request.device_id != self.device.device_id or not self.device.mgr_created:
             _abort_with(context, no_pipeline(), details=False)
@@ -130,11 +132,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             _abort_with(context, err)
 
     def SetForwardingPipelineConfig(self, request, context):  # noqa: N802
-        try:
-            self._check_primary(request.device_id, request.HasField("election_id"),
-                                _u128(request.election_id))
-        except P4RTError as err:
-            _abort_with(context, err, details=False)
+        if self._refused_as_not_primary(request, context):
             return p4runtime_pb2.SetForwardingPipelineConfigResponse()
         try:
             if request.device_id == self.device.device_id:
