@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import contextlib
 import math
+import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -36,6 +39,56 @@ from controlplane.stats import job_stats  # noqa: E402
 from hostlib import protocol  # noqa: E402
 
 M = 2**31 - 1
+
+
+class StopRequests:
+    """Ctrl-C and SIGTERM as a request that the demo honours at safe points.
+
+    Why not Python's default (KeyboardInterrupt raised wherever the main thread is): on a
+    busy machine the demo spends seconds inside grpc -- waiting for the switch to serve
+    P4Runtime, closing that channel -- and an exception thrown inside grpc's Channel.close
+    leaves the channel half closed; its destructor then waits forever at interpreter exit
+    (`make run` interrupted while the switch started never exited). A switch process whose
+    start was cut short was not recorded either, so nothing stopped it. Here the handler
+    only records the signal; `check()` raises KeyboardInterrupt where nothing is left half
+    done: between set-up steps, while waiting for the switch to serve P4Runtime, while
+    starting workers and in the loop that waits for them. Clean-up then runs with no
+    exception thrown into it; further signals only say that it is under way.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt(signal.Signals(self.signum).name)
+
+    def _handler(self, signum: int, frame) -> None:  # noqa: ARG002 -- signal's signature
+        # os.write, not print: the handler may run in the middle of the progress line's print
+        if self.signum is None:
+            self.signum = signum
+            os.write(2, b"\nstopping: workers, jobs, switch, links ...\n")
+        else:
+            os.write(2, b"\nstill stopping, please wait\n")
+
+    @contextlib.contextmanager
+    def installed(self):
+        """Handle SIGINT and SIGTERM this way inside the block (main thread only)."""
+        self.signum = None
+        old = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+
+# The demo's one instance; `check()` does nothing unless `installed()` saw a signal, so
+# tests and benchmarks that use DemoNetwork without installing it keep Python's default.
+STOP = StopRequests()
 
 
 @dataclass
@@ -143,7 +196,8 @@ class DemoNetwork:
 
     def __enter__(self) -> "DemoNetwork":
         try:
-            self.net = p4net.build_network(self.hosts, self.target)
+            self.net = p4net.build_network(self.hosts, self.target, STOP.requested)
+            STOP.check()
             switch = self.net.get(p4net.SWITCH_NAME)
             config = parse_config({"switch": {
                 "grpc_addr": switch.grpc_addr, "mac": p4net.SWITCH_MAC, "ip": p4net.SWITCH_IP,
@@ -151,6 +205,7 @@ class DemoNetwork:
                 "state_file": str(self.workdir / "jobs.json")}})
             self.ctl = Controller(config)
             self.ctl.up()
+            STOP.check()
         except BaseException:
             self.__exit__()
             raise
@@ -178,6 +233,7 @@ class DemoNetwork:
         procs: list = []
         try:
             for j in range(opts.jobs):
+                STOP.check()
                 job_hosts = hosts[j * opts.workers:(j + 1) * opts.workers]
                 job = ctl.jobs.create(
                     self.next_job, [WorkerAddress(r, h.port, h.mac, h.ip,
@@ -201,15 +257,18 @@ class DemoNetwork:
                     np.save(f"{stem}.in.npy", x)
                     if d["rank"] in opts.absent_ranks:
                         continue
+                    STOP.check()
                     procs.append((job, d["rank"], h, net.get(h.name).popen(
                         [sys.executable, str(HERE / "worker_main.py"), f"{stem}.json",
                          f"{stem}.in.npy", f"{stem}.out.npy", f"{stem}.report.json",
                          "--deadline", str(opts.deadline), "--repeat", str(opts.repeat)]
                         + (["--warmup"] if opts.warmup else []), cwd=str(HERE.parent))))
             while any(p.poll() is None for *_, p in procs):
+                STOP.check()
                 if not opts.quiet:
                     _progress(procs, used, before, expected, time.perf_counter() - start)
-                time.sleep(0.3)
+                time.sleep(0.3)                 # a signal is seen within 0.3 s
+            STOP.check()
             seconds = time.perf_counter() - start
             if not opts.quiet:
                 print(file=sys.stderr)
@@ -329,10 +388,11 @@ def parse_args(argv: list[str] | None = None) -> Options:
 def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
     try:
-        summary = run(opts)
+        with STOP.installed():
+            summary = run(opts)
     except KeyboardInterrupt:
         print("\ninterrupted: everything started was stopped", file=sys.stderr)
-        return 130
+        return 128 + (STOP.signum or signal.SIGINT)
     print_summary(summary, opts)
     return 0 if summary.all_matched else 1
 
