@@ -125,6 +125,7 @@ class WorkerOutcome:
     packets_sent: int = 0          # p4reduce packets, as the worker counted them
     stats: dict = field(default_factory=dict)   # the worker's own stats
     times: list = field(default_factory=list)   # seconds of each timed allreduce
+    calls: list = field(default_factory=list)   # per allreduce: kind, seconds, packets, retx
 
 
 @dataclass
@@ -307,6 +308,7 @@ class DemoNetwork:
             out.packets_sent = report.get("stats", {}).get("packets_sent", 0)
             out.stats = report.get("stats", {})
             out.times = report.get("times", [])
+            out.calls = report.get("calls", [])
             if out.ok:
                 out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
         else:
