@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from .engine import EngineParams
 from .worker import Worker
 
 
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="allreduce this many times")
     ap.add_argument("--interface", default=None)
     ap.add_argument("--transport", default="auto", choices=["auto", "ring", "mmsg", "plain"])
-    ap.add_argument("--timeout", type=float, default=0.005)
+    ap.add_argument("--timeout", type=float, default=EngineParams.timeout,
+                    help="floor of the retransmission timer (s)")
     ap.add_argument("--deadline", type=float, default=30.0)
     ap.add_argument("--stats", help="write Worker.stats as JSON here")
     a = ap.parse_args(argv)

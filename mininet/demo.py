@@ -232,6 +232,7 @@ class DemoNetwork:
                              f"{len(hosts)} hosts")
         rng = np.random.default_rng(opts.seed)
         plan = []
+        counted: dict[int, dict[str, int]] = {}
         procs: list = []
         try:
             for j in range(opts.jobs):
@@ -245,6 +246,9 @@ class DemoNetwork:
                 if opts.loss:
                     ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss,
                                       seed=opts.seed)
+                # the switch's per-job counters are indexed by job_index, which a later
+                # job reuses without a reset: report this job's share only
+                counted[job.job] = job_stats(ctl.conn, job.job_index)
                 plan.append((job, job_hosts,
                              inputs[j] if inputs is not None else make_inputs(opts, rng)))
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
@@ -278,7 +282,9 @@ class DemoNetwork:
             for job, job_hosts, inputs in plan:
                 for rank, h in enumerate(job_hosts):
                     summary.outcomes.append(self._outcome(job, rank, h, inputs, before, opts))
-                summary.switch_counters[job.job] = job_stats(ctl.conn, job.job_index)
+                after = job_stats(ctl.conn, job.job_index)
+                summary.switch_counters[job.job] = {k: v - counted[job.job].get(k, 0)
+                                                    for k, v in after.items()}
             return summary
         finally:
             for *_, p in procs:
