@@ -1,13 +1,15 @@
-"""A deterministic discrete-event model of a job: N AllreduceEngines, the switch model
-(ReflectorCore) serving packets first-in first-out at a fixed rate, links with a fixed
-delay, and a virtual clock. Why: whether a worker retransmits depends on timing (start-up
-skew, a switch working through a large window, loss); with wall-clock threads those runs
-differ every time, here they are exactly repeatable, so tests can count retransmissions.
+"""A deterministic discrete-event model of a job: N AllreduceEngines, the real p4reduce
+program (tests/inprocess_switch.py: softswitch in this process, programmed by the
+controller) serving packets first-in first-out at a fixed rate, links with a fixed delay,
+and a virtual clock. Why: whether a worker retransmits depends on timing (start-up skew,
+a switch working through a large window, loss); with wall-clock threads those runs differ
+every time, here they are exactly repeatable (the P4 drop simulator's losses are
+deterministic too), so tests can count retransmissions.
 
 Each rank runs like hostlib.Worker's loop: when woken (a result arrived, or its next
-timer), it hands every result that has arrived to its engine, then sends what
+timer), it hands every frame that has arrived to its engine, then sends what
 packets_to_send releases. A rank runs its calls one after another, continuing slot
-versions and its RttEstimator across them like a Worker.
+versions, CONTINUED flags and its RttEstimator across them like a Worker.
 """
 from __future__ import annotations
 
@@ -18,10 +20,9 @@ import numpy as np
 
 from hostlib.config import load_descriptor
 from hostlib.engine import AllreduceEngine, EngineParams, EngineStats, RttEstimator
-from hostlib.framing import Batch
+from hostlib.framing import WIDTH, Batch
 from hostlib.numerics import make_payload
-from hostlib.reflector import Loss, ReflectorCore
-from hostlib_helpers import descriptor
+from inprocess_switch import InProcessSwitch
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Call:
 @dataclass
 class SimResult:
     calls: list[list[Call]]                     # per rank, per call
-    core: ReflectorCore
+    counters: dict[str, int]                    # the switch's counters for the job
     rtt: list[RttEstimator]
     sums: list[list[np.ndarray]] = field(default_factory=list)
 
@@ -50,26 +51,40 @@ class SimResult:
         return sent, retx
 
 
-def simulate(tensors: list[list[np.ndarray]], *, slots: int = 8, loss: Loss | None = None,
-             pps: float = 20_000.0, delay: float = 50e-6, start: list[float] | None = None,
-             params: EngineParams | None = None, chunk: int = 32,
-             limit: float = 600.0) -> SimResult:
-    """Run every rank's calls (tensors[rank][call]) to completion in virtual time.
+def simulate(switch: InProcessSwitch, tensors: list[list[np.ndarray]], *, slots: int = 8,
+             loss: float = 0.0, seed: int = 1, pps: float = 20_000.0, delay: float = 50e-6,
+             start: list[float] | None = None, params: EngineParams | None = None,
+             chunk: int = 32, limit: float = 600.0, job_id: int = 40) -> SimResult:
+    """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
+    fresh job on `switch` (deleted afterwards).
 
     pps: packets the switch serves per second (softswitch ~16 000, bmv2 ~1 800); it takes
     up to `chunk` waiting packets at a time. delay: one-way link delay. start: when each
-    rank begins its first call (start-up skew)."""
+    rank begins its first call (start-up skew). loss: fraction lost each way (the P4
+    drop simulator, deterministic for a seed)."""
     n = len(tensors)
-    descs = [descriptor(r, n, slots) for r in range(n)]
-    cfgs = [load_descriptor(d) for d in descs]
-    core = ReflectorCore(cfgs, loss)
+    job = switch.create_job(n, slots, job_id)
+    try:
+        if loss:
+            switch.set_loss(job, ingress=loss, egress=loss, seed=seed)
+        return _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit)
+    finally:
+        switch.jobs.delete(job.job)
+
+
+def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit) -> SimResult:
+    n = len(tensors)
+    cfgs = [load_descriptor(d) for d in switch.descriptors(job)]
+    port = [w.port for w in job.workers]
+    rank_of = {pt: r for r, pt in enumerate(port)}
     params = params or EngineParams(deadline=limit)
     rtt = [RttEstimator() for _ in range(n)]
     versions = [np.zeros(slots, np.uint8) for _ in range(n)]
+    continued = [np.zeros(slots, bool) for _ in range(n)]
     calls: list[list[Call]] = [[] for _ in range(n)]
     sums: list[list[np.ndarray]] = [[] for _ in range(n)]
     engines: list[AllreduceEngine | None] = [None] * n
-    inbox: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n)]
+    inbox: list[list[bytes]] = [[] for _ in range(n)]
     events: list[tuple[float, int, str, int]] = []
     seq = 0
 
@@ -78,16 +93,15 @@ def simulate(tensors: list[list[np.ndarray]], *, slots: int = 8, loss: Loss | No
         seq += 1
         heapq.heappush(events, (t, seq, kind, who))
 
-    queue: list[tuple[np.ndarray, np.ndarray]] = []      # packets waiting at the switch
-    arriving: list[tuple[float, int, Batch]] = []        # (time, seq, batch) on the links
+    queue: list[tuple[int, bytes]] = []                  # (port, frame) waiting at the switch
+    links: list[tuple[int, list[bytes]]] = []            # frames on a link, by event index
     busy = False
     timer_at = [float("inf")] * n
 
     def start_call(r: int, now: float) -> None:
-        k = len(calls[r])
-        x = tensors[r][k]
+        x = tensors[r][len(calls[r])]
         engines[r] = AllreduceEngine(cfgs[r], make_payload(x, n), now, params, versions[r],
-                                     None, rtt[r])
+                                     None, rtt[r], continued[r])
         calls[r].append(Call(r, now))
         push(now, "wake", r)
 
@@ -96,15 +110,19 @@ def simulate(tensors: list[list[np.ndarray]], *, slots: int = 8, loss: Loss | No
         if eng is None:
             return
         if inbox[r]:
-            frames = np.concatenate([f for f, _ in inbox[r]])
-            lengths = np.concatenate([ln for _, ln in inbox[r]])
+            frames = np.zeros((len(inbox[r]), WIDTH), np.uint8)
+            lengths = np.zeros(len(inbox[r]), np.int64)
+            for i, f in enumerate(inbox[r]):
+                k = min(len(f), WIDTH)
+                frames[i, :k] = np.frombuffer(f, np.uint8, k)
+                lengths[i] = len(f)
             inbox[r].clear()
             eng.on_frames(frames, lengths, now)
         if eng.done:
             c = calls[r][-1]
             c.end, c.stats = now, eng.stats
-            n_slots = eng.nslots
-            versions[r][:n_slots] = eng.final_versions()
+            versions[r] = eng.final_versions(versions[r])
+            continued[r] = eng.continued
             sums[r].append(eng.sums)
             engines[r] = None
             if len(calls[r]) < len(tensors[r]):
@@ -112,8 +130,8 @@ def simulate(tensors: list[list[np.ndarray]], *, slots: int = 8, loss: Loss | No
             return
         out = eng.packets_to_send(now)
         if len(out):
-            push(now + delay, "arrive", len(arriving))
-            arriving.append((now + delay, r, out))
+            links.append((r, [out.frame(i) for i in range(len(out))]))
+            push(now + delay, "arrive", len(links) - 1)
         eng.check(now)
         t = eng.next_timer()
         if t < timer_at[r] or timer_at[r] <= now:
@@ -122,7 +140,6 @@ def simulate(tensors: list[list[np.ndarray]], *, slots: int = 8, loss: Loss | No
 
     for r in range(n):
         push((start or [0.0] * n)[r], "start", r)
-    now = 0.0
     while events:
         now, _, kind, who = heapq.heappop(events)
         if now > limit:
@@ -136,8 +153,8 @@ def simulate(tensors: list[list[np.ndarray]], *, slots: int = 8, loss: Loss | No
                 timer_at[who] = float("inf")
                 wake(who, now)
         elif kind == "arrive":
-            _, _, batch = arriving[who]
-            queue.append((batch.frames, batch.lengths))
+            r, frames = links[who]
+            queue.extend((port[r], f) for f in frames)
             if not busy:
                 busy = True
                 push(now, "serve", 0)
@@ -145,21 +162,24 @@ def simulate(tensors: list[list[np.ndarray]], *, slots: int = 8, loss: Loss | No
             if not queue:
                 busy = False
                 continue
-            frames = np.concatenate([f for f, _ in queue])
-            lengths = np.concatenate([ln for _, ln in queue])
-            take, rest = slice(0, chunk), slice(chunk, None)
-            queue[:] = [(frames[rest], lengths[rest])] if frames.shape[0] > chunk else []
-            done_at = now + min(chunk, frames.shape[0]) / pps
-            for r, b in core.process_frames(frames[take], lengths[take]).items():
-                inbox_at = done_at + delay
-                arriving.append((inbox_at, r, b))
-                push(inbox_at, "deliver", len(arriving) - 1)
+            take, queue[:] = queue[:chunk], queue[chunk:]
+            done_at = now + len(take) / pps
+            with switch.lock:
+                for pt, frame in take:
+                    switch.device.receive(pt, frame)
+                out = {pt: list(q) for pt, q in switch.queues.items() if q}
+                for q in switch.queues.values():
+                    q.clear()
+            for pt, frames in out.items():
+                if pt in rank_of:
+                    links.append((rank_of[pt], frames))
+                    push(done_at + delay, "deliver", len(links) - 1)
             push(done_at, "serve", 0)
         elif kind == "deliver":
-            _, r, b = arriving[who]
-            inbox[r].append((b.frames, b.lengths))
+            r, frames = links[who]
+            inbox[r].extend(frames)
             push(now, "wake", r)
     unfinished = [r for r in range(n) if len(calls[r]) < len(tensors[r]) or engines[r]]
     if unfinished:
         raise RuntimeError(f"ranks {unfinished} did not finish")
-    return SimResult(calls, core, rtt, sums)
+    return SimResult(calls, switch.stats(job), rtt, sums)

@@ -16,8 +16,8 @@ from hostlib import protocol as p
 from hostlib.config import load_descriptor
 from hostlib.engine import AllreduceEngine, EngineParams, RttEstimator
 from hostlib.numerics import make_payload
-from hostlib.reflector import Loss
 from hostlib_helpers import decode, descriptor
+from inprocess_switch import InProcessSwitch
 
 EOS = p.END_OF_STREAM
 T0 = 100.0
@@ -36,10 +36,14 @@ def make_engine(params: EngineParams = PARAMS, rtt: RttEstimator | None = None):
     return AllreduceEngine(cfg, make_payload(tensor(), 2), T0, params, rtt=rtt)
 
 
-def result(slot, version, block, next_block, values=None, flags=0):
-    return p.Header.make(p.MsgType.RESULT, job=7, slot=slot, rank=0, slot_version=version,
-                         flags=flags, block=block, next_block=next_block,
-                         next_exponent=0), values
+FP = p.fingerprint(np.int32, 12 * 64)
+
+
+def answer(e: AllreduceEngine, slot, version, block, next_block, values=None, *, at: float):
+    """A RESULT for rank 0; an announce round's carries the switch's fingerprint range."""
+    h = p.Header.make(p.MsgType.RESULT, job=7, slot=slot, rank=0, slot_version=version,
+                      block=block, next_block=next_block, next_exponent=0)
+    e.on_result(h, values, at, fingerprint=(FP, FP) if block == EOS else None)
 
 
 def sent(engine, now):
@@ -77,7 +81,7 @@ def test_silence_before_the_first_result_waits_longer_with_more_slots():
     e = make_engine(params)
     e.packets_to_send(T0)
     assert e.next_timer() == pytest.approx(T0 + min(0.2, 0.2 * 2 ** 3))   # 4 slots
-    e.on_result(*result(2, 0, EOS, EOS), T0 + 0.010)       # a result: now one timer
+    answer(e, 2, 0, EOS, EOS, at=T0 + 0.010)       # a result: now one timer
     rto = e.rtt.rto(0.002, 1.0)
     assert e.next_timer() == pytest.approx(T0 + 0.010 + rto)
 
@@ -90,11 +94,11 @@ def overtake_slot_3(e):
     round answered at +1.2 ms: slot 3's announce (sent at T0) was overtaken, by a packet
     sent 0.2 ms after it whose round took 1 ms."""
     e.packets_to_send(T0)
-    e.on_result(*result(0, 0, EOS, 0), T0 + 0.0002)         # the other rank's block 0
-    e.on_result(*result(1, 0, EOS, 1), T0 + 0.0002)         # my block 1
-    e.on_result(*result(2, 0, EOS, EOS), T0 + 0.0002)
+    answer(e, 0, 0, EOS, 0, at=T0 + 0.0002)         # the other rank's block 0
+    answer(e, 1, 0, EOS, 1, at=T0 + 0.0002)         # my block 1
+    answer(e, 2, 0, EOS, EOS, at=T0 + 0.0002)
     assert sorted(sent(e, T0 + 0.0002)) == [0, 1]
-    e.on_result(*result(1, 1, 1, 9, np.zeros(64)), T0 + 0.0012)
+    answer(e, 1, 1, 1, 9, np.zeros(64), at=T0 + 0.0012)
     assert sorted(sent(e, T0 + 0.0012)) == [1]              # DATA for block 9
 
 
@@ -130,9 +134,9 @@ def test_retransmitted_packet_is_not_resent_before_its_backed_off_timer():
     rto1 = e.rtt.rto(0.001, 1.0)
     assert list(sent(e, t1)) == [3]
     # slot 0's SKIP (sent at +0.2 ms) is answered after slot 3's retransmission went out
-    e.on_result(*result(0, 1, 0, 4, np.zeros(64)), t1 + 0.0005)
+    answer(e, 0, 1, 0, 4, np.zeros(64), at=t1 + 0.0005)
     sent(e, t1 + 0.0005)                                   # slot 0's DATA for block 4
-    e.on_result(*result(0, 0, 4, 8, np.zeros(64)), t1 + 0.001)
+    answer(e, 0, 0, 4, 8, np.zeros(64), at=t1 + 0.001)
     assert e.xmit_at[3] < e.answered_xmit                  # overtaken again
     backed_off = e.expires[3]
     assert backed_off >= t1 + 2 * rto1 - 1e-12            # doubled (one timer: rto1)
@@ -151,15 +155,15 @@ def test_estimator_ignores_retransmitted_and_overtaken_rounds():
     srtt = rtt.srtt
     t1 = e.next_timer()
     sent(e, t1)                             # slot 3 retransmitted
-    e.on_result(*result(3, 0, EOS, EOS), t1 + 0.050)        # answered 50 ms later
+    answer(e, 3, 0, EOS, EOS, at=t1 + 0.050)        # answered 50 ms later
     assert rtt.samples == 4 and rtt.srtt == srtt           # Karn: no sample
     # slot 1's DATA sent at +1.2 ms is answered (a clean sample) ...
-    e.on_result(*result(1, 0, 9, EOS, np.zeros(64)), t1 + 0.055)
+    answer(e, 1, 0, 9, EOS, np.zeros(64), at=t1 + 0.055)
     assert rtt.samples == 5
     srtt = rtt.srtt
     # ... so slot 0's SKIP, sent at +0.2 ms and answered only now, was overtaken: its
     # round waited for something (a retransmission of the other rank): no sample
-    e.on_result(*result(0, 1, 0, 4, np.zeros(64)), t1 + 0.060)
+    answer(e, 0, 1, 0, 4, np.zeros(64), at=t1 + 0.060)
     assert rtt.samples == 5 and rtt.srtt == srtt
 
 
@@ -170,13 +174,19 @@ def test_answered_probe_does_not_make_older_slots_look_lost():
     e.packets_to_send(T0)
     probe_time = e.next_timer()
     assert list(sent(e, probe_time)) == [0]
-    e.on_result(*result(0, 0, EOS, 0), probe_time + 0.001)   # the late rank arrived
+    answer(e, 0, 0, EOS, 0, at=probe_time + 0.001)   # the late rank arrived
     e.packets_to_send(probe_time + 0.001)
     assert not (e.active & (e.xmit_at < e.answered_xmit)).any()
     assert sent(e, probe_time + 0.004) == {}
 
 
 # -- whole jobs in virtual time ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def switch():
+    with InProcessSwitch() as sw:
+        yield sw
 
 
 def job(n: int, blocks: int, density: float, calls: int, seed: int = 1):
@@ -197,11 +207,11 @@ def job(n: int, blocks: int, density: float, calls: int, seed: int = 1):
 
 @pytest.mark.parametrize("slots", [64, 256, 1024])
 @pytest.mark.parametrize("density", [0.0, 0.1, 1.0])
-def test_no_spurious_retransmissions_without_loss(slots, density):
+def test_no_spurious_retransmissions_without_loss(switch, slots, density):
     """4 ranks starting 50 ms apart, a switch serving 16 000 packets/s (a window of 1024
     slots x 4 ranks takes 0.26 s): at most 1 % of the packets are retransmissions."""
     tensors = job(4, 2 * slots, density, calls=2)
-    res = simulate(tensors, slots=slots, pps=16_000, start=[0.0, 0.05, 0.1, 0.15])
+    res = simulate(switch, tensors, slots=slots, pps=16_000, start=[0.0, 0.05, 0.1, 0.15])
     sent_, retx = res.totals()
     assert retx <= 0.01 * sent_, (retx, sent_)
     for r in range(4):
@@ -209,13 +219,13 @@ def test_no_spurious_retransmissions_without_loss(slots, density):
             np.testing.assert_allclose(res.sums[r][k], res.sums[0][k])
 
 
-def test_retransmission_timer_stays_near_the_round_time_under_loss():
+def test_retransmission_timer_stays_near_the_round_time_under_loss(switch):
     """10 % loss each way: rounds that waited for somebody's retransmission do not feed
     the estimator, so the timer stays at the lossless round time's scale instead of
     climbing to max_timeout; and the job (virtual time) is not many times slower."""
     tensors = job(4, 4096, 0.1, calls=2)
-    clean = simulate(tensors, slots=64, pps=16_000)
-    lossy = simulate(tensors, slots=64, pps=16_000, loss=Loss(0.1, 0.1, seed=3))
+    clean = simulate(switch, tensors, slots=64, pps=16_000)
+    lossy = simulate(switch, tensors, slots=64, pps=16_000, loss=0.1, seed=3)
     prm = EngineParams()
     rto_clean = max(r.rto(prm.timeout, prm.max_timeout) for r in clean.rtt)
     rto_lossy = max(r.rto(prm.timeout, prm.max_timeout) for r in lossy.rtt)
@@ -224,6 +234,6 @@ def test_retransmission_timer_stays_near_the_round_time_under_loss():
     for k in (1, 2):
         assert lossy.duration(k) <= 3 * clean.duration(k), (lossy.duration(k),
                                                            clean.duration(k))
-    assert lossy.core.counters.simulated_drops_ingress > 0
+    assert lossy.counters["simulated_drops_ingress"] > 0
     for r in range(4):
         np.testing.assert_allclose(lossy.sums[r][1], clean.sums[r][1])
