@@ -10,8 +10,9 @@ whatever its size.
 
 Per slot: the packet outstanding (its frame, kept for retransmission), the round number,
 the shadow-copy version, the block being aggregated, this rank's announced next non-zero
-block, a retransmission timer that doubles after repeated timeouts up to a cap, and the
-last STATUS the switch sent (which ranks the round has heard from).
+block, when its packet was sent (first and latest transmission) with a timer that backs
+off once it was resent, and the last STATUS the switch sent (which ranks the round has
+heard from). Which expiries mean a loss: `_due_retransmissions`.
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class EngineParams:
       a few-ms guess would retransmit every slot of a large window.
     * `max_timeout` caps the timer, its doubling and the silence probes: recovery stays
       within a second once the cause (a stalled rank, a congested switch) is gone.
-    * `double_after`: the timer of a slot doubles after this many expiries in a row.
+    * `double_after`: a slot's timer doubles after this many retransmissions in a row
+      (up to 4 timers, see `_backoff_cap`).
     """
     timeout: float = 0.002
     initial_timeout: float = 0.2
@@ -424,14 +426,15 @@ class AllreduceEngine:
         may wait for a rank that is behind (start-up skew, a descheduled process) or for a
         switch working through a large window, and retransmitting then only adds load.
         Frames are not reordered between a worker and the switch (section 13), so a slot
-        is taken for lost when its timer expired, the switch answered a packet this rank
-        transmitted after it, and its round has taken longer than that packet's plus a
-        reordering allowance (TCP RACK's rule; after a stall, rounds answered late do not
-        make the ones still on their way look lost). While nothing transmitted later was
-        answered, the job waits as a whole: one packet per probe timer goes out -- the
-        lowest expired slot, the same on every rank, so a round that lost packets of
-        several ranks completes -- and the probe timer doubles up to max_timeout until a
-        result arrives. A probe also ends a tail loss (nothing left to overtake it)."""
+        is taken for lost when the switch answered a packet this rank transmitted after
+        it and its round has taken longer than that packet's plus a reordering allowance
+        (TCP RACK's rule; after a stall, rounds answered late do not make the ones still
+        on their way look lost); a slot already resent also waits for its backed-off
+        timer. While nothing transmitted later was answered, the job waits as a whole:
+        one packet per silence timer goes out -- the lowest slot older than one timer,
+        the same on every rank, so a round that lost packets of several ranks completes
+        -- and the silence timer doubles up to max_timeout until a result arrives. A
+        probe also ends a tail loss (nothing left to overtake it)."""
         lost = self._overtaken()
         if lost.any():
             lost[lost] = self._lost_at(lost) <= now

@@ -20,7 +20,7 @@ import numpy as np
 
 from hostlib.config import load_descriptor
 from hostlib.engine import AllreduceEngine, EngineParams, EngineStats, RttEstimator
-from hostlib.framing import WIDTH, Batch
+from hostlib.framing import WIDTH
 from hostlib.numerics import make_payload
 from inprocess_switch import InProcessSwitch
 
