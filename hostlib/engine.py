@@ -175,6 +175,7 @@ class AllreduceEngine:
         # switch has answered and that packet's round time, the job-level probe timer.
         self.answered_xmit = -np.inf
         self.answered_rtt = 0.0
+        self.overtaken_at = np.full(n, np.inf)           # when a later packet was answered
         self.heard = False                               # any result in this call yet
         self.probe_at = now + self._silence_timeout()
         self.probes_in_row = 0
@@ -239,6 +240,7 @@ class AllreduceEngine:
             self.stats.timeouts_doubled += int(grow.size)
             self.timeout[grow] = np.minimum(self.timeout[grow] * 2, self._backoff_cap())
             self.xmit_at[due] = now
+            self.overtaken_at[due] = np.inf
             self.expires[due] = now + self.timeout[due]
         out = Batch.concat(self._pending)
         self._pending = []
@@ -402,7 +404,8 @@ class AllreduceEngine:
         """When overtaken `slots` (mask) count as lost: RACK's deadline, and for a packet
         already retransmitted also its slot's backed-off timer (`expires`): a round that
         waits for another rank's retransmission is not hammered once per round time."""
-        when = self._lost_after(self.xmit_at[slots])
+        when = np.maximum(self._lost_after(self.xmit_at[slots]),
+                          self.overtaken_at[slots] + self._reorder_allowance())
         resent = self.retransmitted[slots]
         when[resent] = np.maximum(when[resent], self.expires[slots][resent])
         return when
@@ -418,8 +421,11 @@ class AllreduceEngine:
         that packet's round took, plus a reordering allowance (ranks emit a batch's
         packets in slot order, so rounds of one batch complete in a different order than
         this rank sent them)."""
+        return xmit + self.answered_rtt + self._reorder_allowance()
+
+    def _reorder_allowance(self) -> float:
         srtt = self.rtt.srtt if self.rtt.srtt is not None else self.answered_rtt
-        return xmit + self.answered_rtt + max(self.params.timeout, 0.5 * srtt)
+        return max(self.params.timeout, 0.5 * srtt)
 
     def _due_retransmissions(self, now: float) -> np.ndarray:
         """Slots to retransmit now. An expired timer alone does not mean a loss: the round
@@ -486,6 +492,14 @@ class AllreduceEngine:
             latest = float(xmit[fresh].max())
             if latest >= self.answered_xmit:
                 self.answered_xmit, self.answered_rtt = latest, now - latest
+        # The reordering allowance counts from when a slot was first overtaken, not from
+        # its own transmission: a rank descheduled between two batches sends them far
+        # apart, yet the rounds complete when the *last* rank's packets arrive, so the
+        # earlier one may be answered right after the later (seen: spurious resends).
+        self.overtaken_at[s] = np.inf
+        newly = self._overtaken() & np.isinf(self.overtaken_at)
+        newly[s] = False
+        self.overtaken_at[newly] = now
         base = self._base_timeout()
         self.heard = True
         self.probes_in_row = 0
