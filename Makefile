@@ -46,6 +46,7 @@ bench:
 	$(PY) bench/softswitch_pps.py
 	$(PY) bench/hostlib_pps.py
 	$(PY) bench/sparse_speedup.py
+	$(PY) bench/loss_recovery.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
