@@ -39,6 +39,7 @@ class SimResult:
     counters: dict[str, int]                    # the switch's counters for the job
     rtt: list[RttEstimator]
     sums: list[list[np.ndarray]] = field(default_factory=list)
+    queue_drops: int = 0                        # dropped by a full switch queue
 
     def duration(self, k: int) -> float:
         """Time of call k: first start to last end over ranks (what the job waits)."""
@@ -54,25 +55,29 @@ class SimResult:
 def simulate(switch: InProcessSwitch, tensors: list[list[np.ndarray]], *, slots: int = 8,
              loss: float = 0.0, seed: int = 1, pps: float = 20_000.0, delay: float = 50e-6,
              start: list[float] | None = None, params: EngineParams | None = None,
-             chunk: int = 32, limit: float = 600.0, job_id: int = 40) -> SimResult:
+             chunk: int = 32, limit: float = 600.0, job_id: int = 40,
+             queue_limit: int | None = None) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
 
     pps: packets the switch serves per second (softswitch ~16 000, bmv2 ~1 800); it takes
     up to `chunk` waiting packets at a time. delay: one-way link delay. start: when each
     rank begins its first call (start-up skew). loss: fraction lost each way (the P4
-    drop simulator, deterministic for a seed)."""
+    drop simulator, deterministic for a seed). queue_limit: packets arriving while this
+    many wait at the switch are dropped (bmv2's input buffer holds 1024)."""
     n = len(tensors)
     job = switch.create_job(n, slots, job_id)
     try:
         if loss:
             switch.set_loss(job, ingress=loss, egress=loss, seed=seed)
-        return _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit)
+        return _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
+                    queue_limit)
     finally:
         switch.jobs.delete(job.job)
 
 
-def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit) -> SimResult:
+def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
+         queue_limit) -> SimResult:
     n = len(tensors)
     cfgs = [load_descriptor(d) for d in switch.descriptors(job)]
     port = [w.port for w in job.workers]
@@ -96,6 +101,7 @@ def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit) -
     queue: list[tuple[int, bytes]] = []                  # (port, frame) waiting at the switch
     links: list[tuple[int, list[bytes]]] = []            # frames on a link, by event index
     busy = False
+    dropped = 0                                          # by a full queue (queue_limit)
     timer_at = [float("inf")] * n
 
     def start_call(r: int, now: float) -> None:
@@ -154,7 +160,9 @@ def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit) -
                 wake(who, now)
         elif kind == "arrive":
             r, frames = links[who]
-            queue.extend((port[r], f) for f in frames)
+            room = len(frames) if queue_limit is None else max(0, queue_limit - len(queue))
+            queue.extend((port[r], f) for f in frames[:room])
+            dropped += len(frames) - min(room, len(frames))
             if not busy:
                 busy = True
                 push(now, "serve", 0)
@@ -182,4 +190,4 @@ def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit) -
     unfinished = [r for r in range(n) if len(calls[r]) < len(tensors[r]) or engines[r]]
     if unfinished:
         raise RuntimeError(f"ranks {unfinished} did not finish")
-    return SimResult(calls, switch.stats(job), rtt, sums)
+    return SimResult(calls, switch.stats(job), rtt, sums, dropped)
