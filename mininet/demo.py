@@ -74,6 +74,7 @@ class WorkerOutcome:
     packets_sent: int = 0          # p4reduce packets, as the worker counted them
     stats: dict = field(default_factory=dict)   # the worker's own stats
     times: list = field(default_factory=list)   # seconds of each timed allreduce
+    report: dict = field(default_factory=dict)  # the worker's whole report (bench/ reads it)
 
 
 @dataclass
@@ -148,6 +149,9 @@ class DemoNetwork:
             config = parse_config({"switch": {
                 "grpc_addr": switch.grpc_addr, "mac": p4net.SWITCH_MAC, "ip": p4net.SWITCH_IP,
                 "ports": [h.port for h in self.hosts],
+                # L2 entries: ordinary traffic between the hosts (e.g. gloo's TCP, which the
+                # benchmarks run on the same hosts) crosses the switch too
+                "hosts": [{"mac": h.mac, "port": h.port} for h in self.hosts],
                 "state_file": str(self.workdir / "jobs.json")}})
             self.ctl = Controller(config)
             self.ctl.up()
@@ -247,6 +251,7 @@ class DemoNetwork:
             out.packets_sent = report.get("stats", {}).get("packets_sent", 0)
             out.stats = report.get("stats", {})
             out.times = report.get("times", [])
+            out.report = report
             if out.ok:
                 out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
         else:
