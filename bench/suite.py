@@ -169,11 +169,11 @@ def estimate(c: Case) -> float:
     bmv2 = c.target != "softswitch"
     if c.system == "gloo":
         frames = 2 * (c.workers - 1) / c.workers * c.size * 4 / 1448 * c.workers * 1.5
-        return 6 + 0.8 * c.workers + (c.repeat + 1) * frames / (4000 if bmv2 else 12000)
+        return 1 + 1.3 * c.workers + (c.repeat + 1) * frames / 15000
     d = {"dense": 1.0, "shared": c.density, "zipf": 0.25,
          "independent": 1 - (1 - c.density) ** c.workers}[c.pattern]
     packets = (d * blocks + min(SLOTS, blocks)) * c.workers
-    return 3 + 0.3 * c.workers + c.repeat * packets / (1500 if bmv2 else 8000)
+    return 0.5 + 0.1 * c.workers + c.repeat * packets / (1500 if bmv2 else 8000)
 
 
 # -- inputs ------------------------------------------------------------------------------
@@ -402,20 +402,31 @@ def environment(targets: list[str]) -> dict:
 
 
 def run_all(args) -> dict:
-    demo = load_demo()
     from softswitch.targets import SIMPLE_SWITCH_GRPC, SOFTSWITCH
     targets = args.targets or [SOFTSWITCH] + (
         [SIMPLE_SWITCH_GRPC] if shutil.which("simple_switch_grpc") else [])
-    try:
-        import torch  # noqa: F401
-        have_torch = True
-    except ImportError:
-        have_torch = False
-    cases, skipped = plan(targets, args.quick, have_torch)
+    cases, skipped = plan(targets, args.quick, have_torch())
     if args.only:
         cases = [c for c in cases if any(s in c.label() for s in args.only)]
     if not args.targets and not shutil.which("simple_switch_grpc"):
         skipped.append("simple_switch_grpc: not on PATH, only softswitch measured")
+    data = run_cases(cases, targets)
+    data.update(quick=args.quick, command=args.command, skipped=skipped)
+    return data
+
+
+def have_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_cases(cases: list[Case], targets: list[str]) -> dict:
+    """Run the cases, one network per target (as many hosts as its largest job); the
+    results with the machine and software they were measured on."""
+    demo = load_demo()
     env = environment(targets)
     total = sum(estimate(c) for c in cases)
     print(f"{len(cases)} runs on {', '.join(targets)}; estimated {_mmss(total)} (min:s) on "
@@ -446,8 +457,7 @@ def run_all(args) -> dict:
         shutil.rmtree(workdir, ignore_errors=True)
     env["seconds"] = round(time.monotonic() - start)
     env["load_at_end"] = os.getloadavg()[0]
-    return {"environment": env, "quick": args.quick, "command": args.command,
-            "skipped": skipped, "slots": SLOTS,
+    return {"environment": env, "quick": False, "command": "", "skipped": [], "slots": SLOTS,
             "results": [dict(asdict(r), case=asdict(r.case)) for r in results]}
 
 
