@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from report import (PATTERN_LABEL, Index, human_size, projected,  # noqa: E402
-                    scaling_rows, sweep_density)
+from report import (PATTERN_LABEL, PROJECTION, Index, human_size,  # noqa: E402
+                    projected, scaling_rows, sweep_density)
 
 COLOR = {"shared": "tab:blue", "independent": "tab:orange", "zipf": "tab:green",
          "ring": "tab:red", "dense": "tab:purple"}
@@ -41,6 +41,25 @@ def _plain_y(ax, fmt=lambda v: f"{v:g}") -> None:
     ax.yaxis.set_minor_formatter(FuncFormatter(minor))
 
 
+def _series_style(pattern: str, workers: int, first_workers: int) -> dict:
+    """Lines per worker count; the Zipf pattern is one point, a star (edged for the second
+    worker count)."""
+    if pattern == "zipf":
+        return dict(marker="*", markersize=14, ls="none",
+                    markeredgecolor="black" if workers != first_workers else None)
+    return dict(ls=STYLE.get(workers, "-"), marker=MARK.get(workers, "o"))
+
+
+def _save_legend_below(fig, handles, labels, ncol: int, path: Path) -> Path:
+    """A shared legend under the axes, one column per worker count, sized to its rows."""
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    rows = math.ceil(len(labels) / ncol)
+    fig.tight_layout(rect=(0, (0.1 + 0.19 * rows) / fig.get_figheight(), 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -64,7 +83,7 @@ def density(ix: Index, target: str, out: Path) -> Path | None:
         for z in ix.sweep(target, w, size, "zipf"):
             for ax, y in ((ax_t, z.seconds), (ax_b, z.tx_bytes + z.rx_bytes)):
                 ax.plot([z.block_density], [y], marker="*", markersize=14, ls="none",
-                        color=COLOR["zipf"], markeredgecolor="black" if w == 8 else None,
+                        color=COLOR["zipf"], markeredgecolor="black" if w != groups[0][1] else None,
                         label=f"p4reduce, {PATTERN_LABEL['zipf']}, {w} workers")
         g = ix.get(target, "gloo", w, size, "ring")
         if g:
@@ -83,16 +102,13 @@ def density(ix: Index, target: str, out: Path) -> Path | None:
         _percent(ax)
         _plain_y(ax, fmt)
         ax.grid(True, which="both", alpha=0.3)
-    ax_t.set_title(f"Time vs density, {human_size(size)} float32 values, {target}")
-    ax_b.set_title(f"Bytes on the wire vs density (interface counters), {target}")
+    fig.suptitle(f"{target}: {human_size(size)} float32 values, p4reduce vs gloo")
+    ax_t.set_title("time vs density")
+    ax_b.set_title("bytes on the wire vs density (interface counters)")
     handles, labels = ax_t.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
-    fig.legend(uniq.values(), uniq.keys(), loc="lower center", ncol=3, fontsize=8,
-               frameon=False)
-    fig.tight_layout(rect=(0, 0.06 + 0.035 * math.ceil(len(uniq) / 3), 1, 1))
-    fig.savefig(out / f"density-{target}.png", dpi=110)
-    plt.close(fig)
-    return out / f"density-{target}.png"
+    return _save_legend_below(fig, list(uniq.values()), list(uniq.keys()), len(groups),
+                              out / f"density-{target}.png")
 
 
 def speedup(ix: Index, target: str, out: Path) -> Path | None:
@@ -113,10 +129,7 @@ def speedup(ix: Index, target: str, out: Path) -> Path | None:
                       label=f"(gloo ÷ p4reduce dense) / density, {w} workers: the limit")
         for p in ("shared", "independent", "zipf"):
             rs = ix.sweep(target, w, size, p)
-            if p == "zipf":
-                kw = dict(marker="*", markersize=14, ls="none")
-            else:
-                kw = dict(ls=STYLE.get(w, "-"), marker=MARK.get(w, "o"))
+            kw = _series_style(p, w, groups[0][1])
             x = [sweep_density(r) for r in rs]
             lab = f"{PATTERN_LABEL[p]}, {w} workers"
             if dense:
@@ -125,8 +138,10 @@ def speedup(ix: Index, target: str, out: Path) -> Path | None:
             if gloo:
                 ax_g.plot(x, [gloo.seconds / r.seconds for r in rs], color=COLOR[p],
                           label=lab, **kw)
-    for ax, title in ((ax_d, "speedup over p4reduce dense (time)"),
-                      (ax_g, "speedup over gloo's ring (time, < 1: gloo is faster)")):
+    fig.suptitle(f"{target}: speedup of sparse p4reduce, {human_size(groups[0][2])} float32 "
+                 f"values")
+    for ax, title in ((ax_d, "over p4reduce dense (time)"),
+                      (ax_g, "over gloo's ring (time; below 1: gloo is faster)")):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("density: non-zero blocks per worker")
@@ -135,7 +150,7 @@ def speedup(ix: Index, target: str, out: Path) -> Path | None:
         _percent(ax)
         _plain_y(ax)
         ax.grid(True, which="both", alpha=0.3)
-        ax.set_title(f"{title}, {target}")
+        ax.set_title(title)
         ax.legend(fontsize=8)
     return _save(fig, out / f"speedup-{target}.png")
 
@@ -165,8 +180,9 @@ def scaling(ix: Index, target: str, out: Path) -> Path | None:
         ax.set_ylabel(what)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    ax_t.set_title(f"Time vs workers, {human_size(size)} values, {target}")
-    ax_b.set_title(f"Bytes per worker vs workers, {target}")
+    fig.suptitle(f"{target}: scaling at 10 % density, {human_size(size)} float32 values")
+    ax_t.set_title("time vs workers")
+    ax_b.set_title("bytes per worker vs workers")
     return _save(fig, out / f"scaling-{target}.png")
 
 
@@ -175,7 +191,7 @@ def projection(ix: Index, out: Path) -> Path | None:
     groups = [g for g in ix.sweep_groups() if targets and g[0] == targets[0]]
     if not groups:
         return None
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9, 6.5))
     for target, w, size in groups:
         dense = ix.get(target, "p4reduce", w, size, "dense")
         gloo = ix.get(target, "gloo", w, size, "ring")
@@ -187,11 +203,9 @@ def projection(ix: Index, out: Path) -> Path | None:
                        label=f"p4reduce dense, {w} workers")
         for p in ("shared", "independent", "zipf"):
             rs = ix.sweep(target, w, size, p)
-            kw = dict(marker="*", markersize=14, ls="none") if p == "zipf" else \
-                dict(ls=STYLE.get(w, "-"), marker=MARK.get(w, "o"))
+            kw = _series_style(p, w, groups[0][1])
             ax.plot([sweep_density(r) for r in rs], [projected(r) * 1e6 for r in rs],
                     color=COLOR[p], label=f"p4reduce, {PATTERN_LABEL[p]}, {w} workers", **kw)
-    from report import PROJECTION
     ax.set_xscale("log")
     ax.set_yscale("log")
     _percent(ax)
@@ -202,8 +216,8 @@ def projection(ix: Index, out: Path) -> Path | None:
                  f"{PROJECTION.link_gbps:g} Gb/s, RTT {PROJECTION.rtt_us:g} µs, "
                  f"{PROJECTION.slots} slots", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    return _save(fig, out / "projection.png")
+    handles, labels = ax.get_legend_handles_labels()
+    return _save_legend_below(fig, handles, labels, len(groups), out / "projection.png")
 
 
 def draw(ix: Index, out: Path) -> dict[str, Path]:

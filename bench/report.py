@@ -288,15 +288,18 @@ def markdown(data: dict, images: dict[str, str]) -> str:
     ix = Index(results_of(data))
     env = data["environment"]
     L: list[str] = []
-    kind = "QUICK run (`make bench QUICK=1`)" if data["quick"] else "full run (`make bench`)"
-    L += [f"Produced by a {kind} on {env['date']} in {env['seconds'] // 60} min "
-          f"{env['seconds'] % 60} s: `{data['command']}`", "",
+    kind = "QUICK run" if data["quick"] else "full run"
+    how = f"`{data['command']}`"
+    if data.get("script") and data["script"] != data["command"]:
+        how += f" (which runs `{data['script']}`)"
+    L += [f"Produced by {how}, a {kind}, on {env['date']}; the measurements took "
+          f"{env['seconds'] // 60} min {env['seconds'] % 60} s.", "",
           f"* machine: {env['cpu']}, {env['cpus']} cores, {env['memory_gib']} GiB, Linux "
           f"{env['kernel']}; load average {env['load_at_start']:.1f} at the start, "
           f"{env['load_at_end']:.1f} at the end (shared machine: compare ratios within a run)",
           f"* software: p4reduce {env['commit']}, Python {env['python']}, numpy "
           f"{env['numpy']}, torch {env.get('torch') or 'not installed'}"
-          + (f", {env['bmv2']}" if env.get("bmv2") else ""),
+          + (f", simple_switch_grpc {env['bmv2']}" if env.get("bmv2") else ""),
           f"* every job: float32, {data['slots']} slots; best of the stated repeats, each "
           f"timed at its slowest rank; bytes and packets are the host links' kernel counters "
           f"around the timed allreduces, per worker and per allreduce"]
@@ -364,9 +367,10 @@ def write(data: dict, out: Path, docs: Path | None = None) -> None:
         images[name] = (path.resolve().relative_to(docs.parent.resolve()).as_posix()
                         if docs else path.name)
     text = markdown(data, images)
-    (out / "tables.md").write_text(text + "\n")
     print(text)
-    if docs is not None:
+    if docs is None:
+        (out / "tables.md").write_text(text + "\n")
+    else:
         doc = docs.read_text()
         if BEGIN not in doc or END not in doc:
             raise SystemExit(f"{docs}: no generated-section markers ({BEGIN} ... {END})")

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -142,14 +143,16 @@ def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case],
             add(Case(target, "gloo", w, scaling_size, "ring", 1.0, rep))
             for pattern in ["shared"] + (["independent"] if not bmv2 else []):
                 add(Case(target, "p4reduce", w, scaling_size, pattern, 0.1, rep))
+        big = 16 * M // protocol.LANES          # DATA packets per worker, 16 M dense
         if not quick and bmv2:
-            skipped.append(f"{target}: 16 M values (262 144 DATA packets per worker per dense "
-                           f"allreduce, minutes each at its ~1 800 packets/s), the density "
-                           f"sweep at 8 workers and the scaling runs with independent "
-                           f"sparsity (up to 81 % of the blocks at 16 workers)")
+            skipped.append(f"{target}: 16 M values ({big:,} DATA packets per worker per "
+                           f"dense allreduce: minutes each at bmv2's packet rate, see "
+                           f"bench/softswitch_pps.py), the density sweep at 8 workers and "
+                           f"the scaling runs with independent sparsity (at 16 workers "
+                           f"{1 - 0.9 ** 16:.0%} of the blocks are in the union)")
         if not quick and not bmv2:
-            skipped.append(f"{target}: 16 M values dense at 8 workers (2 M DATA packets, "
-                           f"about 4 minutes per allreduce); 16 M runs once (repeat 1)")
+            skipped.append(f"{target}: 16 M values dense at 8 workers ({8 * big:,} DATA "
+                           f"packets into the switch per allreduce, minutes)")
     if not have_torch:
         skipped.append("gloo: torch is not installed (make install-torch)")
     return list(cases.values()), skipped
@@ -476,10 +479,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--command", default=None,
                     help="the command to state in the docs (make passes its own)")
     args = ap.parse_args(argv)
+    given = list(argv if argv is not None else sys.argv[1:])
+    if "--command" in given:                  # the script's own command line, without it
+        i = given.index("--command")
+        del given[i:i + 2]
+    script = shlex.join(["python", os.path.relpath(Path(__file__).resolve(), REPO)] + given)
     if args.command is None:
-        args.command = "python " + " ".join([str(Path(sys.argv[0]).relative_to(REPO))
-                                             if Path(sys.argv[0]).is_absolute() else
-                                             sys.argv[0]] + sys.argv[1:])
+        args.command = script
     args.out.mkdir(parents=True, exist_ok=True)
     if args.from_json:
         data = json.loads(args.from_json.read_text())
@@ -487,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.geteuid() != 0 or shutil.which("mnexec") is None:
             raise SystemExit("bench/suite.py needs root and Debian's mininet (make install)")
         data = run_all(args)
+        data["script"] = script
         (args.out / "results.json").write_text(json.dumps(data, indent=1))
     import report
     report.write(data, args.out, docs=REPO / "docs" / "benchmarks.md" if args.docs else None)
