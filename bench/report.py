@@ -90,18 +90,18 @@ def sweep_density(r: Result) -> float:
 
 # -- tables ------------------------------------------------------------------------------
 
-def wire_paragraph() -> str:
-    f, v, h = (protocol.FRAME_BYTES_WITH_VALUES, protocol.VALUE_BYTES,
-               protocol.FRAME_BYTES_HEADER_ONLY)
-    return (f"Wire efficiency. A p4reduce DATA frame carries {v} bytes of values "
-            f"({protocol.LANES} int32 lanes) in {f} bytes on the wire "
-            f"({100 * v / f:.1f} % payload); ANNOUNCE and SKIP frames are {h} bytes. A dense "
-            f"allreduce therefore sends about {f / v:.3f} × the tensor per worker, and "
-            f"receives as much (the results), whatever the number of workers. A ring "
-            f"allreduce (gloo's) sends 2(N−1)/N × the tensor per worker (1.50 × at 4 workers, "
-            f"1.75 × at 8, 1.88 × at 16) and receives as much, plus TCP/IP/Ethernet headers "
-            f"and ACKs. The `sent ÷ tensor` columns are the measured ratios (interface counters, "
-            f"Ethernet frames without preamble/FCS).")
+def wire_paragraph(wire: dict) -> str:
+    f, v = wire["data_frame"], wire["value_bytes"]
+    return (f"Wire efficiency (protocol {wire['protocol']}). A p4reduce DATA frame carries "
+            f"{v} bytes of values ({wire['lanes']} int32 lanes) in {f} bytes on the wire "
+            f"({100 * v / f:.1f} % payload); SKIP frames are {wire['skip_frame']} bytes, "
+            f"ANNOUNCE frames {wire['announce_frame']}. A dense allreduce therefore sends "
+            f"about {f / v:.3f} × the tensor per worker, and receives as much (the results), "
+            f"whatever the number of workers. A ring allreduce (gloo's) sends 2(N−1)/N × the "
+            f"tensor per worker (1.50 × at 4 workers, 1.75 × at 8, 1.88 × at 16) and "
+            f"receives as much, plus TCP/IP/Ethernet headers and ACKs. The `sent ÷ tensor` "
+            f"columns are the measured ratios (interface counters, Ethernet frames without "
+            f"preamble/FCS).")
 
 
 def compare_table(ix: Index, target: str) -> list[str]:
@@ -310,7 +310,8 @@ def markdown(data: dict, images: dict[str, str]) -> str:
         c = r["case"]
         L.append(f"* FAILED: {c['target']} {c['system']} {c['workers']} workers "
                  f"{c['size']} values {c['pattern']} {c['density']}: {r['error']}")
-    L += ["", wire_paragraph(), ""]
+    from suite import wire_format
+    L += ["", wire_paragraph(env.get("wire") or wire_format()), ""]
     for target in ix.targets():
         t = compare_table(ix, target)
         if t:

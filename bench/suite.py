@@ -375,6 +375,17 @@ def _mmss(s: float) -> str:
     return f"{int(s // 60)}:{int(s % 60):02d}"
 
 
+def wire_format() -> dict[str, int]:
+    """The frame sizes the run was measured with (the report describes these, not whatever
+    hostlib/protocol.py says when the tables are redrawn)."""
+    p = protocol
+    return {"protocol": p.PROTOCOL_VERSION, "lanes": p.LANES, "value_bytes": p.VALUE_BYTES,
+            "data_frame": p.FRAME_BYTES_WITH_VALUES,
+            "skip_frame": p.FRAME_BYTES_HEADER_ONLY,
+            "announce_frame": getattr(p, "FRAME_BYTES_WITH_FINGERPRINT",
+                                      p.FRAME_BYTES_HEADER_ONLY)}
+
+
 def environment(targets: list[str]) -> dict:
     def version(cmd: list[str]) -> str:
         try:
@@ -393,7 +404,8 @@ def environment(targets: list[str]) -> dict:
            "load_at_start": os.getloadavg()[0], "python": platform.python_version(),
            "numpy": np.__version__,
            "commit": version(["git", "-C", str(REPO), "describe", "--always", "--dirty"]),
-           "date": time.strftime("%Y-%m-%d %H:%M %Z"), "targets": targets}
+           "date": time.strftime("%Y-%m-%d %H:%M %Z"), "targets": targets,
+           "wire": wire_format()}
     try:
         import torch
         env["torch"] = torch.__version__

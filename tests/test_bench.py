@@ -92,7 +92,8 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     data.update(command="pytest", skipped=["nothing"])
     report.write(data, tmp_path)
     tables = (tmp_path / "tables.md").read_text()
-    assert f"{protocol.VALUE_BYTES} bytes of values" in tables
+    assert (f"{protocol.VALUE_BYTES} bytes of values ({protocol.LANES} int32 lanes) in "
+            f"{protocol.FRAME_BYTES_WITH_VALUES} bytes") in tables
     assert "Density sweep, softswitch, 2 workers, 4 K values" in tables
     try:
         import matplotlib  # noqa: F401
