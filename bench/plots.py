@@ -115,7 +115,7 @@ def speedup(ix: Index, target: str, out: Path) -> Path | None:
     groups = [g for g in ix.sweep_groups() if g[0] == target]
     if not groups:
         return None
-    fig, (ax_d, ax_g) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, (ax_d, ax_g) = plt.subplots(1, 2, figsize=(12, 6))
     xs = sorted({sweep_density(r) for _, w, s in groups
                  for p in ("shared", "independent", "zipf") for r in ix.sweep(target, w, s, p)})
     ax_d.plot(xs, [1 / x for x in xs], color="gray", lw=3, alpha=0.4,
@@ -151,8 +151,12 @@ def speedup(ix: Index, target: str, out: Path) -> Path | None:
         _plain_y(ax)
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(title)
-        ax.legend(fontsize=8)
-    return _save(fig, out / f"speedup-{target}.png")
+    uniq: dict = {}
+    for ax in (ax_d, ax_g):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            uniq.setdefault(lab, h)
+    return _save_legend_below(fig, list(uniq.values()), list(uniq.keys()), 2,
+                              out / f"speedup-{target}.png")
 
 
 def scaling(ix: Index, target: str, out: Path) -> Path | None:
