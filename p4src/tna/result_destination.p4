@@ -22,7 +22,7 @@ control ResultDestination(inout headers_t hdr, in egress_intrinsic_metadata_t eg
         }
         actions = { set_destination; no_destination; }
         default_action = no_destination();
-        size = 4096;
+        size = RESULT_DESTINATION_ENTRIES;
     }
 
     apply {
