@@ -48,8 +48,9 @@ class P4ReduceOptions:
     `netns`: network namespace the Worker's socket is opened in (an `ip netns` name or a
     path such as /proc/PID/ns/net, e.g. a Mininet host); the rest of the process stays
     where it is. `deadline`: seconds an allreduce may take (None: the caller's default,
-    e.g. the process group's timeout). "{rank}" in descriptor, descriptor_dir, netns and
-    interface is replaced by the rank.
+    e.g. the process group's timeout). `transport`: the Worker's ("auto", "ring", "mmsg",
+    "plain"; tests pass a transport object). "{rank}" in descriptor, descriptor_dir,
+    netns and interface is replaced by the rank.
     """
     descriptor: Any = None
     job: int | None = None
@@ -57,7 +58,7 @@ class P4ReduceOptions:
     controller_config: str | os.PathLike[str] | None = None
     netns: str | None = None
     interface: str | None = None
-    transport: str | None = None
+    transport: Any = None
     deadline: float | None = None
 
     @classmethod
@@ -177,11 +178,18 @@ def _from_controller(path: Path, job: int, rank: int) -> tuple[dict[str, Any], s
     return _validated(desc, where), where
 
 
-def open_worker(rank: int, options: P4ReduceOptions, **worker_kwargs: Any):
-    """A Worker for rank `rank`: descriptor found as above, socket opened in
-    options.netns when given. Returns (worker, where the descriptor came from)."""
+def open_worker(rank: int, options: P4ReduceOptions, world_size: int | None = None,
+                **worker_kwargs: Any):
+    """A Worker for rank `rank`: descriptor found as above (and checked to be rank `rank`
+    of `world_size` workers before any socket is opened), socket opened in options.netns
+    when given. Returns (worker, where the descriptor came from)."""
     from .worker import Worker
     desc, where = find_descriptor(rank, options)
+    if desc["rank"] != rank or (world_size is not None and desc["workers"] != world_size):
+        size = f" of {world_size}" if world_size is not None else ""
+        raise JobLookupError(f"rank {rank}: {where} is rank {desc['rank']} of job "
+                             f"{desc['job']} with {desc['workers']} workers, but this "
+                             f"process is rank {rank}{size}")
     kwargs = dict(worker_kwargs)
     if options.interface is not None:
         kwargs.setdefault("interface", _for_rank(options.interface, rank))

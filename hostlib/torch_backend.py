@@ -353,18 +353,13 @@ def _open_channel(rank: int, size: int, options: P4ReduceOptions,
     if options.deadline is None:
         options = replace(options, deadline=timeout.total_seconds())
     try:
-        worker, where = open_worker(rank, options)
+        worker, where = open_worker(rank, options, world_size=size)
     except JobLookupError:
         raise
-    except Exception as e:  # noqa: BLE001 -- say which rank and job before the cause
+    except Exception as e:  # noqa: BLE001 -- say which rank before the cause
         raise RuntimeError(f"p4reduce rank {rank}: cannot open its Worker "
                            f"({type(e).__name__}: {e})") from e
     cfg = worker.cfg
-    if cfg.workers != size or cfg.rank != rank:
-        worker.close()
-        raise JobLookupError(f"p4reduce rank {rank}: {where} is rank {cfg.rank} of job "
-                             f"{cfg.job} with {cfg.workers} workers, but this process "
-                             f"group is rank {rank} of {size}")
     log.info("p4reduce rank %d: job %d from %s, transport %s", rank, cfg.job, where,
              worker.stats.transport)
     return _Channel(worker, where)

@@ -89,6 +89,12 @@ def _check_rank(out: dict, world: int) -> None:
         "op MAX (the switch only adds)": 1, "dtype int64": 1,
         "op PRODUCT (the switch only adds)": 1}
     assert out["stats_gloo"]["switch"] == out["stats_switch"]["switch"]
+    if out["rank"] == 0:
+        sub = out["subgroup"]
+        why = f"group of ranks [0] is not the job's ranks 0..{world - 1}"
+        assert torch.equal(sub["result"], torch.full((3,), 5.0))
+        assert sub["stats"]["why_not_switch"] == why
+        assert sub["stats"]["gloo_allreduces"] == {why: 1}
     # DDP without a hook: one bucket per step through the switch
     assert out["stats_ddp"]["switch"]["allreduces"] >= \
         out["stats_gloo"]["switch"]["allreduces"] + 4

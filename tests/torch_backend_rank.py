@@ -162,6 +162,12 @@ def main() -> int:
     dist.reduce_scatter_tensor(rs, torch.arange(2.0 * world))
     objs = [None] * world
     dist.all_gather_object(objs, {"rank": rank})
+    # a group that is not the job's ranks: everything through gloo, with the reason
+    sub = dist.new_group([0])
+    if rank == 0:
+        one = torch.full((3,), 5.0)
+        dist.all_reduce(one, group=sub)
+        out["subgroup"] = {"result": one, "stats": torch_backend.stats(sub)}
     out["gloo"] = {"max": m, "int64": i64, "product": p, "broadcast": b,
                    "all_gather": gathered, "reduce_scatter": rs, "objects": objs}
     out["stats_gloo"] = stats()
