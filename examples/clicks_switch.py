@@ -162,34 +162,42 @@ def plot(s: dict, path: Path) -> str:
     fig, ax = plt.subplots(3, 1, figsize=(9, 10), sharex=True,
                            gridspec_kw={"height_ratios": [3, 1.4, 2]})
 
-    def smooth(y: list[float], k: int = 15) -> np.ndarray:
+    def smooth(y: list[float], k: int = 15) -> tuple[np.ndarray, np.ndarray]:
+        """Centred moving average (and the steps it belongs to)."""
         y = np.asarray(y)
         k = max(1, min(k, len(y)))
-        return np.convolve(y, np.ones(k) / k, mode="valid")
+        return x[(k - 1) // 2:(k - 1) // 2 + len(y) - k + 1], \
+            np.convolve(y, np.ones(k) / k, mode="valid")
 
-    for run, name, color in ((g, "gloo", "tab:blue"), (p, "p4reduce (switch)", "tab:red")):
-        ax[0].plot(x, run["loss"], color=color, alpha=0.25, lw=0.8)
-        xs = x[len(x) - len(smooth(run["loss"])):]
-        ax[0].plot(xs, smooth(run["loss"]), color=color, lw=2,
-                   label=f"{name}: {run['median_step_ms']:.0f} ms/step")
+    for run, name, color, style in ((g, "gloo", "tab:blue", "-"),
+                                    (p, "p4reduce (switch)", "tab:red", "--")):
+        ax[0].plot(x, run["loss"], color=color, alpha=0.3, lw=0.7, ls=style)
+        ax[0].plot(*smooth(run["loss"]), color=color, lw=2, ls=style,
+                   label=f"{name}: final {run['final_loss']:.4f}, "
+                         f"{run['median_step_ms']:.0f} ms/step (median)")
     ax[0].set_ylabel("training loss (BCE, mean of ranks)")
-    ax[0].legend(loc="upper right")
+    ax[0].legend(loc="upper right", title="thin: per step; thick: 15-step mean")
     ax[0].set_title(f"Click model, {s['parameters'] / 1e6:.2f} M parameters, "
                     f"{s['workers']} ranks in Mininet ({s['target']}): gloo vs p4reduce")
-    diff = np.maximum(np.asarray(s["loss_difference"]), 1e-12)
-    ax[1].semilogy(x, diff, color="tab:purple", lw=1)
+    diff = np.asarray(s["loss_difference"])
+    nz = diff > 0
+    ax[1].semilogy(x[nz], diff[nz], ".", color="tab:purple", ms=4,
+                   label=f"p4reduce - gloo ({int((~nz).sum())} of {len(diff)} steps "
+                         f"identical, not shown)")
     ax[1].axhline(s["loss_tolerance"], color="gray", ls="--", lw=1,
                   label=f"tolerance {s['loss_tolerance']:g}")
+    ax[1].set_ylim(1e-10, 1)
     ax[1].set_ylabel("|loss difference|")
-    ax[1].legend(loc="lower right")
+    ax[1].legend(loc="upper left", fontsize=8, ncols=2)
     ax[2].plot(x, 100 * np.asarray(p["density_own"]), color="tab:green", lw=1.2,
                label="non-zero gradient blocks of a rank (sent)")
     ax[2].plot(x, 100 * np.asarray(p["rounds_per_block"]), color="tab:orange", lw=1.2,
                label="switch rounds / blocks (union of ranks + announces)")
     ax[2].set_ylabel("% of 64-value blocks")
     ax[2].set_xlabel("step")
-    ax[2].set_ylim(bottom=0)
-    ax[2].legend(loc="upper right")
+    top = 100 * max(max(p["density_own"]), max(p["rounds_per_block"]))
+    ax[2].set_ylim(0, 1.6 * top)
+    ax[2].legend(loc="upper right", fontsize=9)
     dense = s["dense_gradient_bytes"] / 1e6
     ax[2].set_title(f"bytes sent per step per worker: p4reduce "
                     f"{p['switch_bytes_per_step_per_worker'] / 1e6:.2f} MB, gloo "

@@ -68,6 +68,38 @@ class SwitchCounters:
     seconds: float = 0.0       # in the Worker
 
 
+class _Outcome:
+    """What a submitted allreduce produced: its tensors, or the Worker's exception."""
+    __slots__ = ("value", "error")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+def _unwrap(parent: torch.futures.Future) -> Any:
+    outcome: _Outcome = parent.value()
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.value
+
+
+def failing_future(value: Any, error: BaseException | None) -> torch.futures.Future:
+    """A completed Future whose error C++ code sees too.
+
+    `torch.futures.Future.set_exception` only makes Python's wait() raise: C++ consumers
+    (DDP's reducer, with or without a comm hook) read the exception *object* as the value
+    -- DDP then crashes (no hook) or reports "Unable to cast ... to Tensor" (hook). An
+    error raised inside a `then` callback is stored as a real error, which DDP reports
+    as "Got the following error when running the callback: <type>: <message>"."""
+    parent: torch.futures.Future = torch.futures.Future()
+    child = parent.then(_unwrap)
+    outcome = _Outcome()
+    outcome.value, outcome.error = value, error
+    parent.set_result(outcome)
+    return child
+
+
 class _Channel:
     """One Worker and the thread that runs its allreduces in submission order.
 
@@ -85,23 +117,25 @@ class _Channel:
             name=f"p4reduce-job{worker.cfg.job}-rank{worker.cfg.rank}")
         self._thread.start()
 
-    def submit(self, job: Callable[[], Any]) -> torch.futures.Future:
-        fut: torch.futures.Future = torch.futures.Future()
-        self._queue.put((fut, job))
-        return fut
+    def submit(self, job: Callable[[], Any]) -> tuple[torch.futures.Future, _Outcome]:
+        """Queue `job`; its Future completes (with a C++-visible error if it raised) when
+        the thread has run it. The _Outcome keeps the original exception for wait()."""
+        parent: torch.futures.Future = torch.futures.Future()
+        outcome = _Outcome()
+        self._queue.put((parent, outcome, job))
+        return parent.then(_unwrap), outcome
 
     def _run(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            fut, job = item
+            parent, outcome, job = item
             try:
-                result = job()
+                outcome.value = job()
             except BaseException as e:  # noqa: BLE001 -- delivered to wait()
-                fut.set_exception(e)
-            else:
-                fut.set_result(result)
+                outcome.error = e
+            parent.set_result(outcome)
 
     def close(self) -> None:
         """Run what was submitted, stop the thread, close the Worker."""
@@ -115,51 +149,46 @@ _lock = threading.Lock()
 
 class _SwitchWork(dist.Work):
     """The Work of an allreduce through the switch: a view of its Future (what DDP and
-    `async_op=True` callers use)."""
+    `async_op=True` callers use). wait() re-raises the Worker's own exception type."""
 
-    def __init__(self, fut: torch.futures.Future):
+    def __init__(self, fut: torch.futures.Future, outcome: _Outcome):
         super().__init__()
         self._fut = fut
+        self._outcome = outcome
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:  # noqa: ARG002
-        self._fut.wait()                 # re-raises the Worker's exception
+        try:
+            self._fut.wait()
+        except Exception:
+            if self._outcome.error is not None:
+                raise self._outcome.error from None
+            raise
         return True
 
     def is_completed(self) -> bool:
         return self._fut.done()
 
     def is_success(self) -> bool:
-        if not self._fut.done():
-            return False
-        try:
-            self._fut.value()
-        except Exception:  # noqa: BLE001
-            return False
-        return True
+        return self._fut.done() and self._outcome.error is None
 
     def exception(self) -> BaseException | None:
-        if not self._fut.done():
-            return None
-        try:
-            self._fut.value()
-        except Exception as e:  # noqa: BLE001
-            return e
-        return None
+        return self._outcome.error if self._fut.done() else None
 
     def get_future(self) -> torch.futures.Future:
         return self._fut
 
     def result(self) -> list[torch.Tensor]:
-        return self._fut.wait()
+        self.wait()
+        return self._fut.value()
 
     def synchronize(self) -> None:
         pass
 
 
 def _done_work(tensors: list[torch.Tensor]) -> _SwitchWork:
-    fut: torch.futures.Future = torch.futures.Future()
-    fut.set_result(tensors)
-    return _SwitchWork(fut)
+    outcome = _Outcome()
+    outcome.value = tensors
+    return _SwitchWork(failing_future(tensors, None), outcome)
 
 
 def _op_name(opts: Any) -> str:
@@ -263,7 +292,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
             return _done_work(tensors)       # every rank has the same (zero) size
         channel = self._channel
         assert channel is not None
-        return _SwitchWork(channel.submit(lambda: _reduce(channel, tensors, op)))
+        return _SwitchWork(*channel.submit(lambda: _reduce(channel, tensors, op)))
 
     # -- lifecycle and names -------------------------------------------------------------
 

@@ -7,8 +7,8 @@ sockets are in N Mininet hosts behind the P4 switch.
 Starts the switch (softswitch, or simple_switch_grpc with --target), the controller and N
 hosts; creates a job of N ranks and writes its descriptors as `p4reduce-ctl job create
 --descriptors DIR` does; starts the program N times with the variables torchrun sets
-(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: env:// rendezvous on loopback)
-plus P4REDUCE_JOB and P4REDUCE_DESCRIPTOR_DIR (how a rank finds its job) and
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: env:// rendezvous on loopback;
+OMP_NUM_THREADS=1 unless set) plus P4REDUCE_JOB and P4REDUCE_DESCRIPTOR_DIR (how a rank finds its job) and
 P4REDUCE_NETNS (its Mininet host). The processes run in the root namespace -- the store
 and gloo use loopback -- and only the p4reduce Worker's socket is opened in the host, so
 every allreduce through the switch crosses the host's link. The job is deleted and
@@ -117,7 +117,9 @@ class TorchNetwork:
                   "WORLD_SIZE": str(workers), "LOCAL_WORLD_SIZE": str(workers),
                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
                   "GLOO_SOCKET_IFNAME": "lo", "P4REDUCE_JOB": str(job.job),
-                  "P4REDUCE_DESCRIPTOR_DIR": str(descriptors), "PYTHONUNBUFFERED": "1"}
+                  "P4REDUCE_DESCRIPTOR_DIR": str(descriptors), "PYTHONUNBUFFERED": "1",
+                  # as torchrun: N ranks on one machine, one intra-op thread each
+                  "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         procs: list[subprocess.Popen] = []
         logs = []
         readers = []

@@ -159,3 +159,18 @@ def test_destroy_closes_the_worker(tmp_path, no_env):
     dist.all_reduce(torch.ones(3))
     dist.destroy_process_group()
     assert worker._closed
+
+
+def test_an_error_in_ddp_is_reported_not_a_crash(world_of_one):
+    """A Future completed with set_exception() is read by DDP's C++ reducer as a value
+    (torch stores the exception object as the result): it would crash. The backend's
+    futures carry a real error instead, so backward() raises with the Worker's message."""
+    model = torch.nn.Linear(4, 1)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    x = torch.randn(3, 4)
+    x[0, 0] = float("nan")
+    with pytest.raises(RuntimeError, match=r"ValueError: .*NaN"):
+        ddp(x).sum().backward()
+    model.zero_grad()                                # (the failed step left NaN grads)
+    ddp(torch.randn(3, 4)).sum().backward()          # the next step works
+    assert torch.isfinite(model.weight.grad).all()
