@@ -39,7 +39,7 @@ class Options:
     target: str = "softswitch"
     slots: int = 64
     out: Path = Path("examples/out")
-    loss_tolerance: float = 0.01     # max |mean loss(p4reduce) - mean loss(gloo)| per step
+    loss_tolerance: float = 1e-3     # max |mean loss(p4reduce) - mean loss(gloo)| per step
     plot: bool = True
     quiet: bool = False
     timeout: float = 3600.0
