@@ -5,11 +5,12 @@ Not a test: a measurement, run as root (`python bench/hostlib_pps.py`). It build
 pair between two fresh namespaces (worker, switch) and measures, in the same run:
 
   C       C client (bench/pps_baseline.c, compiled here with the system cc) keeping WINDOW
-          314-byte DATA frames in flight  <->  C reflector (answers like an N=1 switch)
+          318-byte DATA frames in flight  <->  C reflector (answers like an N=1 switch)
   hostlib hostlib.Worker (python -m hostlib) allreducing a dense float32 tensor with
           slot_count = WINDOW: build (quantize, pack headers, template), send, receive,
           parse, accumulate  <->  the same C reflector; once per transport mode
-  full    hostlib.Worker  <->  hostlib's pure-Python reflector (the whole Python system)
+(The whole system, worker and switch, is measured by bench/sparse_speedup.py and
+bench/softswitch_pps.py against the real P4 program.)
 
 Rate = worker packets sent per second (each is answered by one result). The ratio of the
 hostlib rows to the C row is what docs/hostlib.md reports (target >= 0.5). Both ends share
@@ -32,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from hostlib import netns  # noqa: E402
+from hostlib import netns
+from hostlib import protocol as p  # noqa: E402
 
 
 def compile_baseline(tmp: Path) -> Path:
@@ -71,19 +73,11 @@ def run_c(t: netns.Topology, exe: Path, count: int, window: int) -> float:
 
 
 def run_hostlib(t: netns.Topology, tmp: Path, mode: str, repeat: int,
-                reflector: str, exe: Path) -> tuple[float, dict]:
+                exe: Path) -> tuple[float, dict]:
     desc = tmp / "d0.json"
     desc.write_text(json.dumps(t.descriptors[0]))
-    if reflector == "c":
-        refl = c_reflector(t, exe, 300)
-    else:
-        refl = subprocess.Popen(t.exec_argv(t.switch_ns, [
-            sys.executable, "-m", "hostlib.reflector", "--descriptor", str(desc),
-            "--interface", t.switch_if[0], "--transport", "auto", "--duration", "300"]),
-            cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        assert refl.stdout is not None
-        refl.stdout.readline()
-    stats = tmp / f"stats-{mode}-{reflector}.json"
+    refl = c_reflector(t, exe, 300)
+    stats = tmp / f"stats-{mode}.json"
     try:
         subprocess.run(t.exec_argv(t.worker_ns[0], [
             sys.executable, "-m", "hostlib", "--descriptor", str(desc), "--input",
@@ -119,15 +113,12 @@ def main() -> int:
         extra: dict[str, dict] = {}
         rows["C sendmmsg/recvmmsg <-> C reflector"] = run_c(t, exe, a.c_count, a.window)
         for mode in a.modes.split(","):
-            r, s = run_hostlib(t, tmp, mode, a.repeat, "c", exe)
+            r, s = run_hostlib(t, tmp, mode, a.repeat, exe)
             rows[f"hostlib ({mode}) <-> C reflector"] = r
             extra[mode] = s
-        r, s = run_hostlib(t, tmp, "auto", a.repeat, "py", exe)
-        rows["hostlib (auto) <-> Python reflector"] = r
-        extra["full"] = s
     base = rows["C sendmmsg/recvmmsg <-> C reflector"]
     print(f"window {a.window} frames, {a.blocks} dense float32 blocks x {a.repeat} "
-          f"allreduces, {os.cpu_count()} CPUs, 314-byte frames")
+          f"allreduces, {os.cpu_count()} CPUs, {p.FRAME_BYTES_WITH_VALUES}-byte frames")
     print(f"{'loop':45s} {'packets/s':>12s} {'vs C':>7s}")
     for name, rate in rows.items():
         print(f"{name:45s} {rate:12,.0f} {rate / base:7.2f}")

@@ -1,12 +1,13 @@
 /* Minimal C baseline for bench/hostlib_pps.py: AF_PACKET + sendmmsg/recvmmsg, no rings.
  *
  *   pps_baseline client IFNAME COUNT WINDOW SRC_MAC DST_MAC SRC_IP DST_IP PORT
- *       keeps WINDOW 314-byte p4reduce DATA frames in flight (a new one per frame
+ *       keeps WINDOW 318-byte p4reduce DATA frames in flight (a new one per frame
  *       received) until COUNT came back; prints "packets seconds".
  *   pps_baseline reflect IFNAME SECONDS
  *       answers every p4reduce frame like an N=1 switch (docs/protocol.md 6-12: the
  *       result of a single contributor is its own packet): RESULT type, addresses swapped,
- *       source port 0x5030, 58 bytes after an ANNOUNCE, zero values for a SKIP.
+ *       source port 0x5030, the fingerprint range (70 bytes) after an ANNOUNCE, zero
+ *       values for a SKIP. Offsets follow hostlib/protocol.py (protocol 2, 20-byte header).
  *
  * Both are what a C worker/switch loop costs in the kernel and in user space with one
  * syscall per batch, which is the bar hostlib's Python loop is compared with. */
@@ -25,8 +26,9 @@
 #include <unistd.h>
 
 #define BATCH 256
-#define WIDTH 314
-#define HDR 58
+#define WIDTH 318      /* FRAME_BYTES_WITH_VALUES */
+#define HDR 62         /* EXTENSION_OFFSET: Ethernet + IPv4 + UDP + the 20-byte header */
+#define ANNOUNCED 70   /* FRAME_BYTES_WITH_FINGERPRINT */
 
 static double now(void) {
     struct timespec ts;
@@ -95,16 +97,17 @@ static int client(char **a) {
     int window = atoi(a[2]);
     uint8_t f[WIDTH] = {0};
     parse_mac(a[4], f); parse_mac(a[3], f + 6);
-    f[12] = 8; f[14] = 0x45; f[16] = 300 >> 8; f[17] = 300 & 0xff;   /* IPv4 total length 300 */
+    f[12] = 8; f[14] = 0x45; f[16] = 304 >> 8; f[17] = 304 & 0xff;   /* IPv4 total length 304 */
     f[20] = 0x40; f[22] = 64; f[23] = 17;
     inet_pton(AF_INET, a[5], f + 26); inet_pton(AF_INET, a[6], f + 30);
     uint16_t c = csum(f + 14, 20); f[24] = c >> 8; f[25] = c & 0xff;
     int port = atoi(a[7]);
     f[34] = port >> 8; f[35] = port & 0xff; f[36] = 0x50; f[37] = 0x30;
-    f[38] = 280 >> 8; f[39] = 280 & 0xff;   /* UDP length 280 */
-    f[42] = 0x12;                       /* protocol 1, DATA */
+    f[38] = 284 >> 8; f[39] = 284 & 0xff;   /* UDP length 284 */
+    f[42] = 0x22;                       /* protocol 2, DATA */
     f[44] = 0; f[45] = 7;               /* job 7 */
-    f[53] = f[54] = f[55] = 0xff;       /* next_block END_OF_STREAM */
+    f[53] = 1;                          /* epoch 1 */
+    f[59] = f[60] = f[61] = 0xff;       /* next_block END_OF_STREAM */
     for (int i = 0; i < BATCH; i++) memcpy(tx[i], f, WIDTH);
     setup_vecs();
     long sent = 0, got = 0;
@@ -146,7 +149,7 @@ static int reflect(char **a) {
         for (int i = 0; i < r; i++) {
             uint8_t *f = rx[i], *o = tx[n];
             if (!is_p4r(f, rxm[i].msg_len)) continue;
-            int type = f[42] & 0xf, len = type == 1 ? HDR : WIDTH;
+            int type = f[42] & 0xf, len = type == 1 ? ANNOUNCED : WIDTH;
             memcpy(o, f + 6, 6); memcpy(o + 6, f, 6); memcpy(o + 12, f + 12, 14);
             memcpy(o + 26, f + 30, 4); memcpy(o + 30, f + 26, 4);
             o[34] = 0x50; o[35] = 0x30; o[36] = f[34]; o[37] = f[35];
@@ -154,9 +157,10 @@ static int reflect(char **a) {
             o[24] = o[25] = 0;
             uint16_t c = csum(o + 14, 20); o[24] = c >> 8; o[25] = c & 0xff;
             o[38] = (len - 34) >> 8; o[39] = (len - 34) & 0xff; o[40] = o[41] = 0;
-            memcpy(o + 42, f + 42, 16);
-            o[42] = 0x14; o[43] &= 0x80;                 /* RESULT, version kept, flags 0 */
+            memcpy(o + 42, f + 42, HDR - 42);
+            o[42] = 0x24; o[43] &= 0x80;                 /* RESULT, version kept, flags 0 */
             if (type == 2) memcpy(o + HDR, f + HDR, WIDTH - HDR);
+            else if (type == 1) memcpy(o + HDR, f + HDR, ANNOUNCED - HDR);
             else memset(o + HDR, 0, WIDTH - HDR);
             txiov[n].iov_len = len;
             n++;

@@ -53,28 +53,20 @@ def frames_for(job, workers: int, slots: int, rounds: int) -> list[list[bytes]]:
 
 
 def in_process(workers: int, slots: int, rounds: int) -> float:
-    from softswitch.switch import Switch
-    from controlplane.p4info import DEFAULT_DEVICE_CONFIG
-    sw = Switch()
-    sw.load_pipeline(DEFAULT_DEVICE_CONFIG.read_bytes())
-    ing, eg = "P4ReduceIngress", "P4ReduceEgress"
-    from controlplane.forwarding import ip_int as ip, mac_int as mac
-    sw.table_set_default(f"{ing}.identity.switch_identity", f"{ing}.identity.set_identity",
-                         [mac("02:00:00:00:01:00"), ip("10.0.0.254")])
-    from controlplane.admission import JobParameters, WorkerAddress
-    from bmv2_tests.harness import TestJob, host_ip, host_mac
-    params = JobParameters(JOB, 0, 0, slots, workers, 100, 1)
-    wa = [WorkerAddress(r, r + 1, host_mac(r + 1), host_ip(r + 1), p.UDP_PORT_BASE + 1)
-          for r in range(workers)]
-    for w in wa:
-        sw.table_add(f"{ing}.admission.admission",
-                     [w.port, mac(w.mac), ip(w.ip), JOB, w.rank], f"{ing}.admission.admit",
-                     [0, 0, slots, workers, 100, 1])
-        sw.table_add(f"{eg}.result_destination.result_destination", [JOB, w.rank],
-                     f"{eg}.result_destination.set_destination",
-                     [mac(w.mac), ip(w.ip), w.udp_port])
-    sw.mc_group_set(100, [(w.port, w.rank) for w in wa])
-    job = TestJob(None, params, wa)  # type: ignore[arg-type]  # frames only, no switch
+    """The interpreter alone: the job is programmed over P4Runtime by the controller's own
+    JobManager (tests/inprocess_switch.py), then frames go straight to Switch.process()."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from inprocess_switch import InProcessSwitch
+    from bmv2_tests.harness import SWITCH_IP, SWITCH_MAC, TestJob
+    from controlplane.jobs import SwitchAddress
+    with InProcessSwitch(ports=workers, switch=SwitchAddress(SWITCH_MAC, SWITCH_IP)) as isw:
+        made = isw.create_job(workers, slots, JOB)
+        job = TestJob(None, made.params, made.workers)  # type: ignore[arg-type]  # frames only
+        return _run_in_process(isw.device.active.switch, job, made.workers, workers, slots,
+                               rounds)
+
+
+def _run_in_process(sw, job, wa, workers: int, slots: int, rounds: int) -> float:
     # announce round first, then the data rounds
     for w in wa:
         for slot in range(slots):

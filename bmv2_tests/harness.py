@@ -22,6 +22,7 @@ from .targets import SwitchProcess
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"
+FINGERPRINT = p.fingerprint(np.int32, 4 * p.LANES)   # what announces carry unless told
 
 
 def host_mac(port: int) -> str:
@@ -49,12 +50,15 @@ class TestJob:
     def frame(self, rank: int, msg_type: MsgType, *, slot: int = 0, version: int = 0,
               block: int = p.END_OF_STREAM, next_block: int = p.END_OF_STREAM,
               next_exponent: int = 0, values=None, flags: int = 0,
-              job: int | None = None) -> bytes:
+              job: int | None = None, epoch: int | None = None,
+              fingerprint: int = FINGERPRINT) -> bytes:
         header = Header.make(msg_type, job=self.params.job if job is None else job, slot=slot,
                              rank=rank, slot_version=version, flags=flags, block=block,
-                             next_block=next_block, next_exponent=next_exponent)
+                             next_block=next_block, next_exponent=next_exponent,
+                             epoch=self.params.epoch if epoch is None else epoch)
         vals = None if values is None else np.asarray(values, dtype=np.int64)
-        return p.build_frame(self.endpoints(rank), header, vals)
+        fp = (fingerprint, fingerprint) if msg_type == MsgType.ANNOUNCE else None
+        return p.build_frame(self.endpoints(rank), header, vals, fingerprint=fp)
 
     def send(self, rank: int, msg_type: MsgType, **kw) -> None:
         self.switch.proc.send(self.by_rank[rank].port, self.frame(rank, msg_type, **kw))

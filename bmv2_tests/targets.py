@@ -88,8 +88,10 @@ class SwitchProcess:
                 pair = VethPair(f"p4r{tag}{port}s", f"p4r{tag}{port}h")
                 self.pairs[port] = pair
                 pair.create()
-                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-                sock.bind((pair.host_end, 0))
+                # protocol 0 receives nothing until bound to the one interface: a socket
+                # created for ETH_P_ALL would queue every interface's frames until then
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+                sock.bind((pair.host_end, ETH_P_ALL))
                 sock.setblocking(False)
                 self.sockets[port] = sock
             self.runner = SwitchRunner(self.kind, {port: pair.switch_end for port, pair

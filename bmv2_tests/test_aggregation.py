@@ -46,7 +46,7 @@ def test_results_carry_a_correct_ipv4_checksum(switch):
     for rank in range(2):
         frame = switch.proc.recv(job.by_rank[rank].port)
         assert frame is not None and _checksum_ok(frame)
-        assert len(frame) == p.FRAME_BYTES_HEADER_ONLY
+        assert len(frame) == p.FRAME_BYTES_WITH_FINGERPRINT
     for rank in range(2):
         job.send(rank, MsgType.DATA, version=1, block=0, values=np.full(LANES, rank + 1))
     for rank in range(2):

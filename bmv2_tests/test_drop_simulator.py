@@ -8,11 +8,19 @@ from hostlib.protocol import MsgType
 PACKETS = 300
 
 
-def _expected_drops(seed: int, threshold: int, salt_invert: bool = False) -> set[int]:
-    """Sequence numbers the switch must drop: crc32(seed ++ sequence) mod 65536 < threshold."""
-    s = (~seed & 0xFFFFFFFF) if salt_invert else seed
-    return {i for i in range(PACKETS)
-            if zlib.crc32(s.to_bytes(4, "big") + i.to_bytes(4, "big")) & 0xFFFF < threshold}
+def _roll(seed: int, sequence: int, rank: int | None = None) -> int:
+    """The drop simulator's hash: crc32 of seed ++ sequence (ingress), or of ~seed ++
+    sequence ++ rank (a result copy in egress), mod 65536."""
+    data = seed.to_bytes(4, "big") + sequence.to_bytes(4, "big")
+    if rank is not None:
+        data = (~seed & 0xFFFFFFFF).to_bytes(4, "big") + sequence.to_bytes(4, "big") \
+            + bytes([rank])
+    return zlib.crc32(data) & 0xFFFF
+
+
+def _expected_drops(seed: int, threshold: int, egress_rank: int | None = None) -> set[int]:
+    """Sequence numbers whose packet (or result copy to egress_rank) the switch drops."""
+    return {i for i in range(PACKETS) if _roll(seed, i, egress_rank) < threshold}
 
 
 def _responses(switch, job) -> int:
@@ -40,7 +48,7 @@ def test_egress_loss_drops_result_copies(switch):
     job = switch.add_job(job=51, n=1)
     seed, fraction = 777, 0.1
     switch.set_loss(51, egress=fraction, seed=seed)
-    expected = _expected_drops(seed, round(fraction * 65536), salt_invert=True)
+    expected = _expected_drops(seed, round(fraction * 65536), egress_rank=0)
     assert _responses(switch, job) == PACKETS - len(expected)
     stats = job.stats()
     assert stats["simulated_drops_egress"] == len(expected)
@@ -53,3 +61,32 @@ def test_random_mode_drops_about_the_fraction(switch):
     got = _responses(switch, job)
     assert 0.3 * PACKETS < got < 0.7 * PACKETS
     assert job.stats()["simulated_drops_ingress"] == PACKETS - got
+
+
+def test_egress_loss_of_each_copy_is_decided_before_replication(switch):
+    """Three ranks, every round multicast: which copies are lost depends only on the seed,
+    the job's sequence number of the packet that completed the round and the copy's rank
+    -- not on the order in which a target's egress threads handle the copies (bmv2 runs
+    several). The same rounds reach the same ranks on every target."""
+    n, rounds, seed, fraction = 3, 40, 4242, 0.3
+    job = switch.add_job(job=53, n=n)
+    switch.set_loss(53, egress=fraction, seed=seed)
+    threshold = round(fraction * 65536)
+    got = {rank: set() for rank in range(n)}
+    want = {rank: set() for rank in range(n)}
+    for k in range(rounds):
+        version = k % 2
+        for rank in range(n):
+            if k == 0:
+                job.send(rank, MsgType.ANNOUNCE, next_block=0)
+            else:
+                job.send(rank, MsgType.SKIP, version=version, block=k - 1, next_block=k)
+        completing = n * k + n - 1                   # the job's sequence number of the last
+        for rank in range(n):
+            if _roll(seed, completing, rank) >= threshold:
+                want[rank].add(k)
+            for frame in switch.proc.recv_all(job.by_rank[rank].port, 0.15):
+                got[rank].add(k)
+    assert got == want
+    lost = sum(rounds - len(want[r]) for r in range(n))
+    assert 0 < lost < n * rounds and job.stats()["simulated_drops_egress"] == lost

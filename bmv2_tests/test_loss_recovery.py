@@ -21,6 +21,10 @@ def test_duplicate_before_completion_is_not_double_counted(switch):
     x = np.arange(LANES) + 100
     job.send(0, MsgType.DATA, version=1, block=0, values=x)
     job.send(0, MsgType.DATA, version=1, block=0, values=x, flags=Flag.RETRANSMIT)
+    status = job.result(0)                       # the switch says whom the round waits for
+    assert status is not None and status.header.msg_type == MsgType.STATUS
+    assert (status.header.slot, status.header.slot_version, status.header.block) == (0, 1, 0)
+    assert status.contributors == 0b001 and status.values is None
     job.send(1, MsgType.DATA, version=1, block=0, values=x * 2)
     job.assert_silent(0.3)                       # not complete: 2 of 3 ranks
     job.send(2, MsgType.SKIP, version=1, block=0)

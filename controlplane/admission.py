@@ -1,8 +1,10 @@
-"""Programs Admission: one entry per (ingress port, MAC, IPv4, job, rank) of a job's workers.
+"""Programs Admission: one entry per (ingress port, MAC, IPv4, job, epoch, rank) of a job's
+workers.
 
-The action carries the job's parameters (job index, slot range, worker count, multicast
-group, epoch), so admission is also where a job's slots and epoch are handed to the data
-plane.
+The epoch in the key is the job's incarnation: a worker of a deleted job still sends its old
+epoch, which no entry matches, whatever ids and addresses a later job reuses. The action
+carries the job's parameters (job index, slot range, worker count, multicast group), so
+admission is also where a job's slots are handed to the data plane.
 """
 from __future__ import annotations
 
@@ -35,12 +37,13 @@ class WorkerAddress:
 def admission_entry(conn: SwitchConnection, job: JobParameters, worker: WorkerAddress,
                     with_action: bool = True):
     match = {"ingress_port": worker.port, "src_mac": mac_int(worker.mac),
-             "src_ip": ip_int(worker.ip), "job": job.job, "rank": worker.rank}
+             "src_ip": ip_int(worker.ip), "job": job.job, "epoch": job.epoch,
+             "rank": worker.rank}
     if not with_action:
         return conn.p4.table_entry("admission", match)
     return conn.p4.table_entry("admission", match, "admit", {
         "job_index": job.job_index, "slot_base": job.slot_base, "slot_count": job.slot_count,
-        "worker_count": job.worker_count, "mcast_grp": job.mcast_grp, "epoch": job.epoch})
+        "worker_count": job.worker_count, "mcast_grp": job.mcast_grp})
 
 
 def admit(conn: SwitchConnection, job: JobParameters, workers: list[WorkerAddress]) -> None:

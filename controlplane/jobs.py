@@ -26,7 +26,7 @@ POOL_SLOTS = 1024          # p4src/include/constants.p4
 MAX_JOBS = 64
 MAX_WORKERS = protocol.MAX_WORKERS
 JOB_GROUP_BASE = 16        # multicast group of job index i is 16 + i; 1..15 are for flooding
-EPOCH_LIMIT = 1 << 16
+MAX_EPOCH = protocol.MAX_EPOCH  # bit 31 of the switch's slot epoch marks a lost slot
 
 
 class JobError(ValueError):
@@ -62,7 +62,8 @@ class Job:
         if w is None:
             raise JobError(f"job {self.job} has no rank {rank}")
         return {
-            "protocol": protocol.PROTOCOL_VERSION, "job": self.job, "rank": rank,
+            "protocol": protocol.PROTOCOL_VERSION, "job": self.job, "epoch": self.epoch,
+            "rank": rank,
             "workers": len(self.workers), "slot_base": self.slot_base,
             "slot_count": self.slot_count, "lanes": protocol.LANES,
             "switch": {"mac": switch.mac, "ip": switch.ip, "udp_port": switch.udp_port},
@@ -119,8 +120,10 @@ class JobTable:
         os.replace(tmp, self.path)
 
     def next_epoch(self) -> int:
-        """1..65535, wrapping and skipping 0 (a slot never used holds epoch 0)."""
-        self.last_epoch = self.last_epoch % (EPOCH_LIMIT - 1) + 1
+        """1..2^31-1, wrapping and skipping 0 (a slot never used holds epoch 0). An epoch
+        names one incarnation of a job on the wire and in admission, so it is never handed
+        out twice while the state file lives (2^31-1 creations before a wrap)."""
+        self.last_epoch = self.last_epoch % MAX_EPOCH + 1
         return self.last_epoch
 
     def allocate_slots(self, count: int) -> int:

@@ -28,6 +28,7 @@ class Address:
 @dataclass(frozen=True)
 class JobConfig:
     job: int
+    epoch: int          # the job's incarnation: admission matches it (protocol.md section 7)
     rank: int
     workers: int
     slot_base: int
@@ -51,7 +52,8 @@ class JobConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "protocol": self.protocol, "job": self.job, "rank": self.rank,
+            "protocol": self.protocol, "job": self.job, "epoch": self.epoch,
+            "rank": self.rank,
             "workers": self.workers, "slot_base": self.slot_base,
             "slot_count": self.slot_count, "lanes": self.lanes,
             "switch": vars(self.switch).copy(), "worker": vars(self.worker).copy(),
@@ -108,7 +110,8 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
     workers = integer("workers", 1, p.MAX_WORKERS)
     rank = integer("rank", 0, workers - 1)
     cfg = JobConfig(
-        job=integer("job", 0, 0xFFFF), rank=rank, workers=workers,
+        job=integer("job", 0, 0xFFFF), epoch=integer("epoch", 1, p.MAX_EPOCH),
+        rank=rank, workers=workers,
         slot_base=integer("slot_base", 0, 0xFFFF),
         slot_count=integer("slot_count", 1, 0xFFFF),
         switch=_address(d.get("switch"), "switch", port_in_range=False),

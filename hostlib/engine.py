@@ -1,14 +1,17 @@
 """The worker's protocol engine for one allreduce (docs/protocol.md sections 5, 6, 13).
 
 It owns no socket: `packets_to_send(now)` hands out frames, `on_frames` / `on_results` /
-`on_result` take results in, and `check(now)` enforces the job deadline. The caller (the
-Worker with a raw socket, a unit test with crafted RESULT packets, or the in-process
-reflector) moves the bytes. All per-slot state lives in numpy arrays indexed by slot, so a
-batch of results is handled with a fixed number of vectorised operations, whatever its size.
+`on_result` take results in, and `check(now)` turns a slot that makes no progress for
+`deadline` seconds into a TimeoutError naming the ranks the switch is waiting for. The
+caller (the Worker with a raw socket, a unit test with crafted RESULT packets, or a test's
+in-process switch) moves the bytes. All per-slot state lives in numpy arrays indexed by
+slot, so a batch of results is handled with a fixed number of vectorised operations,
+whatever its size.
 
 Per slot: the packet outstanding (its frame, kept for retransmission), the round number,
 the shadow-copy version, the block being aggregated, this rank's announced next non-zero
-block, and a retransmission timer that doubles after repeated timeouts up to a cap.
+block, a retransmission timer that doubles after repeated timeouts up to a cap, and the
+last STATUS the switch sent (which ranks the round has heard from).
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ class EngineParams:
 class RttEstimator:
     """Smoothed round-trip time of a slot's round (RFC 6298 style; samples come from
     multicast results, see AllreduceEngine.on_results). Why: the configured timeout is a floor; a
-    window of S*N packets through a slow switch (bmv2, a Python reflector) can take longer
+    window of S*N packets through a slow switch (bmv2, softswitch) can take longer
     than a few ms, and a fixed timer would then retransmit every slot, adding load exactly
     when the switch is behind. Kept by the Worker across allreduce calls."""
 
@@ -64,6 +67,16 @@ class RttEstimator:
         return min(cap, max(floor, 2 * self.srtt + 4 * self.rttvar))
 
 
+class SwitchStateLost(RuntimeError):
+    """The switch no longer holds the job's slot state (it restarted, or its pipeline was
+    replaced) while ranks were mid-job: rounds whose results died with it cannot complete."""
+
+
+class FingerprintMismatch(ValueError):
+    """The ranks of the job disagree on what they reduce (dtype or length): no sum is
+    returned, on every rank, with the same message."""
+
+
 @dataclass
 class EngineStats:
     packets_sent: int = 0
@@ -72,6 +85,7 @@ class EngineStats:
     bytes_received: int = 0
     retransmissions: int = 0
     results_ignored: int = 0      # duplicates, cached copies of done rounds, other jobs
+    statuses: int = 0             # STATUS replies: a retransmission found the round waiting
     rounds: int = 0
     timeouts_doubled: int = 0
     overflowed_blocks: list[int] = field(default_factory=list)
@@ -90,19 +104,22 @@ class AllreduceEngine:
     def __init__(self, cfg: JobConfig, payload: Payload, now: float,
                  params: EngineParams | None = None,
                  start_versions: np.ndarray | None = None,
-                 builder: FrameBuilder | None = None, rtt: RttEstimator | None = None):
+                 builder: FrameBuilder | None = None, rtt: RttEstimator | None = None,
+                 continued: np.ndarray | None = None):
         self.cfg = cfg
         self.payload = payload
         self.params = params or EngineParams()
         self.builder = builder or FrameBuilder(cfg.to_switch())
         self.stats = EngineStats()
         self.rtt = rtt or RttEstimator()
-        self.deadline = now + self.params.deadline
         self.started = now
         S = cfg.slot_count
         B = payload.nblocks
-        # Slots >= B own no block in any rank (every rank has the same B): they stay idle.
-        self.nslots = n = min(S, B)
+        # Slots >= B own no block of this rank. When all ranks agree on B they stay idle; a
+        # rank that learns (from the fingerprint range) that another has more blocks
+        # announces on them too, so every slot anyone used completes its announce round.
+        self.nslots = n = S
+        self.used = min(S, B)
         nz = payload.nonzero
         nz_slot = nz % S
         order = np.lexsort((nz, nz_slot))
@@ -118,9 +135,14 @@ class AllreduceEngine:
             u, idx = np.unique(slot_sorted, return_index=True)
             first[u] = by_slot[idx]
 
-        self.active = np.ones(n, bool)
+        self.active = np.arange(n) < self.used
+        self.touched = self.active.copy()                # slots this call sent on
         self.version = (np.zeros(n, np.int64) if start_versions is None
                         else np.asarray(start_versions[:n], np.int64) & 1)
+        # CONTINUED: this rank had a result on the slot in this job, so the switch must
+        # hold the job's state there (protocol.md section 8); the Worker keeps it.
+        self.continued = (np.zeros(n, bool) if continued is None
+                          else np.asarray(continued[:n], bool).copy())
         self.block = np.full(n, EOS, np.int64)           # block of the outstanding packet
         self.exponent = np.zeros(n, np.int64)            # E used by the outstanding packet
         self.my_next = first
@@ -133,15 +155,16 @@ class AllreduceEngine:
         self.expired_in_row = np.zeros(n, np.int64)
         self.last_frames = np.zeros((n, p.FRAME_BYTES_WITH_VALUES), np.uint8)
         self.last_lengths = np.zeros(n, np.int64)
-        self.last_heard = np.full(n, now)
+        self.last_heard = np.full(n, now)                # last progress (a result)
+        self.status_at = np.full(n, -np.inf)             # last STATUS for the round
+        self.contributors = np.zeros(n, np.int64)        # its bitmap
+        self.mismatch: tuple[int, int] | None = None     # fingerprint (min, max) if ranks differ
         self.sums = np.zeros((B, p.LANES), np.int32)
         self.sum_exponent = np.zeros(B, np.int16)        # biased E each block was sent with
         self._pending: list[Batch] = []
         self._ranks_overflowed: list[int] = []
 
-        slots = np.arange(n, dtype=np.int64)
-        self._emit(slots, np.full(n, p.MsgType.ANNOUNCE), self.version,
-                   np.full(n, EOS, np.int64), self.my_next, None, np.zeros(n, bool))
+        self._announce(np.flatnonzero(self.active))
 
     # -- output --------------------------------------------------------------------------
 
@@ -151,16 +174,23 @@ class AllreduceEngine:
         out[real] = self.payload.exponent_biased[nxt[real]]
         return out
 
+    def _announce(self, slots: np.ndarray) -> None:
+        k = slots.size
+        self._emit(slots, np.full(k, p.MsgType.ANNOUNCE), self.version[slots],
+                   np.full(k, EOS, np.int64), self.my_next[slots], None,
+                   np.full(k, p.Extension.FINGERPRINT))
+
     def _emit(self, slots: np.ndarray, msg_type: np.ndarray, version: np.ndarray,
               block: np.ndarray, next_block: np.ndarray, values: np.ndarray | None,
-              with_values: np.ndarray) -> None:
+              extension: np.ndarray) -> None:
         cols = {
             "protocol": p.PROTOCOL_VERSION, "msg_type": msg_type, "slot_version": version,
-            "flags": 0, "job": self.cfg.job, "slot": slots, "rank": self.cfg.rank,
-            "next_exponent": self._announce_exponent(next_block), "block": block,
-            "next_block": next_block,
+            "flags": np.where(self.continued[slots], int(p.Flag.CONTINUED), 0),
+            "job": self.cfg.job, "slot": slots, "rank": self.cfg.rank,
+            "next_exponent": self._announce_exponent(next_block), "epoch": self.cfg.epoch,
+            "block": block, "next_block": next_block,
         }
-        batch = self.builder.build(cols, with_values, values)
+        batch = self.builder.build(cols, extension, values, self.payload.fingerprint)
         self.last_frames[slots] = batch.frames
         self.last_lengths[slots] = batch.lengths
         self._pending.append(batch)
@@ -199,15 +229,22 @@ class AllreduceEngine:
         if len(parsed):
             self.on_results(parsed, now)
 
-    def on_result(self, header: p.Header, values: np.ndarray | None, now: float) -> None:
-        """One result (unit tests drive the engine with crafted packets through this)."""
+    def on_result(self, header: p.Header, values: np.ndarray | None, now: float, *,
+                  fingerprint: tuple[int, int] | None = None, contributors: int = 0) -> None:
+        """One result or status (unit tests drive the engine with crafted packets)."""
+        extension = (p.Extension.VALUES if values is not None else p.Extension.FINGERPRINT
+                     if fingerprint is not None else p.Extension.STATUS
+                     if header.msg_type == p.MsgType.STATUS else p.Extension.NONE)
         cols = {name: np.array([v], np.int64) for name, v in zip(p.FIELD_NAMES, header)}
         vals = np.zeros((1, p.LANES), np.int32)
         if values is not None:
             vals[0] = values
         self.on_results(Parsed(cols=cols, has_values=np.array([values is not None]),
                                values=vals, src_ip=np.zeros(1, np.uint32),
-                               src_mac=np.zeros((1, 6), np.uint8), rejected=0), now)
+                               src_mac=np.zeros((1, 6), np.uint8), rejected=0,
+                               extension=np.array([int(extension)]),
+                               fingerprint=np.array([fingerprint or (0, 0)], np.int64),
+                               contributors=np.array([contributors], np.int64)), now)
 
     def on_results(self, r: Parsed, now: float) -> None:
         """A batch of results: match each to its slot's outstanding round, store sums,
@@ -217,20 +254,39 @@ class AllreduceEngine:
         c = r.cols
         n = int(r.has_values.shape[0])
         slot = c["slot"]
-        ok = ((c["msg_type"] == p.MsgType.RESULT) & (c["protocol"] == p.PROTOCOL_VERSION)
-              & (c["job"] == self.cfg.job) & (c["rank"] == self.cfg.rank)
-              & (slot < self.nslots))
-        idx = np.flatnonzero(ok)
+        ours = ((c["protocol"] == p.PROTOCOL_VERSION) & (c["job"] == self.cfg.job)
+                & (c["epoch"] == self.cfg.epoch) & (c["rank"] == self.cfg.rank)
+                & (slot < self.nslots))
+        lost = ours & ((c["flags"] & p.Flag.STATE_LOST) != 0)
+        if lost.any():
+            slots = sorted({int(x) for x in slot[lost]})
+            raise SwitchStateLost(
+                f"the switch lost the state of job {self.cfg.job} (epoch {self.cfg.epoch}) "
+                f"on slot(s) {slots[:8]}{' ...' if len(slots) > 8 else ''}: it restarted or "
+                f"its pipeline was replaced while the job ran, and rounds whose results died "
+                f"with it cannot complete; delete the job and create it again")
+        answers = ours & self.active[np.minimum(slot, self.nslots - 1)]
+        answers[answers] &= (c["slot_version"][answers] == self.version[slot[answers]]) \
+            & (c["block"][answers] == self.block[slot[answers]])
+        status = answers & (c["msg_type"] == p.MsgType.STATUS)
+        if status.any() and r.contributors is not None:
+            self.status_at[slot[status]] = now
+            self.contributors[slot[status]] = r.contributors[status]
+            self.stats.statuses += int(status.sum())
+        idx = np.flatnonzero(answers & (c["msg_type"] == p.MsgType.RESULT))
         s = slot[idx]
-        match = self.active[s] & (c["slot_version"][idx] == self.version[s]) \
-            & (c["block"][idx] == self.block[s])
-        idx, s = idx[match], s[match]
         if idx.size > 1:                       # a slot answered twice in one batch
             s, first = np.unique(s, return_index=True)
             idx = idx[first]
-        self.stats.results_ignored += n - int(idx.size)
+        self.stats.results_ignored += n - int(idx.size) - int(status.sum())
         if not idx.size:
             return
+        self.continued[s] = True
+        announced = self.block[s] == EOS
+        if announced.any():
+            idx, s = self._check_fingerprints(r, idx, s, announced, now)
+            if not idx.size:
+                return
         block = self.block[s]
         data_round = block != EOS
         if data_round.any():
@@ -305,24 +361,100 @@ class AllreduceEngine:
             return float("inf")
         return float(self.expires[self.active].min())
 
+    @property
+    def deadline(self) -> float:
+        """When the slowest-progressing active slot times out (inf when done)."""
+        if self.done:
+            return float("inf")
+        return float(self.last_heard[self.active].min()) + self.params.deadline
+
     def check(self, now: float) -> None:
-        """Raise TimeoutError past the job deadline, naming the stalled slots."""
-        if now < self.deadline or self.done:
+        """Raise TimeoutError when an active slot had no result for `deadline` seconds.
+
+        Progress, not elapsed time: a slow but healthy allreduce (heavy loss, a busy
+        switch) goes on as long as every slot keeps completing rounds. The message names
+        the ranks the switch has not heard from in the stalled rounds (from its STATUS
+        replies to this rank's retransmissions) -- usually the rank that died -- or says
+        that the switch itself did not answer."""
+        if self.done:
             return
-        stalled = np.flatnonzero(self.active)
+        stalled = np.flatnonzero(self.active & (now - self.last_heard >= self.params.deadline))
+        if not stalled.size:
+            return
+        everyone = (1 << self.cfg.workers) - 1
+        answered = self.status_at[stalled] > self.last_heard[stalled]
+        missing = 0
+        for sl in stalled[answered]:
+            missing |= everyone & ~int(self.contributors[sl])
         parts = []
-        for sl in stalled[:16]:
+        for sl in stalled[:8]:
             blk = int(self.block[sl])
             what = "announce" if blk == EOS else f"block {blk}"
-            parts.append(f"slot {int(sl)} round {int(self.round[sl])} ({what}, "
-                         f"last result {now - self.last_heard[sl]:.3f}s ago)")
-        more = f" and {stalled.size - 16} more" if stalled.size > 16 else ""
+            if self.status_at[sl] > self.last_heard[sl]:
+                waits = [k for k in range(self.cfg.workers)
+                         if not (int(self.contributors[sl]) >> k) & 1]
+                heard = f"the switch waits for rank(s) {waits}"
+            else:
+                heard = "no answer from the switch"
+            parts.append(f"slot {int(sl)} round {int(self.round[sl])} ({what}: {heard})")
+        more = f" and {stalled.size - 8} more" if stalled.size > 8 else ""
+        if missing:
+            ranks = [k for k in range(self.cfg.workers) if (missing >> k) & 1]
+            cause = (f"the switch has not heard from rank(s) {ranks} in the stalled rounds: "
+                     f"stopped, crashed or unreachable?")
+        else:
+            cause = ("the switch did not answer this rank's retransmissions: is it running, "
+                     "and is the job still installed?")
         raise TimeoutError(
-            f"allreduce of job {self.cfg.job} rank {self.cfg.rank} did not finish within "
-            f"{self.params.deadline:.3f}s: {stalled.size} of {self.nslots} slots stalled: "
-            + "; ".join(parts) + more
-            + f" ({self.stats.retransmissions} retransmissions; a rank or the switch stopped "
-              "answering)")
+            f"allreduce of job {self.cfg.job} rank {self.cfg.rank}: {stalled.size} of "
+            f"{int(self.touched.sum())} slots made no progress for {self.params.deadline:.3f}s"
+            f" ({self.stats.retransmissions} retransmissions): {cause} Stalled: "
+            + "; ".join(parts) + more)
+
+    def _check_fingerprints(self, r: Parsed, idx: np.ndarray, s: np.ndarray,
+                            announced: np.ndarray, now: float
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """Results of announce rounds carry the switch's fingerprint range. Where ranks
+        disagree the slot ends after its announce round on every rank (each rank sees the
+        same result); a rank with fewer blocks than the largest announces on the slots it
+        would not have used, so every slot anyone touched completes its round everywhere.
+        Returns the results that go on."""
+        ai, as_ = idx[announced], s[announced]
+        if r.extension is None or r.fingerprint is None \
+                or (r.extension[ai] != p.Extension.FINGERPRINT).any():
+            raise p.ProtocolError(f"RESULT of the announce round of slot {int(as_[0])} "
+                                  f"carries no fingerprint range")
+        low, high = r.fingerprint[ai, 0], r.fingerprint[ai, 1]
+        differ = low != high
+        if not differ.any():
+            return idx, s
+        if self.mismatch is None:
+            k = int(np.argmax(differ))
+            self.mismatch = (int(low[k]), int(high[k]))
+            _, most = p.describe_fingerprint(self.mismatch[1])
+            slots = min(self.cfg.slot_count, max(1, -(-most // p.LANES)))
+            extra = np.flatnonzero(~self.touched[:slots])
+            if extra.size:
+                self.active[extra] = self.touched[extra] = True
+                self.my_next[extra] = EOS
+                self.sent_at[extra] = self.last_heard[extra] = now
+                self.expires[extra] = now + self.timeout[extra]
+                self._announce(extra)
+        ended = as_[differ]
+        self.active[ended] = False
+        self.round[ended] += 1
+        self.last_heard[ended] = now
+        keep = np.ones(idx.shape, bool)
+        keep[np.flatnonzero(announced)[differ]] = False
+        return idx[keep], s[keep]
+
+    def raise_if_mismatched(self) -> None:
+        if self.mismatch is not None:
+            low, high = self.mismatch
+            raise FingerprintMismatch(
+                f"the ranks of job {self.cfg.job} disagree on what they reduce: "
+                f"{p.fingerprint_disagreement(low, high)} (the switch saw fingerprints "
+                f"{low:#x}..{high:#x}); no rank returns a sum")
 
     def raise_if_overflowed(self) -> None:
         if self.stats.overflowed_blocks:
@@ -335,6 +467,9 @@ class AllreduceEngine:
                 + (" ..." if len(blocks) > 8 else "")
                 + "; the switch flagged the round (FLAG_OVERFLOW), no wrong sum returned")
 
-    def final_versions(self) -> np.ndarray:
-        """Version each slot must use for its next announce round (alternation goes on)."""
-        return (self.version ^ 1).astype(np.uint8)
+    def final_versions(self, versions: np.ndarray) -> np.ndarray:
+        """`versions` (the slots' versions before this call) updated for the next call: a
+        slot this call used goes on alternating, an untouched one keeps its version."""
+        out = np.asarray(versions, np.uint8).copy()
+        out[self.touched] = (self.version[self.touched] ^ 1).astype(np.uint8)
+        return out

@@ -15,6 +15,9 @@ import subprocess
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
+from .config import Address, JobConfig
+from .protocol import UDP_PORT_BASE
+
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.250.0.254"
 SUBNET = "10.250.0.{}/24"
@@ -48,11 +51,11 @@ class Topology:
         self.switch_if = [f"{self.tag}s{i}" for i in range(workers)]
         self.worker_if = [f"{self.tag}w{i}" for i in range(workers)]
         self.descriptors: list[dict[str, Any]] = [
-            {"protocol": 1, "job": job, "rank": i, "workers": workers, "slot_base": 0,
-             "slot_count": slot_count, "lanes": 64,
-             "switch": {"mac": SWITCH_MAC, "ip": SWITCH_IP, "udp_port": 0x5030},
-             "worker": {"mac": f"02:00:00:00:00:{i + 1:02x}", "ip": SUBNET.format(i + 1)[:-3],
-                        "udp_port": udp_port}}
+            JobConfig(job=job, epoch=1, rank=i, workers=workers, slot_base=0,
+                      slot_count=slot_count,
+                      switch=Address(SWITCH_MAC, SWITCH_IP, UDP_PORT_BASE),
+                      worker=Address(f"02:00:00:00:00:{i + 1:02x}",
+                                     SUBNET.format(i + 1)[:-3], udp_port)).to_dict()
             for i in range(workers)]
         self._made: list[str] = []
 

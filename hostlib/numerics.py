@@ -90,6 +90,7 @@ class Payload:
     exponent_biased: np.ndarray     # (B,) int16 in 0..255
     is_float: bool
     workers: int
+    fingerprint: int = 0            # protocol.fingerprint(dtype, elements): announced
 
     @property
     def nblocks(self) -> int:
@@ -131,4 +132,5 @@ def make_payload(array: np.ndarray, workers: int) -> Payload:
         exps = np.zeros(blocks.shape[0], dtype=np.int16)
     nonzero = np.flatnonzero(np.any(blocks != 0, axis=1)).astype(np.int64)
     return Payload(blocks=blocks, nonzero=nonzero, exponent_biased=exps.astype(np.int16),
-                   is_float=is_float, workers=workers)
+                   is_float=is_float, workers=workers,
+                   fingerprint=p.fingerprint(a.dtype, flat.size))

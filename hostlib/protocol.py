@@ -19,10 +19,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 LANES = 64                      # K: int32 values per block / per data packet
 VALUE_BYTES = 4 * LANES
-HEADER_BYTES = 16
+HEADER_BYTES = 20
+FINGERPRINT_BYTES = 8           # ANNOUNCE and its RESULT: fingerprint_min, fingerprint_max
+STATUS_BYTES = 4                # STATUS: contributors
 UDP_PORT_BASE = 0x5030          # destination ports 0x5030..0x503F carry p4reduce
 UDP_PORT_MASK = 0xFFF0
 UDP_PORTS = range(UDP_PORT_BASE, UDP_PORT_BASE + 16)
@@ -30,15 +32,19 @@ END_OF_STREAM = 0x00FFFFFF      # next_block that ends a slot; block of the anno
 MAX_BLOCK = END_OF_STREAM - 1
 EXPONENT_BIAS = 128             # next_exponent = e + 128, 2^e >= max |x| of the block
 MAX_WORKERS = 32                # width of the switch's contributor bitmap
+MAX_EPOCH = (1 << 31) - 1       # epochs 1..2^31-1; the switch marks lost slots with bit 31
 
 ETH_BYTES = 14
 IPV4_BYTES = 20
 UDP_BYTES = 8
 L2_L4_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES          # 42
 P4R_OFFSET = L2_L4_BYTES                                   # header starts here in a frame
-VALUES_OFFSET = P4R_OFFSET + HEADER_BYTES                  # 58
-FRAME_BYTES_HEADER_ONLY = VALUES_OFFSET                    # 58
-FRAME_BYTES_WITH_VALUES = VALUES_OFFSET + VALUE_BYTES      # 314
+EXTENSION_OFFSET = P4R_OFFSET + HEADER_BYTES               # 62: values, fingerprint or status
+VALUES_OFFSET = EXTENSION_OFFSET
+FRAME_BYTES_HEADER_ONLY = EXTENSION_OFFSET                 # 62
+FRAME_BYTES_WITH_VALUES = EXTENSION_OFFSET + VALUE_BYTES   # 318
+FRAME_BYTES_WITH_FINGERPRINT = EXTENSION_OFFSET + FINGERPRINT_BYTES   # 70
+FRAME_BYTES_WITH_STATUS = EXTENSION_OFFSET + STATUS_BYTES             # 66
 
 
 class MsgType(IntEnum):
@@ -46,12 +52,28 @@ class MsgType(IntEnum):
     DATA = 2       # a non-zero block: header + LANES int32 values
     SKIP = 3       # the sender's block of this round is zero: header only
     RESULT = 4     # switch -> workers: the round's sum (unless announce round) + next block
+    STATUS = 5     # switch -> worker: the round is incomplete; who has contributed
 
 
 class Flag(IntFlag):
     OVERFLOW = 0x01     # an int32 partial sum of the round overflowed
     RETRANSMIT = 0x02   # worker -> switch: this is a retransmission
     CACHED = 0x04       # switch -> worker: result served from the slot by unicast
+    CONTINUED = 0x08    # worker -> switch: the sender had a result on this slot in this job
+    STATE_LOST = 0x10   # switch -> worker: the slot lost the job's state (switch restart)
+
+
+class Extension(IntEnum):
+    """What follows the header in a frame (one of them at most; the layout is fixed by the
+    message type: DATA values, ANNOUNCE fingerprint, STATUS status)."""
+    NONE = 0
+    VALUES = 1
+    FINGERPRINT = 2
+    STATUS = 3
+
+
+EXTENSION_BYTES = {Extension.NONE: 0, Extension.VALUES: VALUE_BYTES,
+                   Extension.FINGERPRINT: FINGERPRINT_BYTES, Extension.STATUS: STATUS_BYTES}
 
 
 class ProtocolError(ValueError):
@@ -74,10 +96,16 @@ FIELDS: tuple[Field, ...] = (
     Field("slot", 16),
     Field("rank", 8),
     Field("next_exponent", 8),
+    Field("epoch", 32),
     Field("block", 32),
     Field("next_block", 32),
 )
 FIELD_NAMES = tuple(f.name for f in FIELDS)
+
+# The extensions that follow the header (fingerprint_t and round_status_t in headers.p4).
+FINGERPRINT_FIELDS: tuple[Field, ...] = (Field("fingerprint_min", 32),
+                                         Field("fingerprint_max", 32))
+STATUS_FIELDS: tuple[Field, ...] = (Field("contributors", 32),)
 
 
 def _byte_groups(fields: tuple[Field, ...]) -> list[tuple[str, int, list[tuple[Field, int]]]]:
@@ -127,15 +155,17 @@ class Header(NamedTuple):
     slot: int
     rank: int
     next_exponent: int
+    epoch: int
     block: int
     next_block: int
 
     @classmethod
-    def make(cls, msg_type: int, *, job: int, slot: int, rank: int, slot_version: int = 0,
-             flags: int = 0, block: int = END_OF_STREAM, next_block: int = END_OF_STREAM,
-             next_exponent: int = 0, protocol: int = PROTOCOL_VERSION) -> "Header":
+    def make(cls, msg_type: int, *, job: int, slot: int, rank: int, epoch: int = 1,
+             slot_version: int = 0, flags: int = 0, block: int = END_OF_STREAM,
+             next_block: int = END_OF_STREAM, next_exponent: int = 0,
+             protocol: int = PROTOCOL_VERSION) -> "Header":
         return cls(protocol, int(msg_type), slot_version, int(flags), job, slot, rank,
-                   next_exponent, block, next_block)
+                   next_exponent, epoch, block, next_block)
 
 
 def check_field(name: str, value: int) -> None:
@@ -205,8 +235,8 @@ def validate_header(h: Header, *, from_switch: bool) -> None:
     """Semantic checks beyond field widths; raises ProtocolError naming the field."""
     if h.protocol != PROTOCOL_VERSION:
         raise ProtocolError(f"field protocol={h.protocol}, expected {PROTOCOL_VERSION}")
-    allowed = (MsgType.RESULT,) if from_switch else (MsgType.ANNOUNCE, MsgType.DATA,
-                                                     MsgType.SKIP)
+    allowed = (MsgType.RESULT, MsgType.STATUS) if from_switch else (
+        MsgType.ANNOUNCE, MsgType.DATA, MsgType.SKIP)
     if h.msg_type not in allowed:
         raise ProtocolError(f"field msg_type={h.msg_type} not one of "
                             f"{[m.name for m in allowed]}")
@@ -261,13 +291,16 @@ class Endpoints:
     dst_port: int = UDP_PORT_BASE
 
 
-def l2_l4_template(ep: Endpoints, with_values: bool) -> bytes:
+def l2_l4_template(ep: Endpoints, extension: Extension | bool) -> bytes:
     """The 42 bytes before the p4reduce header, IPv4 checksum included.
 
-    Only two frame sizes exist (header only, header + values), so a sender precomputes both
-    templates once and copies them in bulk; nothing per packet is recomputed.
+    Only four frame sizes exist (one per `Extension`), so a sender precomputes their
+    templates once and copies them in bulk; nothing per packet is recomputed. A bool is
+    read as "with values" or "header only".
     """
-    payload = HEADER_BYTES + (VALUE_BYTES if with_values else 0)
+    if isinstance(extension, bool):
+        extension = Extension.VALUES if extension else Extension.NONE
+    payload = HEADER_BYTES + EXTENSION_BYTES[Extension(extension)]
     eth = mac_bytes(ep.dst_mac) + mac_bytes(ep.src_mac) + b"\x08\x00"
     ip_wo_csum = struct.pack("!BBHHHBBH4s4s", 0x45, 0, IPV4_BYTES + UDP_BYTES + payload,
                              0, 0x4000, 64, 17, 0, ip_bytes(ep.src_ip), ip_bytes(ep.dst_ip))
@@ -277,16 +310,40 @@ def l2_l4_template(ep: Endpoints, with_values: bool) -> bytes:
     return eth + ip + udp
 
 
-def build_frame(ep: Endpoints, header: Header, values: np.ndarray | None = None) -> bytes:
-    """One complete frame (tests, tools). The data path uses templates + pack_headers."""
+def build_frame(ep: Endpoints, header: Header, values: np.ndarray | None = None, *,
+                fingerprint: tuple[int, int] | None = None,
+                contributors: int | None = None) -> bytes:
+    """One complete frame (tests, tools). The data path uses templates + pack_headers.
+
+    At most one extension: `values` (DATA, RESULT of a data round), `fingerprint`
+    (min, max) (ANNOUNCE, RESULT of an announce round) or `contributors` (STATUS).
+    """
+    given = [x is not None for x in (values, fingerprint, contributors)]
+    if sum(given) > 1:
+        raise ProtocolError("a frame carries at most one of values, fingerprint, contributors")
+    body = encode_header(header)
+    extension = Extension.NONE
     if values is not None:
         values = np.asarray(values)
         if values.shape != (LANES,):
             raise ProtocolError(f"values must have shape ({LANES},), got {values.shape}")
-    body = encode_header(header)
-    if values is not None:
         body += np.asarray(values, dtype=np.int64).astype(VALUES_DTYPE).tobytes()
-    return l2_l4_template(ep, values is not None) + body
+        extension = Extension.VALUES
+    elif fingerprint is not None:
+        for f, v in zip(FINGERPRINT_FIELDS, fingerprint):
+            _check_extension_field(f, v)
+        body += struct.pack("!II", *fingerprint)
+        extension = Extension.FINGERPRINT
+    elif contributors is not None:
+        _check_extension_field(STATUS_FIELDS[0], contributors)
+        body += struct.pack("!I", contributors)
+        extension = Extension.STATUS
+    return l2_l4_template(ep, extension) + body
+
+
+def _check_extension_field(f: Field, value: int) -> None:
+    if not 0 <= int(value) < 1 << f.bits:
+        raise ProtocolError(f"field {f.name}={value} out of range 0..{(1 << f.bits) - 1}")
 
 
 class Frame(NamedTuple):
@@ -298,6 +355,8 @@ class Frame(NamedTuple):
     dst_port: int
     header: Header
     values: np.ndarray | None
+    fingerprint: tuple[int, int] | None = None     # (min, max)
+    contributors: int | None = None
 
 
 def parse_frame(frame: bytes) -> Frame:
@@ -315,18 +374,75 @@ def parse_frame(frame: bytes) -> Frame:
     if dst_port & UDP_PORT_MASK != UDP_PORT_BASE:
         raise ProtocolError(f"field udp dst_port={dst_port} not a p4reduce port")
     header = decode_header(frame, P4R_OFFSET)
-    values = None
-    carries_values = udp_len >= UDP_BYTES + HEADER_BYTES + VALUE_BYTES
-    if header.msg_type == MsgType.DATA and not carries_values:
-        raise ProtocolError(f"DATA message without values (udp length {udp_len})")
-    if carries_values and header.msg_type in (MsgType.DATA, MsgType.RESULT):
-        if n < FRAME_BYTES_WITH_VALUES:
-            raise ProtocolError(
-                f"truncated values: {n - VALUES_OFFSET} of {VALUE_BYTES} bytes")
+    extension = udp_len - UDP_BYTES - HEADER_BYTES
+    kinds = {v: k for k, v in EXTENSION_BYTES.items()}
+    if extension not in kinds:
+        raise ProtocolError(f"field udp length={udp_len}: no p4reduce layout has "
+                            f"{extension} bytes after the header")
+    kind = kinds[extension]
+    if n < EXTENSION_OFFSET + extension:
+        raise ProtocolError(f"truncated frame: {n} bytes, udp length {udp_len} needs "
+                            f"{EXTENSION_OFFSET + extension}")
+    expected = {MsgType.DATA: (Extension.VALUES,), MsgType.ANNOUNCE: (Extension.FINGERPRINT,),
+                MsgType.SKIP: (Extension.NONE,), MsgType.STATUS: (Extension.STATUS,),
+                MsgType.RESULT: (Extension.VALUES, Extension.FINGERPRINT, Extension.NONE)}
+    if header.msg_type in expected and kind not in expected[header.msg_type]:
+        raise ProtocolError(f"{MsgType(header.msg_type).name} message with "
+                            f"{kind.name.lower()} after the header (udp length {udp_len})")
+    values = fingerprint = contributors = None
+    if kind == Extension.VALUES:
         values = np.frombuffer(frame, dtype=VALUES_DTYPE, count=LANES,
-                               offset=VALUES_OFFSET).astype(np.int32)
+                               offset=EXTENSION_OFFSET).astype(np.int32)
+    elif kind == Extension.FINGERPRINT:
+        fingerprint = struct.unpack_from("!II", frame, EXTENSION_OFFSET)
+    elif kind == Extension.STATUS:
+        (contributors,) = struct.unpack_from("!I", frame, EXTENSION_OFFSET)
     return Frame(frame[6:12], frame[0:6], frame[26:30], frame[30:34], src_port, dst_port,
-                 header, values)
+                 header, values, fingerprint, contributors)
+
+
+# ---------------------------------------------------------------------------------------
+# Fingerprint: what a rank reduces (docs/protocol.md section 3)
+
+class DtypeCode(IntEnum):
+    """How the switch sees a tensor's elements (the low 2 bits of a fingerprint)."""
+    INT32 = 0
+    FLOAT32 = 1
+    FLOAT64 = 2
+
+
+MAX_ELEMENTS = (1 << 30) - 1       # 24-bit blocks of 64 values fit in 30 bits
+_DTYPE_CODES = {np.dtype(np.int32): DtypeCode.INT32, np.dtype(np.float32): DtypeCode.FLOAT32,
+                np.dtype(np.float64): DtypeCode.FLOAT64}
+
+
+def fingerprint(dtype: np.dtype, elements: int) -> int:
+    """The exact (never hashed) 32-bit fingerprint: elements << 2 | dtype code. Exact, so two
+    ranks that reduce different things can never look alike."""
+    dt = np.dtype(dtype)
+    if dt not in _DTYPE_CODES:
+        raise ValueError(f"dtype {dt} has no p4reduce encoding")
+    if not 0 <= elements <= MAX_ELEMENTS:
+        raise ValueError(f"{elements} elements: at most {MAX_ELEMENTS} fit a fingerprint")
+    return (int(elements) << 2) | int(_DTYPE_CODES[dt])
+
+
+def describe_fingerprint(fp: int) -> tuple[str, int]:
+    """(dtype name, elements) of a fingerprint."""
+    code = fp & 3
+    name = DtypeCode(code).name.lower() if code in DtypeCode._value2member_map_ else "unknown"
+    return name, fp >> 2
+
+
+def fingerprint_disagreement(low: int, high: int) -> str:
+    """What two fingerprints (the switch's minimum and maximum) disagree on, in words."""
+    (d0, n0), (d1, n1) = describe_fingerprint(low), describe_fingerprint(high)
+    parts = []
+    if d0 != d1:
+        parts.append(f"dtype {d0} vs {d1}")
+    if n0 != n1:
+        parts.append(f"length {n0} vs {n1} elements")
+    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------
@@ -337,31 +453,49 @@ def _scapy_layers():
     from scapy.layers.inet import UDP
     from scapy.packet import Packet, bind_layers
 
+    def bits(fields: tuple[Field, ...]) -> list:
+        return [BitField(f.name, PROTOCOL_VERSION if f.name == "protocol" else 0, f.bits)
+                for f in fields]
+
     class P4Reduce(Packet):
         name = "p4reduce"
-        fields_desc = [BitField(f.name, PROTOCOL_VERSION if f.name == "protocol" else 0,
-                                f.bits) for f in FIELDS]
+        fields_desc = bits(FIELDS)
 
         def guess_payload_class(self, payload: bytes):
-            if self.msg_type in (MsgType.DATA, MsgType.RESULT) and len(payload) >= VALUE_BYTES:
+            n = len(payload)
+            if self.msg_type in (MsgType.DATA, MsgType.RESULT) and n >= VALUE_BYTES:
                 return P4ReduceValues
+            if self.msg_type in (MsgType.ANNOUNCE, MsgType.RESULT) and n >= FINGERPRINT_BYTES:
+                return P4ReduceFingerprint
+            if self.msg_type == MsgType.STATUS and n >= STATUS_BYTES:
+                return P4ReduceStatus
             return super().guess_payload_class(payload)
 
-    class P4ReduceValues(Packet):
+    class _Extension(Packet):
+        def extract_padding(self, s: bytes):
+            return b"", s
+
+    class P4ReduceValues(_Extension):
         name = "p4reduce values"
         fields_desc = [FieldListField("values", [0] * LANES, SignedIntField("v", 0),
                                       count_from=lambda pkt: LANES)]
 
-        def extract_padding(self, s: bytes):
-            return b"", s
+    class P4ReduceFingerprint(_Extension):
+        name = "p4reduce fingerprint"
+        fields_desc = bits(FINGERPRINT_FIELDS)
+
+    class P4ReduceStatus(_Extension):
+        name = "p4reduce status"
+        fields_desc = bits(STATUS_FIELDS)
 
     for port in UDP_PORTS:
         bind_layers(UDP, P4Reduce, dport=port)
-    return P4Reduce, P4ReduceValues
+    return P4Reduce, P4ReduceValues, P4ReduceFingerprint, P4ReduceStatus
 
 
 def scapy_layers():
-    """(P4Reduce, P4ReduceValues) scapy classes, bound to the p4reduce UDP ports.
+    """(P4Reduce, P4ReduceValues, P4ReduceFingerprint, P4ReduceStatus) scapy classes, bound
+    to the p4reduce UDP ports.
 
     Lazy so the data path never imports scapy.
     """

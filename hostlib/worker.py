@@ -17,13 +17,13 @@ import numpy as np
 
 from . import protocol as p
 from .config import JobConfig, load_descriptor
-from .engine import AllreduceEngine, EngineParams, RttEstimator
+from .engine import AllreduceEngine, EngineParams, RttEstimator, SwitchStateLost
 from .framing import Batch, FrameBuilder
 from .numerics import dequantize, make_payload
 
 
 class Transport(Protocol):
-    """What the loop needs from a transport (transport.RawSocket, reflector.LoopbackTransport)."""
+    """What the loop needs from a transport (transport.RawSocket; tests: an in-process switch)."""
     mode: str
 
     def send(self, batch: Batch) -> int: ...
@@ -56,7 +56,8 @@ class WorkerStats:
 
 
 class WorkerBroken(RuntimeError):
-    """A previous allreduce timed out: slot states across ranks are unknown."""
+    """A previous allreduce timed out or found the switch's state lost: slot states across
+    ranks are unknown, so this job cannot go on (create a new one)."""
 
 
 class Worker:
@@ -88,6 +89,7 @@ class Worker:
             self.transport = transport
         self.builder = FrameBuilder(self.cfg.to_switch())
         self.versions = np.zeros(self.cfg.slot_count, np.uint8)
+        self.continued = np.zeros(self.cfg.slot_count, bool)
         self.rtt = RttEstimator()
         self.stats = WorkerStats(transport=self.transport.mode, transport_fallbacks="; ".join(
             getattr(self.transport, "fallback_reasons", [])))
@@ -147,7 +149,7 @@ class Worker:
         payload = make_payload(a, self.cfg.workers)     # ValueError before sending
         t0 = time.monotonic()
         eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.versions,
-                              self.builder, self.rtt)
+                              self.builder, self.rtt, self.continued)
         tr, batch, spin = self.transport, self.batch, self.busy_poll
         try:
             idle_since = None
@@ -175,10 +177,14 @@ class Worker:
         except TimeoutError as e:
             self._broken = f"a previous allreduce timed out ({e}); create a new job"
             raise
+        except SwitchStateLost as e:
+            self._broken = str(e)
+            raise
         finally:
             self._account(eng, time.monotonic() - t0, payload)
-        n = eng.nslots
-        self.versions[:n] = eng.final_versions()
+        self.versions = eng.final_versions(self.versions)
+        self.continued = eng.continued
+        eng.raise_if_mismatched()
         eng.raise_if_overflowed()
         size = a.size
         if payload.is_float:

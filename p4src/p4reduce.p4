@@ -4,13 +4,16 @@
 #include <v1model.p4>
 #include "include/headers.p4"
 #include "include/parser.p4"
+#include "include/validation.p4"
 #include "include/admission.p4"
 #include "include/drop_simulator.p4"
 #include "include/contributor_bitmap.p4"
 #include "include/round_counter.p4"
+#include "include/fingerprint.p4"
 #include "include/value_aggregation.p4"
 #include "include/next_block.p4"
 #include "include/result.p4"
+#include "include/result_destination.p4"
 #include "include/forwarding.p4"
 
 control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
@@ -18,10 +21,12 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     counter(DROP_REASONS, CounterType.packets) drops;
 
     SwitchIdentity() identity;
+    Validation() validation;
     Admission() admission;
     DropSimulator() drop_simulator;
     ContributorBitmap() contributor_bitmap;
     RoundCounter() round_counter;
+    Fingerprint() fingerprint;
     ValueAggregation() value_aggregation;
     NextBlock() next_block;
     Result() result;
@@ -33,37 +38,37 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        meta.is_result = 0;
+        meta.to_worker = 0;
         meta.multicast = 0;
+        meta.state_lost = 0;
+        meta.complete = 0;
+        meta.round_done = 0;
         identity.apply(hdr, meta);
-        if (standard_metadata.parser_error != error.NoError
-                || standard_metadata.checksum_error == 1) {
+        validation.apply(hdr, meta, standard_metadata);
+        if (meta.malformed == 1) {
             drop_counted(DROP_MALFORMED);
         } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
-            if (hdr.p4r.protocol != PROTOCOL_VERSION
-                    || hdr.p4r.msg_type == 0 || hdr.p4r.msg_type > MSG_SKIP
-                    || hdr.p4r.next_block[31:24] != 0) {
-                drop_counted(DROP_MALFORMED);
+            admission.apply(hdr, meta, standard_metadata);
+            if (meta.admitted == 0) {
+                drop_counted(DROP_UNADMITTED);
+            } else if (meta.slot_in_range == 0) {
+                mark_to_drop(standard_metadata);   /* counted per job by admission */
             } else {
-                admission.apply(hdr, meta, standard_metadata);
-                if (meta.admitted == 0) {
-                    drop_counted(DROP_UNADMITTED);
-                } else if (meta.slot_in_range == 0) {
-                    mark_to_drop(standard_metadata);   /* counted per job by admission */
+                drop_simulator.apply(hdr, meta, standard_metadata);
+                if (meta.sim_drop == 1) {
+                    mark_to_drop(standard_metadata);
                 } else {
-                    drop_simulator.apply(hdr, meta, standard_metadata);
-                    if (meta.sim_drop == 1) {
-                        mark_to_drop(standard_metadata);
-                    } else {
-                        contributor_bitmap.apply(hdr, meta);
+                    contributor_bitmap.apply(hdr, meta);
+                    if (meta.state_lost == 0) {
                         round_counter.apply(hdr, meta);
-                        /* a duplicate of an incomplete round only gets counted and dropped */
+                        /* a duplicate of an incomplete round only gets a STATUS back */
                         if (meta.duplicate == 0 || meta.round_done == 1) {
+                            fingerprint.apply(hdr, meta);
                             value_aggregation.apply(hdr, meta);
                             next_block.apply(hdr, meta);
                         }
-                        result.apply(hdr, meta, standard_metadata);
                     }
+                    result.apply(hdr, meta, standard_metadata);
                 }
             }
         } else {
@@ -78,7 +83,7 @@ control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
     DropSimulatorEgress() drop_simulator_egress;
 
     apply {
-        if (meta.is_result == 1) {
+        if (meta.to_worker == 1) {
             result_destination.apply(hdr, meta, standard_metadata);
             drop_simulator_egress.apply(hdr, meta, standard_metadata);
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_REPLICATION

@@ -88,3 +88,57 @@ def test_loss_gives_exact_int_and_bounded_float(net, loss):
         retx = sum(o.retransmissions for o in summary.outcomes)
         sent = sum(o.tx_packets for o in summary.outcomes)
         assert 0 < retx < sent            # recovered, and not by resending everything
+
+
+def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
+    """The switch process is killed and started again while two workers loop over
+    allreduces; the controller restores pipeline and job (same epoch, from its state file).
+    Rounds whose results died with the switch cannot complete, so every worker must fail
+    at once with a clear error that says the switch lost the job's state -- not wait for
+    its deadline (60 s here)."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from controlplane.admission import WorkerAddress
+    from hostlib import protocol
+
+    demo, network = net
+    ctl, mn = network.ctl, network.net
+    hosts = network.hosts[:2]
+    job = ctl.jobs.create(network.next_job, [WorkerAddress(r, h.port, h.mac, h.ip,
+                                                           protocol.UDP_PORT_BASE)
+                                             for r, h in enumerate(hosts)], 8)
+    network.next_job += 1
+    procs = []
+    try:
+        for d, h in zip(job.descriptors(ctl.jobs.switch), hosts):
+            stem = tmp_path / f"rank{d['rank']}"
+            stem.with_suffix(".json").write_text(json.dumps(d))
+            np.save(f"{stem}.in.npy", np.ones(64 * 64, np.float32))
+            procs.append(mn.get(h.name).popen(
+                [sys.executable, str(REPO / "mininet" / "worker_main.py"),
+                 str(stem.with_suffix(".json")), f"{stem}.in.npy", f"{stem}.out.npy",
+                 f"{stem}.report.json", "--deadline", "60", "--repeat", "1000000"],
+                cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(3)
+        assert all(p.poll() is None for p in procs), "the workers are still reducing"
+        mn.get(demo.p4net.SWITCH_NAME).runner.restart()
+        assert ctl.ensure(), "the controller noticed the restart and restored the switch"
+        restored = time.monotonic()
+        for p in procs:
+            p.wait(timeout=40)
+        took = time.monotonic() - restored
+        assert took < 20, f"workers failed only {took:.1f}s after the switch came back"
+        for r in range(2):
+            report = json.loads((tmp_path / f"rank{r}.report.json").read_text())
+            assert not report["ok"]
+            assert report["error"].startswith("SwitchStateLost") \
+                and "lost the state of job" in report["error"], report["error"]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        ctl.jobs.delete(job.job)

@@ -53,6 +53,10 @@ def test_p4_header_is_the_codec_field_table():
     assert p4_fields == [(f.name, f.bits) for f in protocol.FIELDS]
     lanes = types["values_t"]["fields"]
     assert len(lanes) == protocol.LANES and all(bits == 32 for _, bits, *_ in lanes)
+    for p4_type, fields in (("fingerprint_t", protocol.FINGERPRINT_FIELDS),
+                            ("round_status_t", protocol.STATUS_FIELDS)):
+        assert [(n, b) for n, b, *_ in types[p4_type]["fields"]] == \
+            [(f.name, f.bits) for f in fields], p4_type
 
 
 def test_p4_constants_match_the_codec():
@@ -68,3 +72,5 @@ def test_p4_constants_match_the_codec():
     for flag in protocol.Flag:
         assert consts[f"FLAG_{flag.name}"] == flag.value, flag
     assert f"#define LANES {protocol.LANES}" in text
+    assert f"#define P4R_HEADER_BYTES {protocol.HEADER_BYTES}" in text
+    assert consts["EPOCH_LOST"] == protocol.MAX_EPOCH + 1

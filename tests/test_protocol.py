@@ -11,7 +11,7 @@ EP = Endpoints("02:00:00:00:00:01", "02:00:00:00:01:00", "10.0.0.1", "10.0.0.254
                0x5031, 0x5030)
 
 
-def test_header_is_16_bytes_and_fields_fill_them():
+def test_header_is_20_bytes_and_fields_fill_them():
     assert sum(f.bits for f in p.FIELDS) == 8 * p.HEADER_BYTES
     assert p.HEADER_DTYPE.itemsize == p.HEADER_BYTES
 
@@ -19,9 +19,10 @@ def test_header_is_16_bytes_and_fields_fill_them():
 def test_header_bytes_are_big_endian_in_wire_order():
     h = Header.make(MsgType.DATA, job=0x0102, slot=0x0304, rank=5, slot_version=1,
                     flags=Flag.RETRANSMIT, block=0x0A0B0C, next_block=0x0D0E0F,
-                    next_exponent=0x81)
+                    next_exponent=0x81, epoch=0x11223344)
     raw = p.encode_header(h)
-    assert raw == bytes([0x12, 0x82, 0x01, 0x02, 0x03, 0x04, 0x05, 0x81,
+    assert raw == bytes([0x22, 0x82, 0x01, 0x02, 0x03, 0x04, 0x05, 0x81,
+                         0x11, 0x22, 0x33, 0x44,
                          0x00, 0x0A, 0x0B, 0x0C, 0x00, 0x0D, 0x0E, 0x0F])
     assert p.decode_header(raw) == h
 
@@ -41,7 +42,7 @@ def test_batch_encode_matches_single_encode():
     batch = p.pack_headers(cols).tobytes()
     for i in range(n):
         h = Header(*(int(cols[name][i]) for name in p.FIELD_NAMES))
-        assert batch[16 * i:16 * (i + 1)] == p.encode_header(h)
+        assert batch[20 * i:20 * (i + 1)] == p.encode_header(h)
     back = p.unpack_headers(np.frombuffer(batch, dtype=p.HEADER_DTYPE))
     for name in p.FIELD_NAMES:
         assert np.array_equal(back[name], cols[name])
@@ -63,7 +64,7 @@ def test_frame_round_trip_with_values():
 def test_frame_agrees_with_scapy_dissection_and_checksum():
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
-    P4Reduce, P4ReduceValues = p.scapy_layers()
+    P4Reduce, P4ReduceValues, P4ReduceFingerprint, P4ReduceStatus = p.scapy_layers()
     values = np.arange(p.LANES, dtype=np.int32) - 7
     h = Header.make(MsgType.DATA, job=300, slot=7, rank=1, slot_version=1, block=4,
                     next_block=p.END_OF_STREAM, next_exponent=3)
@@ -81,10 +82,47 @@ def test_frame_agrees_with_scapy_dissection_and_checksum():
                   / UDP(sport=0x5031, dport=0x5030, chksum=0)
                   / P4Reduce(**h._asdict()) / P4ReduceValues(values=list(values)))
     assert p.parse_frame(built).header == h
+    # the extensions of ANNOUNCE / STATUS dissect the same way
+    a = Header.make(MsgType.ANNOUNCE, job=3, slot=2, rank=1, epoch=9, next_block=5)
+    pkt = Ether(p.build_frame(EP, a, fingerprint=(0x101, 0x202)))
+    assert (pkt[P4ReduceFingerprint].fingerprint_min,
+            pkt[P4ReduceFingerprint].fingerprint_max) == (0x101, 0x202)
+    st = Header.make(MsgType.STATUS, job=3, slot=2, rank=1, epoch=9)
+    pkt = Ether(p.build_frame(EP, st, contributors=0b1011))
+    assert pkt[P4ReduceStatus].contributors == 0b1011
+    assert p.parse_frame(bytes(pkt)).contributors == 0b1011
+
+
+def test_extension_frames_round_trip_and_sizes():
+    a = Header.make(MsgType.ANNOUNCE, job=3, slot=2, rank=1, next_block=5)
+    f = p.build_frame(EP, a, fingerprint=(7, 9))
+    assert len(f) == p.FRAME_BYTES_WITH_FINGERPRINT == 70
+    assert p.parse_frame(f).fingerprint == (7, 9)
+    st = p.build_frame(EP, a._replace(msg_type=MsgType.STATUS), contributors=5)
+    assert len(st) == p.FRAME_BYTES_WITH_STATUS == 66
+    skip = p.build_frame(EP, a._replace(msg_type=MsgType.SKIP))
+    assert len(skip) == p.FRAME_BYTES_HEADER_ONLY == 62
+    with pytest.raises(ProtocolError, match="ANNOUNCE message with none"):
+        p.parse_frame(p.build_frame(EP, a))
+    with pytest.raises(ProtocolError, match="at most one"):
+        p.build_frame(EP, a, np.zeros(64), fingerprint=(1, 1))
+
+
+def test_fingerprint_is_exact_and_describes_the_difference():
+    f32 = p.fingerprint(np.float32, 1000)
+    i32 = p.fingerprint(np.int32, 1000)
+    assert f32 != i32 and p.describe_fingerprint(f32) == ("float32", 1000)
+    assert p.fingerprint_disagreement(i32, f32) == "dtype int32 vs float32"
+    assert p.fingerprint_disagreement(p.fingerprint(np.float64, 5),
+                                      p.fingerprint(np.float64, 6)) == \
+        "length 5 vs 6 elements"
+    assert p.fingerprint(np.float64, p.MAX_ELEMENTS) < 1 << 32
+    with pytest.raises(ValueError, match="int16"):
+        p.fingerprint(np.int16, 3)
 
 
 @pytest.mark.parametrize("cut,needle", [(20, "truncated frame"), (50, "truncated p4reduce header"),
-                                        (200, "truncated values")])
+                                        (200, "udp length 284 needs 318")])
 def test_truncated_frames_name_what_is_missing(cut, needle):
     h = Header.make(MsgType.DATA, job=1, slot=0, rank=0, block=0, next_block=1)
     frame = p.build_frame(EP, h, np.zeros(p.LANES))
@@ -94,7 +132,7 @@ def test_truncated_frames_name_what_is_missing(cut, needle):
 
 def test_data_message_without_values_is_malformed():
     h = Header.make(MsgType.DATA, job=1, slot=0, rank=0, block=0, next_block=1)
-    with pytest.raises(ProtocolError, match="DATA message without values"):
+    with pytest.raises(ProtocolError, match="DATA message with none after the header"):
         p.parse_frame(p.build_frame(EP, h))
 
 
@@ -104,7 +142,7 @@ def test_validate_header_names_the_field():
         p.validate_header(h, from_switch=False)
     p.validate_header(h, from_switch=True)
     with pytest.raises(ProtocolError, match="protocol"):
-        p.validate_header(h._replace(protocol=2), from_switch=True)
+        p.validate_header(h._replace(protocol=1), from_switch=True)
     with pytest.raises(ProtocolError, match="next_block"):
         p.validate_header(h._replace(next_block=1 << 24), from_switch=True)
 

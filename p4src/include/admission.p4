@@ -1,6 +1,8 @@
-/* Admission: only a (port, MAC, IP, job, rank) the controller installed may touch a slot,
- * and only within its job's slot range. The action hands the job's parameters to the rest
- * of the pipeline, so no later control needs a per-job table of its own. */
+/* Admission: only a (port, MAC, IP, job, epoch, rank) the controller installed may touch a
+ * slot, and only within its job's slot range. The epoch names the job's incarnation: a
+ * worker of a deleted job keeps its old epoch, so it can never touch a job created later
+ * with the same id and addresses. The action hands the job's parameters to the rest of the
+ * pipeline, so no later control needs a per-job table of its own. */
 #ifndef P4REDUCE_ADMISSION_P4
 #define P4REDUCE_ADMISSION_P4
 #include "headers.p4"
@@ -10,14 +12,13 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
     counter(MAX_JOBS, CounterType.packets) slot_out_of_range;
 
     action admit(bit<8> job_index, bit<16> slot_base, bit<16> slot_count,
-                 bit<8> worker_count, bit<16> mcast_grp, bit<16> epoch) {
+                 bit<8> worker_count, bit<16> mcast_grp) {
         meta.admitted = 1;
         meta.job_index = job_index;
         meta.slot_base = slot_base;
         meta.slot_count = slot_count;
         meta.worker_count = worker_count;
         meta.mcast_grp = mcast_grp;
-        meta.epoch = epoch;
     }
     action reject() {
         meta.admitted = 0;
@@ -28,6 +29,7 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
             hdr.ethernet.src_addr: exact @name("src_mac");
             hdr.ipv4.src_addr: exact @name("src_ip");
             hdr.p4r.job: exact @name("job");
+            hdr.p4r.epoch: exact @name("epoch");
             hdr.p4r.rank: exact @name("rank");
         }
         actions = { admit; reject; }

@@ -3,18 +3,24 @@
 #define P4REDUCE_CONSTANTS_P4
 
 /* Protocol version carried in every p4reduce header. */
-const bit<4> PROTOCOL_VERSION = 1;
+const bit<4> PROTOCOL_VERSION = 2;
 
 /* Message types (p4reduce_t.msg_type). */
 const bit<4> MSG_ANNOUNCE = 1;   /* round 0 of a slot: header only, announces the first block */
 const bit<4> MSG_DATA     = 2;   /* a non-zero block of LANES values + announcement */
 const bit<4> MSG_SKIP     = 3;   /* the sender's block this round is zero: header only */
 const bit<4> MSG_RESULT   = 4;   /* switch -> workers: the round's sum + the next block */
+const bit<4> MSG_STATUS   = 5;   /* switch -> worker: your retransmission found the round
+                                    incomplete; here are the ranks that have contributed */
 
 /* Flags (p4reduce_t.flags, 7 bits). */
 const bit<7> FLAG_OVERFLOW   = 0x01;  /* an int32 partial sum of this round overflowed */
 const bit<7> FLAG_RETRANSMIT = 0x02;  /* worker -> switch: this packet is a retransmission */
 const bit<7> FLAG_CACHED     = 0x04;  /* switch -> worker: result served from the slot by unicast */
+const bit<7> FLAG_CONTINUED  = 0x08;  /* worker -> switch: the sender has had a result on this
+                                         slot in this job, so the slot must hold the job's state */
+const bit<7> FLAG_STATE_LOST = 0x10;  /* switch -> worker: the slot lost the job's state (switch
+                                         restart, pipeline replaced); the job cannot go on */
 
 /* Block indices are 24-bit; END_OF_STREAM ends a slot (and marks the announce round's block). */
 const bit<32> END_OF_STREAM = 0x00FFFFFF;
@@ -25,10 +31,24 @@ const bit<16> P4REDUCE_UDP_MASK = 0xFFF0;
 
 /* Values per packet (K). Changing it means editing lanes.p4 too. */
 #define LANES 64
-const bit<16> IPV4_LEN_HEADER_ONLY = 20 + 8 + 16;
-const bit<16> IPV4_LEN_WITH_VALUES = 20 + 8 + 16 + 4 * LANES;
-const bit<16> UDP_LEN_HEADER_ONLY  = 8 + 16;
-const bit<16> UDP_LEN_WITH_VALUES  = 8 + 16 + 4 * LANES;
+/* Lengths of the four message layouts: header only (SKIP, RESULT of a lost slot), with
+ * values (DATA, RESULT of a data round), with the fingerprint range (ANNOUNCE and its
+ * RESULT), with the round status (STATUS). Anything else is malformed. */
+#define P4R_HEADER_BYTES 20
+const bit<16> UDP_LEN_HEADER_ONLY      = 8 + P4R_HEADER_BYTES;
+const bit<16> UDP_LEN_WITH_VALUES      = 8 + P4R_HEADER_BYTES + 4 * LANES;
+const bit<16> UDP_LEN_WITH_FINGERPRINT = 8 + P4R_HEADER_BYTES + 8;
+const bit<16> UDP_LEN_WITH_STATUS      = 8 + P4R_HEADER_BYTES + 4;
+const bit<16> IPV4_LEN_HEADER_ONLY      = 20 + UDP_LEN_HEADER_ONLY;
+const bit<16> IPV4_LEN_WITH_VALUES      = 20 + UDP_LEN_WITH_VALUES;
+const bit<16> IPV4_LEN_WITH_FINGERPRINT = 20 + UDP_LEN_WITH_FINGERPRINT;
+const bit<16> IPV4_LEN_WITH_STATUS      = 20 + UDP_LEN_WITH_STATUS;
+#define ETHERNET_BYTES 14
+
+/* A job's epoch names one incarnation of it (the controller never reuses one while the
+ * state file lives): 1..2^31-1. A slot whose epoch register holds epoch | EPOCH_LOST lost
+ * that job's state and answers every packet of the job with FLAG_STATE_LOST. */
+const bit<32> EPOCH_LOST = 0x80000000;
 
 /* State budget: POOL_SLOTS aggregation slots, each with two versions (shadow copies). */
 #define POOL_SLOTS 1024

@@ -1,8 +1,11 @@
 /* Drop simulator: loses a configured fraction of a job's p4reduce packets on the way in
  * (ingress) and on the way out (egress, per result copy), because this kernel has no netem.
- * The roll is crc32(seed, per-job sequence number) -- the same packet sequence loses the same
- * packets on every target -- or bmv2's random number generator. Thresholds are fractions
- * of 65536; 0 disables a direction. */
+ * The roll is crc32 of the seed and the job's packet sequence number -- the same packet
+ * sequence loses the same packets on every target -- or the target's random number
+ * generator. The sequence number is taken once, in ingress; a result copy's egress roll
+ * hashes it with the copy's rank, so which copies are lost does not depend on the order in
+ * which a target's egress threads handle them. Thresholds are fractions of 65536; 0
+ * disables a direction. */
 #ifndef P4REDUCE_DROP_SIMULATOR_P4
 #define P4REDUCE_DROP_SIMULATOR_P4
 #include "headers.p4"
@@ -20,6 +23,7 @@ control DropSimulator(inout headers_t hdr, inout metadata_t meta,
         bit<32> sequence;
         ingress_sequence.read(sequence, (bit<32>)meta.job_index);
         ingress_sequence.write((bit<32>)meta.job_index, sequence + 1);
+        meta.sim_sequence = sequence;
         bit<16> hashed;
         hash(hashed, HashAlgorithm.crc32, 16w0, { seed, sequence }, 32w65536);
         bit<16> rolled;
@@ -48,15 +52,12 @@ control DropSimulator(inout headers_t hdr, inout metadata_t meta,
 
 control DropSimulatorEgress(inout headers_t hdr, inout metadata_t meta,
                             inout standard_metadata_t standard_metadata) {
-    register<bit<32>>(MAX_JOBS) egress_sequence;
     counter(MAX_JOBS, CounterType.packets) simulated_drops_egress;
 
     action roll_egress() {
-        bit<32> sequence;
-        egress_sequence.read(sequence, (bit<32>)meta.job_index);
-        egress_sequence.write((bit<32>)meta.job_index, sequence + 1);
         bit<16> hashed;
-        hash(hashed, HashAlgorithm.crc32, 16w0, { ~meta.sim_seed, sequence }, 32w65536);
+        hash(hashed, HashAlgorithm.crc32, 16w0,
+             { ~meta.sim_seed, meta.sim_sequence, meta.dest_rank }, 32w65536);
         bit<16> rolled;
         random(rolled, 16w0, 16w0xFFFF);
         bit<16> roll = (meta.sim_random == 1) ? rolled : hashed;

@@ -45,7 +45,7 @@ header udp_t {
     bit<16> checksum;
 }
 
-/* 16 bytes, big-endian. */
+/* 20 bytes, big-endian. */
 header p4reduce_t {
     bit<4>  protocol;       /* PROTOCOL_VERSION */
     bit<4>  msg_type;       /* MSG_* */
@@ -55,8 +55,22 @@ header p4reduce_t {
     bit<16> slot;           /* slot index relative to the job's slot range */
     bit<8>  rank;           /* sender (worker -> switch) or receiver (switch -> worker) */
     bit<8>  next_exponent;  /* biased exponent (e + 128) of next_block, 2^e >= max |x| */
+    bit<32> epoch;          /* the job's incarnation (admission matches it) */
     bit<32> block;          /* this round's block (END_OF_STREAM in the announce round) */
     bit<32> next_block;     /* sender: its next non-zero block in this slot; result: the winner */
+}
+
+/* ANNOUNCE and the RESULT of an announce round: what the ranks reduce (dtype, length).
+ * A sender puts its own fingerprint in both fields; the result carries the minimum and
+ * maximum over the round's ranks, so every rank sees the same disagreement. */
+header fingerprint_t {
+    bit<32> fingerprint_min;
+    bit<32> fingerprint_max;
+}
+
+/* STATUS: the bitmap of ranks that have contributed to the round so far. */
+header round_status_t {
+    bit<32> contributors;
 }
 
 #define LANE_FIELD(i) bit<32> v##i;
@@ -70,6 +84,8 @@ struct headers_t {
     ipv4_t     ipv4;
     udp_t      udp;
     p4reduce_t p4r;
+    fingerprint_t fingerprint;
+    round_status_t round_status;
     values_t   values;
 }
 
@@ -77,6 +93,8 @@ struct metadata_t {
     /* switch identity (SwitchIdentity) */
     bit<48> switch_mac;
     bit<32> switch_ip;
+    /* validation */
+    bit<1>  malformed;
     /* admission */
     bit<1>  admitted;
     bit<1>  slot_in_range;
@@ -85,7 +103,6 @@ struct metadata_t {
     bit<16> slot_count;
     bit<8>  worker_count;
     bit<16> mcast_grp;
-    bit<16> epoch;
     bit<32> pool_slot;
     bit<32> slot_index;      /* pool_slot * 2 + slot_version */
     /* contributor bitmap / round counter */
@@ -93,19 +110,22 @@ struct metadata_t {
     bit<1>  duplicate;       /* sender already counted in this round */
     bit<1>  complete;        /* this packet completed the round */
     bit<1>  round_done;      /* (duplicates) the round was already complete */
+    bit<1>  state_lost;      /* the slot lost this job's state (ContributorBitmap) */
+    bit<32> contributors;    /* the version's bitmap after this packet */
     /* values */
     bit<32> lane_overflow;   /* bit 31 set when any lane's partial sum overflowed */
     bit<1>  round_overflow;
     /* next block */
     bit<32> next_key;        /* next_block[23:0] ++ ~next_exponent: min gives both */
-    /* result */
-    bit<1>  is_result;
+    /* result: a packet going back to workers (RESULT or STATUS) */
+    bit<1>  to_worker;
     bit<1>  multicast;
     bit<8>  dest_rank;
     /* drop simulator */
     bit<1>  sim_drop;
     bit<16> sim_egress_threshold;
     bit<32> sim_seed;
+    bit<32> sim_sequence;    /* the job's packet sequence number, taken once in ingress */
     bit<1>  sim_random;
 }
 #endif

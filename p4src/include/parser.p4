@@ -22,9 +22,11 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
     }
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        /* p4reduce never uses IP options or fragments: anything else is ordinary traffic */
-        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (4w5, 13w0, IP_PROTO_UDP): parse_udp;
+        /* p4reduce is IPv4 without options or fragments (first fragments included); anything
+         * else stops here (Validation drops it if it is addressed to the switch) */
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.flags[0:0],
+                          hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (4w4, 4w5, 1w0, 13w0, IP_PROTO_UDP): parse_udp;
             default: accept;
         }
     }
@@ -39,8 +41,13 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         packet.extract(hdr.p4r);
         transition select(hdr.p4r.msg_type) {
             MSG_DATA: parse_values;
+            MSG_ANNOUNCE: parse_fingerprint;
             default: accept;
         }
+    }
+    state parse_fingerprint {
+        packet.extract(hdr.fingerprint);
+        transition accept;
     }
     state parse_values {
         packet.extract(hdr.values);
@@ -75,6 +82,8 @@ control P4ReduceDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ipv4);
         packet.emit(hdr.udp);
         packet.emit(hdr.p4r);
+        packet.emit(hdr.fingerprint);
+        packet.emit(hdr.round_status);
         packet.emit(hdr.values);
     }
 }

@@ -33,9 +33,12 @@ def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nx
         port_of[d["rank"]] = port
         ep = Endpoints(w["mac"], d["switch"]["mac"], w["ip"], d["switch"]["ip"],
                        w["udp_port"], d["switch"]["udp_port"])
-        h = Header.make(msg_type, job=d["job"], slot=0, rank=d["rank"], slot_version=version,
-                        block=block, next_block=nxt)
-        proc.send(port, p.build_frame(ep, h, None if values is None else values[d["rank"]]))
+        h = Header.make(msg_type, job=d["job"], epoch=d["epoch"], slot=0, rank=d["rank"],
+                        slot_version=version, block=block, next_block=nxt)
+        fp = p.fingerprint(np.int32, 64)
+        proc.send(port, p.build_frame(ep, h, None if values is None else values[d["rank"]],
+                                      fingerprint=(fp, fp) if msg_type == MsgType.ANNOUNCE
+                                      else None))
     out = {}
     for rank, port in port_of.items():
         raw = proc.recv(port, 3.0)

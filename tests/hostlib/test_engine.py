@@ -40,6 +40,17 @@ def result(slot, version, block, next_block, values=None, flags=0, next_exponent
     return h, values
 
 
+FP = p.fingerprint(np.int32, 12 * 64)
+
+
+def feed(e, header_values, now, fingerprint=(FP, FP)):
+    """Hand a crafted result to the engine; an announce round's RESULT carries the
+    switch's fingerprint range (both ranks agreeing unless told otherwise)."""
+    h, values = header_values
+    fp = fingerprint if (h.block == EOS and h.msg_type == p.MsgType.RESULT) else None
+    e.on_result(h, values, now, fingerprint=fp)
+
+
 def by_slot(frames):
     return {f.header.slot: f for f in frames}
 
@@ -58,9 +69,9 @@ def test_announce_round_all_slots_in_flight():
 def test_data_skip_and_end_of_stream_released_by_results():
     e = make_engine()
     e.packets_to_send(T0)
-    e.on_result(*result(1, 0, EOS, 1), T0 + 0.001)        # my block 1 is next: DATA
-    e.on_result(*result(0, 0, EOS, 0), T0 + 0.001)        # the other rank's block 0: SKIP
-    e.on_result(*result(2, 0, EOS, EOS), T0 + 0.001)      # slot 2 is empty everywhere
+    feed(e, result(1, 0, EOS, 1), T0 + 0.001)        # my block 1 is next: DATA
+    feed(e, result(0, 0, EOS, 0), T0 + 0.001)        # the other rank's block 0: SKIP
+    feed(e, result(2, 0, EOS, EOS), T0 + 0.001)      # slot 2 is empty everywhere
     out = by_slot(decode(e.packets_to_send(T0 + 0.001)))
     assert sorted(out) == [0, 1]
     d, s = out[1].header, out[0].header
@@ -98,7 +109,7 @@ def test_result_resets_timer_and_backoff():
     for k in range(3):
         e.packets_to_send(e.next_timer())
     now = e.next_timer() - 0.001
-    e.on_result(*result(1, 0, EOS, 1), now)
+    feed(e, result(1, 0, EOS, 1), now)
     assert e.timeout[1] >= PARAMS.timeout and e.expired_in_row[1] == 0
     assert e.expires[1] == pytest.approx(now + e.timeout[1])
 
@@ -106,13 +117,13 @@ def test_result_resets_timer_and_backoff():
 def test_duplicate_and_stale_results_ignored():
     e = make_engine()
     e.packets_to_send(T0)
-    e.on_result(*result(1, 0, EOS, 1), T0 + 0.001)
+    feed(e, result(1, 0, EOS, 1), T0 + 0.001)
     e.packets_to_send(T0 + 0.001)
     before = e.stats.results_ignored
-    e.on_result(*result(1, 0, EOS, 1), T0 + 0.002)                       # duplicate
-    e.on_result(*result(1, 0, EOS, 1, flags=p.Flag.CACHED), T0 + 0.002)  # cached, old round
-    e.on_result(*result(1, 1, 1, 9, np.ones(64), job=8), T0 + 0.002)     # other job
-    e.on_result(*result(1, 1, 1, 9, np.ones(64), rank=1), T0 + 0.002)    # other rank
+    feed(e, result(1, 0, EOS, 1), T0 + 0.002)                       # duplicate
+    feed(e, result(1, 0, EOS, 1, flags=p.Flag.CACHED), T0 + 0.002)  # cached, old round
+    feed(e, result(1, 1, 1, 9, np.ones(64), job=8), T0 + 0.002)     # other job
+    feed(e, result(1, 1, 1, 9, np.ones(64), rank=1), T0 + 0.002)    # other rank
     assert e.stats.results_ignored == before + 4
     assert decode(e.packets_to_send(T0 + 0.002)) == []
     assert e.round[1] == 1 and e.block[1] == 1
@@ -121,14 +132,14 @@ def test_duplicate_and_stale_results_ignored():
 def test_cached_result_completes_round_and_values_are_kept():
     e = make_engine()
     e.packets_to_send(T0)
-    e.on_result(*result(1, 0, EOS, 1), T0)
+    feed(e, result(1, 0, EOS, 1), T0)
     e.packets_to_send(T0)
     summed = np.arange(64, dtype=np.int32) * 3
-    e.on_result(*result(1, 1, 1, EOS, summed, flags=p.Flag.CACHED), T0 + 0.001)
+    feed(e, result(1, 1, 1, EOS, summed, flags=p.Flag.CACHED), T0 + 0.001)
     assert not e.active[1]
     assert (e.sums[1] == summed).all()
     # the multicast copy arriving late changes nothing
-    e.on_result(*result(1, 1, 1, EOS, summed + 1), T0 + 0.002)
+    feed(e, result(1, 1, 1, EOS, summed + 1), T0 + 0.002)
     assert (e.sums[1] == summed).all()
 
 
@@ -140,7 +151,9 @@ def test_two_answers_for_one_slot_in_one_batch_count_once():
     h2, _ = result(1, 0, EOS, 1, flags=p.Flag.CACHED)
     cols = {n: np.array([getattr(h1, n), getattr(h2, n)]) for n in p.FIELD_NAMES}
     e.on_results(Parsed(cols, np.zeros(2, bool), np.zeros((2, 64), np.int32),
-                        np.zeros(2, np.uint32), np.zeros((2, 6), np.uint8), 0), T0)
+                        np.zeros(2, np.uint32), np.zeros((2, 6), np.uint8), 0,
+                        extension=np.full(2, int(p.Extension.FINGERPRINT)),
+                        fingerprint=np.full((2, 2), FP), contributors=np.zeros(2)), T0)
     assert e.round[1] == 1 and e.stats.results_ignored == 1
     assert len(decode(e.packets_to_send(T0))) == 1
 
@@ -148,23 +161,105 @@ def test_two_answers_for_one_slot_in_one_batch_count_once():
 def test_deadline_raises_timeout_naming_stalled_slots_and_rounds():
     e = make_engine()
     e.packets_to_send(T0)
-    e.on_result(*result(1, 0, EOS, 1), T0)
-    e.on_result(*result(0, 0, EOS, EOS), T0)
-    e.on_result(*result(2, 0, EOS, EOS), T0)
+    feed(e, result(1, 0, EOS, 1), T0)
+    feed(e, result(0, 0, EOS, EOS), T0)
+    feed(e, result(2, 0, EOS, EOS), T0)
     e.check(T0 + 0.999)                                  # before the deadline: fine
     with pytest.raises(TimeoutError) as ei:
         e.check(T0 + 1.0)
     msg = str(ei.value)
-    assert "2 of 4 slots stalled" in msg
+    assert "2 of 4 slots made no progress for 1.000s" in msg
     assert "slot 1 round 1 (block 1" in msg and "slot 3 round 0 (announce" in msg
     assert "slot 0 " not in msg
+    assert "the switch did not answer" in msg
+
+
+def test_deadline_counts_from_each_slots_last_result():
+    """A slot that keeps completing rounds is never stalled, however long the call."""
+    e = make_engine()
+    e.packets_to_send(T0)
+    feed(e, result(0, 0, EOS, 0), T0 + 0.9)              # slot 0 progresses late
+    for sl in (1, 2, 3):
+        feed(e, result(sl, 0, EOS, EOS if sl != 1 else 1), T0 + 0.9)
+    e.check(T0 + 1.5)                                    # 1.5 s since the call: no stall
+    with pytest.raises(TimeoutError, match="made no progress"):
+        e.check(T0 + 1.9)
+
+
+def test_status_names_the_ranks_the_switch_waits_for():
+    """The switch answers a retransmission into an incomplete round with STATUS: the
+    bitmap of ranks that contributed. It is not progress; the timeout names the others."""
+    e = make_engine()
+    e.packets_to_send(T0)
+    for sl in range(4):
+        h = p.Header.make(p.MsgType.STATUS, job=7, slot=sl, rank=0, block=EOS,
+                          next_block=EOS)
+        e.on_result(h, None, T0 + 0.5, contributors=0b01)
+    assert e.stats.statuses == 4 and e.round.tolist() == [0, 0, 0, 0]
+    with pytest.raises(TimeoutError, match=r"not heard from rank\(s\) \[1\] in the "
+                                           r"stalled rounds.*waits for rank\(s\) \[1\]"):
+        e.check(T0 + 1.0)
+
+
+def test_continued_flag_once_the_slot_had_a_result():
+    e = make_engine()
+    first = by_slot(decode(e.packets_to_send(T0)))
+    assert all(f.header.flags & p.Flag.CONTINUED == 0 for f in first.values())
+    feed(e, result(1, 0, EOS, 1), T0 + 0.001)
+    feed(e, result(0, 0, EOS, 0), T0 + 0.001)
+    out = by_slot(decode(e.packets_to_send(T0 + 0.001)))
+    assert all(f.header.flags & p.Flag.CONTINUED for f in out.values())
+    assert e.continued.tolist() == [True, True, False, False]
+
+
+def test_state_lost_raises_at_once():
+    e = make_engine()
+    e.packets_to_send(T0)
+    h = p.Header.make(p.MsgType.RESULT, job=7, slot=2, rank=0, flags=p.Flag.STATE_LOST,
+                      block=EOS, next_block=EOS)
+    from hostlib.engine import SwitchStateLost
+    with pytest.raises(SwitchStateLost, match="slot\\(s\\) \\[2\\]"):
+        e.on_result(h, None, T0 + 0.001)
+
+
+def test_other_epoch_is_ignored():
+    e = make_engine()
+    e.packets_to_send(T0)
+    h = p.Header.make(p.MsgType.RESULT, job=7, slot=1, rank=0, epoch=2, block=EOS,
+                      next_block=1)
+    e.on_result(h, None, T0 + 0.001, fingerprint=(FP, FP))
+    assert e.round[1] == 0 and e.stats.results_ignored == 1
+
+
+def test_fingerprint_range_ends_the_slot_and_announces_the_larger_ranks_slots():
+    """The other rank has 40 blocks (this one 12, 4 slots each way): slot 1's announce
+    result shows the range; the slot ends without DATA, and since this rank used all 4
+    slots nothing more is announced. With 2 used slots of 8, the others get announced."""
+    e = make_engine()
+    e.packets_to_send(T0)
+    other = p.fingerprint(np.int32, 40 * 64)
+    feed(e, result(1, 0, EOS, 1), T0 + 0.001, fingerprint=(FP, other))
+    assert not e.active[1] and e.mismatch == (FP, other)
+    assert decode(e.packets_to_send(T0 + 0.001)) == []
+    with pytest.raises(ValueError, match="length 768 vs 2560 elements"):
+        e.raise_if_mismatched()
+    cfg = load_descriptor(descriptor(0, 2, slot_count=8))
+    small = AllreduceEngine(cfg, make_payload(np.ones(100, np.float32), 2), T0, PARAMS)
+    assert sorted(by_slot(decode(small.packets_to_send(T0)))) == [0, 1]
+    mine = p.fingerprint(np.float32, 100)
+    small.on_result(p.Header.make(p.MsgType.RESULT, job=7, slot=0, rank=0, block=EOS,
+                                  next_block=0), None, T0, fingerprint=(mine, other))
+    extra = by_slot(decode(small.packets_to_send(T0)))
+    assert sorted(extra) == [2, 3, 4, 5, 6, 7]
+    assert all(f.header.msg_type == p.MsgType.ANNOUNCE and f.fingerprint == (mine, mine)
+               for f in extra.values())
 
 
 def test_overflow_flag_raises_naming_block():
     e = make_engine()
     e.packets_to_send(T0)
-    e.on_result(*result(1, 0, EOS, 1), T0)
-    e.on_result(*result(1, 1, 1, EOS, np.zeros(64), flags=p.Flag.OVERFLOW), T0)
+    feed(e, result(1, 0, EOS, 1), T0)
+    feed(e, result(1, 1, 1, EOS, np.zeros(64), flags=p.Flag.OVERFLOW), T0)
     with pytest.raises(OverflowError, match=r"block 1 \(elements 64\.\.127\)"):
         e.raise_if_overflowed()
 
@@ -173,26 +268,26 @@ def test_result_naming_a_block_outside_the_stream_is_a_protocol_error():
     e = make_engine()
     e.packets_to_send(T0)
     with pytest.raises(p.ProtocolError, match="slot 1 names next_block=2"):
-        e.on_result(*result(1, 0, EOS, 2), T0)          # block 2 belongs to slot 2
+        feed(e, result(1, 0, EOS, 2), T0)          # block 2 belongs to slot 2
     e = make_engine()
     e.packets_to_send(T0)
     with pytest.raises(p.ProtocolError, match="announced 4"):
-        e.on_result(*result(0, 0, EOS, 8), T0)          # skips my block 4
+        feed(e, result(0, 0, EOS, 8), T0)          # skips my block 4
 
 
 def test_data_result_without_values_is_a_protocol_error():
     e = make_engine()
     e.packets_to_send(T0)
-    e.on_result(*result(1, 0, EOS, 1), T0)
+    feed(e, result(1, 0, EOS, 1), T0)
     with pytest.raises(p.ProtocolError, match="no values"):
-        e.on_result(*result(1, 1, 1, EOS), T0)
+        feed(e, result(1, 1, 1, EOS), T0)
 
 
 def test_versions_continue_from_previous_allreduce():
     e = make_engine(versions=np.array([1, 0, 1, 0], np.uint8))
     out = by_slot(decode(e.packets_to_send(T0)))
     assert {s: f.header.slot_version for s, f in out.items()} == {0: 1, 1: 0, 2: 1, 3: 0}
-    e.on_result(*result(0, 1, EOS, EOS), T0)
-    e.on_result(*result(1, 0, EOS, 1), T0)
-    e.on_result(*result(1, 1, 1, EOS, np.zeros(64)), T0)
-    assert e.final_versions()[:2].tolist() == [0, 0]
+    feed(e, result(0, 1, EOS, EOS), T0)
+    feed(e, result(1, 0, EOS, 1), T0)
+    feed(e, result(1, 1, 1, EOS, np.zeros(64)), T0)
+    assert e.final_versions(np.array([1, 0, 1, 0]))[:2].tolist() == [0, 0]

@@ -25,13 +25,18 @@ def test_template_plus_pack_headers_equals_build_frame(rng):
     cfg = load_descriptor(descriptor(2, 4))
     ep = cfg.to_switch()
     headers = _random_headers(rng, 40)
-    with_values = rng.random(40) < 0.5
+    extension = rng.choice([int(p.Extension.NONE), int(p.Extension.VALUES),
+                            int(p.Extension.FINGERPRINT)], 40)
+    with_values = extension == p.Extension.VALUES
     values = rng.integers(-2**31, 2**31, size=(int(with_values.sum()), 64)).astype(np.int32)
     cols = {name: np.array([getattr(h, name) for h in headers]) for name in p.FIELD_NAMES}
-    batch = FrameBuilder(ep).build(cols, with_values, values)
+    fp = 0xABCD1234
+    batch = FrameBuilder(ep).build(cols, extension, values, fp)
     vi = iter(values)
     for i, h in enumerate(headers):
-        ref = p.build_frame(ep, h, next(vi) if with_values[i] else None)
+        ref = p.build_frame(ep, h, next(vi) if with_values[i] else None,
+                            fingerprint=(fp, fp) if extension[i] == p.Extension.FINGERPRINT
+                            else None)
         assert batch.frame(i) == ref, f"frame {i} differs from protocol.build_frame"
 
 
@@ -39,12 +44,16 @@ def test_parse_batch_matches_parse_frame(rng):
     cfg = load_descriptor(descriptor(0, 2))
     ep = cfg.from_switch()
     headers = [h._replace(msg_type=p.MsgType.RESULT) for h in _random_headers(rng, 30)]
-    frames = np.zeros((31, 314), np.uint8)
+    frames = np.zeros((31, p.FRAME_BYTES_WITH_VALUES), np.uint8)
     lengths = np.zeros(31, np.int64)
     refs = []
     for i, h in enumerate(headers):
         vals = rng.integers(-1000, 1000, 64) if i % 3 else None
-        raw = p.build_frame(ep, h, vals)
+        fp = (i, 1000 + i) if i % 3 == 0 and i % 2 else None
+        st = i if i % 6 == 0 else None
+        if st is not None:
+            h = h._replace(msg_type=p.MsgType.STATUS)
+        raw = p.build_frame(ep, h, vals, fingerprint=fp, contributors=st)
         refs.append(p.parse_frame(raw))
         frames[i, :len(raw)] = np.frombuffer(raw, np.uint8)
         lengths[i] = len(raw)
@@ -59,19 +68,25 @@ def test_parse_batch_matches_parse_frame(rng):
         assert bool(parsed.has_values[i]) == (ref.values is not None)
         if ref.values is not None:
             assert (parsed.values[i] == ref.values).all()
+        if ref.fingerprint is not None:
+            assert tuple(parsed.fingerprint[i]) == ref.fingerprint
+        if ref.contributors is not None:
+            assert parsed.contributors[i] == ref.contributors
+            assert parsed.extension[i] == p.Extension.STATUS
 
 
-def test_truncated_data_frame_has_no_values():
+def test_truncated_frame_is_rejected():
     cfg = load_descriptor(descriptor(0, 1))
     raw = p.build_frame(cfg.from_switch(), p.Header.make(4, job=7, slot=0, rank=0),
                         np.arange(64))
-    frames = np.zeros((1, 314), np.uint8)
+    frames = np.zeros((1, p.FRAME_BYTES_WITH_VALUES), np.uint8)
     frames[0, :200] = np.frombuffer(raw[:200], np.uint8)
     parsed = parse_batch(frames, np.array([200]))
-    assert not parsed.has_values[0]
+    assert parsed.rejected == 1 and len(parsed) == 0
 
 
-@pytest.mark.parametrize("field,value", [("protocol", 2), ("lanes", 32)])
+@pytest.mark.parametrize("field,value", [("protocol", 1), ("lanes", 32), ("epoch", 0),
+                                         ("epoch", 1 << 31)])
 def test_descriptor_with_other_protocol_or_lanes_refused(field, value):
     from hostlib.config import DescriptorError
     d = descriptor(0, 1)

@@ -1,4 +1,4 @@
-"""DDP communication hook over the in-process switch model (torch is optional)."""
+"""DDP communication hook over the real P4 program in-process (torch is optional)."""
 from __future__ import annotations
 
 import threading
@@ -9,9 +9,14 @@ torch = pytest.importorskip(
     "torch", reason="torch is the optional [torch] extra; pip install torch==2.13.0")
 
 from hostlib import Worker  # noqa: E402
-from hostlib.reflector import LoopbackFabric, ReflectorCore  # noqa: E402
 from hostlib.torch_hook import HookState, p4reduce_hook  # noqa: E402
-from hostlib_helpers import descriptor  # noqa: E402
+from inprocess_switch import InProcessSwitch  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def switch():
+    with InProcessSwitch() as sw:
+        yield sw
 
 
 class Bucket:
@@ -26,16 +31,16 @@ class Bucket:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_hook_averages_bucket_over_two_ranks(dtype):
-    core = ReflectorCore([descriptor(r, 2) for r in range(2)])
-    fabric = LoopbackFabric(core)
+def test_hook_averages_bucket_over_two_ranks(dtype, switch):
+    job = switch.create_job(2)
+    descriptors = switch.descriptors(job)
     grads = [torch.randn(1000, generator=torch.Generator().manual_seed(r)).to(dtype)
              for r in range(2)]
     want = ((grads[0].double() + grads[1].double()) / 2)
     got: list = [None, None]
 
     def rank(r):
-        with Worker(descriptor(r, 2), transport=fabric.port(r)) as w:
+        with Worker(descriptors[r], transport=switch.transport(r + 1)) as w:
             buf = grads[r].clone()
             fut = p4reduce_hook(HookState(w), Bucket(buf))
             got[r] = (fut.wait(), buf)
@@ -49,10 +54,11 @@ def test_hook_averages_bucket_over_two_ranks(dtype):
     for value, buf in got:
         assert value.dtype == dtype and value.data_ptr() == buf.data_ptr()   # in place
         assert torch.allclose(value.double(), want, atol=tol, rtol=tol)
-    assert core.counters.rounds_completed > 0
+    assert switch.stats(job)["rounds_completed"] > 0
+    switch.jobs.delete(job.job)
 
 
-def test_hook_in_real_ddp_single_process(tmp_path):
+def test_hook_in_real_ddp_single_process(tmp_path, switch):
     """A real DistributedDataParallel (gloo, world size 1) with the hook registered:
     gradients go through the Worker (the switch model counts the rounds) and equal the
     ones without the hook up to the quantization bound."""
@@ -68,13 +74,14 @@ def test_hook_in_real_ddp_single_process(tmp_path):
                                     torch.nn.Linear(50, 3))
         x, y = torch.randn(32, 20), torch.randn(32, 3)
         ref = [p.grad for p in _grads(model, x, y)]
-        core = ReflectorCore([descriptor(0, 1)])
-        with Worker(descriptor(0, 1), transport=LoopbackFabric(core).port(0)) as w:
+        job = switch.create_job(1)
+        with Worker(switch.descriptors(job)[0], transport=switch.transport(1)) as w:
             ddp = torch.nn.parallel.DistributedDataParallel(model)
             state = HookState(w)
             ddp.register_comm_hook(state, p4reduce_hook)
             got = [p.grad for p in _grads(ddp, x, y)]
-        assert state.buckets >= 1 and core.counters.rounds_completed > 0
+        assert state.buckets >= 1 and switch.stats(job)["rounds_completed"] > 0
+        switch.jobs.delete(job.job)
         for a, b in zip(ref, got):
             assert torch.allclose(a, b, atol=1e-6)
     finally:

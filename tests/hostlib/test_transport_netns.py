@@ -13,7 +13,7 @@ import pytest
 from hostlib import netns
 from hostlib import protocol as p
 from hostlib.config import load_descriptor
-from hostlib.framing import Batch, FrameBuilder
+from hostlib.framing import WIDTH, Batch, FrameBuilder
 
 REASON = netns.available()
 pytestmark = [pytest.mark.root,
@@ -37,7 +37,7 @@ def recv_all(sock, want: int, timeout: float = 2.0):
         else:
             sock.wait(0.01)
     if not lengths:
-        return np.zeros((0, 314), np.uint8), np.zeros(0, np.int64)
+        return np.zeros((0, WIDTH), np.uint8), np.zeros(0, np.int64)
     return np.concatenate(frames), np.concatenate(lengths)
 
 

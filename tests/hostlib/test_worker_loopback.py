@@ -1,7 +1,8 @@
-"""Worker API end to end in one process: N Worker threads <-> the reflector (switch model).
+"""Worker API end to end in one process: N Worker threads <-> the real P4 program.
 
-No sockets: LoopbackFabric hands frames straight to ReflectorCore. This exercises the whole
-protocol (engine + numerics + reflector) for several ranks, sparsity, dtypes, loss.
+No sockets: the p4reduce program (p4src/build) runs on an in-process softswitch programmed
+by the controller's JobManager (tests/inprocess_switch.py). This exercises the whole
+protocol (engine + numerics + the switch's P4) for several ranks, sparsity, dtypes, loss.
 """
 from __future__ import annotations
 
@@ -12,31 +13,53 @@ import numpy as np
 import pytest
 
 from hostlib import Worker
-from hostlib.reflector import LoopbackFabric, Loss, ReflectorCore
-from hostlib_helpers import descriptor
+from hostlib.engine import FingerprintMismatch, SwitchStateLost
+from inprocess_switch import InProcessSwitch
 
 
-def run_ranks(n: int, fn: Callable[[Worker, int], object], *, slots: int = 8,
-              loss: Loss | None = None, timeout: float = 0.05, deadline: float = 20.0):
-    core = ReflectorCore([descriptor(r, n, slots) for r in range(n)], loss)
-    fabric = LoopbackFabric(core)
-    results: list[object] = [None] * n
-    errors: list[BaseException | None] = [None] * n
+@pytest.fixture(scope="module")
+def switch():
+    with InProcessSwitch() as sw:
+        yield sw
+
+
+@pytest.fixture
+def job_of(switch):
+    """Creates jobs on the module's switch and deletes them after the test."""
+    made = []
+
+    def make(n: int, slots: int = 8, job: int = 7):
+        j = switch.create_job(n, slots, job)
+        made.append(j.job)
+        return j
+    yield make
+    for job in made:
+        if job in switch.jobs.table.jobs:
+            switch.jobs.delete(job)
+
+
+def run_ranks(switch, job, fn: Callable[[Worker, int], object], *,
+              timeout: float = 0.05, deadline: float = 20.0, ranks=None, descriptors=None,
+              **worker_kw):
+    descriptors = descriptors or switch.descriptors(job)
+    ranks = list(range(len(descriptors))) if ranks is None else ranks
+    results: list[object] = [None] * len(descriptors)
+    errors: list[BaseException | None] = [None] * len(descriptors)
 
     def body(r: int) -> None:
         try:
-            with Worker(descriptor(r, n, slots), transport=fabric.port(r), timeout=timeout,
-                        deadline=deadline) as w:
+            with Worker(descriptors[r], transport=switch.transport(job.workers[r].port),
+                        timeout=timeout, deadline=deadline, **worker_kw) as w:
                 results[r] = fn(w, r)
         except BaseException as e:      # re-raised in the test thread
             errors[r] = e
 
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(n)]
+    threads = [threading.Thread(target=body, args=(r,)) for r in ranks]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
-    return results, errors, core
+        t.join(120)
+    return results, errors
 
 
 def sparse_ints(rng, n, shape, density=0.4):
@@ -51,9 +74,10 @@ def sparse_ints(rng, n, shape, density=0.4):
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
-def test_int32_sum_exact_and_one_packet_per_round(n, rng):
+def test_int32_sum_exact_and_one_packet_per_round(n, rng, switch, job_of):
     xs = sparse_ints(rng, n, (45, 37))
-    res, errs, core = run_ranks(n, lambda w, r: (w.allreduce(xs[r]), w.stats), timeout=5.0)
+    job = job_of(n)
+    res, errs = run_ranks(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats), timeout=5.0)
     assert errs == [None] * n
     exact = np.sum([x.astype(np.int64) for x in xs], axis=0)
     blocks = -(-xs[0].size // 64)
@@ -68,19 +92,19 @@ def test_int32_sum_exact_and_one_packet_per_round(n, rng):
         assert (out == exact).all()
         assert stats.retransmissions == 0
         assert stats.last_packets_sent == rounds, "every rank sends one packet per round"
-    assert core.counters.rounds_completed == rounds
+    assert switch.stats(job)["rounds_completed"] == rounds
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [2, 3])
-def test_float_sum_within_bound_and_zeros_stay_zero(n, dtype, rng):
+def test_float_sum_within_bound_and_zeros_stay_zero(n, dtype, rng, switch, job_of):
     xs = []
     for _ in range(n):
         x = (rng.standard_normal(3000) * 10.0 ** rng.integers(-6, 7, 3000)).astype(dtype)
         x[rng.random(3000) < 0.5] = 0
         x[640:1280] = 0                                  # 10 blocks zero in every rank
         xs.append(x)
-    res, errs, _ = run_ranks(n, lambda w, r: w.allreduce(xs[r]))
+    res, errs = run_ranks(switch, job_of(n), lambda w, r: w.allreduce(xs[r]))
     assert errs == [None] * n
     exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
     blockmax = np.max([np.abs(np.pad(x, (0, 3008 - 3000))).reshape(-1, 64).max(1)
@@ -94,7 +118,7 @@ def test_float_sum_within_bound_and_zeros_stay_zero(n, dtype, rng):
         assert np.array_equal(out, res[0])               # every rank gets the same bits
 
 
-def test_mean_non_contiguous_and_in_place(rng):
+def test_mean_non_contiguous_and_in_place(rng, switch, job_of):
     base = [rng.standard_normal((40, 90)).astype(np.float32) for _ in range(2)]
     views = [b[::2, 1::3] for b in base]                 # non-contiguous
     ints = [rng.integers(-50, 50, (7, 11)).astype(np.int32) for _ in range(2)]
@@ -106,7 +130,7 @@ def test_mean_non_contiguous_and_in_place(rng):
         w.allreduce_(views[r])                           # writes through the view
         return m, im, before
 
-    res, errs, _ = run_ranks(2, fn)
+    res, errs = run_ranks(switch, job_of(2), fn)
     assert errs == [None, None]
     for r, (m, im, before) in enumerate(res):
         orig = [res[k][2][::2, 1::3].astype(np.float64) for k in range(2)]
@@ -120,7 +144,7 @@ def test_mean_non_contiguous_and_in_place(rng):
         assert np.array_equal(base[r][mask], before[mask]), "only the view was written"
 
 
-def test_nan_refused_before_anything_is_sent():
+def test_nan_refused_before_anything_is_sent(switch, job_of):
     x = np.ones(500, np.float32)
     x[321] = np.nan
 
@@ -129,12 +153,13 @@ def test_nan_refused_before_anything_is_sent():
             w.allreduce(x)
         return w.stats.packets_sent
 
-    res, errs, core = run_ranks(1, fn)
+    job = job_of(1)
+    res, errs = run_ranks(switch, job, fn)
     assert errs == [None] and res == [0]
-    assert core.counters.aggregated == 0
+    assert switch.stats(job)["aggregated"] == 0
 
 
-def test_overflow_raises_naming_block_and_next_allreduce_still_works():
+def test_overflow_raises_naming_block_and_next_allreduce_still_works(switch, job_of):
     big = np.zeros(64 * 6, np.int32)
     big[64 * 4 + 3] = 2 ** 30 + 5                        # 2 ranks: 2^31 + 10 overflows
 
@@ -143,14 +168,15 @@ def test_overflow_raises_naming_block_and_next_allreduce_still_works():
             w.allreduce(big)
         return w.allreduce(np.arange(64 * 6, dtype=np.int32))
 
-    res, errs, core = run_ranks(2, fn)
+    job = job_of(2)
+    res, errs = run_ranks(switch, job, fn)
     assert errs == [None, None]
-    assert core.counters.overflows == 1
+    assert switch.stats(job)["overflows"] == 1
     for out in res:
         assert (out == 2 * np.arange(64 * 6)).all()
 
 
-def test_slot_versions_continue_across_calls(rng):
+def test_slot_versions_continue_across_calls(rng, switch, job_of):
     """An all-zero tensor ends every slot after its announce round (version 0). If the
     next call announced in version 0 again, the switch would answer with the cached
     'end of stream' and the sum would silently be zero."""
@@ -163,7 +189,7 @@ def test_slot_versions_continue_across_calls(rng):
         c = w.allreduce(xs[r])
         return a, b, c
 
-    res, errs, _ = run_ranks(2, fn)
+    res, errs = run_ranks(switch, job_of(2), fn)
     assert errs == [None, None]
     for a, b, c in res:
         assert (a == 0).all()
@@ -171,36 +197,53 @@ def test_slot_versions_continue_across_calls(rng):
 
 
 @pytest.mark.parametrize("n", [1, 3])
-def test_loss_recovered_by_retransmission(n, rng):
+def test_loss_recovered_by_retransmission(n, rng, switch, job_of):
     xs = sparse_ints(rng, n, 64 * 40, density=0.6)
-    res, errs, core = run_ranks(n, lambda w, r: (w.allreduce(xs[r]), w.stats),
-                                loss=Loss(ingress=0.2, egress=0.2, seed=5), timeout=0.002)
+    job = job_of(n)
+    switch.set_loss(job, ingress=0.2, egress=0.2, seed=5)
+    res, errs = run_ranks(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats),
+                          timeout=0.002)
     assert errs == [None] * n
     exact = np.sum([x.astype(np.int64) for x in xs], axis=0)
     for out, stats in res:
         assert (out == exact).all()
-    assert core.counters.simulated_drops_ingress > 0
-    assert core.counters.simulated_drops_egress > 0
+    stats = switch.stats(job)
+    assert stats["simulated_drops_ingress"] > 0
+    assert stats["simulated_drops_egress"] > 0
     assert sum(s.retransmissions for _, s in res) > 0
 
 
-def test_unanswered_job_times_out_and_worker_refuses_more():
-    """Rank 1 never shows up: rank 0's slots stall; TimeoutError names them."""
-    core = ReflectorCore([descriptor(r, 2, 4) for r in range(2)])
-    fabric = LoopbackFabric(core)
-    with Worker(descriptor(0, 2, 4), transport=fabric.port(0), timeout=0.002,
+def test_unanswered_job_times_out_naming_the_missing_rank(switch, job_of):
+    """Rank 1 never shows up: rank 0's slots make no progress; the TimeoutError says the
+    switch waits for rank 1 (from its STATUS replies), and the Worker refuses more."""
+    job = job_of(2, slots=4)
+    d = switch.descriptors(job)
+    with Worker(d[0], transport=switch.transport(job.workers[0].port), timeout=0.002,
                 deadline=0.3) as w:
-        with pytest.raises(TimeoutError, match=r"4 of 4 slots stalled: slot 0 round 0 "
-                                               r"\(announce"):
+        with pytest.raises(TimeoutError, match=r"4 of 4 slots made no progress .* "
+                                               r"not heard from rank\(s\) \[1\]"):
             w.allreduce(np.ones(1000, np.float32))
         assert w.stats.retransmissions > 0
         with pytest.raises(RuntimeError, match="timed out"):
             w.allreduce(np.ones(10, np.float32))
 
 
-def test_dtype_and_op_checks():
-    core = ReflectorCore([descriptor(0, 1)])
-    with Worker(descriptor(0, 1), transport=LoopbackFabric(core).port(0)) as w:
+def test_timeout_counts_from_the_last_progress_not_the_call(rng, switch, job_of):
+    """Heavy loss makes the call last far longer than `deadline`; as long as every slot
+    keeps completing rounds it is not a stall."""
+    xs = sparse_ints(rng, 2, 64 * 1000, density=1.0)
+    job = job_of(2, slots=2)
+    switch.set_loss(job, ingress=0.1, egress=0.1, seed=3)
+    res, errs = run_ranks(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats.last_time),
+                          timeout=0.002, max_timeout=0.02, deadline=0.5)
+    assert errs == [None, None]
+    assert all((out == xs[0] + xs[1]).all() for out, _ in res)
+    assert max(t for _, t in res) > 0.5, "the test must outlast one deadline"
+
+
+def test_dtype_and_op_checks(switch, job_of):
+    job = job_of(1)
+    with Worker(switch.descriptors(job)[0], transport=switch.transport(1)) as w:
         with pytest.raises(TypeError):
             w.allreduce(np.ones(4, np.int16))
         with pytest.raises(ValueError, match="op"):
@@ -209,3 +252,115 @@ def test_dtype_and_op_checks():
             w.allreduce_(np.ones(4, np.int32), op="mean")
         assert w.allreduce(np.float32(3.5)).shape == ()     # 0-d works
         assert w.allreduce(np.zeros(0, np.float32)).shape == (0,)
+
+
+# -- ranks that disagree: the switch's fingerprint range ---------------------------------
+
+@pytest.mark.parametrize("shapes, dtypes, what", [
+    ((1000, 1000), (np.float32, np.int32), "dtype float32 vs int32|dtype int32 vs float32"),
+    ((1000, 1001), (np.float32, np.float32), r"length 1000 vs 1001 elements"),
+    ((640, 64 * 30), (np.int32, np.int32), r"length 640 vs 1920 elements"),
+    ((64 * 30, 1), (np.float64, np.float32), r"dtype float32 vs float64.*length 1 vs 1920"),
+])
+def test_ranks_that_disagree_all_raise_the_same_error(shapes, dtypes, what, switch, job_of):
+    """float32 on one rank and int32 on another, lengths that differ within one block count
+    or across many: every rank raises the same ValueError naming the difference, at once,
+    and the job goes on working afterwards."""
+    job = job_of(2, slots=8)
+    xs = [np.ones(shapes[r], dtypes[r]) for r in range(2)]
+
+    def fn(w, r):
+        with pytest.raises(FingerprintMismatch) as info:
+            w.allreduce(xs[r])
+        after = w.allreduce(np.full(100, r + 1, np.int32))
+        return str(info.value), after
+
+    res, errs = run_ranks(switch, job, fn, timeout=0.01, deadline=5.0)
+    assert errs == [None, None]
+    assert res[0][0] == res[1][0], "every rank raises the same message"
+    assert isinstance(FingerprintMismatch("x"), ValueError)
+    import re
+    assert re.search(what, res[0][0]), res[0][0]
+    for _, after in res:
+        assert (after == 3).all()
+
+
+# -- incarnations and lost switch state --------------------------------------------------
+
+def test_old_incarnation_never_touches_a_recreated_job(rng, switch, job_of):
+    """Job 7 is deleted while rank 0 of it still retransmits; job 7 is created again with
+    the same addresses. The old rank's packets carry the old epoch: they are unadmitted,
+    and the new job's sums are exact."""
+    old = job_of(2, slots=4, job=7)
+    old_d = switch.descriptors(old)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def stale_rank():
+        with Worker(old_d[0], transport=switch.transport(old.workers[0].port),
+                    timeout=0.001, deadline=2.0) as w:
+            try:
+                while not stop.is_set():
+                    w.allreduce(np.full(64 * 8, 1000, np.int32))
+            except TimeoutError as e:
+                errors.append(e)
+
+    t = threading.Thread(target=stale_rank)
+    t.start()
+    try:
+        import time
+        time.sleep(0.2)                       # its rank 1 never comes: it retransmits
+        switch.jobs.delete(7)
+        new = job_of(2, slots=4, job=7)
+        assert new.epoch != old.epoch
+        xs = sparse_ints(rng, 2, 64 * 8, density=1.0)
+        res, errs = run_ranks(switch, new, lambda w, r: [w.allreduce(xs[r]) for _ in range(5)])
+        assert errs == [None, None]
+        for outs in res:
+            for out in outs:
+                assert (out == xs[0] + xs[1]).all()
+    finally:
+        stop.set()
+        t.join(10)
+    assert errors, "the old incarnation's rank can only time out"
+    from controlplane.stats import switch_stats
+    assert switch_stats(switch.conn)["drops_unadmitted"] > 0
+
+
+def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
+    """The pipeline is pushed again (as after a switch restart) and the controller
+    reinstalls the job: the slots' state is gone. The next packets of ranks that had
+    results there carry CONTINUED; the switch answers STATE_LOST and every rank raises
+    SwitchStateLost at once (not a timeout), then refuses further calls."""
+    job = job_of(2, slots=4)
+    d = switch.descriptors(job)
+    ready = threading.Barrier(2)
+    restarted = threading.Event()
+
+    def fn(w, r):
+        w.allreduce(np.arange(300, dtype=np.int32))
+        ready.wait()
+        if r == 0:
+            switch.conn.push_pipeline()
+            forwarding_again()
+            switch.jobs.reinstall_all()
+            restarted.set()
+        restarted.wait()
+        import time
+        t0 = time.monotonic()
+        with pytest.raises(SwitchStateLost, match="lost the state of job 7"):
+            w.allreduce(np.arange(300, dtype=np.int32))
+        took = time.monotonic() - t0
+        with pytest.raises(RuntimeError, match="lost the state"):
+            w.allreduce(np.arange(3, dtype=np.int32))
+        return took
+
+    def forwarding_again():
+        from controlplane import forwarding
+        from inprocess_switch import SWITCH
+        forwarding.set_identity(switch.conn, SWITCH.mac, SWITCH.ip)
+
+    res, errs = run_ranks(switch, job, fn, timeout=0.005, deadline=10.0, descriptors=d)
+    assert errs == [None, None]
+    assert max(res) < 2.0, "fails at once, long before the 10 s deadline"
+    assert switch.stats(job)["state_lost"] >= 2

@@ -95,8 +95,9 @@ class Veths:
                 for name in (s, h):
                     Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6").write_text("1")
                     _ip("link", "set", name, "up")
-                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-                sock.bind((h, 0))
+                # protocol 0 until bound: an ETH_P_ALL socket sees every interface before
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+                sock.bind((h, ETH_P_ALL))
                 sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
                 sock.setblocking(False)
                 self.socks[port] = sock
