@@ -1,5 +1,5 @@
-"""The "p4reduce" torch.distributed backend in one process (world size 1) over the in-process
-switch model: what goes to the switch and what to gloo, DDP without a hook, errors, and
+"""The "p4reduce" torch.distributed backend in one process (world size 1) against the real P4
+program in-process (tests/inprocess_switch.py): what goes to the switch and what to gloo, DDP without a hook, errors, and
 the messages when a rank cannot find its job. The multi-rank tests through the real P4
 switch in Mininet are tests/test_torch_backend_switch.py."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch.distributed as dist  # noqa: E402
 
 from hostlib import torch_backend  # noqa: E402
 from hostlib.jobref import ENV, JobLookupError, P4ReduceOptions  # noqa: E402
-from hostlib.reflector import LoopbackFabric, ReflectorCore  # noqa: E402
 from hostlib_helpers import descriptor  # noqa: E402
+from inprocess_switch import InProcessSwitch  # noqa: E402
 
 
 @pytest.fixture
@@ -22,18 +22,37 @@ def no_env(monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
+@pytest.fixture(scope="module")
+def switch():
+    with InProcessSwitch() as sw:
+        yield sw
+
+
+class Rounds:
+    """The job's aggregation rounds so far, as the switch counts them."""
+
+    def __init__(self, switch, job):
+        self.switch, self.job = switch, job
+
+    @property
+    def rounds_completed(self) -> int:
+        return self.switch.stats(self.job)["rounds_completed"]
+
+
 @pytest.fixture
-def world_of_one(tmp_path, no_env):
-    """init_process_group("p4reduce") of one rank whose Worker talks to the switch model."""
-    core = ReflectorCore([descriptor(0, 1)])
-    opts = P4ReduceOptions(descriptor=descriptor(0, 1), transport=LoopbackFabric(core).port(0))
+def world_of_one(tmp_path, no_env, switch):
+    """init_process_group("p4reduce") of one rank whose Worker talks to the P4 program."""
+    job = switch.create_job(1)
+    opts = P4ReduceOptions(descriptor=switch.descriptors(job)[0],
+                           transport=switch.transport(1))
     dist.init_process_group("p4reduce", init_method=f"file://{tmp_path}/store", rank=0,
                             world_size=1, pg_options=opts)
     try:
-        yield core, dist.group.WORLD
+        yield Rounds(switch, job), dist.group.WORLD
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+        switch.jobs.delete(job.job)
 
 
 def test_backend_is_registered_by_name():
@@ -61,10 +80,10 @@ def test_descriptor_of_another_size_is_refused(tmp_path, no_env, monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16,
                                    torch.bfloat16, torch.int32])
 def test_sum_and_avg_go_through_the_switch(world_of_one, dtype):
-    core, pg = world_of_one
+    switch, pg = world_of_one
     x = (torch.randn(3, 100, generator=torch.Generator().manual_seed(1)) * 100).to(dtype)
     for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
-        rounds = core.counters.rounds_completed
+        rounds = switch.rounds_completed
         t = x.clone()
         dist.all_reduce(t, op=op)
         assert t.dtype == dtype                                 # N = 1: sum = mean = x
@@ -74,15 +93,15 @@ def test_sum_and_avg_go_through_the_switch(world_of_one, dtype):
             bound = x.double().abs().max() / (2**31 - 1) + \
                 x.double().abs() * torch.finfo(dtype).eps
             assert bool(((t.double() - x.double()).abs() <= bound).all())
-        assert core.counters.rounds_completed > rounds          # ... via the switch model
+        assert switch.rounds_completed > rounds          # ... via the switch model
     s = torch_backend.stats()
     assert s["switch"]["allreduces"] == 2 and s["gloo_allreduces"] == {}
     assert s["worker"]["packets_sent"] > 0
 
 
 def test_other_ops_dtypes_and_collectives_go_to_gloo(world_of_one):
-    core, pg = world_of_one
-    rounds = core.counters.rounds_completed
+    switch, pg = world_of_one
+    rounds = switch.rounds_completed
     t = torch.tensor([1.0, -2.0])
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     dist.all_reduce(torch.ones(3, dtype=torch.int64))
@@ -94,7 +113,7 @@ def test_other_ops_dtypes_and_collectives_go_to_gloo(world_of_one):
     out = [torch.zeros(2)]
     dist.all_gather(out, torch.ones(2))
     assert torch.equal(t, torch.tensor([1.0, -2.0])) and torch.equal(out[0], torch.ones(2))
-    assert core.counters.rounds_completed == rounds              # nothing reached the switch
+    assert switch.rounds_completed == rounds              # nothing reached the switch
     assert torch_backend.stats()["gloo_allreduces"] == {
         "op MAX (the switch only adds)": 1, "dtype int64": 1,
         "op BOR (the switch only adds)": 1, "sparse tensor": 1}
@@ -121,7 +140,7 @@ def test_errors_reach_wait_and_the_group_stays_usable(world_of_one):
 
 
 def test_whole_world_subgroup_shares_the_worker(world_of_one):
-    core, pg = world_of_one
+    switch, pg = world_of_one
     sub = dist.new_group([0])
     assert isinstance(sub, torch_backend.P4ReduceProcessGroup)
     assert sub.worker is pg.worker
@@ -131,7 +150,7 @@ def test_whole_world_subgroup_shares_the_worker(world_of_one):
 
 
 def test_ddp_without_hook_reduces_through_the_switch(world_of_one):
-    core, pg = world_of_one
+    switch, pg = world_of_one
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(500, 16), torch.nn.Flatten(),
                                 torch.nn.Linear(48, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
@@ -140,9 +159,9 @@ def test_ddp_without_hook_reduces_through_the_switch(world_of_one):
     ref = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    rounds = core.counters.rounds_completed
+    rounds = switch.rounds_completed
     torch.nn.functional.mse_loss(ddp(ids), y).backward()
-    assert core.counters.rounds_completed > rounds
+    assert switch.rounds_completed > rounds
     s = torch_backend.stats()["switch"]
     assert s["allreduces"] >= 1
     assert s["nonzero_blocks"] < s["blocks"]      # the embedding's untouched rows: zero blocks
@@ -150,14 +169,15 @@ def test_ddp_without_hook_reduces_through_the_switch(world_of_one):
         assert torch.allclose(a, p.grad, rtol=1e-6, atol=1e-8)
 
 
-def test_destroy_closes_the_worker(tmp_path, no_env):
-    core = ReflectorCore([descriptor(0, 1)])
-    opts = {"descriptor": descriptor(0, 1), "transport": LoopbackFabric(core).port(0)}
+def test_destroy_closes_the_worker(tmp_path, no_env, switch):
+    job = switch.create_job(1)
+    opts = {"descriptor": switch.descriptors(job)[0], "transport": switch.transport(1)}
     dist.init_process_group("p4reduce", init_method=f"file://{tmp_path}/store", rank=0,
                             world_size=1, pg_options=opts)
     worker = dist.group.WORLD.worker
     dist.all_reduce(torch.ones(3))
     dist.destroy_process_group()
+    switch.jobs.delete(job.job)
     assert worker._closed
 
 
