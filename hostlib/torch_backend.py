@@ -264,7 +264,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
     def _refusal(self, tensors: list[torch.Tensor], op: str) -> str:
         """Why these tensors cannot go through the switch ("" when they can)."""
         if self._channel is None:
-            return self.why_not_switch
+            return self.why_not_switch or "the group was shut down"
         if op not in SWITCH_OPS:
             return f"op {op} (the switch only adds)"
         if any(t.layout != torch.strided for t in tensors):

@@ -93,7 +93,7 @@ def test_sum_and_avg_go_through_the_switch(world_of_one, dtype):
             bound = x.double().abs().max() / (2**31 - 1) + \
                 x.double().abs() * torch.finfo(dtype).eps
             assert bool(((t.double() - x.double()).abs() <= bound).all())
-        assert switch.rounds_completed > rounds          # ... via the switch model
+        assert switch.rounds_completed > rounds          # ... via the P4 program
     s = torch_backend.stats()
     assert s["switch"]["allreduces"] == 2 and s["gloo_allreduces"] == {}
     assert s["worker"]["packets_sent"] > 0
