@@ -37,6 +37,8 @@ p4:
 	$(PYTHON) p4src/compile.py --p4c $(P4C)
 
 # The end-to-end demo on the embedded default (softswitch unless simple_switch_grpc exists).
+# A bad value (SIZE <= 0, LOSS outside [0, 1), an unknown TARGET, ...) is one error line
+# naming it, exit code 2 from demo.py; `--x=VALUE` so that negative values reach the check.
 WORKERS ?= 4
 SIZE ?= 1000000
 DENSITY ?= 0.1
@@ -44,8 +46,8 @@ DTYPE ?= float32
 LOSS ?= 0
 TARGET ?= auto
 run:
-	$(PY) mininet/demo.py --workers $(WORKERS) --size $(SIZE) --density $(DENSITY) \
-	  --dtype $(DTYPE) --loss $(LOSS) --target $(TARGET) $(RUN_ARGS)
+	$(PY) mininet/demo.py --workers='$(WORKERS)' --size='$(SIZE)' --density='$(DENSITY)' \
+	  --dtype='$(DTYPE)' --loss='$(LOSS)' --target='$(TARGET)' $(RUN_ARGS)
 
 # Train a click model through the switch and through gloo (4 ranks in Mininet), compare,
 # plot: examples/out/results.json, examples/out/clicks.png. Needs install-examples.

@@ -10,7 +10,7 @@ from pathlib import Path
 from hostlib import protocol
 
 REPO = Path(__file__).resolve().parent.parent
-PROGRAM = REPO / "p4src" / "p4reduce.p4"
+PROGRAM = REPO / "p4src" / "v1model" / "p4reduce.p4"
 BUILD = REPO / "p4src" / "build"
 
 
@@ -28,21 +28,15 @@ def test_build_outputs_match_sources():
 
 def test_manifest_detects_an_edited_source(tmp_path):
     compile_mod = _compile_module()
+    import shutil
     src = tmp_path / "p4src"
-    (src / "include").mkdir(parents=True)
-    for path in PROGRAM.parent.glob("*.p4"):
-        (src / path.name).write_bytes(path.read_bytes())
-    for path in (PROGRAM.parent / "include").glob("*.p4"):
-        (src / "include" / path.name).write_bytes(path.read_bytes())
-    (src / "build").mkdir()
-    for path in BUILD.iterdir():
-        (src / "build" / path.name).write_bytes(path.read_bytes())
-    program = src / PROGRAM.name
+    shutil.copytree(REPO / "p4src", src, ignore=shutil.ignore_patterns("__pycache__"))
+    program = src / "v1model" / PROGRAM.name
     assert compile_mod.check_manifest(program, src / "build") == []
-    header = src / "include" / "value_aggregation.p4"
-    header.write_text(header.read_text() + "\n/* edit */\n")
+    body = src / "common" / "bodies" / "value_aggregation.p4"
+    body.write_text(body.read_text() + "\n/* edit */\n")
     problems = compile_mod.check_manifest(program, src / "build")
-    assert any("include/value_aggregation.p4 changed" in p for p in problems)
+    assert any("common/bodies/value_aggregation.p4 changed" in p for p in problems)
     assert any("recompile" in p for p in problems)
 
 
@@ -60,7 +54,7 @@ def test_p4_header_is_the_codec_field_table():
 
 
 def test_p4_constants_match_the_codec():
-    text = (REPO / "p4src" / "include" / "constants.p4").read_text()
+    text = (REPO / "p4src" / "common" / "constants.p4").read_text()
     consts = {m[0]: int(m[1], 0) for m in
               re.findall(r"const bit<\d+>\s+(\w+)\s*=\s*(0x[0-9A-Fa-f]+|\d+);", text)}
     assert consts["P4REDUCE_UDP_BASE"] == protocol.UDP_PORT_BASE

@@ -3,7 +3,7 @@
  * forwarding so ARP, ping and control traffic between hosts still flow. */
 #ifndef P4REDUCE_FORWARDING_P4
 #define P4REDUCE_FORWARDING_P4
-#include "headers.p4"
+#include "../common/headers.p4"
 
 control SwitchIdentity(inout headers_t hdr, inout metadata_t meta) {
     action set_identity(bit<48> mac, bit<32> ip) {

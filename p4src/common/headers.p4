@@ -1,5 +1,6 @@
-/* Packet headers and metadata. The p4reduce_t field list is the same table as
- * hostlib/protocol.py's FIELDS (a test compares them through the compiled JSON). */
+/* Packet headers and metadata, the same for every architecture (v1model/, tna/). The
+ * p4reduce_t field list is the same table as hostlib/protocol.py's FIELDS (a test compares
+ * them through the compiled JSON). */
 #ifndef P4REDUCE_HEADERS_P4
 #define P4REDUCE_HEADERS_P4
 #include "constants.p4"
@@ -89,6 +90,14 @@ struct headers_t {
     values_t   values;
 }
 
+/* One register cell holding two 32-bit halves: a stateful ALU of a Tofino-class switch
+ * updates both at once (lanes, the two versions' bitmaps). v1model keeps it as a bit<64>
+ * (hi ++ lo). */
+struct pair_t {
+    bit<32> lo;
+    bit<32> hi;
+}
+
 struct metadata_t {
     /* switch identity (SwitchIdentity) */
     bit<48> switch_mac;
@@ -106,6 +115,10 @@ struct metadata_t {
     bit<32> pool_slot;
     bit<32> slot_index;      /* pool_slot * 2 + slot_version */
     /* contributor bitmap / round counter */
+    bit<32> epoch_lost;        /* hdr.p4r.epoch | EPOCH_LOST */
+    bit<32> epoch_on_mismatch; /* what a slot holding another epoch gets: lost if CONTINUED */
+    bit<1>  same_epoch;        /* the slot held this packet's epoch */
+    bit<32> rank_bit;          /* 1 << rank */
     bit<1>  first;           /* first contributor of this round in this version */
     bit<1>  duplicate;       /* sender already counted in this round */
     bit<1>  complete;        /* this packet completed the round */
@@ -113,10 +126,11 @@ struct metadata_t {
     bit<1>  state_lost;      /* the slot lost this job's state (ContributorBitmap) */
     bit<32> contributors;    /* the version's bitmap after this packet */
     /* values */
-    bit<32> lane_overflow;   /* bit 31 set when any lane's partial sum overflowed */
+    bit<1>  lane_overflow;   /* some lane's partial sum overflowed on this packet */
     bit<1>  round_overflow;
     /* next block */
-    bit<32> next_key;        /* next_block[23:0] ++ ~next_exponent: min gives both */
+    bit<32> announced_key;   /* this packet's next_block[23:0] ++ ~next_exponent */
+    bit<32> next_key;        /* the round's minimum key: gives next block and exponent */
     /* result: a packet going back to workers (RESULT or STATUS) */
     bit<1>  to_worker;
     bit<1>  multicast;

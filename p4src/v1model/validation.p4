@@ -7,7 +7,7 @@
  * carried into results, and an over-long frame would make a result too large to send. */
 #ifndef P4REDUCE_VALIDATION_P4
 #define P4REDUCE_VALIDATION_P4
-#include "headers.p4"
+#include "../common/headers.p4"
 
 control Validation(inout headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {

@@ -5,7 +5,7 @@
  * pipeline, so no later control needs a per-job table of its own. */
 #ifndef P4REDUCE_ADMISSION_P4
 #define P4REDUCE_ADMISSION_P4
-#include "headers.p4"
+#include "../common/headers.p4"
 
 control Admission(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {

@@ -4,7 +4,7 @@
 #define P4REDUCE_PARSER_P4
 #include <core.p4>
 #include <v1model.p4>
-#include "headers.p4"
+#include "../common/headers.p4"
 
 parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
                       inout standard_metadata_t standard_metadata) {

@@ -2,7 +2,7 @@
  * rank -- the rid of a multicast replica, or the sender of a packet answered by unicast. */
 #ifndef P4REDUCE_RESULT_DESTINATION_P4
 #define P4REDUCE_RESULT_DESTINATION_P4
-#include "headers.p4"
+#include "../common/headers.p4"
 
 control ResultDestination(inout headers_t hdr, inout metadata_t meta,
                           inout standard_metadata_t standard_metadata) {

@@ -8,7 +8,9 @@
  * disables a direction. */
 #ifndef P4REDUCE_DROP_SIMULATOR_P4
 #define P4REDUCE_DROP_SIMULATOR_P4
-#include "headers.p4"
+#include "../common/headers.p4"
+#include "../common/bodies/drop_simulator.p4"
+#include "register_step.p4"
 
 control DropSimulator(inout headers_t hdr, inout metadata_t meta,
                       inout standard_metadata_t standard_metadata) {
@@ -20,10 +22,9 @@ control DropSimulator(inout headers_t hdr, inout metadata_t meta,
         meta.sim_egress_threshold = egress_threshold;
         meta.sim_seed = seed;
         meta.sim_random = use_random;
-        bit<32> sequence;
-        ingress_sequence.read(sequence, (bit<32>)meta.job_index);
-        ingress_sequence.write((bit<32>)meta.job_index, sequence + 1);
-        meta.sim_sequence = sequence;
+        REGISTER_STEP(ingress_sequence, (bit<32>)meta.job_index, bit<32>, meta.sim_sequence,
+                      SEQUENCE_BODY)
+        bit<32> sequence = meta.sim_sequence;
         bit<16> hashed;
         hash(hashed, HashAlgorithm.crc32, 16w0, { seed, sequence }, 32w65536);
         bit<16> rolled;

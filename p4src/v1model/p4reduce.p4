@@ -1,20 +1,22 @@
-/* p4reduce: in-network sparse allreduce for v1model (bmv2 simple_switch_grpc).
- * One control per concern; docs/protocol.md is the specification this program implements. */
+/* p4reduce: in-network sparse allreduce for v1model (bmv2 simple_switch_grpc, softswitch).
+ * One control per concern; docs/protocol.md is the specification this program implements.
+ * Headers, constants and the register-action bodies are shared with the TNA program
+ * (../common/, ../tna/). */
 #include <core.p4>
 #include <v1model.p4>
-#include "include/headers.p4"
-#include "include/parser.p4"
-#include "include/validation.p4"
-#include "include/admission.p4"
-#include "include/drop_simulator.p4"
-#include "include/contributor_bitmap.p4"
-#include "include/round_counter.p4"
-#include "include/fingerprint.p4"
-#include "include/value_aggregation.p4"
-#include "include/next_block.p4"
-#include "include/result.p4"
-#include "include/result_destination.p4"
-#include "include/forwarding.p4"
+#include "../common/headers.p4"
+#include "parser.p4"
+#include "validation.p4"
+#include "admission.p4"
+#include "drop_simulator.p4"
+#include "contributor_bitmap.p4"
+#include "round_counter.p4"
+#include "fingerprint.p4"
+#include "value_aggregation.p4"
+#include "next_block.p4"
+#include "result.p4"
+#include "result_destination.p4"
+#include "forwarding.p4"
 
 control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                         inout standard_metadata_t standard_metadata) {

@@ -6,7 +6,7 @@
  * job's state gets FLAG_STATE_LOST back. Every other contribution is consumed here. */
 #ifndef P4REDUCE_RESULT_P4
 #define P4REDUCE_RESULT_P4
-#include "headers.p4"
+#include "../common/headers.p4"
 
 control Result(inout headers_t hdr, inout metadata_t meta,
                inout standard_metadata_t standard_metadata) {
