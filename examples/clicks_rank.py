@@ -12,6 +12,7 @@ density to --out ("{rank}" is replaced), and a SHA-256 of the final parameters.
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import json
 import os
@@ -70,6 +71,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Confi
     ap.add_argument("--backend", default="p4reduce")
     ap.add_argument("--out", required=True, help='JSON per rank; "{rank}" is replaced')
     ap.add_argument("--save-params", help='torch.save the final parameters here ("{rank}")')
+    ap.add_argument("--pg-timeout", type=float, default=1800.0,
+                    help="seconds a collective may wait (the process group's timeout)")
     for f in fields(Config):
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default),
                         default=f.default)
@@ -79,7 +82,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Confi
 
 def main(argv: list[str] | None = None) -> int:
     args, cfg = parse_args(argv)
-    dist.init_process_group(args.backend)            # env:// rendezvous
+    dist.init_process_group(args.backend,            # env:// rendezvous
+                            timeout=datetime.timedelta(seconds=args.pg_timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     model = build_model(cfg)
     ddp = torch.nn.parallel.DistributedDataParallel(model)

@@ -42,7 +42,8 @@ class Options:
     loss_tolerance: float = 1e-3     # max |mean loss(p4reduce) - mean loss(gloo)| per step
     plot: bool = True
     quiet: bool = False
-    timeout: float = 3600.0
+    timeout: float = 3600.0          # per run (all ranks of one backend)
+    pg_timeout: float = 1800.0       # a collective's wait before it fails (gloo, Worker)
 
 
 def run(opts: Options, cfg: Config) -> dict:
@@ -62,7 +63,7 @@ def run(opts: Options, cfg: Config) -> dict:
             res = net.run([sys.executable, str(HERE / "clicks_rank.py"), "--backend", backend,
                            "--out", str(opts.out / f"{backend}-rank{{rank}}.json"),
                            "--save-params", str(params_dir / f"{backend}-rank{{rank}}.pt"),
-                           *cfg_args], opts.workers, timeout=opts.timeout,
+                           "--pg-timeout", str(opts.pg_timeout), *cfg_args], opts.workers, timeout=opts.timeout,
                           stream_rank0=not opts.quiet)
             if not res.ok:
                 raise RuntimeError(f"{backend} run failed:\n{res.failures()}")

@@ -97,8 +97,11 @@ class TorchNetwork:
         self.demo.__exit__(*exc)
 
     def run(self, argv: list[str], workers: int, *, env: dict[str, str] | None = None,
-            timeout: float = 600.0, stream_rank0: bool = False) -> LaunchResult:
-        """Run `argv` as ranks 0..workers-1 of a new job; wait for all of them."""
+            timeout: float = 600.0, grace: float = 15.0,
+            stream_rank0: bool = False) -> LaunchResult:
+        """Run `argv` as ranks 0..workers-1 of a new job; wait for all of them (at most
+        `timeout` s). When a rank fails, the others get `grace` s to finish, then are
+        killed: they would otherwise wait in a collective for the failed one."""
         d = self.demo
         assert d.ctl is not None and d.net is not None
         if not 1 <= workers <= len(d.hosts):
@@ -142,12 +145,7 @@ class TorchNetwork:
                         p = subprocess.Popen(argv, env=rank_env, stdout=f,
                                              stderr=subprocess.STDOUT)
                 procs.append(p)
-            deadline = time.monotonic() + timeout
-            for p in procs:
-                try:
-                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    break
+            _wait_all(procs, timeout, grace)
             seconds = time.perf_counter() - start
         finally:
             for p in procs:
@@ -165,6 +163,18 @@ class TorchNetwork:
                 rank, h.name, p.returncode, logs[rank].read_text(errors="replace"),
                 {k: after[k] - before[h.name][k] for k in after}))
         return LaunchResult(self.target, job.job, seconds, results, counters)
+
+
+def _wait_all(procs: list[subprocess.Popen], timeout: float, grace: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            return
+        if any(c not in (None, 0) for c in codes):
+            deadline = min(deadline, time.monotonic() + grace)
+            grace = float("inf")            # set the grace period once
+        time.sleep(0.2)
 
 
 def _tee(p: subprocess.Popen, path: Path) -> None:

@@ -28,7 +28,7 @@ def test_tiny_click_model_through_the_switch_matches_gloo(tmp_path):
         sys.path.remove(str(EXAMPLES))
     plot = importlib.util.find_spec("matplotlib") is not None
     opts = clicks_switch.Options(workers=2, target="softswitch", slots=16, out=tmp_path,
-                                 plot=plot, quiet=True, timeout=300)
+                                 plot=plot, quiet=True, timeout=130, pg_timeout=90)
     s = clicks_switch.run(opts, Config(steps=6, rows_per_field=250, batch=32))
     p, g = s["backends"]["p4reduce"], s["backends"]["gloo"]
     assert p["params_identical_on_every_rank"] and g["params_identical_on_every_rank"]

@@ -33,7 +33,7 @@ def _run_ranks(tmp_path: Path, world: int, target: str, *extra: str) -> list[dic
     torch_ranks = load_torch_ranks()
     with torch_ranks.TorchNetwork(world, target, slots=16) as net:
         res = net.run([sys.executable, "-P", str(HERE / "torch_backend_rank.py"),
-                       str(tmp_path / "rank{rank}.pt"), *extra], world, timeout=300)
+                       str(tmp_path / "rank{rank}.pt"), *extra], world, timeout=220)
     assert res.ok, res.failures()
     # the allreduces crossed every host's link and were aggregated in the switch
     assert all(r.link["tx_packets"] > 0 and r.link["rx_packets"] > 0 for r in res.ranks)

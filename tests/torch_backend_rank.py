@@ -9,6 +9,7 @@ Writes what it saw to OUT (a torch.save file); the test does the comparisons.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import sys
 import warnings
@@ -97,7 +98,9 @@ def main() -> int:
         job, where = os.environ.pop("P4REDUCE_JOB"), os.environ.pop("P4REDUCE_DESCRIPTOR_DIR")
         pg_options = P4ReduceOptions(descriptor=f"{where}/job{job}-rank{{rank}}.json",
                                      netns=os.environ.pop("P4REDUCE_NETNS"))
-    dist.init_process_group("p4reduce", pg_options=pg_options)
+    # a stall fails in 2 minutes (gloo's wait and the Worker's deadline), not in 30
+    dist.init_process_group("p4reduce", pg_options=pg_options,
+                            timeout=datetime.timedelta(seconds=120))
     from hostlib import torch_backend
     out["backend"] = dist.get_backend()
     ref = dist.new_group(backend="gloo")            # references, same ranks
