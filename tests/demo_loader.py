@@ -14,3 +14,10 @@ def load_demo():
         sys.path.insert(0, str(MININET_DIR))
     import demo
     return demo
+
+
+def load_torch_ranks():
+    """mininet/torch_ranks.py (torchrun for the Mininet topology), imported the same way."""
+    load_demo()
+    import torch_ranks
+    return torch_ranks
