@@ -1,42 +1,123 @@
 """p4reduce-ctl: the operator's command line.
 
-Exit codes scripts can use: 0 done, 1 refused (bad request or configuration: the message
-says which field), 2 usage error, 3 switch unreachable or P4Runtime error.
-Readable tables by default, `--json` for scripts.
+Exit codes scripts can use: 0 done, 1 refused (bad request, configuration or state file, or
+another controller holds this election id: the message says which field), 2 usage error
+(a bad command line: the message names the argument), 3 switch unreachable or P4Runtime
+error. Every error is one line on stderr, `p4reduce-ctl: ...`; with `--json` it is one JSON
+object there instead, {"error": message, "exit_code": n}. Readable tables by default,
+`--json` for scripts.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import math
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from . import stats as switch_stats
+from .addresses import AddressError, unicast_ipv4, unicast_mac
 from .admission import WorkerAddress
 from .config import ConfigError, load
-from .connection import SwitchError
+from .connection import MastershipError, SwitchError
 from .controller import Controller
-from .jobs import JobError
+from .jobs import POOL_SLOTS, JobError
 from .p4info import P4InfoError
+from hostlib import protocol
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SWITCH = 0, 1, 2, 3
+PROG = "p4reduce-ctl"
+
+
+def _one_line(message: str) -> str:
+    return "; ".join(part.strip(" -") for part in str(message).splitlines() if part.strip())
+
+
+def report_error(message: str, code: int, as_json: bool, prog: str = PROG) -> int:
+    """Print one error line (JSON with --json) on stderr and return the exit code."""
+    message = _one_line(message)
+    print(json.dumps({"error": message, "exit_code": code}) if as_json
+          else f"{prog}: {message}", file=sys.stderr)
+    return code
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2), in JSON when --json was given."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        report_error(f"{message} (see {self.prog} --help)", EXIT_USAGE, self.json_errors,
+                     self.prog)
+        sys.exit(EXIT_USAGE)
+
+
+def _int_in(lo: int, hi: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} {text!r} is not an integer") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{what} {value} is out of range {lo}..{hi}")
+        return value
+    parse.__name__ = what
+    return parse
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds must be > 0")
+    return value
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if math.isnan(value) or not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a loss probability must be in [0, 1)")
+    return value
 
 
 def parse_worker(text: str) -> WorkerAddress:
-    """RANK:PORT:MAC:IP[:UDP_PORT] -- the MAC contains colons, so split from both ends."""
+    """RANK:PORT:MAC:IP[:UDP_PORT] -- the MAC contains colons, so split from both ends.
+
+    Strict: decimal rank 0..255, port 0..510 and UDP port in the p4reduce range; the MAC
+    and IPv4 must be a single host's (controlplane/addresses.py)."""
     parts = text.split(":")
     if len(parts) not in (9, 10):
         raise argparse.ArgumentTypeError(
-            f"--worker {text!r}: expected RANK:PORT:MAC:IP[:UDP_PORT]")
-    try:
-        rank, port = int(parts[0]), int(parts[1])
-        udp = int(parts[9]) if len(parts) == 10 else 0x5030
-    except ValueError:
+            f"--worker {text!r}: expected RANK:PORT:MAC:IP[:UDP_PORT], "
+            "e.g. 0:1:02:00:00:00:00:01:10.0.0.1")
+    numbers = [parts[0], parts[1]] + parts[9:]
+    if not all(n.isascii() and n.isdigit() for n in numbers):
         raise argparse.ArgumentTypeError(f"--worker {text!r}: rank, port and udp port "
-                                         "must be integers") from None
-    return WorkerAddress(rank, port, ":".join(parts[2:8]).lower(), parts[8], udp)
+                                         "must be decimal integers")
+    rank, port = int(parts[0]), int(parts[1])
+    udp = int(parts[9]) if len(parts) == 10 else protocol.UDP_PORT_BASE
+    if rank > 255:
+        raise argparse.ArgumentTypeError(f"--worker {text!r}: rank {rank} is not 0..255")
+    if port > 510:
+        raise argparse.ArgumentTypeError(f"--worker {text!r}: port {port} is not 0..510")
+    if udp & protocol.UDP_PORT_MASK != protocol.UDP_PORT_BASE:
+        raise argparse.ArgumentTypeError(
+            f"--worker {text!r}: udp port {udp} is not in {protocol.UDP_PORT_BASE}.."
+            f"{protocol.UDP_PORT_BASE + 15}")
+    try:
+        mac = unicast_mac(":".join(parts[2:8]))
+        ip = unicast_ipv4(parts[8])
+    except AddressError as exc:
+        raise argparse.ArgumentTypeError(f"--worker {text!r}: {exc}") from None
+    return WorkerAddress(rank, port, mac, ip, udp)
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -55,53 +136,73 @@ def _job_row(job) -> dict:
             "loss": "" if not job.loss else f"in {job.loss['ingress']} out {job.loss['egress']}"}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="p4reduce-ctl", description=__doc__.splitlines()[0])
+_job_id = _int_in(0, 0xFFFF, "job id")
+
+
+def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
+    parser_class = type("Parser", (_Parser,), {"json_errors": json_errors})
+    ap = parser_class(prog=PROG, description=__doc__.splitlines()[0])
     ap.add_argument("--config", "-c", default="p4reduce.toml", help="switch configuration")
-    ap.add_argument("--json", action="store_true", help="machine-readable output")
-    ap.add_argument("--timeout", type=float, default=3.0,
-                    help="seconds to wait for the switch's P4Runtime server")
+    ap.add_argument("--json", action="store_true",
+                    help="machine-readable output (and errors as JSON on stderr)")
+    ap.add_argument("--timeout", type=_positive_seconds, default=3.0,
+                    help="seconds (> 0) to wait for the switch's P4Runtime server")
+    ap.add_argument("--election-id", type=_int_in(1, 2**63, "election id"),
+                    help="P4Runtime election id instead of switch.election_id (higher "
+                         "takes over as primary; lower is enough for stats and job list)")
     ap.add_argument("-v", "--verbose", action="store_true")
-    sub = ap.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="push the pipeline and configure the switch")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=parser_class)
+    up = sub.add_parser("up", help="configure the switch (pushes the pipeline only if "
+                                   "the switch does not already run it)")
     up.add_argument("--watch", action="store_true",
                     help="keep running; reconfigure the switch if it restarts")
+    up.add_argument("--reset", action="store_true",
+                    help="push the pipeline even if the switch runs it: clears every "
+                         "register, so running jobs stall")
     job = sub.add_parser("job", help="create, delete, list and show jobs")
-    jsub = job.add_subparsers(dest="job_command", required=True)
+    jsub = job.add_subparsers(dest="job_command", required=True, parser_class=parser_class)
     create = jsub.add_parser("create")
-    create.add_argument("--job", type=int, required=True)
-    create.add_argument("--slots", type=int, default=64)
+    create.add_argument("--job", type=_job_id, required=True)
+    create.add_argument("--slots", type=_int_in(1, POOL_SLOTS, "slots"), default=64)
     create.add_argument("--worker", type=parse_worker, action="append", required=True,
                         metavar="RANK:PORT:MAC:IP[:UDP]")
     create.add_argument("--descriptors", type=Path,
                         help="write one descriptor per rank into this directory")
     delete = jsub.add_parser("delete")
-    delete.add_argument("job", type=int)
+    delete.add_argument("job", type=_job_id)
     jsub.add_parser("list")
     show = jsub.add_parser("show")
-    show.add_argument("job", type=int)
-    show.add_argument("--rank", type=int)
+    show.add_argument("job", type=_job_id)
+    show.add_argument("--rank", type=_int_in(0, 255, "rank"))
     st = sub.add_parser("stats", help="per-job and switch counters")
-    st.add_argument("--job", type=int)
+    st.add_argument("--job", type=_job_id)
     ds = sub.add_parser("drop-sim", help="set the drop simulator of a job")
-    ds.add_argument("--job", type=int, required=True)
-    ds.add_argument("--ingress", type=float, default=0.0)
-    ds.add_argument("--egress", type=float, default=0.0)
-    ds.add_argument("--seed", type=int, default=1)
+    ds.add_argument("--job", type=_job_id, required=True)
+    ds.add_argument("--ingress", type=_probability, default=0.0,
+                    help="loss probability in [0, 1) (at most 65535/65536 is simulated)")
+    ds.add_argument("--egress", type=_probability, default=0.0,
+                    help="loss probability in [0, 1) of result copies")
+    ds.add_argument("--seed", type=_int_in(0, 2**32 - 1, "seed"), default=1)
     ds.add_argument("--random", action="store_true")
     return ap
 
 
+READ_ONLY = {("job", "list"), ("job", "show"), ("stats", None)}
+
+
 def run(args: argparse.Namespace, out=sys.stdout) -> int:
     config = load(args.config)
+    if args.election_id is not None:
+        config.switch.election_id = args.election_id
     ctl = Controller(config)
     ctl.conn.timeout = args.timeout
     try:
         if args.command == "up":
-            ctl.up(retries=3)
-            print(json.dumps({"status": "up", "jobs": len(ctl.jobs.jobs())}) if args.json
-                  else f"switch {config.switch.grpc_addr} up, {len(ctl.jobs.jobs())} job(s)",
-                  file=out)
+            outcome = ctl.up(retries=3, reset=args.reset)
+            n = len(ctl.jobs.jobs())
+            print(json.dumps({"status": "up", "jobs": n, "pipeline": outcome}) if args.json
+                  else f"switch {config.switch.grpc_addr} up, {n} job(s), pipeline "
+                       f"{outcome}", file=out)
             if args.watch:
                 signal.signal(signal.SIGTERM, lambda *_: ctl.stop())
                 try:
@@ -109,10 +210,11 @@ def run(args: argparse.Namespace, out=sys.stdout) -> int:
                 except KeyboardInterrupt:
                     pass
             return EXIT_OK
-        if not ctl.attach(retries=1):
-            print(f"switch {config.switch.grpc_addr} has no pipeline: run 'p4reduce-ctl up'",
-                  file=sys.stderr)
-            return EXIT_SWITCH
+        read_only = (args.command, getattr(args, "job_command", None)) in READ_ONLY
+        if not ctl.attach(retries=1, require_primary=not read_only):
+            raise SwitchError("attach", "FAILED_PRECONDITION",
+                              f"switch {config.switch.grpc_addr} has no pipeline: run "
+                              f"'p4reduce-ctl up'")
         return _run_attached(args, ctl, out)
     finally:
         ctl.close()
@@ -125,10 +227,15 @@ def _run_attached(args, ctl: Controller, out) -> int:
             job = jobs.create(args.job, args.worker, args.slots)
             descriptors = job.descriptors(jobs.switch)
             if args.descriptors:
-                args.descriptors.mkdir(parents=True, exist_ok=True)
-                for d in descriptors:
-                    (args.descriptors / f"job{job.job}-rank{d['rank']}.json").write_text(
-                        json.dumps(d, indent=2) + "\n")
+                try:
+                    args.descriptors.mkdir(parents=True, exist_ok=True)
+                    for d in descriptors:
+                        (args.descriptors / f"job{job.job}-rank{d['rank']}.json").write_text(
+                            json.dumps(d, indent=2) + "\n")
+                except OSError as exc:
+                    raise JobError(f"job {job.job} was created, but its descriptors could "
+                                   f"not be written to {args.descriptors} ({exc}); "
+                                   f"'p4reduce-ctl job show {job.job}' prints them") from None
             if args.json:
                 print(json.dumps({"job": job.to_json(), "descriptors": descriptors}), file=out)
             else:
@@ -174,22 +281,28 @@ def _run_attached(args, ctl: Controller, out) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # --json changes error output too, and argparse reports errors before it has parsed
+    # --json: look for it first (a value "--json" of another option is the only mix-up)
+    as_json = "--json" in argv
+    try:
+        args = build_parser(as_json).parse_args(argv)
+    except SystemExit as exc:       # --help (0) or a usage error (2, already reported)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return run(args)
-    except (ConfigError, JobError, P4InfoError) as exc:
-        print(f"p4reduce-ctl: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+    except (ConfigError, JobError, P4InfoError, MastershipError) as exc:
+        return report_error(str(exc), EXIT_REFUSED, as_json)
     except (SwitchError, TimeoutError, OSError) as exc:
-        print(f"p4reduce-ctl: switch error: {exc}", file=sys.stderr)
-        return EXIT_SWITCH
+        return report_error(f"switch error: {exc}", EXIT_SWITCH, as_json)
+    except KeyboardInterrupt:
+        return report_error("interrupted", 130, as_json)
     except Exception as exc:  # grpc errors surface as RpcError subclasses of Exception
         import grpc
         if isinstance(exc, grpc.RpcError):
-            print(f"p4reduce-ctl: switch unreachable: {exc.details()}", file=sys.stderr)
-            return EXIT_SWITCH
+            return report_error(f"switch unreachable: {exc.details()}", EXIT_SWITCH, as_json)
         raise
 
 

@@ -10,7 +10,7 @@ wrong, because the person reading them is editing that file.
     mac = "02:00:00:00:01:00"
     ip = "10.0.0.254"
     ports = [1, 2, 3, 4]
-    state_file = "p4reduce-jobs.json"     # relative to this file
+    state_file = "p4reduce-jobs.json"     # relative to this file; default: see below
 
     [[switch.hosts]]                       # optional L2 entries for ordinary traffic
     mac = "02:00:00:00:00:01"
@@ -23,6 +23,16 @@ wrong, because the person reading them is editing that file.
       { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },
       { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
     ]
+
+The state file is where the controller keeps its jobs between runs (and between CLI
+calls); it is the single source of truth for jobs, re-read before every change and every
+reconcile. Without `state_file`, a configuration loaded from a file keeps its state beside
+that file, in `<config stem>.state.json` (`switch.toml` -> `switch.state.json`), so no CLI
+call forgets a job; a configuration parsed from a dict without a file (tests, the demo)
+must name one or keeps jobs in memory only.
+
+Addresses are validated strictly (controlplane/addresses.py): canonical spelling, and
+worker, host and switch addresses must be unicast (no broadcast, multicast, zero, loopback).
 """
 from __future__ import annotations
 
@@ -30,12 +40,15 @@ try:
     import tomllib
 except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hostlib import protocol
 
+from .addresses import AddressError, unicast_ipv4, unicast_mac
 from .admission import WorkerAddress
 from .jobs import JobError, POOL_SLOTS, validate_workers
 
@@ -80,6 +93,7 @@ class Config:
     jobs: list[StaticJob] = field(default_factory=list)
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _SWITCH_KEYS = {"grpc_addr", "device_id", "election_id", "mac", "ip", "ports", "hosts",
                 "state_file", "flood_group"}
 _WORKER_KEYS = {"rank", "port", "mac", "ip", "udp_port"}
@@ -88,9 +102,12 @@ _WORKER_KEYS = {"rank", "port", "mac", "ip", "udp_port"}
 def _check_keys(path: str, table: Any, allowed: set[str], required: set[str] = frozenset()):
     if not isinstance(table, dict):
         raise ConfigError(path, f"expected a table, got {type(table).__name__}")
-    unknown = sorted(set(table) - allowed)
+    unknown = sorted(set(table) - allowed, key=str)
     if unknown:
-        raise ConfigError(f"{path}.{unknown[0]}" if path else unknown[0],
+        key = unknown[0]
+        if not (isinstance(key, str) and _BARE_KEY.fullmatch(key)):
+            key = json.dumps(str(key))      # shown quoted: no raw newline in the message
+        raise ConfigError(f"{path}.{key}" if path else key,
                           f"unknown key (allowed: {', '.join(sorted(allowed))})")
     for key in sorted(required - set(table)):
         raise ConfigError(f"{path}.{key}" if path else key, "missing")
@@ -106,21 +123,32 @@ def _int(path: str, value: Any, lo: int, hi: int) -> int:
 
 def _mac(path: str, value: Any) -> str:
     try:
-        protocol.mac_bytes(value if isinstance(value, str) else "")
-    except protocol.ProtocolError:
-        raise ConfigError(path, f"bad MAC address {value!r}") from None
-    return value.lower()
+        return unicast_mac(value)
+    except AddressError as exc:
+        raise ConfigError(path, str(exc)) from None
 
 
 def _ip(path: str, value: Any) -> str:
     try:
-        protocol.ip_bytes(value if isinstance(value, str) else "x")
-    except protocol.ProtocolError:
-        raise ConfigError(path, f"bad IPv4 address {value!r}") from None
+        return unicast_ipv4(value)
+    except AddressError as exc:
+        raise ConfigError(path, str(exc)) from None
+
+
+def _list(path: str, value: Any) -> list:
+    if not isinstance(value, list):
+        raise ConfigError(path, f"expected an array, got {type(value).__name__}")
     return value
 
 
-def parse(data: dict, base_dir: Path = Path(".")) -> Config:
+def default_state_file(config_path: Path) -> Path:
+    """Where a configuration file without `switch.state_file` keeps its jobs."""
+    return config_path.resolve().with_name(config_path.stem + ".state.json")
+
+
+def parse(data: dict, base_dir: Path = Path("."),
+          default_state: Path | None = None) -> Config:
+    """Validate a configuration; `default_state` is the state file when none is named."""
     _check_keys("", data, {"switch", "jobs"}, {"switch"})
     sw = data["switch"]
     _check_keys("switch", sw, _SWITCH_KEYS, {"ports"})
@@ -146,7 +174,7 @@ def parse(data: dict, base_dir: Path = Path(".")) -> Config:
             raise ConfigError(f"switch.ports[{i}]", f"duplicate port {port}")
         seen.add(port)
     cfg.ports = list(sw["ports"])
-    for i, host in enumerate(sw.get("hosts", [])):
+    for i, host in enumerate(_list("switch.hosts", sw.get("hosts", []))):
         path = f"switch.hosts[{i}]"
         _check_keys(path, host, {"mac", "port"}, {"mac", "port"})
         port = _int(f"{path}.port", host["port"], 0, 510)
@@ -154,9 +182,15 @@ def parse(data: dict, base_dir: Path = Path(".")) -> Config:
             raise ConfigError(f"{path}.port", f"port {port} is not in switch.ports")
         cfg.hosts.append(HostEntry(_mac(f"{path}.mac", host["mac"]), port))
     if "state_file" in sw:
-        if not isinstance(sw["state_file"], str):
-            raise ConfigError("switch.state_file", "expected a path string")
+        if not isinstance(sw["state_file"], str) or not sw["state_file"].strip() \
+                or "\0" in sw["state_file"]:
+            raise ConfigError("switch.state_file", f"expected a file path, got "
+                                                   f"{sw['state_file']!r}")
         cfg.state_file = (base_dir / sw["state_file"]).resolve()
+        if cfg.state_file.is_dir():
+            raise ConfigError("switch.state_file", f"{cfg.state_file} is a directory")
+    else:
+        cfg.state_file = default_state
 
     jobs: list[StaticJob] = []
     job_ids: set[int] = set()
@@ -200,6 +234,8 @@ def load(path: str | Path) -> Config:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(str(path), "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), f"cannot be read ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), f"not valid TOML: {exc}") from None
-    return parse(data, path.parent)
+    return parse(data, path.parent, default_state_file(path))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import secrets
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -36,6 +37,25 @@ class SwitchError(RuntimeError):
 
 class NotPrimaryError(SwitchError):
     pass
+
+
+class MastershipError(SwitchError):
+    """This controller cannot be primary: another one holds the same or a higher election
+    id. The message names the election id and what the operator can do."""
+
+    def __init__(self, message: str):
+        super().__init__("mastership", "ALREADY_EXISTS", message)
+
+
+def new_pipeline_cookie() -> int:
+    """A random, non-zero 63-bit P4Runtime cookie naming one push of the pipeline.
+
+    Why per push rather than a fingerprint of the program: the cookie says which push the
+    switch's registers date from. The state file records it, so a controller that finds
+    the same cookie on the switch knows its recorded epochs are the ones the slots hold
+    (docs/protocol.md section 8) and may keep the data plane; a different cookie means
+    the slots hold epochs it does not know, and only a new push makes them safe."""
+    return secrets.randbits(63) | 1
 
 
 def _write_error(err: grpc.RpcError) -> SwitchError:
@@ -76,7 +96,9 @@ class SwitchConnection:
 
     # ---- session -------------------------------------------------------------------
     def connect(self, retries: int = 0, backoff: float = 0.2) -> "SwitchConnection":
-        """Open the channel and the arbitration stream; retry with doubling backoff."""
+        """Open the channel and the arbitration stream; retry with doubling backoff.
+        A session this object already has is closed first (one election id, one stream)."""
+        self.close()
         delay = backoff
         for attempt in range(retries + 1):
             try:
@@ -93,7 +115,10 @@ class SwitchConnection:
         return self
 
     def _open(self) -> None:
-        self._channel = grpc.insecure_channel(self.grpc_addr)
+        # GetForwardingPipelineConfig returns the whole device config (bmv2 JSON, MBs):
+        # gRPC's 4 MiB default would refuse it as PI accepts up to 256 MiB on the way in
+        self._channel = grpc.insecure_channel(self.grpc_addr, options=[
+            ("grpc.max_receive_message_length", 256 * 1024 * 1024)])
         try:
             grpc.channel_ready_future(self._channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:
@@ -120,6 +145,10 @@ class SwitchConnection:
             try:
                 for msg in stream:
                     if msg.HasField("arbitration"):
+                        if self._arbitration is arbitration:
+                            # the server tells every client when the primary changes
+                            # (a higher election id arrived or the primary left)
+                            self.is_primary = msg.arbitration.status.code == code_pb2.OK
                         arbitration.put(msg.arbitration)
                     elif msg.HasField("packet"):
                         self.packets_in.put(msg.packet)
@@ -138,10 +167,20 @@ class SwitchConnection:
         except queue.Empty:
             raise TimeoutError(f"no arbitration answer from {self.grpc_addr}") from None
         if isinstance(reply, grpc.RpcError):
+            if reply.code() == grpc.StatusCode.INVALID_ARGUMENT and \
+                    "election" in (reply.details() or "").lower():
+                raise MastershipError(
+                    f"another controller is connected to {self.grpc_addr} (device "
+                    f"{self.device_id}) with the same election id {self.election_id} "
+                    f"(switch.election_id; the switch said: {reply.details()}). Only one "
+                    f"controller may use an election id: stop the other one (a "
+                    f"'p4reduce-ctl up --watch'?) or give this one another id "
+                    f"(--election-id; higher takes over as primary, lower can only read)")
             raise SwitchError("arbitration", reply.code().name, reply.details() or "")
         self.is_primary = reply.status.code == code_pb2.OK
 
     def close(self) -> None:
+        self.is_primary = False
         if self._out is not None:
             self._out.put(None)
             self._out = None
@@ -168,7 +207,7 @@ class SwitchConnection:
 
     # ---- pipeline ------------------------------------------------------------------
     def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes,
-                     clear_groups: bool = True) -> None:
+                     clear_groups: bool = True, cookie: int = 0) -> None:
         """Replace the switch's pipeline (all tables, counters and registers start afresh).
 
         Multicast groups are deleted first: simple_switch_grpc (bmv2 1.15.5 + PI) forgets
@@ -183,6 +222,8 @@ class SwitchConnection:
         self._election(req)
         req.config.p4info.CopyFrom(p4info)
         req.config.p4_device_config = device_config
+        if cookie:
+            req.config.cookie.cookie = cookie
         try:
             self.stub.SetForwardingPipelineConfig(req, timeout=self.timeout * 3)
         except grpc.RpcError as exc:
@@ -205,20 +246,51 @@ class SwitchConnection:
         if groups:
             self.delete(*groups)
 
-    def get_p4info(self) -> p4info_pb2.P4Info | None:
-        """The switch's current P4Info, or None when it has no pipeline."""
+    def get_pipeline(self, response_type: int = p4runtime_pb2.GetForwardingPipelineConfigRequest
+                     .ALL) -> p4runtime_pb2.ForwardingPipelineConfig | None:
+        """The switch's current pipeline config (what `response_type` asks for), or None
+        when it has none."""
         req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
-            device_id=self.device_id,
-            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
+            device_id=self.device_id, response_type=response_type)
         try:
             rep = self.stub.GetForwardingPipelineConfig(req, timeout=self.timeout)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 return None
             raise SwitchError("get pipeline", exc.code().name, exc.details() or "") from None
-        if not rep.config.HasField("p4info") or not rep.config.p4info.tables:
+        return rep.config
+
+    def get_p4info(self) -> p4info_pb2.P4Info | None:
+        """The switch's current P4Info, or None when it has no pipeline."""
+        config = self.get_pipeline(
+            p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
+        if config is None or not config.HasField("p4info") or not config.p4info.tables:
             return None
-        return rep.config.p4info
+        return config.p4info
+
+    def pipeline_difference(self, p4info: p4info_pb2.P4Info, device_config: bytes,
+                            cookie: int | None) -> str | None:
+        """None when the switch runs exactly this pipeline, pushed with `cookie`; else why
+        not (for the log).
+
+        Same means: the same P4Info and the same device config (simple_switch_grpc and
+        softswitch return both; a switch that returns no device config cannot be shown to
+        run the same program), and the cookie of the push the caller recorded."""
+        config = self.get_pipeline()
+        if config is None or not config.p4info.tables:
+            return "the switch has no pipeline"
+        if config.p4info != p4info:
+            return "the switch runs a different P4Info"
+        if not config.p4_device_config:
+            return "the switch does not return its device config"
+        if config.p4_device_config != device_config:
+            return "the switch runs a different device config (program)"
+        have = config.cookie.cookie if config.HasField("cookie") else 0
+        if cookie is None or have != cookie:
+            return (f"the pipeline on the switch (cookie {have:#x}) is not the push the "
+                    f"state file records (cookie {cookie or 0:#x}): its slots may hold "
+                    f"epochs the state file does not know")
+        return None
 
     def use_pipeline_of_switch(self) -> bool:
         """Adopt the switch's P4Info (after a controller restart); False if it has none."""

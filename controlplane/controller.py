@@ -1,10 +1,21 @@
 """Switch bring-up and recovery: the controller as an operator runs it.
 
 `Controller.up()` takes a switch from nothing (or from a restart) to serving jobs: connect
-as primary, push the pipeline, set the switch identity, flooding and static L2 entries, and
-install every job the state file knows plus the configuration's static jobs.
+as primary, push the pipeline **unless the switch already runs the same one**, then
+reconcile the tables and multicast groups with the configuration and the state file
+(controlplane/reconcile.py). A controller restart therefore leaves running jobs alone:
+pushing the pipeline again would reset every register and stall them.
+
+"The same one" is strict: the same P4Info and device config, *and* the push the state file
+records (its P4Runtime cookie, random per push). Job isolation rests on epochs being new
+for the slots (docs/protocol.md section 8), and the registers cannot be read over
+P4Runtime on bmv2; so when the state file does not know the push the registers date from
+(a new or lost state file, another controller's push), the controller cannot know which
+epochs the slots hold, and pushes the pipeline (clearing them) rather than risk a new job
+taking over a deleted job's half-done round.
 `Controller.ensure()` notices a switch that lost its pipeline (restarted) or a broken
-session and does it all again; `watch()` runs that periodically.
+session and does it all again; `watch()` runs that periodically. Every reconcile re-reads
+the state file, so jobs created by other `p4reduce-ctl` processes are never forgotten.
 """
 from __future__ import annotations
 
@@ -12,13 +23,17 @@ import logging
 import threading
 from pathlib import Path
 
-from . import forwarding
+from p4.v1 import p4runtime_pb2
+
 from .config import Config
-from .connection import SwitchConnection, SwitchError
+from .connection import MastershipError, SwitchConnection, SwitchError, new_pipeline_cookie
 from .jobs import JobError, JobManager, SwitchAddress
-from .p4info import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
+from .p4info import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO, P4InfoError, P4Objects, load_p4info
+from .reconcile import ReconcileReport, desired_state, reconcile
 
 log = logging.getLogger(__name__)
+
+PIPELINE_KEPT, PIPELINE_PUSHED = "kept", "pushed"
 
 
 class Controller:
@@ -32,37 +47,107 @@ class Controller:
         self.jobs = JobManager(self.conn, SwitchAddress(sw.mac, sw.ip),
                                sw.state_file, set(sw.ports))
         self._stop = threading.Event()
+        self._pipeline: tuple | None = None
+        self._was_backup = False
 
-    def connect(self, retries: int = 5) -> None:
+    def _our_pipeline(self):
+        """(P4Info, device config bytes) of the program this controller runs."""
+        if self._pipeline is None:
+            self._pipeline = (load_p4info(self.p4info), Path(self.device_config).read_bytes())
+        return self._pipeline
+
+    def connect(self, retries: int = 5, require_primary: bool = True) -> None:
         self.conn.connect(retries=retries)
-        if not self.conn.is_primary:
-            raise SwitchError("arbitration", "PERMISSION_DENIED",
-                              f"another controller with a higher election id than "
-                              f"{self.conn.election_id} is primary for {self.conn.grpc_addr}")
+        if require_primary and not self.conn.is_primary:
+            self.conn.close()
+            raise MastershipError(
+                f"another controller with an election id higher than "
+                f"{self.conn.election_id} (switch.election_id) is primary for "
+                f"{self.conn.grpc_addr}: this one could only read. Stop that one, or use "
+                f"a higher election id to take over")
 
-    def up(self, retries: int = 5) -> None:
-        """Bring the switch to the configured state, whatever it had before."""
+    def up(self, retries: int = 5, reset: bool = False) -> str:
+        """Bring the switch to the configured state without disturbing running jobs.
+
+        Returns PIPELINE_KEPT when the switch already ran our pipeline (only its tables
+        were reconciled) or PIPELINE_PUSHED. `reset` pushes the pipeline regardless,
+        which clears every register: running jobs stall until their deadline."""
         self.connect(retries)
-        self._configure_switch()
+        return self._configure_switch(force_push=reset)
 
-    def attach(self, retries: int = 5) -> bool:
+    def attach(self, retries: int = 5, require_primary: bool = True) -> bool:
         """Connect to a switch that is already up (CLI commands). False if it has no
-        pipeline, in which case the caller should run up()."""
-        self.connect(retries)
-        return self.conn.use_pipeline_of_switch()
+        pipeline, in which case the caller should run up().
 
-    def _configure_switch(self) -> None:
-        self.conn.push_pipeline(self.p4info, self.device_config)
-        sw = self.config.switch
-        forwarding.set_identity(self.conn, sw.mac, sw.ip)
-        forwarding.set_flooding(self.conn, sw.flood_group, sw.ports)
-        for host in sw.hosts:
-            forwarding.add_host(self.conn, host.mac, host.port)
-        self.jobs.reinstall_all()
+        A controller that will write (require_primary) must also find the push its state
+        file records: otherwise the slots may hold epochs the state file does not know,
+        and a job created now could reuse one (JobError: run `up`, which pushes)."""
+        self.connect(retries, require_primary)
+        if not self.conn.use_pipeline_of_switch():
+            return False
+        if require_primary:
+            self.jobs.table.reload()
+            found = self.conn.get_pipeline(
+                p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+            have = found.cookie.cookie if found is not None and found.HasField("cookie") else 0
+            if have != self.jobs.table.pipeline_cookie:
+                raise JobError(
+                    f"the state file {self.jobs.table.path} does not record the pipeline "
+                    f"running on {self.conn.grpc_addr} (cookie {have:#x}, recorded "
+                    f"{self.jobs.table.pipeline_cookie or 0:#x}): its slots may hold epochs "
+                    f"this state file does not know. Run 'p4reduce-ctl up' (it pushes the "
+                    f"pipeline, which clears the switch's slots and jobs)")
+        return True
+
+    def _configure_switch(self, force_push: bool = False) -> str:
+        info, device_config = self._our_pipeline()
+        with self.jobs.table.locked() as table:
+            why = "reset requested" if force_push else \
+                self.conn.pipeline_difference(info, device_config, table.pipeline_cookie)
+            if why is None:
+                log.info("switch %s already runs this pipeline: reconciling its tables, "
+                         "data plane state untouched", self.conn.grpc_addr)
+                self.conn.objects = P4Objects(info)
+                outcome = PIPELINE_KEPT
+            else:
+                log.info("pushing the pipeline to %s (%s)", self.conn.grpc_addr, why)
+                cookie = new_pipeline_cookie()
+                self.conn.set_pipeline(info, device_config, cookie=cookie)
+                table.pipeline_cookie = cookie
+                table.save()
+                outcome = PIPELINE_PUSHED
+            self._reconcile_locked()
+        self._create_static_jobs()
+        log.info("switch %s up with %d job(s)", self.conn.grpc_addr, len(self.jobs.jobs()))
+        return outcome
+
+    def reconcile(self) -> ReconcileReport:
+        """Make the switch's tables and groups match the configuration and the state file
+        (re-read now, under its lock), then create missing static jobs."""
+        with self.jobs.table.locked():
+            report = self._reconcile_locked()
+        self._create_static_jobs()
+        return report
+
+    def _reconcile_locked(self) -> ReconcileReport:
+        return reconcile(self.conn, desired_state(self.conn, self.config.switch,
+                                                  self.jobs.table.jobs.values()))
+
+    def _create_static_jobs(self) -> None:
+        existing = {j.job for j in self.jobs.jobs()}
         for static in self.config.jobs:
-            if static.job not in self.jobs.table.jobs:
+            if static.job not in existing:
                 self.jobs.create(static.job, static.workers, static.slots)
-        log.info("switch %s up with %d job(s)", sw.grpc_addr, len(self.jobs.jobs()))
+
+    def _pipeline_ok(self) -> bool:
+        """Cheap check for watch(): the switch carries the cookie of the push the state
+        file records (re-read now). A new push by anyone else, or a restarted switch with
+        no pipeline, fails it."""
+        self.jobs.table.reload()
+        found = self.conn.get_pipeline(
+            p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+        return found is not None and found.HasField("cookie") and \
+            found.cookie.cookie == self.jobs.table.pipeline_cookie
 
     def ensure(self) -> bool:
         """Re-establish the session and the switch state if either was lost.
@@ -70,17 +155,21 @@ class Controller:
         Returns True when something had to be redone.
         """
         try:
-            if self.conn.get_p4info() is not None:
+            if self._pipeline_ok():
+                if not self.conn.is_primary and not self._was_backup:
+                    log.warning("another controller with a higher election id is primary "
+                                "for %s: not reconciling while it is",
+                                self.conn.grpc_addr)
+                self._was_backup = not self.conn.is_primary
                 return False
-            log.warning("switch %s has no pipeline (restarted?): reconfiguring",
-                        self.conn.grpc_addr)
+            log.warning("switch %s has no pipeline or another one (restarted?): "
+                        "reconfiguring", self.conn.grpc_addr)
         except SwitchError as exc:
             log.warning("session with %s lost (%s): reconnecting", self.conn.grpc_addr, exc)
         # a restarted switch has forgotten our arbitration too: open a new session
         self.conn.close()
         self.connect(retries=10)
-        if not self.conn.use_pipeline_of_switch():
-            self._configure_switch()
+        self._configure_switch()
         return True
 
     def watch(self, interval: float = 1.0) -> None:
@@ -88,7 +177,7 @@ class Controller:
         while not self._stop.wait(interval):
             try:
                 self.ensure()
-            except (SwitchError, JobError, OSError) as exc:
+            except (SwitchError, JobError, P4InfoError, OSError) as exc:
                 log.error("could not restore switch state: %s", exc)
 
     def stop(self) -> None:

@@ -22,10 +22,14 @@ def ip_int(ip: str) -> int:
     return int.from_bytes(ip_bytes(ip), "big")
 
 
+def identity_entry(conn: SwitchConnection, mac: str, ip: str):
+    """The default action of `switch_identity` (the table has no key)."""
+    return conn.p4.table_entry("switch_identity", {}, "set_identity",
+                               {"mac": mac_int(mac), "ip": ip_int(ip)}, default=True)
+
+
 def set_identity(conn: SwitchConnection, mac: str, ip: str) -> None:
-    entry = conn.p4.table_entry("switch_identity", {}, "set_identity",
-                                {"mac": mac_int(mac), "ip": ip_int(ip)}, default=True)
-    conn.modify(table_entity(entry))
+    conn.modify(table_entity(identity_entry(conn, mac, ip)))
 
 
 def l2_entry(conn: SwitchConnection, mac: str, port: int | None = None):
@@ -43,14 +47,19 @@ def remove_host(conn: SwitchConnection, mac: str) -> None:
     conn.delete(table_entity(l2_entry(conn, mac)))
 
 
+def flood_entry(conn: SwitchConnection, group: int):
+    """Broadcast frames go to multicast group `group`."""
+    return conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(BROADCAST_MAC)}, "flood",
+                               {"group": group})
+
+
 def set_flooding(conn: SwitchConnection, group: int, ports: list[int],
                  create: bool = True) -> None:
     """Broadcast frames go to `group`, which replicates to every port (rid 0)."""
     if not ports:
         raise P4InfoError("flooding needs at least one port")
     mc = multicast_group(group, [(p, 0) for p in ports])
-    entry = conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(BROADCAST_MAC)}, "flood",
-                                {"group": group})
+    entry = flood_entry(conn, group)
     if create:
         conn.insert(mc, table_entity(entry))
     else:

@@ -7,22 +7,31 @@ multicast and result-destination entries, and returns one descriptor per rank. J
 persisted to a small JSON file (written atomically) so a restarted controller neither
 forgets jobs nor double-allocates slots; the switch cannot be asked for it because bmv2's
 P4Runtime server does not serve register reads and table entries do not carry all of it.
+
+The state file is the single source of truth: every change (create, delete, loss) and every
+reconcile takes an exclusive lock (`<state file>.lock`), re-reads the file, changes the
+switch, and writes the file back, so several `p4reduce-ctl` processes (and a long-running
+`up --watch`) never work from a stale job list or hand out the same slots twice.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hostlib import protocol
 
-from . import admission, drop_simulator, replication, result_destination
+from . import admission, drop_simulator, replication, result_destination, stats
+from .addresses import AddressError, unicast_ipv4, unicast_mac
 from .admission import JobParameters, WorkerAddress
 from .connection import SwitchConnection
 
-POOL_SLOTS = 1024          # p4src/include/constants.p4
+POOL_SLOTS = 1024          # p4src/common/constants.p4
 MAX_JOBS = 64
 MAX_WORKERS = protocol.MAX_WORKERS
 JOB_GROUP_BASE = 16        # multicast group of job index i is 16 + i; 1..15 are for flooding
@@ -92,6 +101,8 @@ class JobTable:
     path: Path | None = None
     jobs: dict[int, Job] = field(default_factory=dict)
     last_epoch: int = 0
+    # the P4Runtime cookie of the pipeline push the epochs date from (controller.py)
+    pipeline_cookie: int | None = None
 
     @classmethod
     def load(cls, path: Path | None) -> "JobTable":
@@ -100,8 +111,10 @@ class JobTable:
             try:
                 data = json.loads(path.read_text())
                 table.last_epoch = int(data["last_epoch"])
+                cookie = data.get("pipeline_cookie")
+                table.pipeline_cookie = None if cookie is None else int(cookie)
                 table.jobs = {j["job"]: Job.from_json(j) for j in data["jobs"]}
-            except (ValueError, KeyError, TypeError) as exc:
+            except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise JobError(f"state file {path} is unreadable ({exc}); "
                                "move it away to start with no jobs") from None
         return table
@@ -109,15 +122,47 @@ class JobTable:
     def save(self) -> None:
         if self.path is None:
             return
-        data = {"last_epoch": self.last_epoch,
+        data = {"last_epoch": self.last_epoch, "pipeline_cookie": self.pipeline_cookie,
                 "jobs": [j.to_json() for j in sorted(self.jobs.values(), key=lambda j: j.job)]}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".jobs-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".jobs-")
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=2)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise JobError(f"cannot write state file {self.path} ({exc.strerror or exc}); "
+                           "set switch.state_file to a writable path") from None
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator["JobTable"]:
+        """Exclusive access to the state file for one change: wait for any other
+        controller process, then re-read the file (what they did is now ours too)."""
+        if self.path is None:
+            yield self
+            return
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise JobError(f"cannot use state file {self.path} ({exc.strerror or exc}); "
+                           "set switch.state_file to a writable path") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.reload()
+            yield self
+        finally:
+            os.close(fd)        # releases the lock
+
+    def reload(self) -> None:
+        """Replace the in-memory jobs by the file's (no-op without a file)."""
+        if self.path is not None:
+            fresh = JobTable.load(self.path)
+            self.jobs, self.last_epoch = fresh.jobs, fresh.last_epoch
+            self.pipeline_cookie = fresh.pipeline_cookie
 
     def next_epoch(self) -> int:
         """1..2^31-1, wrapping and skipping 0 (a slot never used holds epoch 0). An epoch
@@ -177,9 +222,9 @@ def validate_workers(job_id: int, workers: list[WorkerAddress],
                            f"configured: {sorted(known_ports)}")
     for w in workers:
         try:
-            protocol.mac_bytes(w.mac)
-            protocol.ip_bytes(w.ip)
-        except protocol.ProtocolError as exc:
+            unicast_mac(w.mac)
+            unicast_ipv4(w.ip)
+        except AddressError as exc:
             raise JobError(f"job {job_id} rank {w.rank}: {exc}") from None
         if w.udp_port & protocol.UDP_PORT_MASK != protocol.UDP_PORT_BASE:
             raise JobError(f"job {job_id} rank {w.rank}: udp_port {w.udp_port} is not in "
@@ -197,15 +242,21 @@ class JobManager:
         self.table = JobTable.load(state_path)
 
     def create(self, job_id: int, workers: list[WorkerAddress], slots: int) -> Job:
-        if job_id in self.table.jobs:
-            raise JobError(f"job {job_id} already exists")
         validate_workers(job_id, workers, self.known_ports)
-        job = Job(job=job_id, job_index=self.table.allocate_index(),
-                  slot_base=self.table.allocate_slots(slots), slot_count=slots,
-                  epoch=self.table.next_epoch(), workers=sorted(workers, key=lambda w: w.rank))
-        self.install(job)
-        self.table.jobs[job_id] = job
-        self.table.save()
+        with self.table.locked():
+            if job_id in self.table.jobs:
+                raise JobError(f"job {job_id} already exists")
+            job = Job(job=job_id, job_index=self.table.allocate_index(),
+                      slot_base=self.table.allocate_slots(slots), slot_count=slots,
+                      epoch=self.table.next_epoch(),
+                      workers=sorted(workers, key=lambda w: w.rank))
+            # before admission: a new job's statistics start at zero, not at the counts
+            # of the deleted job that had the same index (no packet can count on this
+            # index now: the old job's admission entries are gone)
+            stats.zero_job_counters(self.conn, job.job_index)
+            self.install(job)
+            self.table.jobs[job_id] = job
+            self.table.save()
         return job
 
     def install(self, job: Job) -> None:
@@ -232,40 +283,49 @@ class JobManager:
             raise
 
     def delete(self, job_id: int) -> Job:
-        job = self.get(job_id)
-        # admission first: from here on no packet of the job touches its slots
-        admission.revoke(self.conn, job.params, job.workers)
-        result_destination.remove_destinations(self.conn, job.job, job.workers)
-        self.conn.delete(replication.multicast_group(job.params.mcast_grp, []))
-        if job.loss:
-            drop_simulator.clear_loss(self.conn, job.job)
-        del self.table.jobs[job_id]
-        self.table.save()
+        with self.table.locked():
+            job = self._get(job_id)
+            # admission first: from here on no packet of the job touches its slots
+            admission.revoke(self.conn, job.params, job.workers)
+            result_destination.remove_destinations(self.conn, job.job, job.workers)
+            self.conn.delete(replication.multicast_group(job.params.mcast_grp, []))
+            if job.loss:
+                drop_simulator.clear_loss(self.conn, job.job)
+            del self.table.jobs[job_id]
+            self.table.save()
         return job
 
     def set_loss(self, job_id: int, ingress: float = 0.0, egress: float = 0.0,
                  seed: int = 1, use_random: bool = False) -> None:
-        job = self.get(job_id)
         loss = {"ingress": ingress, "egress": egress, "seed": seed, "use_random": use_random}
-        if ingress == 0 and egress == 0:
-            if job.loss:
-                drop_simulator.clear_loss(self.conn, job_id)
-            job.loss = None
-        else:
-            drop_simulator.set_loss(self.conn, job_id, replace=bool(job.loss), **loss)
-            job.loss = loss
-        self.table.save()
+        with self.table.locked():
+            job = self._get(job_id)
+            if ingress == 0 and egress == 0:
+                if job.loss:
+                    drop_simulator.clear_loss(self.conn, job_id)
+                job.loss = None
+            else:
+                drop_simulator.set_loss(self.conn, job_id, replace=bool(job.loss), **loss)
+                job.loss = loss
+            self.table.save()
 
-    def get(self, job_id: int) -> Job:
+    def _get(self, job_id: int) -> Job:
         try:
             return self.table.jobs[job_id]
         except KeyError:
             raise JobError(f"no job {job_id}") from None
 
+    def get(self, job_id: int) -> Job:
+        self.table.reload()
+        return self._get(job_id)
+
     def jobs(self) -> list[Job]:
+        """Every job, as the state file has them now."""
+        self.table.reload()
         return sorted(self.table.jobs.values(), key=lambda j: j.job)
 
     def reinstall_all(self) -> None:
-        """After a switch restart (fresh pipeline): write every known job again."""
+        """After a fresh pipeline (tests; the controller reconciles instead, see
+        controlplane/reconcile.py): write every known job again."""
         for job in self.jobs():
             self.install(job)

@@ -1,4 +1,9 @@
-"""Reads the P4 counters: per-job packet counts and the switch-wide drop reasons."""
+"""Reads the P4 counters: per-job packet counts and the switch-wide drop reasons.
+
+Per-job counters are indexed by the job's `job_index`, which a new job reuses after a
+deleted one; `zero_job_counters` (P4Runtime CounterEntry MODIFY, which simple_switch_grpc
+and softswitch both implement) makes a new job's statistics start at zero.
+"""
 from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
@@ -21,6 +26,18 @@ def read_counter(conn: SwitchConnection, name: str, index: int | None = None) ->
         entity.counter_entry.index.index = index
     return {e.counter_entry.index.index: e.counter_entry.data.packet_count
             for e in conn.read(entity)}
+
+
+def zero_job_counters(conn: SwitchConnection, job_index: int) -> None:
+    """Set every per-job counter of `job_index` to zero packets, in one write."""
+    entities = []
+    for name in JOB_COUNTERS:
+        entity = p4runtime_pb2.Entity()
+        entity.counter_entry.counter_id = conn.p4.counter(name).preamble.id
+        entity.counter_entry.index.index = job_index
+        entity.counter_entry.data.SetInParent()       # packet_count = byte_count = 0
+        entities.append(entity)
+    conn.modify(*entities)
 
 
 def job_stats(conn: SwitchConnection, job_index: int) -> dict[str, int]:

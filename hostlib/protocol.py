@@ -4,7 +4,7 @@
   * the numpy structured dtype used on the data path (encode/decode whole batches of headers
     with no per-packet Python), and
   * the scapy layer `P4Reduce` used by tests and for dissecting captures.
-The P4 program declares the same header (`p4src/include/headers.p4`); a test compares the
+The P4 program declares the same header (`p4src/common/headers.p4`); a test compares the
 compiled bmv2 JSON's header type with this table, so the three cannot drift apart.
 
 Everything is big-endian, like every network header. docs/protocol.md is the specification.
@@ -86,7 +86,7 @@ class Field:
     bits: int
 
 
-# The header, in wire order. Same names and widths as p4reduce_t in p4src/include/headers.p4.
+# The header, in wire order. Same names and widths as p4reduce_t in p4src/common/headers.p4.
 FIELDS: tuple[Field, ...] = (
     Field("protocol", 4),
     Field("msg_type", 4),

@@ -13,8 +13,8 @@ after a normal run, Ctrl-C or an error.
 from __future__ import annotations
 
 import argparse
-import json
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -35,6 +35,7 @@ import p4net  # noqa: E402
 from controlplane.admission import WorkerAddress  # noqa: E402
 from controlplane.config import parse as parse_config  # noqa: E402
 from controlplane.controller import Controller  # noqa: E402
+from controlplane.jobs import MAX_JOBS, POOL_SLOTS  # noqa: E402
 from controlplane.stats import job_stats  # noqa: E402
 from hostlib import numerics, protocol  # noqa: E402
 
@@ -126,6 +127,7 @@ class WorkerOutcome:
     stats: dict = field(default_factory=dict)   # the worker's own stats
     times: list = field(default_factory=list)   # seconds of each timed allreduce
     calls: list = field(default_factory=list)   # per allreduce: kind, seconds, packets, retx
+    report: dict = field(default_factory=dict)  # the worker's whole report (bench/ reads it)
 
 
 @dataclass
@@ -204,6 +206,9 @@ class DemoNetwork:
             config = parse_config({"switch": {
                 "grpc_addr": switch.grpc_addr, "mac": p4net.SWITCH_MAC, "ip": p4net.SWITCH_IP,
                 "ports": [h.port for h in self.hosts],
+                # L2 entries: ordinary traffic between the hosts (e.g. gloo's TCP, which the
+                # benchmarks run on the same hosts) crosses the switch too
+                "hosts": [{"mac": h.mac, "port": h.port} for h in self.hosts],
                 "state_file": str(self.workdir / "jobs.json")}})
             self.ctl = Controller(config)
             self.ctl.up()
@@ -315,6 +320,7 @@ class DemoNetwork:
             out.stats = report.get("stats", {})
             out.times = report.get("times", [])
             out.calls = report.get("calls", [])
+            out.report = report
             if out.ok:
                 out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
         else:
@@ -369,17 +375,31 @@ def print_summary(s: Summary, opts: Options) -> None:
           f"{'yes' if s.all_matched else 'NO'}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (`demo.py: error: ...`) and exit code 2, also under make."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+TARGETS = ("auto", "softswitch", "simple_switch_grpc", "bmv2")
+MAX_HOSTS = 253                      # 10.0.0.1 .. 10.0.0.253; .254 is the switch
+
+
 def parse_args(argv: list[str] | None = None) -> Options:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Command line -> Options; every out-of-range value is a one-line error, exit 2."""
+    ap = _Parser(prog="demo.py", description=__doc__.splitlines()[0])
     d = Options()
     ap.add_argument("--workers", type=int, default=d.workers)
-    ap.add_argument("--size", type=int, default=d.size)
+    ap.add_argument("--size", type=int, default=d.size, help="values per tensor (> 0)")
     ap.add_argument("--density", type=float, default=d.density)
     ap.add_argument("--overlap", choices=["shared", "independent"], default=d.overlap)
     ap.add_argument("--dtype", choices=["float32", "float64", "int32"], default=d.dtype)
     ap.add_argument("--loss", type=float, default=d.loss,
-                    help="fraction lost in the switch each way (P4 drop simulator)")
-    ap.add_argument("--target", default=d.target, help="auto, softswitch or simple_switch_grpc")
+                    help="probability in [0, 1) of losing a packet in the switch, each way "
+                         "(P4 drop simulator)")
+    ap.add_argument("--target", default=d.target, help=f"one of {', '.join(TARGETS)}")
     ap.add_argument("--slots", type=int, default=d.slots)
     ap.add_argument("--jobs", type=int, default=d.jobs)
     ap.add_argument("--seed", type=int, default=d.seed)
@@ -387,15 +407,40 @@ def parse_args(argv: list[str] | None = None) -> Options:
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     if not 1 <= a.workers <= 32:
-        ap.error("--workers must be 1..32")
-    if not 0 <= a.density <= 1:
-        ap.error("--density must be in [0, 1]")
+        ap.error(f"--workers {a.workers}: must be 1..32")
+    if not 1 <= a.size <= protocol.END_OF_STREAM * protocol.LANES:
+        ap.error(f"--size {a.size} (SIZE): must be 1..{protocol.END_OF_STREAM * protocol.LANES}")
+    if not 0 <= a.density <= 1:                     # also refuses NaN
+        ap.error(f"--density {a.density}: must be in [0, 1]")
+    if not 0 <= a.loss < 1:
+        ap.error(f"--loss {a.loss} (LOSS): must be a probability in [0, 1)")
+    if a.target not in TARGETS:
+        ap.error(f"--target {a.target!r} (TARGET): unknown, expected one of "
+                 f"{', '.join(TARGETS)}")
+    try:
+        p4net.resolve_target(a.target)
+    except (RuntimeError, ValueError) as exc:
+        ap.error(f"--target {a.target!r} (TARGET): {exc}")
+    if not 1 <= a.slots <= POOL_SLOTS:
+        ap.error(f"--slots {a.slots}: must be 1..{POOL_SLOTS}")
+    if not 1 <= a.jobs <= MAX_JOBS or a.jobs * a.workers > MAX_HOSTS:
+        ap.error(f"--jobs {a.jobs}: must be 1..{MAX_JOBS}, with jobs x workers at most "
+                 f"{MAX_HOSTS}")
+    if a.jobs * a.slots > POOL_SLOTS:
+        ap.error(f"--jobs {a.jobs} x --slots {a.slots} exceed the switch's {POOL_SLOTS} slots")
+    if not 0 <= a.seed < 2**32:
+        ap.error(f"--seed {a.seed}: must be 0..2^32-1")
+    if not 0 < a.deadline < math.inf:
+        ap.error(f"--deadline {a.deadline}: seconds must be > 0")
     return Options(a.workers, a.size, a.density, a.overlap, a.dtype, a.loss, a.target,
                    a.slots, a.jobs, a.seed, a.deadline, (), a.quiet)
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
+    if os.geteuid() != 0:
+        print("demo.py: error: Mininet needs root (run as root or with sudo)", file=sys.stderr)
+        return 1
     try:
         with STOP.installed():
             summary = run(opts)

@@ -95,7 +95,19 @@ def build_network(hosts: list[HostSpec], target: str,
                   controller=None, autoSetMacs=False, waitConnected=False)
     try:
         net.start()
+        for h in hosts:
+            disable_offloads(net.get(h.name))
     except BaseException:
         net.stop()
         raise
     return net
+
+
+def disable_offloads(host) -> None:
+    """TCP between hosts (e.g. gloo in the benchmarks) crosses a switch that reads and writes
+    whole frames from user space: the hosts must send real MTU-sized frames with their
+    checksums filled in, not 64 KB TSO/GSO super-frames with checksums left to offload,
+    which a software switch can neither forward (over the MTU) nor fix (bad checksum)."""
+    for intf in host.intfNames():
+        if intf != "lo":
+            host.cmd(f"ethtool -K {intf} tx off tso off gso off gro off >/dev/null 2>&1")

@@ -14,6 +14,8 @@ import traceback
 
 import numpy as np
 
+from netcounters import delta, host_counters  # beside this file
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -47,6 +49,9 @@ def main() -> int:
                 worker.allreduce(np.zeros(64, dtype=tensor.dtype))
                 start = time.perf_counter()
                 account("warmup", start - t0)
+                report["warmup_stats"] = worker.stats.as_dict()
+            # the link's own counters around the timed allreduces (what bench/ reports)
+            counters = host_counters()
             times = []
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
@@ -54,6 +59,7 @@ def main() -> int:
                 times.append(time.perf_counter() - t0)
                 account("timed", times[-1])
             report["stats"] = worker.stats.as_dict()
+            report["counters"] = delta(counters, host_counters())
         report["seconds"] = time.perf_counter() - start
         report["times"] = times
         report["calls"] = calls

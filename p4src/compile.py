@@ -7,7 +7,8 @@ what lets the test suite notice a source edited without recompiling: `check_mani
 fails with "recompile" when the sources and the manifest disagree.
 
 Usage: python p4src/compile.py [--p4c p4c-bm2-ss] [PROGRAM.p4 [OUT_DIR]]
-(defaults: p4src/p4reduce.p4 into p4src/build/). Stdlib only: runs before any install.
+(defaults: p4src/v1model/p4reduce.p4 into p4src/build/). Stdlib only: runs before any
+install.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from pathlib import Path
 MANIFEST = "MANIFEST.json"
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+PROGRAM = HERE / "v1model" / "p4reduce.p4"     # the bmv2 / softswitch program
+BUILD = HERE / "build"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
@@ -111,11 +114,12 @@ def check_manifest(program: Path, out_dir: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--p4c", default="p4c-bm2-ss")
-    ap.add_argument("program", nargs="?", default=str(HERE / "p4reduce.p4"))
+    ap.add_argument("program", nargs="?", default=str(PROGRAM))
     ap.add_argument("out_dir", nargs="?")
     args = ap.parse_args(argv)
     program = Path(args.program)
-    out_dir = Path(args.out_dir) if args.out_dir else program.parent / "build"
+    default_out = BUILD if program.resolve() == PROGRAM else program.parent / "build"
+    out_dir = Path(args.out_dir) if args.out_dir else default_out
     manifest = compile_program(program, out_dir, args.p4c)
     print(f"compiled {program} with {manifest['p4c_version']} -> {out_dir}")
     return 0

@@ -25,7 +25,8 @@ def switch_process(request):
 
 @pytest.fixture
 def config(switch_process, tmp_path):
-    """A fresh configuration (and state file) per test; the switch is reset by `up`."""
+    """A fresh configuration (and state file) per test. `up` with a fresh state file pushes
+    the pipeline (it cannot know the epochs in the slots), so every test starts clean."""
     return parse({"switch": {"grpc_addr": switch_process.grpc_addr, "mac": SWITCH_MAC,
                              "ip": SWITCH_IP, "election_id": 10, "ports": list(range(1, PORTS + 1)),
                              "state_file": str(tmp_path / "jobs.json")}}, tmp_path)

@@ -1,0 +1,34 @@
+/* Register-action bodies of the contributor bitmap (docs/protocol.md section 8).
+ *
+ * A body is the P4 that reads one register cell (`value`), computes, writes it back and
+ * returns one value (`rv`); it reads only `value` and the packet's headers and metadata, and
+ * writes only `value` and `rv`. Each architecture's adapter turns it into a stateful step:
+ * v1model/register_step.p4 (a read-modify-write inside an action, bmv2 and softswitch) and
+ * tna/register_step.p4 (a RegisterAction, one stateful ALU on Tofino). So the packet suites
+ * that run on softswitch and bmv2 exercise the very bodies the Tofino program compiles. */
+#ifndef P4REDUCE_BODIES_CONTRIBUTOR_BITMAP_P4
+#define P4REDUCE_BODIES_CONTRIBUTOR_BITMAP_P4
+
+/* Slot epoch (bit<32> per pool slot). rv = the epoch stored before this packet. The slot
+ * keeps its epoch, or its epoch marked lost; another epoch is replaced by this packet's --
+ * marked lost when the packet is CONTINUED (meta.epoch_on_mismatch says which). */
+#define SLOT_EPOCH_BODY                                                        \
+    rv = value;                                                                \
+    if (value != hdr.p4r.epoch && value != meta.epoch_lost) {                  \
+        value = meta.epoch_on_mismatch;                                        \
+    }
+
+/* Bitmaps of both versions of a pool slot (pair_t: lo = version 0, hi = version 1); MINE is
+ * the packet's version, OTHER the other one. rv = MINE's bits before this packet. The
+ * sender's bit is set in MINE and cleared in OTHER; a slot whose epoch changed starts with
+ * both empty. */
+#define BITMAP_BODY(MINE, OTHER)                                               \
+    rv = value.MINE;                                                           \
+    if (meta.same_epoch == 1) {                                                \
+        value.MINE = value.MINE | meta.rank_bit;                               \
+        value.OTHER = value.OTHER & ~meta.rank_bit;                            \
+    } else {                                                                   \
+        value.MINE = meta.rank_bit;                                            \
+        value.OTHER = 0;                                                       \
+    }
+#endif

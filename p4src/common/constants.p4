@@ -1,0 +1,76 @@
+/* p4reduce constants shared by every control. docs/protocol.md explains each one. */
+#ifndef P4REDUCE_CONSTANTS_P4
+#define P4REDUCE_CONSTANTS_P4
+
+/* Protocol version carried in every p4reduce header. */
+const bit<4> PROTOCOL_VERSION = 2;
+
+/* Message types (p4reduce_t.msg_type). */
+const bit<4> MSG_ANNOUNCE = 1;   /* round 0 of a slot: header only, announces the first block */
+const bit<4> MSG_DATA     = 2;   /* a non-zero block of LANES values + announcement */
+const bit<4> MSG_SKIP     = 3;   /* the sender's block this round is zero: header only */
+const bit<4> MSG_RESULT   = 4;   /* switch -> workers: the round's sum + the next block */
+const bit<4> MSG_STATUS   = 5;   /* switch -> worker: your retransmission found the round
+                                    incomplete; here are the ranks that have contributed */
+
+/* Flags (p4reduce_t.flags, 7 bits). */
+const bit<7> FLAG_OVERFLOW   = 0x01;  /* an int32 partial sum of this round overflowed */
+const bit<7> FLAG_RETRANSMIT = 0x02;  /* worker -> switch: this packet is a retransmission */
+const bit<7> FLAG_CACHED     = 0x04;  /* switch -> worker: result served from the slot by unicast */
+const bit<7> FLAG_CONTINUED  = 0x08;  /* worker -> switch: the sender has had a result on this
+                                         slot in this job, so the slot must hold the job's state */
+const bit<7> FLAG_STATE_LOST = 0x10;  /* switch -> worker: the slot lost the job's state (switch
+                                         restart, pipeline replaced); the job cannot go on */
+
+/* Block indices are 24-bit; END_OF_STREAM ends a slot (and marks the announce round's block). */
+const bit<32> END_OF_STREAM = 0x00FFFFFF;
+
+/* UDP destination ports 0x5030..0x503F carry p4reduce. */
+const bit<16> P4REDUCE_UDP_BASE = 0x5030;
+const bit<16> P4REDUCE_UDP_MASK = 0xFFF0;
+
+/* Values per packet (K). Changing it means editing lanes.p4 too. */
+#define LANES 64
+/* Lengths of the four message layouts: header only (SKIP, RESULT of a lost slot), with
+ * values (DATA, RESULT of a data round), with the fingerprint range (ANNOUNCE and its
+ * RESULT), with the round status (STATUS). Anything else is malformed. */
+#define P4R_HEADER_BYTES 20
+const bit<16> UDP_LEN_HEADER_ONLY      = 8 + P4R_HEADER_BYTES;
+const bit<16> UDP_LEN_WITH_VALUES      = 8 + P4R_HEADER_BYTES + 4 * LANES;
+const bit<16> UDP_LEN_WITH_FINGERPRINT = 8 + P4R_HEADER_BYTES + 8;
+const bit<16> UDP_LEN_WITH_STATUS      = 8 + P4R_HEADER_BYTES + 4;
+const bit<16> IPV4_LEN_HEADER_ONLY      = 20 + UDP_LEN_HEADER_ONLY;
+const bit<16> IPV4_LEN_WITH_VALUES      = 20 + UDP_LEN_WITH_VALUES;
+const bit<16> IPV4_LEN_WITH_FINGERPRINT = 20 + UDP_LEN_WITH_FINGERPRINT;
+const bit<16> IPV4_LEN_WITH_STATUS      = 20 + UDP_LEN_WITH_STATUS;
+#define ETHERNET_BYTES 14
+
+/* A job's epoch names one incarnation of it (the controller never reuses one while the
+ * state file lives): 1..2^31-1. A slot whose epoch register holds epoch | EPOCH_LOST lost
+ * that job's state and answers every packet of the job with FLAG_STATE_LOST. */
+const bit<32> EPOCH_LOST = 0x80000000;
+
+/* State budget: POOL_SLOTS aggregation slots, each with two versions (shadow copies). */
+#define POOL_SLOTS 1024
+#define SLOT_ENTRIES (POOL_SLOTS * 2)   /* index = pool_slot * 2 + slot_version */
+#define MAX_JOBS 64         /* per-job counters are indexed by the job's index 0..63 */
+#define MAX_WORKERS 32      /* width of the contributor bitmap */
+
+/* Table sizes: admission and result destinations hold one entry per worker of every job. */
+#define ADMISSION_ENTRIES (MAX_JOBS * MAX_WORKERS * 2)
+#define RESULT_DESTINATION_ENTRIES (MAX_JOBS * MAX_WORKERS * 2)
+#define L2_ENTRIES 1024
+
+/* Switch-wide drop reasons (index of the `drops` counter). */
+const bit<32> DROP_MALFORMED      = 0;  /* parser error, bad checksum, bad version/type/field */
+const bit<32> DROP_UNADMITTED     = 1;  /* no admission entry for (port, MAC, IP, job, rank) */
+#define DROP_REASONS 2
+
+/* bmv2's standard_metadata.instance_type for multicast replicas. */
+const bit<32> PKT_INSTANCE_TYPE_REPLICATION = 5;
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_ARP  = 0x0806;
+const bit<8>  IP_PROTO_UDP   = 17;
+
+#endif

@@ -1,0 +1,152 @@
+/* Packet headers and metadata, the same for every architecture (v1model/, tna/). The
+ * p4reduce_t field list is the same table as hostlib/protocol.py's FIELDS (a test compares
+ * them through the compiled JSON). */
+#ifndef P4REDUCE_HEADERS_P4
+#define P4REDUCE_HEADERS_P4
+#include "constants.p4"
+#include "lanes.p4"
+
+header ethernet_t {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header arp_t {
+    bit<16> htype;
+    bit<16> ptype;
+    bit<8>  hlen;
+    bit<8>  plen;
+    bit<16> oper;
+    bit<48> sha;
+    bit<32> spa;
+    bit<48> tha;
+    bit<32> tpa;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* 20 bytes, big-endian. */
+header p4reduce_t {
+    bit<4>  protocol;       /* PROTOCOL_VERSION */
+    bit<4>  msg_type;       /* MSG_* */
+    bit<1>  slot_version;   /* shadow copy: round r uses version r % 2 */
+    bit<7>  flags;          /* FLAG_* */
+    bit<16> job;            /* job id */
+    bit<16> slot;           /* slot index relative to the job's slot range */
+    bit<8>  rank;           /* sender (worker -> switch) or receiver (switch -> worker) */
+    bit<8>  next_exponent;  /* biased exponent (e + 128) of next_block, 2^e >= max |x| */
+    bit<32> epoch;          /* the job's incarnation (admission matches it) */
+    bit<32> block;          /* this round's block (END_OF_STREAM in the announce round) */
+    bit<32> next_block;     /* sender: its next non-zero block in this slot; result: the winner */
+}
+
+/* ANNOUNCE and the RESULT of an announce round: what the ranks reduce (dtype, length).
+ * A sender puts its own fingerprint in both fields; the result carries the minimum and
+ * maximum over the round's ranks, so every rank sees the same disagreement. */
+header fingerprint_t {
+    bit<32> fingerprint_min;
+    bit<32> fingerprint_max;
+}
+
+/* STATUS: the bitmap of ranks that have contributed to the round so far. */
+header round_status_t {
+    bit<32> contributors;
+}
+
+#define LANE_FIELD(i) bit<32> v##i;
+header values_t {
+    FOR_EACH_LANE(LANE_FIELD)
+}
+
+/* An architecture may put its own headers first (TNA: the metadata bridged from ingress to
+ * egress) by defining P4REDUCE_ARCH_HEADERS before including this file. */
+struct headers_t {
+#ifdef P4REDUCE_ARCH_HEADERS
+    P4REDUCE_ARCH_HEADERS
+#endif
+    ethernet_t ethernet;
+    arp_t      arp;
+    ipv4_t     ipv4;
+    udp_t      udp;
+    p4reduce_t p4r;
+    fingerprint_t fingerprint;
+    round_status_t round_status;
+    values_t   values;
+}
+
+/* One register cell holding two 32-bit halves: a stateful ALU of a Tofino-class switch
+ * updates both at once (lanes, the two versions' bitmaps). v1model keeps it as a bit<64>
+ * (hi ++ lo). */
+struct pair_t {
+    bit<32> lo;
+    bit<32> hi;
+}
+
+struct metadata_t {
+    /* switch identity (SwitchIdentity) */
+    bit<48> switch_mac;
+    bit<32> switch_ip;
+    /* validation (parser_error / checksum_error: from the architecture's parser) */
+    bit<1>  parser_error;
+    bit<1>  checksum_error;
+    bit<1>  malformed;
+    /* admission */
+    bit<1>  admitted;
+    bit<1>  slot_in_range;
+    bit<8>  job_index;
+    bit<16> slot_base;
+    bit<16> slot_count;
+    bit<8>  worker_count;
+    bit<16> mcast_grp;
+    bit<32> pool_slot;
+    bit<32> slot_index;      /* pool_slot * 2 + slot_version */
+    /* contributor bitmap / round counter */
+    bit<32> epoch_lost;        /* hdr.p4r.epoch | EPOCH_LOST */
+    bit<32> epoch_on_mismatch; /* what a slot holding another epoch gets: lost if CONTINUED */
+    bit<1>  same_epoch;        /* the slot held this packet's epoch */
+    bit<32> rank_bit;          /* 1 << rank */
+    bit<1>  first;           /* first contributor of this round in this version */
+    bit<1>  duplicate;       /* sender already counted in this round */
+    bit<1>  complete;        /* this packet completed the round */
+    bit<1>  round_done;      /* (duplicates) the round was already complete */
+    bit<1>  state_lost;      /* the slot lost this job's state (ContributorBitmap) */
+    bit<32> contributors;    /* the version's bitmap after this packet */
+    /* values */
+    bit<1>  lane_overflow;   /* some lane's partial sum overflowed on this packet */
+    bit<1>  round_overflow;
+    /* next block */
+    bit<32> announced_key;   /* this packet's next_block[23:0] ++ ~next_exponent */
+    bit<32> next_key;        /* the round's minimum key: gives next block and exponent */
+    /* result: a packet going back to workers (RESULT or STATUS) */
+    bit<1>  to_worker;
+    bit<1>  multicast;
+    bit<8>  dest_rank;
+    /* drop simulator */
+    bit<1>  sim_drop;
+    bit<16> sim_egress_threshold;
+    bit<32> sim_seed;
+    bit<32> sim_sequence;    /* the job's packet sequence number, taken once in ingress */
+    bit<1>  sim_random;
+}
+#endif

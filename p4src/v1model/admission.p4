@@ -1,0 +1,54 @@
+/* Admission: only a (port, MAC, IP, job, epoch, rank) the controller installed may touch a
+ * slot, and only within its job's slot range. The epoch names the job's incarnation: a
+ * worker of a deleted job keeps its old epoch, so it can never touch a job created later
+ * with the same id and addresses. The action hands the job's parameters to the rest of the
+ * pipeline, so no later control needs a per-job table of its own. */
+#ifndef P4REDUCE_ADMISSION_P4
+#define P4REDUCE_ADMISSION_P4
+#include "../common/headers.p4"
+
+control Admission(inout headers_t hdr, inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    counter(MAX_JOBS, CounterType.packets) slot_out_of_range;
+
+    action admit(bit<8> job_index, bit<16> slot_base, bit<16> slot_count,
+                 bit<8> worker_count, bit<16> mcast_grp) {
+        meta.admitted = 1;
+        meta.job_index = job_index;
+        meta.slot_base = slot_base;
+        meta.slot_count = slot_count;
+        meta.worker_count = worker_count;
+        meta.mcast_grp = mcast_grp;
+    }
+    action reject() {
+        meta.admitted = 0;
+    }
+    table admission {
+        key = {
+            standard_metadata.ingress_port: exact @name("ingress_port");
+            hdr.ethernet.src_addr: exact @name("src_mac");
+            hdr.ipv4.src_addr: exact @name("src_ip");
+            hdr.p4r.job: exact @name("job");
+            hdr.p4r.epoch: exact @name("epoch");
+            hdr.p4r.rank: exact @name("rank");
+        }
+        actions = { admit; reject; }
+        default_action = reject();
+        size = ADMISSION_ENTRIES;
+    }
+
+    apply {
+        admission.apply();
+        meta.slot_in_range = 0;
+        if (meta.admitted == 1) {
+            if (hdr.p4r.slot < meta.slot_count) {
+                meta.slot_in_range = 1;
+                meta.pool_slot = (bit<32>)(meta.slot_base + hdr.p4r.slot);
+                meta.slot_index = (meta.pool_slot << 1) | (bit<32>)hdr.p4r.slot_version;
+            } else {
+                slot_out_of_range.count((bit<32>)meta.job_index);
+            }
+        }
+    }
+}
+#endif

@@ -1,0 +1,69 @@
+/* Contributor bitmap (docs/protocol.md section 8), v1model. Per pool slot the job epoch that
+ * last used it (slot_epoch) and one pair_t of bitmaps (lo: version 0, hi: version 1). A
+ * packet for version v sets its rank's bit in v and clears it in the other version: having
+ * sent round r, the sender holds the result of round r-1, so its bit there is no longer
+ * needed to recognise a retransmission, and the other version is empty again by the time
+ * round r+1 starts (SwitchML's shadow-copy trick).
+ *
+ * In-band reset: a packet whose job epoch differs from the slot's finds both bitmaps empty,
+ * so state a deleted job left behind never leaks into a new one, without any register
+ * write from the controller (bmv2's P4Runtime server cannot write registers).
+ *
+ * Lost state: a packet flagged CONTINUED (its sender already had a result on this slot in
+ * this job) that finds another epoch proves the slot forgot the job (a switch restart, a
+ * replaced pipeline). The slot is then marked lost for this epoch (epoch | EPOCH_LOST) and
+ * every later packet of the job on it is answered with FLAG_STATE_LOST, so every rank
+ * fails at once instead of some ranks waiting for a round whose result died.
+ *
+ * The stateful steps are the shared bodies of common/bodies/contributor_bitmap.p4. */
+#ifndef P4REDUCE_CONTRIBUTOR_BITMAP_P4
+#define P4REDUCE_CONTRIBUTOR_BITMAP_P4
+#include "../common/headers.p4"
+#include "../common/bodies/contributor_bitmap.p4"
+#include "register_step.p4"
+
+control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
+    register<bit<32>>(POOL_SLOTS) slot_epoch;
+    register<bit<64>>(POOL_SLOTS) bitmap;
+
+    bit<32> stored_epoch;
+    bit<32> mine;
+    bit<1> continued;
+
+    action check_epoch() {
+        meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
+        continued = ((hdr.p4r.flags & FLAG_CONTINUED) != 0) ? 1w1 : 1w0;
+        meta.epoch_on_mismatch = (continued == 1) ? meta.epoch_lost : hdr.p4r.epoch;
+        meta.rank_bit = 32w1 << hdr.p4r.rank;
+        REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, stored_epoch, SLOT_EPOCH_BODY)
+        meta.same_epoch = (stored_epoch == hdr.p4r.epoch) ? 1w1 : 1w0;
+        meta.state_lost = (stored_epoch == meta.epoch_lost
+                           || (stored_epoch != hdr.p4r.epoch && continued == 1)) ? 1w1 : 1w0;
+    }
+
+    action contributions_seen() {
+        mine = (meta.same_epoch == 1) ? mine : 32w0;
+        meta.first = (mine == 0) ? 1w1 : 1w0;
+        meta.duplicate = ((mine & meta.rank_bit) != 0) ? 1w1 : 1w0;
+        meta.contributors = mine | meta.rank_bit;
+    }
+
+    action update_version_0() {
+        PAIR_STEP(bitmap, meta.pool_slot, mine, BITMAP_BODY(lo, hi), )
+        contributions_seen();
+    }
+    action update_version_1() {
+        PAIR_STEP(bitmap, meta.pool_slot, mine, BITMAP_BODY(hi, lo), )
+        contributions_seen();
+    }
+
+    apply {
+        check_epoch();
+        if (hdr.p4r.slot_version == 0) {
+            update_version_0();
+        } else {
+            update_version_1();
+        }
+    }
+}
+#endif

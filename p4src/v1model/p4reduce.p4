@@ -1,0 +1,103 @@
+/* p4reduce: in-network sparse allreduce for v1model (bmv2 simple_switch_grpc, softswitch).
+ * One control per concern; docs/protocol.md is the specification this program implements.
+ * Headers, constants and the register-action bodies are shared with the TNA program
+ * (../common/, ../tna/). */
+#include <core.p4>
+#include <v1model.p4>
+#include "../common/headers.p4"
+#include "parser.p4"
+#include "validation.p4"
+#include "admission.p4"
+#include "drop_simulator.p4"
+#include "contributor_bitmap.p4"
+#include "round_counter.p4"
+#include "fingerprint.p4"
+#include "value_aggregation.p4"
+#include "next_block.p4"
+#include "result.p4"
+#include "result_destination.p4"
+#include "forwarding.p4"
+
+control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
+                        inout standard_metadata_t standard_metadata) {
+    counter(DROP_REASONS, CounterType.packets) drops;
+
+    SwitchIdentity() identity;
+    Validation() validation;
+    Admission() admission;
+    DropSimulator() drop_simulator;
+    ContributorBitmap() contributor_bitmap;
+    RoundCounter() round_counter;
+    Fingerprint() fingerprint;
+    ValueAggregation() value_aggregation;
+    NextBlock() next_block;
+    Result() result;
+    Forwarding() forwarding;
+
+    action drop_counted(bit<32> reason) {
+        drops.count(reason);
+        mark_to_drop(standard_metadata);
+    }
+
+    apply {
+        meta.to_worker = 0;
+        meta.multicast = 0;
+        meta.state_lost = 0;
+        meta.complete = 0;
+        meta.round_done = 0;
+        identity.apply(hdr, meta);
+        validation.apply(hdr, meta, standard_metadata);
+        if (meta.malformed == 1) {
+            drop_counted(DROP_MALFORMED);
+        } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
+            admission.apply(hdr, meta, standard_metadata);
+            if (meta.admitted == 0) {
+                drop_counted(DROP_UNADMITTED);
+            } else if (meta.slot_in_range == 0) {
+                mark_to_drop(standard_metadata);   /* counted per job by admission */
+            } else {
+                drop_simulator.apply(hdr, meta, standard_metadata);
+                if (meta.sim_drop == 1) {
+                    mark_to_drop(standard_metadata);
+                } else {
+                    contributor_bitmap.apply(hdr, meta);
+                    if (meta.state_lost == 0) {
+                        round_counter.apply(hdr, meta);
+                        /* a duplicate of an incomplete round only gets a STATUS back */
+                        if (meta.duplicate == 0 || meta.round_done == 1) {
+                            fingerprint.apply(hdr, meta);
+                            value_aggregation.apply(hdr, meta);
+                            next_block.apply(hdr, meta);
+                        }
+                    }
+                    result.apply(hdr, meta, standard_metadata);
+                }
+            }
+        } else {
+            forwarding.apply(hdr, meta, standard_metadata);
+        }
+    }
+}
+
+control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
+                       inout standard_metadata_t standard_metadata) {
+    ResultDestination() result_destination;
+    DropSimulatorEgress() drop_simulator_egress;
+
+    apply {
+        if (meta.to_worker == 1) {
+            result_destination.apply(hdr, meta, standard_metadata);
+            drop_simulator_egress.apply(hdr, meta, standard_metadata);
+        } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_REPLICATION
+                   && standard_metadata.egress_port == standard_metadata.ingress_port) {
+            mark_to_drop(standard_metadata);   /* a flooded frame does not go back */
+        }
+    }
+}
+
+V1Switch(P4ReduceParser(),
+         P4ReduceVerifyChecksum(),
+         P4ReduceIngress(),
+         P4ReduceEgress(),
+         P4ReduceComputeChecksum(),
+         P4ReduceDeparser()) main;

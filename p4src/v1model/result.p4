@@ -1,0 +1,111 @@
+/* Result and replication: the packet that completes a round becomes the RESULT and is
+ * multicast to the job's group (one replica per rank, rid = rank). A retransmission to a
+ * completed round gets the stored result back by unicast (FLAG_CACHED); one to an
+ * incomplete round gets a STATUS back (the ranks that have contributed), so a waiting rank
+ * knows its packet arrived and whom the round waits for. A packet on a slot that lost the
+ * job's state gets FLAG_STATE_LOST back. Every other contribution is consumed here. */
+#ifndef P4REDUCE_RESULT_P4
+#define P4REDUCE_RESULT_P4
+#include "../common/headers.p4"
+
+control Result(inout headers_t hdr, inout metadata_t meta,
+               inout standard_metadata_t standard_metadata) {
+    counter(MAX_JOBS, CounterType.packets) aggregated;
+    counter(MAX_JOBS, CounterType.packets) rounds_completed;
+    counter(MAX_JOBS, CounterType.packets) retransmissions_served;
+    counter(MAX_JOBS, CounterType.packets) duplicates;
+    counter(MAX_JOBS, CounterType.packets) overflows;
+    counter(MAX_JOBS, CounterType.packets) state_lost;
+
+    action make_result(bit<7> extra_flags) {
+        meta.to_worker = 1;
+        hdr.p4r.msg_type = MSG_RESULT;
+        hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
+        hdr.p4r.next_exponent = ~meta.next_key[7:0];
+        hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0);
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+    }
+    action make_status() {
+        meta.to_worker = 1;
+        hdr.p4r.msg_type = MSG_STATUS;
+        hdr.p4r.flags = 0;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        hdr.values.setInvalid();
+        hdr.fingerprint.setInvalid();
+        hdr.round_status.setValid();
+        hdr.round_status.contributors = meta.contributors;
+    }
+    action make_state_lost() {
+        meta.to_worker = 1;
+        hdr.p4r.msg_type = MSG_RESULT;
+        hdr.p4r.flags = FLAG_STATE_LOST;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        hdr.values.setInvalid();
+        hdr.fingerprint.setInvalid();
+    }
+    action reply_to_sender() {
+        meta.multicast = 0;
+        meta.dest_rank = hdr.p4r.rank;
+        standard_metadata.egress_spec = standard_metadata.ingress_port;
+    }
+    action set_lengths_with_values() {
+        hdr.ipv4.total_len = IPV4_LEN_WITH_VALUES;
+        hdr.udp.length = UDP_LEN_WITH_VALUES;
+    }
+    action set_lengths_with_fingerprint() {
+        hdr.ipv4.total_len = IPV4_LEN_WITH_FINGERPRINT;
+        hdr.udp.length = UDP_LEN_WITH_FINGERPRINT;
+    }
+    action set_lengths_with_status() {
+        hdr.ipv4.total_len = IPV4_LEN_WITH_STATUS;
+        hdr.udp.length = UDP_LEN_WITH_STATUS;
+    }
+    action set_lengths_header_only() {
+        hdr.ipv4.total_len = IPV4_LEN_HEADER_ONLY;
+        hdr.udp.length = UDP_LEN_HEADER_ONLY;
+    }
+
+    apply {
+        bit<32> job = (bit<32>)meta.job_index;
+        if (meta.state_lost == 1) {
+            state_lost.count(job);
+            make_state_lost();
+            reply_to_sender();
+        } else if (meta.complete == 1) {
+            aggregated.count(job);
+            rounds_completed.count(job);
+            if (meta.round_overflow == 1) {
+                overflows.count(job);
+            }
+            make_result(0);
+            meta.multicast = 1;
+            standard_metadata.mcast_grp = meta.mcast_grp;
+        } else if (meta.duplicate == 1 && meta.round_done == 1) {
+            retransmissions_served.count(job);
+            make_result(FLAG_CACHED);
+            reply_to_sender();
+        } else if (meta.duplicate == 1) {
+            duplicates.count(job);
+            make_status();
+            reply_to_sender();
+        } else {
+            aggregated.count(job);
+            mark_to_drop(standard_metadata);
+        }
+        if (meta.to_worker == 1) {
+            if (hdr.values.isValid()) {
+                set_lengths_with_values();
+            } else if (hdr.fingerprint.isValid()) {
+                set_lengths_with_fingerprint();
+            } else if (hdr.round_status.isValid()) {
+                set_lengths_with_status();
+            } else {
+                set_lengths_header_only();
+            }
+        }
+    }
+}
+#endif

@@ -1,0 +1,42 @@
+/* Validation: what the switch accepts as a p4reduce packet before admission looks at it
+ * (docs/protocol.md sections 1-3). A frame addressed to the switch's IPv4 that p4reduce
+ * cannot read (IPv4 version other than 4, options, a fragment), a p4reduce header with
+ * another protocol version, a message type workers do not send, a block index above 24
+ * bits, or lengths (IPv4, UDP, the frame itself) other than the message type's layout is
+ * malformed: dropped and counted, never aggregated -- trailing bytes would otherwise be
+ * carried into results, and an over-long frame would make a result too large to send. */
+#ifndef P4REDUCE_VALIDATION_P4
+#define P4REDUCE_VALIDATION_P4
+#include "../common/headers.p4"
+
+control Validation(inout headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    apply {
+        meta.malformed = 0;
+        if (standard_metadata.parser_error != error.NoError
+                || standard_metadata.checksum_error == 1) {
+            meta.malformed = 1;
+        } else if (hdr.ipv4.isValid() && hdr.ipv4.dst_addr == meta.switch_ip
+                   && (hdr.ipv4.version != 4 || hdr.ipv4.ihl != 5
+                       || hdr.ipv4.flags[0:0] == 1 || hdr.ipv4.frag_offset != 0)) {
+            meta.malformed = 1;
+        } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
+            bit<16> ipv4_len = IPV4_LEN_HEADER_ONLY;
+            if (hdr.p4r.msg_type == MSG_DATA) {
+                ipv4_len = IPV4_LEN_WITH_VALUES;
+            } else if (hdr.p4r.msg_type == MSG_ANNOUNCE) {
+                ipv4_len = IPV4_LEN_WITH_FINGERPRINT;
+            }
+            if (hdr.p4r.protocol != PROTOCOL_VERSION
+                    || hdr.p4r.msg_type == 0 || hdr.p4r.msg_type > MSG_SKIP
+                    || hdr.p4r.block[31:24] != 0 || hdr.p4r.next_block[31:24] != 0
+                    || hdr.ipv4.total_len != ipv4_len
+                    || hdr.udp.length != ipv4_len - 20
+                    || standard_metadata.packet_length
+                       != (bit<32>)ipv4_len + ETHERNET_BYTES) {
+                meta.malformed = 1;
+            }
+        }
+    }
+}
+#endif

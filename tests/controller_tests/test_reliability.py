@@ -1,0 +1,287 @@
+"""Issue 9, controller side, against a real switch (softswitch; simple_switch_grpc where
+installed) over real P4Runtime, with real frames on veth ports:
+
+* a new job's counters start at zero, not at a deleted job's counts;
+* `up` on a switch that already runs our pipeline keeps the data plane (a half-done round
+  survives it) and reconciles the tables (missing written, stale removed);
+* a watching controller re-reads the state file when the switch restarts;
+* a second controller with the same election id gets a message about mastership;
+* a configuration without `state_file` keeps jobs between CLI calls.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from controlplane import forwarding, replication, stats
+from controlplane.connection import MastershipError, SwitchConnection, table_entity
+from controlplane.controller import PIPELINE_KEPT, PIPELINE_PUSHED, Controller
+from controlplane.reconcile import read_entries
+from hostlib import protocol as p
+from hostlib.protocol import MsgType
+
+from .conftest import host
+from .test_controller import run_round, workers
+
+
+@pytest.fixture
+def controller(config):
+    ctl = Controller(config)
+    ctl.up()
+    yield ctl
+    ctl.close()
+
+
+def _cli(cfg, *args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "controlplane.cli", "-c", str(cfg), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _toml(path, switch_process, extra=""):
+    path.write_text(f'[switch]\ngrpc_addr = "{switch_process.grpc_addr}"\n'
+                    f'ports = [1, 2, 3, 4]\nelection_id = 10\n{extra}')
+    return path
+
+
+# ---- item 3: per-job counters ---------------------------------------------------------
+
+def test_recreated_job_counters_start_at_zero(controller, switch_process):
+    switch_process.drain()
+    job = controller.jobs.create(7, workers([1, 2]), slots=4)
+    descriptors = job.descriptors(controller.jobs.switch)
+    for version in (0, 1, 0):
+        res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, version=version, nxt=0)
+        assert all(r is not None for r in res.values())
+    counted = stats.job_stats(controller.conn, job.job_index)
+    assert counted["rounds_completed"] == 3 and counted["aggregated"] > 0, counted
+    controller.jobs.delete(7)
+    again = controller.jobs.create(7, workers([1, 2]), slots=4)
+    assert again.job_index == job.job_index          # the index is reused ...
+    fresh = stats.job_stats(controller.conn, again.job_index)
+    assert fresh == dict.fromkeys(stats.JOB_COUNTERS, 0), fresh   # ... the counts are not
+    run_round(switch_process, again.descriptors(controller.jobs.switch), MsgType.ANNOUNCE,
+              nxt=0)
+    assert stats.job_stats(controller.conn, again.job_index)["rounds_completed"] == 1
+
+
+def test_every_per_job_counter_of_the_program_is_zeroed(controller):
+    """A counter the P4 program adds per job must be in JOB_COUNTERS, or a new job would
+    start with the previous job's count in it."""
+    from controlplane.jobs import MAX_JOBS
+    per_job = {c.preamble.name.rsplit(".", 1)[-1] for c in controller.conn.p4.info.counters
+               if c.size == MAX_JOBS}
+    assert per_job == set(stats.JOB_COUNTERS)
+
+
+# ---- item 5: `up` again keeps the data plane, reconciles the tables ---------------------
+
+def test_up_again_keeps_a_half_done_round(config, controller, switch_process):
+    switch_process.drain()
+    job = controller.jobs.create(5, workers([1, 2]), slots=4)
+    descriptors = job.descriptors(controller.jobs.switch)
+    run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
+    vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * 5}
+    # rank 0 contributes to the data round of block 0; rank 1 has not yet
+    assert run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1,
+                     block=0)[0] is None
+    controller.close()                               # the controller restarts
+    again = Controller(config)
+    try:
+        assert again.up() == PIPELINE_KEPT
+        res = run_round(switch_process, descriptors[1:], MsgType.DATA, vals, version=1,
+                        block=0)
+        assert res[1] is not None, "the round lost rank 0's contribution: slots were reset"
+        assert np.array_equal(res[1].values, vals[0] + vals[1])
+        assert stats.job_stats(again.conn, job.job_index)["rounds_completed"] == 2
+    finally:
+        again.close()
+
+
+def test_up_reconciles_missing_and_stale_entries(config, controller, switch_process):
+    switch_process.drain()
+    job = controller.jobs.create(6, workers([1, 2]), slots=4)
+    conn = controller.conn
+    before = sorted(e.SerializeToString(deterministic=True) for e in read_entries(conn))
+    # damage: one admission entry gone, a stale L2 entry and a stale multicast group added
+    from controlplane.admission import admission_entry
+    conn.delete(table_entity(admission_entry(conn, job.params, job.workers[1], False)))
+    forwarding.add_host(conn, "02:00:00:00:00:77", 3)
+    conn.insert(replication.multicast_group(9, [(3, 0)]))
+    controller.close()
+    again = Controller(config)
+    try:
+        assert again.up() == PIPELINE_KEPT
+        after = sorted(e.SerializeToString(deterministic=True)
+                       for e in read_entries(again.conn))
+        assert len(after) == len(before)
+        assert 9 not in replication.read_groups(again.conn)
+        res = run_round(switch_process, job.descriptors(again.jobs.switch), MsgType.ANNOUNCE,
+                        nxt=3)
+        assert all(r is not None and r.header.next_block == 3 for r in res.values()), res
+        assert again.reconcile().changes == 0          # nothing left to do
+    finally:
+        again.close()
+
+
+def test_up_pushes_a_different_pipeline_and_reset_forces_a_push(config, controller):
+    controller.close()
+    again = Controller(config)
+    try:
+        assert again.up(reset=True) == PIPELINE_PUSHED
+        assert again.up() == PIPELINE_KEPT
+    finally:
+        again.close()
+
+
+# ---- item 8: state file, mastership ------------------------------------------------------
+
+def test_watcher_restores_a_job_another_controller_created(config, controller,
+                                                           switch_process):
+    """`up --watch` (controller) started before job 9 existed; another p4reduce-ctl (a
+    higher election id, same state file) created it. After a switch restart the watcher
+    must restore job 9 too."""
+    switch_process.drain()
+    other = Controller(replace(config, switch=replace(config.switch, election_id=20)))
+    try:
+        assert other.attach()
+        job = other.jobs.create(9, workers([3, 4]), slots=8)
+    finally:
+        other.close()
+    switch_process.restart()
+    assert controller.ensure() is True
+    res = run_round(switch_process, job.descriptors(controller.jobs.switch),
+                    MsgType.ANNOUNCE, nxt=4)
+    assert all(r is not None and r.header.next_block == 4 for r in res.values())
+    assert [j.job for j in controller.jobs.jobs()] == [9]
+
+
+def test_same_election_id_is_a_clear_mastership_message(config, controller, switch_process,
+                                                       tmp_path):
+    with pytest.raises(MastershipError, match="election id 10"):
+        Controller(config).connect(retries=0)
+    cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
+    out = _cli(cfg, "job", "create", "--job", "3", "--worker",
+               "0:1:02:00:00:00:00:01:10.0.0.1")
+    assert out.returncode == 1, out
+    line, = out.stderr.strip().splitlines()
+    assert "election id 10" in line and "--election-id" in line, line
+    out = _cli(cfg, "--json", "up")
+    assert out.returncode == 1 and json.loads(out.stderr)["exit_code"] == 1
+    # a lower election id can still read; a higher one takes over and can write
+    assert _cli(cfg, "--election-id", "5", "stats").returncode == 0
+    assert _cli(cfg, "--election-id", "11", "job", "create", "--job", "3", "--worker",
+                "0:1:02:00:00:00:00:01:10.0.0.1").returncode == 0
+
+
+def test_config_without_state_file_keeps_jobs_between_cli_calls(switch_process, tmp_path):
+    cfg = _toml(tmp_path / "nostate.toml", switch_process)
+    assert _cli(cfg, "up").returncode == 0
+    out = _cli(cfg, "job", "create", "--job", "4", "--worker",
+               "0:1:02:00:00:00:00:01:10.0.0.1")
+    assert out.returncode == 0, out.stderr
+    listed = _cli(cfg, "--json", "job", "list")
+    assert [row["job"] for row in json.loads(listed.stdout)] == [4]
+    assert (tmp_path / "nostate.state.json").exists()
+    assert _cli(cfg, "job", "delete", "4").returncode == 0
+
+
+# ---- item 14: the CLI at the switch --------------------------------------------------------
+
+def test_drop_sim_accepts_the_whole_documented_range(switch_process, tmp_path):
+    cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
+    assert _cli(cfg, "up").returncode == 0
+    assert _cli(cfg, "job", "create", "--job", "2", "--worker",
+                "0:1:02:00:00:00:00:01:10.0.0.1").returncode == 0
+    out = _cli(cfg, "drop-sim", "--job", "2", "--ingress", "0.999999", "--egress", "0.5")
+    assert out.returncode == 0, out.stderr
+    conn = SwitchConnection(switch_process.grpc_addr, election_id=3).connect()
+    try:
+        assert conn.use_pipeline_of_switch()
+        entry, = [conn.p4.describe_entry(e) for e in read_entries(conn)
+                  if conn.p4.describe_entry(e)["table"].endswith("drop_simulator")]
+        assert entry["params"]["ingress_threshold"] == 65535
+        assert entry["params"]["egress_threshold"] == 32768
+    finally:
+        conn.close()
+    for bad in ("1", "-0.1", "nan", "x"):
+        out = _cli(cfg, "--json", "drop-sim", "--job", "2", "--ingress", bad)
+        assert out.returncode == 2 and json.loads(out.stderr)["exit_code"] == 2, (bad, out)
+    for bad in ("0", "-1", "inf"):
+        out = _cli(cfg, "--timeout", bad, "job", "list")
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out
+    assert _cli(cfg, "job", "delete", "2").returncode == 0
+
+
+def test_worker_addresses_are_strict(controller):
+    from controlplane.admission import WorkerAddress
+    from controlplane.jobs import JobError
+    for mac, ip in ((" 0x2:0:0:0:0:1", "10.0.0.1"), ("ff:ff:ff:ff:ff:ff", "10.0.0.1"),
+                    ("01:00:5e:00:00:01", "10.0.0.1"), ("00:00:00:00:00:00", "10.0.0.1"),
+                    ("02:00:00:00:00:01", "0.0.0.0"), ("02:00:00:00:00:01", "255.255.255.255"),
+                    ("02:00:00:00:00:01", "224.0.0.1")):
+        with pytest.raises(JobError):
+            controller.jobs.create(1, [WorkerAddress(0, 1, mac, ip, 0x5030)], 1)
+    assert controller.jobs.jobs() == []
+    assert host(1)      # the valid form is still accepted
+    controller.jobs.create(1, workers([1]), 1)
+
+
+def test_up_watch_process_restores_jobs_created_by_other_cli_calls(switch_process, tmp_path):
+    """The literal scenario: `p4reduce-ctl up --watch` runs; another `p4reduce-ctl` (a higher
+    election id, so it can write while the watcher is connected) creates a job; the switch
+    restarts; the watcher restores that job as well."""
+    import os
+    import signal
+    import time
+    cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
+    watcher = subprocess.Popen([sys.executable, "-m", "controlplane.cli", "-c", str(cfg),
+                                "-v", "up", "--watch"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "jobs.json").exists():      # `up` done: state file written
+            assert watcher.poll() is None and time.monotonic() < deadline, watcher.stderr
+            time.sleep(0.1)
+        out = _cli(cfg, "--election-id", "11", "--json", "job", "create", "--job", "12",
+                   "--worker", "0:3:02:00:00:00:00:03:10.0.0.3",
+                   "--worker", "1:4:02:00:00:00:00:04:10.0.0.4")
+        assert out.returncode == 0, out.stderr
+        descriptors = json.loads(out.stdout)["descriptors"]
+        switch_process.restart()
+        switch_process.drain()
+        deadline = time.monotonic() + 60
+        while True:                   # the watcher checks every second
+            res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=5)
+            if all(r is not None and r.header.next_block == 5 for r in res.values()):
+                break
+            assert watcher.poll() is None, watcher.communicate()
+            assert time.monotonic() < deadline, "job 12 was not restored after the restart"
+            time.sleep(0.5)
+    finally:
+        os.kill(watcher.pid, signal.SIGTERM)
+        try:
+            watcher.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            watcher.kill()
+            watcher.wait()
+
+
+def test_a_state_file_that_does_not_know_the_push_refuses_changes(switch_process, tmp_path):
+    """A lost state file starts epochs again at 1, which the slots may still hold: job
+    changes are refused until `up`, which pushes (and so clears the slots)."""
+    cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
+    assert _cli(cfg, "up").returncode == 0
+    create = ("job", "create", "--job", "5", "--worker", "0:1:02:00:00:00:00:01:10.0.0.1")
+    assert _cli(cfg, *create).returncode == 0
+    (tmp_path / "jobs.json").unlink()                  # the state file is lost
+    out = _cli(cfg, *create)
+    assert out.returncode == 1 and "p4reduce-ctl up" in out.stderr, out
+    assert _cli(cfg, "job", "list").returncode == 0    # reading is fine
+    up = _cli(cfg, "--json", "up")
+    assert up.returncode == 0 and json.loads(up.stdout)["pipeline"] == "pushed"
+    assert _cli(cfg, *create).returncode == 0

@@ -1,0 +1,55 @@
+"""A worker that runs allreduce after allreduce until told to stop (system tests).
+
+Usage: loop_worker.py DESCRIPTOR INPUT.npy EXPECTED.npy PROGRESS STOPFILE REPORT.json
+       [--deadline S] [--max-seconds S]
+
+Each result is compared with EXPECTED (int32: exact). PROGRESS holds the number of finished
+allreduces, rewritten after each one, so a test can act while the job is running (restart
+the controller) and then see whether the job keeps going. Errors go into the report.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+# this script lives in tests/, whose tests/hostlib/ would shadow the hostlib package
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    for name in ("descriptor", "input", "expected", "progress", "stop", "report"):
+        ap.add_argument(name)
+    ap.add_argument("--deadline", type=float, default=10.0)
+    ap.add_argument("--max-seconds", type=float, default=120.0)
+    a = ap.parse_args()
+    report: dict = {"ok": False, "iterations": 0, "mismatches": 0, "error": ""}
+    try:
+        from hostlib import Worker
+        x, expected = np.load(a.input), np.load(a.expected)
+        start = time.monotonic()
+        with Worker(a.descriptor, deadline=a.deadline) as worker:
+            while not os.path.exists(a.stop) and time.monotonic() - start < a.max_seconds:
+                result = worker.allreduce(x)
+                report["iterations"] += 1
+                report["mismatches"] += int(not np.array_equal(result, expected))
+                with open(a.progress + ".tmp", "w") as f:
+                    f.write(str(report["iterations"]))
+                os.replace(a.progress + ".tmp", a.progress)
+        report["ok"] = True
+    except Exception as exc:  # noqa: BLE001 -- reported to the test
+        report["error"] = f"{type(exc).__name__}: {exc}"
+    with open(a.report, "w") as f:
+        json.dump(report, f)
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""`make run` / mininet/demo.py argument errors: one line naming the argument (and the
+make variable), exit code 2, before anything is started. hypothesis explores the ranges."""
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from demo_loader import load_demo
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _refused(capsys, argv: list[str]) -> str:
+    demo = load_demo()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        demo.parse_args(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("demo.py: error: "), err
+    return err[0]
+
+
+quick = settings(max_examples=60, deadline=None,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@quick
+@given(st.integers(max_value=0))
+def test_size_must_be_positive(capsys, size):
+    assert "SIZE" in _refused(capsys, [f"--size={size}"])
+
+
+@quick
+@given(st.floats(allow_nan=True).filter(lambda x: not 0 <= x < 1))
+@example(1.0)
+@example(math.nan)
+def test_loss_must_be_a_probability(capsys, loss):
+    assert "LOSS" in _refused(capsys, [f"--loss={loss!r}"])
+
+
+@quick
+@given(st.text(min_size=1, max_size=12).filter(
+    lambda t: t not in load_demo().TARGETS))
+def test_target_must_be_known(capsys, target):
+    assert "TARGET" in _refused(capsys, [f"--target={target}"])
+
+
+@quick
+@given(st.integers(1, 10**6), st.floats(0, 1, exclude_max=True), st.integers(1, 32))
+def test_valid_values_are_accepted(size, loss, workers):
+    opts = load_demo().parse_args(["--size", str(size), "--loss", repr(loss),
+                                   "--workers", str(workers), "--target", "softswitch"])
+    assert (opts.size, opts.loss, opts.workers) == (size, loss, workers)
+
+
+@pytest.mark.parametrize("var,needle", [("SIZE=0", "SIZE"), ("SIZE=-4", "SIZE"),
+                                        ("LOSS=1", "LOSS"), ("LOSS=-1e+16", "LOSS"),
+                                        ("TARGET=tofino", "TARGET")])
+def test_make_run_argument_errors_are_one_line(var, needle):
+    if shutil.which("make") is None or not (REPO / ".venv" / "bin" / "python").exists():
+        pytest.skip("needs make and the project's venv (make install)")
+    out = subprocess.run(["make", "-s", "run", var], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert out.returncode != 0
+    lines = [line for line in out.stderr.splitlines() if not line.startswith("make")]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in out.stderr, out.stderr
