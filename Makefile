@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 P4C ?= p4c-bm2-ss
 DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
 
-.PHONY: install install-torch test p4 run bench clean
+.PHONY: install install-torch install-examples install-bench test p4 run example bench clean
 
 install:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -20,9 +20,18 @@ install:
 	$(PY) -m pip install -q -e '.[test]'
 	@echo "installed into $(VENV); run: make test"
 
-# Optional: CPU PyTorch for the DDP hook (its tests skip, saying so, without it).
+# Optional: CPU PyTorch for the torch.distributed backend and the DDP hook (their tests
+# skip, saying so, without it).
 install-torch:
 	$(PY) -m pip install -q 'torch==2.13.0'
+
+# Optional: matplotlib for the example's plot (the `examples` extra).
+install-examples: install-torch
+	$(PY) -m pip install -q -e '.[examples]'
+
+# Optional: matplotlib for the benchmark's plots (the `bench` extra).
+install-bench:
+	$(PY) -m pip install -q -e '.[bench]'
 
 test:
 	$(PY) -m pytest -q -ra
@@ -44,10 +53,27 @@ run:
 	$(PY) mininet/demo.py --workers='$(WORKERS)' --size='$(SIZE)' --density='$(DENSITY)' \
 	  --dtype='$(DTYPE)' --loss='$(LOSS)' --target='$(TARGET)' $(RUN_ARGS)
 
+# Train a click model through the switch and through gloo (4 ranks in Mininet), compare,
+# plot: examples/out/results.json, examples/out/clicks.png. Needs install-examples.
+STEPS ?= 300
+example:
+	$(PY) examples/clicks_switch.py --workers $(WORKERS) --steps $(STEPS) \
+	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) $(EXAMPLE_ARGS)
+
+# p4reduce against gloo on the same Mininet hosts, density sweep, scaling, line-rate
+# projection: tables and plots. The full run rewrites the generated part of
+# docs/benchmarks.md and its images in docs/bench/; QUICK=1 (a few minutes) writes to
+# build/bench/ only. gloo needs `make install-torch`, plots `make install-bench`.
+QUICK ?=
 bench:
+ifeq ($(QUICK),)
 	$(PY) bench/softswitch_pps.py
 	$(PY) bench/hostlib_pps.py
-	$(PY) bench/sparse_speedup.py
+	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
+	$(PY) bench/loss_recovery.py
+else
+	$(PY) bench/suite.py --quick --out build/bench --command 'make bench QUICK=1'
+endif
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache examples/out

@@ -21,6 +21,7 @@ from typing import NoReturn
 import numpy as np
 
 from .config import DescriptorError, load_descriptor
+from .engine import EngineParams
 from .protocol import ProtocolError
 from .worker import Worker, WorkerBroken
 
@@ -63,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeat", type=count, default=1, help="allreduce this many times")
     ap.add_argument("--interface", default=None)
     ap.add_argument("--transport", default="auto", choices=["auto", "ring", "mmsg", "plain"])
-    ap.add_argument("--timeout", type=seconds, default=0.005,
-                    help="first retransmission timeout, seconds (> 0)")
+    ap.add_argument("--timeout", type=seconds, default=EngineParams.timeout,
+                    help="floor of the retransmission timer, seconds (> 0)")
     ap.add_argument("--deadline", type=seconds, default=30.0,
                     help="seconds (> 0) an allreduce may take before it fails")
     ap.add_argument("--stats", help="write Worker.stats as JSON here")

@@ -10,8 +10,9 @@ whatever its size.
 
 Per slot: the packet outstanding (its frame, kept for retransmission), the round number,
 the shadow-copy version, the block being aggregated, this rank's announced next non-zero
-block, a retransmission timer that doubles after repeated timeouts up to a cap, and the
-last STATUS the switch sent (which ranks the round has heard from).
+block, when its packet was sent (first and latest transmission) with a timer that backs
+off once it was resent, and the last STATUS the switch sent (which ranks the round has
+heard from). Which expiries mean a loss: `_due_retransmissions`.
 """
 from __future__ import annotations
 
@@ -32,39 +33,55 @@ _NONE = np.zeros(0, np.int64)
 
 @dataclass
 class EngineParams:
-    """Timing knobs. Why these defaults: a round trip through bmv2 is well under a
-    millisecond, so 5 ms only fires on loss; doubling (after `double_after` consecutive
-    expiries) keeps a congested or slow switch from being flooded; the cap bounds recovery
-    time after the congestion clears."""
-    timeout: float = 0.005
+    """Timing knobs (docs/hostlib.md, "Timers"). Why these defaults:
+
+    * `timeout` is the floor of the retransmission timer: a round trip through a switch on
+      this machine is a fraction of a millisecond, so 2 ms never fires before an answer.
+    * `initial_timeout` is the timer before anything was measured: the first window is
+      S x N packets through a switch of unknown speed (bmv2 serves ~1 800 packets/s), so
+      a few-ms guess would retransmit every slot of a large window.
+    * `max_timeout` caps the timer, its doubling and the silence probes: recovery stays
+      within a second once the cause (a stalled rank, a congested switch) is gone.
+    * `double_after`: a slot's timer doubles after this many retransmissions in a row
+      (up to 4 timers, see `_backoff_cap`).
+    """
+    timeout: float = 0.002
+    initial_timeout: float = 0.2
     max_timeout: float = 1.0
-    double_after: int = 2
+    double_after: int = 1
     deadline: float = 30.0
 
 
 class RttEstimator:
-    """Smoothed round-trip time of a slot's round (RFC 6298 style; samples come from
-    multicast results, see AllreduceEngine.on_results). Why: the configured timeout is a floor; a
-    window of S*N packets through a slow switch (bmv2, softswitch) can take longer
-    than a few ms, and a fixed timer would then retransmit every slot, adding load exactly
-    when the switch is behind. Kept by the Worker across allreduce calls."""
+    """Smoothed round time of a slot's round (RFC 6298: SRTT, RTTVAR, RTO = SRTT + 4
+    RTTVAR between a floor and a cap), fed only with *clean* rounds (AllreduceEngine.
+    _answered): rounds this rank did not retransmit (Karn's rule), that no later packet
+    of this rank overtook, and that did not live through a silence probe. Why: a round
+    that waited for anybody's retransmission lasts a timeout longer; feeding such rounds
+    raised the timer, which lengthened the next waits, up to the cap (5 % loss took 19x
+    the lossless time). Kept by the Worker across allreduce calls."""
 
     def __init__(self) -> None:
         self.srtt: float | None = None
         self.rttvar = 0.0
+        self.samples = 0
 
     def update(self, samples: np.ndarray) -> None:
-        x = float(samples.max())            # the batch's slowest round: conservative
+        if not samples.size:
+            return
+        x = float(samples.max())            # the batch's slowest clean round: conservative
+        self.samples += int(samples.size)
         if self.srtt is None:
             self.srtt, self.rttvar = x, x / 2
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - x)
             self.srtt = 0.875 * self.srtt + 0.125 * x
 
-    def rto(self, floor: float, cap: float) -> float:
+    def rto(self, floor: float, cap: float, initial: float | None = None) -> float:
+        """The retransmission timer; `initial` (at least `floor`) before any sample."""
         if self.srtt is None:
-            return floor
-        return min(cap, max(floor, 2 * self.srtt + 4 * self.rttvar))
+            return min(cap, max(floor, initial if initial is not None else floor))
+        return min(cap, max(floor, self.srtt + 4 * self.rttvar))
 
 
 class SwitchStateLost(RuntimeError):
@@ -88,6 +105,7 @@ class EngineStats:
     statuses: int = 0             # STATUS replies: a retransmission found the round waiting
     rounds: int = 0
     timeouts_doubled: int = 0
+    probes: int = 0               # retransmissions sent as silence probes (one per timer)
     overflowed_blocks: list[int] = field(default_factory=list)
 
 
@@ -147,11 +165,26 @@ class AllreduceEngine:
         self.exponent = np.zeros(n, np.int64)            # E used by the outstanding packet
         self.my_next = first
         self.round = np.zeros(n, np.int64)
-        base = self.rtt.rto(self.params.timeout, self.params.max_timeout)
+        base = self._base_timeout()
         self.timeout = np.full(n, base)
         self.expires = np.full(n, now + base)
-        self.sent_at = np.full(n, now)
+        self.sent_at = np.full(n, now)                   # first transmission of the round
+        self.xmit_at = np.full(n, now)                   # latest transmission of its packet
         self.retransmitted = np.zeros(n, bool)
+        # Pacing (_due_retransmissions): the latest transmission time of any packet the
+        # switch has answered and that packet's round time, the job-level probe timer.
+        self.answered_xmit = -np.inf
+        self.answered_rtt = 0.0
+        self.overtaken_at = np.full(n, np.inf)           # when a later packet was answered
+        self.heard = False                               # any result in this call yet
+        self.probe_at = now + self._silence_timeout()
+        self.probes_in_row = 0
+        self.last_probe_at = -np.inf
+        self.probe_burst = 1                             # slots per probe (see _answered)
+        self.fresh_at = -np.inf                          # latest answer to a first send
+        self.result_at = -np.inf                         # latest result batch
+        self.result_gap: float | None = None             # smoothed time between batches
+        self.probed = np.zeros(n, bool)                  # probe sent, no answer yet
         self.expired_in_row = np.zeros(n, np.int64)
         self.last_frames = np.zeros((n, p.FRAME_BYTES_WITH_VALUES), np.uint8)
         self.last_lengths = np.zeros(n, np.int64)
@@ -200,7 +233,7 @@ class AllreduceEngine:
         retransmissions of every active slot whose timer expired (same frame,
         FLAG_RETRANSMIT set). The caller passes expire=False while received frames may
         still be waiting: a result sitting in the ring is not a loss."""
-        due = np.flatnonzero(self.active & (self.expires <= now)) if expire else _NONE
+        due = self._due_retransmissions(now) if expire else _NONE
         if due.size:
             frames = self.last_frames[due]
             frames[:, FLAGS_BYTE] |= int(p.Flag.RETRANSMIT)
@@ -210,7 +243,9 @@ class AllreduceEngine:
             self.retransmitted[due] = True
             grow = due[self.expired_in_row[due] >= self.params.double_after]
             self.stats.timeouts_doubled += int(grow.size)
-            self.timeout[grow] = np.minimum(self.timeout[grow] * 2, self.params.max_timeout)
+            self.timeout[grow] = np.minimum(self.timeout[grow] * 2, self._backoff_cap())
+            self.xmit_at[due] = now
+            self.overtaken_at[due] = np.inf
             self.expires[due] = now + self.timeout[due]
         out = Batch.concat(self._pending)
         self._pending = []
@@ -315,19 +350,12 @@ class AllreduceEngine:
                 f"RESULT for slot {int(s[i])} names next_block={int(nb[i])}, which is not "
                 f"the next block of its stream (this rank announced {int(self.my_next[s[i]])}"
                 f", {self.payload.nblocks} blocks, {S} slots)")
-        # A multicast result (not FLAG_CACHED) is the round completing, whatever this rank
-        # retransmitted, so its delay since the first send is an unambiguous sample of the
-        # round time -- Karn's rule is not needed. Taking samples only from rounds never
-        # retransmitted would keep just the fast ones when the switch is the bottleneck,
-        # shrink the timer and retransmit every round (seen: 6 retransmissions per round).
-        completed = (c["flags"][idx] & p.Flag.CACHED) == 0
-        if completed.any():
-            self.rtt.update(now - self.sent_at[s[completed]])
-        base = self.rtt.rto(self.params.timeout, self.params.max_timeout)
+        base = self._answered(s, now)           # round-time samples, pacing state
         self.round[s] += 1
         self.stats.rounds += int(idx.size)
         self.last_heard[s] = now
         self.sent_at[s] = now
+        self.xmit_at[s] = now
         self.retransmitted[s] = False
         self.expired_in_row[s] = 0
         self.timeout[s] = base
@@ -356,10 +384,165 @@ class AllreduceEngine:
         return not self.active.any()
 
     def next_timer(self) -> float:
-        """Earliest retransmission time among active slots (inf when done)."""
+        """When packets_to_send may next retransmit without a result arriving first (inf
+        when done): the earliest expiry of an overtaken slot, or the silence probe."""
         if self.done:
             return float("inf")
-        return float(self.expires[self.active].min())
+        act = self.active
+        t = max(float(self.xmit_at[act].min()) + self._base_timeout(), self.probe_at)
+        o = self._overtaken()
+        if o.any():
+            t = min(t, float(self._lost_at(o).min()))
+        return t
+
+    # -- pacing: which expired timers mean a loss -----------------------------------------
+
+    def _base_timeout(self) -> float:
+        prm = self.params
+        return self.rtt.rto(prm.timeout, prm.max_timeout, prm.initial_timeout)
+
+    def _overtaken(self) -> np.ndarray:
+        """Active slots whose packet was sent before the latest packet the switch answered."""
+        return self.active & (self.xmit_at < self.answered_xmit)
+
+    def _lost_at(self, slots: np.ndarray) -> np.ndarray:
+        """When overtaken `slots` (mask) count as lost: RACK's deadline, and for a packet
+        already retransmitted also its slot's backed-off timer (`expires`): a round that
+        waits for another rank's retransmission is not hammered once per round time."""
+        when = np.maximum(self._lost_after(self.xmit_at[slots]),
+                          self.overtaken_at[slots] + self._reorder_allowance())
+        resent = self.retransmitted[slots]
+        when[resent] = np.maximum(when[resent], self.expires[slots][resent])
+        return when
+
+    def _backoff_cap(self) -> float:
+        """A slot's timer doubles up to 4 timers (and max_timeout): enough to stop
+        resending into a round that waits for somebody else, short enough that a resent
+        packet lost again is found within a few round times."""
+        return min(self.params.max_timeout, 4 * self._base_timeout())
+
+    def _lost_after(self, xmit: np.ndarray) -> np.ndarray:
+        """RACK's deadline for packets overtaken by the latest answered one: as long as
+        that packet's round took, plus a reordering allowance (ranks emit a batch's
+        packets in slot order, so rounds of one batch complete in a different order than
+        this rank sent them)."""
+        return xmit + self.answered_rtt + self._reorder_allowance()
+
+    def _reorder_allowance(self) -> float:
+        srtt = self.rtt.srtt if self.rtt.srtt is not None else self.answered_rtt
+        return max(self.params.timeout, 0.5 * srtt)
+
+    def _due_retransmissions(self, now: float) -> np.ndarray:
+        """Slots to retransmit now. An expired timer alone does not mean a loss: the round
+        may wait for a rank that is behind (start-up skew, a descheduled process) or for a
+        switch working through a large window, and retransmitting then only adds load.
+        Frames are not reordered between a worker and the switch (section 13), so a slot
+        is taken for lost when the switch answered a packet this rank transmitted after
+        it and its round has taken longer than that packet's plus a reordering allowance
+        (TCP RACK's rule; after a stall, rounds answered late do not make the ones still
+        on their way look lost); a slot already resent also waits for its backed-off
+        timer. While nothing transmitted later was answered, the job waits as a whole:
+        one packet per silence timer goes out -- the lowest slot older than one timer,
+        the same on every rank, so a round that lost packets of several ranks completes
+        -- and the silence timer doubles up to max_timeout until a result arrives. A
+        probe also ends a tail loss (nothing left to overtake it)."""
+        lost = self._overtaken()
+        if lost.any():
+            lost[lost] = self._lost_at(lost) <= now
+            if lost.any():
+                return np.flatnonzero(lost)
+        expired = self.active & (self.xmit_at + self._base_timeout() <= now)
+        if now < self.probe_at or not expired.any():
+            return _NONE
+        if now >= self.probe_at and self.probes_in_row:
+            # the last probes went unanswered for a whole silence: halve the burst (a
+            # switch that drops bursts must not get ever larger ones)
+            self.probe_burst = max(1, self.probe_burst // 2)
+        probe = np.flatnonzero(expired)[:self.probe_burst]
+        self.probed[probe] = True
+        self.probes_in_row += 1
+        self.stats.probes += int(probe.size)
+        self.last_probe_at = now
+        self.probe_at = now + min(self.params.max_timeout,
+                                  self._silence_timeout() * 2 ** self.probes_in_row)
+        return probe
+
+    def _silence_timeout(self) -> float:
+        """How long the job may go without any result before a probe. Once results have
+        come in this call: one retransmission timer (a stall of a rank or the switch, or
+        every outstanding round stuck on a loss, as in a call's tail). Before the first
+        result: a switch serving a fresh window of S x N packets, or ranks that have not
+        started the call yet, are the likely cause, not the loss of every announce; so
+        the wait doubles with every outstanding slot beyond the first, up to
+        `initial_timeout` (a one-slot call is probed after one timer)."""
+        prm = self.params
+        base = self._base_timeout()
+        if self.heard:
+            # a slow switch answers a large window one round at a time: silence is a gap
+            # well beyond the usual one between results, not just one timer
+            gap = 4 * self.result_gap if self.result_gap is not None else 0.0
+            return min(prm.max_timeout, max(base, gap))
+        outstanding = int(self.active.sum())
+        grown = base * 2.0 ** min(max(outstanding - 1, 0), 30)
+        return min(prm.max_timeout, max(base, min(prm.initial_timeout, grown)))
+
+    def _answered(self, s: np.ndarray, now: float) -> float:
+        """Book-keeping for a batch of results that answered slots `s`: feed the
+        round-time estimator with the clean rounds, advance `answered_xmit`, reset the
+        silence probe; returns the new base timeout. A round is clean when this rank did
+        not retransmit it (Karn), no packet this rank transmitted later was answered in
+        an earlier batch (it then waited for somebody's retransmission), and it did not
+        live through a silence probe (start-up skew, a stalled rank: not a round time)."""
+        xmit = self.xmit_at[s]
+        clean = ~self.retransmitted[s] & (xmit >= self.answered_xmit) \
+            & (self.sent_at[s] > self.last_probe_at)
+        self.rtt.update(now - self.sent_at[s[clean]])
+        # Only answers to packets sent once move the overtaking mark: an answered
+        # retransmission (a probe into a round that a late rank then completed, a cached
+        # copy) says nothing about the packets sent before it, which may be waiting for
+        # that same rank; taking it made every older slot look lost at once.
+        fresh = ~self.retransmitted[s]
+        if fresh.any():
+            latest = float(xmit[fresh].max())
+            if latest >= self.answered_xmit:
+                self.answered_xmit, self.answered_rtt = latest, now - latest
+        # The reordering allowance counts from when a slot was first overtaken, not from
+        # its own transmission: a rank descheduled between two batches sends them far
+        # apart, yet the rounds complete when the *last* rank's packets arrive, so the
+        # earlier one may be answered right after the later (seen: spurious resends).
+        self.overtaken_at[s] = np.inf
+        newly = self._overtaken() & np.isinf(self.overtaken_at)
+        newly[s] = False
+        self.overtaken_at[newly] = now
+        base = self._base_timeout()
+        if self.heard:
+            gap = now - self.result_at
+            self.result_gap = gap if self.result_gap is None \
+                else 0.875 * self.result_gap + 0.125 * gap
+        self.result_at = now
+        self.heard = True
+        self.probes_in_row = 0
+        probes_answered = int(self.probed[s].sum())
+        self.probed[s] = False
+        if fresh.any():
+            self.fresh_at = now
+        if self.fresh_at >= self.last_probe_at or not probes_answered:
+            # rounds complete on their own (since the probe, at least one first send
+            # was answered): a slow or late switch or rank, not a loss of everything
+            self.probe_burst = 1
+            self.probe_at = now + self._silence_timeout()
+        else:
+            # Only probes are answered since they went out: the rounds were lost, not
+            # waiting (a late rank's round answers a probe with STATUS, not a result) --
+            # e.g. a switch that dropped a burst, at density 0 where no later round can
+            # overtake them.
+            # Probe again at once, two per answered probe (TCP's slow start: the burst
+            # doubles while answers come back, and grows no faster than they do when
+            # the switch drops again). Seen on bmv2 with one probe per timer: 104 s for
+            # 1024 announces.
+            self.probe_burst = min(2 * probes_answered, self.nslots)
+            self.probe_at = now
+        return base
 
     @property
     def deadline(self) -> float:
@@ -437,7 +620,7 @@ class AllreduceEngine:
             if extra.size:
                 self.active[extra] = self.touched[extra] = True
                 self.my_next[extra] = EOS
-                self.sent_at[extra] = self.last_heard[extra] = now
+                self.sent_at[extra] = self.xmit_at[extra] = self.last_heard[extra] = now
                 self.expires[extra] = now + self.timeout[extra]
                 self._announce(extra)
         ended = as_[differ]

@@ -73,9 +73,37 @@ def dequantize(sums: np.ndarray, exponents: np.ndarray, workers: int) -> np.ndar
         / float(level(workers))
 
 
+# float64 evaluation of quantize (x * floor(M/N) is rounded) and dequantize (the division
+# by floor(M/N) is rounded) adds at most 2^-21 of the quantization bound each.
+FLOAT64_SLACK = 1.0 + 2.0 ** -20
+# Smallest block max for which the relative bound holds: below it the exponent is clamped
+# at -128, so 2^E > 2 * max and only the absolute bound is left (section 10).
+RELATIVE_MIN = 2.0 ** (MIN_EXPONENT - 1)
+
+
 def error_bound(exponent: int | np.ndarray, workers: int) -> np.ndarray:
-    """Documented per-element bound |result - exact sum| <= N * 2^(E-1) / floor(M/N)."""
-    return workers * np.ldexp(1.0, np.asarray(exponent, dtype=np.int32) - 1) / level(workers)
+    """Documented per-element bound, before rounding to the output dtype (section 10):
+    |result - exact sum| <= N * 2^(E-1) / floor(M/N) * FLOAT64_SLACK, for every finite
+    input with |x| <= 2^127. E is the negotiated (unbiased) exponent of the block."""
+    e = np.asarray(exponent, dtype=np.int32)
+    return workers * np.ldexp(1.0, e - 1) / level(workers) * FLOAT64_SLACK
+
+
+def negotiated_exponent(blockmax: np.ndarray) -> np.ndarray:
+    """E the switch negotiates for blocks whose max |x| over all ranks is `blockmax`: the
+    largest of the ranks' exponents, i.e. the exponent of the overall max."""
+    return block_exponents(np.asarray(blockmax, dtype=np.float64).reshape(-1, 1))
+
+
+def sum_error_bound(blockmax: np.ndarray, workers: int) -> np.ndarray:
+    """The absolute bound per block from its max |x| over all ranks: what a checker needs."""
+    return error_bound(negotiated_exponent(blockmax), workers)
+
+
+def relative_error_bound(workers: int) -> float:
+    """N^2 / (2^31 - N): error / block max never exceeds this when the block max is at
+    least RELATIVE_MIN (2^-129), since then 2^E <= 2 * max and floor(M/N) >= (2^31-N)/N."""
+    return workers ** 2 / float((1 << 31) - workers) * FLOAT64_SLACK
 
 
 @dataclass

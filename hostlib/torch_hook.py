@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from .torch_backend import failing_future
 from .worker import Worker
 
 _NATIVE = {torch.float32, torch.float64}
@@ -54,10 +55,11 @@ def p4reduce_hook(state: HookState, bucket: dist.GradBucket
             dist.get_world_size() != state.worker.cfg.workers:
         raise RuntimeError(f"DDP world size {dist.get_world_size()} differs from the "
                            f"p4reduce job's {state.worker.cfg.workers} workers")
-    fut = torch.futures.Future()
     try:
-        fut.set_result(reduce_tensor(state.worker, bucket.buffer(), state.op))
+        result, error = reduce_tensor(state.worker, bucket.buffer(), state.op), None
     except Exception as e:          # DDP reports it when it waits on the future
-        fut.set_exception(e)
+        result, error = None, e
     state.buckets += 1
-    return fut
+    # not Future.set_exception: DDP's C++ side would take the exception object for the
+    # bucket ("Unable to cast ... to Tensor") and the Worker's message would be lost
+    return failing_future(result, error)

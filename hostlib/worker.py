@@ -43,6 +43,7 @@ class WorkerStats:
     packets_received: int = 0
     bytes_received: int = 0
     retransmissions: int = 0
+    probes: int = 0                    # retransmissions that were silence probes
     results_ignored: int = 0
     rounds: int = 0
     time: float = 0.0
@@ -50,6 +51,8 @@ class WorkerStats:
     last_packets_sent: int = 0
     last_blocks: int = 0
     last_nonzero_blocks: int = 0
+    srtt: float = 0.0                  # smoothed round time of clean rounds (s)
+    rto: float = 0.0                   # the retransmission timer after the latest call (s)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -67,15 +70,18 @@ class Worker:
     `interface`: network interface; default: the one that owns descriptor worker.ip.
     `transport`: "auto" (PACKET_MMAP rings, else sendmmsg/recvmmsg, else plain send/recv),
     one of "ring", "mmsg", "plain", or a ready transport object (tests).
+    `timeout`, `initial_timeout`, `max_timeout`: the retransmission timer's floor, value
+    before the first measured round, and cap (EngineParams says why).
     """
 
     def __init__(self, descriptor: Mapping[str, Any] | str | os.PathLike[str], *,
                  interface: str | None = None, transport: str | Transport = "auto",
-                 timeout: float = 0.005, max_timeout: float = 1.0, deadline: float = 30.0,
+                 timeout: float = 0.002, initial_timeout: float = 0.2,
+                 max_timeout: float = 1.0, deadline: float = 30.0,
                  batch: int = 256, busy_poll: float = 50e-6):
         self.cfg: JobConfig = load_descriptor(descriptor)
-        self.params = EngineParams(timeout=timeout, max_timeout=max_timeout,
-                                   deadline=deadline)
+        self.params = EngineParams(timeout=timeout, initial_timeout=initial_timeout,
+                                   max_timeout=max_timeout, deadline=deadline)
         self.batch = batch
         self.busy_poll = busy_poll
         if isinstance(transport, str):
@@ -201,6 +207,9 @@ class Worker:
         s.packets_received += e.packets_received
         s.bytes_received += e.bytes_received
         s.retransmissions += e.retransmissions
+        s.probes += e.probes
+        s.srtt = self.rtt.srtt or 0.0
+        s.rto = eng._base_timeout()
         s.results_ignored += e.results_ignored
         s.rounds += e.rounds
         s.time += elapsed

@@ -13,10 +13,12 @@ after a normal run, Ctrl-C or an error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -35,9 +37,57 @@ from controlplane.config import parse as parse_config  # noqa: E402
 from controlplane.controller import Controller  # noqa: E402
 from controlplane.jobs import MAX_JOBS, POOL_SLOTS  # noqa: E402
 from controlplane.stats import job_stats  # noqa: E402
-from hostlib import protocol  # noqa: E402
+from hostlib import numerics, protocol  # noqa: E402
 
-M = 2**31 - 1
+
+class StopRequests:
+    """Ctrl-C and SIGTERM as a request that the demo honours at safe points.
+
+    Why not Python's default (KeyboardInterrupt raised wherever the main thread is): on a
+    busy machine the demo spends seconds inside grpc -- waiting for the switch to serve
+    P4Runtime, closing that channel -- and an exception thrown inside grpc's Channel.close
+    leaves the channel half closed; its destructor then waits forever at interpreter exit
+    (`make run` interrupted while the switch started never exited). A switch process whose
+    start was cut short was not recorded either, so nothing stopped it. Here the handler
+    only records the signal; `check()` raises KeyboardInterrupt where nothing is left half
+    done: between set-up steps, while waiting for the switch to serve P4Runtime, while
+    starting workers and in the loop that waits for them. Clean-up then runs with no
+    exception thrown into it; further signals only say that it is under way.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt(signal.Signals(self.signum).name)
+
+    def _handler(self, signum: int, frame) -> None:  # noqa: ARG002 -- signal's signature
+        # os.write, not print: the handler may run in the middle of the progress line's print
+        if self.signum is None:
+            self.signum = signum
+            os.write(2, b"\nstopping: workers, jobs, switch, links ...\n")
+        else:
+            os.write(2, b"\nstill stopping, please wait\n")
+
+    @contextlib.contextmanager
+    def installed(self):
+        """Handle SIGINT and SIGTERM this way inside the block (main thread only)."""
+        self.signum = None
+        old = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+
+# The demo's one instance; `check()` does nothing unless `installed()` saw a signal, so
+# tests and benchmarks that use DemoNetwork without installing it keep Python's default.
+STOP = StopRequests()
 
 
 @dataclass
@@ -76,6 +126,8 @@ class WorkerOutcome:
     packets_sent: int = 0          # p4reduce packets, as the worker counted them
     stats: dict = field(default_factory=dict)   # the worker's own stats
     times: list = field(default_factory=list)   # seconds of each timed allreduce
+    calls: list = field(default_factory=list)   # per allreduce: kind, seconds, packets, retx
+    report: dict = field(default_factory=dict)  # the worker's whole report (bench/ reads it)
 
 
 @dataclass
@@ -112,6 +164,10 @@ def make_inputs(opts: Options, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def check(result: np.ndarray, inputs: list[np.ndarray], dtype: str) -> bool:
+    """int32: exact. Floats: within docs/protocol.md section 10's bound per element -- the
+    absolute one from each block's max over all ranks (it holds at every magnitude; the
+    relative form does not below 2^-129) -- plus rounding to the output dtype (half an ulp:
+    relative eps/2 for normal results, half the smallest subnormal below)."""
     exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
     if dtype == "int32":
         return result.dtype == np.int32 and np.array_equal(result, exact.astype(np.int64))
@@ -119,10 +175,9 @@ def check(result: np.ndarray, inputs: list[np.ndarray], dtype: str) -> bool:
     pad = (-len(exact)) % lanes
     peak = np.max([np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, lanes).max(1)
                    for x in inputs], axis=0)
-    # docs/protocol.md section 10: n * 2^(E-1) / floor(M/n), 2^E < 2 * peak; plus rounding
-    # to the output dtype
-    bound = np.repeat(n * peak / (M // n), lanes)[:len(exact)]
-    bound += np.abs(exact) * np.finfo(dtype).eps
+    bound = np.repeat(numerics.sum_error_bound(peak, n), lanes)[:len(exact)]
+    info = np.finfo(dtype)
+    bound += np.abs(exact) * info.eps + float(info.smallest_subnormal)
     return bool(np.all(np.abs(result.astype(np.float64) - exact) <= bound))
 
 
@@ -145,14 +200,19 @@ class DemoNetwork:
 
     def __enter__(self) -> "DemoNetwork":
         try:
-            self.net = p4net.build_network(self.hosts, self.target)
+            self.net = p4net.build_network(self.hosts, self.target, STOP.requested)
+            STOP.check()
             switch = self.net.get(p4net.SWITCH_NAME)
             config = parse_config({"switch": {
                 "grpc_addr": switch.grpc_addr, "mac": p4net.SWITCH_MAC, "ip": p4net.SWITCH_IP,
                 "ports": [h.port for h in self.hosts],
+                # L2 entries: ordinary traffic between the hosts (e.g. gloo's TCP, which the
+                # benchmarks run on the same hosts) crosses the switch too
+                "hosts": [{"mac": h.mac, "port": h.port} for h in self.hosts],
                 "state_file": str(self.workdir / "jobs.json")}})
             self.ctl = Controller(config)
             self.ctl.up()
+            STOP.check()
         except BaseException:
             self.__exit__()
             raise
@@ -177,9 +237,11 @@ class DemoNetwork:
                              f"{len(hosts)} hosts")
         rng = np.random.default_rng(opts.seed)
         plan = []
+        counted: dict[int, dict[str, int]] = {}
         procs: list = []
         try:
             for j in range(opts.jobs):
+                STOP.check()
                 job_hosts = hosts[j * opts.workers:(j + 1) * opts.workers]
                 job = ctl.jobs.create(
                     self.next_job, [WorkerAddress(r, h.port, h.mac, h.ip,
@@ -189,6 +251,9 @@ class DemoNetwork:
                 if opts.loss:
                     ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss,
                                       seed=opts.seed)
+                # the switch's per-job counters are indexed by job_index, which a later
+                # job reuses without a reset: report this job's share only
+                counted[job.job] = job_stats(ctl.conn, job.job_index)
                 plan.append((job, job_hosts,
                              inputs[j] if inputs is not None else make_inputs(opts, rng)))
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
@@ -203,15 +268,18 @@ class DemoNetwork:
                     np.save(f"{stem}.in.npy", x)
                     if d["rank"] in opts.absent_ranks:
                         continue
+                    STOP.check()
                     procs.append((job, d["rank"], h, net.get(h.name).popen(
                         [sys.executable, str(HERE / "worker_main.py"), f"{stem}.json",
                          f"{stem}.in.npy", f"{stem}.out.npy", f"{stem}.report.json",
                          "--deadline", str(opts.deadline), "--repeat", str(opts.repeat)]
                         + (["--warmup"] if opts.warmup else []), cwd=str(HERE.parent))))
             while any(p.poll() is None for *_, p in procs):
+                STOP.check()
                 if not opts.quiet:
                     _progress(procs, used, before, expected, time.perf_counter() - start)
-                time.sleep(0.3)
+                time.sleep(0.3)                 # a signal is seen within 0.3 s
+            STOP.check()
             seconds = time.perf_counter() - start
             if not opts.quiet:
                 print(file=sys.stderr)
@@ -219,7 +287,9 @@ class DemoNetwork:
             for job, job_hosts, inputs in plan:
                 for rank, h in enumerate(job_hosts):
                     summary.outcomes.append(self._outcome(job, rank, h, inputs, before, opts))
-                summary.switch_counters[job.job] = job_stats(ctl.conn, job.job_index)
+                after = job_stats(ctl.conn, job.job_index)
+                summary.switch_counters[job.job] = {k: v - counted[job.job].get(k, 0)
+                                                    for k, v in after.items()}
             return summary
         finally:
             for *_, p in procs:
@@ -249,6 +319,8 @@ class DemoNetwork:
             out.packets_sent = report.get("stats", {}).get("packets_sent", 0)
             out.stats = report.get("stats", {})
             out.times = report.get("times", [])
+            out.calls = report.get("calls", [])
+            out.report = report
             if out.ok:
                 out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
         else:
@@ -370,10 +442,11 @@ def main(argv: list[str] | None = None) -> int:
         print("demo.py: error: Mininet needs root (run as root or with sudo)", file=sys.stderr)
         return 1
     try:
-        summary = run(opts)
+        with STOP.installed():
+            summary = run(opts)
     except KeyboardInterrupt:
         print("\ninterrupted: everything started was stopped", file=sys.stderr)
-        return 130
+        return 128 + (STOP.signum or signal.SIGINT)
     print_summary(summary, opts)
     return 0 if summary.all_matched else 1
 

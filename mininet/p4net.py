@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from mininet.net import Mininet
 from mininet.node import Switch
@@ -27,9 +28,11 @@ SWITCH_IP = "10.0.0.254"
 class P4Switch(Switch):
     """A Mininet switch node that is a P4 target process serving P4Runtime."""
 
-    def __init__(self, name: str, target: str = SOFTSWITCH, **params):
+    def __init__(self, name: str, target: str = SOFTSWITCH,
+                 cancelled: Callable[[], bool] | None = None, **params):
         super().__init__(name, **params)
         self.target = target
+        self.cancelled = cancelled
         self.runner: SwitchRunner | None = None
 
     @property
@@ -44,7 +47,9 @@ class P4Switch(Switch):
         for name in self.port_map().values():
             # quiet links: no IPv6 autoconfiguration traffic through the switch
             Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6").write_text("1")
-        self.runner = SwitchRunner(self.target, self.port_map()).start()
+        # recorded before it is started: stop() must reach a switch whose start was cut short
+        self.runner = SwitchRunner(self.target, self.port_map())
+        self.runner.start(cancelled=self.cancelled)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 -- Mininet's signature
         if self.runner is not None:
@@ -80,14 +85,29 @@ class StarTopo(Topo):
             self.addLink(node, switch, port2=h.port)
 
 
-def build_network(hosts: list[HostSpec], target: str) -> Mininet:
-    """A started Mininet with the P4 switch serving P4Runtime (not yet configured)."""
+def build_network(hosts: list[HostSpec], target: str,
+                  cancelled: Callable[[], bool] | None = None) -> Mininet:
+    """A started Mininet with the P4 switch serving P4Runtime (not yet configured).
+    `cancelled` is polled while the switch starts (KeyboardInterrupt when it says so)."""
     topo = StarTopo(hosts=hosts)
-    net = Mininet(topo=topo, switch=lambda name, **kw: P4Switch(name, target=target, **kw),
+    net = Mininet(topo=topo, switch=lambda name, **kw: P4Switch(name, target=target,
+                                                               cancelled=cancelled, **kw),
                   controller=None, autoSetMacs=False, waitConnected=False)
     try:
         net.start()
+        for h in hosts:
+            disable_offloads(net.get(h.name))
     except BaseException:
         net.stop()
         raise
     return net
+
+
+def disable_offloads(host) -> None:
+    """TCP between hosts (e.g. gloo in the benchmarks) crosses a switch that reads and writes
+    whole frames from user space: the hosts must send real MTU-sized frames with their
+    checksums filled in, not 64 KB TSO/GSO super-frames with checksums left to offload,
+    which a software switch can neither forward (over the MTU) nor fix (bad checksum)."""
+    for intf in host.intfNames():
+        if intf != "lo":
+            host.cmd(f"ethtool -K {intf} tx off tso off gso off gro off >/dev/null 2>&1")

@@ -14,6 +14,8 @@ import traceback
 
 import numpy as np
 
+from netcounters import delta, host_counters  # beside this file
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -33,18 +35,34 @@ def main() -> int:
         from hostlib import Worker
         tensor = np.load(args.input)
         start = time.perf_counter()
+        calls: list[dict] = []           # per allreduce: what it sent and retransmitted
+
+        def account(kind: str, seconds: float) -> None:
+            st = worker.stats
+            done = sum(c["retransmissions"] for c in calls)
+            calls.append({"kind": kind, "seconds": seconds, "packets_sent": st.last_packets_sent,
+                          "retransmissions": st.retransmissions - done})
+
         with Worker(args.descriptor, deadline=args.deadline) as worker:
             if args.warmup:
+                t0 = time.perf_counter()
                 worker.allreduce(np.zeros(64, dtype=tensor.dtype))
                 start = time.perf_counter()
+                account("warmup", start - t0)
+                report["warmup_stats"] = worker.stats.as_dict()
+            # the link's own counters around the timed allreduces (what bench/ reports)
+            counters = host_counters()
             times = []
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
                 result = worker.allreduce(tensor, op=args.op)
                 times.append(time.perf_counter() - t0)
+                account("timed", times[-1])
             report["stats"] = worker.stats.as_dict()
+            report["counters"] = delta(counters, host_counters())
         report["seconds"] = time.perf_counter() - start
         report["times"] = times
+        report["calls"] = calls
         np.save(args.output, result)
         report["ok"] = True
     except Exception as exc:  # reported to the demo, which shows it per worker

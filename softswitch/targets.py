@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import grpc
 
@@ -71,23 +72,29 @@ class SwitchRunner:
                 "--thrift-port", str(self.thrift_port), "--",
                 "--grpc-server-addr", self.grpc_addr]
 
-    def start(self, timeout: float = 30.0) -> "SwitchRunner":
+    def start(self, timeout: float = 30.0,
+              cancelled: Callable[[], bool] | None = None) -> "SwitchRunner":
         """Start the process (its own session, so stop() reaches its children) and wait
-        until it serves P4Runtime."""
+        until it serves P4Runtime. `cancelled` is polled while waiting (every 0.5 s); when
+        it returns True the wait ends with KeyboardInterrupt, raised here rather than
+        inside grpc (see mininet/demo.py's StopRequests). The process is recorded before
+        the wait, so stop() reaches it whatever ends the wait."""
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command(), stdout=log,
                                             stderr=subprocess.STDOUT, cwd=REPO,
                                             start_new_session=True)
-        self._wait_ready(timeout)
+        self._wait_ready(timeout, cancelled)
         return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait_ready(self, timeout: float, cancelled: Callable[[], bool] | None = None) -> None:
         deadline = time.monotonic() + timeout
         with grpc.insecure_channel(self.grpc_addr) as channel:
             while True:
                 if self.process is not None and self.process.poll() is not None:
                     raise RuntimeError(f"{self.kind} exited with {self.process.returncode}:"
                                        f"\n{self.log()}")
+                if cancelled is not None and cancelled():
+                    raise KeyboardInterrupt(f"stopped while {self.kind} was starting")
                 try:
                     grpc.channel_ready_future(channel).result(timeout=0.5)
                     return

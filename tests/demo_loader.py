@@ -1,6 +1,6 @@
 """Imports mininet/demo.py: the mininet/ folder is not a package (a package named `mininet`
 would hide Debian's Mininet), so its directory goes on sys.path and the module is `demo`.
-Used by the system tests and by bench/sparse_speedup.py."""
+Used by the system tests and by bench/ (suite.py, sparse_speedup.py)."""
 from __future__ import annotations
 
 import sys
@@ -14,3 +14,10 @@ def load_demo():
         sys.path.insert(0, str(MININET_DIR))
     import demo
     return demo
+
+
+def load_torch_ranks():
+    """mininet/torch_ranks.py (torchrun for the Mininet topology), imported the same way."""
+    load_demo()
+    import torch_ranks
+    return torch_ranks

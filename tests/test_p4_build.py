@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 
+import pytest
+
 from hostlib import protocol
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,3 +70,31 @@ def test_p4_constants_match_the_codec():
     assert f"#define LANES {protocol.LANES}" in text
     assert f"#define P4R_HEADER_BYTES {protocol.HEADER_BYTES}" in text
     assert consts["EPOCH_LOST"] == protocol.MAX_EPOCH + 1
+
+
+def _tna_include() -> Path | None:
+    """Where tna.p4 lives: $TOFINO_P4INCLUDE, or the p4c source tree docs/tofino.md builds."""
+    import os
+    for candidate in (os.environ.get("TOFINO_P4INCLUDE"),
+                      "/opt/tofino/p4c/backends/tofino/bf-p4c/p4include"):
+        if candidate and (Path(candidate) / "tna.p4").exists():
+            return Path(candidate)
+    return None
+
+
+@pytest.mark.parametrize("target", [1, 2])
+def test_tna_program_type_checks_with_the_p4c_frontend(target):
+    """Until the Tofino compiler is built (docs/tofino.md), p4c's own frontend and midend
+    (p4test) check the TNA program against tna.p4/t2na.p4: every shared body, name and type
+    must fit TNA's externs (RegisterAction, Counter, Hash, Random)."""
+    import shutil
+    import subprocess
+    include = _tna_include()
+    if include is None or shutil.which("p4test") is None:
+        pytest.skip("needs p4test (../shared/toolchain) and tna.p4 from p4c's Tofino backend "
+                    "sources (set TOFINO_P4INCLUDE; docs/tofino.md)")
+    out = subprocess.run(["p4test", "--std", "p4-16", f"-D__TARGET_TOFINO__={target}",
+                          "-I", str(include), str(REPO / "p4src" / "tna" / "p4reduce.p4")],
+                         capture_output=True, text=True, timeout=300)
+    errors = [line for line in (out.stdout + out.stderr).splitlines() if "error" in line]
+    assert out.returncode == 0 and not errors, "\n".join(errors[:20])

@@ -52,9 +52,14 @@ const bit<32> EPOCH_LOST = 0x80000000;
 
 /* State budget: POOL_SLOTS aggregation slots, each with two versions (shadow copies). */
 #define POOL_SLOTS 1024
-#define SLOT_ENTRIES 2048   /* POOL_SLOTS * 2: index = pool_slot * 2 + slot_version */
+#define SLOT_ENTRIES (POOL_SLOTS * 2)   /* index = pool_slot * 2 + slot_version */
 #define MAX_JOBS 64         /* per-job counters are indexed by the job's index 0..63 */
 #define MAX_WORKERS 32      /* width of the contributor bitmap */
+
+/* Table sizes: admission and result destinations hold one entry per worker of every job. */
+#define ADMISSION_ENTRIES (MAX_JOBS * MAX_WORKERS * 2)
+#define RESULT_DESTINATION_ENTRIES (MAX_JOBS * MAX_WORKERS * 2)
+#define L2_ENTRIES 1024
 
 /* Switch-wide drop reasons (index of the `drops` counter). */
 const bit<32> DROP_MALFORMED      = 0;  /* parser error, bad checksum, bad version/type/field */

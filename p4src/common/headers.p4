@@ -79,7 +79,12 @@ header values_t {
     FOR_EACH_LANE(LANE_FIELD)
 }
 
+/* An architecture may put its own headers first (TNA: the metadata bridged from ingress to
+ * egress) by defining P4REDUCE_ARCH_HEADERS before including this file. */
 struct headers_t {
+#ifdef P4REDUCE_ARCH_HEADERS
+    P4REDUCE_ARCH_HEADERS
+#endif
     ethernet_t ethernet;
     arp_t      arp;
     ipv4_t     ipv4;
@@ -102,7 +107,9 @@ struct metadata_t {
     /* switch identity (SwitchIdentity) */
     bit<48> switch_mac;
     bit<32> switch_ip;
-    /* validation */
+    /* validation (parser_error / checksum_error: from the architecture's parser) */
+    bit<1>  parser_error;
+    bit<1>  checksum_error;
     bit<1>  malformed;
     /* admission */
     bit<1>  admitted;

@@ -34,7 +34,7 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
         }
         actions = { admit; reject; }
         default_action = reject();
-        size = 4096;
+        size = ADMISSION_ENTRIES;
     }
 
     apply {

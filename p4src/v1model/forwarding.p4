@@ -37,7 +37,7 @@ control Forwarding(inout headers_t hdr, inout metadata_t meta,
         key = { hdr.ethernet.dst_addr: exact @name("dst_mac"); }
         actions = { forward; flood; drop; }
         default_action = drop();
-        size = 1024;
+        size = L2_ENTRIES;
     }
 
     action answer_arp() {

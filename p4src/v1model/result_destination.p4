@@ -24,7 +24,7 @@ control ResultDestination(inout headers_t hdr, inout metadata_t meta,
         }
         actions = { set_destination; no_destination; }
         default_action = no_destination();
-        size = 4096;
+        size = RESULT_DESTINATION_ENTRIES;
     }
 
     apply {

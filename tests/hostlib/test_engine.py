@@ -82,25 +82,7 @@ def test_data_skip_and_end_of_stream_released_by_results():
     assert not e.active[2]
 
 
-def test_timeout_retransmits_same_packet_with_flag_and_doubles_capped():
-    e = make_engine()
-    first = by_slot(decode(e.packets_to_send(T0)))
-    assert decode(e.packets_to_send(T0 + 0.004)) == []        # not yet
-    sent_at, gaps = T0, []
-    now = T0
-    for _ in range(6):
-        nxt = e.next_timer()
-        gaps.append(round(nxt - sent_at, 6))
-        now = nxt
-        again = by_slot(decode(e.packets_to_send(now)))
-        assert sorted(again) == [0, 1, 2, 3]
-        for s, f in again.items():
-            assert f.header.flags == p.Flag.RETRANSMIT
-            assert f.header._replace(flags=0) == first[s].header   # same packet otherwise
-        sent_at = now
-    # 5 ms, 5 ms (doubling starts after 2 expiries in a row), then 10, 20, capped at 20
-    assert gaps == [0.005, 0.005, 0.01, 0.02, 0.02, 0.02]
-    assert e.stats.retransmissions == 24
+# When timers send what (probes, overtaken packets, backoff): test_pacing.py.
 
 
 def test_result_resets_timer_and_backoff():

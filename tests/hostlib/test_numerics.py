@@ -91,3 +91,60 @@ def test_payload_refuses_switch_exponent_below_own():
     pl = nm.make_payload(x, 2)
     with pytest.raises(p.ProtocolError, match="below"):
         pl.values(np.array([0]), np.array([1 + p.EXPONENT_BIAS]))
+
+
+def _switch_path(xs: list[np.ndarray], workers: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every rank quantizes with the negotiated exponent (max over ranks), the switch adds
+    the int32 values, the worker dequantizes: the float path of section 10."""
+    exps = np.max([nm.block_exponents(x) for x in xs], axis=0)
+    total = np.sum([nm.quantize(x, exps, workers).astype(np.int64) for x in xs], axis=0)
+    assert np.abs(total).max() <= nm.M
+    return nm.dequantize(total.astype(np.int32), exps, workers), exps
+
+
+@pytest.mark.parametrize("workers", [1, 3, 8, 32])
+def test_documented_bounds_at_every_magnitude(workers, rng):
+    """docs/protocol.md section 10, over the whole float64 range: the absolute bound holds
+    for every input; the relative one exactly from a block max of 2^-129 up, and it is
+    really lost below (the exponent is clamped at -128), so its domain is not a formality."""
+    powers = np.arange(-1074, 128, 3)                     # subnormals up to 2^127
+    for lo in range(0, powers.size, 64):
+        p2 = powers[lo:lo + 64]
+        xs = [np.ldexp(rng.uniform(0.25, 1.0, (p2.size, 64)) * rng.choice([-1, 1], (p2.size, 64)),
+                       p2[:, None]) for _ in range(workers)]
+        got, exps = _switch_path(xs, workers)
+        exact = np.sum(xs, axis=0)
+        err = np.abs(got - exact).max(axis=1)
+        blockmax = np.max([np.abs(x).max(axis=1) for x in xs], axis=0)
+        assert (exps == nm.negotiated_exponent(blockmax)).all()
+        assert (err <= nm.error_bound(exps, workers)).all()
+        assert (err <= nm.sum_error_bound(blockmax, workers)).all()
+        rel = err / blockmax
+        inside = blockmax >= nm.RELATIVE_MIN
+        assert (rel[inside] <= nm.relative_error_bound(workers)).all()
+        far_below = blockmax < nm.RELATIVE_MIN * 2.0 ** -40
+        assert (rel[far_below] > nm.relative_error_bound(workers)).all()
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_relative_bound_at_the_edge_of_its_domain(workers):
+    """Block max exactly 2^-129 (E clamped to -128 = 2 * max: the bound's tightest case),
+    and just below it, where only the absolute bound is promised."""
+    for m, relative in ((nm.RELATIVE_MIN, True), (nm.RELATIVE_MIN * 0.75, False)):
+        x = np.full((1, 64), m)
+        x[0, 1:] *= np.linspace(-1, 1, 63) * (1 - 2.0 ** -30)   # values between the steps
+        got, exps = _switch_path([x] * workers, workers)
+        assert exps[0] == nm.MIN_EXPONENT
+        err = np.abs(got - workers * x).max()
+        assert err <= nm.error_bound(exps, workers)[0]
+        if relative:
+            assert err / m <= nm.relative_error_bound(workers)
+
+
+def test_values_far_below_the_quantum_come_back_as_zero():
+    """What the absolute bound means in practice: a block whose values are all below half
+    a quantum (2^-129 / floor(M/N)) sums to zero, within N * 2^-129 / floor(M/N)."""
+    x = np.full((1, 64), 1e-300)
+    got, exps = _switch_path([x, x], 2)
+    assert (got == 0).all()
+    assert np.abs(got - 2 * x).max() <= nm.sum_error_bound(np.array([1e-300]), 2)[0]

@@ -93,3 +93,24 @@ def _grads(model, x, y):
     torch.nn.functional.mse_loss(model(x), y).backward()
     params = model.module.parameters() if hasattr(model, "module") else model.parameters()
     return [p for p in params]
+
+
+def test_hook_error_reaches_ddp_with_the_workers_message(tmp_path, switch):
+    """A Worker error inside the hook (here NaN, refused before sending) surfaces from
+    backward() with its type and message, not as DDP failing to read the bucket."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0,
+                            world_size=1)
+    try:
+        model = torch.nn.Linear(4, 1)
+        job = switch.create_job(1)
+        with Worker(switch.descriptors(job)[0], transport=switch.transport(1)) as w:
+            ddp = torch.nn.parallel.DistributedDataParallel(model)
+            ddp.register_comm_hook(HookState(w), p4reduce_hook)
+            x = torch.randn(3, 4)
+            x[1, 2] = float("inf")
+            with pytest.raises(RuntimeError, match=r"ValueError: tensor contains NaN or Inf"):
+                ddp(x).sum().backward()
+        switch.jobs.delete(job.job)
+    finally:
+        dist.destroy_process_group()

@@ -26,6 +26,9 @@
 #define LANE_PAIR_READ_BODY                                                    \
     rv = value.hi;
 
+#define LANE_PAIR_READ_LOW_BODY                                                \
+    rv = value.lo;
+
 /* Round overflow (bit<1> per (slot, version)): sticky for the round; the first
  * contributor restarts it. rv = the round's overflow so far. */
 #define ROUND_OVERFLOW_BODY                                                    \

@@ -1,0 +1,517 @@
+#!/usr/bin/env python3
+"""`make bench`: p4reduce against gloo on the same Mininet hosts, density sweep, scaling,
+a line-rate projection; tables (markdown) and plots (PNG).
+
+Every run is the whole system: Mininet hosts, the P4 program on the switch (softswitch, and
+simple_switch_grpc where installed), the controller, one process per rank. p4reduce ranks
+are the demo's workers (mininet/worker_main.py through mininet/demo.py's DemoNetwork);
+gloo ranks (bench/gloo_rank.py) run `torch.distributed.all_reduce` in the same hosts, over
+the same links and switch (plain L2 forwarding), on the same tensors. Every rank does an
+untimed small allreduce, then REPEAT timed ones; a repeat takes as long as its slowest
+rank and the best repeat is kept. Bytes and packets per worker are the host link's kernel
+counters around the timed allreduces, divided by REPEAT.
+
+    python bench/suite.py [--quick] [--targets softswitch,simple_switch_grpc] [--out DIR]
+                          [--docs]   # also rewrite the generated part of docs/benchmarks.md
+
+Needs root and Debian's mininet; gloo rows need torch (make install-torch), plots need
+matplotlib (make install-bench). Without them those parts are skipped, saying so.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(1, str(REPO / "tests"))
+sys.path.insert(2, str(REPO))
+from demo_loader import load_demo  # noqa: E402  (the one way to import mininet/demo.py)
+
+from hostlib import protocol  # noqa: E402
+
+K = 1024
+M = 1024 * 1024
+SLOTS = 64                       # slots per job in every run (the demo's default)
+DENSITIES = [1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001]
+PATTERN_LABEL = {"dense": "dense", "shared": "same blocks on every worker",
+                 "independent": "independent per worker", "zipf": "embedding rows, Zipf",
+                 "ring": "gloo ring allreduce"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured run: a system, a job size and a sparsity pattern."""
+    target: str
+    system: str            # "p4reduce" or "gloo"
+    workers: int
+    size: int              # float32 values per worker
+    pattern: str           # dense, shared, independent, zipf (p4reduce); ring (gloo)
+    density: float         # nominal fraction of non-zero blocks (zipf: see the result)
+    repeat: int
+
+    @property
+    def key(self) -> tuple:
+        return (self.target, self.system, self.workers, self.size, self.pattern, self.density)
+
+    def label(self) -> str:
+        d = "" if self.pattern in ("dense", "ring", "zipf") else f" {self.density:g}"
+        return (f"{self.target} {self.system} {self.workers}w {human_size(self.size)} "
+                f"{self.pattern}{d}")
+
+
+@dataclass
+class Result:
+    case: Case
+    ok: bool
+    error: str = ""
+    seconds: float = 0.0           # best repeat, slowest rank
+    times: list = field(default_factory=list)           # per repeat, slowest rank
+    tx_bytes: float = 0.0          # per worker per allreduce (mean over workers)
+    rx_bytes: float = 0.0
+    tx_packets: float = 0.0
+    rx_packets: float = 0.0
+    rounds: float = 0.0            # p4reduce: rounds per worker per allreduce
+    retransmissions: float = 0.0   # p4reduce: all workers, per allreduce
+    block_density: float = 0.0     # mean over workers: non-zero blocks / blocks
+    union_density: float = 0.0     # blocks non-zero in any worker / blocks
+    wall: float = 0.0              # seconds the whole run took (start-up included)
+
+
+def human_size(n: int) -> str:
+    return f"{n // M} M" if n % M == 0 else f"{n // K} K" if n % K == 0 else str(n)
+
+
+# -- the plan ----------------------------------------------------------------------------
+
+def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case], list[str]]:
+    """The runs, per target, and what is left out and why (said in the docs)."""
+    cases: dict[tuple, Case] = {}
+    skipped: list[str] = []
+
+    def add(c: Case) -> None:
+        if c.system == "gloo" and not have_torch:
+            return
+        cases.setdefault(c.key, c)
+
+    for target in targets:
+        bmv2 = target != "softswitch"
+        if quick:
+            compare_sizes, compare_workers = [64 * K], [4, 8] if not bmv2 else [4]
+            sweep_size, sweep_workers = 64 * K, [4]
+            densities = [1.0, 0.1, 0.01]
+            scaling = [2, 4, 8] if not bmv2 else []
+            scaling_size = 64 * K
+        else:
+            compare_sizes = [64 * K, M] + ([16 * M] if not bmv2 else [])
+            compare_workers = [4, 8]
+            sweep_size, sweep_workers = M, [4, 8] if not bmv2 else [4]
+            densities = DENSITIES
+            scaling, scaling_size = [2, 4, 8, 16], M
+        for w in compare_workers:
+            for size in compare_sizes:
+                rep = repeats(size, target)
+                add(Case(target, "gloo", w, size, "ring", 1.0, rep))
+                if size < 16 * M or w == 4:
+                    add(Case(target, "p4reduce", w, size, "dense", 1.0, rep))
+                for d in ([0.1] if size < 16 * M else [0.1, 0.01]):
+                    add(Case(target, "p4reduce", w, size, "shared", d, rep))
+        for w in sweep_workers:
+            rep = repeats(sweep_size, target)
+            add(Case(target, "gloo", w, sweep_size, "ring", 1.0, rep))
+            for d in densities:
+                for pattern in (["dense"] if d == 1.0 else ["shared", "independent"]):
+                    add(Case(target, "p4reduce", w, sweep_size, pattern, d, rep))
+            add(Case(target, "p4reduce", w, sweep_size, "zipf", 0.0, rep))
+        for w in scaling:
+            rep = repeats(scaling_size, target)
+            add(Case(target, "gloo", w, scaling_size, "ring", 1.0, rep))
+            for pattern in ["shared"] + (["independent"] if not bmv2 else []):
+                add(Case(target, "p4reduce", w, scaling_size, pattern, 0.1, rep))
+        big = 16 * M // protocol.LANES          # DATA packets per worker, 16 M dense
+        if not quick and bmv2:
+            skipped.append(f"{target}: 16 M values ({big:,} DATA packets per worker per "
+                           f"dense allreduce: minutes each at bmv2's packet rate, see "
+                           f"bench/softswitch_pps.py), the density sweep at 8 workers and "
+                           f"the scaling runs with independent sparsity (at 16 workers "
+                           f"{1 - 0.9 ** 16:.0%} of the blocks are in the union)")
+        if not quick and not bmv2:
+            skipped.append(f"{target}: 16 M values dense at 8 workers ({8 * big:,} DATA "
+                           f"packets into the switch per allreduce, minutes)")
+    if not have_torch:
+        skipped.append("gloo: torch is not installed (make install-torch)")
+    return list(cases.values()), skipped
+
+
+def repeats(size: int, target: str) -> int:
+    if size >= 16 * M:
+        return 1
+    if target != "softswitch":
+        return 1 if size >= M else 2
+    return 2 if size >= M else 3
+
+
+def estimate(c: Case) -> float:
+    """Seconds a run should take on this 2-core machine (for the progress bar's ETA)."""
+    blocks = math.ceil(c.size / protocol.LANES)
+    bmv2 = c.target != "softswitch"
+    if c.system == "gloo":
+        frames = 2 * (c.workers - 1) / c.workers * c.size * 4 / 1448 * c.workers * 1.5
+        return 1 + 1.3 * c.workers + (c.repeat + 1) * frames / 15000
+    d = {"dense": 1.0, "shared": c.density, "zipf": 0.25,
+         "independent": 1 - (1 - c.density) ** c.workers}[c.pattern]
+    packets = (d * blocks + min(SLOTS, blocks)) * c.workers
+    return 0.5 + 0.1 * c.workers + c.repeat * packets / (1500 if bmv2 else 8000)
+
+
+# -- inputs ------------------------------------------------------------------------------
+
+def make_inputs(demo, c: Case, seed: int = 1) -> list[np.ndarray]:
+    """The tensors of one run, one per rank (the same for gloo and p4reduce)."""
+    rng = np.random.default_rng(seed)
+    if c.pattern == "zipf":
+        return zipf_inputs(c.workers, c.size, rng)
+    density = 1.0 if c.pattern in ("dense", "ring") else c.density
+    overlap = "independent" if c.pattern == "independent" else "shared"
+    opts = demo.Options(workers=c.workers, size=c.size, density=density, overlap=overlap)
+    return demo.make_inputs(opts, rng)
+
+
+def zipf_inputs(workers: int, size: int, rng: np.random.Generator, exponent: float = 1.1,
+                lookups_per_row: float = 0.125) -> list[np.ndarray]:
+    """The gradient of an embedding table under a skewed access pattern.
+
+    The table has ceil(size / K) rows of K = protocol.LANES dimensions, so one row is one
+    block. Each worker's batch looks up lookups_per_row x rows rows drawn from a Zipf law
+    (probability of the i-th most popular row ~ 1 / i^exponent, the popularity order the
+    same on every worker: it is the data's); only looked-up rows get a gradient, so popular
+    rows are non-zero on every worker and the tail on few.
+    """
+    lanes = protocol.LANES
+    rows = math.ceil(size / lanes)
+    by_popularity = rng.permutation(rows)
+    p = 1.0 / np.arange(1, rows + 1) ** exponent
+    p /= p.sum()
+    lookups = max(1, int(lookups_per_row * rows))
+    out = []
+    for _ in range(workers):
+        hit, counts = np.unique(by_popularity[rng.choice(rows, lookups, p=p)],
+                                return_counts=True)
+        grad = np.zeros((rows, lanes), dtype=np.float32)
+        grad[hit] = (rng.standard_normal((hit.size, lanes)) * 1e-2
+                     * np.sqrt(counts)[:, None]).astype(np.float32)
+        out.append(grad.reshape(-1)[:size].copy())
+    return out
+
+
+def block_densities(inputs: list[np.ndarray]) -> tuple[float, float]:
+    lanes = protocol.LANES
+    blocks = math.ceil(inputs[0].size / lanes)
+    nz = []
+    for x in inputs:
+        padded = np.zeros(blocks * lanes, dtype=x.dtype)
+        padded[:x.size] = x
+        nz.append(padded.reshape(blocks, lanes).any(axis=1))
+    return float(np.mean([m.mean() for m in nz])), float(np.logical_or.reduce(nz).mean())
+
+
+# -- running -----------------------------------------------------------------------------
+
+def run_p4reduce(demo, net, c: Case, inputs: list[np.ndarray]) -> Result:
+    opts = demo.Options(workers=c.workers, size=c.size, dtype="float32", target=c.target,
+                        slots=SLOTS, deadline=1800.0, quiet=True, repeat=c.repeat,
+                        warmup=True)
+    t0 = time.perf_counter()
+    s = net.run_jobs(opts, inputs=[inputs])
+    r = Result(c, ok=s.all_matched, wall=time.perf_counter() - t0)
+    bad = [f"rank {o.rank}: {o.error or 'result outside the quantization bound'}"
+           for o in s.outcomes if not (o.ok and o.matched)]
+    if bad:
+        r.error = "; ".join(bad)
+        return r
+    fill_times(r, [o.times for o in s.outcomes])
+    fill_counters(r, [o.report["counters"] for o in s.outcomes])
+    warm = [o.report.get("warmup_stats", {}) for o in s.outcomes]
+    r.rounds = float(np.mean([(o.stats["rounds"] - w.get("rounds", 0)) / c.repeat
+                              for o, w in zip(s.outcomes, warm)]))
+    r.retransmissions = sum((o.stats["retransmissions"] - w.get("retransmissions", 0))
+                            for o, w in zip(s.outcomes, warm)) / c.repeat
+    return r
+
+
+def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
+    run_dir = Path(tempfile.mkdtemp(prefix="gloo-", dir=workdir))
+    procs = []
+    t0 = time.perf_counter()
+    try:
+        for rank, h in enumerate(net.hosts[:c.workers]):
+            np.save(run_dir / f"in{rank}.npy", inputs[rank])
+            log = open(run_dir / f"log{rank}.txt", "w")
+            procs.append(net.net.get(h.name).popen(
+                [sys.executable, str(BENCH / "gloo_rank.py"), str(rank), str(c.workers),
+                 str(run_dir / "store"), str(run_dir / f"in{rank}.npy"),
+                 str(run_dir / f"out{rank}.npy"), str(run_dir / f"report{rank}.json"),
+                 "--repeat", str(c.repeat)], cwd=str(REPO), stdout=log, stderr=log))
+            log.close()
+        deadline = time.monotonic() + 1800
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    r = Result(c, ok=False, wall=time.perf_counter() - t0)
+    reports = []
+    for rank in range(c.workers):
+        path = run_dir / f"report{rank}.json"
+        rep = json.loads(path.read_text()) if path.exists() else {
+            "ok": False, "error": "exited without a report: "
+            + (run_dir / f"log{rank}.txt").read_text()[-500:]}
+        if not rep["ok"]:
+            r.error = f"gloo rank {rank}: {rep['error']}"
+            return r
+        reports.append(rep)
+    exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
+    scale = max(1.0, float(np.abs(exact).max()))
+    for rank in range(c.workers):
+        out = np.load(run_dir / f"out{rank}.npy")
+        if not np.allclose(out, exact, rtol=1e-5, atol=1e-6 * scale):
+            r.error = f"gloo rank {rank}: result differs from the exact sum"
+            return r
+    fill_times(r, [rep["times"] for rep in reports])
+    fill_counters(r, [rep["counters"] for rep in reports])
+    r.ok = True
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return r
+
+
+def fill_times(r: Result, per_rank: list[list[float]]) -> None:
+    r.times = [max(t[i] for t in per_rank) for i in range(r.case.repeat)]
+    r.seconds = min(r.times)
+
+
+def fill_counters(r: Result, per_rank: list[dict]) -> None:
+    n = r.case.repeat
+    for k in ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets"):
+        setattr(r, k, float(np.mean([c[k] for c in per_rank])) / n)
+
+
+class Progress:
+    """One status line: a bar over the estimated seconds of the whole plan, the run in
+    progress and the time left (estimates corrected by how fast the runs so far were)."""
+
+    def __init__(self, cases: list[Case], stream=sys.stderr):
+        self.est = {c.key: estimate(c) for c in cases}
+        self.total = sum(self.est.values())
+        self.done_est = 0.0
+        self.done_real = 0.0
+        self.n, self.i = len(cases), 0
+        self.current: Case | None = None
+        self.current_start = 0.0
+        self.start = time.monotonic()
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "Progress":
+        if self.tty:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self.tty:
+            print(file=self.stream)
+
+    def begin(self, c: Case) -> None:
+        self.current, self.current_start = c, time.monotonic()
+        if not self.tty:
+            print(self.line(), file=self.stream, flush=True)
+
+    def end(self, c: Case) -> None:
+        self.i += 1
+        self.done_est += self.est[c.key]
+        self.done_real += time.monotonic() - self.current_start
+        self.current = None
+
+    def line(self) -> str:
+        now = time.monotonic()
+        speed = self.done_real / self.done_est if self.done_est > 30 else 1.0
+        in_run = 0.0
+        if self.current is not None:
+            in_run = min((now - self.current_start) / speed, self.est[self.current.key])
+        frac = min(1.0, (self.done_est + in_run) / self.total)
+        left = (self.total - self.done_est - in_run) * speed
+        bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
+        what = self.current.label() if self.current else ""
+        return (f"[{bar}] {100 * frac:3.0f}% run {self.i + 1}/{self.n} "
+                f"{_mmss(now - self.start)} elapsed, ~{_mmss(left)} left  {what}")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            print("\r" + self.line()[:160].ljust(160), end="", file=self.stream, flush=True)
+
+
+def _mmss(s: float) -> str:
+    return f"{int(s // 60)}:{int(s % 60):02d}"
+
+
+def wire_format() -> dict[str, int]:
+    """The frame sizes the run was measured with (the report describes these, not whatever
+    hostlib/protocol.py says when the tables are redrawn)."""
+    p = protocol
+    return {"protocol": p.PROTOCOL_VERSION, "lanes": p.LANES, "value_bytes": p.VALUE_BYTES,
+            "data_frame": p.FRAME_BYTES_WITH_VALUES,
+            "skip_frame": p.FRAME_BYTES_HEADER_ONLY,
+            "announce_frame": getattr(p, "FRAME_BYTES_WITH_FINGERPRINT",
+                                      p.FRAME_BYTES_HEADER_ONLY)}
+
+
+def environment(targets: list[str]) -> dict:
+    def version(cmd: list[str]) -> str:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+            return (out.stdout or out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "?"
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    env = {"cpu": cpu, "cpus": os.cpu_count(), "kernel": platform.release(),
+           "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                               / 2**30, 1),
+           "load_at_start": os.getloadavg()[0], "python": platform.python_version(),
+           "numpy": np.__version__,
+           "commit": version(["git", "-C", str(REPO), "describe", "--always", "--dirty"]),
+           "date": time.strftime("%Y-%m-%d %H:%M %Z"), "targets": targets,
+           "wire": wire_format()}
+    try:
+        import torch
+        env["torch"] = torch.__version__
+    except ImportError:
+        env["torch"] = None
+    if any(t != "softswitch" for t in targets):
+        env["bmv2"] = version(["simple_switch_grpc", "--version"])
+    return env
+
+
+def run_all(args) -> dict:
+    from softswitch.targets import SIMPLE_SWITCH_GRPC, SOFTSWITCH
+    targets = args.targets or [SOFTSWITCH] + (
+        [SIMPLE_SWITCH_GRPC] if shutil.which("simple_switch_grpc") else [])
+    cases, skipped = plan(targets, args.quick, have_torch())
+    if args.only:
+        cases = [c for c in cases if any(s in c.label() for s in args.only)]
+    if not args.targets and not shutil.which("simple_switch_grpc"):
+        skipped.append("simple_switch_grpc: not on PATH, only softswitch measured")
+    data = run_cases(cases, targets)
+    data.update(quick=args.quick, command=args.command, skipped=skipped)
+    return data
+
+
+def have_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_cases(cases: list[Case], targets: list[str]) -> dict:
+    """Run the cases, one network per target (as many hosts as its largest job); the
+    results with the machine and software they were measured on."""
+    demo = load_demo()
+    env = environment(targets)
+    total = sum(estimate(c) for c in cases)
+    print(f"{len(cases)} runs on {', '.join(targets)}; estimated {_mmss(total)} (min:s) on "
+          f"an idle 2-core machine, longer under load", file=sys.stderr)
+    results: list[Result] = []
+    start = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="p4reduce-bench-"))
+    try:
+        with Progress(cases) as progress:
+            for target in targets:
+                mine = [c for c in cases if c.target == target]
+                if not mine:
+                    continue
+                with demo.DemoNetwork(target, max(c.workers for c in mine)) as net:
+                    for c in mine:
+                        progress.begin(c)
+                        inputs = make_inputs(demo, c)
+                        if c.system == "gloo":
+                            r = run_gloo(net, c, inputs, workdir)
+                        else:
+                            r = run_p4reduce(demo, net, c, inputs)
+                        r.block_density, r.union_density = block_densities(inputs)
+                        results.append(r)
+                        progress.end(c)
+                        if not r.ok:
+                            print(f"\n{c.label()}: FAILED: {r.error}", file=sys.stderr)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    env["seconds"] = round(time.monotonic() - start)
+    env["load_at_end"] = os.getloadavg()[0]
+    return {"environment": env, "quick": False, "command": "", "skipped": [], "slots": SLOTS,
+            "results": [dict(asdict(r), case=asdict(r.case)) for r in results]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="64 K values, few points: minutes")
+    ap.add_argument("--targets", type=lambda s: s.split(","), default=None,
+                    help="comma-separated; default softswitch and, where installed, "
+                         "simple_switch_grpc")
+    ap.add_argument("--only", nargs="+", help="run only cases whose label contains one of these")
+    ap.add_argument("--out", type=Path, default=REPO / "build" / "bench")
+    ap.add_argument("--docs", action="store_true",
+                    help="rewrite the generated part of docs/benchmarks.md (images in --out)")
+    ap.add_argument("--from-json", type=Path,
+                    help="no runs: tables and plots from a results.json written before")
+    ap.add_argument("--command", default=None,
+                    help="the command to state in the docs (make passes its own)")
+    args = ap.parse_args(argv)
+    given = list(argv if argv is not None else sys.argv[1:])
+    if "--command" in given:                  # the script's own command line, without it
+        i = given.index("--command")
+        del given[i:i + 2]
+    script = shlex.join(["python", os.path.relpath(Path(__file__).resolve(), REPO)] + given)
+    if args.command is None:
+        args.command = script
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.from_json:
+        data = json.loads(args.from_json.read_text())
+    else:
+        if os.geteuid() != 0 or shutil.which("mnexec") is None:
+            raise SystemExit("bench/suite.py needs root and Debian's mininet (make install)")
+        data = run_all(args)
+        data["script"] = script
+        (args.out / "results.json").write_text(json.dumps(data, indent=1))
+    import report
+    report.write(data, args.out, docs=REPO / "docs" / "benchmarks.md" if args.docs else None)
+    failed = [r for r in data["results"] if not r["ok"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""How a rank finds its job: from a descriptor, or from the controller's job id and its rank.
+
+Launchers such as torchrun give a process its rank and world size, nothing else; the
+p4reduce job a rank belongs to must come from somewhere the operator controls. In order:
+
+1. `descriptor`: the rank's descriptor (a dict, JSON text or a file path; "{rank}" in a
+   path is replaced by the rank, so one setting serves every rank);
+2. `job` and `descriptor_dir`: the file `job<J>-rank<R>.json` that
+   `p4reduce-ctl job create --descriptors DIR` wrote;
+3. `job` and `controller_config`: the controller's TOML file; the job is read from the
+   controller's state file (`switch.state_file`) and the descriptor built the way the
+   controller builds it. The switch is not contacted.
+
+Every field can come from an environment variable (`P4REDUCE_DESCRIPTOR`, `P4REDUCE_JOB`,
+...; see ENV); fields set explicitly win. Where the Worker's socket lives (`netns`,
+`interface`) is chosen here too. No torch here: the torch backend and plain scripts share it.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from .config import DescriptorError, load_descriptor
+
+ENV = {
+    "descriptor": "P4REDUCE_DESCRIPTOR",
+    "job": "P4REDUCE_JOB",
+    "descriptor_dir": "P4REDUCE_DESCRIPTOR_DIR",
+    "controller_config": "P4REDUCE_CONTROLLER_CONFIG",
+    "netns": "P4REDUCE_NETNS",
+    "interface": "P4REDUCE_INTERFACE",
+    "transport": "P4REDUCE_TRANSPORT",
+    "deadline": "P4REDUCE_DEADLINE",
+}
+
+
+class JobLookupError(LookupError):
+    """A rank cannot find its job descriptor; the message says what to set."""
+
+
+@dataclass(frozen=True)
+class P4ReduceOptions:
+    """Where rank R's job is and how its Worker is opened (all optional; see module doc).
+
+    `netns`: network namespace the Worker's socket is opened in (an `ip netns` name or a
+    path such as /proc/PID/ns/net, e.g. a Mininet host); the rest of the process stays
+    where it is. `deadline`: seconds an allreduce may take (None: the caller's default,
+    e.g. the process group's timeout). `transport`: the Worker's ("auto", "ring", "mmsg",
+    "plain"; tests pass a transport object). "{rank}" in descriptor, descriptor_dir,
+    netns and interface is replaced by the rank.
+    """
+    descriptor: Any = None
+    job: int | None = None
+    descriptor_dir: str | os.PathLike[str] | None = None
+    controller_config: str | os.PathLike[str] | None = None
+    netns: str | None = None
+    interface: str | None = None
+    transport: Any = None
+    deadline: float | None = None
+
+    @classmethod
+    def coerce(cls, value: Any) -> "P4ReduceOptions":
+        """None, a P4ReduceOptions or a mapping of its fields (unknown keys refused)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            known = {f.name for f in fields(cls)}
+            unknown = sorted(set(value) - known)
+            if unknown:
+                raise TypeError(f"p4reduce options: unknown key(s) {unknown}; "
+                                f"known: {sorted(known)}")
+            return cls(**value)
+        raise TypeError(f"p4reduce options must be a P4ReduceOptions or a dict, not "
+                        f"{type(value).__name__}")
+
+    def with_env(self, environ: Mapping[str, str] | None = None) -> "P4ReduceOptions":
+        """Fields left None are taken from the environment variables in ENV."""
+        env = os.environ if environ is None else environ
+        updates: dict[str, Any] = {}
+        for name, var in ENV.items():
+            if getattr(self, name) is not None or not env.get(var):
+                continue
+            text = env[var]
+            if name == "job":
+                try:
+                    updates[name] = int(text, 0)
+                except ValueError:
+                    raise JobLookupError(f"{var}={text!r} is not a job id (an integer)") \
+                        from None
+            elif name == "deadline":
+                try:
+                    updates[name] = float(text)
+                except ValueError:
+                    raise JobLookupError(f"{var}={text!r} is not a number of seconds") \
+                        from None
+            else:
+                updates[name] = text
+        return replace(self, **updates)
+
+
+def _for_rank(value: Any, rank: int) -> Any:
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value).replace("{rank}", str(rank))
+    return value
+
+
+def find_descriptor(rank: int, options: P4ReduceOptions) -> tuple[dict[str, Any], str]:
+    """Rank `rank`'s descriptor (a validated dict) and where it came from (for messages)."""
+    desc = _for_rank(options.descriptor, rank)
+    if desc is not None:
+        where = "the descriptor given" if not isinstance(desc, str) or \
+            desc.lstrip().startswith("{") else f"descriptor file {desc}"
+        if isinstance(desc, str) and not desc.lstrip().startswith("{") \
+                and not Path(desc).is_file():
+            raise JobLookupError(f"rank {rank}: {where} does not exist "
+                                 f"({ENV['descriptor']} or options.descriptor)")
+        return _validated(desc, where), where
+    if options.job is None:
+        raise JobLookupError(
+            f"rank {rank} has no p4reduce job: set {ENV['descriptor']} (the rank's "
+            f"descriptor file; '{{rank}}' in the path is replaced by the rank), or "
+            f"{ENV['job']} together with {ENV['descriptor_dir']} (the directory "
+            f"`p4reduce-ctl job create --descriptors DIR` wrote) or with "
+            f"{ENV['controller_config']} (the controller's TOML file); or pass these as "
+            f"pg_options=P4ReduceOptions(...)")
+    job = options.job
+    if options.descriptor_dir is not None:
+        path = Path(_for_rank(options.descriptor_dir, rank)) / f"job{job}-rank{rank}.json"
+        if not path.is_file():
+            raise JobLookupError(f"rank {rank}: no descriptor {path} for job {job} "
+                                 f"(written by `p4reduce-ctl job create --job {job} "
+                                 f"--descriptors {path.parent}`)")
+        where = f"descriptor file {path}"
+        return _validated(path, where), where
+    if options.controller_config is not None:
+        return _from_controller(Path(options.controller_config), job, rank)
+    raise JobLookupError(
+        f"rank {rank}: job {job} given, but not where its descriptors are: set "
+        f"{ENV['descriptor_dir']} (the directory `p4reduce-ctl job create --descriptors "
+        f"DIR` wrote) or {ENV['controller_config']} (the controller's TOML file)")
+
+
+def _validated(desc: Any, where: str) -> dict[str, Any]:
+    try:
+        return load_descriptor(desc).to_dict()
+    except (DescriptorError, json.JSONDecodeError, OSError) as e:
+        raise JobLookupError(f"{where}: {e}") from None
+
+
+def _from_controller(path: Path, job: int, rank: int) -> tuple[dict[str, Any], str]:
+    """The descriptor as `p4reduce-ctl job show` would print it, from the state file."""
+    from controlplane.config import ConfigError, load
+    from controlplane.jobs import JobError, JobTable, SwitchAddress
+    try:
+        cfg = load(path)
+    except (ConfigError, OSError) as e:
+        raise JobLookupError(f"controller configuration {path}: {e}") from None
+    state = cfg.switch.state_file
+    if state is None or not state.is_file():
+        raise JobLookupError(f"controller configuration {path}: no state file "
+                             f"({state or 'switch.state_file not set'}), so job {job} "
+                             f"cannot be looked up; pass the descriptor instead")
+    try:
+        table = JobTable.load(state)
+        found = table.jobs.get(job)
+        if found is None:
+            raise JobLookupError(f"controller state file {state} has no job {job} "
+                                 f"(jobs: {sorted(table.jobs)})")
+        desc = found.descriptor(rank, SwitchAddress(cfg.switch.mac, cfg.switch.ip))
+    except JobError as e:
+        raise JobLookupError(f"controller state file {state}: {e}") from None
+    where = f"job {job} in controller state file {state}"
+    return _validated(desc, where), where
+
+
+def open_worker(rank: int, options: P4ReduceOptions, world_size: int | None = None,
+                **worker_kwargs: Any):
+    """A Worker for rank `rank`: descriptor found as above (and checked to be rank `rank`
+    of `world_size` workers before any socket is opened), socket opened in options.netns
+    when given. Returns (worker, where the descriptor came from)."""
+    from .worker import Worker
+    desc, where = find_descriptor(rank, options)
+    if desc["rank"] != rank or (world_size is not None and desc["workers"] != world_size):
+        size = f" of {world_size}" if world_size is not None else ""
+        raise JobLookupError(f"rank {rank}: {where} is rank {desc['rank']} of job "
+                             f"{desc['job']} with {desc['workers']} workers, but this "
+                             f"process is rank {rank}{size}")
+    kwargs = dict(worker_kwargs)
+    if options.interface is not None:
+        kwargs.setdefault("interface", _for_rank(options.interface, rank))
+    if options.transport is not None:
+        kwargs.setdefault("transport", options.transport)
+    if options.deadline is not None:
+        kwargs.setdefault("deadline", options.deadline)
+    netns = _for_rank(options.netns, rank)
+    if netns is None:
+        return Worker(desc, **kwargs), where
+    from .netns import in_netns
+    ns_path = netns if netns.startswith("/") else f"/var/run/netns/{netns}"
+    if not os.path.exists(ns_path):
+        raise JobLookupError(f"rank {rank}: network namespace {netns} does not exist "
+                             f"({ENV['netns']} or options.netns)")
+    with in_netns(netns):
+        return Worker(desc, **kwargs), where

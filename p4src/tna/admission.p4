@@ -1,0 +1,49 @@
+/* Admission on TNA (../v1model/admission.p4 explains it; same table, keys and action). */
+#ifndef P4REDUCE_TNA_ADMISSION_P4
+#define P4REDUCE_TNA_ADMISSION_P4
+
+control Admission(inout headers_t hdr, inout metadata_t meta,
+                  in ingress_intrinsic_metadata_t ig_intr_md) {
+    Counter<bit<32>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS) slot_out_of_range;
+
+    action admit(bit<8> job_index, bit<16> slot_base, bit<16> slot_count,
+                 bit<8> worker_count, bit<16> mcast_grp) {
+        meta.admitted = 1;
+        meta.job_index = job_index;
+        meta.slot_base = slot_base;
+        meta.slot_count = slot_count;
+        meta.worker_count = worker_count;
+        meta.mcast_grp = mcast_grp;
+    }
+    action reject() {
+        meta.admitted = 0;
+    }
+    table admission {
+        key = {
+            ig_intr_md.ingress_port: exact @name("ingress_port");
+            hdr.ethernet.src_addr: exact @name("src_mac");
+            hdr.ipv4.src_addr: exact @name("src_ip");
+            hdr.p4r.job: exact @name("job");
+            hdr.p4r.epoch: exact @name("epoch");
+            hdr.p4r.rank: exact @name("rank");
+        }
+        actions = { admit; reject; }
+        default_action = reject();
+        size = ADMISSION_ENTRIES;
+    }
+
+    apply {
+        admission.apply();
+        meta.slot_in_range = 0;
+        if (meta.admitted == 1) {
+            if (hdr.p4r.slot < meta.slot_count) {
+                meta.slot_in_range = 1;
+                meta.pool_slot = (bit<32>)(meta.slot_base + hdr.p4r.slot);
+                meta.slot_index = meta.pool_slot[30:0] ++ hdr.p4r.slot_version;
+            } else {
+                slot_out_of_range.count((bit<32>)meta.job_index);
+            }
+        }
+    }
+}
+#endif

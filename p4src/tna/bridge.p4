@@ -1,0 +1,52 @@
+/* What ingress hands to egress on TNA (v1model carries user metadata to egress itself):
+ * the fields ResultDestination and the egress drop simulator read. Emitted first by the
+ * ingress deparser, parsed first by the egress parser, never sent on a wire. */
+#ifndef P4REDUCE_TNA_BRIDGE_P4
+#define P4REDUCE_TNA_BRIDGE_P4
+header bridge_t {
+    bit<7>  pad;
+    bit<1>  to_worker;
+    bit<8>  dest_rank;          /* unicast replies: the sender; multicast: from the rid */
+    bit<8>  job_index;
+    bit<7>  pad2;
+    bit<1>  multicast;
+    bit<48> switch_mac;
+    bit<32> switch_ip;
+    bit<16> sim_egress_threshold;
+    bit<32> sim_seed;
+    bit<32> sim_sequence;
+    bit<7>  pad3;
+    bit<1>  sim_random;
+    bit<7>  pad4;
+    bit<9>  ingress_port;       /* a flooded copy is not sent back out of it */
+    bit<7>  pad5;
+    bit<1>  harvest;            /* the packet goes to its second pass (harvest_t follows) */
+}
+#endif
+
+/* A RESULT with values leaves ingress once to read the low lanes of its pairs: a Tofino
+ * ALU returns one value, so the contribution pass returns the high lanes and a second pass
+ * (recirculation) reads the low ones. It carries where the result goes afterwards. Only
+ * packets that complete a round, or ask for a cached result, take the second pass. */
+#ifndef P4REDUCE_TNA_HARVEST
+#define P4REDUCE_TNA_HARVEST
+header harvest_t {
+    bit<7>  pad;
+    bit<9>  reply_port;         /* unicast replies: the sender's port */
+    bit<7>  pad2;
+    bit<1>  multicast;
+    bit<16> mcast_grp;
+    bit<8>  job_index;
+    bit<32> slot_index;
+    bit<16> sim_egress_threshold;
+    bit<32> sim_seed;
+    bit<32> sim_sequence;
+    bit<7>  pad3;
+    bit<1>  sim_random;
+}
+
+/* The Tofino 1 recirculation port of pipe 0: where the harvest pass goes. */
+const bit<9> HARVEST_PORT = 68;
+#endif
+
+#define P4REDUCE_ARCH_HEADERS bridge_t bridge; harvest_t harvest;

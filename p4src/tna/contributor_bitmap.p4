@@ -1,0 +1,62 @@
+/* Contributor bitmap on TNA (../v1model/contributor_bitmap.p4 explains it). The stateful
+ * steps are the shared bodies of ../common/bodies/contributor_bitmap.p4 as RegisterActions;
+ * 1 << rank comes from a constant table (a Tofino ALU shifts by constants only). */
+#ifndef P4REDUCE_TNA_CONTRIBUTOR_BITMAP_P4
+#define P4REDUCE_TNA_CONTRIBUTOR_BITMAP_P4
+
+control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
+    Register<bit<32>, bit<32>>(POOL_SLOTS, 0) slot_epoch;
+    Register<pair_t, bit<32>>(POOL_SLOTS, {0, 0}) bitmap;
+    REGISTER_ACTION(bit<32>, bit<32>, slot_epoch, epoch_step, SLOT_EPOCH_BODY)
+    PAIR_ACTION(bit<32>, bitmap, version_0_step, BITMAP_BODY(lo, hi))
+    PAIR_ACTION(bit<32>, bitmap, version_1_step, BITMAP_BODY(hi, lo))
+
+    bit<32> stored_epoch;
+    bit<32> mine;
+
+    action set_rank_bit(bit<32> rank_bit) {
+        meta.rank_bit = rank_bit;
+    }
+    table rank_bit {
+        key = { hdr.p4r.rank: exact; }
+        actions = { set_rank_bit; }
+        const entries = { 0: set_rank_bit(32w1); 1: set_rank_bit(32w2); 2: set_rank_bit(32w4); 3: set_rank_bit(32w8); 4: set_rank_bit(32w16); 5: set_rank_bit(32w32); 6: set_rank_bit(32w64); 7: set_rank_bit(32w128); 8: set_rank_bit(32w256); 9: set_rank_bit(32w512); 10: set_rank_bit(32w1024); 11: set_rank_bit(32w2048); 12: set_rank_bit(32w4096); 13: set_rank_bit(32w8192); 14: set_rank_bit(32w16384); 15: set_rank_bit(32w32768); 16: set_rank_bit(32w65536); 17: set_rank_bit(32w131072); 18: set_rank_bit(32w262144); 19: set_rank_bit(32w524288); 20: set_rank_bit(32w1048576); 21: set_rank_bit(32w2097152); 22: set_rank_bit(32w4194304); 23: set_rank_bit(32w8388608); 24: set_rank_bit(32w16777216); 25: set_rank_bit(32w33554432); 26: set_rank_bit(32w67108864); 27: set_rank_bit(32w134217728); 28: set_rank_bit(32w268435456); 29: set_rank_bit(32w536870912); 30: set_rank_bit(32w1073741824); 31: set_rank_bit(32w2147483648); }
+        size = MAX_WORKERS;
+    }
+
+    apply {
+        rank_bit.apply();
+        meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
+        if (hdr.p4r.flags[3:3] == 1) {              /* FLAG_CONTINUED */
+            meta.epoch_on_mismatch = meta.epoch_lost;
+        } else {
+            meta.epoch_on_mismatch = hdr.p4r.epoch;
+        }
+        stored_epoch = epoch_step.execute(meta.pool_slot);
+        meta.same_epoch = 0;
+        meta.state_lost = 0;
+        if (stored_epoch == hdr.p4r.epoch) {
+            meta.same_epoch = 1;
+        } else if (stored_epoch == meta.epoch_lost || hdr.p4r.flags[3:3] == 1) {
+            meta.state_lost = 1;
+        }
+        if (hdr.p4r.slot_version == 0) {
+            mine = version_0_step.execute(meta.pool_slot);
+        } else {
+            mine = version_1_step.execute(meta.pool_slot);
+        }
+        if (meta.same_epoch == 0) {
+            mine = 0;
+        }
+        meta.first = 0;
+        if (mine == 0) {
+            meta.first = 1;
+        }
+        meta.duplicate = 0;
+        if (mine & meta.rank_bit != 0) {
+            meta.duplicate = 1;
+        }
+        meta.contributors = mine | meta.rank_bit;
+    }
+}
+#endif

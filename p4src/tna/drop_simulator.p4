@@ -1,0 +1,74 @@
+/* Drop simulator on TNA (../v1model/drop_simulator.p4 explains it; same table and action).
+ * crc32 through the Hash extern, the random roll through Random; the sequence step is the
+ * shared body of ../common/bodies/drop_simulator.p4. */
+#ifndef P4REDUCE_TNA_DROP_SIMULATOR_P4
+#define P4REDUCE_TNA_DROP_SIMULATOR_P4
+
+control DropSimulator(inout headers_t hdr, inout metadata_t meta) {
+    Register<bit<32>, bit<32>>(MAX_JOBS, 0) ingress_sequence;
+    REGISTER_ACTION(bit<32>, bit<32>, ingress_sequence, next_sequence, SEQUENCE_BODY)
+    Counter<bit<32>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS) simulated_drops_ingress;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) roll_hash;
+    Random<bit<16>>() roll_random;
+    bit<16> sim_ingress_threshold;
+    bit<16> roll;
+
+    action simulate_loss(bit<16> ingress_threshold, bit<16> egress_threshold,
+                         bit<32> seed, bit<1> use_random) {
+        sim_ingress_threshold = ingress_threshold;
+        meta.sim_egress_threshold = egress_threshold;
+        meta.sim_seed = seed;
+        meta.sim_random = use_random;
+        meta.sim_sequence = next_sequence.execute((bit<32>)meta.job_index);
+    }
+    action no_loss() {
+        sim_ingress_threshold = 0;
+        meta.sim_egress_threshold = 0;
+    }
+    table drop_simulator {
+        key = { hdr.p4r.job: exact @name("job"); }
+        actions = { simulate_loss; no_loss; }
+        default_action = no_loss();
+        size = MAX_JOBS;
+    }
+
+    apply {
+        meta.sim_drop = 0;
+        drop_simulator.apply();
+        if (sim_ingress_threshold != 0) {
+            if (meta.sim_random == 1) {
+                roll = roll_random.get();
+            } else {
+                roll = roll_hash.get({ meta.sim_seed, meta.sim_sequence });
+            }
+            if (roll < sim_ingress_threshold) {
+                meta.sim_drop = 1;
+                simulated_drops_ingress.count((bit<32>)meta.job_index);
+            }
+        }
+    }
+}
+
+control DropSimulatorEgress(inout headers_t hdr, in egress_intrinsic_metadata_t eg_intr_md,
+                            inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Counter<bit<32>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS) simulated_drops_egress;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) roll_hash;
+    Random<bit<16>>() roll_random;
+    bit<16> roll;
+
+    apply {
+        if (hdr.bridge.sim_egress_threshold != 0) {
+            if (hdr.bridge.sim_random == 1) {
+                roll = roll_random.get();
+            } else {
+                roll = roll_hash.get({ ~hdr.bridge.sim_seed, hdr.bridge.sim_sequence,
+                                       hdr.bridge.dest_rank });
+            }
+            if (roll < hdr.bridge.sim_egress_threshold) {
+                simulated_drops_egress.count((bit<32>)hdr.bridge.job_index);
+                eg_dprsr_md.drop_ctl = 1;
+            }
+        }
+    }
+}
+#endif

@@ -1,0 +1,165 @@
+/* p4reduce for TNA (Tofino, Tofino 2): the same protocol as ../v1model/p4reduce.p4, with
+ * the same headers, constants and register-action bodies (../common/) and the same table,
+ * action, counter and match-field names, so the controller drives either unchanged.
+ * docs/tofino.md maps every control to its v1model counterpart and lists the differences. */
+#include <core.p4>
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>
+#else
+#include <tna.p4>
+#endif
+#include "bridge.p4"
+#include "../common/headers.p4"
+#include "../common/bodies/contributor_bitmap.p4"
+#include "../common/bodies/round_counter.p4"
+#include "../common/bodies/value_aggregation.p4"
+#include "../common/bodies/next_block.p4"
+#include "../common/bodies/fingerprint.p4"
+#include "../common/bodies/drop_simulator.p4"
+#include "../common/bodies/read.p4"
+#include "register_step.p4"
+#include "parser.p4"
+#include "validation.p4"
+#include "admission.p4"
+#include "drop_simulator.p4"
+#include "contributor_bitmap.p4"
+#include "round_counter.p4"
+#include "fingerprint.p4"
+#include "value_aggregation.p4"
+#include "next_block.p4"
+#include "result.p4"
+#include "result_destination.p4"
+#include "forwarding.p4"
+
+control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
+                        in ingress_intrinsic_metadata_t ig_intr_md,
+                        in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                        inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                        inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Counter<bit<32>, bit<32>>(DROP_REASONS, CounterType_t.PACKETS) drops;
+
+    SwitchIdentity() identity;
+    Validation() validation;
+    Admission() admission;
+    DropSimulator() drop_simulator;
+    ContributorBitmap() contributor_bitmap;
+    RoundCounter() round_counter;
+    Fingerprint() fingerprint;
+    ValueAggregation() value_aggregation;
+    NextBlock() next_block;
+    Result() result;
+    Forwarding() forwarding;
+
+    action drop_counted(bit<32> reason) {
+        drops.count(reason);
+        ig_dprsr_md.drop_ctl = 1;
+    }
+
+    action bridge_to_egress() {
+        hdr.bridge.setValid();
+        hdr.bridge.to_worker = meta.to_worker;
+        hdr.bridge.multicast = meta.multicast;
+        hdr.bridge.dest_rank = meta.dest_rank;
+        hdr.bridge.job_index = meta.job_index;
+        hdr.bridge.switch_mac = meta.switch_mac;
+        hdr.bridge.switch_ip = meta.switch_ip;
+        hdr.bridge.sim_egress_threshold = meta.sim_egress_threshold;
+        hdr.bridge.sim_seed = meta.sim_seed;
+        hdr.bridge.sim_sequence = meta.sim_sequence;
+        hdr.bridge.sim_random = meta.sim_random;
+        hdr.bridge.ingress_port = ig_intr_md.ingress_port;
+        hdr.bridge.harvest = (bit<1>)hdr.harvest.isValid();
+    }
+
+    apply {
+        meta.to_worker = 0;
+        meta.multicast = 0;
+        meta.state_lost = 0;
+        meta.complete = 0;
+        meta.round_done = 0;
+        meta.parser_error = 0;
+        if (ig_prsr_md.parser_err != 0) {
+            meta.parser_error = 1;
+        }
+        identity.apply(hdr, meta);
+        if (hdr.harvest.isValid()) {
+            /* second pass of a RESULT with values: the low lanes, then its destination */
+            meta.slot_index = hdr.harvest.slot_index;
+            meta.job_index = hdr.harvest.job_index;
+            meta.sim_egress_threshold = hdr.harvest.sim_egress_threshold;
+            meta.sim_seed = hdr.harvest.sim_seed;
+            meta.sim_sequence = hdr.harvest.sim_sequence;
+            meta.sim_random = hdr.harvest.sim_random;
+            value_aggregation.apply(hdr, meta, 1);
+            meta.to_worker = 1;
+            if (hdr.harvest.multicast == 1) {
+                meta.multicast = 1;
+                ig_tm_md.mcast_grp_a = hdr.harvest.mcast_grp;
+            } else {
+                meta.dest_rank = hdr.p4r.rank;
+                ig_tm_md.ucast_egress_port = hdr.harvest.reply_port;
+            }
+            hdr.harvest.setInvalid();
+        } else {
+            validation.apply(hdr, meta);
+            if (meta.malformed == 1) {
+                drop_counted(DROP_MALFORMED);
+            } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
+                admission.apply(hdr, meta, ig_intr_md);
+                if (meta.admitted == 0) {
+                    drop_counted(DROP_UNADMITTED);
+                } else if (meta.slot_in_range == 0) {
+                    ig_dprsr_md.drop_ctl = 1;      /* counted per job by admission */
+                } else {
+                    drop_simulator.apply(hdr, meta);
+                    if (meta.sim_drop == 1) {
+                        ig_dprsr_md.drop_ctl = 1;
+                    } else {
+                        contributor_bitmap.apply(hdr, meta);
+                        if (meta.state_lost == 0) {
+                            round_counter.apply(hdr, meta);
+                            if (meta.duplicate == 0 || meta.round_done == 1) {
+                                fingerprint.apply(hdr, meta);
+                                value_aggregation.apply(hdr, meta, 0);
+                                next_block.apply(hdr, meta);
+                            }
+                        }
+                        result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+                    }
+                }
+            } else {
+                forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+            }
+        }
+        bridge_to_egress();
+    }
+}
+
+control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
+                       in egress_intrinsic_metadata_t eg_intr_md,
+                       in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+                       inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+                       inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    ResultDestination() result_destination;
+    DropSimulatorEgress() drop_simulator_egress;
+
+    apply {
+        if (hdr.harvest.isValid()) {
+            /* on its way to the second pass: nothing to address yet */
+        } else if (hdr.bridge.to_worker == 1) {
+            result_destination.apply(hdr, eg_intr_md, eg_dprsr_md);
+            drop_simulator_egress.apply(hdr, eg_intr_md, eg_dprsr_md);
+        } else if (eg_intr_md.egress_port == hdr.bridge.ingress_port) {
+            eg_dprsr_md.drop_ctl = 1;          /* a flooded frame does not go back */
+        }
+    }
+}
+
+Pipeline(P4ReduceIngressParser(),
+         P4ReduceIngress(),
+         P4ReduceIngressDeparser(),
+         P4ReduceEgressParser(),
+         P4ReduceEgress(),
+         P4ReduceEgressDeparser()) pipe;
+
+Switch(pipe) main;

@@ -1,0 +1,173 @@
+/* TNA parsers and deparsers. The p4reduce headers are parsed as on v1model
+ * (../v1model/parser.p4); the egress parser starts with the bridged metadata and picks the
+ * extension of a RESULT/STATUS by the UDP length ingress set. Parser errors and the IPv4
+ * checksum check end in meta.parser_error / meta.checksum_error, which Validation reads. */
+#ifndef P4REDUCE_TNA_PARSER_P4
+#define P4REDUCE_TNA_PARSER_P4
+
+parser P4ReduceIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
+                             out ingress_intrinsic_metadata_t ig_intr_md) {
+    Checksum() ipv4_checksum;
+
+    state start {
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        transition select(ig_intr_md.ingress_port) {
+            HARVEST_PORT: parse_harvest;
+            default: parse_ethernet;
+        }
+    }
+    state parse_harvest {
+        pkt.extract(hdr.harvest);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_ARP: parse_arp;
+            default: accept;
+        }
+    }
+    state parse_arp {
+        pkt.extract(hdr.arp);
+        transition accept;
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        ipv4_checksum.add(hdr.ipv4);
+        meta.checksum_error = (bit<1>)ipv4_checksum.verify();
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.flags[0:0],
+                          hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (4w4, 4w5, 1w0, 13w0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            P4REDUCE_UDP_BASE &&& P4REDUCE_UDP_MASK: parse_p4reduce;
+            default: accept;
+        }
+    }
+    state parse_p4reduce {
+        pkt.extract(hdr.p4r);
+        transition select(hdr.p4r.msg_type) {
+            MSG_DATA: parse_values;
+            MSG_ANNOUNCE: parse_fingerprint;
+            MSG_RESULT: parse_result;       /* a RESULT recirculated for its low lanes */
+            default: accept;
+        }
+    }
+    state parse_result {
+        transition select(hdr.udp.length) {
+            UDP_LEN_WITH_VALUES: parse_values;
+            UDP_LEN_WITH_FINGERPRINT: parse_fingerprint;
+            default: accept;
+        }
+    }
+    state parse_fingerprint {
+        pkt.extract(hdr.fingerprint);
+        transition accept;
+    }
+    state parse_values {
+        pkt.extract(hdr.values);
+        transition accept;
+    }
+}
+
+control P4ReduceIngressDeparser(packet_out pkt, inout headers_t hdr, in metadata_t meta,
+                                in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Checksum() ipv4_checksum;
+
+    apply {
+        if (hdr.ipv4.isValid()) {
+            hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+                hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+                hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
+        }
+        pkt.emit(hdr);
+    }
+}
+
+parser P4ReduceEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
+                            out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        pkt.extract(hdr.bridge);
+        transition select(hdr.bridge.harvest) {
+            1: parse_harvest;
+            default: parse_ethernet;
+        }
+    }
+    state parse_harvest {
+        pkt.extract(hdr.harvest);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_ARP: parse_arp;
+            default: accept;
+        }
+    }
+    state parse_arp {
+        pkt.extract(hdr.arp);
+        transition accept;
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.bridge.to_worker) {
+            1: parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.p4r);
+        transition select(hdr.udp.length) {
+            UDP_LEN_WITH_VALUES: parse_values;
+            UDP_LEN_WITH_FINGERPRINT: parse_fingerprint;
+            UDP_LEN_WITH_STATUS: parse_status;
+            default: accept;
+        }
+    }
+    state parse_fingerprint {
+        pkt.extract(hdr.fingerprint);
+        transition accept;
+    }
+    state parse_status {
+        pkt.extract(hdr.round_status);
+        transition accept;
+    }
+    state parse_values {
+        pkt.extract(hdr.values);
+        transition accept;
+    }
+}
+
+control P4ReduceEgressDeparser(packet_out pkt, inout headers_t hdr, in metadata_t meta,
+                               in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_checksum;
+
+    apply {
+        if (hdr.ipv4.isValid()) {
+            hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+                hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+                hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
+        }
+        pkt.emit(hdr.harvest);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.arp);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.p4r);
+        pkt.emit(hdr.fingerprint);
+        pkt.emit(hdr.round_status);
+        pkt.emit(hdr.values);
+    }
+}
+#endif

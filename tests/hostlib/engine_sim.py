@@ -1,0 +1,193 @@
+"""A deterministic discrete-event model of a job: N AllreduceEngines, the real p4reduce
+program (tests/inprocess_switch.py: softswitch in this process, programmed by the
+controller) serving packets first-in first-out at a fixed rate, links with a fixed delay,
+and a virtual clock. Why: whether a worker retransmits depends on timing (start-up skew,
+a switch working through a large window, loss); with wall-clock threads those runs differ
+every time, here they are exactly repeatable (the P4 drop simulator's losses are
+deterministic too), so tests can count retransmissions.
+
+Each rank runs like hostlib.Worker's loop: when woken (a result arrived, or its next
+timer), it hands every frame that has arrived to its engine, then sends what
+packets_to_send releases. A rank runs its calls one after another, continuing slot
+versions, CONTINUED flags and its RttEstimator across them like a Worker.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hostlib.config import load_descriptor
+from hostlib.engine import AllreduceEngine, EngineParams, EngineStats, RttEstimator
+from hostlib.framing import WIDTH
+from hostlib.numerics import make_payload
+from inprocess_switch import InProcessSwitch
+
+
+@dataclass
+class Call:
+    rank: int
+    start: float
+    end: float = float("nan")
+    stats: EngineStats | None = None
+
+
+@dataclass
+class SimResult:
+    calls: list[list[Call]]                     # per rank, per call
+    counters: dict[str, int]                    # the switch's counters for the job
+    rtt: list[RttEstimator]
+    sums: list[list[np.ndarray]] = field(default_factory=list)
+    queue_drops: int = 0                        # dropped by a full switch queue
+
+    def duration(self, k: int) -> float:
+        """Time of call k: first start to last end over ranks (what the job waits)."""
+        return max(c[k].end for c in self.calls) - min(c[k].start for c in self.calls)
+
+    def totals(self, first_call: int = 0) -> tuple[int, int]:
+        """(packets sent, retransmissions) over all ranks from call `first_call` on."""
+        sent = sum(c.stats.packets_sent for cs in self.calls for c in cs[first_call:])
+        retx = sum(c.stats.retransmissions for cs in self.calls for c in cs[first_call:])
+        return sent, retx
+
+
+def simulate(switch: InProcessSwitch, tensors: list[list[np.ndarray]], *, slots: int = 8,
+             loss: float = 0.0, seed: int = 1, pps: float = 20_000.0, delay: float = 50e-6,
+             start: list[float] | None = None, params: EngineParams | None = None,
+             chunk: int = 32, limit: float = 600.0, job_id: int = 40,
+             queue_limit: int | None = None) -> SimResult:
+    """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
+    fresh job on `switch` (deleted afterwards).
+
+    pps: packets the switch serves per second (softswitch ~16 000, bmv2 ~1 800); it takes
+    up to `chunk` waiting packets at a time. delay: one-way link delay. start: when each
+    rank begins its first call (start-up skew). loss: fraction lost each way (the P4
+    drop simulator, deterministic for a seed). queue_limit: packets arriving while this
+    many wait at the switch are dropped (bmv2's input buffer holds 1024)."""
+    n = len(tensors)
+    job = switch.create_job(n, slots, job_id)
+    try:
+        if loss:
+            switch.set_loss(job, ingress=loss, egress=loss, seed=seed)
+        return _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
+                    queue_limit)
+    finally:
+        switch.jobs.delete(job.job)
+
+
+def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
+         queue_limit) -> SimResult:
+    n = len(tensors)
+    cfgs = [load_descriptor(d) for d in switch.descriptors(job)]
+    port = [w.port for w in job.workers]
+    rank_of = {pt: r for r, pt in enumerate(port)}
+    params = params or EngineParams(deadline=limit)
+    rtt = [RttEstimator() for _ in range(n)]
+    versions = [np.zeros(slots, np.uint8) for _ in range(n)]
+    continued = [np.zeros(slots, bool) for _ in range(n)]
+    calls: list[list[Call]] = [[] for _ in range(n)]
+    sums: list[list[np.ndarray]] = [[] for _ in range(n)]
+    engines: list[AllreduceEngine | None] = [None] * n
+    inbox: list[list[bytes]] = [[] for _ in range(n)]
+    events: list[tuple[float, int, str, int]] = []
+    seq = 0
+
+    def push(t: float, kind: str, who: int) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(events, (t, seq, kind, who))
+
+    queue: list[tuple[int, bytes]] = []                  # (port, frame) waiting at the switch
+    links: list[tuple[int, list[bytes]]] = []            # frames on a link, by event index
+    busy = False
+    dropped = 0                                          # by a full queue (queue_limit)
+    timer_at = [float("inf")] * n
+
+    def start_call(r: int, now: float) -> None:
+        x = tensors[r][len(calls[r])]
+        engines[r] = AllreduceEngine(cfgs[r], make_payload(x, n), now, params, versions[r],
+                                     None, rtt[r], continued[r])
+        calls[r].append(Call(r, now))
+        push(now, "wake", r)
+
+    def wake(r: int, now: float) -> None:
+        eng = engines[r]
+        if eng is None:
+            return
+        if inbox[r]:
+            frames = np.zeros((len(inbox[r]), WIDTH), np.uint8)
+            lengths = np.zeros(len(inbox[r]), np.int64)
+            for i, f in enumerate(inbox[r]):
+                k = min(len(f), WIDTH)
+                frames[i, :k] = np.frombuffer(f, np.uint8, k)
+                lengths[i] = len(f)
+            inbox[r].clear()
+            eng.on_frames(frames, lengths, now)
+        if eng.done:
+            c = calls[r][-1]
+            c.end, c.stats = now, eng.stats
+            versions[r] = eng.final_versions(versions[r])
+            continued[r] = eng.continued
+            sums[r].append(eng.sums)
+            engines[r] = None
+            if len(calls[r]) < len(tensors[r]):
+                start_call(r, now)
+            return
+        out = eng.packets_to_send(now)
+        if len(out):
+            links.append((r, [out.frame(i) for i in range(len(out))]))
+            push(now + delay, "arrive", len(links) - 1)
+        eng.check(now)
+        t = eng.next_timer()
+        if t < timer_at[r] or timer_at[r] <= now:
+            timer_at[r] = t
+            push(max(t, now), "timer", r)
+
+    for r in range(n):
+        push((start or [0.0] * n)[r], "start", r)
+    while events:
+        now, _, kind, who = heapq.heappop(events)
+        if now > limit:
+            raise TimeoutError(f"simulation passed {limit}s of virtual time")
+        if kind == "start":
+            start_call(who, now)
+        elif kind == "wake":
+            wake(who, now)
+        elif kind == "timer":
+            if engines[who] is not None and now >= timer_at[who]:
+                timer_at[who] = float("inf")
+                wake(who, now)
+        elif kind == "arrive":
+            r, frames = links[who]
+            room = len(frames) if queue_limit is None else max(0, queue_limit - len(queue))
+            queue.extend((port[r], f) for f in frames[:room])
+            dropped += len(frames) - min(room, len(frames))
+            if not busy:
+                busy = True
+                push(now, "serve", 0)
+        elif kind == "serve":
+            if not queue:
+                busy = False
+                continue
+            take, queue[:] = queue[:chunk], queue[chunk:]
+            done_at = now + len(take) / pps
+            with switch.lock:
+                for pt, frame in take:
+                    switch.device.receive(pt, frame)
+                out = {pt: list(q) for pt, q in switch.queues.items() if q}
+                for q in switch.queues.values():
+                    q.clear()
+            for pt, frames in out.items():
+                if pt in rank_of:
+                    links.append((rank_of[pt], frames))
+                    push(done_at + delay, "deliver", len(links) - 1)
+            push(done_at, "serve", 0)
+        elif kind == "deliver":
+            r, frames = links[who]
+            inbox[r].extend(frames)
+            push(now, "wake", r)
+    unfinished = [r for r in range(n) if len(calls[r]) < len(tensors[r]) or engines[r]]
+    if unfinished:
+        raise RuntimeError(f"ranks {unfinished} did not finish")
+    return SimResult(calls, switch.stats(job), rtt, sums, dropped)

@@ -1,0 +1,256 @@
+"""When a worker retransmits (docs/protocol.md section 13, docs/hostlib.md "Timers").
+
+Unit tests drive one engine (rank 0 of 2, 4 slots, as in test_engine.py) with crafted
+RESULTs; the others run whole jobs in engine_sim's deterministic virtual time (switch
+model serving packets first-in first-out at a fixed rate), so retransmissions can be
+counted exactly: none without loss whatever the slot count, density or start-up skew, and
+under loss a retransmission timer that stays near the round time.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine_sim import simulate
+from hostlib import protocol as p
+from hostlib.config import load_descriptor
+from hostlib.engine import AllreduceEngine, EngineParams, RttEstimator
+from hostlib.numerics import make_payload
+from hostlib_helpers import decode, descriptor
+from inprocess_switch import InProcessSwitch
+
+EOS = p.END_OF_STREAM
+T0 = 100.0
+PARAMS = EngineParams(timeout=0.005, initial_timeout=0.005, max_timeout=0.04, deadline=10.0)
+
+
+def tensor() -> np.ndarray:
+    x = np.zeros(12 * 64, np.int32)
+    for b in (1, 4, 9):
+        x[b * 64:(b + 1) * 64] = np.arange(64) + 1000 * b
+    return x
+
+
+def make_engine(params: EngineParams = PARAMS, rtt: RttEstimator | None = None):
+    cfg = load_descriptor(descriptor(0, 2, slot_count=4))
+    return AllreduceEngine(cfg, make_payload(tensor(), 2), T0, params, rtt=rtt)
+
+
+FP = p.fingerprint(np.int32, 12 * 64)
+
+
+def answer(e: AllreduceEngine, slot, version, block, next_block, values=None, *, at: float):
+    """A RESULT for rank 0; an announce round's carries the switch's fingerprint range."""
+    h = p.Header.make(p.MsgType.RESULT, job=7, slot=slot, rank=0, slot_version=version,
+                      block=block, next_block=next_block, next_exponent=0)
+    e.on_result(h, values, at, fingerprint=(FP, FP) if block == EOS else None)
+
+
+def sent(engine, now):
+    return {f.header.slot: f for f in decode(engine.packets_to_send(now))}
+
+
+# -- a silence is probed, one packet at a time ------------------------------------------
+
+
+def test_silence_sends_one_probe_per_timer_doubling_to_the_cap():
+    """Nothing answered: the other rank may not have started. One packet per probe timer
+    (the lowest slot, same bytes with FLAG_RETRANSMIT), the timer doubling up to
+    max_timeout -- not every slot at every expiry."""
+    e = make_engine()
+    first = sent(e, T0)
+    assert sorted(first) == [0, 1, 2, 3]
+    assert sent(e, T0 + 0.0049) == {}
+    times, now = [], T0
+    for _ in range(5):
+        now = e.next_timer()
+        again = sent(e, now)
+        assert list(again) == [0]
+        assert again[0].header.flags == p.Flag.RETRANSMIT
+        assert again[0].header._replace(flags=0) == first[0].header
+        times.append(round(now - T0, 6))
+    assert times == [0.005, 0.015, 0.035, 0.075, 0.115]      # +5, +10, +20, +40, +40 ms
+    assert e.stats.retransmissions == e.stats.probes == 5
+
+
+def test_silence_before_the_first_result_waits_longer_with_more_slots():
+    """A fresh window of S slots: its first results take as long as the switch needs for
+    S x N packets, so before any result the probe waits one timer per doubling of...
+    the slot count, up to initial_timeout."""
+    params = EngineParams(timeout=0.002, initial_timeout=0.2, max_timeout=1.0)
+    e = make_engine(params)
+    e.packets_to_send(T0)
+    assert e.next_timer() == pytest.approx(T0 + min(0.2, 0.2 * 2 ** 3))   # 4 slots
+    answer(e, 2, 0, EOS, EOS, at=T0 + 0.010)       # a result: now one timer
+    rto = e.rtt.rto(0.002, 1.0)
+    assert e.next_timer() == pytest.approx(T0 + 0.010 + rto)
+
+
+# -- a loss is a packet overtaken by a later one ----------------------------------------
+
+
+def overtake_slot_3(e):
+    """Slots 0-2 answered at +0.2 ms (their next packets go out then), then slot 1's next
+    round answered at +1.2 ms: slot 3's announce (sent at T0) was overtaken, by a packet
+    sent 0.2 ms after it whose round took 1 ms."""
+    e.packets_to_send(T0)
+    answer(e, 0, 0, EOS, 0, at=T0 + 0.0002)         # the other rank's block 0
+    answer(e, 1, 0, EOS, 1, at=T0 + 0.0002)         # my block 1
+    answer(e, 2, 0, EOS, EOS, at=T0 + 0.0002)
+    assert sorted(sent(e, T0 + 0.0002)) == [0, 1]
+    answer(e, 1, 1, 1, 9, np.zeros(64), at=T0 + 0.0012)
+    assert sorted(sent(e, T0 + 0.0012)) == [1]              # DATA for block 9
+
+
+def test_overtaken_packet_is_retransmitted_after_the_reordering_allowance():
+    e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
+    overtake_slot_3(e)
+    # lost once its round has taken as long as the overtaking packet's (1 ms) plus a
+    # reordering allowance (half a smoothed round time, at least the floor), counted
+    # from when it was overtaken (+1.2 ms)
+    allowance = max(0.001, 0.5 * e.rtt.srtt)
+    due = max(T0 + 0.001, T0 + 0.0012) + allowance
+    assert e.next_timer() == pytest.approx(due)
+    assert sent(e, due - 1e-6) == {}
+    again = sent(e, due)
+    assert list(again) == [3] and again[3].header.flags == p.Flag.RETRANSMIT
+    assert e.stats.probes == 0                              # found by overtaking, no probe
+
+
+def test_slot_not_overtaken_waits_however_old():
+    """Slot 0's SKIP went out at +1 ms with slot 1's DATA; only slot 1 is answered, in the
+    same batch order: nothing sent after slot 0 was answered, so it is not lost; a
+    packet sent at the same time is not "later"."""
+    e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
+    overtake_slot_3(e)
+    out = sent(e, T0 + 0.01)
+    assert 0 not in out
+
+
+def test_retransmitted_packet_is_not_resent_before_its_backed_off_timer():
+    """A resent packet overtaken again (the round waits for the other rank's
+    retransmission) goes out again only after its slot's doubled timer."""
+    e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
+    overtake_slot_3(e)
+    t1 = e.next_timer()
+    rto1 = e.rtt.rto(0.001, 1.0)
+    assert list(sent(e, t1)) == [3]
+    # slot 0's SKIP (sent at +0.2 ms) is answered after slot 3's retransmission went out
+    answer(e, 0, 1, 0, 4, np.zeros(64), at=t1 + 0.0005)
+    sent(e, t1 + 0.0005)                                   # slot 0's DATA for block 4
+    answer(e, 0, 0, 4, 8, np.zeros(64), at=t1 + 0.001)
+    assert e.xmit_at[3] < e.answered_xmit                  # overtaken again
+    backed_off = e.expires[3]
+    assert backed_off >= t1 + 2 * rto1 - 1e-12            # doubled (one timer: rto1)
+    assert 3 not in sent(e, backed_off - 1e-6)
+    assert list(sent(e, max(backed_off, e.next_timer()))) == [3]
+
+
+# -- the round-time estimator takes clean rounds only -----------------------------------
+
+
+def test_estimator_ignores_retransmitted_and_overtaken_rounds():
+    rtt = RttEstimator()
+    e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0), rtt)
+    overtake_slot_3(e)
+    assert rtt.samples == 4                 # slots 0-2 at +0.2 ms, slot 1 at +1.2 ms
+    srtt = rtt.srtt
+    t1 = e.next_timer()
+    sent(e, t1)                             # slot 3 retransmitted
+    answer(e, 3, 0, EOS, EOS, at=t1 + 0.050)        # answered 50 ms later
+    assert rtt.samples == 4 and rtt.srtt == srtt           # Karn: no sample
+    # slot 1's DATA sent at +1.2 ms is answered (a clean sample) ...
+    answer(e, 1, 0, 9, EOS, np.zeros(64), at=t1 + 0.055)
+    assert rtt.samples == 5
+    srtt = rtt.srtt
+    # ... so slot 0's SKIP, sent at +0.2 ms and answered only now, was overtaken: its
+    # round waited for something (a retransmission of the other rank): no sample
+    answer(e, 0, 1, 0, 4, np.zeros(64), at=t1 + 0.060)
+    assert rtt.samples == 5 and rtt.srtt == srtt
+
+
+def test_answered_probe_does_not_make_older_slots_look_lost():
+    """A probe into a round that a late rank then completes is answered, but the other
+    slots sent before the probe still wait for that rank: they are not retransmitted."""
+    e = make_engine()
+    e.packets_to_send(T0)
+    probe_time = e.next_timer()
+    assert list(sent(e, probe_time)) == [0]
+    answer(e, 0, 0, EOS, 0, at=probe_time + 0.001)   # the late rank arrived
+    e.packets_to_send(probe_time + 0.001)
+    assert not (e.active & (e.xmit_at < e.answered_xmit)).any()
+    assert sent(e, probe_time + 0.004) == {}
+
+
+# -- whole jobs in virtual time ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def switch():
+    with InProcessSwitch() as sw:
+        yield sw
+
+
+def job(n: int, blocks: int, density: float, calls: int, seed: int = 1):
+    """Per rank: a one-block warm-up call, then `calls` tensors whose non-zero blocks sit
+    at the same places on every rank."""
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(blocks, int(round(density * blocks)), replace=False)
+    out = []
+    for _ in range(n):
+        mine = [np.zeros(64, np.float32)]
+        for _ in range(calls):
+            x = np.zeros(blocks * 64, np.float32)
+            x.reshape(blocks, 64)[chosen] = rng.standard_normal((chosen.size, 64))
+            mine.append(x)
+        out.append(mine)
+    return out
+
+
+@pytest.mark.parametrize("slots", [64, 256, 1024])
+@pytest.mark.parametrize("density", [0.0, 0.1, 1.0])
+def test_no_spurious_retransmissions_without_loss(switch, slots, density):
+    """4 ranks starting 50 ms apart, a switch serving 16 000 packets/s (a window of 1024
+    slots x 4 ranks takes 0.26 s): at most 1 % of the packets are retransmissions."""
+    tensors = job(4, 2 * slots, density, calls=2)
+    res = simulate(switch, tensors, slots=slots, pps=16_000, start=[0.0, 0.05, 0.1, 0.15])
+    sent_, retx = res.totals()
+    assert retx <= 0.01 * sent_, (retx, sent_)
+    for r in range(4):
+        for k in (1, 2):
+            np.testing.assert_allclose(res.sums[r][k], res.sums[0][k])
+
+
+def test_retransmission_timer_stays_near_the_round_time_under_loss(switch):
+    """10 % loss each way: rounds that waited for somebody's retransmission do not feed
+    the estimator, so the timer stays at the lossless round time's scale instead of
+    climbing to max_timeout; and the job (virtual time) is not many times slower."""
+    tensors = job(4, 4096, 0.1, calls=2)
+    clean = simulate(switch, tensors, slots=64, pps=16_000)
+    lossy = simulate(switch, tensors, slots=64, pps=16_000, loss=0.1, seed=3)
+    prm = EngineParams()
+    rto_clean = max(r.rto(prm.timeout, prm.max_timeout) for r in clean.rtt)
+    rto_lossy = max(r.rto(prm.timeout, prm.max_timeout) for r in lossy.rtt)
+    assert rto_lossy <= 2 * rto_clean, (rto_lossy, rto_clean)
+    assert rto_lossy < 0.1 * prm.max_timeout
+    for k in (1, 2):
+        assert lossy.duration(k) <= 3 * clean.duration(k), (lossy.duration(k),
+                                                           clean.duration(k))
+    assert lossy.counters["simulated_drops_ingress"] > 0
+    for r in range(4):
+        np.testing.assert_allclose(lossy.sums[r][1], clean.sums[r][1])
+
+
+def test_a_switch_that_drops_a_burst_is_recovered_in_few_steps(switch):
+    """Density 0, 1024 slots, a switch of bmv2's speed whose queue holds 1024 packets: of
+    the 4096 announces 3072 are dropped, and no later round can overtake them. Probes
+    answered while nothing else is grow like TCP's slow start (two per answer), so the
+    job ends within a few windows' time -- one probe per timer took 104 s on bmv2."""
+    tensors = job(4, 1024, 0.0, calls=1)
+    clean = simulate(switch, tensors, slots=1024, pps=1800)
+    lossy = simulate(switch, tensors, slots=1024, pps=1800, queue_limit=1024)
+    assert lossy.queue_drops >= 3000
+    assert lossy.duration(1) <= 3 * clean.duration(1), (lossy.duration(1),
+                                                       clean.duration(1))
+    sent_, retx = lossy.totals()
+    assert retx <= 3 * lossy.queue_drops

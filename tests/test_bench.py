@@ -1,0 +1,102 @@
+"""The benchmark harness (bench/): the line-rate model gives sane numbers for known inputs,
+and the suite runs end to end on a tiny job -- real Mininet hosts, the switch, p4reduce
+workers and gloo ranks -- producing counters that obey the protocol's and the ring's
+byte counts, and the tables (and plots, with matplotlib). Nothing here asserts a speed."""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+from hostlib import protocol  # noqa: E402
+from model import (Network, allreduce_seconds, p4reduce_round_trips,  # noqa: E402
+                   ring_round_trips)
+
+
+def test_model_link_bound_latency_bound_and_switch_bound():
+    net = Network(link_gbps=100, rtt_us=5, slots=256)
+    rtt = 5e-6
+    # 1.25 GB at 100 Gb/s is 0.1 s; the larger direction counts; plus one RTT
+    assert allreduce_seconds(1.25e9, 1e3, 1, net) == pytest.approx(0.1 + rtt)
+    assert allreduce_seconds(1e3, 1.25e9, 1, net) == pytest.approx(0.1 + rtt)
+    # no bytes to speak of: the dependent round trips
+    assert allreduce_seconds(100, 100, 10, net) == pytest.approx(11 * rtt)
+    # a slow switch: its packet intake
+    slow = Network(link_gbps=100, rtt_us=5, slots=256, switch_pps=1000)
+    assert allreduce_seconds(100, 100, 1, slow, switch_packets=2000) == pytest.approx(2 + rtt)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        allreduce_seconds(-1, 0, 0, net)
+
+
+def test_model_round_trips():
+    assert p4reduce_round_trips(0, 256) == 1                 # announce round only
+    assert p4reduce_round_trips(1000, 256) == 4 + 1
+    assert ring_round_trips(8) == 7
+
+
+def test_model_dense_p4reduce_beats_a_ring_by_its_byte_ratio_at_line_rate():
+    """On a big dense tensor both are link-bound: p4reduce sends FRAME/VALUE bytes per value
+    byte (derived from the wire format), a ring 2(N-1)/N of them (plus TCP's overhead)."""
+    values, workers, net = 64 * 2**20, 8, Network()
+    blocks = math.ceil(values / protocol.LANES)
+    p4_bytes = blocks * protocol.FRAME_BYTES_WITH_VALUES
+    ring_bytes = 2 * (workers - 1) / workers * 4 * values * 1514 / 1448
+    p4 = allreduce_seconds(p4_bytes, p4_bytes, p4reduce_round_trips(blocks, net.slots), net)
+    ring = allreduce_seconds(ring_bytes, ring_bytes, ring_round_trips(workers), net)
+    assert ring / p4 == pytest.approx(ring_bytes / p4_bytes, rel=0.01)
+    assert 1 < ring / p4 < 2
+
+
+def _needs_mininet() -> None:
+    if os.geteuid() != 0 or shutil.which("mnexec") is None:
+        pytest.skip("needs root and Debian's mininet (make install)")
+
+
+def test_suite_end_to_end_on_a_tiny_job(tmp_path):
+    _needs_mininet()
+    import report
+    import suite
+    size, workers = 4096, 2                 # 64 blocks, one per slot
+    cases = [suite.Case("softswitch", "p4reduce", workers, size, "dense", 1.0, 1),
+             suite.Case("softswitch", "p4reduce", workers, size, "shared", 0.25, 1),
+             suite.Case("softswitch", "p4reduce", workers, size, "zipf", 0.0, 1)]
+    if suite.have_torch():
+        cases.append(suite.Case("softswitch", "gloo", workers, size, "ring", 1.0, 1))
+    data = suite.run_cases(cases, ["softswitch"])
+    bad = [(r["case"], r["error"]) for r in data["results"] if not r["ok"]]
+    assert not bad
+    by = {(r["case"]["system"], r["case"]["pattern"]): r for r in data["results"]}
+    blocks = size // protocol.LANES
+    dense = by[("p4reduce", "dense")]
+    # every block once plus one announce per slot, per worker, by the worker's own count
+    assert dense["rounds"] == blocks + min(suite.SLOTS, blocks)
+    # the kernel's counters: at least the DATA frames the protocol needs, each way
+    assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
+    assert dense["rx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
+    sparse = by[("p4reduce", "shared")]
+    assert sparse["block_density"] == pytest.approx(0.25)
+    assert sparse["tx_bytes"] < dense["tx_bytes"] / 2
+    assert 0 < by[("p4reduce", "zipf")]["block_density"] < 1
+    if ("gloo", "ring") in by:
+        ring = by[("gloo", "ring")]
+        # the ring's payload crossed this host's link: 2(N-1)/N of the tensor each way
+        assert ring["tx_bytes"] >= 2 * (workers - 1) / workers * 4 * size
+        assert ring["rx_bytes"] >= 2 * (workers - 1) / workers * 4 * size
+    data.update(command="pytest", skipped=["nothing"])
+    report.write(data, tmp_path)
+    tables = (tmp_path / "tables.md").read_text()
+    assert (f"{protocol.VALUE_BYTES} bytes of values ({protocol.LANES} int32 lanes) in "
+            f"{protocol.FRAME_BYTES_WITH_VALUES} bytes") in tables
+    assert "Density sweep, softswitch, 2 workers, 4 K values" in tables
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "density-softswitch.png").stat().st_size > 10_000

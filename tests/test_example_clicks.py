@@ -1,0 +1,45 @@
+"""The README's example (examples/clicks_switch.py), tiny: a click model with a large
+embedding table trained for a few steps by 2 ranks in Mininet, through
+`init_process_group("p4reduce")` and through gloo. The parameters must be identical on
+every rank and close to gloo's; the gradients must really be block-sparse."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is the optional [torch] extra (make install-torch)")
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_tiny_click_model_through_the_switch_matches_gloo(tmp_path):
+    if os.geteuid() != 0 or shutil.which("mnexec") is None:
+        pytest.skip("needs root and Debian's mininet (make install)")
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import clicks_switch
+        from clicks_model import Config
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    plot = importlib.util.find_spec("matplotlib") is not None
+    opts = clicks_switch.Options(workers=2, target="softswitch", slots=16, out=tmp_path,
+                                 plot=plot, quiet=True, timeout=130, pg_timeout=90)
+    s = clicks_switch.run(opts, Config(steps=6, rows_per_field=250, batch=32))
+    p, g = s["backends"]["p4reduce"], s["backends"]["gloo"]
+    assert p["params_identical_on_every_rank"] and g["params_identical_on_every_rank"]
+    # Adam on gradients that differ by the block quantization (~N^2 / 2^31 of a block's
+    # maximum): after 6 steps far below one step's size (lr = 0.005)
+    assert s["max_param_difference_rank0"] < 1e-4
+    assert s["max_loss_difference"] < 1e-4
+    assert p["gloo_allreduces"] == 0                     # every gradient through the switch
+    assert 0 < p["mean_density_own"] < 0.6              # the embedding's untouched rows
+    assert p["switch_packets_per_step_per_worker"] > 0
+    assert s["ok"]
+    if plot:
+        assert (tmp_path / "clicks.png").stat().st_size > 10_000
+    assert (tmp_path / "results.json").exists()
