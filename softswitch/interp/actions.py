@@ -41,7 +41,8 @@ def emit_actions(g: Gen) -> None:
         s.emit(f"def {fname}(F, V, X, P{extra}):")
         s.emit(f"# {a['name']}", 1)
         if not any(b is None for b in blocks):
-            for line in fields_to_locals([line for b in blocks for line in b]):  # type: ignore[union-attr]
+            lines = [line for b in blocks if b is not None for line in b]
+            for line in fields_to_locals(lines):
                 s.emit(line, 1)
             if not prims:
                 s.emit("pass", 1)

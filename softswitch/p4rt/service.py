@@ -88,10 +88,12 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     # Unary RPCs ----------------------------------------------------------------------------
 
-    def Capabilities(self, request, context):  # noqa: N802 (gRPC method name)
+    def Capabilities(self, request: p4runtime_pb2.CapabilitiesRequest,  # noqa: N802 (gRPC name)
+                     context: grpc.ServicerContext) -> p4runtime_pb2.CapabilitiesResponse:
         return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version=P4RUNTIME_API_VERSION)
 
-    def Write(self, request, context):  # noqa: N802
+    def Write(self, request: p4runtime_pb2.WriteRequest,  # noqa: N802
+              context: grpc.ServicerContext) -> p4runtime_pb2.WriteResponse:
         if self._refused_as_not_primary(request, context):
             return p4runtime_pb2.WriteResponse()
         if request.device_id != self.device.device_id or not self.device.mgr_created:
@@ -117,7 +119,8 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             context.set_details(status.message)
         return p4runtime_pb2.WriteResponse()
 
-    def Read(self, request, context):  # noqa: N802
+    def Read(self, request: p4runtime_pb2.ReadRequest,  # noqa: N802
+             context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.ReadResponse]:
         if request.device_id != self.device.device_id or not self.device.mgr_created:
             _abort_with(context, no_pipeline(), details=False)
             return
@@ -131,7 +134,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if err is not None:
             _abort_with(context, err)
 
-    def SetForwardingPipelineConfig(self, request, context):  # noqa: N802
+    def SetForwardingPipelineConfig(  # noqa: N802
+            self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
+            context: grpc.ServicerContext) -> p4runtime_pb2.SetForwardingPipelineConfigResponse:
         if self._refused_as_not_primary(request, context):
             return p4runtime_pb2.SetForwardingPipelineConfigResponse()
         try:
@@ -165,7 +170,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                         f"Error when trying to assign device (this switch is device id "
                         f"{self.device.device_id}, not {request.device_id})")
 
-    def GetForwardingPipelineConfig(self, request, context):  # noqa: N802
+    def GetForwardingPipelineConfig(  # noqa: N802
+            self, request: p4runtime_pb2.GetForwardingPipelineConfigRequest,
+            context: grpc.ServicerContext) -> p4runtime_pb2.GetForwardingPipelineConfigResponse:
         if request.device_id != self.device.device_id:
             if request.device_id in self._other_mgrs:
                 return p4runtime_pb2.GetForwardingPipelineConfigResponse()
@@ -183,7 +190,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     # StreamChannel -------------------------------------------------------------------------
 
-    def StreamChannel(self, request_iterator, context):  # noqa: N802
+    def StreamChannel(  # noqa: N802
+            self, request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest],
+            context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.StreamMessageResponse]:
         conn = Connection(id=next(self._conn_ids))
         context.add_callback(lambda: conn.outbox.put(END))
         reader = threading.Thread(target=self._stream_reader,
