@@ -30,3 +30,13 @@ def config(switch_process, tmp_path):
     return parse({"switch": {"grpc_addr": switch_process.grpc_addr, "mac": SWITCH_MAC,
                              "ip": SWITCH_IP, "election_id": 10, "ports": list(range(1, PORTS + 1)),
                              "state_file": str(tmp_path / "jobs.json")}}, tmp_path)
+
+
+@pytest.fixture
+def controller(config):
+    """A controller that brought the switch up with `config`, closed after the test."""
+    from controlplane.controller import Controller
+    ctl = Controller(config)
+    ctl.up()
+    yield ctl
+    ctl.close()

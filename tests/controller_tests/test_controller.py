@@ -46,14 +46,6 @@ def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nx
     return out
 
 
-@pytest.fixture
-def controller(config):
-    ctl = Controller(config)
-    ctl.up()
-    yield ctl
-    ctl.close()
-
-
 def test_bring_up_create_use_delete_recreate(controller, switch_process):
     job = controller.jobs.create(7, workers([1, 2]), slots=8)
     descriptors = job.descriptors(controller.jobs.switch)

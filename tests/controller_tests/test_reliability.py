@@ -29,14 +29,6 @@ from .conftest import host
 from .test_controller import run_round, workers
 
 
-@pytest.fixture
-def controller(config):
-    ctl = Controller(config)
-    ctl.up()
-    yield ctl
-    ctl.close()
-
-
 def _cli(cfg, *args, timeout=60):
     return subprocess.run([sys.executable, "-m", "controlplane.cli", "-c", str(cfg), *args],
                           capture_output=True, text=True, timeout=timeout)
