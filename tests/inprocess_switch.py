@@ -49,7 +49,6 @@ class InProcessSwitch:
         self.conn.push_pipeline()
         forwarding.set_identity(self.conn, switch.mac, switch.ip)
         self.jobs = JobManager(self.conn, switch, None, set(self.queues))
-        self._baseline: dict[int, dict[str, int]] = {}
 
     def close(self) -> None:
         self.conn.close()
@@ -66,10 +65,8 @@ class InProcessSwitch:
     def create_job(self, workers: int, slots: int = 8, job: int = 7,
                    ports: list[int] | None = None) -> Job:
         ports = ports or list(range(1, workers + 1))
-        made = self.jobs.create(job, [worker_address(r, port) for r, port in enumerate(ports)],
+        return self.jobs.create(job, [worker_address(r, port) for r, port in enumerate(ports)],
                                 slots)
-        self._baseline[made.job] = job_stats(self.conn, made.job_index)
-        return made
 
     def descriptors(self, job: Job) -> list[dict]:
         return job.descriptors(self.address)
@@ -79,10 +76,8 @@ class InProcessSwitch:
         self.jobs.set_loss(job.job, ingress=ingress, egress=egress, seed=seed)
 
     def stats(self, job: Job) -> dict[str, int]:
-        """The job's counters since it was created (a reused job index may start higher
-        on controllers that do not reset them)."""
-        base = self._baseline.get(job.job, {})
-        return {k: v - base.get(k, 0) for k, v in job_stats(self.conn, job.job_index).items()}
+        """The job's counters (the controller zeroes them when it creates the job)."""
+        return job_stats(self.conn, job.job_index)
 
     # -- frames --------------------------------------------------------------------------
 
