@@ -17,3 +17,25 @@ def descriptor(rank: int, workers: int, slot_count: int = 8, job: int = 7,
 def decode(batch: Batch) -> list[p.Frame]:
     """Every frame of a batch through the reference codec (protocol.parse_frame)."""
     return [p.parse_frame(batch.frame(i)) for i in range(len(batch))]
+
+
+# The engine tests' job: rank 0 of 2 with 4 slots; the tensor has 12 blocks of which 1, 4
+# and 9 are non-zero (slot s owns blocks s, s+4, s+8).
+ENGINE_T0 = 100.0
+
+
+def engine_tensor():
+    import numpy as np
+    x = np.zeros(12 * 64, np.int32)
+    for b in (1, 4, 9):
+        x[b * 64:(b + 1) * 64] = np.arange(64) + 1000 * b
+    return x
+
+
+def make_engine(params, versions=None, rtt=None):
+    from hostlib.config import load_descriptor
+    from hostlib.engine import AllreduceEngine
+    from hostlib.numerics import make_payload
+    cfg = load_descriptor(descriptor(0, 2, slot_count=4))
+    return AllreduceEngine(cfg, make_payload(engine_tensor(), 2), ENGINE_T0, params, versions,
+                           rtt=rtt)

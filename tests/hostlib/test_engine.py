@@ -13,23 +13,19 @@ from hostlib import protocol as p
 from hostlib.config import load_descriptor
 from hostlib.engine import AllreduceEngine, EngineParams
 from hostlib.numerics import make_payload
-from hostlib_helpers import decode, descriptor
+from hostlib_helpers import decode, descriptor, engine_tensor
+from hostlib_helpers import make_engine as shared_make_engine
 
 EOS = p.END_OF_STREAM
 T0 = 100.0
 PARAMS = EngineParams(timeout=0.005, max_timeout=0.02, double_after=2, deadline=1.0)
 
 
-def tensor() -> np.ndarray:
-    x = np.zeros(12 * 64, np.int32)
-    for b in (1, 4, 9):
-        x[b * 64:(b + 1) * 64] = np.arange(64) + 1000 * b
-    return x
+tensor = engine_tensor
 
 
 def make_engine(params: EngineParams = PARAMS, versions=None):
-    cfg = load_descriptor(descriptor(0, 2, slot_count=4))
-    return AllreduceEngine(cfg, make_payload(tensor(), 2), T0, params, versions)
+    return shared_make_engine(params, versions)
 
 
 def result(slot, version, block, next_block, values=None, flags=0, next_exponent=0, rank=0,

@@ -13,10 +13,9 @@ import pytest
 
 from engine_sim import simulate
 from hostlib import protocol as p
-from hostlib.config import load_descriptor
 from hostlib.engine import AllreduceEngine, EngineParams, RttEstimator
-from hostlib.numerics import make_payload
-from hostlib_helpers import decode, descriptor
+from hostlib_helpers import decode, engine_tensor
+from hostlib_helpers import make_engine as shared_make_engine
 from inprocess_switch import InProcessSwitch
 
 EOS = p.END_OF_STREAM
@@ -24,16 +23,11 @@ T0 = 100.0
 PARAMS = EngineParams(timeout=0.005, initial_timeout=0.005, max_timeout=0.04, deadline=10.0)
 
 
-def tensor() -> np.ndarray:
-    x = np.zeros(12 * 64, np.int32)
-    for b in (1, 4, 9):
-        x[b * 64:(b + 1) * 64] = np.arange(64) + 1000 * b
-    return x
+tensor = engine_tensor
 
 
 def make_engine(params: EngineParams = PARAMS, rtt: RttEstimator | None = None):
-    cfg = load_descriptor(descriptor(0, 2, slot_count=4))
-    return AllreduceEngine(cfg, make_payload(tensor(), 2), T0, params, rtt=rtt)
+    return shared_make_engine(params, rtt=rtt)
 
 
 FP = p.fingerprint(np.int32, 12 * 64)
