@@ -130,14 +130,12 @@ class AllreduceEngine:
         self.builder = builder or FrameBuilder(cfg.to_switch())
         self.stats = EngineStats()
         self.rtt = rtt or RttEstimator()
-        self.started = now
         S = cfg.slot_count
         B = payload.nblocks
         # Slots >= B own no block of this rank. When all ranks agree on B they stay idle; a
         # rank that learns (from the fingerprint range) that another has more blocks
         # announces on them too, so every slot anyone used completes its announce round.
         self.nslots = n = S
-        self.used = min(S, B)
         nz = payload.nonzero
         nz_slot = nz % S
         order = np.lexsort((nz, nz_slot))
@@ -153,7 +151,7 @@ class AllreduceEngine:
             u, idx = np.unique(slot_sorted, return_index=True)
             first[u] = by_slot[idx]
 
-        self.active = np.arange(n) < self.used
+        self.active = np.arange(n) < min(S, B)
         self.touched = self.active.copy()                # slots this call sent on
         self.version = (np.zeros(n, np.int64) if start_versions is None
                         else np.asarray(start_versions[:n], np.int64) & 1)
