@@ -60,6 +60,19 @@ class Flag(IntFlag):
     CACHED = 0x04       # switch -> worker: result served from the slot by unicast
     CONTINUED = 0x08    # worker -> switch: the sender had a result on this slot in this job
     STATE_LOST = 0x10   # switch -> worker: the slot lost the job's state (switch restart)
+    PACKED = 0x20       # both ways: the packet belongs to a packed-encoding job (values are
+                        # bias-shifted lanes the switch adds as one 2048-bit word)
+
+
+class Encoding(IntEnum):
+    """How a job's values travel and are added (chosen at job creation, docs/protocol.md 10).
+
+    LANES: 64 int32 lanes, added lane by lane with overflow detection (int32 jobs; every
+    target). PACKED: each lane carries q + bias (never negative, N-way sums below 2^32), and
+    the switch adds the whole block as one 2048-bit word (quantized float jobs on v1model).
+    """
+    LANES = 0
+    PACKED = 1
 
 
 class Extension(IntEnum):

@@ -21,6 +21,8 @@ const bit<7> FLAG_CONTINUED  = 0x08;  /* worker -> switch: the sender has had a 
                                          slot in this job, so the slot must hold the job's state */
 const bit<7> FLAG_STATE_LOST = 0x10;  /* switch -> worker: the slot lost the job's state (switch
                                          restart, pipeline replaced); the job cannot go on */
+const bit<7> FLAG_PACKED     = 0x20;  /* both ways: a packed-encoding job's packet (values are
+                                       * bias-shifted lanes added as one bit<2048>) */
 
 /* Block indices are 24-bit; END_OF_STREAM ends a slot (and marks the announce round's block). */
 const bit<32> END_OF_STREAM = 0x00FFFFFF;
