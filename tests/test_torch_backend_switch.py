@@ -110,19 +110,6 @@ def _check_ddp(outs: list[dict]) -> None:
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), (a - b).abs().max()
 
 
-# Known hang, not yet understood (issue 13 stays open for it): in about half of the
-# full-suite runs -- never when this file runs alone (0 of 8) -- one rank stops inside a
-# gloo-served collective (broadcast, reduce_scatter_tensor) of the p4reduce group after
-# switch allreduces, and the other ranks' gloo sends/receives time out after 120 s. Seen
-# with 2 ranks on simple_switch_grpc and 4 ranks on softswitch. A hang is worse than a
-# clear error, so the backend must not be called done; these system tests are skipped
-# until it is found (next step: py-spy dump of the stuck rank in a full-suite run).
-# The backend's in-process tests and the example's Mininet test still run.
-pytestmark = pytest.mark.skip(reason="intermittent hang in a gloo-served collective of the "
-                                     "p4reduce group in full-suite runs; under investigation "
-                                     "(see the comment above)")
-
-
 @pytest.mark.parametrize("target", ["softswitch", "simple_switch_grpc"])
 def test_two_ranks_job_from_id(target, tmp_path):
     """2 ranks; each finds its job from P4REDUCE_JOB + P4REDUCE_DESCRIPTOR_DIR."""

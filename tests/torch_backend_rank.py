@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import faulthandler
 import os
+import signal
 import sys
 import warnings
 
@@ -86,6 +88,10 @@ def main() -> int:
     ap.add_argument("--ddp-steps", type=int, default=4)
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    # a stall shows where every thread is: on SIGUSR1, and by itself before the 120 s
+    # collective timeouts below fire (the launcher prints a failed rank's output)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    faulthandler.dump_traceback_later(100, exit=False)
     out: dict = {"rank": rank, "world": world}
     # the name alone must work: registered by the torch.backends entry point on import torch
     out["imported_before_init"] = "hostlib.torch_backend" in sys.modules
