@@ -89,6 +89,13 @@ def _check_rank(out: dict, world: int) -> None:
         "op MAX (the switch only adds)": 1, "dtype int64": 1,
         "op PRODUCT (the switch only adds)": 1}
     assert out["stats_gloo"]["switch"] == out["stats_switch"]["switch"]
+    if out["rank"] == world - 1:     # its own tensor: named, with the element
+        assert out["nan"].startswith("ValueError: tensor contains NaN or Inf (1 elements, "
+                                     "first at flat index 7)"), out["nan"]
+    else:                            # told by the switch (fingerprint range)
+        assert out["nan"].startswith("FingerprintMismatch: ") and "NaN or Inf" in \
+            out["nan"], out["nan"]
+    assert torch.equal(out["after_nan"], torch.full((300,), half))
     if out["rank"] == 0:
         sub = out["subgroup"]
         why = f"group of ranks [0] is not the job's ranks 0..{world - 1}"

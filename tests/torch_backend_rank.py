@@ -181,6 +181,20 @@ def main() -> int:
                    "all_gather": gathered, "reduce_scatter": rs, "objects": objs}
     out["stats_gloo"] = stats()
 
+    # NaN on the last rank: every rank's call raises ValueError at once (none waits for the
+    # deadline, none returns a sum), and the next call is right everywhere
+    bad = torch.full((300,), 1.0)
+    if rank == world - 1:
+        bad[7] = float("nan")
+    try:
+        dist.all_reduce(bad)
+        out["nan"] = "no error"
+    except ValueError as e:
+        out["nan"] = f"{type(e).__name__}: {e}"
+    after_nan = torch.full((300,), float(rank))
+    dist.all_reduce(after_nan)
+    out["after_nan"] = after_nan
+
     # 3. DDP with no comm hook: its buckets go through the switch
     with_switch = train(torch.nn.parallel.DistributedDataParallel(model()), rank,
                         args.ddp_steps)
