@@ -49,10 +49,11 @@ class SwitchRunner:
     """One switch process with interfaces {port: ifname} and its own gRPC/Thrift ports."""
 
     def __init__(self, kind: str, interfaces: dict[int, str], device_id: int = 1,
-                 grpc_port: int = 0, thrift_port: int = 0):
+                 grpc_port: int = 0, thrift_port: int = 0, cpu_port: int | None = None):
         self.kind = kind
         self.interfaces = interfaces
         self.device_id = device_id
+        self.cpu_port = cpu_port          # PacketIn/PacketOut port (--cpu-port), if any
         self.grpc_port = grpc_port or free_tcp_port()
         self.thrift_port = thrift_port or free_tcp_port()
         self.process: subprocess.Popen | None = None
@@ -65,12 +66,13 @@ class SwitchRunner:
     def command(self) -> list[str]:
         ifaces = [arg for port, name in sorted(self.interfaces.items())
                   for arg in ("-i", f"{port}@{name}")]
+        cpu = [] if self.cpu_port is None else ["--cpu-port", str(self.cpu_port)]
         if self.kind == SOFTSWITCH:
             return [sys.executable, "-m", "softswitch", *ifaces, "--device-id",
-                    str(self.device_id), "--grpc-server-addr", self.grpc_addr]
+                    str(self.device_id), "--grpc-server-addr", self.grpc_addr, *cpu]
         return [SIMPLE_SWITCH_GRPC, *ifaces, "--no-p4", "--device-id", str(self.device_id),
                 "--thrift-port", str(self.thrift_port), "--",
-                "--grpc-server-addr", self.grpc_addr]
+                "--grpc-server-addr", self.grpc_addr, *cpu]
 
     def start(self, timeout: float = 30.0,
               cancelled: Callable[[], bool] | None = None) -> "SwitchRunner":
