@@ -36,9 +36,11 @@ install-bench:
 test:
 	$(PY) -m pytest -q -ra
 
-# Regenerate p4src/build/ (p4c outputs + manifest); needs p4c-bm2-ss on PATH.
+# Regenerate every committed p4c output (+ manifest) with the one p4src/compile.py:
+# p4src/build/ and each test program's tests/<suite>/p4/build/<name>/. Needs p4c-bm2-ss.
 p4:
 	$(PYTHON) p4src/compile.py --p4c $(P4C)
+	for program in tests/*/p4/*.p4; do $(PYTHON) p4src/compile.py --p4c $(P4C) $$program || exit 1; done
 
 # The end-to-end demo on the embedded default (softswitch unless simple_switch_grpc exists).
 # A bad value (SIZE <= 0, LOSS outside [0, 1), an unknown TARGET, ...) is one error line
