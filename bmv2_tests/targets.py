@@ -18,7 +18,7 @@ One module owns three things that used to be copied across the test tree:
   repository's conftest.py applies it to every marked test before its fixtures run. So
   ``pytest -m "not root"`` selects exactly what runs without root.
 
-* **The switch process.** `start` brings a target up: `InProcessSwitch` here, or
+* **The switch process.** `start` brings a target up: `InProcessTarget` here, or
   `SwitchProcess` (veth pairs + `softswitch.targets.SwitchRunner`, which knows both
   command lines), each with its own gRPC/Thrift ports, stopped by PID.
 """
@@ -38,7 +38,7 @@ from typing import Any, Iterable, Protocol
 from softswitch.targets import SIMPLE_SWITCH_GRPC, SOFTSWITCH, SwitchRunner
 
 __all__ = ["INPROCESS", "SOFTSWITCH", "SIMPLE_SWITCH_GRPC", "TARGETS", "VETH_TARGETS",
-           "NEEDS", "SwitchUnderTest", "InProcessSwitch", "SwitchProcess", "params", "start",
+           "NEEDS", "SwitchUnderTest", "InProcessTarget", "SwitchProcess", "params", "start",
            "unmet"]
 
 INPROCESS = "inprocess"
@@ -119,7 +119,7 @@ class SwitchUnderTest(Protocol):
 def start(kind: str, n_ports: int) -> SwitchUnderTest:
     """A started switch of `kind` with ports 1..n_ports (the caller stops it)."""
     if kind == INPROCESS:
-        return InProcessSwitch(n_ports).start()
+        return InProcessTarget(n_ports).start()
     if kind in VETH_TARGETS:
         return SwitchProcess(kind, n_ports=n_ports).start()
     raise ValueError(f"unknown target {kind!r} ({', '.join(TARGETS)})")
@@ -133,9 +133,10 @@ def _recv_all(switch: SwitchUnderTest, port: int, timeout: float) -> list[bytes]
 
 
 @dataclass
-class InProcessSwitch:
+class InProcessTarget:
     """softswitch in this process: a `Device` behind a `P4RuntimeServer` on loopback, with
-    in-process ports. A frame sent is processed before `send` returns (one pipeline, as
+    in-process ports (tests/inprocess_switch.py is the hostlib tests' variant: worker
+    transports, woken by a condition, and jobs from the controller's JobManager). A frame sent is processed before `send` returns (one pipeline, as
     softswitch's single port thread); what the switch emits waits in a per-port queue.
     The P4 program's frames come only from frames sent (p4reduce uses no PacketOut)."""
     n_ports: int
@@ -151,7 +152,7 @@ class InProcessSwitch:
         assert self.server is not None, "not started"
         return self.server.address
 
-    def start(self, timeout: float = 30.0) -> "InProcessSwitch":
+    def start(self, timeout: float = 30.0) -> "InProcessTarget":
         # imported here: the interpreter is heavy and veth-only callers never need it
         from softswitch.p4runtime_server import Device, P4RuntimeServer
         from softswitch.ports import InProcessPorts
