@@ -11,7 +11,8 @@ from p4.v1 import p4runtime_pb2
 from .connection import SwitchConnection
 
 JOB_COUNTERS = ("aggregated", "rounds_completed", "retransmissions_served", "duplicates",
-                "overflows", "state_lost", "slot_out_of_range", "simulated_drops_ingress",
+                "overflows", "state_lost", "slot_out_of_range", "wrong_encoding",
+                "simulated_drops_ingress",
                 "simulated_drops_egress")
 DROP_REASONS = ("malformed", "unadmitted")
 SWITCH_COUNTERS = ("unrouted", "no_destination_drops")

@@ -49,8 +49,10 @@ class SwitchRunner:
     """One switch process with interfaces {port: ifname} and its own gRPC/Thrift ports."""
 
     def __init__(self, kind: str, interfaces: dict[int, str], device_id: int = 1,
-                 grpc_port: int = 0, thrift_port: int = 0, cpu_port: int | None = None):
+                 grpc_port: int = 0, thrift_port: int = 0, extra_args: tuple[str, ...] = (),
+                 cpu_port: int | None = None):
         self.kind = kind
+        self.extra_args = tuple(extra_args)     # target options, e.g. bmv2's --log-level
         self.interfaces = interfaces
         self.device_id = device_id
         self.cpu_port = cpu_port          # PacketIn/PacketOut port (--cpu-port), if any
@@ -69,9 +71,10 @@ class SwitchRunner:
         cpu = [] if self.cpu_port is None else ["--cpu-port", str(self.cpu_port)]
         if self.kind == SOFTSWITCH:
             return [sys.executable, "-m", "softswitch", *ifaces, "--device-id",
-                    str(self.device_id), "--grpc-server-addr", self.grpc_addr, *cpu]
+                    str(self.device_id), "--grpc-server-addr", self.grpc_addr, *cpu,
+                    *self.extra_args]
         return [SIMPLE_SWITCH_GRPC, *ifaces, "--no-p4", "--device-id", str(self.device_id),
-                "--thrift-port", str(self.thrift_port), "--",
+                "--thrift-port", str(self.thrift_port), *self.extra_args, "--",
                 "--grpc-server-addr", self.grpc_addr, *cpu]
 
     def start(self, timeout: float = 30.0,
