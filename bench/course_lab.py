@@ -112,8 +112,14 @@ class UsageError(Exception):
 
 # -- arguments ---------------------------------------------------------------------------
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{message} (see --help)")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="course_lab.py", description=__doc__.splitlines()[0])
+    """Command line -> arguments; UsageError (one line) for anything out of range."""
+    ap = _Parser(prog="course_lab.py", description=__doc__.splitlines()[0])
     ap.add_argument("--peer", type=Path, required=True,
                     help="a checkout of the peer's repository (its root)")
     ap.add_argument("--impl", choices=sorted(IMPLS), default="j-udp",
@@ -134,10 +140,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="a peer run whose switch ports see no packet this long is redone")
     ap.add_argument("--peer-only", action="store_true", help="skip the p4reduce runs")
     ap.add_argument("--json", type=Path, help="also write the table and the runs here")
-    try:
-        a = ap.parse_args(argv)
-    except SystemExit as exc:
-        raise UsageError("bad arguments (see --help)") if exc.code else exc
+    a = ap.parse_args(argv)
     impl = IMPLS[a.impl]
     if a.no_log and a.impl != "j-udp":
         raise UsageError(f"--no-log: only j-udp logs per chunk, not {a.impl}")
