@@ -159,6 +159,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if a.peer_python is None:
         venv = REPO / "build" / "peer-venv" / "bin" / "python"
         a.peer_python = venv if venv.exists() else Path(sys.executable)
+    a.peer_python = a.peer_python.absolute()   # the ranks run elsewhere; not resolve(): a venv
     return a
 
 
@@ -500,6 +501,9 @@ def run_peer(a, log) -> tuple[list[Row], dict]:
     work = Path(tempfile.mkdtemp(prefix=f"course-lab-{a.impl}-"))
     try:
         lab = work / Path(impl.lab).name
+        commit = peer_commit(a.peer)
+        if commit != impl.commit:
+            log(f"warning: --peer is at {commit}, docs/course-baseline.md ran {impl.commit}")
         applied = adapt(a.lab, impl, lab)
         for line in applied:
             log(f"adapted {line}")
@@ -540,7 +544,7 @@ def run_peer(a, log) -> tuple[list[Row], dict]:
             finally:
                 sw.stop()
         meta = {"impl": a.impl, "repo": impl.repo, "path": impl.lab,
-                "doc_commit": impl.commit, "checkout_commit": peer_commit(a.peer),
+                "doc_commit": impl.commit, "checkout_commit": commit,
                 "adaptations": applied}
         return rows, meta
     finally:
@@ -633,6 +637,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: everything started was stopped", file=sys.stderr)
         return 130
+    except RuntimeError as exc:           # a step failed; everything started was stopped
+        print(f"course_lab.py: failed: {exc}", file=sys.stderr)
+        return 1
     rows = peer_rows + p4_rows
     rat = ratios(rows, a.impl)
     bmv2 = run("simple_switch_grpc", "--version").strip()
