@@ -331,8 +331,10 @@ def start_switch(json_path: Path, net: Network):
         def command(self) -> list[str]:
             return [json_path.as_posix() if a == "--no-p4" else a for a in super().command()]
 
+    # bmv2's own default log level (trace), as their launch scripts leave it: p4reduce's
+    # launcher turns it off (softswitch/targets.py), theirs does not
     sw = JsonSwitch(SIMPLE_SWITCH_GRPC, {h.port: h.switch_if for h in net.hosts},
-                    device_id=77)
+                    device_id=77, extra_args=("--log-level", "trace"))
     try:
         sw.start()
         deadline = time.monotonic() + 30
@@ -554,28 +556,47 @@ def run_peer(a, log) -> tuple[list[Row], dict]:
 # -- p4reduce ----------------------------------------------------------------------------
 
 def run_p4reduce(a, log) -> list[Row]:
+    """p4reduce as it is now (bmv2 started with its logging off, then packed and lanes
+    jobs), and as it was before the packed encoding: lanes on a bmv2 at its default log
+    level (P4REDUCE_BMV2_LOG_LEVEL=trace) -- "today's code" of issue 12."""
+    from softswitch.targets import BMV2_LOG_LEVEL_ENV
     demo = load_demo()
     rows = []
-    with demo.DemoNetwork("simple_switch_grpc", RANKS) as net:
-        for encoding in ("packed", "lanes"):
-            opts = demo.Options(workers=RANKS, size=a.size, density=1.0, dtype="float32",
-                                target="simple_switch_grpc", deadline=1800.0, quiet=True,
-                                repeat=a.repeat, warmup=True, encoding=encoding)
-            s = net.run_jobs(opts)
-            bad = [f"rank {o.rank}: {o.error or 'result outside the bound'}"
-                   for o in s.outcomes if not (o.ok and o.matched)]
-            if bad:
-                raise RuntimeError(f"p4reduce {encoding}: " + "; ".join(bad))
-            row = Row(f"p4reduce {encoding}")
-            for i in range(a.repeat):
-                t = max(o.times[i] for o in s.outcomes)     # the job: its slowest worker
-                row.runs.append({"values": a.size, "wall": t})
-                row.values += a.size
-                row.wall += t
-                log(f"{row.name} repetition {i + 1}/{a.repeat}: {a.size} values, {t:.2f} s, "
-                    f"{a.size / t:,.0f} values/s, all {RANKS} workers within the bound")
-            rows.append(row)
+    plan = [("off", ("packed", "lanes")), ("trace", ("lanes",))]
+    saved = os.environ.get(BMV2_LOG_LEVEL_ENV)
+    try:
+        for level, encodings in plan:
+            os.environ[BMV2_LOG_LEVEL_ENV] = level      # read when the switch starts
+            with demo.DemoNetwork("simple_switch_grpc", RANKS) as net:
+                for encoding in encodings:
+                    rows.append(_p4reduce_row(a, log, demo, net, encoding, level))
+    finally:
+        if saved is None:
+            os.environ.pop(BMV2_LOG_LEVEL_ENV, None)
+        else:
+            os.environ[BMV2_LOG_LEVEL_ENV] = saved
     return rows
+
+
+def _p4reduce_row(a, log, demo, net, encoding: str, level: str) -> Row:
+    opts = demo.Options(workers=RANKS, size=a.size, density=1.0, dtype="float32",
+                        target="simple_switch_grpc", deadline=1800.0, quiet=True,
+                        repeat=a.repeat, warmup=True, encoding=encoding)
+    s = net.run_jobs(opts)
+    bad = [f"rank {o.rank}: {o.error or 'result outside the bound'}"
+           for o in s.outcomes if not (o.ok and o.matched)]
+    name = f"p4reduce {encoding}" + ("" if level == "off" else ", bmv2 trace (before)")
+    if bad:
+        raise RuntimeError(f"{name}: " + "; ".join(bad))
+    row = Row(name)
+    for i in range(a.repeat):
+        t = max(o.times[i] for o in s.outcomes)     # the job: its slowest worker
+        row.runs.append({"values": a.size, "wall": t})
+        row.values += a.size
+        row.wall += t
+        log(f"{row.name} repetition {i + 1}/{a.repeat}: {a.size} values, {t:.2f} s, "
+            f"{a.size / t:,.0f} values/s, all {RANKS} workers within the bound")
+    return row
 
 
 # -- report ------------------------------------------------------------------------------
@@ -586,19 +607,21 @@ def ratios(rows: list[Row], impl: str) -> dict[str, float]:
     packed = by.get("p4reduce packed")
     for label, other in ((f"p4reduce packed / {impl} (shipped)", f"{impl} (shipped)"),
                          (f"p4reduce packed / {impl} (no log)", f"{impl} (no log)"),
-                         ("p4reduce packed / p4reduce lanes", "p4reduce lanes")):
+                         ("p4reduce packed / p4reduce lanes", "p4reduce lanes"),
+                         ("p4reduce packed / before (lanes, bmv2 trace)",
+                          "p4reduce lanes, bmv2 trace (before)")):
         if packed and by.get(other):
             out[label] = packed / by[other]
     return out
 
 
 def table(rows: list[Row], rat: dict[str, float]) -> str:
-    lines = [f"{'impl':<22} {'values':>10} {'wall s':>8} {'values/s':>10}"]
+    lines = [f"{'impl':<36} {'values':>10} {'wall s':>8} {'values/s':>10}"]
     for r in rows:
         n = len(r.runs)
         what = f"{r.values:,}" if n == 1 else f"{n} x {r.values // n:,}"
         stalled = f"  ({r.stalls} stalled run(s) redone)" if r.stalls else ""
-        lines.append(f"{r.name:<22} {what:>10} {r.wall:8.2f} {r.rate:10,.0f}{stalled}")
+        lines.append(f"{r.name:<36} {what:>10} {r.wall:8.2f} {r.rate:10,.0f}{stalled}")
     lines += [f"{k}: {v:.2f}" for k, v in rat.items()]
     return "\n".join(lines)
 
