@@ -1,6 +1,6 @@
 """Strict validation of the addresses an operator gives the controller.
 
-Why strict: the data path encodes addresses with lenient parsers (`hostlib.protocol`
+Why strict: the data path encodes addresses with lenient parsers (`hostlib.wire`
 accepts " 0x2:0:0:0:0:1"), so a typo there is silently turned into *some* address and the
 job's packets are then dropped as unadmitted, or results go nowhere. Here a worker's or the
 switch's address must be written the one canonical way and must name one host:

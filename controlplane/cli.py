@@ -26,7 +26,7 @@ from .connection import MastershipError, SwitchError
 from .controller import Controller
 from .jobs import POOL_SLOTS, JobError
 from .p4info import P4InfoError
-from hostlib import protocol
+from hostlib import wire
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SWITCH = 0, 1, 2, 3
 PROG = "p4reduce-ctl"
@@ -103,15 +103,15 @@ def parse_worker(text: str) -> WorkerAddress:
         raise argparse.ArgumentTypeError(f"--worker {text!r}: rank, port and udp port "
                                          "must be decimal integers")
     rank, port = int(parts[0]), int(parts[1])
-    udp = int(parts[9]) if len(parts) == 10 else protocol.UDP_PORT_BASE
+    udp = int(parts[9]) if len(parts) == 10 else wire.UDP_PORT_BASE
     if rank > 255:
         raise argparse.ArgumentTypeError(f"--worker {text!r}: rank {rank} is not 0..255")
     if port > 510:
         raise argparse.ArgumentTypeError(f"--worker {text!r}: port {port} is not 0..510")
-    if udp & protocol.UDP_PORT_MASK != protocol.UDP_PORT_BASE:
+    if udp & wire.UDP_PORT_MASK != wire.UDP_PORT_BASE:
         raise argparse.ArgumentTypeError(
-            f"--worker {text!r}: udp port {udp} is not in {protocol.UDP_PORT_BASE}.."
-            f"{protocol.UDP_PORT_BASE + 15}")
+            f"--worker {text!r}: udp port {udp} is not in {wire.UDP_PORT_BASE}.."
+            f"{wire.UDP_PORT_BASE + 15}")
     try:
         mac = unicast_mac(":".join(parts[2:8]))
         ip = unicast_ipv4(parts[8])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .connection import SwitchConnection, table_entity
 from .p4info import P4InfoError
 from .replication import multicast_group
-from hostlib.protocol import ip_bytes, mac_bytes
+from hostlib.wire import ip_bytes, mac_bytes
 
 BROADCAST_MAC = "ff:ff:ff:ff:ff:ff"
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hostlib import protocol
+from hostlib import wire
 
 from . import admission, drop_simulator, replication, result_destination, stats
 from .addresses import AddressError, unicast_ipv4, unicast_mac
@@ -33,9 +33,9 @@ from .connection import SwitchConnection
 
 POOL_SLOTS = 1024          # p4src/common/constants.p4
 MAX_JOBS = 64
-MAX_WORKERS = protocol.MAX_WORKERS
+MAX_WORKERS = wire.MAX_WORKERS
 JOB_GROUP_BASE = 16        # multicast group of job index i is 16 + i; 1..15 are for flooding
-MAX_EPOCH = protocol.MAX_EPOCH  # bit 31 of the switch's slot epoch marks a lost slot
+MAX_EPOCH = wire.MAX_EPOCH  # bit 31 of the switch's slot epoch marks a lost slot
 
 
 class JobError(ValueError):
@@ -46,7 +46,7 @@ class JobError(ValueError):
 class SwitchAddress:
     mac: str
     ip: str
-    udp_port: int = protocol.UDP_PORT_BASE
+    udp_port: int = wire.UDP_PORT_BASE
 
 
 @dataclass
@@ -71,10 +71,10 @@ class Job:
         if w is None:
             raise JobError(f"job {self.job} has no rank {rank}")
         return {
-            "protocol": protocol.PROTOCOL_VERSION, "job": self.job, "epoch": self.epoch,
+            "protocol": wire.PROTOCOL_VERSION, "job": self.job, "epoch": self.epoch,
             "rank": rank,
             "workers": len(self.workers), "slot_base": self.slot_base,
-            "slot_count": self.slot_count, "lanes": protocol.LANES,
+            "slot_count": self.slot_count, "lanes": wire.LANES,
             "switch": {"mac": switch.mac, "ip": switch.ip, "udp_port": switch.udp_port},
             "worker": {"mac": w.mac, "ip": w.ip, "udp_port": w.udp_port},
         }
@@ -226,9 +226,9 @@ def validate_workers(job_id: int, workers: list[WorkerAddress],
             unicast_ipv4(w.ip)
         except AddressError as exc:
             raise JobError(f"job {job_id} rank {w.rank}: {exc}") from None
-        if w.udp_port & protocol.UDP_PORT_MASK != protocol.UDP_PORT_BASE:
+        if w.udp_port & wire.UDP_PORT_MASK != wire.UDP_PORT_BASE:
             raise JobError(f"job {job_id} rank {w.rank}: udp_port {w.udp_port} is not in "
-                           f"0x{protocol.UDP_PORT_BASE:04x}..0x{protocol.UDP_PORT_BASE + 15:04x}")
+                           f"0x{wire.UDP_PORT_BASE:04x}..0x{wire.UDP_PORT_BASE + 15:04x}")
 
 
 class JobManager:

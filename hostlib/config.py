@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import protocol as p
+from . import wire as p
 
 
 class DescriptorError(ValueError):
