@@ -25,7 +25,7 @@ from .config import ConfigError, load
 from .connection import MastershipError, SwitchError
 from .controller import Controller
 from .jobs import POOL_SLOTS, JobError
-from .p4info import P4InfoError
+from .p4rt import P4InfoError
 from hostlib import wire
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SWITCH = 0, 1, 2, 3

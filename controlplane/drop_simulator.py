@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .connection import SwitchConnection, table_entity
-from .p4info import P4InfoError
+from .p4rt import P4InfoError
 
 SCALE = 65536
 MAX_THRESHOLD = SCALE - 1

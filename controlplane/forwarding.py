@@ -7,7 +7,7 @@ of the ingress port.
 from __future__ import annotations
 
 from .connection import SwitchConnection, table_entity
-from .p4info import P4InfoError
+from .p4rt import P4InfoError
 from .replication import multicast_group
 from hostlib.wire import ip_bytes, mac_bytes
 

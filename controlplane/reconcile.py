@@ -134,7 +134,7 @@ def _read_default(conn: SwitchConnection, table_id: int) -> p4runtime_pb2.TableE
 def reconcile(conn: SwitchConnection, desired: DesiredState) -> ReconcileReport:
     """Make the switch hold exactly `desired`, touching only what differs."""
     report = ReconcileReport()
-    order = {conn.p4.table(name).preamble.id: i for i, name in enumerate(WRITE_ORDER)}
+    order = {conn.p4.table(name).id: i for i, name in enumerate(WRITE_ORDER)}
 
     # multicast groups first: admission entries name them
     current_groups = read_groups(conn)

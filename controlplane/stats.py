@@ -19,9 +19,8 @@ SWITCH_COUNTERS = ("unrouted", "no_destination_drops")
 
 def read_counter(conn: SwitchConnection, name: str, index: int | None = None) -> dict[int, int]:
     """{index: packets} of one counter (every index when index is None)."""
-    counter = conn.p4.counter(name)
     entity = p4runtime_pb2.Entity()
-    entity.counter_entry.counter_id = counter.preamble.id
+    entity.counter_entry.counter_id = conn.p4.counter(name).id
     if index is not None:
         entity.counter_entry.index.index = index
     return {e.counter_entry.index.index: e.counter_entry.data.packet_count
@@ -33,7 +32,7 @@ def zero_job_counters(conn: SwitchConnection, job_index: int) -> None:
     entities = []
     for name in JOB_COUNTERS:
         entity = p4runtime_pb2.Entity()
-        entity.counter_entry.counter_id = conn.p4.counter(name).preamble.id
+        entity.counter_entry.counter_id = conn.p4.counter(name).id
         entity.counter_entry.index.index = job_index
         entity.counter_entry.data.SetInParent()       # packet_count = byte_count = 0
         entities.append(entity)
