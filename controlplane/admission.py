@@ -3,8 +3,9 @@ workers.
 
 The epoch in the key is the job's incarnation: a worker of a deleted job still sends its old
 epoch, which no entry matches, whatever ids and addresses a later job reuses. The action
-carries the job's parameters (job index, slot range, worker count, multicast group), so
-admission is also where a job's slots are handed to the data plane.
+carries the job's parameters (job index, slot range, worker count, multicast group, value
+encoding and its bias), so admission is also where a job's slots are handed to the data
+plane.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ class JobParameters:
     worker_count: int
     mcast_grp: int
     epoch: int
+    encoding: int = 0       # protocol.Encoding: LANES 0, PACKED 1
+    bias: int = 0           # PACKED: floor((2^31 - 1) / worker_count), what a SKIP adds
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,8 @@ def admission_entry(conn: SwitchConnection, job: JobParameters, worker: WorkerAd
         return conn.p4.table_entry("admission", match)
     return conn.p4.table_entry("admission", match, "admit", {
         "job_index": job.job_index, "slot_base": job.slot_base, "slot_count": job.slot_count,
-        "worker_count": job.worker_count, "mcast_grp": job.mcast_grp})
+        "worker_count": job.worker_count, "mcast_grp": job.mcast_grp,
+        "encoding": job.encoding, "bias": job.bias})
 
 
 def admit(conn: SwitchConnection, job: JobParameters, workers: list[WorkerAddress]) -> None:

@@ -24,7 +24,7 @@ from .admission import WorkerAddress
 from .config import ConfigError, load
 from .connection import MastershipError, SwitchError
 from .controller import Controller
-from .jobs import POOL_SLOTS, JobError
+from .jobs import ENCODINGS, POOL_SLOTS, JobError
 from .p4rt import P4InfoError
 from hostlib import wire
 
@@ -166,6 +166,11 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     create.add_argument("--slots", type=_int_in(1, POOL_SLOTS, "slots"), default=64)
     create.add_argument("--worker", type=parse_worker, action="append", required=True,
                         metavar="RANK:PORT:MAC:IP[:UDP]")
+    create.add_argument("--encoding", choices=ENCODINGS, default="packed",
+                        help="how values travel and are added: packed (default; one "
+                             "2048-bit add per packet; floats quantized, int32 as two "
+                             "16-bit halves) or lanes (64 int32 lanes added one by one, "
+                             "overflow flagged by the switch)")
     create.add_argument("--descriptors", type=Path,
                         help="write one descriptor per rank into this directory")
     delete = jsub.add_parser("delete")
@@ -224,7 +229,7 @@ def _run_attached(args, ctl: Controller, out) -> int:
     jobs = ctl.jobs
     if args.command == "job":
         if args.job_command == "create":
-            job = jobs.create(args.job, args.worker, args.slots)
+            job = jobs.create(args.job, args.worker, args.slots, args.encoding)
             descriptors = job.descriptors(jobs.switch)
             if args.descriptors:
                 try:

@@ -38,8 +38,17 @@ JOB_GROUP_BASE = 16        # multicast group of job index i is 16 + i; 1..15 are
 MAX_EPOCH = wire.MAX_EPOCH  # bit 31 of the switch's slot epoch marks a lost slot
 
 
+ENCODINGS = tuple(e.name.lower() for e in wire.Encoding)
+
+
 class JobError(ValueError):
     """A job request the controller refuses; the message says what and why."""
+
+
+def packed_bias(worker_count: int) -> int:
+    """floor(M / N), M = 2^31 - 1: what each rank adds to every lane of a packed job (and
+    the switch adds for a SKIP), so that N biased lanes sum below 2^32 (protocol.md 10)."""
+    return ((1 << 31) - 1) // worker_count
 
 
 @dataclass(frozen=True)
@@ -58,12 +67,17 @@ class Job:
     epoch: int
     workers: list[WorkerAddress]
     loss: dict | None = None
+    encoding: str = "packed"        # wire.Encoding name, lower case
 
     @property
     def params(self) -> JobParameters:
+        encoding = wire.Encoding[self.encoding.upper()]
         return JobParameters(job=self.job, job_index=self.job_index, slot_base=self.slot_base,
                              slot_count=self.slot_count, worker_count=len(self.workers),
-                             mcast_grp=JOB_GROUP_BASE + self.job_index, epoch=self.epoch)
+                             mcast_grp=JOB_GROUP_BASE + self.job_index, epoch=self.epoch,
+                             encoding=int(encoding),
+                             bias=(packed_bias(len(self.workers))
+                                   if encoding == wire.Encoding.PACKED else 0))
 
     def descriptor(self, rank: int, switch: SwitchAddress) -> dict:
         """Everything worker `rank` needs (docs/protocol.md section 4)."""
@@ -75,6 +89,7 @@ class Job:
             "rank": rank,
             "workers": len(self.workers), "slot_base": self.slot_base,
             "slot_count": self.slot_count, "lanes": wire.LANES,
+            "encoding": self.encoding,
             "switch": {"mac": switch.mac, "ip": switch.ip, "udp_port": switch.udp_port},
             "worker": {"mac": w.mac, "ip": w.ip, "udp_port": w.udp_port},
         }
@@ -86,12 +101,14 @@ class Job:
     def to_json(self) -> dict:
         return {"job": self.job, "job_index": self.job_index, "slot_base": self.slot_base,
                 "slot_count": self.slot_count, "epoch": self.epoch, "loss": self.loss,
-                "workers": [asdict(w) for w in self.workers]}
+                "encoding": self.encoding, "workers": [asdict(w) for w in self.workers]}
 
     @classmethod
     def from_json(cls, data: dict) -> "Job":
         return cls(job=data["job"], job_index=data["job_index"], slot_base=data["slot_base"],
                    slot_count=data["slot_count"], epoch=data["epoch"], loss=data.get("loss"),
+                   # jobs written before encodings existed were installed lane by lane
+                   encoding=data.get("encoding", "lanes"),
                    workers=[WorkerAddress(**w) for w in data["workers"]])
 
 
@@ -241,15 +258,19 @@ class JobManager:
         self.known_ports = known_ports
         self.table = JobTable.load(state_path)
 
-    def create(self, job_id: int, workers: list[WorkerAddress], slots: int) -> Job:
+    def create(self, job_id: int, workers: list[WorkerAddress], slots: int,
+               encoding: str = "packed") -> Job:
         validate_workers(job_id, workers, self.known_ports)
+        if encoding not in ENCODINGS:
+            raise JobError(f"job {job_id}: encoding {encoding!r} is not one of "
+                           f"{', '.join(ENCODINGS)}")
         with self.table.locked():
             if job_id in self.table.jobs:
                 raise JobError(f"job {job_id} already exists")
             job = Job(job=job_id, job_index=self.table.allocate_index(),
                       slot_base=self.table.allocate_slots(slots), slot_count=slots,
                       epoch=self.table.next_epoch(),
-                      workers=sorted(workers, key=lambda w: w.rank))
+                      workers=sorted(workers, key=lambda w: w.rank), encoding=encoding)
             # before admission: a new job's statistics start at zero, not at the counts
             # of the deleted job that had the same index (no packet can count on this
             # index now: the old job's admission entries are gone)

@@ -37,6 +37,7 @@ class JobConfig:
     worker: Address
     protocol: int = p.PROTOCOL_VERSION
     lanes: int = p.LANES
+    encoding: p.Encoding = p.Encoding.LANES   # how values travel (protocol.md section 10)
 
     def to_switch(self) -> p.Endpoints:
         """Addresses of this rank's packets to the switch (what admission checks)."""
@@ -56,6 +57,7 @@ class JobConfig:
             "rank": self.rank,
             "workers": self.workers, "slot_base": self.slot_base,
             "slot_count": self.slot_count, "lanes": self.lanes,
+            "encoding": self.encoding.name.lower(),
             "switch": vars(self.switch).copy(), "worker": vars(self.worker).copy(),
         }
 
@@ -108,6 +110,10 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
     if lanes != p.LANES:
         raise DescriptorError(f"field lanes={lanes}: this worker was built for {p.LANES}")
     workers = integer("workers", 1, p.MAX_WORKERS)
+    names = {e.name.lower(): e for e in p.Encoding}
+    encoding = d.get("encoding", "lanes")      # descriptors older than encodings: lanes
+    if encoding not in names:
+        raise DescriptorError(f"field encoding={encoding!r} not one of {', '.join(names)}")
     rank = integer("rank", 0, workers - 1)
     cfg = JobConfig(
         job=integer("job", 0, 0xFFFF), epoch=integer("epoch", 1, p.MAX_EPOCH),
@@ -116,5 +122,5 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
         slot_count=integer("slot_count", 1, 0xFFFF),
         switch=_address(d.get("switch"), "switch", port_in_range=False),
         worker=_address(d.get("worker"), "worker", port_in_range=True),
-        protocol=proto, lanes=lanes)
+        protocol=proto, lanes=lanes, encoding=names[encoding])
     return cfg

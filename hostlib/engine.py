@@ -23,7 +23,7 @@ import numpy as np
 from . import protocol as p
 from .config import JobConfig
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
-from .numerics import Payload
+from .numerics import Payload, from_packed
 
 EOS = p.END_OF_STREAM
 
@@ -216,7 +216,8 @@ class AllreduceEngine:
               extension: np.ndarray) -> None:
         cols = {
             "protocol": p.PROTOCOL_VERSION, "msg_type": msg_type, "slot_version": version,
-            "flags": np.where(self.continued[slots], int(p.Flag.CONTINUED), 0),
+            "flags": np.where(self.continued[slots], int(p.Flag.CONTINUED), 0)
+                     | (int(p.Flag.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0),
             "job": self.cfg.job, "slot": slots, "rank": self.cfg.rank,
             "next_exponent": self._announce_exponent(next_block), "epoch": self.cfg.epoch,
             "block": block, "next_block": next_block,
@@ -329,7 +330,8 @@ class AllreduceEngine:
                 raise p.ProtocolError(f"RESULT for slot {bad} block {int(self.block[bad])} "
                                       f"carries no values")
             blocks = self.block[ds]
-            self.sums[blocks] = r.values[di]
+            self.sums[blocks] = (from_packed(r.values[di], self.cfg.workers)
+                                 if self.cfg.encoding == p.Encoding.PACKED else r.values[di])
             self.sum_exponent[blocks] = self.exponent[ds]
             over = (c["flags"][di] & p.Flag.OVERFLOW) != 0
             if over.any():

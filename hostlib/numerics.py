@@ -24,6 +24,46 @@ def level(workers: int) -> int:
     return M // workers
 
 
+def packed_bias(workers: int) -> int:
+    """What a rank adds to every lane of a packed-encoding job, and the switch adds for a
+    SKIP: floor(M/N). Every sent lane is then in 0..2*floor(M/N) (quantized floats) or
+    floor(M/N)-2^15..floor(M/N)+2^16-1 (int32 halves), so N of them sum below 2^32 and one
+    2048-bit add cannot carry from one lane into the next (section 10)."""
+    return level(workers)
+
+
+def to_packed(lanes: np.ndarray, workers: int) -> np.ndarray:
+    """int32 lanes -> the packed encoding's biased lanes (the same 4 bytes per lane on the
+    wire, returned as int32 so the one codec frames them; values >= 2^31 wrap)."""
+    biased = lanes.astype(np.int64) + packed_bias(workers)
+    return biased.astype(np.uint32).view(np.int32)
+
+
+def from_packed(sums: np.ndarray, workers: int) -> np.ndarray:
+    """A packed round's lanes (sum of N biased lanes, < 2^32) -> the exact int32 sums."""
+    unbiased = sums.view(np.uint32).astype(np.int64) - workers * packed_bias(workers)
+    return unbiased.astype(np.int32)
+
+
+def split_halves(blocks: np.ndarray) -> np.ndarray:
+    """int32 blocks (B, K) -> (2B, K): row 2b the high halves x >> 16 (-2^15..2^15-1),
+    row 2b+1 the low halves x & 0xFFFF (0..2^16-1) of block b. A packed-encoding job
+    reduces int32 this way: N halves sum far below the lane's room, so the sum is exact."""
+    out = np.empty((2 * blocks.shape[0], blocks.shape[1]), np.int32)
+    out[0::2] = blocks >> 16
+    out[1::2] = blocks & 0xFFFF
+    return out
+
+
+def join_halves(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(2B, K) summed halves -> (the exact int64 sums (B, K), the blocks whose sum does not
+    fit int32): the worker detects int32 overflow exactly, from the true sum."""
+    total = sums[0::2].astype(np.int64) * 65536 + sums[1::2].astype(np.int64)
+    info = np.iinfo(np.int32)
+    over = np.flatnonzero(((total < info.min) | (total > info.max)).any(axis=1))
+    return total, over
+
+
 def to_blocks(flat: np.ndarray, lanes: int = p.LANES) -> np.ndarray:
     """(B, lanes) view or zero-padded copy of a 1-D array (section 5)."""
     n = flat.size
@@ -119,6 +159,8 @@ class Payload:
     is_float: bool
     workers: int
     fingerprint: int = 0            # protocol.fingerprint(dtype, elements): announced
+    encoding: p.Encoding = p.Encoding.LANES
+    halves: bool = False            # int32 in a packed job: blocks are split_halves rows
 
     @property
     def nblocks(self) -> int:
@@ -127,7 +169,8 @@ class Payload:
     def values(self, rows: np.ndarray, switch_exponent_biased: np.ndarray) -> np.ndarray:
         """int32 (len(rows), K) to send for these blocks with the switch's exponents."""
         if not self.is_float:
-            return self.blocks[rows]
+            rows_out = self.blocks[rows]
+            return to_packed(rows_out, self.workers) if self.halves else rows_out
         mine = self.exponent_biased[rows]
         if np.any(mine > switch_exponent_biased):
             i = int(np.argmax(mine > switch_exponent_biased))
@@ -135,18 +178,22 @@ class Payload:
                 f"switch exponent {int(switch_exponent_biased[i]) - p.EXPONENT_BIAS} for "
                 f"block {int(rows[i])} is below this rank's {int(mine[i]) - p.EXPONENT_BIAS}"
                 f" (its values would overflow)")
-        return quantize(self.blocks[rows],
-                        switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS,
-                        self.workers)
+        q = quantize(self.blocks[rows],
+                     switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS, self.workers)
+        return to_packed(q, self.workers) if self.encoding == p.Encoding.PACKED else q
 
 
-def make_payload(array: np.ndarray, workers: int) -> Payload:
-    """Validate dtype and values, cut into blocks, find non-zero blocks and exponents."""
+def make_payload(array: np.ndarray, workers: int,
+                 encoding: p.Encoding = p.Encoding.LANES) -> Payload:
+    """Validate dtype and values, cut into blocks, find non-zero blocks and exponents.
+    In a packed-encoding job an int32 tensor travels as twice as many blocks of 16-bit
+    halves (split_halves)."""
     a = np.asarray(array)
     if a.dtype not in SUPPORTED:
         raise TypeError(f"dtype {a.dtype} not supported: use int32, float32 or float64")
     flat = a.reshape(-1)                     # copies only when a is not contiguous
-    nblocks = max(1, -(-flat.size // p.LANES))
+    halves = a.dtype.kind != "f" and encoding == p.Encoding.PACKED
+    nblocks = max(1, -(-flat.size // p.LANES)) * (2 if halves else 1)
     if nblocks > p.MAX_BLOCK + 1:
         raise ValueError(f"tensor of {flat.size} values needs {nblocks} blocks; the protocol"
                          f" allows at most {p.MAX_BLOCK + 1}")
@@ -157,8 +204,11 @@ def make_payload(array: np.ndarray, workers: int) -> Payload:
         exps = block_exponents(blocks) + p.EXPONENT_BIAS
     else:
         blocks = to_blocks(flat)
+        if halves:
+            blocks = split_halves(blocks)
         exps = np.zeros(blocks.shape[0], dtype=np.int16)
     nonzero = np.flatnonzero(np.any(blocks != 0, axis=1)).astype(np.int64)
     return Payload(blocks=blocks, nonzero=nonzero, exponent_biased=exps.astype(np.int16),
                    is_float=is_float, workers=workers,
-                   fingerprint=p.fingerprint(a.dtype, flat.size))
+                   fingerprint=p.fingerprint(a.dtype, flat.size), encoding=encoding,
+                   halves=halves)

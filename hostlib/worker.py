@@ -19,7 +19,7 @@ from . import protocol as p
 from .config import JobConfig, load_descriptor
 from .engine import AllreduceEngine, EngineParams, RttEstimator, SwitchStateLost
 from .framing import Batch, FrameBuilder
-from .numerics import dequantize, make_payload
+from .numerics import dequantize, join_halves, make_payload
 
 
 class Transport(Protocol):
@@ -152,7 +152,7 @@ class Worker:
             raise RuntimeError("Worker is closed")
         if self._broken:
             raise WorkerBroken(self._broken)
-        payload = make_payload(a, self.cfg.workers)     # ValueError before sending
+        payload = make_payload(a, self.cfg.workers, self.cfg.encoding)  # errors before sending
         t0 = time.monotonic()
         eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.versions,
                               self.builder, self.rtt, self.continued)
@@ -197,6 +197,17 @@ class Worker:
             res = dequantize(eng.sums, eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS,
                              self.cfg.workers)
             return res.reshape(-1)[:size]
+        if payload.halves:
+            total, over = join_halves(eng.sums)
+            if over.size:
+                lanes = p.LANES
+                shown = ", ".join(f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})"
+                                  for b in over[:8])
+                raise OverflowError(
+                    f"int32 sum out of range in {over.size} block(s): {shown}"
+                    + (" ..." if over.size > 8 else "")
+                    + "; the exact sum does not fit int32, no wrong sum returned")
+            return total.astype(np.int32).reshape(-1)[:size]
         return eng.sums.reshape(-1)[:size]
 
     def _account(self, eng: AllreduceEngine, elapsed: float, payload) -> None:

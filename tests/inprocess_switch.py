@@ -63,10 +63,10 @@ class InProcessSwitch:
     # -- jobs ----------------------------------------------------------------------------
 
     def create_job(self, workers: int, slots: int = 8, job: int = 7,
-                   ports: list[int] | None = None) -> Job:
+                   ports: list[int] | None = None, encoding: str = "packed") -> Job:
         ports = ports or list(range(1, workers + 1))
         return self.jobs.create(job, [worker_address(r, port) for r, port in enumerate(ports)],
-                                slots)
+                                slots, encoding)
 
     def descriptors(self, job: Job) -> list[dict]:
         return job.descriptors(self.address)

@@ -4,6 +4,7 @@
  * (../common/, ../tna/). */
 #include <core.p4>
 #include <v1model.p4>
+#define P4REDUCE_PACKED_VALUES     /* packed-encoding jobs: one bit<2048> add per packet */
 #include "../common/headers.p4"
 #include "parser.p4"
 #include "validation.p4"

@@ -22,7 +22,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.msg_type = MSG_RESULT;
         hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
         hdr.p4r.next_exponent = ~meta.next_key[7:0];
-        hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0);
+        hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
+                        | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0);
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
     }
@@ -33,6 +34,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         hdr.values.setInvalid();
+        hdr.packed_values.setInvalid();
         hdr.fingerprint.setInvalid();
         hdr.round_status.setValid();
         hdr.round_status.contributors = meta.contributors;
@@ -44,6 +46,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         hdr.values.setInvalid();
+        hdr.packed_values.setInvalid();
         hdr.fingerprint.setInvalid();
     }
     action reply_to_sender() {
@@ -96,7 +99,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             mark_to_drop(standard_metadata);
         }
         if (meta.to_worker == 1) {
-            if (hdr.values.isValid()) {
+            if (hdr.values.isValid() || hdr.packed_values.isValid()) {
                 set_lengths_with_values();
             } else if (hdr.fingerprint.isValid()) {
                 set_lengths_with_fingerprint();

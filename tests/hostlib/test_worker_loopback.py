@@ -28,8 +28,8 @@ def job_of(switch):
     """Creates jobs on the module's switch and deletes them after the test."""
     made = []
 
-    def make(n: int, slots: int = 8, job: int = 7):
-        j = switch.create_job(n, slots, job)
+    def make(n: int, slots: int = 8, job: int = 7, encoding: str = "packed"):
+        j = switch.create_job(n, slots, job, encoding=encoding)
         made.append(j.job)
         return j
     yield make
@@ -73,20 +73,26 @@ def sparse_ints(rng, n, shape, density=0.4):
     return xs
 
 
+@pytest.mark.parametrize("encoding", ["lanes", "packed"])
 @pytest.mark.parametrize("n", [1, 2, 3])
-def test_int32_sum_exact_and_one_packet_per_round(n, rng, switch, job_of):
+def test_int32_sum_exact_and_one_packet_per_round(n, encoding, rng, switch, job_of):
+    """lanes: one block per 64 values; packed: int32 travels as 16-bit halves, two blocks
+    (high halves, low halves) per 64 values, each sent only if non-zero."""
     xs = sparse_ints(rng, n, (45, 37))
-    job = job_of(n)
+    job = job_of(n, encoding=encoding)
     res, errs = run_ranks(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats), timeout=5.0)
     assert errs == [None] * n
     exact = np.sum([x.astype(np.int64) for x in xs], axis=0)
     blocks = -(-xs[0].size // 64)
-    nz_any = np.zeros(blocks, bool)
+    nz_any = np.zeros(blocks * (2 if encoding == "packed" else 1), bool)
     for x in xs:
-        padded = np.zeros(blocks * 64, np.int32)
+        padded = np.zeros(blocks * 64, np.int64)
         padded[:x.size] = x.reshape(-1)
-        nz_any |= padded.reshape(blocks, 64).any(axis=1)
-    rounds = min(8, blocks) + int(nz_any.sum())          # announce + one per non-zero block
+        rows = padded.reshape(blocks, 64)
+        if encoding == "packed":
+            rows = np.stack([rows // 65536, rows % 65536], axis=1).reshape(2 * blocks, 64)
+        nz_any |= rows.any(axis=1)
+    rounds = min(8, nz_any.size) + int(nz_any.sum())     # announce + one per non-zero block
     for out, stats in res:
         assert out.dtype == np.int32 and out.shape == xs[0].shape
         assert (out == exact).all()
@@ -159,7 +165,11 @@ def test_nan_refused_before_anything_is_sent(switch, job_of):
     assert switch.stats(job)["aggregated"] == 0
 
 
-def test_overflow_raises_naming_block_and_next_allreduce_still_works(switch, job_of):
+@pytest.mark.parametrize("encoding", ["lanes", "packed"])
+def test_overflow_raises_naming_block_and_next_allreduce_still_works(encoding, switch,
+                                                                     job_of):
+    """lanes: the switch flags the round; packed: the worker sees the exact sum of the
+    halves, out of int32 range."""
     big = np.zeros(64 * 6, np.int32)
     big[64 * 4 + 3] = 2 ** 30 + 5                        # 2 ranks: 2^31 + 10 overflows
 
@@ -168,10 +178,10 @@ def test_overflow_raises_naming_block_and_next_allreduce_still_works(switch, job
             w.allreduce(big)
         return w.allreduce(np.arange(64 * 6, dtype=np.int32))
 
-    job = job_of(2)
+    job = job_of(2, encoding=encoding)
     res, errs = run_ranks(switch, job, fn)
     assert errs == [None, None]
-    assert switch.stats(job)["overflows"] == 1
+    assert switch.stats(job)["overflows"] == (1 if encoding == "lanes" else 0)
     for out in res:
         assert (out == 2 * np.arange(64 * 6)).all()
 
