@@ -48,9 +48,8 @@ from typing import Any
 
 from hostlib import wire
 
-from .addresses import AddressError, unicast_ipv4, unicast_mac
-from .admission import WorkerAddress
-from .jobs import JobError, POOL_SLOTS, validate_workers
+from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
+from .jobs import MAX_SLOT_COUNT, JobError, validate_workers
 
 
 class ConfigError(ValueError):
@@ -204,7 +203,7 @@ def parse(data: dict, base_dir: Path = Path("."),
         if job_id in job_ids:
             raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
         job_ids.add(job_id)
-        slots = _int(f"{path}.slots", job["slots"], 1, POOL_SLOTS)
+        slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)
         if not isinstance(job["workers"], list):
             raise ConfigError(f"{path}.workers", "expected a list of worker tables")
         workers = []

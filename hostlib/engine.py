@@ -330,7 +330,7 @@ class AllreduceEngine:
                 raise p.ProtocolError(f"RESULT for slot {bad} block {int(self.block[bad])} "
                                       f"carries no values")
             blocks = self.block[ds]
-            self.sums[blocks] = (from_packed(r.values[di], self.cfg.workers)
+            self.sums[blocks] = (from_packed(r.values[di], self.cfg.worker_count)
                                  if self.cfg.encoding == p.Encoding.PACKED else r.values[di])
             self.sum_exponent[blocks] = self.exponent[ds]
             over = (c["flags"][di] & p.Flag.OVERFLOW) != 0
@@ -564,7 +564,7 @@ class AllreduceEngine:
         stalled = np.flatnonzero(self.active & (now - self.last_heard >= self.params.deadline))
         if not stalled.size:
             return
-        everyone = (1 << self.cfg.workers) - 1
+        everyone = (1 << self.cfg.worker_count) - 1
         answered = self.status_at[stalled] > self.last_heard[stalled]
         missing = 0
         for sl in stalled[answered]:
@@ -574,7 +574,7 @@ class AllreduceEngine:
             blk = int(self.block[sl])
             what = "announce" if blk == EOS else f"block {blk}"
             if self.status_at[sl] > self.last_heard[sl]:
-                waits = [k for k in range(self.cfg.workers)
+                waits = [k for k in range(self.cfg.worker_count)
                          if not (int(self.contributors[sl]) >> k) & 1]
                 heard = f"the switch waits for rank(s) {waits}"
             else:
@@ -582,7 +582,7 @@ class AllreduceEngine:
             parts.append(f"slot {int(sl)} round {int(self.round[sl])} ({what}: {heard})")
         more = f" and {stalled.size - 8} more" if stalled.size > 8 else ""
         if missing:
-            ranks = [k for k in range(self.cfg.workers) if (missing >> k) & 1]
+            ranks = [k for k in range(self.cfg.worker_count) if (missing >> k) & 1]
             cause = (f"the switch has not heard from rank(s) {ranks} in the stalled rounds: "
                      f"stopped, crashed or unreachable?")
         else:

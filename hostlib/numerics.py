@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import protocol as p
+from .wire import packed_bias
 
 M = (1 << 31) - 1                       # largest int32: the quantized range
 MIN_EXPONENT = -128                     # e is clamped below (field carries e + 128)
@@ -22,14 +23,6 @@ SUPPORTED = (np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.float64))
 def level(workers: int) -> int:
     """floor(M / N): the largest |q| a rank may send so that N of them cannot overflow."""
     return M // workers
-
-
-def packed_bias(workers: int) -> int:
-    """What a rank adds to every lane of a packed-encoding job, and the switch adds for a
-    SKIP: floor(M/N). Every sent lane is then in 0..2*floor(M/N) (quantized floats) or
-    floor(M/N)-2^15..floor(M/N)+2^16-1 (int32 halves), so N of them sum below 2^32 and one
-    2048-bit add cannot carry from one lane into the next (section 10)."""
-    return level(workers)
 
 
 def to_packed(lanes: np.ndarray, workers: int) -> np.ndarray:

@@ -155,3 +155,12 @@ class Endpoints:
     dst_ip: str
     src_port: int = UDP_PORT_BASE
     dst_port: int = UDP_PORT_BASE
+
+
+def packed_bias(worker_count: int) -> int:
+    """What a rank adds to every lane of a packed-encoding job, and the switch adds for a
+    SKIP: floor(M/N), M = 2^31 - 1. Every sent lane is then in 0..2*floor(M/N) (quantized
+    floats) or floor(M/N)-2^15..floor(M/N)+2^16-1 (int32 halves), so N of them sum below
+    2^32 and one 2048-bit add cannot carry from one lane into the next (docs/protocol.md
+    section 10). Here, without numpy, because the controller puts it in admission too."""
+    return ((1 << 31) - 1) // worker_count

@@ -128,7 +128,7 @@ class Worker:
         if op not in ("sum", "mean"):
             raise ValueError(f"op must be 'sum' or 'mean', not {op!r}")
         flat = self._run(a)
-        n = self.cfg.workers
+        n = self.cfg.worker_count
         if op == "mean":
             flat = flat / n
         out_dtype = np.float64 if (op == "mean" and a.dtype.kind != "f") else a.dtype
@@ -152,7 +152,7 @@ class Worker:
             raise RuntimeError("Worker is closed")
         if self._broken:
             raise WorkerBroken(self._broken)
-        payload = make_payload(a, self.cfg.workers, self.cfg.encoding)  # errors before sending
+        payload = make_payload(a, self.cfg.worker_count, self.cfg.encoding)  # errors before sending
         t0 = time.monotonic()
         eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.versions,
                               self.builder, self.rtt, self.continued)
@@ -195,7 +195,7 @@ class Worker:
         size = a.size
         if payload.is_float:
             res = dequantize(eng.sums, eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS,
-                             self.cfg.workers)
+                             self.cfg.worker_count)
             return res.reshape(-1)[:size]
         if payload.halves:
             total, over = join_halves(eng.sums)
