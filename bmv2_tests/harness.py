@@ -26,6 +26,12 @@ SWITCH_IP = "10.0.0.254"
 FINGERPRINT = p.fingerprint(np.int32, 4 * p.LANES)   # what announces carry unless told
 
 
+def packed_bias(n: int) -> int:
+    """floor((2^31 - 1) / N): written out here, not imported, so the tests check the
+    controller's and the worker's value against the specification (protocol.md 10)."""
+    return ((1 << 31) - 1) // n
+
+
 def host_mac(port: int) -> str:
     return f"02:00:00:00:00:{port:02x}"
 
@@ -91,14 +97,15 @@ class TestJob:
             assert not extra, f"rank {w.rank} got {len(extra)} unexpected frame(s)"
 
     def round(self, version: int, block: int, blocks: dict[int, np.ndarray | None],
-              announce: dict[int, tuple[int, int]], slot: int = 0) -> dict[int, Frame]:
+              announce: dict[int, tuple[int, int]], slot: int = 0,
+              flags: int = 0) -> dict[int, Frame]:
         """One round: every rank sends DATA (values given) or SKIP; returns each result."""
         for rank in sorted(blocks):
             nb, ne = announce[rank]
             values = blocks[rank]
             kind = MsgType.DATA if values is not None else MsgType.SKIP
             self.send(rank, kind, slot=slot, version=version, block=block, next_block=nb,
-                      next_exponent=ne, values=values)
+                      next_exponent=ne, values=values, flags=flags)
         return self.results()
 
     def stats(self) -> dict[str, int]:
@@ -121,12 +128,15 @@ class P4ReduceSwitch:
 
     def add_job(self, job: int, n: int, *, slot_base: int = 0, slot_count: int = 4,
                 job_index: int = 0, epoch: int = 1, ports: list[int] | None = None,
-                mcast_grp: int | None = None) -> TestJob:
+                mcast_grp: int | None = None,
+                encoding: p.Encoding = p.Encoding.LANES) -> TestJob:
         ports = ports or list(range(1, n + 1))
         assert len(ports) == n
         params = JobParameters(job=job, job_index=job_index, slot_base=slot_base,
                                slot_count=slot_count, worker_count=n,
-                               mcast_grp=mcast_grp or 100 + job_index, epoch=epoch)
+                               mcast_grp=mcast_grp or 100 + job_index, epoch=epoch,
+                               encoding=int(encoding),
+                               bias=packed_bias(n) if encoding == p.Encoding.PACKED else 0)
         workers = [WorkerAddress(rank, port, host_mac(port), host_ip(port),
                                  p.UDP_PORT_BASE + 1) for rank, port in enumerate(ports)]
         admission.admit(self.conn, params, workers)

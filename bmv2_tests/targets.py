@@ -72,6 +72,7 @@ class SwitchProcess:
     kind: str
     n_ports: int
     device_id: int = 1
+    extra_args: tuple[str, ...] = ()       # passed to the switch (e.g. bmv2's logging)
     pairs: dict[int, VethPair] = field(default_factory=dict)
     sockets: dict[int, socket.socket] = field(default_factory=dict)
     runner: SwitchRunner | None = None
@@ -95,7 +96,8 @@ class SwitchProcess:
                 sock.setblocking(False)
                 self.sockets[port] = sock
             self.runner = SwitchRunner(self.kind, {port: pair.switch_end for port, pair
-                                                   in self.pairs.items()}, self.device_id)
+                                                   in self.pairs.items()}, self.device_id,
+                                       extra_args=self.extra_args)
             self.runner.start(timeout)
         except BaseException:
             self.stop()

@@ -109,6 +109,7 @@ class Options:
     quiet: bool = False
     repeat: int = 1                      # timed allreduces per worker (benchmarks)
     warmup: bool = False                 # an untimed one-block allreduce first
+    encoding: str = "packed"             # the job's value encoding (protocol.md section 10)
 
 
 @dataclass
@@ -248,7 +249,8 @@ class DemoNetwork:
                 job = ctl.jobs.create(
                     self.next_job, [WorkerAddress(r, h.port, h.mac, h.ip,
                                                   protocol.UDP_PORT_BASE)
-                                    for r, h in enumerate(job_hosts)], opts.slots)
+                                    for r, h in enumerate(job_hosts)], opts.slots,
+                    opts.encoding)
                 self.next_job += 1
                 if opts.loss:
                     ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss,
@@ -259,7 +261,8 @@ class DemoNetwork:
                 plan.append((job, job_hosts,
                              inputs[j] if inputs is not None else make_inputs(opts, rng)))
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
-            expected = {h.name: expected_rounds(inputs, opts.slots) * opts.repeat
+            expected = {h.name: expected_rounds(inputs, opts.slots, opts.encoding)
+                        * opts.repeat
                         for _, job_hosts, inputs in plan for h in job_hosts}
             before = {h.name: _counters(f"{p4net.SWITCH_NAME}-eth{h.port}") for h in used}
             start = time.perf_counter()
@@ -335,17 +338,22 @@ def run(opts: Options) -> Summary:
         return demo.run_jobs(opts)
 
 
-def expected_rounds(inputs: list[np.ndarray], slots: int) -> int:
+def expected_rounds(inputs: list[np.ndarray], slots: int, encoding: str = "lanes") -> int:
     """Rounds a job runs (docs/protocol.md section 6): per active slot, the blocks non-zero
-    in any rank plus the announce round. What the progress line counts results against."""
+    in any rank plus the announce round. What the progress line counts results against.
+    A packed job sends int32 as two blocks of 16-bit halves per 64 values."""
     lanes = protocol.LANES
     blocks = -(-len(inputs[0]) // lanes)
-    union = np.zeros(blocks, dtype=bool)
+    halves = encoding == "packed" and inputs[0].dtype.kind != "f"
+    union = np.zeros(blocks * (2 if halves else 1), dtype=bool)
     for x in inputs:
-        padded = np.zeros(blocks * lanes, dtype=x.dtype)
+        padded = np.zeros(blocks * lanes, dtype=np.int64 if halves else x.dtype)
         padded[:len(x)] = x
-        union |= padded.reshape(blocks, lanes).any(axis=1)
-    return int(union.sum()) + min(slots, blocks)
+        rows = padded.reshape(blocks, lanes)
+        if halves:
+            rows = np.stack([rows >> 16, rows & 0xFFFF], axis=1).reshape(-1, lanes)
+        union |= rows.any(axis=1)
+    return int(union.sum()) + min(slots, union.size)
 
 
 def _progress(procs, hosts, before, expected: dict[str, int], elapsed: float) -> None:
@@ -403,6 +411,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
                          "(P4 drop simulator)")
     ap.add_argument("--target", default=d.target, help=f"one of {', '.join(TARGETS)}")
     ap.add_argument("--slots", type=int, default=d.slots)
+    ap.add_argument("--encoding", choices=["packed", "lanes"], default=d.encoding,
+                    help="packed: one 2048-bit add per packet (default); lanes: 64 int32 "
+                         "adds with switch overflow detection")
     ap.add_argument("--jobs", type=int, default=d.jobs)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--deadline", type=float, default=d.deadline)
@@ -437,7 +448,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     if not 0 < a.deadline < math.inf:
         ap.error(f"--deadline {a.deadline}: seconds must be > 0")
     return Options(a.workers, a.size, a.density, a.overlap, a.dtype, a.loss, a.target,
-                   a.slots, a.jobs, a.seed, a.deadline, (), a.quiet)
+                   a.slots, a.jobs, a.seed, a.deadline, (), a.quiet, encoding=a.encoding)
 
 
 def main(argv: list[str] | None = None) -> int:

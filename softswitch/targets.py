@@ -49,8 +49,9 @@ class SwitchRunner:
     """One switch process with interfaces {port: ifname} and its own gRPC/Thrift ports."""
 
     def __init__(self, kind: str, interfaces: dict[int, str], device_id: int = 1,
-                 grpc_port: int = 0, thrift_port: int = 0):
+                 grpc_port: int = 0, thrift_port: int = 0, extra_args: tuple[str, ...] = ()):
         self.kind = kind
+        self.extra_args = tuple(extra_args)     # target options, e.g. bmv2's --log-level
         self.interfaces = interfaces
         self.device_id = device_id
         self.grpc_port = grpc_port or free_tcp_port()
@@ -67,9 +68,10 @@ class SwitchRunner:
                   for arg in ("-i", f"{port}@{name}")]
         if self.kind == SOFTSWITCH:
             return [sys.executable, "-m", "softswitch", *ifaces, "--device-id",
-                    str(self.device_id), "--grpc-server-addr", self.grpc_addr]
+                    str(self.device_id), "--grpc-server-addr", self.grpc_addr,
+                    *self.extra_args]
         return [SIMPLE_SWITCH_GRPC, *ifaces, "--no-p4", "--device-id", str(self.device_id),
-                "--thrift-port", str(self.thrift_port), "--",
+                "--thrift-port", str(self.thrift_port), *self.extra_args, "--",
                 "--grpc-server-addr", self.grpc_addr]
 
     def start(self, timeout: float = 30.0,

@@ -25,7 +25,12 @@ def workers(ports, udp=0x5031):
 
 
 def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nxt=0):
-    """Every worker of a job sends one packet on slot 0; returns what each one gets back."""
+    """Every worker of a job sends one packet on slot 0; returns what each one gets back.
+    A packed-encoding job's values go out biased by floor((2^31-1)/N) with FLAG_PACKED, and
+    come back with N times the bias removed (docs/protocol.md section 10)."""
+    packed = descriptors[0].get("encoding") == "packed"
+    n = descriptors[0]["worker_count"]
+    bias = ((1 << 31) - 1) // n
     port_of = {}
     for d in descriptors:
         w = d["worker"]
@@ -34,15 +39,23 @@ def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nx
         ep = Endpoints(w["mac"], d["switch"]["mac"], w["ip"], d["switch"]["ip"],
                        w["udp_port"], d["switch"]["udp_port"])
         h = Header.make(msg_type, job=d["job"], epoch=d["epoch"], slot=0, rank=d["rank"],
-                        slot_version=version, block=block, next_block=nxt)
+                        slot_version=version, block=block, next_block=nxt,
+                        flags=p.Flag.PACKED if packed else 0)
         fp = p.fingerprint(np.int32, 64)
-        proc.send(port, p.build_frame(ep, h, None if values is None else values[d["rank"]],
+        mine = None if values is None else np.asarray(values[d["rank"]], np.int64)
+        if mine is not None and packed:
+            mine = (mine + bias).astype(np.uint32).view(np.int32)
+        proc.send(port, p.build_frame(ep, h, mine,
                                       fingerprint=(fp, fp) if msg_type == MsgType.ANNOUNCE
                                       else None))
     out = {}
     for rank, port in port_of.items():
         raw = proc.recv(port, 3.0)
-        out[rank] = None if raw is None else p.parse_frame(raw)
+        got = None if raw is None else p.parse_frame(raw)
+        if got is not None and packed and got.values is not None:
+            sums = got.values.view(np.uint32).astype(np.int64) - n * bias
+            got = got._replace(values=sums)
+        out[rank] = got
     return out
 
 
