@@ -253,8 +253,8 @@ def _run_attached(args, ctl: Controller, out) -> int:
             return EXIT_OK
         if args.job_command == "list":
             rows = [_job_row(j) for j in jobs.jobs()]
-            print(json.dumps(rows) if args.json else
-                  _table(rows, ["job", "worker_count", "slots", "epoch", "index", "loss"]), file=out)
+            columns = ["job", "worker_count", "slots", "epoch", "index", "loss"]
+            print(json.dumps(rows) if args.json else _table(rows, columns), file=out)
             return EXIT_OK
         if args.job_command == "show":
             job = jobs.get(args.job)

@@ -94,7 +94,7 @@ class Worker:
         else:
             self.transport = transport
         self.builder = FrameBuilder(self.cfg.to_switch())
-        self.versions = np.zeros(self.cfg.slot_count, np.uint8)
+        self.slot_versions = np.zeros(self.cfg.slot_count, np.uint8)
         self.continued = np.zeros(self.cfg.slot_count, bool)
         self.rtt = RttEstimator()
         self.stats = WorkerStats(transport=self.transport.mode, transport_fallbacks="; ".join(
@@ -154,7 +154,7 @@ class Worker:
             raise WorkerBroken(self._broken)
         payload = make_payload(a, self.cfg.worker_count, self.cfg.encoding)  # errors before sending
         t0 = time.monotonic()
-        eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.versions,
+        eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.slot_versions,
                               self.builder, self.rtt, self.continued)
         tr, batch, spin = self.transport, self.batch, self.busy_poll
         try:
@@ -188,7 +188,7 @@ class Worker:
             raise
         finally:
             self._account(eng, time.monotonic() - t0, payload)
-        self.versions = eng.final_versions(self.versions)
+        self.slot_versions = eng.final_slot_versions(self.slot_versions)
         self.continued = eng.continued
         eng.raise_if_mismatched()
         eng.raise_if_overflowed()
