@@ -121,6 +121,21 @@ def test_refusals_are_clear(controller):
     assert jobs.create(8, workers([3]), 10).slot_base == pool_slots - 10
 
 
+def test_delete_finishes_what_a_half_done_delete_left(controller):
+    """The switch answers NOT_FOUND for entries and groups a failed delete already removed
+    (both targets); the repeated delete takes that as done instead of failing."""
+    from controlplane import admission, result_destination
+    jobs = controller.jobs
+    job = jobs.create(4, workers([1, 2]), 2)
+    jobs.set_loss(4, egress=0.5)
+    admission.revoke(controller.conn, job.params, job.workers)       # half of a delete
+    result_destination.remove_destinations(controller.conn, job.job, job.workers[:1])
+    assert jobs.delete(4).job == 4
+    assert 4 not in {j.job for j in jobs.jobs()}
+    again = jobs.create(4, workers([1, 2]), 2)          # nothing stale stands in its way
+    assert again.slot_base == job.slot_base and again.epoch > job.epoch
+
+
 def test_lower_election_id_cannot_write(controller, switch_process):
     backup = SwitchConnection(switch_process.grpc_addr, election_id=5).connect()
     try:

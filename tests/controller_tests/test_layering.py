@@ -47,3 +47,13 @@ def test_hostlib_package_names_load_on_first_use():
     assert forbidden(light) == []
     heavy = modules_after("import hostlib\nassert hostlib.Worker.__name__ == 'Worker'")
     assert "hostlib.worker" in heavy and "numpy" in heavy
+
+
+def test_the_shared_p4runtime_codec_is_light():
+    """softswitch and the tests import controlplane.p4rt without the controller: no gRPC
+    session, jobs or configuration come with it."""
+    loaded = modules_after("import controlplane.p4rt")
+    ours = [m for m in loaded if m.startswith(("controlplane", "hostlib"))]
+    assert sorted(ours) == ["controlplane", "controlplane.p4rt", "controlplane.p4rt.codec",
+                            "controlplane.p4rt.p4info"]
+    assert not [m for m in loaded if m == "grpc" or m.startswith("grpc.")]
