@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from pathlib import Path
 from types import ModuleType
 
 import pytest
