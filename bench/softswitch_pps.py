@@ -66,8 +66,8 @@ def in_process(workers: int, slots: int, rounds: int, encoding: str) -> float:
     sys.path.insert(0, str(REPO / "tests"))
     from inprocess_switch import InProcessSwitch
     from bmv2_tests.harness import SWITCH_IP, SWITCH_MAC, TestJob
-    from controlplane.jobs import SwitchAddress
-    with InProcessSwitch(ports=workers, switch=SwitchAddress(SWITCH_MAC, SWITCH_IP)) as isw:
+    from controlplane.addresses import Address
+    with InProcessSwitch(ports=workers, switch=Address(SWITCH_MAC, SWITCH_IP)) as isw:
         made = isw.create_job(workers, slots, JOB, encoding=encoding)
         job = TestJob(None, made.params, made.workers)  # type: ignore[arg-type]  # frames only
         return _run_in_process(isw.device.active.switch, job, made.workers, workers, slots,

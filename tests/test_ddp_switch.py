@@ -26,7 +26,7 @@ def test_ddp_through_the_switch_matches_gloo(world, tmp_path):
     if os.geteuid() != 0 or shutil.which("mnexec") is None:
         pytest.skip("needs root and Debian's mininet (make install)")
     demo = load_demo()
-    from controlplane.admission import WorkerAddress
+    from controlplane.addresses import WorkerAddress
     from hostlib import protocol
     with demo.DemoNetwork("auto", world) as net:
         job = net.ctl.jobs.create(1, [WorkerAddress(r, h.port, h.mac, h.ip,
