@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r[kind + '_completing_with_copies']:.0f} | "
                   f"{r[kind + '_per_data_packet']:.1f} |")
     if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(res, indent=2) + "\n")
     return 0
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controlplane import admission, drop_simulator, forwarding, replication, result_destination
-from controlplane.admission import JobParameters, WorkerAddress
+from controlplane import admission, drop_simulator, identity, replication, result_destination
+from controlplane.addresses import WorkerAddress
+from controlplane.admission import JobParameters
 from controlplane.connection import SwitchConnection
 from controlplane.stats import job_stats, switch_stats
 from hostlib import protocol as p
@@ -123,7 +124,7 @@ class P4ReduceSwitch:
     conn: SwitchConnection
 
     def configure_identity(self) -> None:
-        forwarding.set_identity(self.conn, SWITCH_MAC, SWITCH_IP)
+        identity.set_identity(self.conn, SWITCH_MAC, SWITCH_IP)
 
     def add_job(self, job: int, n: int, *, slot_base: int = 0, slot_count: int = 4,
                 job_index: int = 0, epoch: int = 1, ports: list[int] | None = None,

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .addresses import WorkerAddress, ip_int, mac_int
 from .connection import SwitchConnection, table_entity
-from .forwarding import ip_int, mac_int
+
+SECTION = "7. Admission"              # docs/protocol.md
+TABLES = ("admission",)
+JOB_COUNTERS = ("slot_out_of_range", "wrong_encoding")
+SWITCH_COUNTERS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -26,15 +31,6 @@ class JobParameters:
     epoch: int
     encoding: int = 0       # protocol.Encoding: LANES 0, PACKED 1
     bias: int = 0           # PACKED: floor((2^31 - 1) / worker_count), what a SKIP adds
-
-
-@dataclass(frozen=True)
-class WorkerAddress:
-    rank: int
-    port: int
-    mac: str
-    ip: str
-    udp_port: int
 
 
 def admission_entry(conn: SwitchConnection, job: JobParameters, worker: WorkerAddress,

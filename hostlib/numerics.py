@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import protocol as p
+from .wire import packed_bias
 
 M = (1 << 31) - 1                       # largest int32: the quantized range
 MIN_EXPONENT = -128                     # e is clamped below (field carries e + 128)
@@ -19,29 +20,21 @@ MAX_EXPONENT = 127
 SUPPORTED = (np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.float64))
 
 
-def level(workers: int) -> int:
+def level(worker_count: int) -> int:
     """floor(M / N): the largest |q| a rank may send so that N of them cannot overflow."""
-    return M // workers
+    return M // worker_count
 
 
-def packed_bias(workers: int) -> int:
-    """What a rank adds to every lane of a packed-encoding job, and the switch adds for a
-    SKIP: floor(M/N). Every sent lane is then in 0..2*floor(M/N) (quantized floats) or
-    floor(M/N)-2^15..floor(M/N)+2^16-1 (int32 halves), so N of them sum below 2^32 and one
-    2048-bit add cannot carry from one lane into the next (section 10)."""
-    return level(workers)
-
-
-def to_packed(lanes: np.ndarray, workers: int) -> np.ndarray:
+def to_packed(lanes: np.ndarray, worker_count: int) -> np.ndarray:
     """int32 lanes -> the packed encoding's biased lanes (the same 4 bytes per lane on the
     wire, returned as int32 so the one codec frames them; values >= 2^31 wrap)."""
-    biased = lanes.astype(np.int64) + packed_bias(workers)
+    biased = lanes.astype(np.int64) + packed_bias(worker_count)
     return biased.astype(np.uint32).view(np.int32)
 
 
-def from_packed(sums: np.ndarray, workers: int) -> np.ndarray:
+def from_packed(sums: np.ndarray, worker_count: int) -> np.ndarray:
     """A packed round's lanes (sum of N biased lanes, < 2^32) -> the exact int32 sums."""
-    unbiased = sums.view(np.uint32).astype(np.int64) - workers * packed_bias(workers)
+    unbiased = sums.view(np.uint32).astype(np.int64) - worker_count * packed_bias(worker_count)
     return unbiased.astype(np.int32)
 
 
@@ -100,17 +93,17 @@ def check_finite(flat: np.ndarray) -> None:
                          f"2^127, the largest block exponent; nothing was sent")
 
 
-def quantize(blocks: np.ndarray, exponents: np.ndarray, workers: int) -> np.ndarray:
+def quantize(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
     """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32."""
-    scaled = np.ldexp(blocks.astype(np.float64) * float(level(workers)),
+    scaled = np.ldexp(blocks.astype(np.float64) * float(level(worker_count)),
                       -exponents.astype(np.int32)[:, None])
     return np.rint(scaled).astype(np.int32)
 
 
-def dequantize(sums: np.ndarray, exponents: np.ndarray, workers: int) -> np.ndarray:
+def dequantize(sums: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
     """sum / s = sum * 2^E / floor(M/N) per row (float64)."""
     return np.ldexp(sums.astype(np.float64), exponents.astype(np.int32)[:, None]) \
-        / float(level(workers))
+        / float(level(worker_count))
 
 
 # float64 evaluation of quantize (x * floor(M/N) is rounded) and dequantize (the division
@@ -121,12 +114,12 @@ FLOAT64_SLACK = 1.0 + 2.0 ** -20
 RELATIVE_MIN = 2.0 ** (MIN_EXPONENT - 1)
 
 
-def error_bound(exponent: int | np.ndarray, workers: int) -> np.ndarray:
+def error_bound(exponent: int | np.ndarray, worker_count: int) -> np.ndarray:
     """Documented per-element bound, before rounding to the output dtype (section 10):
     |result - exact sum| <= N * 2^(E-1) / floor(M/N) * FLOAT64_SLACK, for every finite
     input with |x| <= 2^127. E is the negotiated (unbiased) exponent of the block."""
     e = np.asarray(exponent, dtype=np.int32)
-    return workers * np.ldexp(1.0, e - 1) / level(workers) * FLOAT64_SLACK
+    return worker_count * np.ldexp(1.0, e - 1) / level(worker_count) * FLOAT64_SLACK
 
 
 def negotiated_exponent(blockmax: np.ndarray) -> np.ndarray:
@@ -135,15 +128,15 @@ def negotiated_exponent(blockmax: np.ndarray) -> np.ndarray:
     return block_exponents(np.asarray(blockmax, dtype=np.float64).reshape(-1, 1))
 
 
-def sum_error_bound(blockmax: np.ndarray, workers: int) -> np.ndarray:
+def sum_error_bound(blockmax: np.ndarray, worker_count: int) -> np.ndarray:
     """The absolute bound per block from its max |x| over all ranks: what a checker needs."""
-    return error_bound(negotiated_exponent(blockmax), workers)
+    return error_bound(negotiated_exponent(blockmax), worker_count)
 
 
-def relative_error_bound(workers: int) -> float:
+def relative_error_bound(worker_count: int) -> float:
     """N^2 / (2^31 - N): error / block max never exceeds this when the block max is at
     least RELATIVE_MIN (2^-129), since then 2^E <= 2 * max and floor(M/N) >= (2^31-N)/N."""
-    return workers ** 2 / float((1 << 31) - workers) * FLOAT64_SLACK
+    return worker_count ** 2 / float((1 << 31) - worker_count) * FLOAT64_SLACK
 
 
 @dataclass
@@ -157,7 +150,7 @@ class Payload:
     nonzero: np.ndarray             # sorted int64 indices of blocks with any non-zero value
     exponent_biased: np.ndarray     # (B,) int16 in 0..255
     is_float: bool
-    workers: int
+    worker_count: int
     fingerprint: int = 0            # protocol.fingerprint(dtype, elements): announced
     encoding: p.Encoding = p.Encoding.LANES
     halves: bool = False            # int32 in a packed job: blocks are split_halves rows
@@ -170,7 +163,7 @@ class Payload:
         """int32 (len(rows), K) to send for these blocks with the switch's exponents."""
         if not self.is_float:
             rows_out = self.blocks[rows]
-            return to_packed(rows_out, self.workers) if self.halves else rows_out
+            return to_packed(rows_out, self.worker_count) if self.halves else rows_out
         mine = self.exponent_biased[rows]
         if np.any(mine > switch_exponent_biased):
             i = int(np.argmax(mine > switch_exponent_biased))
@@ -179,11 +172,11 @@ class Payload:
                 f"block {int(rows[i])} is below this rank's {int(mine[i]) - p.EXPONENT_BIAS}"
                 f" (its values would overflow)")
         q = quantize(self.blocks[rows],
-                     switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS, self.workers)
-        return to_packed(q, self.workers) if self.encoding == p.Encoding.PACKED else q
+                     switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS, self.worker_count)
+        return to_packed(q, self.worker_count) if self.encoding == p.Encoding.PACKED else q
 
 
-def make_payload(array: np.ndarray, workers: int,
+def make_payload(array: np.ndarray, worker_count: int,
                  encoding: p.Encoding = p.Encoding.LANES) -> Payload:
     """Validate dtype and values, cut into blocks, find non-zero blocks and exponents.
     In a packed-encoding job an int32 tensor travels as twice as many blocks of 16-bit
@@ -209,6 +202,6 @@ def make_payload(array: np.ndarray, workers: int,
         exps = np.zeros(blocks.shape[0], dtype=np.int16)
     nonzero = np.flatnonzero(np.any(blocks != 0, axis=1)).astype(np.int64)
     return Payload(blocks=blocks, nonzero=nonzero, exponent_biased=exps.astype(np.int16),
-                   is_float=is_float, workers=workers,
+                   is_float=is_float, worker_count=worker_count,
                    fingerprint=p.fingerprint(a.dtype, flat.size), encoding=encoding,
                    halves=halves)

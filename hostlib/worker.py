@@ -94,7 +94,7 @@ class Worker:
         else:
             self.transport = transport
         self.builder = FrameBuilder(self.cfg.to_switch())
-        self.versions = np.zeros(self.cfg.slot_count, np.uint8)
+        self.slot_versions = np.zeros(self.cfg.slot_count, np.uint8)
         self.continued = np.zeros(self.cfg.slot_count, bool)
         self.rtt = RttEstimator()
         self.stats = WorkerStats(transport=self.transport.mode, transport_fallbacks="; ".join(
@@ -128,7 +128,7 @@ class Worker:
         if op not in ("sum", "mean"):
             raise ValueError(f"op must be 'sum' or 'mean', not {op!r}")
         flat = self._run(a)
-        n = self.cfg.workers
+        n = self.cfg.worker_count
         if op == "mean":
             flat = flat / n
         out_dtype = np.float64 if (op == "mean" and a.dtype.kind != "f") else a.dtype
@@ -152,9 +152,9 @@ class Worker:
             raise RuntimeError("Worker is closed")
         if self._broken:
             raise WorkerBroken(self._broken)
-        payload = make_payload(a, self.cfg.workers, self.cfg.encoding)  # errors before sending
+        payload = make_payload(a, self.cfg.worker_count, self.cfg.encoding)  # errors before sending
         t0 = time.monotonic()
-        eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.versions,
+        eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.slot_versions,
                               self.builder, self.rtt, self.continued)
         tr, batch, spin = self.transport, self.batch, self.busy_poll
         try:
@@ -188,14 +188,14 @@ class Worker:
             raise
         finally:
             self._account(eng, time.monotonic() - t0, payload)
-        self.versions = eng.final_versions(self.versions)
+        self.slot_versions = eng.final_slot_versions(self.slot_versions)
         self.continued = eng.continued
         eng.raise_if_mismatched()
         eng.raise_if_overflowed()
         size = a.size
         if payload.is_float:
             res = dequantize(eng.sums, eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS,
-                             self.cfg.workers)
+                             self.cfg.worker_count)
             return res.reshape(-1)[:size]
         if payload.halves:
             total, over = join_halves(eng.sums)

@@ -32,10 +32,12 @@ sys.path.insert(0, str(HERE))          # p4net, beside this file (this dir is no
 sys.path.insert(1, str(HERE.parent))   # hostlib, controlplane when not installed
 
 import p4net  # noqa: E402
-from controlplane.admission import WorkerAddress  # noqa: E402
+from controlplane.addresses import WorkerAddress  # noqa: E402
 from controlplane.config import parse as parse_config  # noqa: E402
 from controlplane.controller import Controller  # noqa: E402
-from controlplane.jobs import MAX_JOBS, POOL_SLOTS  # noqa: E402
+from controlplane.jobs import PoolSizes  # noqa: E402
+from controlplane.p4rt import P4InfoIndex  # noqa: E402
+from controlplane.pipeline import DEFAULT_P4INFO  # noqa: E402
 from controlplane.stats import job_stats  # noqa: E402
 from hostlib import numerics, protocol  # noqa: E402
 
@@ -432,13 +434,15 @@ def parse_args(argv: list[str] | None = None) -> Options:
         p4net.resolve_target(a.target)
     except (RuntimeError, ValueError) as exc:
         ap.error(f"--target {a.target!r} (TARGET): {exc}")
-    if not 1 <= a.slots <= POOL_SLOTS:
-        ap.error(f"--slots {a.slots}: must be 1..{POOL_SLOTS}")
-    if not 1 <= a.jobs <= MAX_JOBS or a.jobs * a.workers > MAX_HOSTS:
-        ap.error(f"--jobs {a.jobs}: must be 1..{MAX_JOBS}, with jobs x workers at most "
+    sizes = PoolSizes.of(P4InfoIndex.load(DEFAULT_P4INFO))     # the program the demo pushes
+    if not 1 <= a.slots <= sizes.pool_slots:
+        ap.error(f"--slots {a.slots}: must be 1..{sizes.pool_slots}")
+    if not 1 <= a.jobs <= sizes.max_jobs or a.jobs * a.workers > MAX_HOSTS:
+        ap.error(f"--jobs {a.jobs}: must be 1..{sizes.max_jobs}, with jobs x workers at most "
                  f"{MAX_HOSTS}")
-    if a.jobs * a.slots > POOL_SLOTS:
-        ap.error(f"--jobs {a.jobs} x --slots {a.slots} exceed the switch's {POOL_SLOTS} slots")
+    if a.jobs * a.slots > sizes.pool_slots:
+        ap.error(f"--jobs {a.jobs} x --slots {a.slots} exceed the switch's "
+                 f"{sizes.pool_slots} slots")
     if not 0 <= a.seed < 2**32:
         ap.error(f"--seed {a.seed}: must be 0..2^32-1")
     if not 0 < a.deadline < math.inf:

@@ -22,6 +22,13 @@ import grpc
 
 SOFTSWITCH = "softswitch"
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
+# bmv2's log level (--log-level). Its default, trace, formats every trace message of every
+# primitive even with no log sink configured: most of what a default-build bmv2 spends per
+# packet on p4reduce's program (docs/benchmarks.md, *Per packet*). p4reduce starts it with
+# logging off; set P4REDUCE_BMV2_LOG_LEVEL=trace (or debug, info) to get bmv2's behaviour
+# back, e.g. with --log-console in a switch's extra_args while debugging.
+BMV2_LOG_LEVEL_ENV = "P4REDUCE_BMV2_LOG_LEVEL"
+BMV2_LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
 TARGETS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,8 +81,19 @@ class SwitchRunner:
                     str(self.device_id), "--grpc-server-addr", self.grpc_addr, *cpu,
                     *self.extra_args]
         return [SIMPLE_SWITCH_GRPC, *ifaces, "--no-p4", "--device-id", str(self.device_id),
-                "--thrift-port", str(self.thrift_port), *self.extra_args, "--",
+                "--thrift-port", str(self.thrift_port), *self._log_args(), *self.extra_args,
+                "--",
                 "--grpc-server-addr", self.grpc_addr, *cpu]
+
+    def _log_args(self) -> list[str]:
+        """bmv2's --log-level unless extra_args set it (bench/primitives.py traces)."""
+        if any(a in ("-L", "--log-level") for a in self.extra_args):
+            return []
+        level = os.environ.get(BMV2_LOG_LEVEL_ENV, "off")
+        if level not in BMV2_LOG_LEVELS:
+            raise ValueError(f"{BMV2_LOG_LEVEL_ENV}={level!r}: not one of "
+                             f"{', '.join(BMV2_LOG_LEVELS)}")
+        return ["--log-level", level]
 
     def start(self, timeout: float = 30.0,
               cancelled: Callable[[], bool] | None = None) -> "SwitchRunner":

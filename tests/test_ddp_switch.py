@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 @pytest.mark.parametrize("world", [2, 3])
 def test_ddp_through_the_switch_matches_gloo(world, tmp_path):
     demo = load_demo()
-    from controlplane.admission import WorkerAddress
+    from controlplane.addresses import WorkerAddress
     from hostlib import protocol
     with demo.DemoNetwork("auto", world) as net:
         job = net.ctl.jobs.create(1, [WorkerAddress(r, h.port, h.mac, h.ip,

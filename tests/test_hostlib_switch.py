@@ -97,7 +97,7 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
     import sys
     import time
 
-    from controlplane.admission import WorkerAddress
+    from controlplane.addresses import WorkerAddress
     from hostlib import protocol
 
     demo, network = net

@@ -53,7 +53,7 @@ def _reports(tmp_path: Path, workers: int) -> list[dict]:
 
 def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
     demo = load_demo()
-    from controlplane.admission import WorkerAddress
+    from controlplane.addresses import WorkerAddress
     from controlplane.stats import job_stats
     from hostlib import protocol
 

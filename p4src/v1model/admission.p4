@@ -18,12 +18,16 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
                  bit<8> worker_count, bit<16> mcast_grp, bit<1> encoding, bit<32> bias) {
         meta.admitted = 1;
         meta.job_index = job_index;
-        meta.slot_base = slot_base;
         meta.slot_count = slot_count;
         meta.worker_count = worker_count;
         meta.mcast_grp = mcast_grp;
         meta.encoding = encoding;
         meta.bias = bias;
+        /* the per-job checks, in the action: bmv2 pays per table applied */
+        meta.slot_in_range = (hdr.p4r.slot < slot_count && hdr.p4r.flags[5:5] == encoding)
+                             ? 1w1 : 1w0;
+        meta.pool_slot = (bit<32>)(slot_base + hdr.p4r.slot);
+        meta.slot_index = (meta.pool_slot << 1) | (bit<32>)hdr.p4r.slot_version;
     }
     action reject() {
         meta.admitted = 0;
@@ -44,15 +48,10 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
 
     apply {
         admission.apply();
-        meta.slot_in_range = 0;
-        if (meta.admitted == 1) {
+        if (meta.admitted == 1 && meta.slot_in_range == 0) {
             if (hdr.p4r.flags[5:5] != meta.encoding) {
                 /* FLAG_PACKED disagrees with the job: its values would be added wrongly */
                 wrong_encoding.count((bit<32>)meta.job_index);
-            } else if (hdr.p4r.slot < meta.slot_count) {
-                meta.slot_in_range = 1;
-                meta.pool_slot = (bit<32>)(meta.slot_base + hdr.p4r.slot);
-                meta.slot_index = (meta.pool_slot << 1) | (bit<32>)hdr.p4r.slot_version;
             } else {
                 slot_out_of_range.count((bit<32>)meta.job_index);
             }

@@ -72,30 +72,29 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        bit<32> job = (bit<32>)meta.job_index;
         if (meta.state_lost == 1) {
-            state_lost.count(job);
+            state_lost.count((bit<32>)meta.job_index);
             make_state_lost();
             reply_to_sender();
         } else if (meta.complete == 1) {
-            aggregated.count(job);
-            rounds_completed.count(job);
+            aggregated.count((bit<32>)meta.job_index);
+            rounds_completed.count((bit<32>)meta.job_index);
             if (meta.round_overflow == 1) {
-                overflows.count(job);
+                overflows.count((bit<32>)meta.job_index);
             }
             make_result(0);
             meta.multicast = 1;
             standard_metadata.mcast_grp = meta.mcast_grp;
         } else if (meta.duplicate == 1 && meta.round_done == 1) {
-            retransmissions_served.count(job);
+            retransmissions_served.count((bit<32>)meta.job_index);
             make_result(FLAG_CACHED);
             reply_to_sender();
         } else if (meta.duplicate == 1) {
-            duplicates.count(job);
+            duplicates.count((bit<32>)meta.job_index);
             make_status();
             reply_to_sender();
         } else {
-            aggregated.count(job);
+            aggregated.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);
         }
         if (meta.to_worker == 1) {

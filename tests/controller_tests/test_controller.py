@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from controlplane.admission import WorkerAddress
+from controlplane.addresses import WorkerAddress
 from controlplane.connection import NotPrimaryError, SwitchConnection
 from controlplane.controller import Controller
-from controlplane.jobs import POOL_SLOTS, JobError
+from controlplane.jobs import JobError
 from controlplane import forwarding
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Endpoints, Header, MsgType
@@ -29,7 +29,7 @@ def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nx
     A packed-encoding job's values go out biased by floor((2^31-1)/N) with FLAG_PACKED, and
     come back with N times the bias removed (docs/protocol.md section 10)."""
     packed = descriptors[0].get("encoding") == "packed"
-    n = descriptors[0]["workers"]
+    n = descriptors[0]["worker_count"]
     bias = ((1 << 31) - 1) // n
     port_of = {}
     for d in descriptors:
@@ -98,10 +98,13 @@ def test_two_jobs_get_disjoint_slots_and_both_work(controller, switch_process):
 
 def test_refusals_are_clear(controller):
     jobs = controller.jobs
-    jobs.create(1, workers([1, 2]), slots=POOL_SLOTS - 10)
+    pool_slots = jobs.sizes.pool_slots           # from the P4Info the controller pushed
+    assert pool_slots == controller.conn.p4.register("slot_epoch").size > 10
+    jobs.create(1, workers([1, 2]), slots=pool_slots - 10)
     cases = [
         (lambda: jobs.create(1, workers([3]), 1), "already exists"),
         (lambda: jobs.create(2, workers([3]), 11), "slot pool exhausted"),
+        (lambda: jobs.create(2, workers([3]), pool_slots + 1), "the switch's pool"),
         (lambda: jobs.create(3, [WorkerAddress(0, 3, *host(3), 0x5030),
                                  WorkerAddress(0, 4, *host(4), 0x5030)], 1), "duplicate rank"),
         (lambda: jobs.create(4, [WorkerAddress(0, 3, *host(3), 0x5030),
@@ -115,7 +118,22 @@ def test_refusals_are_clear(controller):
         with pytest.raises(JobError, match=needle):
             call()
     # a refused request left nothing behind: the pool still has exactly 10 free slots
-    assert jobs.create(8, workers([3]), 10).slot_base == POOL_SLOTS - 10
+    assert jobs.create(8, workers([3]), 10).slot_base == pool_slots - 10
+
+
+def test_delete_finishes_what_a_half_done_delete_left(controller):
+    """The switch answers NOT_FOUND for entries and groups a failed delete already removed
+    (both targets); the repeated delete takes that as done instead of failing."""
+    from controlplane import admission, result_destination
+    jobs = controller.jobs
+    job = jobs.create(4, workers([1, 2]), 2)
+    jobs.set_loss(4, egress=0.5)
+    admission.revoke(controller.conn, job.params, job.workers)       # half of a delete
+    result_destination.remove_destinations(controller.conn, job.job, job.workers[:1])
+    assert jobs.delete(4).job == 4
+    assert 4 not in {j.job for j in jobs.jobs()}
+    again = jobs.create(4, workers([1, 2]), 2)          # nothing stale stands in its way
+    assert again.slot_base == job.slot_base and again.epoch > job.epoch
 
 
 def test_lower_election_id_cannot_write(controller, switch_process):

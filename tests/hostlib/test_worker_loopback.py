@@ -352,7 +352,7 @@ def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
         ready.wait()
         if r == 0:
             switch.conn.push_pipeline()
-            forwarding_again()
+            identity_again()
             switch.jobs.reinstall_all()
             restarted.set()
         restarted.wait()
@@ -365,10 +365,10 @@ def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
             w.allreduce(np.arange(3, dtype=np.int32))
         return took
 
-    def forwarding_again():
-        from controlplane import forwarding
+    def identity_again():
+        from controlplane import identity
         from inprocess_switch import SWITCH
-        forwarding.set_identity(switch.conn, SWITCH.mac, SWITCH.ip)
+        identity.set_identity(switch.conn, SWITCH.mac, SWITCH.ip)
 
     res, errs = run_ranks(switch, job, fn, timeout=0.005, deadline=10.0, descriptors=d)
     assert errs == [None, None]
