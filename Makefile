@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 P4C ?= p4c-bm2-ss
 DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
 
-.PHONY: install install-torch install-examples install-bench test p4 run example bench clean
+.PHONY: install install-torch install-examples install-bench test p4 run example bench bench-peers clean
 
 install:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -36,9 +36,11 @@ install-bench:
 test:
 	$(PY) -m pytest -q -ra
 
-# Regenerate p4src/build/ (p4c outputs + manifest); needs p4c-bm2-ss on PATH.
+# Regenerate every committed p4c output (+ manifest) with the one p4src/compile.py:
+# p4src/build/ and each test program's tests/<suite>/p4/build/<name>/. Needs p4c-bm2-ss.
 p4:
 	$(PYTHON) p4src/compile.py --p4c $(P4C)
+	for program in tests/*/p4/*.p4; do $(PYTHON) p4src/compile.py --p4c $(P4C) $$program || exit 1; done
 
 # The end-to-end demo on the embedded default (softswitch unless simple_switch_grpc exists).
 # A bad value (SIZE <= 0, LOSS outside [0, 1), an unknown TARGET, ...) is one error line
@@ -74,6 +76,22 @@ ifeq ($(QUICK),)
 else
 	$(PY) bench/suite.py --quick --out build/bench --command 'make bench QUICK=1'
 endif
+
+# A public course-lab solution and p4reduce (packed and lanes) on the same simple_switch_grpc,
+# one table (docs/course-baseline.md). PEER: a checkout of the peer's repository (its code is
+# not copied here); IMPL: j-udp (default, also run with its logging removed), y-udp, y-eth.
+# The peer's workers run with scapy 2.5.0 from their own venv, build/peer-venv.
+PEER ?=
+IMPL ?= j-udp
+PEER_VENV := build/peer-venv
+bench-peers: $(PEER_VENV)/bin/python
+	@test -n '$(PEER)' || { echo "usage: make bench-peers PEER=<checkout of the peer's repository> [IMPL=j-udp|y-udp|y-eth]"; exit 2; }
+	$(PY) bench/course_lab.py --peer '$(PEER)' --impl '$(IMPL)' $(if $(filter j-udp,$(IMPL)),--no-log) \
+	  --peer-python $(PEER_VENV)/bin/python --json build/bench/course_lab.json $(PEER_ARGS)
+
+$(PEER_VENV)/bin/python:
+	$(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/pip install -q 'scapy==2.5.0'
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache examples/out

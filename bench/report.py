@@ -49,14 +49,15 @@ def ratio(x: float) -> str:
 
 
 class Index:
-    """Results by (target, system, workers, size, pattern, density)."""
+    """Results by (target, system, workers, size, pattern, density, encoding)."""
 
     def __init__(self, results: list[Result]):
         self.results = results
         self.by = {r.case.key: r for r in results}
 
-    def get(self, target, system, workers, size, pattern, density=1.0) -> Result | None:
-        return self.by.get((target, system, workers, size, pattern, density))
+    def get(self, target, system, workers, size, pattern, density=1.0,
+            encoding="packed") -> Result | None:
+        return self.by.get((target, system, workers, size, pattern, density, encoding))
 
     def targets(self) -> list[str]:
         return list(dict.fromkeys(r.case.target for r in self.results))
@@ -70,7 +71,8 @@ class Index:
     def sweep(self, target, workers, size, pattern) -> list[Result]:
         rows = [r for r in self.results if r.case.target == target and
                 r.case.workers == workers and r.case.size == size and
-                r.case.system == "p4reduce" and r.case.pattern == pattern]
+                r.case.system == "p4reduce" and r.case.pattern == pattern
+                and r.case.encoding == "packed"]
         dense = self.get(target, "p4reduce", workers, size, "dense")
         if pattern in ("shared", "independent") and dense is not None:
             rows.append(dense)
@@ -112,13 +114,15 @@ def compare_table(ix: Index, target: str) -> list[str]:
     any_row = False
     for w, size in rows:
         g = ix.get(target, "gloo", w, size, "ring")
-        runs = [g, ix.get(target, "p4reduce", w, size, "dense")] + \
+        runs = [g, ix.get(target, "p4reduce", w, size, "dense"),
+                ix.get(target, "p4reduce", w, size, "dense", encoding="lanes")] + \
             [ix.get(target, "p4reduce", w, size, "shared", d) for d in (0.1, 0.01)]
         for r in runs:
             if r is None:
                 continue
             any_row = True
             name = "gloo ring" if r.case.system == "gloo" else \
+                "p4reduce dense, per-lane path" if r.case.encoding == "lanes" else \
                 "p4reduce dense" if r.case.pattern == "dense" else \
                 f"p4reduce {100 * r.case.density:g} % sparse (same blocks)"
             rel = ratio(r.seconds / g.seconds) if g else "–"

@@ -8,10 +8,13 @@
   DATA rounds for S slots from the N host ends as fast as it can and counts the result
   copies that come back. Rate = packets aggregated per second (results x N / time).
 
-Every packet does the full aggregation path: admission, bitmap, counter, 64 register
-read-add-writes, next block; every Nth packet completes a round and is multicast N times.
+Every packet does the full aggregation path: admission, bitmap, counter, the values (64
+register read-add-writes in a `lanes` job, one 2048-bit read-add-write in a `packed` one),
+next block; every Nth packet completes a round and is multicast N times. Both encodings are
+measured, one after the other, in the same run.
 
     python bench/softswitch_pps.py [--workers 4] [--rounds 200] [--slots 32]
+                                   [--encodings packed,lanes]
 """
 from __future__ import annotations
 
@@ -36,10 +39,15 @@ from hostlib.protocol import END_OF_STREAM, MsgType  # noqa: E402
 JOB = 9
 
 
-def frames_for(job, workers: int, slots: int, rounds: int) -> list[list[bytes]]:
-    """Per round, the frames of every slot and rank, in the order they are sent."""
+def frames_for(job, workers: int, slots: int, rounds: int,
+               packed: bool = False) -> list[list[bytes]]:
+    """Per round, the frames of every slot and rank, in the order they are sent (a packed
+    job's: FLAG_PACKED and lanes biased by floor((2^31-1)/N), protocol.md section 10)."""
     rng = np.random.default_rng(0)
     values = rng.integers(-1000, 1000, (workers, p.LANES))
+    flags = p.Flag.PACKED if packed else 0
+    if packed:
+        values = values + ((1 << 31) - 1) // workers
     out = []
     for r in range(rounds):
         rnd = []
@@ -47,31 +55,34 @@ def frames_for(job, workers: int, slots: int, rounds: int) -> list[list[bytes]]:
             for rank in range(workers):
                 rnd.append((rank, job.frame(rank, MsgType.DATA, slot=slot, version=(r + 1) % 2,
                                             block=slot + r * slots, next_block=END_OF_STREAM,
-                                            values=values[rank])))
+                                            values=values[rank], flags=flags)))
         out.append(rnd)
     return out
 
 
-def in_process(workers: int, slots: int, rounds: int) -> float:
+def in_process(workers: int, slots: int, rounds: int, encoding: str) -> float:
     """The interpreter alone: the job is programmed over P4Runtime by the controller's own
     JobManager (tests/inprocess_switch.py), then frames go straight to Switch.process()."""
     sys.path.insert(0, str(REPO / "tests"))
     from inprocess_switch import InProcessSwitch
     from bmv2_tests.harness import SWITCH_IP, SWITCH_MAC, TestJob
-    from controlplane.jobs import SwitchAddress
-    with InProcessSwitch(ports=workers, switch=SwitchAddress(SWITCH_MAC, SWITCH_IP)) as isw:
-        made = isw.create_job(workers, slots, JOB)
+    from controlplane.addresses import Address
+    with InProcessSwitch(ports=workers, switch=Address(SWITCH_MAC, SWITCH_IP)) as isw:
+        made = isw.create_job(workers, slots, JOB, encoding=encoding)
         job = TestJob(None, made.params, made.workers)  # type: ignore[arg-type]  # frames only
         return _run_in_process(isw.device.active.switch, job, made.workers, workers, slots,
-                               rounds)
+                               rounds, encoding == "packed")
 
 
-def _run_in_process(sw, job, wa, workers: int, slots: int, rounds: int) -> float:
+def _run_in_process(sw, job, wa, workers: int, slots: int, rounds: int,
+                    packed: bool) -> float:
     # announce round first, then the data rounds
+    flags = p.Flag.PACKED if packed else 0
     for w in wa:
         for slot in range(slots):
-            sw.process(w.port, job.frame(w.rank, MsgType.ANNOUNCE, slot=slot, next_block=0))
-    plan = [(wa[rank].port, f) for rnd in frames_for(job, workers, slots, rounds)
+            sw.process(w.port, job.frame(w.rank, MsgType.ANNOUNCE, slot=slot, next_block=0,
+                                         flags=flags))
+    plan = [(wa[rank].port, f) for rnd in frames_for(job, workers, slots, rounds, packed)
             for rank, f in rnd]
     start = time.perf_counter()
     out = 0
@@ -82,23 +93,25 @@ def _run_in_process(sw, job, wa, workers: int, slots: int, rounds: int) -> float
     return len(plan) / elapsed
 
 
-def over_veth(kind: str, workers: int, slots: int, rounds: int) -> float:
+def over_veth(kind: str, workers: int, slots: int, rounds: int, encoding: str) -> float:
     proc = SwitchProcess(kind, n_ports=workers).start()
     try:
         conn = SwitchConnection(proc.grpc_addr).connect(retries=3)
         conn.push_pipeline()
         sw = P4ReduceSwitch(proc, conn)
         sw.configure_identity()
-        job = sw.add_job(JOB, workers, slot_count=slots)
+        packed = encoding == "packed"
+        job = sw.add_job(JOB, workers, slot_count=slots, encoding=p.Encoding[encoding.upper()])
         for rank in range(workers):
             for slot in range(slots):
-                job.send(rank, MsgType.ANNOUNCE, slot=slot, next_block=0)
+                job.send(rank, MsgType.ANNOUNCE, slot=slot, next_block=0,
+                         flags=p.Flag.PACKED if packed else 0)
         expected_announce = slots
         got = 0
         while got < expected_announce and proc.recv(1, 5.0) is not None:
             got += 1
         proc.drain()
-        plan = frames_for(job, workers, slots, rounds)
+        plan = frames_for(job, workers, slots, rounds, packed)
         # one round of every slot at a time (a window of slots x workers packets): rounds
         # of one slot must not overtake each other in the switch's input queues
         results = 0
@@ -125,16 +138,24 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--slots", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--encodings", type=lambda v: v.split(","), default=["packed", "lanes"])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    rows = {"softswitch in-process": in_process(args.workers, args.slots, args.rounds)}
+    bad = [e for e in args.encodings if e not in ("packed", "lanes")]
+    if bad:
+        ap.error(f"--encodings: {', '.join(bad)} not packed or lanes")
     kinds = [SOFTSWITCH] + ([SIMPLE_SWITCH_GRPC] if shutil.which("simple_switch_grpc") else [])
-    for kind in kinds:
-        rows[f"{kind} over veth"] = over_veth(kind, args.workers, args.slots, args.rounds)
+    rows = {}
+    for enc in args.encodings:
+        rows[f"softswitch in-process, {enc}"] = in_process(args.workers, args.slots,
+                                                           args.rounds, enc)
+        for kind in kinds:
+            rows[f"{kind} over veth, {enc}"] = over_veth(kind, args.workers, args.slots,
+                                                        args.rounds, enc)
     print(f"p4reduce program, K={p.LANES}, {args.workers} workers, {args.slots} slots, "
           f"{args.rounds} rounds ({args.workers * args.slots * args.rounds} DATA packets)")
     for name, pps in rows.items():
-        print(f"  {name:32s} {pps:10.0f} packets/s")
+        print(f"  {name:40s} {pps:10.0f} packets/s")
     if SIMPLE_SWITCH_GRPC not in kinds:
         print("  simple_switch_grpc: not on PATH, not measured")
     if args.json:

@@ -64,15 +64,18 @@ class Case:
     pattern: str           # dense, shared, independent, zipf (p4reduce); ring (gloo)
     density: float         # nominal fraction of non-zero blocks (zipf: see the result)
     repeat: int
+    encoding: str = "packed"   # p4reduce: the job's value encoding (protocol.md section 10)
 
     @property
     def key(self) -> tuple:
-        return (self.target, self.system, self.workers, self.size, self.pattern, self.density)
+        return (self.target, self.system, self.workers, self.size, self.pattern, self.density,
+                self.encoding)
 
     def label(self) -> str:
         d = "" if self.pattern in ("dense", "ring", "zipf") else f" {self.density:g}"
+        e = " lanes" if self.system == "p4reduce" and self.encoding == "lanes" else ""
         return (f"{self.target} {self.system} {self.workers}w {human_size(self.size)} "
-                f"{self.pattern}{d}")
+                f"{self.pattern}{d}{e}")
 
 
 @dataclass
@@ -129,6 +132,8 @@ def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case],
                 add(Case(target, "gloo", w, size, "ring", 1.0, rep))
                 if size < 16 * M or w == 4:
                     add(Case(target, "p4reduce", w, size, "dense", 1.0, rep))
+                if w == 4 and size <= M:     # the per-lane path, side by side (issue 12)
+                    add(Case(target, "p4reduce", w, size, "dense", 1.0, rep, "lanes"))
                 for d in ([0.1] if size < 16 * M else [0.1, 0.01]):
                     add(Case(target, "p4reduce", w, size, "shared", d, rep))
         for w in sweep_workers:
@@ -235,7 +240,7 @@ def block_densities(inputs: list[np.ndarray]) -> tuple[float, float]:
 def run_p4reduce(demo, net, c: Case, inputs: list[np.ndarray]) -> Result:
     opts = demo.Options(workers=c.workers, size=c.size, dtype="float32", target=c.target,
                         slots=SLOTS, deadline=1800.0, quiet=True, repeat=c.repeat,
-                        warmup=True)
+                        warmup=True, encoding=c.encoding)
     t0 = time.perf_counter()
     s = net.run_jobs(opts, inputs=[inputs])
     r = Result(c, ok=s.all_matched, wall=time.perf_counter() - t0)

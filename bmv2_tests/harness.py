@@ -11,18 +11,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controlplane import admission, drop_simulator, forwarding, replication, result_destination
-from controlplane.admission import JobParameters, WorkerAddress
+from controlplane import admission, drop_simulator, identity, replication, result_destination
+from controlplane.addresses import WorkerAddress
+from controlplane.admission import JobParameters
 from controlplane.connection import SwitchConnection
 from controlplane.stats import job_stats, switch_stats
 from hostlib import protocol as p
 from hostlib.protocol import Endpoints, Frame, Header, MsgType
 
-from .targets import SwitchProcess
+from .targets import SwitchUnderTest
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"
 FINGERPRINT = p.fingerprint(np.int32, 4 * p.LANES)   # what announces carry unless told
+
+
+def packed_bias(n: int) -> int:
+    """floor((2^31 - 1) / N): written out here, not imported, so the tests check the
+    controller's and the worker's value against the specification (protocol.md 10)."""
+    return ((1 << 31) - 1) // n
 
 
 def host_mac(port: int) -> str:
@@ -90,14 +97,15 @@ class TestJob:
             assert not extra, f"rank {w.rank} got {len(extra)} unexpected frame(s)"
 
     def round(self, version: int, block: int, blocks: dict[int, np.ndarray | None],
-              announce: dict[int, tuple[int, int]], slot: int = 0) -> dict[int, Frame]:
+              announce: dict[int, tuple[int, int]], slot: int = 0,
+              flags: int = 0) -> dict[int, Frame]:
         """One round: every rank sends DATA (values given) or SKIP; returns each result."""
         for rank in sorted(blocks):
             nb, ne = announce[rank]
             values = blocks[rank]
             kind = MsgType.DATA if values is not None else MsgType.SKIP
             self.send(rank, kind, slot=slot, version=version, block=block, next_block=nb,
-                      next_exponent=ne, values=values)
+                      next_exponent=ne, values=values, flags=flags)
         return self.results()
 
     def stats(self) -> dict[str, int]:
@@ -112,20 +120,23 @@ class TestJob:
 
 @dataclass
 class P4ReduceSwitch:
-    proc: SwitchProcess
+    proc: SwitchUnderTest
     conn: SwitchConnection
 
     def configure_identity(self) -> None:
-        forwarding.set_identity(self.conn, SWITCH_MAC, SWITCH_IP)
+        identity.set_identity(self.conn, SWITCH_MAC, SWITCH_IP)
 
     def add_job(self, job: int, n: int, *, slot_base: int = 0, slot_count: int = 4,
                 job_index: int = 0, epoch: int = 1, ports: list[int] | None = None,
-                mcast_grp: int | None = None) -> TestJob:
+                mcast_grp: int | None = None,
+                encoding: p.Encoding = p.Encoding.LANES) -> TestJob:
         ports = ports or list(range(1, n + 1))
         assert len(ports) == n
         params = JobParameters(job=job, job_index=job_index, slot_base=slot_base,
                                slot_count=slot_count, worker_count=n,
-                               mcast_grp=mcast_grp or 100 + job_index, epoch=epoch)
+                               mcast_grp=mcast_grp or 100 + job_index, epoch=epoch,
+                               encoding=int(encoding),
+                               bias=packed_bias(n) if encoding == p.Encoding.PACKED else 0)
         workers = [WorkerAddress(rank, port, host_mac(port), host_ip(port),
                                  p.UDP_PORT_BASE + 1) for rank, port in enumerate(ports)]
         admission.admit(self.conn, params, workers)

@@ -1,6 +1,6 @@
 """Strict validation of the addresses an operator gives the controller.
 
-Why strict: the data path encodes addresses with lenient parsers (`hostlib.protocol`
+Why strict: the data path encodes addresses with lenient parsers (`hostlib.wire`
 accepts " 0x2:0:0:0:0:1"), so a typo there is silently turned into *some* address and the
 job's packets are then dropped as unadmitted, or results go nowhere. Here a worker's or the
 switch's address must be written the one canonical way and must name one host:
@@ -13,11 +13,22 @@ switch's address must be written the one canonical way and must name one host:
 
 Every check raises `AddressError` (a ValueError) whose message names the value and the
 rule; callers prefix where the value came from (config field, `--worker` argument).
+
+This is the controller's one address module: besides the checks, the address types
+(`Address`, the job descriptor's, shared with hostlib; `WorkerAddress`, a rank's place on
+the switch) and the integers P4Runtime carries for a MAC or an IPv4 (`mac_int`, `ip_int`).
 """
 from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
+
+from hostlib.config import Address
+from hostlib.wire import ip_bytes, mac_bytes
+
+__all__ = ["Address", "AddressError", "WorkerAddress", "ip_int", "mac_int", "unicast_ipv4",
+           "unicast_mac"]
 
 _MAC = re.compile(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}")
 _IPV4 = re.compile(r"(?:0|[1-9][0-9]{0,2})(?:\.(?:0|[1-9][0-9]{0,2})){3}")
@@ -69,3 +80,28 @@ def unicast_ipv4(value: object) -> str:
 
 _THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 _RESERVED = ipaddress.IPv4Network("240.0.0.0/4")
+
+
+def mac_int(mac: str) -> int:
+    """A MAC ("02:00:00:00:00:01") as the integer of a 48-bit P4Runtime field."""
+    return int.from_bytes(mac_bytes(mac), "big")
+
+
+def ip_int(ip: str) -> int:
+    """An IPv4 ("10.0.0.1") as the integer of a 32-bit P4Runtime field."""
+    return int.from_bytes(ip_bytes(ip), "big")
+
+
+@dataclass(frozen=True)
+class WorkerAddress:
+    """Where rank `rank` of a job is: its switch port, and its `address` (MAC, IPv4, UDP
+    port), which admission matches and results are sent to."""
+    rank: int
+    port: int
+    mac: str
+    ip: str
+    udp_port: int
+
+    @property
+    def address(self) -> Address:
+        return Address(self.mac, self.ip, self.udp_port)

@@ -3,15 +3,21 @@ workers.
 
 The epoch in the key is the job's incarnation: a worker of a deleted job still sends its old
 epoch, which no entry matches, whatever ids and addresses a later job reuses. The action
-carries the job's parameters (job index, slot range, worker count, multicast group), so
-admission is also where a job's slots are handed to the data plane.
+carries the job's parameters (job index, slot range, worker count, multicast group, value
+encoding and its bias), so admission is also where a job's slots are handed to the data
+plane.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .addresses import WorkerAddress, ip_int, mac_int
 from .connection import SwitchConnection, table_entity
-from .forwarding import ip_int, mac_int
+
+SECTION = "7. Admission"              # docs/protocol.md
+TABLES = ("admission",)
+JOB_COUNTERS = ("slot_out_of_range", "wrong_encoding")
+SWITCH_COUNTERS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -23,15 +29,8 @@ class JobParameters:
     worker_count: int
     mcast_grp: int
     epoch: int
-
-
-@dataclass(frozen=True)
-class WorkerAddress:
-    rank: int
-    port: int
-    mac: str
-    ip: str
-    udp_port: int
+    encoding: int = 0       # protocol.Encoding: LANES 0, PACKED 1
+    bias: int = 0           # PACKED: floor((2^31 - 1) / worker_count), what a SKIP adds
 
 
 def admission_entry(conn: SwitchConnection, job: JobParameters, worker: WorkerAddress,
@@ -43,7 +42,8 @@ def admission_entry(conn: SwitchConnection, job: JobParameters, worker: WorkerAd
         return conn.p4.table_entry("admission", match)
     return conn.p4.table_entry("admission", match, "admit", {
         "job_index": job.job_index, "slot_base": job.slot_base, "slot_count": job.slot_count,
-        "worker_count": job.worker_count, "mcast_grp": job.mcast_grp})
+        "worker_count": job.worker_count, "mcast_grp": job.mcast_grp,
+        "encoding": job.encoding, "bias": job.bias})
 
 
 def admit(conn: SwitchConnection, job: JobParameters, workers: list[WorkerAddress]) -> None:

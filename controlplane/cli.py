@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import stats as switch_stats
-from .addresses import AddressError, unicast_ipv4, unicast_mac
-from .admission import WorkerAddress
+from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
 from .config import ConfigError, load
 from .connection import MastershipError, SwitchError
 from .controller import Controller
-from .jobs import POOL_SLOTS, JobError
-from .p4info import P4InfoError
-from hostlib import protocol
+from .jobs import ENCODINGS, MAX_SLOT_COUNT, JobError
+from .p4rt import P4InfoError
+from hostlib import wire
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SWITCH = 0, 1, 2, 3
 PROG = "p4reduce-ctl"
@@ -103,15 +102,15 @@ def parse_worker(text: str) -> WorkerAddress:
         raise argparse.ArgumentTypeError(f"--worker {text!r}: rank, port and udp port "
                                          "must be decimal integers")
     rank, port = int(parts[0]), int(parts[1])
-    udp = int(parts[9]) if len(parts) == 10 else protocol.UDP_PORT_BASE
+    udp = int(parts[9]) if len(parts) == 10 else wire.UDP_PORT_BASE
     if rank > 255:
         raise argparse.ArgumentTypeError(f"--worker {text!r}: rank {rank} is not 0..255")
     if port > 510:
         raise argparse.ArgumentTypeError(f"--worker {text!r}: port {port} is not 0..510")
-    if udp & protocol.UDP_PORT_MASK != protocol.UDP_PORT_BASE:
+    if udp & wire.UDP_PORT_MASK != wire.UDP_PORT_BASE:
         raise argparse.ArgumentTypeError(
-            f"--worker {text!r}: udp port {udp} is not in {protocol.UDP_PORT_BASE}.."
-            f"{protocol.UDP_PORT_BASE + 15}")
+            f"--worker {text!r}: udp port {udp} is not in {wire.UDP_PORT_BASE}.."
+            f"{wire.UDP_PORT_BASE + 15}")
     try:
         mac = unicast_mac(":".join(parts[2:8]))
         ip = unicast_ipv4(parts[8])
@@ -130,7 +129,7 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 
 
 def _job_row(job) -> dict:
-    return {"job": job.job, "workers": len(job.workers),
+    return {"job": job.job, "worker_count": len(job.workers),
             "slots": f"{job.slot_base}..{job.slot_base + job.slot_count - 1}",
             "epoch": job.epoch, "index": job.job_index,
             "loss": "" if not job.loss else f"in {job.loss['ingress']} out {job.loss['egress']}"}
@@ -163,9 +162,14 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     jsub = job.add_subparsers(dest="job_command", required=True, parser_class=parser_class)
     create = jsub.add_parser("create")
     create.add_argument("--job", type=_job_id, required=True)
-    create.add_argument("--slots", type=_int_in(1, POOL_SLOTS, "slots"), default=64)
+    create.add_argument("--slots", type=_int_in(1, MAX_SLOT_COUNT, "slots"), default=64)
     create.add_argument("--worker", type=parse_worker, action="append", required=True,
                         metavar="RANK:PORT:MAC:IP[:UDP]")
+    create.add_argument("--encoding", choices=ENCODINGS, default="packed",
+                        help="how values travel and are added: packed (default; one "
+                             "2048-bit add per packet; floats quantized, int32 as two "
+                             "16-bit halves) or lanes (64 int32 lanes added one by one, "
+                             "overflow flagged by the switch)")
     create.add_argument("--descriptors", type=Path,
                         help="write one descriptor per rank into this directory")
     delete = jsub.add_parser("delete")
@@ -224,7 +228,7 @@ def _run_attached(args, ctl: Controller, out) -> int:
     jobs = ctl.jobs
     if args.command == "job":
         if args.job_command == "create":
-            job = jobs.create(args.job, args.worker, args.slots)
+            job = jobs.create(args.job, args.worker, args.slots, args.encoding)
             descriptors = job.descriptors(jobs.switch)
             if args.descriptors:
                 try:
@@ -239,7 +243,7 @@ def _run_attached(args, ctl: Controller, out) -> int:
             if args.json:
                 print(json.dumps({"job": job.to_json(), "descriptors": descriptors}), file=out)
             else:
-                print(_table([_job_row(job)], ["job", "workers", "slots", "epoch", "index"]),
+                print(_table([_job_row(job)], ["job", "worker_count", "slots", "epoch", "index"]),
                       file=out)
             return EXIT_OK
         if args.job_command == "delete":
@@ -249,8 +253,8 @@ def _run_attached(args, ctl: Controller, out) -> int:
             return EXIT_OK
         if args.job_command == "list":
             rows = [_job_row(j) for j in jobs.jobs()]
-            print(json.dumps(rows) if args.json else
-                  _table(rows, ["job", "workers", "slots", "epoch", "index", "loss"]), file=out)
+            columns = ["job", "worker_count", "slots", "epoch", "index", "loss"]
+            print(json.dumps(rows) if args.json else _table(rows, columns), file=out)
             return EXIT_OK
         if args.job_command == "show":
             job = jobs.get(args.job)

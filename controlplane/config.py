@@ -46,11 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hostlib import protocol
+from hostlib import wire
 
-from .addresses import AddressError, unicast_ipv4, unicast_mac
-from .admission import WorkerAddress
-from .jobs import JobError, POOL_SLOTS, validate_workers
+from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
+from .jobs import MAX_SLOT_COUNT, JobError, validate_workers
 
 
 class ConfigError(ValueError):
@@ -204,7 +203,7 @@ def parse(data: dict, base_dir: Path = Path("."),
         if job_id in job_ids:
             raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
         job_ids.add(job_id)
-        slots = _int(f"{path}.slots", job["slots"], 1, POOL_SLOTS)
+        slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)
         if not isinstance(job["workers"], list):
             raise ConfigError(f"{path}.workers", "expected a list of worker tables")
         workers = []
@@ -214,8 +213,8 @@ def parse(data: dict, base_dir: Path = Path("."),
             port = _int(f"{wpath}.port", worker["port"], 0, 510)
             if port not in seen:
                 raise ConfigError(f"{wpath}.port", f"port {port} is not in switch.ports")
-            udp = _int(f"{wpath}.udp_port", worker.get("udp_port", protocol.UDP_PORT_BASE),
-                       protocol.UDP_PORT_BASE, protocol.UDP_PORT_BASE + 15)
+            udp = _int(f"{wpath}.udp_port", worker.get("udp_port", wire.UDP_PORT_BASE),
+                       wire.UDP_PORT_BASE, wire.UDP_PORT_BASE + 15)
             workers.append(WorkerAddress(
                 rank=_int(f"{wpath}.rank", worker["rank"], 0, 255), port=port,
                 mac=_mac(f"{wpath}.mac", worker["mac"]), ip=_ip(f"{wpath}.ip", worker["ip"]),

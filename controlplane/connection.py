@@ -20,7 +20,8 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from .p4info import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO, P4Objects, load_p4info
+from .p4rt import P4InfoIndex, load_p4info
+from .pipeline import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class SwitchConnection:
         self.election_id = election_id
         self.timeout = timeout
         self.is_primary = False
-        self.objects: P4Objects | None = None
+        self.objects: P4InfoIndex | None = None
         self._channel: grpc.Channel | None = None
         self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
         self._out: queue.Queue | None = None
@@ -228,7 +229,7 @@ class SwitchConnection:
             self.stub.SetForwardingPipelineConfig(req, timeout=self.timeout * 3)
         except grpc.RpcError as exc:
             raise SwitchError("set pipeline", exc.code().name, exc.details() or "") from None
-        self.objects = P4Objects(p4info)
+        self.objects = P4InfoIndex.from_proto(p4info)
 
     def push_pipeline(self, p4info_path: str | Path = DEFAULT_P4INFO,
                       device_config_path: str | Path = DEFAULT_DEVICE_CONFIG,
@@ -297,11 +298,11 @@ class SwitchConnection:
         info = self.get_p4info()
         if info is None:
             return False
-        self.objects = P4Objects(info)
+        self.objects = P4InfoIndex.from_proto(info)
         return True
 
     @property
-    def p4(self) -> P4Objects:
+    def p4(self) -> P4InfoIndex:
         if self.objects is None:
             raise SwitchError("pipeline", "FAILED_PRECONDITION", "no pipeline pushed or read")
         return self.objects

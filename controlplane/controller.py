@@ -25,10 +25,12 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
+from .addresses import Address
 from .config import Config
 from .connection import MastershipError, SwitchConnection, SwitchError, new_pipeline_cookie
-from .jobs import JobError, JobManager, SwitchAddress
-from .p4info import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO, P4InfoError, P4Objects, load_p4info
+from .jobs import JobError, JobManager
+from .p4rt import P4InfoError, P4InfoIndex, load_p4info
+from .pipeline import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
 from .reconcile import ReconcileReport, desired_state, reconcile
 
 log = logging.getLogger(__name__)
@@ -44,7 +46,7 @@ class Controller:
         self.device_config = device_config
         sw = config.switch
         self.conn = SwitchConnection(sw.grpc_addr, sw.device_id, sw.election_id)
-        self.jobs = JobManager(self.conn, SwitchAddress(sw.mac, sw.ip),
+        self.jobs = JobManager(self.conn, Address(sw.mac, sw.ip),
                                sw.state_file, set(sw.ports))
         self._stop = threading.Event()
         self._pipeline: tuple | None = None
@@ -107,7 +109,7 @@ class Controller:
             if why is None:
                 log.info("switch %s already runs this pipeline: reconciling its tables, "
                          "data plane state untouched", self.conn.grpc_addr)
-                self.conn.objects = P4Objects(info)
+                self.conn.objects = P4InfoIndex.from_proto(info)
                 outcome = PIPELINE_KEPT
             else:
                 log.info("pushing the pipeline to %s (%s)", self.conn.grpc_addr, why)

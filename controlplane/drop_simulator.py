@@ -11,7 +11,13 @@ from __future__ import annotations
 import math
 
 from .connection import SwitchConnection, table_entity
-from .p4info import P4InfoError
+from .p4rt import P4InfoError
+
+SECTION = "14. Drop simulator"              # docs/protocol.md
+TABLES = ("drop_simulator",)
+# DropSimulatorEgress (instance drop_simulator_egress) is this control's egress half
+JOB_COUNTERS = ("simulated_drops_ingress", "simulated_drops_egress")
+SWITCH_COUNTERS: tuple[str, ...] = ()
 
 SCALE = 65536
 MAX_THRESHOLD = SCALE - 1

@@ -1,35 +1,23 @@
-"""Programs SwitchIdentity and Forwarding: the switch's own MAC/IPv4, L2 entries and flooding.
+"""Programs Forwarding: L2 entries and flooding for everything that is not p4reduce.
 
 Ordinary traffic (ARP, ping, control) between hosts goes through `l2_forward`; broadcast is
 a multicast group of every port, and the P4 egress drops the copy that would go back out
-of the ingress port.
+of the ingress port. Frames with no entry are dropped and counted in `unrouted`
+(docs/protocol.md section 15).
 """
 from __future__ import annotations
 
+from .addresses import mac_int
 from .connection import SwitchConnection, table_entity
-from .p4info import P4InfoError
+from .p4rt import P4InfoError
 from .replication import multicast_group
-from hostlib.protocol import ip_bytes, mac_bytes
+
+SECTION = "15. Switch identity and forwarding"     # docs/protocol.md
+TABLES = ("l2_forward",)
+JOB_COUNTERS: tuple[str, ...] = ()
+SWITCH_COUNTERS = ("unrouted",)
 
 BROADCAST_MAC = "ff:ff:ff:ff:ff:ff"
-
-
-def mac_int(mac: str) -> int:
-    return int.from_bytes(mac_bytes(mac), "big")
-
-
-def ip_int(ip: str) -> int:
-    return int.from_bytes(ip_bytes(ip), "big")
-
-
-def identity_entry(conn: SwitchConnection, mac: str, ip: str):
-    """The default action of `switch_identity` (the table has no key)."""
-    return conn.p4.table_entry("switch_identity", {}, "set_identity",
-                               {"mac": mac_int(mac), "ip": ip_int(ip)}, default=True)
-
-
-def set_identity(conn: SwitchConnection, mac: str, ip: str) -> None:
-    conn.modify(table_entity(identity_entry(conn, mac, ip)))
 
 
 def l2_entry(conn: SwitchConnection, mac: str, port: int | None = None):

@@ -24,18 +24,24 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hostlib import protocol
+from hostlib import wire
+from hostlib.config import JobConfig
 
 from . import admission, drop_simulator, replication, result_destination, stats
-from .addresses import AddressError, unicast_ipv4, unicast_mac
-from .admission import JobParameters, WorkerAddress
-from .connection import SwitchConnection
+from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unicast_mac
+from .admission import JobParameters
+from .connection import SwitchConnection, SwitchError
+from .p4rt import P4InfoError, P4InfoIndex
 
-POOL_SLOTS = 1024          # p4src/common/constants.p4
-MAX_JOBS = 64
-MAX_WORKERS = protocol.MAX_WORKERS
+MAX_WORKERS = wire.MAX_WORKERS
+# a job's slot count travels in 16 bits (admission's slot_count, the wire's slot); how
+# many the switch has is its pipeline's (PoolSizes), checked when a job is created
+MAX_SLOT_COUNT = (1 << 16) - 1
 JOB_GROUP_BASE = 16        # multicast group of job index i is 16 + i; 1..15 are for flooding
-MAX_EPOCH = protocol.MAX_EPOCH  # bit 31 of the switch's slot epoch marks a lost slot
+MAX_EPOCH = wire.MAX_EPOCH  # bit 31 of the switch's slot epoch marks a lost slot
+
+
+ENCODINGS = tuple(e.name.lower() for e in wire.Encoding)
 
 
 class JobError(ValueError):
@@ -43,10 +49,19 @@ class JobError(ValueError):
 
 
 @dataclass(frozen=True)
-class SwitchAddress:
-    mac: str
-    ip: str
-    udp_port: int = protocol.UDP_PORT_BASE
+class PoolSizes:
+    """How many slots and job indices the switch has, read from its pipeline's P4Info (never
+    a copy of p4src/common/constants.p4's POOL_SLOTS and MAX_JOBS, which may change)."""
+    pool_slots: int     # register slot_epoch: one entry per pool slot
+    max_jobs: int       # the per-job counters: one index per job_index
+
+    @classmethod
+    def of(cls, p4: P4InfoIndex) -> "PoolSizes":
+        per_job = {p4.counter(name).size for name in stats.JOB_COUNTERS}
+        if len(per_job) != 1:
+            raise P4InfoError(f"the per-job counters {list(stats.JOB_COUNTERS)} have "
+                              f"different sizes {sorted(per_job)} in the P4Info")
+        return cls(pool_slots=p4.register("slot_epoch").size, max_jobs=per_job.pop())
 
 
 @dataclass
@@ -58,40 +73,48 @@ class Job:
     epoch: int
     workers: list[WorkerAddress]
     loss: dict | None = None
+    encoding: str = "packed"        # wire.Encoding name, lower case
 
     @property
     def params(self) -> JobParameters:
+        encoding = wire.Encoding[self.encoding.upper()]
         return JobParameters(job=self.job, job_index=self.job_index, slot_base=self.slot_base,
                              slot_count=self.slot_count, worker_count=len(self.workers),
-                             mcast_grp=JOB_GROUP_BASE + self.job_index, epoch=self.epoch)
+                             mcast_grp=JOB_GROUP_BASE + self.job_index, epoch=self.epoch,
+                             encoding=int(encoding),
+                             bias=(wire.packed_bias(len(self.workers))
+                                   if encoding == wire.Encoding.PACKED else 0))
 
-    def descriptor(self, rank: int, switch: SwitchAddress) -> dict:
-        """Everything worker `rank` needs (docs/protocol.md section 4)."""
+    def job_config(self, rank: int, switch: Address) -> JobConfig:
+        """Worker `rank`'s configuration, as hostlib parses it from the descriptor."""
         w = next((w for w in self.workers if w.rank == rank), None)
         if w is None:
             raise JobError(f"job {self.job} has no rank {rank}")
-        return {
-            "protocol": protocol.PROTOCOL_VERSION, "job": self.job, "epoch": self.epoch,
-            "rank": rank,
-            "workers": len(self.workers), "slot_base": self.slot_base,
-            "slot_count": self.slot_count, "lanes": protocol.LANES,
-            "switch": {"mac": switch.mac, "ip": switch.ip, "udp_port": switch.udp_port},
-            "worker": {"mac": w.mac, "ip": w.ip, "udp_port": w.udp_port},
-        }
+        return JobConfig(job=self.job, epoch=self.epoch, rank=rank,
+                         worker_count=len(self.workers), slot_base=self.slot_base,
+                         slot_count=self.slot_count, switch=switch, worker=w.address,
+                         encoding=wire.Encoding[self.encoding.upper()])
 
-    def descriptors(self, switch: SwitchAddress) -> list[dict]:
+    def descriptor(self, rank: int, switch: Address) -> dict:
+        """Everything worker `rank` needs (docs/protocol.md section 4): its JobConfig,
+        serialised by hostlib, the one writer of descriptors."""
+        return self.job_config(rank, switch).to_dict()
+
+    def descriptors(self, switch: Address) -> list[dict]:
         return [self.descriptor(w.rank, switch) for w in sorted(self.workers,
                                                                 key=lambda w: w.rank)]
 
     def to_json(self) -> dict:
         return {"job": self.job, "job_index": self.job_index, "slot_base": self.slot_base,
                 "slot_count": self.slot_count, "epoch": self.epoch, "loss": self.loss,
-                "workers": [asdict(w) for w in self.workers]}
+                "encoding": self.encoding, "workers": [asdict(w) for w in self.workers]}
 
     @classmethod
     def from_json(cls, data: dict) -> "Job":
         return cls(job=data["job"], job_index=data["job_index"], slot_base=data["slot_base"],
                    slot_count=data["slot_count"], epoch=data["epoch"], loss=data.get("loss"),
+                   # jobs written before encodings existed were installed lane by lane
+                   encoding=data.get("encoding", "lanes"),
                    workers=[WorkerAddress(**w) for w in data["workers"]])
 
 
@@ -113,10 +136,16 @@ class JobTable:
                 table.last_epoch = int(data["last_epoch"])
                 cookie = data.get("pipeline_cookie")
                 table.pipeline_cookie = None if cookie is None else int(cookie)
-                table.jobs = {j["job"]: Job.from_json(j) for j in data["jobs"]}
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise JobError(f"state file {path} is unreadable ({exc}); "
-                               "move it away to start with no jobs") from None
+                jobs = [Job.from_json(j) for j in data["jobs"]]
+                _check_jobs(jobs, table.last_epoch)
+                table.jobs = {j.job: j for j in jobs}
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                # nothing is written while the file is unreadable: every change reloads
+                # it first (locked()), so this error stops it before the switch or the
+                # file is touched
+                raise JobError(f"state file {path} is unreadable ({type(exc).__name__}: "
+                               f"{exc}); nothing was changed: repair it, or move it away "
+                               "to start with no jobs") from None
         return table
 
     def save(self) -> None:
@@ -171,28 +200,61 @@ class JobTable:
         self.last_epoch = self.last_epoch % MAX_EPOCH + 1
         return self.last_epoch
 
-    def allocate_slots(self, count: int) -> int:
-        """First fit of `count` contiguous slots; JobError when the pool has no such gap."""
-        if not 1 <= count <= POOL_SLOTS:
-            raise JobError(f"slots={count}: a job needs 1..{POOL_SLOTS} slots")
+    def allocate_slots(self, count: int, pool_slots: int) -> int:
+        """First fit of `count` contiguous slots of a pool of `pool_slots`; JobError when
+        the pool has no such gap."""
+        if not 1 <= count <= pool_slots:
+            raise JobError(f"slots={count}: a job needs 1..{pool_slots} slots (the "
+                           f"switch's pool)")
         taken = sorted((j.slot_base, j.slot_base + j.slot_count) for j in self.jobs.values())
         start = 0
         for lo, hi in taken:
             if lo - start >= count:
                 return start
             start = max(start, hi)
-        if POOL_SLOTS - start >= count:
+        if pool_slots - start >= count:
             return start
-        free = POOL_SLOTS - sum(j.slot_count for j in self.jobs.values())
+        free = pool_slots - sum(j.slot_count for j in self.jobs.values())
         raise JobError(f"slot pool exhausted: {count} contiguous slots requested, "
-                       f"{free} of {POOL_SLOTS} free")
+                       f"{free} of {pool_slots} free")
 
-    def allocate_index(self) -> int:
+    def allocate_index(self, max_jobs: int) -> int:
+        """The lowest job index (per-job counters, multicast group) no job uses."""
         used = {j.job_index for j in self.jobs.values()}
-        for i in range(MAX_JOBS):
+        for i in range(max_jobs):
             if i not in used:
                 return i
-        raise JobError(f"too many jobs: the switch counts at most {MAX_JOBS}")
+        raise JobError(f"too many jobs: the switch counts at most {max_jobs}")
+
+
+def _check_jobs(jobs: list[Job], last_epoch: int) -> None:
+    """ValueError for a state file's jobs that cannot all be true: loading them would
+    silently drop one (a duplicate id) or let two share slots or counters."""
+    if not 0 <= last_epoch <= MAX_EPOCH:
+        raise ValueError(f"last_epoch {last_epoch} is not 0..{MAX_EPOCH}")
+    seen: dict[str, set[int]] = {"job id": set(), "job index": set()}
+    for j in jobs:
+        for what, value in (("job id", j.job), ("job index", j.job_index)):
+            if value in seen[what]:
+                raise ValueError(f"{what} {value} appears twice")
+            seen[what].add(value)
+        numbers = {"job": j.job, "job_index": j.job_index, "slot_base": j.slot_base,
+                   "slot_count": j.slot_count, "epoch": j.epoch}
+        for name, value in numbers.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"job {j.job}: {name} {value!r} is not an integer")
+        if not (0 <= j.job < 1 << 16 and j.job_index >= 0 and j.slot_base >= 0
+                and j.slot_count >= 1 and 1 <= j.epoch <= MAX_EPOCH):
+            raise ValueError(f"job {j.job}: a number is out of range {numbers}")
+        if j.encoding not in ENCODINGS:
+            raise ValueError(f"job {j.job}: encoding {j.encoding!r} is not one of "
+                             f"{', '.join(ENCODINGS)}")
+        if not j.workers:
+            raise ValueError(f"job {j.job}: no workers")
+    spans = sorted((j.slot_base, j.slot_base + j.slot_count, j.job) for j in jobs)
+    for (_, hi, a), (lo, _, b) in zip(spans, spans[1:]):
+        if lo < hi:
+            raise ValueError(f"jobs {a} and {b} have overlapping slots")
 
 
 def validate_workers(job_id: int, workers: list[WorkerAddress],
@@ -226,30 +288,41 @@ def validate_workers(job_id: int, workers: list[WorkerAddress],
             unicast_ipv4(w.ip)
         except AddressError as exc:
             raise JobError(f"job {job_id} rank {w.rank}: {exc}") from None
-        if w.udp_port & protocol.UDP_PORT_MASK != protocol.UDP_PORT_BASE:
+        if w.udp_port & wire.UDP_PORT_MASK != wire.UDP_PORT_BASE:
             raise JobError(f"job {job_id} rank {w.rank}: udp_port {w.udp_port} is not in "
-                           f"0x{protocol.UDP_PORT_BASE:04x}..0x{protocol.UDP_PORT_BASE + 15:04x}")
+                           f"0x{wire.UDP_PORT_BASE:04x}..0x{wire.UDP_PORT_BASE + 15:04x}")
 
 
 class JobManager:
     """Creates and deletes jobs on one switch, keeping JobTable and the switch in step."""
 
-    def __init__(self, conn: SwitchConnection, switch: SwitchAddress,
+    def __init__(self, conn: SwitchConnection, switch: Address,
                  state_path: Path | None = None, known_ports: set[int] | None = None):
         self.conn = conn
         self.switch = switch
         self.known_ports = known_ports
         self.table = JobTable.load(state_path)
 
-    def create(self, job_id: int, workers: list[WorkerAddress], slots: int) -> Job:
+    @property
+    def sizes(self) -> PoolSizes:
+        """The pool of the pipeline this connection pushed or adopted."""
+        return PoolSizes.of(self.conn.p4)
+
+    def create(self, job_id: int, workers: list[WorkerAddress], slots: int,
+               encoding: str = "packed") -> Job:
         validate_workers(job_id, workers, self.known_ports)
+        if encoding not in ENCODINGS:
+            raise JobError(f"job {job_id}: encoding {encoding!r} is not one of "
+                           f"{', '.join(ENCODINGS)}")
+        sizes = self.sizes
         with self.table.locked():
             if job_id in self.table.jobs:
                 raise JobError(f"job {job_id} already exists")
-            job = Job(job=job_id, job_index=self.table.allocate_index(),
-                      slot_base=self.table.allocate_slots(slots), slot_count=slots,
+            job = Job(job=job_id, job_index=self.table.allocate_index(sizes.max_jobs),
+                      slot_base=self.table.allocate_slots(slots, sizes.pool_slots),
+                      slot_count=slots,
                       epoch=self.table.next_epoch(),
-                      workers=sorted(workers, key=lambda w: w.rank))
+                      workers=sorted(workers, key=lambda w: w.rank), encoding=encoding)
             # before admission: a new job's statistics start at zero, not at the counts
             # of the deleted job that had the same index (no packet can count on this
             # index now: the old job's admission entries are gone)
@@ -283,14 +356,20 @@ class JobManager:
             raise
 
     def delete(self, job_id: int) -> Job:
+        """Remove the job's entries, then forget it. Idempotent: an entry already gone
+        (NOT_FOUND: a delete that failed half-way, or a switch that lost it) counts as
+        removed, so repeating a failed delete finishes it instead of failing at the first
+        entry the earlier attempt removed."""
         with self.table.locked():
             job = self._get(job_id)
             # admission first: from here on no packet of the job touches its slots
-            admission.revoke(self.conn, job.params, job.workers)
-            result_destination.remove_destinations(self.conn, job.job, job.workers)
-            self.conn.delete(replication.multicast_group(job.params.mcast_grp, []))
+            _gone_ok(lambda: admission.revoke(self.conn, job.params, job.workers))
+            _gone_ok(lambda: result_destination.remove_destinations(self.conn, job.job,
+                                                                    job.workers))
+            _gone_ok(lambda: self.conn.delete(
+                replication.multicast_group(job.params.mcast_grp, [])))
             if job.loss:
-                drop_simulator.clear_loss(self.conn, job.job)
+                _gone_ok(lambda: drop_simulator.clear_loss(self.conn, job.job))
             del self.table.jobs[job_id]
             self.table.save()
         return job
@@ -329,3 +408,13 @@ class JobManager:
         controlplane/reconcile.py): write every known job again."""
         for job in self.jobs():
             self.install(job)
+
+
+def _gone_ok(remove) -> None:
+    """Run a removal; entries that do not exist (every failed update NOT_FOUND) are what
+    it wanted. The updates of a batch are applied one by one, so the others were removed."""
+    try:
+        remove()
+    except SwitchError as exc:
+        if exc.code != "NOT_FOUND":
+            raise

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
-from . import admission, drop_simulator, forwarding, result_destination
+from . import admission, drop_simulator, forwarding, identity, result_destination
 from .config import SwitchConfig
 from .connection import SwitchConnection, SwitchError, table_entity
 from .jobs import Job
@@ -73,7 +73,7 @@ def job_entries(conn: SwitchConnection, job: Job) -> list[p4runtime_pb2.TableEnt
 def desired_state(conn: SwitchConnection, sw: SwitchConfig,
                   jobs: Iterable[Job]) -> DesiredState:
     state = DesiredState()
-    state.defaults.append(forwarding.identity_entry(conn, sw.mac, sw.ip))
+    state.defaults.append(identity.identity_entry(conn, sw.mac, sw.ip))
     state.groups[sw.flood_group] = [(port, 0) for port in sw.ports]
     state.entries.append(forwarding.flood_entry(conn, sw.flood_group))
     state.entries += [forwarding.l2_entry(conn, h.mac, h.port) for h in sw.hosts]
@@ -134,7 +134,7 @@ def _read_default(conn: SwitchConnection, table_id: int) -> p4runtime_pb2.TableE
 def reconcile(conn: SwitchConnection, desired: DesiredState) -> ReconcileReport:
     """Make the switch hold exactly `desired`, touching only what differs."""
     report = ReconcileReport()
-    order = {conn.p4.table(name).preamble.id: i for i, name in enumerate(WRITE_ORDER)}
+    order = {conn.p4.table(name).id: i for i, name in enumerate(WRITE_ORDER)}
 
     # multicast groups first: admission entries name them
     current_groups = read_groups(conn)

@@ -1,9 +1,13 @@
 """Programs ResultDestination (egress): where each rank's copy of a result goes."""
 from __future__ import annotations
 
-from .admission import WorkerAddress
+from .addresses import WorkerAddress, ip_int, mac_int
 from .connection import SwitchConnection, table_entity
-from .forwarding import ip_int, mac_int
+
+SECTION = "Result destination"             # docs/protocol.md, in section 12
+TABLES = ("result_destination",)
+JOB_COUNTERS: tuple[str, ...] = ()
+SWITCH_COUNTERS = ("no_destination_drops",)
 
 
 def destination_entry(conn: SwitchConnection, job: int, worker: WorkerAddress,

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
 
+from . import admission, drop_simulator, forwarding, pipeline, result, result_destination
 from .connection import SwitchConnection
 
-JOB_COUNTERS = ("aggregated", "rounds_completed", "retransmissions_served", "duplicates",
-                "overflows", "state_lost", "slot_out_of_range", "simulated_drops_ingress",
-                "simulated_drops_egress")
-DROP_REASONS = ("malformed", "unadmitted")
-SWITCH_COUNTERS = ("unrouted", "no_destination_drops")
+# Each controller module names the counters its P4 control declares; these are the lists
+# of all of them (tests/controller_tests/test_control_modules.py checks against the P4Info)
+JOB_COUNTERS = result.JOB_COUNTERS + admission.JOB_COUNTERS + drop_simulator.JOB_COUNTERS
+DROP_REASONS = pipeline.DROP_REASONS
+SWITCH_COUNTERS = forwarding.SWITCH_COUNTERS + result_destination.SWITCH_COUNTERS
 
 
 def read_counter(conn: SwitchConnection, name: str, index: int | None = None) -> dict[int, int]:
     """{index: packets} of one counter (every index when index is None)."""
-    counter = conn.p4.counter(name)
     entity = p4runtime_pb2.Entity()
-    entity.counter_entry.counter_id = counter.preamble.id
+    entity.counter_entry.counter_id = conn.p4.counter(name).id
     if index is not None:
         entity.counter_entry.index.index = index
     return {e.counter_entry.index.index: e.counter_entry.data.packet_count
@@ -33,7 +33,7 @@ def zero_job_counters(conn: SwitchConnection, job_index: int) -> None:
     entities = []
     for name in JOB_COUNTERS:
         entity = p4runtime_pb2.Entity()
-        entity.counter_entry.counter_id = conn.p4.counter(name).preamble.id
+        entity.counter_entry.counter_id = conn.p4.counter(name).id
         entity.counter_entry.index.index = job_index
         entity.counter_entry.data.SetInParent()       # packet_count = byte_count = 0
         entities.append(entity)
@@ -46,7 +46,8 @@ def job_stats(conn: SwitchConnection, job_index: int) -> dict[str, int]:
 
 
 def switch_stats(conn: SwitchConnection) -> dict[str, int]:
-    drops = read_counter(conn, "drops")
+    (drops_counter,) = pipeline.SWITCH_COUNTERS
+    drops = read_counter(conn, drops_counter)
     out = {f"drops_{reason}": drops.get(i, 0) for i, reason in enumerate(DROP_REASONS)}
     for name in SWITCH_COUNTERS:
         out[name] = read_counter(conn, name, 0).get(0, 0)

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import protocol as p
+from . import wire as p
 
 
 class DescriptorError(ValueError):
@@ -20,9 +20,11 @@ class DescriptorError(ValueError):
 
 @dataclass(frozen=True)
 class Address:
+    """One end of p4reduce traffic: the switch's or a worker's MAC, IPv4 and UDP port (the
+    descriptor's `switch` and `worker`; the controller uses the same type)."""
     mac: str
     ip: str
-    udp_port: int
+    udp_port: int = p.UDP_PORT_BASE
 
 
 @dataclass(frozen=True)
@@ -30,13 +32,14 @@ class JobConfig:
     job: int
     epoch: int          # the job's incarnation: admission matches it (protocol.md section 7)
     rank: int
-    workers: int
+    worker_count: int
     slot_base: int
     slot_count: int
     switch: Address
     worker: Address
     protocol: int = p.PROTOCOL_VERSION
     lanes: int = p.LANES
+    encoding: p.Encoding = p.Encoding.LANES   # how values travel (protocol.md section 10)
 
     def to_switch(self) -> p.Endpoints:
         """Addresses of this rank's packets to the switch (what admission checks)."""
@@ -54,8 +57,9 @@ class JobConfig:
         return {
             "protocol": self.protocol, "job": self.job, "epoch": self.epoch,
             "rank": self.rank,
-            "workers": self.workers, "slot_base": self.slot_base,
+            "worker_count": self.worker_count, "slot_base": self.slot_base,
             "slot_count": self.slot_count, "lanes": self.lanes,
+            "encoding": self.encoding.name.lower(),
             "switch": vars(self.switch).copy(), "worker": vars(self.worker).copy(),
         }
 
@@ -107,14 +111,20 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
     lanes = integer("lanes", 1, 1 << 16)
     if lanes != p.LANES:
         raise DescriptorError(f"field lanes={lanes}: this worker was built for {p.LANES}")
-    workers = integer("workers", 1, p.MAX_WORKERS)
-    rank = integer("rank", 0, workers - 1)
+    if "worker_count" not in d and "workers" in d:
+        d["worker_count"] = d["workers"]        # its earlier name (docs/CHANGELOG.md)
+    worker_count = integer("worker_count", 1, p.MAX_WORKERS)
+    names = {e.name.lower(): e for e in p.Encoding}
+    encoding = d.get("encoding", "lanes")      # descriptors older than encodings: lanes
+    if encoding not in names:
+        raise DescriptorError(f"field encoding={encoding!r} not one of {', '.join(names)}")
+    rank = integer("rank", 0, worker_count - 1)
     cfg = JobConfig(
         job=integer("job", 0, 0xFFFF), epoch=integer("epoch", 1, p.MAX_EPOCH),
-        rank=rank, workers=workers,
+        rank=rank, worker_count=worker_count,
         slot_base=integer("slot_base", 0, 0xFFFF),
         slot_count=integer("slot_count", 1, 0xFFFF),
         switch=_address(d.get("switch"), "switch", port_in_range=False),
         worker=_address(d.get("worker"), "worker", port_in_range=True),
-        protocol=proto, lanes=lanes)
+        protocol=proto, lanes=lanes, encoding=names[encoding])
     return cfg

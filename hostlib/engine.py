@@ -23,7 +23,7 @@ import numpy as np
 from . import protocol as p
 from .config import JobConfig
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
-from .numerics import Payload
+from .numerics import Payload, from_packed
 
 EOS = p.END_OF_STREAM
 
@@ -112,7 +112,7 @@ class EngineStats:
 class AllreduceEngine:
     """State machine of all slots of one job for one tensor.
 
-    `start_versions[s]` is the shadow-copy version of slot s's announce round. The first
+    `start_slot_versions[s]` is the shadow-copy version of slot s's announce round. The first
     allreduce of a job uses 0 (section 6); the Worker continues the alternation across
     calls (a slot that ended in version v starts the next tensor in version 1-v), because
     the switch's bitmap still has every rank's bit set in v: an announce in v would be
@@ -121,7 +121,7 @@ class AllreduceEngine:
 
     def __init__(self, cfg: JobConfig, payload: Payload, now: float,
                  params: EngineParams | None = None,
-                 start_versions: np.ndarray | None = None,
+                 start_slot_versions: np.ndarray | None = None,
                  builder: FrameBuilder | None = None, rtt: RttEstimator | None = None,
                  continued: np.ndarray | None = None):
         self.cfg = cfg
@@ -153,8 +153,8 @@ class AllreduceEngine:
 
         self.active = np.arange(n) < min(S, B)
         self.touched = self.active.copy()                # slots this call sent on
-        self.version = (np.zeros(n, np.int64) if start_versions is None
-                        else np.asarray(start_versions[:n], np.int64) & 1)
+        self.slot_version = (np.zeros(n, np.int64) if start_slot_versions is None
+                        else np.asarray(start_slot_versions[:n], np.int64) & 1)
         # CONTINUED: this rank had a result on the slot in this job, so the switch must
         # hold the job's state there (protocol.md section 8); the Worker keeps it.
         self.continued = (np.zeros(n, bool) if continued is None
@@ -207,16 +207,17 @@ class AllreduceEngine:
 
     def _announce(self, slots: np.ndarray) -> None:
         k = slots.size
-        self._emit(slots, np.full(k, p.MsgType.ANNOUNCE), self.version[slots],
+        self._emit(slots, np.full(k, p.MsgType.ANNOUNCE), self.slot_version[slots],
                    np.full(k, EOS, np.int64), self.my_next[slots], None,
                    np.full(k, p.Extension.FINGERPRINT))
 
-    def _emit(self, slots: np.ndarray, msg_type: np.ndarray, version: np.ndarray,
+    def _emit(self, slots: np.ndarray, msg_type: np.ndarray, slot_version: np.ndarray,
               block: np.ndarray, next_block: np.ndarray, values: np.ndarray | None,
               extension: np.ndarray) -> None:
         cols = {
-            "protocol": p.PROTOCOL_VERSION, "msg_type": msg_type, "slot_version": version,
-            "flags": np.where(self.continued[slots], int(p.Flag.CONTINUED), 0),
+            "protocol": p.PROTOCOL_VERSION, "msg_type": msg_type, "slot_version": slot_version,
+            "flags": np.where(self.continued[slots], int(p.Flag.CONTINUED), 0)
+                     | (int(p.Flag.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0),
             "job": self.cfg.job, "slot": slots, "rank": self.cfg.rank,
             "next_exponent": self._announce_exponent(next_block), "epoch": self.cfg.epoch,
             "block": block, "next_block": next_block,
@@ -299,7 +300,7 @@ class AllreduceEngine:
                 f"its pipeline was replaced while the job ran, and rounds whose results died "
                 f"with it cannot complete; delete the job and create it again")
         answers = ours & self.active[np.minimum(slot, self.nslots - 1)]
-        answers[answers] &= (c["slot_version"][answers] == self.version[slot[answers]]) \
+        answers[answers] &= (c["slot_version"][answers] == self.slot_version[slot[answers]]) \
             & (c["block"][answers] == self.block[slot[answers]])
         status = answers & (c["msg_type"] == p.MsgType.STATUS)
         if status.any() and r.contributors is not None:
@@ -329,7 +330,8 @@ class AllreduceEngine:
                 raise p.ProtocolError(f"RESULT for slot {bad} block {int(self.block[bad])} "
                                       f"carries no values")
             blocks = self.block[ds]
-            self.sums[blocks] = r.values[di]
+            self.sums[blocks] = (from_packed(r.values[di], self.cfg.worker_count)
+                                 if self.cfg.encoding == p.Encoding.PACKED else r.values[di])
             self.sum_exponent[blocks] = self.exponent[ds]
             over = (c["flags"][di] & p.Flag.OVERFLOW) != 0
             if over.any():
@@ -368,12 +370,12 @@ class AllreduceEngine:
             pos = np.searchsorted(self.payload.nonzero, nb[is_data])
             new_next[is_data] = self._succ[pos]
         values = self.payload.values(nb[is_data], ne[is_data]) if is_data.any() else None
-        self.version[s] ^= 1
+        self.slot_version[s] ^= 1
         self.block[s] = nb
         self.exponent[s] = ne
         self.my_next[s] = new_next
         msg = np.where(is_data, p.MsgType.DATA, p.MsgType.SKIP)
-        self._emit(s, msg, self.version[s], nb, new_next, values, is_data)
+        self._emit(s, msg, self.slot_version[s], nb, new_next, values, is_data)
 
     # -- completion ----------------------------------------------------------------------
 
@@ -562,7 +564,7 @@ class AllreduceEngine:
         stalled = np.flatnonzero(self.active & (now - self.last_heard >= self.params.deadline))
         if not stalled.size:
             return
-        everyone = (1 << self.cfg.workers) - 1
+        everyone = (1 << self.cfg.worker_count) - 1
         answered = self.status_at[stalled] > self.last_heard[stalled]
         missing = 0
         for sl in stalled[answered]:
@@ -572,7 +574,7 @@ class AllreduceEngine:
             blk = int(self.block[sl])
             what = "announce" if blk == EOS else f"block {blk}"
             if self.status_at[sl] > self.last_heard[sl]:
-                waits = [k for k in range(self.cfg.workers)
+                waits = [k for k in range(self.cfg.worker_count)
                          if not (int(self.contributors[sl]) >> k) & 1]
                 heard = f"the switch waits for rank(s) {waits}"
             else:
@@ -580,7 +582,7 @@ class AllreduceEngine:
             parts.append(f"slot {int(sl)} round {int(self.round[sl])} ({what}: {heard})")
         more = f" and {stalled.size - 8} more" if stalled.size > 8 else ""
         if missing:
-            ranks = [k for k in range(self.cfg.workers) if (missing >> k) & 1]
+            ranks = [k for k in range(self.cfg.worker_count) if (missing >> k) & 1]
             cause = (f"the switch has not heard from rank(s) {ranks} in the stalled rounds: "
                      f"stopped, crashed or unreachable?")
         else:
@@ -648,9 +650,9 @@ class AllreduceEngine:
                 + (" ..." if len(blocks) > 8 else "")
                 + "; the switch flagged the round (FLAG_OVERFLOW), no wrong sum returned")
 
-    def final_versions(self, versions: np.ndarray) -> np.ndarray:
-        """`versions` (the slots' versions before this call) updated for the next call: a
+    def final_slot_versions(self, slot_versions: np.ndarray) -> np.ndarray:
+        """`slot_versions` (the slots' versions before this call) updated for the next call: a
         slot this call used goes on alternating, an untouched one keeps its version."""
-        out = np.asarray(versions, np.uint8).copy()
-        out[self.touched] = (self.version[self.touched] ^ 1).astype(np.uint8)
+        out = np.asarray(slot_versions, np.uint8).copy()
+        out[self.touched] = (self.slot_version[self.touched] ^ 1).astype(np.uint8)
         return out

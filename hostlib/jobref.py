@@ -155,7 +155,9 @@ def _validated(desc: Any, where: str) -> dict[str, Any]:
 def _from_controller(path: Path, job: int, rank: int) -> tuple[dict[str, Any], str]:
     """The descriptor as `p4reduce-ctl job show` would print it, from the state file."""
     from controlplane.config import ConfigError, load
-    from controlplane.jobs import JobError, JobTable, SwitchAddress
+    from controlplane.jobs import JobError, JobTable
+
+    from .config import Address
     try:
         cfg = load(path)
     except (ConfigError, OSError) as e:
@@ -171,7 +173,7 @@ def _from_controller(path: Path, job: int, rank: int) -> tuple[dict[str, Any], s
         if found is None:
             raise JobLookupError(f"controller state file {state} has no job {job} "
                                  f"(jobs: {sorted(table.jobs)})")
-        desc = found.descriptor(rank, SwitchAddress(cfg.switch.mac, cfg.switch.ip))
+        desc = found.descriptor(rank, Address(cfg.switch.mac, cfg.switch.ip))
     except JobError as e:
         raise JobLookupError(f"controller state file {state}: {e}") from None
     where = f"job {job} in controller state file {state}"
@@ -185,10 +187,10 @@ def open_worker(rank: int, options: P4ReduceOptions, world_size: int | None = No
     when given. Returns (worker, where the descriptor came from)."""
     from .worker import Worker
     desc, where = find_descriptor(rank, options)
-    if desc["rank"] != rank or (world_size is not None and desc["workers"] != world_size):
+    if desc["rank"] != rank or (world_size is not None and desc["worker_count"] != world_size):
         size = f" of {world_size}" if world_size is not None else ""
         raise JobLookupError(f"rank {rank}: {where} is rank {desc['rank']} of job "
-                             f"{desc['job']} with {desc['workers']} workers, but this "
+                             f"{desc['job']} with {desc['worker_count']} workers, but this "
                              f"process is rank {rank}{size}")
     kwargs = dict(worker_kwargs)
     if options.interface is not None:

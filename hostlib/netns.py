@@ -42,21 +42,21 @@ def available() -> str | None:
 class Topology:
     """`with Topology(n) as t:` -> t.descriptors, t.worker_ns[i], t.switch_ns, t.switch_if."""
 
-    def __init__(self, workers: int, *, job: int = 7, slot_count: int = 64,
-                 udp_port: int = 0x5030):
+    def __init__(self, worker_count: int, *, job: int = 7, slot_count: int = 64,
+                 udp_port: int = UDP_PORT_BASE):
         self.tag = "p4r" + secrets.token_hex(3)
-        self.workers = workers
+        self.worker_count = worker_count
         self.switch_ns = f"{self.tag}-sw"
-        self.worker_ns = [f"{self.tag}-w{i}" for i in range(workers)]
-        self.switch_if = [f"{self.tag}s{i}" for i in range(workers)]
-        self.worker_if = [f"{self.tag}w{i}" for i in range(workers)]
+        self.worker_ns = [f"{self.tag}-w{i}" for i in range(worker_count)]
+        self.switch_if = [f"{self.tag}s{i}" for i in range(worker_count)]
+        self.worker_if = [f"{self.tag}w{i}" for i in range(worker_count)]
         self.descriptors: list[dict[str, Any]] = [
-            JobConfig(job=job, epoch=1, rank=i, workers=workers, slot_base=0,
+            JobConfig(job=job, epoch=1, rank=i, worker_count=worker_count, slot_base=0,
                       slot_count=slot_count,
                       switch=Address(SWITCH_MAC, SWITCH_IP, UDP_PORT_BASE),
                       worker=Address(f"02:00:00:00:00:{i + 1:02x}",
                                      SUBNET.format(i + 1)[:-3], udp_port)).to_dict()
-            for i in range(workers)]
+            for i in range(worker_count)]
         self._made: list[str] = []
 
     def __enter__(self) -> "Topology":
@@ -75,7 +75,7 @@ class Topology:
             _ip("netns", "add", ns)
             self._made.append(ns)
             _ip("-n", ns, "link", "set", "lo", "up")
-        for i in range(self.workers):
+        for i in range(self.worker_count):
             w, s = self.worker_if[i], self.switch_if[i]
             _ip("link", "add", w, "netns", self.worker_ns[i], "type", "veth",
                 "peer", "name", s, "netns", self.switch_ns)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import protocol as p
+from .wire import packed_bias
 
 M = (1 << 31) - 1                       # largest int32: the quantized range
 MIN_EXPONENT = -128                     # e is clamped below (field carries e + 128)
@@ -19,9 +20,41 @@ MAX_EXPONENT = 127
 SUPPORTED = (np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.float64))
 
 
-def level(workers: int) -> int:
+def level(worker_count: int) -> int:
     """floor(M / N): the largest |q| a rank may send so that N of them cannot overflow."""
-    return M // workers
+    return M // worker_count
+
+
+def to_packed(lanes: np.ndarray, worker_count: int) -> np.ndarray:
+    """int32 lanes -> the packed encoding's biased lanes (the same 4 bytes per lane on the
+    wire, returned as int32 so the one codec frames them; values >= 2^31 wrap)."""
+    biased = lanes.astype(np.int64) + packed_bias(worker_count)
+    return biased.astype(np.uint32).view(np.int32)
+
+
+def from_packed(sums: np.ndarray, worker_count: int) -> np.ndarray:
+    """A packed round's lanes (sum of N biased lanes, < 2^32) -> the exact int32 sums."""
+    unbiased = sums.view(np.uint32).astype(np.int64) - worker_count * packed_bias(worker_count)
+    return unbiased.astype(np.int32)
+
+
+def split_halves(blocks: np.ndarray) -> np.ndarray:
+    """int32 blocks (B, K) -> (2B, K): row 2b the high halves x >> 16 (-2^15..2^15-1),
+    row 2b+1 the low halves x & 0xFFFF (0..2^16-1) of block b. A packed-encoding job
+    reduces int32 this way: N halves sum far below the lane's room, so the sum is exact."""
+    out = np.empty((2 * blocks.shape[0], blocks.shape[1]), np.int32)
+    out[0::2] = blocks >> 16
+    out[1::2] = blocks & 0xFFFF
+    return out
+
+
+def join_halves(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(2B, K) summed halves -> (the exact int64 sums (B, K), the blocks whose sum does not
+    fit int32): the worker detects int32 overflow exactly, from the true sum."""
+    total = sums[0::2].astype(np.int64) * 65536 + sums[1::2].astype(np.int64)
+    info = np.iinfo(np.int32)
+    over = np.flatnonzero(((total < info.min) | (total > info.max)).any(axis=1))
+    return total, over
 
 
 def to_blocks(flat: np.ndarray, lanes: int = p.LANES) -> np.ndarray:
@@ -61,17 +94,17 @@ def nonfinite_reason(flat: np.ndarray) -> str:
     return ""
 
 
-def quantize(blocks: np.ndarray, exponents: np.ndarray, workers: int) -> np.ndarray:
+def quantize(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
     """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32."""
-    scaled = np.ldexp(blocks.astype(np.float64) * float(level(workers)),
+    scaled = np.ldexp(blocks.astype(np.float64) * float(level(worker_count)),
                       -exponents.astype(np.int32)[:, None])
     return np.rint(scaled).astype(np.int32)
 
 
-def dequantize(sums: np.ndarray, exponents: np.ndarray, workers: int) -> np.ndarray:
+def dequantize(sums: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
     """sum / s = sum * 2^E / floor(M/N) per row (float64)."""
     return np.ldexp(sums.astype(np.float64), exponents.astype(np.int32)[:, None]) \
-        / float(level(workers))
+        / float(level(worker_count))
 
 
 # float64 evaluation of quantize (x * floor(M/N) is rounded) and dequantize (the division
@@ -82,12 +115,12 @@ FLOAT64_SLACK = 1.0 + 2.0 ** -20
 RELATIVE_MIN = 2.0 ** (MIN_EXPONENT - 1)
 
 
-def error_bound(exponent: int | np.ndarray, workers: int) -> np.ndarray:
+def error_bound(exponent: int | np.ndarray, worker_count: int) -> np.ndarray:
     """Documented per-element bound, before rounding to the output dtype (section 10):
     |result - exact sum| <= N * 2^(E-1) / floor(M/N) * FLOAT64_SLACK, for every finite
     input with |x| <= 2^127. E is the negotiated (unbiased) exponent of the block."""
     e = np.asarray(exponent, dtype=np.int32)
-    return workers * np.ldexp(1.0, e - 1) / level(workers) * FLOAT64_SLACK
+    return worker_count * np.ldexp(1.0, e - 1) / level(worker_count) * FLOAT64_SLACK
 
 
 def negotiated_exponent(blockmax: np.ndarray) -> np.ndarray:
@@ -96,15 +129,15 @@ def negotiated_exponent(blockmax: np.ndarray) -> np.ndarray:
     return block_exponents(np.asarray(blockmax, dtype=np.float64).reshape(-1, 1))
 
 
-def sum_error_bound(blockmax: np.ndarray, workers: int) -> np.ndarray:
+def sum_error_bound(blockmax: np.ndarray, worker_count: int) -> np.ndarray:
     """The absolute bound per block from its max |x| over all ranks: what a checker needs."""
-    return error_bound(negotiated_exponent(blockmax), workers)
+    return error_bound(negotiated_exponent(blockmax), worker_count)
 
 
-def relative_error_bound(workers: int) -> float:
+def relative_error_bound(worker_count: int) -> float:
     """N^2 / (2^31 - N): error / block max never exceeds this when the block max is at
     least RELATIVE_MIN (2^-129), since then 2^E <= 2 * max and floor(M/N) >= (2^31-N)/N."""
-    return workers ** 2 / float((1 << 31) - workers) * FLOAT64_SLACK
+    return worker_count ** 2 / float((1 << 31) - worker_count) * FLOAT64_SLACK
 
 
 @dataclass
@@ -118,8 +151,10 @@ class Payload:
     nonzero: np.ndarray             # sorted int64 indices of blocks with any non-zero value
     exponent_biased: np.ndarray     # (B,) int16 in 0..255
     is_float: bool
-    workers: int
+    worker_count: int
     fingerprint: int = 0            # protocol.fingerprint(dtype, elements): announced
+    encoding: p.Encoding = p.Encoding.LANES
+    halves: bool = False            # int32 in a packed job: blocks are split_halves rows
     refused: str = ""               # why the values cannot be sent (then: none, and a
                                     # NONFINITE fingerprint; see make_payload)
 
@@ -130,7 +165,8 @@ class Payload:
     def values(self, rows: np.ndarray, switch_exponent_biased: np.ndarray) -> np.ndarray:
         """int32 (len(rows), K) to send for these blocks with the switch's exponents."""
         if not self.is_float:
-            return self.blocks[rows]
+            rows_out = self.blocks[rows]
+            return to_packed(rows_out, self.worker_count) if self.halves else rows_out
         mine = self.exponent_biased[rows]
         if np.any(mine > switch_exponent_biased):
             i = int(np.argmax(mine > switch_exponent_biased))
@@ -138,14 +174,17 @@ class Payload:
                 f"switch exponent {int(switch_exponent_biased[i]) - p.EXPONENT_BIAS} for "
                 f"block {int(rows[i])} is below this rank's {int(mine[i]) - p.EXPONENT_BIAS}"
                 f" (its values would overflow)")
-        return quantize(self.blocks[rows],
-                        switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS,
-                        self.workers)
+        q = quantize(self.blocks[rows],
+                     switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS, self.worker_count)
+        return to_packed(q, self.worker_count) if self.encoding == p.Encoding.PACKED else q
 
 
-def make_payload(array: np.ndarray, workers: int, *, announce_refusal: bool = False
-                 ) -> Payload:
+def make_payload(array: np.ndarray, worker_count: int,
+                 encoding: p.Encoding = p.Encoding.LANES, *,
+                 announce_refusal: bool = False) -> Payload:
     """Validate dtype and values, cut into blocks, find non-zero blocks and exponents.
+    In a packed-encoding job an int32 tensor travels as twice as many blocks of 16-bit
+    halves (split_halves).
 
     A float tensor holding NaN/Inf (or |x| > 2^127) raises ValueError, or, with
     `announce_refusal`, becomes a payload with no values and the NONFINITE fingerprint
@@ -155,7 +194,8 @@ def make_payload(array: np.ndarray, workers: int, *, announce_refusal: bool = Fa
     if a.dtype not in SUPPORTED:
         raise TypeError(f"dtype {a.dtype} not supported: use int32, float32 or float64")
     flat = a.reshape(-1)                     # copies only when a is not contiguous
-    nblocks = max(1, -(-flat.size // p.LANES))
+    halves = a.dtype.kind != "f" and encoding == p.Encoding.PACKED
+    nblocks = max(1, -(-flat.size // p.LANES)) * (2 if halves else 1)
     if nblocks > p.MAX_BLOCK + 1:
         raise ValueError(f"tensor of {flat.size} values needs {nblocks} blocks; the protocol"
                          f" allows at most {p.MAX_BLOCK + 1}")
@@ -168,14 +208,18 @@ def make_payload(array: np.ndarray, workers: int, *, announce_refusal: bool = Fa
             return Payload(blocks=np.zeros((nblocks, p.LANES)),
                            nonzero=np.zeros(0, np.int64),
                            exponent_biased=np.zeros(nblocks, np.int16), is_float=True,
-                           workers=workers, fingerprint=p.nonfinite_fingerprint(flat.size),
-                           refused=reason)
+                           worker_count=worker_count,
+                           fingerprint=p.nonfinite_fingerprint(flat.size),
+                           encoding=encoding, refused=reason)
         blocks = to_blocks(flat.astype(np.float64, copy=False))
         exps = block_exponents(blocks) + p.EXPONENT_BIAS
     else:
         blocks = to_blocks(flat)
+        if halves:
+            blocks = split_halves(blocks)
         exps = np.zeros(blocks.shape[0], dtype=np.int16)
     nonzero = np.flatnonzero(np.any(blocks != 0, axis=1)).astype(np.int64)
     return Payload(blocks=blocks, nonzero=nonzero, exponent_biased=exps.astype(np.int16),
-                   is_float=is_float, workers=workers,
-                   fingerprint=p.fingerprint(a.dtype, flat.size))
+                   is_float=is_float, worker_count=worker_count,
+                   fingerprint=p.fingerprint(a.dtype, flat.size), encoding=encoding,
+                   halves=halves)

@@ -12,7 +12,7 @@ or "gloo".
 What goes through the switch: `allreduce` and `allreduce_coalesced` with SUM or AVG of
 float32, float64, float16/bfloat16 (as float32) and int32 tensors, of any shape and
 strides, CPU tensors in place (CUDA tensors are copied to host and back), when the group
-is the whole job (every rank, the descriptor's `workers`). Everything else is served by
+is the whole job (every rank, the descriptor's `worker_count`). Everything else is served by
 a gloo process group created alongside on the same store: other collectives (broadcast,
 all_gather, barrier, reduce_scatter, send/recv, ...), other ops (MAX, PRODUCT, ...),
 other dtypes (int64, bool, ...), sparse tensors, and groups that are not the job's ranks.
@@ -358,7 +358,7 @@ def _reduce(channel: _Channel, tensors: list[torch.Tensor], op: str) -> list[tor
                 offset += n
         if op == "AVG" and not wire.is_floating_point:
             for t in tensors:      # integer mean, truncated toward zero (as NCCL's AVG)
-                t.detach().copy_(torch.div(t.detach(), worker.cfg.workers,
+                t.detach().copy_(torch.div(t.detach(), worker.cfg.worker_count,
                                            rounding_mode="trunc"))
     finally:                       # also when the switch flagged an overflow
         s = worker.stats

@@ -52,9 +52,9 @@ def p4reduce_hook(state: HookState, bucket: dist.GradBucket
                   ) -> torch.futures.Future[torch.Tensor]:
     """DDP comm hook: reduce bucket.buffer() through the switch; completed Future."""
     if dist.is_available() and dist.is_initialized() and \
-            dist.get_world_size() != state.worker.cfg.workers:
+            dist.get_world_size() != state.worker.cfg.worker_count:
         raise RuntimeError(f"DDP world size {dist.get_world_size()} differs from the "
-                           f"p4reduce job's {state.worker.cfg.workers} workers")
+                           f"p4reduce job's {state.worker.cfg.worker_count} workers")
     try:
         result, error = reduce_tensor(state.worker, bucket.buffer(), state.op), None
     except Exception as e:          # DDP reports it when it waits on the future

@@ -19,7 +19,7 @@ from . import protocol as p
 from .config import JobConfig, load_descriptor
 from .engine import AllreduceEngine, EngineParams, RttEstimator, SwitchStateLost
 from .framing import Batch, FrameBuilder
-from .numerics import dequantize, make_payload
+from .numerics import dequantize, join_halves, make_payload
 
 
 class Transport(Protocol):
@@ -94,7 +94,7 @@ class Worker:
         else:
             self.transport = transport
         self.builder = FrameBuilder(self.cfg.to_switch())
-        self.versions = np.zeros(self.cfg.slot_count, np.uint8)
+        self.slot_versions = np.zeros(self.cfg.slot_count, np.uint8)
         self.continued = np.zeros(self.cfg.slot_count, bool)
         self.rtt = RttEstimator()
         self.stats = WorkerStats(transport=self.transport.mode, transport_fallbacks="; ".join(
@@ -129,7 +129,7 @@ class Worker:
         if op not in ("sum", "mean"):
             raise ValueError(f"op must be 'sum' or 'mean', not {op!r}")
         flat = self._run(a)
-        n = self.cfg.workers
+        n = self.cfg.worker_count
         if op == "mean":
             flat = flat / n
         out_dtype = np.float64 if (op == "mean" and a.dtype.kind != "f") else a.dtype
@@ -155,9 +155,10 @@ class Worker:
             raise WorkerBroken(self._broken)
         # a float tensor with NaN/Inf is still announced (no values): the call then fails
         # on every rank together instead of leaving this rank one call behind the others
-        payload = make_payload(a, self.cfg.workers, announce_refusal=True)
+        payload = make_payload(a, self.cfg.worker_count, self.cfg.encoding,
+                               announce_refusal=True)
         t0 = time.monotonic()
-        eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.versions,
+        eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.slot_versions,
                               self.builder, self.rtt, self.continued)
         tr, batch, spin = self.transport, self.batch, self.busy_poll
         try:
@@ -191,7 +192,7 @@ class Worker:
             raise
         finally:
             self._account(eng, time.monotonic() - t0, payload)
-        self.versions = eng.final_versions(self.versions)
+        self.slot_versions = eng.final_slot_versions(self.slot_versions)
         self.continued = eng.continued
         if payload.refused:
             raise ValueError(f"{payload.refused}: the protocol cannot carry it; no rank of "
@@ -201,8 +202,19 @@ class Worker:
         size = a.size
         if payload.is_float:
             res = dequantize(eng.sums, eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS,
-                             self.cfg.workers)
+                             self.cfg.worker_count)
             return res.reshape(-1)[:size]
+        if payload.halves:
+            total, over = join_halves(eng.sums)
+            if over.size:
+                lanes = p.LANES
+                shown = ", ".join(f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})"
+                                  for b in over[:8])
+                raise OverflowError(
+                    f"int32 sum out of range in {over.size} block(s): {shown}"
+                    + (" ..." if over.size > 8 else "")
+                    + "; the exact sum does not fit int32, no wrong sum returned")
+            return total.astype(np.int32).reshape(-1)[:size]
         return eng.sums.reshape(-1)[:size]
 
     def _account(self, eng: AllreduceEngine, elapsed: float, payload) -> None:

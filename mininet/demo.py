@@ -32,10 +32,12 @@ sys.path.insert(0, str(HERE))          # p4net, beside this file (this dir is no
 sys.path.insert(1, str(HERE.parent))   # hostlib, controlplane when not installed
 
 import p4net  # noqa: E402
-from controlplane.admission import WorkerAddress  # noqa: E402
+from controlplane.addresses import WorkerAddress  # noqa: E402
 from controlplane.config import parse as parse_config  # noqa: E402
 from controlplane.controller import Controller  # noqa: E402
-from controlplane.jobs import MAX_JOBS, POOL_SLOTS  # noqa: E402
+from controlplane.jobs import PoolSizes  # noqa: E402
+from controlplane.p4rt import P4InfoIndex  # noqa: E402
+from controlplane.pipeline import DEFAULT_P4INFO  # noqa: E402
 from controlplane.stats import job_stats  # noqa: E402
 from hostlib import numerics, protocol  # noqa: E402
 
@@ -107,6 +109,7 @@ class Options:
     quiet: bool = False
     repeat: int = 1                      # timed allreduces per worker (benchmarks)
     warmup: bool = False                 # an untimed one-block allreduce first
+    encoding: str = "packed"             # the job's value encoding (protocol.md section 10)
 
 
 @dataclass
@@ -246,7 +249,8 @@ class DemoNetwork:
                 job = ctl.jobs.create(
                     self.next_job, [WorkerAddress(r, h.port, h.mac, h.ip,
                                                   protocol.UDP_PORT_BASE)
-                                    for r, h in enumerate(job_hosts)], opts.slots)
+                                    for r, h in enumerate(job_hosts)], opts.slots,
+                    opts.encoding)
                 self.next_job += 1
                 if opts.loss:
                     ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss,
@@ -257,7 +261,8 @@ class DemoNetwork:
                 plan.append((job, job_hosts,
                              inputs[j] if inputs is not None else make_inputs(opts, rng)))
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
-            expected = {h.name: expected_rounds(inputs, opts.slots) * opts.repeat
+            expected = {h.name: expected_rounds(inputs, opts.slots, opts.encoding)
+                        * opts.repeat
                         for _, job_hosts, inputs in plan for h in job_hosts}
             before = {h.name: _counters(f"{p4net.SWITCH_NAME}-eth{h.port}") for h in used}
             start = time.perf_counter()
@@ -333,17 +338,22 @@ def run(opts: Options) -> Summary:
         return demo.run_jobs(opts)
 
 
-def expected_rounds(inputs: list[np.ndarray], slots: int) -> int:
+def expected_rounds(inputs: list[np.ndarray], slots: int, encoding: str = "lanes") -> int:
     """Rounds a job runs (docs/protocol.md section 6): per active slot, the blocks non-zero
-    in any rank plus the announce round. What the progress line counts results against."""
+    in any rank plus the announce round. What the progress line counts results against.
+    A packed job sends int32 as two blocks of 16-bit halves per 64 values."""
     lanes = protocol.LANES
     blocks = -(-len(inputs[0]) // lanes)
-    union = np.zeros(blocks, dtype=bool)
+    halves = encoding == "packed" and inputs[0].dtype.kind != "f"
+    union = np.zeros(blocks * (2 if halves else 1), dtype=bool)
     for x in inputs:
-        padded = np.zeros(blocks * lanes, dtype=x.dtype)
+        padded = np.zeros(blocks * lanes, dtype=np.int64 if halves else x.dtype)
         padded[:len(x)] = x
-        union |= padded.reshape(blocks, lanes).any(axis=1)
-    return int(union.sum()) + min(slots, blocks)
+        rows = padded.reshape(blocks, lanes)
+        if halves:
+            rows = np.stack([rows >> 16, rows & 0xFFFF], axis=1).reshape(-1, lanes)
+        union |= rows.any(axis=1)
+    return int(union.sum()) + min(slots, union.size)
 
 
 def _progress(procs, hosts, before, expected: dict[str, int], elapsed: float) -> None:
@@ -401,6 +411,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
                          "(P4 drop simulator)")
     ap.add_argument("--target", default=d.target, help=f"one of {', '.join(TARGETS)}")
     ap.add_argument("--slots", type=int, default=d.slots)
+    ap.add_argument("--encoding", choices=["packed", "lanes"], default=d.encoding,
+                    help="packed: one 2048-bit add per packet (default); lanes: 64 int32 "
+                         "adds with switch overflow detection")
     ap.add_argument("--jobs", type=int, default=d.jobs)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--deadline", type=float, default=d.deadline)
@@ -421,19 +434,21 @@ def parse_args(argv: list[str] | None = None) -> Options:
         p4net.resolve_target(a.target)
     except (RuntimeError, ValueError) as exc:
         ap.error(f"--target {a.target!r} (TARGET): {exc}")
-    if not 1 <= a.slots <= POOL_SLOTS:
-        ap.error(f"--slots {a.slots}: must be 1..{POOL_SLOTS}")
-    if not 1 <= a.jobs <= MAX_JOBS or a.jobs * a.workers > MAX_HOSTS:
-        ap.error(f"--jobs {a.jobs}: must be 1..{MAX_JOBS}, with jobs x workers at most "
+    sizes = PoolSizes.of(P4InfoIndex.load(DEFAULT_P4INFO))     # the program the demo pushes
+    if not 1 <= a.slots <= sizes.pool_slots:
+        ap.error(f"--slots {a.slots}: must be 1..{sizes.pool_slots}")
+    if not 1 <= a.jobs <= sizes.max_jobs or a.jobs * a.workers > MAX_HOSTS:
+        ap.error(f"--jobs {a.jobs}: must be 1..{sizes.max_jobs}, with jobs x workers at most "
                  f"{MAX_HOSTS}")
-    if a.jobs * a.slots > POOL_SLOTS:
-        ap.error(f"--jobs {a.jobs} x --slots {a.slots} exceed the switch's {POOL_SLOTS} slots")
+    if a.jobs * a.slots > sizes.pool_slots:
+        ap.error(f"--jobs {a.jobs} x --slots {a.slots} exceed the switch's "
+                 f"{sizes.pool_slots} slots")
     if not 0 <= a.seed < 2**32:
         ap.error(f"--seed {a.seed}: must be 0..2^32-1")
     if not 0 < a.deadline < math.inf:
         ap.error(f"--deadline {a.deadline}: seconds must be > 0")
     return Options(a.workers, a.size, a.density, a.overlap, a.dtype, a.loss, a.target,
-                   a.slots, a.jobs, a.seed, a.deadline, (), a.quiet)
+                   a.slots, a.jobs, a.seed, a.deadline, (), a.quiet, encoding=a.encoding)
 
 
 def main(argv: list[str] | None = None) -> int:

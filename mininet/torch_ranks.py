@@ -33,7 +33,7 @@ sys.path.insert(1, str(HERE.parent))   # hostlib, controlplane when not installe
 
 import demo  # noqa: E402
 import p4net  # noqa: E402
-from controlplane.admission import WorkerAddress  # noqa: E402
+from controlplane.addresses import WorkerAddress  # noqa: E402
 from controlplane.stats import job_stats  # noqa: E402
 from hostlib import protocol  # noqa: E402
 

@@ -7,14 +7,17 @@ what lets the test suite notice a source edited without recompiling: `check_mani
 fails with "recompile" when the sources and the manifest disagree.
 
 Usage: python p4src/compile.py [--p4c p4c-bm2-ss] [PROGRAM.p4 [OUT_DIR]]
-(defaults: p4src/v1model/p4reduce.p4 into p4src/build/). Stdlib only: runs before any
-install.
+(defaults: p4src/v1model/p4reduce.p4 into p4src/build/; any other program into
+build/<program>/ beside it, e.g. tests/softswitch/p4/arith.p4 into
+tests/softswitch/p4/build/arith/). One program, one output directory, one manifest.
+Stdlib only: runs before any install.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -51,6 +54,20 @@ def outputs_for(program: Path, out_dir: Path) -> tuple[Path, Path]:
     return out_dir / f"{stem}.json", out_dir / f"{stem}.p4info.txtpb"
 
 
+def default_out_dir(program: Path) -> Path:
+    """p4src/build for the p4reduce program, build/<stem>/ beside any other program."""
+    if program.resolve() == PROGRAM:
+        return BUILD
+    return program.parent / "build" / program.stem
+
+
+def _source_base(program: Path, out_dir: Path) -> Path:
+    """What the manifest's source names are relative to: the deepest folder holding the
+    output directory and every source (p4src/ for p4src/build)."""
+    paths = [str(out_dir.resolve()), *(str(p) for p in p4_sources(program))]
+    return Path(os.path.commonpath(paths))
+
+
 def _rel(path: Path, base: Path) -> str:
     return str(path.resolve().relative_to(base.resolve()))
 
@@ -65,18 +82,22 @@ def _shown(arg: str) -> str:
 
 def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
+    base = _source_base(program, out_dir)
     json_out, p4info_out = outputs_for(program, out_dir)
-    cmd = [p4c, "--arch", "v1model", "--std", "p4-16", "-o", str(json_out),
-           "--p4runtime-files", str(p4info_out), str(program)]
-    subprocess.run(cmd, check=True)
+    # run from the repository root with paths relative to it: p4c writes the source
+    # paths into the JSON, which then reads the same on every machine and from any cwd
+    cmd = [p4c, "--arch", "v1model", "--std", "p4-16", "-o", _shown(str(json_out.resolve())),
+           "--p4runtime-files", _shown(str(p4info_out.resolve())),
+           _shown(str(program.resolve()))]
+    subprocess.run(cmd, check=True, cwd=ROOT)
     shown = subprocess.run([p4c, "--version"], check=True, capture_output=True, text=True)
     version = next((line.strip() for line in (shown.stdout + shown.stderr).splitlines()
                     if line.strip().startswith("Version")), "unknown")
     manifest = {
         "program": program.name,
         "p4c_version": version,
-        "command": ["p4c-bm2-ss"] + [_shown(arg) for arg in cmd[1:]],
-        "sources": {_rel(p, out_dir.parent): sha256(p) for p in p4_sources(program)},
+        "command": ["p4c-bm2-ss", *cmd[1:]],
+        "sources": {_rel(p, base): sha256(p) for p in p4_sources(program)},
         "outputs": {p.name: sha256(p) for p in (json_out, p4info_out)},
     }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -87,11 +108,13 @@ def check_manifest(program: Path, out_dir: Path) -> list[str]:
     """Every disagreement between sources/outputs and the manifest, as readable lines."""
     path = out_dir / MANIFEST
     if not path.exists():
-        return [f"{path} is missing: recompile {program.parent} (python p4src/compile.py)"]
+        return [f"{path} is missing: recompile: python p4src/compile.py "
+                f"{_shown(str(program.resolve()))}"]
     manifest = json.loads(path.read_text())
     problems = []
     recorded = manifest.get("sources", {})
-    actual = {_rel(p, out_dir.parent): sha256(p) for p in p4_sources(program)}
+    base = _source_base(program, out_dir)
+    actual = {_rel(p, base): sha256(p) for p in p4_sources(program)}
     for name in sorted(set(recorded) | set(actual)):
         if name not in actual:
             problems.append(f"{name} is in the manifest but no longer included")
@@ -106,8 +129,8 @@ def check_manifest(program: Path, out_dir: Path) -> list[str]:
         elif sha256(out) != digest:
             problems.append(f"output {name} was edited by hand")
     if problems:
-        problems.append(f"recompile {program.parent.name}: python p4src/compile.py "
-                        f"{_rel(program, ROOT) if program.is_relative_to(ROOT) else program}")
+        problems.append(f"recompile: python p4src/compile.py "
+                        f"{_shown(str(program.resolve()))}")
     return problems
 
 
@@ -118,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir", nargs="?")
     args = ap.parse_args(argv)
     program = Path(args.program)
-    default_out = BUILD if program.resolve() == PROGRAM else program.parent / "build"
-    out_dir = Path(args.out_dir) if args.out_dir else default_out
+    if not program.is_file():
+        ap.error(f"no P4 program at {program}")
+    out_dir = Path(args.out_dir) if args.out_dir else default_out_dir(program)
     manifest = compile_program(program, out_dir, args.p4c)
     print(f"compiled {program} with {manifest['p4c_version']} -> {out_dir}")
     return 0

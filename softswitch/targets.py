@@ -22,6 +22,13 @@ import grpc
 
 SOFTSWITCH = "softswitch"
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
+# bmv2's log level (--log-level). Its default, trace, formats every trace message of every
+# primitive even with no log sink configured: most of what a default-build bmv2 spends per
+# packet on p4reduce's program (docs/benchmarks.md, *Per packet*). p4reduce starts it with
+# logging off; set P4REDUCE_BMV2_LOG_LEVEL=trace (or debug, info) to get bmv2's behaviour
+# back, e.g. with --log-console in a switch's extra_args while debugging.
+BMV2_LOG_LEVEL_ENV = "P4REDUCE_BMV2_LOG_LEVEL"
+BMV2_LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
 TARGETS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,10 +56,13 @@ class SwitchRunner:
     """One switch process with interfaces {port: ifname} and its own gRPC/Thrift ports."""
 
     def __init__(self, kind: str, interfaces: dict[int, str], device_id: int = 1,
-                 grpc_port: int = 0, thrift_port: int = 0):
+                 grpc_port: int = 0, thrift_port: int = 0, extra_args: tuple[str, ...] = (),
+                 cpu_port: int | None = None):
         self.kind = kind
+        self.extra_args = tuple(extra_args)     # target options, e.g. bmv2's --log-level
         self.interfaces = interfaces
         self.device_id = device_id
+        self.cpu_port = cpu_port          # PacketIn/PacketOut port (--cpu-port), if any
         self.grpc_port = grpc_port or free_tcp_port()
         self.thrift_port = thrift_port or free_tcp_port()
         self.process: subprocess.Popen | None = None
@@ -65,12 +75,25 @@ class SwitchRunner:
     def command(self) -> list[str]:
         ifaces = [arg for port, name in sorted(self.interfaces.items())
                   for arg in ("-i", f"{port}@{name}")]
+        cpu = [] if self.cpu_port is None else ["--cpu-port", str(self.cpu_port)]
         if self.kind == SOFTSWITCH:
             return [sys.executable, "-m", "softswitch", *ifaces, "--device-id",
-                    str(self.device_id), "--grpc-server-addr", self.grpc_addr]
+                    str(self.device_id), "--grpc-server-addr", self.grpc_addr, *cpu,
+                    *self.extra_args]
         return [SIMPLE_SWITCH_GRPC, *ifaces, "--no-p4", "--device-id", str(self.device_id),
-                "--thrift-port", str(self.thrift_port), "--",
-                "--grpc-server-addr", self.grpc_addr]
+                "--thrift-port", str(self.thrift_port), *self._log_args(), *self.extra_args,
+                "--",
+                "--grpc-server-addr", self.grpc_addr, *cpu]
+
+    def _log_args(self) -> list[str]:
+        """bmv2's --log-level unless extra_args set it (bench/primitives.py traces)."""
+        if any(a in ("-L", "--log-level") for a in self.extra_args):
+            return []
+        level = os.environ.get(BMV2_LOG_LEVEL_ENV, "off")
+        if level not in BMV2_LOG_LEVELS:
+            raise ValueError(f"{BMV2_LOG_LEVEL_ENV}={level!r}: not one of "
+                             f"{', '.join(BMV2_LOG_LEVELS)}")
+        return ["--log-level", level]
 
     def start(self, timeout: float = 30.0,
               cancelled: Callable[[], bool] | None = None) -> "SwitchRunner":

@@ -16,16 +16,16 @@ from collections import deque
 
 import numpy as np
 
-from controlplane import forwarding
-from controlplane.admission import WorkerAddress
+from controlplane import identity
+from controlplane.addresses import Address, WorkerAddress
 from controlplane.connection import SwitchConnection
-from controlplane.jobs import Job, JobManager, SwitchAddress
+from controlplane.jobs import Job, JobManager
 from controlplane.stats import job_stats
 from hostlib import protocol as p
 from hostlib.framing import WIDTH, Batch
 from softswitch.p4runtime_server import Device, P4RuntimeServer
 
-SWITCH = SwitchAddress("02:00:00:00:01:00", "10.250.0.254")
+SWITCH = Address("02:00:00:00:01:00", "10.250.0.254")
 
 
 def worker_address(rank: int, port: int | None = None) -> WorkerAddress:
@@ -37,7 +37,7 @@ def worker_address(rank: int, port: int | None = None) -> WorkerAddress:
 class InProcessSwitch:
     """softswitch + P4Runtime server + controller session, all in this process."""
 
-    def __init__(self, ports: int = 32, switch: SwitchAddress = SWITCH):
+    def __init__(self, ports: int = 32, switch: Address = SWITCH):
         self.address = switch
         self.device = Device(device_id=1)
         self.server = P4RuntimeServer(self.device, "127.0.0.1:0")
@@ -47,7 +47,7 @@ class InProcessSwitch:
         self.device.transmit = self._transmit
         self.conn = SwitchConnection(self.server.address).connect(retries=5)
         self.conn.push_pipeline()
-        forwarding.set_identity(self.conn, switch.mac, switch.ip)
+        identity.set_identity(self.conn, switch.mac, switch.ip)
         self.jobs = JobManager(self.conn, switch, None, set(self.queues))
 
     def close(self) -> None:
@@ -63,10 +63,10 @@ class InProcessSwitch:
     # -- jobs ----------------------------------------------------------------------------
 
     def create_job(self, workers: int, slots: int = 8, job: int = 7,
-                   ports: list[int] | None = None) -> Job:
+                   ports: list[int] | None = None, encoding: str = "packed") -> Job:
         ports = ports or list(range(1, workers + 1))
         return self.jobs.create(job, [worker_address(r, port) for r, port in enumerate(ports)],
-                                slots)
+                                slots, encoding)
 
     def descriptors(self, job: Job) -> list[dict]:
         return job.descriptors(self.address)

@@ -24,6 +24,11 @@ const bit<7> FLAG_STATE_LOST = 0x10;  /* switch -> worker: the slot lost the job
 const bit<7> FLAG_PACKED     = 0x20;  /* both ways: a packed-encoding job's packet (values are
                                        * bias-shifted lanes added as one bit<2048>) */
 
+/* A job's encoding (docs/protocol.md section 10), set at job creation in its admission
+ * entry; every packet of the job carries it as FLAG_PACKED. */
+const bit<1> ENCODING_LANES  = 0;   /* 64 int32 lanes, added lane by lane, overflow detected */
+const bit<1> ENCODING_PACKED = 1;   /* lanes biased to stay >= 0: one 2048-bit add (v1model) */
+
 /* Block indices are 24-bit; END_OF_STREAM ends a slot (and marks the announce round's block). */
 const bit<32> END_OF_STREAM = 0x00FFFFFF;
 

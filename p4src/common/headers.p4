@@ -79,6 +79,15 @@ header values_t {
     FOR_EACH_LANE(LANE_FIELD)
 }
 
+#ifdef P4REDUCE_PACKED_VALUES
+/* The same 256 bytes as one word, for a packed-encoding job's DATA and RESULT (v1model
+ * only: docs/protocol.md section 10). Lane 0 is the most significant 32 bits, so adding
+ * two words adds lane by lane as long as no lane's sum reaches 2^32. */
+header packed_values_t {
+    bit<2048> word;
+}
+#endif
+
 /* An architecture may put its own headers first (TNA: the metadata bridged from ingress to
  * egress) by defining P4REDUCE_ARCH_HEADERS before including this file. */
 struct headers_t {
@@ -93,6 +102,9 @@ struct headers_t {
     fingerprint_t fingerprint;
     round_status_t round_status;
     values_t   values;
+#ifdef P4REDUCE_PACKED_VALUES
+    packed_values_t packed_values;
+#endif
 }
 
 /* One register cell holding two 32-bit halves: a stateful ALU of a Tofino-class switch
@@ -119,6 +131,8 @@ struct metadata_t {
     bit<16> slot_count;
     bit<8>  worker_count;
     bit<16> mcast_grp;
+    bit<1>  encoding;        /* the job's encoding: ENCODING_LANES or ENCODING_PACKED */
+    bit<32> bias;            /* packed jobs: what a rank adds to each lane (floor(M/N)) */
     bit<32> pool_slot;
     bit<32> slot_index;      /* pool_slot * 2 + slot_version */
     /* contributor bitmap / round counter */

@@ -5,15 +5,18 @@
 control Admission(inout headers_t hdr, inout metadata_t meta,
                   in ingress_intrinsic_metadata_t ig_intr_md) {
     Counter<bit<32>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS) slot_out_of_range;
+    Counter<bit<32>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS) wrong_encoding;
 
     action admit(bit<8> job_index, bit<16> slot_base, bit<16> slot_count,
-                 bit<8> worker_count, bit<16> mcast_grp) {
+                 bit<8> worker_count, bit<16> mcast_grp, bit<1> encoding, bit<32> bias) {
         meta.admitted = 1;
         meta.job_index = job_index;
         meta.slot_base = slot_base;
         meta.slot_count = slot_count;
         meta.worker_count = worker_count;
         meta.mcast_grp = mcast_grp;
+        meta.encoding = encoding;
+        meta.bias = bias;
     }
     action reject() {
         meta.admitted = 0;
@@ -36,7 +39,10 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
         admission.apply();
         meta.slot_in_range = 0;
         if (meta.admitted == 1) {
-            if (hdr.p4r.slot < meta.slot_count) {
+            if (hdr.p4r.flags[5:5] != meta.encoding) {
+                /* FLAG_PACKED disagrees with the job: its values would be added wrongly */
+                wrong_encoding.count((bit<32>)meta.job_index);
+            } else if (hdr.p4r.slot < meta.slot_count) {
                 meta.slot_in_range = 1;
                 meta.pool_slot = (bit<32>)(meta.slot_base + hdr.p4r.slot);
                 meta.slot_index = meta.pool_slot[30:0] ++ hdr.p4r.slot_version;

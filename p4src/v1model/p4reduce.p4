@@ -4,8 +4,10 @@
  * (../common/, ../tna/). */
 #include <core.p4>
 #include <v1model.p4>
+#define P4REDUCE_PACKED_VALUES     /* packed-encoding jobs: one bit<2048> add per packet */
 #include "../common/headers.p4"
 #include "parser.p4"
+#include "identity.p4"
 #include "validation.p4"
 #include "admission.p4"
 #include "drop_simulator.p4"
@@ -40,11 +42,8 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        meta.to_worker = 0;
-        meta.multicast = 0;
-        meta.state_lost = 0;
-        meta.complete = 0;
-        meta.round_done = 0;
+        /* v1model starts every packet from a port with user metadata zeroed (bmv2 and
+         * softswitch do; docs/benchmarks.md counts what a per-packet init would cost) */
         identity.apply(hdr, meta);
         validation.apply(hdr, meta, standard_metadata);
         if (meta.malformed == 1) {

@@ -39,9 +39,11 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
     }
     state parse_p4reduce {
         packet.extract(hdr.p4r);
-        transition select(hdr.p4r.msg_type) {
-            MSG_DATA: parse_values;
-            MSG_ANNOUNCE: parse_fingerprint;
+        /* flags[5:5] is FLAG_PACKED: a packed-encoding job's values are one word */
+        transition select(hdr.p4r.msg_type, hdr.p4r.flags[5:5]) {
+            (MSG_DATA, 1w0): parse_values;
+            (MSG_DATA, 1w1): parse_packed_values;
+            (MSG_ANNOUNCE, _): parse_fingerprint;
             default: accept;
         }
     }
@@ -51,6 +53,10 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
     }
     state parse_values {
         packet.extract(hdr.values);
+        transition accept;
+    }
+    state parse_packed_values {
+        packet.extract(hdr.packed_values);
         transition accept;
     }
 }
@@ -85,6 +91,7 @@ control P4ReduceDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.fingerprint);
         packet.emit(hdr.round_status);
         packet.emit(hdr.values);
+        packet.emit(hdr.packed_values);
     }
 }
 #endif

@@ -22,7 +22,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.msg_type = MSG_RESULT;
         hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
         hdr.p4r.next_exponent = ~meta.next_key[7:0];
-        hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0);
+        hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
+                        | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0);
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
     }
@@ -33,6 +34,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         hdr.values.setInvalid();
+        hdr.packed_values.setInvalid();
         hdr.fingerprint.setInvalid();
         hdr.round_status.setValid();
         hdr.round_status.contributors = meta.contributors;
@@ -44,6 +46,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         hdr.values.setInvalid();
+        hdr.packed_values.setInvalid();
         hdr.fingerprint.setInvalid();
     }
     action reply_to_sender() {
@@ -69,34 +72,33 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        bit<32> job = (bit<32>)meta.job_index;
         if (meta.state_lost == 1) {
-            state_lost.count(job);
+            state_lost.count((bit<32>)meta.job_index);
             make_state_lost();
             reply_to_sender();
         } else if (meta.complete == 1) {
-            aggregated.count(job);
-            rounds_completed.count(job);
+            aggregated.count((bit<32>)meta.job_index);
+            rounds_completed.count((bit<32>)meta.job_index);
             if (meta.round_overflow == 1) {
-                overflows.count(job);
+                overflows.count((bit<32>)meta.job_index);
             }
             make_result(0);
             meta.multicast = 1;
             standard_metadata.mcast_grp = meta.mcast_grp;
         } else if (meta.duplicate == 1 && meta.round_done == 1) {
-            retransmissions_served.count(job);
+            retransmissions_served.count((bit<32>)meta.job_index);
             make_result(FLAG_CACHED);
             reply_to_sender();
         } else if (meta.duplicate == 1) {
-            duplicates.count(job);
+            duplicates.count((bit<32>)meta.job_index);
             make_status();
             reply_to_sender();
         } else {
-            aggregated.count(job);
+            aggregated.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);
         }
         if (meta.to_worker == 1) {
-            if (hdr.values.isValid()) {
+            if (hdr.values.isValid() || hdr.packed_values.isValid()) {
                 set_lengths_with_values();
             } else if (hdr.fingerprint.isValid()) {
                 set_lengths_with_fingerprint();

@@ -10,6 +10,11 @@ control ResultDestination(inout headers_t hdr, inout metadata_t meta,
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
         hdr.udp.dst_port = udp_port;
+        /* the source is the switch; in the action, as bmv2 pays per table applied */
+        hdr.p4r.rank = meta.dest_rank;
+        hdr.ethernet.src_addr = meta.switch_mac;
+        hdr.ipv4.src_addr = meta.switch_ip;
+        hdr.udp.src_port = P4REDUCE_UDP_BASE;
     }
     counter(1, CounterType.packets) no_destination_drops;
 
@@ -31,10 +36,6 @@ control ResultDestination(inout headers_t hdr, inout metadata_t meta,
         if (meta.multicast == 1) {
             meta.dest_rank = standard_metadata.egress_rid[7:0];
         }
-        hdr.p4r.rank = meta.dest_rank;
-        hdr.ethernet.src_addr = meta.switch_mac;
-        hdr.ipv4.src_addr = meta.switch_ip;
-        hdr.udp.src_port = P4REDUCE_UDP_BASE;
         result_destination.apply();
     }
 }

@@ -12,7 +12,8 @@
 control Validation(inout headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     apply {
-        meta.malformed = 0;
+        /* meta.malformed starts at 0 (v1model zeroes user metadata); one expression per
+         * decision, since bmv2 pays per table and an assignment outside an action is one */
         if (standard_metadata.parser_error != error.NoError
                 || standard_metadata.checksum_error == 1) {
             meta.malformed = 1;
@@ -21,12 +22,9 @@ control Validation(inout headers_t hdr, inout metadata_t meta,
                        || hdr.ipv4.flags[0:0] == 1 || hdr.ipv4.frag_offset != 0)) {
             meta.malformed = 1;
         } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
-            bit<16> ipv4_len = IPV4_LEN_HEADER_ONLY;
-            if (hdr.p4r.msg_type == MSG_DATA) {
-                ipv4_len = IPV4_LEN_WITH_VALUES;
-            } else if (hdr.p4r.msg_type == MSG_ANNOUNCE) {
-                ipv4_len = IPV4_LEN_WITH_FINGERPRINT;
-            }
+            bit<16> ipv4_len = (hdr.p4r.msg_type == MSG_DATA) ? IPV4_LEN_WITH_VALUES
+                : ((hdr.p4r.msg_type == MSG_ANNOUNCE) ? IPV4_LEN_WITH_FINGERPRINT
+                                                       : IPV4_LEN_HEADER_ONLY);
             if (hdr.p4r.protocol != PROTOCOL_VERSION
                     || hdr.p4r.msg_type == 0 || hdr.p4r.msg_type > MSG_SKIP
                     || hdr.p4r.block[31:24] != 0 || hdr.p4r.next_block[31:24] != 0

@@ -10,9 +10,11 @@ from typing import Callable
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from controlplane.p4rt import P4InfoError, P4InfoIndex
+
 from ..errors import PipelineError, UnsupportedConstruct
 from ..interface import SwitchTarget
-from ..p4info import P4InfoError, P4InfoIndex, bind_to_json, parse_device_config
+from .binding import bind_to_json, parse_device_config
 from .pre import BmPre
 from .state import DEFAULT_KEY, EntryMeta, Pipeline
 from .status import Code, P4RTError

@@ -11,7 +11,8 @@ from typing import Iterable, Mapping
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2
 
-from ..p4info import P4Ids, int_to_bytes
+from controlplane.p4rt import P4Ids, encode
+
 from .state import Pipeline, out_entity
 from .status import Code, P4RTError, invalid_p4_id, target_call
 
@@ -87,7 +88,7 @@ def register_read(pl: Pipeline, r: p4runtime_pb2.RegisterEntry,
             entry = out_entity(out).register_entry
             entry.register_id = rid
             entry.index.index = index
-            entry.data.CopyFrom(p4data_pb2.P4Data(bitstring=int_to_bytes(int(value))))
+            entry.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(int(value))))
 
 
 def _indices(entry: p4runtime_pb2.CounterEntry | p4runtime_pb2.RegisterEntry,

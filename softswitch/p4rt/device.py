@@ -14,8 +14,9 @@ from typing import Callable, Iterable
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
+from controlplane.p4rt import CodecError
+
 from ..interface import SwitchTarget
-from ..p4info import CodecError
 from .config import build_pipeline, forwarding_state_reads, get_config, import_p4info
 from .entities import read_one, write_one
 from .packet_io import packet_in_message, packet_out_frame

@@ -12,8 +12,9 @@ from typing import Sequence
 
 from p4.v1 import p4runtime_pb2
 
+from controlplane.p4rt import P4Ids
+
 from ..interface import SwitchTarget
-from ..p4info import P4Ids
 from .counters import counter_read, counter_write, register_read
 from .pre import BmPre, pre_read, pre_write
 from .state import Pipeline

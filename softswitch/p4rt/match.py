@@ -14,8 +14,9 @@ from typing import Any
 
 from p4.v1 import p4runtime_pb2
 
+from controlplane.p4rt import CodecError, MatchType, TableInfo, decode, encode, nbytes
+
 from ..interface import Entry, Match
-from ..p4info import CodecError, MatchType, TableInfo, bytes_to_int, int_to_bytes, nbytes
 from .state import DEFAULT_KEY, MatchKey, Pipeline
 from .status import Code, P4RTError
 
@@ -73,11 +74,11 @@ def _field(mf: p4runtime_pb2.FieldMatch, mt: int, w: int) -> Any:
     if mt == MatchType.EXACT:
         if kind != "exact":
             raise _invalid("Invalid match type")
-        return bytes_to_int(mf.exact.value, w)
+        return decode(mf.exact.value, w)
     if mt == MatchType.LPM:
         if kind != "lpm":
             raise _invalid("Invalid match type")
-        value = bytes_to_int(mf.lpm.value, w)
+        value = decode(mf.lpm.value, w)
         plen = mf.lpm.prefix_len
         if plen < 0:
             raise _invalid("Prefix length cannot be < 0")
@@ -95,8 +96,8 @@ def _field(mf: p4runtime_pb2.FieldMatch, mt: int, w: int) -> Any:
     if mt == MatchType.TERNARY:
         if kind != "ternary":
             raise _invalid("Invalid match type")
-        value = bytes_to_int(mf.ternary.value, w)
-        mask = bytes_to_int(mf.ternary.mask, w)
+        value = decode(mf.ternary.value, w)
+        mask = decode(mf.ternary.mask, w)
         if not any(mf.ternary.mask):
             raise _invalid("Invalid representation of 'don't care' ternary match, omit "
                            "match field instead of using 0 mask")
@@ -106,8 +107,8 @@ def _field(mf: p4runtime_pb2.FieldMatch, mt: int, w: int) -> Any:
     if mt == MatchType.RANGE:
         if kind != "range":
             raise _invalid("Invalid match type")
-        lo = bytes_to_int(mf.range.low, w)
-        hi = bytes_to_int(mf.range.high, w)
+        lo = decode(mf.range.low, w)
+        hi = decode(mf.range.high, w)
         raw_lo, raw_hi = bytes(mf.range.low), bytes(mf.range.high)
         # PI judges "don't care" on the raw strings: low all zero and high all 0xff of the
         # same length (match_key_helpers.cpp).
@@ -120,7 +121,7 @@ def _field(mf: p4runtime_pb2.FieldMatch, mt: int, w: int) -> Any:
     # OPTIONAL
     if kind != "optional":
         raise _invalid("Invalid match type")
-    return (bytes_to_int(mf.optional.value, w), False)
+    return (decode(mf.optional.value, w), False)
 
 
 def to_switch_match(pl: Pipeline, t: TableInfo, key: MatchKey) -> Match:
@@ -174,27 +175,27 @@ def fill_match(t: TableInfo, key: MatchKey, te: p4runtime_pb2.TableEntry) -> Non
     for mf_info, f in zip(t.match_fields, fields):
         mt = mf_info.match_type
         if mt == MatchType.EXACT:
-            te.match.add(field_id=mf_info.id).exact.value = int_to_bytes(f)
+            te.match.add(field_id=mf_info.id).exact.value = encode(f)
         elif mt == MatchType.LPM:
             if f[1] == 0:
                 continue
             m = te.match.add(field_id=mf_info.id)
-            m.lpm.value = int_to_bytes(f[0])
+            m.lpm.value = encode(f[0])
             m.lpm.prefix_len = f[1]
         elif mt == MatchType.TERNARY:
             if f[1] == 0:
                 continue
             m = te.match.add(field_id=mf_info.id)
-            m.ternary.value = int_to_bytes(f[0])
-            m.ternary.mask = int_to_bytes(f[1])
+            m.ternary.value = encode(f[0])
+            m.ternary.mask = encode(f[1])
         elif mt == MatchType.RANGE:
             # PI omits the field only when it spans the whole byte-padded range.
             if f[0] == 0 and f[1] == (1 << (nbytes(mf_info.bitwidth) * 8)) - 1:
                 continue
             m = te.match.add(field_id=mf_info.id)
-            m.range.low = int_to_bytes(f[0])
-            m.range.high = int_to_bytes(f[1])
+            m.range.low = encode(f[0])
+            m.range.high = encode(f[1])
         else:
             if f[1]:
                 continue
-            te.match.add(field_id=mf_info.id).optional.value = int_to_bytes(f[0])
+            te.match.add(field_id=mf_info.id).optional.value = encode(f[0])

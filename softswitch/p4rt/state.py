@@ -11,8 +11,10 @@ from typing import Any
 
 from p4.v1 import p4runtime_pb2
 
+from controlplane.p4rt import P4InfoIndex
+
 from ..interface import SwitchTarget
-from ..p4info import JsonBinding, P4InfoIndex
+from .binding import JsonBinding
 
 # Normalised match key, one item per P4Info match field (P4Info order):
 #   exact int; lpm (value, prefix_len); ternary (value, mask); range (lo, hi);

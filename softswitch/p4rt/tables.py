@@ -11,7 +11,8 @@ import logging
 
 from p4.v1 import p4runtime_pb2
 
-from ..p4info import ActionScope, CodecError, P4Ids, TableInfo, bytes_to_int, int_to_bytes
+from controlplane.p4rt import ActionScope, CodecError, P4Ids, TableInfo, decode, encode
+
 from .match import fill_match, from_switch_entry, match_key, switch_priority, to_switch_match
 from .state import DEFAULT_KEY, EntryMeta, Pipeline, out_entity
 from .status import Code, P4RTError, invalid_p4_id, target_call
@@ -163,7 +164,7 @@ def _action_data(pl: Pipeline, table: TableInfo,
         if info is None:
             raise P4RTError(Code.INVALID_ARGUMENT, "Unknown action parameter")
         try:
-            values[p.param_id] = bytes_to_int(p.value, info.bitwidth)
+            values[p.param_id] = decode(p.value, info.bitwidth)
         except CodecError as exc:
             raise P4RTError(Code.INVALID_ARGUMENT, str(exc))
     if len(values) != len(a.params):
@@ -267,18 +268,17 @@ def _read_default(pl: Pipeline, t: TableInfo, req: p4runtime_pb2.TableEntry,
 
 def _fill_action(pl: Pipeline, t: TableInfo, action: str, params: list[int],
                  te: p4runtime_pb2.TableEntry) -> None:
-    aid = pl.info.action_id(action)
-    if aid is None:
+    a = next((x for x in pl.info.actions.values() if x.name == action), None)
+    if a is None:
         log.warning("table %s: action %r is not in the P4Info, read without action",
                     t.name, action)
         return
-    a = pl.info.actions[aid]
     act = te.action.action
-    act.action_id = aid
-    order = pl.binding.actions[aid].json_param_order
+    act.action_id = a.id
+    order = pl.binding.actions[a.id].json_param_order
     by_p4info = [0] * len(a.params)
     for j, i in enumerate(order):
         if j < len(params):
             by_p4info[i] = int(params[j])
     for p, v in zip(a.params, by_p4info):
-        act.params.add(param_id=p.id, value=int_to_bytes(v))
+        act.params.add(param_id=p.id, value=encode(v))

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from controlplane.admission import WorkerAddress
+from controlplane.addresses import WorkerAddress
 from controlplane.connection import NotPrimaryError, SwitchConnection
 from controlplane.controller import Controller
-from controlplane.jobs import POOL_SLOTS, JobError
+from controlplane.jobs import JobError
 from controlplane import forwarding
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Endpoints, Header, MsgType
@@ -25,7 +25,12 @@ def workers(ports, udp=0x5031):
 
 
 def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nxt=0):
-    """Every worker of a job sends one packet on slot 0; returns what each one gets back."""
+    """Every worker of a job sends one packet on slot 0; returns what each one gets back.
+    A packed-encoding job's values go out biased by floor((2^31-1)/N) with FLAG_PACKED, and
+    come back with N times the bias removed (docs/protocol.md section 10)."""
+    packed = descriptors[0].get("encoding") == "packed"
+    n = descriptors[0]["worker_count"]
+    bias = ((1 << 31) - 1) // n
     port_of = {}
     for d in descriptors:
         w = d["worker"]
@@ -34,15 +39,23 @@ def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nx
         ep = Endpoints(w["mac"], d["switch"]["mac"], w["ip"], d["switch"]["ip"],
                        w["udp_port"], d["switch"]["udp_port"])
         h = Header.make(msg_type, job=d["job"], epoch=d["epoch"], slot=0, rank=d["rank"],
-                        slot_version=version, block=block, next_block=nxt)
+                        slot_version=version, block=block, next_block=nxt,
+                        flags=p.Flag.PACKED if packed else 0)
         fp = p.fingerprint(np.int32, 64)
-        proc.send(port, p.build_frame(ep, h, None if values is None else values[d["rank"]],
+        mine = None if values is None else np.asarray(values[d["rank"]], np.int64)
+        if mine is not None and packed:
+            mine = (mine + bias).astype(np.uint32).view(np.int32)
+        proc.send(port, p.build_frame(ep, h, mine,
                                       fingerprint=(fp, fp) if msg_type == MsgType.ANNOUNCE
                                       else None))
     out = {}
     for rank, port in port_of.items():
         raw = proc.recv(port, 3.0)
-        out[rank] = None if raw is None else p.parse_frame(raw)
+        got = None if raw is None else p.parse_frame(raw)
+        if got is not None and packed and got.values is not None:
+            sums = got.values.view(np.uint32).astype(np.int64) - n * bias
+            got = got._replace(values=sums)
+        out[rank] = got
     return out
 
 
@@ -85,10 +98,13 @@ def test_two_jobs_get_disjoint_slots_and_both_work(controller, switch_process):
 
 def test_refusals_are_clear(controller):
     jobs = controller.jobs
-    jobs.create(1, workers([1, 2]), slots=POOL_SLOTS - 10)
+    pool_slots = jobs.sizes.pool_slots           # from the P4Info the controller pushed
+    assert pool_slots == controller.conn.p4.register("slot_epoch").size > 10
+    jobs.create(1, workers([1, 2]), slots=pool_slots - 10)
     cases = [
         (lambda: jobs.create(1, workers([3]), 1), "already exists"),
         (lambda: jobs.create(2, workers([3]), 11), "slot pool exhausted"),
+        (lambda: jobs.create(2, workers([3]), pool_slots + 1), "the switch's pool"),
         (lambda: jobs.create(3, [WorkerAddress(0, 3, *host(3), 0x5030),
                                  WorkerAddress(0, 4, *host(4), 0x5030)], 1), "duplicate rank"),
         (lambda: jobs.create(4, [WorkerAddress(0, 3, *host(3), 0x5030),
@@ -102,7 +118,22 @@ def test_refusals_are_clear(controller):
         with pytest.raises(JobError, match=needle):
             call()
     # a refused request left nothing behind: the pool still has exactly 10 free slots
-    assert jobs.create(8, workers([3]), 10).slot_base == POOL_SLOTS - 10
+    assert jobs.create(8, workers([3]), 10).slot_base == pool_slots - 10
+
+
+def test_delete_finishes_what_a_half_done_delete_left(controller):
+    """The switch answers NOT_FOUND for entries and groups a failed delete already removed
+    (both targets); the repeated delete takes that as done instead of failing."""
+    from controlplane import admission, result_destination
+    jobs = controller.jobs
+    job = jobs.create(4, workers([1, 2]), 2)
+    jobs.set_loss(4, egress=0.5)
+    admission.revoke(controller.conn, job.params, job.workers)       # half of a delete
+    result_destination.remove_destinations(controller.conn, job.job, job.workers[:1])
+    assert jobs.delete(4).job == 4
+    assert 4 not in {j.job for j in jobs.jobs()}
+    again = jobs.create(4, workers([1, 2]), 2)          # nothing stale stands in its way
+    assert again.slot_base == job.slot_base and again.epoch > job.epoch
 
 
 def test_lower_election_id_cannot_write(controller, switch_process):

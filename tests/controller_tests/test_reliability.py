@@ -64,9 +64,9 @@ def test_recreated_job_counters_start_at_zero(controller, switch_process):
 def test_every_per_job_counter_of_the_program_is_zeroed(controller):
     """A counter the P4 program adds per job must be in JOB_COUNTERS, or a new job would
     start with the previous job's count in it."""
-    from controlplane.jobs import MAX_JOBS
-    per_job = {c.preamble.name.rsplit(".", 1)[-1] for c in controller.conn.p4.info.counters
-               if c.size == MAX_JOBS}
+    max_jobs = controller.jobs.sizes.max_jobs
+    per_job = {c.name.rsplit(".", 1)[-1] for c in controller.conn.p4.counters.values()
+               if c.size == max_jobs}
     assert per_job == set(stats.JOB_COUNTERS)
 
 
@@ -210,7 +210,7 @@ def test_drop_sim_accepts_the_whole_documented_range(switch_process, tmp_path):
 
 
 def test_worker_addresses_are_strict(controller):
-    from controlplane.admission import WorkerAddress
+    from controlplane.addresses import WorkerAddress
     from controlplane.jobs import JobError
     for mac, ip in ((" 0x2:0:0:0:0:1", "10.0.0.1"), ("ff:ff:ff:ff:ff:ff", "10.0.0.1"),
                     ("01:00:5e:00:00:01", "10.0.0.1"), ("00:00:00:00:00:00", "10.0.0.1"),

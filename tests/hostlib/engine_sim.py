@@ -84,7 +84,7 @@ def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
     rank_of = {pt: r for r, pt in enumerate(port)}
     params = params or EngineParams(deadline=limit)
     rtt = [RttEstimator() for _ in range(n)]
-    versions = [np.zeros(slots, np.uint8) for _ in range(n)]
+    slot_versions = [np.zeros(slots, np.uint8) for _ in range(n)]
     continued = [np.zeros(slots, bool) for _ in range(n)]
     calls: list[list[Call]] = [[] for _ in range(n)]
     sums: list[list[np.ndarray]] = [[] for _ in range(n)]
@@ -106,7 +106,7 @@ def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
 
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
-        engines[r] = AllreduceEngine(cfgs[r], make_payload(x, n), now, params, versions[r],
+        engines[r] = AllreduceEngine(cfgs[r], make_payload(x, n), now, params, slot_versions[r],
                                      None, rtt[r], continued[r])
         calls[r].append(Call(r, now))
         push(now, "wake", r)
@@ -127,7 +127,7 @@ def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
         if eng.done:
             c = calls[r][-1]
             c.end, c.stats = now, eng.stats
-            versions[r] = eng.final_versions(versions[r])
+            slot_versions[r] = eng.final_slot_versions(slot_versions[r])
             continued[r] = eng.continued
             sums[r].append(eng.sums)
             engines[r] = None

@@ -4,15 +4,19 @@ from __future__ import annotations
 from typing import Any
 
 from hostlib import protocol as p
+from hostlib.config import Address, JobConfig
 from hostlib.framing import Batch
 
-def descriptor(rank: int, workers: int, slot_count: int = 8, job: int = 7,
-               epoch: int = 1) -> dict[str, Any]:
-    return {"protocol": p.PROTOCOL_VERSION, "job": job, "epoch": epoch, "rank": rank, "workers": workers, "slot_base": 0,
-            "slot_count": slot_count, "lanes": 64,
-            "switch": {"mac": "02:00:00:00:01:00", "ip": "10.250.0.254", "udp_port": 20528},
-            "worker": {"mac": f"02:00:00:00:00:{rank + 1:02x}", "ip": f"10.250.0.{rank + 1}",
-                       "udp_port": 20528}}
+
+def descriptor(rank: int, worker_count: int, slot_count: int = 8, job: int = 7,
+               epoch: int = 1, encoding: str = "lanes") -> dict[str, Any]:
+    """A descriptor as the controller writes one (JobConfig.to_dict, the one writer)."""
+    return JobConfig(job=job, epoch=epoch, rank=rank, worker_count=worker_count,
+                     slot_base=0, slot_count=slot_count,
+                     switch=Address("02:00:00:00:01:00", "10.250.0.254"),
+                     worker=Address(f"02:00:00:00:00:{rank + 1:02x}", f"10.250.0.{rank + 1}"),
+                     encoding=p.Encoding[encoding.upper()]).to_dict()
+
 
 def decode(batch: Batch) -> list[p.Frame]:
     """Every frame of a batch through the reference codec (protocol.parse_frame)."""
@@ -32,10 +36,10 @@ def engine_tensor():
     return x
 
 
-def make_engine(params, versions=None, rtt=None):
+def make_engine(params, slot_versions=None, rtt=None):
     from hostlib.config import load_descriptor
     from hostlib.engine import AllreduceEngine
     from hostlib.numerics import make_payload
     cfg = load_descriptor(descriptor(0, 2, slot_count=4))
-    return AllreduceEngine(cfg, make_payload(engine_tensor(), 2), ENGINE_T0, params, versions,
+    return AllreduceEngine(cfg, make_payload(engine_tensor(), 2), ENGINE_T0, params, slot_versions,
                            rtt=rtt)

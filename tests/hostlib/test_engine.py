@@ -24,13 +24,13 @@ PARAMS = EngineParams(timeout=0.005, max_timeout=0.02, double_after=2, deadline=
 tensor = engine_tensor
 
 
-def make_engine(params: EngineParams = PARAMS, versions=None):
-    return shared_make_engine(params, versions)
+def make_engine(params: EngineParams = PARAMS, slot_versions=None):
+    return shared_make_engine(params, slot_versions)
 
 
-def result(slot, version, block, next_block, values=None, flags=0, next_exponent=0, rank=0,
+def result(slot, slot_version, block, next_block, values=None, flags=0, next_exponent=0, rank=0,
            job=7):
-    h = p.Header.make(p.MsgType.RESULT, job=job, slot=slot, rank=rank, slot_version=version,
+    h = p.Header.make(p.MsgType.RESULT, job=job, slot=slot, rank=rank, slot_version=slot_version,
                       flags=flags, block=block, next_block=next_block,
                       next_exponent=next_exponent)
     return h, values
@@ -262,10 +262,10 @@ def test_data_result_without_values_is_a_protocol_error():
 
 
 def test_versions_continue_from_previous_allreduce():
-    e = make_engine(versions=np.array([1, 0, 1, 0], np.uint8))
+    e = make_engine(slot_versions=np.array([1, 0, 1, 0], np.uint8))
     out = by_slot(decode(e.packets_to_send(T0)))
     assert {s: f.header.slot_version for s, f in out.items()} == {0: 1, 1: 0, 2: 1, 3: 0}
     feed(e, result(0, 1, EOS, EOS), T0)
     feed(e, result(1, 0, EOS, 1), T0)
     feed(e, result(1, 1, 1, EOS, np.zeros(64)), T0)
-    assert e.final_versions(np.array([1, 0, 1, 0]))[:2].tolist() == [0, 0]
+    assert e.final_slot_versions(np.array([1, 0, 1, 0]))[:2].tolist() == [0, 0]

@@ -101,5 +101,18 @@ def test_descriptor_from_json_string_and_path(tmp_path):
     assert load_descriptor(json.dumps(d)).rank == 1
     f = tmp_path / "d.json"
     f.write_text(json.dumps(d))
-    assert load_descriptor(f).workers == 3
+    assert load_descriptor(f).worker_count == 3
     assert load_descriptor(str(f)).worker.ip == "10.250.0.2"
+
+
+def test_descriptor_names_the_worker_count_and_still_reads_its_earlier_name():
+    """Written as `worker_count` (the name P4 and the controller use); a descriptor written
+    before the rename says `workers` and is read the same."""
+    d = descriptor(2, 3)
+    assert d["worker_count"] == 3 and "workers" not in d
+    d["workers"] = d.pop("worker_count")
+    assert load_descriptor(d).worker_count == 3
+    del d["workers"]
+    from hostlib.config import DescriptorError
+    with pytest.raises(DescriptorError, match="worker_count missing"):
+        load_descriptor(d)

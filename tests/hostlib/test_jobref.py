@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from controlplane.admission import WorkerAddress
-from controlplane.jobs import Job, JobTable, SwitchAddress
+from controlplane.addresses import Address, WorkerAddress
+from controlplane.jobs import Job, JobTable
 from hostlib.jobref import ENV, JobLookupError, P4ReduceOptions, find_descriptor, open_worker
 from hostlib_helpers import descriptor
 
@@ -55,7 +55,7 @@ def test_job_id_from_the_controllers_state_file(tmp_path):
     cfg.write_text('[switch]\nmac = "02:00:00:00:01:00"\nip = "10.0.0.254"\n'
                    'ports = [1, 2]\nstate_file = "jobs.json"\n')
     got, where = find_descriptor(1, P4ReduceOptions(job=5, controller_config=cfg))
-    assert got == job.descriptor(1, SwitchAddress("02:00:00:00:01:00", "10.0.0.254"))
+    assert got == job.descriptor(1, Address("02:00:00:00:01:00", "10.0.0.254"))
     assert got["slot_base"] == 32 and "job 5" in where and str(state) in where
     with pytest.raises(JobLookupError, match=r"has no job 6 \(jobs: \[5\]\)"):
         find_descriptor(0, P4ReduceOptions(job=6, controller_config=cfg))

@@ -66,26 +66,26 @@ def test_unsupported_dtype():
 
 
 @pytest.mark.parametrize("magnitude", [1e-6, 1.0, 1e6])
-@pytest.mark.parametrize("workers", [1, 2, 3, 8, 32])
-def test_quantized_sum_within_documented_bound(magnitude, workers, rng):
+@pytest.mark.parametrize("worker_count", [1, 2, 3, 8, 32])
+def test_quantized_sum_within_documented_bound(magnitude, worker_count, rng):
     """Quantize N ranks' blocks with the switch's exponent (max over ranks), add the int32
     values like the switch, dequantize: |error| <= N * 2^(E-1) / floor(M/N) per element,
     and never overflows int32."""
     xs = [rng.standard_normal((50, 64)) * magnitude * rng.uniform(0.1, 10, (50, 1))
-          for _ in range(workers)]
+          for _ in range(worker_count)]
     exps = np.max([nm.block_exponents(x) for x in xs], axis=0)
-    qs = [nm.quantize(x, exps, workers) for x in xs]
+    qs = [nm.quantize(x, exps, worker_count) for x in xs]
     total = np.sum([q.astype(np.int64) for q in qs], axis=0)
     assert np.abs(total).max() <= nm.M                          # cannot overflow
-    assert all(np.abs(q).max() <= nm.level(workers) for q in qs)
-    got = nm.dequantize(total.astype(np.int32), exps, workers)
+    assert all(np.abs(q).max() <= nm.level(worker_count) for q in qs)
+    got = nm.dequantize(total.astype(np.int32), exps, worker_count)
     exact = np.sum(xs, axis=0)
-    bound = nm.error_bound(exps, workers)[:, None]
+    bound = nm.error_bound(exps, worker_count)[:, None]
     assert (np.abs(got - exact) <= bound * (1 + 1e-12)).all()
     # The bound is the documented relative one: below N^2 / (2^31 - N) of the block max.
     blockmax = np.max([np.abs(x).max(axis=1) for x in xs], axis=0)
     rel = np.abs(got - exact).max(axis=1) / blockmax
-    assert (rel < workers ** 2 / (2 ** 31 - workers)).all()
+    assert (rel < worker_count ** 2 / (2 ** 31 - worker_count)).all()
 
 
 def test_quantization_is_not_trivially_exact(rng):
@@ -105,17 +105,17 @@ def test_payload_refuses_switch_exponent_below_own():
         pl.values(np.array([0]), np.array([1 + p.EXPONENT_BIAS]))
 
 
-def _switch_path(xs: list[np.ndarray], workers: int) -> tuple[np.ndarray, np.ndarray]:
+def _switch_path(xs: list[np.ndarray], worker_count: int) -> tuple[np.ndarray, np.ndarray]:
     """Every rank quantizes with the negotiated exponent (max over ranks), the switch adds
     the int32 values, the worker dequantizes: the float path of section 10."""
     exps = np.max([nm.block_exponents(x) for x in xs], axis=0)
-    total = np.sum([nm.quantize(x, exps, workers).astype(np.int64) for x in xs], axis=0)
+    total = np.sum([nm.quantize(x, exps, worker_count).astype(np.int64) for x in xs], axis=0)
     assert np.abs(total).max() <= nm.M
-    return nm.dequantize(total.astype(np.int32), exps, workers), exps
+    return nm.dequantize(total.astype(np.int32), exps, worker_count), exps
 
 
-@pytest.mark.parametrize("workers", [1, 3, 8, 32])
-def test_documented_bounds_at_every_magnitude(workers, rng):
+@pytest.mark.parametrize("worker_count", [1, 3, 8, 32])
+def test_documented_bounds_at_every_magnitude(worker_count, rng):
     """docs/protocol.md section 10, over the whole float64 range: the absolute bound holds
     for every input; the relative one exactly from a block max of 2^-129 up, and it is
     really lost below (the exponent is clamped at -128), so its domain is not a formality."""
@@ -123,34 +123,34 @@ def test_documented_bounds_at_every_magnitude(workers, rng):
     for lo in range(0, powers.size, 64):
         p2 = powers[lo:lo + 64]
         xs = [np.ldexp(rng.uniform(0.25, 1.0, (p2.size, 64)) * rng.choice([-1, 1], (p2.size, 64)),
-                       p2[:, None]) for _ in range(workers)]
-        got, exps = _switch_path(xs, workers)
+                       p2[:, None]) for _ in range(worker_count)]
+        got, exps = _switch_path(xs, worker_count)
         exact = np.sum(xs, axis=0)
         err = np.abs(got - exact).max(axis=1)
         blockmax = np.max([np.abs(x).max(axis=1) for x in xs], axis=0)
         assert (exps == nm.negotiated_exponent(blockmax)).all()
-        assert (err <= nm.error_bound(exps, workers)).all()
-        assert (err <= nm.sum_error_bound(blockmax, workers)).all()
+        assert (err <= nm.error_bound(exps, worker_count)).all()
+        assert (err <= nm.sum_error_bound(blockmax, worker_count)).all()
         rel = err / blockmax
         inside = blockmax >= nm.RELATIVE_MIN
-        assert (rel[inside] <= nm.relative_error_bound(workers)).all()
+        assert (rel[inside] <= nm.relative_error_bound(worker_count)).all()
         far_below = blockmax < nm.RELATIVE_MIN * 2.0 ** -40
-        assert (rel[far_below] > nm.relative_error_bound(workers)).all()
+        assert (rel[far_below] > nm.relative_error_bound(worker_count)).all()
 
 
-@pytest.mark.parametrize("workers", [1, 4])
-def test_relative_bound_at_the_edge_of_its_domain(workers):
+@pytest.mark.parametrize("worker_count", [1, 4])
+def test_relative_bound_at_the_edge_of_its_domain(worker_count):
     """Block max exactly 2^-129 (E clamped to -128 = 2 * max: the bound's tightest case),
     and just below it, where only the absolute bound is promised."""
     for m, relative in ((nm.RELATIVE_MIN, True), (nm.RELATIVE_MIN * 0.75, False)):
         x = np.full((1, 64), m)
         x[0, 1:] *= np.linspace(-1, 1, 63) * (1 - 2.0 ** -30)   # values between the steps
-        got, exps = _switch_path([x] * workers, workers)
+        got, exps = _switch_path([x] * worker_count, worker_count)
         assert exps[0] == nm.MIN_EXPONENT
-        err = np.abs(got - workers * x).max()
-        assert err <= nm.error_bound(exps, workers)[0]
+        err = np.abs(got - worker_count * x).max()
+        assert err <= nm.error_bound(exps, worker_count)[0]
         if relative:
-            assert err / m <= nm.relative_error_bound(workers)
+            assert err / m <= nm.relative_error_bound(worker_count)
 
 
 def test_values_far_below_the_quantum_come_back_as_zero():

@@ -33,9 +33,9 @@ def make_engine(params: EngineParams = PARAMS, rtt: RttEstimator | None = None):
 FP = p.fingerprint(np.int32, 12 * 64)
 
 
-def answer(e: AllreduceEngine, slot, version, block, next_block, values=None, *, at: float):
+def answer(e: AllreduceEngine, slot, slot_version, block, next_block, values=None, *, at: float):
     """A RESULT for rank 0; an announce round's carries the switch's fingerprint range."""
-    h = p.Header.make(p.MsgType.RESULT, job=7, slot=slot, rank=0, slot_version=version,
+    h = p.Header.make(p.MsgType.RESULT, job=7, slot=slot, rank=0, slot_version=slot_version,
                       block=block, next_block=next_block, next_exponent=0)
     e.on_result(h, values, at, fingerprint=(FP, FP) if block == EOS else None)
 

@@ -29,8 +29,8 @@ def job_of(switch):
     """Creates jobs on the module's switch and deletes them after the test."""
     made = []
 
-    def make(n: int, slots: int = 8, job: int = 7):
-        j = switch.create_job(n, slots, job)
+    def make(n: int, slots: int = 8, job: int = 7, encoding: str = "packed"):
+        j = switch.create_job(n, slots, job, encoding=encoding)
         made.append(j.job)
         return j
     yield make
@@ -74,20 +74,26 @@ def sparse_ints(rng, n, shape, density=0.4):
     return xs
 
 
+@pytest.mark.parametrize("encoding", ["lanes", "packed"])
 @pytest.mark.parametrize("n", [1, 2, 3])
-def test_int32_sum_exact_and_one_packet_per_round(n, rng, switch, job_of):
+def test_int32_sum_exact_and_one_packet_per_round(n, encoding, rng, switch, job_of):
+    """lanes: one block per 64 values; packed: int32 travels as 16-bit halves, two blocks
+    (high halves, low halves) per 64 values, each sent only if non-zero."""
     xs = sparse_ints(rng, n, (45, 37))
-    job = job_of(n)
+    job = job_of(n, encoding=encoding)
     res, errs = run_ranks(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats), timeout=5.0)
     assert errs == [None] * n
     exact = np.sum([x.astype(np.int64) for x in xs], axis=0)
     blocks = -(-xs[0].size // 64)
-    nz_any = np.zeros(blocks, bool)
+    nz_any = np.zeros(blocks * (2 if encoding == "packed" else 1), bool)
     for x in xs:
-        padded = np.zeros(blocks * 64, np.int32)
+        padded = np.zeros(blocks * 64, np.int64)
         padded[:x.size] = x.reshape(-1)
-        nz_any |= padded.reshape(blocks, 64).any(axis=1)
-    rounds = min(8, blocks) + int(nz_any.sum())          # announce + one per non-zero block
+        rows = padded.reshape(blocks, 64)
+        if encoding == "packed":
+            rows = np.stack([rows // 65536, rows % 65536], axis=1).reshape(2 * blocks, 64)
+        nz_any |= rows.any(axis=1)
+    rounds = min(8, nz_any.size) + int(nz_any.sum())     # announce + one per non-zero block
     for out, stats in res:
         assert out.dtype == np.int32 and out.shape == xs[0].shape
         assert (out == exact).all()
@@ -147,13 +153,14 @@ def test_mean_non_contiguous_and_in_place(rng, switch, job_of):
 
 @pytest.mark.parametrize("bad, what", [(np.nan, "NaN or Inf"), (-np.inf, "NaN or Inf"),
                                        (2.0 ** 128, "exceeds 2\\^127")])
-def test_nan_on_one_rank_fails_every_rank_and_the_job_goes_on(bad, what, rng, switch,
-                                                              job_of):
+@pytest.mark.parametrize("encoding", ["lanes", "packed"])
+def test_nan_on_one_rank_fails_every_rank_and_the_job_goes_on(bad, what, encoding, rng,
+                                                              switch, job_of):
     """A rank whose tensor the protocol cannot carry still takes part in the call (its
     length, a NONFINITE fingerprint, no values): every rank raises at once, and all stay in
     step. Before, that rank raised alone; the others waited for it, and its *next* tensor
     of the same length completed their current call -- a wrong sum on every rank."""
-    job = job_of(3, slots=4)
+    job = job_of(3, slots=4, encoding=encoding)
     first = [rng.standard_normal(64 * 9) for _ in range(3)]
     first[1][64 * 7 + 5] = bad
     second = [rng.standard_normal(64 * 9) for _ in range(3)]
@@ -194,7 +201,11 @@ def test_nan_on_every_rank_raises_on_every_rank(switch, job_of):
         assert (out == 3.0).all()
 
 
-def test_overflow_raises_naming_block_and_next_allreduce_still_works(switch, job_of):
+@pytest.mark.parametrize("encoding", ["lanes", "packed"])
+def test_overflow_raises_naming_block_and_next_allreduce_still_works(encoding, switch,
+                                                                     job_of):
+    """lanes: the switch flags the round; packed: the worker sees the exact sum of the
+    halves, out of int32 range."""
     big = np.zeros(64 * 6, np.int32)
     big[64 * 4 + 3] = 2 ** 30 + 5                        # 2 ranks: 2^31 + 10 overflows
 
@@ -203,10 +214,10 @@ def test_overflow_raises_naming_block_and_next_allreduce_still_works(switch, job
             w.allreduce(big)
         return w.allreduce(np.arange(64 * 6, dtype=np.int32))
 
-    job = job_of(2)
+    job = job_of(2, encoding=encoding)
     res, errs = run_ranks(switch, job, fn)
     assert errs == [None, None]
-    assert switch.stats(job)["overflows"] == 1
+    assert switch.stats(job)["overflows"] == (1 if encoding == "lanes" else 0)
     for out in res:
         assert (out == 2 * np.arange(64 * 6)).all()
 
@@ -376,7 +387,7 @@ def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
         ready.wait()
         if r == 0:
             switch.conn.push_pipeline()
-            forwarding_again()
+            identity_again()
             switch.jobs.reinstall_all()
             restarted.set()
         restarted.wait()
@@ -389,10 +400,10 @@ def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
             w.allreduce(np.arange(3, dtype=np.int32))
         return took
 
-    def forwarding_again():
-        from controlplane import forwarding
+    def identity_again():
+        from controlplane import identity
         from inprocess_switch import SWITCH
-        forwarding.set_identity(switch.conn, SWITCH.mac, SWITCH.ip)
+        identity.set_identity(switch.conn, SWITCH.mac, SWITCH.ip)
 
     res, errs = run_ranks(switch, job, fn, timeout=0.005, deadline=10.0, descriptors=d)
     assert errs == [None, None]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import Harness, Ids, RawClient, load_p4info
+from controlplane.p4rt import P4InfoIndex
+
+from .helpers import Harness, RawClient, load_p4info
 
 
 @pytest.fixture
@@ -21,7 +23,7 @@ def p4info():
 
 @pytest.fixture(scope="session")
 def ids(p4info):
-    return Ids(p4info)
+    return P4InfoIndex.from_proto(p4info)
 
 
 @pytest.fixture

@@ -10,16 +10,18 @@ from pathlib import Path
 
 import grpc
 import pytest
-from google.protobuf import text_format
 from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from controlplane import p4rt
+from controlplane.p4rt import P4InfoIndex
 from softswitch.p4runtime_server import Device, P4RuntimeServer
 from softswitch.ports import InProcessPorts
 
-P4DIR = Path(__file__).resolve().parent / "p4"
-P4INFO_PATH = P4DIR / "server_test.p4info.txt"
+# p4c's outputs, built by p4src/compile.py (tests/test_p4_build.py checks they are current)
+P4DIR = Path(__file__).resolve().parent / "p4" / "build" / "server_test"
+P4INFO_PATH = P4DIR / "server_test.p4info.txtpb"
 JSON_PATH = P4DIR / "server_test.json"
 CPU_PORT = 255
 
@@ -29,48 +31,20 @@ Update = p4runtime_pb2.Update
 
 def require_build() -> None:
     if not (P4INFO_PATH.exists() and JSON_PATH.exists()):
-        pytest.fail(f"p4c outputs missing in {P4DIR}: run {P4DIR / 'build.sh'}")
+        pytest.fail(f"p4c outputs missing in {P4DIR}: run "
+                    f"python p4src/compile.py tests/softswitch_server/p4/server_test.p4")
 
 
 def load_p4info() -> p4info_pb2.P4Info:
+    """The test program's P4Info; `P4InfoIndex.from_proto` of it finds ids by name, so tests
+    never hard-code p4c's hashes."""
     require_build()
-    info = p4info_pb2.P4Info()
-    text_format.Parse(P4INFO_PATH.read_text(), info)
-    return info
+    return p4rt.load_p4info(P4INFO_PATH)
 
 
 def device_config() -> bytes:
     require_build()
     return JSON_PATH.read_bytes()
-
-
-class Ids:
-    """P4Info ids by name, so tests never hard-code p4c's hashes."""
-
-    def __init__(self, info: p4info_pb2.P4Info) -> None:
-        self.info = info
-
-    def table(self, name: str) -> int:
-        return next(t.preamble.id for t in self.info.tables if t.preamble.name.endswith(name))
-
-    def action(self, name: str) -> int:
-        return next(a.preamble.id for a in self.info.actions
-                    if a.preamble.name.endswith(name))
-
-    def field(self, table: str, name: str) -> int:
-        t = next(t for t in self.info.tables if t.preamble.name.endswith(table))
-        return next(m.id for m in t.match_fields if m.name.endswith(name))
-
-    def param(self, action: str, name: str) -> int:
-        a = next(a for a in self.info.actions if a.preamble.name.endswith(action))
-        return next(p.id for p in a.params if p.name == name)
-
-    def counter(self, name: str) -> int:
-        return next(c.preamble.id for c in self.info.counters if c.preamble.name.endswith(name))
-
-    def register(self, name: str) -> int:
-        return next(r.preamble.id for r in self.info.registers
-                    if r.preamble.name.endswith(name))
 
 
 @dataclass
@@ -221,12 +195,12 @@ def table_entity(**kwargs) -> p4runtime_pb2.Entity:
     return p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(**kwargs))
 
 
-def exact_entry(ids: Ids, dst: bytes, port: int) -> p4runtime_pb2.Entity:
+def exact_entry(ids: P4InfoIndex, dst: bytes, port: int) -> p4runtime_pb2.Entity:
     """l2_exact: dst -> forward(port)."""
-    te = p4runtime_pb2.TableEntry(table_id=ids.table("l2_exact"))
-    te.match.add(field_id=ids.field("l2_exact", "dst")).exact.value = dst
-    te.action.action.action_id = ids.action("forward")
-    te.action.action.params.add(param_id=ids.param("forward", "port"),
+    te = p4runtime_pb2.TableEntry(table_id=ids.table("l2_exact").id)
+    te.match.add(field_id=ids.table("l2_exact").field_named("dst").id).exact.value = dst
+    te.action.action.action_id = ids.action("forward").id
+    te.action.action.params.add(param_id=ids.action("forward").param_named("port").id,
                                 value=port.to_bytes(2, "big"))
     return p4runtime_pb2.Entity(table_entry=te)
 

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from p4.v1 import p4runtime_pb2
 
-from .helpers import RawClient, Update, device_config, ethernet, exact_entry, load_p4info, Ids
-from .test_ports import DST2, Veths, needs_root, promisc
+from controlplane.p4rt import P4InfoIndex
+
+from .helpers import RawClient, Update, device_config, ethernet, exact_entry, load_p4info
+from .test_ports import DST2, Veths, promisc
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,7 +84,7 @@ def test_refuses_non_loopback_and_bad_flags():
     assert r.returncode == 1 and "cannot listen" in r.stderr
 
 
-@needs_root
+@pytest.mark.root
 def test_cli_with_veth_ports_end_to_end():
     veths = Veths(2)
     proc = None
@@ -90,7 +92,7 @@ def test_cli_with_veth_ports_end_to_end():
         proc, addr = start(*[a for p, s in veths.switch_ends().items()
                              for a in ("-i", f"{p}@{s}")], "--cpu-port", "255")
         info = load_p4info()
-        ids = Ids(info)
+        ids = P4InfoIndex.from_proto(info)
         client = RawClient(addr)
         try:
             client.arbitrate((0, 1))

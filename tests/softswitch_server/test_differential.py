@@ -9,95 +9,48 @@ softswitch differs on purpose (docs/softswitch_server.md) have a per-target expe
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
-from pathlib import Path
 from typing import Any, Callable
 
 import grpc
 import pytest
 from p4.v1 import p4runtime_pb2
 
+from bmv2_tests import targets
+from controlplane.p4rt import P4InfoIndex
+from softswitch.targets import SwitchRunner
+
 from .helpers import (
-    CPU_PORT, Ids, RawClient, SetAction, Update, batch_errors, device_config, ethernet,
+    CPU_PORT, RawClient, SetAction, Update, batch_errors, device_config, ethernet,
     exact_entry, load_p4info, update,
 )
 from .test_ports import Veths
 
-REPO = Path(__file__).resolve().parents[2]
-TARGETS = ["softswitch", "simple_switch_grpc"]
+TARGETS = targets.VETH_TARGETS
 DST2 = bytes.fromhex("020000000002")
 DST3 = bytes.fromhex("020000000003")
 
 
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _skip(target: str) -> str | None:
-    if os.geteuid() != 0:
-        return "veth interfaces need root"
-    if target == "simple_switch_grpc" and shutil.which("simple_switch_grpc") is None:
-        return "simple_switch_grpc is not on PATH"
-    return None
-
-
 class Target:
-    """A switch process on three veth ports with --cpu-port 255."""
+    """A switch process on three veth ports with --cpu-port 255 (started by the one
+    SwitchRunner, which knows both command lines)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.veths = Veths(3)
-        self.proc: subprocess.Popen | None = None
-        self.addr = ""
+        self.runner = SwitchRunner(kind, self.veths.switch_ends(), cpu_port=CPU_PORT)
+        self.addr = self.runner.grpc_addr
 
     def start(self) -> "Target":
-        ifaces = [a for p, s in self.veths.switch_ends().items() for a in ("-i", f"{p}@{s}")]
-        if self.kind == "softswitch":
-            cmd = [sys.executable, "-m", "softswitch", *ifaces, "--device-id", "1",
-                   "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", str(CPU_PORT)]
-        else:
-            self.addr = f"127.0.0.1:{free_tcp_port()}"
-            cmd = ["simple_switch_grpc", *ifaces, "--no-p4", "--device-id", "1",
-                   "--thrift-port", str(free_tcp_port()), "--",
-                   "--grpc-server-addr", self.addr, "--cpu-port", str(CPU_PORT)]
-        if self.kind == "softswitch":
-            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, text=True,
-                                         start_new_session=True)
-            assert self.proc.stdout is not None
-            line = self.proc.stdout.readline()  # softswitch flushes this line at once
-            m = re.search(r"Server listening on (\S+)", line)
-            if not m:
-                raise RuntimeError(f"softswitch did not start: {line!r}")
-            self.addr = m.group(1)
-            # keep reading the output so that the switch never blocks on a full pipe
-            threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-            return self
-        # bmv2 buffers its stdout in a pipe: wait for the gRPC server instead
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        with grpc.insecure_channel(self.addr) as channel:
-            grpc.channel_ready_future(channel).result(timeout=30)
+        try:
+            self.runner.start()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        self.runner.stop()
         self.veths.close()
 
 
@@ -142,7 +95,7 @@ def canonical_entries(entities: list[p4runtime_pb2.Entity]) -> list[str]:
 
 def run_scenario(t: Target) -> dict[str, Any]:
     info = load_p4info()
-    ids = Ids(info)
+    ids = P4InfoIndex.from_proto(info)
     out: dict[str, Any] = {}
     c = RawClient(t.addr)
     backup = RawClient(t.addr)
@@ -188,19 +141,19 @@ def run_scenario(t: Target) -> dict[str, Any]:
 
         # default entries
         d = p4runtime_pb2.Entity()
-        d.table_entry.table_id = ids.table("const_default")
+        d.table_entry.table_id = ids.table("const_default").id
         d.table_entry.is_default_action = True
-        d.table_entry.action.action.action_id = ids.action("NoAction")
+        d.table_entry.action.action.action_id = ids.action("NoAction").id
         out["const_default"] = outcome(lambda: c.write(update(Update.MODIFY, d)))
         d2 = p4runtime_pb2.Entity()
-        d2.table_entry.table_id = ids.table("l2_exact")
+        d2.table_entry.table_id = ids.table("l2_exact").id
         d2.table_entry.is_default_action = True
-        d2.table_entry.action.action.action_id = ids.action("forward")
-        d2.table_entry.action.action.params.add(param_id=ids.param("forward", "port"),
+        d2.table_entry.action.action.action_id = ids.action("forward").id
+        d2.table_entry.action.action.params.add(param_id=ids.action("forward").param_named("port").id,
                                                 value=b"\x03")
         out["default_modify"] = outcome(lambda: c.write(update(Update.MODIFY, d2)))[0]
         rd = p4runtime_pb2.Entity()
-        rd.table_entry.table_id = ids.table("l2_exact")
+        rd.table_entry.table_id = ids.table("l2_exact").id
         rd.table_entry.is_default_action = True
         out["default_read"] = canonical_entries(c.read(rd))
 
@@ -224,7 +177,7 @@ def run_scenario(t: Target) -> dict[str, Any]:
 
         # counters (ingress port 1 saw two frames)
         ce = p4runtime_pb2.Entity()
-        ce.counter_entry.counter_id = ids.counter("port_counter")
+        ce.counter_entry.counter_id = ids.counter("port_counter").id
         ce.counter_entry.index.index = 1
         (got,) = c.read(ce)
         out["counter"] = (got.counter_entry.data.packet_count,
@@ -233,7 +186,7 @@ def run_scenario(t: Target) -> dict[str, Any]:
 
         # registers: read is softswitch's extension, write is UNIMPLEMENTED everywhere
         re_ = p4runtime_pb2.Entity()
-        re_.register_entry.register_id = ids.register("last_ether_type")
+        re_.register_entry.register_id = ids.register("last_ether_type").id
         re_.register_entry.index.index = 1
         out["register_read"] = outcome(lambda: [e.register_entry.data.bitstring
                                                 for e in c.read(re_)])[0]
@@ -245,8 +198,8 @@ def run_scenario(t: Target) -> dict[str, Any]:
         c.packet_out(ethernet(DST3), {md["egress_port"]: b"\x02"})
         out["packet_out"] = t.veths.recv(2) == ethernet(DST3)
         to_cpu = exact_entry(ids, DST3, 0)
-        to_cpu.table_entry.action.action.action_id = ids.action("to_cpu")
-        to_cpu.table_entry.action.action.params[0].param_id = ids.param("to_cpu", "tag")
+        to_cpu.table_entry.action.action.action_id = ids.action("to_cpu").id
+        to_cpu.table_entry.action.action.params[0].param_id = ids.action("to_cpu").param_named("tag").id
         to_cpu.table_entry.action.action.params[0].value = b"\x00\x2a"
         c.write(update(Update.INSERT, to_cpu))
         t.veths.send(3, ethernet(DST3))
@@ -275,7 +228,7 @@ def run_scenario(t: Target) -> dict[str, Any]:
     return out
 
 
-def expected(kind: str, ids: Ids) -> dict[str, Any]:
+def expected(kind: str, ids: P4InfoIndex) -> dict[str, Any]:
     ok = 0
     iv, ae, nf, pd, un = 3, 6, 5, 7, 12
     exp: dict[str, Any] = {
@@ -295,7 +248,7 @@ def expected(kind: str, ids: Ids) -> dict[str, Any]:
             (iv, "Bytestring provided does not fit within 9 bits"),
             (iv, "Non-zero priority for non-ternary match")]),
         "const_default": ("UNKNOWN", [(pd, f"Cannot set / reset default action for table "
-                                           f"{ids.table('const_default')} which has a const "
+                                           f"{ids.table('const_default').id} which has a const "
                                            f"default action")]),
         "default_modify": "OK",
         "frame_hit": True,
@@ -320,11 +273,8 @@ def expected(kind: str, ids: Ids) -> dict[str, Any]:
     return exp
 
 
-@pytest.fixture(params=TARGETS)
+@pytest.fixture(params=targets.params(TARGETS))
 def target(request):
-    reason = _skip(request.param)
-    if reason:
-        pytest.skip(f"{request.param}: {reason}")
     t = Target(request.param)
     try:
         yield t.start()
@@ -339,7 +289,7 @@ def entity(**kwargs: Any) -> p4runtime_pb2.Entity:
 def run_error_scenario(t: Target) -> dict[str, Any]:
     """Many of PI's checks in one session; compared step by step across targets."""
     info = load_p4info()
-    ids = Ids(info)
+    ids = P4InfoIndex.from_proto(info)
     out: dict[str, Any] = {}
     c = RawClient(t.addr)
     other = RawClient(t.addr)
@@ -376,13 +326,13 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
 
         # ternary / optional / priority
         def acl(value: bytes, mask: bytes, priority: int, port: bytes | None = None):
-            te = p4runtime_pb2.TableEntry(table_id=ids.table("acl_ternary"), priority=priority)
-            m = te.match.add(field_id=ids.field("acl_ternary", "ether_type"))
+            te = p4runtime_pb2.TableEntry(table_id=ids.table("acl_ternary").id, priority=priority)
+            m = te.match.add(field_id=ids.table("acl_ternary").field_named("ether_type").id)
             m.ternary.value, m.ternary.mask = value, mask
             if port is not None:
-                te.match.add(field_id=ids.field("acl_ternary", "ingress_port")
+                te.match.add(field_id=ids.table("acl_ternary").field_named("ingress_port").id
                              ).optional.value = port
-            te.action.action.action_id = ids.action("NoAction")
+            te.action.action.action_id = ids.action("NoAction").id
             return entity(table_entry=te)
         out["ternary_errors"] = write(
             update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 0)),
@@ -392,14 +342,14 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
             update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 2, b"\x00\x03")),
             update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", -1)))
         out["ternary_read"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=ids.table("acl_ternary"))))
+            table_id=ids.table("acl_ternary").id)))
 
         # lpm
         def lpm(value: bytes, plen: int):
-            te = p4runtime_pb2.TableEntry(table_id=ids.table("route_lpm"))
-            m = te.match.add(field_id=ids.field("route_lpm", "addr"))
+            te = p4runtime_pb2.TableEntry(table_id=ids.table("route_lpm").id)
+            m = te.match.add(field_id=ids.table("route_lpm").field_named("addr").id)
             m.lpm.value, m.lpm.prefix_len = value, plen
-            te.action.action.action_id = ids.action("drop")
+            te.action.action.action_id = ids.action("drop").id
             return entity(table_entry=te)
         out["lpm"] = write(*[update(Update.INSERT, e) for e in (
             lpm(bytes([10, 1, 0, 0]), 0), lpm(bytes([10, 1, 0, 0]), 33),
@@ -408,28 +358,28 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
 
         # range
         def rng(lo: bytes, hi: bytes, priority: int = 1):
-            te = p4runtime_pb2.TableEntry(table_id=ids.table("level_range"), priority=priority)
-            m = te.match.add(field_id=ids.field("level_range", "level"))
+            te = p4runtime_pb2.TableEntry(table_id=ids.table("level_range").id, priority=priority)
+            m = te.match.add(field_id=ids.table("level_range").field_named("level").id)
             m.range.low, m.range.high = lo, hi
-            te.action.action.action_id = ids.action("set_tag")
-            te.action.action.params.add(param_id=ids.param("set_tag", "tag"), value=b"\x01")
+            te.action.action.action_id = ids.action("set_tag").id
+            te.action.action.params.add(param_id=ids.action("set_tag").param_named("tag").id, value=b"\x01")
             return entity(table_entry=te)
         out["range"] = write(*[update(Update.INSERT, e) for e in (
             rng(b"\x05", b"\x04"), rng(b"\x00\x00", b"\xff\xff"), rng(b"", b""),
             rng(b"\x00", b"\xff"), rng(b"\x05", b"\x01\x00"))])
         out["range_read"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=ids.table("level_range"))))
+            table_id=ids.table("level_range").id)))
 
         # default entries
         def default(table: str, action: str | None, params=()):
-            te = p4runtime_pb2.TableEntry(table_id=ids.table(table), is_default_action=True)
+            te = p4runtime_pb2.TableEntry(table_id=ids.table(table).id, is_default_action=True)
             if action:
-                te.action.action.action_id = ids.action(action)
+                te.action.action.action_id = ids.action(action).id
                 for pid, value in params:
                     te.action.action.params.add(param_id=pid, value=value)
             return entity(table_entry=te)
         miss = rng(b"\x01", b"\x02")
-        miss.table_entry.action.action.action_id = ids.action("miss_tag")
+        miss.table_entry.action.action.action_id = ids.action("miss_tag").id
         del miss.table_entry.action.action.params[:]
         out["default_rules"] = write(
             update(Update.MODIFY, default("const_default", "NoAction")),
@@ -438,14 +388,14 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
             update(Update.INSERT, default("l2_exact", "drop")),
             update(Update.DELETE, default("l2_exact", "drop")),
             update(Update.MODIFY, default("level_range", "set_tag",
-                                          [(ids.param("set_tag", "tag"), b"\x07")])),
+                                          [(ids.action("set_tag").param_named("tag").id, b"\x07")])),
             update(Update.MODIFY, default("l2_exact", "to_cpu",
-                                          [(ids.param("to_cpu", "tag"), b"\x00\x09")])))
+                                          [(ids.action("to_cpu").param_named("tag").id, b"\x00\x09")])))
         out["defaults_read"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
             is_default_action=True)))
         out["default_reset"] = write(update(Update.MODIFY, default("l2_exact", None)))
         out["default_after_reset"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=ids.table("l2_exact"), is_default_action=True)))
+            table_id=ids.table("l2_exact").id, is_default_action=True)))
 
         # exact: metadata, non-canonical input, single-entry reads, other failures
         meta = exact_entry(ids, b"\x00\x00" + DST3, 3)
@@ -478,7 +428,7 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
         key_only.table_entry.match[0].exact.value = b"\x42"
         out["read_missing_key"] = read(key_only)
         out["read_l2"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=ids.table("l2_exact"))))
+            table_id=ids.table("l2_exact").id)))
 
         # multicast / clone
         def mc(gid: int, replicas, port_bytes: bool = False):
@@ -510,7 +460,7 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
         out["clone_read_all"] = read(clone_read)
 
         # counters
-        cid = ids.counter("port_counter")
+        cid = ids.counter("port_counter").id
 
         def ctr(index: int | None):
             e = entity()
@@ -534,7 +484,7 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
         dce = entity()
         dce.direct_counter_entry.table_entry.table_id = 0
         out["direct_counter_all_tables"] = read(dce)
-        dce.direct_counter_entry.table_entry.table_id = ids.table("l2_exact")
+        dce.direct_counter_entry.table_entry.table_id = ids.table("l2_exact").id
         out["direct_counter_no_counter"] = read(dce)
         out["value_set_read"] = read(entity(value_set_entry=p4runtime_pb2.ValueSetEntry()))
         out["entity_unset_read"] = read(entity())
@@ -577,7 +527,7 @@ DEVIATIONS = {"register_read", "p4info_json_mismatch", "set_after_failed_reconci
 
 
 def test_transcript(target):
-    ids = Ids(load_p4info())
+    ids = P4InfoIndex.from_proto(load_p4info())
     got = run_scenario(target)
     TRANSCRIPTS[target.kind] = got
     exp = expected(target.kind, ids)
@@ -624,7 +574,7 @@ def test_error_scenario_targets_agree():
 def run_pre_scenario(t: Target) -> dict[str, Any]:
     """Multicast groups across a pipeline change: P4Runtime forgets them, the PRE does not."""
     info = load_p4info()
-    ids = Ids(info)
+    ids = P4InfoIndex.from_proto(info)
     out: dict[str, Any] = {}
     c = RawClient(t.addr)
 
@@ -637,8 +587,8 @@ def run_pre_scenario(t: Target) -> dict[str, Any]:
         return e
 
     flood = exact_entry(ids, DST2, 0)
-    flood.table_entry.action.action.action_id = ids.action("flood")
-    flood.table_entry.action.action.params[0].param_id = ids.param("flood", "group")
+    flood.table_entry.action.action.action_id = ids.action("flood").id
+    flood.table_entry.action.action.params[0].param_id = ids.action("flood").param_named("group").id
     flood.table_entry.action.action.params[0].value = b"\x01"
 
     def copies() -> tuple[int, int]:
@@ -675,11 +625,8 @@ def run_pre_scenario(t: Target) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="module", params=TARGETS)
+@pytest.fixture(scope="module", params=targets.params(TARGETS))
 def pre_results(request):
-    reason = _skip(request.param)
-    if reason:
-        pytest.skip(f"{request.param}: {reason}")
     t = Target(request.param)
     try:
         t.start()

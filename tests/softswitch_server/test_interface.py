@@ -131,7 +131,7 @@ def test_target_bugs_are_internal_not_unimplemented(serve, p4info, ids) -> None:
     raw = serve(BuggySwitch)
     raw.set_pipeline(p4info, device_config())
     counter = p4runtime_pb2.Entity()
-    counter.counter_entry.counter_id = ids.counter("port_counter")
+    counter.counter_entry.counter_id = ids.counter("port_counter").id
     counter.counter_entry.index.index = 1
     with pytest.raises(grpc.RpcError) as exc:
         raw.write(update(Update.INSERT, exact_entry(ids, DST2, 2)),

@@ -1,7 +1,6 @@
 """Ports: in-process queues, and AF_PACKET raw sockets over real veth pairs."""
 from __future__ import annotations
 
-import os
 import secrets
 import select
 import socket
@@ -13,13 +12,14 @@ from pathlib import Path
 import pytest
 from p4.v1 import p4runtime_pb2
 
+from controlplane.p4rt import P4InfoIndex
 from softswitch.p4runtime_server import Device
 from softswitch.ports import (
     PACKET_AUXDATA, SOL_PACKET, TP_STATUS_VLAN_VALID, AfPacketPorts, InProcessPorts,
     parse_interface_spec,
 )
 
-from .helpers import SetAction, Update, device_config, ethernet, exact_entry, load_p4info, Ids
+from .helpers import SetAction, Update, device_config, ethernet, exact_entry, load_p4info
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
@@ -73,7 +73,6 @@ def test_in_process_ports_survive_a_device_that_raises():
 
 # -- AF_PACKET over veth -------------------------------------------------------------------
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="veth interfaces need root")
 
 
 def _ip(*args: str, check: bool = True) -> None:
@@ -141,9 +140,9 @@ def promisc(ifname: str) -> bool:
     return bool(int(Path(f"/sys/class/net/{ifname}/flags").read_text(), 16) & IFF_PROMISC)
 
 
-def loaded_device() -> tuple[Device, Ids]:
+def loaded_device() -> tuple[Device, P4InfoIndex]:
     info = load_p4info()
-    ids = Ids(info)
+    ids = P4InfoIndex.from_proto(info)
     device = Device(device_id=1, cpu_port=255)
     config = p4runtime_pb2.ForwardingPipelineConfig(p4info=info,
                                                     p4_device_config=device_config())
@@ -154,7 +153,7 @@ def loaded_device() -> tuple[Device, Ids]:
     return device, ids
 
 
-@needs_root
+@pytest.mark.root
 def test_af_packet_ports_forward_between_veths():
     device, _ids = loaded_device()
     veths = Veths(2)
@@ -192,7 +191,7 @@ def test_af_packet_ports_forward_between_veths():
     assert device.counters["process_errors"] == 0
 
 
-@needs_root
+@pytest.mark.root
 def test_af_packet_ports_promisc_off_after_stop_and_bad_interface():
     veths = Veths(1)
     try:
@@ -211,12 +210,12 @@ def test_af_packet_ports_promisc_off_after_stop_and_bad_interface():
         AfPacketPorts([(1, "a"), (1, "b")])
 
 
-@needs_root
+@pytest.mark.root
 def test_af_packet_ports_start_reading_at_the_first_commit():
     """As bmv2: ports are read from the first committed pipeline on; a frame that arrived
     earlier waits in the kernel and is then forwarded by that pipeline."""
     info = load_p4info()
-    ids = Ids(info)
+    ids = P4InfoIndex.from_proto(info)
     device = Device(device_id=1, cpu_port=255)
     veths = Veths(2)
     ports = AfPacketPorts(veths.switch_ends())

@@ -113,7 +113,7 @@ def test_corrupt_json_is_rejected_and_old_pipeline_stays(loaded, raw, p4info, id
             raw.set_pipeline(p4info, bad)
         assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT, exc.value.details()
     # old pipeline and its state are intact, control and data plane
-    assert len(table_read(raw, ids.table("l2_exact"))) == 1
+    assert len(table_read(raw, ids.table("l2_exact").id)) == 1
     loaded.ports.inject(1, ethernet(DST2))
     assert loaded.ports.get(2, timeout=2) == ethernet(DST2)
 
@@ -127,7 +127,7 @@ def test_p4info_not_matching_json_is_rejected(loaded, raw, p4info, ids):
         raw.set_pipeline(p4info, json.dumps(doc).encode())
     assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "route_lpm" in exc.value.details()
-    assert len(table_read(raw, ids.table("l2_exact"))) == 1
+    assert len(table_read(raw, ids.table("l2_exact").id)) == 1
 
     # a P4Info naming a table the JSON lacks
     other = type(p4info)()
@@ -223,7 +223,7 @@ def test_batch_errors_per_update(loaded, raw, ids):
     assert codes == [code_pb2.OK, code_pb2.ALREADY_EXISTS, code_pb2.INVALID_ARGUMENT,
                      code_pb2.NOT_FOUND, code_pb2.OK]
     assert batch_errors(exc.value)[2][1] == "Invalid P4 id"
-    assert len(table_read(raw, ids.table("l2_exact"))) == 2
+    assert len(table_read(raw, ids.table("l2_exact").id)) == 2
 
 
 @pytest.mark.parametrize("mutate, code, message", [
@@ -235,7 +235,7 @@ def test_batch_errors_per_update(loaded, raw, ids):
      code_pb2.INVALID_ARGUMENT, "Non-zero priority for non-ternary match"),
     (lambda te, ids: te.action.action.params.add(param_id=9, value=b"\x01"),
      code_pb2.INVALID_ARGUMENT, "Unexpected number of action parameters"),
-    (lambda te, ids: setattr(te.action.action, "action_id", ids.action("set_tag")),
+    (lambda te, ids: setattr(te.action.action, "action_id", ids.action("set_tag").id),
      code_pb2.INVALID_ARGUMENT, "Invalid action for table"),
     (lambda te, ids: te.ClearField("action"),
      code_pb2.INVALID_ARGUMENT, "'action' field must be set"),
@@ -254,7 +254,7 @@ def test_non_canonical_bytes_accepted_read_back_canonical(loaded, raw, ids):
     ent = exact_entry(ids, b"\x00\x00" + DST2, 2)             # leading zero bytes, fits
     ent.table_entry.action.action.params[0].value = b"\x00\x00\x00\x02"
     raw.write(update(Update.INSERT, ent))
-    (got,) = table_read(raw, ids.table("l2_exact"))
+    (got,) = table_read(raw, ids.table("l2_exact").id)
     assert got.table_entry.match[0].exact.value == DST2
     assert got.table_entry.action.action.params[0].value == b"\x02"
     short = exact_entry(ids, b"\x05", 5)                      # shorter than the field
@@ -264,14 +264,14 @@ def test_non_canonical_bytes_accepted_read_back_canonical(loaded, raw, ids):
 
 
 def test_ternary_rules(loaded, raw, ids):
-    t_id = ids.table("acl_ternary")
-    f_type = ids.field("acl_ternary", "ether_type")
+    t_id = ids.table("acl_ternary").id
+    f_type = ids.table("acl_ternary").field_named("ether_type").id
 
     def acl(value: bytes, mask: bytes, priority: int):
         te = p4runtime_pb2.TableEntry(table_id=t_id, priority=priority)
         m = te.match.add(field_id=f_type)
         m.ternary.value, m.ternary.mask = value, mask
-        te.action.action.action_id = ids.action("NoAction")
+        te.action.action.action_id = ids.action("NoAction").id
         return p4runtime_pb2.Entity(table_entry=te)
 
     cases = [
@@ -295,10 +295,10 @@ def test_ternary_rules(loaded, raw, ids):
 
 def test_lpm_and_range_rules(loaded, raw, ids):
     def lpm(value: bytes, plen: int):
-        te = p4runtime_pb2.TableEntry(table_id=ids.table("route_lpm"))
-        m = te.match.add(field_id=ids.field("route_lpm", "addr"))
+        te = p4runtime_pb2.TableEntry(table_id=ids.table("route_lpm").id)
+        m = te.match.add(field_id=ids.table("route_lpm").field_named("addr").id)
         m.lpm.value, m.lpm.prefix_len = value, plen
-        te.action.action.action_id = ids.action("drop")
+        te.action.action.action_id = ids.action("drop").id
         return p4runtime_pb2.Entity(table_entry=te)
 
     for ent, msg in [
@@ -312,11 +312,11 @@ def test_lpm_and_range_rules(loaded, raw, ids):
         assert batch_errors(exc.value) == [(code_pb2.INVALID_ARGUMENT, msg)]
 
     def rng(lo: bytes, hi: bytes):
-        te = p4runtime_pb2.TableEntry(table_id=ids.table("level_range"), priority=1)
-        m = te.match.add(field_id=ids.field("level_range", "level"))
+        te = p4runtime_pb2.TableEntry(table_id=ids.table("level_range").id, priority=1)
+        m = te.match.add(field_id=ids.table("level_range").field_named("level").id)
         m.range.low, m.range.high = lo, hi
-        te.action.action.action_id = ids.action("set_tag")
-        te.action.action.params.add(param_id=ids.param("set_tag", "tag"), value=b"\x01")
+        te.action.action.action_id = ids.action("set_tag").id
+        te.action.action.params.add(param_id=ids.action("set_tag").param_named("tag").id, value=b"\x01")
         return p4runtime_pb2.Entity(table_entry=te)
 
     with pytest.raises(grpc.RpcError) as exc:
@@ -327,16 +327,16 @@ def test_lpm_and_range_rules(loaded, raw, ids):
         raw.write(update(Update.INSERT, rng(b"\x00\x00", b"\xff\xff")))
     assert batch_errors(exc.value)[0][0] == code_pb2.INVALID_ARGUMENT
     raw.write(update(Update.INSERT, rng(b"\x05", b"\x01\x00")))
-    (got,) = table_read(raw, ids.table("level_range"))
+    (got,) = table_read(raw, ids.table("level_range").id)
     assert (got.table_entry.match[0].range.low, got.table_entry.match[0].range.high) == \
         (b"\x05", b"\x01\x00")
 
 
 def test_default_action_rules(loaded, raw, ids):
     def default(table: str, action: str | None, params=()):
-        te = p4runtime_pb2.TableEntry(table_id=ids.table(table), is_default_action=True)
+        te = p4runtime_pb2.TableEntry(table_id=ids.table(table).id, is_default_action=True)
         if action:
-            te.action.action.action_id = ids.action(action)
+            te.action.action.action_id = ids.action(action).id
             for pid, value in params:
                 te.action.action.params.add(param_id=pid, value=value)
         return p4runtime_pb2.Entity(table_entry=te)
@@ -346,10 +346,10 @@ def test_default_action_rules(loaded, raw, ids):
         raw.write(update(Update.MODIFY, default("const_default", "NoAction")))
     assert batch_errors(exc.value)[0][0] == code_pb2.PERMISSION_DENIED
     # @defaultonly action in a regular entry: PERMISSION_DENIED
-    te = p4runtime_pb2.TableEntry(table_id=ids.table("level_range"), priority=1)
-    m = te.match.add(field_id=ids.field("level_range", "level"))
+    te = p4runtime_pb2.TableEntry(table_id=ids.table("level_range").id, priority=1)
+    m = te.match.add(field_id=ids.table("level_range").field_named("level").id)
     m.range.low, m.range.high = b"\x01", b"\x02"
-    te.action.action.action_id = ids.action("miss_tag")
+    te.action.action.action_id = ids.action("miss_tag").id
     with pytest.raises(grpc.RpcError) as exc:
         raw.write(update(Update.INSERT, p4runtime_pb2.Entity(table_entry=te)))
     assert batch_errors(exc.value) == [(code_pb2.PERMISSION_DENIED,
@@ -361,15 +361,15 @@ def test_default_action_rules(loaded, raw, ids):
             raw.write(update(kind, default("l2_exact", "drop")))
         assert batch_errors(exc.value) == [(code_pb2.INVALID_ARGUMENT, msg)]
     # set, read, reset (MODIFY without action) the default entry
-    port = ids.param("forward", "port")
+    port = ids.action("forward").param_named("port").id
     raw.write(update(Update.MODIFY, default("l2_exact", "forward", [(port, b"\x04")])))
-    (got,) = table_read(raw, ids.table("l2_exact"), default=True)
+    (got,) = table_read(raw, ids.table("l2_exact").id, default=True)
     assert got.table_entry.is_default_action
-    assert got.table_entry.action.action.action_id == ids.action("forward")
+    assert got.table_entry.action.action.action_id == ids.action("forward").id
     assert got.table_entry.action.action.params[0].value == b"\x04"
     raw.write(update(Update.MODIFY, default("l2_exact", None)))
-    (got,) = table_read(raw, ids.table("l2_exact"), default=True)
-    assert got.table_entry.action.action.action_id == ids.action("drop")
+    (got,) = table_read(raw, ids.table("l2_exact").id, default=True)
+    assert got.table_entry.action.action.action_id == ids.action("drop").id
 
 
 def test_controller_metadata_round_trip(loaded, raw, ids):
@@ -377,7 +377,7 @@ def test_controller_metadata_round_trip(loaded, raw, ids):
     ent.table_entry.controller_metadata = 0xDEADBEEF
     ent.table_entry.metadata = b"job-7"
     raw.write(update(Update.INSERT, ent))
-    (got,) = table_read(raw, ids.table("l2_exact"))
+    (got,) = table_read(raw, ids.table("l2_exact").id)
     assert got.table_entry.controller_metadata == 0xDEADBEEF
     assert got.table_entry.metadata == b"job-7"
     # reading a single entry by its key; a missing key reads nothing (PI: OK, empty)
@@ -418,8 +418,8 @@ def test_multicast_groups(loaded, raw, ids):
     assert sorted(reps) == [(2, 1), (3, 1), (4, 2)]
     # data plane: flood(1) replicates
     te = exact_entry(ids, DST2, 0)
-    te.table_entry.action.action.action_id = ids.action("flood")
-    te.table_entry.action.action.params[0].param_id = ids.param("flood", "group")
+    te.table_entry.action.action.action_id = ids.action("flood").id
+    te.table_entry.action.action.params[0].param_id = ids.action("flood").param_named("group").id
     te.table_entry.action.action.params[0].value = b"\x01"
     raw.write(update(Update.INSERT, te))
     loaded.ports.inject(1, ethernet(DST2))
@@ -467,7 +467,7 @@ def counter_entity(cid: int, index: int | None = None, packets: int = 0, bytes_:
 
 
 def test_counters(loaded, raw, ids):
-    cid = ids.counter("port_counter")
+    cid = ids.counter("port_counter").id
     loaded.ports.inject(3, ethernet(DST2))
     loaded.ports.inject(3, ethernet(DST2))
     every = raw.read(counter_entity(0))
@@ -493,7 +493,7 @@ def test_counters(loaded, raw, ids):
 
 
 def test_register_read_extension_and_write_unimplemented(loaded, raw, ids):
-    rid = ids.register("last_ether_type")
+    rid = ids.register("last_ether_type").id
     loaded.ports.inject(3, ethernet(DST2, ether_type=0x1234))
     ent = p4runtime_pb2.Entity()
     ent.register_entry.register_id = rid
@@ -531,8 +531,8 @@ def test_packet_out_header_serialisation(loaded, raw, p4info):
 
 def test_packet_in_goes_to_the_primary_only(loaded, raw, ids, p4info):
     te = exact_entry(ids, DST2, 0)
-    te.table_entry.action.action.action_id = ids.action("to_cpu")
-    te.table_entry.action.action.params[0].param_id = ids.param("to_cpu", "tag")
+    te.table_entry.action.action.action_id = ids.action("to_cpu").id
+    te.table_entry.action.action.params[0].param_id = ids.action("to_cpu").param_named("tag").id
     te.table_entry.action.action.params[0].value = b"\xab\xcd"
     raw.write(update(Update.INSERT, te))
     backup = RawClient(loaded.addr)
@@ -569,4 +569,4 @@ def test_p4info_import_error_and_unsupported_program(loaded, raw, p4info, ids):
     assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED
     assert "direct counter" in exc.value.details()
     # the old pipeline is untouched
-    assert len(table_read(raw, ids.table("l2_exact"))) == 1
+    assert len(table_read(raw, ids.table("l2_exact").id)) == 1
