@@ -9,7 +9,9 @@ hosts; creates a job of N ranks and writes its descriptors as `p4reduce-ctl job 
 --descriptors DIR` does; starts the program N times with the variables torchrun sets
 (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: env:// rendezvous on loopback;
 OMP_NUM_THREADS=1 unless set) plus P4REDUCE_JOB and P4REDUCE_DESCRIPTOR_DIR (how a rank finds its job) and
-P4REDUCE_NETNS (its Mininet host). The processes run in the root namespace -- the store
+P4REDUCE_NETNS (its Mininet host), and PYTHONFAULTHANDLER=1: when one rank fails, the
+others get a grace period and are then stopped with SIGABRT, so a stuck rank's log shows
+every thread's Python stack. The processes run in the root namespace -- the store
 and gloo use loopback -- and only the p4reduce Worker's socket is opened in the host, so
 every allreduce through the switch crosses the host's link. The job is deleted and
 everything started is stopped afterwards, also after an error or Ctrl-C.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -121,6 +124,8 @@ class TorchNetwork:
                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
                   "GLOO_SOCKET_IFNAME": "lo", "P4REDUCE_JOB": str(job.job),
                   "P4REDUCE_DESCRIPTOR_DIR": str(descriptors), "PYTHONUNBUFFERED": "1",
+                  # a rank stopped below (SIGABRT) prints every thread's Python stack
+                  "PYTHONFAULTHANDLER": "1",
                   # as torchrun: N ranks on one machine, one intra-op thread each
                   "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         procs: list[subprocess.Popen] = []
@@ -148,10 +153,7 @@ class TorchNetwork:
             _wait_all(procs, timeout, grace)
             seconds = time.perf_counter() - start
         finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+            _stop(procs)
             for t in readers:
                 t.join(timeout=5)
             counters = job_stats(d.ctl.conn, job.job_index)
@@ -163,6 +165,20 @@ class TorchNetwork:
                 rank, h.name, p.returncode, logs[rank].read_text(errors="replace"),
                 {k: after[k] - before[h.name][k] for k in after}))
         return LaunchResult(self.target, job.job, seconds, results, counters)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Stop the ranks still running: SIGABRT first, so that a stuck one says where it is
+    (Python's faulthandler prints every thread's stack into its log), then SIGKILL."""
+    alive = [p for p in procs if p.poll() is None]
+    for p in alive:
+        p.send_signal(signal.SIGABRT)
+    for p in alive:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def _wait_all(procs: list[subprocess.Popen], timeout: float, grace: float) -> None:

@@ -127,3 +127,21 @@ def test_four_ranks_job_from_pg_options(tmp_path):
     for out in outs:
         _check_rank(out, 4)
     _check_ddp(outs)
+
+
+def test_launcher_stops_a_stuck_rank_and_shows_where_it_was():
+    """When one rank fails, torch_ranks gives the others a grace period, then stops them
+    with SIGABRT: a stuck rank's log shows every thread's Python stack (faulthandler)."""
+    program = ("import os, sys, time\n"
+               "if os.environ['RANK'] == '1':\n"
+               "    sys.exit(3)\n"
+               "def stuck_in_a_collective():\n"
+               "    time.sleep(600)\n"
+               "stuck_in_a_collective()\n")
+    with load_torch_ranks().TorchNetwork(2, "softswitch", slots=16) as net:
+        res = net.run([sys.executable, "-c", program], 2, timeout=120, grace=1.0)
+    assert res.ranks[1].returncode == 3
+    stuck = res.ranks[0]
+    assert stuck.returncode == -6, stuck.returncode             # SIGABRT, not SIGKILL
+    assert "Fatal Python error: Aborted" in stuck.output, stuck.output
+    assert "in stuck_in_a_collective" in stuck.output, stuck.output
