@@ -203,6 +203,7 @@ def main() -> int:
     out["ddp_gloo"] = train(torch.nn.parallel.DistributedDataParallel(
         model(), process_group=ref), rank, args.ddp_steps)
     dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
     torch.save(out, args.out.replace("{rank}", str(rank)))
     return 0
 
