@@ -55,8 +55,17 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         ig_dprsr_md.drop_ctl = 1;
     }
 
+    /* The bridge header is validated in one action and filled in another: bf-p4c aliases
+     * a header field written from another field in the action that validates its header
+     * (phv/transforms/auto_alias.cpp). Aliased, meta.to_worker & co. would share the
+     * bridge's containers, and the many actions that write them one by one would make
+     * partial writes Tofino's ALUs cannot do; aliased to a packet field (ingress_port)
+     * the compiler stops with an internal error. */
     action bridge_to_egress() {
         hdr.bridge.setValid();
+        hdr.bridge.harvest = 0;
+    }
+    action bridge_fields() {
         hdr.bridge.to_worker = meta.to_worker;
         hdr.bridge.multicast = meta.multicast;
         hdr.bridge.dest_rank = meta.dest_rank;
@@ -68,8 +77,18 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         hdr.bridge.sim_sequence = meta.sim_sequence;
         hdr.bridge.sim_random = meta.sim_random;
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
-        hdr.bridge.harvest = (bit<1>)hdr.harvest.isValid();
     }
+    action bridge_harvest() {
+        hdr.bridge.harvest = 1;
+    }
+
+    /* ValueAggregation is applied once, for both passes: a control applied twice is
+     * inlined with a copy of every header in and out of each call (the frontend cannot
+     * substitute the arguments of a control it inlines twice), which bf-p4c then has to
+     * place in PHV and copy in actions. */
+    bit<1> harvest_pass;
+    bit<1> aggregate;
+    bit<1> reply;
 
     apply {
         meta.to_worker = 0;
@@ -78,28 +97,23 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         meta.complete = 0;
         meta.round_done = 0;
         meta.parser_error = 0;
+        harvest_pass = 0;
+        aggregate = 0;
+        reply = 0;
         if (ig_prsr_md.parser_err != 0) {
             meta.parser_error = 1;
         }
         identity.apply(hdr, meta);
         if (hdr.harvest.isValid()) {
             /* second pass of a RESULT with values: the low lanes, then its destination */
+            harvest_pass = 1;
+            aggregate = 1;
             meta.slot_index = hdr.harvest.slot_index;
             meta.job_index = hdr.harvest.job_index;
             meta.sim_egress_threshold = hdr.harvest.sim_egress_threshold;
             meta.sim_seed = hdr.harvest.sim_seed;
             meta.sim_sequence = hdr.harvest.sim_sequence;
             meta.sim_random = hdr.harvest.sim_random;
-            value_aggregation.apply(hdr, meta, 1);
-            meta.to_worker = 1;
-            if (hdr.harvest.multicast == 1) {
-                meta.multicast = 1;
-                ig_tm_md.mcast_grp_a = hdr.harvest.mcast_grp;
-            } else {
-                meta.dest_rank = hdr.p4r.rank;
-                ig_tm_md.ucast_egress_port = hdr.harvest.reply_port;
-            }
-            hdr.harvest.setInvalid();
         } else {
             validation.apply(hdr, meta);
             if (meta.malformed == 1) {
@@ -120,18 +134,38 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                             round_counter.apply(hdr, meta);
                             if (meta.duplicate == 0 || meta.round_done == 1) {
                                 fingerprint.apply(hdr, meta);
-                                value_aggregation.apply(hdr, meta, 0);
                                 next_block.apply(hdr, meta);
+                                aggregate = 1;
                             }
                         }
-                        result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+                        reply = 1;
                     }
                 }
             } else {
                 forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
             }
         }
+        if (aggregate == 1) {
+            value_aggregation.apply(hdr, meta, harvest_pass);
+        }
+        if (harvest_pass == 1) {
+            meta.to_worker = 1;
+            if (hdr.harvest.multicast == 1) {
+                meta.multicast = 1;
+                ig_tm_md.mcast_grp_a = hdr.harvest.mcast_grp;
+            } else {
+                meta.dest_rank = hdr.p4r.rank;
+                ig_tm_md.ucast_egress_port = hdr.harvest.reply_port;
+            }
+            hdr.harvest.setInvalid();
+        } else if (reply == 1) {
+            result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+        }
         bridge_to_egress();
+        bridge_fields();
+        if (hdr.harvest.isValid()) {
+            bridge_harvest();
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 /* TNA parsers and deparsers. The p4reduce headers are parsed as on v1model
- * (../v1model/parser.p4); the egress parser starts with the bridged metadata and picks the
- * extension of a RESULT/STATUS by the UDP length ingress set. Parser errors and the IPv4
- * checksum check end in meta.parser_error / meta.checksum_error, which Validation reads. */
+ * (../v1model/parser.p4); the egress parser starts with the bridged metadata and stops
+ * after the p4reduce header: egress rewrites only addresses, ports and the rank, and the
+ * extension (values, fingerprint or round status) follows as payload. (Parsing the 256
+ * bytes of values there made the egress parse path 394 bytes, beyond Tofino's 160-byte
+ * egress parse depth.) Parser errors and the IPv4 checksum check end in meta.parser_error
+ * / meta.checksum_error, which Validation reads. */
 #ifndef P4REDUCE_TNA_PARSER_P4
 #define P4REDUCE_TNA_PARSER_P4
 
@@ -127,24 +130,7 @@ parser P4ReduceEgressParser(packet_in pkt, out headers_t hdr, out metadata_t met
     state parse_udp {
         pkt.extract(hdr.udp);
         pkt.extract(hdr.p4r);
-        transition select(hdr.udp.length) {
-            UDP_LEN_WITH_VALUES: parse_values;
-            UDP_LEN_WITH_FINGERPRINT: parse_fingerprint;
-            UDP_LEN_WITH_STATUS: parse_status;
-            default: accept;
-        }
-    }
-    state parse_fingerprint {
-        pkt.extract(hdr.fingerprint);
-        transition accept;
-    }
-    state parse_status {
-        pkt.extract(hdr.round_status);
-        transition accept;
-    }
-    state parse_values {
-        pkt.extract(hdr.values);
-        transition accept;
+        transition accept;              /* the extension is payload here */
     }
 }
 
@@ -165,9 +151,6 @@ control P4ReduceEgressDeparser(packet_out pkt, inout headers_t hdr, in metadata_
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.p4r);
-        pkt.emit(hdr.fingerprint);
-        pkt.emit(hdr.round_status);
-        pkt.emit(hdr.values);
     }
 }
 #endif

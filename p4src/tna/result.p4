@@ -50,8 +50,12 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.dest_rank = hdr.p4r.rank;
         ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
     }
+    /* validated here, filled by fill_harvest: see bridge_fields in p4reduce.p4 */
     action send_to_harvest() {
         hdr.harvest.setValid();
+        ig_tm_md.ucast_egress_port = HARVEST_PORT;
+    }
+    action fill_harvest() {
         hdr.harvest.reply_port = ig_intr_md.ingress_port;
         hdr.harvest.multicast = meta.multicast;
         hdr.harvest.mcast_grp = meta.mcast_grp;
@@ -61,7 +65,6 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.harvest.sim_seed = meta.sim_seed;
         hdr.harvest.sim_sequence = meta.sim_sequence;
         hdr.harvest.sim_random = meta.sim_random;
-        ig_tm_md.ucast_egress_port = HARVEST_PORT;
     }
     action set_lengths(bit<16> udp_len) {
         hdr.udp.length = udp_len;
@@ -96,6 +99,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             if (hdr.values.isValid()) {
                 set_lengths(UDP_LEN_WITH_VALUES);
                 send_to_harvest();
+                fill_harvest();
             } else if (hdr.fingerprint.isValid()) {
                 set_lengths(UDP_LEN_WITH_FINGERPRINT);
             } else if (hdr.round_status.isValid()) {
