@@ -103,6 +103,22 @@ def summarize(work: Path, target: str, stages_available: int) -> dict[str, Any]:
                                "ternary_xbar_bytes")},
         "per_stage": stages,
     }
+    table_summary = _find(work, "table_summary.log")
+    if table_summary is not None:
+        # the compiler's own count (ingress and egress share the stages), and its
+        # critical path through the table dependency graph
+        for line in table_summary.read_text().splitlines():
+            line = line.strip()
+            for key, label in (("stages_in_table_allocation",
+                                "Number of stages in table allocation:"),
+                               ("ingress_stages", "Number of stages for ingress table "
+                                                  "allocation:"),
+                               ("egress_stages", "Number of stages for egress table "
+                                                 "allocation:"),
+                               ("critical_path_length", "Critical path length through the "
+                                                        "table dependency graph:")):
+                if line.startswith(label):
+                    summary[key] = int(line[len(label):].split()[0])
     metrics_path = _find(work, "metrics.json")
     if metrics_path is not None:
         metrics = json.loads(metrics_path.read_text())

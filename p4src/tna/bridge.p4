@@ -3,23 +3,23 @@
  * ingress deparser, parsed first by the egress parser, never sent on a wire. */
 #ifndef P4REDUCE_TNA_BRIDGE_P4
 #define P4REDUCE_TNA_BRIDGE_P4
-@flexible
 header bridge_t {
-    /* @flexible: bf-p4c packs these as PHV allocation needs (no pads). With fixed pads,
-     * the ingress actions that write the metadata aliased to them (meta.to_worker, ...)
-     * made partial writes of one container, which Tofino's ALUs cannot do. */
+    /* Laid out for bridge_fields, which copies these from metadata in one action: a Tofino
+     * ALU writes a container from at most two sources (one if a constant is among them),
+     * so no cast (its zero bits are a constant), and the 1-bit flags share one byte that
+     * the compiler can fill from one container of metadata flags. */
     bit<1>  to_worker;
+    bit<1>  multicast;
+    bit<1>  sim_random;
+    bit<1>  harvest;            /* the packet goes to its second pass (harvest_t follows) */
+    bit<4>  pad;
     bit<8>  dest_rank;          /* unicast replies: the sender; multicast: from the rid */
     bit<8>  job_index;
-    bit<1>  multicast;
-    bit<48> switch_mac;
-    bit<32> switch_ip;
+    bit<7>  pad2;
+    bit<9>  ingress_port;       /* a flooded copy is not sent back out of it */
     bit<16> sim_egress_threshold;
     bit<32> sim_seed;
     bit<32> sim_sequence;
-    bit<1>  sim_random;
-    bit<9>  ingress_port;       /* a flooded copy is not sent back out of it */
-    bit<1>  harvest;            /* the packet goes to its second pass (harvest_t follows) */
 }
 #endif
 
@@ -30,18 +30,19 @@ header bridge_t {
 #ifndef P4REDUCE_TNA_HARVEST
 #define P4REDUCE_TNA_HARVEST
 header harvest_t {
+    /* laid out as bridge_t (see there); the pool slot rather than the register index, so
+     * the harvest pass computes the index as admission does */
     bit<7>  pad;
     bit<9>  reply_port;         /* unicast replies: the sender's port */
-    bit<7>  pad2;
     bit<1>  multicast;
-    bit<16> mcast_grp;
+    bit<1>  sim_random;
+    bit<6>  pad2;
     bit<8>  job_index;
-    bit<32> slot_index;
+    bit<16> mcast_grp;
+    bit<32> pool_slot;
     bit<16> sim_egress_threshold;
     bit<32> sim_seed;
     bit<32> sim_sequence;
-    bit<7>  pad3;
-    bit<1>  sim_random;
 }
 
 /* Pipe 0's recirculation port, where the harvest pass goes: dev port 68 on Tofino 1, dev

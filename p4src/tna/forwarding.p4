@@ -51,9 +51,17 @@ control Forwarding(inout headers_t hdr, inout metadata_t meta,
         ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
     }
 
+    /* A Tofino gateway compares a field with a constant and reads at most 4 bytes (+12
+     * bits): two 32-bit fields are compared through their xor, computed in an action. */
+    bit<32> tpa_diff;
+    action compare_tpa() {
+        tpa_diff = hdr.arp.tpa ^ meta.switch_ip;
+    }
+
     apply {
+        compare_tpa();
         if (hdr.arp.isValid() && hdr.arp.oper == 1 && meta.switch_ip != 0
-                && hdr.arp.tpa == meta.switch_ip) {
+                && tpa_diff == 0) {
             answer_arp();
         } else {
             l2_forward.apply();

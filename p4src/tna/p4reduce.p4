@@ -31,6 +31,24 @@
 #include "result_destination.p4"
 #include "forwarding.p4"
 
+/* Headers never valid together, which bf-p4c cannot prove because ValueAggregation and
+ * Result validate values and round_status in actions: said here, so that they share PHV
+ * containers (the 64 value lanes alone take 2048 of Tofino 1's 4096 bits of PHV). An ARP
+ * frame carries no p4reduce header; a packet carries values, or a fingerprint (ANNOUNCE),
+ * or a round status (STATUS: make_status invalidates the other two); only RESULTs with
+ * values take the harvest pass. */
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.values")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.fingerprint")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.round_status")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.harvest")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.ipv4")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.udp")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.p4r")
+@pa_mutually_exclusive("ingress", "hdr.values", "hdr.fingerprint")
+@pa_mutually_exclusive("ingress", "hdr.values", "hdr.round_status")
+@pa_mutually_exclusive("ingress", "hdr.fingerprint", "hdr.round_status")
+@pa_mutually_exclusive("ingress", "hdr.harvest", "hdr.fingerprint")
+@pa_mutually_exclusive("ingress", "hdr.harvest", "hdr.round_status")
 control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                         in ingress_intrinsic_metadata_t ig_intr_md,
                         in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -61,22 +79,38 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
      * bridge's containers, and the many actions that write them one by one would make
      * partial writes Tofino's ALUs cannot do; aliased to a packet field (ingress_port)
      * the compiler stops with an internal error. */
+    /* Whole-byte fields copied from metadata where the header is validated: bf-p4c aliases
+     * them (meta.sim_seed and hdr.bridge.sim_seed share a container: no copy, no PHV twice) */
     action bridge_to_egress() {
         hdr.bridge.setValid();
         hdr.bridge.harvest = 0;
-    }
-    action bridge_fields() {
-        hdr.bridge.to_worker = meta.to_worker;
-        hdr.bridge.multicast = meta.multicast;
         hdr.bridge.dest_rank = meta.dest_rank;
         hdr.bridge.job_index = meta.job_index;
-        hdr.bridge.switch_mac = meta.switch_mac;
-        hdr.bridge.switch_ip = meta.switch_ip;
         hdr.bridge.sim_egress_threshold = meta.sim_egress_threshold;
         hdr.bridge.sim_seed = meta.sim_seed;
         hdr.bridge.sim_sequence = meta.sim_sequence;
-        hdr.bridge.sim_random = meta.sim_random;
+    }
+    action bridge_fields() {
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
+    }
+    /* The 1-bit flags share a byte of the bridge; copied from three metadata containers
+     * they would need three sources, so a constant table turns them into action data
+     * (one source). */
+    action set_bridge_flags(bit<1> to_worker, bit<1> multicast, bit<1> sim_random) {
+        hdr.bridge.to_worker = to_worker;
+        hdr.bridge.multicast = multicast;
+        hdr.bridge.sim_random = sim_random;
+    }
+    table bridge_flags {
+        key = { meta.to_worker: exact; meta.multicast: exact; meta.sim_random: exact; }
+        actions = { set_bridge_flags; }
+        const entries = {
+            (0, 0, 0): set_bridge_flags(0, 0, 0); (0, 0, 1): set_bridge_flags(0, 0, 1);
+            (0, 1, 0): set_bridge_flags(0, 1, 0); (0, 1, 1): set_bridge_flags(0, 1, 1);
+            (1, 0, 0): set_bridge_flags(1, 0, 0); (1, 0, 1): set_bridge_flags(1, 0, 1);
+            (1, 1, 0): set_bridge_flags(1, 1, 0); (1, 1, 1): set_bridge_flags(1, 1, 1);
+        }
+        size = 8;
     }
     action bridge_harvest() {
         hdr.bridge.harvest = 1;
@@ -89,6 +123,12 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     bit<1> harvest_pass;
     bit<1> aggregate;
     bit<1> reply;
+    /* "addressed to the switch": a gateway cannot compare two 32-bit fields, so their xor */
+    bit<32> dst_diff;
+    bit<1> to_switch;
+    action compare_dst() {
+        dst_diff = hdr.ipv4.dst_addr ^ meta.switch_ip;
+    }
 
     apply {
         meta.to_worker = 0;
@@ -108,17 +148,23 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             /* second pass of a RESULT with values: the low lanes, then its destination */
             harvest_pass = 1;
             aggregate = 1;
-            meta.slot_index = hdr.harvest.slot_index;
+            meta.pool_slot = hdr.harvest.pool_slot;
+            meta.slot_index = hdr.harvest.pool_slot[30:0] ++ hdr.p4r.slot_version;
             meta.job_index = hdr.harvest.job_index;
             meta.sim_egress_threshold = hdr.harvest.sim_egress_threshold;
             meta.sim_seed = hdr.harvest.sim_seed;
             meta.sim_sequence = hdr.harvest.sim_sequence;
             meta.sim_random = hdr.harvest.sim_random;
         } else {
-            validation.apply(hdr, meta);
+            compare_dst();
+            to_switch = 0;
+            if (hdr.ipv4.isValid() && dst_diff == 0) {
+                to_switch = 1;
+            }
+            validation.apply(hdr, meta, to_switch);
             if (meta.malformed == 1) {
                 drop_counted(DROP_MALFORMED);
-            } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
+            } else if (hdr.p4r.isValid() && to_switch == 1) {
                 admission.apply(hdr, meta, ig_intr_md);
                 if (meta.admitted == 0) {
                     drop_counted(DROP_UNADMITTED);
@@ -163,6 +209,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         }
         bridge_to_egress();
         bridge_fields();
+        bridge_flags.apply();
         if (hdr.harvest.isValid()) {
             bridge_harvest();
         }
@@ -178,7 +225,7 @@ control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
     DropSimulatorEgress() drop_simulator_egress;
 
     apply {
-        if (hdr.harvest.isValid()) {
+        if (hdr.bridge.harvest == 1) {
             /* on its way to the second pass: nothing to address yet */
         } else if (hdr.bridge.to_worker == 1) {
             result_destination.apply(hdr, eg_intr_md, eg_dprsr_md);

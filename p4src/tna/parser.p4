@@ -96,38 +96,20 @@ control P4ReduceIngressDeparser(packet_out pkt, inout headers_t hdr, in metadata
 
 parser P4ReduceEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
                             out egress_intrinsic_metadata_t eg_intr_md) {
+    /* Only what egress rewrites is parsed: the headers of a packet to a worker. A packet on
+     * its way to the harvest pass and an ordinary forwarded frame go through as payload
+     * (egress PHV is the same pool as ingress PHV, which the value lanes fill). */
     state start {
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);
-        transition select(hdr.bridge.harvest) {
-            1: parse_harvest;
-            default: parse_ethernet;
+        transition select(hdr.bridge.harvest, hdr.bridge.to_worker) {
+            (0, 1): parse_ethernet;
+            default: accept;
         }
-    }
-    state parse_harvest {
-        pkt.extract(hdr.harvest);
-        transition parse_ethernet;
     }
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
-        transition select(hdr.ethernet.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
-            ETHERTYPE_ARP: parse_arp;
-            default: accept;
-        }
-    }
-    state parse_arp {
-        pkt.extract(hdr.arp);
-        transition accept;
-    }
-    state parse_ipv4 {
         pkt.extract(hdr.ipv4);
-        transition select(hdr.bridge.to_worker) {
-            1: parse_udp;
-            default: accept;
-        }
-    }
-    state parse_udp {
         pkt.extract(hdr.udp);
         pkt.extract(hdr.p4r);
         transition accept;              /* the extension is payload here */
@@ -145,9 +127,7 @@ control P4ReduceEgressDeparser(packet_out pkt, inout headers_t hdr, in metadata_
                 hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
                 hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
         }
-        pkt.emit(hdr.harvest);
         pkt.emit(hdr.ethernet);
-        pkt.emit(hdr.arp);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.p4r);
