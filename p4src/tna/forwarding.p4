@@ -58,10 +58,19 @@ control Forwarding(inout headers_t hdr, inout metadata_t meta,
         tpa_diff = hdr.arp.tpa ^ meta.switch_ip;
     }
 
+    bit<1> for_me;
+
     apply {
         compare_tpa();
-        if (hdr.arp.isValid() && hdr.arp.oper == 1 && meta.switch_ip != 0
-                && tpa_diff == 0) {
+        for_me = 0;
+        if (hdr.arp.isValid() && hdr.arp.oper == 1) {    /* one gateway each: <= 4 bytes */
+            if (tpa_diff == 0) {
+                if (meta.switch_ip != 0) {
+                    for_me = 1;
+                }
+            }
+        }
+        if (for_me == 1) {
             answer_arp();
         } else {
             l2_forward.apply();

@@ -216,6 +216,12 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     }
 }
 
+/* Tofino 1 gives PHV containers to ingress or egress by groups of 16: egress fields in
+ * 16-bit containers leave every 8-bit group to ingress, where the value lanes leave the
+ * least room. */
+@pa_container_size("egress", "hdr.bridge.dest_rank", 16)
+@pa_container_size("egress", "hdr.p4r.rank", 16)
+@pa_container_size("egress", "eg_intr_md.egress_rid", 16)
 control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
                        in egress_intrinsic_metadata_t eg_intr_md,
                        in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
