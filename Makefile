@@ -36,9 +36,11 @@ install-bench:
 test:
 	$(PY) -m pytest -q -ra
 
-# Regenerate p4src/build/ (p4c outputs + manifest); needs p4c-bm2-ss on PATH.
+# Regenerate every committed p4c output (+ manifest) with the one p4src/compile.py:
+# p4src/build/ and each test program's tests/<suite>/p4/build/<name>/. Needs p4c-bm2-ss.
 p4:
 	$(PYTHON) p4src/compile.py --p4c $(P4C)
+	for program in tests/*/p4/*.p4; do $(PYTHON) p4src/compile.py --p4c $(P4C) $$program || exit 1; done
 
 # Regenerate p4src/build/tofino/ and tofino2/ (P4Info, bf-rt.json, context.json, resource
 # summary, manifest) from p4src/tna/; needs p4c's Tofino backend (docs/tofino.md).

@@ -1,5 +1,6 @@
-"""Fixtures: every test runs on each available target (softswitch always; simple_switch_grpc
-where it is on PATH), with a fresh pipeline pushed over P4Runtime."""
+"""Fixtures: every test runs on each target (in-process softswitch always; softswitch and
+simple_switch_grpc on veth pairs where root and the binary are available; bmv2_tests/
+targets.py says which and why), with a fresh pipeline pushed over P4Runtime."""
 from __future__ import annotations
 
 import pytest
@@ -7,14 +8,14 @@ import pytest
 from controlplane.connection import SwitchConnection
 
 from .harness import P4ReduceSwitch
-from .targets import TARGETS, running
+from .targets import params, start
 
 PORTS = 9
 
 
-@pytest.fixture(scope="module", params=TARGETS)
+@pytest.fixture(scope="module", params=params())
 def switch_process(request):
-    proc = running(request.param, PORTS)
+    proc = start(request.param, PORTS)
     yield proc
     proc.stop()
 

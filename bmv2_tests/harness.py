@@ -19,7 +19,7 @@ from controlplane.stats import job_stats, switch_stats
 from hostlib import protocol as p
 from hostlib.protocol import Endpoints, Frame, Header, MsgType
 
-from .targets import SwitchProcess
+from .targets import SwitchUnderTest
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"
@@ -120,7 +120,7 @@ class TestJob:
 
 @dataclass
 class P4ReduceSwitch:
-    proc: SwitchProcess
+    proc: SwitchUnderTest
     conn: SwitchConnection
 
     def configure_identity(self) -> None:

@@ -8,7 +8,9 @@ version) is what lets the test suite notice a source edited without recompiling:
 
 Usage:
     python p4src/compile.py [--p4c p4c-bm2-ss] [PROGRAM.p4 [OUT_DIR]]
-        (defaults: p4src/v1model/p4reduce.p4 into p4src/build/)
+        (defaults: p4src/v1model/p4reduce.p4 into p4src/build/; any other program into
+        build/<program>/ beside it, e.g. tests/softswitch/p4/arith.p4 into
+        tests/softswitch/p4/build/arith/). One program, one output directory, one manifest.
     python p4src/compile.py --target tofino|tofino2 [--p4c p4c]
         p4src/tna/p4reduce.p4 with p4c's Tofino backend (bf-p4c, docs/tofino.md) into
         p4src/build/tofino/ or tofino2/: the P4Info (standard P4Runtime externs, as Stratum
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -66,6 +69,20 @@ def outputs_for(program: Path, out_dir: Path) -> tuple[Path, Path]:
     return out_dir / f"{stem}.json", out_dir / f"{stem}.p4info.txtpb"
 
 
+def default_out_dir(program: Path) -> Path:
+    """p4src/build for the p4reduce program, build/<stem>/ beside any other program."""
+    if program.resolve() == PROGRAM:
+        return BUILD
+    return program.parent / "build" / program.stem
+
+
+def _source_base(program: Path, out_dir: Path) -> Path:
+    """What the manifest's source names are relative to: the deepest folder holding the
+    output directory and every source (p4src/ for p4src/build)."""
+    paths = [str(out_dir.resolve()), *(str(p) for p in p4_sources(program))]
+    return Path(os.path.commonpath(paths))
+
+
 def _rel(path: Path, base: Path) -> str:
     return str(path.resolve().relative_to(base.resolve()))
 
@@ -80,41 +97,41 @@ def _shown(arg: str) -> str:
 
 def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
+    base = _source_base(program, out_dir)
     json_out, p4info_out = outputs_for(program, out_dir)
-    cmd = [p4c, "--arch", "v1model", "--std", "p4-16", "-o", str(json_out),
-           "--p4runtime-files", str(p4info_out), str(program)]
-    subprocess.run(cmd, check=True)
+    # run from the repository root with paths relative to it: p4c writes the source
+    # paths into the JSON, which then reads the same on every machine and from any cwd
+    cmd = [p4c, "--arch", "v1model", "--std", "p4-16", "-o", _shown(str(json_out.resolve())),
+           "--p4runtime-files", _shown(str(p4info_out.resolve())),
+           _shown(str(program.resolve()))]
+    subprocess.run(cmd, check=True, cwd=ROOT)
     shown = subprocess.run([p4c, "--version"], check=True, capture_output=True, text=True)
     version = next((line.strip() for line in (shown.stdout + shown.stderr).splitlines()
                     if line.strip().startswith("Version")), "unknown")
     manifest = {
         "program": program.name,
         "p4c_version": version,
-        "command": ["p4c-bm2-ss"] + [_shown(arg) for arg in cmd[1:]],
-        "sources": {_rel(p, out_dir.parent): sha256(p) for p in p4_sources(program)},
+        "command": ["p4c-bm2-ss", *cmd[1:]],
+        "sources": {_rel(p, base): sha256(p) for p in p4_sources(program)},
         "outputs": {p.name: sha256(p) for p in (json_out, p4info_out)},
     }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
 
-def check_manifest(program: Path, out_dir: Path, src_root: Path | None = None,
-                   recompile: str | None = None) -> list[str]:
-    """Every disagreement between sources/outputs and the manifest, as readable lines.
-
-    Sources are named relative to `src_root` (p4src/; default: out_dir's parent, as for
-    p4src/build/); `recompile` is the command the last line tells the reader to run."""
-    src_root = out_dir.parent if src_root is None else src_root
+def check_manifest(program: Path, out_dir: Path, recompile: str | None = None) -> list[str]:
+    """Every disagreement between sources/outputs and the manifest, as readable lines;
+    `recompile` is the command the last line tells the reader to run."""
     if recompile is None:
-        recompile = "python p4src/compile.py " + (
-            _rel(program, ROOT) if program.resolve().is_relative_to(ROOT) else str(program))
+        recompile = f"python p4src/compile.py {_shown(str(program.resolve()))}"
     path = out_dir / MANIFEST
     if not path.exists():
-        return [f"{path} is missing: recompile {program.parent} ({recompile})"]
+        return [f"{path} is missing: recompile: {recompile}"]
     manifest = json.loads(path.read_text())
     problems = []
     recorded = manifest.get("sources", {})
-    actual = {_rel(p, src_root): sha256(p) for p in p4_sources(program)}
+    base = _source_base(program, out_dir)
+    actual = {_rel(p, base): sha256(p) for p in p4_sources(program)}
     for name in sorted(set(recorded) | set(actual)):
         if name not in actual:
             problems.append(f"{name} is in the manifest but no longer included")
@@ -129,7 +146,7 @@ def check_manifest(program: Path, out_dir: Path, src_root: Path | None = None,
         elif sha256(out) != digest:
             problems.append(f"output {name} was edited by hand")
     if problems:
-        problems.append(f"recompile {program.parent.name}: {recompile}")
+        problems.append(f"recompile: {recompile}")
     return problems
 
 
@@ -143,7 +160,7 @@ def check_tofino_manifest(target: str, build: Path = BUILD,
                           program: Path | None = None) -> list[str]:
     """check_manifest for p4src/build/<target>/, naming `make p4-tofino` as the fix."""
     program = TNA_PROGRAM if program is None else program
-    return check_manifest(program, tofino_out_dir(target, build), src_root=build.parent,
+    return check_manifest(program, tofino_out_dir(target, build),
                           recompile=f"make p4-tofino (python p4src/compile.py --target "
                                     f"{target}; needs bf-p4c, docs/tofino.md)")
 
@@ -193,7 +210,8 @@ def compile_tofino(target: str, p4c: str = "p4c", program: Path = TNA_PROGRAM,
         "arch": arch,
         "compiler_version": _tofino_version(p4c, target),
         "command": ["p4c"] + [_shown(arg) for arg in cmd[1:]],
-        "sources": {_rel(p, build.parent): sha256(p) for p in p4_sources(program)},
+        "sources": {_rel(p, _source_base(program, out_dir)): sha256(p)
+                    for p in p4_sources(program)},
         "outputs": {p.name: sha256(p) for p in outputs},
     }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -218,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.p4c = args.p4c or "p4c-bm2-ss"
     program = Path(args.program)
-    default_out = BUILD if program.resolve() == PROGRAM else program.parent / "build"
-    out_dir = Path(args.out_dir) if args.out_dir else default_out
+    if not program.is_file():
+        ap.error(f"no P4 program at {program}")
+    out_dir = Path(args.out_dir) if args.out_dir else default_out_dir(program)
     manifest = compile_program(program, out_dir, args.p4c)
     print(f"compiled {program} with {manifest['p4c_version']} -> {out_dir}")
     return 0

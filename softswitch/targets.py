@@ -56,11 +56,13 @@ class SwitchRunner:
     """One switch process with interfaces {port: ifname} and its own gRPC/Thrift ports."""
 
     def __init__(self, kind: str, interfaces: dict[int, str], device_id: int = 1,
-                 grpc_port: int = 0, thrift_port: int = 0, extra_args: tuple[str, ...] = ()):
+                 grpc_port: int = 0, thrift_port: int = 0, extra_args: tuple[str, ...] = (),
+                 cpu_port: int | None = None):
         self.kind = kind
         self.extra_args = tuple(extra_args)     # target options, e.g. bmv2's --log-level
         self.interfaces = interfaces
         self.device_id = device_id
+        self.cpu_port = cpu_port          # PacketIn/PacketOut port (--cpu-port), if any
         self.grpc_port = grpc_port or free_tcp_port()
         self.thrift_port = thrift_port or free_tcp_port()
         self.process: subprocess.Popen | None = None
@@ -73,14 +75,15 @@ class SwitchRunner:
     def command(self) -> list[str]:
         ifaces = [arg for port, name in sorted(self.interfaces.items())
                   for arg in ("-i", f"{port}@{name}")]
+        cpu = [] if self.cpu_port is None else ["--cpu-port", str(self.cpu_port)]
         if self.kind == SOFTSWITCH:
             return [sys.executable, "-m", "softswitch", *ifaces, "--device-id",
-                    str(self.device_id), "--grpc-server-addr", self.grpc_addr,
+                    str(self.device_id), "--grpc-server-addr", self.grpc_addr, *cpu,
                     *self.extra_args]
         return [SIMPLE_SWITCH_GRPC, *ifaces, "--no-p4", "--device-id", str(self.device_id),
                 "--thrift-port", str(self.thrift_port), *self._log_args(), *self.extra_args,
                 "--",
-                "--grpc-server-addr", self.grpc_addr]
+                "--grpc-server-addr", self.grpc_addr, *cpu]
 
     def _log_args(self) -> list[str]:
         """bmv2's --log-level unless extra_args set it (bench/primitives.py traces)."""

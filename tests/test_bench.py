@@ -5,8 +5,6 @@ byte counts, and the tables (and plots, with matplotlib). Nothing here asserts a
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -54,13 +52,9 @@ def test_model_dense_p4reduce_beats_a_ring_by_its_byte_ratio_at_line_rate():
     assert 1 < ring / p4 < 2
 
 
-def _needs_mininet() -> None:
-    if os.geteuid() != 0 or shutil.which("mnexec") is None:
-        pytest.skip("needs root and Debian's mininet (make install)")
-
-
+@pytest.mark.root
+@pytest.mark.mininet
 def test_suite_end_to_end_on_a_tiny_job(tmp_path):
-    _needs_mininet()
     import report
     import suite
     size, workers = 4096, 2                 # 64 blocks, one per slot

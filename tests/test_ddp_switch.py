@@ -5,8 +5,6 @@ quantization bound of the same training with gloo's allreduce."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +19,10 @@ from demo_loader import load_demo  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
+@pytest.mark.root
+@pytest.mark.mininet
 @pytest.mark.parametrize("world", [2, 3])
 def test_ddp_through_the_switch_matches_gloo(world, tmp_path):
-    if os.geteuid() != 0 or shutil.which("mnexec") is None:
-        pytest.skip("needs root and Debian's mininet (make install)")
     demo = load_demo()
     from controlplane.addresses import WorkerAddress
     from hostlib import protocol

@@ -5,8 +5,6 @@ every rank and close to gloo's; the gradients must really be block-sparse."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -17,9 +15,9 @@ pytest.importorskip("torch", reason="torch is the optional [torch] extra (make i
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+@pytest.mark.root
+@pytest.mark.mininet
 def test_tiny_click_model_through_the_switch_matches_gloo(tmp_path):
-    if os.geteuid() != 0 or shutil.which("mnexec") is None:
-        pytest.skip("needs root and Debian's mininet (make install)")
     sys.path.insert(0, str(EXAMPLES))
     try:
         import clicks_switch

@@ -3,13 +3,12 @@ hosts) and processes, the switch (softswitch; simple_switch_grpc where installed
 by the controller. Every result is compared with numpy."""
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bmv2_tests import targets
 from demo_loader import load_demo
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,12 +19,9 @@ def _demo():
     return load_demo()
 
 
-@pytest.fixture(scope="module", params=["softswitch", "simple_switch_grpc"])
+@pytest.fixture(scope="module",
+                params=targets.params(targets.VETH_TARGETS, needs=("root", "mininet")))
 def net(request):
-    if os.geteuid() != 0 or shutil.which("mnexec") is None:
-        pytest.skip("needs root and Debian's mininet (make install)")
-    if request.param == "simple_switch_grpc" and shutil.which("simple_switch_grpc") is None:
-        pytest.skip("simple_switch_grpc is not on PATH (bmv2 is not in any package registry)")
     demo = _demo()
     with demo.DemoNetwork(request.param, 8) as network:
         yield demo, network

@@ -1,4 +1,8 @@
-"""The committed p4c outputs belong to the committed P4 sources, and agree with the codec."""
+"""The committed p4c outputs belong to the committed P4 sources, and agree with the codec.
+
+Every P4 program is built by p4src/compile.py with one manifest schema: the p4reduce
+program into p4src/build/, each test program tests/<suite>/p4/<name>.p4 into
+tests/<suite>/p4/build/<name>/ (`make p4` rebuilds them all)."""
 from __future__ import annotations
 
 import importlib.util
@@ -14,6 +18,7 @@ from hostlib import protocol
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "p4src" / "v1model" / "p4reduce.p4"
 BUILD = REPO / "p4src" / "build"
+TEST_PROGRAMS = sorted(REPO.glob("tests/*/p4/*.p4"))
 
 
 def _compile_module():
@@ -26,6 +31,36 @@ def _compile_module():
 def test_build_outputs_match_sources():
     problems = _compile_module().check_manifest(PROGRAM, BUILD)
     assert not problems, "p4src/build is stale -- recompile p4src:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("program", TEST_PROGRAMS, ids=lambda p: str(p.relative_to(REPO)))
+def test_test_program_outputs_match_sources(program):
+    compile_mod = _compile_module()
+    out_dir = compile_mod.default_out_dir(program)
+    assert out_dir == program.parent / "build" / program.stem
+    problems = compile_mod.check_manifest(program, out_dir)
+    assert not problems, f"{out_dir.relative_to(REPO)} is stale:\n" + "\n".join(problems)
+
+
+def test_every_test_build_has_its_program():
+    """No output directory outlives its program (a renamed or deleted test program)."""
+    assert TEST_PROGRAMS, "no test programs found: the glob is wrong"
+    built = {d for d in REPO.glob("tests/*/p4/build/*") if d.is_dir()}
+    assert built == {p.parent / "build" / p.stem for p in TEST_PROGRAMS}
+
+
+def test_manifest_detects_an_edited_test_program(tmp_path):
+    import shutil
+    compile_mod = _compile_module()
+    program = REPO / "tests" / "softswitch" / "p4" / "arith.p4"
+    shutil.copy(program, tmp_path / program.name)
+    shutil.copytree(program.parent / "build" / "arith", tmp_path / "build" / "arith")
+    copy = tmp_path / program.name
+    assert compile_mod.check_manifest(copy, tmp_path / "build" / "arith") == []
+    copy.write_text(copy.read_text() + "\n/* edit */\n")
+    problems = compile_mod.check_manifest(copy, tmp_path / "build" / "arith")
+    assert problems[0] == "arith.p4 changed since it was compiled"
+    assert "python p4src/compile.py" in problems[-1]
 
 
 def test_manifest_detects_an_edited_source(tmp_path):

@@ -4,7 +4,6 @@ every worker's result against numpy."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -12,31 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from bmv2_tests import targets
 from demo_loader import load_demo
 
 REPO = Path(__file__).resolve().parent.parent
-TARGETS = ["softswitch", "simple_switch_grpc"]
 
 
 def _demo():
     return load_demo()
 
 
-def _skip(target: str) -> str | None:
-    if os.geteuid() != 0:
-        return "Mininet needs root"
-    if shutil.which("mnexec") is None:
-        return "Debian's mininet (mnexec) is not installed: run make install"
-    if target == "simple_switch_grpc" and shutil.which("simple_switch_grpc") is None:
-        return "simple_switch_grpc is not on PATH (bmv2 is not in any package registry)"
-    return None
-
-
-@pytest.fixture(params=TARGETS)
+@pytest.fixture(params=targets.params(targets.VETH_TARGETS, needs=("root", "mininet")))
 def target(request):
-    reason = _skip(request.param)
-    if reason:
-        pytest.skip(f"{request.param}: {reason}")
     return request.param
 
 

@@ -8,8 +8,6 @@ lost their contributions and the job stalled until its deadline.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,18 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bmv2_tests import targets
 from demo_loader import load_demo
 
 REPO = Path(__file__).resolve().parent.parent
 LOOP_WORKER = Path(__file__).resolve().parent / "loop_worker.py"
 
 
-@pytest.fixture(params=["softswitch", "simple_switch_grpc"])
+@pytest.fixture(params=targets.params(targets.VETH_TARGETS, needs=("root", "mininet")))
 def target(request):
-    if os.geteuid() != 0 or shutil.which("mnexec") is None:
-        pytest.skip("needs root and Debian's mininet (make install)")
-    if request.param == "simple_switch_grpc" and shutil.which("simple_switch_grpc") is None:
-        pytest.skip("simple_switch_grpc is not on PATH (bmv2 is not in any package registry)")
     return request.param
 
 

@@ -213,26 +213,21 @@ class P4InfoIndex:
             claim(c.preamble, "direct counter")
             idx.direct_counters[c.preamble.id] = CounterInfo(c.preamble.id, c.preamble.name,
                                                              c.spec.unit, 0)
-        for m in proto.meters:
-            claim(m.preamble, "meter")
-            idx.meters[m.preamble.id] = m.preamble.name
-        for m in proto.direct_meters:
-            claim(m.preamble, "direct meter")
-            idx.direct_meters[m.preamble.id] = m.preamble.name
-        for ap in proto.action_profiles:
-            claim(ap.preamble, "action profile")
-            idx.action_profiles[ap.preamble.id] = ap.preamble.name
         for r in proto.registers:
             claim(r.preamble, "register")
             width = r.type_spec.bitstring.bit.bitwidth or r.type_spec.bitstring.int.bitwidth
             idx.registers[r.preamble.id] = RegisterInfo(r.preamble.id, r.preamble.name,
                                                         width, r.size)
-        for d in proto.digests:
-            claim(d.preamble, "digest")
-            idx.digests[d.preamble.id] = d.preamble.name
-        for vs in proto.value_sets:
-            claim(vs.preamble, "value set")
-            idx.value_sets[vs.preamble.id] = vs.preamble.name
+        # entities known by name only
+        for entities, kind, names in ((proto.meters, "meter", idx.meters),
+                                      (proto.direct_meters, "direct meter", idx.direct_meters),
+                                      (proto.action_profiles, "action profile",
+                                       idx.action_profiles),
+                                      (proto.digests, "digest", idx.digests),
+                                      (proto.value_sets, "value set", idx.value_sets)):
+            for e in entities:
+                claim(e.preamble, kind)
+                names[e.preamble.id] = e.preamble.name
         for cpm in proto.controller_packet_metadata:
             fields = [PacketMetadataInfo(m.id, m.name, m.bitwidth) for m in cpm.metadata]
             if cpm.preamble.name == "packet_in":

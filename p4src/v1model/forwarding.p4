@@ -1,23 +1,8 @@
-/* Switch identity and plain forwarding: the switch's own MAC/IP (the address workers send
- * p4reduce packets to, and the source of results), an ARP responder for that IP, and L2
- * forwarding so ARP, ping and control traffic between hosts still flow. */
+/* Plain forwarding: an ARP responder for the switch's IP (identity.p4) and L2 forwarding,
+ * so ARP, ping and control traffic between hosts still flow. */
 #ifndef P4REDUCE_FORWARDING_P4
 #define P4REDUCE_FORWARDING_P4
 #include "../common/headers.p4"
-
-control SwitchIdentity(inout headers_t hdr, inout metadata_t meta) {
-    action set_identity(bit<48> mac, bit<32> ip) {
-        meta.switch_mac = mac;
-        meta.switch_ip = ip;
-    }
-    table switch_identity {
-        actions = { set_identity; }
-        default_action = set_identity(0, 0);
-    }
-    apply {
-        switch_identity.apply();
-    }
-}
 
 control Forwarding(inout headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {

@@ -7,6 +7,7 @@
 #define P4REDUCE_PACKED_VALUES     /* packed-encoding jobs: one bit<2048> add per packet */
 #include "../common/headers.p4"
 #include "parser.p4"
+#include "identity.p4"
 #include "validation.p4"
 #include "admission.p4"
 #include "drop_simulator.p4"

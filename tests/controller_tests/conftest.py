@@ -1,10 +1,11 @@
-"""Controller tests run against a real switch process (softswitch always, simple_switch_grpc
-where installed) over real P4Runtime, on veth ports."""
+"""Controller tests run against a real switch over real P4Runtime, on every target of
+bmv2_tests/targets.py (in-process softswitch always; softswitch and simple_switch_grpc on
+veth ports where they can run)."""
 from __future__ import annotations
 
 import pytest
 
-from bmv2_tests.targets import TARGETS, running
+from bmv2_tests.targets import params, start
 from controlplane.config import parse
 
 PORTS = 4
@@ -16,9 +17,9 @@ def host(port: int) -> tuple[str, str]:
     return f"02:00:00:00:00:{port:02x}", f"10.0.0.{port}"
 
 
-@pytest.fixture(scope="module", params=TARGETS)
+@pytest.fixture(scope="module", params=params())
 def switch_process(request):
-    proc = running(request.param, PORTS)
+    proc = start(request.param, PORTS)
     yield proc
     proc.stop()
 

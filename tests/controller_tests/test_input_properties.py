@@ -160,7 +160,7 @@ configs = st.fixed_dictionaries(
          "workers": json_values | st.lists(worker_tables, max_size=3)}), max_size=2)})
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(configs, json_values))
 def test_any_configuration_is_valid_or_one_clear_error(tmp_path_factory, data):
     base = tmp_path_factory.mktemp("cfg")
@@ -178,7 +178,8 @@ def test_any_configuration_is_valid_or_one_clear_error(tmp_path_factory, data):
             assert w.port in cfg.switch.ports
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
 def test_any_configuration_file_is_valid_or_one_clear_error(tmp_path, raw):
     path = tmp_path / "switch.toml"
@@ -210,7 +211,8 @@ words = st.sampled_from(["up", "job", "create", "delete", "list", "show", "stats
 argvs = st.lists(words | st.text(max_size=8), max_size=8)
 
 
-@settings(max_examples=500, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=500, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argvs, st.booleans())
 def test_any_command_line_parses_or_is_one_usage_error(capsys, argv, as_json):
     assume("--help" not in argv and "-h" not in argv)

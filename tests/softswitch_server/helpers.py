@@ -19,8 +19,9 @@ from controlplane.p4rt import P4InfoIndex
 from softswitch.p4runtime_server import Device, P4RuntimeServer
 from softswitch.ports import InProcessPorts
 
-P4DIR = Path(__file__).resolve().parent / "p4"
-P4INFO_PATH = P4DIR / "server_test.p4info.txt"
+# p4c's outputs, built by p4src/compile.py (tests/test_p4_build.py checks they are current)
+P4DIR = Path(__file__).resolve().parent / "p4" / "build" / "server_test"
+P4INFO_PATH = P4DIR / "server_test.p4info.txtpb"
 JSON_PATH = P4DIR / "server_test.json"
 CPU_PORT = 255
 
@@ -30,7 +31,8 @@ Update = p4runtime_pb2.Update
 
 def require_build() -> None:
     if not (P4INFO_PATH.exists() and JSON_PATH.exists()):
-        pytest.fail(f"p4c outputs missing in {P4DIR}: run {P4DIR / 'build.sh'}")
+        pytest.fail(f"p4c outputs missing in {P4DIR}: run "
+                    f"python p4src/compile.py tests/softswitch_server/p4/server_test.p4")
 
 
 def load_p4info() -> p4info_pb2.P4Info:

@@ -15,7 +15,7 @@ from p4.v1 import p4runtime_pb2
 from controlplane.p4rt import P4InfoIndex
 
 from .helpers import RawClient, Update, device_config, ethernet, exact_entry, load_p4info
-from .test_ports import DST2, Veths, needs_root, promisc
+from .test_ports import DST2, Veths, promisc
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -84,7 +84,7 @@ def test_refuses_non_loopback_and_bad_flags():
     assert r.returncode == 1 and "cannot listen" in r.stderr
 
 
-@needs_root
+@pytest.mark.root
 def test_cli_with_veth_ports_end_to_end():
     veths = Veths(2)
     proc = None

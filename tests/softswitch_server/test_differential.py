@@ -9,23 +9,16 @@ softswitch differs on purpose (docs/softswitch_server.md) have a per-target expe
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
-from pathlib import Path
 from typing import Any, Callable
 
 import grpc
 import pytest
 from p4.v1 import p4runtime_pb2
 
+from bmv2_tests import targets
 from controlplane.p4rt import P4InfoIndex
+from softswitch.targets import SwitchRunner
 
 from .helpers import (
     CPU_PORT, RawClient, SetAction, Update, batch_errors, device_config, ethernet,
@@ -33,73 +26,31 @@ from .helpers import (
 )
 from .test_ports import Veths
 
-REPO = Path(__file__).resolve().parents[2]
-TARGETS = ["softswitch", "simple_switch_grpc"]
+TARGETS = targets.VETH_TARGETS
 DST2 = bytes.fromhex("020000000002")
 DST3 = bytes.fromhex("020000000003")
 
 
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _skip(target: str) -> str | None:
-    if os.geteuid() != 0:
-        return "veth interfaces need root"
-    if target == "simple_switch_grpc" and shutil.which("simple_switch_grpc") is None:
-        return "simple_switch_grpc is not on PATH"
-    return None
-
-
 class Target:
-    """A switch process on three veth ports with --cpu-port 255."""
+    """A switch process on three veth ports with --cpu-port 255 (started by the one
+    SwitchRunner, which knows both command lines)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.veths = Veths(3)
-        self.proc: subprocess.Popen | None = None
-        self.addr = ""
+        self.runner = SwitchRunner(kind, self.veths.switch_ends(), cpu_port=CPU_PORT)
+        self.addr = self.runner.grpc_addr
 
     def start(self) -> "Target":
-        ifaces = [a for p, s in self.veths.switch_ends().items() for a in ("-i", f"{p}@{s}")]
-        if self.kind == "softswitch":
-            cmd = [sys.executable, "-m", "softswitch", *ifaces, "--device-id", "1",
-                   "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", str(CPU_PORT)]
-        else:
-            self.addr = f"127.0.0.1:{free_tcp_port()}"
-            cmd = ["simple_switch_grpc", *ifaces, "--no-p4", "--device-id", "1",
-                   "--thrift-port", str(free_tcp_port()), "--",
-                   "--grpc-server-addr", self.addr, "--cpu-port", str(CPU_PORT)]
-        if self.kind == "softswitch":
-            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, text=True,
-                                         start_new_session=True)
-            assert self.proc.stdout is not None
-            line = self.proc.stdout.readline()  # softswitch flushes this line at once
-            m = re.search(r"Server listening on (\S+)", line)
-            if not m:
-                raise RuntimeError(f"softswitch did not start: {line!r}")
-            self.addr = m.group(1)
-            # keep reading the output so that the switch never blocks on a full pipe
-            threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-            return self
-        # bmv2 buffers its stdout in a pipe: wait for the gRPC server instead
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        with grpc.insecure_channel(self.addr) as channel:
-            grpc.channel_ready_future(channel).result(timeout=30)
+        try:
+            self.runner.start()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        self.runner.stop()
         self.veths.close()
 
 
@@ -322,11 +273,8 @@ def expected(kind: str, ids: P4InfoIndex) -> dict[str, Any]:
     return exp
 
 
-@pytest.fixture(params=TARGETS)
+@pytest.fixture(params=targets.params(TARGETS))
 def target(request):
-    reason = _skip(request.param)
-    if reason:
-        pytest.skip(f"{request.param}: {reason}")
     t = Target(request.param)
     try:
         yield t.start()
@@ -677,11 +625,8 @@ def run_pre_scenario(t: Target) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="module", params=TARGETS)
+@pytest.fixture(scope="module", params=targets.params(TARGETS))
 def pre_results(request):
-    reason = _skip(request.param)
-    if reason:
-        pytest.skip(f"{request.param}: {reason}")
     t = Target(request.param)
     try:
         t.start()

@@ -1,7 +1,6 @@
 """Ports: in-process queues, and AF_PACKET raw sockets over real veth pairs."""
 from __future__ import annotations
 
-import os
 import secrets
 import select
 import socket
@@ -74,7 +73,6 @@ def test_in_process_ports_survive_a_device_that_raises():
 
 # -- AF_PACKET over veth -------------------------------------------------------------------
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="veth interfaces need root")
 
 
 def _ip(*args: str, check: bool = True) -> None:
@@ -155,7 +153,7 @@ def loaded_device() -> tuple[Device, P4InfoIndex]:
     return device, ids
 
 
-@needs_root
+@pytest.mark.root
 def test_af_packet_ports_forward_between_veths():
     device, _ids = loaded_device()
     veths = Veths(2)
@@ -193,7 +191,7 @@ def test_af_packet_ports_forward_between_veths():
     assert device.counters["process_errors"] == 0
 
 
-@needs_root
+@pytest.mark.root
 def test_af_packet_ports_promisc_off_after_stop_and_bad_interface():
     veths = Veths(1)
     try:
@@ -212,7 +210,7 @@ def test_af_packet_ports_promisc_off_after_stop_and_bad_interface():
         AfPacketPorts([(1, "a"), (1, "b")])
 
 
-@needs_root
+@pytest.mark.root
 def test_af_packet_ports_start_reading_at_the_first_commit():
     """As bmv2: ports are read from the first committed pipeline on; a frame that arrived
     earlier waits in the kernel and is then forwarded by that pipeline."""
