@@ -187,3 +187,17 @@ def test_a_lanes_round_completes_through_dev_ports(tofino_controller, switch_pro
     for rank in (0, 1):
         assert res[rank] is not None and res[rank].header.msg_type == MsgType.RESULT
         assert list(res[rank].values) == list(np.arange(p.LANES) * -4)
+
+
+def test_up_refuses_a_state_file_with_a_packed_job_on_tofino(tmp_path):
+    """A state file written for a bmv2 switch may hold packed jobs: their workers would send
+    packed values that the TNA program adds as lanes, so reconciling stops, naming the job,
+    before anything is written to the switch."""
+    from controlplane.jobs import Job
+    cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
+    ctl = Controller(cfg)         # never connected: the refusal must come first
+    ctl.jobs.table.jobs = {3: Job(job=3, job_index=0, slot_base=0, slot_count=4, epoch=1,
+                                  workers=[WorkerAddress(0, 1, *host(1), 0x5030)],
+                                  encoding="packed")}
+    with pytest.raises(JobError, match="job 3 with encoding 'packed'.*tofino switch"):
+        ctl._reconcile_locked()
