@@ -35,7 +35,7 @@ class JobParameters:
 
 def admission_entry(conn: SwitchConnection, job: JobParameters, worker: WorkerAddress,
                     with_action: bool = True):
-    match = {"ingress_port": worker.port, "src_mac": mac_int(worker.mac),
+    match = {"ingress_port": conn.ports(worker.port), "src_mac": mac_int(worker.mac),
              "src_ip": ip_int(worker.ip), "job": job.job, "epoch": job.epoch,
              "rank": worker.rank}
     if not with_action:

@@ -165,11 +165,12 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     create.add_argument("--slots", type=_int_in(1, MAX_SLOT_COUNT, "slots"), default=64)
     create.add_argument("--worker", type=parse_worker, action="append", required=True,
                         metavar="RANK:PORT:MAC:IP[:UDP]")
-    create.add_argument("--encoding", choices=ENCODINGS, default="packed",
-                        help="how values travel and are added: packed (default; one "
-                             "2048-bit add per packet; floats quantized, int32 as two "
-                             "16-bit halves) or lanes (64 int32 lanes added one by one, "
-                             "overflow flagged by the switch)")
+    create.add_argument("--encoding", choices=ENCODINGS, default=None,
+                        help="how values travel and are added: packed (the default on "
+                             "bmv2; one 2048-bit add per packet; floats quantized, int32 as "
+                             "two 16-bit halves) or lanes (64 int32 lanes added one by one, "
+                             "overflow flagged by the switch; the default, and the only "
+                             "encoding, on a Tofino target)")
     create.add_argument("--descriptors", type=Path,
                         help="write one descriptor per rank into this directory")
     delete = jsub.add_parser("delete")

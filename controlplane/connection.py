@@ -22,6 +22,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from .p4rt import P4InfoIndex, load_p4info
 from .pipeline import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
+from .target import PortMap
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class SwitchConnection:
         self.timeout = timeout
         self.is_primary = False
         self.objects: P4InfoIndex | None = None
+        # configured port -> the data plane's port (identity but on Tofino; target.py)
+        self.ports = PortMap()
         self._channel: grpc.Channel | None = None
         self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
         self._out: queue.Queue | None = None

@@ -26,12 +26,12 @@ from pathlib import Path
 from p4.v1 import p4runtime_pb2
 
 from .addresses import Address
-from .config import Config
+from .config import Config, ConfigError
 from .connection import MastershipError, SwitchConnection, SwitchError, new_pipeline_cookie
 from .jobs import JobError, JobManager
 from .p4rt import P4InfoError, P4InfoIndex, load_p4info
-from .pipeline import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
 from .reconcile import ReconcileReport, desired_state, reconcile
+from .target import PortMap
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +39,22 @@ PIPELINE_KEPT, PIPELINE_PUSHED = "kept", "pushed"
 
 
 class Controller:
-    def __init__(self, config: Config, p4info: Path = DEFAULT_P4INFO,
-                 device_config: Path = DEFAULT_DEVICE_CONFIG):
+    """One switch's controller. The pipeline files are, in order: the arguments, the
+    configuration's `switch.p4info`/`device_config`, the target's (controlplane/target.py:
+    p4src/build/ for bmv2, p4src/build/<target>/ for Tofino, whose device config the
+    configuration must name)."""
+
+    def __init__(self, config: Config, p4info: Path | None = None,
+                 device_config: Path | None = None):
         self.config = config
-        self.p4info = p4info
-        self.device_config = device_config
         sw = config.switch
+        target = sw.target_info
+        self.p4info = p4info or sw.p4info or target.p4info
+        self.device_config = device_config or sw.device_config or target.device_config
         self.conn = SwitchConnection(sw.grpc_addr, sw.device_id, sw.election_id)
+        self.conn.ports = PortMap(dict(sw.port_map))
         self.jobs = JobManager(self.conn, Address(sw.mac, sw.ip),
-                               sw.state_file, set(sw.ports))
+                               sw.state_file, set(sw.ports), target)
         self._stop = threading.Event()
         self._pipeline: tuple | None = None
         self._was_backup = False
@@ -55,6 +62,15 @@ class Controller:
     def _our_pipeline(self):
         """(P4Info, device config bytes) of the program this controller runs."""
         if self._pipeline is None:
+            if self.device_config is None:
+                raise ConfigError("switch.device_config",
+                                  f"missing: a {self.config.switch.target} switch loads the "
+                                  "device config its P4Runtime server builds from the "
+                                  "compiler's output (docs/tofino.md); name that file")
+            for what, path in (("switch.p4info", self.p4info),
+                               ("switch.device_config", self.device_config)):
+                if not Path(path).is_file():
+                    raise ConfigError(what, f"{path} does not exist")
             self._pipeline = (load_p4info(self.p4info), Path(self.device_config).read_bytes())
         return self._pipeline
 
@@ -132,6 +148,14 @@ class Controller:
         return report
 
     def _reconcile_locked(self) -> ReconcileReport:
+        target = self.config.switch.target_info
+        for job in self.jobs.table.jobs.values():
+            if job.encoding not in target.encodings:
+                # its workers would send packed values the TNA program adds as lanes
+                raise JobError(f"the state file {self.jobs.table.path} has job {job.job} "
+                               f"with encoding {job.encoding!r}, which a {target.name} switch "
+                               f"does not have: delete it there first, or use another "
+                               f"state file")
         return reconcile(self.conn, desired_state(self.conn, self.config.switch,
                                                   self.jobs.table.jobs.values()))
 
@@ -139,7 +163,7 @@ class Controller:
         existing = {j.job for j in self.jobs.jobs()}
         for static in self.config.jobs:
             if static.job not in existing:
-                self.jobs.create(static.job, static.workers, static.slots)
+                self.jobs.create(static.job, static.workers, static.slots, static.encoding)
 
     def _pipeline_ok(self) -> bool:
         """Cheap check for watch(): the switch carries the cookie of the push the state

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .addresses import mac_int
 from .connection import SwitchConnection, table_entity
 from .p4rt import P4InfoError
-from .replication import multicast_group
+from .replication import flood_replicas, multicast_group
 
 SECTION = "15. Switch identity and forwarding"     # docs/protocol.md
 TABLES = ("l2_forward",)
@@ -24,7 +24,7 @@ def l2_entry(conn: SwitchConnection, mac: str, port: int | None = None):
     if port is None:
         return conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(mac)})
     return conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(mac)}, "forward",
-                               {"port": port})
+                               {"port": conn.ports(port)})
 
 
 def add_host(conn: SwitchConnection, mac: str, port: int) -> None:
@@ -46,7 +46,7 @@ def set_flooding(conn: SwitchConnection, group: int, ports: list[int],
     """Broadcast frames go to `group`, which replicates to every port (rid 0)."""
     if not ports:
         raise P4InfoError("flooding needs at least one port")
-    mc = multicast_group(group, [(p, 0) for p in ports])
+    mc = multicast_group(group, flood_replicas(conn, ports))
     entry = flood_entry(conn, group)
     if create:
         conn.insert(mc, table_entity(entry))

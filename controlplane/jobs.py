@@ -32,6 +32,7 @@ from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unica
 from .admission import JobParameters
 from .connection import SwitchConnection, SwitchError
 from .p4rt import P4InfoError, P4InfoIndex
+from .target import TARGETS, Target, TargetError, check_encoding
 
 MAX_WORKERS = wire.MAX_WORKERS
 # a job's slot count travels in 16 bits (admission's slot_count, the wire's slot); how
@@ -297,10 +298,12 @@ class JobManager:
     """Creates and deletes jobs on one switch, keeping JobTable and the switch in step."""
 
     def __init__(self, conn: SwitchConnection, switch: Address,
-                 state_path: Path | None = None, known_ports: set[int] | None = None):
+                 state_path: Path | None = None, known_ports: set[int] | None = None,
+                 target: Target = TARGETS["bmv2"]):
         self.conn = conn
         self.switch = switch
         self.known_ports = known_ports
+        self.target = target
         self.table = JobTable.load(state_path)
 
     @property
@@ -309,11 +312,18 @@ class JobManager:
         return PoolSizes.of(self.conn.p4)
 
     def create(self, job_id: int, workers: list[WorkerAddress], slots: int,
-               encoding: str = "packed") -> Job:
+               encoding: str | None = None) -> Job:
+        """A new job; `encoding` None is the target's default (packed on bmv2, lanes on
+        Tofino, which has no packed encoding: asking for it there is a JobError)."""
         validate_workers(job_id, workers, self.known_ports)
+        encoding = self.target.default_encoding if encoding is None else encoding
         if encoding not in ENCODINGS:
             raise JobError(f"job {job_id}: encoding {encoding!r} is not one of "
                            f"{', '.join(ENCODINGS)}")
+        try:
+            check_encoding(self.target, job_id, encoding)
+        except TargetError as exc:
+            raise JobError(str(exc)) from None
         sizes = self.sizes
         with self.table.locked():
             if job_id in self.table.jobs:
@@ -337,7 +347,7 @@ class JobManager:
         done: list = []
         try:
             self.conn.insert(replication.multicast_group(
-                job.params.mcast_grp, [(w.port, w.rank) for w in job.workers]))
+                job.params.mcast_grp, replication.job_replicas(self.conn, job.workers)))
             done.append(lambda: self.conn.delete(replication.multicast_group(
                 job.params.mcast_grp, [])))
             result_destination.add_destinations(self.conn, job.job, job.workers)

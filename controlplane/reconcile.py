@@ -23,7 +23,7 @@ from . import admission, drop_simulator, forwarding, identity, result_destinatio
 from .config import SwitchConfig
 from .connection import SwitchConnection, SwitchError, table_entity
 from .jobs import Job
-from .replication import multicast_group, read_groups
+from .replication import flood_replicas, job_replicas, multicast_group, read_groups
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +74,11 @@ def desired_state(conn: SwitchConnection, sw: SwitchConfig,
                   jobs: Iterable[Job]) -> DesiredState:
     state = DesiredState()
     state.defaults.append(identity.identity_entry(conn, sw.mac, sw.ip))
-    state.groups[sw.flood_group] = [(port, 0) for port in sw.ports]
+    state.groups[sw.flood_group] = flood_replicas(conn, sw.ports)
     state.entries.append(forwarding.flood_entry(conn, sw.flood_group))
     state.entries += [forwarding.l2_entry(conn, h.mac, h.port) for h in sw.hosts]
     for job in jobs:
-        state.groups[job.params.mcast_grp] = [(w.port, w.rank) for w in job.workers]
+        state.groups[job.params.mcast_grp] = job_replicas(conn, job.workers)
         state.entries += job_entries(conn, job)
     return state
 
