@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 P4C ?= p4c-bm2-ss
 DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
 
-.PHONY: install install-torch install-examples install-bench test p4 p4-tofino run example bench bench-peers clean
+.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-peers clean
 
 install:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -35,6 +35,11 @@ install-bench:
 
 test:
 	$(PY) -m pytest -q -ra
+
+# ruff's checks and its formatter's layout (configured in pyproject.toml); .ci/run runs it
+lint:
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 # Regenerate every committed p4c output (+ manifest) with the one p4src/compile.py:
 # p4src/build/ and each test program's tests/<suite>/p4/build/<name>/. Needs p4c-bm2-ss.

@@ -51,6 +51,7 @@ must name one or keeps jobs in memory only.
 Addresses are validated strictly (controlplane/addresses.py): canonical spelling, and
 worker, host and switch addresses must be unicast (no broadcast, multicast, zero, loopback).
 """
+
 from __future__ import annotations
 
 try:
@@ -89,7 +90,7 @@ class StaticJob:
     job: int
     slots: int
     workers: list[WorkerAddress]
-    encoding: str | None = None         # None: the target's default
+    encoding: str | None = None  # None: the target's default
 
 
 @dataclass
@@ -103,11 +104,11 @@ class SwitchConfig:
     hosts: list[HostEntry] = field(default_factory=list)
     state_file: Path | None = None
     flood_group: int = 1
-    target: str = "bmv2"                # controlplane/target.py
-    port_map: dict[int, int] = field(default_factory=dict)   # configured -> dev port
+    target: str = "bmv2"  # controlplane/target.py
+    port_map: dict[int, int] = field(default_factory=dict)  # configured -> dev port
     cpu_port: int | None = None
-    p4info: Path | None = None          # None: the target's committed P4Info
-    device_config: Path | None = None   # None: the target's (bmv2: p4src/build/)
+    p4info: Path | None = None  # None: the target's committed P4Info
+    device_config: Path | None = None  # None: the target's (bmv2: p4src/build/)
 
     @property
     def target_info(self) -> Target:
@@ -121,9 +122,22 @@ class Config:
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_SWITCH_KEYS = {"grpc_addr", "device_id", "election_id", "mac", "ip", "ports", "hosts",
-                "state_file", "flood_group", "target", "port_map", "cpu_port", "p4info",
-                "device_config"}
+_SWITCH_KEYS = {
+    "grpc_addr",
+    "device_id",
+    "election_id",
+    "mac",
+    "ip",
+    "ports",
+    "hosts",
+    "state_file",
+    "flood_group",
+    "target",
+    "port_map",
+    "cpu_port",
+    "p4info",
+    "device_config",
+}
 _WORKER_KEYS = {"rank", "port", "mac", "ip", "udp_port"}
 
 
@@ -134,9 +148,10 @@ def _check_keys(path: str, table: Any, allowed: set[str], required: set[str] = f
     if unknown:
         key = unknown[0]
         if not (isinstance(key, str) and _BARE_KEY.fullmatch(key)):
-            key = json.dumps(str(key))      # shown quoted: no raw newline in the message
-        raise ConfigError(f"{path}.{key}" if path else key,
-                          f"unknown key (allowed: {', '.join(sorted(allowed))})")
+            key = json.dumps(str(key))  # shown quoted: no raw newline in the message
+        raise ConfigError(
+            f"{path}.{key}" if path else key, f"unknown key (allowed: {', '.join(sorted(allowed))})"
+        )
     for key in sorted(required - set(table)):
         raise ConfigError(f"{path}.{key}" if path else key, "missing")
 
@@ -179,15 +194,19 @@ def _target_ports(sw: dict, cfg: SwitchConfig, ports: set[int]) -> None:
     """switch.target, port_map and cpu_port: what a Tofino switch needs (target.py)."""
     if "target" in sw:
         if sw["target"] not in TARGETS:
-            raise ConfigError("switch.target", f"{sw['target']!r} is not one of "
-                                               f"{', '.join(TARGETS)}")
+            raise ConfigError(
+                "switch.target", f"{sw['target']!r} is not one of {', '.join(TARGETS)}"
+            )
         cfg.target = sw["target"]
     target = cfg.target_info
     for key in ("port_map", "cpu_port"):
         if key in sw and not target.is_tofino:
-            raise ConfigError(f"switch.{key}", f"only for a Tofino target (target = "
-                                               f"\"tofino\" or \"tofino2\"); {target.name} "
-                                               f"ports are the data plane's own numbers")
+            raise ConfigError(
+                f"switch.{key}",
+                f"only for a Tofino target (target = "
+                f'"tofino" or "tofino2"); {target.name} '
+                f"ports are the data plane's own numbers",
+            )
     if "cpu_port" in sw:
         cfg.cpu_port = _int("switch.cpu_port", sw["cpu_port"], 0, 511)
     raw = sw.get("port_map", {})
@@ -206,13 +225,16 @@ def _target_ports(sw: dict, cfg: SwitchConfig, ports: set[int]) -> None:
     if dev_of:
         unmapped = sorted(ports - set(dev_of))
         if unmapped:
-            raise ConfigError("switch.port_map", f"port(s) {unmapped} of switch.ports have "
-                                                 f"no dev port")
+            raise ConfigError(
+                "switch.port_map", f"port(s) {unmapped} of switch.ports have no dev port"
+            )
         seen: dict[int, int] = {}
         for port in sorted(dev_of):
             if dev_of[port] in seen:
-                raise ConfigError(f"switch.port_map.{port}", f"dev port {dev_of[port]} is "
-                                  f"also port {seen[dev_of[port]]}'s")
+                raise ConfigError(
+                    f"switch.port_map.{port}",
+                    f"dev port {dev_of[port]} is also port {seen[dev_of[port]]}'s",
+                )
             seen[dev_of[port]] = port
     cfg.port_map = dev_of
     reserved = dict(target.reserved_ports)
@@ -222,8 +244,11 @@ def _target_ports(sw: dict, cfg: SwitchConfig, ports: set[int]) -> None:
         dev = dev_of.get(port, port)
         if dev in reserved:
             where = f"switch.port_map.{port}" if dev_of else "switch.ports"
-            raise ConfigError(where, f"port {port} is dev port {dev}, {reserved[dev]}: "
-                                     f"not a worker's or host's port on {target.name}")
+            raise ConfigError(
+                where,
+                f"port {port} is dev port {dev}, {reserved[dev]}: "
+                f"not a worker's or host's port on {target.name}",
+            )
 
 
 def default_state_file(config_path: Path) -> Path:
@@ -231,8 +256,7 @@ def default_state_file(config_path: Path) -> Path:
     return config_path.resolve().with_name(config_path.stem + ".state.json")
 
 
-def parse(data: dict, base_dir: Path = Path("."),
-          default_state: Path | None = None) -> Config:
+def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = None) -> Config:
     """Validate a configuration; `default_state` is the state file when none is named."""
     _check_keys("", data, {"switch", "jobs"}, {"switch"})
     sw = data["switch"]
@@ -271,10 +295,14 @@ def parse(data: dict, base_dir: Path = Path("."),
             raise ConfigError(f"{path}.port", f"port {port} is not in switch.ports")
         cfg.hosts.append(HostEntry(_mac(f"{path}.mac", host["mac"]), port))
     if "state_file" in sw:
-        if not isinstance(sw["state_file"], str) or not sw["state_file"].strip() \
-                or "\0" in sw["state_file"]:
-            raise ConfigError("switch.state_file", f"expected a file path, got "
-                                                   f"{sw['state_file']!r}")
+        if (
+            not isinstance(sw["state_file"], str)
+            or not sw["state_file"].strip()
+            or "\0" in sw["state_file"]
+        ):
+            raise ConfigError(
+                "switch.state_file", f"expected a file path, got {sw['state_file']!r}"
+            )
         cfg.state_file = (base_dir / sw["state_file"]).resolve()
         if cfg.state_file.is_dir():
             raise ConfigError("switch.state_file", f"{cfg.state_file} is a directory")
@@ -288,14 +316,14 @@ def parse(data: dict, base_dir: Path = Path("."),
         raise ConfigError("jobs", "expected an array of tables ([[jobs]])")
     for j, job in enumerate(raw_jobs):
         path = f"jobs[{j}]"
-        _check_keys(path, job, {"job", "slots", "workers", "encoding"},
-                    {"job", "slots", "workers"})
+        _check_keys(path, job, {"job", "slots", "workers", "encoding"}, {"job", "slots", "workers"})
         job_id = _int(f"{path}.job", job["job"], 0, 65535)
         encoding = job.get("encoding")
         if encoding is not None:
             if encoding not in ENCODINGS:
-                raise ConfigError(f"{path}.encoding", f"{encoding!r} is not one of "
-                                                      f"{', '.join(ENCODINGS)}")
+                raise ConfigError(
+                    f"{path}.encoding", f"{encoding!r} is not one of {', '.join(ENCODINGS)}"
+                )
             try:
                 check_encoding(cfg.target_info, job_id, encoding)
             except TargetError as exc:
@@ -313,12 +341,21 @@ def parse(data: dict, base_dir: Path = Path("."),
             port = _int(f"{wpath}.port", worker["port"], 0, 510)
             if port not in seen:
                 raise ConfigError(f"{wpath}.port", f"port {port} is not in switch.ports")
-            udp = _int(f"{wpath}.udp_port", worker.get("udp_port", wire.UDP_PORT_BASE),
-                       wire.UDP_PORT_BASE, wire.UDP_PORT_BASE + 15)
-            workers.append(WorkerAddress(
-                rank=_int(f"{wpath}.rank", worker["rank"], 0, 255), port=port,
-                mac=_mac(f"{wpath}.mac", worker["mac"]), ip=_ip(f"{wpath}.ip", worker["ip"]),
-                udp_port=udp))
+            udp = _int(
+                f"{wpath}.udp_port",
+                worker.get("udp_port", wire.UDP_PORT_BASE),
+                wire.UDP_PORT_BASE,
+                wire.UDP_PORT_BASE + 15,
+            )
+            workers.append(
+                WorkerAddress(
+                    rank=_int(f"{wpath}.rank", worker["rank"], 0, 255),
+                    port=port,
+                    mac=_mac(f"{wpath}.mac", worker["mac"]),
+                    ip=_ip(f"{wpath}.ip", worker["ip"]),
+                    udp_port=udp,
+                )
+            )
         try:
             validate_workers(job_id, workers, seen)
         except JobError as exc:

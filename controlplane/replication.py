@@ -6,6 +6,7 @@ Replicas carry the data plane's port numbers: on Tofino the configured ports' de
 (`conn.ports`, controlplane/target.py); the groups themselves are standard P4Runtime PRE
 entries on every target.
 """
+
 from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
@@ -34,7 +35,10 @@ def flood_replicas(conn, ports: list[int]) -> list[tuple[int, int]]:
 def read_groups(conn) -> dict[int, list[tuple[int, int]]]:
     """Every multicast group on the switch: {group id: [(port, rid)]}."""
     query = multicast_group(0, [])
-    return {e.packet_replication_engine_entry.multicast_group_entry.multicast_group_id:
-            [(r.egress_port, r.instance)
-             for r in e.packet_replication_engine_entry.multicast_group_entry.replicas]
-            for e in conn.read(query)}
+    return {
+        e.packet_replication_engine_entry.multicast_group_entry.multicast_group_id: [
+            (r.egress_port, r.instance)
+            for r in e.packet_replication_engine_entry.multicast_group_entry.replicas
+        ]
+        for e in conn.read(query)
+    }

@@ -26,6 +26,7 @@ Object names are compared without the pipeline instance prefix a TNA P4Info may 
 ("pipe.P4ReduceIngress.admission.admission"): the controller finds objects by a suffix of
 their name, so the prefix does not change what it reaches.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -49,6 +50,7 @@ MULTICAST_PARAMS = (("admission", "admit", "mcast_grp"), ("l2_forward", "flood",
 def control_modules() -> dict[str, ModuleType]:
     """Every controlplane module that programs or reads a P4 control (has SECTION)."""
     import controlplane
+
     found = {}
     for info in pkgutil.iter_modules(controlplane.__path__):
         module = importlib.import_module(f"controlplane.{info.name}")
@@ -60,7 +62,7 @@ def control_modules() -> dict[str, ModuleType]:
 def _plain(name: str) -> str:
     for prefix in PIPE_PREFIXES:
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
     return name
 
 
@@ -77,14 +79,21 @@ def _table(p4: P4InfoIndex, name: str) -> dict[str, Any]:
     actions = {}
     for action_id, scope in t.action_scopes.items():
         a = p4.actions[action_id]
-        actions[_plain(a.name)] = {"scope": _scope(scope),
-                                   "params": {p.name: p.bitwidth for p in a.params}}
-    return {"name": _plain(t.name),
-            "match": [{"name": mf.name, "kind": _kind(mf.match_type), "bits": mf.bitwidth}
-                      for mf in t.match_fields],
-            "actions": actions, "const": t.is_const,
-            # a keyless table holds only its default action: its size means nothing
-            "size": t.size if t.match_fields else None}
+        actions[_plain(a.name)] = {
+            "scope": _scope(scope),
+            "params": {p.name: p.bitwidth for p in a.params},
+        }
+    return {
+        "name": _plain(t.name),
+        "match": [
+            {"name": mf.name, "kind": _kind(mf.match_type), "bits": mf.bitwidth}
+            for mf in t.match_fields
+        ],
+        "actions": actions,
+        "const": t.is_const,
+        # a keyless table holds only its default action: its size means nothing
+        "size": t.size if t.match_fields else None,
+    }
 
 
 def surface(p4: P4InfoIndex, modules: dict[str, ModuleType] | None = None) -> dict[str, Any]:
@@ -93,6 +102,7 @@ def surface(p4: P4InfoIndex, modules: dict[str, ModuleType] | None = None) -> di
     An object the controller uses but `p4` lacks (or names ambiguously) is recorded as
     {"missing": reason}, so differences() reports it instead of stopping at the first."""
     from .jobs import JOB_GROUP_BASE
+
     modules = control_modules() if modules is None else modules
     out: dict[str, Any] = {"tables": {}, "counters": {}, "registers": {}, "multicast": {}}
 
@@ -106,19 +116,34 @@ def surface(p4: P4InfoIndex, modules: dict[str, ModuleType] | None = None) -> di
         for name in module.TABLES:
             record("tables", name, lambda name=name: _table(p4, name))
         for name in module.JOB_COUNTERS + module.SWITCH_COUNTERS:
-            record("counters", name, lambda name=name: (lambda c: {
-                "name": _plain(c.name), "unit": CounterSpec.Unit.Name(c.unit),
-                "size": c.size})(p4.counter(name)))
+            record(
+                "counters",
+                name,
+                lambda name=name: (
+                    lambda c: {
+                        "name": _plain(c.name),
+                        "unit": CounterSpec.Unit.Name(c.unit),
+                        "size": c.size,
+                    }
+                )(p4.counter(name)),
+            )
     for name in POOL_REGISTERS:
-        record("registers", name, lambda name=name: (lambda r: {
-            "name": _plain(r.name), "bits": r.bitwidth, "size": r.size})(p4.register(name)))
+        record(
+            "registers",
+            name,
+            lambda name=name: (
+                lambda r: {"name": _plain(r.name), "bits": r.bitwidth, "size": r.size}
+            )(p4.register(name)),
+        )
 
     try:
         from .jobs import PoolSizes
+
         max_jobs = PoolSizes.of(p4).max_jobs
     except P4InfoError:
         max_jobs = None
     for table, action, param in MULTICAST_PARAMS:
+
         def build(table=table, action=action, param=param):
             t = p4.table(table)
             a = p4.action(action)
@@ -126,15 +151,22 @@ def surface(p4: P4InfoIndex, modules: dict[str, ModuleType] | None = None) -> di
                 raise P4InfoError(f"action {action} is not an action of table {table}")
             bits = a.param_named(param).bitwidth
             # flood groups are 1..15 (config.py); job groups JOB_GROUP_BASE + job index
-            largest = (JOB_GROUP_BASE + max_jobs - 1) if (max_jobs and param == "mcast_grp") \
+            largest = (
+                (JOB_GROUP_BASE + max_jobs - 1)
+                if (max_jobs and param == "mcast_grp")
                 else JOB_GROUP_BASE - 1
+            )
             return {"bits": bits, "largest_group": largest, "fits": largest < 1 << bits}
+
         record("multicast", f"{action}.{param}", build)
     return out
 
 
-def differences(reference: dict[str, Any], other: dict[str, Any],
-                names: tuple[str, str] = ("reference", "other")) -> list[str]:
+def differences(
+    reference: dict[str, Any],
+    other: dict[str, Any],
+    names: tuple[str, str] = ("reference", "other"),
+) -> list[str]:
     """Every way `other` differs from `reference` (both from surface()), one line each."""
     problems: list[str] = []
     ref_name, other_name = names
@@ -158,7 +190,7 @@ def differences(reference: dict[str, Any], other: dict[str, Any],
             for i, (x, y) in enumerate(zip(a, b)):
                 walk(f"{path}[{i}]", x, y)
         elif path.startswith("tables.") and path.endswith(".size") and None not in (a, b):
-            if b < a:       # a larger table serves the controller as well
+            if b < a:  # a larger table serves the controller as well
                 problems.append(f"{path}: {other_name} holds {b} entries, {ref_name} {a}")
         elif a != b:
             problems.append(f"{path}: {ref_name} has {a!r}, {other_name} has {b!r}")
@@ -167,6 +199,8 @@ def differences(reference: dict[str, Any], other: dict[str, Any],
         walk(section, reference.get(section, {}), other.get(section, {}))
     for key, m in other.get("multicast", {}).items():
         if isinstance(m, dict) and m.get("fits") is False:
-            problems.append(f"multicast.{key}: group {m['largest_group']} does not fit "
-                            f"{m['bits']} bits ({other_name})")
+            problems.append(
+                f"multicast.{key}: group {m['largest_group']} does not fit "
+                f"{m['bits']} bits ({other_name})"
+            )
     return problems

@@ -25,6 +25,7 @@ Multicast groups are the same: standard P4Runtime PRE entries (group id, replica
 PRE's multicast groups, nodes and rid; instance is the rank, read in egress as
 `egress_rid`. Only the replica's port is translated.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,17 +33,17 @@ from pathlib import Path
 
 from .pipeline import BUILD_DIR, DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
 
-PORT_BITS = 9           # PortId_t / v1model's port width: every dev port fits
+PORT_BITS = 9  # PortId_t / v1model's port width: every dev port fits
 
 
 @dataclass(frozen=True)
 class Target:
     name: str
     arch: str
-    encodings: tuple[str, ...]          # hostlib.wire.Encoding names, lower case
+    encodings: tuple[str, ...]  # hostlib.wire.Encoding names, lower case
     default_encoding: str
     p4info: Path
-    device_config: Path | None           # None: the configuration must name one
+    device_config: Path | None  # None: the configuration must name one
     # dev ports the data plane uses for itself (not the operator's to assign)
     reserved_ports: dict[int, str] = field(default_factory=dict)
 
@@ -52,16 +53,29 @@ class Target:
 
 
 def _tofino(name: str, arch: str, harvest_port: int) -> Target:
-    return Target(name=name, arch=arch, encodings=("lanes",), default_encoding="lanes",
-                  p4info=BUILD_DIR / name / "p4reduce.p4info.txtpb", device_config=None,
-                  reserved_ports={harvest_port: "the TNA program's harvest (recirculation) "
-                                                "port, HARVEST_PORT in p4src/tna/bridge.p4"})
+    return Target(
+        name=name,
+        arch=arch,
+        encodings=("lanes",),
+        default_encoding="lanes",
+        p4info=BUILD_DIR / name / "p4reduce.p4info.txtpb",
+        device_config=None,
+        reserved_ports={
+            harvest_port: "the TNA program's harvest (recirculation) "
+            "port, HARVEST_PORT in p4src/tna/bridge.p4"
+        },
+    )
 
 
 TARGETS: dict[str, Target] = {
-    "bmv2": Target(name="bmv2", arch="v1model", encodings=("lanes", "packed"),
-                   default_encoding="packed", p4info=DEFAULT_P4INFO,
-                   device_config=DEFAULT_DEVICE_CONFIG),
+    "bmv2": Target(
+        name="bmv2",
+        arch="v1model",
+        encodings=("lanes", "packed"),
+        default_encoding="packed",
+        p4info=DEFAULT_P4INFO,
+        device_config=DEFAULT_DEVICE_CONFIG,
+    ),
     # HARVEST_PORT of p4src/tna/bridge.p4: pipe 0's recirculation port on each chip
     "tofino": _tofino("tofino", "tna", 68),
     "tofino2": _tofino("tofino2", "t2na", 6),
@@ -86,13 +100,15 @@ def check_encoding(t: Target, job: int, encoding: str) -> None:
             f"job {job}: encoding {encoding!r} is not available on a {t.name} switch (the "
             f"{t.arch} program adds 64 int32 lanes, two per stateful ALU; {encoding} exists "
             f"only in the v1model program): create the job with encoding "
-            f"{' or '.join(repr(e) for e in t.encodings)}")
+            f"{' or '.join(repr(e) for e in t.encodings)}"
+        )
 
 
 @dataclass(frozen=True)
 class PortMap:
     """The configuration's port numbers -> the data plane's (dev) port numbers."""
-    dev: dict[int, int] = field(default_factory=dict)     # empty: identity (bmv2)
+
+    dev: dict[int, int] = field(default_factory=dict)  # empty: identity (bmv2)
 
     def __call__(self, port: int) -> int:
         if not self.dev:
@@ -100,8 +116,9 @@ class PortMap:
         try:
             return self.dev[port]
         except KeyError:
-            raise TargetError(f"port {port} has no dev port in switch.port_map "
-                              f"(mapped: {sorted(self.dev)})") from None
+            raise TargetError(
+                f"port {port} has no dev port in switch.port_map (mapped: {sorted(self.dev)})"
+            ) from None
 
     def replicas(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """(configured port, instance) -> (dev port, instance): multicast replicas."""

@@ -20,6 +20,7 @@ Usage:
         tofino.bin is what a switch loads, rebuilt from the same command).
 Stdlib only: runs before any install.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,14 +36,14 @@ from pathlib import Path
 MANIFEST = "MANIFEST.json"
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-PROGRAM = HERE / "v1model" / "p4reduce.p4"     # the bmv2 / softswitch program
+PROGRAM = HERE / "v1model" / "p4reduce.p4"  # the bmv2 / softswitch program
 BUILD = HERE / "build"
-TNA_PROGRAM = HERE / "tna" / "p4reduce.p4"     # the Tofino program (docs/tofino.md)
+TNA_PROGRAM = HERE / "tna" / "p4reduce.p4"  # the Tofino program (docs/tofino.md)
 # target -> (architecture, MAU stages per pipe): what bf-p4c is asked for, what must fit
 TOFINO_TARGETS = {"tofino": ("tna", 12), "tofino2": ("t2na", 20)}
 # the committed outputs of a Tofino compile, in p4src/build/<target>/
 TOFINO_OUTPUTS = ("p4reduce.p4info.txtpb", "bf-rt.json", "context.json", "resources.json")
-TOFINO_SCRATCH = ROOT / "build" / "tofino"     # the compiler's whole output directory
+TOFINO_SCRATCH = ROOT / "build" / "tofino"  # the compiler's whole output directory
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
@@ -101,13 +102,28 @@ def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> di
     json_out, p4info_out = outputs_for(program, out_dir)
     # run from the repository root with paths relative to it: p4c writes the source
     # paths into the JSON, which then reads the same on every machine and from any cwd
-    cmd = [p4c, "--arch", "v1model", "--std", "p4-16", "-o", _shown(str(json_out.resolve())),
-           "--p4runtime-files", _shown(str(p4info_out.resolve())),
-           _shown(str(program.resolve()))]
+    cmd = [
+        p4c,
+        "--arch",
+        "v1model",
+        "--std",
+        "p4-16",
+        "-o",
+        _shown(str(json_out.resolve())),
+        "--p4runtime-files",
+        _shown(str(p4info_out.resolve())),
+        _shown(str(program.resolve())),
+    ]
     subprocess.run(cmd, check=True, cwd=ROOT)
     shown = subprocess.run([p4c, "--version"], check=True, capture_output=True, text=True)
-    version = next((line.strip() for line in (shown.stdout + shown.stderr).splitlines()
-                    if line.strip().startswith("Version")), "unknown")
+    version = next(
+        (
+            line.strip()
+            for line in (shown.stdout + shown.stderr).splitlines()
+            if line.strip().startswith("Version")
+        ),
+        "unknown",
+    )
     manifest = {
         "program": program.name,
         "p4c_version": version,
@@ -152,32 +168,41 @@ def check_manifest(program: Path, out_dir: Path, recompile: str | None = None) -
 
 # -- Tofino (bf-p4c) ------------------------------------------------------------------------
 
+
 def tofino_out_dir(target: str, build: Path = BUILD) -> Path:
     return build / target
 
 
-def check_tofino_manifest(target: str, build: Path = BUILD,
-                          program: Path | None = None) -> list[str]:
+def check_tofino_manifest(
+    target: str, build: Path = BUILD, program: Path | None = None
+) -> list[str]:
     """check_manifest for p4src/build/<target>/, naming `make p4-tofino` as the fix."""
     program = TNA_PROGRAM if program is None else program
-    return check_manifest(program, tofino_out_dir(target, build),
-                          recompile=f"make p4-tofino (python p4src/compile.py --target "
-                                    f"{target}; needs bf-p4c, docs/tofino.md)")
+    return check_manifest(
+        program,
+        tofino_out_dir(target, build),
+        recompile=f"make p4-tofino (python p4src/compile.py --target "
+        f"{target}; needs bf-p4c, docs/tofino.md)",
+    )
 
 
 def _tofino_version(p4c: str, target: str) -> str:
-    shown = subprocess.run([p4c, "--target", target, "--version"], capture_output=True,
-                           text=True)
-    lines = [line.strip() for line in (shown.stdout + shown.stderr).splitlines()
-             if line.strip()]
+    shown = subprocess.run([p4c, "--target", target, "--version"], capture_output=True, text=True)
+    lines = [line.strip() for line in (shown.stdout + shown.stderr).splitlines() if line.strip()]
     return next((line for line in lines if "ersion" in line), lines[0] if lines else "unknown")
 
 
-def compile_tofino(target: str, p4c: str = "p4c", program: Path = TNA_PROGRAM,
-                   build: Path = BUILD, scratch: Path = TOFINO_SCRATCH) -> dict:
+def compile_tofino(
+    target: str,
+    p4c: str = "p4c",
+    program: Path = TNA_PROGRAM,
+    build: Path = BUILD,
+    scratch: Path = TOFINO_SCRATCH,
+) -> dict:
     """Compile the TNA program for `target` with bf-p4c and commit-ready outputs."""
     sys.path.insert(0, str(HERE))
-    import tofino_resources     # p4src/tofino_resources.py, beside this file
+    import tofino_resources  # p4src/tofino_resources.py, beside this file
+
     if target not in TOFINO_TARGETS:
         raise SystemExit(f"--target {target!r}: one of {', '.join(TOFINO_TARGETS)}")
     arch, stages = TOFINO_TARGETS[target]
@@ -186,13 +211,29 @@ def compile_tofino(target: str, p4c: str = "p4c", program: Path = TNA_PROGRAM,
         shutil.rmtree(work)
     work.mkdir(parents=True)
     p4info, bfrt = work / "p4reduce.p4info.txtpb", work / "bf-rt.json"
-    cmd = [p4c, "--target", target, "--arch", arch, "--std", "p4-16", "-g",
-           "-o", str(work), "--p4runtime-files", str(p4info),
-           "--p4runtime-force-std-externs", "--bf-rt-schema", str(bfrt), str(program)]
+    cmd = [
+        p4c,
+        "--target",
+        target,
+        "--arch",
+        arch,
+        "--std",
+        "p4-16",
+        "-g",
+        "-o",
+        str(work),
+        "--p4runtime-files",
+        str(p4info),
+        "--p4runtime-force-std-externs",
+        "--bf-rt-schema",
+        str(bfrt),
+        str(program),
+    ]
     done = subprocess.run(cmd)
     if done.returncode != 0:
-        raise SystemExit(f"bf-p4c failed for {target} (exit {done.returncode}); its logs are "
-                         f"in {work}")
+        raise SystemExit(
+            f"bf-p4c failed for {target} (exit {done.returncode}); its logs are in {work}"
+        )
     out_dir = tofino_out_dir(target, build)
     out_dir.mkdir(parents=True, exist_ok=True)
     context = next(work.glob("*/context.json"), None)
@@ -210,8 +251,9 @@ def compile_tofino(target: str, p4c: str = "p4c", program: Path = TNA_PROGRAM,
         "arch": arch,
         "compiler_version": _tofino_version(p4c, target),
         "command": ["p4c"] + [_shown(arg) for arg in cmd[1:]],
-        "sources": {_rel(p, _source_base(program, out_dir)): sha256(p)
-                    for p in p4_sources(program)},
+        "sources": {
+            _rel(p, _source_base(program, out_dir)): sha256(p) for p in p4_sources(program)
+        },
         "outputs": {p.name: sha256(p) for p in outputs},
     }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -220,19 +262,25 @@ def compile_tofino(target: str, p4c: str = "p4c", program: Path = TNA_PROGRAM,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--p4c", default=None,
-                    help="the compiler (default: p4c-bm2-ss; with --target: p4c)")
-    ap.add_argument("--target", choices=sorted(TOFINO_TARGETS),
-                    help="compile the TNA program for this Tofino target instead")
+    ap.add_argument(
+        "--p4c", default=None, help="the compiler (default: p4c-bm2-ss; with --target: p4c)"
+    )
+    ap.add_argument(
+        "--target",
+        choices=sorted(TOFINO_TARGETS),
+        help="compile the TNA program for this Tofino target instead",
+    )
     ap.add_argument("program", nargs="?", default=str(PROGRAM))
     ap.add_argument("out_dir", nargs="?")
     args = ap.parse_args(argv)
     if args.target:
         manifest = compile_tofino(args.target, args.p4c or "p4c")
         summary = json.loads((tofino_out_dir(args.target) / "resources.json").read_text())
-        print(f"compiled {TNA_PROGRAM.name} for {args.target} with "
-              f"{manifest['compiler_version']}: {summary.get('stages_used')} of "
-              f"{summary.get('stages_available')} stages -> {tofino_out_dir(args.target)}")
+        print(
+            f"compiled {TNA_PROGRAM.name} for {args.target} with "
+            f"{manifest['compiler_version']}: {summary.get('stages_used')} of "
+            f"{summary.get('stages_available')} stages -> {tofino_out_dir(args.target)}"
+        )
         return 0
     args.p4c = args.p4c or "p4c-bm2-ss"
     program = Path(args.program)

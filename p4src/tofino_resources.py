@@ -12,11 +12,11 @@ PHV is allocated for the whole pipe, not per stage: "PHV accessed" per stage cou
 containers that stage's match or actions read or write (from phv.json), "PHV occupied"
 (from metrics.json) is the allocation. Stdlib only: compile.py runs before any install.
 """
+
 from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +42,14 @@ def _stage(stage: dict) -> dict[str, Any]:
     rams = stage.get("rams", {}).get("srams", [])
     alus = stage.get("meter_alus", {}).get("meters", [])
     xbar = stage.get("xbar_bytes", {}).get("bytes", [])
-    tables = sorted({u for u in _users(rams) + _users(stage.get("tcams", {}).get("tcams", []))
-                     + _users(stage.get("gateways", {}).get("gateways", []))})
+    tables = sorted(
+        {
+            u
+            for u in _users(rams)
+            + _users(stage.get("tcams", {}).get("tcams", []))
+            + _users(stage.get("gateways", {}).get("gateways", []))
+        }
+    )
     return {
         "stage": stage["stage_number"],
         "logical_tables": len(stage.get("logical_tables", {}).get("ids", [])),
@@ -70,9 +76,12 @@ def _phv_accessed(phv: dict) -> dict[int, dict[str, int]]:
                 loc = access.get("location", {})
                 if loc.get("type") == "mau" and "stage" in loc:
                     per_stage.setdefault(loc["stage"], {}).setdefault(width, set()).add(
-                        container["phv_number"])
-    return {stage: {str(w): len(c) for w, c in sorted(widths.items())}
-            for stage, widths in per_stage.items()}
+                        container["phv_number"]
+                    )
+    return {
+        stage: {str(w): len(c) for w, c in sorted(widths.items())}
+        for stage, widths in per_stage.items()
+    }
 
 
 def summarize(work: Path, target: str, stages_available: int) -> dict[str, Any]:
@@ -87,20 +96,39 @@ def summarize(work: Path, target: str, stages_available: int) -> dict[str, Any]:
     accessed = _phv_accessed(json.loads(phv_path.read_text())) if phv_path else {}
     for s in stages:
         s["phv_accessed"] = accessed.get(s["stage"], {})
-    busy = [s["stage"] for s in stages if s["logical_tables"] or s["stateful_alus"]
-            or s["srams"] or s["tcams"] or s["gateways"] or s["vliw_instructions"]]
+    busy = [
+        s["stage"]
+        for s in stages
+        if s["logical_tables"]
+        or s["stateful_alus"]
+        or s["srams"]
+        or s["tcams"]
+        or s["gateways"]
+        or s["vliw_instructions"]
+    ]
     summary: dict[str, Any] = {
         "target": target,
         "compiler_version": resources.get("compiler_version", "unknown"),
         "stages_available": stages_available,
         "stages_in_allocation": mau.get("nStages"),
         "stages_used": (max(busy) + 1) if busy else 0,
-        "stateful_alus": {"used": sum(s["stateful_alus"] for s in stages),
-                          "available": STATEFUL_ALUS_PER_STAGE * stages_available},
-        "totals": {key: sum(s[key] for s in stages)
-                   for key in ("logical_tables", "srams", "map_rams", "tcams", "gateways",
-                               "vliw_instructions", "exact_xbar_bytes",
-                               "ternary_xbar_bytes")},
+        "stateful_alus": {
+            "used": sum(s["stateful_alus"] for s in stages),
+            "available": STATEFUL_ALUS_PER_STAGE * stages_available,
+        },
+        "totals": {
+            key: sum(s[key] for s in stages)
+            for key in (
+                "logical_tables",
+                "srams",
+                "map_rams",
+                "tcams",
+                "gateways",
+                "vliw_instructions",
+                "exact_xbar_bytes",
+                "ternary_xbar_bytes",
+            )
+        },
         "per_stage": stages,
     }
     table_summary = _find(work, "table_summary.log")
@@ -109,25 +137,32 @@ def summarize(work: Path, target: str, stages_available: int) -> dict[str, Any]:
         # critical path through the table dependency graph
         for line in table_summary.read_text().splitlines():
             line = line.strip()
-            for key, label in (("stages_in_table_allocation",
-                                "Number of stages in table allocation:"),
-                               ("ingress_stages", "Number of stages for ingress table "
-                                                  "allocation:"),
-                               ("egress_stages", "Number of stages for egress table "
-                                                 "allocation:"),
-                               ("critical_path_length", "Critical path length through the "
-                                                        "table dependency graph:")):
+            for key, label in (
+                ("stages_in_table_allocation", "Number of stages in table allocation:"),
+                ("ingress_stages", "Number of stages for ingress table allocation:"),
+                ("egress_stages", "Number of stages for egress table allocation:"),
+                (
+                    "critical_path_length",
+                    "Critical path length through the table dependency graph:",
+                ),
+            ):
                 if line.startswith(label):
-                    summary[key] = int(line[len(label):].split()[0])
+                    summary[key] = int(line[len(label) :].split()[0])
     metrics_path = _find(work, "metrics.json")
     if metrics_path is not None:
         metrics = json.loads(metrics_path.read_text())
         phv = metrics.get("phv", {})
         summary["phv_occupied"] = {
-            kind: {str(t["bit_width"]): {"containers": t.get("containers_occupied"),
-                                         "bits": t.get("bits_occupied")}
-                   for t in phv.get(kind, [])}
-            for kind in ("normal", "tagalong", "mocha", "dark") if phv.get(kind)}
+            kind: {
+                str(t["bit_width"]): {
+                    "containers": t.get("containers_occupied"),
+                    "bits": t.get("bits_occupied"),
+                }
+                for t in phv.get(kind, [])
+            }
+            for kind in ("normal", "tagalong", "mocha", "dark")
+            if phv.get(kind)
+        }
         mau_metrics = metrics.get("mau", {})
         summary["latency"] = mau_metrics.get("latency")
     return summary
@@ -135,8 +170,10 @@ def summarize(work: Path, target: str, stages_available: int) -> dict[str, Any]:
 
 def table(summary: dict[str, Any]) -> str:
     """The per-stage summary as a Markdown table (docs/tofino.md)."""
-    head = ("| stage | tables | SRAM | map RAM | TCAM | stateful ALUs (registers) | "
-            "gateways | VLIW | xbar bytes (exact/ternary) | PHV accessed (8/16/32) |")
+    head = (
+        "| stage | tables | SRAM | map RAM | TCAM | stateful ALUs (registers) | "
+        "gateways | VLIW | xbar bytes (exact/ternary) | PHV accessed (8/16/32) |"
+    )
     lines = [head, "|" + "---|" * 10]
     for s in summary["per_stage"]:
         phv = s.get("phv_accessed", {})
@@ -146,13 +183,16 @@ def table(summary: dict[str, Any]) -> str:
             f"{s['tcams']} | {s['stateful_alus']}{f' ({regs})' if regs else ''} | "
             f"{s['gateways']} | {s['vliw_instructions']} | {s['exact_xbar_bytes']}/"
             f"{s['ternary_xbar_bytes']} | {phv.get('8', 0)}/{phv.get('16', 0)}/"
-            f"{phv.get('32', 0)} |")
+            f"{phv.get('32', 0)} |"
+        )
     t = summary["totals"]
-    lines.append(f"| **total** | {t['logical_tables']} | {t['srams']} | {t['map_rams']} | "
-                 f"{t['tcams']} | {summary['stateful_alus']['used']} of "
-                 f"{summary['stateful_alus']['available']} | {t['gateways']} | "
-                 f"{t['vliw_instructions']} | {t['exact_xbar_bytes']}/"
-                 f"{t['ternary_xbar_bytes']} | |")
+    lines.append(
+        f"| **total** | {t['logical_tables']} | {t['srams']} | {t['map_rams']} | "
+        f"{t['tcams']} | {summary['stateful_alus']['used']} of "
+        f"{summary['stateful_alus']['available']} | {t['gateways']} | "
+        f"{t['vliw_instructions']} | {t['exact_xbar_bytes']}/"
+        f"{t['ternary_xbar_bytes']} | |"
+    )
     return "\n".join(lines)
 
 

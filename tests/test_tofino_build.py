@@ -6,6 +6,7 @@ need bf-p4c, docs/tofino.md); where they are present, a disagreement fails. The 
 machinery itself (controlplane/surface.py) is tested on the bmv2 P4Info, so it is known to
 find what it is meant to find before it is trusted with the TNA one.
 """
+
 from __future__ import annotations
 
 import copy
@@ -36,12 +37,15 @@ def _compile_module():
 def _need_outputs(target: str, build: Path = BUILD) -> Path:
     out = build / target
     if not (out / "MANIFEST.json").exists():
-        pytest.skip(f"p4src/build/{target}/ has not been compiled yet (needs bf-p4c, "
-                    f"docs/tofino.md): run `make p4-tofino` where the compiler is built")
+        pytest.skip(
+            f"p4src/build/{target}/ has not been compiled yet (needs bf-p4c, "
+            f"docs/tofino.md): run `make p4-tofino` where the compiler is built"
+        )
     return out
 
 
 # -- staleness -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_tofino_outputs_match_sources(target):
@@ -74,9 +78,12 @@ def _fake_tofino_build(tmp_path: Path) -> Path:
     for name in compile_mod.TOFINO_OUTPUTS:
         (out / name).write_text(f"{name}\n")
     program = src / "tna" / "p4reduce.p4"
-    manifest = {"sources": {compile_mod._rel(p, src): compile_mod.sha256(p)
-                            for p in compile_mod.p4_sources(program)},
-                "outputs": {n: compile_mod.sha256(out / n) for n in compile_mod.TOFINO_OUTPUTS}}
+    manifest = {
+        "sources": {
+            compile_mod._rel(p, src): compile_mod.sha256(p) for p in compile_mod.p4_sources(program)
+        },
+        "outputs": {n: compile_mod.sha256(out / n) for n in compile_mod.TOFINO_OUTPUTS},
+    }
     (out / "MANIFEST.json").write_text(json.dumps(manifest))
     return src
 
@@ -100,8 +107,11 @@ def test_tofino_manifest_detects_a_new_tna_include(tmp_path):
     src = _fake_tofino_build(tmp_path)
     program = src / "tna" / "p4reduce.p4"
     (src / "tna" / "extra.p4").write_text("/* new */\n")
-    program.write_text(program.read_text().replace('#include "bridge.p4"',
-                                                   '#include "bridge.p4"\n#include "extra.p4"'))
+    program.write_text(
+        program.read_text().replace(
+            '#include "bridge.p4"', '#include "bridge.p4"\n#include "extra.p4"'
+        )
+    )
     problems = compile_mod.check_tofino_manifest("tofino", src / "build", program)
     assert any("tna/extra.p4 is included but not in the manifest" in p for p in problems)
     assert any("tna/p4reduce.p4 changed" in p for p in problems)
@@ -114,8 +124,13 @@ BMV2 = P4InfoIndex.load(pipeline.DEFAULT_P4INFO)
 
 def test_the_surface_covers_what_the_controller_programs_and_reads():
     s = surface(BMV2)
-    assert set(s["tables"]) == {"admission", "drop_simulator", "l2_forward",
-                                "switch_identity", "result_destination"}
+    assert set(s["tables"]) == {
+        "admission",
+        "drop_simulator",
+        "l2_forward",
+        "switch_identity",
+        "result_destination",
+    }
     admit = s["tables"]["admission"]["actions"]["P4ReduceIngress.admission.admit"]
     assert admit["params"]["encoding"] == 1 and admit["params"]["bias"] == 32
     assert "wrong_encoding" in s["counters"] and "drops" in s["counters"]
@@ -139,35 +154,70 @@ def _table(info, short):
     return next(t for t in info.tables if t.preamble.name.endswith("." + short))
 
 
-@pytest.mark.parametrize("edit,needle", [
-    (lambda i: _action(i, "admit").params[5].__setattr__("bitwidth", 2),
-     "admit.params.encoding: reference has 1, other has 2"),
-    (lambda i: _action(i, "admit").params.pop(), "params.bias: in reference, not in other"),
-    (lambda i: _table(i, "admission").match_fields[0].__setattr__("bitwidth", 16),
-     "tables.admission.match[0].bits: reference has 9, other has 16"),
-    (lambda i: _table(i, "admission").match_fields[1].__setattr__(
-        "match_type", p4info_pb2.MatchField.TERNARY),
-     "tables.admission.match[1].kind: reference has 'exact', other has 'ternary'"),
-    (lambda i: _table(i, "l2_forward").match_fields[0].__setattr__("name", "dst"),
-     "tables.l2_forward.match[0].name"),
-    (lambda i: _table(i, "result_destination").__setattr__("size", 16),
-     "tables.result_destination.size: other holds 16 entries"),
-    (lambda i: i.counters.remove(next(c for c in i.counters
-                                      if c.preamble.name.endswith("wrong_encoding"))),
-     "counters.wrong_encoding: no counter named 'wrong_encoding'"),
-    (lambda i: next(c for c in i.counters if c.preamble.name.endswith(".aggregated"))
-     .__setattr__("size", 32), "counters.aggregated.size: reference has 64, other has 32"),
-    (lambda i: next(c for c in i.counters if c.preamble.name.endswith(".drops"))
-     .spec.__setattr__("unit", p4info_pb2.CounterSpec.BYTES),
-     "counters.drops.unit: reference has 'PACKETS', other has 'BYTES'"),
-    (lambda i: next(r for r in i.registers if r.preamble.name.endswith(".slot_epoch"))
-     .__setattr__("size", 512), "registers.slot_epoch.size"),
-    (lambda i: _action(i, "flood").params[0].__setattr__("bitwidth", 3),
-     "multicast.flood.group: group 15 does not fit 3 bits"),
-    (lambda i: _action(i, "set_identity").preamble.__setattr__(
-        "name", "P4ReduceIngress.identity.set_id"),
-     "P4ReduceIngress.identity.set_identity: in reference, not in other"),
-])
+@pytest.mark.parametrize(
+    "edit,needle",
+    [
+        (
+            lambda i: _action(i, "admit").params[5].__setattr__("bitwidth", 2),
+            "admit.params.encoding: reference has 1, other has 2",
+        ),
+        (lambda i: _action(i, "admit").params.pop(), "params.bias: in reference, not in other"),
+        (
+            lambda i: _table(i, "admission").match_fields[0].__setattr__("bitwidth", 16),
+            "tables.admission.match[0].bits: reference has 9, other has 16",
+        ),
+        (
+            lambda i: (
+                _table(i, "admission")
+                .match_fields[1]
+                .__setattr__("match_type", p4info_pb2.MatchField.TERNARY)
+            ),
+            "tables.admission.match[1].kind: reference has 'exact', other has 'ternary'",
+        ),
+        (
+            lambda i: _table(i, "l2_forward").match_fields[0].__setattr__("name", "dst"),
+            "tables.l2_forward.match[0].name",
+        ),
+        (
+            lambda i: _table(i, "result_destination").__setattr__("size", 16),
+            "tables.result_destination.size: other holds 16 entries",
+        ),
+        (
+            lambda i: i.counters.remove(
+                next(c for c in i.counters if c.preamble.name.endswith("wrong_encoding"))
+            ),
+            "counters.wrong_encoding: no counter named 'wrong_encoding'",
+        ),
+        (
+            lambda i: next(
+                c for c in i.counters if c.preamble.name.endswith(".aggregated")
+            ).__setattr__("size", 32),
+            "counters.aggregated.size: reference has 64, other has 32",
+        ),
+        (
+            lambda i: next(
+                c for c in i.counters if c.preamble.name.endswith(".drops")
+            ).spec.__setattr__("unit", p4info_pb2.CounterSpec.BYTES),
+            "counters.drops.unit: reference has 'PACKETS', other has 'BYTES'",
+        ),
+        (
+            lambda i: next(
+                r for r in i.registers if r.preamble.name.endswith(".slot_epoch")
+            ).__setattr__("size", 512),
+            "registers.slot_epoch.size",
+        ),
+        (
+            lambda i: _action(i, "flood").params[0].__setattr__("bitwidth", 3),
+            "multicast.flood.group: group 15 does not fit 3 bits",
+        ),
+        (
+            lambda i: _action(i, "set_identity").preamble.__setattr__(
+                "name", "P4ReduceIngress.identity.set_id"
+            ),
+            "P4ReduceIngress.identity.set_identity: in reference, not in other",
+        ),
+    ],
+)
 def test_parity_reports_each_kind_of_difference(edit, needle):
     problems = differences(surface(BMV2), surface(_mutated(edit)))
     assert any(needle in p for p in problems), problems
@@ -176,11 +226,13 @@ def test_parity_reports_each_kind_of_difference(edit, needle):
 def test_a_pipe_prefix_does_not_count_as_a_difference():
     """A TNA P4Info may name objects "pipe.P4ReduceIngress..."; the controller finds them by
     suffix, so the prefix is not a difference."""
+
     def prefix(info):
         for t in info.tables:
             t.preamble.name = "pipe." + t.preamble.name
         for a in info.actions:
             a.preamble.name = "pipe." + a.preamble.name
+
     assert differences(surface(BMV2), surface(_mutated(prefix))) == []
 
 
@@ -189,8 +241,10 @@ def test_tna_p4info_gives_the_controller_what_the_bmv2_one_does(target):
     out = _need_outputs(target)
     tna = P4InfoIndex.load(out / "p4reduce.p4info.txtpb")
     problems = differences(surface(BMV2), surface(tna), names=("bmv2", target))
-    assert not problems, (f"the controller cannot drive p4src/build/{target} unchanged "
-                          f"(p4src/tna/ and p4src/v1model/ disagree):\n" + "\n".join(problems))
+    assert not problems, (
+        f"the controller cannot drive p4src/build/{target} unchanged "
+        f"(p4src/tna/ and p4src/v1model/ disagree):\n" + "\n".join(problems)
+    )
 
 
 def test_surface_is_json():

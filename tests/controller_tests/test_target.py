@@ -10,6 +10,7 @@ v1model program with a *tofino* configuration: its P4Runtime surface is the TNA 
 what the controller writes to a Tofino -- dev ports in admission, forwarding and replicas,
 lanes jobs -- over real P4Runtime, and that a result reaches the workers through them.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,14 +37,18 @@ def _sw(**switch):
 
 
 def _job(encoding=None, port=1):
-    job = {"job": 1, "slots": 4, "workers": [
-        {"rank": 0, "port": port, "mac": "02:00:00:00:00:01", "ip": "10.0.0.1"}]}
+    job = {
+        "job": 1,
+        "slots": 4,
+        "workers": [{"rank": 0, "port": port, "mac": "02:00:00:00:00:01", "ip": "10.0.0.1"}],
+    }
     if encoding is not None:
         job["encoding"] = encoding
     return job
 
 
 # -- configuration ---------------------------------------------------------------------------
+
 
 def test_default_target_is_bmv2_and_nothing_else_changes():
     cfg = parse(_sw()).switch
@@ -54,40 +59,63 @@ def test_default_target_is_bmv2_and_nothing_else_changes():
 
 def test_tofino_configuration_with_port_map_and_cpu_port(tmp_path):
     f = tmp_path / "sw.toml"
-    f.write_text('[switch]\ntarget = "tofino"\nports = [1, 2]\ncpu_port = 192\n'
-                 'device_config = "pipeline_config.pb.bin"\n'
-                 '[switch.port_map]\n1 = 128\n2 = 136\n'
-                 '[[jobs]]\njob = 3\nslots = 8\nworkers = [\n'
-                 '  { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },\n]\n')
+    f.write_text(
+        '[switch]\ntarget = "tofino"\nports = [1, 2]\ncpu_port = 192\n'
+        'device_config = "pipeline_config.pb.bin"\n'
+        "[switch.port_map]\n1 = 128\n2 = 136\n"
+        "[[jobs]]\njob = 3\nslots = 8\nworkers = [\n"
+        '  { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },\n]\n'
+    )
     cfg = load(f)
     assert cfg.switch.target == "tofino" and cfg.switch.port_map == {1: 128, 2: 136}
     assert cfg.switch.cpu_port == 192
     assert cfg.switch.device_config == tmp_path / "pipeline_config.pb.bin"
-    assert cfg.jobs[0].encoding is None          # the target's default, lanes, at creation
+    assert cfg.jobs[0].encoding is None  # the target's default, lanes, at creation
 
 
-@pytest.mark.parametrize("data,path,needle", [
-    (_sw(target="tofino3"), "switch.target", "not one of bmv2, tofino, tofino2"),
-    (_sw(port_map={"1": 128}), "switch.port_map", "only for a Tofino target"),
-    (_sw(cpu_port=192), "switch.cpu_port", "only for a Tofino target"),
-    (_sw(target="tofino", port_map={"1": 128, "2": 136}), "switch.port_map",
-     "port(s) [3] of switch.ports have no dev port"),
-    (_sw(target="tofino", port_map={"1": 128, "2": 136, "3": 128}), "switch.port_map.3",
-     "dev port 128 is also port 1's"),
-    (_sw(target="tofino", port_map={"1": 128, "2": 136, "9": 144}), "switch.port_map.9",
-     "not in switch.ports"),
-    (_sw(target="tofino", port_map={"x": 1}), "switch.port_map.x", "port number"),
-    (_sw(target="tofino", port_map={"1": 128, "2": 136, "3": 512}), "switch.port_map.3",
-     "out of range 0..511"),
-    (_sw(target="tofino", port_map={"1": 128, "2": 136, "3": 68}), "switch.port_map.3",
-     "harvest (recirculation) port"),
-    (_sw(target="tofino2", ports=[6]), "switch.ports", "harvest (recirculation) port"),
-    (_sw(target="tofino", cpu_port=2), "switch.ports", "the CPU port (switch.cpu_port)"),
-    (_sw(target="tofino", device_config=""), "switch.device_config", "expected a file path"),
-    ({**_sw(target="tofino"), "jobs": [_job("packed")]}, "jobs[0].encoding",
-     "encoding 'packed' is not available on a tofino switch"),
-    ({**_sw(), "jobs": [_job("dense")]}, "jobs[0].encoding", "not one of lanes, packed"),
-])
+@pytest.mark.parametrize(
+    "data,path,needle",
+    [
+        (_sw(target="tofino3"), "switch.target", "not one of bmv2, tofino, tofino2"),
+        (_sw(port_map={"1": 128}), "switch.port_map", "only for a Tofino target"),
+        (_sw(cpu_port=192), "switch.cpu_port", "only for a Tofino target"),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136}),
+            "switch.port_map",
+            "port(s) [3] of switch.ports have no dev port",
+        ),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136, "3": 128}),
+            "switch.port_map.3",
+            "dev port 128 is also port 1's",
+        ),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136, "9": 144}),
+            "switch.port_map.9",
+            "not in switch.ports",
+        ),
+        (_sw(target="tofino", port_map={"x": 1}), "switch.port_map.x", "port number"),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136, "3": 512}),
+            "switch.port_map.3",
+            "out of range 0..511",
+        ),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136, "3": 68}),
+            "switch.port_map.3",
+            "harvest (recirculation) port",
+        ),
+        (_sw(target="tofino2", ports=[6]), "switch.ports", "harvest (recirculation) port"),
+        (_sw(target="tofino", cpu_port=2), "switch.ports", "the CPU port (switch.cpu_port)"),
+        (_sw(target="tofino", device_config=""), "switch.device_config", "expected a file path"),
+        (
+            {**_sw(target="tofino"), "jobs": [_job("packed")]},
+            "jobs[0].encoding",
+            "encoding 'packed' is not available on a tofino switch",
+        ),
+        ({**_sw(), "jobs": [_job("dense")]}, "jobs[0].encoding", "not one of lanes, packed"),
+    ],
+)
 def test_bad_target_configuration_names_field_and_problem(data, path, needle):
     with pytest.raises(ConfigError) as info:
         parse(data)
@@ -105,13 +133,14 @@ def test_port_map_translates_and_refuses_unmapped_ports():
     assert ports(1) == 128 and ports.replicas([(1, 0), (2, 1)]) == [(128, 0), (136, 1)]
     with pytest.raises(TargetError, match="port 3 has no dev port"):
         ports(3)
-    assert PortMap()(7) == 7                     # bmv2: the data plane's own numbers
+    assert PortMap()(7) == 7  # bmv2: the data plane's own numbers
 
 
 # -- jobs: the encoding ----------------------------------------------------------------------
 
+
 def test_a_packed_job_is_refused_on_tofino_before_the_switch_is_touched():
-    conn = SwitchConnection("127.0.0.1:1")      # never connected: a refusal must not need it
+    conn = SwitchConnection("127.0.0.1:1")  # never connected: a refusal must not need it
     for name in ("tofino", "tofino2"):
         jobs = JobManager(conn, Address(SWITCH_MAC, SWITCH_IP), None, {1, 2}, TARGETS[name])
         with pytest.raises(JobError) as info:
@@ -137,15 +166,25 @@ PORT_MAP = {11: 1, 12: 2, 13: 3, 14: 4}
 
 @pytest.fixture
 def tofino_controller(switch_process, tmp_path):
-    cfg = parse({"switch": {
-        "target": "tofino", "grpc_addr": switch_process.grpc_addr, "mac": SWITCH_MAC,
-        "ip": SWITCH_IP, "election_id": 10, "ports": sorted(PORT_MAP),
-        "port_map": {str(k): v for k, v in PORT_MAP.items()},
-        "hosts": [{"mac": host(1)[0], "port": 11}],
-        # the v1model build stands in for the TNA one: same P4Runtime surface
-        "p4info": str(pipeline.DEFAULT_P4INFO),
-        "device_config": str(pipeline.DEFAULT_DEVICE_CONFIG),
-        "state_file": str(tmp_path / "jobs.json")}}, tmp_path)
+    cfg = parse(
+        {
+            "switch": {
+                "target": "tofino",
+                "grpc_addr": switch_process.grpc_addr,
+                "mac": SWITCH_MAC,
+                "ip": SWITCH_IP,
+                "election_id": 10,
+                "ports": sorted(PORT_MAP),
+                "port_map": {str(k): v for k, v in PORT_MAP.items()},
+                "hosts": [{"mac": host(1)[0], "port": 11}],
+                # the v1model build stands in for the TNA one: same P4Runtime surface
+                "p4info": str(pipeline.DEFAULT_P4INFO),
+                "device_config": str(pipeline.DEFAULT_DEVICE_CONFIG),
+                "state_file": str(tmp_path / "jobs.json"),
+            }
+        },
+        tmp_path,
+    )
     ctl = Controller(cfg)
     ctl.up()
     yield ctl
@@ -155,19 +194,20 @@ def tofino_controller(switch_process, tmp_path):
 def _workers(ports):
     """Workers on configured ports; their addresses are those of the switch port they sit
     on (host(dev port)), which run_round sends from."""
-    return [WorkerAddress(rank, port, *host(PORT_MAP[port]), 0x5031)
-            for rank, port in enumerate(ports)]
+    return [
+        WorkerAddress(rank, port, *host(PORT_MAP[port]), 0x5031) for rank, port in enumerate(ports)
+    ]
 
 
 def test_entries_and_groups_carry_dev_ports(tofino_controller):
     ctl = tofino_controller
     job = ctl.jobs.create(9, _workers([12, 13]), slots=4)
-    assert job.encoding == "lanes"               # the tofino default
+    assert job.encoding == "lanes"  # the tofino default
     entries = [ctl.conn.p4.describe_entry(e) for e in read_entries(ctl.conn)]
     admission = [e for e in entries if e["table"].endswith("admission.admission")]
     assert sorted(e["match"]["ingress_port"] for e in admission) == [2, 3]
     forward = [e for e in entries if e.get("action", "").endswith(".forward")]
-    assert [e["params"]["port"] for e in forward] == [1]          # host on port 11
+    assert [e["params"]["port"] for e in forward] == [1]  # host on port 11
     groups = read_groups(ctl.conn)
     assert sorted(groups[ctl.config.switch.flood_group]) == [(1, 0), (2, 0), (3, 0), (4, 0)]
     assert sorted(groups[job.params.mcast_grp]) == [(2, 0), (3, 1)]
@@ -194,10 +234,19 @@ def test_up_refuses_a_state_file_with_a_packed_job_on_tofino(tmp_path):
     packed values that the TNA program adds as lanes, so reconciling stops, naming the job,
     before anything is written to the switch."""
     from controlplane.jobs import Job
+
     cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
-    ctl = Controller(cfg)         # never connected: the refusal must come first
-    ctl.jobs.table.jobs = {3: Job(job=3, job_index=0, slot_base=0, slot_count=4, epoch=1,
-                                  workers=[WorkerAddress(0, 1, *host(1), 0x5030)],
-                                  encoding="packed")}
+    ctl = Controller(cfg)  # never connected: the refusal must come first
+    ctl.jobs.table.jobs = {
+        3: Job(
+            job=3,
+            job_index=0,
+            slot_base=0,
+            slot_count=4,
+            epoch=1,
+            workers=[WorkerAddress(0, 1, *host(1), 0x5030)],
+            encoding="packed",
+        )
+    }
     with pytest.raises(JobError, match="job 3 with encoding 'packed'.*tofino switch"):
         ctl._reconcile_locked()
