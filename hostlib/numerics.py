@@ -81,16 +81,17 @@ def block_exponents(blocks: np.ndarray) -> np.ndarray:
     return np.maximum(e, MIN_EXPONENT).astype(np.int16)
 
 
-def check_finite(flat: np.ndarray) -> None:
-    """NaN/Inf and values beyond 2^127 are refused before anything is sent (section 10)."""
+def nonfinite_reason(flat: np.ndarray) -> str:
+    """Why a float tensor cannot be encoded (NaN/Inf, |x| beyond 2^127; section 10), or ""."""
     if not np.isfinite(flat).all():
         bad = np.flatnonzero(~np.isfinite(flat))
-        raise ValueError(f"tensor contains NaN or Inf ({bad.size} elements, first at flat "
-                         f"index {int(bad[0])}); nothing was sent")
+        return (f"tensor contains NaN or Inf ({bad.size} elements, first at flat index "
+                f"{int(bad[0])})")
     if flat.size and float(np.abs(flat).max()) > 2.0 ** MAX_EXPONENT:
         idx = int(np.argmax(np.abs(flat)))
-        raise ValueError(f"|x| = {float(np.abs(flat[idx]))!r} at flat index {idx} exceeds "
-                         f"2^127, the largest block exponent; nothing was sent")
+        return (f"|x| = {float(np.abs(flat[idx]))!r} at flat index {idx} exceeds 2^127, the "
+                f"largest block exponent")
+    return ""
 
 
 def quantize(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
@@ -154,6 +155,8 @@ class Payload:
     fingerprint: int = 0            # protocol.fingerprint(dtype, elements): announced
     encoding: p.Encoding = p.Encoding.LANES
     halves: bool = False            # int32 in a packed job: blocks are split_halves rows
+    refused: str = ""               # why the values cannot be sent (then: none, and a
+                                    # NONFINITE fingerprint; see make_payload)
 
     @property
     def nblocks(self) -> int:
@@ -177,10 +180,16 @@ class Payload:
 
 
 def make_payload(array: np.ndarray, worker_count: int,
-                 encoding: p.Encoding = p.Encoding.LANES) -> Payload:
+                 encoding: p.Encoding = p.Encoding.LANES, *,
+                 announce_refusal: bool = False) -> Payload:
     """Validate dtype and values, cut into blocks, find non-zero blocks and exponents.
     In a packed-encoding job an int32 tensor travels as twice as many blocks of 16-bit
-    halves (split_halves)."""
+    halves (split_halves).
+
+    A float tensor holding NaN/Inf (or |x| > 2^127) raises ValueError, or, with
+    `announce_refusal`, becomes a payload with no values and the NONFINITE fingerprint
+    (`refused` says why): sent, it makes every rank's call fail together (the Worker's
+    way, so that the other ranks neither wait for this one nor get out of step)."""
     a = np.asarray(array)
     if a.dtype not in SUPPORTED:
         raise TypeError(f"dtype {a.dtype} not supported: use int32, float32 or float64")
@@ -192,7 +201,16 @@ def make_payload(array: np.ndarray, worker_count: int,
                          f" allows at most {p.MAX_BLOCK + 1}")
     is_float = a.dtype.kind == "f"
     if is_float:
-        check_finite(flat)
+        reason = nonfinite_reason(flat)
+        if reason and not announce_refusal:
+            raise ValueError(f"{reason}; nothing was sent")
+        if reason:
+            return Payload(blocks=np.zeros((nblocks, p.LANES)),
+                           nonzero=np.zeros(0, np.int64),
+                           exponent_biased=np.zeros(nblocks, np.int16), is_float=True,
+                           worker_count=worker_count,
+                           fingerprint=p.nonfinite_fingerprint(flat.size),
+                           encoding=encoding, refused=reason)
         blocks = to_blocks(flat.astype(np.float64, copy=False))
         exps = block_exponents(blocks) + p.EXPONENT_BIAS
     else:

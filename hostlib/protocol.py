@@ -286,10 +286,17 @@ def parse_frame(frame: bytes) -> Frame:
 # Fingerprint: what a rank reduces (docs/protocol.md section 3)
 
 class DtypeCode(IntEnum):
-    """How the switch sees a tensor's elements (the low 2 bits of a fingerprint)."""
+    """How the switch sees a tensor's elements (the low 2 bits of a fingerprint).
+
+    NONFINITE is no dtype: a rank whose float tensor cannot be encoded (NaN, Inf, |x| >
+    2^127) still takes part in the call, announcing its length with this code and no
+    values. No other rank announces it, so the fingerprint range differs and every rank
+    raises: no rank waits for the refused one, and none is left a call behind (which
+    would pair its next tensor with the others' current one)."""
     INT32 = 0
     FLOAT32 = 1
     FLOAT64 = 2
+    NONFINITE = 3
 
 
 MAX_ELEMENTS = (1 << 30) - 1       # 24-bit blocks of 64 values fit in 30 bits
@@ -308,18 +315,26 @@ def fingerprint(dtype: np.dtype, elements: int) -> int:
     return (int(elements) << 2) | int(_DTYPE_CODES[dt])
 
 
+def nonfinite_fingerprint(elements: int) -> int:
+    """The fingerprint of a rank whose float tensor of `elements` values holds NaN/Inf."""
+    if not 0 <= elements <= MAX_ELEMENTS:
+        raise ValueError(f"{elements} elements: at most {MAX_ELEMENTS} fit a fingerprint")
+    return (int(elements) << 2) | int(DtypeCode.NONFINITE)
+
+
 def describe_fingerprint(fp: int) -> tuple[str, int]:
     """(dtype name, elements) of a fingerprint."""
-    code = fp & 3
-    name = DtypeCode(code).name.lower() if code in DtypeCode._value2member_map_ else "unknown"
-    return name, fp >> 2
+    return DtypeCode(fp & 3).name.lower(), fp >> 2
 
 
 def fingerprint_disagreement(low: int, high: int) -> str:
     """What two fingerprints (the switch's minimum and maximum) disagree on, in words."""
     (d0, n0), (d1, n1) = describe_fingerprint(low), describe_fingerprint(high)
     parts = []
-    if d0 != d1:
+    if "nonfinite" in (d0, d1):
+        parts.append("a rank's float tensor holds NaN or Inf (or |x| > 2^127), which the "
+                     "protocol cannot carry")
+    elif d0 != d1:
         parts.append(f"dtype {d0} vs {d1}")
     if n0 != n1:
         parts.append(f"length {n0} vs {n1} elements")

@@ -122,7 +122,8 @@ class Worker:
 
         int32 is summed exactly (OverflowError if the switch flags an overflow); float32
         and float64 go through block floating point (protocol.md section 10). op="mean"
-        returns float64 for int32 input.
+        returns float64 for int32 input. NaN/Inf (or |x| > 2^127) on any rank: ValueError
+        on every rank (this one names the element), and the job stays usable.
         """
         a = np.asarray(array)
         if op not in ("sum", "mean"):
@@ -152,7 +153,10 @@ class Worker:
             raise RuntimeError("Worker is closed")
         if self._broken:
             raise WorkerBroken(self._broken)
-        payload = make_payload(a, self.cfg.worker_count, self.cfg.encoding)  # errors before sending
+        # a float tensor with NaN/Inf is still announced (no values): the call then fails
+        # on every rank together instead of leaving this rank one call behind the others
+        payload = make_payload(a, self.cfg.worker_count, self.cfg.encoding,
+                               announce_refusal=True)
         t0 = time.monotonic()
         eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.slot_versions,
                               self.builder, self.rtt, self.continued)
@@ -190,6 +194,9 @@ class Worker:
             self._account(eng, time.monotonic() - t0, payload)
         self.slot_versions = eng.final_slot_versions(self.slot_versions)
         self.continued = eng.continued
+        if payload.refused:
+            raise ValueError(f"{payload.refused}: the protocol cannot carry it; no rank of "
+                             f"job {self.cfg.job} returns a sum for this call (each raises)")
         eng.raise_if_mismatched()
         eng.raise_if_overflowed()
         size = a.size

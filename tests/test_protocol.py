@@ -119,6 +119,13 @@ def test_fingerprint_is_exact_and_describes_the_difference():
     assert p.fingerprint(np.float64, p.MAX_ELEMENTS) < 1 << 32
     with pytest.raises(ValueError, match="int16"):
         p.fingerprint(np.int16, 3)
+    # a refused float tensor: same length, a code no dtype has, always the larger one
+    bad = p.nonfinite_fingerprint(1000)
+    assert p.describe_fingerprint(bad) == ("nonfinite", 1000)
+    assert bad > max(f32, i32, p.fingerprint(np.float64, 1000))
+    assert "NaN or Inf" in p.fingerprint_disagreement(f32, bad)
+    assert p.fingerprint_disagreement(p.fingerprint(np.float32, 999), bad).endswith(
+        "length 999 vs 1000 elements")
 
 
 @pytest.mark.parametrize("cut,needle", [(20, "truncated frame"), (50, "truncated p4reduce header"),

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import faulthandler
 import os
+import signal
 import sys
 import warnings
 
@@ -86,6 +88,10 @@ def main() -> int:
     ap.add_argument("--ddp-steps", type=int, default=4)
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    # a stall shows where every thread is: on SIGUSR1, and by itself before the 120 s
+    # collective timeouts below fire (the launcher prints a failed rank's output)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    faulthandler.dump_traceback_later(100, exit=False)
     out: dict = {"rank": rank, "world": world}
     # the name alone must work: registered by the torch.backends entry point on import torch
     out["imported_before_init"] = "hostlib.torch_backend" in sys.modules
@@ -174,6 +180,20 @@ def main() -> int:
     out["gloo"] = {"max": m, "int64": i64, "product": p, "broadcast": b,
                    "all_gather": gathered, "reduce_scatter": rs, "objects": objs}
     out["stats_gloo"] = stats()
+
+    # NaN on the last rank: every rank's call raises ValueError at once (none waits for the
+    # deadline, none returns a sum), and the next call is right everywhere
+    bad = torch.full((300,), 1.0)
+    if rank == world - 1:
+        bad[7] = float("nan")
+    try:
+        dist.all_reduce(bad)
+        out["nan"] = "no error"
+    except ValueError as e:
+        out["nan"] = f"{type(e).__name__}: {e}"
+    after_nan = torch.full((300,), float(rank))
+    dist.all_reduce(after_nan)
+    out["after_nan"] = after_nan
 
     # 3. DDP with no comm hook: its buckets go through the switch
     with_switch = train(torch.nn.parallel.DistributedDataParallel(model()), rank,

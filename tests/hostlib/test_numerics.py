@@ -41,6 +41,18 @@ def test_nan_inf_refused(bad):
         nm.make_payload(x, 2)
 
 
+def test_refusal_announced_instead_of_raised():
+    """The Worker's way: no values, the length and the NONFINITE code (every rank then fails
+    the call together; test_worker_loopback)."""
+    x = np.ones(200, np.float64)
+    x[130] = np.nan
+    pl = nm.make_payload(x, 3, announce_refusal=True)
+    assert "NaN or Inf" in pl.refused and "130" in pl.refused
+    assert pl.nblocks == 4 and pl.nonzero.size == 0
+    assert p.describe_fingerprint(pl.fingerprint) == ("nonfinite", 200)
+    assert nm.make_payload(np.ones(200), 3, announce_refusal=True).refused == ""
+
+
 def test_beyond_2_127_refused():
     x = np.ones(10, np.float64)
     x[3] = 2.0 ** 128

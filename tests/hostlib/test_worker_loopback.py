@@ -6,6 +6,7 @@ protocol (engine + numerics + the switch's P4) for several ranks, sparsity, dtyp
 """
 from __future__ import annotations
 
+import re
 import threading
 from typing import Callable
 
@@ -150,19 +151,54 @@ def test_mean_non_contiguous_and_in_place(rng, switch, job_of):
         assert np.array_equal(base[r][mask], before[mask]), "only the view was written"
 
 
-def test_nan_refused_before_anything_is_sent(switch, job_of):
-    x = np.ones(500, np.float32)
-    x[321] = np.nan
+@pytest.mark.parametrize("bad, what", [(np.nan, "NaN or Inf"), (-np.inf, "NaN or Inf"),
+                                       (2.0 ** 128, "exceeds 2\\^127")])
+@pytest.mark.parametrize("encoding", ["lanes", "packed"])
+def test_nan_on_one_rank_fails_every_rank_and_the_job_goes_on(bad, what, encoding, rng,
+                                                              switch, job_of):
+    """A rank whose tensor the protocol cannot carry still takes part in the call (its
+    length, a NONFINITE fingerprint, no values): every rank raises at once, and all stay in
+    step. Before, that rank raised alone; the others waited for it, and its *next* tensor
+    of the same length completed their current call -- a wrong sum on every rank."""
+    job = job_of(3, slots=4, encoding=encoding)
+    first = [rng.standard_normal(64 * 9) for _ in range(3)]
+    first[1][64 * 7 + 5] = bad
+    second = [rng.standard_normal(64 * 9) for _ in range(3)]
 
     def fn(w, r):
-        with pytest.raises(ValueError, match="NaN"):
-            w.allreduce(x)
-        return w.stats.packets_sent
+        with pytest.raises(ValueError) as info:
+            w.allreduce(first[r])
+        sent = w.stats.packets_sent
+        return str(info.value), type(info.value), sent, w.allreduce(second[r])
 
-    job = job_of(1)
-    res, errs = run_ranks(switch, job, fn)
-    assert errs == [None] and res == [0]
-    assert switch.stats(job)["aggregated"] == 0
+    res, errs = run_ranks(switch, job, fn, timeout=0.01, deadline=5.0)
+    assert errs == [None, None, None]
+    message, kind, sent, _ = res[1]
+    assert re.search(what, message) and "7" in message and kind is ValueError
+    assert sent <= 4, "the refusing rank announced (one per slot at most), sent no values"
+    for r in (0, 2):
+        assert res[r][1] is FingerprintMismatch and "NaN or Inf" in res[r][0], res[r][0]
+    exact = sum(second)
+    for _, _, _, after in res:
+        assert np.allclose(after, exact, rtol=0, atol=1e-6 * np.abs(exact).max())
+
+
+def test_nan_on_every_rank_raises_on_every_rank(switch, job_of):
+    """All ranks refuse: their fingerprints agree (nothing for the switch to flag), yet each
+    raises its own error and the next call is right."""
+    job = job_of(2)
+
+    def fn(w, r):
+        x = np.ones(100, np.float32)
+        x[10 + r] = np.nan
+        with pytest.raises(ValueError, match=f"NaN or Inf .*first at flat index {10 + r}"):
+            w.allreduce(x)
+        return w.allreduce(np.full(100, r + 1.0, np.float32))
+
+    res, errs = run_ranks(switch, job, fn, timeout=0.01, deadline=5.0)
+    assert errs == [None, None]
+    for out in res:
+        assert (out == 3.0).all()
 
 
 @pytest.mark.parametrize("encoding", ["lanes", "packed"])
@@ -289,7 +325,6 @@ def test_ranks_that_disagree_all_raise_the_same_error(shapes, dtypes, what, swit
     assert errs == [None, None]
     assert res[0][0] == res[1][0], "every rank raises the same message"
     assert isinstance(FingerprintMismatch("x"), ValueError)
-    import re
     assert re.search(what, res[0][0]), res[0][0]
     for _, after in res:
         assert (after == 3).all()
