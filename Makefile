@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 P4C ?= p4c-bm2-ss
 DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
 
-.PHONY: install install-torch install-examples install-bench test p4 run example bench bench-peers clean
+.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-peers clean
 
 install:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -36,11 +36,24 @@ install-bench:
 test:
 	$(PY) -m pytest -q -ra
 
+# ruff's checks and its formatter's layout (configured in pyproject.toml); .ci/run runs it
+lint:
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
 # Regenerate every committed p4c output (+ manifest) with the one p4src/compile.py:
 # p4src/build/ and each test program's tests/<suite>/p4/build/<name>/. Needs p4c-bm2-ss.
 p4:
 	$(PYTHON) p4src/compile.py --p4c $(P4C)
 	for program in tests/*/p4/*.p4; do $(PYTHON) p4src/compile.py --p4c $(P4C) $$program || exit 1; done
+
+# Regenerate p4src/build/tofino/ and tofino2/ (P4Info, bf-rt.json, context.json, resource
+# summary, manifest) from p4src/tna/; needs p4c's Tofino backend (docs/tofino.md).
+# TOFINO_P4C: its `p4c` driver (default: the build docs/tofino.md describes, else PATH).
+TOFINO_P4C ?= $(firstword $(wildcard /opt/tofino/build-p4c/p4c) p4c)
+p4-tofino:
+	$(PYTHON) p4src/compile.py --target tofino --p4c $(TOFINO_P4C)
+	$(PYTHON) p4src/compile.py --target tofino2 --p4c $(TOFINO_P4C)
 
 # The end-to-end demo on the embedded default (softswitch unless simple_switch_grpc exists).
 # A bad value (SIZE <= 0, LOSS outside [0, 1), an unknown TARGET, ...) is one error line

@@ -1,6 +1,7 @@
 """Applies the one skip rule (bmv2_tests/targets.py `unmet`) to every test of the
 repository: a test marked root, bmv2 or mininet -- by hand or through its target's
 params -- is skipped with the reason before any of its fixtures start a switch."""
+
 from __future__ import annotations
 
 import pytest

@@ -15,6 +15,7 @@ test's verdict) and `result-R.csv` (the reduced vector, which the parent checks 
 Nothing of the peer's code is changed here; `--no-log` replaces the name `Log` in their
 worker module with a no-op (the diagnostic of docs/course-baseline.md), not their file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,8 @@ def main() -> int:
     ap.add_argument("--no-log", action="store_true")
     a = ap.parse_args()
 
-    sys.path.insert(0, os.getcwd())             # their worker.py and lib/
-    sys.argv = ["worker.py", str(a.rank)]       # what their lib.worker.rank() reads
+    sys.path.insert(0, os.getcwd())  # their worker.py and lib/
+    sys.argv = ["worker.py", str(a.rank)]  # what their lib.worker.rank() reads
     import lib.config  # noqa: F401 -- theirs: sets APP_ROOT/APP_LOGS/APP_TEST as network.py does
     import worker as their  # their worker.py (module-level code runs, as with `python worker.py`)
 
@@ -56,7 +57,7 @@ def main() -> int:
     data = their.GenInts(a.values)
     result = their.GenInts(a.values, 0)
     their.CreateTestData(a.test_id, a.rank, data)
-    if a.impl == "j-udp":                       # as their main()
+    if a.impl == "j-udp":  # as their main()
         conn = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         conn.bind((f"10.0.0.{a.rank + 1}", 0x4200))
     elif a.impl == "y-udp":
@@ -82,9 +83,18 @@ def main() -> int:
     verdict_file = Path(os.environ["APP_TEST"]) / f"test-{a.test_id}" / f"result-rank-{a.rank}.txt"
     verdict = verdict_file.read_text() if verdict_file.exists() else "no result file"
     (a.sync / f"result-{a.rank}.csv").write_text(",".join(map(str, result)))
-    (a.sync / f"rank-{a.rank}.json").write_text(json.dumps({
-        "rank": a.rank, "start": t0, "end": t1, "values": a.values,
-        "their_test_pass": verdict.rstrip().endswith("PASS"), "their_test": verdict[-400:]}))
+    (a.sync / f"rank-{a.rank}.json").write_text(
+        json.dumps(
+            {
+                "rank": a.rank,
+                "start": t0,
+                "end": t1,
+                "values": a.values,
+                "their_test_pass": verdict.rstrip().endswith("PASS"),
+                "their_test": verdict[-400:],
+            }
+        )
+    )
     return 0
 
 

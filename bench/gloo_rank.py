@@ -9,6 +9,7 @@ timed part. Writes the last result and a JSON report.
 
     python bench/gloo_rank.py RANK WORLD STORE INPUT.npy OUTPUT.npy REPORT.json [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,10 +47,15 @@ def main() -> int:
 
         import torch
         import torch.distributed as dist
+
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"file://{args.store}", rank=args.rank,
-                                world_size=args.world,
-                                timeout=datetime.timedelta(seconds=args.timeout))
+        dist.init_process_group(
+            "gloo",
+            init_method=f"file://{args.store}",
+            rank=args.rank,
+            world_size=args.world,
+            timeout=datetime.timedelta(seconds=args.timeout),
+        )
         try:
             x = torch.from_numpy(np.load(args.input))
             dist.all_reduce(torch.zeros(64, dtype=x.dtype))

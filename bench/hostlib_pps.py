@@ -16,6 +16,7 @@ Rate = worker packets sent per second (each is answered by one result). The rati
 hostlib rows to the C row is what docs/hostlib.md reports (target >= 0.5). Both ends share
 the machine's cores, as they would in the end-to-end tests.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from hostlib import netns
+from hostlib import netns  # noqa: E402
 from hostlib import protocol as p  # noqa: E402
 
 
@@ -42,14 +43,14 @@ def compile_baseline(tmp: Path) -> Path:
     if cc is None:
         raise SystemExit("no C compiler (cc) on PATH")
     exe = tmp / "pps_baseline"
-    subprocess.run([cc, "-O2", "-o", str(exe), str(ROOT / "bench" / "pps_baseline.c")],
-                   check=True)
+    subprocess.run([cc, "-O2", "-o", str(exe), str(ROOT / "bench" / "pps_baseline.c")], check=True)
     return exe
 
 
 def c_reflector(t: netns.Topology, exe: Path, seconds: float) -> subprocess.Popen[bytes]:
-    p = subprocess.Popen(t.exec_argv(t.switch_ns, [str(exe), "reflect", t.switch_if[0],
-                                                   str(seconds)]))
+    p = subprocess.Popen(
+        t.exec_argv(t.switch_ns, [str(exe), "reflect", t.switch_if[0], str(seconds)])
+    )
     time.sleep(0.3)
     return p
 
@@ -58,11 +59,27 @@ def run_c(t: netns.Topology, exe: Path, count: int, window: int) -> float:
     d = t.descriptors[0]
     refl = c_reflector(t, exe, 120)
     try:
-        out = subprocess.run(t.exec_argv(t.worker_ns[0], [
-            str(exe), "client", t.worker_if[0], str(count), str(window),
-            d["worker"]["mac"], d["switch"]["mac"], d["worker"]["ip"], d["switch"]["ip"],
-            str(d["worker"]["udp_port"])]), capture_output=True, text=True, check=True,
-            timeout=120).stdout.split()
+        out = subprocess.run(
+            t.exec_argv(
+                t.worker_ns[0],
+                [
+                    str(exe),
+                    "client",
+                    t.worker_if[0],
+                    str(count),
+                    str(window),
+                    d["worker"]["mac"],
+                    d["switch"]["mac"],
+                    d["worker"]["ip"],
+                    d["switch"]["ip"],
+                    str(d["worker"]["udp_port"]),
+                ],
+            ),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout.split()
     finally:
         refl.terminate()
         refl.wait()
@@ -72,18 +89,39 @@ def run_c(t: netns.Topology, exe: Path, count: int, window: int) -> float:
     return packets / seconds
 
 
-def run_hostlib(t: netns.Topology, tmp: Path, mode: str, repeat: int,
-                exe: Path) -> tuple[float, dict]:
+def run_hostlib(
+    t: netns.Topology, tmp: Path, mode: str, repeat: int, exe: Path
+) -> tuple[float, dict]:
     desc = tmp / "d0.json"
     desc.write_text(json.dumps(t.descriptors[0]))
     refl = c_reflector(t, exe, 300)
     stats = tmp / f"stats-{mode}.json"
     try:
-        subprocess.run(t.exec_argv(t.worker_ns[0], [
-            sys.executable, "-m", "hostlib", "--descriptor", str(desc), "--input",
-            str(tmp / "x.npy"), "--transport", mode, "--repeat", str(repeat),
-            "--stats", str(stats), "--timeout", "0.005"]), cwd=ROOT, check=True,
-            timeout=300)
+        subprocess.run(
+            t.exec_argv(
+                t.worker_ns[0],
+                [
+                    sys.executable,
+                    "-m",
+                    "hostlib",
+                    "--descriptor",
+                    str(desc),
+                    "--input",
+                    str(tmp / "x.npy"),
+                    "--transport",
+                    mode,
+                    "--repeat",
+                    str(repeat),
+                    "--stats",
+                    str(stats),
+                    "--timeout",
+                    "0.005",
+                ],
+            ),
+            cwd=ROOT,
+            check=True,
+            timeout=300,
+        )
     finally:
         refl.terminate()
         refl.wait()
@@ -92,8 +130,9 @@ def run_hostlib(t: netns.Topology, tmp: Path, mode: str, repeat: int,
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--window", type=int, default=256, help="slots = frames in flight")
     ap.add_argument("--blocks", type=int, default=50_000, help="dense blocks per allreduce")
     ap.add_argument("--repeat", type=int, default=3)
@@ -117,17 +156,22 @@ def main() -> int:
             rows[f"hostlib ({mode}) <-> C reflector"] = r
             extra[mode] = s
     base = rows["C sendmmsg/recvmmsg <-> C reflector"]
-    print(f"window {a.window} frames, {a.blocks} dense float32 blocks x {a.repeat} "
-          f"allreduces, {os.cpu_count()} CPUs, {p.FRAME_BYTES_WITH_VALUES}-byte frames")
+    print(
+        f"window {a.window} frames, {a.blocks} dense float32 blocks x {a.repeat} "
+        f"allreduces, {os.cpu_count()} CPUs, {p.FRAME_BYTES_WITH_VALUES}-byte frames"
+    )
     print(f"{'loop':45s} {'packets/s':>12s} {'vs C':>7s}")
     for name, rate in rows.items():
         print(f"{name:45s} {rate:12,.0f} {rate / base:7.2f}")
     for k, s in extra.items():
-        print(f"  {k}: retransmissions {s['retransmissions']}, packets {s['packets_sent']}, "
-              f"time {s['time']:.3f}s, transport {s['transport']}")
+        print(
+            f"  {k}: retransmissions {s['retransmissions']}, packets {s['packets_sent']}, "
+            f"time {s['time']:.3f}s, transport {s['transport']}"
+        )
     if a.json:
-        Path(a.json).write_text(json.dumps({"rates": rows, "stats": extra,
-                                            "window": a.window, "blocks": a.blocks}))
+        Path(a.json).write_text(
+            json.dumps({"rates": rows, "stats": extra, "window": a.window, "blocks": a.blocks})
+        )
     return 0
 
 

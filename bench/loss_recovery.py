@@ -24,6 +24,7 @@ Two tables from one Mininet network (P4 switch, controller, hostlib worker proce
 
 Figures and the exact commands: docs/benchmarks.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,25 +49,32 @@ def run(net, opts) -> dict:
     calls = [c for o in s.outcomes for c in o.calls]
     timed = [c for c in calls if c["kind"] == "timed"]
     counters = next(iter(s.switch_counters.values()))
-    return {"times": times,
-            "packets_sent": sum(c["packets_sent"] for c in calls),
-            "retransmissions": sum(c["retransmissions"] for c in calls),
-            "timed_packets_sent": sum(c["packets_sent"] for c in timed),
-            "timed_retransmissions": sum(c["retransmissions"] for c in timed),
-            "duplicates": counters.get("duplicates", 0),
-            "retransmissions_served": counters.get("retransmissions_served", 0)}
+    return {
+        "times": times,
+        "packets_sent": sum(c["packets_sent"] for c in calls),
+        "retransmissions": sum(c["retransmissions"] for c in calls),
+        "timed_packets_sent": sum(c["packets_sent"] for c in timed),
+        "timed_retransmissions": sum(c["retransmissions"] for c in timed),
+        "duplicates": counters.get("duplicates", 0),
+        "retransmissions_served": counters.get("retransmissions_served", 0),
+    }
 
 
 def merge(rs: list[dict]) -> dict:
     """Runs of one configuration: median call time, summed counts, shares."""
     out = {"times": [t for r in rs for t in r["times"]]}
-    for key in ("packets_sent", "retransmissions", "timed_packets_sent",
-                "timed_retransmissions", "duplicates", "retransmissions_served"):
+    for key in (
+        "packets_sent",
+        "retransmissions",
+        "timed_packets_sent",
+        "timed_retransmissions",
+        "duplicates",
+        "retransmissions_served",
+    ):
         out[key] = sum(r[key] for r in rs)
     out["seconds"] = statistics.median(out["times"])
     out["retx_all_pct"] = 100.0 * out["retransmissions"] / max(1, out["packets_sent"])
-    out["retx_timed_pct"] = (100.0 * out["timed_retransmissions"]
-                             / max(1, out["timed_packets_sent"]))
+    out["retx_timed_pct"] = 100.0 * out["timed_retransmissions"] / max(1, out["timed_packets_sent"])
     return out
 
 
@@ -89,9 +97,18 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     demo = load_demo()
-    base = demo.Options(workers=args.workers, size=args.size, dtype=args.dtype,
-                        target=args.target, slots=args.slots, density=args.density,
-                        deadline=600.0, quiet=True, repeat=args.repeat, warmup=True)
+    base = demo.Options(
+        workers=args.workers,
+        size=args.size,
+        dtype=args.dtype,
+        target=args.target,
+        slots=args.slots,
+        density=args.density,
+        deadline=600.0,
+        quiet=True,
+        repeat=args.repeat,
+        warmup=True,
+    )
     loss_rows, spurious_rows = [], []
     with demo.STOP.installed(), demo.DemoNetwork(args.target, args.workers) as net:
         if not args.skip_loss:
@@ -100,42 +117,74 @@ def main() -> int:
                 for loss in args.losses:
                     r = run(net, replace(base, loss=loss))
                     runs[loss].append(r)
-                    print(f"loss {loss:5.2f}: {[round(t, 3) for t in r['times']]} s",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"loss {loss:5.2f}: {[round(t, 3) for t in r['times']]} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             loss_rows = [{"loss": loss, **merge(rs)} for loss, rs in runs.items()]
         if not args.skip_spurious:
             for slots in args.slot_counts:
                 for density in args.spurious_densities:
-                    r = merge([run(net, replace(base, slots=slots, density=density, loss=0.0,
-                                                repeat=args.spurious_repeat))])
+                    r = merge(
+                        [
+                            run(
+                                net,
+                                replace(
+                                    base,
+                                    slots=slots,
+                                    density=density,
+                                    loss=0.0,
+                                    repeat=args.spurious_repeat,
+                                ),
+                            )
+                        ]
+                    )
                     spurious_rows.append({"slots": slots, "density": density, **r})
-                    print(f"slots {slots} density {density}: {r['seconds']:.3f} s  retx "
-                          f"{r['retx_all_pct']:.2f} %", file=sys.stderr, flush=True)
+                    print(
+                        f"slots {slots} density {density}: {r['seconds']:.3f} s  retx "
+                        f"{r['retx_all_pct']:.2f} %",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         target = net.target
     print(f"target {target}, {args.workers} workers, {args.size} {args.dtype} values")
     if loss_rows:
         lossless = next((r["seconds"] for r in loss_rows if r["loss"] == 0), None)
-        print(f"\nloss each way; density {args.density}, {args.slots} slots, median of "
-              f"{args.rounds} x {args.repeat} calls (slowest worker each)")
-        print(f"{'loss':>6} {'seconds':>9} {'x lossless':>10} {'retx %':>7} {'switch dup':>10} "
-              f"{'served':>7}")
+        print(
+            f"\nloss each way; density {args.density}, {args.slots} slots, median of "
+            f"{args.rounds} x {args.repeat} calls (slowest worker each)"
+        )
+        print(
+            f"{'loss':>6} {'seconds':>9} {'x lossless':>10} {'retx %':>7} {'switch dup':>10} "
+            f"{'served':>7}"
+        )
         for r in loss_rows:
             ratio = f"{r['seconds'] / lossless:10.2f}" if lossless else f"{'-':>10}"
-            print(f"{r['loss']:6.2f} {r['seconds']:9.3f} {ratio} {r['retx_all_pct']:7.2f} "
-                  f"{r['duplicates']:>10} {r['retransmissions_served']:>7}")
+            print(
+                f"{r['loss']:6.2f} {r['seconds']:9.3f} {ratio} {r['retx_all_pct']:7.2f} "
+                f"{r['duplicates']:>10} {r['retransmissions_served']:>7}"
+            )
     if spurious_rows:
-        print(f"\nno loss: retransmissions as % of packets sent (all calls incl. warm-up / "
-              f"timed calls only), {args.spurious_repeat} timed call(s)")
-        print(f"{'slots':>6} {'density':>8} {'seconds':>9} {'retx % all':>10} "
-              f"{'retx % timed':>12} {'packets':>9} {'switch dup':>10} {'served':>7}")
+        print(
+            f"\nno loss: retransmissions as % of packets sent (all calls incl. warm-up / "
+            f"timed calls only), {args.spurious_repeat} timed call(s)"
+        )
+        print(
+            f"{'slots':>6} {'density':>8} {'seconds':>9} {'retx % all':>10} "
+            f"{'retx % timed':>12} {'packets':>9} {'switch dup':>10} {'served':>7}"
+        )
         for r in spurious_rows:
-            print(f"{r['slots']:6} {r['density']:8} {r['seconds']:9.3f} "
-                  f"{r['retx_all_pct']:10.2f} {r['retx_timed_pct']:12.2f} "
-                  f"{r['packets_sent']:9} {r['duplicates']:>10} "
-                  f"{r['retransmissions_served']:>7}")
+            print(
+                f"{r['slots']:6} {r['density']:8} {r['seconds']:9.3f} "
+                f"{r['retx_all_pct']:10.2f} {r['retx_timed_pct']:12.2f} "
+                f"{r['packets_sent']:9} {r['duplicates']:>10} "
+                f"{r['retransmissions_served']:>7}"
+            )
     if args.json:
-        args.json.write_text(json.dumps({"target": target, "loss": loss_rows,
-                                         "spurious": spurious_rows}, indent=2))
+        args.json.write_text(
+            json.dumps({"target": target, "loss": loss_rows, "spurious": spurious_rows}, indent=2)
+        )
     return 0
 
 

@@ -4,6 +4,7 @@ bench/suite.py feeds it the bytes and rounds per worker it measured in Mininet a
 they would cost on a Tofino-class switch at line rate; it also fits the same function to the
 software runs (the switch's packet rate is then the limit) to see how well its shape holds.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,20 +14,31 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Network:
     """Stated parameters of the projection (defaults: a 100 GbE rack, kernel-bypass hosts)."""
-    link_gbps: float = 100.0      # each worker's link, full duplex
-    rtt_us: float = 5.0           # worker -> switch -> worker, including both host stacks
-    slots: int = 256              # p4reduce slots in flight per job (>= bandwidth-delay product)
-    switch_pps: float | None = None   # packets/s the switch takes in; None: line rate
+
+    link_gbps: float = 100.0  # each worker's link, full duplex
+    rtt_us: float = 5.0  # worker -> switch -> worker, including both host stacks
+    slots: int = 256  # p4reduce slots in flight per job (>= bandwidth-delay product)
+    switch_pps: float | None = None  # packets/s the switch takes in; None: line rate
 
     def describe(self) -> str:
-        sw = "the switch at line rate on every port" if self.switch_pps is None else \
-            f"the switch taking in {self.switch_pps:,.0f} packets/s"
-        return (f"{self.link_gbps:g} Gb/s per worker link, RTT {self.rtt_us:g} µs, "
-                f"{self.slots} slots in flight, {sw}")
+        sw = (
+            "the switch at line rate on every port"
+            if self.switch_pps is None
+            else f"the switch taking in {self.switch_pps:,.0f} packets/s"
+        )
+        return (
+            f"{self.link_gbps:g} Gb/s per worker link, RTT {self.rtt_us:g} µs, "
+            f"{self.slots} slots in flight, {sw}"
+        )
 
 
-def allreduce_seconds(bytes_sent: float, bytes_received: float, round_trips: float,
-                      net: Network, switch_packets: float = 0.0) -> float:
+def allreduce_seconds(
+    bytes_sent: float,
+    bytes_received: float,
+    round_trips: float,
+    net: Network,
+    switch_packets: float = 0.0,
+) -> float:
     """Seconds one allreduce takes in the model (one worker's view; all workers alike).
 
         T = max( max(bytes_sent, bytes_received) * 8 / link,      # the worker's link

@@ -13,6 +13,7 @@ trace lines of each packet by kind:
 A DATA packet that does not complete its round is consumed in ingress; the one that
 completes it is multicast, and every copy runs egress. Needs root and simple_switch_grpc.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,12 @@ from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType  # noqa: E402
 
 # bmv2 trace lines: "[time] [bmv2] [T] [thread n] [pkt.copy] [cxt 0] <what>"
 LINE = re.compile(r"\[(\d+)\.(\d+)\] \[cxt \d+\] (.*)$")
-KINDS = {"primitive": re.compile(r"(^|\) )Primitive "),
-         "table": re.compile(r"^Applying table "),
-         "condition": re.compile(r"(^|\) )Condition \""),
-         "register": re.compile(r"^(Read|Wrote) register ")}
+KINDS = {
+    "primitive": re.compile(r"(^|\) )Primitive "),
+    "table": re.compile(r"^Applying table "),
+    "condition": re.compile(r"(^|\) )Condition \""),
+    "register": re.compile(r"^(Read|Wrote) register "),
+}
 
 
 def count(log_text: str) -> dict[tuple[int, int], Counter]:
@@ -63,8 +66,11 @@ def count(log_text: str) -> dict[tuple[int, int], Counter]:
 def measure(encoding: p.Encoding, workers: int, rounds: int) -> dict:
     logdir = Path(tempfile.mkdtemp(prefix="p4r-prim-"))
     logfile = logdir / "bmv2"
-    proc = SwitchProcess("simple_switch_grpc", n_ports=workers,
-                         extra_args=("--log-level", "trace", "--log-file", str(logfile)))
+    proc = SwitchProcess(
+        "simple_switch_grpc",
+        n_ports=workers,
+        extra_args=("--log-level", "trace", "--log-file", str(logfile)),
+    )
     proc.start()
     try:
         conn = SwitchConnection(proc.grpc_addr).connect(retries=3)
@@ -79,15 +85,14 @@ def measure(encoding: p.Encoding, workers: int, rounds: int) -> dict:
         for r in range(workers):
             job.send(r, MsgType.ANNOUNCE, next_block=0, flags=flags)
         job.results()
-        time.sleep(1.0)                                  # the announce round is logged
-        mark = _size(logfile)                            # only DATA rounds after this
+        time.sleep(1.0)  # the announce round is logged
+        mark = _size(logfile)  # only DATA rounds after this
         rng = np.random.default_rng(1)
         for k in range(rounds):
             nxt = k + 1 if k + 1 < rounds else END
             vals = {r: rng.integers(-1000, 1000, p.LANES) + bias for r in range(workers)}
-            job.round((k + 1) % 2, k, vals, {r: (nxt, 0) for r in range(workers)},
-                      flags=flags)
-        time.sleep(1.0)                                  # let bmv2 flush its log
+            job.round((k + 1) % 2, k, vals, {r: (nxt, 0) for r in range(workers)}, flags=flags)
+        time.sleep(1.0)  # let bmv2 flush its log
         conn.close()
     finally:
         proc.stop()
@@ -107,18 +112,17 @@ def summarise(per: dict[tuple[int, int], Counter], workers: int, rounds: int) ->
     result copies (egress). Packets are told apart by what happened to them: a consumed
     packet has no egress; the completing one's copies share its packet id."""
     by_packet: dict[int, list[Counter]] = defaultdict(list)
-    for (pid, copy), c in sorted(per.items()):
+    for (pid, _copy), c in sorted(per.items()):
         by_packet[pid].append(c)
     consumed, completing = [], []
-    for pid, copies in by_packet.items():
+    for copies in by_packet.values():
         total = sum(copies, Counter())
         (completing if len(copies) > 1 else consumed).append(total)
 
     def mean(rows: list[Counter], kind: str) -> float:
         return float(np.mean([r[kind] for r in rows])) if rows else 0.0
 
-    out = {"packets": len(by_packet), "consumed": len(consumed),
-           "completing": len(completing)}
+    out = {"packets": len(by_packet), "consumed": len(consumed), "completing": len(completing)}
     for kind in KINDS:
         out[f"{kind}_consumed"] = mean(consumed, kind)
         out[f"{kind}_completing_with_copies"] = mean(completing, kind)
@@ -126,7 +130,8 @@ def summarise(per: dict[tuple[int, int], Counter], workers: int, rounds: int) ->
     n = workers
     for kind in KINDS:
         out[f"{kind}_per_data_packet"] = (
-            ((n - 1) * out[f"{kind}_consumed"] + out[f"{kind}_completing_with_copies"]) / n)
+            (n - 1) * out[f"{kind}_consumed"] + out[f"{kind}_completing_with_copies"]
+        ) / n
     return out
 
 
@@ -140,16 +145,20 @@ def main(argv: list[str] | None = None) -> int:
         print("simple_switch_grpc is not on PATH (../shared/toolchain/install)", file=sys.stderr)
         return 2
     res = {e.name.lower(): measure(e, a.workers, a.rounds) for e in p.Encoding}
-    print(f"bmv2 trace counts per packet, {a.workers} ranks, dense rounds "
-          f"(consumed = a DATA that does not complete its round; completing = the one "
-          f"that does, with its {a.workers} result copies through egress)")
+    print(
+        f"bmv2 trace counts per packet, {a.workers} ranks, dense rounds "
+        f"(consumed = a DATA that does not complete its round; completing = the one "
+        f"that does, with its {a.workers} result copies through egress)"
+    )
     print("| encoding | kind | consumed DATA | completing DATA + copies | mean per DATA |")
     print("|---|---|---:|---:|---:|")
     for enc, r in res.items():
         for kind in KINDS:
-            print(f"| {enc} | {kind}s | {r[kind + '_consumed']:.0f} | "
-                  f"{r[kind + '_completing_with_copies']:.0f} | "
-                  f"{r[kind + '_per_data_packet']:.1f} |")
+            print(
+                f"| {enc} | {kind}s | {r[kind + '_consumed']:.0f} | "
+                f"{r[kind + '_completing_with_copies']:.0f} | "
+                f"{r[kind + '_per_data_packet']:.1f} |"
+            )
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(res, indent=2) + "\n")

@@ -16,6 +16,7 @@ measured, one after the other, in the same run.
     python bench/softswitch_pps.py [--workers 4] [--rounds 200] [--slots 32]
                                    [--encodings packed,lanes]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,9 @@ from hostlib.protocol import END_OF_STREAM, MsgType  # noqa: E402
 JOB = 9
 
 
-def frames_for(job, workers: int, slots: int, rounds: int,
-               packed: bool = False) -> list[list[bytes]]:
+def frames_for(
+    job, workers: int, slots: int, rounds: int, packed: bool = False
+) -> list[list[bytes]]:
     """Per round, the frames of every slot and rank, in the order they are sent (a packed
     job's: FLAG_PACKED and lanes biased by floor((2^31-1)/N), protocol.md section 10)."""
     rng = np.random.default_rng(0)
@@ -53,9 +55,21 @@ def frames_for(job, workers: int, slots: int, rounds: int,
         rnd = []
         for slot in range(slots):
             for rank in range(workers):
-                rnd.append((rank, job.frame(rank, MsgType.DATA, slot=slot, version=(r + 1) % 2,
-                                            block=slot + r * slots, next_block=END_OF_STREAM,
-                                            values=values[rank], flags=flags)))
+                rnd.append(
+                    (
+                        rank,
+                        job.frame(
+                            rank,
+                            MsgType.DATA,
+                            slot=slot,
+                            version=(r + 1) % 2,
+                            block=slot + r * slots,
+                            next_block=END_OF_STREAM,
+                            values=values[rank],
+                            flags=flags,
+                        ),
+                    )
+                )
         out.append(rnd)
     return out
 
@@ -67,23 +81,34 @@ def in_process(workers: int, slots: int, rounds: int, encoding: str) -> float:
     from inprocess_switch import InProcessSwitch
     from bmv2_tests.harness import SWITCH_IP, SWITCH_MAC, TestJob
     from controlplane.addresses import Address
+
     with InProcessSwitch(ports=workers, switch=Address(SWITCH_MAC, SWITCH_IP)) as isw:
         made = isw.create_job(workers, slots, JOB, encoding=encoding)
         job = TestJob(None, made.params, made.workers)  # type: ignore[arg-type]  # frames only
-        return _run_in_process(isw.device.active.switch, job, made.workers, workers, slots,
-                               rounds, encoding == "packed")
+        return _run_in_process(
+            isw.device.active.switch,
+            job,
+            made.workers,
+            workers,
+            slots,
+            rounds,
+            encoding == "packed",
+        )
 
 
-def _run_in_process(sw, job, wa, workers: int, slots: int, rounds: int,
-                    packed: bool) -> float:
+def _run_in_process(sw, job, wa, workers: int, slots: int, rounds: int, packed: bool) -> float:
     # announce round first, then the data rounds
     flags = p.Flag.PACKED if packed else 0
     for w in wa:
         for slot in range(slots):
-            sw.process(w.port, job.frame(w.rank, MsgType.ANNOUNCE, slot=slot, next_block=0,
-                                         flags=flags))
-    plan = [(wa[rank].port, f) for rnd in frames_for(job, workers, slots, rounds, packed)
-            for rank, f in rnd]
+            sw.process(
+                w.port, job.frame(w.rank, MsgType.ANNOUNCE, slot=slot, next_block=0, flags=flags)
+            )
+    plan = [
+        (wa[rank].port, f)
+        for rnd in frames_for(job, workers, slots, rounds, packed)
+        for rank, f in rnd
+    ]
     start = time.perf_counter()
     out = 0
     for port, frame in plan:
@@ -104,8 +129,13 @@ def over_veth(kind: str, workers: int, slots: int, rounds: int, encoding: str) -
         job = sw.add_job(JOB, workers, slot_count=slots, encoding=p.Encoding[encoding.upper()])
         for rank in range(workers):
             for slot in range(slots):
-                job.send(rank, MsgType.ANNOUNCE, slot=slot, next_block=0,
-                         flags=p.Flag.PACKED if packed else 0)
+                job.send(
+                    rank,
+                    MsgType.ANNOUNCE,
+                    slot=slot,
+                    next_block=0,
+                    flags=p.Flag.PACKED if packed else 0,
+                )
         expected_announce = slots
         got = 0
         while got < expected_announce and proc.recv(1, 5.0) is not None:
@@ -126,8 +156,9 @@ def over_veth(kind: str, workers: int, slots: int, rounds: int, encoding: str) -
         elapsed = time.perf_counter() - start
         conn.close()
         if results < rounds * slots:
-            print(f"  {kind}: only {results} of {rounds * slots} results came back",
-                  file=sys.stderr)
+            print(
+                f"  {kind}: only {results} of {rounds * slots} results came back", file=sys.stderr
+            )
         return results * workers / elapsed
     finally:
         proc.stop()
@@ -147,13 +178,17 @@ def main() -> int:
     kinds = [SOFTSWITCH] + ([SIMPLE_SWITCH_GRPC] if shutil.which("simple_switch_grpc") else [])
     rows = {}
     for enc in args.encodings:
-        rows[f"softswitch in-process, {enc}"] = in_process(args.workers, args.slots,
-                                                           args.rounds, enc)
+        rows[f"softswitch in-process, {enc}"] = in_process(
+            args.workers, args.slots, args.rounds, enc
+        )
         for kind in kinds:
-            rows[f"{kind} over veth, {enc}"] = over_veth(kind, args.workers, args.slots,
-                                                        args.rounds, enc)
-    print(f"p4reduce program, K={p.LANES}, {args.workers} workers, {args.slots} slots, "
-          f"{args.rounds} rounds ({args.workers * args.slots * args.rounds} DATA packets)")
+            rows[f"{kind} over veth, {enc}"] = over_veth(
+                kind, args.workers, args.slots, args.rounds, enc
+            )
+    print(
+        f"p4reduce program, K={p.LANES}, {args.workers} workers, {args.slots} slots, "
+        f"{args.rounds} rounds ({args.workers * args.slots * args.rounds} DATA packets)"
+    )
     for name, pps in rows.items():
         print(f"  {name:40s} {pps:10.0f} packets/s")
     if SIMPLE_SWITCH_GRPC not in kinds:

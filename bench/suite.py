@@ -17,6 +17,7 @@ counters around the timed allreduces, divided by REPEAT.
 Needs root and Debian's mininet; gloo rows need torch (make install-torch), plots need
 matplotlib (make install-bench). Without them those parts are skipped, saying so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,35 +48,49 @@ from hostlib import protocol  # noqa: E402
 
 K = 1024
 M = 1024 * 1024
-SLOTS = 64                       # slots per job in every run (the demo's default)
+SLOTS = 64  # slots per job in every run (the demo's default)
 DENSITIES = [1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001]
-PATTERN_LABEL = {"dense": "dense", "shared": "same blocks on every worker",
-                 "independent": "independent per worker", "zipf": "embedding rows, Zipf",
-                 "ring": "gloo ring allreduce"}
+PATTERN_LABEL = {
+    "dense": "dense",
+    "shared": "same blocks on every worker",
+    "independent": "independent per worker",
+    "zipf": "embedding rows, Zipf",
+    "ring": "gloo ring allreduce",
+}
 
 
 @dataclass(frozen=True)
 class Case:
     """One measured run: a system, a job size and a sparsity pattern."""
+
     target: str
-    system: str            # "p4reduce" or "gloo"
+    system: str  # "p4reduce" or "gloo"
     workers: int
-    size: int              # float32 values per worker
-    pattern: str           # dense, shared, independent, zipf (p4reduce); ring (gloo)
-    density: float         # nominal fraction of non-zero blocks (zipf: see the result)
+    size: int  # float32 values per worker
+    pattern: str  # dense, shared, independent, zipf (p4reduce); ring (gloo)
+    density: float  # nominal fraction of non-zero blocks (zipf: see the result)
     repeat: int
-    encoding: str = "packed"   # p4reduce: the job's value encoding (protocol.md section 10)
+    encoding: str = "packed"  # p4reduce: the job's value encoding (protocol.md section 10)
 
     @property
     def key(self) -> tuple:
-        return (self.target, self.system, self.workers, self.size, self.pattern, self.density,
-                self.encoding)
+        return (
+            self.target,
+            self.system,
+            self.workers,
+            self.size,
+            self.pattern,
+            self.density,
+            self.encoding,
+        )
 
     def label(self) -> str:
         d = "" if self.pattern in ("dense", "ring", "zipf") else f" {self.density:g}"
         e = " lanes" if self.system == "p4reduce" and self.encoding == "lanes" else ""
-        return (f"{self.target} {self.system} {self.workers}w {human_size(self.size)} "
-                f"{self.pattern}{d}{e}")
+        return (
+            f"{self.target} {self.system} {self.workers}w {human_size(self.size)} "
+            f"{self.pattern}{d}{e}"
+        )
 
 
 @dataclass
@@ -83,17 +98,17 @@ class Result:
     case: Case
     ok: bool
     error: str = ""
-    seconds: float = 0.0           # best repeat, slowest rank
-    times: list = field(default_factory=list)           # per repeat, slowest rank
-    tx_bytes: float = 0.0          # per worker per allreduce (mean over workers)
+    seconds: float = 0.0  # best repeat, slowest rank
+    times: list = field(default_factory=list)  # per repeat, slowest rank
+    tx_bytes: float = 0.0  # per worker per allreduce (mean over workers)
     rx_bytes: float = 0.0
     tx_packets: float = 0.0
     rx_packets: float = 0.0
-    rounds: float = 0.0            # p4reduce: rounds per worker per allreduce
-    retransmissions: float = 0.0   # p4reduce: all workers, per allreduce
-    block_density: float = 0.0     # mean over workers: non-zero blocks / blocks
-    union_density: float = 0.0     # blocks non-zero in any worker / blocks
-    wall: float = 0.0              # seconds the whole run took (start-up included)
+    rounds: float = 0.0  # p4reduce: rounds per worker per allreduce
+    retransmissions: float = 0.0  # p4reduce: all workers, per allreduce
+    block_density: float = 0.0  # mean over workers: non-zero blocks / blocks
+    union_density: float = 0.0  # blocks non-zero in any worker / blocks
+    wall: float = 0.0  # seconds the whole run took (start-up included)
 
 
 def human_size(n: int) -> str:
@@ -101,6 +116,7 @@ def human_size(n: int) -> str:
 
 
 # -- the plan ----------------------------------------------------------------------------
+
 
 def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case], list[str]]:
     """The runs, per target, and what is left out and why (said in the docs)."""
@@ -132,15 +148,15 @@ def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case],
                 add(Case(target, "gloo", w, size, "ring", 1.0, rep))
                 if size < 16 * M or w == 4:
                     add(Case(target, "p4reduce", w, size, "dense", 1.0, rep))
-                if w == 4 and size <= M:     # the per-lane path, side by side (issue 12)
+                if w == 4 and size <= M:  # the per-lane path, side by side (issue 12)
                     add(Case(target, "p4reduce", w, size, "dense", 1.0, rep, "lanes"))
-                for d in ([0.1] if size < 16 * M else [0.1, 0.01]):
+                for d in [0.1] if size < 16 * M else [0.1, 0.01]:
                     add(Case(target, "p4reduce", w, size, "shared", d, rep))
         for w in sweep_workers:
             rep = repeats(sweep_size, target)
             add(Case(target, "gloo", w, sweep_size, "ring", 1.0, rep))
             for d in densities:
-                for pattern in (["dense"] if d == 1.0 else ["shared", "independent"]):
+                for pattern in ["dense"] if d == 1.0 else ["shared", "independent"]:
                     add(Case(target, "p4reduce", w, sweep_size, pattern, d, rep))
             add(Case(target, "p4reduce", w, sweep_size, "zipf", 0.0, rep))
         for w in scaling:
@@ -148,16 +164,20 @@ def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case],
             add(Case(target, "gloo", w, scaling_size, "ring", 1.0, rep))
             for pattern in ["shared"] + (["independent"] if not bmv2 else []):
                 add(Case(target, "p4reduce", w, scaling_size, pattern, 0.1, rep))
-        big = 16 * M // protocol.LANES          # DATA packets per worker, 16 M dense
+        big = 16 * M // protocol.LANES  # DATA packets per worker, 16 M dense
         if not quick and bmv2:
-            skipped.append(f"{target}: 16 M values ({big:,} DATA packets per worker per "
-                           f"dense allreduce: minutes each at bmv2's packet rate, see "
-                           f"bench/softswitch_pps.py), the density sweep at 8 workers and "
-                           f"the scaling runs with independent sparsity (at 16 workers "
-                           f"{1 - 0.9 ** 16:.0%} of the blocks are in the union)")
+            skipped.append(
+                f"{target}: 16 M values ({big:,} DATA packets per worker per "
+                f"dense allreduce: minutes each at bmv2's packet rate, see "
+                f"bench/softswitch_pps.py), the density sweep at 8 workers and "
+                f"the scaling runs with independent sparsity (at 16 workers "
+                f"{1 - 0.9**16:.0%} of the blocks are in the union)"
+            )
         if not quick and not bmv2:
-            skipped.append(f"{target}: 16 M values dense at 8 workers ({8 * big:,} DATA "
-                           f"packets into the switch per allreduce, minutes)")
+            skipped.append(
+                f"{target}: 16 M values dense at 8 workers ({8 * big:,} DATA "
+                f"packets into the switch per allreduce, minutes)"
+            )
     if not have_torch:
         skipped.append("gloo: torch is not installed (make install-torch)")
     return list(cases.values()), skipped
@@ -178,13 +198,18 @@ def estimate(c: Case) -> float:
     if c.system == "gloo":
         frames = 2 * (c.workers - 1) / c.workers * c.size * 4 / 1448 * c.workers * 1.5
         return 1 + 1.3 * c.workers + (c.repeat + 1) * frames / 15000
-    d = {"dense": 1.0, "shared": c.density, "zipf": 0.25,
-         "independent": 1 - (1 - c.density) ** c.workers}[c.pattern]
+    d = {
+        "dense": 1.0,
+        "shared": c.density,
+        "zipf": 0.25,
+        "independent": 1 - (1 - c.density) ** c.workers,
+    }[c.pattern]
     packets = (d * blocks + min(SLOTS, blocks)) * c.workers
     return 0.5 + 0.1 * c.workers + c.repeat * packets / (1500 if bmv2 else 8000)
 
 
 # -- inputs ------------------------------------------------------------------------------
+
 
 def make_inputs(demo, c: Case, seed: int = 1) -> list[np.ndarray]:
     """The tensors of one run, one per rank (the same for gloo and p4reduce)."""
@@ -197,8 +222,13 @@ def make_inputs(demo, c: Case, seed: int = 1) -> list[np.ndarray]:
     return demo.make_inputs(opts, rng)
 
 
-def zipf_inputs(workers: int, size: int, rng: np.random.Generator, exponent: float = 1.1,
-                lookups_per_row: float = 0.125) -> list[np.ndarray]:
+def zipf_inputs(
+    workers: int,
+    size: int,
+    rng: np.random.Generator,
+    exponent: float = 1.1,
+    lookups_per_row: float = 0.125,
+) -> list[np.ndarray]:
     """The gradient of an embedding table under a skewed access pattern.
 
     The table has ceil(size / K) rows of K = protocol.LANES dimensions, so one row is one
@@ -215,11 +245,11 @@ def zipf_inputs(workers: int, size: int, rng: np.random.Generator, exponent: flo
     lookups = max(1, int(lookups_per_row * rows))
     out = []
     for _ in range(workers):
-        hit, counts = np.unique(by_popularity[rng.choice(rows, lookups, p=p)],
-                                return_counts=True)
+        hit, counts = np.unique(by_popularity[rng.choice(rows, lookups, p=p)], return_counts=True)
         grad = np.zeros((rows, lanes), dtype=np.float32)
-        grad[hit] = (rng.standard_normal((hit.size, lanes)) * 1e-2
-                     * np.sqrt(counts)[:, None]).astype(np.float32)
+        grad[hit] = (
+            rng.standard_normal((hit.size, lanes)) * 1e-2 * np.sqrt(counts)[:, None]
+        ).astype(np.float32)
         out.append(grad.reshape(-1)[:size].copy())
     return out
 
@@ -230,32 +260,53 @@ def block_densities(inputs: list[np.ndarray]) -> tuple[float, float]:
     nz = []
     for x in inputs:
         padded = np.zeros(blocks * lanes, dtype=x.dtype)
-        padded[:x.size] = x
+        padded[: x.size] = x
         nz.append(padded.reshape(blocks, lanes).any(axis=1))
     return float(np.mean([m.mean() for m in nz])), float(np.logical_or.reduce(nz).mean())
 
 
 # -- running -----------------------------------------------------------------------------
 
+
 def run_p4reduce(demo, net, c: Case, inputs: list[np.ndarray]) -> Result:
-    opts = demo.Options(workers=c.workers, size=c.size, dtype="float32", target=c.target,
-                        slots=SLOTS, deadline=1800.0, quiet=True, repeat=c.repeat,
-                        warmup=True, encoding=c.encoding)
+    opts = demo.Options(
+        workers=c.workers,
+        size=c.size,
+        dtype="float32",
+        target=c.target,
+        slots=SLOTS,
+        deadline=1800.0,
+        quiet=True,
+        repeat=c.repeat,
+        warmup=True,
+        encoding=c.encoding,
+    )
     t0 = time.perf_counter()
     s = net.run_jobs(opts, inputs=[inputs])
     r = Result(c, ok=s.all_matched, wall=time.perf_counter() - t0)
-    bad = [f"rank {o.rank}: {o.error or 'result outside the quantization bound'}"
-           for o in s.outcomes if not (o.ok and o.matched)]
+    bad = [
+        f"rank {o.rank}: {o.error or 'result outside the quantization bound'}"
+        for o in s.outcomes
+        if not (o.ok and o.matched)
+    ]
     if bad:
         r.error = "; ".join(bad)
         return r
     fill_times(r, [o.times for o in s.outcomes])
     fill_counters(r, [o.report["counters"] for o in s.outcomes])
     warm = [o.report.get("warmup_stats", {}) for o in s.outcomes]
-    r.rounds = float(np.mean([(o.stats["rounds"] - w.get("rounds", 0)) / c.repeat
-                              for o, w in zip(s.outcomes, warm)]))
-    r.retransmissions = sum((o.stats["retransmissions"] - w.get("retransmissions", 0))
-                            for o, w in zip(s.outcomes, warm)) / c.repeat
+    r.rounds = float(
+        np.mean(
+            [(o.stats["rounds"] - w.get("rounds", 0)) / c.repeat for o, w in zip(s.outcomes, warm)]
+        )
+    )
+    r.retransmissions = (
+        sum(
+            (o.stats["retransmissions"] - w.get("retransmissions", 0))
+            for o, w in zip(s.outcomes, warm)
+        )
+        / c.repeat
+    )
     return r
 
 
@@ -264,14 +315,28 @@ def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
     procs = []
     t0 = time.perf_counter()
     try:
-        for rank, h in enumerate(net.hosts[:c.workers]):
+        for rank, h in enumerate(net.hosts[: c.workers]):
             np.save(run_dir / f"in{rank}.npy", inputs[rank])
             log = open(run_dir / f"log{rank}.txt", "w")
-            procs.append(net.net.get(h.name).popen(
-                [sys.executable, str(BENCH / "gloo_rank.py"), str(rank), str(c.workers),
-                 str(run_dir / "store"), str(run_dir / f"in{rank}.npy"),
-                 str(run_dir / f"out{rank}.npy"), str(run_dir / f"report{rank}.json"),
-                 "--repeat", str(c.repeat)], cwd=str(REPO), stdout=log, stderr=log))
+            procs.append(
+                net.net.get(h.name).popen(
+                    [
+                        sys.executable,
+                        str(BENCH / "gloo_rank.py"),
+                        str(rank),
+                        str(c.workers),
+                        str(run_dir / "store"),
+                        str(run_dir / f"in{rank}.npy"),
+                        str(run_dir / f"out{rank}.npy"),
+                        str(run_dir / f"report{rank}.json"),
+                        "--repeat",
+                        str(c.repeat),
+                    ],
+                    cwd=str(REPO),
+                    stdout=log,
+                    stderr=log,
+                )
+            )
             log.close()
         deadline = time.monotonic() + 1800
         while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
@@ -285,9 +350,15 @@ def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
     reports = []
     for rank in range(c.workers):
         path = run_dir / f"report{rank}.json"
-        rep = json.loads(path.read_text()) if path.exists() else {
-            "ok": False, "error": "exited without a report: "
-            + (run_dir / f"log{rank}.txt").read_text()[-500:]}
+        rep = (
+            json.loads(path.read_text())
+            if path.exists()
+            else {
+                "ok": False,
+                "error": "exited without a report: "
+                + (run_dir / f"log{rank}.txt").read_text()[-500:],
+            }
+        )
         if not rep["ok"]:
             r.error = f"gloo rank {rank}: {rep['error']}"
             return r
@@ -368,8 +439,10 @@ class Progress:
         left = (self.total - self.done_est - in_run) * speed
         bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
         what = self.current.label() if self.current else ""
-        return (f"[{bar}] {100 * frac:3.0f}% run {self.i + 1}/{self.n} "
-                f"{_mmss(now - self.start)} elapsed, ~{_mmss(left)} left  {what}")
+        return (
+            f"[{bar}] {100 * frac:3.0f}% run {self.i + 1}/{self.n} "
+            f"{_mmss(now - self.start)} elapsed, ~{_mmss(left)} left  {what}"
+        )
 
     def _loop(self) -> None:
         while not self._stop.wait(0.5):
@@ -384,11 +457,14 @@ def wire_format() -> dict[str, int]:
     """The frame sizes the run was measured with (the report describes these, not whatever
     hostlib/protocol.py says when the tables are redrawn)."""
     p = protocol
-    return {"protocol": p.PROTOCOL_VERSION, "lanes": p.LANES, "value_bytes": p.VALUE_BYTES,
-            "data_frame": p.FRAME_BYTES_WITH_VALUES,
-            "skip_frame": p.FRAME_BYTES_HEADER_ONLY,
-            "announce_frame": getattr(p, "FRAME_BYTES_WITH_FINGERPRINT",
-                                      p.FRAME_BYTES_HEADER_ONLY)}
+    return {
+        "protocol": p.PROTOCOL_VERSION,
+        "lanes": p.LANES,
+        "value_bytes": p.VALUE_BYTES,
+        "data_frame": p.FRAME_BYTES_WITH_VALUES,
+        "skip_frame": p.FRAME_BYTES_HEADER_ONLY,
+        "announce_frame": getattr(p, "FRAME_BYTES_WITH_FINGERPRINT", p.FRAME_BYTES_HEADER_ONLY),
+    }
 
 
 def environment(targets: list[str]) -> dict:
@@ -398,21 +474,28 @@ def environment(targets: list[str]) -> dict:
             return (out.stdout or out.stderr).strip().splitlines()[0]
         except (OSError, IndexError, subprocess.TimeoutExpired):
             return "?"
+
     cpu = "?"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
-    env = {"cpu": cpu, "cpus": os.cpu_count(), "kernel": platform.release(),
-           "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-                               / 2**30, 1),
-           "load_at_start": os.getloadavg()[0], "python": platform.python_version(),
-           "numpy": np.__version__,
-           "commit": version(["git", "-C", str(REPO), "describe", "--always", "--dirty"]),
-           "date": time.strftime("%Y-%m-%d %H:%M %Z"), "targets": targets,
-           "wire": wire_format()}
+    env = {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "load_at_start": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "commit": version(["git", "-C", str(REPO), "describe", "--always", "--dirty"]),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "targets": targets,
+        "wire": wire_format(),
+    }
     try:
         import torch
+
         env["torch"] = torch.__version__
     except ImportError:
         env["torch"] = None
@@ -423,8 +506,10 @@ def environment(targets: list[str]) -> dict:
 
 def run_all(args) -> dict:
     from softswitch.targets import SIMPLE_SWITCH_GRPC, SOFTSWITCH
+
     targets = args.targets or [SOFTSWITCH] + (
-        [SIMPLE_SWITCH_GRPC] if shutil.which("simple_switch_grpc") else [])
+        [SIMPLE_SWITCH_GRPC] if shutil.which("simple_switch_grpc") else []
+    )
     cases, skipped = plan(targets, args.quick, have_torch())
     if args.only:
         cases = [c for c in cases if any(s in c.label() for s in args.only)]
@@ -449,8 +534,11 @@ def run_cases(cases: list[Case], targets: list[str]) -> dict:
     demo = load_demo()
     env = environment(targets)
     total = sum(estimate(c) for c in cases)
-    print(f"{len(cases)} runs on {', '.join(targets)}; estimated {_mmss(total)} (min:s) on "
-          f"an idle 2-core machine, longer under load", file=sys.stderr)
+    print(
+        f"{len(cases)} runs on {', '.join(targets)}; estimated {_mmss(total)} (min:s) on "
+        f"an idle 2-core machine, longer under load",
+        file=sys.stderr,
+    )
     results: list[Result] = []
     start = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="p4reduce-bench-"))
@@ -477,29 +565,45 @@ def run_cases(cases: list[Case], targets: list[str]) -> dict:
         shutil.rmtree(workdir, ignore_errors=True)
     env["seconds"] = round(time.monotonic() - start)
     env["load_at_end"] = os.getloadavg()[0]
-    return {"environment": env, "quick": False, "command": "", "skipped": [], "slots": SLOTS,
-            "results": [dict(asdict(r), case=asdict(r.case)) for r in results]}
+    return {
+        "environment": env,
+        "quick": False,
+        "command": "",
+        "skipped": [],
+        "slots": SLOTS,
+        "results": [dict(asdict(r), case=asdict(r.case)) for r in results],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="64 K values, few points: minutes")
-    ap.add_argument("--targets", type=lambda s: s.split(","), default=None,
-                    help="comma-separated; default softswitch and, where installed, "
-                         "simple_switch_grpc")
+    ap.add_argument(
+        "--targets",
+        type=lambda s: s.split(","),
+        default=None,
+        help="comma-separated; default softswitch and, where installed, simple_switch_grpc",
+    )
     ap.add_argument("--only", nargs="+", help="run only cases whose label contains one of these")
     ap.add_argument("--out", type=Path, default=REPO / "build" / "bench")
-    ap.add_argument("--docs", action="store_true",
-                    help="rewrite the generated part of docs/benchmarks.md (images in --out)")
-    ap.add_argument("--from-json", type=Path,
-                    help="no runs: tables and plots from a results.json written before")
-    ap.add_argument("--command", default=None,
-                    help="the command to state in the docs (make passes its own)")
+    ap.add_argument(
+        "--docs",
+        action="store_true",
+        help="rewrite the generated part of docs/benchmarks.md (images in --out)",
+    )
+    ap.add_argument(
+        "--from-json",
+        type=Path,
+        help="no runs: tables and plots from a results.json written before",
+    )
+    ap.add_argument(
+        "--command", default=None, help="the command to state in the docs (make passes its own)"
+    )
     args = ap.parse_args(argv)
     given = list(argv if argv is not None else sys.argv[1:])
-    if "--command" in given:                  # the script's own command line, without it
+    if "--command" in given:  # the script's own command line, without it
         i = given.index("--command")
-        del given[i:i + 2]
+        del given[i : i + 2]
     script = shlex.join(["python", os.path.relpath(Path(__file__).resolve(), REPO)] + given)
     if args.command is None:
         args.command = script
@@ -513,6 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         data["script"] = script
         (args.out / "results.json").write_text(json.dumps(data, indent=1))
     import report
+
     report.write(data, args.out, docs=REPO / "docs" / "benchmarks.md" if args.docs else None)
     failed = [r for r in data["results"] if not r["ok"]]
     return 1 if failed else 0

@@ -1,6 +1,7 @@
 """Fixtures: every test runs on each target (in-process softswitch always; softswitch and
 simple_switch_grpc on veth pairs where root and the binary are available; bmv2_tests/
 targets.py says which and why), with a fresh pipeline pushed over P4Runtime."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,7 +25,7 @@ def switch_process(request):
 def switch(switch_process):
     conn = SwitchConnection(switch_process.grpc_addr).connect(retries=3)
     try:
-        conn.push_pipeline()           # a fresh pipeline: every register and entry is new
+        conn.push_pipeline()  # a fresh pipeline: every register and entry is new
         sw = P4ReduceSwitch(switch_process, conn)
         sw.configure_identity()
         switch_process.drain()

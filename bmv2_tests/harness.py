@@ -5,6 +5,7 @@ port, sends frames built with the one codec (hostlib.protocol) and receives what
 sends back. The job is installed with the controller's per-control modules, exactly the
 entries the controller writes for a real job.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from .targets import SwitchUnderTest
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"
-FINGERPRINT = p.fingerprint(np.int32, 4 * p.LANES)   # what announces carry unless told
+FINGERPRINT = p.fingerprint(np.int32, 4 * p.LANES)  # what announces carry unless told
 
 
 def packed_bias(n: int) -> int:
@@ -54,15 +55,34 @@ class TestJob:
         w = self.by_rank[rank]
         return Endpoints(w.mac, SWITCH_MAC, w.ip, SWITCH_IP, w.udp_port, p.UDP_PORT_BASE)
 
-    def frame(self, rank: int, msg_type: MsgType, *, slot: int = 0, version: int = 0,
-              block: int = p.END_OF_STREAM, next_block: int = p.END_OF_STREAM,
-              next_exponent: int = 0, values=None, flags: int = 0,
-              job: int | None = None, epoch: int | None = None,
-              fingerprint: int = FINGERPRINT) -> bytes:
-        header = Header.make(msg_type, job=self.params.job if job is None else job, slot=slot,
-                             rank=rank, slot_version=version, flags=flags, block=block,
-                             next_block=next_block, next_exponent=next_exponent,
-                             epoch=self.params.epoch if epoch is None else epoch)
+    def frame(
+        self,
+        rank: int,
+        msg_type: MsgType,
+        *,
+        slot: int = 0,
+        version: int = 0,
+        block: int = p.END_OF_STREAM,
+        next_block: int = p.END_OF_STREAM,
+        next_exponent: int = 0,
+        values=None,
+        flags: int = 0,
+        job: int | None = None,
+        epoch: int | None = None,
+        fingerprint: int = FINGERPRINT,
+    ) -> bytes:
+        header = Header.make(
+            msg_type,
+            job=self.params.job if job is None else job,
+            slot=slot,
+            rank=rank,
+            slot_version=version,
+            flags=flags,
+            block=block,
+            next_block=next_block,
+            next_exponent=next_exponent,
+            epoch=self.params.epoch if epoch is None else epoch,
+        )
         vals = None if values is None else np.asarray(values, dtype=np.int64)
         fp = (fingerprint, fingerprint) if msg_type == MsgType.ANNOUNCE else None
         return p.build_frame(self.endpoints(rank), header, vals, fingerprint=fp)
@@ -80,7 +100,7 @@ class TestJob:
             try:
                 return p.parse_frame(raw)
             except p.ProtocolError:
-                continue        # not p4reduce (e.g. a flooded frame): keep waiting
+                continue  # not p4reduce (e.g. a flooded frame): keep waiting
         return None
 
     def results(self, timeout: float = 3.0) -> dict[int, Frame]:
@@ -96,16 +116,31 @@ class TestJob:
             extra = self.switch.proc.recv_all(w.port, timeout)
             assert not extra, f"rank {w.rank} got {len(extra)} unexpected frame(s)"
 
-    def round(self, version: int, block: int, blocks: dict[int, np.ndarray | None],
-              announce: dict[int, tuple[int, int]], slot: int = 0,
-              flags: int = 0) -> dict[int, Frame]:
+    def round(
+        self,
+        version: int,
+        block: int,
+        blocks: dict[int, np.ndarray | None],
+        announce: dict[int, tuple[int, int]],
+        slot: int = 0,
+        flags: int = 0,
+    ) -> dict[int, Frame]:
         """One round: every rank sends DATA (values given) or SKIP; returns each result."""
         for rank in sorted(blocks):
             nb, ne = announce[rank]
             values = blocks[rank]
             kind = MsgType.DATA if values is not None else MsgType.SKIP
-            self.send(rank, kind, slot=slot, version=version, block=block, next_block=nb,
-                      next_exponent=ne, values=values, flags=flags)
+            self.send(
+                rank,
+                kind,
+                slot=slot,
+                version=version,
+                block=block,
+                next_block=nb,
+                next_exponent=ne,
+                values=values,
+                flags=flags,
+            )
         return self.results()
 
     def stats(self) -> dict[str, int]:
@@ -126,23 +161,41 @@ class P4ReduceSwitch:
     def configure_identity(self) -> None:
         identity.set_identity(self.conn, SWITCH_MAC, SWITCH_IP)
 
-    def add_job(self, job: int, n: int, *, slot_base: int = 0, slot_count: int = 4,
-                job_index: int = 0, epoch: int = 1, ports: list[int] | None = None,
-                mcast_grp: int | None = None,
-                encoding: p.Encoding = p.Encoding.LANES) -> TestJob:
+    def add_job(
+        self,
+        job: int,
+        n: int,
+        *,
+        slot_base: int = 0,
+        slot_count: int = 4,
+        job_index: int = 0,
+        epoch: int = 1,
+        ports: list[int] | None = None,
+        mcast_grp: int | None = None,
+        encoding: p.Encoding = p.Encoding.LANES,
+    ) -> TestJob:
         ports = ports or list(range(1, n + 1))
         assert len(ports) == n
-        params = JobParameters(job=job, job_index=job_index, slot_base=slot_base,
-                               slot_count=slot_count, worker_count=n,
-                               mcast_grp=mcast_grp or 100 + job_index, epoch=epoch,
-                               encoding=int(encoding),
-                               bias=packed_bias(n) if encoding == p.Encoding.PACKED else 0)
-        workers = [WorkerAddress(rank, port, host_mac(port), host_ip(port),
-                                 p.UDP_PORT_BASE + 1) for rank, port in enumerate(ports)]
+        params = JobParameters(
+            job=job,
+            job_index=job_index,
+            slot_base=slot_base,
+            slot_count=slot_count,
+            worker_count=n,
+            mcast_grp=mcast_grp or 100 + job_index,
+            epoch=epoch,
+            encoding=int(encoding),
+            bias=packed_bias(n) if encoding == p.Encoding.PACKED else 0,
+        )
+        workers = [
+            WorkerAddress(rank, port, host_mac(port), host_ip(port), p.UDP_PORT_BASE + 1)
+            for rank, port in enumerate(ports)
+        ]
         admission.admit(self.conn, params, workers)
         result_destination.add_destinations(self.conn, job, workers)
-        self.conn.insert(replication.multicast_group(
-            params.mcast_grp, [(w.port, w.rank) for w in workers]))
+        self.conn.insert(
+            replication.multicast_group(params.mcast_grp, [(w.port, w.rank) for w in workers])
+        )
         return TestJob(self, params, workers)
 
     def set_loss(self, job: int, **kw) -> None:

@@ -22,6 +22,7 @@ One module owns three things that used to be copied across the test tree:
   `SwitchProcess` (veth pairs + `softswitch.targets.SwitchRunner`, which knows both
   command lines), each with its own gRPC/Thrift ports, stopped by PID.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,9 +38,20 @@ from typing import Any, Iterable, Protocol
 
 from softswitch.targets import SIMPLE_SWITCH_GRPC, SOFTSWITCH, SwitchRunner
 
-__all__ = ["INPROCESS", "SOFTSWITCH", "SIMPLE_SWITCH_GRPC", "TARGETS", "VETH_TARGETS",
-           "NEEDS", "SwitchUnderTest", "InProcessTarget", "SwitchProcess", "params", "start",
-           "unmet"]
+__all__ = [
+    "INPROCESS",
+    "SOFTSWITCH",
+    "SIMPLE_SWITCH_GRPC",
+    "TARGETS",
+    "VETH_TARGETS",
+    "NEEDS",
+    "SwitchUnderTest",
+    "InProcessTarget",
+    "SwitchProcess",
+    "params",
+    "start",
+    "unmet",
+]
 
 INPROCESS = "inprocess"
 TARGETS = (INPROCESS, SOFTSWITCH, SIMPLE_SWITCH_GRPC)
@@ -57,6 +69,7 @@ PACKET_OUTGOING = 4
 
 # ---- what a test needs ---------------------------------------------------------------
 
+
 def unmet(need: str) -> str | None:
     """Why `need` (a marker name: root, bmv2, mininet) cannot be met here, or None.
 
@@ -69,8 +82,10 @@ def unmet(need: str) -> str | None:
         return None
     if need == "bmv2":
         if shutil.which(SIMPLE_SWITCH_GRPC) is None:
-            return ("simple_switch_grpc is not on PATH (bmv2 is in no package registry; "
-                    "CI installs ../shared/toolchain, or build behavioral-model with PI)")
+            return (
+                "simple_switch_grpc is not on PATH (bmv2 is in no package registry; "
+                "CI installs ../shared/toolchain, or build behavioral-model with PI)"
+            )
         return None
     if need == "mininet":
         if shutil.which("mnexec") is None:
@@ -91,18 +106,22 @@ def params(kinds: Iterable[str] = TARGETS, needs: tuple[str, ...] = ()) -> list[
     """Targets as pytest params (fixture or parametrize) carrying their needs as markers,
     plus `needs` common to all (e.g. ("root", "mininet") for a Mininet test)."""
     import pytest
+
     out = []
     for kind in kinds:
-        names = dict.fromkeys(needs + NEEDS[kind])     # ordered, no duplicates
-        out.append(pytest.param(kind, id=kind,
-                                marks=[getattr(pytest.mark, name) for name in names]))
+        names = dict.fromkeys(needs + NEEDS[kind])  # ordered, no duplicates
+        out.append(
+            pytest.param(kind, id=kind, marks=[getattr(pytest.mark, name) for name in names])
+        )
     return out
 
 
 # ---- the switch under test -----------------------------------------------------------
 
+
 class SwitchUnderTest(Protocol):
     """What the packet-level and controller tests use, whatever the target."""
+
     kind: str
 
     @property
@@ -136,13 +155,15 @@ def _recv_all(switch: SwitchUnderTest, port: int, timeout: float) -> list[bytes]
 class InProcessTarget:
     """softswitch in this process: a `Device` behind a `P4RuntimeServer` on loopback, with
     in-process ports (tests/inprocess_switch.py is the hostlib tests' variant: worker
-    transports, woken by a condition, and jobs from the controller's JobManager). A frame sent is processed before `send` returns (one pipeline, as
-    softswitch's single port thread); what the switch emits waits in a per-port queue.
+    transports, woken by a condition, and jobs from the controller's JobManager). A frame
+    sent is processed before `send` returns (one pipeline, as softswitch's single port
+    thread); what the switch emits waits in a per-port queue.
     The P4 program's frames come only from frames sent (p4reduce uses no PacketOut)."""
+
     n_ports: int
     device_id: int = 1
     kind: str = INPROCESS
-    grpc_port: int = 0                         # 0: a free port, kept across restarts
+    grpc_port: int = 0  # 0: a free port, kept across restarts
     device: Any = None
     ports: Any = None
     server: Any = None
@@ -156,6 +177,7 @@ class InProcessTarget:
         # imported here: the interpreter is heavy and veth-only callers never need it
         from softswitch.p4runtime_server import Device, P4RuntimeServer
         from softswitch.ports import InProcessPorts
+
         self.device = Device(device_id=self.device_id)
         self.ports = InProcessPorts()
         self.ports.attach(self.device)
@@ -225,10 +247,11 @@ class VethPair:
 class SwitchProcess:
     """One switch process on `n_ports` veth ports (numbered 1..n), with its own gRPC/Thrift
     ports; the tests send and receive real frames on the host ends with AF_PACKET sockets."""
+
     kind: str
     n_ports: int
     device_id: int = 1
-    extra_args: tuple[str, ...] = ()       # passed to the switch (e.g. bmv2's logging)
+    extra_args: tuple[str, ...] = ()  # passed to the switch (e.g. bmv2's logging)
     pairs: dict[int, VethPair] = field(default_factory=dict)
     sockets: dict[int, socket.socket] = field(default_factory=dict)
     runner: SwitchRunner | None = None
@@ -251,9 +274,12 @@ class SwitchProcess:
                 sock.bind((pair.host_end, ETH_P_ALL))
                 sock.setblocking(False)
                 self.sockets[port] = sock
-            self.runner = SwitchRunner(self.kind, {port: pair.switch_end for port, pair
-                                                   in self.pairs.items()}, self.device_id,
-                                       extra_args=self.extra_args)
+            self.runner = SwitchRunner(
+                self.kind,
+                {port: pair.switch_end for port, pair in self.pairs.items()},
+                self.device_id,
+                extra_args=self.extra_args,
+            )
             self.runner.start(timeout)
         except BaseException:
             self.stop()

@@ -1,4 +1,5 @@
 """Rounds, sums, next block and exponent: what every worker gets back from the switch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,7 @@ def test_dense_round_is_exact_and_reaches_every_rank(switch, n):
     for rank, res in announced.items():
         assert res.header.msg_type == MsgType.RESULT and res.values is None
         assert (res.header.next_block, res.header.rank, res.header.slot) == (1, rank, 1)
-    blocks = {r: rng.integers(-2**31 // n, 2**31 // n, LANES) for r in range(n)}
+    blocks = {r: rng.integers(-(2**31) // n, 2**31 // n, LANES) for r in range(n)}
     results = job.round(1, 1, blocks, {r: (END, 0) for r in range(n)}, slot=1)
     expected = sum(blocks.values())
     for rank, res in results.items():
@@ -72,11 +73,12 @@ def test_sparse_rounds_choose_minimum_block_and_maximum_exponent(switch):
         assert np.array_equal(r.values, a0) and r.header.block == 0
         assert (r.header.next_block, r.header.next_exponent) == (2, 131)
     # round 2, block 2: ranks 0 and 1 overlap; a SKIP arrives first
-    for rank, kind, values, nb, ne in [(2, MsgType.SKIP, None, END, 0),
-                                       (0, MsgType.DATA, a2, END, 0),
-                                       (1, MsgType.DATA, b2, 3, 128)]:
-        job.send(rank, kind, version=0, block=2, next_block=nb, next_exponent=ne,
-                 values=values)
+    for rank, kind, values, nb, ne in [
+        (2, MsgType.SKIP, None, END, 0),
+        (0, MsgType.DATA, a2, END, 0),
+        (1, MsgType.DATA, b2, 3, 128),
+    ]:
+        job.send(rank, kind, version=0, block=2, next_block=nb, next_exponent=ne, values=values)
     for r in job.results().values():
         assert np.array_equal(r.values, a2 + b2)
         assert (r.header.next_block, r.header.next_exponent) == (3, 128)
@@ -94,12 +96,11 @@ def test_all_zero_round_of_skips_gives_zeros(switch):
     for rank in range(2):
         job.send(rank, MsgType.ANNOUNCE, next_block=0)
     job.results()
-    for rank in range(2):           # leave non-zero sums in version 0 ...
-        job.send(rank, MsgType.DATA, version=1, block=0, next_block=1,
-                 values=np.full(LANES, 5))
+    for rank in range(2):  # leave non-zero sums in version 0 ...
+        job.send(rank, MsgType.DATA, version=1, block=0, next_block=1, values=np.full(LANES, 5))
     job.results()
     res = job.round(0, 1, {0: None, 1: None}, {0: (END, 0), 1: (END, 0)})
-    for r in res.values():         # ... and a round of skips still sums to zero
+    for r in res.values():  # ... and a round of skips still sums to zero
         assert np.array_equal(r.values, np.zeros(LANES)) and r.header.flags == 0
 
 
@@ -131,13 +132,13 @@ def test_int32_overflow_is_flagged_not_hidden(switch):
     res = job.round(1, 0, {0: big, 1: one}, {0: (1, 0), 1: (1, 0)})
     for r in res.values():
         assert r.header.flags & Flag.OVERFLOW
-        assert r.values[3] == -2**31        # wrapped, and the flag says so
+        assert r.values[3] == -(2**31)  # wrapped, and the flag says so
     neg = np.zeros(LANES, dtype=np.int64)
-    neg[0], neg[1] = -2**31, -5
+    neg[0], neg[1] = -(2**31), -5
     fine = np.zeros(LANES, dtype=np.int64)
-    fine[0], fine[1] = 7, -2**31 + 5
+    fine[0], fine[1] = 7, -(2**31) + 5
     res = job.round(0, 1, {0: neg, 1: fine}, {0: (END, 0), 1: (END, 0)})
     for r in res.values():
         assert not r.header.flags & Flag.OVERFLOW
-        assert r.values[0] == -2**31 + 7 and r.values[1] == -2**31
+        assert r.values[0] == -(2**31) + 7 and r.values[1] == -(2**31)
     assert job.stats()["overflows"] == 1

@@ -1,4 +1,5 @@
 """The drop simulator loses the configured fraction, deterministically from its seed."""
+
 from __future__ import annotations
 
 import zlib
@@ -13,8 +14,7 @@ def _roll(seed: int, sequence: int, rank: int | None = None) -> int:
     sequence ++ rank (a result copy in egress), mod 65536."""
     data = seed.to_bytes(4, "big") + sequence.to_bytes(4, "big")
     if rank is not None:
-        data = (~seed & 0xFFFFFFFF).to_bytes(4, "big") + sequence.to_bytes(4, "big") \
-            + bytes([rank])
+        data = (~seed & 0xFFFFFFFF).to_bytes(4, "big") + sequence.to_bytes(4, "big") + bytes([rank])
     return zlib.crc32(data) & 0xFFFF
 
 
@@ -81,11 +81,11 @@ def test_egress_loss_of_each_copy_is_decided_before_replication(switch):
                 job.send(rank, MsgType.ANNOUNCE, next_block=0)
             else:
                 job.send(rank, MsgType.SKIP, version=version, block=k - 1, next_block=k)
-        completing = n * k + n - 1                   # the job's sequence number of the last
+        completing = n * k + n - 1  # the job's sequence number of the last
         for rank in range(n):
             if _roll(seed, completing, rank) >= threshold:
                 want[rank].add(k)
-            for frame in switch.proc.recv_all(job.by_rank[rank].port, 0.15):
+            for _frame in switch.proc.recv_all(job.by_rank[rank].port, 0.15):
                 got[rank].add(k)
     assert got == want
     lost = sum(rounds - len(want[r]) for r in range(n))

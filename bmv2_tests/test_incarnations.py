@@ -1,4 +1,5 @@
 """Job incarnations (epochs) and slots that lost a job's state (docs/protocol.md §7-8)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,18 +21,18 @@ def test_a_deleted_incarnation_cannot_touch_the_next_one(switch):
     old.remove()
     new = switch.add_job(job=36, n=2, slot_count=1, epoch=6)
     before = switch.switch_stats()["drops_unadmitted"]
-    stale = old.frame(0, MsgType.DATA, version=1, block=0, values=np.full(LANES, 1000),
-                      flags=Flag.RETRANSMIT)
+    stale = old.frame(
+        0, MsgType.DATA, version=1, block=0, values=np.full(LANES, 1000), flags=Flag.RETRANSMIT
+    )
     new.send_frame(0, stale)
     new.assert_silent()
     assert switch.switch_stats()["drops_unadmitted"] == before + 1
     for rank in range(2):
         new.send(rank, MsgType.ANNOUNCE, next_block=0)
     new.results()
-    new.send_frame(0, stale)                               # again, mid-round
+    new.send_frame(0, stale)  # again, mid-round
     x = np.arange(LANES)
-    res = new.round(1, 0, {0: x, 1: 2 * x}, {0: (p.END_OF_STREAM, 0),
-                                            1: (p.END_OF_STREAM, 0)})
+    res = new.round(1, 0, {0: x, 1: 2 * x}, {0: (p.END_OF_STREAM, 0), 1: (p.END_OF_STREAM, 0)})
     for r in res.values():
         assert np.array_equal(r.values, 3 * x) and r.header.epoch == 6
     assert switch.switch_stats()["drops_unadmitted"] == before + 2
@@ -50,13 +51,12 @@ def test_a_slot_that_lost_the_jobs_state_answers_state_lost_to_every_rank(switch
     switch.conn.push_pipeline()
     switch.configure_identity()
     job = switch.add_job(job=37, n=2, slot_count=1, epoch=9)
-    job.send(0, MsgType.SKIP, version=1, block=0, next_block=p.END_OF_STREAM,
-             flags=Flag.CONTINUED)
+    job.send(0, MsgType.SKIP, version=1, block=0, next_block=p.END_OF_STREAM, flags=Flag.CONTINUED)
     lost = job.result(0)
     assert lost is not None and lost.header.flags & Flag.STATE_LOST
     assert lost.header.msg_type == MsgType.RESULT and lost.values is None
     assert (lost.header.slot, lost.header.block, lost.header.epoch) == (0, 0, 9)
-    job.send(1, MsgType.ANNOUNCE, next_block=0)             # no CONTINUED: still lost
+    job.send(1, MsgType.ANNOUNCE, next_block=0)  # no CONTINUED: still lost
     lost = job.result(1)
     assert lost is not None and lost.header.flags & Flag.STATE_LOST
     job.assert_silent()
@@ -73,8 +73,11 @@ def test_fingerprint_range_reaches_every_rank(switch):
     """Ranks announce what they reduce; the announce round's result carries the minimum and
     maximum, to every rank and in cached copies."""
     job = switch.add_job(job=38, n=3, slot_count=1)
-    fps = {0: p.fingerprint(np.float32, 1000), 1: p.fingerprint(np.int32, 1000),
-           2: p.fingerprint(np.float32, 1000)}
+    fps = {
+        0: p.fingerprint(np.float32, 1000),
+        1: p.fingerprint(np.int32, 1000),
+        2: p.fingerprint(np.float32, 1000),
+    }
     for rank in range(3):
         job.send(rank, MsgType.ANNOUNCE, next_block=0, fingerprint=fps[rank])
     want = (min(fps.values()), max(fps.values()))

@@ -1,4 +1,5 @@
 """Admission, slot ranges, jobs side by side and a new job on a deleted job's slots."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +14,9 @@ LANES = p.LANES
 
 def test_two_jobs_on_disjoint_slots_do_not_cross_talk(switch):
     a = switch.add_job(job=30, n=2, ports=[1, 2], slot_base=0, slot_count=2, job_index=0)
-    b = switch.add_job(job=31, n=3, ports=[3, 4, 5], slot_base=2, slot_count=2, job_index=1,
-                       epoch=2)
+    b = switch.add_job(
+        job=31, n=3, ports=[3, 4, 5], slot_base=2, slot_count=2, job_index=1, epoch=2
+    )
     for rank in range(3):
         if rank < 2:
             a.send(rank, MsgType.ANNOUNCE, next_block=0)
@@ -40,7 +42,7 @@ def test_new_job_on_a_deleted_jobs_slots_starts_clean(switch):
         old.send(rank, MsgType.ANNOUNCE, next_block=0)
     old.results()
     old.send(0, MsgType.DATA, version=1, block=0, values=np.full(LANES, 999))  # half a round
-    old.send(0, MsgType.ANNOUNCE, next_block=0)          # and a stale bit in version 0
+    old.send(0, MsgType.ANNOUNCE, next_block=0)  # and a stale bit in version 0
     old.remove()
     new = switch.add_job(job=32, n=2, slot_count=1, epoch=8)
     for rank in range(2):
@@ -58,13 +60,13 @@ def test_unadmitted_senders_are_dropped_and_counted(switch):
     job = switch.add_job(job=33, n=2)
     before = switch.switch_stats()["drops_unadmitted"]
     good = job.frame(0, MsgType.ANNOUNCE, next_block=0)
-    switch.proc.send(3, good)                                   # right frame, wrong port
-    wrong_mac = p.mac_bytes(host_mac(9)) 
-    switch.proc.send(1, good[:6] + wrong_mac + good[12:])       # wrong source MAC
-    job.send(0, MsgType.ANNOUNCE, next_block=0, job=34)         # unknown job
+    switch.proc.send(3, good)  # right frame, wrong port
+    wrong_mac = p.mac_bytes(host_mac(9))
+    switch.proc.send(1, good[:6] + wrong_mac + good[12:])  # wrong source MAC
+    job.send(0, MsgType.ANNOUNCE, next_block=0, job=34)  # unknown job
     rank5 = job.frame(0, MsgType.ANNOUNCE, next_block=0)
-    rank5 = rank5[:p.P4R_OFFSET + 6] + bytes([5]) + rank5[p.P4R_OFFSET + 7:]
-    switch.proc.send(1, rank5)                                  # rank not in the job
+    rank5 = rank5[: p.P4R_OFFSET + 6] + bytes([5]) + rank5[p.P4R_OFFSET + 7 :]
+    switch.proc.send(1, rank5)  # rank not in the job
     job.assert_silent()
     assert switch.switch_stats()["drops_unadmitted"] == before + 4
     assert job.stats()["aggregated"] == 0

@@ -1,4 +1,5 @@
 """Duplicates, retransmissions and cached results (SwitchML-style recovery, in band)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,12 +22,12 @@ def test_duplicate_before_completion_is_not_double_counted(switch):
     x = np.arange(LANES) + 100
     job.send(0, MsgType.DATA, version=1, block=0, values=x)
     job.send(0, MsgType.DATA, version=1, block=0, values=x, flags=Flag.RETRANSMIT)
-    status = job.result(0)                       # the switch says whom the round waits for
+    status = job.result(0)  # the switch says whom the round waits for
     assert status is not None and status.header.msg_type == MsgType.STATUS
     assert (status.header.slot, status.header.slot_version, status.header.block) == (0, 1, 0)
     assert status.contributors == 0b001 and status.values is None
     job.send(1, MsgType.DATA, version=1, block=0, values=x * 2)
-    job.assert_silent(0.3)                       # not complete: 2 of 3 ranks
+    job.assert_silent(0.3)  # not complete: 2 of 3 ranks
     job.send(2, MsgType.SKIP, version=1, block=0)
     for res in job.results().values():
         assert np.array_equal(res.values, x * 3)  # x once, not twice
@@ -40,13 +41,12 @@ def test_retransmission_after_completion_gets_the_cached_result_by_unicast(switc
     a, b = np.arange(LANES), np.arange(LANES) * 10
     job.round(1, 0, {0: a, 1: b}, {0: (5, 0), 1: (END, 0)})
     # rank 1 lost its copy: it sends the same packet again
-    job.send(1, MsgType.DATA, version=1, block=0, values=b, next_block=END,
-             flags=Flag.RETRANSMIT)
+    job.send(1, MsgType.DATA, version=1, block=0, values=b, next_block=END, flags=Flag.RETRANSMIT)
     res = job.result(1)
     assert res is not None and res.header.flags & Flag.CACHED
     assert np.array_equal(res.values, a + b) and res.header.next_block == 5
     assert res.header.rank == 1 and res.dst_ip == p.ip_bytes(job.by_rank[1].ip)
-    assert job.result(0, timeout=0.4) is None    # unicast: rank 0 gets nothing
+    assert job.result(0, timeout=0.4) is None  # unicast: rank 0 gets nothing
     # a SKIP retransmission to a completed round also gets the values back
     job.send(1, MsgType.SKIP, version=1, block=0, next_block=END, flags=Flag.RETRANSMIT)
     res = job.result(1)
@@ -70,8 +70,7 @@ def test_cached_result_survives_while_the_next_round_runs(switch):
     a, b = np.full(LANES, 3), np.full(LANES, 4)
     job.round(1, 0, {0: a, 1: b}, {0: (1, 0), 1: (1, 0)})
     job.send(0, MsgType.DATA, version=0, block=1, values=a * 10, next_block=END)
-    job.send(1, MsgType.DATA, version=1, block=0, values=b, next_block=1,
-             flags=Flag.RETRANSMIT)
+    job.send(1, MsgType.DATA, version=1, block=0, values=b, next_block=1, flags=Flag.RETRANSMIT)
     res = job.result(1)
     assert res is not None and res.header.slot_version == 1
     assert np.array_equal(res.values, a + b)

@@ -1,4 +1,5 @@
 """Malformed p4reduce frames are dropped and counted; the switch keeps working."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,27 +44,44 @@ def _bad_frames(job):
     wide_next[p.P4R_OFFSET + 16] = 0x01
     wide_block = bytearray(skip)
     wide_block[p.P4R_OFFSET + 12] = 0x01
-    return {"truncated values": data[:100], "truncated header": announce[:50],
-            "truncated fingerprint": _lengths(announce[:-8], -8, -8),
-            "bad ipv4 checksum": bytes(bad_csum), "protocol 1": bytes(bad_version),
-            "RESULT from a worker": bytes(bad_type), "next_block over 24 bits": bytes(wide_next),
-            "block over 24 bits": bytes(wide_block),
-            "ipv4 version 6": _ipv4(bytearray(announce), b0=0x65),
-            "ipv4 first fragment": _ipv4(bytearray(announce), b6=0x20),
-            "ipv4 later fragment": _ipv4(bytearray(announce), b7=0x08),
-            "ipv4 options": _ipv4(bytearray(announce + b"\0\0\0\0"), b0=0x46),
-            "trailing bytes": data + b"\xAA" * 40,
-            "ipv4 length too long": _lengths(data, ipv4_delta=4),
-            "udp length too short": _lengths(skip, udp_delta=-2),
-            "lengths of a DATA on a SKIP": _lengths(skip + bytes(4 * LANES), 4 * LANES,
-                                                    4 * LANES)}
+    return {
+        "truncated values": data[:100],
+        "truncated header": announce[:50],
+        "truncated fingerprint": _lengths(announce[:-8], -8, -8),
+        "bad ipv4 checksum": bytes(bad_csum),
+        "protocol 1": bytes(bad_version),
+        "RESULT from a worker": bytes(bad_type),
+        "next_block over 24 bits": bytes(wide_next),
+        "block over 24 bits": bytes(wide_block),
+        "ipv4 version 6": _ipv4(bytearray(announce), b0=0x65),
+        "ipv4 first fragment": _ipv4(bytearray(announce), b6=0x20),
+        "ipv4 later fragment": _ipv4(bytearray(announce), b7=0x08),
+        "ipv4 options": _ipv4(bytearray(announce + b"\0\0\0\0"), b0=0x46),
+        "trailing bytes": data + b"\xaa" * 40,
+        "ipv4 length too long": _lengths(data, ipv4_delta=4),
+        "udp length too short": _lengths(skip, udp_delta=-2),
+        "lengths of a DATA on a SKIP": _lengths(skip + bytes(4 * LANES), 4 * LANES, 4 * LANES),
+    }
 
 
-CASES = ["truncated values", "truncated header", "truncated fingerprint", "bad ipv4 checksum",
-         "protocol 1", "RESULT from a worker", "next_block over 24 bits", "block over 24 bits",
-         "ipv4 version 6", "ipv4 first fragment", "ipv4 later fragment", "ipv4 options",
-         "trailing bytes", "ipv4 length too long", "udp length too short",
-         "lengths of a DATA on a SKIP"]
+CASES = [
+    "truncated values",
+    "truncated header",
+    "truncated fingerprint",
+    "bad ipv4 checksum",
+    "protocol 1",
+    "RESULT from a worker",
+    "next_block over 24 bits",
+    "block over 24 bits",
+    "ipv4 version 6",
+    "ipv4 first fragment",
+    "ipv4 later fragment",
+    "ipv4 options",
+    "trailing bytes",
+    "ipv4 length too long",
+    "udp length too short",
+    "lengths of a DATA on a SKIP",
+]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -3,6 +3,7 @@ q + bias, the switch adds the block as one 2048-bit word, a SKIP adds the bias i
 lane, and every round's lanes come back as sum(q) + N * bias. Frames are built here by
 hand, biased with the specification's bias (harness.packed_bias), not the worker's code.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,9 +37,10 @@ def test_dense_round_sums_biased_lanes_exactly(switch, n):
     _announce(job, n)
     rng = np.random.default_rng(n)
     q = {r: rng.integers(-bias, bias + 1, LANES) for r in range(n)}
-    q[0][:2] = bias, -bias                        # the extremes of the quantized range
-    res = job.round(1, 0, {r: q[r] + bias for r in range(n)}, {r: (END, 0) for r in range(n)},
-                    flags=Flag.PACKED)
+    q[0][:2] = bias, -bias  # the extremes of the quantized range
+    res = job.round(
+        1, 0, {r: q[r] + bias for r in range(n)}, {r: (END, 0) for r in range(n)}, flags=Flag.PACKED
+    )
     exact = sum(q.values())
     for rank, r in res.items():
         assert r.header.msg_type == MsgType.RESULT and r.header.flags == Flag.PACKED
@@ -57,10 +59,17 @@ def test_skip_contributes_the_bias_wherever_it_comes(switch, skips):
     bias = packed_bias(n)
     _announce(job, n)
     rng = np.random.default_rng(len(skips))
-    q = {r: (np.zeros(LANES, np.int64) if r in skips
-             else rng.integers(-bias, bias + 1, LANES)) for r in range(n)}
-    res = job.round(1, 0, {r: None if r in skips else q[r] + bias for r in range(n)},
-                    {r: (END, 0) for r in range(n)}, flags=Flag.PACKED)
+    q = {
+        r: (np.zeros(LANES, np.int64) if r in skips else rng.integers(-bias, bias + 1, LANES))
+        for r in range(n)
+    }
+    res = job.round(
+        1,
+        0,
+        {r: None if r in skips else q[r] + bias for r in range(n)},
+        {r: (END, 0) for r in range(n)},
+        flags=Flag.PACKED,
+    )
     for r in res.values():
         assert r.values is not None, "the round's result carries the lanes even after SKIPs"
         assert np.array_equal(_lanes(r) - n * bias, sum(q.values()))
@@ -77,8 +86,9 @@ def test_largest_lanes_do_not_carry_into_their_neighbours(switch, n):
     assert 2 * n * bias < 2**32
     _announce(job, n)
     top = np.where(np.arange(LANES) % 2 == 0, 2 * bias, 0)
-    res = job.round(1, 0, {r: top for r in range(n)}, {r: (END, 0) for r in range(n)},
-                    flags=Flag.PACKED)
+    res = job.round(
+        1, 0, {r: top for r in range(n)}, {r: (END, 0) for r in range(n)}, flags=Flag.PACKED
+    )
     for r in res.values():
         lanes = _lanes(r)
         assert (lanes[0::2] == 2 * n * bias).all() and (lanes[1::2] == 0).all()
@@ -91,8 +101,15 @@ def test_retransmission_of_a_completed_round_gets_the_packed_sum(switch):
     _announce(job, n)
     vals = {0: np.arange(LANES) + bias, 1: None}
     first = job.round(1, 0, vals, {0: (END, 0), 1: (END, 0)}, flags=Flag.PACKED)
-    job.send(0, MsgType.DATA, version=1, block=0, next_block=END, values=vals[0],
-             flags=Flag.PACKED | Flag.RETRANSMIT)
+    job.send(
+        0,
+        MsgType.DATA,
+        version=1,
+        block=0,
+        next_block=END,
+        values=vals[0],
+        flags=Flag.PACKED | Flag.RETRANSMIT,
+    )
     cached = job.result(0)
     assert cached.header.flags == Flag.PACKED | Flag.CACHED
     assert np.array_equal(_lanes(cached), _lanes(first[0]))
@@ -104,28 +121,41 @@ def test_a_packet_of_the_other_encoding_is_dropped_and_counted(switch):
     """A packed job refuses a lanes packet and a lanes job a packed one: either would be
     added with the wrong arithmetic. The slot is untouched, so the round completes right."""
     packed = switch.add_job(job=60, n=2, encoding=PACKED, job_index=1, ports=[1, 2])
-    lanes = switch.add_job(job=61, n=2, job_index=2, ports=[3, 4], mcast_grp=120,
-                           slot_base=4)
+    lanes = switch.add_job(job=61, n=2, job_index=2, ports=[3, 4], mcast_grp=120, slot_base=4)
     bias = packed_bias(2)
     _announce(packed, 2)
     for rank in range(2):
         lanes.send(rank, MsgType.ANNOUNCE, next_block=0)
     lanes.results()
 
-    packed.send(0, MsgType.DATA, version=1, block=0, next_block=END,
-                values=np.full(LANES, 7))                          # no FLAG_PACKED
-    lanes.send(0, MsgType.DATA, version=1, block=0, next_block=END,
-               values=np.full(LANES, 7), flags=Flag.PACKED)
+    packed.send(
+        0, MsgType.DATA, version=1, block=0, next_block=END, values=np.full(LANES, 7)
+    )  # no FLAG_PACKED
+    lanes.send(
+        0,
+        MsgType.DATA,
+        version=1,
+        block=0,
+        next_block=END,
+        values=np.full(LANES, 7),
+        flags=Flag.PACKED,
+    )
     packed.assert_silent()
     lanes.assert_silent()
     assert packed.stats()["wrong_encoding"] == 1 and lanes.stats()["wrong_encoding"] == 1
-    assert packed.stats()["aggregated"] == 2                      # the announces only
+    assert packed.stats()["aggregated"] == 2  # the announces only
 
-    res = packed.round(1, 0, {0: np.full(LANES, 5 + bias), 1: np.full(LANES, -2 + bias)},
-                       {0: (END, 0), 1: (END, 0)}, flags=Flag.PACKED)
+    res = packed.round(
+        1,
+        0,
+        {0: np.full(LANES, 5 + bias), 1: np.full(LANES, -2 + bias)},
+        {0: (END, 0), 1: (END, 0)},
+        flags=Flag.PACKED,
+    )
     for r in res.values():
         assert (_lanes(r) - 2 * bias == 3).all()
-    res = lanes.round(1, 0, {0: np.full(LANES, 5), 1: np.full(LANES, -2)},
-                      {0: (END, 0), 1: (END, 0)})
+    res = lanes.round(
+        1, 0, {0: np.full(LANES, 5), 1: np.full(LANES, -2)}, {0: (END, 0), 1: (END, 0)}
+    )
     for r in res.values():
         assert r.header.flags == 0 and (r.values == 3).all()

@@ -18,6 +18,7 @@ This is the controller's one address module: besides the checks, the address typ
 (`Address`, the job descriptor's, shared with hostlib; `WorkerAddress`, a rank's place on
 the switch) and the integers P4Runtime carries for a MAC or an IPv4 (`mac_int`, `ip_int`).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -27,8 +28,15 @@ from dataclasses import dataclass
 from hostlib.config import Address
 from hostlib.wire import ip_bytes, mac_bytes
 
-__all__ = ["Address", "AddressError", "WorkerAddress", "ip_int", "mac_int", "unicast_ipv4",
-           "unicast_mac"]
+__all__ = [
+    "Address",
+    "AddressError",
+    "WorkerAddress",
+    "ip_int",
+    "mac_int",
+    "unicast_ipv4",
+    "unicast_mac",
+]
 
 _MAC = re.compile(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}")
 _IPV4 = re.compile(r"(?:0|[1-9][0-9]{0,2})(?:\.(?:0|[1-9][0-9]{0,2})){3}")
@@ -41,39 +49,48 @@ class AddressError(ValueError):
 def unicast_mac(value: object) -> str:
     """The MAC in lower case, or AddressError."""
     if not isinstance(value, str) or not _MAC.fullmatch(value):
-        raise AddressError(f"bad MAC address {value!r} (expected six two-digit hex groups "
-                           "separated by ':', e.g. 02:00:00:00:00:01)")
+        raise AddressError(
+            f"bad MAC address {value!r} (expected six two-digit hex groups "
+            "separated by ':', e.g. 02:00:00:00:00:01)"
+        )
     octets = bytes(int(x, 16) for x in value.split(":"))
     if octets == bytes(6):
         raise AddressError(f"MAC address {value!r} is the all-zero address, not a host's")
     if octets == b"\xff" * 6:
         raise AddressError(f"MAC address {value!r} is the broadcast address, not a host's")
     if octets[0] & 1:
-        raise AddressError(f"MAC address {value!r} is a multicast address (lowest bit of "
-                           "the first octet set), not a host's")
+        raise AddressError(
+            f"MAC address {value!r} is a multicast address (lowest bit of "
+            "the first octet set), not a host's"
+        )
     return value.lower()
 
 
 def unicast_ipv4(value: object) -> str:
     """The IPv4 address as given, or AddressError."""
     if not isinstance(value, str) or not _IPV4.fullmatch(value):
-        raise AddressError(f"bad IPv4 address {value!r} (expected a dotted quad such as "
-                           "10.0.0.1, no leading zeros)")
+        raise AddressError(
+            f"bad IPv4 address {value!r} (expected a dotted quad such as "
+            "10.0.0.1, no leading zeros)"
+        )
     try:
         ip = ipaddress.IPv4Address(value)
     except ValueError:
         raise AddressError(f"bad IPv4 address {value!r} (each part must be 0..255)") from None
     if ip in _THIS_NETWORK:
-        raise AddressError(f"IPv4 address {value} is in 0.0.0.0/8 (unspecified), "
-                           "not a host's")
+        raise AddressError(f"IPv4 address {value} is in 0.0.0.0/8 (unspecified), not a host's")
     if ip.is_loopback:
-        raise AddressError(f"IPv4 address {value} is a loopback address, not reachable "
-                           "through a switch port")
+        raise AddressError(
+            f"IPv4 address {value} is a loopback address, not reachable through a switch port"
+        )
     if ip.is_multicast:
         raise AddressError(f"IPv4 address {value} is a multicast address, not a host's")
     if ip in _RESERVED:
-        what = "the broadcast address" if value == "255.255.255.255" else \
-            "in the reserved range 240.0.0.0/4"
+        what = (
+            "the broadcast address"
+            if value == "255.255.255.255"
+            else "in the reserved range 240.0.0.0/4"
+        )
         raise AddressError(f"IPv4 address {value} is {what}, not a host's")
     return value
 
@@ -96,6 +113,7 @@ def ip_int(ip: str) -> int:
 class WorkerAddress:
     """Where rank `rank` of a job is: its switch port, and its `address` (MAC, IPv4, UDP
     port), which admission matches and results are sent to."""
+
     rank: int
     port: int
     mac: str

@@ -7,6 +7,7 @@ carries the job's parameters (job index, slot range, worker count, multicast gro
 encoding and its bias), so admission is also where a job's slots are handed to the data
 plane.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from .addresses import WorkerAddress, ip_int, mac_int
 from .connection import SwitchConnection, table_entity
 
-SECTION = "7. Admission"              # docs/protocol.md
+SECTION = "7. Admission"  # docs/protocol.md
 TABLES = ("admission",)
 JOB_COUNTERS = ("slot_out_of_range", "wrong_encoding")
 SWITCH_COUNTERS: tuple[str, ...] = ()
@@ -29,21 +30,37 @@ class JobParameters:
     worker_count: int
     mcast_grp: int
     epoch: int
-    encoding: int = 0       # protocol.Encoding: LANES 0, PACKED 1
-    bias: int = 0           # PACKED: floor((2^31 - 1) / worker_count), what a SKIP adds
+    encoding: int = 0  # protocol.Encoding: LANES 0, PACKED 1
+    bias: int = 0  # PACKED: floor((2^31 - 1) / worker_count), what a SKIP adds
 
 
-def admission_entry(conn: SwitchConnection, job: JobParameters, worker: WorkerAddress,
-                    with_action: bool = True):
-    match = {"ingress_port": worker.port, "src_mac": mac_int(worker.mac),
-             "src_ip": ip_int(worker.ip), "job": job.job, "epoch": job.epoch,
-             "rank": worker.rank}
+def admission_entry(
+    conn: SwitchConnection, job: JobParameters, worker: WorkerAddress, with_action: bool = True
+):
+    match = {
+        "ingress_port": conn.ports(worker.port),
+        "src_mac": mac_int(worker.mac),
+        "src_ip": ip_int(worker.ip),
+        "job": job.job,
+        "epoch": job.epoch,
+        "rank": worker.rank,
+    }
     if not with_action:
         return conn.p4.table_entry("admission", match)
-    return conn.p4.table_entry("admission", match, "admit", {
-        "job_index": job.job_index, "slot_base": job.slot_base, "slot_count": job.slot_count,
-        "worker_count": job.worker_count, "mcast_grp": job.mcast_grp,
-        "encoding": job.encoding, "bias": job.bias})
+    return conn.p4.table_entry(
+        "admission",
+        match,
+        "admit",
+        {
+            "job_index": job.job_index,
+            "slot_base": job.slot_base,
+            "slot_count": job.slot_count,
+            "worker_count": job.worker_count,
+            "mcast_grp": job.mcast_grp,
+            "encoding": job.encoding,
+            "bias": job.bias,
+        },
+    )
 
 
 def admit(conn: SwitchConnection, job: JobParameters, workers: list[WorkerAddress]) -> None:

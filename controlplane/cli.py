@@ -7,6 +7,7 @@ error. Every error is one line on stderr, `p4reduce-ctl: ...`; with `--json` it 
 object there instead, {"error": message, "exit_code": n}. Readable tables by default,
 `--json` for scripts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,10 @@ def _one_line(message: str) -> str:
 def report_error(message: str, code: int, as_json: bool, prog: str = PROG) -> int:
     """Print one error line (JSON with --json) on stderr and return the exit code."""
     message = _one_line(message)
-    print(json.dumps({"error": message, "exit_code": code}) if as_json
-          else f"{prog}: {message}", file=sys.stderr)
+    print(
+        json.dumps({"error": message, "exit_code": code}) if as_json else f"{prog}: {message}",
+        file=sys.stderr,
+    )
     return code
 
 
@@ -49,8 +52,7 @@ class _Parser(argparse.ArgumentParser):
     json_errors = False
 
     def error(self, message: str) -> NoReturn:
-        report_error(f"{message} (see {self.prog} --help)", EXIT_USAGE, self.json_errors,
-                     self.prog)
+        report_error(f"{message} (see {self.prog} --help)", EXIT_USAGE, self.json_errors, self.prog)
         sys.exit(EXIT_USAGE)
 
 
@@ -63,6 +65,7 @@ def _int_in(lo: int, hi: int, what: str):
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{what} {value} is out of range {lo}..{hi}")
         return value
+
     parse.__name__ = what
     return parse
 
@@ -96,11 +99,13 @@ def parse_worker(text: str) -> WorkerAddress:
     if len(parts) not in (9, 10):
         raise argparse.ArgumentTypeError(
             f"--worker {text!r}: expected RANK:PORT:MAC:IP[:UDP_PORT], "
-            "e.g. 0:1:02:00:00:00:00:01:10.0.0.1")
+            "e.g. 0:1:02:00:00:00:00:01:10.0.0.1"
+        )
     numbers = [parts[0], parts[1]] + parts[9:]
     if not all(n.isascii() and n.isdigit() for n in numbers):
-        raise argparse.ArgumentTypeError(f"--worker {text!r}: rank, port and udp port "
-                                         "must be decimal integers")
+        raise argparse.ArgumentTypeError(
+            f"--worker {text!r}: rank, port and udp port must be decimal integers"
+        )
     rank, port = int(parts[0]), int(parts[1])
     udp = int(parts[9]) if len(parts) == 10 else wire.UDP_PORT_BASE
     if rank > 255:
@@ -110,7 +115,8 @@ def parse_worker(text: str) -> WorkerAddress:
     if udp & wire.UDP_PORT_MASK != wire.UDP_PORT_BASE:
         raise argparse.ArgumentTypeError(
             f"--worker {text!r}: udp port {udp} is not in {wire.UDP_PORT_BASE}.."
-            f"{wire.UDP_PORT_BASE + 15}")
+            f"{wire.UDP_PORT_BASE + 15}"
+        )
     try:
         mac = unicast_mac(":".join(parts[2:8]))
         ip = unicast_ipv4(parts[8])
@@ -129,10 +135,14 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 
 
 def _job_row(job) -> dict:
-    return {"job": job.job, "worker_count": len(job.workers),
-            "slots": f"{job.slot_base}..{job.slot_base + job.slot_count - 1}",
-            "epoch": job.epoch, "index": job.job_index,
-            "loss": "" if not job.loss else f"in {job.loss['ingress']} out {job.loss['egress']}"}
+    return {
+        "job": job.job,
+        "worker_count": len(job.workers),
+        "slots": f"{job.slot_base}..{job.slot_base + job.slot_count - 1}",
+        "epoch": job.epoch,
+        "index": job.job_index,
+        "loss": "" if not job.loss else f"in {job.loss['ingress']} out {job.loss['egress']}",
+    }
 
 
 _job_id = _int_in(0, 0xFFFF, "job id")
@@ -142,36 +152,62 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     parser_class = type("Parser", (_Parser,), {"json_errors": json_errors})
     ap = parser_class(prog=PROG, description=__doc__.splitlines()[0])
     ap.add_argument("--config", "-c", default="p4reduce.toml", help="switch configuration")
-    ap.add_argument("--json", action="store_true",
-                    help="machine-readable output (and errors as JSON on stderr)")
-    ap.add_argument("--timeout", type=_positive_seconds, default=3.0,
-                    help="seconds (> 0) to wait for the switch's P4Runtime server")
-    ap.add_argument("--election-id", type=_int_in(1, 2**63, "election id"),
-                    help="P4Runtime election id instead of switch.election_id (higher "
-                         "takes over as primary; lower is enough for stats and job list)")
+    ap.add_argument(
+        "--json", action="store_true", help="machine-readable output (and errors as JSON on stderr)"
+    )
+    ap.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=3.0,
+        help="seconds (> 0) to wait for the switch's P4Runtime server",
+    )
+    ap.add_argument(
+        "--election-id",
+        type=_int_in(1, 2**63, "election id"),
+        help="P4Runtime election id instead of switch.election_id (higher "
+        "takes over as primary; lower is enough for stats and job list)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=parser_class)
-    up = sub.add_parser("up", help="configure the switch (pushes the pipeline only if "
-                                   "the switch does not already run it)")
-    up.add_argument("--watch", action="store_true",
-                    help="keep running; reconfigure the switch if it restarts")
-    up.add_argument("--reset", action="store_true",
-                    help="push the pipeline even if the switch runs it: clears every "
-                         "register, so running jobs stall")
+    up = sub.add_parser(
+        "up",
+        help="configure the switch (pushes the pipeline only if "
+        "the switch does not already run it)",
+    )
+    up.add_argument(
+        "--watch", action="store_true", help="keep running; reconfigure the switch if it restarts"
+    )
+    up.add_argument(
+        "--reset",
+        action="store_true",
+        help="push the pipeline even if the switch runs it: clears every "
+        "register, so running jobs stall",
+    )
     job = sub.add_parser("job", help="create, delete, list and show jobs")
     jsub = job.add_subparsers(dest="job_command", required=True, parser_class=parser_class)
     create = jsub.add_parser("create")
     create.add_argument("--job", type=_job_id, required=True)
     create.add_argument("--slots", type=_int_in(1, MAX_SLOT_COUNT, "slots"), default=64)
-    create.add_argument("--worker", type=parse_worker, action="append", required=True,
-                        metavar="RANK:PORT:MAC:IP[:UDP]")
-    create.add_argument("--encoding", choices=ENCODINGS, default="packed",
-                        help="how values travel and are added: packed (default; one "
-                             "2048-bit add per packet; floats quantized, int32 as two "
-                             "16-bit halves) or lanes (64 int32 lanes added one by one, "
-                             "overflow flagged by the switch)")
-    create.add_argument("--descriptors", type=Path,
-                        help="write one descriptor per rank into this directory")
+    create.add_argument(
+        "--worker",
+        type=parse_worker,
+        action="append",
+        required=True,
+        metavar="RANK:PORT:MAC:IP[:UDP]",
+    )
+    create.add_argument(
+        "--encoding",
+        choices=ENCODINGS,
+        default=None,
+        help="how values travel and are added: packed (the default on "
+        "bmv2; one 2048-bit add per packet; floats quantized, int32 as "
+        "two 16-bit halves) or lanes (64 int32 lanes added one by one, "
+        "overflow flagged by the switch; the default, and the only "
+        "encoding, on a Tofino target)",
+    )
+    create.add_argument(
+        "--descriptors", type=Path, help="write one descriptor per rank into this directory"
+    )
     delete = jsub.add_parser("delete")
     delete.add_argument("job", type=_job_id)
     jsub.add_parser("list")
@@ -182,10 +218,18 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     st.add_argument("--job", type=_job_id)
     ds = sub.add_parser("drop-sim", help="set the drop simulator of a job")
     ds.add_argument("--job", type=_job_id, required=True)
-    ds.add_argument("--ingress", type=_probability, default=0.0,
-                    help="loss probability in [0, 1) (at most 65535/65536 is simulated)")
-    ds.add_argument("--egress", type=_probability, default=0.0,
-                    help="loss probability in [0, 1) of result copies")
+    ds.add_argument(
+        "--ingress",
+        type=_probability,
+        default=0.0,
+        help="loss probability in [0, 1) (at most 65535/65536 is simulated)",
+    )
+    ds.add_argument(
+        "--egress",
+        type=_probability,
+        default=0.0,
+        help="loss probability in [0, 1) of result copies",
+    )
     ds.add_argument("--seed", type=_int_in(0, 2**32 - 1, "seed"), default=1)
     ds.add_argument("--random", action="store_true")
     return ap
@@ -204,9 +248,12 @@ def run(args: argparse.Namespace, out=sys.stdout) -> int:
         if args.command == "up":
             outcome = ctl.up(retries=3, reset=args.reset)
             n = len(ctl.jobs.jobs())
-            print(json.dumps({"status": "up", "jobs": n, "pipeline": outcome}) if args.json
-                  else f"switch {config.switch.grpc_addr} up, {n} job(s), pipeline "
-                       f"{outcome}", file=out)
+            print(
+                json.dumps({"status": "up", "jobs": n, "pipeline": outcome})
+                if args.json
+                else f"switch {config.switch.grpc_addr} up, {n} job(s), pipeline {outcome}",
+                file=out,
+            )
             if args.watch:
                 signal.signal(signal.SIGTERM, lambda *_: ctl.stop())
                 try:
@@ -216,9 +263,11 @@ def run(args: argparse.Namespace, out=sys.stdout) -> int:
             return EXIT_OK
         read_only = (args.command, getattr(args, "job_command", None)) in READ_ONLY
         if not ctl.attach(retries=1, require_primary=not read_only):
-            raise SwitchError("attach", "FAILED_PRECONDITION",
-                              f"switch {config.switch.grpc_addr} has no pipeline: run "
-                              f"'p4reduce-ctl up'")
+            raise SwitchError(
+                "attach",
+                "FAILED_PRECONDITION",
+                f"switch {config.switch.grpc_addr} has no pipeline: run 'p4reduce-ctl up'",
+            )
         return _run_attached(args, ctl, out)
     finally:
         ctl.close()
@@ -235,21 +284,28 @@ def _run_attached(args, ctl: Controller, out) -> int:
                     args.descriptors.mkdir(parents=True, exist_ok=True)
                     for d in descriptors:
                         (args.descriptors / f"job{job.job}-rank{d['rank']}.json").write_text(
-                            json.dumps(d, indent=2) + "\n")
+                            json.dumps(d, indent=2) + "\n"
+                        )
                 except OSError as exc:
-                    raise JobError(f"job {job.job} was created, but its descriptors could "
-                                   f"not be written to {args.descriptors} ({exc}); "
-                                   f"'p4reduce-ctl job show {job.job}' prints them") from None
+                    raise JobError(
+                        f"job {job.job} was created, but its descriptors could "
+                        f"not be written to {args.descriptors} ({exc}); "
+                        f"'p4reduce-ctl job show {job.job}' prints them"
+                    ) from None
             if args.json:
                 print(json.dumps({"job": job.to_json(), "descriptors": descriptors}), file=out)
             else:
-                print(_table([_job_row(job)], ["job", "worker_count", "slots", "epoch", "index"]),
-                      file=out)
+                print(
+                    _table([_job_row(job)], ["job", "worker_count", "slots", "epoch", "index"]),
+                    file=out,
+                )
             return EXIT_OK
         if args.job_command == "delete":
             job = jobs.delete(args.job)
-            print(json.dumps({"deleted": job.job}) if args.json else f"deleted job {job.job}",
-                  file=out)
+            print(
+                json.dumps({"deleted": job.job}) if args.json else f"deleted job {job.job}",
+                file=out,
+            )
             return EXIT_OK
         if args.job_command == "list":
             rows = [_job_row(j) for j in jobs.jobs()]
@@ -260,16 +316,19 @@ def _run_attached(args, ctl: Controller, out) -> int:
             job = jobs.get(args.job)
             ranks = [args.rank] if args.rank is not None else [w.rank for w in job.workers]
             descriptors = [job.descriptor(r, jobs.switch) for r in ranks]
-            print(json.dumps(descriptors if args.rank is None else descriptors[0], indent=2),
-                  file=out)
+            print(
+                json.dumps(descriptors if args.rank is None else descriptors[0], indent=2), file=out
+            )
             return EXIT_OK
     if args.command == "stats":
         selected = [jobs.get(args.job)] if args.job is not None else jobs.jobs()
         per_job = {j.job: switch_stats.job_stats(ctl.conn, j.job_index) for j in selected}
         switch = switch_stats.switch_stats(ctl.conn)
         if args.json:
-            print(json.dumps({"jobs": {str(k): v for k, v in per_job.items()},
-                              "switch": switch}), file=out)
+            print(
+                json.dumps({"jobs": {str(k): v for k, v in per_job.items()}, "switch": switch}),
+                file=out,
+            )
         else:
             rows = [{"job": k, **v} for k, v in per_job.items()]
             print(_table(rows, ["job", *switch_stats.JOB_COUNTERS]), file=out)
@@ -277,9 +336,12 @@ def _run_attached(args, ctl: Controller, out) -> int:
         return EXIT_OK
     if args.command == "drop-sim":
         jobs.set_loss(args.job, args.ingress, args.egress, args.seed, args.random)
-        print(json.dumps({"job": args.job, "ingress": args.ingress, "egress": args.egress})
-              if args.json else f"job {args.job}: ingress loss {args.ingress}, "
-                                f"egress loss {args.egress}", file=out)
+        print(
+            json.dumps({"job": args.job, "ingress": args.ingress, "egress": args.egress})
+            if args.json
+            else f"job {args.job}: ingress loss {args.ingress}, egress loss {args.egress}",
+            file=out,
+        )
         return EXIT_OK
     raise AssertionError(args)
 
@@ -291,10 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     as_json = "--json" in argv
     try:
         args = build_parser(as_json).parse_args(argv)
-    except SystemExit as exc:       # --help (0) or a usage error (2, already reported)
+    except SystemExit as exc:  # --help (0) or a usage error (2, already reported)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return run(args)
     except (ConfigError, JobError, P4InfoError, MastershipError) as exc:
@@ -305,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         return report_error("interrupted", 130, as_json)
     except Exception as exc:  # grpc errors surface as RpcError subclasses of Exception
         import grpc
+
         if isinstance(exc, grpc.RpcError):
             return report_error(f"switch unreachable: {exc.details()}", EXIT_SWITCH, as_json)
         raise

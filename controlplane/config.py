@@ -4,6 +4,7 @@ Errors name the field by its path in the file (`jobs[0].workers[2].mac`) and say
 wrong, because the person reading them is editing that file.
 
     [switch]
+    target = "bmv2"                        # bmv2 (default; also softswitch), tofino, tofino2
     grpc_addr = "127.0.0.1:9559"
     device_id = 1
     election_id = 1
@@ -19,10 +20,26 @@ wrong, because the person reading them is editing that file.
     [[jobs]]                               # optional static jobs
     job = 7
     slots = 16
+    encoding = "lanes"                     # optional; default: the target's (packed on bmv2)
     workers = [
       { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },
       { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
     ]
+
+A Tofino switch (`target = "tofino"` or `"tofino2"`, controlplane/target.py) adds:
+
+    [switch]
+    target = "tofino"
+    ports = [1, 2, 3, 4]                   # the operator's port numbers, as everywhere
+    cpu_port = 192                         # optional: the CPU (PCIe) dev port, never used
+    device_config = "pipeline_config.pb.bin"   # what the P4Runtime server loads
+    p4info = "p4reduce.p4info.txtpb"       # optional; default p4src/build/tofino/
+    [switch.port_map]                      # optional: configured port -> dev port
+    1 = 128                                # (without it the ports are dev ports)
+    2 = 136
+
+Every configured port is then mapped, no two to the same dev port, none to the CPU port or
+the TNA program's harvest port; jobs default to (and must use) the `lanes` encoding.
 
 The state file is where the controller keeps its jobs between runs (and between CLI
 calls); it is the single source of truth for jobs, re-read before every change and every
@@ -34,6 +51,7 @@ must name one or keeps jobs in memory only.
 Addresses are validated strictly (controlplane/addresses.py): canonical spelling, and
 worker, host and switch addresses must be unicast (no broadcast, multicast, zero, loopback).
 """
+
 from __future__ import annotations
 
 try:
@@ -49,7 +67,8 @@ from typing import Any
 from hostlib import wire
 
 from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
-from .jobs import MAX_SLOT_COUNT, JobError, validate_workers
+from .jobs import ENCODINGS, MAX_SLOT_COUNT, JobError, validate_workers
+from .target import TARGETS, Target, TargetError, check_encoding
 
 
 class ConfigError(ValueError):
@@ -71,6 +90,7 @@ class StaticJob:
     job: int
     slots: int
     workers: list[WorkerAddress]
+    encoding: str | None = None  # None: the target's default
 
 
 @dataclass
@@ -84,6 +104,15 @@ class SwitchConfig:
     hosts: list[HostEntry] = field(default_factory=list)
     state_file: Path | None = None
     flood_group: int = 1
+    target: str = "bmv2"  # controlplane/target.py
+    port_map: dict[int, int] = field(default_factory=dict)  # configured -> dev port
+    cpu_port: int | None = None
+    p4info: Path | None = None  # None: the target's committed P4Info
+    device_config: Path | None = None  # None: the target's (bmv2: p4src/build/)
+
+    @property
+    def target_info(self) -> Target:
+        return TARGETS[self.target]
 
 
 @dataclass
@@ -93,8 +122,22 @@ class Config:
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_SWITCH_KEYS = {"grpc_addr", "device_id", "election_id", "mac", "ip", "ports", "hosts",
-                "state_file", "flood_group"}
+_SWITCH_KEYS = {
+    "grpc_addr",
+    "device_id",
+    "election_id",
+    "mac",
+    "ip",
+    "ports",
+    "hosts",
+    "state_file",
+    "flood_group",
+    "target",
+    "port_map",
+    "cpu_port",
+    "p4info",
+    "device_config",
+}
 _WORKER_KEYS = {"rank", "port", "mac", "ip", "udp_port"}
 
 
@@ -105,9 +148,10 @@ def _check_keys(path: str, table: Any, allowed: set[str], required: set[str] = f
     if unknown:
         key = unknown[0]
         if not (isinstance(key, str) and _BARE_KEY.fullmatch(key)):
-            key = json.dumps(str(key))      # shown quoted: no raw newline in the message
-        raise ConfigError(f"{path}.{key}" if path else key,
-                          f"unknown key (allowed: {', '.join(sorted(allowed))})")
+            key = json.dumps(str(key))  # shown quoted: no raw newline in the message
+        raise ConfigError(
+            f"{path}.{key}" if path else key, f"unknown key (allowed: {', '.join(sorted(allowed))})"
+        )
     for key in sorted(required - set(table)):
         raise ConfigError(f"{path}.{key}" if path else key, "missing")
 
@@ -140,13 +184,79 @@ def _list(path: str, value: Any) -> list:
     return value
 
 
+def _path(path: str, value: Any, base_dir: Path) -> Path:
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise ConfigError(path, f"expected a file path, got {value!r}")
+    return (base_dir / value).resolve()
+
+
+def _target_ports(sw: dict, cfg: SwitchConfig, ports: set[int]) -> None:
+    """switch.target, port_map and cpu_port: what a Tofino switch needs (target.py)."""
+    if "target" in sw:
+        if sw["target"] not in TARGETS:
+            raise ConfigError(
+                "switch.target", f"{sw['target']!r} is not one of {', '.join(TARGETS)}"
+            )
+        cfg.target = sw["target"]
+    target = cfg.target_info
+    for key in ("port_map", "cpu_port"):
+        if key in sw and not target.is_tofino:
+            raise ConfigError(
+                f"switch.{key}",
+                f"only for a Tofino target (target = "
+                f'"tofino" or "tofino2"); {target.name} '
+                f"ports are the data plane's own numbers",
+            )
+    if "cpu_port" in sw:
+        cfg.cpu_port = _int("switch.cpu_port", sw["cpu_port"], 0, 511)
+    raw = sw.get("port_map", {})
+    if not isinstance(raw, dict):
+        raise ConfigError("switch.port_map", "expected a table of port = dev port")
+    dev_of: dict[int, int] = {}
+    for key, dev in raw.items():
+        path = f"switch.port_map.{key}"
+        try:
+            port = int(key, 10)
+        except (TypeError, ValueError):
+            raise ConfigError(path, "expected a port number as the key") from None
+        if port not in ports:
+            raise ConfigError(path, f"port {port} is not in switch.ports")
+        dev_of[port] = _int(path, dev, 0, 511)
+    if dev_of:
+        unmapped = sorted(ports - set(dev_of))
+        if unmapped:
+            raise ConfigError(
+                "switch.port_map", f"port(s) {unmapped} of switch.ports have no dev port"
+            )
+        seen: dict[int, int] = {}
+        for port in sorted(dev_of):
+            if dev_of[port] in seen:
+                raise ConfigError(
+                    f"switch.port_map.{port}",
+                    f"dev port {dev_of[port]} is also port {seen[dev_of[port]]}'s",
+                )
+            seen[dev_of[port]] = port
+    cfg.port_map = dev_of
+    reserved = dict(target.reserved_ports)
+    if cfg.cpu_port is not None:
+        reserved[cfg.cpu_port] = "the CPU port (switch.cpu_port)"
+    for port in sorted(ports):
+        dev = dev_of.get(port, port)
+        if dev in reserved:
+            where = f"switch.port_map.{port}" if dev_of else "switch.ports"
+            raise ConfigError(
+                where,
+                f"port {port} is dev port {dev}, {reserved[dev]}: "
+                f"not a worker's or host's port on {target.name}",
+            )
+
+
 def default_state_file(config_path: Path) -> Path:
     """Where a configuration file without `switch.state_file` keeps its jobs."""
     return config_path.resolve().with_name(config_path.stem + ".state.json")
 
 
-def parse(data: dict, base_dir: Path = Path("."),
-          default_state: Path | None = None) -> Config:
+def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = None) -> Config:
     """Validate a configuration; `default_state` is the state file when none is named."""
     _check_keys("", data, {"switch", "jobs"}, {"switch"})
     sw = data["switch"]
@@ -173,6 +283,10 @@ def parse(data: dict, base_dir: Path = Path("."),
             raise ConfigError(f"switch.ports[{i}]", f"duplicate port {port}")
         seen.add(port)
     cfg.ports = list(sw["ports"])
+    _target_ports(sw, cfg, seen)
+    for key in ("p4info", "device_config"):
+        if key in sw:
+            setattr(cfg, key, _path(f"switch.{key}", sw[key], base_dir))
     for i, host in enumerate(_list("switch.hosts", sw.get("hosts", []))):
         path = f"switch.hosts[{i}]"
         _check_keys(path, host, {"mac", "port"}, {"mac", "port"})
@@ -181,10 +295,14 @@ def parse(data: dict, base_dir: Path = Path("."),
             raise ConfigError(f"{path}.port", f"port {port} is not in switch.ports")
         cfg.hosts.append(HostEntry(_mac(f"{path}.mac", host["mac"]), port))
     if "state_file" in sw:
-        if not isinstance(sw["state_file"], str) or not sw["state_file"].strip() \
-                or "\0" in sw["state_file"]:
-            raise ConfigError("switch.state_file", f"expected a file path, got "
-                                                   f"{sw['state_file']!r}")
+        if (
+            not isinstance(sw["state_file"], str)
+            or not sw["state_file"].strip()
+            or "\0" in sw["state_file"]
+        ):
+            raise ConfigError(
+                "switch.state_file", f"expected a file path, got {sw['state_file']!r}"
+            )
         cfg.state_file = (base_dir / sw["state_file"]).resolve()
         if cfg.state_file.is_dir():
             raise ConfigError("switch.state_file", f"{cfg.state_file} is a directory")
@@ -198,8 +316,18 @@ def parse(data: dict, base_dir: Path = Path("."),
         raise ConfigError("jobs", "expected an array of tables ([[jobs]])")
     for j, job in enumerate(raw_jobs):
         path = f"jobs[{j}]"
-        _check_keys(path, job, {"job", "slots", "workers"}, {"job", "slots", "workers"})
+        _check_keys(path, job, {"job", "slots", "workers", "encoding"}, {"job", "slots", "workers"})
         job_id = _int(f"{path}.job", job["job"], 0, 65535)
+        encoding = job.get("encoding")
+        if encoding is not None:
+            if encoding not in ENCODINGS:
+                raise ConfigError(
+                    f"{path}.encoding", f"{encoding!r} is not one of {', '.join(ENCODINGS)}"
+                )
+            try:
+                check_encoding(cfg.target_info, job_id, encoding)
+            except TargetError as exc:
+                raise ConfigError(f"{path}.encoding", str(exc)) from None
         if job_id in job_ids:
             raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
         job_ids.add(job_id)
@@ -213,17 +341,26 @@ def parse(data: dict, base_dir: Path = Path("."),
             port = _int(f"{wpath}.port", worker["port"], 0, 510)
             if port not in seen:
                 raise ConfigError(f"{wpath}.port", f"port {port} is not in switch.ports")
-            udp = _int(f"{wpath}.udp_port", worker.get("udp_port", wire.UDP_PORT_BASE),
-                       wire.UDP_PORT_BASE, wire.UDP_PORT_BASE + 15)
-            workers.append(WorkerAddress(
-                rank=_int(f"{wpath}.rank", worker["rank"], 0, 255), port=port,
-                mac=_mac(f"{wpath}.mac", worker["mac"]), ip=_ip(f"{wpath}.ip", worker["ip"]),
-                udp_port=udp))
+            udp = _int(
+                f"{wpath}.udp_port",
+                worker.get("udp_port", wire.UDP_PORT_BASE),
+                wire.UDP_PORT_BASE,
+                wire.UDP_PORT_BASE + 15,
+            )
+            workers.append(
+                WorkerAddress(
+                    rank=_int(f"{wpath}.rank", worker["rank"], 0, 255),
+                    port=port,
+                    mac=_mac(f"{wpath}.mac", worker["mac"]),
+                    ip=_ip(f"{wpath}.ip", worker["ip"]),
+                    udp_port=udp,
+                )
+            )
         try:
             validate_workers(job_id, workers, seen)
         except JobError as exc:
             raise ConfigError(f"{path}.workers", str(exc)) from None
-        jobs.append(StaticJob(job_id, slots, workers))
+        jobs.append(StaticJob(job_id, slots, workers, encoding))
     return Config(cfg, jobs)
 
 

@@ -5,6 +5,7 @@ simple_switch_grpc and any other P4Runtime server. p4runtime-shell's client exit
 process when a handshake fails, which a long-running controller that reconnects cannot
 afford; this one raises instead.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,6 +23,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from .p4rt import P4InfoIndex, load_p4info
 from .pipeline import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
+from .target import PortMap
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +82,17 @@ def _write_error(err: grpc.RpcError) -> SwitchError:
 class SwitchConnection:
     """P4Runtime client for one device, as primary (highest election id) or backup."""
 
-    def __init__(self, grpc_addr: str, device_id: int = 1, election_id: int = 1,
-                 timeout: float = 10.0):
+    def __init__(
+        self, grpc_addr: str, device_id: int = 1, election_id: int = 1, timeout: float = 10.0
+    ):
         self.grpc_addr = grpc_addr
         self.device_id = device_id
         self.election_id = election_id
         self.timeout = timeout
         self.is_primary = False
         self.objects: P4InfoIndex | None = None
+        # configured port -> the data plane's port (identity but on Tofino; target.py)
+        self.ports = PortMap()
         self._channel: grpc.Channel | None = None
         self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
         self._out: queue.Queue | None = None
@@ -109,8 +114,7 @@ class SwitchConnection:
                 self.close()
                 if attempt == retries:
                     raise
-                log.info("connect to %s failed (%s); retrying in %.2fs", self.grpc_addr,
-                         exc, delay)
+                log.info("connect to %s failed (%s); retrying in %.2fs", self.grpc_addr, exc, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
         return self
@@ -118,14 +122,17 @@ class SwitchConnection:
     def _open(self) -> None:
         # GetForwardingPipelineConfig returns the whole device config (bmv2 JSON, MBs):
         # gRPC's 4 MiB default would refuse it as PI accepts up to 256 MiB on the way in
-        self._channel = grpc.insecure_channel(self.grpc_addr, options=[
-            ("grpc.max_receive_message_length", 256 * 1024 * 1024)])
+        self._channel = grpc.insecure_channel(
+            self.grpc_addr, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)]
+        )
         try:
             grpc.channel_ready_future(self._channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:
-            raise SwitchError("connect", "UNAVAILABLE",
-                              f"no P4Runtime server at {self.grpc_addr} "
-                              f"within {self.timeout}s") from None
+            raise SwitchError(
+                "connect",
+                "UNAVAILABLE",
+                f"no P4Runtime server at {self.grpc_addr} within {self.timeout}s",
+            ) from None
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
         self._out = queue.Queue()
         out = self._out
@@ -168,15 +175,18 @@ class SwitchConnection:
         except queue.Empty:
             raise TimeoutError(f"no arbitration answer from {self.grpc_addr}") from None
         if isinstance(reply, grpc.RpcError):
-            if reply.code() == grpc.StatusCode.INVALID_ARGUMENT and \
-                    "election" in (reply.details() or "").lower():
+            if (
+                reply.code() == grpc.StatusCode.INVALID_ARGUMENT
+                and "election" in (reply.details() or "").lower()
+            ):
                 raise MastershipError(
                     f"another controller is connected to {self.grpc_addr} (device "
                     f"{self.device_id}) with the same election id {self.election_id} "
                     f"(switch.election_id; the switch said: {reply.details()}). Only one "
                     f"controller may use an election id: stop the other one (a "
                     f"'p4reduce-ctl up --watch'?) or give this one another id "
-                    f"(--election-id; higher takes over as primary, lower can only read)")
+                    f"(--election-id; higher takes over as primary, lower can only read)"
+                )
             raise SwitchError("arbitration", reply.code().name, reply.details() or "")
         self.is_primary = reply.status.code == code_pb2.OK
 
@@ -207,8 +217,13 @@ class SwitchConnection:
         msg.election_id.low = self.election_id & ((1 << 64) - 1)
 
     # ---- pipeline ------------------------------------------------------------------
-    def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes,
-                     clear_groups: bool = True, cookie: int = 0) -> None:
+    def set_pipeline(
+        self,
+        p4info: p4info_pb2.P4Info,
+        device_config: bytes,
+        clear_groups: bool = True,
+        cookie: int = 0,
+    ) -> None:
         """Replace the switch's pipeline (all tables, counters and registers start afresh).
 
         Multicast groups are deleted first: simple_switch_grpc (bmv2 1.15.5 + PI) forgets
@@ -219,7 +234,8 @@ class SwitchConnection:
             self.clear_multicast_groups()
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
-            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+        )
         self._election(req)
         req.config.p4info.CopyFrom(p4info)
         req.config.p4_device_config = device_config
@@ -231,11 +247,15 @@ class SwitchConnection:
             raise SwitchError("set pipeline", exc.code().name, exc.details() or "") from None
         self.objects = P4InfoIndex.from_proto(p4info)
 
-    def push_pipeline(self, p4info_path: str | Path = DEFAULT_P4INFO,
-                      device_config_path: str | Path = DEFAULT_DEVICE_CONFIG,
-                      clear_groups: bool = True) -> None:
-        self.set_pipeline(load_p4info(p4info_path), Path(device_config_path).read_bytes(),
-                          clear_groups)
+    def push_pipeline(
+        self,
+        p4info_path: str | Path = DEFAULT_P4INFO,
+        device_config_path: str | Path = DEFAULT_DEVICE_CONFIG,
+        clear_groups: bool = True,
+    ) -> None:
+        self.set_pipeline(
+            load_p4info(p4info_path), Path(device_config_path).read_bytes(), clear_groups
+        )
 
     def clear_multicast_groups(self) -> None:
         query = p4runtime_pb2.Entity()
@@ -243,16 +263,18 @@ class SwitchConnection:
         try:
             groups = self.read(query)
         except SwitchError:
-            return                      # no pipeline yet: nothing to clear
+            return  # no pipeline yet: nothing to clear
         if groups:
             self.delete(*groups)
 
-    def get_pipeline(self, response_type: int = p4runtime_pb2.GetForwardingPipelineConfigRequest
-                     .ALL) -> p4runtime_pb2.ForwardingPipelineConfig | None:
+    def get_pipeline(
+        self, response_type: int = p4runtime_pb2.GetForwardingPipelineConfigRequest.ALL
+    ) -> p4runtime_pb2.ForwardingPipelineConfig | None:
         """The switch's current pipeline config (what `response_type` asks for), or None
         when it has none."""
         req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
-            device_id=self.device_id, response_type=response_type)
+            device_id=self.device_id, response_type=response_type
+        )
         try:
             rep = self.stub.GetForwardingPipelineConfig(req, timeout=self.timeout)
         except grpc.RpcError as exc:
@@ -264,13 +286,15 @@ class SwitchConnection:
     def get_p4info(self) -> p4info_pb2.P4Info | None:
         """The switch's current P4Info, or None when it has no pipeline."""
         config = self.get_pipeline(
-            p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
+            p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE
+        )
         if config is None or not config.HasField("p4info") or not config.p4info.tables:
             return None
         return config.p4info
 
-    def pipeline_difference(self, p4info: p4info_pb2.P4Info, device_config: bytes,
-                            cookie: int | None) -> str | None:
+    def pipeline_difference(
+        self, p4info: p4info_pb2.P4Info, device_config: bytes, cookie: int | None
+    ) -> str | None:
         """None when the switch runs exactly this pipeline, pushed with `cookie`; else why
         not (for the log).
 
@@ -288,9 +312,11 @@ class SwitchConnection:
             return "the switch runs a different device config (program)"
         have = config.cookie.cookie if config.HasField("cookie") else 0
         if cookie is None or have != cookie:
-            return (f"the pipeline on the switch (cookie {have:#x}) is not the push the "
-                    f"state file records (cookie {cookie or 0:#x}): its slots may hold "
-                    f"epochs the state file does not know")
+            return (
+                f"the pipeline on the switch (cookie {have:#x}) is not the push the "
+                f"state file records (cookie {cookie or 0:#x}): its slots may hold "
+                f"epochs the state file does not know"
+            )
         return None
 
     def use_pipeline_of_switch(self) -> bool:
@@ -341,8 +367,9 @@ class SwitchConnection:
 
     def capabilities(self) -> str:
         try:
-            return self.stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(),
-                                          timeout=self.timeout).p4runtime_api_version
+            return self.stub.Capabilities(
+                p4runtime_pb2.CapabilitiesRequest(), timeout=self.timeout
+            ).p4runtime_api_version
         except grpc.RpcError as exc:
             raise SwitchError("capabilities", exc.code().name, exc.details() or "") from None
 

@@ -17,6 +17,7 @@ taking over a deleted job's half-done round.
 session and does it all again; `watch()` runs that periodically. Every reconcile re-reads
 the state file, so jobs created by other `p4reduce-ctl` processes are never forgotten.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,12 +27,12 @@ from pathlib import Path
 from p4.v1 import p4runtime_pb2
 
 from .addresses import Address
-from .config import Config
+from .config import Config, ConfigError
 from .connection import MastershipError, SwitchConnection, SwitchError, new_pipeline_cookie
 from .jobs import JobError, JobManager
 from .p4rt import P4InfoError, P4InfoIndex, load_p4info
-from .pipeline import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
 from .reconcile import ReconcileReport, desired_state, reconcile
+from .target import PortMap
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,24 @@ PIPELINE_KEPT, PIPELINE_PUSHED = "kept", "pushed"
 
 
 class Controller:
-    def __init__(self, config: Config, p4info: Path = DEFAULT_P4INFO,
-                 device_config: Path = DEFAULT_DEVICE_CONFIG):
+    """One switch's controller. The pipeline files are, in order: the arguments, the
+    configuration's `switch.p4info`/`device_config`, the target's (controlplane/target.py:
+    p4src/build/ for bmv2, p4src/build/<target>/ for Tofino, whose device config the
+    configuration must name)."""
+
+    def __init__(
+        self, config: Config, p4info: Path | None = None, device_config: Path | None = None
+    ):
         self.config = config
-        self.p4info = p4info
-        self.device_config = device_config
         sw = config.switch
+        target = sw.target_info
+        self.p4info = p4info or sw.p4info or target.p4info
+        self.device_config = device_config or sw.device_config or target.device_config
         self.conn = SwitchConnection(sw.grpc_addr, sw.device_id, sw.election_id)
-        self.jobs = JobManager(self.conn, Address(sw.mac, sw.ip),
-                               sw.state_file, set(sw.ports))
+        self.conn.ports = PortMap(dict(sw.port_map))
+        self.jobs = JobManager(
+            self.conn, Address(sw.mac, sw.ip), sw.state_file, set(sw.ports), target
+        )
         self._stop = threading.Event()
         self._pipeline: tuple | None = None
         self._was_backup = False
@@ -55,6 +65,19 @@ class Controller:
     def _our_pipeline(self):
         """(P4Info, device config bytes) of the program this controller runs."""
         if self._pipeline is None:
+            if self.device_config is None:
+                raise ConfigError(
+                    "switch.device_config",
+                    f"missing: a {self.config.switch.target} switch loads the "
+                    "device config its P4Runtime server builds from the "
+                    "compiler's output (docs/tofino.md); name that file",
+                )
+            for what, path in (
+                ("switch.p4info", self.p4info),
+                ("switch.device_config", self.device_config),
+            ):
+                if not Path(path).is_file():
+                    raise ConfigError(what, f"{path} does not exist")
             self._pipeline = (load_p4info(self.p4info), Path(self.device_config).read_bytes())
         return self._pipeline
 
@@ -66,7 +89,8 @@ class Controller:
                 f"another controller with an election id higher than "
                 f"{self.conn.election_id} (switch.election_id) is primary for "
                 f"{self.conn.grpc_addr}: this one could only read. Stop that one, or use "
-                f"a higher election id to take over")
+                f"a higher election id to take over"
+            )
 
     def up(self, retries: int = 5, reset: bool = False) -> str:
         """Bring the switch to the configured state without disturbing running jobs.
@@ -90,7 +114,8 @@ class Controller:
         if require_primary:
             self.jobs.table.reload()
             found = self.conn.get_pipeline(
-                p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+                p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY
+            )
             have = found.cookie.cookie if found is not None and found.HasField("cookie") else 0
             if have != self.jobs.table.pipeline_cookie:
                 raise JobError(
@@ -98,17 +123,24 @@ class Controller:
                     f"running on {self.conn.grpc_addr} (cookie {have:#x}, recorded "
                     f"{self.jobs.table.pipeline_cookie or 0:#x}): its slots may hold epochs "
                     f"this state file does not know. Run 'p4reduce-ctl up' (it pushes the "
-                    f"pipeline, which clears the switch's slots and jobs)")
+                    f"pipeline, which clears the switch's slots and jobs)"
+                )
         return True
 
     def _configure_switch(self, force_push: bool = False) -> str:
         info, device_config = self._our_pipeline()
         with self.jobs.table.locked() as table:
-            why = "reset requested" if force_push else \
-                self.conn.pipeline_difference(info, device_config, table.pipeline_cookie)
+            why = (
+                "reset requested"
+                if force_push
+                else self.conn.pipeline_difference(info, device_config, table.pipeline_cookie)
+            )
             if why is None:
-                log.info("switch %s already runs this pipeline: reconciling its tables, "
-                         "data plane state untouched", self.conn.grpc_addr)
+                log.info(
+                    "switch %s already runs this pipeline: reconciling its tables, "
+                    "data plane state untouched",
+                    self.conn.grpc_addr,
+                )
                 self.conn.objects = P4InfoIndex.from_proto(info)
                 outcome = PIPELINE_KEPT
             else:
@@ -132,24 +164,37 @@ class Controller:
         return report
 
     def _reconcile_locked(self) -> ReconcileReport:
-        return reconcile(self.conn, desired_state(self.conn, self.config.switch,
-                                                  self.jobs.table.jobs.values()))
+        target = self.config.switch.target_info
+        for job in self.jobs.table.jobs.values():
+            if job.encoding not in target.encodings:
+                # its workers would send packed values the TNA program adds as lanes
+                raise JobError(
+                    f"the state file {self.jobs.table.path} has job {job.job} "
+                    f"with encoding {job.encoding!r}, which a {target.name} switch "
+                    f"does not have: delete it there first, or use another "
+                    f"state file"
+                )
+        return reconcile(
+            self.conn, desired_state(self.conn, self.config.switch, self.jobs.table.jobs.values())
+        )
 
     def _create_static_jobs(self) -> None:
         existing = {j.job for j in self.jobs.jobs()}
         for static in self.config.jobs:
             if static.job not in existing:
-                self.jobs.create(static.job, static.workers, static.slots)
+                self.jobs.create(static.job, static.workers, static.slots, static.encoding)
 
     def _pipeline_ok(self) -> bool:
         """Cheap check for watch(): the switch carries the cookie of the push the state
         file records (re-read now). A new push by anyone else, or a restarted switch with
         no pipeline, fails it."""
         self.jobs.table.reload()
-        found = self.conn.get_pipeline(
-            p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
-        return found is not None and found.HasField("cookie") and \
-            found.cookie.cookie == self.jobs.table.pipeline_cookie
+        found = self.conn.get_pipeline(p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+        return (
+            found is not None
+            and found.HasField("cookie")
+            and found.cookie.cookie == self.jobs.table.pipeline_cookie
+        )
 
     def ensure(self) -> bool:
         """Re-establish the session and the switch state if either was lost.
@@ -159,13 +204,17 @@ class Controller:
         try:
             if self._pipeline_ok():
                 if not self.conn.is_primary and not self._was_backup:
-                    log.warning("another controller with a higher election id is primary "
-                                "for %s: not reconciling while it is",
-                                self.conn.grpc_addr)
+                    log.warning(
+                        "another controller with a higher election id is primary "
+                        "for %s: not reconciling while it is",
+                        self.conn.grpc_addr,
+                    )
                 self._was_backup = not self.conn.is_primary
                 return False
-            log.warning("switch %s has no pipeline or another one (restarted?): "
-                        "reconfiguring", self.conn.grpc_addr)
+            log.warning(
+                "switch %s has no pipeline or another one (restarted?): reconfiguring",
+                self.conn.grpc_addr,
+            )
         except SwitchError as exc:
             log.warning("session with %s lost (%s): reconnecting", self.conn.grpc_addr, exc)
         # a restarted switch has forgotten our arbitration too: open a new session

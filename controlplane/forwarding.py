@@ -5,14 +5,15 @@ a multicast group of every port, and the P4 egress drops the copy that would go 
 of the ingress port. Frames with no entry are dropped and counted in `unrouted`
 (docs/protocol.md section 15).
 """
+
 from __future__ import annotations
 
 from .addresses import mac_int
 from .connection import SwitchConnection, table_entity
 from .p4rt import P4InfoError
-from .replication import multicast_group
+from .replication import flood_replicas, multicast_group
 
-SECTION = "15. Switch identity and forwarding"     # docs/protocol.md
+SECTION = "15. Switch identity and forwarding"  # docs/protocol.md
 TABLES = ("l2_forward",)
 JOB_COUNTERS: tuple[str, ...] = ()
 SWITCH_COUNTERS = ("unrouted",)
@@ -23,8 +24,9 @@ BROADCAST_MAC = "ff:ff:ff:ff:ff:ff"
 def l2_entry(conn: SwitchConnection, mac: str, port: int | None = None):
     if port is None:
         return conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(mac)})
-    return conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(mac)}, "forward",
-                               {"port": port})
+    return conn.p4.table_entry(
+        "l2_forward", {"dst_mac": mac_int(mac)}, "forward", {"port": conn.ports(port)}
+    )
 
 
 def add_host(conn: SwitchConnection, mac: str, port: int) -> None:
@@ -37,16 +39,16 @@ def remove_host(conn: SwitchConnection, mac: str) -> None:
 
 def flood_entry(conn: SwitchConnection, group: int):
     """Broadcast frames go to multicast group `group`."""
-    return conn.p4.table_entry("l2_forward", {"dst_mac": mac_int(BROADCAST_MAC)}, "flood",
-                               {"group": group})
+    return conn.p4.table_entry(
+        "l2_forward", {"dst_mac": mac_int(BROADCAST_MAC)}, "flood", {"group": group}
+    )
 
 
-def set_flooding(conn: SwitchConnection, group: int, ports: list[int],
-                 create: bool = True) -> None:
+def set_flooding(conn: SwitchConnection, group: int, ports: list[int], create: bool = True) -> None:
     """Broadcast frames go to `group`, which replicates to every port (rid 0)."""
     if not ports:
         raise P4InfoError("flooding needs at least one port")
-    mc = multicast_group(group, [(p, 0) for p in ports])
+    mc = multicast_group(group, flood_replicas(conn, ports))
     entry = flood_entry(conn, group)
     if create:
         conn.insert(mc, table_entity(entry))

@@ -13,6 +13,7 @@ reconcile takes an exclusive lock (`<state file>.lock`), re-reads the file, chan
 switch, and writes the file back, so several `p4reduce-ctl` processes (and a long-running
 `up --watch`) never work from a stale job list or hand out the same slots twice.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,12 +33,13 @@ from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unica
 from .admission import JobParameters
 from .connection import SwitchConnection, SwitchError
 from .p4rt import P4InfoError, P4InfoIndex
+from .target import TARGETS, Target, TargetError, check_encoding
 
 MAX_WORKERS = wire.MAX_WORKERS
 # a job's slot count travels in 16 bits (admission's slot_count, the wire's slot); how
 # many the switch has is its pipeline's (PoolSizes), checked when a job is created
 MAX_SLOT_COUNT = (1 << 16) - 1
-JOB_GROUP_BASE = 16        # multicast group of job index i is 16 + i; 1..15 are for flooding
+JOB_GROUP_BASE = 16  # multicast group of job index i is 16 + i; 1..15 are for flooding
 MAX_EPOCH = wire.MAX_EPOCH  # bit 31 of the switch's slot epoch marks a lost slot
 
 
@@ -52,15 +54,18 @@ class JobError(ValueError):
 class PoolSizes:
     """How many slots and job indices the switch has, read from its pipeline's P4Info (never
     a copy of p4src/common/constants.p4's POOL_SLOTS and MAX_JOBS, which may change)."""
-    pool_slots: int     # register slot_epoch: one entry per pool slot
-    max_jobs: int       # the per-job counters: one index per job_index
+
+    pool_slots: int  # register slot_epoch: one entry per pool slot
+    max_jobs: int  # the per-job counters: one index per job_index
 
     @classmethod
     def of(cls, p4: P4InfoIndex) -> "PoolSizes":
         per_job = {p4.counter(name).size for name in stats.JOB_COUNTERS}
         if len(per_job) != 1:
-            raise P4InfoError(f"the per-job counters {list(stats.JOB_COUNTERS)} have "
-                              f"different sizes {sorted(per_job)} in the P4Info")
+            raise P4InfoError(
+                f"the per-job counters {list(stats.JOB_COUNTERS)} have "
+                f"different sizes {sorted(per_job)} in the P4Info"
+            )
         return cls(pool_slots=p4.register("slot_epoch").size, max_jobs=per_job.pop())
 
 
@@ -73,27 +78,39 @@ class Job:
     epoch: int
     workers: list[WorkerAddress]
     loss: dict | None = None
-    encoding: str = "packed"        # wire.Encoding name, lower case
+    encoding: str = "packed"  # wire.Encoding name, lower case
 
     @property
     def params(self) -> JobParameters:
         encoding = wire.Encoding[self.encoding.upper()]
-        return JobParameters(job=self.job, job_index=self.job_index, slot_base=self.slot_base,
-                             slot_count=self.slot_count, worker_count=len(self.workers),
-                             mcast_grp=JOB_GROUP_BASE + self.job_index, epoch=self.epoch,
-                             encoding=int(encoding),
-                             bias=(wire.packed_bias(len(self.workers))
-                                   if encoding == wire.Encoding.PACKED else 0))
+        return JobParameters(
+            job=self.job,
+            job_index=self.job_index,
+            slot_base=self.slot_base,
+            slot_count=self.slot_count,
+            worker_count=len(self.workers),
+            mcast_grp=JOB_GROUP_BASE + self.job_index,
+            epoch=self.epoch,
+            encoding=int(encoding),
+            bias=(wire.packed_bias(len(self.workers)) if encoding == wire.Encoding.PACKED else 0),
+        )
 
     def job_config(self, rank: int, switch: Address) -> JobConfig:
         """Worker `rank`'s configuration, as hostlib parses it from the descriptor."""
         w = next((w for w in self.workers if w.rank == rank), None)
         if w is None:
             raise JobError(f"job {self.job} has no rank {rank}")
-        return JobConfig(job=self.job, epoch=self.epoch, rank=rank,
-                         worker_count=len(self.workers), slot_base=self.slot_base,
-                         slot_count=self.slot_count, switch=switch, worker=w.address,
-                         encoding=wire.Encoding[self.encoding.upper()])
+        return JobConfig(
+            job=self.job,
+            epoch=self.epoch,
+            rank=rank,
+            worker_count=len(self.workers),
+            slot_base=self.slot_base,
+            slot_count=self.slot_count,
+            switch=switch,
+            worker=w.address,
+            encoding=wire.Encoding[self.encoding.upper()],
+        )
 
     def descriptor(self, rank: int, switch: Address) -> dict:
         """Everything worker `rank` needs (docs/protocol.md section 4): its JobConfig,
@@ -101,26 +118,39 @@ class Job:
         return self.job_config(rank, switch).to_dict()
 
     def descriptors(self, switch: Address) -> list[dict]:
-        return [self.descriptor(w.rank, switch) for w in sorted(self.workers,
-                                                                key=lambda w: w.rank)]
+        return [self.descriptor(w.rank, switch) for w in sorted(self.workers, key=lambda w: w.rank)]
 
     def to_json(self) -> dict:
-        return {"job": self.job, "job_index": self.job_index, "slot_base": self.slot_base,
-                "slot_count": self.slot_count, "epoch": self.epoch, "loss": self.loss,
-                "encoding": self.encoding, "workers": [asdict(w) for w in self.workers]}
+        return {
+            "job": self.job,
+            "job_index": self.job_index,
+            "slot_base": self.slot_base,
+            "slot_count": self.slot_count,
+            "epoch": self.epoch,
+            "loss": self.loss,
+            "encoding": self.encoding,
+            "workers": [asdict(w) for w in self.workers],
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "Job":
-        return cls(job=data["job"], job_index=data["job_index"], slot_base=data["slot_base"],
-                   slot_count=data["slot_count"], epoch=data["epoch"], loss=data.get("loss"),
-                   # jobs written before encodings existed were installed lane by lane
-                   encoding=data.get("encoding", "lanes"),
-                   workers=[WorkerAddress(**w) for w in data["workers"]])
+        return cls(
+            job=data["job"],
+            job_index=data["job_index"],
+            slot_base=data["slot_base"],
+            slot_count=data["slot_count"],
+            epoch=data["epoch"],
+            loss=data.get("loss"),
+            # jobs written before encodings existed were installed lane by lane
+            encoding=data.get("encoding", "lanes"),
+            workers=[WorkerAddress(**w) for w in data["workers"]],
+        )
 
 
 @dataclass
 class JobTable:
     """The controller's jobs and epoch counter, and the file that keeps them."""
+
     path: Path | None = None
     jobs: dict[int, Job] = field(default_factory=dict)
     last_epoch: int = 0
@@ -143,16 +173,21 @@ class JobTable:
                 # nothing is written while the file is unreadable: every change reloads
                 # it first (locked()), so this error stops it before the switch or the
                 # file is touched
-                raise JobError(f"state file {path} is unreadable ({type(exc).__name__}: "
-                               f"{exc}); nothing was changed: repair it, or move it away "
-                               "to start with no jobs") from None
+                raise JobError(
+                    f"state file {path} is unreadable ({type(exc).__name__}: "
+                    f"{exc}); nothing was changed: repair it, or move it away "
+                    "to start with no jobs"
+                ) from None
         return table
 
     def save(self) -> None:
         if self.path is None:
             return
-        data = {"last_epoch": self.last_epoch, "pipeline_cookie": self.pipeline_cookie,
-                "jobs": [j.to_json() for j in sorted(self.jobs.values(), key=lambda j: j.job)]}
+        data = {
+            "last_epoch": self.last_epoch,
+            "pipeline_cookie": self.pipeline_cookie,
+            "jobs": [j.to_json() for j in sorted(self.jobs.values(), key=lambda j: j.job)],
+        }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".jobs-")
@@ -162,8 +197,10 @@ class JobTable:
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
         except OSError as exc:
-            raise JobError(f"cannot write state file {self.path} ({exc.strerror or exc}); "
-                           "set switch.state_file to a writable path") from None
+            raise JobError(
+                f"cannot write state file {self.path} ({exc.strerror or exc}); "
+                "set switch.state_file to a writable path"
+            ) from None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator["JobTable"]:
@@ -177,14 +214,16 @@ class JobTable:
             lock_path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise JobError(f"cannot use state file {self.path} ({exc.strerror or exc}); "
-                           "set switch.state_file to a writable path") from None
+            raise JobError(
+                f"cannot use state file {self.path} ({exc.strerror or exc}); "
+                "set switch.state_file to a writable path"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self.reload()
             yield self
         finally:
-            os.close(fd)        # releases the lock
+            os.close(fd)  # releases the lock
 
     def reload(self) -> None:
         """Replace the in-memory jobs by the file's (no-op without a file)."""
@@ -204,8 +243,7 @@ class JobTable:
         """First fit of `count` contiguous slots of a pool of `pool_slots`; JobError when
         the pool has no such gap."""
         if not 1 <= count <= pool_slots:
-            raise JobError(f"slots={count}: a job needs 1..{pool_slots} slots (the "
-                           f"switch's pool)")
+            raise JobError(f"slots={count}: a job needs 1..{pool_slots} slots (the switch's pool)")
         taken = sorted((j.slot_base, j.slot_base + j.slot_count) for j in self.jobs.values())
         start = 0
         for lo, hi in taken:
@@ -215,8 +253,9 @@ class JobTable:
         if pool_slots - start >= count:
             return start
         free = pool_slots - sum(j.slot_count for j in self.jobs.values())
-        raise JobError(f"slot pool exhausted: {count} contiguous slots requested, "
-                       f"{free} of {pool_slots} free")
+        raise JobError(
+            f"slot pool exhausted: {count} contiguous slots requested, {free} of {pool_slots} free"
+        )
 
     def allocate_index(self, max_jobs: int) -> int:
         """The lowest job index (per-job counters, multicast group) no job uses."""
@@ -238,17 +277,28 @@ def _check_jobs(jobs: list[Job], last_epoch: int) -> None:
             if value in seen[what]:
                 raise ValueError(f"{what} {value} appears twice")
             seen[what].add(value)
-        numbers = {"job": j.job, "job_index": j.job_index, "slot_base": j.slot_base,
-                   "slot_count": j.slot_count, "epoch": j.epoch}
+        numbers = {
+            "job": j.job,
+            "job_index": j.job_index,
+            "slot_base": j.slot_base,
+            "slot_count": j.slot_count,
+            "epoch": j.epoch,
+        }
         for name, value in numbers.items():
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"job {j.job}: {name} {value!r} is not an integer")
-        if not (0 <= j.job < 1 << 16 and j.job_index >= 0 and j.slot_base >= 0
-                and j.slot_count >= 1 and 1 <= j.epoch <= MAX_EPOCH):
+        if not (
+            0 <= j.job < 1 << 16
+            and j.job_index >= 0
+            and j.slot_base >= 0
+            and j.slot_count >= 1
+            and 1 <= j.epoch <= MAX_EPOCH
+        ):
             raise ValueError(f"job {j.job}: a number is out of range {numbers}")
         if j.encoding not in ENCODINGS:
-            raise ValueError(f"job {j.job}: encoding {j.encoding!r} is not one of "
-                             f"{', '.join(ENCODINGS)}")
+            raise ValueError(
+                f"job {j.job}: encoding {j.encoding!r} is not one of {', '.join(ENCODINGS)}"
+            )
         if not j.workers:
             raise ValueError(f"job {j.job}: no workers")
     spans = sorted((j.slot_base, j.slot_base + j.slot_count, j.job) for j in jobs)
@@ -257,22 +307,26 @@ def _check_jobs(jobs: list[Job], last_epoch: int) -> None:
             raise ValueError(f"jobs {a} and {b} have overlapping slots")
 
 
-def validate_workers(job_id: int, workers: list[WorkerAddress],
-                     known_ports: set[int] | None) -> None:
+def validate_workers(
+    job_id: int, workers: list[WorkerAddress], known_ports: set[int] | None
+) -> None:
     if not 0 <= job_id < 1 << 16:
         raise JobError(f"job id {job_id} must be 0..65535")
     if not workers:
         raise JobError(f"job {job_id}: no workers")
     if len(workers) > MAX_WORKERS:
-        raise JobError(f"job {job_id}: {len(workers)} workers, the contributor bitmap holds "
-                       f"at most {MAX_WORKERS}")
+        raise JobError(
+            f"job {job_id}: {len(workers)} workers, the contributor bitmap holds "
+            f"at most {MAX_WORKERS}"
+        )
     ranks = [w.rank for w in workers]
     dup = {r for r in ranks if ranks.count(r) > 1}
     if dup:
         raise JobError(f"job {job_id}: duplicate rank(s) {sorted(dup)}")
     if sorted(ranks) != list(range(len(workers))):
-        raise JobError(f"job {job_id}: ranks must be 0..{len(workers) - 1} without gaps, "
-                       f"got {sorted(ranks)}")
+        raise JobError(
+            f"job {job_id}: ranks must be 0..{len(workers) - 1} without gaps, got {sorted(ranks)}"
+        )
     ports = [w.port for w in workers]
     dup = {p for p in ports if ports.count(p) > 1}
     if dup:
@@ -280,8 +334,9 @@ def validate_workers(job_id: int, workers: list[WorkerAddress],
     if known_ports is not None:
         unknown = sorted(set(ports) - known_ports)
         if unknown:
-            raise JobError(f"job {job_id}: unknown switch port(s) {unknown}; "
-                           f"configured: {sorted(known_ports)}")
+            raise JobError(
+                f"job {job_id}: unknown switch port(s) {unknown}; configured: {sorted(known_ports)}"
+            )
     for w in workers:
         try:
             unicast_mac(w.mac)
@@ -289,18 +344,27 @@ def validate_workers(job_id: int, workers: list[WorkerAddress],
         except AddressError as exc:
             raise JobError(f"job {job_id} rank {w.rank}: {exc}") from None
         if w.udp_port & wire.UDP_PORT_MASK != wire.UDP_PORT_BASE:
-            raise JobError(f"job {job_id} rank {w.rank}: udp_port {w.udp_port} is not in "
-                           f"0x{wire.UDP_PORT_BASE:04x}..0x{wire.UDP_PORT_BASE + 15:04x}")
+            raise JobError(
+                f"job {job_id} rank {w.rank}: udp_port {w.udp_port} is not in "
+                f"0x{wire.UDP_PORT_BASE:04x}..0x{wire.UDP_PORT_BASE + 15:04x}"
+            )
 
 
 class JobManager:
     """Creates and deletes jobs on one switch, keeping JobTable and the switch in step."""
 
-    def __init__(self, conn: SwitchConnection, switch: Address,
-                 state_path: Path | None = None, known_ports: set[int] | None = None):
+    def __init__(
+        self,
+        conn: SwitchConnection,
+        switch: Address,
+        state_path: Path | None = None,
+        known_ports: set[int] | None = None,
+        target: Target = TARGETS["bmv2"],
+    ):
         self.conn = conn
         self.switch = switch
         self.known_ports = known_ports
+        self.target = target
         self.table = JobTable.load(state_path)
 
     @property
@@ -308,21 +372,34 @@ class JobManager:
         """The pool of the pipeline this connection pushed or adopted."""
         return PoolSizes.of(self.conn.p4)
 
-    def create(self, job_id: int, workers: list[WorkerAddress], slots: int,
-               encoding: str = "packed") -> Job:
+    def create(
+        self, job_id: int, workers: list[WorkerAddress], slots: int, encoding: str | None = None
+    ) -> Job:
+        """A new job; `encoding` None is the target's default (packed on bmv2, lanes on
+        Tofino, which has no packed encoding: asking for it there is a JobError)."""
         validate_workers(job_id, workers, self.known_ports)
+        encoding = self.target.default_encoding if encoding is None else encoding
         if encoding not in ENCODINGS:
-            raise JobError(f"job {job_id}: encoding {encoding!r} is not one of "
-                           f"{', '.join(ENCODINGS)}")
+            raise JobError(
+                f"job {job_id}: encoding {encoding!r} is not one of {', '.join(ENCODINGS)}"
+            )
+        try:
+            check_encoding(self.target, job_id, encoding)
+        except TargetError as exc:
+            raise JobError(str(exc)) from None
         sizes = self.sizes
         with self.table.locked():
             if job_id in self.table.jobs:
                 raise JobError(f"job {job_id} already exists")
-            job = Job(job=job_id, job_index=self.table.allocate_index(sizes.max_jobs),
-                      slot_base=self.table.allocate_slots(slots, sizes.pool_slots),
-                      slot_count=slots,
-                      epoch=self.table.next_epoch(),
-                      workers=sorted(workers, key=lambda w: w.rank), encoding=encoding)
+            job = Job(
+                job=job_id,
+                job_index=self.table.allocate_index(sizes.max_jobs),
+                slot_base=self.table.allocate_slots(slots, sizes.pool_slots),
+                slot_count=slots,
+                epoch=self.table.next_epoch(),
+                workers=sorted(workers, key=lambda w: w.rank),
+                encoding=encoding,
+            )
             # before admission: a new job's statistics start at zero, not at the counts
             # of the deleted job that had the same index (no packet can count on this
             # index now: the old job's admission entries are gone)
@@ -336,13 +413,18 @@ class JobManager:
         """Write every entry of `job`; on failure remove what was written."""
         done: list = []
         try:
-            self.conn.insert(replication.multicast_group(
-                job.params.mcast_grp, [(w.port, w.rank) for w in job.workers]))
-            done.append(lambda: self.conn.delete(replication.multicast_group(
-                job.params.mcast_grp, [])))
+            self.conn.insert(
+                replication.multicast_group(
+                    job.params.mcast_grp, replication.job_replicas(self.conn, job.workers)
+                )
+            )
+            done.append(
+                lambda: self.conn.delete(replication.multicast_group(job.params.mcast_grp, []))
+            )
             result_destination.add_destinations(self.conn, job.job, job.workers)
-            done.append(lambda: result_destination.remove_destinations(
-                self.conn, job.job, job.workers))
+            done.append(
+                lambda: result_destination.remove_destinations(self.conn, job.job, job.workers)
+            )
             admission.admit(self.conn, job.params, job.workers)
             done.append(lambda: admission.revoke(self.conn, job.params, job.workers))
             if job.loss:
@@ -351,7 +433,7 @@ class JobManager:
             for undo in reversed(done):
                 try:
                     undo()
-                except Exception:   # best effort: the original error is what matters
+                except Exception:  # best effort: the original error is what matters
                     pass
             raise
 
@@ -364,18 +446,26 @@ class JobManager:
             job = self._get(job_id)
             # admission first: from here on no packet of the job touches its slots
             _gone_ok(lambda: admission.revoke(self.conn, job.params, job.workers))
-            _gone_ok(lambda: result_destination.remove_destinations(self.conn, job.job,
-                                                                    job.workers))
-            _gone_ok(lambda: self.conn.delete(
-                replication.multicast_group(job.params.mcast_grp, [])))
+            _gone_ok(
+                lambda: result_destination.remove_destinations(self.conn, job.job, job.workers)
+            )
+            _gone_ok(
+                lambda: self.conn.delete(replication.multicast_group(job.params.mcast_grp, []))
+            )
             if job.loss:
                 _gone_ok(lambda: drop_simulator.clear_loss(self.conn, job.job))
             del self.table.jobs[job_id]
             self.table.save()
         return job
 
-    def set_loss(self, job_id: int, ingress: float = 0.0, egress: float = 0.0,
-                 seed: int = 1, use_random: bool = False) -> None:
+    def set_loss(
+        self,
+        job_id: int,
+        ingress: float = 0.0,
+        egress: float = 0.0,
+        seed: int = 1,
+        use_random: bool = False,
+    ) -> None:
         loss = {"ingress": ingress, "egress": egress, "seed": seed, "use_random": use_random}
         with self.table.locked():
             job = self._get(job_id)

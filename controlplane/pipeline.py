@@ -6,6 +6,7 @@ dropped before admission or by it (docs/protocol.md section 16). The sub-control
 a controller module of their own name (admission, drop_simulator, forwarding, identity,
 result, result_destination), checked by tests/controller_tests/test_control_modules.py.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,6 +19,6 @@ DEFAULT_DEVICE_CONFIG = BUILD_DIR / "p4reduce.json"
 SECTION = "16. Counters"
 TABLES: tuple[str, ...] = ()
 JOB_COUNTERS: tuple[str, ...] = ()
-SWITCH_COUNTERS = ("drops",)            # one index per reason, DROP_REASONS
+SWITCH_COUNTERS = ("drops",)  # one index per reason, DROP_REASONS
 # drops' indices: DROP_MALFORMED = 0, DROP_UNADMITTED = 1 in p4src/common/constants.p4
 DROP_REASONS = ("malformed", "unadmitted")

@@ -11,6 +11,7 @@ state file (admission, result destinations, multicast group, drop simulator). En
 compared by their P4Runtime content (table, match, priority -> action), with values
 decoded to integers because targets may return byte strings padded differently.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,7 +24,7 @@ from . import admission, drop_simulator, forwarding, identity, result_destinatio
 from .config import SwitchConfig
 from .connection import SwitchConnection, SwitchError, table_entity
 from .jobs import Job
-from .replication import multicast_group, read_groups
+from .replication import flood_replicas, job_replicas, multicast_group, read_groups
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class DesiredState:
 @dataclass
 class ReconcileReport:
     """What reconciling changed, per kind (all zero: the switch was already right)."""
+
     inserted: int = 0
     modified: int = 0
     deleted: int = 0
@@ -57,8 +59,15 @@ class ReconcileReport:
 
     @property
     def changes(self) -> int:
-        return (self.inserted + self.modified + self.deleted + self.groups_inserted
-                + self.groups_modified + self.groups_deleted + self.defaults_modified)
+        return (
+            self.inserted
+            + self.modified
+            + self.deleted
+            + self.groups_inserted
+            + self.groups_modified
+            + self.groups_deleted
+            + self.defaults_modified
+        )
 
 
 def job_entries(conn: SwitchConnection, job: Job) -> list[p4runtime_pb2.TableEntry]:
@@ -70,15 +79,14 @@ def job_entries(conn: SwitchConnection, job: Job) -> list[p4runtime_pb2.TableEnt
     return entries
 
 
-def desired_state(conn: SwitchConnection, sw: SwitchConfig,
-                  jobs: Iterable[Job]) -> DesiredState:
+def desired_state(conn: SwitchConnection, sw: SwitchConfig, jobs: Iterable[Job]) -> DesiredState:
     state = DesiredState()
     state.defaults.append(identity.identity_entry(conn, sw.mac, sw.ip))
-    state.groups[sw.flood_group] = [(port, 0) for port in sw.ports]
+    state.groups[sw.flood_group] = flood_replicas(conn, sw.ports)
     state.entries.append(forwarding.flood_entry(conn, sw.flood_group))
     state.entries += [forwarding.l2_entry(conn, h.mac, h.port) for h in sw.hosts]
     for job in jobs:
-        state.groups[job.params.mcast_grp] = [(w.port, w.rank) for w in job.workers]
+        state.groups[job.params.mcast_grp] = job_replicas(conn, job.workers)
         state.entries += job_entries(conn, job)
     return state
 
@@ -96,16 +104,23 @@ def _ints(msg) -> tuple:
 
 
 def entry_key(entry: p4runtime_pb2.TableEntry) -> EntryKey:
-    return (entry.table_id, entry.priority,
-            tuple(sorted((m.field_id, _ints(m)) for m in entry.match)))
+    return (
+        entry.table_id,
+        entry.priority,
+        tuple(sorted((m.field_id, _ints(m)) for m in entry.match)),
+    )
 
 
 def entry_action(entry: p4runtime_pb2.TableEntry) -> tuple:
     action = entry.action
     if action.HasField("action"):
-        return ("action", action.action.action_id,
-                tuple(sorted((p.param_id, int.from_bytes(p.value, "big"))
-                             for p in action.action.params)))
+        return (
+            "action",
+            action.action.action_id,
+            tuple(
+                sorted((p.param_id, int.from_bytes(p.value, "big")) for p in action.action.params)
+            ),
+        )
     return ("other", action.SerializeToString(deterministic=True))
 
 
@@ -127,7 +142,7 @@ def _read_default(conn: SwitchConnection, table_id: int) -> p4runtime_pb2.TableE
     try:
         found = conn.read(query)
     except SwitchError:
-        return None                     # cannot tell: the caller writes it
+        return None  # cannot tell: the caller writes it
     return found[0].table_entry if found else None
 
 
@@ -169,22 +184,24 @@ def reconcile(conn: SwitchConnection, desired: DesiredState) -> ReconcileReport:
             report.kept += 1
     stale = [e for key, e in current.items() if key not in wanted]
     rank = lambda e: order.get(e.table_id, len(order))  # noqa: E731
-    for kind, entries in ((p4runtime_pb2.Update.MODIFY, modifies),
-                          (p4runtime_pb2.Update.INSERT, inserts)):
+    for kind, entries in (
+        (p4runtime_pb2.Update.MODIFY, modifies),
+        (p4runtime_pb2.Update.INSERT, inserts),
+    ):
         for table_rank in sorted({rank(e) for e in entries}):
-            conn.write(_update(kind, table_entity(e)) for e in entries
-                       if rank(e) == table_rank)
+            conn.write(_update(kind, table_entity(e)) for e in entries if rank(e) == table_rank)
     report.inserted, report.modified = len(inserts), len(modifies)
     for table_rank in sorted({rank(e) for e in stale}, reverse=True):
         doomed = [e for e in stale if rank(e) == table_rank]
         for e in doomed:
-            e.ClearField("action")          # a DELETE names the key only
+            e.ClearField("action")  # a DELETE names the key only
         conn.write(_update(p4runtime_pb2.Update.DELETE, table_entity(e)) for e in doomed)
     report.deleted = len(stale)
 
     stale_groups = sorted(set(current_groups) - set(desired.groups))
-    conn.write(_update(p4runtime_pb2.Update.DELETE, multicast_group(gid, []))
-               for gid in stale_groups)
+    conn.write(
+        _update(p4runtime_pb2.Update.DELETE, multicast_group(gid, [])) for gid in stale_groups
+    )
     report.groups_deleted = len(stale_groups)
     if report.changes:
         log.info("reconciled: %s", report)

@@ -2,7 +2,11 @@
 
 The result of a round is multicast to the job's group; the egress learns which rank a copy
 is for from its replica id (egress_rid) and rewrites its addresses (result_destination).
+Replicas carry the data plane's port numbers: on Tofino the configured ports' dev ports
+(`conn.ports`, controlplane/target.py); the groups themselves are standard P4Runtime PRE
+entries on every target.
 """
+
 from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
@@ -18,10 +22,23 @@ def multicast_group(group_id: int, replicas: list[tuple[int, int]]) -> p4runtime
     return entity
 
 
+def job_replicas(conn, workers) -> list[tuple[int, int]]:
+    """A job's replicas: (the worker's dev port, instance = rank)."""
+    return conn.ports.replicas([(w.port, w.rank) for w in workers])
+
+
+def flood_replicas(conn, ports: list[int]) -> list[tuple[int, int]]:
+    """The flood group's replicas: every configured port's dev port, instance 0."""
+    return conn.ports.replicas([(port, 0) for port in ports])
+
+
 def read_groups(conn) -> dict[int, list[tuple[int, int]]]:
     """Every multicast group on the switch: {group id: [(port, rid)]}."""
     query = multicast_group(0, [])
-    return {e.packet_replication_engine_entry.multicast_group_entry.multicast_group_id:
-            [(r.egress_port, r.instance)
-             for r in e.packet_replication_engine_entry.multicast_group_entry.replicas]
-            for e in conn.read(query)}
+    return {
+        e.packet_replication_engine_entry.multicast_group_entry.multicast_group_id: [
+            (r.egress_port, r.instance)
+            for r in e.packet_replication_engine_entry.multicast_group_entry.replicas
+        ]
+        for e in conn.read(query)
+    }

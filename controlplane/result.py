@@ -6,10 +6,17 @@ the RESULT and answers the others; the controller programs nothing in it (the mu
 group is replication.py's, the copies' addresses result_destination.py's) and only reads
 its counters, all indexed by the job's `job_index`.
 """
+
 from __future__ import annotations
 
-SECTION = "12. Result and replication"     # docs/protocol.md
+SECTION = "12. Result and replication"  # docs/protocol.md
 TABLES: tuple[str, ...] = ()
-JOB_COUNTERS = ("aggregated", "rounds_completed", "retransmissions_served", "duplicates",
-                "overflows", "state_lost")
+JOB_COUNTERS = (
+    "aggregated",
+    "rounds_completed",
+    "retransmissions_served",
+    "duplicates",
+    "overflows",
+    "state_lost",
+)
 SWITCH_COUNTERS: tuple[str, ...] = ()

@@ -4,6 +4,7 @@ Per-job counters are indexed by the job's `job_index`, which a new job reuses af
 deleted one; `zero_job_counters` (P4Runtime CounterEntry MODIFY, which simple_switch_grpc
 and softswitch both implement) makes a new job's statistics start at zero.
 """
+
 from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
@@ -24,8 +25,9 @@ def read_counter(conn: SwitchConnection, name: str, index: int | None = None) ->
     entity.counter_entry.counter_id = conn.p4.counter(name).id
     if index is not None:
         entity.counter_entry.index.index = index
-    return {e.counter_entry.index.index: e.counter_entry.data.packet_count
-            for e in conn.read(entity)}
+    return {
+        e.counter_entry.index.index: e.counter_entry.data.packet_count for e in conn.read(entity)
+    }
 
 
 def zero_job_counters(conn: SwitchConnection, job_index: int) -> None:
@@ -35,14 +37,13 @@ def zero_job_counters(conn: SwitchConnection, job_index: int) -> None:
         entity = p4runtime_pb2.Entity()
         entity.counter_entry.counter_id = conn.p4.counter(name).id
         entity.counter_entry.index.index = job_index
-        entity.counter_entry.data.SetInParent()       # packet_count = byte_count = 0
+        entity.counter_entry.data.SetInParent()  # packet_count = byte_count = 0
         entities.append(entity)
     conn.modify(*entities)
 
 
 def job_stats(conn: SwitchConnection, job_index: int) -> dict[str, int]:
-    return {name: read_counter(conn, name, job_index).get(job_index, 0)
-            for name in JOB_COUNTERS}
+    return {name: read_counter(conn, name, job_index).get(job_index, 0) for name in JOB_COUNTERS}
 
 
 def switch_stats(conn: SwitchConnection) -> dict[str, int]:

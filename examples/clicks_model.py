@@ -10,6 +10,7 @@ weight, a few field pairs interact, and a click is a Bernoulli draw of the sigmo
 sum. Ids follow a power law (a few popular items, a long tail), as real click logs do,
 so ranks' batches overlap on popular rows.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -21,15 +22,15 @@ from torch import nn
 
 @dataclass(frozen=True)
 class Config:
-    rows_per_field: int = 6_250      # embedding rows of one categorical field
-    fields: int = 8                  # categorical fields per example
-    dim: int = 32                    # embedding width (two rows per 64-value block)
-    hidden: int = 64                 # MLP width
-    batch: int = 128                 # examples per rank per step
+    rows_per_field: int = 6_250  # embedding rows of one categorical field
+    fields: int = 8  # categorical fields per example
+    dim: int = 32  # embedding width (two rows per 64-value block)
+    hidden: int = 64  # MLP width
+    batch: int = 128  # examples per rank per step
     steps: int = 300
-    lr: float = 0.005                # Adam
-    seed: int = 2024                 # data, teacher and initial parameters
-    zipf: float = 1.5                # power-law exponent of id popularity
+    lr: float = 0.005  # Adam
+    seed: int = 2024  # data, teacher and initial parameters
+    zipf: float = 1.5  # power-law exponent of id popularity
 
     @property
     def rows(self) -> int:
@@ -44,12 +45,15 @@ class ClickModel(nn.Module):
 
     def __init__(self, cfg: Config):
         super().__init__()
-        self.embedding = nn.Embedding(cfg.rows, cfg.dim)   # dense gradients (sparse=False)
+        self.embedding = nn.Embedding(cfg.rows, cfg.dim)  # dense gradients (sparse=False)
         nn.init.normal_(self.embedding.weight, std=0.05)
         self.mlp = nn.Sequential(
-            nn.Linear(cfg.fields * cfg.dim, cfg.hidden), nn.ReLU(),
-            nn.Linear(cfg.hidden, cfg.hidden // 2), nn.ReLU(),
-            nn.Linear(cfg.hidden // 2, 1))
+            nn.Linear(cfg.fields * cfg.dim, cfg.hidden),
+            nn.ReLU(),
+            nn.Linear(cfg.hidden, cfg.hidden // 2),
+            nn.ReLU(),
+            nn.Linear(cfg.hidden // 2, 1),
+        )
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.mlp(self.embedding(ids).flatten(1)).squeeze(1)
@@ -74,8 +78,7 @@ class ClickData:
         self.latent = teacher.normal(0.0, 1.0, (cfg.rows, 4))
         self.offsets = np.arange(cfg.fields) * cfg.rows_per_field
         # popularity rank -> id, a different permutation per field
-        self.perm = np.stack([teacher.permutation(cfg.rows_per_field)
-                              for _ in range(cfg.fields)])
+        self.perm = np.stack([teacher.permutation(cfg.rows_per_field) for _ in range(cfg.fields)])
         self.rng = np.random.default_rng([cfg.seed, 1 + rank])
 
     def batch(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,6 +9,7 @@ Nothing here is p4reduce-specific except reading its counters: the training code
 same for "gloo" and "p4reduce". Writes per-step loss, time, bytes and gradient block
 density to --out ("{rank}" is replaced), and a SHA-256 of the final parameters.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,7 @@ def tcp_bytes_sent(pid: int) -> int:
     """Bytes this process sent over TCP (the kernel's tcpi_bytes_sent, summed over its
     sockets, via `ss`): what gloo and the store put on the wire. -1 if ss is missing."""
     try:
-        out = subprocess.run(["ss", "-tinpHO"], capture_output=True, text=True,
-                             timeout=20).stdout
+        out = subprocess.run(["ss", "-tinpHO"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return -1
     total = 0
@@ -52,11 +52,17 @@ def switch_counters() -> dict:
     if dist.get_backend() != "p4reduce":
         return {}
     from hostlib import torch_backend
+
     s = torch_backend.stats()
     w = s["worker"]
-    return {**s["switch"], "bytes_sent": w["bytes_sent"], "packets_sent": w["packets_sent"],
-            "rounds": w["rounds"], "retransmissions": w["retransmissions"],
-            "gloo_allreduces": sum(s["gloo_allreduces"].values())}
+    return {
+        **s["switch"],
+        "bytes_sent": w["bytes_sent"],
+        "packets_sent": w["packets_sent"],
+        "rounds": w["rounds"],
+        "retransmissions": w["retransmissions"],
+        "gloo_allreduces": sum(s["gloo_allreduces"].values()),
+    }
 
 
 def params_digest(model: torch.nn.Module) -> str:
@@ -71,29 +77,40 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Confi
     ap.add_argument("--backend", default="p4reduce")
     ap.add_argument("--out", required=True, help='JSON per rank; "{rank}" is replaced')
     ap.add_argument("--save-params", help='torch.save the final parameters here ("{rank}")')
-    ap.add_argument("--pg-timeout", type=float, default=1800.0,
-                    help="seconds a collective may wait (the process group's timeout)")
+    ap.add_argument(
+        "--pg-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds a collective may wait (the process group's timeout)",
+    )
     for f in fields(Config):
-        ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default),
-                        default=f.default)
+        ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     args = ap.parse_args(argv)
     return args, Config(**{f.name: getattr(args, f.name) for f in fields(Config)})
 
 
 def main(argv: list[str] | None = None) -> int:
     args, cfg = parse_args(argv)
-    dist.init_process_group(args.backend,            # env:// rendezvous
-                            timeout=datetime.timedelta(seconds=args.pg_timeout))
+    dist.init_process_group(
+        args.backend,  # env:// rendezvous
+        timeout=datetime.timedelta(seconds=args.pg_timeout),
+    )
     rank, world = dist.get_rank(), dist.get_world_size()
     model = build_model(cfg)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
     data = ClickData(cfg, rank)
-    rec: dict = {"rank": rank, "world": world, "backend": dist.get_backend(),
-                 "config": cfg.as_dict(), "parameters": sum(p.numel() for p in
-                                                           model.parameters()),
-                 "loss": [], "step_seconds": [], "switch": []}
-    dist.barrier()                                   # start the clock together
+    rec: dict = {
+        "rank": rank,
+        "world": world,
+        "backend": dist.get_backend(),
+        "config": cfg.as_dict(),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "loss": [],
+        "step_seconds": [],
+        "switch": [],
+    }
+    dist.barrier()  # start the clock together
     tcp0, sw0 = tcp_bytes_sent(os.getpid()), switch_counters()
     start = time.perf_counter()
     for step in range(cfg.steps):
@@ -101,22 +118,27 @@ def main(argv: list[str] | None = None) -> int:
         ids, clicks = data.batch()
         opt.zero_grad(set_to_none=False)
         loss = F.binary_cross_entropy_with_logits(ddp(ids), clicks)
-        loss.backward()                              # DDP reduces the gradients here
+        loss.backward()  # DDP reduces the gradients here
         opt.step()
         rec["step_seconds"].append(time.perf_counter() - t0)
         rec["loss"].append(loss.item())
         if sw0:
             rec["switch"].append(switch_counters())
         if rank == 0 and (step % 25 == 0 or step == cfg.steps - 1):
-            print(f"{args.backend} step {step:4d} loss {loss.item():.4f} "
-                  f"{1000 * rec['step_seconds'][-1]:7.1f} ms", flush=True)
+            print(
+                f"{args.backend} step {step:4d} loss {loss.item():.4f} "
+                f"{1000 * rec['step_seconds'][-1]:7.1f} ms",
+                flush=True,
+            )
     rec["seconds"] = time.perf_counter() - start
     rec["tcp_bytes_sent"] = tcp_bytes_sent(os.getpid()) - tcp0 if tcp0 >= 0 else -1
     rec["switch_before"] = sw0
     rec["params_sha256"] = params_digest(model)
     if args.save_params:
-        torch.save([p.detach().clone() for p in model.parameters()],
-                   args.save_params.replace("{rank}", str(rank)))
+        torch.save(
+            [p.detach().clone() for p in model.parameters()],
+            args.save_params.replace("{rank}", str(rank)),
+        )
     dist.destroy_process_group()
     Path(args.out.replace("{rank}", str(rank))).write_text(json.dumps(rec))
     return 0

@@ -11,6 +11,7 @@ the gradient block density per step; checks that the parameters are identical on
 rank and that the two runs' losses agree within --loss-tolerance. Writes results.json
 and clicks.png (loss curves, their difference, density) into --out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ sys.path.insert(1, str(REPO / "mininet"))
 from clicks_model import Config  # noqa: E402
 
 BACKENDS = ("p4reduce", "gloo")
-WARMUP = 5          # steps left out of the time medians (DDP's first-iteration work)
+WARMUP = 5  # steps left out of the time medians (DDP's first-iteration work)
 
 
 @dataclass
@@ -39,37 +40,58 @@ class Options:
     target: str = "softswitch"
     slots: int = 64
     out: Path = Path("examples/out")
-    loss_tolerance: float = 1e-3     # max |mean loss(p4reduce) - mean loss(gloo)| per step
+    loss_tolerance: float = 1e-3  # max |mean loss(p4reduce) - mean loss(gloo)| per step
     plot: bool = True
     quiet: bool = False
-    timeout: float = 3600.0          # per run (all ranks of one backend)
-    pg_timeout: float = 1800.0       # a collective's wait before it fails (gloo, Worker)
+    timeout: float = 3600.0  # per run (all ranks of one backend)
+    pg_timeout: float = 1800.0  # a collective's wait before it fails (gloo, Worker)
 
 
 def run(opts: Options, cfg: Config) -> dict:
     """Both trainings on one network; returns the summary (also written to results.json)."""
     import torch_ranks
+
     opts.out.mkdir(parents=True, exist_ok=True)
     params_dir = opts.out / "params"
     params_dir.mkdir(exist_ok=True)
-    cfg_args = [a for f in fields(Config)
-                for a in (f"--{f.name.replace('_', '-')}", str(getattr(cfg, f.name)))]
+    cfg_args = [
+        a
+        for f in fields(Config)
+        for a in (f"--{f.name.replace('_', '-')}", str(getattr(cfg, f.name)))
+    ]
     launches = {}
     with torch_ranks.TorchNetwork(opts.workers, opts.target, opts.slots) as net:
         for backend in BACKENDS:
             if not opts.quiet:
-                print(f"== {backend}: {opts.workers} ranks, {cfg.steps} steps, switch "
-                      f"{net.target}", flush=True)
-            res = net.run([sys.executable, str(HERE / "clicks_rank.py"), "--backend", backend,
-                           "--out", str(opts.out / f"{backend}-rank{{rank}}.json"),
-                           "--save-params", str(params_dir / f"{backend}-rank{{rank}}.pt"),
-                           "--pg-timeout", str(opts.pg_timeout), *cfg_args], opts.workers, timeout=opts.timeout,
-                          stream_rank0=not opts.quiet)
+                print(
+                    f"== {backend}: {opts.workers} ranks, {cfg.steps} steps, switch {net.target}",
+                    flush=True,
+                )
+            res = net.run(
+                [
+                    sys.executable,
+                    str(HERE / "clicks_rank.py"),
+                    "--backend",
+                    backend,
+                    "--out",
+                    str(opts.out / f"{backend}-rank{{rank}}.json"),
+                    "--save-params",
+                    str(params_dir / f"{backend}-rank{{rank}}.pt"),
+                    "--pg-timeout",
+                    str(opts.pg_timeout),
+                    *cfg_args,
+                ],
+                opts.workers,
+                timeout=opts.timeout,
+                stream_rank0=not opts.quiet,
+            )
             if not res.ok:
                 raise RuntimeError(f"{backend} run failed:\n{res.failures()}")
             launches[backend] = res
-    runs = {b: [json.loads((opts.out / f"{b}-rank{r}.json").read_text())
-                for r in range(opts.workers)] for b in BACKENDS}
+    runs = {
+        b: [json.loads((opts.out / f"{b}-rank{r}.json").read_text()) for r in range(opts.workers)]
+        for b in BACKENDS
+    }
     summary = summarize(runs, launches, opts, cfg)
     shutil.rmtree(params_dir)
     (opts.out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -80,6 +102,7 @@ def run(opts: Options, cfg: Config) -> dict:
 
 def _param_difference(opts: Options) -> float:
     import torch
+
     a = torch.load(opts.out / "params" / "p4reduce-rank0.pt")
     b = torch.load(opts.out / "params" / "gloo-rank0.pt")
     return max(float((x - y).abs().max()) for x, y in zip(a, b))
@@ -92,61 +115,89 @@ def _deltas(records: list[dict], key: str, first: dict) -> np.ndarray:
 
 def summarize(runs: dict, launches: dict, opts: Options, cfg: Config) -> dict:
     steps = cfg.steps
-    out: dict = {"config": cfg.as_dict(), "workers": opts.workers, "target": opts.target,
-                 "parameters": runs["gloo"][0]["parameters"],
-                 "dense_gradient_bytes": 4 * runs["gloo"][0]["parameters"],
-                 "loss_tolerance": opts.loss_tolerance, "backends": {}}
+    out: dict = {
+        "config": cfg.as_dict(),
+        "workers": opts.workers,
+        "target": opts.target,
+        "parameters": runs["gloo"][0]["parameters"],
+        "dense_gradient_bytes": 4 * runs["gloo"][0]["parameters"],
+        "loss_tolerance": opts.loss_tolerance,
+        "backends": {},
+    }
     for backend, ranks in runs.items():
         loss = np.mean([r["loss"] for r in ranks], axis=0)
         # the slowest rank's time is the step's time
         step_s = np.max([r["step_seconds"] for r in ranks], axis=0)
         b: dict = {
             "loss": loss.tolist(),
-            "final_loss": float(loss[-min(20, steps):].mean()),
+            "final_loss": float(loss[-min(20, steps) :].mean()),
             "step_seconds": step_s.tolist(),
-            "median_step_ms": 1000 * float(np.median(step_s[WARMUP:] if steps > WARMUP
-                                                     else step_s)),
+            "median_step_ms": 1000
+            * float(np.median(step_s[WARMUP:] if steps > WARMUP else step_s)),
             "mean_step_ms": 1000 * float(step_s.mean()),
-            "tcp_bytes_per_step_per_worker": float(np.mean([r["tcp_bytes_sent"]
-                                                            for r in ranks]) / steps),
+            "tcp_bytes_per_step_per_worker": float(
+                np.mean([r["tcp_bytes_sent"] for r in ranks]) / steps
+            ),
             "params_identical_on_every_rank": len({r["params_sha256"] for r in ranks}) == 1,
-            "link_tx_bytes_per_step_per_worker": float(np.mean(
-                [r.link["tx_bytes"] for r in launches[backend].ranks]) / steps),
+            "link_tx_bytes_per_step_per_worker": float(
+                np.mean([r.link["tx_bytes"] for r in launches[backend].ranks]) / steps
+            ),
         }
         if ranks[0]["switch"]:
-            own = np.mean([_deltas(r["switch"], "nonzero_blocks", r["switch_before"]) /
-                           _deltas(r["switch"], "blocks", r["switch_before"])
-                           for r in ranks], axis=0)
+            own = np.mean(
+                [
+                    _deltas(r["switch"], "nonzero_blocks", r["switch_before"])
+                    / _deltas(r["switch"], "blocks", r["switch_before"])
+                    for r in ranks
+                ],
+                axis=0,
+            )
             r0 = ranks[0]
             rounds = _deltas(r0["switch"], "rounds", r0["switch_before"])
             blocks = _deltas(r0["switch"], "blocks", r0["switch_before"])
-            sent = np.mean([_deltas(r["switch"], "bytes_sent", r["switch_before"])
-                            for r in ranks], axis=0)
-            packets = np.mean([_deltas(r["switch"], "packets_sent", r["switch_before"])
-                               for r in ranks], axis=0)
-            b.update({
-                "density_own": own.tolist(),
-                "rounds_per_block": (rounds / blocks).tolist(),
-                "mean_density_own": float(own.mean()),
-                "mean_rounds_per_block": float((rounds / blocks).mean()),
-                "switch_bytes_per_step_per_worker": float(sent.mean()),
-                "switch_packets_per_step_per_worker": float(packets.mean()),
-                "switch_seconds_per_step": float(np.mean(
-                    [_deltas(r["switch"], "seconds", r["switch_before"]).mean()
-                     for r in ranks])),
-                "retransmissions": int(sum(r["switch"][-1]["retransmissions"] -
-                                           r["switch_before"].get("retransmissions", 0)
-                                           for r in ranks)),
-                "gloo_allreduces": int(sum(r["switch"][-1]["gloo_allreduces"] for r in ranks)),
-            })
+            sent = np.mean(
+                [_deltas(r["switch"], "bytes_sent", r["switch_before"]) for r in ranks], axis=0
+            )
+            packets = np.mean(
+                [_deltas(r["switch"], "packets_sent", r["switch_before"]) for r in ranks], axis=0
+            )
+            b.update(
+                {
+                    "density_own": own.tolist(),
+                    "rounds_per_block": (rounds / blocks).tolist(),
+                    "mean_density_own": float(own.mean()),
+                    "mean_rounds_per_block": float((rounds / blocks).mean()),
+                    "switch_bytes_per_step_per_worker": float(sent.mean()),
+                    "switch_packets_per_step_per_worker": float(packets.mean()),
+                    "switch_seconds_per_step": float(
+                        np.mean(
+                            [
+                                _deltas(r["switch"], "seconds", r["switch_before"]).mean()
+                                for r in ranks
+                            ]
+                        )
+                    ),
+                    "retransmissions": int(
+                        sum(
+                            r["switch"][-1]["retransmissions"]
+                            - r["switch_before"].get("retransmissions", 0)
+                            for r in ranks
+                        )
+                    ),
+                    "gloo_allreduces": int(sum(r["switch"][-1]["gloo_allreduces"] for r in ranks)),
+                }
+            )
         out["backends"][backend] = b
     p, g = out["backends"]["p4reduce"], out["backends"]["gloo"]
     diff = np.abs(np.asarray(p["loss"]) - np.asarray(g["loss"]))
     out["max_loss_difference"] = float(diff.max())
     out["loss_difference"] = diff.tolist()
     out["max_param_difference_rank0"] = _param_difference(opts)
-    out["ok"] = bool(p["params_identical_on_every_rank"] and g["params_identical_on_every_rank"]
-                     and diff.max() <= opts.loss_tolerance)
+    out["ok"] = bool(
+        p["params_identical_on_every_rank"]
+        and g["params_identical_on_every_rank"]
+        and diff.max() <= opts.loss_tolerance
+    )
     return out
 
 
@@ -154,56 +205,87 @@ def plot(s: dict, path: Path) -> str:
     """The loss curves, their difference and the density over steps, in one PNG."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib missing (make install-examples): no plot"
     p, g = s["backends"]["p4reduce"], s["backends"]["gloo"]
     x = np.arange(len(p["loss"]))
-    fig, ax = plt.subplots(3, 1, figsize=(9, 10), sharex=True,
-                           gridspec_kw={"height_ratios": [3, 1.4, 2]})
+    fig, ax = plt.subplots(
+        3, 1, figsize=(9, 10), sharex=True, gridspec_kw={"height_ratios": [3, 1.4, 2]}
+    )
 
     def smooth(y: list[float], k: int = 15) -> tuple[np.ndarray, np.ndarray]:
         """Centred moving average (and the steps it belongs to)."""
         y = np.asarray(y)
         k = max(1, min(k, len(y)))
-        return x[(k - 1) // 2:(k - 1) // 2 + len(y) - k + 1], \
-            np.convolve(y, np.ones(k) / k, mode="valid")
+        return x[(k - 1) // 2 : (k - 1) // 2 + len(y) - k + 1], np.convolve(
+            y, np.ones(k) / k, mode="valid"
+        )
 
-    for run, name, color, style in ((g, "gloo", "tab:blue", "-"),
-                                    (p, "p4reduce (switch)", "tab:red", "--")):
+    for run, name, color, style in (
+        (g, "gloo", "tab:blue", "-"),
+        (p, "p4reduce (switch)", "tab:red", "--"),
+    ):
         ax[0].plot(x, run["loss"], color=color, alpha=0.3, lw=0.7, ls=style)
-        ax[0].plot(*smooth(run["loss"]), color=color, lw=2, ls=style,
-                   label=f"{name}: final {run['final_loss']:.4f}, "
-                         f"{run['median_step_ms']:.0f} ms/step (median)")
+        ax[0].plot(
+            *smooth(run["loss"]),
+            color=color,
+            lw=2,
+            ls=style,
+            label=f"{name}: final {run['final_loss']:.4f}, "
+            f"{run['median_step_ms']:.0f} ms/step (median)",
+        )
     ax[0].set_ylabel("training loss (BCE, mean of ranks)")
     ax[0].legend(loc="upper right", title="thin: per step; thick: 15-step mean")
-    ax[0].set_title(f"Click model, {s['parameters'] / 1e6:.2f} M parameters, "
-                    f"{s['workers']} ranks in Mininet ({s['target']}): gloo vs p4reduce")
+    ax[0].set_title(
+        f"Click model, {s['parameters'] / 1e6:.2f} M parameters, "
+        f"{s['workers']} ranks in Mininet ({s['target']}): gloo vs p4reduce"
+    )
     diff = np.asarray(s["loss_difference"])
     nz = diff > 0
-    ax[1].semilogy(x[nz], diff[nz], ".", color="tab:purple", ms=4,
-                   label=f"p4reduce - gloo ({int((~nz).sum())} of {len(diff)} steps "
-                         f"identical, not shown)")
-    ax[1].axhline(s["loss_tolerance"], color="gray", ls="--", lw=1,
-                  label=f"tolerance {s['loss_tolerance']:g}")
+    ax[1].semilogy(
+        x[nz],
+        diff[nz],
+        ".",
+        color="tab:purple",
+        ms=4,
+        label=f"p4reduce - gloo ({int((~nz).sum())} of {len(diff)} steps identical, not shown)",
+    )
+    ax[1].axhline(
+        s["loss_tolerance"], color="gray", ls="--", lw=1, label=f"tolerance {s['loss_tolerance']:g}"
+    )
     ax[1].set_ylim(1e-10, 1)
     ax[1].set_ylabel("|loss difference|")
     ax[1].legend(loc="upper left", fontsize=8, ncols=2)
-    ax[2].plot(x, 100 * np.asarray(p["density_own"]), color="tab:green", lw=1.2,
-               label="non-zero gradient blocks of a rank (sent)")
-    ax[2].plot(x, 100 * np.asarray(p["rounds_per_block"]), color="tab:orange", lw=1.2,
-               label="switch rounds / blocks (union of ranks + announces)")
+    ax[2].plot(
+        x,
+        100 * np.asarray(p["density_own"]),
+        color="tab:green",
+        lw=1.2,
+        label="non-zero gradient blocks of a rank (sent)",
+    )
+    ax[2].plot(
+        x,
+        100 * np.asarray(p["rounds_per_block"]),
+        color="tab:orange",
+        lw=1.2,
+        label="switch rounds / blocks (union of ranks + announces)",
+    )
     ax[2].set_ylabel("% of 64-value blocks")
     ax[2].set_xlabel("step")
     top = 100 * max(max(p["density_own"]), max(p["rounds_per_block"]))
     ax[2].set_ylim(0, 1.6 * top)
     ax[2].legend(loc="upper right", fontsize=9)
     dense = s["dense_gradient_bytes"] / 1e6
-    ax[2].set_title(f"bytes sent per step per worker: p4reduce "
-                    f"{p['switch_bytes_per_step_per_worker'] / 1e6:.2f} MB, gloo "
-                    f"{g['tcp_bytes_per_step_per_worker'] / 1e6:.2f} MB "
-                    f"(dense gradient {dense:.2f} MB)", fontsize=10)
+    ax[2].set_title(
+        f"bytes sent per step per worker: p4reduce "
+        f"{p['switch_bytes_per_step_per_worker'] / 1e6:.2f} MB, gloo "
+        f"{g['tcp_bytes_per_step_per_worker'] / 1e6:.2f} MB "
+        f"(dense gradient {dense:.2f} MB)",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -212,26 +294,39 @@ def plot(s: dict, path: Path) -> str:
 
 def print_summary(s: dict) -> None:
     p, g = s["backends"]["p4reduce"], s["backends"]["gloo"]
-    print(f"\nclick model: {s['parameters']} parameters (dense gradient "
-          f"{s['dense_gradient_bytes'] / 1e6:.2f} MB), {s['workers']} ranks, "
-          f"{s['config']['steps']} steps, switch {s['target']}")
-    print(f"{'backend':>9} {'final loss':>10} {'ms/step':>8} {'(mean)':>7} "
-          f"{'MB/step/worker':>15} {'identical ranks':>15}")
+    print(
+        f"\nclick model: {s['parameters']} parameters (dense gradient "
+        f"{s['dense_gradient_bytes'] / 1e6:.2f} MB), {s['workers']} ranks, "
+        f"{s['config']['steps']} steps, switch {s['target']}"
+    )
+    print(
+        f"{'backend':>9} {'final loss':>10} {'ms/step':>8} {'(mean)':>7} "
+        f"{'MB/step/worker':>15} {'identical ranks':>15}"
+    )
     for name, b in (("gloo", g), ("p4reduce", p)):
-        mb = (p["switch_bytes_per_step_per_worker"] if name == "p4reduce"
-              else g["tcp_bytes_per_step_per_worker"]) / 1e6
-        print(f"{name:>9} {b['final_loss']:10.4f} {b['median_step_ms']:8.1f} "
-              f"{b['mean_step_ms']:7.1f} {mb:15.3f} "
-              f"{'yes' if b['params_identical_on_every_rank'] else 'NO':>15}")
-    print(f"p4reduce: {p['switch_packets_per_step_per_worker']:.0f} packets/step/worker, "
-          f"own non-zero blocks {100 * p['mean_density_own']:.2f} %, switch rounds/blocks "
-          f"{100 * p['mean_rounds_per_block']:.2f} %, {p['switch_seconds_per_step'] * 1000:.1f}"
-          f" ms/step in the Worker, {p['retransmissions']} retransmissions, "
-          f"{p['gloo_allreduces']} allreduces sent to gloo; TCP (gloo side) "
-          f"{p['tcp_bytes_per_step_per_worker']:.0f} B/step")
-    print(f"max |loss difference| per step {s['max_loss_difference']:.2e} (tolerance "
-          f"{s['loss_tolerance']}), max |parameter difference| on rank 0 "
-          f"{s['max_param_difference_rank0']:.2e}")
+        mb = (
+            p["switch_bytes_per_step_per_worker"]
+            if name == "p4reduce"
+            else g["tcp_bytes_per_step_per_worker"]
+        ) / 1e6
+        print(
+            f"{name:>9} {b['final_loss']:10.4f} {b['median_step_ms']:8.1f} "
+            f"{b['mean_step_ms']:7.1f} {mb:15.3f} "
+            f"{'yes' if b['params_identical_on_every_rank'] else 'NO':>15}"
+        )
+    print(
+        f"p4reduce: {p['switch_packets_per_step_per_worker']:.0f} packets/step/worker, "
+        f"own non-zero blocks {100 * p['mean_density_own']:.2f} %, switch rounds/blocks "
+        f"{100 * p['mean_rounds_per_block']:.2f} %, {p['switch_seconds_per_step'] * 1000:.1f}"
+        f" ms/step in the Worker, {p['retransmissions']} retransmissions, "
+        f"{p['gloo_allreduces']} allreduces sent to gloo; TCP (gloo side) "
+        f"{p['tcp_bytes_per_step_per_worker']:.0f} B/step"
+    )
+    print(
+        f"max |loss difference| per step {s['max_loss_difference']:.2e} (tolerance "
+        f"{s['loss_tolerance']}), max |parameter difference| on rank 0 "
+        f"{s['max_param_difference_rank0']:.2e}"
+    )
     if "plot" in s:
         print(f"plot: {s['plot']}")
     print("OK" if s["ok"] else "FAILED: ranks differ or the losses are not within tolerance")
@@ -248,11 +343,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, Config]:
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--quiet", action="store_true")
     for f in fields(Config):
-        ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default),
-                        default=f.default)
+        ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     a = ap.parse_args(argv)
-    opts = Options(a.workers, a.target, a.slots, a.out, a.loss_tolerance, not a.no_plot,
-                   a.quiet)
+    opts = Options(a.workers, a.target, a.slots, a.out, a.loss_tolerance, not a.no_plot, a.quiet)
     return opts, Config(**{f.name: getattr(a, f.name) for f in fields(Config)})
 
 

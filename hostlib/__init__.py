@@ -8,16 +8,29 @@ See docs/hostlib.md; docs/protocol.md is the specification.
 The names below are imported on first use (PEP 562): `import hostlib.wire` or
 `hostlib.config` (what the controller uses) must not load the Worker, the engine and numpy.
 """
+
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Worker", "WorkerStats", "WorkerBroken", "JobConfig", "DescriptorError",
-           "load_descriptor"]
+__all__ = [
+    "Worker",
+    "WorkerStats",
+    "WorkerBroken",
+    "JobConfig",
+    "DescriptorError",
+    "load_descriptor",
+]
 
-_HOME = {"Worker": "worker", "WorkerStats": "worker", "WorkerBroken": "worker",
-         "JobConfig": "config", "DescriptorError": "config", "load_descriptor": "config"}
+_HOME = {
+    "Worker": "worker",
+    "WorkerStats": "worker",
+    "WorkerBroken": "worker",
+    "JobConfig": "config",
+    "DescriptorError": "config",
+    "load_descriptor": "config",
+}
 
 if TYPE_CHECKING:
     from .config import DescriptorError, JobConfig, load_descriptor

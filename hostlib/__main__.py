@@ -10,6 +10,7 @@ argument, a missing or invalid descriptor or input file); 3 network setup failed
 interface owns the descriptor's worker IP, the interface is missing, no permission for raw
 sockets). Every error is one line on stderr: `python -m hostlib: error: ...`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,6 +50,7 @@ def _positive(kind: type, what: str):
         if not math.isfinite(value) or value <= 0:
             raise argparse.ArgumentTypeError(f"{text!r}: must be > 0")
         return value
+
     return parse
 
 
@@ -64,10 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeat", type=count, default=1, help="allreduce this many times")
     ap.add_argument("--interface", default=None)
     ap.add_argument("--transport", default="auto", choices=["auto", "ring", "mmsg", "plain"])
-    ap.add_argument("--timeout", type=seconds, default=EngineParams.timeout,
-                    help="floor of the retransmission timer, seconds (> 0)")
-    ap.add_argument("--deadline", type=seconds, default=30.0,
-                    help="seconds (> 0) an allreduce may take before it fails")
+    ap.add_argument(
+        "--timeout",
+        type=seconds,
+        default=EngineParams.timeout,
+        help="floor of the retransmission timer, seconds (> 0)",
+    )
+    ap.add_argument(
+        "--deadline",
+        type=seconds,
+        default=30.0,
+        help="seconds (> 0) an allreduce may take before it fails",
+    )
     ap.add_argument("--stats", help="write Worker.stats as JSON here")
     return ap
 
@@ -75,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         a = build_parser().parse_args(argv)
-    except SystemExit as exc:       # --help (0) or a usage error (2, already reported)
+    except SystemExit as exc:  # --help (0) or a usage error (2, already reported)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
         load_descriptor(a.descriptor)
@@ -92,8 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         return _fail(f"input {a.input}: {exc}", EXIT_USAGE)
     try:
-        worker = Worker(a.descriptor, interface=a.interface, transport=a.transport,
-                        timeout=a.timeout, deadline=a.deadline)
+        worker = Worker(
+            a.descriptor,
+            interface=a.interface,
+            transport=a.transport,
+            timeout=a.timeout,
+            deadline=a.deadline,
+        )
     except OSError as exc:
         return _fail(f"network setup: {exc}", EXIT_NETWORK)
     try:

@@ -4,6 +4,7 @@ A worker's whole configuration comes from the controller as JSON; parsing it in 
 means every other module can trust `JobConfig` fields (ranges checked here, not on the data
 path).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ class DescriptorError(ValueError):
 class Address:
     """One end of p4reduce traffic: the switch's or a worker's MAC, IPv4 and UDP port (the
     descriptor's `switch` and `worker`; the controller uses the same type)."""
+
     mac: str
     ip: str
     udp_port: int = p.UDP_PORT_BASE
@@ -30,7 +32,7 @@ class Address:
 @dataclass(frozen=True)
 class JobConfig:
     job: int
-    epoch: int          # the job's incarnation: admission matches it (protocol.md section 7)
+    epoch: int  # the job's incarnation: admission matches it (protocol.md section 7)
     rank: int
     worker_count: int
     slot_base: int
@@ -39,28 +41,43 @@ class JobConfig:
     worker: Address
     protocol: int = p.PROTOCOL_VERSION
     lanes: int = p.LANES
-    encoding: p.Encoding = p.Encoding.LANES   # how values travel (protocol.md section 10)
+    encoding: p.Encoding = p.Encoding.LANES  # how values travel (protocol.md section 10)
 
     def to_switch(self) -> p.Endpoints:
         """Addresses of this rank's packets to the switch (what admission checks)."""
-        return p.Endpoints(src_mac=self.worker.mac, dst_mac=self.switch.mac,
-                           src_ip=self.worker.ip, dst_ip=self.switch.ip,
-                           src_port=self.worker.udp_port, dst_port=self.switch.udp_port)
+        return p.Endpoints(
+            src_mac=self.worker.mac,
+            dst_mac=self.switch.mac,
+            src_ip=self.worker.ip,
+            dst_ip=self.switch.ip,
+            src_port=self.worker.udp_port,
+            dst_port=self.switch.udp_port,
+        )
 
     def from_switch(self) -> p.Endpoints:
         """Addresses of the results the switch sends to this rank (section 12)."""
-        return p.Endpoints(src_mac=self.switch.mac, dst_mac=self.worker.mac,
-                           src_ip=self.switch.ip, dst_ip=self.worker.ip,
-                           src_port=p.UDP_PORT_BASE, dst_port=self.worker.udp_port)
+        return p.Endpoints(
+            src_mac=self.switch.mac,
+            dst_mac=self.worker.mac,
+            src_ip=self.switch.ip,
+            dst_ip=self.worker.ip,
+            src_port=p.UDP_PORT_BASE,
+            dst_port=self.worker.udp_port,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "protocol": self.protocol, "job": self.job, "epoch": self.epoch,
+            "protocol": self.protocol,
+            "job": self.job,
+            "epoch": self.epoch,
             "rank": self.rank,
-            "worker_count": self.worker_count, "slot_base": self.slot_base,
-            "slot_count": self.slot_count, "lanes": self.lanes,
+            "worker_count": self.worker_count,
+            "slot_base": self.slot_base,
+            "slot_count": self.slot_count,
+            "lanes": self.lanes,
             "encoding": self.encoding.name.lower(),
-            "switch": vars(self.switch).copy(), "worker": vars(self.worker).copy(),
+            "switch": vars(self.switch).copy(),
+            "worker": vars(self.worker).copy(),
         }
 
 
@@ -77,8 +94,10 @@ def _address(d: Any, where: str, *, port_in_range: bool) -> Address:
     except p.ProtocolError as e:
         raise DescriptorError(f"field {where}: {e}") from None
     if port_in_range and port & p.UDP_PORT_MASK != p.UDP_PORT_BASE:
-        raise DescriptorError(f"field {where}.udp_port={port} not in the p4reduce range "
-                              f"0x{p.UDP_PORT_BASE:04x}-0x{p.UDP_PORT_BASE + 15:04x}")
+        raise DescriptorError(
+            f"field {where}.udp_port={port} not in the p4reduce range "
+            f"0x{p.UDP_PORT_BASE:04x}-0x{p.UDP_PORT_BASE + 15:04x}"
+        )
     return Address(mac=str(mac).lower(), ip=str(ip), udp_port=port)
 
 
@@ -106,25 +125,29 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
 
     proto = integer("protocol", 0, 15)
     if proto != p.PROTOCOL_VERSION:
-        raise DescriptorError(f"field protocol={proto}: this worker speaks "
-                              f"{p.PROTOCOL_VERSION}")
+        raise DescriptorError(f"field protocol={proto}: this worker speaks {p.PROTOCOL_VERSION}")
     lanes = integer("lanes", 1, 1 << 16)
     if lanes != p.LANES:
         raise DescriptorError(f"field lanes={lanes}: this worker was built for {p.LANES}")
     if "worker_count" not in d and "workers" in d:
-        d["worker_count"] = d["workers"]        # its earlier name (docs/CHANGELOG.md)
+        d["worker_count"] = d["workers"]  # its earlier name (docs/CHANGELOG.md)
     worker_count = integer("worker_count", 1, p.MAX_WORKERS)
     names = {e.name.lower(): e for e in p.Encoding}
-    encoding = d.get("encoding", "lanes")      # descriptors older than encodings: lanes
+    encoding = d.get("encoding", "lanes")  # descriptors older than encodings: lanes
     if encoding not in names:
         raise DescriptorError(f"field encoding={encoding!r} not one of {', '.join(names)}")
     rank = integer("rank", 0, worker_count - 1)
     cfg = JobConfig(
-        job=integer("job", 0, 0xFFFF), epoch=integer("epoch", 1, p.MAX_EPOCH),
-        rank=rank, worker_count=worker_count,
+        job=integer("job", 0, 0xFFFF),
+        epoch=integer("epoch", 1, p.MAX_EPOCH),
+        rank=rank,
+        worker_count=worker_count,
         slot_base=integer("slot_base", 0, 0xFFFF),
         slot_count=integer("slot_count", 1, 0xFFFF),
         switch=_address(d.get("switch"), "switch", port_in_range=False),
         worker=_address(d.get("worker"), "worker", port_in_range=True),
-        protocol=proto, lanes=lanes, encoding=names[encoding])
+        protocol=proto,
+        lanes=lanes,
+        encoding=names[encoding],
+    )
     return cfg

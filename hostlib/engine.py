@@ -14,6 +14,7 @@ block, when its packet was sent (first and latest transmission) with a timer tha
 off once it was resent, and the last STATUS the switch sent (which ranks the round has
 heard from). Which expiries mean a loss: `_due_retransmissions`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ class EngineParams:
     * `double_after`: a slot's timer doubles after this many retransmissions in a row
       (up to 4 timers, see `_backoff_cap`).
     """
+
     timeout: float = 0.002
     initial_timeout: float = 0.2
     max_timeout: float = 1.0
@@ -69,7 +71,7 @@ class RttEstimator:
     def update(self, samples: np.ndarray) -> None:
         if not samples.size:
             return
-        x = float(samples.max())            # the batch's slowest clean round: conservative
+        x = float(samples.max())  # the batch's slowest clean round: conservative
         self.samples += int(samples.size)
         if self.srtt is None:
             self.srtt, self.rttvar = x, x / 2
@@ -101,11 +103,11 @@ class EngineStats:
     packets_received: int = 0
     bytes_received: int = 0
     retransmissions: int = 0
-    results_ignored: int = 0      # duplicates, cached copies of done rounds, other jobs
-    statuses: int = 0             # STATUS replies: a retransmission found the round waiting
+    results_ignored: int = 0  # duplicates, cached copies of done rounds, other jobs
+    statuses: int = 0  # STATUS replies: a retransmission found the round waiting
     rounds: int = 0
     timeouts_doubled: int = 0
-    probes: int = 0               # retransmissions sent as silence probes (one per timer)
+    probes: int = 0  # retransmissions sent as silence probes (one per timer)
     overflowed_blocks: list[int] = field(default_factory=list)
 
 
@@ -119,11 +121,17 @@ class AllreduceEngine:
     taken for a retransmission and answered with the previous tensor's cached result.
     """
 
-    def __init__(self, cfg: JobConfig, payload: Payload, now: float,
-                 params: EngineParams | None = None,
-                 start_slot_versions: np.ndarray | None = None,
-                 builder: FrameBuilder | None = None, rtt: RttEstimator | None = None,
-                 continued: np.ndarray | None = None):
+    def __init__(
+        self,
+        cfg: JobConfig,
+        payload: Payload,
+        now: float,
+        params: EngineParams | None = None,
+        start_slot_versions: np.ndarray | None = None,
+        builder: FrameBuilder | None = None,
+        rtt: RttEstimator | None = None,
+        continued: np.ndarray | None = None,
+    ):
         self.cfg = cfg
         self.payload = payload
         self.params = params or EngineParams()
@@ -144,7 +152,7 @@ class AllreduceEngine:
         succ_sorted = np.full(by_slot.shape, EOS, np.int64)
         same = slot_sorted[1:] == slot_sorted[:-1]
         succ_sorted[:-1][same] = by_slot[1:][same]
-        self._succ = np.empty_like(succ_sorted)          # indexed like `nz` (sorted)
+        self._succ = np.empty_like(succ_sorted)  # indexed like `nz` (sorted)
         self._succ[order] = succ_sorted
         first = np.full(n, EOS, np.int64)
         if by_slot.size:
@@ -152,46 +160,50 @@ class AllreduceEngine:
             first[u] = by_slot[idx]
 
         self.active = np.arange(n) < min(S, B)
-        self.touched = self.active.copy()                # slots this call sent on
-        self.slot_version = (np.zeros(n, np.int64) if start_slot_versions is None
-                        else np.asarray(start_slot_versions[:n], np.int64) & 1)
+        self.touched = self.active.copy()  # slots this call sent on
+        self.slot_version = (
+            np.zeros(n, np.int64)
+            if start_slot_versions is None
+            else np.asarray(start_slot_versions[:n], np.int64) & 1
+        )
         # CONTINUED: this rank had a result on the slot in this job, so the switch must
         # hold the job's state there (protocol.md section 8); the Worker keeps it.
-        self.continued = (np.zeros(n, bool) if continued is None
-                          else np.asarray(continued[:n], bool).copy())
-        self.block = np.full(n, EOS, np.int64)           # block of the outstanding packet
-        self.exponent = np.zeros(n, np.int64)            # E used by the outstanding packet
+        self.continued = (
+            np.zeros(n, bool) if continued is None else np.asarray(continued[:n], bool).copy()
+        )
+        self.block = np.full(n, EOS, np.int64)  # block of the outstanding packet
+        self.exponent = np.zeros(n, np.int64)  # E used by the outstanding packet
         self.my_next = first
         self.round = np.zeros(n, np.int64)
         base = self._base_timeout()
         self.timeout = np.full(n, base)
         self.expires = np.full(n, now + base)
-        self.sent_at = np.full(n, now)                   # first transmission of the round
-        self.xmit_at = np.full(n, now)                   # latest transmission of its packet
+        self.sent_at = np.full(n, now)  # first transmission of the round
+        self.xmit_at = np.full(n, now)  # latest transmission of its packet
         self.retransmitted = np.zeros(n, bool)
         # Pacing (_due_retransmissions): the latest transmission time of any packet the
         # switch has answered and that packet's round time, the job-level probe timer.
         self.answered_xmit = -np.inf
         self.answered_rtt = 0.0
-        self.overtaken_at = np.full(n, np.inf)           # when a later packet was answered
-        self.heard = False                               # any result in this call yet
+        self.overtaken_at = np.full(n, np.inf)  # when a later packet was answered
+        self.heard = False  # any result in this call yet
         self.probe_at = now + self._silence_timeout()
         self.probes_in_row = 0
         self.last_probe_at = -np.inf
-        self.probe_burst = 1                             # slots per probe (see _answered)
-        self.fresh_at = -np.inf                          # latest answer to a first send
-        self.result_at = -np.inf                         # latest result batch
-        self.result_gap: float | None = None             # smoothed time between batches
-        self.probed = np.zeros(n, bool)                  # probe sent, no answer yet
+        self.probe_burst = 1  # slots per probe (see _answered)
+        self.fresh_at = -np.inf  # latest answer to a first send
+        self.result_at = -np.inf  # latest result batch
+        self.result_gap: float | None = None  # smoothed time between batches
+        self.probed = np.zeros(n, bool)  # probe sent, no answer yet
         self.expired_in_row = np.zeros(n, np.int64)
         self.last_frames = np.zeros((n, p.FRAME_BYTES_WITH_VALUES), np.uint8)
         self.last_lengths = np.zeros(n, np.int64)
-        self.last_heard = np.full(n, now)                # last progress (a result)
-        self.status_at = np.full(n, -np.inf)             # last STATUS for the round
-        self.contributors = np.zeros(n, np.int64)        # its bitmap
-        self.mismatch: tuple[int, int] | None = None     # fingerprint (min, max) if ranks differ
+        self.last_heard = np.full(n, now)  # last progress (a result)
+        self.status_at = np.full(n, -np.inf)  # last STATUS for the round
+        self.contributors = np.zeros(n, np.int64)  # its bitmap
+        self.mismatch: tuple[int, int] | None = None  # fingerprint (min, max) if ranks differ
         self.sums = np.zeros((B, p.LANES), np.int32)
-        self.sum_exponent = np.zeros(B, np.int16)        # biased E each block was sent with
+        self.sum_exponent = np.zeros(B, np.int16)  # biased E each block was sent with
         self._pending: list[Batch] = []
         self._ranks_overflowed: list[int] = []
 
@@ -207,20 +219,39 @@ class AllreduceEngine:
 
     def _announce(self, slots: np.ndarray) -> None:
         k = slots.size
-        self._emit(slots, np.full(k, p.MsgType.ANNOUNCE), self.slot_version[slots],
-                   np.full(k, EOS, np.int64), self.my_next[slots], None,
-                   np.full(k, p.Extension.FINGERPRINT))
+        self._emit(
+            slots,
+            np.full(k, p.MsgType.ANNOUNCE),
+            self.slot_version[slots],
+            np.full(k, EOS, np.int64),
+            self.my_next[slots],
+            None,
+            np.full(k, p.Extension.FINGERPRINT),
+        )
 
-    def _emit(self, slots: np.ndarray, msg_type: np.ndarray, slot_version: np.ndarray,
-              block: np.ndarray, next_block: np.ndarray, values: np.ndarray | None,
-              extension: np.ndarray) -> None:
+    def _emit(
+        self,
+        slots: np.ndarray,
+        msg_type: np.ndarray,
+        slot_version: np.ndarray,
+        block: np.ndarray,
+        next_block: np.ndarray,
+        values: np.ndarray | None,
+        extension: np.ndarray,
+    ) -> None:
         cols = {
-            "protocol": p.PROTOCOL_VERSION, "msg_type": msg_type, "slot_version": slot_version,
+            "protocol": p.PROTOCOL_VERSION,
+            "msg_type": msg_type,
+            "slot_version": slot_version,
             "flags": np.where(self.continued[slots], int(p.Flag.CONTINUED), 0)
-                     | (int(p.Flag.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0),
-            "job": self.cfg.job, "slot": slots, "rank": self.cfg.rank,
-            "next_exponent": self._announce_exponent(next_block), "epoch": self.cfg.epoch,
-            "block": block, "next_block": next_block,
+            | (int(p.Flag.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0),
+            "job": self.cfg.job,
+            "slot": slots,
+            "rank": self.cfg.rank,
+            "next_exponent": self._announce_exponent(next_block),
+            "epoch": self.cfg.epoch,
+            "block": block,
+            "next_block": next_block,
         }
         batch = self.builder.build(cols, extension, values, self.payload.fingerprint)
         self.last_frames[slots] = batch.frames
@@ -263,22 +294,43 @@ class AllreduceEngine:
         if len(parsed):
             self.on_results(parsed, now)
 
-    def on_result(self, header: p.Header, values: np.ndarray | None, now: float, *,
-                  fingerprint: tuple[int, int] | None = None, contributors: int = 0) -> None:
+    def on_result(
+        self,
+        header: p.Header,
+        values: np.ndarray | None,
+        now: float,
+        *,
+        fingerprint: tuple[int, int] | None = None,
+        contributors: int = 0,
+    ) -> None:
         """One result or status (unit tests drive the engine with crafted packets)."""
-        extension = (p.Extension.VALUES if values is not None else p.Extension.FINGERPRINT
-                     if fingerprint is not None else p.Extension.STATUS
-                     if header.msg_type == p.MsgType.STATUS else p.Extension.NONE)
+        extension = (
+            p.Extension.VALUES
+            if values is not None
+            else p.Extension.FINGERPRINT
+            if fingerprint is not None
+            else p.Extension.STATUS
+            if header.msg_type == p.MsgType.STATUS
+            else p.Extension.NONE
+        )
         cols = {name: np.array([v], np.int64) for name, v in zip(p.FIELD_NAMES, header)}
         vals = np.zeros((1, p.LANES), np.int32)
         if values is not None:
             vals[0] = values
-        self.on_results(Parsed(cols=cols, has_values=np.array([values is not None]),
-                               values=vals, src_ip=np.zeros(1, np.uint32),
-                               src_mac=np.zeros((1, 6), np.uint8), rejected=0,
-                               extension=np.array([int(extension)]),
-                               fingerprint=np.array([fingerprint or (0, 0)], np.int64),
-                               contributors=np.array([contributors], np.int64)), now)
+        self.on_results(
+            Parsed(
+                cols=cols,
+                has_values=np.array([values is not None]),
+                values=vals,
+                src_ip=np.zeros(1, np.uint32),
+                src_mac=np.zeros((1, 6), np.uint8),
+                rejected=0,
+                extension=np.array([int(extension)]),
+                fingerprint=np.array([fingerprint or (0, 0)], np.int64),
+                contributors=np.array([contributors], np.int64),
+            ),
+            now,
+        )
 
     def on_results(self, r: Parsed, now: float) -> None:
         """A batch of results: match each to its slot's outstanding round, store sums,
@@ -288,9 +340,13 @@ class AllreduceEngine:
         c = r.cols
         n = int(r.has_values.shape[0])
         slot = c["slot"]
-        ours = ((c["protocol"] == p.PROTOCOL_VERSION) & (c["job"] == self.cfg.job)
-                & (c["epoch"] == self.cfg.epoch) & (c["rank"] == self.cfg.rank)
-                & (slot < self.nslots))
+        ours = (
+            (c["protocol"] == p.PROTOCOL_VERSION)
+            & (c["job"] == self.cfg.job)
+            & (c["epoch"] == self.cfg.epoch)
+            & (c["rank"] == self.cfg.rank)
+            & (slot < self.nslots)
+        )
         lost = ours & ((c["flags"] & p.Flag.STATE_LOST) != 0)
         if lost.any():
             slots = sorted({int(x) for x in slot[lost]})
@@ -298,10 +354,12 @@ class AllreduceEngine:
                 f"the switch lost the state of job {self.cfg.job} (epoch {self.cfg.epoch}) "
                 f"on slot(s) {slots[:8]}{' ...' if len(slots) > 8 else ''}: it restarted or "
                 f"its pipeline was replaced while the job ran, and rounds whose results died "
-                f"with it cannot complete; delete the job and create it again")
+                f"with it cannot complete; delete the job and create it again"
+            )
         answers = ours & self.active[np.minimum(slot, self.nslots - 1)]
-        answers[answers] &= (c["slot_version"][answers] == self.slot_version[slot[answers]]) \
-            & (c["block"][answers] == self.block[slot[answers]])
+        answers[answers] &= (c["slot_version"][answers] == self.slot_version[slot[answers]]) & (
+            c["block"][answers] == self.block[slot[answers]]
+        )
         status = answers & (c["msg_type"] == p.MsgType.STATUS)
         if status.any() and r.contributors is not None:
             self.status_at[slot[status]] = now
@@ -309,7 +367,7 @@ class AllreduceEngine:
             self.stats.statuses += int(status.sum())
         idx = np.flatnonzero(answers & (c["msg_type"] == p.MsgType.RESULT))
         s = slot[idx]
-        if idx.size > 1:                       # a slot answered twice in one batch
+        if idx.size > 1:  # a slot answered twice in one batch
             s, first = np.unique(s, return_index=True)
             idx = idx[first]
         self.stats.results_ignored += n - int(idx.size) - int(status.sum())
@@ -327,11 +385,15 @@ class AllreduceEngine:
             di, ds = idx[data_round], s[data_round]
             if not r.has_values[di].all():
                 bad = int(ds[~r.has_values[di]][0])
-                raise p.ProtocolError(f"RESULT for slot {bad} block {int(self.block[bad])} "
-                                      f"carries no values")
+                raise p.ProtocolError(
+                    f"RESULT for slot {bad} block {int(self.block[bad])} carries no values"
+                )
             blocks = self.block[ds]
-            self.sums[blocks] = (from_packed(r.values[di], self.cfg.worker_count)
-                                 if self.cfg.encoding == p.Encoding.PACKED else r.values[di])
+            self.sums[blocks] = (
+                from_packed(r.values[di], self.cfg.worker_count)
+                if self.cfg.encoding == p.Encoding.PACKED
+                else r.values[di]
+            )
             self.sum_exponent[blocks] = self.exponent[ds]
             over = (c["flags"][di] & p.Flag.OVERFLOW) != 0
             if over.any():
@@ -342,15 +404,20 @@ class AllreduceEngine:
         S = self.cfg.slot_count
         done = nb == EOS
         cont = ~done
-        bad = cont & ((nb % S != s) | (nb >= self.payload.nblocks)
-                      | (data_round & (nb <= block)) | (nb > self.my_next[s]))
+        bad = cont & (
+            (nb % S != s)
+            | (nb >= self.payload.nblocks)
+            | (data_round & (nb <= block))
+            | (nb > self.my_next[s])
+        )
         if bad.any():
             i = int(np.argmax(bad))
             raise p.ProtocolError(
                 f"RESULT for slot {int(s[i])} names next_block={int(nb[i])}, which is not "
                 f"the next block of its stream (this rank announced {int(self.my_next[s[i]])}"
-                f", {self.payload.nblocks} blocks, {S} slots)")
-        base = self._answered(s, now)           # round-time samples, pacing state
+                f", {self.payload.nblocks} blocks, {S} slots)"
+            )
+        base = self._answered(s, now)  # round-time samples, pacing state
         self.round[s] += 1
         self.stats.rounds += int(idx.size)
         self.last_heard[s] = now
@@ -360,7 +427,7 @@ class AllreduceEngine:
         self.expired_in_row[s] = 0
         self.timeout[s] = base
         self.expires[s] = now + base
-        self.active[s[done]] = False           # finished slots keep their last version
+        self.active[s[done]] = False  # finished slots keep their last version
         if not cont.any():
             return
         s, nb, ne = s[cont], nb[cont], ne[cont]
@@ -409,8 +476,10 @@ class AllreduceEngine:
         """When overtaken `slots` (mask) count as lost: RACK's deadline, and for a packet
         already retransmitted also its slot's backed-off timer (`expires`): a round that
         waits for another rank's retransmission is not hammered once per round time."""
-        when = np.maximum(self._lost_after(self.xmit_at[slots]),
-                          self.overtaken_at[slots] + self._reorder_allowance())
+        when = np.maximum(
+            self._lost_after(self.xmit_at[slots]),
+            self.overtaken_at[slots] + self._reorder_allowance(),
+        )
         resent = self.retransmitted[slots]
         when[resent] = np.maximum(when[resent], self.expires[slots][resent])
         return when
@@ -458,13 +527,14 @@ class AllreduceEngine:
             # the last probes went unanswered for a whole silence: halve the burst (a
             # switch that drops bursts must not get ever larger ones)
             self.probe_burst = max(1, self.probe_burst // 2)
-        probe = np.flatnonzero(expired)[:self.probe_burst]
+        probe = np.flatnonzero(expired)[: self.probe_burst]
         self.probed[probe] = True
         self.probes_in_row += 1
         self.stats.probes += int(probe.size)
         self.last_probe_at = now
-        self.probe_at = now + min(self.params.max_timeout,
-                                  self._silence_timeout() * 2 ** self.probes_in_row)
+        self.probe_at = now + min(
+            self.params.max_timeout, self._silence_timeout() * 2**self.probes_in_row
+        )
         return probe
 
     def _silence_timeout(self) -> float:
@@ -494,8 +564,11 @@ class AllreduceEngine:
         an earlier batch (it then waited for somebody's retransmission), and it did not
         live through a silence probe (start-up skew, a stalled rank: not a round time)."""
         xmit = self.xmit_at[s]
-        clean = ~self.retransmitted[s] & (xmit >= self.answered_xmit) \
+        clean = (
+            ~self.retransmitted[s]
+            & (xmit >= self.answered_xmit)
             & (self.sent_at[s] > self.last_probe_at)
+        )
         self.rtt.update(now - self.sent_at[s[clean]])
         # Only answers to packets sent once move the overtaking mark: an answered
         # retransmission (a probe into a round that a late rank then completed, a cached
@@ -517,8 +590,9 @@ class AllreduceEngine:
         base = self._base_timeout()
         if self.heard:
             gap = now - self.result_at
-            self.result_gap = gap if self.result_gap is None \
-                else 0.875 * self.result_gap + 0.125 * gap
+            self.result_gap = (
+                gap if self.result_gap is None else 0.875 * self.result_gap + 0.125 * gap
+            )
         self.result_at = now
         self.heard = True
         self.probes_in_row = 0
@@ -574,8 +648,11 @@ class AllreduceEngine:
             blk = int(self.block[sl])
             what = "announce" if blk == EOS else f"block {blk}"
             if self.status_at[sl] > self.last_heard[sl]:
-                waits = [k for k in range(self.cfg.worker_count)
-                         if not (int(self.contributors[sl]) >> k) & 1]
+                waits = [
+                    k
+                    for k in range(self.cfg.worker_count)
+                    if not (int(self.contributors[sl]) >> k) & 1
+                ]
                 heard = f"the switch waits for rank(s) {waits}"
             else:
                 heard = "no answer from the switch"
@@ -583,30 +660,40 @@ class AllreduceEngine:
         more = f" and {stalled.size - 8} more" if stalled.size > 8 else ""
         if missing:
             ranks = [k for k in range(self.cfg.worker_count) if (missing >> k) & 1]
-            cause = (f"the switch has not heard from rank(s) {ranks} in the stalled rounds: "
-                     f"stopped, crashed or unreachable?")
+            cause = (
+                f"the switch has not heard from rank(s) {ranks} in the stalled rounds: "
+                f"stopped, crashed or unreachable?"
+            )
         else:
-            cause = ("the switch did not answer this rank's retransmissions: is it running, "
-                     "and is the job still installed?")
+            cause = (
+                "the switch did not answer this rank's retransmissions: is it running, "
+                "and is the job still installed?"
+            )
         raise TimeoutError(
             f"allreduce of job {self.cfg.job} rank {self.cfg.rank}: {stalled.size} of "
             f"{int(self.touched.sum())} slots made no progress for {self.params.deadline:.3f}s"
             f" ({self.stats.retransmissions} retransmissions): {cause} Stalled: "
-            + "; ".join(parts) + more)
+            + "; ".join(parts)
+            + more
+        )
 
-    def _check_fingerprints(self, r: Parsed, idx: np.ndarray, s: np.ndarray,
-                            announced: np.ndarray, now: float
-                            ) -> tuple[np.ndarray, np.ndarray]:
+    def _check_fingerprints(
+        self, r: Parsed, idx: np.ndarray, s: np.ndarray, announced: np.ndarray, now: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Results of announce rounds carry the switch's fingerprint range. Where ranks
         disagree the slot ends after its announce round on every rank (each rank sees the
         same result); a rank with fewer blocks than the largest announces on the slots it
         would not have used, so every slot anyone touched completes its round everywhere.
         Returns the results that go on."""
         ai, as_ = idx[announced], s[announced]
-        if r.extension is None or r.fingerprint is None \
-                or (r.extension[ai] != p.Extension.FINGERPRINT).any():
-            raise p.ProtocolError(f"RESULT of the announce round of slot {int(as_[0])} "
-                                  f"carries no fingerprint range")
+        if (
+            r.extension is None
+            or r.fingerprint is None
+            or (r.extension[ai] != p.Extension.FINGERPRINT).any()
+        ):
+            raise p.ProtocolError(
+                f"RESULT of the announce round of slot {int(as_[0])} carries no fingerprint range"
+            )
         low, high = r.fingerprint[ai, 0], r.fingerprint[ai, 1]
         differ = low != high
         if not differ.any():
@@ -637,18 +724,21 @@ class AllreduceEngine:
             raise FingerprintMismatch(
                 f"the ranks of job {self.cfg.job} disagree on what they reduce: "
                 f"{p.fingerprint_disagreement(low, high)} (the switch saw fingerprints "
-                f"{low:#x}..{high:#x}); no rank returns a sum")
+                f"{low:#x}..{high:#x}); no rank returns a sum"
+            )
 
     def raise_if_overflowed(self) -> None:
         if self.stats.overflowed_blocks:
             blocks = sorted(self.stats.overflowed_blocks)
             lanes = p.LANES
-            shown = ", ".join(f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})"
-                              for b in blocks[:8])
+            shown = ", ".join(
+                f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})" for b in blocks[:8]
+            )
             raise OverflowError(
                 f"int32 sum overflowed in {len(blocks)} block(s): {shown}"
                 + (" ..." if len(blocks) > 8 else "")
-                + "; the switch flagged the round (FLAG_OVERFLOW), no wrong sum returned")
+                + "; the switch flagged the round (FLAG_OVERFLOW), no wrong sum returned"
+            )
 
     def final_slot_versions(self, slot_versions: np.ndarray) -> np.ndarray:
         """`slot_versions` (the slots' versions before this call) updated for the next call: a

@@ -15,6 +15,7 @@ Every field can come from an environment variable (`P4REDUCE_DESCRIPTOR`, `P4RED
 ...; see ENV); fields set explicitly win. Where the Worker's socket lives (`netns`,
 `interface`) is chosen here too. No torch here: the torch backend and plain scripts share it.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,6 +53,7 @@ class P4ReduceOptions:
     "plain"; tests pass a transport object). "{rank}" in descriptor, descriptor_dir,
     netns and interface is replaced by the rank.
     """
+
     descriptor: Any = None
     job: int | None = None
     descriptor_dir: str | os.PathLike[str] | None = None
@@ -72,11 +74,13 @@ class P4ReduceOptions:
             known = {f.name for f in fields(cls)}
             unknown = sorted(set(value) - known)
             if unknown:
-                raise TypeError(f"p4reduce options: unknown key(s) {unknown}; "
-                                f"known: {sorted(known)}")
+                raise TypeError(
+                    f"p4reduce options: unknown key(s) {unknown}; known: {sorted(known)}"
+                )
             return cls(**value)
-        raise TypeError(f"p4reduce options must be a P4ReduceOptions or a dict, not "
-                        f"{type(value).__name__}")
+        raise TypeError(
+            f"p4reduce options must be a P4ReduceOptions or a dict, not {type(value).__name__}"
+        )
 
     def with_env(self, environ: Mapping[str, str] | None = None) -> "P4ReduceOptions":
         """Fields left None are taken from the environment variables in ENV."""
@@ -90,14 +94,12 @@ class P4ReduceOptions:
                 try:
                     updates[name] = int(text, 0)
                 except ValueError:
-                    raise JobLookupError(f"{var}={text!r} is not a job id (an integer)") \
-                        from None
+                    raise JobLookupError(f"{var}={text!r} is not a job id (an integer)") from None
             elif name == "deadline":
                 try:
                     updates[name] = float(text)
                 except ValueError:
-                    raise JobLookupError(f"{var}={text!r} is not a number of seconds") \
-                        from None
+                    raise JobLookupError(f"{var}={text!r} is not a number of seconds") from None
             else:
                 updates[name] = text
         return replace(self, **updates)
@@ -113,12 +115,15 @@ def find_descriptor(rank: int, options: P4ReduceOptions) -> tuple[dict[str, Any]
     """Rank `rank`'s descriptor (a validated dict) and where it came from (for messages)."""
     desc = _for_rank(options.descriptor, rank)
     if desc is not None:
-        where = "the descriptor given" if not isinstance(desc, str) or \
-            desc.lstrip().startswith("{") else f"descriptor file {desc}"
-        if isinstance(desc, str) and not desc.lstrip().startswith("{") \
-                and not Path(desc).is_file():
-            raise JobLookupError(f"rank {rank}: {where} does not exist "
-                                 f"({ENV['descriptor']} or options.descriptor)")
+        where = (
+            "the descriptor given"
+            if not isinstance(desc, str) or desc.lstrip().startswith("{")
+            else f"descriptor file {desc}"
+        )
+        if isinstance(desc, str) and not desc.lstrip().startswith("{") and not Path(desc).is_file():
+            raise JobLookupError(
+                f"rank {rank}: {where} does not exist ({ENV['descriptor']} or options.descriptor)"
+            )
         return _validated(desc, where), where
     if options.job is None:
         raise JobLookupError(
@@ -127,14 +132,17 @@ def find_descriptor(rank: int, options: P4ReduceOptions) -> tuple[dict[str, Any]
             f"{ENV['job']} together with {ENV['descriptor_dir']} (the directory "
             f"`p4reduce-ctl job create --descriptors DIR` wrote) or with "
             f"{ENV['controller_config']} (the controller's TOML file); or pass these as "
-            f"pg_options=P4ReduceOptions(...)")
+            f"pg_options=P4ReduceOptions(...)"
+        )
     job = options.job
     if options.descriptor_dir is not None:
         path = Path(_for_rank(options.descriptor_dir, rank)) / f"job{job}-rank{rank}.json"
         if not path.is_file():
-            raise JobLookupError(f"rank {rank}: no descriptor {path} for job {job} "
-                                 f"(written by `p4reduce-ctl job create --job {job} "
-                                 f"--descriptors {path.parent}`)")
+            raise JobLookupError(
+                f"rank {rank}: no descriptor {path} for job {job} "
+                f"(written by `p4reduce-ctl job create --job {job} "
+                f"--descriptors {path.parent}`)"
+            )
         where = f"descriptor file {path}"
         return _validated(path, where), where
     if options.controller_config is not None:
@@ -142,7 +150,8 @@ def find_descriptor(rank: int, options: P4ReduceOptions) -> tuple[dict[str, Any]
     raise JobLookupError(
         f"rank {rank}: job {job} given, but not where its descriptors are: set "
         f"{ENV['descriptor_dir']} (the directory `p4reduce-ctl job create --descriptors "
-        f"DIR` wrote) or {ENV['controller_config']} (the controller's TOML file)")
+        f"DIR` wrote) or {ENV['controller_config']} (the controller's TOML file)"
+    )
 
 
 def _validated(desc: Any, where: str) -> dict[str, Any]:
@@ -158,21 +167,25 @@ def _from_controller(path: Path, job: int, rank: int) -> tuple[dict[str, Any], s
     from controlplane.jobs import JobError, JobTable
 
     from .config import Address
+
     try:
         cfg = load(path)
     except (ConfigError, OSError) as e:
         raise JobLookupError(f"controller configuration {path}: {e}") from None
     state = cfg.switch.state_file
     if state is None or not state.is_file():
-        raise JobLookupError(f"controller configuration {path}: no state file "
-                             f"({state or 'switch.state_file not set'}), so job {job} "
-                             f"cannot be looked up; pass the descriptor instead")
+        raise JobLookupError(
+            f"controller configuration {path}: no state file "
+            f"({state or 'switch.state_file not set'}), so job {job} "
+            f"cannot be looked up; pass the descriptor instead"
+        )
     try:
         table = JobTable.load(state)
         found = table.jobs.get(job)
         if found is None:
-            raise JobLookupError(f"controller state file {state} has no job {job} "
-                                 f"(jobs: {sorted(table.jobs)})")
+            raise JobLookupError(
+                f"controller state file {state} has no job {job} (jobs: {sorted(table.jobs)})"
+            )
         desc = found.descriptor(rank, Address(cfg.switch.mac, cfg.switch.ip))
     except JobError as e:
         raise JobLookupError(f"controller state file {state}: {e}") from None
@@ -180,18 +193,22 @@ def _from_controller(path: Path, job: int, rank: int) -> tuple[dict[str, Any], s
     return _validated(desc, where), where
 
 
-def open_worker(rank: int, options: P4ReduceOptions, world_size: int | None = None,
-                **worker_kwargs: Any):
+def open_worker(
+    rank: int, options: P4ReduceOptions, world_size: int | None = None, **worker_kwargs: Any
+):
     """A Worker for rank `rank`: descriptor found as above (and checked to be rank `rank`
     of `world_size` workers before any socket is opened), socket opened in options.netns
     when given. Returns (worker, where the descriptor came from)."""
     from .worker import Worker
+
     desc, where = find_descriptor(rank, options)
     if desc["rank"] != rank or (world_size is not None and desc["worker_count"] != world_size):
         size = f" of {world_size}" if world_size is not None else ""
-        raise JobLookupError(f"rank {rank}: {where} is rank {desc['rank']} of job "
-                             f"{desc['job']} with {desc['worker_count']} workers, but this "
-                             f"process is rank {rank}{size}")
+        raise JobLookupError(
+            f"rank {rank}: {where} is rank {desc['rank']} of job "
+            f"{desc['job']} with {desc['worker_count']} workers, but this "
+            f"process is rank {rank}{size}"
+        )
     kwargs = dict(worker_kwargs)
     if options.interface is not None:
         kwargs.setdefault("interface", _for_rank(options.interface, rank))
@@ -203,9 +220,12 @@ def open_worker(rank: int, options: P4ReduceOptions, world_size: int | None = No
     if netns is None:
         return Worker(desc, **kwargs), where
     from .netns import in_netns
+
     ns_path = netns if netns.startswith("/") else f"/var/run/netns/{netns}"
     if not os.path.exists(ns_path):
-        raise JobLookupError(f"rank {rank}: network namespace {netns} does not exist "
-                             f"({ENV['netns']} or options.netns)")
+        raise JobLookupError(
+            f"rank {rank}: network namespace {netns} does not exist "
+            f"({ENV['netns']} or options.netns)"
+        )
     with in_netns(netns):
         return Worker(desc, **kwargs), where

@@ -6,6 +6,7 @@ peer `<tag>s<i>` (the switch MAC). Names carry a random tag so parallel runs nev
 and everything is deleted on exit, also after a failure (deleting a namespace deletes its
 veth ends). Needs root and iproute2. Addresses exist only inside these namespaces.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -24,8 +25,7 @@ SUBNET = "10.250.0.{}/24"
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check,
-                          timeout=20)
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=20)
 
 
 def available() -> str | None:
@@ -42,8 +42,14 @@ def available() -> str | None:
 class Topology:
     """`with Topology(n) as t:` -> t.descriptors, t.worker_ns[i], t.switch_ns, t.switch_if."""
 
-    def __init__(self, worker_count: int, *, job: int = 7, slot_count: int = 64,
-                 udp_port: int = UDP_PORT_BASE):
+    def __init__(
+        self,
+        worker_count: int,
+        *,
+        job: int = 7,
+        slot_count: int = 64,
+        udp_port: int = UDP_PORT_BASE,
+    ):
         self.tag = "p4r" + secrets.token_hex(3)
         self.worker_count = worker_count
         self.switch_ns = f"{self.tag}-sw"
@@ -51,12 +57,18 @@ class Topology:
         self.switch_if = [f"{self.tag}s{i}" for i in range(worker_count)]
         self.worker_if = [f"{self.tag}w{i}" for i in range(worker_count)]
         self.descriptors: list[dict[str, Any]] = [
-            JobConfig(job=job, epoch=1, rank=i, worker_count=worker_count, slot_base=0,
-                      slot_count=slot_count,
-                      switch=Address(SWITCH_MAC, SWITCH_IP, UDP_PORT_BASE),
-                      worker=Address(f"02:00:00:00:00:{i + 1:02x}",
-                                     SUBNET.format(i + 1)[:-3], udp_port)).to_dict()
-            for i in range(worker_count)]
+            JobConfig(
+                job=job,
+                epoch=1,
+                rank=i,
+                worker_count=worker_count,
+                slot_base=0,
+                slot_count=slot_count,
+                switch=Address(SWITCH_MAC, SWITCH_IP, UDP_PORT_BASE),
+                worker=Address(f"02:00:00:00:00:{i + 1:02x}", SUBNET.format(i + 1)[:-3], udp_port),
+            ).to_dict()
+            for i in range(worker_count)
+        ]
         self._made: list[str] = []
 
     def __enter__(self) -> "Topology":
@@ -77,8 +89,20 @@ class Topology:
             _ip("-n", ns, "link", "set", "lo", "up")
         for i in range(self.worker_count):
             w, s = self.worker_if[i], self.switch_if[i]
-            _ip("link", "add", w, "netns", self.worker_ns[i], "type", "veth",
-                "peer", "name", s, "netns", self.switch_ns)
+            _ip(
+                "link",
+                "add",
+                w,
+                "netns",
+                self.worker_ns[i],
+                "type",
+                "veth",
+                "peer",
+                "name",
+                s,
+                "netns",
+                self.switch_ns,
+            )
             d = self.descriptors[i]["worker"]
             _ip("-n", self.worker_ns[i], "link", "set", w, "address", d["mac"])
             _ip("-n", self.worker_ns[i], "addr", "add", SUBNET.format(i + 1), "dev", w)
@@ -86,9 +110,20 @@ class Topology:
             _ip("-n", self.switch_ns, "link", "set", s, "address", SWITCH_MAC)
             _ip("-n", self.switch_ns, "link", "set", s, "up")
             for ns, dev in ((self.worker_ns[i], w), (self.switch_ns, s)):
-                subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
-                                f"net.ipv6.conf.{dev}.disable_ipv6=1"],
-                               capture_output=True, check=False, timeout=20)
+                subprocess.run(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        ns,
+                        "sysctl",
+                        "-qw",
+                        f"net.ipv6.conf.{dev}.disable_ipv6=1",
+                    ],
+                    capture_output=True,
+                    check=False,
+                    timeout=20,
+                )
 
     def delete(self) -> None:
         for ns in reversed(self._made):

@@ -5,6 +5,7 @@ elements in Python. `Payload` is what the protocol engine needs from a tensor: t
 matrix, which blocks are non-zero, each block's exponent, and how to quantize a set of
 blocks with the exponent the switch negotiated.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,8 +15,8 @@ import numpy as np
 from . import protocol as p
 from .wire import packed_bias
 
-M = (1 << 31) - 1                       # largest int32: the quantized range
-MIN_EXPONENT = -128                     # e is clamped below (field carries e + 128)
+M = (1 << 31) - 1  # largest int32: the quantized range
+MIN_EXPONENT = -128  # e is clamped below (field carries e + 128)
 MAX_EXPONENT = 127
 SUPPORTED = (np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.float64))
 
@@ -85,31 +86,36 @@ def nonfinite_reason(flat: np.ndarray) -> str:
     """Why a float tensor cannot be encoded (NaN/Inf, |x| beyond 2^127; section 10), or ""."""
     if not np.isfinite(flat).all():
         bad = np.flatnonzero(~np.isfinite(flat))
-        return (f"tensor contains NaN or Inf ({bad.size} elements, first at flat index "
-                f"{int(bad[0])})")
-    if flat.size and float(np.abs(flat).max()) > 2.0 ** MAX_EXPONENT:
+        return (
+            f"tensor contains NaN or Inf ({bad.size} elements, first at flat index {int(bad[0])})"
+        )
+    if flat.size and float(np.abs(flat).max()) > 2.0**MAX_EXPONENT:
         idx = int(np.argmax(np.abs(flat)))
-        return (f"|x| = {float(np.abs(flat[idx]))!r} at flat index {idx} exceeds 2^127, the "
-                f"largest block exponent")
+        return (
+            f"|x| = {float(np.abs(flat[idx]))!r} at flat index {idx} exceeds 2^127, the "
+            f"largest block exponent"
+        )
     return ""
 
 
 def quantize(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
     """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32."""
-    scaled = np.ldexp(blocks.astype(np.float64) * float(level(worker_count)),
-                      -exponents.astype(np.int32)[:, None])
+    scaled = np.ldexp(
+        blocks.astype(np.float64) * float(level(worker_count)), -exponents.astype(np.int32)[:, None]
+    )
     return np.rint(scaled).astype(np.int32)
 
 
 def dequantize(sums: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
     """sum / s = sum * 2^E / floor(M/N) per row (float64)."""
-    return np.ldexp(sums.astype(np.float64), exponents.astype(np.int32)[:, None]) \
-        / float(level(worker_count))
+    return np.ldexp(sums.astype(np.float64), exponents.astype(np.int32)[:, None]) / float(
+        level(worker_count)
+    )
 
 
 # float64 evaluation of quantize (x * floor(M/N) is rounded) and dequantize (the division
 # by floor(M/N) is rounded) adds at most 2^-21 of the quantization bound each.
-FLOAT64_SLACK = 1.0 + 2.0 ** -20
+FLOAT64_SLACK = 1.0 + 2.0**-20
 # Smallest block max for which the relative bound holds: below it the exponent is clamped
 # at -128, so 2^E > 2 * max and only the absolute bound is left (section 10).
 RELATIVE_MIN = 2.0 ** (MIN_EXPONENT - 1)
@@ -137,7 +143,7 @@ def sum_error_bound(blockmax: np.ndarray, worker_count: int) -> np.ndarray:
 def relative_error_bound(worker_count: int) -> float:
     """N^2 / (2^31 - N): error / block max never exceeds this when the block max is at
     least RELATIVE_MIN (2^-129), since then 2^E <= 2 * max and floor(M/N) >= (2^31-N)/N."""
-    return worker_count ** 2 / float((1 << 31) - worker_count) * FLOAT64_SLACK
+    return worker_count**2 / float((1 << 31) - worker_count) * FLOAT64_SLACK
 
 
 @dataclass
@@ -147,16 +153,17 @@ class Payload:
     `nonzero` is sorted; `exponent_biased[b]` is e + 128 of block b (0 for int32 tensors,
     whose exponent the switch carries but nobody uses).
     """
-    blocks: np.ndarray              # (B, K): int32, or float64 for floating tensors
-    nonzero: np.ndarray             # sorted int64 indices of blocks with any non-zero value
-    exponent_biased: np.ndarray     # (B,) int16 in 0..255
+
+    blocks: np.ndarray  # (B, K): int32, or float64 for floating tensors
+    nonzero: np.ndarray  # sorted int64 indices of blocks with any non-zero value
+    exponent_biased: np.ndarray  # (B,) int16 in 0..255
     is_float: bool
     worker_count: int
-    fingerprint: int = 0            # protocol.fingerprint(dtype, elements): announced
+    fingerprint: int = 0  # protocol.fingerprint(dtype, elements): announced
     encoding: p.Encoding = p.Encoding.LANES
-    halves: bool = False            # int32 in a packed job: blocks are split_halves rows
-    refused: str = ""               # why the values cannot be sent (then: none, and a
-                                    # NONFINITE fingerprint; see make_payload)
+    halves: bool = False  # int32 in a packed job: blocks are split_halves rows
+    refused: str = ""  # why the values cannot be sent (then: none, and a
+    # NONFINITE fingerprint; see make_payload)
 
     @property
     def nblocks(self) -> int:
@@ -173,15 +180,23 @@ class Payload:
             raise p.ProtocolError(
                 f"switch exponent {int(switch_exponent_biased[i]) - p.EXPONENT_BIAS} for "
                 f"block {int(rows[i])} is below this rank's {int(mine[i]) - p.EXPONENT_BIAS}"
-                f" (its values would overflow)")
-        q = quantize(self.blocks[rows],
-                     switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS, self.worker_count)
+                f" (its values would overflow)"
+            )
+        q = quantize(
+            self.blocks[rows],
+            switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS,
+            self.worker_count,
+        )
         return to_packed(q, self.worker_count) if self.encoding == p.Encoding.PACKED else q
 
 
-def make_payload(array: np.ndarray, worker_count: int,
-                 encoding: p.Encoding = p.Encoding.LANES, *,
-                 announce_refusal: bool = False) -> Payload:
+def make_payload(
+    array: np.ndarray,
+    worker_count: int,
+    encoding: p.Encoding = p.Encoding.LANES,
+    *,
+    announce_refusal: bool = False,
+) -> Payload:
     """Validate dtype and values, cut into blocks, find non-zero blocks and exponents.
     In a packed-encoding job an int32 tensor travels as twice as many blocks of 16-bit
     halves (split_halves).
@@ -193,24 +208,30 @@ def make_payload(array: np.ndarray, worker_count: int,
     a = np.asarray(array)
     if a.dtype not in SUPPORTED:
         raise TypeError(f"dtype {a.dtype} not supported: use int32, float32 or float64")
-    flat = a.reshape(-1)                     # copies only when a is not contiguous
+    flat = a.reshape(-1)  # copies only when a is not contiguous
     halves = a.dtype.kind != "f" and encoding == p.Encoding.PACKED
     nblocks = max(1, -(-flat.size // p.LANES)) * (2 if halves else 1)
     if nblocks > p.MAX_BLOCK + 1:
-        raise ValueError(f"tensor of {flat.size} values needs {nblocks} blocks; the protocol"
-                         f" allows at most {p.MAX_BLOCK + 1}")
+        raise ValueError(
+            f"tensor of {flat.size} values needs {nblocks} blocks; the protocol"
+            f" allows at most {p.MAX_BLOCK + 1}"
+        )
     is_float = a.dtype.kind == "f"
     if is_float:
         reason = nonfinite_reason(flat)
         if reason and not announce_refusal:
             raise ValueError(f"{reason}; nothing was sent")
         if reason:
-            return Payload(blocks=np.zeros((nblocks, p.LANES)),
-                           nonzero=np.zeros(0, np.int64),
-                           exponent_biased=np.zeros(nblocks, np.int16), is_float=True,
-                           worker_count=worker_count,
-                           fingerprint=p.nonfinite_fingerprint(flat.size),
-                           encoding=encoding, refused=reason)
+            return Payload(
+                blocks=np.zeros((nblocks, p.LANES)),
+                nonzero=np.zeros(0, np.int64),
+                exponent_biased=np.zeros(nblocks, np.int16),
+                is_float=True,
+                worker_count=worker_count,
+                fingerprint=p.nonfinite_fingerprint(flat.size),
+                encoding=encoding,
+                refused=reason,
+            )
         blocks = to_blocks(flat.astype(np.float64, copy=False))
         exps = block_exponents(blocks) + p.EXPONENT_BIAS
     else:
@@ -219,7 +240,13 @@ def make_payload(array: np.ndarray, worker_count: int,
             blocks = split_halves(blocks)
         exps = np.zeros(blocks.shape[0], dtype=np.int16)
     nonzero = np.flatnonzero(np.any(blocks != 0, axis=1)).astype(np.int64)
-    return Payload(blocks=blocks, nonzero=nonzero, exponent_biased=exps.astype(np.int16),
-                   is_float=is_float, worker_count=worker_count,
-                   fingerprint=p.fingerprint(a.dtype, flat.size), encoding=encoding,
-                   halves=halves)
+    return Payload(
+        blocks=blocks,
+        nonzero=nonzero,
+        exponent_biased=exps.astype(np.int16),
+        is_float=is_float,
+        worker_count=worker_count,
+        fingerprint=p.fingerprint(a.dtype, flat.size),
+        encoding=encoding,
+        halves=halves,
+    )

@@ -10,6 +10,7 @@ compiled bmv2 JSON's header type with this table, so the three cannot drift apar
 
 Everything is big-endian, like every network header. docs/protocol.md is the specification.
 """
+
 from __future__ import annotations
 
 import struct
@@ -19,13 +20,45 @@ from typing import NamedTuple
 import numpy as np
 
 from .wire import (  # noqa: F401 (re-exported: the one place these are defined)
-    PROTOCOL_VERSION, LANES, VALUE_BYTES, HEADER_BYTES, FINGERPRINT_BYTES, STATUS_BYTES,
-    UDP_PORT_BASE, UDP_PORT_MASK, UDP_PORTS, END_OF_STREAM, MAX_BLOCK, EXPONENT_BIAS,
-    MAX_WORKERS, MAX_EPOCH, ETH_BYTES, IPV4_BYTES, UDP_BYTES, L2_L4_BYTES, P4R_OFFSET,
-    EXTENSION_OFFSET, FRAME_BYTES_HEADER_ONLY, FRAME_BYTES_WITH_VALUES,
-    FRAME_BYTES_WITH_FINGERPRINT, FRAME_BYTES_WITH_STATUS, MsgType, Flag, Encoding,
-    Extension, EXTENSION_BYTES, ProtocolError, Field, FIELDS, FIELD_NAMES,
-    FINGERPRINT_FIELDS, STATUS_FIELDS, mac_bytes, ip_bytes, ipv4_checksum, Endpoints,
+    PROTOCOL_VERSION,
+    LANES,
+    VALUE_BYTES,
+    HEADER_BYTES,
+    FINGERPRINT_BYTES,
+    STATUS_BYTES,
+    UDP_PORT_BASE,
+    UDP_PORT_MASK,
+    UDP_PORTS,
+    END_OF_STREAM,
+    MAX_BLOCK,
+    EXPONENT_BIAS,
+    MAX_WORKERS,
+    MAX_EPOCH,
+    ETH_BYTES,
+    IPV4_BYTES,
+    UDP_BYTES,
+    L2_L4_BYTES,
+    P4R_OFFSET,
+    EXTENSION_OFFSET,
+    FRAME_BYTES_HEADER_ONLY,
+    FRAME_BYTES_WITH_VALUES,
+    FRAME_BYTES_WITH_FINGERPRINT,
+    FRAME_BYTES_WITH_STATUS,
+    MsgType,
+    Flag,
+    Encoding,
+    Extension,
+    EXTENSION_BYTES,
+    ProtocolError,
+    Field,
+    FIELDS,
+    FIELD_NAMES,
+    FINGERPRINT_FIELDS,
+    STATUS_FIELDS,
+    mac_bytes,
+    ip_bytes,
+    ipv4_checksum,
+    Endpoints,
 )
 
 
@@ -68,6 +101,7 @@ _LIMITS = {f.name: (1 << f.bits) - 1 for f in FIELDS}
 
 class Header(NamedTuple):
     """One p4reduce header, field by field (the names of FIELDS)."""
+
     protocol: int
     msg_type: int
     slot_version: int
@@ -81,12 +115,34 @@ class Header(NamedTuple):
     next_block: int
 
     @classmethod
-    def make(cls, msg_type: int, *, job: int, slot: int, rank: int, epoch: int = 1,
-             slot_version: int = 0, flags: int = 0, block: int = END_OF_STREAM,
-             next_block: int = END_OF_STREAM, next_exponent: int = 0,
-             protocol: int = PROTOCOL_VERSION) -> "Header":
-        return cls(protocol, int(msg_type), slot_version, int(flags), job, slot, rank,
-                   next_exponent, epoch, block, next_block)
+    def make(
+        cls,
+        msg_type: int,
+        *,
+        job: int,
+        slot: int,
+        rank: int,
+        epoch: int = 1,
+        slot_version: int = 0,
+        flags: int = 0,
+        block: int = END_OF_STREAM,
+        next_block: int = END_OF_STREAM,
+        next_exponent: int = 0,
+        protocol: int = PROTOCOL_VERSION,
+    ) -> "Header":
+        return cls(
+            protocol,
+            int(msg_type),
+            slot_version,
+            int(flags),
+            job,
+            slot,
+            rank,
+            next_exponent,
+            epoch,
+            block,
+            next_block,
+        )
 
 
 def check_field(name: str, value: int) -> None:
@@ -121,7 +177,8 @@ def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None)
             if col.size and (col.min() < 0 or col.max() > _LIMITS[field.name]):
                 bad = col[(col < 0) | (col > _LIMITS[field.name])].flat[0]
                 raise ProtocolError(
-                    f"field {field.name}={bad} out of range 0..{_LIMITS[field.name]}")
+                    f"field {field.name}={bad} out of range 0..{_LIMITS[field.name]}"
+                )
             word |= col.astype(np.uint64) << np.uint64(shift)
         out[name] = word
     return out
@@ -146,7 +203,8 @@ def encode_header(header: Header) -> bytes:
 def decode_header(data: bytes | memoryview, offset: int = 0) -> Header:
     if len(data) - offset < HEADER_BYTES:
         raise ProtocolError(
-            f"truncated p4reduce header: {len(data) - offset} of {HEADER_BYTES} bytes")
+            f"truncated p4reduce header: {len(data) - offset} of {HEADER_BYTES} bytes"
+        )
     arr = np.frombuffer(data, dtype=HEADER_DTYPE, count=1, offset=offset)
     cols = unpack_headers(arr)
     return Header(*(int(cols[n][0]) for n in FIELD_NAMES))
@@ -156,11 +214,13 @@ def validate_header(h: Header, *, from_switch: bool) -> None:
     """Semantic checks beyond field widths; raises ProtocolError naming the field."""
     if h.protocol != PROTOCOL_VERSION:
         raise ProtocolError(f"field protocol={h.protocol}, expected {PROTOCOL_VERSION}")
-    allowed = (MsgType.RESULT, MsgType.STATUS) if from_switch else (
-        MsgType.ANNOUNCE, MsgType.DATA, MsgType.SKIP)
+    allowed = (
+        (MsgType.RESULT, MsgType.STATUS)
+        if from_switch
+        else (MsgType.ANNOUNCE, MsgType.DATA, MsgType.SKIP)
+    )
     if h.msg_type not in allowed:
-        raise ProtocolError(f"field msg_type={h.msg_type} not one of "
-                            f"{[m.name for m in allowed]}")
+        raise ProtocolError(f"field msg_type={h.msg_type} not one of {[m.name for m in allowed]}")
     if h.next_block > END_OF_STREAM:
         raise ProtocolError(f"field next_block={h.next_block} above END_OF_STREAM")
     if h.block > END_OF_STREAM:
@@ -169,7 +229,6 @@ def validate_header(h: Header, *, from_switch: bool) -> None:
 
 # ---------------------------------------------------------------------------------------
 # Whole frames: Ethernet / IPv4 / UDP / p4reduce / values
-
 
 
 def l2_l4_template(ep: Endpoints, extension: Extension | bool) -> bytes:
@@ -183,17 +242,33 @@ def l2_l4_template(ep: Endpoints, extension: Extension | bool) -> bytes:
         extension = Extension.VALUES if extension else Extension.NONE
     payload = HEADER_BYTES + EXTENSION_BYTES[Extension(extension)]
     eth = mac_bytes(ep.dst_mac) + mac_bytes(ep.src_mac) + b"\x08\x00"
-    ip_wo_csum = struct.pack("!BBHHHBBH4s4s", 0x45, 0, IPV4_BYTES + UDP_BYTES + payload,
-                             0, 0x4000, 64, 17, 0, ip_bytes(ep.src_ip), ip_bytes(ep.dst_ip))
+    ip_wo_csum = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        0,
+        IPV4_BYTES + UDP_BYTES + payload,
+        0,
+        0x4000,
+        64,
+        17,
+        0,
+        ip_bytes(ep.src_ip),
+        ip_bytes(ep.dst_ip),
+    )
     csum = ipv4_checksum(ip_wo_csum)
     ip = ip_wo_csum[:10] + struct.pack("!H", csum) + ip_wo_csum[12:]
     udp = struct.pack("!HHHH", ep.src_port, ep.dst_port, UDP_BYTES + payload, 0)
     return eth + ip + udp
 
 
-def build_frame(ep: Endpoints, header: Header, values: np.ndarray | None = None, *,
-                fingerprint: tuple[int, int] | None = None,
-                contributors: int | None = None) -> bytes:
+def build_frame(
+    ep: Endpoints,
+    header: Header,
+    values: np.ndarray | None = None,
+    *,
+    fingerprint: tuple[int, int] | None = None,
+    contributors: int | None = None,
+) -> bytes:
     """One complete frame (tests, tools). The data path uses templates + pack_headers.
 
     At most one extension: `values` (DATA, RESULT of a data round), `fingerprint`
@@ -236,7 +311,7 @@ class Frame(NamedTuple):
     dst_port: int
     header: Header
     values: np.ndarray | None
-    fingerprint: tuple[int, int] | None = None     # (min, max)
+    fingerprint: tuple[int, int] | None = None  # (min, max)
     contributors: int | None = None
 
 
@@ -258,32 +333,52 @@ def parse_frame(frame: bytes) -> Frame:
     extension = udp_len - UDP_BYTES - HEADER_BYTES
     kinds = {v: k for k, v in EXTENSION_BYTES.items()}
     if extension not in kinds:
-        raise ProtocolError(f"field udp length={udp_len}: no p4reduce layout has "
-                            f"{extension} bytes after the header")
+        raise ProtocolError(
+            f"field udp length={udp_len}: no p4reduce layout has {extension} bytes after the header"
+        )
     kind = kinds[extension]
     if n < EXTENSION_OFFSET + extension:
-        raise ProtocolError(f"truncated frame: {n} bytes, udp length {udp_len} needs "
-                            f"{EXTENSION_OFFSET + extension}")
-    expected = {MsgType.DATA: (Extension.VALUES,), MsgType.ANNOUNCE: (Extension.FINGERPRINT,),
-                MsgType.SKIP: (Extension.NONE,), MsgType.STATUS: (Extension.STATUS,),
-                MsgType.RESULT: (Extension.VALUES, Extension.FINGERPRINT, Extension.NONE)}
+        raise ProtocolError(
+            f"truncated frame: {n} bytes, udp length {udp_len} needs {EXTENSION_OFFSET + extension}"
+        )
+    expected = {
+        MsgType.DATA: (Extension.VALUES,),
+        MsgType.ANNOUNCE: (Extension.FINGERPRINT,),
+        MsgType.SKIP: (Extension.NONE,),
+        MsgType.STATUS: (Extension.STATUS,),
+        MsgType.RESULT: (Extension.VALUES, Extension.FINGERPRINT, Extension.NONE),
+    }
     if header.msg_type in expected and kind not in expected[header.msg_type]:
-        raise ProtocolError(f"{MsgType(header.msg_type).name} message with "
-                            f"{kind.name.lower()} after the header (udp length {udp_len})")
+        raise ProtocolError(
+            f"{MsgType(header.msg_type).name} message with "
+            f"{kind.name.lower()} after the header (udp length {udp_len})"
+        )
     values = fingerprint = contributors = None
     if kind == Extension.VALUES:
-        values = np.frombuffer(frame, dtype=VALUES_DTYPE, count=LANES,
-                               offset=EXTENSION_OFFSET).astype(np.int32)
+        values = np.frombuffer(
+            frame, dtype=VALUES_DTYPE, count=LANES, offset=EXTENSION_OFFSET
+        ).astype(np.int32)
     elif kind == Extension.FINGERPRINT:
         fingerprint = struct.unpack_from("!II", frame, EXTENSION_OFFSET)
     elif kind == Extension.STATUS:
         (contributors,) = struct.unpack_from("!I", frame, EXTENSION_OFFSET)
-    return Frame(frame[6:12], frame[0:6], frame[26:30], frame[30:34], src_port, dst_port,
-                 header, values, fingerprint, contributors)
+    return Frame(
+        frame[6:12],
+        frame[0:6],
+        frame[26:30],
+        frame[30:34],
+        src_port,
+        dst_port,
+        header,
+        values,
+        fingerprint,
+        contributors,
+    )
 
 
 # ---------------------------------------------------------------------------------------
 # Fingerprint: what a rank reduces (docs/protocol.md section 3)
+
 
 class DtypeCode(IntEnum):
     """How the switch sees a tensor's elements (the low 2 bits of a fingerprint).
@@ -293,15 +388,19 @@ class DtypeCode(IntEnum):
     values. No other rank announces it, so the fingerprint range differs and every rank
     raises: no rank waits for the refused one, and none is left a call behind (which
     would pair its next tensor with the others' current one)."""
+
     INT32 = 0
     FLOAT32 = 1
     FLOAT64 = 2
     NONFINITE = 3
 
 
-MAX_ELEMENTS = (1 << 30) - 1       # 24-bit blocks of 64 values fit in 30 bits
-_DTYPE_CODES = {np.dtype(np.int32): DtypeCode.INT32, np.dtype(np.float32): DtypeCode.FLOAT32,
-                np.dtype(np.float64): DtypeCode.FLOAT64}
+MAX_ELEMENTS = (1 << 30) - 1  # 24-bit blocks of 64 values fit in 30 bits
+_DTYPE_CODES = {
+    np.dtype(np.int32): DtypeCode.INT32,
+    np.dtype(np.float32): DtypeCode.FLOAT32,
+    np.dtype(np.float64): DtypeCode.FLOAT64,
+}
 
 
 def fingerprint(dtype: np.dtype, elements: int) -> int:
@@ -332,8 +431,10 @@ def fingerprint_disagreement(low: int, high: int) -> str:
     (d0, n0), (d1, n1) = describe_fingerprint(low), describe_fingerprint(high)
     parts = []
     if "nonfinite" in (d0, d1):
-        parts.append("a rank's float tensor holds NaN or Inf (or |x| > 2^127), which the "
-                     "protocol cannot carry")
+        parts.append(
+            "a rank's float tensor holds NaN or Inf (or |x| > 2^127), which the "
+            "protocol cannot carry"
+        )
     elif d0 != d1:
         parts.append(f"dtype {d0} vs {d1}")
     if n0 != n1:
@@ -344,14 +445,17 @@ def fingerprint_disagreement(low: int, high: int) -> str:
 # ---------------------------------------------------------------------------------------
 # scapy layer, generated from the same field table (tests, debugging, captures)
 
+
 def _scapy_layers():
     from scapy.fields import BitField, FieldListField, SignedIntField
     from scapy.layers.inet import UDP
     from scapy.packet import Packet, bind_layers
 
     def bits(fields: tuple[Field, ...]) -> list:
-        return [BitField(f.name, PROTOCOL_VERSION if f.name == "protocol" else 0, f.bits)
-                for f in fields]
+        return [
+            BitField(f.name, PROTOCOL_VERSION if f.name == "protocol" else 0, f.bits)
+            for f in fields
+        ]
 
     class P4Reduce(Packet):
         name = "p4reduce"
@@ -373,8 +477,11 @@ def _scapy_layers():
 
     class P4ReduceValues(_Extension):
         name = "p4reduce values"
-        fields_desc = [FieldListField("values", [0] * LANES, SignedIntField("v", 0),
-                                      count_from=lambda pkt: LANES)]
+        fields_desc = [
+            FieldListField(
+                "values", [0] * LANES, SignedIntField("v", 0), count_from=lambda pkt: LANES
+            )
+        ]
 
     class P4ReduceFingerprint(_Extension):
         name = "p4reduce fingerprint"

@@ -9,6 +9,7 @@ process group is created. `import hostlib.torch_backend` registers it too.
 
 This runs inside `import torch`: it must never raise (torch would fail to import).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -21,15 +22,19 @@ def register() -> None:
     """Register the backend with torch.distributed (idempotent, never raises)."""
     try:
         import torch.distributed as dist
+
         if not dist.is_available() or BACKEND in dist.Backend.backend_list:
             return
-        dist.Backend.register_backend(BACKEND, _create, extended_api=True,
-                                      devices=["cpu", "cuda"])
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu", "cuda"])
     except Exception as e:  # noqa: BLE001 -- must not break `import torch`
-        warnings.warn(f"p4reduce: torch.distributed backend not registered ({e!r}); "
-                      f"`import hostlib.torch_backend` registers it", stacklevel=2)
+        warnings.warn(
+            f"p4reduce: torch.distributed backend not registered ({e!r}); "
+            f"`import hostlib.torch_backend` registers it",
+            stacklevel=2,
+        )
 
 
 def _create(dist_options: Any, pg_options: Any) -> Any:
     from .torch_backend import create_process_group
+
     return create_process_group(dist_options, pg_options)

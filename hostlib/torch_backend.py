@@ -26,6 +26,7 @@ P4REDUCE_* environment variables (hostlib/jobref.py). The allreduces of a proces
 submission order on one thread per Worker; `Work.wait()` blocks until the switch answered
 and re-raises the Worker's error (TimeoutError, OverflowError, ValueError) if any.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,16 +44,27 @@ from .jobref import JobLookupError, P4ReduceOptions, open_worker
 from .torch_autoload import BACKEND, register
 from .worker import Worker
 
-__all__ = ["BACKEND", "P4ReduceOptions", "P4ReduceProcessGroup", "JobLookupError",
-           "register", "stats", "create_process_group"]
+__all__ = [
+    "BACKEND",
+    "P4ReduceOptions",
+    "P4ReduceProcessGroup",
+    "JobLookupError",
+    "register",
+    "stats",
+    "create_process_group",
+]
 
 log = logging.getLogger(__name__)
 
 # dtype of the tensor -> dtype on the wire (the protocol carries int32 exactly and floats
 # as block floating point; halves travel as float32, whose quantization is finer anyway)
-WIRE_DTYPE = {torch.float32: torch.float32, torch.float64: torch.float64,
-              torch.int32: torch.int32, torch.float16: torch.float32,
-              torch.bfloat16: torch.float32}
+WIRE_DTYPE = {
+    torch.float32: torch.float32,
+    torch.float64: torch.float64,
+    torch.int32: torch.int32,
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+}
 SWITCH_OPS = ("SUM", "AVG")
 _GLOO = dist.ProcessGroup.BackendType.GLOO
 
@@ -60,16 +72,18 @@ _GLOO = dist.ProcessGroup.BackendType.GLOO
 @dataclass
 class SwitchCounters:
     """What went through the switch (cumulative, per Worker)."""
-    allreduces: int = 0        # Worker.allreduce calls
-    tensors: int = 0           # torch tensors reduced (a coalesced call has several)
+
+    allreduces: int = 0  # Worker.allreduce calls
+    tensors: int = 0  # torch tensors reduced (a coalesced call has several)
     values: int = 0
-    blocks: int = 0            # 64-value blocks of those tensors
-    nonzero_blocks: int = 0    # ... of which this rank sent (non-zero here)
-    seconds: float = 0.0       # in the Worker
+    blocks: int = 0  # 64-value blocks of those tensors
+    nonzero_blocks: int = 0  # ... of which this rank sent (non-zero here)
+    seconds: float = 0.0  # in the Worker
 
 
 class _Outcome:
     """What a submitted allreduce produced: its tensors, or the Worker's exception."""
+
     __slots__ = ("value", "error")
 
     def __init__(self) -> None:
@@ -113,8 +127,10 @@ class _Channel:
         self.users = 0
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(
-            target=self._run, daemon=True,
-            name=f"p4reduce-job{worker.cfg.job}-rank{worker.cfg.rank}")
+            target=self._run,
+            daemon=True,
+            name=f"p4reduce-job{worker.cfg.job}-rank{worker.cfg.rank}",
+        )
         self._thread.start()
 
     def submit(self, job: Callable[[], Any]) -> tuple[torch.futures.Future, _Outcome]:
@@ -193,7 +209,7 @@ def _done_work(tensors: list[torch.Tensor]) -> _SwitchWork:
 
 def _op_name(opts: Any) -> str:
     op = getattr(opts, "reduceOp", dist.ReduceOp.SUM)
-    op = getattr(op, "op", op)               # ReduceOp -> RedOpType
+    op = getattr(op, "op", op)  # ReduceOp -> RedOpType
     return getattr(op, "name", str(op))
 
 
@@ -203,12 +219,20 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
     The gloo group is registered as this group's CPU (and CUDA) backend, so every
     collective not overridden here dispatches to it through torch's own code."""
 
-    def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta,
-                 options: P4ReduceOptions, global_ranks: list[int]):
+    def __init__(
+        self,
+        store: dist.Store,
+        rank: int,
+        size: int,
+        timeout: timedelta,
+        options: P4ReduceOptions,
+        global_ranks: list[int],
+    ):
         super().__init__(rank, size)
         self._rank, self._size = rank, size
-        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("p4reduce-gloo/", store),
-                                           rank, size, timeout)
+        self._gloo = dist.ProcessGroupGloo(
+            dist.PrefixStore("p4reduce-gloo/", store), rank, size, timeout
+        )
         self._gloo._set_sequence_number_for_group()
         self._set_default_backend(_GLOO)
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -217,25 +241,27 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         self.fallbacks: Counter[str] = Counter()
         self._logged: set[str] = set()
         self._channel: _Channel | None = None
-        self.why_not_switch = ""            # set when the whole group goes to gloo
+        self.why_not_switch = ""  # set when the whole group goes to gloo
         self._attach(options, timeout, global_ranks)
 
     # -- which Worker -------------------------------------------------------------------
 
-    def _attach(self, options: P4ReduceOptions, timeout: timedelta,
-                global_ranks: list[int]) -> None:
+    def _attach(
+        self, options: P4ReduceOptions, timeout: timedelta, global_ranks: list[int]
+    ) -> None:
         world = self if not global_ranks else _world_group()
         world_size = self._size if not global_ranks else dist.get_world_size()
         if global_ranks and list(global_ranks) != list(range(world_size)):
-            self.why_not_switch = (f"group of ranks {list(global_ranks)} is not the "
-                                   f"job's ranks 0..{world_size - 1}")
+            self.why_not_switch = (
+                f"group of ranks {list(global_ranks)} is not the job's ranks 0..{world_size - 1}"
+            )
             log.info("p4reduce: %s: all its collectives go to gloo", self.why_not_switch)
             return
         if isinstance(world, P4ReduceProcessGroup) and world is not self:
             if world._channel is None:
                 self.why_not_switch = world.why_not_switch
                 return
-            self._channel = world._channel      # same ranks, same job, same FIFO
+            self._channel = world._channel  # same ranks, same job, same FIFO
         else:
             self._channel = _open_channel(self._rank, self._size, options, timeout)
         with _lock:
@@ -243,22 +269,22 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
 
     # -- the switch's collective ----------------------------------------------------------
 
-    def allreduce(self, tensors: list[torch.Tensor],
-                  opts: dist.AllreduceOptions = dist.AllreduceOptions()) -> dist.Work:
+    def allreduce(
+        self, tensors: list[torch.Tensor], opts: dist.AllreduceOptions | None = None
+    ) -> dist.Work:
+        opts = dist.AllreduceOptions() if opts is None else opts
         reason = self._refusal(tensors, _op_name(opts))
         if reason:
             return self._to_gloo(reason, lambda: self._gloo.allreduce(tensors, opts))
         return self._submit(tensors, _op_name(opts))
 
-    def allreduce_coalesced(self, tensors: list[torch.Tensor],
-                            opts: Any = None) -> dist.Work:
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         """One switch allreduce of all the tensors, concatenated (they share a dtype)."""
         if opts is None:
             opts = dist.AllreduceCoalescedOptions()
         reason = self._refusal(tensors, _op_name(opts))
         if reason:
-            return self._to_gloo(reason,
-                                 lambda: self._gloo.allreduce_coalesced(tensors, opts))
+            return self._to_gloo(reason, lambda: self._gloo.allreduce_coalesced(tensors, opts))
         return self._submit(tensors, _op_name(opts))
 
     def _refusal(self, tensors: list[torch.Tensor], op: str) -> str:
@@ -289,7 +315,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
 
     def _submit(self, tensors: list[torch.Tensor], op: str) -> dist.Work:
         if sum(t.numel() for t in tensors) == 0:
-            return _done_work(tensors)       # every rank has the same (zero) size
+            return _done_work(tensors)  # every rank has the same (zero) size
         channel = self._channel
         assert channel is not None
         return _SwitchWork(*channel.submit(lambda: _reduce(channel, tensors, op)))
@@ -347,20 +373,21 @@ def _reduce(channel: _Channel, tensors: list[torch.Tensor], op: str) -> list[tor
     first = tensors[0].detach()
     try:
         if len(tensors) == 1 and first.device.type == "cpu" and wire == dtype:
-            worker.allreduce_(first.numpy(), np_op)      # any strides, no copy
+            worker.allreduce_(first.numpy(), np_op)  # any strides, no copy
         else:
             flat = torch.cat([t.detach().reshape(-1).to("cpu", wire) for t in tensors])
             worker.allreduce_(flat.numpy(), np_op)
             offset = 0
             for t in tensors:
                 n = t.numel()
-                t.detach().copy_(flat[offset:offset + n].view(t.shape))
+                t.detach().copy_(flat[offset : offset + n].view(t.shape))
                 offset += n
         if op == "AVG" and not wire.is_floating_point:
-            for t in tensors:      # integer mean, truncated toward zero (as NCCL's AVG)
-                t.detach().copy_(torch.div(t.detach(), worker.cfg.worker_count,
-                                           rounding_mode="trunc"))
-    finally:                       # also when the switch flagged an overflow
+            for t in tensors:  # integer mean, truncated toward zero (as NCCL's AVG)
+                t.detach().copy_(
+                    torch.div(t.detach(), worker.cfg.worker_count, rounding_mode="trunc")
+                )
+    finally:  # also when the switch flagged an overflow
         s = worker.stats
         if s.allreduces > calls:
             counters.allreduces += 1
@@ -376,8 +403,7 @@ def _world_group() -> dist.ProcessGroup | None:
     return dist.group.WORLD if dist.is_initialized() else None
 
 
-def _open_channel(rank: int, size: int, options: P4ReduceOptions,
-                  timeout: timedelta) -> _Channel:
+def _open_channel(rank: int, size: int, options: P4ReduceOptions, timeout: timedelta) -> _Channel:
     options = options.with_env()
     if options.deadline is None:
         options = replace(options, deadline=timeout.total_seconds())
@@ -386,21 +412,31 @@ def _open_channel(rank: int, size: int, options: P4ReduceOptions,
     except JobLookupError:
         raise
     except Exception as e:  # noqa: BLE001 -- say which rank before the cause
-        raise RuntimeError(f"p4reduce rank {rank}: cannot open its Worker "
-                           f"({type(e).__name__}: {e})") from e
+        raise RuntimeError(
+            f"p4reduce rank {rank}: cannot open its Worker ({type(e).__name__}: {e})"
+        ) from e
     cfg = worker.cfg
-    log.info("p4reduce rank %d: job %d from %s, transport %s", rank, cfg.job, where,
-             worker.stats.transport)
+    log.info(
+        "p4reduce rank %d: job %d from %s, transport %s",
+        rank,
+        cfg.job,
+        where,
+        worker.stats.transport,
+    )
     return _Channel(worker, where)
 
 
 def create_process_group(dist_options: Any, pg_options: Any) -> P4ReduceProcessGroup:
     """torch's creator function (extended API): `dist_options` carries the store, rank,
     size, timeout and the group's global ranks; `pg_options` is init_process_group's."""
-    return P4ReduceProcessGroup(dist_options.store, dist_options.group_rank,
-                                dist_options.group_size, dist_options.timeout,
-                                P4ReduceOptions.coerce(pg_options),
-                                list(dist_options.global_ranks_in_group))
+    return P4ReduceProcessGroup(
+        dist_options.store,
+        dist_options.group_rank,
+        dist_options.group_size,
+        dist_options.timeout,
+        P4ReduceOptions.coerce(pg_options),
+        list(dist_options.global_ranks_in_group),
+    )
 
 
 def stats(group: dist.ProcessGroup | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ already completed (the Worker's loop is the bottleneck, not Python threads).
 
 torch is an optional extra (`pip install .[torch]`); importing this module needs it.
 """
+
 # No `from __future__ import annotations`: DDP compares the hook's annotations with
 # dist.GradBucket / torch.futures.Future[torch.Tensor] at registration.
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ _NATIVE = {torch.float32, torch.float64}
 class HookState:
     """What the hook needs: the rank's Worker and whether to average (DDP's default hook
     averages: gradients are means over ranks)."""
+
     worker: Worker
     op: str = "mean"
     buckets: int = 0
@@ -48,16 +50,20 @@ def reduce_tensor(worker: Worker, tensor: torch.Tensor, op: str = "mean") -> tor
     return tensor
 
 
-def p4reduce_hook(state: HookState, bucket: dist.GradBucket
-                  ) -> torch.futures.Future[torch.Tensor]:
+def p4reduce_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP comm hook: reduce bucket.buffer() through the switch; completed Future."""
-    if dist.is_available() and dist.is_initialized() and \
-            dist.get_world_size() != state.worker.cfg.worker_count:
-        raise RuntimeError(f"DDP world size {dist.get_world_size()} differs from the "
-                           f"p4reduce job's {state.worker.cfg.worker_count} workers")
+    if (
+        dist.is_available()
+        and dist.is_initialized()
+        and dist.get_world_size() != state.worker.cfg.worker_count
+    ):
+        raise RuntimeError(
+            f"DDP world size {dist.get_world_size()} differs from the "
+            f"p4reduce job's {state.worker.cfg.worker_count} workers"
+        )
     try:
         result, error = reduce_tensor(state.worker, bucket.buffer(), state.op), None
-    except Exception as e:          # DDP reports it when it waits on the future
+    except Exception as e:  # DDP reports it when it waits on the future
         result, error = None, e
     state.buckets += 1
     # not Future.set_exception: DDP's C++ side would take the exception object for the

@@ -17,6 +17,7 @@ best first; "auto" takes the first that can be set up and `mode` says which one 
 PACKET_QDISC_BYPASS is set when the kernel has it (frames go straight to the driver; a
 tcpdump on the sending host does not see them).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -49,15 +50,15 @@ SIOCGIFADDR = 0x8915
 SIOCGIFHWADDR = 0x8927
 MSG_DONTWAIT = socket.MSG_DONTWAIT
 
-TP_STATUS_USER = 1                   # rx: frame belongs to user space
-TP_STATUS_SEND_REQUEST = 1           # tx: user asks the kernel to send the frame
+TP_STATUS_USER = 1  # rx: frame belongs to user space
+TP_STATUS_SEND_REQUEST = 1  # tx: user asks the kernel to send the frame
 TP_STATUS_SENDING = 2
-TPACKET2_HDR = 32                    # TPACKET_ALIGN(sizeof(struct tpacket2_hdr))
-TX_DATA_OFFSET = TPACKET2_HDR        # tp_hdrlen (52) - sizeof(sockaddr_ll) (20)
-RING_FRAME = 512                     # >= 32 + 16 + 2 + 314 + slack; a page holds 8
+TPACKET2_HDR = 32  # TPACKET_ALIGN(sizeof(struct tpacket2_hdr))
+TX_DATA_OFFSET = TPACKET2_HDR  # tp_hdrlen (52) - sizeof(sockaddr_ll) (20)
+RING_FRAME = 512  # >= 32 + 16 + 2 + 314 + slack; a page holds 8
 RX_FRAMES = 4096
-TX_FRAMES = 4096                     # > netdev_max_backlog: a frame's pages are not
-                                     # reused while a veth peer may still hold them
+TX_FRAMES = 4096  # > netdev_max_backlog: a frame's pages are not
+# reused while a veth peer may still hold them
 MODES = ("ring", "mmsg", "plain")
 
 
@@ -67,9 +68,9 @@ MODES = ("ring", "mmsg", "plain")
 
 def _ioctl_ip(sock: socket.socket, ifname: str) -> str | None:
     import fcntl
+
     try:
-        res = fcntl.ioctl(sock.fileno(), SIOCGIFADDR,
-                          struct.pack("16s16x", ifname.encode()[:15]))
+        res = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("16s16x", ifname.encode()[:15]))
     except OSError:
         return None
     return socket.inet_ntoa(res[20:24])
@@ -81,9 +82,14 @@ def interface_for_ip(ip: str) -> str:
         for _idx, name in socket.if_nameindex():
             if _ioctl_ip(s, name) == ip:
                 return name
-    try:                                   # secondary addresses: ask iproute2
-        out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True,
-                             text=True, timeout=5, check=False).stdout
+    try:  # secondary addresses: ask iproute2
+        out = subprocess.run(
+            ["ip", "-o", "-4", "addr", "show"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        ).stdout
         for line in out.splitlines():
             parts = line.split()
             if len(parts) > 3 and parts[3].split("/")[0] == ip:
@@ -95,6 +101,7 @@ def interface_for_ip(ip: str) -> str:
 
 def interface_mac(ifname: str) -> str:
     import fcntl
+
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         res = fcntl.ioctl(s.fileno(), SIOCGIFHWADDR, struct.pack("16s16x", ifname.encode()))
     return ":".join(f"{b:02x}" for b in res[18:24])
@@ -116,10 +123,14 @@ def bpf_program(dst_ip: str | None = None, dst_port: int | None = None) -> bytes
     LDH, LDB, LDW = 0x28, 0x30, 0x20
     JEQ, JSET, AND, RET = 0x15, 0x45, 0x54, 0x06
     prog: list[tuple[int, str | int, str | int, int]] = [
-        (LDH, 0, 0, 12), (JEQ, 0, "drop", ETH_P_IP),
-        (LDB, 0, 0, 14), (JEQ, 0, "drop", 0x45),
-        (LDB, 0, 0, 23), (JEQ, 0, "drop", 17),
-        (LDH, 0, 0, 20), (JSET, "drop", 0, 0x1FFF),
+        (LDH, 0, 0, 12),
+        (JEQ, 0, "drop", ETH_P_IP),
+        (LDB, 0, 0, 14),
+        (JEQ, 0, "drop", 0x45),
+        (LDB, 0, 0, 23),
+        (JEQ, 0, "drop", 17),
+        (LDH, 0, 0, 20),
+        (JSET, "drop", 0, 0x1FFF),
         (LDH, 0, 0, 36),
     ]
     if dst_port is not None:
@@ -153,10 +164,15 @@ class _iovec(ctypes.Structure):
 
 
 class _msghdr(ctypes.Structure):
-    _fields_ = [("msg_name", ctypes.c_void_p), ("msg_namelen", ctypes.c_uint32),
-                ("msg_iov", ctypes.POINTER(_iovec)), ("msg_iovlen", ctypes.c_size_t),
-                ("msg_control", ctypes.c_void_p), ("msg_controllen", ctypes.c_size_t),
-                ("msg_flags", ctypes.c_int)]
+    _fields_ = [
+        ("msg_name", ctypes.c_void_p),
+        ("msg_namelen", ctypes.c_uint32),
+        ("msg_iov", ctypes.POINTER(_iovec)),
+        ("msg_iovlen", ctypes.c_size_t),
+        ("msg_control", ctypes.c_void_p),
+        ("msg_controllen", ctypes.c_size_t),
+        ("msg_flags", ctypes.c_int),
+    ]
 
 
 class _mmsghdr(ctypes.Structure):
@@ -177,16 +193,26 @@ class _MsgVec:
         self.iov = (_iovec * n)()
         self.msgs = (_mmsghdr * n)()
         base = self.buf.ctypes.data
-        for i in range(n):                       # once, at setup
+        for i in range(n):  # once, at setup
             self.iov[i].iov_base = base + i * width
             self.iov[i].iov_len = width
             self.msgs[i].msg_hdr.msg_iov = ctypes.pointer(self.iov[i])
             self.msgs[i].msg_hdr.msg_iovlen = 1
-        self.iov_len = np.frombuffer(self.iov, dtype=np.dtype(
-            {"names": ["l"], "formats": ["<u8"], "offsets": [8], "itemsize": 16}))["l"]
-        self.msg_len = np.frombuffer(self.msgs, dtype=np.dtype(
-            {"names": ["l"], "formats": ["<u4"], "offsets": [_mmsghdr.msg_len.offset],
-             "itemsize": ctypes.sizeof(_mmsghdr)}))["l"]
+        self.iov_len = np.frombuffer(
+            self.iov,
+            dtype=np.dtype({"names": ["l"], "formats": ["<u8"], "offsets": [8], "itemsize": 16}),
+        )["l"]
+        self.msg_len = np.frombuffer(
+            self.msgs,
+            dtype=np.dtype(
+                {
+                    "names": ["l"],
+                    "formats": ["<u4"],
+                    "offsets": [_mmsghdr.msg_len.offset],
+                    "itemsize": ctypes.sizeof(_mmsghdr),
+                }
+            ),
+        )["l"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -195,15 +221,22 @@ class _MsgVec:
 class RawSocket:
     """One interface, batched send/recv of p4reduce frames (see module docstring)."""
 
-    def __init__(self, ifname: str, *, mode: str = "auto", dst_ip: str | None = None,
-                 dst_port: int | None = None, batch: int = 256):
+    def __init__(
+        self,
+        ifname: str,
+        *,
+        mode: str = "auto",
+        dst_ip: str | None = None,
+        dst_port: int | None = None,
+        batch: int = 256,
+    ):
         if mode != "auto" and mode not in MODES:
             raise ValueError(f"transport mode {mode!r} not one of auto, {', '.join(MODES)}")
         self.ifname = ifname
         self.batch = batch
         self.mode = ""
         self.fallback_reasons: list[str] = []
-        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)   # receives nothing yet
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # receives nothing yet
         self.sock = sock
         try:
             attach_filter(sock, bpf_program(dst_ip, dst_port))
@@ -216,7 +249,7 @@ class RawSocket:
                     sock.setsockopt(socket.SOL_SOCKET, size_opt, 8 << 20)
                 except OSError:
                     pass
-            for m in (MODES if mode == "auto" else (mode,)):
+            for m in MODES if mode == "auto" else (mode,):
                 try:
                     getattr(self, f"_setup_{m}")()
                     self.mode = m
@@ -238,7 +271,7 @@ class RawSocket:
     def _setup_ring(self) -> None:
         s = self.sock
         s.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
-        s.setsockopt(SOL_PACKET, PACKET_LOSS, 1)      # tx: skip malformed frames
+        s.setsockopt(SOL_PACKET, PACKET_LOSS, 1)  # tx: skip malformed frames
         block = 4096
         per_block = block // RING_FRAME
         req = struct.pack("IIII", block, RX_FRAMES // per_block, RING_FRAME, RX_FRAMES)
@@ -246,44 +279,47 @@ class RawSocket:
         req = struct.pack("IIII", block, TX_FRAMES // per_block, RING_FRAME, TX_FRAMES)
         s.setsockopt(SOL_PACKET, PACKET_TX_RING, req)
         rx_bytes, tx_bytes = RX_FRAMES * RING_FRAME, TX_FRAMES * RING_FRAME
-        self._mm = mmap.mmap(s.fileno(), rx_bytes + tx_bytes, mmap.MAP_SHARED,
-                             mmap.PROT_READ | mmap.PROT_WRITE)
+        self._mm = mmap.mmap(
+            s.fileno(), rx_bytes + tx_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+        )
         words = RING_FRAME // 4
         rx8 = np.frombuffer(self._mm, np.uint8, rx_bytes).reshape(RX_FRAMES, RING_FRAME)
         rx32 = np.frombuffer(self._mm, np.uint32, rx_bytes // 4).reshape(RX_FRAMES, words)
         rx16 = np.frombuffer(self._mm, np.uint16, rx_bytes // 2).reshape(RX_FRAMES, words * 2)
-        tx8 = np.frombuffer(self._mm, np.uint8, tx_bytes, rx_bytes).reshape(TX_FRAMES,
-                                                                            RING_FRAME)
-        tx32 = np.frombuffer(self._mm, np.uint32, tx_bytes // 4, rx_bytes).reshape(TX_FRAMES,
-                                                                                   words)
-        self._rx8, self._rx_status, self._rx_snap, self._rx_mac = rx8, rx32[:, 0], \
-            rx32[:, 2], rx16[:, 6]
+        tx8 = np.frombuffer(self._mm, np.uint8, tx_bytes, rx_bytes).reshape(TX_FRAMES, RING_FRAME)
+        tx32 = np.frombuffer(self._mm, np.uint32, tx_bytes // 4, rx_bytes).reshape(TX_FRAMES, words)
+        self._rx8, self._rx_status, self._rx_snap, self._rx_mac = (
+            rx8,
+            rx32[:, 0],
+            rx32[:, 2],
+            rx16[:, 6],
+        )
         self._tx8, self._tx_status, self._tx_len = tx8, tx32[:, 0], tx32[:, 1]
         self._rx_head = self._tx_head = 0
         self._rx_ar = np.arange(max(self.batch, 1), dtype=np.int64)
         self._tx_ar = np.arange(TX_FRAMES, dtype=np.int64)
-        self.send = self._send_ring          # type: ignore[method-assign]
-        self.recv = self._recv_ring          # type: ignore[method-assign]
+        self.send = self._send_ring  # type: ignore[method-assign]
+        self.recv = self._recv_ring  # type: ignore[method-assign]
 
     def _setup_mmsg(self) -> None:
         if not _HAVE_MMSG:
             raise OSError("libc has no sendmmsg/recvmmsg")
         self._txv = _MsgVec(self.batch, WIDTH)
         self._rxv = _MsgVec(self.batch, WIDTH)
-        self.send = self._send_mmsg          # type: ignore[method-assign]
-        self.recv = self._recv_mmsg          # type: ignore[method-assign]
+        self.send = self._send_mmsg  # type: ignore[method-assign]
+        self.recv = self._recv_mmsg  # type: ignore[method-assign]
 
     def _setup_plain(self) -> None:
         self._rxbuf = np.zeros((self.batch, WIDTH), np.uint8)
-        self.send = self._send_plain         # type: ignore[method-assign]
-        self.recv = self._recv_plain         # type: ignore[method-assign]
+        self.send = self._send_plain  # type: ignore[method-assign]
+        self.recv = self._recv_plain  # type: ignore[method-assign]
 
     # -- interface (replaced per mode in setup) ------------------------------------------
 
-    def send(self, batch: Batch) -> int:      # pragma: no cover - replaced
+    def send(self, batch: Batch) -> int:  # pragma: no cover - replaced
         raise NotImplementedError
 
-    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:   # pragma: no cover
+    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
         raise NotImplementedError
 
     def wait(self, timeout: float) -> None:
@@ -294,16 +330,15 @@ class RawSocket:
         return self.sock.fileno()
 
     def close(self) -> None:
-        sock, self.sock = getattr(self, "sock", None), None   # type: ignore[assignment]
-        for name in ("_rx8", "_rx_status", "_rx_snap", "_rx_mac", "_tx8", "_tx_status",
-                     "_tx_len"):
+        sock, self.sock = getattr(self, "sock", None), None  # type: ignore[assignment]
+        for name in ("_rx8", "_rx_status", "_rx_snap", "_rx_mac", "_tx8", "_tx_status", "_tx_len"):
             if hasattr(self, name):
                 delattr(self, name)
         mm = getattr(self, "_mm", None)
         if mm is not None:
             try:
                 mm.close()
-            except BufferError:       # a caller still holds a view of the ring
+            except BufferError:  # a caller still holds a view of the ring
                 pass
             self._mm = None
         if sock is not None:
@@ -329,14 +364,14 @@ class RawSocket:
         mac = self._rx_mac[idx]
         m0 = int(mac[0])
         if (mac == m0).all() and m0 + WIDTH <= RING_FRAME:
-            frames = self._rx8[idx, m0:m0 + WIDTH]
-        else:                                   # VLAN-tagged or odd offsets: rare
+            frames = self._rx8[idx, m0 : m0 + WIDTH]
+        else:  # VLAN-tagged or odd offsets: rare
             frames = np.zeros((idx.size, WIDTH), np.uint8)
             for i, (f, m) in enumerate(zip(idx, mac)):
                 k = min(WIDTH, RING_FRAME - int(m))
-                frames[i, :k] = self._rx8[f, m:m + k]
+                frames[i, :k] = self._rx8[f, m : m + k]
         lengths = np.minimum(self._rx_snap[idx], WIDTH).astype(np.int64)
-        self._rx_status[idx] = 0                # TP_STATUS_KERNEL: give frames back
+        self._rx_status[idx] = 0  # TP_STATUS_KERNEL: give frames back
         self._rx_head = int(idx[-1] + 1) % RX_FRAMES
         return frames, lengths
 
@@ -346,7 +381,7 @@ class RawSocket:
             k = min(n - done, TX_FRAMES)
             idx = self._tx_ar[:k] + self._tx_head
             idx %= TX_FRAMES
-            free = self._tx_status[idx] == 0     # TP_STATUS_AVAILABLE
+            free = self._tx_status[idx] == 0  # TP_STATUS_AVAILABLE
             m = k if free.all() else int(np.argmin(free))
             if m == 0:
                 stalls += 1
@@ -357,8 +392,8 @@ class RawSocket:
                     raise OSError(errno.ENOBUFS, f"TX ring on {self.ifname} stays full")
                 continue
             idx = idx[:m]
-            self._tx8[idx, TX_DATA_OFFSET:TX_DATA_OFFSET + WIDTH] = batch.frames[done:done + m]
-            self._tx_len[idx] = batch.lengths[done:done + m]
+            self._tx8[idx, TX_DATA_OFFSET : TX_DATA_OFFSET + WIDTH] = batch.frames[done : done + m]
+            self._tx_len[idx] = batch.lengths[done : done + m]
             self._tx_status[idx] = TP_STATUS_SEND_REQUEST
             self._tx_head = int(idx[-1] + 1) % TX_FRAMES
             done += m
@@ -380,8 +415,8 @@ class RawSocket:
         v, fd, n, done, stalls = self._txv, self.sock.fileno(), len(batch), 0, 0
         while done < n:
             k = min(n - done, v.n)
-            v.buf[:k] = batch.frames[done:done + k]
-            v.iov_len[:k] = batch.lengths[done:done + k]
+            v.buf[:k] = batch.frames[done : done + k]
+            v.iov_len[:k] = batch.lengths[done : done + k]
             r = _LIBC.sendmmsg(fd, v.msgs, k, 0)
             if r < 0:
                 err = ctypes.get_errno()
@@ -440,6 +475,8 @@ def check_interface_mac(ifname: str, mac: str) -> None:
     except OSError:
         return
     if have.lower() != mac.lower():
-        warnings.warn(f"interface {ifname} has MAC {have}, the descriptor says {mac}: "
-                      "results addressed to the descriptor's MAC may be filtered by the NIC",
-                      stacklevel=3)
+        warnings.warn(
+            f"interface {ifname} has MAC {have}, the descriptor says {mac}: "
+            "results addressed to the descriptor's MAC may be filtered by the NIC",
+            stacklevel=3,
+        )

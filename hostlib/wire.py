@@ -8,6 +8,7 @@ and re-exports every name defined here, so `protocol.X` keeps working for the da
 
 Everything is big-endian, like every network header. docs/protocol.md is the specification.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -16,48 +17,48 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
 PROTOCOL_VERSION = 2
-LANES = 64                      # K: int32 values per block / per data packet
+LANES = 64  # K: int32 values per block / per data packet
 VALUE_BYTES = 4 * LANES
 HEADER_BYTES = 20
-FINGERPRINT_BYTES = 8           # ANNOUNCE and its RESULT: fingerprint_min, fingerprint_max
-STATUS_BYTES = 4                # STATUS: contributors
-UDP_PORT_BASE = 0x5030          # destination ports 0x5030..0x503F carry p4reduce
+FINGERPRINT_BYTES = 8  # ANNOUNCE and its RESULT: fingerprint_min, fingerprint_max
+STATUS_BYTES = 4  # STATUS: contributors
+UDP_PORT_BASE = 0x5030  # destination ports 0x5030..0x503F carry p4reduce
 UDP_PORT_MASK = 0xFFF0
 UDP_PORTS = range(UDP_PORT_BASE, UDP_PORT_BASE + 16)
-END_OF_STREAM = 0x00FFFFFF      # next_block that ends a slot; block of the announce round
+END_OF_STREAM = 0x00FFFFFF  # next_block that ends a slot; block of the announce round
 MAX_BLOCK = END_OF_STREAM - 1
-EXPONENT_BIAS = 128             # next_exponent = e + 128, 2^e >= max |x| of the block
-MAX_WORKERS = 32                # width of the switch's contributor bitmap
-MAX_EPOCH = (1 << 31) - 1       # epochs 1..2^31-1; the switch marks lost slots with bit 31
+EXPONENT_BIAS = 128  # next_exponent = e + 128, 2^e >= max |x| of the block
+MAX_WORKERS = 32  # width of the switch's contributor bitmap
+MAX_EPOCH = (1 << 31) - 1  # epochs 1..2^31-1; the switch marks lost slots with bit 31
 
 ETH_BYTES = 14
 IPV4_BYTES = 20
 UDP_BYTES = 8
-L2_L4_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES          # 42
-P4R_OFFSET = L2_L4_BYTES                                   # header starts here in a frame
-EXTENSION_OFFSET = P4R_OFFSET + HEADER_BYTES               # 62: values, fingerprint or status
-FRAME_BYTES_HEADER_ONLY = EXTENSION_OFFSET                 # 62
-FRAME_BYTES_WITH_VALUES = EXTENSION_OFFSET + VALUE_BYTES   # 318
-FRAME_BYTES_WITH_FINGERPRINT = EXTENSION_OFFSET + FINGERPRINT_BYTES   # 70
-FRAME_BYTES_WITH_STATUS = EXTENSION_OFFSET + STATUS_BYTES             # 66
+L2_L4_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES  # 42
+P4R_OFFSET = L2_L4_BYTES  # header starts here in a frame
+EXTENSION_OFFSET = P4R_OFFSET + HEADER_BYTES  # 62: values, fingerprint or status
+FRAME_BYTES_HEADER_ONLY = EXTENSION_OFFSET  # 62
+FRAME_BYTES_WITH_VALUES = EXTENSION_OFFSET + VALUE_BYTES  # 318
+FRAME_BYTES_WITH_FINGERPRINT = EXTENSION_OFFSET + FINGERPRINT_BYTES  # 70
+FRAME_BYTES_WITH_STATUS = EXTENSION_OFFSET + STATUS_BYTES  # 66
 
 
 class MsgType(IntEnum):
-    ANNOUNCE = 1   # round 0 of a slot: header only, announces the first non-zero block
-    DATA = 2       # a non-zero block: header + LANES int32 values
-    SKIP = 3       # the sender's block of this round is zero: header only
-    RESULT = 4     # switch -> workers: the round's sum (unless announce round) + next block
-    STATUS = 5     # switch -> worker: the round is incomplete; who has contributed
+    ANNOUNCE = 1  # round 0 of a slot: header only, announces the first non-zero block
+    DATA = 2  # a non-zero block: header + LANES int32 values
+    SKIP = 3  # the sender's block of this round is zero: header only
+    RESULT = 4  # switch -> workers: the round's sum (unless announce round) + next block
+    STATUS = 5  # switch -> worker: the round is incomplete; who has contributed
 
 
 class Flag(IntFlag):
-    OVERFLOW = 0x01     # an int32 partial sum of the round overflowed
-    RETRANSMIT = 0x02   # worker -> switch: this is a retransmission
-    CACHED = 0x04       # switch -> worker: result served from the slot by unicast
-    CONTINUED = 0x08    # worker -> switch: the sender had a result on this slot in this job
-    STATE_LOST = 0x10   # switch -> worker: the slot lost the job's state (switch restart)
-    PACKED = 0x20       # both ways: the packet belongs to a packed-encoding job (values are
-                        # bias-shifted lanes the switch adds as one 2048-bit word)
+    OVERFLOW = 0x01  # an int32 partial sum of the round overflowed
+    RETRANSMIT = 0x02  # worker -> switch: this is a retransmission
+    CACHED = 0x04  # switch -> worker: result served from the slot by unicast
+    CONTINUED = 0x08  # worker -> switch: the sender had a result on this slot in this job
+    STATE_LOST = 0x10  # switch -> worker: the slot lost the job's state (switch restart)
+    PACKED = 0x20  # both ways: the packet belongs to a packed-encoding job (values are
+    # bias-shifted lanes the switch adds as one 2048-bit word)
 
 
 class Encoding(IntEnum):
@@ -67,6 +68,7 @@ class Encoding(IntEnum):
     target). PACKED: each lane carries q + bias (never negative, N-way sums below 2^32), and
     the switch adds the whole block as one 2048-bit word (quantized float jobs on v1model).
     """
+
     LANES = 0
     PACKED = 1
 
@@ -74,14 +76,19 @@ class Encoding(IntEnum):
 class Extension(IntEnum):
     """What follows the header in a frame (one of them at most; the layout is fixed by the
     message type: DATA values, ANNOUNCE fingerprint, STATUS status)."""
+
     NONE = 0
     VALUES = 1
     FINGERPRINT = 2
     STATUS = 3
 
 
-EXTENSION_BYTES = {Extension.NONE: 0, Extension.VALUES: VALUE_BYTES,
-                   Extension.FINGERPRINT: FINGERPRINT_BYTES, Extension.STATUS: STATUS_BYTES}
+EXTENSION_BYTES = {
+    Extension.NONE: 0,
+    Extension.VALUES: VALUE_BYTES,
+    Extension.FINGERPRINT: FINGERPRINT_BYTES,
+    Extension.STATUS: STATUS_BYTES,
+}
 
 
 class ProtocolError(ValueError):
@@ -111,8 +118,7 @@ FIELDS: tuple[Field, ...] = (
 FIELD_NAMES = tuple(f.name for f in FIELDS)
 
 # The extensions that follow the header (fingerprint_t and round_status_t in headers.p4).
-FINGERPRINT_FIELDS: tuple[Field, ...] = (Field("fingerprint_min", 32),
-                                         Field("fingerprint_max", 32))
+FINGERPRINT_FIELDS: tuple[Field, ...] = (Field("fingerprint_min", 32), Field("fingerprint_max", 32))
 STATUS_FIELDS: tuple[Field, ...] = (Field("contributors", 32),)
 
 
@@ -149,6 +155,7 @@ def ipv4_checksum(header: bytes) -> int:
 @dataclass(frozen=True)
 class Endpoints:
     """Addresses of one direction of p4reduce traffic (worker -> switch or the reverse)."""
+
     src_mac: str
     dst_mac: str
     src_ip: str

@@ -6,6 +6,7 @@ transport, each slot's shadow-copy version, cumulative stats) and runs one
 of results, hand it over, and when the ring is empty spin briefly, then sleep in poll()
 until the next retransmission timer.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,6 +25,7 @@ from .numerics import dequantize, join_halves, make_payload
 
 class Transport(Protocol):
     """What the loop needs from a transport (transport.RawSocket; tests: an in-process switch)."""
+
     mode: str
 
     def send(self, batch: Batch) -> int: ...
@@ -35,15 +37,16 @@ class Transport(Protocol):
 @dataclass
 class WorkerStats:
     """Cumulative over the Worker's life (`last_*` describe the latest call)."""
+
     transport: str = ""
-    transport_fallbacks: str = ""      # why "auto" did not get a better mode
+    transport_fallbacks: str = ""  # why "auto" did not get a better mode
     allreduces: int = 0
     packets_sent: int = 0
     bytes_sent: int = 0
     packets_received: int = 0
     bytes_received: int = 0
     retransmissions: int = 0
-    probes: int = 0                    # retransmissions that were silence probes
+    probes: int = 0  # retransmissions that were silence probes
     results_ignored: int = 0
     rounds: int = 0
     time: float = 0.0
@@ -51,8 +54,8 @@ class WorkerStats:
     last_packets_sent: int = 0
     last_blocks: int = 0
     last_nonzero_blocks: int = 0
-    srtt: float = 0.0                  # smoothed round time of clean rounds (s)
-    rto: float = 0.0                   # the retransmission timer after the latest call (s)
+    srtt: float = 0.0  # smoothed round time of clean rounds (s)
+    rto: float = 0.0  # the retransmission timer after the latest call (s)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -74,31 +77,50 @@ class Worker:
     before the first measured round, and cap (EngineParams says why).
     """
 
-    def __init__(self, descriptor: Mapping[str, Any] | str | os.PathLike[str], *,
-                 interface: str | None = None, transport: str | Transport = "auto",
-                 timeout: float = 0.002, initial_timeout: float = 0.2,
-                 max_timeout: float = 1.0, deadline: float = 30.0,
-                 batch: int = 256, busy_poll: float = 50e-6):
+    def __init__(
+        self,
+        descriptor: Mapping[str, Any] | str | os.PathLike[str],
+        *,
+        interface: str | None = None,
+        transport: str | Transport = "auto",
+        timeout: float = 0.002,
+        initial_timeout: float = 0.2,
+        max_timeout: float = 1.0,
+        deadline: float = 30.0,
+        batch: int = 256,
+        busy_poll: float = 50e-6,
+    ):
         self.cfg: JobConfig = load_descriptor(descriptor)
-        self.params = EngineParams(timeout=timeout, initial_timeout=initial_timeout,
-                                   max_timeout=max_timeout, deadline=deadline)
+        self.params = EngineParams(
+            timeout=timeout,
+            initial_timeout=initial_timeout,
+            max_timeout=max_timeout,
+            deadline=deadline,
+        )
         self.batch = batch
         self.busy_poll = busy_poll
         if isinstance(transport, str):
             from .transport import RawSocket, check_interface_mac, interface_for_ip
+
             ifname = interface or interface_for_ip(self.cfg.worker.ip)
             check_interface_mac(ifname, self.cfg.worker.mac)
             self.transport: Transport = RawSocket(
-                ifname, mode=transport, dst_ip=self.cfg.worker.ip,
-                dst_port=self.cfg.worker.udp_port, batch=batch)
+                ifname,
+                mode=transport,
+                dst_ip=self.cfg.worker.ip,
+                dst_port=self.cfg.worker.udp_port,
+                batch=batch,
+            )
         else:
             self.transport = transport
         self.builder = FrameBuilder(self.cfg.to_switch())
         self.slot_versions = np.zeros(self.cfg.slot_count, np.uint8)
         self.continued = np.zeros(self.cfg.slot_count, bool)
         self.rtt = RttEstimator()
-        self.stats = WorkerStats(transport=self.transport.mode, transport_fallbacks="; ".join(
-            getattr(self.transport, "fallback_reasons", [])))
+        self.stats = WorkerStats(
+            transport=self.transport.mode,
+            transport_fallbacks="; ".join(getattr(self.transport, "fallback_reasons", [])),
+        )
         self._broken: str | None = None
         self._closed = False
 
@@ -140,8 +162,9 @@ class Worker:
         if not isinstance(array, np.ndarray) or not array.flags.writeable:
             raise TypeError("allreduce_ needs a writeable numpy array")
         if op == "mean" and array.dtype.kind != "f":
-            raise TypeError("in-place mean of an integer array would truncate; use "
-                            "allreduce(array, op='mean')")
+            raise TypeError(
+                "in-place mean of an integer array would truncate; use allreduce(array, op='mean')"
+            )
         array[...] = self.allreduce(array, op)
         return array
 
@@ -155,11 +178,18 @@ class Worker:
             raise WorkerBroken(self._broken)
         # a float tensor with NaN/Inf is still announced (no values): the call then fails
         # on every rank together instead of leaving this rank one call behind the others
-        payload = make_payload(a, self.cfg.worker_count, self.cfg.encoding,
-                               announce_refusal=True)
+        payload = make_payload(a, self.cfg.worker_count, self.cfg.encoding, announce_refusal=True)
         t0 = time.monotonic()
-        eng = AllreduceEngine(self.cfg, payload, t0, self.params, self.slot_versions,
-                              self.builder, self.rtt, self.continued)
+        eng = AllreduceEngine(
+            self.cfg,
+            payload,
+            t0,
+            self.params,
+            self.slot_versions,
+            self.builder,
+            self.rtt,
+            self.continued,
+        )
         tr, batch, spin = self.transport, self.batch, self.busy_poll
         try:
             idle_since = None
@@ -195,25 +225,30 @@ class Worker:
         self.slot_versions = eng.final_slot_versions(self.slot_versions)
         self.continued = eng.continued
         if payload.refused:
-            raise ValueError(f"{payload.refused}: the protocol cannot carry it; no rank of "
-                             f"job {self.cfg.job} returns a sum for this call (each raises)")
+            raise ValueError(
+                f"{payload.refused}: the protocol cannot carry it; no rank of "
+                f"job {self.cfg.job} returns a sum for this call (each raises)"
+            )
         eng.raise_if_mismatched()
         eng.raise_if_overflowed()
         size = a.size
         if payload.is_float:
-            res = dequantize(eng.sums, eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS,
-                             self.cfg.worker_count)
+            res = dequantize(
+                eng.sums, eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS, self.cfg.worker_count
+            )
             return res.reshape(-1)[:size]
         if payload.halves:
             total, over = join_halves(eng.sums)
             if over.size:
                 lanes = p.LANES
-                shown = ", ".join(f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})"
-                                  for b in over[:8])
+                shown = ", ".join(
+                    f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})" for b in over[:8]
+                )
                 raise OverflowError(
                     f"int32 sum out of range in {over.size} block(s): {shown}"
                     + (" ..." if over.size > 8 else "")
-                    + "; the exact sum does not fit int32, no wrong sum returned")
+                    + "; the exact sum does not fit int32, no wrong sum returned"
+                )
             return total.astype(np.int32).reshape(-1)[:size]
         return eng.sums.reshape(-1)[:size]
 

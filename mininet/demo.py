@@ -10,6 +10,7 @@ checked against numpy on the same inputs. Loss comes from the P4 drop simulator 
 this kernel has no netem. Everything started is stopped, and every interface deleted,
 after a normal run, Ctrl-C or an error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))          # p4net, beside this file (this dir is no package)
-sys.path.insert(1, str(HERE.parent))   # hostlib, controlplane when not installed
+sys.path.insert(0, str(HERE))  # p4net, beside this file (this dir is no package)
+sys.path.insert(1, str(HERE.parent))  # hostlib, controlplane when not installed
 
 import p4net  # noqa: E402
 from controlplane.addresses import WorkerAddress  # noqa: E402
@@ -97,7 +98,7 @@ class Options:
     workers: int = 4
     size: int = 1_000_000
     density: float = 0.1
-    overlap: str = "shared"          # shared: the same blocks are non-zero on every worker
+    overlap: str = "shared"  # shared: the same blocks are non-zero on every worker
     dtype: str = "float32"
     loss: float = 0.0
     target: str = "auto"
@@ -105,11 +106,11 @@ class Options:
     jobs: int = 1
     seed: int = 1
     deadline: float = 120.0
-    absent_ranks: tuple[int, ...] = ()   # ranks whose worker is never started (tests)
+    absent_ranks: tuple[int, ...] = ()  # ranks whose worker is never started (tests)
     quiet: bool = False
-    repeat: int = 1                      # timed allreduces per worker (benchmarks)
-    warmup: bool = False                 # an untimed one-block allreduce first
-    encoding: str = "packed"             # the job's value encoding (protocol.md section 10)
+    repeat: int = 1  # timed allreduces per worker (benchmarks)
+    warmup: bool = False  # an untimed one-block allreduce first
+    encoding: str = "packed"  # the job's value encoding (protocol.md section 10)
 
 
 @dataclass
@@ -126,10 +127,10 @@ class WorkerOutcome:
     rx_packets: int = 0
     rx_bytes: int = 0
     retransmissions: int = 0
-    packets_sent: int = 0          # p4reduce packets, as the worker counted them
-    stats: dict = field(default_factory=dict)   # the worker's own stats
-    times: list = field(default_factory=list)   # seconds of each timed allreduce
-    calls: list = field(default_factory=list)   # per allreduce: kind, seconds, packets, retx
+    packets_sent: int = 0  # p4reduce packets, as the worker counted them
+    stats: dict = field(default_factory=dict)  # the worker's own stats
+    times: list = field(default_factory=list)  # seconds of each timed allreduce
+    calls: list = field(default_factory=list)  # per allreduce: kind, seconds, packets, retx
     report: dict = field(default_factory=dict)  # the worker's whole report (bench/ reads it)
 
 
@@ -162,7 +163,7 @@ def make_inputs(opts: Options, rng: np.random.Generator) -> list[np.ndarray]:
         else:
             vals = rng.standard_normal(blocks * lanes) * 10.0 ** rng.integers(-3, 3, blocks * lanes)
         full[np.repeat(mask, lanes)] = vals[np.repeat(mask, lanes)]
-        tensors.append(full[:opts.size].astype(opts.dtype))
+        tensors.append(full[: opts.size].astype(opts.dtype))
     return tensors
 
 
@@ -176,9 +177,11 @@ def check(result: np.ndarray, inputs: list[np.ndarray], dtype: str) -> bool:
         return result.dtype == np.int32 and np.array_equal(result, exact.astype(np.int64))
     n, lanes = len(inputs), protocol.LANES
     pad = (-len(exact)) % lanes
-    peak = np.max([np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, lanes).max(1)
-                   for x in inputs], axis=0)
-    bound = np.repeat(numerics.sum_error_bound(peak, n), lanes)[:len(exact)]
+    peak = np.max(
+        [np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, lanes).max(1) for x in inputs],
+        axis=0,
+    )
+    bound = np.repeat(numerics.sum_error_bound(peak, n), lanes)[: len(exact)]
     info = np.finfo(dtype)
     bound += np.abs(exact) * info.eps + float(info.smallest_subnormal)
     return bool(np.all(np.abs(result.astype(np.float64) - exact) <= bound))
@@ -186,8 +189,9 @@ def check(result: np.ndarray, inputs: list[np.ndarray], dtype: str) -> bool:
 
 def _counters(intf: str) -> dict[str, int]:
     base = Path(f"/sys/class/net/{intf}/statistics")
-    return {k: int((base / k).read_text()) for k in
-            ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes")}
+    return {
+        k: int((base / k).read_text()) for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes")
+    }
 
 
 class DemoNetwork:
@@ -206,13 +210,20 @@ class DemoNetwork:
             self.net = p4net.build_network(self.hosts, self.target, STOP.requested)
             STOP.check()
             switch = self.net.get(p4net.SWITCH_NAME)
-            config = parse_config({"switch": {
-                "grpc_addr": switch.grpc_addr, "mac": p4net.SWITCH_MAC, "ip": p4net.SWITCH_IP,
-                "ports": [h.port for h in self.hosts],
-                # L2 entries: ordinary traffic between the hosts (e.g. gloo's TCP, which the
-                # benchmarks run on the same hosts) crosses the switch too
-                "hosts": [{"mac": h.mac, "port": h.port} for h in self.hosts],
-                "state_file": str(self.workdir / "jobs.json")}})
+            config = parse_config(
+                {
+                    "switch": {
+                        "grpc_addr": switch.grpc_addr,
+                        "mac": p4net.SWITCH_MAC,
+                        "ip": p4net.SWITCH_IP,
+                        "ports": [h.port for h in self.hosts],
+                        # L2 entries: ordinary traffic between the hosts (e.g. gloo's TCP, which the
+                        # benchmarks run on the same hosts) crosses the switch too
+                        "hosts": [{"mac": h.mac, "port": h.port} for h in self.hosts],
+                        "state_file": str(self.workdir / "jobs.json"),
+                    }
+                }
+            )
             self.ctl = Controller(config)
             self.ctl.up()
             STOP.check()
@@ -228,16 +239,16 @@ class DemoNetwork:
             self.net.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def run_jobs(self, opts: Options,
-                 inputs: list[list[np.ndarray]] | None = None) -> Summary:
+    def run_jobs(self, opts: Options, inputs: list[list[np.ndarray]] | None = None) -> Summary:
         """Create opts.jobs jobs of opts.workers hosts each, run them at once, check every
         worker's result, delete the jobs. `inputs` (per job, per rank) replaces the
         generated tensors."""
         assert self.ctl is not None and self.net is not None
         ctl, net, hosts, workdir = self.ctl, self.net, self.hosts, self.workdir
         if opts.jobs * opts.workers > len(hosts):
-            raise ValueError(f"{opts.jobs} x {opts.workers} workers need more than "
-                             f"{len(hosts)} hosts")
+            raise ValueError(
+                f"{opts.jobs} x {opts.workers} workers need more than {len(hosts)} hosts"
+            )
         rng = np.random.default_rng(opts.seed)
         plan = []
         counted: dict[int, dict[str, int]] = {}
@@ -245,25 +256,31 @@ class DemoNetwork:
         try:
             for j in range(opts.jobs):
                 STOP.check()
-                job_hosts = hosts[j * opts.workers:(j + 1) * opts.workers]
+                job_hosts = hosts[j * opts.workers : (j + 1) * opts.workers]
                 job = ctl.jobs.create(
-                    self.next_job, [WorkerAddress(r, h.port, h.mac, h.ip,
-                                                  protocol.UDP_PORT_BASE)
-                                    for r, h in enumerate(job_hosts)], opts.slots,
-                    opts.encoding)
+                    self.next_job,
+                    [
+                        WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
+                        for r, h in enumerate(job_hosts)
+                    ],
+                    opts.slots,
+                    opts.encoding,
+                )
                 self.next_job += 1
                 if opts.loss:
-                    ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss,
-                                      seed=opts.seed)
+                    ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss, seed=opts.seed)
                 # the switch's per-job counters are indexed by job_index, which a later
                 # job reuses without a reset: report this job's share only
                 counted[job.job] = job_stats(ctl.conn, job.job_index)
-                plan.append((job, job_hosts,
-                             inputs[j] if inputs is not None else make_inputs(opts, rng)))
+                plan.append(
+                    (job, job_hosts, inputs[j] if inputs is not None else make_inputs(opts, rng))
+                )
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
-            expected = {h.name: expected_rounds(inputs, opts.slots, opts.encoding)
-                        * opts.repeat
-                        for _, job_hosts, inputs in plan for h in job_hosts}
+            expected = {
+                h.name: expected_rounds(inputs, opts.slots, opts.encoding) * opts.repeat
+                for _, job_hosts, inputs in plan
+                for h in job_hosts
+            }
             before = {h.name: _counters(f"{p4net.SWITCH_NAME}-eth{h.port}") for h in used}
             start = time.perf_counter()
             for job, job_hosts, inputs in plan:
@@ -274,16 +291,34 @@ class DemoNetwork:
                     if d["rank"] in opts.absent_ranks:
                         continue
                     STOP.check()
-                    procs.append((job, d["rank"], h, net.get(h.name).popen(
-                        [sys.executable, str(HERE / "worker_main.py"), f"{stem}.json",
-                         f"{stem}.in.npy", f"{stem}.out.npy", f"{stem}.report.json",
-                         "--deadline", str(opts.deadline), "--repeat", str(opts.repeat)]
-                        + (["--warmup"] if opts.warmup else []), cwd=str(HERE.parent))))
+                    procs.append(
+                        (
+                            job,
+                            d["rank"],
+                            h,
+                            net.get(h.name).popen(
+                                [
+                                    sys.executable,
+                                    str(HERE / "worker_main.py"),
+                                    f"{stem}.json",
+                                    f"{stem}.in.npy",
+                                    f"{stem}.out.npy",
+                                    f"{stem}.report.json",
+                                    "--deadline",
+                                    str(opts.deadline),
+                                    "--repeat",
+                                    str(opts.repeat),
+                                ]
+                                + (["--warmup"] if opts.warmup else []),
+                                cwd=str(HERE.parent),
+                            ),
+                        )
+                    )
             while any(p.poll() is None for *_, p in procs):
                 STOP.check()
                 if not opts.quiet:
                     _progress(procs, used, before, expected, time.perf_counter() - start)
-                time.sleep(0.3)                 # a signal is seen within 0.3 s
+                time.sleep(0.3)  # a signal is seen within 0.3 s
             STOP.check()
             seconds = time.perf_counter() - start
             if not opts.quiet:
@@ -293,8 +328,9 @@ class DemoNetwork:
                 for rank, h in enumerate(job_hosts):
                     summary.outcomes.append(self._outcome(job, rank, h, inputs, before, opts))
                 after = job_stats(ctl.conn, job.job_index)
-                summary.switch_counters[job.job] = {k: v - counted[job.job].get(k, 0)
-                                                    for k, v in after.items()}
+                summary.switch_counters[job.job] = {
+                    k: v - counted[job.job].get(k, 0) for k, v in after.items()
+                }
             return summary
         finally:
             for *_, p in procs:
@@ -307,11 +343,17 @@ class DemoNetwork:
     def _outcome(self, job, rank: int, h, inputs, before, opts: Options) -> WorkerOutcome:
         stem = self.workdir / f"job{job.job}-rank{rank}"
         after, b = _counters(f"{p4net.SWITCH_NAME}-eth{h.port}"), before[h.name]
-        out = WorkerOutcome(job.job, rank, h.name, False, False,
-                            tx_packets=after["rx_packets"] - b["rx_packets"],
-                            tx_bytes=after["rx_bytes"] - b["rx_bytes"],
-                            rx_packets=after["tx_packets"] - b["tx_packets"],
-                            rx_bytes=after["tx_bytes"] - b["tx_bytes"])
+        out = WorkerOutcome(
+            job.job,
+            rank,
+            h.name,
+            False,
+            False,
+            tx_packets=after["rx_packets"] - b["rx_packets"],
+            tx_bytes=after["rx_bytes"] - b["rx_bytes"],
+            rx_packets=after["tx_packets"] - b["tx_packets"],
+            rx_bytes=after["tx_bytes"] - b["tx_bytes"],
+        )
         report_path = Path(f"{stem}.report.json")
         if rank in opts.absent_ranks:
             out.error = "not started (absent rank)"
@@ -348,7 +390,7 @@ def expected_rounds(inputs: list[np.ndarray], slots: int, encoding: str = "lanes
     union = np.zeros(blocks * (2 if halves else 1), dtype=bool)
     for x in inputs:
         padded = np.zeros(blocks * lanes, dtype=np.int64 if halves else x.dtype)
-        padded[:len(x)] = x
+        padded[: len(x)] = x
         rows = padded.reshape(blocks, lanes)
         if halves:
             rows = np.stack([rows >> 16, rows & 0xFFFF], axis=1).reshape(-1, lanes)
@@ -360,29 +402,48 @@ def _progress(procs, hosts, before, expected: dict[str, int], elapsed: float) ->
     done = sum(p.poll() is not None for *_, p in procs)
     parts = []
     for h in hosts[:8]:
-        got = _counters(f"{p4net.SWITCH_NAME}-eth{h.port}")["tx_packets"] - before[h.name]["tx_packets"]
+        got = (
+            _counters(f"{p4net.SWITCH_NAME}-eth{h.port}")["tx_packets"]
+            - before[h.name]["tx_packets"]
+        )
         parts.append(f"{h.name} {min(100, 100 * got // max(1, expected[h.name])):3d}%")
-    print(f"\r[{elapsed:6.1f}s] workers done {done}/{len(procs)}  results: "
-          + "  ".join(parts), end="", file=sys.stderr, flush=True)
+    print(
+        f"\r[{elapsed:6.1f}s] workers done {done}/{len(procs)}  results: " + "  ".join(parts),
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def print_summary(s: Summary, opts: Options) -> None:
-    print(f"\np4reduce demo on {s.target}: {opts.jobs} job(s) x {opts.workers} workers, "
-          f"{opts.size} {opts.dtype} values, density {opts.density} ({opts.overlap}), "
-          f"loss {opts.loss}")
-    print(f"{'job':>3} {'rank':>4} {'host':>5} {'time s':>7} {'tx pkts':>8} {'tx bytes':>10} "
-          f"{'rx pkts':>8} {'rx bytes':>10} {'retx':>5} {'goodput Mval/s':>14}  result")
+    print(
+        f"\np4reduce demo on {s.target}: {opts.jobs} job(s) x {opts.workers} workers, "
+        f"{opts.size} {opts.dtype} values, density {opts.density} ({opts.overlap}), "
+        f"loss {opts.loss}"
+    )
+    print(
+        f"{'job':>3} {'rank':>4} {'host':>5} {'time s':>7} {'tx pkts':>8} {'tx bytes':>10} "
+        f"{'rx pkts':>8} {'rx bytes':>10} {'retx':>5} {'goodput Mval/s':>14}  result"
+    )
     for o in s.outcomes:
         goodput = opts.size / o.seconds / 1e6 if o.seconds else 0.0
-        verdict = "exact" if o.matched and opts.dtype == "int32" else \
-            "within bound" if o.matched else (o.error or "MISMATCH")
-        print(f"{o.job:>3} {o.rank:>4} {o.host:>5} {o.seconds:7.2f} {o.tx_packets:>8} "
-              f"{o.tx_bytes:>10} {o.rx_packets:>8} {o.rx_bytes:>10} {o.retransmissions:>5} "
-              f"{goodput:14.3f}  {verdict}")
+        verdict = (
+            "exact"
+            if o.matched and opts.dtype == "int32"
+            else "within bound"
+            if o.matched
+            else (o.error or "MISMATCH")
+        )
+        print(
+            f"{o.job:>3} {o.rank:>4} {o.host:>5} {o.seconds:7.2f} {o.tx_packets:>8} "
+            f"{o.tx_bytes:>10} {o.rx_packets:>8} {o.rx_bytes:>10} {o.retransmissions:>5} "
+            f"{goodput:14.3f}  {verdict}"
+        )
     for job, counters in s.switch_counters.items():
         print(f"switch, job {job}: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
-    print(f"total {s.seconds:.2f}s; every worker's result matched: "
-          f"{'yes' if s.all_matched else 'NO'}")
+    print(
+        f"total {s.seconds:.2f}s; every worker's result matched: {'yes' if s.all_matched else 'NO'}"
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -394,7 +455,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 TARGETS = ("auto", "softswitch", "simple_switch_grpc", "bmv2")
-MAX_HOSTS = 253                      # 10.0.0.1 .. 10.0.0.253; .254 is the switch
+MAX_HOSTS = 253  # 10.0.0.1 .. 10.0.0.253; .254 is the switch
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
@@ -406,14 +467,21 @@ def parse_args(argv: list[str] | None = None) -> Options:
     ap.add_argument("--density", type=float, default=d.density)
     ap.add_argument("--overlap", choices=["shared", "independent"], default=d.overlap)
     ap.add_argument("--dtype", choices=["float32", "float64", "int32"], default=d.dtype)
-    ap.add_argument("--loss", type=float, default=d.loss,
-                    help="probability in [0, 1) of losing a packet in the switch, each way "
-                         "(P4 drop simulator)")
+    ap.add_argument(
+        "--loss",
+        type=float,
+        default=d.loss,
+        help="probability in [0, 1) of losing a packet in the switch, each way (P4 drop simulator)",
+    )
     ap.add_argument("--target", default=d.target, help=f"one of {', '.join(TARGETS)}")
     ap.add_argument("--slots", type=int, default=d.slots)
-    ap.add_argument("--encoding", choices=["packed", "lanes"], default=d.encoding,
-                    help="packed: one 2048-bit add per packet (default); lanes: 64 int32 "
-                         "adds with switch overflow detection")
+    ap.add_argument(
+        "--encoding",
+        choices=["packed", "lanes"],
+        default=d.encoding,
+        help="packed: one 2048-bit add per packet (default); lanes: 64 int32 "
+        "adds with switch overflow detection",
+    )
     ap.add_argument("--jobs", type=int, default=d.jobs)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--deadline", type=float, default=d.deadline)
@@ -423,32 +491,47 @@ def parse_args(argv: list[str] | None = None) -> Options:
         ap.error(f"--workers {a.workers}: must be 1..32")
     if not 1 <= a.size <= protocol.END_OF_STREAM * protocol.LANES:
         ap.error(f"--size {a.size} (SIZE): must be 1..{protocol.END_OF_STREAM * protocol.LANES}")
-    if not 0 <= a.density <= 1:                     # also refuses NaN
+    if not 0 <= a.density <= 1:  # also refuses NaN
         ap.error(f"--density {a.density}: must be in [0, 1]")
     if not 0 <= a.loss < 1:
         ap.error(f"--loss {a.loss} (LOSS): must be a probability in [0, 1)")
     if a.target not in TARGETS:
-        ap.error(f"--target {a.target!r} (TARGET): unknown, expected one of "
-                 f"{', '.join(TARGETS)}")
+        ap.error(f"--target {a.target!r} (TARGET): unknown, expected one of {', '.join(TARGETS)}")
     try:
         p4net.resolve_target(a.target)
     except (RuntimeError, ValueError) as exc:
         ap.error(f"--target {a.target!r} (TARGET): {exc}")
-    sizes = PoolSizes.of(P4InfoIndex.load(DEFAULT_P4INFO))     # the program the demo pushes
+    sizes = PoolSizes.of(P4InfoIndex.load(DEFAULT_P4INFO))  # the program the demo pushes
     if not 1 <= a.slots <= sizes.pool_slots:
         ap.error(f"--slots {a.slots}: must be 1..{sizes.pool_slots}")
     if not 1 <= a.jobs <= sizes.max_jobs or a.jobs * a.workers > MAX_HOSTS:
-        ap.error(f"--jobs {a.jobs}: must be 1..{sizes.max_jobs}, with jobs x workers at most "
-                 f"{MAX_HOSTS}")
+        ap.error(
+            f"--jobs {a.jobs}: must be 1..{sizes.max_jobs}, with jobs x workers at most {MAX_HOSTS}"
+        )
     if a.jobs * a.slots > sizes.pool_slots:
-        ap.error(f"--jobs {a.jobs} x --slots {a.slots} exceed the switch's "
-                 f"{sizes.pool_slots} slots")
+        ap.error(
+            f"--jobs {a.jobs} x --slots {a.slots} exceed the switch's {sizes.pool_slots} slots"
+        )
     if not 0 <= a.seed < 2**32:
         ap.error(f"--seed {a.seed}: must be 0..2^32-1")
     if not 0 < a.deadline < math.inf:
         ap.error(f"--deadline {a.deadline}: seconds must be > 0")
-    return Options(a.workers, a.size, a.density, a.overlap, a.dtype, a.loss, a.target,
-                   a.slots, a.jobs, a.seed, a.deadline, (), a.quiet, encoding=a.encoding)
+    return Options(
+        a.workers,
+        a.size,
+        a.density,
+        a.overlap,
+        a.dtype,
+        a.loss,
+        a.target,
+        a.slots,
+        a.jobs,
+        a.seed,
+        a.deadline,
+        (),
+        a.quiet,
+        encoding=a.encoding,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ shows the namespace sysfs was mounted in), so a worker in a Mininet host reads i
 link's counters around the allreduces it times: the bytes the benchmarks report are the
 kernel's, for p4reduce and gloo alike, not computed from packet counts.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,8 +25,10 @@ def host_link() -> str:
     """The namespace's only interface other than lo (a Mininet host's link)."""
     others = [n for n in _rows() if n != "lo"]
     if len(others) != 1:
-        raise ValueError(f"/proc/self/net/dev: expected one interface besides lo, "
-                         f"found {others}; name the interface")
+        raise ValueError(
+            f"/proc/self/net/dev: expected one interface besides lo, "
+            f"found {others}; name the interface"
+        )
     return others[0]
 
 

@@ -7,6 +7,7 @@ hosts are network namespaces joined to the switch by veth pairs.
 
 Imported by path (this directory is not a package, so Debian's `mininet` stays importable).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,13 @@ SWITCH_IP = "10.0.0.254"
 class P4Switch(Switch):
     """A Mininet switch node that is a P4 target process serving P4Runtime."""
 
-    def __init__(self, name: str, target: str = SOFTSWITCH,
-                 cancelled: Callable[[], bool] | None = None, **params):
+    def __init__(
+        self,
+        name: str,
+        target: str = SOFTSWITCH,
+        cancelled: Callable[[], bool] | None = None,
+        **params,
+    ):
         super().__init__(name, **params)
         self.target = target
         self.cancelled = cancelled
@@ -66,8 +72,7 @@ class HostSpec:
 
 
 def host_specs(n: int) -> list[HostSpec]:
-    return [HostSpec(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}")
-            for i in range(1, n + 1)]
+    return [HostSpec(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}") for i in range(1, n + 1)]
 
 
 # The switch's name: its links are `<name>-eth<port>` in the root namespace, so two networks
@@ -85,14 +90,19 @@ class StarTopo(Topo):
             self.addLink(node, switch, port2=h.port)
 
 
-def build_network(hosts: list[HostSpec], target: str,
-                  cancelled: Callable[[], bool] | None = None) -> Mininet:
+def build_network(
+    hosts: list[HostSpec], target: str, cancelled: Callable[[], bool] | None = None
+) -> Mininet:
     """A started Mininet with the P4 switch serving P4Runtime (not yet configured).
     `cancelled` is polled while the switch starts (KeyboardInterrupt when it says so)."""
     topo = StarTopo(hosts=hosts)
-    net = Mininet(topo=topo, switch=lambda name, **kw: P4Switch(name, target=target,
-                                                               cancelled=cancelled, **kw),
-                  controller=None, autoSetMacs=False, waitConnected=False)
+    net = Mininet(
+        topo=topo,
+        switch=lambda name, **kw: P4Switch(name, target=target, cancelled=cancelled, **kw),
+        controller=None,
+        autoSetMacs=False,
+        waitConnected=False,
+    )
     try:
         net.start()
         for h in hosts:

@@ -4,6 +4,7 @@ Usage: worker_main.py DESCRIPTOR INPUT.npy OUTPUT.npy REPORT.json [--op sum] [--
 The report says what happened (stats, or the error with its type), so the demo can show
 a clear message for a worker that timed out instead of a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,22 +27,32 @@ def main() -> int:
     ap.add_argument("--op", default="sum")
     ap.add_argument("--deadline", type=float, default=60.0)
     ap.add_argument("--repeat", type=int, default=1, help="timed allreduces of the tensor")
-    ap.add_argument("--warmup", action="store_true",
-                    help="first a one-block allreduce, untimed: all ranks then start the "
-                         "timed ones together, so process start-up skew is not measured")
+    ap.add_argument(
+        "--warmup",
+        action="store_true",
+        help="first a one-block allreduce, untimed: all ranks then start the "
+        "timed ones together, so process start-up skew is not measured",
+    )
     args = ap.parse_args()
     report: dict = {"ok": False}
     try:
         from hostlib import Worker
+
         tensor = np.load(args.input)
         start = time.perf_counter()
-        calls: list[dict] = []           # per allreduce: what it sent and retransmitted
+        calls: list[dict] = []  # per allreduce: what it sent and retransmitted
 
         def account(kind: str, seconds: float) -> None:
             st = worker.stats
             done = sum(c["retransmissions"] for c in calls)
-            calls.append({"kind": kind, "seconds": seconds, "packets_sent": st.last_packets_sent,
-                          "retransmissions": st.retransmissions - done})
+            calls.append(
+                {
+                    "kind": kind,
+                    "seconds": seconds,
+                    "packets_sent": st.last_packets_sent,
+                    "retransmissions": st.retransmissions - done,
+                }
+            )
 
         with Worker(args.descriptor, deadline=args.deadline) as worker:
             if args.warmup:

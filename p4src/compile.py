@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
-"""Compile a P4 program with p4c-bm2-ss and record a manifest of what went in.
+"""Compile a P4 program with p4c-bm2-ss or bf-p4c and record a manifest of what went in.
 
 p4c cannot be installed from any registry here, so its outputs are committed. The manifest
-(sha256 of every P4 source the program includes, of every output, and the p4c version) is
-what lets the test suite notice a source edited without recompiling: `check_manifest`
-fails with "recompile" when the sources and the manifest disagree.
+(sha256 of every P4 source the program includes, of every output, and the compiler
+version) is what lets the test suite notice a source edited without recompiling:
+`check_manifest` fails with "recompile" when the sources and the manifest disagree.
 
-Usage: python p4src/compile.py [--p4c p4c-bm2-ss] [PROGRAM.p4 [OUT_DIR]]
-(defaults: p4src/v1model/p4reduce.p4 into p4src/build/; any other program into
-build/<program>/ beside it, e.g. tests/softswitch/p4/arith.p4 into
-tests/softswitch/p4/build/arith/). One program, one output directory, one manifest.
+Usage:
+    python p4src/compile.py [--p4c p4c-bm2-ss] [PROGRAM.p4 [OUT_DIR]]
+        (defaults: p4src/v1model/p4reduce.p4 into p4src/build/; any other program into
+        build/<program>/ beside it, e.g. tests/softswitch/p4/arith.p4 into
+        tests/softswitch/p4/build/arith/). One program, one output directory, one manifest.
+    python p4src/compile.py --target tofino|tofino2 [--p4c p4c]
+        p4src/tna/p4reduce.p4 with p4c's Tofino backend (bf-p4c, docs/tofino.md) into
+        p4src/build/tofino/ or tofino2/: the P4Info (standard P4Runtime externs, as Stratum
+        and the SDE's P4Runtime server take it), bf-rt.json, context.json and
+        resources.json (stages, stateful ALUs, SRAM, TCAM, PHV; tofino_resources.py). The
+        compiler's full output directory stays in build/tofino/<target>/ (not committed:
+        tofino.bin is what a switch loads, rebuilt from the same command).
 Stdlib only: runs before any install.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +36,14 @@ from pathlib import Path
 MANIFEST = "MANIFEST.json"
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-PROGRAM = HERE / "v1model" / "p4reduce.p4"     # the bmv2 / softswitch program
+PROGRAM = HERE / "v1model" / "p4reduce.p4"  # the bmv2 / softswitch program
 BUILD = HERE / "build"
+TNA_PROGRAM = HERE / "tna" / "p4reduce.p4"  # the Tofino program (docs/tofino.md)
+# target -> (architecture, MAU stages per pipe): what bf-p4c is asked for, what must fit
+TOFINO_TARGETS = {"tofino": ("tna", 12), "tofino2": ("t2na", 20)}
+# the committed outputs of a Tofino compile, in p4src/build/<target>/
+TOFINO_OUTPUTS = ("p4reduce.p4info.txtpb", "bf-rt.json", "context.json", "resources.json")
+TOFINO_SCRATCH = ROOT / "build" / "tofino"  # the compiler's whole output directory
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
@@ -86,13 +102,28 @@ def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> di
     json_out, p4info_out = outputs_for(program, out_dir)
     # run from the repository root with paths relative to it: p4c writes the source
     # paths into the JSON, which then reads the same on every machine and from any cwd
-    cmd = [p4c, "--arch", "v1model", "--std", "p4-16", "-o", _shown(str(json_out.resolve())),
-           "--p4runtime-files", _shown(str(p4info_out.resolve())),
-           _shown(str(program.resolve()))]
+    cmd = [
+        p4c,
+        "--arch",
+        "v1model",
+        "--std",
+        "p4-16",
+        "-o",
+        _shown(str(json_out.resolve())),
+        "--p4runtime-files",
+        _shown(str(p4info_out.resolve())),
+        _shown(str(program.resolve())),
+    ]
     subprocess.run(cmd, check=True, cwd=ROOT)
     shown = subprocess.run([p4c, "--version"], check=True, capture_output=True, text=True)
-    version = next((line.strip() for line in (shown.stdout + shown.stderr).splitlines()
-                    if line.strip().startswith("Version")), "unknown")
+    version = next(
+        (
+            line.strip()
+            for line in (shown.stdout + shown.stderr).splitlines()
+            if line.strip().startswith("Version")
+        ),
+        "unknown",
+    )
     manifest = {
         "program": program.name,
         "p4c_version": version,
@@ -104,12 +135,14 @@ def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> di
     return manifest
 
 
-def check_manifest(program: Path, out_dir: Path) -> list[str]:
-    """Every disagreement between sources/outputs and the manifest, as readable lines."""
+def check_manifest(program: Path, out_dir: Path, recompile: str | None = None) -> list[str]:
+    """Every disagreement between sources/outputs and the manifest, as readable lines;
+    `recompile` is the command the last line tells the reader to run."""
+    if recompile is None:
+        recompile = f"python p4src/compile.py {_shown(str(program.resolve()))}"
     path = out_dir / MANIFEST
     if not path.exists():
-        return [f"{path} is missing: recompile: python p4src/compile.py "
-                f"{_shown(str(program.resolve()))}"]
+        return [f"{path} is missing: recompile: {recompile}"]
     manifest = json.loads(path.read_text())
     problems = []
     recorded = manifest.get("sources", {})
@@ -129,17 +162,127 @@ def check_manifest(program: Path, out_dir: Path) -> list[str]:
         elif sha256(out) != digest:
             problems.append(f"output {name} was edited by hand")
     if problems:
-        problems.append(f"recompile: python p4src/compile.py "
-                        f"{_shown(str(program.resolve()))}")
+        problems.append(f"recompile: {recompile}")
     return problems
+
+
+# -- Tofino (bf-p4c) ------------------------------------------------------------------------
+
+
+def tofino_out_dir(target: str, build: Path = BUILD) -> Path:
+    return build / target
+
+
+def check_tofino_manifest(
+    target: str, build: Path = BUILD, program: Path | None = None
+) -> list[str]:
+    """check_manifest for p4src/build/<target>/, naming `make p4-tofino` as the fix."""
+    program = TNA_PROGRAM if program is None else program
+    return check_manifest(
+        program,
+        tofino_out_dir(target, build),
+        recompile=f"make p4-tofino (python p4src/compile.py --target "
+        f"{target}; needs bf-p4c, docs/tofino.md)",
+    )
+
+
+def _tofino_version(p4c: str, target: str) -> str:
+    shown = subprocess.run([p4c, "--target", target, "--version"], capture_output=True, text=True)
+    lines = [line.strip() for line in (shown.stdout + shown.stderr).splitlines() if line.strip()]
+    return next((line for line in lines if "ersion" in line), lines[0] if lines else "unknown")
+
+
+def compile_tofino(
+    target: str,
+    p4c: str = "p4c",
+    program: Path = TNA_PROGRAM,
+    build: Path = BUILD,
+    scratch: Path = TOFINO_SCRATCH,
+) -> dict:
+    """Compile the TNA program for `target` with bf-p4c and commit-ready outputs."""
+    sys.path.insert(0, str(HERE))
+    import tofino_resources  # p4src/tofino_resources.py, beside this file
+
+    if target not in TOFINO_TARGETS:
+        raise SystemExit(f"--target {target!r}: one of {', '.join(TOFINO_TARGETS)}")
+    arch, stages = TOFINO_TARGETS[target]
+    work = scratch / target
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    p4info, bfrt = work / "p4reduce.p4info.txtpb", work / "bf-rt.json"
+    cmd = [
+        p4c,
+        "--target",
+        target,
+        "--arch",
+        arch,
+        "--std",
+        "p4-16",
+        "-g",
+        "-o",
+        str(work),
+        "--p4runtime-files",
+        str(p4info),
+        "--p4runtime-force-std-externs",
+        "--bf-rt-schema",
+        str(bfrt),
+        str(program),
+    ]
+    done = subprocess.run(cmd)
+    if done.returncode != 0:
+        raise SystemExit(
+            f"bf-p4c failed for {target} (exit {done.returncode}); its logs are in {work}"
+        )
+    out_dir = tofino_out_dir(target, build)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    context = next(work.glob("*/context.json"), None)
+    if context is None:
+        raise SystemExit(f"no context.json under {work}: the compile did not finish")
+    shutil.copyfile(p4info, out_dir / "p4reduce.p4info.txtpb")
+    shutil.copyfile(bfrt, out_dir / "bf-rt.json")
+    shutil.copyfile(context, out_dir / "context.json")
+    summary = tofino_resources.summarize(work, target, stages)
+    (out_dir / "resources.json").write_text(json.dumps(summary, indent=2) + "\n")
+    outputs = [out_dir / name for name in TOFINO_OUTPUTS]
+    manifest = {
+        "program": program.name,
+        "target": target,
+        "arch": arch,
+        "compiler_version": _tofino_version(p4c, target),
+        "command": ["p4c"] + [_shown(arg) for arg in cmd[1:]],
+        "sources": {
+            _rel(p, _source_base(program, out_dir)): sha256(p) for p in p4_sources(program)
+        },
+        "outputs": {p.name: sha256(p) for p in outputs},
+    }
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--p4c", default="p4c-bm2-ss")
+    ap.add_argument(
+        "--p4c", default=None, help="the compiler (default: p4c-bm2-ss; with --target: p4c)"
+    )
+    ap.add_argument(
+        "--target",
+        choices=sorted(TOFINO_TARGETS),
+        help="compile the TNA program for this Tofino target instead",
+    )
     ap.add_argument("program", nargs="?", default=str(PROGRAM))
     ap.add_argument("out_dir", nargs="?")
     args = ap.parse_args(argv)
+    if args.target:
+        manifest = compile_tofino(args.target, args.p4c or "p4c")
+        summary = json.loads((tofino_out_dir(args.target) / "resources.json").read_text())
+        print(
+            f"compiled {TNA_PROGRAM.name} for {args.target} with "
+            f"{manifest['compiler_version']}: {summary.get('stages_used')} of "
+            f"{summary.get('stages_available')} stages -> {tofino_out_dir(args.target)}"
+        )
+        return 0
+    args.p4c = args.p4c or "p4c-bm2-ss"
     program = Path(args.program)
     if not program.is_file():
         ap.error(f"no P4 program at {program}")

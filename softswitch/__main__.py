@@ -10,6 +10,7 @@ Like simple_switch_grpc the target-specific options may come after ``--``.  The 
 always starts without a pipeline and waits for the controller's
 SetForwardingPipelineConfig.  SIGTERM / SIGINT stop it cleanly (exit status 0).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,32 +30,68 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="p4reduce-softswitch",
         description="Pure-Python P4 (v1model, bmv2 JSON) switch with a P4Runtime server "
-                    "that behaves like simple_switch_grpc.")
-    p.add_argument("config", nargs="?", metavar="JSON",
-                   help="accepted for compatibility and ignored: softswitch always starts "
-                        "without a pipeline (as with --no-p4) and waits for the controller")
-    p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFNAME",
-                   help="attach a Linux interface as switch port PORT (repeatable)")
-    p.add_argument("--device-id", type=int, default=1,
-                   help="P4Runtime device id (default 1)")
-    p.add_argument("--grpc-server-addr", default="127.0.0.1:9559",
-                   help="gRPC listen address, loopback only (default 127.0.0.1:9559; "
-                        "port 0 picks a free port, printed at start)")
-    p.add_argument("--cpu-port", type=int, default=None,
-                   help="port number of the CPU port for PacketIn / PacketOut")
-    p.add_argument("--drop-port", type=int, default=None,
-                   help="accepted; the interpreter uses simple_switch's default 511")
-    p.add_argument("--no-p4", action="store_true",
-                   help="accepted; softswitch always starts without a P4 program")
-    p.add_argument("--log-console", action="store_true",
-                   help="log to the console (control plane at INFO)")
-    p.add_argument("--trace", action="store_true",
-                   help="per-packet trace of the pipeline (implies --log-console)")
-    p.add_argument("-L", "--log-level", default=None,
-                   choices=["trace", "debug", "info", "warn", "error", "off"],
-                   help="log level, as simple_switch")
-    p.add_argument("--thrift-port", type=int, default=None,
-                   help="accepted and ignored: softswitch has no Thrift runtime")
+        "that behaves like simple_switch_grpc.",
+    )
+    p.add_argument(
+        "config",
+        nargs="?",
+        metavar="JSON",
+        help="accepted for compatibility and ignored: softswitch always starts "
+        "without a pipeline (as with --no-p4) and waits for the controller",
+    )
+    p.add_argument(
+        "-i",
+        "--interface",
+        action="append",
+        default=[],
+        metavar="PORT@IFNAME",
+        help="attach a Linux interface as switch port PORT (repeatable)",
+    )
+    p.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
+    p.add_argument(
+        "--grpc-server-addr",
+        default="127.0.0.1:9559",
+        help="gRPC listen address, loopback only (default 127.0.0.1:9559; "
+        "port 0 picks a free port, printed at start)",
+    )
+    p.add_argument(
+        "--cpu-port",
+        type=int,
+        default=None,
+        help="port number of the CPU port for PacketIn / PacketOut",
+    )
+    p.add_argument(
+        "--drop-port",
+        type=int,
+        default=None,
+        help="accepted; the interpreter uses simple_switch's default 511",
+    )
+    p.add_argument(
+        "--no-p4",
+        action="store_true",
+        help="accepted; softswitch always starts without a P4 program",
+    )
+    p.add_argument(
+        "--log-console", action="store_true", help="log to the console (control plane at INFO)"
+    )
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="per-packet trace of the pipeline (implies --log-console)",
+    )
+    p.add_argument(
+        "-L",
+        "--log-level",
+        default=None,
+        choices=["trace", "debug", "info", "warn", "error", "off"],
+        help="log level, as simple_switch",
+    )
+    p.add_argument(
+        "--thrift-port",
+        type=int,
+        default=None,
+        help="accepted and ignored: softswitch has no Thrift runtime",
+    )
     return p
 
 
@@ -68,13 +105,19 @@ def _setup_logging(args: argparse.Namespace) -> None:
     if args.log_console or args.trace:
         level = logging.INFO
     if args.log_level:
-        level = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
-                 "warn": logging.WARNING, "error": logging.ERROR,
-                 "off": logging.CRITICAL + 10}[args.log_level]
+        level = {
+            "trace": logging.DEBUG,
+            "debug": logging.DEBUG,
+            "info": logging.INFO,
+            "warn": logging.WARNING,
+            "error": logging.ERROR,
+            "off": logging.CRITICAL + 10,
+        }[args.log_level]
     if args.trace:
         level = min(level, logging.DEBUG)
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,14 +136,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     if args.config:
-        print(f"note: {args.config} ignored: softswitch starts without a pipeline and waits "
-              f"for SetForwardingPipelineConfig", file=sys.stderr)
+        print(
+            f"note: {args.config} ignored: softswitch starts without a pipeline and waits "
+            f"for SetForwardingPipelineConfig",
+            file=sys.stderr,
+        )
     if args.thrift_port is not None:
-        print("note: --thrift-port ignored: softswitch has no Thrift runtime (use P4Runtime)",
-              file=sys.stderr)
+        print(
+            "note: --thrift-port ignored: softswitch has no Thrift runtime (use P4Runtime)",
+            file=sys.stderr,
+        )
     if args.drop_port is not None and args.drop_port != 511:
-        print(f"note: --drop-port {args.drop_port} ignored: the interpreter drops on port "
-              f"511 as simple_switch does by default", file=sys.stderr)
+        print(
+            f"note: --drop-port {args.drop_port} ignored: the interpreter drops on port "
+            f"511 as simple_switch does by default",
+            file=sys.stderr,
+        )
 
     device = Device(device_id=args.device_id, cpu_port=args.cpu_port, trace=args.trace)
     ports = AfPacketPorts(interfaces)

@@ -3,6 +3,7 @@
 The server maps them to gRPC status codes, so each control-plane failure mode has its own
 class instead of a generic ValueError.
 """
+
 from __future__ import annotations
 
 

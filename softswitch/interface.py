@@ -21,6 +21,7 @@ How a target reports failures (the server maps them by class, softswitch.p4rt.st
 All calls may come from different threads (ports vs gRPC); the target serialises them
 (simple_switch runs one ingress thread, so this does not change semantics).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ Replica = tuple[int, int]
 @dataclass
 class Entry:
     """One table entry as the target lists it (``table_entries``)."""
+
     match: list[Any]
     action: str
     params: list[int]
@@ -72,12 +74,14 @@ class SwitchTarget(Protocol):
         for a bad frame (counted instead)."""
 
     # -- tables --------------------------------------------------------------------------
-    def table_add(self, table: str, match: Match, action: str, params: list[int],
-                  priority: int | None = None) -> int:
+    def table_add(
+        self, table: str, match: Match, action: str, params: list[int], priority: int | None = None
+    ) -> int:
         """Insert; returns the entry handle."""
 
-    def table_modify(self, table: str, match: Match, action: str, params: list[int],
-                     priority: int | None = None) -> None: ...
+    def table_modify(
+        self, table: str, match: Match, action: str, params: list[int], priority: int | None = None
+    ) -> None: ...
 
     def table_delete(self, table: str, match: Match, priority: int | None = None) -> None: ...
 

@@ -10,26 +10,56 @@ listed in docs/softswitch_server.md, each with its reason.
 The implementation is the package softswitch.p4rt (one module per concern); this module
 is the stable import path (``softswitch.p4runtime_server.Device``, ``P4RuntimeServer``).
 """
+
 from __future__ import annotations
 
 from softswitch.p4rt.arbitration import (
-    MAX_CONNECTIONS, MAX_PENDING_STREAM_MESSAGES, Arbitration, Connection,
+    MAX_CONNECTIONS,
+    MAX_PENDING_STREAM_MESSAGES,
+    Arbitration,
+    Connection,
 )
 from softswitch.p4rt.device import Device
 from softswitch.p4rt.pre import (
-    FIRST_RESERVED_GROUP_ID, MAX_CLONE_SESSION_ID, MAX_REPLICA_PORT, MIN_CLONE_SESSION_ID, BmPre,
+    FIRST_RESERVED_GROUP_ID,
+    MAX_CLONE_SESSION_ID,
+    MAX_REPLICA_PORT,
+    MIN_CLONE_SESSION_ID,
+    BmPre,
 )
 from softswitch.p4rt.service import (
-    ERROR_SPACE, P4RUNTIME_API_VERSION, P4RuntimeServer, P4RuntimeServicer, check_loopback,
+    ERROR_SPACE,
+    P4RUNTIME_API_VERSION,
+    P4RuntimeServer,
+    P4RuntimeServicer,
+    check_loopback,
 )
 from softswitch.p4rt.state import DEFAULT_KEY, EntryMeta, MatchKey, Pipeline, ReplicaPort
 from softswitch.p4rt.status import Code, P4RTError
 from softswitch.p4rt.tables import BM_MAX_PRIORITY
 
 __all__ = [
-    "Arbitration", "BM_MAX_PRIORITY", "BmPre", "Code", "Connection", "DEFAULT_KEY", "Device",
-    "ERROR_SPACE", "EntryMeta", "FIRST_RESERVED_GROUP_ID", "MAX_CLONE_SESSION_ID",
-    "MAX_CONNECTIONS", "MAX_PENDING_STREAM_MESSAGES", "MAX_REPLICA_PORT", "MatchKey",
-    "MIN_CLONE_SESSION_ID", "P4RTError", "P4RUNTIME_API_VERSION", "P4RuntimeServer",
-    "P4RuntimeServicer", "Pipeline", "ReplicaPort", "check_loopback",
+    "Arbitration",
+    "BM_MAX_PRIORITY",
+    "BmPre",
+    "Code",
+    "Connection",
+    "DEFAULT_KEY",
+    "Device",
+    "ERROR_SPACE",
+    "EntryMeta",
+    "FIRST_RESERVED_GROUP_ID",
+    "MAX_CLONE_SESSION_ID",
+    "MAX_CONNECTIONS",
+    "MAX_PENDING_STREAM_MESSAGES",
+    "MAX_REPLICA_PORT",
+    "MatchKey",
+    "MIN_CLONE_SESSION_ID",
+    "P4RTError",
+    "P4RUNTIME_API_VERSION",
+    "P4RuntimeServer",
+    "P4RuntimeServicer",
+    "Pipeline",
+    "ReplicaPort",
+    "check_loopback",
 ]

@@ -14,6 +14,7 @@ Both are wired to a ``Device`` (softswitch.p4runtime_server) with ``attach``: th
 ``receive(port, frame)`` is called for each arriving frame and the device calls the ports'
 ``transmit(port, frame)`` for each emitted frame.
 """
+
 from __future__ import annotations
 
 import collections
@@ -40,9 +41,9 @@ PACKET_OUTGOING = 4
 TP_STATUS_VLAN_VALID = 1 << 4
 TP_STATUS_VLAN_TPID_VALID = 1 << 6
 _AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
-_RECV_BUFSIZE = 1 << 18               # larger than any GRO'd frame a veth can hand us
-SO_RCVBUFFORCE = 33                   # <asm-generic/socket.h>
-_RX_BATCH = 64                        # frames read from one socket per poll round
+_RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
+SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>
+_RX_BATCH = 64  # frames read from one socket per poll round
 
 
 class Receiver(Protocol):
@@ -71,7 +72,8 @@ class Ports:
         self._first_commit: threading.Event | None = None
         self._stats_lock = threading.Lock()
         self.stats: dict[int, collections.Counter[str]] = collections.defaultdict(
-            collections.Counter)
+            collections.Counter
+        )
 
     def attach(self, device: Any) -> None:
         """Connect to a Device: frames in go to device.receive, device output comes back
@@ -148,8 +150,11 @@ class InProcessPorts(Ports):
     def poll(self, port: int, timeout: float = 0.0) -> bytes | None:
         """Like get, but None instead of an exception (for "nothing came out" checks)."""
         try:
-            return self._queue(port).get(timeout=timeout) if timeout > 0 \
+            return (
+                self._queue(port).get(timeout=timeout)
+                if timeout > 0
                 else self._queue(port).get_nowait()
+            )
         except queue.Empty:
             return None
 
@@ -240,8 +245,7 @@ class AfPacketPorts(Ports):
             raise
         self._wake_r, self._wake_w = os.pipe()
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="softswitch-ports",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="softswitch-ports", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -307,8 +311,9 @@ class AfPacketPorts(Ports):
         finally:
             sel.close()
 
-    def _frame(self, port: int, data: bytes, anc: list[tuple[int, int, bytes]], flags: int,
-               addr: Any) -> bytes | None:
+    def _frame(
+        self, port: int, data: bytes, anc: list[tuple[int, int, bytes]], flags: int, addr: Any
+    ) -> bytes | None:
         if len(addr) > 2 and addr[2] == PACKET_OUTGOING:
             self._count(port, "rx_outgoing_ignored")
             return None
@@ -335,5 +340,10 @@ class AfPacketPorts(Ports):
             self._count(port, "tx")
         except OSError as exc:  # EMSGSIZE (over the MTU), ENOBUFS, ENETDOWN...
             self._count(port, "tx_errors")
-            log.warning("port %d (%s): send of %d bytes failed: %s", port,
-                        self.interfaces.get(port), len(frame), exc)
+            log.warning(
+                "port %d (%s): send of %d bytes failed: %s",
+                port,
+                self.interfaces.get(port),
+                len(frame),
+                exc,
+            )

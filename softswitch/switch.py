@@ -6,6 +6,7 @@ contract; the extras here -- ``tables``, ``register_reset``, ``generated_source`
 ``last_error`` -- are for tests and debugging).  The heavy lifting is in softswitch/interp
 (codegen.py compiles the JSON, pipeline.py walks a packet).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,15 +27,22 @@ MAX_PORT = 511
 
 
 class Switch:
-    def __init__(self, *, device_id: int = 1, cpu_port: int | None = None, trace: bool = False) -> None:
+    def __init__(
+        self, *, device_id: int = 1, cpu_port: int | None = None, trace: bool = False
+    ) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.trace = trace
         self._lock = threading.RLock()
         self._p: Pipeline | None = None
-        self._stats: dict[str, int] = {"frames_in": 0, "frames_out": 0, "frames_dropped": 0,
-                                       "process_errors": 0, "assert_failures": 0,
-                                       "no_pipeline": 0}
+        self._stats: dict[str, int] = {
+            "frames_in": 0,
+            "frames_out": 0,
+            "frames_dropped": 0,
+            "process_errors": 0,
+            "assert_failures": 0,
+            "no_pipeline": 0,
+        }
         self.last_error: str | None = None
 
     # -- pipeline ------------------------------------------------------------------------
@@ -104,13 +112,15 @@ class Switch:
         return t
 
     # -- tables --------------------------------------------------------------------------
-    def table_add(self, table: str, match: Match, action: str, params: list[int],
-                  priority: int | None = None) -> int:
+    def table_add(
+        self, table: str, match: Match, action: str, params: list[int], priority: int | None = None
+    ) -> int:
         with self._lock:
             return self._table(table).add(list(match), action, list(params), priority)
 
-    def table_modify(self, table: str, match: Match, action: str, params: list[int],
-                     priority: int | None = None) -> None:
+    def table_modify(
+        self, table: str, match: Match, action: str, params: list[int], priority: int | None = None
+    ) -> None:
         with self._lock:
             self._table(table).modify(list(match), action, list(params), priority)
 
@@ -164,7 +174,11 @@ class Switch:
         return [(port, rid) for rid, ports in by_rid.items() for port in sorted(ports)]
 
     def mc_group_set(self, group_id: int, replicas: list[Replica]) -> None:
-        if isinstance(group_id, bool) or not isinstance(group_id, int) or not 1 <= group_id <= MAX_MC_GROUP:
+        if (
+            isinstance(group_id, bool)
+            or not isinstance(group_id, int)
+            or not 1 <= group_id <= MAX_MC_GROUP
+        ):
             raise InvalidArgument(f"multicast group id must be in [1, {MAX_MC_GROUP}]")
         reps = self._check_replicas(replicas)
         with self._lock:
@@ -175,7 +189,11 @@ class Switch:
         order, replicated node by node, ports ascending inside a node. Unlike
         mc_group_set, two nodes may share a rid (bmv2 keeps a group's old nodes across a
         pipeline change, and a group re-created then replicates twice)."""
-        if isinstance(group_id, bool) or not isinstance(group_id, int) or not 1 <= group_id <= MAX_MC_GROUP:
+        if (
+            isinstance(group_id, bool)
+            or not isinstance(group_id, int)
+            or not 1 <= group_id <= MAX_MC_GROUP
+        ):
             raise InvalidArgument(f"multicast group id must be in [1, {MAX_MC_GROUP}]")
         reps: list[tuple[int, int]] = []
         for rid, ports in nodes:
@@ -271,4 +289,3 @@ class Switch:
 
     def __repr__(self) -> str:  # pragma: no cover
         return f"Switch(device_id={self.device_id}, loaded={self.pipeline_loaded})"
-

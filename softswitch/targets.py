@@ -5,6 +5,7 @@ and the Mininet switch node all start their switch through `SwitchRunner`, so ev
 gets its own gRPC and Thrift ports, is waited for until it serves P4Runtime, and is stopped
 by its PID (never by name).
 """
+
 from __future__ import annotations
 
 import os
@@ -55,14 +56,21 @@ def resolve(target: str) -> str:
 class SwitchRunner:
     """One switch process with interfaces {port: ifname} and its own gRPC/Thrift ports."""
 
-    def __init__(self, kind: str, interfaces: dict[int, str], device_id: int = 1,
-                 grpc_port: int = 0, thrift_port: int = 0, extra_args: tuple[str, ...] = (),
-                 cpu_port: int | None = None):
+    def __init__(
+        self,
+        kind: str,
+        interfaces: dict[int, str],
+        device_id: int = 1,
+        grpc_port: int = 0,
+        thrift_port: int = 0,
+        extra_args: tuple[str, ...] = (),
+        cpu_port: int | None = None,
+    ):
         self.kind = kind
-        self.extra_args = tuple(extra_args)     # target options, e.g. bmv2's --log-level
+        self.extra_args = tuple(extra_args)  # target options, e.g. bmv2's --log-level
         self.interfaces = interfaces
         self.device_id = device_id
-        self.cpu_port = cpu_port          # PacketIn/PacketOut port (--cpu-port), if any
+        self.cpu_port = cpu_port  # PacketIn/PacketOut port (--cpu-port), if any
         self.grpc_port = grpc_port or free_tcp_port()
         self.thrift_port = thrift_port or free_tcp_port()
         self.process: subprocess.Popen | None = None
@@ -73,17 +81,40 @@ class SwitchRunner:
         return f"127.0.0.1:{self.grpc_port}"
 
     def command(self) -> list[str]:
-        ifaces = [arg for port, name in sorted(self.interfaces.items())
-                  for arg in ("-i", f"{port}@{name}")]
+        ifaces = [
+            arg
+            for port, name in sorted(self.interfaces.items())
+            for arg in ("-i", f"{port}@{name}")
+        ]
         cpu = [] if self.cpu_port is None else ["--cpu-port", str(self.cpu_port)]
         if self.kind == SOFTSWITCH:
-            return [sys.executable, "-m", "softswitch", *ifaces, "--device-id",
-                    str(self.device_id), "--grpc-server-addr", self.grpc_addr, *cpu,
-                    *self.extra_args]
-        return [SIMPLE_SWITCH_GRPC, *ifaces, "--no-p4", "--device-id", str(self.device_id),
-                "--thrift-port", str(self.thrift_port), *self._log_args(), *self.extra_args,
-                "--",
-                "--grpc-server-addr", self.grpc_addr, *cpu]
+            return [
+                sys.executable,
+                "-m",
+                "softswitch",
+                *ifaces,
+                "--device-id",
+                str(self.device_id),
+                "--grpc-server-addr",
+                self.grpc_addr,
+                *cpu,
+                *self.extra_args,
+            ]
+        return [
+            SIMPLE_SWITCH_GRPC,
+            *ifaces,
+            "--no-p4",
+            "--device-id",
+            str(self.device_id),
+            "--thrift-port",
+            str(self.thrift_port),
+            *self._log_args(),
+            *self.extra_args,
+            "--",
+            "--grpc-server-addr",
+            self.grpc_addr,
+            *cpu,
+        ]
 
     def _log_args(self) -> list[str]:
         """bmv2's --log-level unless extra_args set it (bench/primitives.py traces)."""
@@ -91,21 +122,27 @@ class SwitchRunner:
             return []
         level = os.environ.get(BMV2_LOG_LEVEL_ENV, "off")
         if level not in BMV2_LOG_LEVELS:
-            raise ValueError(f"{BMV2_LOG_LEVEL_ENV}={level!r}: not one of "
-                             f"{', '.join(BMV2_LOG_LEVELS)}")
+            raise ValueError(
+                f"{BMV2_LOG_LEVEL_ENV}={level!r}: not one of {', '.join(BMV2_LOG_LEVELS)}"
+            )
         return ["--log-level", level]
 
-    def start(self, timeout: float = 30.0,
-              cancelled: Callable[[], bool] | None = None) -> "SwitchRunner":
+    def start(
+        self, timeout: float = 30.0, cancelled: Callable[[], bool] | None = None
+    ) -> "SwitchRunner":
         """Start the process (its own session, so stop() reaches its children) and wait
         until it serves P4Runtime. `cancelled` is polled while waiting (every 0.5 s); when
         it returns True the wait ends with KeyboardInterrupt, raised here rather than
         inside grpc (see mininet/demo.py's StopRequests). The process is recorded before
         the wait, so stop() reaches it whatever ends the wait."""
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command(), stdout=log,
-                                            stderr=subprocess.STDOUT, cwd=REPO,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                start_new_session=True,
+            )
         self._wait_ready(timeout, cancelled)
         return self
 
@@ -114,8 +151,9 @@ class SwitchRunner:
         with grpc.insecure_channel(self.grpc_addr) as channel:
             while True:
                 if self.process is not None and self.process.poll() is not None:
-                    raise RuntimeError(f"{self.kind} exited with {self.process.returncode}:"
-                                       f"\n{self.log()}")
+                    raise RuntimeError(
+                        f"{self.kind} exited with {self.process.returncode}:\n{self.log()}"
+                    )
                 if cancelled is not None and cancelled():
                     raise KeyboardInterrupt(f"stopped while {self.kind} was starting")
                 try:
@@ -123,9 +161,11 @@ class SwitchRunner:
                     return
                 except grpc.FutureTimeoutError:
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"{self.kind} did not serve P4Runtime on "
-                                           f"{self.grpc_addr} within {timeout}s:\n"
-                                           f"{self.log()}") from None
+                        raise RuntimeError(
+                            f"{self.kind} did not serve P4Runtime on "
+                            f"{self.grpc_addr} within {timeout}s:\n"
+                            f"{self.log()}"
+                        ) from None
 
     def restart(self, timeout: float = 30.0) -> None:
         """Kill and start again on the same ports: a switch reboot (no pipeline, no state)."""

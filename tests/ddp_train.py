@@ -4,6 +4,7 @@ Mininet host), once with gloo's own allreduce. Writes both final parameter sets.
 
 Run by tests/test_ddp_switch.py: python -P ddp_train.py RANK WORLD STORE DESCRIPTOR NETNS OUT
 """
+
 from __future__ import annotations
 
 import os
@@ -20,13 +21,13 @@ STEPS = 5
 
 
 def model() -> torch.nn.Module:
-    torch.manual_seed(0)                      # the same start on every rank and in both runs
+    torch.manual_seed(0)  # the same start on every rank and in both runs
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
 
 
 def train(ddp: torch.nn.Module, rank: int) -> list[torch.Tensor]:
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    gen = torch.Generator().manual_seed(100 + rank)   # each rank its own data
+    gen = torch.Generator().manual_seed(100 + rank)  # each rank its own data
     for _ in range(STEPS):
         x, y = torch.randn(8, 16, generator=gen), torch.randn(8, 4, generator=gen)
         opt.zero_grad()

@@ -1,6 +1,7 @@
 """Imports mininet/demo.py: the mininet/ folder is not a package (a package named `mininet`
 would hide Debian's Mininet), so its directory goes on sys.path and the module is `demo`.
 Used by the system tests and by bench/ (suite.py, sparse_speedup.py)."""
+
 from __future__ import annotations
 
 import sys
@@ -13,6 +14,7 @@ def load_demo():
     if str(MININET_DIR) not in sys.path:
         sys.path.insert(0, str(MININET_DIR))
     import demo
+
     return demo
 
 
@@ -20,4 +22,5 @@ def load_torch_ranks():
     """mininet/torch_ranks.py (torchrun for the Mininet topology), imported the same way."""
     load_demo()
     import torch_ranks
+
     return torch_ranks

@@ -9,6 +9,7 @@ protocol to drift from p4src/.
 
 Imported by name (tests/ is on sys.path in the hostlib tests' conftest).
 """
+
 from __future__ import annotations
 
 import threading
@@ -30,8 +31,13 @@ SWITCH = Address("02:00:00:00:01:00", "10.250.0.254")
 
 def worker_address(rank: int, port: int | None = None) -> WorkerAddress:
     port = rank + 1 if port is None else port
-    return WorkerAddress(rank=rank, port=port, mac=f"02:00:00:00:00:{port:02x}",
-                         ip=f"10.250.0.{port}", udp_port=p.UDP_PORT_BASE)
+    return WorkerAddress(
+        rank=rank,
+        port=port,
+        mac=f"02:00:00:00:00:{port:02x}",
+        ip=f"10.250.0.{port}",
+        udp_port=p.UDP_PORT_BASE,
+    )
 
 
 class InProcessSwitch:
@@ -62,17 +68,23 @@ class InProcessSwitch:
 
     # -- jobs ----------------------------------------------------------------------------
 
-    def create_job(self, workers: int, slots: int = 8, job: int = 7,
-                   ports: list[int] | None = None, encoding: str = "packed") -> Job:
+    def create_job(
+        self,
+        workers: int,
+        slots: int = 8,
+        job: int = 7,
+        ports: list[int] | None = None,
+        encoding: str = "packed",
+    ) -> Job:
         ports = ports or list(range(1, workers + 1))
-        return self.jobs.create(job, [worker_address(r, port) for r, port in enumerate(ports)],
-                                slots, encoding)
+        return self.jobs.create(
+            job, [worker_address(r, port) for r, port in enumerate(ports)], slots, encoding
+        )
 
     def descriptors(self, job: Job) -> list[dict]:
         return job.descriptors(self.address)
 
-    def set_loss(self, job: Job, ingress: float = 0.0, egress: float = 0.0,
-                 seed: int = 1) -> None:
+    def set_loss(self, job: Job, ingress: float = 0.0, egress: float = 0.0, seed: int = 1) -> None:
         self.jobs.set_loss(job.job, ingress=ingress, egress=egress, seed=seed)
 
     def stats(self, job: Job) -> dict[str, int]:
@@ -99,17 +111,20 @@ class InProcessSwitch:
 
 class InProcessTransport:
     """One worker's link to the in-process switch (same interface as transport.RawSocket)."""
+
     mode = "inprocess"
 
     def __init__(self, switch: InProcessSwitch, port: int):
         self.switch, self.port = switch, port
-        self.drop_sends = 0          # tests: lose this many of the next sent frames
+        self.drop_sends = 0  # tests: lose this many of the next sent frames
 
     def send(self, batch: Batch) -> int:
         frames = [batch.frame(i) for i in range(len(batch))]
         if self.drop_sends:
-            lost, self.drop_sends = min(self.drop_sends, len(frames)), \
-                max(0, self.drop_sends - len(frames))
+            lost, self.drop_sends = (
+                min(self.drop_sends, len(frames)),
+                max(0, self.drop_sends - len(frames)),
+            )
             frames = frames[lost:]
         self.switch.send(self.port, frames)
         return len(batch)

@@ -7,6 +7,7 @@ Each result is compared with EXPECTED (int32: exact). PROGRESS holds the number 
 allreduces, rewritten after each one, so a test can act while the job is running (restart
 the controller) and then see whether the job keeps going. Errors go into the report.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ def main() -> int:
     report: dict = {"ok": False, "iterations": 0, "mismatches": 0, "error": ""}
     try:
         from hostlib import Worker
+
         x, expected = np.load(a.input), np.load(a.expected)
         start = time.monotonic()
         with Worker(a.descriptor, deadline=a.deadline) as worker:

@@ -2,6 +2,7 @@
 and the suite runs end to end on a tiny job -- real Mininet hosts, the switch, p4reduce
 workers and gloo ranks -- producing counters that obey the protocol's and the ring's
 byte counts, and the tables (and plots, with matplotlib). Nothing here asserts a speed."""
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,12 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 from hostlib import protocol  # noqa: E402
-from model import (Network, allreduce_seconds, p4reduce_round_trips,  # noqa: E402
-                   ring_round_trips)
+from model import (  # noqa: E402
+    Network,
+    allreduce_seconds,
+    p4reduce_round_trips,  # noqa: E402
+    ring_round_trips,
+)
 
 
 def test_model_link_bound_latency_bound_and_switch_bound():
@@ -34,7 +39,7 @@ def test_model_link_bound_latency_bound_and_switch_bound():
 
 
 def test_model_round_trips():
-    assert p4reduce_round_trips(0, 256) == 1                 # announce round only
+    assert p4reduce_round_trips(0, 256) == 1  # announce round only
     assert p4reduce_round_trips(1000, 256) == 4 + 1
     assert ring_round_trips(8) == 7
 
@@ -57,10 +62,13 @@ def test_model_dense_p4reduce_beats_a_ring_by_its_byte_ratio_at_line_rate():
 def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     import report
     import suite
-    size, workers = 4096, 2                 # 64 blocks, one per slot
-    cases = [suite.Case("softswitch", "p4reduce", workers, size, "dense", 1.0, 1),
-             suite.Case("softswitch", "p4reduce", workers, size, "shared", 0.25, 1),
-             suite.Case("softswitch", "p4reduce", workers, size, "zipf", 0.0, 1)]
+
+    size, workers = 4096, 2  # 64 blocks, one per slot
+    cases = [
+        suite.Case("softswitch", "p4reduce", workers, size, "dense", 1.0, 1),
+        suite.Case("softswitch", "p4reduce", workers, size, "shared", 0.25, 1),
+        suite.Case("softswitch", "p4reduce", workers, size, "zipf", 0.0, 1),
+    ]
     if suite.have_torch():
         cases.append(suite.Case("softswitch", "gloo", workers, size, "ring", 1.0, 1))
     data = suite.run_cases(cases, ["softswitch"])
@@ -86,8 +94,10 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     data.update(command="pytest", skipped=["nothing"])
     report.write(data, tmp_path)
     tables = (tmp_path / "tables.md").read_text()
-    assert (f"{protocol.VALUE_BYTES} bytes of values ({protocol.LANES} int32 lanes) in "
-            f"{protocol.FRAME_BYTES_WITH_VALUES} bytes") in tables
+    assert (
+        f"{protocol.VALUE_BYTES} bytes of values ({protocol.LANES} int32 lanes) in "
+        f"{protocol.FRAME_BYTES_WITH_VALUES} bytes"
+    ) in tables
     assert "Density sweep, softswitch, 2 workers, 4 K values" in tables
     try:
         import matplotlib  # noqa: F401

@@ -2,6 +2,7 @@
 one line naming what is wrong, and its adaptations touch a temp copy only, line for line,
 refusing a tree whose line is not as at the commit docs/course-baseline.md ran. The timed
 run itself is a benchmark (bench/), not a test."""
+
 from __future__ import annotations
 
 import sys
@@ -32,17 +33,20 @@ def fake_lab(root: Path, impl: str) -> Path:
     return lab
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--peer", "/nonexistent/peer"], "--peer /nonexistent/peer: no such directory"),
-    (["--peer", "{tmp}", "--impl", "y-eth", "--no-log"], "--no-log: only j-udp"),
-    (["--peer", "{tmp}", "--values", "100"], "--values 100: j-udp needs a multiple of 64"),
-    (["--peer", "{tmp}", "--values", "65536"], "--values 65536"),
-    (["--peer", "{tmp}", "--impl", "y-udp", "--values", "48"], "multiple of 32"),
-    (["--peer", "{tmp}", "--runs", "0"], "--runs 0: must be >= 1"),
-    (["--peer", "{tmp}", "--impl", "j-udp"], "no lab5/sml-udp/worker.py"),
-    (["--peer", "{tmp}", "--impl", "x-udp"], "argument --impl: invalid choice: 'x-udp'"),
-    (["--impl", "j-udp"], "the following arguments are required: --peer"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--peer", "/nonexistent/peer"], "--peer /nonexistent/peer: no such directory"),
+        (["--peer", "{tmp}", "--impl", "y-eth", "--no-log"], "--no-log: only j-udp"),
+        (["--peer", "{tmp}", "--values", "100"], "--values 100: j-udp needs a multiple of 64"),
+        (["--peer", "{tmp}", "--values", "65536"], "--values 65536"),
+        (["--peer", "{tmp}", "--impl", "y-udp", "--values", "48"], "multiple of 32"),
+        (["--peer", "{tmp}", "--runs", "0"], "--runs 0: must be >= 1"),
+        (["--peer", "{tmp}", "--impl", "j-udp"], "no lab5/sml-udp/worker.py"),
+        (["--peer", "{tmp}", "--impl", "x-udp"], "argument --impl: invalid choice: 'x-udp'"),
+        (["--impl", "j-udp"], "the following arguments are required: --peer"),
+    ],
+)
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     assert course_lab.main(argv) == 2
@@ -51,7 +55,7 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
 
 
 def test_checkout_of_the_other_solution_is_refused(tmp_path):
-    fake_lab(tmp_path, "y-udp")               # the same lab5/sml-udp path as j-udp
+    fake_lab(tmp_path, "y-udp")  # the same lab5/sml-udp path as j-udp
     with pytest.raises(UsageError, match="has no 'accumulated_chunk': not j-udp"):
         parse_args(["--peer", str(tmp_path), "--impl", "j-udp"])
     assert parse_args(["--peer", str(tmp_path), "--impl", "y-udp"]).values == 2047 * 32
@@ -77,6 +81,9 @@ def test_a_line_not_as_at_the_doc_commit_is_refused(tmp_path):
     lab = fake_lab(tmp_path / "peer", "j-udp")
     main_p4 = lab / "p4" / "main.p4"
     main_p4.write_text(main_p4.read_text().replace("= 8;", "= 16;"))
-    with pytest.raises(UsageError, match=r"p4/main.p4: expected 'const worker_id_t "
-                                         r"n_workers = 8;' exactly once \(found 0\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"p4/main.p4: expected 'const worker_id_t "
+        r"n_workers = 8;' exactly once \(found 0\)",
+    ):
         adapt(lab, IMPLS["j-udp"], tmp_path / "copy")

@@ -1,5 +1,6 @@
 """`make run` / mininet/demo.py argument errors: one line naming the argument (and the
 make variable), exit code 2, before anything is started. hypothesis explores the ranges."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,9 @@ def _refused(capsys, argv: list[str]) -> str:
     return err[0]
 
 
-quick = settings(max_examples=60, deadline=None,
-                 suppress_health_check=[HealthCheck.function_scoped_fixture])
+quick = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @quick
@@ -46,8 +48,7 @@ def test_loss_must_be_a_probability(capsys, loss):
 
 
 @quick
-@given(st.text(min_size=1, max_size=12).filter(
-    lambda t: t not in load_demo().TARGETS))
+@given(st.text(min_size=1, max_size=12).filter(lambda t: t not in load_demo().TARGETS))
 def test_target_must_be_known(capsys, target):
     assert "TARGET" in _refused(capsys, [f"--target={target}"])
 
@@ -55,19 +56,37 @@ def test_target_must_be_known(capsys, target):
 @quick
 @given(st.integers(1, 10**6), st.floats(0, 1, exclude_max=True), st.integers(1, 32))
 def test_valid_values_are_accepted(size, loss, workers):
-    opts = load_demo().parse_args(["--size", str(size), "--loss", repr(loss),
-                                   "--workers", str(workers), "--target", "softswitch"])
+    opts = load_demo().parse_args(
+        [
+            "--size",
+            str(size),
+            "--loss",
+            repr(loss),
+            "--workers",
+            str(workers),
+            "--target",
+            "softswitch",
+        ]
+    )
     assert (opts.size, opts.loss, opts.workers) == (size, loss, workers)
 
 
-@pytest.mark.parametrize("var,needle", [("SIZE=0", "SIZE"), ("SIZE=-4", "SIZE"),
-                                        ("LOSS=1", "LOSS"), ("LOSS=-1e+16", "LOSS"),
-                                        ("TARGET=tofino", "TARGET")])
+@pytest.mark.parametrize(
+    "var,needle",
+    [
+        ("SIZE=0", "SIZE"),
+        ("SIZE=-4", "SIZE"),
+        ("LOSS=1", "LOSS"),
+        ("LOSS=-1e+16", "LOSS"),
+        ("TARGET=tofino", "TARGET"),
+    ],
+)
 def test_make_run_argument_errors_are_one_line(var, needle):
     if shutil.which("make") is None or not (REPO / ".venv" / "bin" / "python").exists():
         pytest.skip("needs make and the project's venv (make install)")
-    out = subprocess.run(["make", "-s", "run", var], capture_output=True, text=True,
-                         cwd=REPO, timeout=120)
+    out = subprocess.run(
+        ["make", "-s", "run", var], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert out.returncode != 0
     lines = [line for line in out.stderr.splitlines() if not line.startswith("make")]
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in out.stderr, out.stderr

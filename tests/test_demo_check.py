@@ -1,6 +1,7 @@
 """The demo's result check (mininet/demo.py `check`, used by `make run`, the system tests and
 the benchmark) against docs/protocol.md section 10 at magnitudes where the bound's relative
 form no longer holds: a correct float64 sum of tiny values must pass, a wrong one fail."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +17,7 @@ def switch_sum(inputs: list[np.ndarray]) -> np.ndarray:
     blocks = [nm.to_blocks(x.astype(np.float64)) for x in inputs]
     exps = np.max([nm.block_exponents(b) for b in blocks], axis=0)
     total = np.sum([nm.quantize(b, exps, n).astype(np.int64) for b in blocks], axis=0)
-    out = nm.dequantize(total.astype(np.int32), exps, n).reshape(-1)[:inputs[0].size]
+    out = nm.dequantize(total.astype(np.int32), exps, n).reshape(-1)[: inputs[0].size]
     return out.astype(inputs[0].dtype)
 
 
@@ -33,5 +34,5 @@ def test_wrong_sum_fails(scale):
     rng = np.random.default_rng(5)
     inputs = [rng.standard_normal(640) * scale for _ in range(3)]
     result = switch_sum(inputs)
-    result[77] += 1e-6 * scale if scale > 1e-290 else 1e-40     # beyond the bound
+    result[77] += 1e-6 * scale if scale > 1e-290 else 1e-40  # beyond the bound
     assert not load_demo().check(result, inputs, "float64")

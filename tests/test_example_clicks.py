@@ -2,6 +2,7 @@
 embedding table trained for a few steps by 2 ranks in Mininet, through
 `init_process_group("p4reduce")` and through gloo. The parameters must be identical on
 every rank and close to gloo's; the gradients must really be block-sparse."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,8 +26,16 @@ def test_tiny_click_model_through_the_switch_matches_gloo(tmp_path):
     finally:
         sys.path.remove(str(EXAMPLES))
     plot = importlib.util.find_spec("matplotlib") is not None
-    opts = clicks_switch.Options(workers=2, target="softswitch", slots=16, out=tmp_path,
-                                 plot=plot, quiet=True, timeout=130, pg_timeout=90)
+    opts = clicks_switch.Options(
+        workers=2,
+        target="softswitch",
+        slots=16,
+        out=tmp_path,
+        plot=plot,
+        quiet=True,
+        timeout=130,
+        pg_timeout=90,
+    )
     s = clicks_switch.run(opts, Config(steps=6, rows_per_field=250, batch=32))
     p, g = s["backends"]["p4reduce"], s["backends"]["gloo"]
     assert p["params_identical_on_every_rank"] and g["params_identical_on_every_rank"]
@@ -34,8 +43,8 @@ def test_tiny_click_model_through_the_switch_matches_gloo(tmp_path):
     # maximum): after 6 steps far below one step's size (lr = 0.005)
     assert s["max_param_difference_rank0"] < 1e-4
     assert s["max_loss_difference"] < 1e-4
-    assert p["gloo_allreduces"] == 0                     # every gradient through the switch
-    assert 0 < p["mean_density_own"] < 0.6              # the embedding's untouched rows
+    assert p["gloo_allreduces"] == 0  # every gradient through the switch
+    assert 0 < p["mean_density_own"] < 0.6  # the embedding's untouched rows
     assert p["switch_packets_per_step_per_worker"] > 0
     assert s["ok"]
     if plot:

@@ -1,6 +1,7 @@
 """hostlib against the real P4 program: workers in their own network namespaces (Mininet
 hosts) and processes, the switch (softswitch; simple_switch_grpc where installed) configured
 by the controller. Every result is compared with numpy."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,9 @@ def _demo():
     return load_demo()
 
 
-@pytest.fixture(scope="module",
-                params=targets.params(targets.VETH_TARGETS, needs=("root", "mininet")))
+@pytest.fixture(
+    scope="module", params=targets.params(targets.VETH_TARGETS, needs=("root", "mininet"))
+)
 def net(request):
     demo = _demo()
     with demo.DemoNetwork(request.param, 8) as network:
@@ -29,8 +31,15 @@ def net(request):
 
 def _run(net, workers, inputs, **kw):
     demo, network = net
-    opts = demo.Options(workers=workers, size=len(inputs[0]), dtype=str(inputs[0].dtype),
-                        slots=kw.pop("slots", 8), deadline=60.0, quiet=True, **kw)
+    opts = demo.Options(
+        workers=workers,
+        size=len(inputs[0]),
+        dtype=str(inputs[0].dtype),
+        slots=kw.pop("slots", 8),
+        deadline=60.0,
+        quiet=True,
+        **kw,
+    )
     summary = network.run_jobs(opts, [inputs])
     bad = [(o.rank, o.error) for o in summary.outcomes if not (o.ok and o.matched)]
     assert not bad, bad
@@ -43,7 +52,7 @@ def _sparse(rng, n, size, density, dtype):
     for _ in range(n):
         mask = np.repeat(rng.random(blocks) < density, LANES)[:size]
         if dtype == "int32":
-            x = rng.integers(-2**24, 2**24, size)
+            x = rng.integers(-(2**24), 2**24, size)
         else:
             x = rng.standard_normal(size)
         out.append(np.where(mask, x, 0).astype(dtype))
@@ -73,7 +82,7 @@ def test_all_zero_tensor(net):
 def test_smaller_than_one_block_and_odd_length(net):
     rng = np.random.default_rng(3)
     _run(net, 2, [rng.integers(-5, 5, 10).astype("int32") for _ in range(2)])
-    _run(net, 3, [rng.standard_normal(LANES * 5 + 17) for _ in range(3)])   # float64
+    _run(net, 3, [rng.standard_normal(LANES * 5 + 17) for _ in range(3)])  # float64
 
 
 @pytest.mark.parametrize("loss", [0.01, 0.1])
@@ -83,7 +92,7 @@ def test_loss_gives_exact_int_and_bounded_float(net, loss):
         summary = _run(net, 3, _sparse(rng, 3, 6000, 0.5, dtype), loss=loss, seed=5)
         retx = sum(o.retransmissions for o in summary.outcomes)
         sent = sum(o.tx_packets for o in summary.outcomes)
-        assert 0 < retx < sent            # recovered, and not by resending everything
+        assert 0 < retx < sent  # recovered, and not by resending everything
 
 
 def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
@@ -103,9 +112,14 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
     demo, network = net
     ctl, mn = network.ctl, network.net
     hosts = network.hosts[:2]
-    job = ctl.jobs.create(network.next_job, [WorkerAddress(r, h.port, h.mac, h.ip,
-                                                           protocol.UDP_PORT_BASE)
-                                             for r, h in enumerate(hosts)], 8)
+    job = ctl.jobs.create(
+        network.next_job,
+        [
+            WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
+            for r, h in enumerate(hosts)
+        ],
+        8,
+    )
     network.next_job += 1
     procs = []
     try:
@@ -113,11 +127,25 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
             stem = tmp_path / f"rank{d['rank']}"
             stem.with_suffix(".json").write_text(json.dumps(d))
             np.save(f"{stem}.in.npy", np.ones(64 * 64, np.float32))
-            procs.append(mn.get(h.name).popen(
-                [sys.executable, str(REPO / "mininet" / "worker_main.py"),
-                 str(stem.with_suffix(".json")), f"{stem}.in.npy", f"{stem}.out.npy",
-                 f"{stem}.report.json", "--deadline", "60", "--repeat", "1000000"],
-                cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            procs.append(
+                mn.get(h.name).popen(
+                    [
+                        sys.executable,
+                        str(REPO / "mininet" / "worker_main.py"),
+                        str(stem.with_suffix(".json")),
+                        f"{stem}.in.npy",
+                        f"{stem}.out.npy",
+                        f"{stem}.report.json",
+                        "--deadline",
+                        "60",
+                        "--repeat",
+                        "1000000",
+                    ],
+                    cwd=str(REPO),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         time.sleep(3)
         assert all(p.poll() is None for p in procs), "the workers are still reducing"
         mn.get(demo.p4net.SWITCH_NAME).runner.restart()
@@ -130,8 +158,10 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
         for r in range(2):
             report = json.loads((tmp_path / f"rank{r}.report.json").read_text())
             assert not report["ok"]
-            assert report["error"].startswith("SwitchStateLost") \
-                and "lost the state of job" in report["error"], report["error"]
+            assert (
+                report["error"].startswith("SwitchStateLost")
+                and "lost the state of job" in report["error"]
+            ), report["error"]
     finally:
         for p in procs:
             if p.poll() is None:

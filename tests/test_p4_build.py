@@ -3,6 +3,7 @@
 Every P4 program is built by p4src/compile.py with one manifest schema: the p4reduce
 program into p4src/build/, each test program tests/<suite>/p4/<name>.p4 into
 tests/<suite>/p4/build/<name>/ (`make p4` rebuilds them all)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -51,6 +52,7 @@ def test_every_test_build_has_its_program():
 
 def test_manifest_detects_an_edited_test_program(tmp_path):
     import shutil
+
     compile_mod = _compile_module()
     program = REPO / "tests" / "softswitch" / "p4" / "arith.p4"
     shutil.copy(program, tmp_path / program.name)
@@ -66,6 +68,7 @@ def test_manifest_detects_an_edited_test_program(tmp_path):
 def test_manifest_detects_an_edited_source(tmp_path):
     compile_mod = _compile_module()
     import shutil
+
     src = tmp_path / "p4src"
     shutil.copytree(REPO / "p4src", src, ignore=shutil.ignore_patterns("__pycache__"))
     program = src / "v1model" / PROGRAM.name
@@ -84,16 +87,21 @@ def test_p4_header_is_the_codec_field_table():
     assert p4_fields == [(f.name, f.bits) for f in protocol.FIELDS]
     lanes = types["values_t"]["fields"]
     assert len(lanes) == protocol.LANES and all(bits == 32 for _, bits, *_ in lanes)
-    for p4_type, fields in (("fingerprint_t", protocol.FINGERPRINT_FIELDS),
-                            ("round_status_t", protocol.STATUS_FIELDS)):
-        assert [(n, b) for n, b, *_ in types[p4_type]["fields"]] == \
-            [(f.name, f.bits) for f in fields], p4_type
+    for p4_type, fields in (
+        ("fingerprint_t", protocol.FINGERPRINT_FIELDS),
+        ("round_status_t", protocol.STATUS_FIELDS),
+    ):
+        assert [(n, b) for n, b, *_ in types[p4_type]["fields"]] == [
+            (f.name, f.bits) for f in fields
+        ], p4_type
 
 
 def test_p4_constants_match_the_codec():
     text = (REPO / "p4src" / "common" / "constants.p4").read_text()
-    consts = {m[0]: int(m[1], 0) for m in
-              re.findall(r"const bit<\d+>\s+(\w+)\s*=\s*(0x[0-9A-Fa-f]+|\d+);", text)}
+    consts = {
+        m[0]: int(m[1], 0)
+        for m in re.findall(r"const bit<\d+>\s+(\w+)\s*=\s*(0x[0-9A-Fa-f]+|\d+);", text)
+    }
     assert consts["P4REDUCE_UDP_BASE"] == protocol.UDP_PORT_BASE
     assert consts["P4REDUCE_UDP_MASK"] == protocol.UDP_PORT_MASK
     assert consts["END_OF_STREAM"] == protocol.END_OF_STREAM
@@ -110,8 +118,11 @@ def test_p4_constants_match_the_codec():
 def _tna_include() -> Path | None:
     """Where tna.p4 lives: $TOFINO_P4INCLUDE, or the p4c source tree docs/tofino.md builds."""
     import os
-    for candidate in (os.environ.get("TOFINO_P4INCLUDE"),
-                      "/opt/tofino/p4c/backends/tofino/bf-p4c/p4include"):
+
+    for candidate in (
+        os.environ.get("TOFINO_P4INCLUDE"),
+        "/opt/tofino/p4c/backends/tofino/bf-p4c/p4include",
+    ):
         if candidate and (Path(candidate) / "tna.p4").exists():
             return Path(candidate)
     return None
@@ -124,12 +135,26 @@ def test_tna_program_type_checks_with_the_p4c_frontend(target):
     must fit TNA's externs (RegisterAction, Counter, Hash, Random)."""
     import shutil
     import subprocess
+
     include = _tna_include()
     if include is None or shutil.which("p4test") is None:
-        pytest.skip("needs p4test (../shared/toolchain) and tna.p4 from p4c's Tofino backend "
-                    "sources (set TOFINO_P4INCLUDE; docs/tofino.md)")
-    out = subprocess.run(["p4test", "--std", "p4-16", f"-D__TARGET_TOFINO__={target}",
-                          "-I", str(include), str(REPO / "p4src" / "tna" / "p4reduce.p4")],
-                         capture_output=True, text=True, timeout=300)
+        pytest.skip(
+            "needs p4test (../shared/toolchain) and tna.p4 from p4c's Tofino backend "
+            "sources (set TOFINO_P4INCLUDE; docs/tofino.md)"
+        )
+    out = subprocess.run(
+        [
+            "p4test",
+            "--std",
+            "p4-16",
+            f"-D__TARGET_TOFINO__={target}",
+            "-I",
+            str(include),
+            str(REPO / "p4src" / "tna" / "p4reduce.p4"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     errors = [line for line in (out.stdout + out.stderr).splitlines() if "error" in line]
     assert out.returncode == 0 and not errors, "\n".join(errors[:20])

@@ -1,4 +1,5 @@
 """The codec: round trips, field limits, malformed input, and agreement with scapy."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,7 @@ import pytest
 from hostlib import protocol as p
 from hostlib.protocol import Endpoints, Flag, Header, MsgType, ProtocolError
 
-EP = Endpoints("02:00:00:00:00:01", "02:00:00:00:01:00", "10.0.0.1", "10.0.0.254",
-               0x5031, 0x5030)
+EP = Endpoints("02:00:00:00:00:01", "02:00:00:00:01:00", "10.0.0.1", "10.0.0.254", 0x5031, 0x5030)
 
 
 def test_header_is_20_bytes_and_fields_fill_them():
@@ -17,18 +17,57 @@ def test_header_is_20_bytes_and_fields_fill_them():
 
 
 def test_header_bytes_are_big_endian_in_wire_order():
-    h = Header.make(MsgType.DATA, job=0x0102, slot=0x0304, rank=5, slot_version=1,
-                    flags=Flag.RETRANSMIT, block=0x0A0B0C, next_block=0x0D0E0F,
-                    next_exponent=0x81, epoch=0x11223344)
+    h = Header.make(
+        MsgType.DATA,
+        job=0x0102,
+        slot=0x0304,
+        rank=5,
+        slot_version=1,
+        flags=Flag.RETRANSMIT,
+        block=0x0A0B0C,
+        next_block=0x0D0E0F,
+        next_exponent=0x81,
+        epoch=0x11223344,
+    )
     raw = p.encode_header(h)
-    assert raw == bytes([0x22, 0x82, 0x01, 0x02, 0x03, 0x04, 0x05, 0x81,
-                         0x11, 0x22, 0x33, 0x44,
-                         0x00, 0x0A, 0x0B, 0x0C, 0x00, 0x0D, 0x0E, 0x0F])
+    assert raw == bytes(
+        [
+            0x22,
+            0x82,
+            0x01,
+            0x02,
+            0x03,
+            0x04,
+            0x05,
+            0x81,
+            0x11,
+            0x22,
+            0x33,
+            0x44,
+            0x00,
+            0x0A,
+            0x0B,
+            0x0C,
+            0x00,
+            0x0D,
+            0x0E,
+            0x0F,
+        ]
+    )
     assert p.decode_header(raw) == h
 
 
-@pytest.mark.parametrize("field,value", [("rank", 256), ("slot", 1 << 16), ("flags", 128),
-                                         ("slot_version", 2), ("msg_type", 16), ("job", -1)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("rank", 256),
+        ("slot", 1 << 16),
+        ("flags", 128),
+        ("slot_version", 2),
+        ("msg_type", 16),
+        ("job", -1),
+    ],
+)
 def test_out_of_range_field_is_refused_by_name(field, value):
     h = Header.make(MsgType.SKIP, job=1, slot=0, rank=0)._replace(**{field: value})
     with pytest.raises(ProtocolError, match=field):
@@ -42,7 +81,7 @@ def test_batch_encode_matches_single_encode():
     batch = p.pack_headers(cols).tobytes()
     for i in range(n):
         h = Header(*(int(cols[name][i]) for name in p.FIELD_NAMES))
-        assert batch[20 * i:20 * (i + 1)] == p.encode_header(h)
+        assert batch[20 * i : 20 * (i + 1)] == p.encode_header(h)
     back = p.unpack_headers(np.frombuffer(batch, dtype=p.HEADER_DTYPE))
     for name in p.FIELD_NAMES:
         assert np.array_equal(back[name], cols[name])
@@ -51,8 +90,7 @@ def test_batch_encode_matches_single_encode():
 def test_frame_round_trip_with_values():
     values = np.array([(-1) ** i * (i * 1000003) for i in range(p.LANES)], dtype=np.int32)
     values[0], values[1] = np.iinfo(np.int32).min, np.iinfo(np.int32).max
-    h = Header.make(MsgType.DATA, job=3, slot=1, rank=2, block=9, next_block=17,
-                    next_exponent=140)
+    h = Header.make(MsgType.DATA, job=3, slot=1, rank=2, block=9, next_block=17, next_exponent=140)
     frame = p.build_frame(EP, h, values)
     assert len(frame) == p.FRAME_BYTES_WITH_VALUES
     parsed = p.parse_frame(frame)
@@ -64,29 +102,44 @@ def test_frame_round_trip_with_values():
 def test_frame_agrees_with_scapy_dissection_and_checksum():
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
+
     P4Reduce, P4ReduceValues, P4ReduceFingerprint, P4ReduceStatus = p.scapy_layers()
     values = np.arange(p.LANES, dtype=np.int32) - 7
-    h = Header.make(MsgType.DATA, job=300, slot=7, rank=1, slot_version=1, block=4,
-                    next_block=p.END_OF_STREAM, next_exponent=3)
+    h = Header.make(
+        MsgType.DATA,
+        job=300,
+        slot=7,
+        rank=1,
+        slot_version=1,
+        block=4,
+        next_block=p.END_OF_STREAM,
+        next_exponent=3,
+    )
     frame = p.build_frame(EP, h, values)
     pkt = Ether(frame)
     assert pkt[IP].len == len(frame) - 14
     assert pkt[UDP].len == len(frame) - 34
     original = pkt[IP].chksum
     del pkt[IP].chksum
-    assert Ether(bytes(pkt))[IP].chksum == original          # scapy recomputes the same
+    assert Ether(bytes(pkt))[IP].chksum == original  # scapy recomputes the same
     assert {k: pkt[P4Reduce].fields[k] for k in p.FIELD_NAMES} == h._asdict()
     assert pkt[P4ReduceValues].values == list(values)
     # and scapy-built bytes parse with the fast codec
-    built = bytes(Ether(dst=EP.dst_mac, src=EP.src_mac) / IP(src=EP.src_ip, dst=EP.dst_ip)
-                  / UDP(sport=0x5031, dport=0x5030, chksum=0)
-                  / P4Reduce(**h._asdict()) / P4ReduceValues(values=list(values)))
+    built = bytes(
+        Ether(dst=EP.dst_mac, src=EP.src_mac)
+        / IP(src=EP.src_ip, dst=EP.dst_ip)
+        / UDP(sport=0x5031, dport=0x5030, chksum=0)
+        / P4Reduce(**h._asdict())
+        / P4ReduceValues(values=list(values))
+    )
     assert p.parse_frame(built).header == h
     # the extensions of ANNOUNCE / STATUS dissect the same way
     a = Header.make(MsgType.ANNOUNCE, job=3, slot=2, rank=1, epoch=9, next_block=5)
     pkt = Ether(p.build_frame(EP, a, fingerprint=(0x101, 0x202)))
-    assert (pkt[P4ReduceFingerprint].fingerprint_min,
-            pkt[P4ReduceFingerprint].fingerprint_max) == (0x101, 0x202)
+    assert (pkt[P4ReduceFingerprint].fingerprint_min, pkt[P4ReduceFingerprint].fingerprint_max) == (
+        0x101,
+        0x202,
+    )
     st = Header.make(MsgType.STATUS, job=3, slot=2, rank=1, epoch=9)
     pkt = Ether(p.build_frame(EP, st, contributors=0b1011))
     assert pkt[P4ReduceStatus].contributors == 0b1011
@@ -113,9 +166,10 @@ def test_fingerprint_is_exact_and_describes_the_difference():
     i32 = p.fingerprint(np.int32, 1000)
     assert f32 != i32 and p.describe_fingerprint(f32) == ("float32", 1000)
     assert p.fingerprint_disagreement(i32, f32) == "dtype int32 vs float32"
-    assert p.fingerprint_disagreement(p.fingerprint(np.float64, 5),
-                                      p.fingerprint(np.float64, 6)) == \
-        "length 5 vs 6 elements"
+    assert (
+        p.fingerprint_disagreement(p.fingerprint(np.float64, 5), p.fingerprint(np.float64, 6))
+        == "length 5 vs 6 elements"
+    )
     assert p.fingerprint(np.float64, p.MAX_ELEMENTS) < 1 << 32
     with pytest.raises(ValueError, match="int16"):
         p.fingerprint(np.int16, 3)
@@ -125,11 +179,14 @@ def test_fingerprint_is_exact_and_describes_the_difference():
     assert bad > max(f32, i32, p.fingerprint(np.float64, 1000))
     assert "NaN or Inf" in p.fingerprint_disagreement(f32, bad)
     assert p.fingerprint_disagreement(p.fingerprint(np.float32, 999), bad).endswith(
-        "length 999 vs 1000 elements")
+        "length 999 vs 1000 elements"
+    )
 
 
-@pytest.mark.parametrize("cut,needle", [(20, "truncated frame"), (50, "truncated p4reduce header"),
-                                        (200, "udp length 284 needs 318")])
+@pytest.mark.parametrize(
+    "cut,needle",
+    [(20, "truncated frame"), (50, "truncated p4reduce header"), (200, "udp length 284 needs 318")],
+)
 def test_truncated_frames_name_what_is_missing(cut, needle):
     h = Header.make(MsgType.DATA, job=1, slot=0, rank=0, block=0, next_block=1)
     frame = p.build_frame(EP, h, np.zeros(p.LANES))

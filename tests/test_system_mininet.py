@@ -1,6 +1,7 @@
 """System tests: the whole stack in Mininet -- switch (softswitch here, simple_switch_grpc
 where installed), controller, and workers in their own hosts -- on small tensors, checking
 every worker's result against numpy."""
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,12 @@ def _interfaces(switch: str | None = None) -> set[str]:
 def demo(target):
     before = _interfaces()
     module = _demo()
-    yield module, module.Options(workers=3, size=3000, density=0.1, target=target,
-                                 slots=8, deadline=60.0, quiet=True)
+    yield (
+        module,
+        module.Options(
+            workers=3, size=3000, density=0.1, target=target, slots=8, deadline=60.0, quiet=True
+        ),
+    )
     assert _interfaces() == before, "the demo left interfaces behind"
 
 
@@ -57,7 +62,7 @@ def test_sparse_float32_sends_fewer_packets_than_dense(demo):
     sparse = module.run(opts)
     _assert_all_matched(sparse)
     dense = module.run(replace(opts, density=1.0))
-    tx = lambda s: sum(o.tx_bytes for o in s.outcomes)   # noqa: E731
+    tx = lambda s: sum(o.tx_bytes for o in s.outcomes)  # noqa: E731
     assert tx(sparse) < tx(dense) / 3
 
 
@@ -78,8 +83,10 @@ def test_five_percent_loss_still_exact(demo):
     summary = module.run(replace(opts, dtype="int32", loss=0.05, density=0.5))
     _assert_all_matched(summary)
     assert sum(o.retransmissions for o in summary.outcomes) > 0
-    assert any(c["simulated_drops_ingress"] + c["simulated_drops_egress"] > 0
-               for c in summary.switch_counters.values())
+    assert any(
+        c["simulated_drops_ingress"] + c["simulated_drops_egress"] > 0
+        for c in summary.switch_counters.values()
+    )
 
 
 def test_absent_worker_times_out_clearly_and_a_new_job_succeeds(demo):
@@ -93,9 +100,23 @@ def test_absent_worker_times_out_clearly_and_a_new_job_succeeds(demo):
 
 
 def test_make_run_cli_reports_a_match(target):
-    out = subprocess.run([sys.executable, str(REPO / "mininet" / "demo.py"), "--workers", "2",
-                          "--size", "2000", "--target", target, "--quiet"],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "mininet" / "demo.py"),
+            "--workers",
+            "2",
+            "--size",
+            "2000",
+            "--target",
+            target,
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "every worker's result matched: yes" in out.stdout
 
@@ -118,12 +139,28 @@ def _tagged(tag: bytes) -> set[int]:
 
 def _start_tagged_demo(target: str) -> tuple[subprocess.Popen, bytes]:
     import uuid
+
     tag = uuid.uuid4().hex
     env = {**os.environ, "P4REDUCE_TEST_TAG": tag}
-    demo = subprocess.Popen([sys.executable, str(REPO / "mininet" / "demo.py"), "--workers", "3",
-                             "--size", "3000000", "--density", "1", "--target", target],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                            env=env)
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "mininet" / "demo.py"),
+            "--workers",
+            "3",
+            "--size",
+            "3000000",
+            "--density",
+            "1",
+            "--target",
+            target,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
     return demo, f"P4REDUCE_TEST_TAG={tag}".encode()
 
 
@@ -142,6 +179,7 @@ def test_ctrl_c_while_the_switch_starts_leaves_nothing_behind(target):
     channel close (the half-closed channel's destructor then blocked the exit forever)."""
     import signal
     import time
+
     demo, tag = _start_tagged_demo(target)
     switch_cmd = "-m softswitch " if target == "softswitch" else "simple_switch_grpc -i"
     deadline = time.monotonic() + 60
@@ -157,7 +195,7 @@ def test_ctrl_c_while_the_switch_starts_leaves_nothing_behind(target):
     assert _interfaces(f"s{demo.pid}") == set()
     time.sleep(0.5)
     left = {pid: _cmdline(pid) for pid in _tagged(tag)}
-    for pid in left:                                # do not leave them to the next test
+    for pid in left:  # do not leave them to the next test
         os.kill(pid, signal.SIGKILL)
     assert left == {}, "the demo left processes behind"
 
@@ -165,16 +203,17 @@ def test_ctrl_c_while_the_switch_starts_leaves_nothing_behind(target):
 def test_ctrl_c_while_workers_run_leaves_nothing_behind(target):
     import signal
     import time
+
     demo, tag = _start_tagged_demo(target)
-    switch = f"s{demo.pid}"                         # p4net.SWITCH_NAME of the demo process
+    switch = f"s{demo.pid}"  # p4net.SWITCH_NAME of the demo process
     deadline = time.monotonic() + 120
     workers: set[int] = set()
     while len(workers) < 3 and time.monotonic() < deadline and demo.poll() is None:
         workers = {pid for pid in _tagged(tag) if "worker_main" in _cmdline(pid)}
         time.sleep(0.1)
     assert demo.poll() is None, demo.communicate()[0]
-    assert len(workers) == 3                        # the tag does reach the workers
-    time.sleep(1)                                   # traffic is flowing
+    assert len(workers) == 3  # the tag does reach the workers
+    time.sleep(1)  # traffic is flowing
     demo.send_signal(signal.SIGINT)
     out, _ = demo.communicate(timeout=60)
     assert demo.returncode == 130, out

@@ -5,6 +5,7 @@ hosts, the real CLI. Workers loop allreduce (int32, exact) and check every resul
 Before: `up` pushed the pipeline again, which resets every register; the running rounds
 lost their contributions and the job stalled until its deadline.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,14 @@ def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
     workers, deadline = 2, 10.0
     with demo.DemoNetwork(target, workers) as net:
         ctl, hosts = net.ctl, net.hosts
-        job = ctl.jobs.create(1, [WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
-                                  for r, h in enumerate(hosts)], 16)
+        job = ctl.jobs.create(
+            1,
+            [
+                WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
+                for r, h in enumerate(hosts)
+            ],
+            16,
+        )
         inputs = [rng.integers(-1000, 1000, 64 * 48).astype(np.int32) for _ in hosts]
         np.save(tmp_path / "expected.npy", np.sum(inputs, axis=0, dtype=np.int32))
         stop = tmp_path / "stop"
@@ -72,41 +79,71 @@ def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
                 stem = tmp_path / f"rank{d['rank']}"
                 Path(f"{stem}.json").write_text(json.dumps(d))
                 np.save(f"{stem}.in.npy", x)
-                procs.append(net.net.get(h.name).popen(
-                    [sys.executable, str(LOOP_WORKER), f"{stem}.json", f"{stem}.in.npy",
-                     str(tmp_path / "expected.npy"), f"{stem}.progress", str(stop),
-                     f"{stem}.report.json", "--deadline", str(deadline)], cwd=str(REPO)))
+                procs.append(
+                    net.net.get(h.name).popen(
+                        [
+                            sys.executable,
+                            str(LOOP_WORKER),
+                            f"{stem}.json",
+                            f"{stem}.in.npy",
+                            str(tmp_path / "expected.npy"),
+                            f"{stem}.progress",
+                            str(stop),
+                            f"{stem}.report.json",
+                            "--deadline",
+                            str(deadline),
+                        ],
+                        cwd=str(REPO),
+                    )
+                )
             progress = [tmp_path / f"rank{r}.progress" for r in range(workers)]
-            _wait(lambda: all(_progress(p) >= 3 for p in progress) or
-                  any(proc.poll() is not None for proc in procs), 120,
-                  "the job to run three allreduces")
+            _wait(
+                lambda: (
+                    all(_progress(p) >= 3 for p in progress)
+                    or any(proc.poll() is not None for proc in procs)
+                ),
+                120,
+                "the job to run three allreduces",
+            )
             assert all(proc.poll() is None for proc in procs), _reports(tmp_path, workers)
             before = job_stats(ctl.conn, job.job_index)["rounds_completed"]
 
             # the controller restarts: its process ends, a new `p4reduce-ctl up` starts
             ctl.close()
             cfg = tmp_path / "switch.toml"
-            cfg.write_text(f'[switch]\ngrpc_addr = "{net.ctl.conn.grpc_addr}"\n'
-                           f'mac = "{demo.p4net.SWITCH_MAC}"\nip = "{demo.p4net.SWITCH_IP}"\n'
-                           f'ports = {[h.port for h in hosts]}\n'
-                           f'state_file = "{net.workdir / "jobs.json"}"\n')
-            out = subprocess.run([sys.executable, "-m", "controlplane.cli", "-c", str(cfg),
-                                  "--json", "up"], capture_output=True, text=True,
-                                 timeout=120, cwd=REPO)
+            cfg.write_text(
+                f'[switch]\ngrpc_addr = "{net.ctl.conn.grpc_addr}"\n'
+                f'mac = "{demo.p4net.SWITCH_MAC}"\nip = "{demo.p4net.SWITCH_IP}"\n'
+                f"ports = {[h.port for h in hosts]}\n"
+                f'state_file = "{net.workdir / "jobs.json"}"\n'
+            )
+            out = subprocess.run(
+                [sys.executable, "-m", "controlplane.cli", "-c", str(cfg), "--json", "up"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=REPO,
+            )
             assert out.returncode == 0, out.stderr
             assert json.loads(out.stdout)["pipeline"] == "kept"
             at_up = [_progress(p) for p in progress]
-            assert all(p.poll() is None for p in procs), \
+            assert all(p.poll() is None for p in procs), (
                 f"the job ended while `up` ran: {_reports(tmp_path, workers)}"
+            )
 
             ctl.connect()
             ctl.conn.use_pipeline_of_switch()
             # registers and counters survived: the pipeline was not pushed again
             assert job_stats(ctl.conn, job.job_index)["rounds_completed"] >= before
             # and the job goes on: three more allreduces each, well within one deadline
-            _wait(lambda: all(_progress(p) >= n + 3 for p, n in zip(progress, at_up)) or
-                  any(proc.poll() is not None for proc in procs), 3 * deadline,
-                  "three more allreduces after the controller restart")
+            _wait(
+                lambda: (
+                    all(_progress(p) >= n + 3 for p, n in zip(progress, at_up))
+                    or any(proc.poll() is not None for proc in procs)
+                ),
+                3 * deadline,
+                "three more allreduces after the controller restart",
+            )
             stop.touch()
             for proc in procs:
                 proc.wait(timeout=3 * deadline)

@@ -4,6 +4,7 @@ where installed), started by mininet/torch_ranks.py like torchrun. Each rank
 (tests/torch_backend_rank.py) reduces tensors of every supported dtype/op/shape through
 the switch, uses collectives that gloo serves, and trains with DDP without a comm hook;
 the references are the same calls through a gloo group of the same ranks."""
+
 from __future__ import annotations
 
 import sys
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is the optional [torch] extra "
-                                            "(make install-torch)")
+torch = pytest.importorskip(
+    "torch", reason="torch is the optional [torch] extra (make install-torch)"
+)
 
 from bmv2_tests import targets  # noqa: E402
 from demo_loader import load_torch_ranks  # noqa: E402
@@ -24,8 +26,17 @@ M = 2**31 - 1
 def _run_ranks(tmp_path: Path, world: int, target: str, *extra: str) -> list[dict]:
     torch_ranks = load_torch_ranks()
     with torch_ranks.TorchNetwork(world, target, slots=16) as net:
-        res = net.run([sys.executable, "-P", str(HERE / "torch_backend_rank.py"),
-                       str(tmp_path / "rank{rank}.pt"), *extra], world, timeout=220)
+        res = net.run(
+            [
+                sys.executable,
+                "-P",
+                str(HERE / "torch_backend_rank.py"),
+                str(tmp_path / "rank{rank}.pt"),
+                *extra,
+            ],
+            world,
+            timeout=220,
+        )
     assert res.ok, res.failures()
     # the allreduces crossed every host's link and were aggregated in the switch
     assert all(r.link["tx_packets"] > 0 and r.link["rx_packets"] > 0 for r in res.ranks)
@@ -34,8 +45,9 @@ def _run_ranks(tmp_path: Path, world: int, target: str, *extra: str) -> list[dic
 
 
 def _check_rank(out: dict, world: int) -> None:
-    assert out["registered_by_import_torch"], \
+    assert out["registered_by_import_torch"], (
         "the torch.backends entry point did not register p4reduce: reinstall (make install)"
+    )
     assert not out["imported_before_init"]
     assert out["backend"] == "p4reduce"
     for name, c in out["cases"].items():
@@ -70,23 +82,25 @@ def _check_rank(out: dict, world: int) -> None:
     assert out["stats_switch"]["switch"]["tensors"] == len(switch) + 5
     g = out["gloo"]
     assert torch.equal(g["max"], torch.tensor([world - 1.0, 0.0]))
-    assert torch.equal(g["int64"], torch.full((4,), world * 10**12 + half,
-                                              dtype=torch.int64))
+    assert torch.equal(g["int64"], torch.full((4,), world * 10**12 + half, dtype=torch.int64))
     assert torch.equal(g["product"], torch.full((3,), 2**world, dtype=torch.int32))
     assert torch.equal(g["broadcast"], torch.arange(6.0))
-    assert all(torch.equal(t, torch.full((2,), float(r))) for r, t in
-               enumerate(g["all_gather"]))
+    assert all(torch.equal(t, torch.full((2,), float(r))) for r, t in enumerate(g["all_gather"]))
     assert g["objects"] == [{"rank": r} for r in range(world)]
     assert out["stats_gloo"]["gloo_allreduces"] == {
-        "op MAX (the switch only adds)": 1, "dtype int64": 1,
-        "op PRODUCT (the switch only adds)": 1}
+        "op MAX (the switch only adds)": 1,
+        "dtype int64": 1,
+        "op PRODUCT (the switch only adds)": 1,
+    }
     assert out["stats_gloo"]["switch"] == out["stats_switch"]["switch"]
-    if out["rank"] == world - 1:     # its own tensor: named, with the element
-        assert out["nan"].startswith("ValueError: tensor contains NaN or Inf (1 elements, "
-                                     "first at flat index 7)"), out["nan"]
-    else:                            # told by the switch (fingerprint range)
-        assert out["nan"].startswith("FingerprintMismatch: ") and "NaN or Inf" in \
-            out["nan"], out["nan"]
+    if out["rank"] == world - 1:  # its own tensor: named, with the element
+        assert out["nan"].startswith(
+            "ValueError: tensor contains NaN or Inf (1 elements, first at flat index 7)"
+        ), out["nan"]
+    else:  # told by the switch (fingerprint range)
+        assert out["nan"].startswith("FingerprintMismatch: ") and "NaN or Inf" in out["nan"], out[
+            "nan"
+        ]
     assert torch.equal(out["after_nan"], torch.full((300,), half))
     if out["rank"] == 0:
         sub = out["subgroup"]
@@ -95,12 +109,11 @@ def _check_rank(out: dict, world: int) -> None:
         assert sub["stats"]["why_not_switch"] == why
         assert sub["stats"]["gloo_allreduces"] == {why: 1}
     # DDP without a hook: one bucket per step through the switch
-    assert out["stats_ddp"]["switch"]["allreduces"] >= \
-        out["stats_gloo"]["switch"]["allreduces"] + 4
+    assert out["stats_ddp"]["switch"]["allreduces"] >= out["stats_gloo"]["switch"]["allreduces"] + 4
 
 
 def _check_ddp(outs: list[dict]) -> None:
-    for out in outs[1:]:                               # identical on every rank
+    for out in outs[1:]:  # identical on every rank
         for a, b in zip(outs[0]["ddp_switch"], out["ddp_switch"]):
             assert torch.equal(a, b)
     for a, b in zip(outs[0]["ddp_switch"], outs[0]["ddp_gloo"]):
@@ -132,16 +145,18 @@ def test_four_ranks_job_from_pg_options(tmp_path):
 def test_launcher_stops_a_stuck_rank_and_shows_where_it_was():
     """When one rank fails, torch_ranks gives the others a grace period, then stops them
     with SIGABRT: a stuck rank's log shows every thread's Python stack (faulthandler)."""
-    program = ("import os, sys, time\n"
-               "if os.environ['RANK'] == '1':\n"
-               "    sys.exit(3)\n"
-               "def stuck_in_a_collective():\n"
-               "    time.sleep(600)\n"
-               "stuck_in_a_collective()\n")
+    program = (
+        "import os, sys, time\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    sys.exit(3)\n"
+        "def stuck_in_a_collective():\n"
+        "    time.sleep(600)\n"
+        "stuck_in_a_collective()\n"
+    )
     with load_torch_ranks().TorchNetwork(2, "softswitch", slots=16) as net:
         res = net.run([sys.executable, "-c", program], 2, timeout=120, grace=1.0)
     assert res.ranks[1].returncode == 3
     stuck = res.ranks[0]
-    assert stuck.returncode == -6, stuck.returncode             # SIGABRT, not SIGKILL
+    assert stuck.returncode == -6, stuck.returncode  # SIGABRT, not SIGKILL
     assert "Fatal Python error: Aborted" in stuck.output, stuck.output
     assert "in stuck_in_a_collective" in stuck.output, stuck.output

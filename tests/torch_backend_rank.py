@@ -6,6 +6,7 @@ Writes what it saw to OUT (a torch.save file); the test does the comparisons.
 
     python -P torch_backend_rank.py OUT [--pg-options] [--ddp-steps N]    ("{rank}" in OUT)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,10 +42,12 @@ def make(rank: int, index: int, dtype: torch.dtype, shape: tuple, layout: str) -
         t = torch.randint(-1_000_000, 1_000_000, shape, generator=g, dtype=torch.int32)
     else:
         scale = 10.0 ** torch.randint(-3, 3, shape, generator=g).double()
-        t = (torch.randn(shape, generator=g, dtype=torch.float64) *
-             (scale if dtype == torch.float64 else 1.0)).to(dtype)
+        t = (
+            torch.randn(shape, generator=g, dtype=torch.float64)
+            * (scale if dtype == torch.float64 else 1.0)
+        ).to(dtype)
     if layout == "strided":
-        return t.t()[::2]                     # non-contiguous view, any strides
+        return t.t()[::2]  # non-contiguous view, any strides
     if layout == "block-sparse":
         keep = torch.rand(t.numel() // 64, generator=g) < 0.1
         t = (t.view(-1, 64) * keep[:, None]).view(shape)
@@ -56,15 +59,23 @@ def exact_reduce(t: torch.Tensor, op: str, ref: dist.ProcessGroup, world: int) -
     wide = t.to(torch.int64 if t.dtype == torch.int32 else torch.float64).clone()
     dist.all_reduce(wide, group=ref)
     if op == "AVG":
-        wide = torch.div(wide, world, rounding_mode="trunc") if t.dtype == torch.int32 \
+        wide = (
+            torch.div(wide, world, rounding_mode="trunc")
+            if t.dtype == torch.int32
             else wide / world
+        )
     return wide
 
 
 def model() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Embedding(300, 8), torch.nn.Flatten(),
-                               torch.nn.Linear(32, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    return torch.nn.Sequential(
+        torch.nn.Embedding(300, 8),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32, 16),
+        torch.nn.ReLU(),
+        torch.nn.Linear(16, 1),
+    )
 
 
 def train(ddp: torch.nn.Module, rank: int, steps: int) -> list[torch.Tensor]:
@@ -82,9 +93,12 @@ def train(ddp: torch.nn.Module, rank: int, steps: int) -> list[torch.Tensor]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--pg-options", action="store_true",
-                    help="find the job through pg_options (a descriptor path) instead "
-                         "of the P4REDUCE_JOB/P4REDUCE_DESCRIPTOR_DIR variables")
+    ap.add_argument(
+        "--pg-options",
+        action="store_true",
+        help="find the job through pg_options (a descriptor path) instead "
+        "of the P4REDUCE_JOB/P4REDUCE_DESCRIPTOR_DIR variables",
+    )
     ap.add_argument("--ddp-steps", type=int, default=4)
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -96,20 +110,24 @@ def main() -> int:
     # the name alone must work: registered by the torch.backends entry point on import torch
     out["imported_before_init"] = "hostlib.torch_backend" in sys.modules
     out["registered_by_import_torch"] = "p4reduce" in dist.Backend.backend_list
-    if not out["registered_by_import_torch"]:      # the test reports it; go on regardless
+    if not out["registered_by_import_torch"]:  # the test reports it; go on regardless
         import hostlib.torch_backend  # noqa: F401
     pg_options = None
     if args.pg_options:
         from hostlib.torch_backend import P4ReduceOptions
+
         job, where = os.environ.pop("P4REDUCE_JOB"), os.environ.pop("P4REDUCE_DESCRIPTOR_DIR")
-        pg_options = P4ReduceOptions(descriptor=f"{where}/job{job}-rank{{rank}}.json",
-                                     netns=os.environ.pop("P4REDUCE_NETNS"))
+        pg_options = P4ReduceOptions(
+            descriptor=f"{where}/job{job}-rank{{rank}}.json", netns=os.environ.pop("P4REDUCE_NETNS")
+        )
     # a stall fails in 2 minutes (gloo's wait and the Worker's deadline), not in 30
-    dist.init_process_group("p4reduce", pg_options=pg_options,
-                            timeout=datetime.timedelta(seconds=120))
+    dist.init_process_group(
+        "p4reduce", pg_options=pg_options, timeout=datetime.timedelta(seconds=120)
+    )
     from hostlib import torch_backend
+
     out["backend"] = dist.get_backend()
-    ref = dist.new_group(backend="gloo")            # references, same ranks
+    ref = dist.new_group(backend="gloo")  # references, same ranks
     stats = torch_backend.stats
 
     # 1. what the switch serves
@@ -123,8 +141,14 @@ def main() -> int:
         dist.all_reduce(peak, op=dist.ReduceOp.MAX, group=ref)
         before = t.clone()
         dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
-        cases[name] = {"result": t.clone(), "exact": exact, "peak": float(peak),
-                       "input": before, "dtype": str(dtype), "op": op}
+        cases[name] = {
+            "result": t.clone(),
+            "exact": exact,
+            "peak": float(peak),
+            "input": before,
+            "dtype": str(dtype),
+            "op": op,
+        }
     out["cases"] = cases
     out["stats_cases"] = stats()
 
@@ -177,8 +201,15 @@ def main() -> int:
         one = torch.full((3,), 5.0)
         dist.all_reduce(one, group=sub)
         out["subgroup"] = {"result": one, "stats": torch_backend.stats(sub)}
-    out["gloo"] = {"max": m, "int64": i64, "product": p, "broadcast": b,
-                   "all_gather": gathered, "reduce_scatter": rs, "objects": objs}
+    out["gloo"] = {
+        "max": m,
+        "int64": i64,
+        "product": p,
+        "broadcast": b,
+        "all_gather": gathered,
+        "reduce_scatter": rs,
+        "objects": objs,
+    }
     out["stats_gloo"] = stats()
 
     # NaN on the last rank: every rank's call raises ValueError at once (none waits for the
@@ -196,12 +227,12 @@ def main() -> int:
     out["after_nan"] = after_nan
 
     # 3. DDP with no comm hook: its buckets go through the switch
-    with_switch = train(torch.nn.parallel.DistributedDataParallel(model()), rank,
-                        args.ddp_steps)
+    with_switch = train(torch.nn.parallel.DistributedDataParallel(model()), rank, args.ddp_steps)
     out["stats_ddp"] = stats()
     out["ddp_switch"] = with_switch
-    out["ddp_gloo"] = train(torch.nn.parallel.DistributedDataParallel(
-        model(), process_group=ref), rank, args.ddp_steps)
+    out["ddp_gloo"] = train(
+        torch.nn.parallel.DistributedDataParallel(model(), process_group=ref), rank, args.ddp_steps
+    )
     dist.destroy_process_group()
     faulthandler.cancel_dump_traceback_later()
     torch.save(out, args.out.replace("{rank}", str(rank)))

@@ -7,12 +7,40 @@ the other way round. It imports only the standard library, protobuf and the p4ru
 protos (controlplane/__init__ is empty), so softswitch and the tests load it without the
 controller's gRPC session, jobs or configuration.
 """
-from .codec import CodecError, P4InfoError, PacketHeaderCodec, decode, encode, nbytes
-from .p4info import (ActionInfo, ActionScope, CounterInfo, MatchFieldInfo, MatchType, P4Ids,
-                     P4InfoIndex, ParamInfo, RegisterInfo, TableInfo, load_p4info,
-                     resource_type)
 
-__all__ = ["CodecError", "P4InfoError", "PacketHeaderCodec", "decode", "encode", "nbytes",
-           "ActionInfo", "ActionScope", "CounterInfo", "MatchFieldInfo", "MatchType",
-           "P4Ids", "P4InfoIndex", "ParamInfo", "RegisterInfo", "TableInfo", "load_p4info",
-           "resource_type"]
+from .codec import CodecError, P4InfoError, PacketHeaderCodec, decode, encode, nbytes
+from .p4info import (
+    ActionInfo,
+    ActionScope,
+    CounterInfo,
+    MatchFieldInfo,
+    MatchType,
+    P4Ids,
+    P4InfoIndex,
+    ParamInfo,
+    RegisterInfo,
+    TableInfo,
+    load_p4info,
+    resource_type,
+)
+
+__all__ = [
+    "CodecError",
+    "P4InfoError",
+    "PacketHeaderCodec",
+    "decode",
+    "encode",
+    "nbytes",
+    "ActionInfo",
+    "ActionScope",
+    "CounterInfo",
+    "MatchFieldInfo",
+    "MatchType",
+    "P4Ids",
+    "P4InfoIndex",
+    "ParamInfo",
+    "RegisterInfo",
+    "TableInfo",
+    "load_p4info",
+    "resource_type",
+]

@@ -15,6 +15,7 @@ proto/frontend/src/common.cpp), which simple_switch_grpc runs:
 Only the standard library and the p4runtime protos: the controller, softswitch and tests
 import this without the rest of either.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ class PacketHeaderCodec:
         (PI silently drops such a packet-in)."""
         if len(frame) < self.nbytes:
             return None
-        header = int.from_bytes(frame[:self.nbytes], "big")
+        header = int.from_bytes(frame[: self.nbytes], "big")
         offset = 0
         metadata = []
         for f in self.fields:
@@ -92,7 +93,7 @@ class PacketHeaderCodec:
             value = (header >> shift) & ((1 << f.bitwidth) - 1)
             metadata.append((f.id, encode(value)))
             offset += f.bitwidth
-        return metadata, frame[self.nbytes:]
+        return metadata, frame[self.nbytes :]
 
     def encode(self, metadata: list[tuple[int, bytes]], payload: bytes) -> bytes:
         """Header + payload.  Unknown metadata id or a too-wide value raises CodecError;

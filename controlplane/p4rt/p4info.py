@@ -13,6 +13,7 @@ Names: an object is found by its fully qualified name ("P4ReduceIngress.admissio
 its alias, or a dot-separated suffix of its name ("admission.admission", "admission"); a
 suffix that names two objects is refused as ambiguous.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -29,11 +30,15 @@ P4Ids = p4info_pb2.P4Ids
 MatchType = p4info_pb2.MatchField.MatchType
 ActionScope = p4info_pb2.ActionRef.Scope
 
-_MATCH_TYPES = (MatchType.EXACT, MatchType.LPM, MatchType.TERNARY, MatchType.RANGE,
-                MatchType.OPTIONAL)
+_MATCH_TYPES = (
+    MatchType.EXACT,
+    MatchType.LPM,
+    MatchType.TERNARY,
+    MatchType.RANGE,
+    MatchType.OPTIONAL,
+)
 _SCOPES = (ActionScope.TABLE_AND_DEFAULT, ActionScope.TABLE_ONLY, ActionScope.DEFAULT_ONLY)
-_UNITS = (p4info_pb2.CounterSpec.BYTES, p4info_pb2.CounterSpec.PACKETS,
-          p4info_pb2.CounterSpec.BOTH)
+_UNITS = (p4info_pb2.CounterSpec.BYTES, p4info_pb2.CounterSpec.PACKETS, p4info_pb2.CounterSpec.BOTH)
 
 
 def load_p4info(path: str | Path) -> p4info_pb2.P4Info:
@@ -79,8 +84,9 @@ class ActionInfo:
         for p in self.params:
             if p.name == name:
                 return p
-        raise P4InfoError(f"action {self.name}: no parameter {name!r}; has "
-                          f"{[p.name for p in self.params]}")
+        raise P4InfoError(
+            f"action {self.name}: no parameter {name!r}; has {[p.name for p in self.params]}"
+        )
 
 
 @dataclass(frozen=True)
@@ -99,8 +105,10 @@ class TableInfo:
     @property
     def needs_priority(self) -> bool:
         """PI: a table needs a priority iff one of its fields is ternary, range or optional."""
-        return any(mf.match_type in (MatchType.TERNARY, MatchType.RANGE, MatchType.OPTIONAL)
-                   for mf in self.match_fields)
+        return any(
+            mf.match_type in (MatchType.TERNARY, MatchType.RANGE, MatchType.OPTIONAL)
+            for mf in self.match_fields
+        )
 
     def direct_resource(self, prefix: int) -> int:
         for rid in self.direct_resource_ids:
@@ -113,9 +121,11 @@ class TableInfo:
         "hdr.ethernet.dst")."""
         found = [mf for mf in self.match_fields if _named(mf.name, "", name)]
         if len(found) != 1:
-            raise P4InfoError(f"table {self.name}: {'no' if not found else 'ambiguous'} "
-                              f"match field {name!r}; has "
-                              f"{[mf.name for mf in self.match_fields]}")
+            raise P4InfoError(
+                f"table {self.name}: {'no' if not found else 'ambiguous'} "
+                f"match field {name!r}; has "
+                f"{[mf.name for mf in self.match_fields]}"
+            )
         return found[0]
 
 
@@ -173,8 +183,9 @@ class P4InfoIndex:
 
         def claim(preamble, what: str) -> None:
             if preamble.id in seen:
-                raise P4InfoError(f"duplicate P4Info id {preamble.id:#x} ({what} "
-                                  f"{preamble.name!r})")
+                raise P4InfoError(
+                    f"duplicate P4Info id {preamble.id:#x} ({what} {preamble.name!r})"
+                )
             seen.add(preamble.id)
             idx.aliases[preamble.id] = preamble.alias
 
@@ -188,7 +199,8 @@ class P4InfoIndex:
             for mf in t.match_fields:
                 if mf.match_type not in _MATCH_TYPES:
                     raise P4InfoError(
-                        f"Invalid match type for field {mf.name!r} of table {t.preamble.name!r}")
+                        f"Invalid match type for field {mf.name!r} of table {t.preamble.name!r}"
+                    )
                 mfs.append(MatchFieldInfo(mf.id, mf.name, mf.bitwidth, mf.match_type))
             scopes = {}
             for ref in t.action_refs:
@@ -196,35 +208,43 @@ class P4InfoIndex:
                     raise P4InfoError(f"Invalid action scope in table {t.preamble.name!r}")
                 scopes[ref.id] = ref.scope
             idx.tables[t.preamble.id] = TableInfo(
-                id=t.preamble.id, name=t.preamble.name, match_fields=tuple(mfs),
-                action_scopes=scopes, const_default_action_id=t.const_default_action_id,
-                is_const=t.is_const_table, implementation_id=t.implementation_id,
+                id=t.preamble.id,
+                name=t.preamble.name,
+                match_fields=tuple(mfs),
+                action_scopes=scopes,
+                const_default_action_id=t.const_default_action_id,
+                is_const=t.is_const_table,
+                implementation_id=t.implementation_id,
                 direct_resource_ids=tuple(t.direct_resource_ids),
-                supports_idle_timeout=(
-                    t.idle_timeout_behavior == p4info_pb2.Table.NOTIFY_CONTROL),
-                size=t.size)
+                supports_idle_timeout=(t.idle_timeout_behavior == p4info_pb2.Table.NOTIFY_CONTROL),
+                size=t.size,
+            )
         for c in proto.counters:
             claim(c.preamble, "counter")
             if c.spec.unit not in _UNITS:
                 raise P4InfoError(f"Invalid counter unit for {c.preamble.name!r}")
-            idx.counters[c.preamble.id] = CounterInfo(c.preamble.id, c.preamble.name,
-                                                      c.spec.unit, c.size)
+            idx.counters[c.preamble.id] = CounterInfo(
+                c.preamble.id, c.preamble.name, c.spec.unit, c.size
+            )
         for c in proto.direct_counters:
             claim(c.preamble, "direct counter")
-            idx.direct_counters[c.preamble.id] = CounterInfo(c.preamble.id, c.preamble.name,
-                                                             c.spec.unit, 0)
+            idx.direct_counters[c.preamble.id] = CounterInfo(
+                c.preamble.id, c.preamble.name, c.spec.unit, 0
+            )
         for r in proto.registers:
             claim(r.preamble, "register")
             width = r.type_spec.bitstring.bit.bitwidth or r.type_spec.bitstring.int.bitwidth
-            idx.registers[r.preamble.id] = RegisterInfo(r.preamble.id, r.preamble.name,
-                                                        width, r.size)
+            idx.registers[r.preamble.id] = RegisterInfo(
+                r.preamble.id, r.preamble.name, width, r.size
+            )
         # entities known by name only
-        for entities, kind, names in ((proto.meters, "meter", idx.meters),
-                                      (proto.direct_meters, "direct meter", idx.direct_meters),
-                                      (proto.action_profiles, "action profile",
-                                       idx.action_profiles),
-                                      (proto.digests, "digest", idx.digests),
-                                      (proto.value_sets, "value set", idx.value_sets)):
+        for entities, kind, names in (
+            (proto.meters, "meter", idx.meters),
+            (proto.direct_meters, "direct meter", idx.direct_meters),
+            (proto.action_profiles, "action profile", idx.action_profiles),
+            (proto.digests, "digest", idx.digests),
+            (proto.value_sets, "value set", idx.value_sets),
+        ):
             for e in entities:
                 claim(e.preamble, kind)
                 names[e.preamble.id] = e.preamble.name
@@ -243,10 +263,15 @@ class P4InfoIndex:
         if resource_type(p4_id) != prefix:
             return False
         table = {
-            P4Ids.TABLE: self.tables, P4Ids.ACTION: self.actions, P4Ids.COUNTER: self.counters,
-            P4Ids.DIRECT_COUNTER: self.direct_counters, P4Ids.METER: self.meters,
-            P4Ids.DIRECT_METER: self.direct_meters, P4Ids.ACTION_PROFILE: self.action_profiles,
-            P4Ids.REGISTER: self.registers, P4Ids.DIGEST: self.digests,
+            P4Ids.TABLE: self.tables,
+            P4Ids.ACTION: self.actions,
+            P4Ids.COUNTER: self.counters,
+            P4Ids.DIRECT_COUNTER: self.direct_counters,
+            P4Ids.METER: self.meters,
+            P4Ids.DIRECT_METER: self.direct_meters,
+            P4Ids.ACTION_PROFILE: self.action_profiles,
+            P4Ids.REGISTER: self.registers,
+            P4Ids.DIGEST: self.digests,
             P4Ids.VALUE_SET: self.value_sets,
         }.get(prefix)
         return table is not None and p4_id in table
@@ -255,8 +280,9 @@ class P4InfoIndex:
 
     def _find(self, kind: str, items: dict[int, Info], name: str) -> Info:
         exact = [x for x in items.values() if x.name == name]
-        found = exact or [x for x in items.values()
-                          if _named(x.name, self.aliases.get(x.id, ""), name)]
+        found = exact or [
+            x for x in items.values() if _named(x.name, self.aliases.get(x.id, ""), name)
+        ]
         if len(found) == 1:
             return found[0]
         if not found:
@@ -277,9 +303,16 @@ class P4InfoIndex:
 
     # -- table entries from names (the controller's writes) -------------------------------
 
-    def table_entry(self, table: str, match: dict[str, int], action: str | None = None,
-                    params: dict[str, int] | None = None, *, default: bool = False,
-                    priority: int = 0) -> p4runtime_pb2.TableEntry:
+    def table_entry(
+        self,
+        table: str,
+        match: dict[str, int],
+        action: str | None = None,
+        params: dict[str, int] | None = None,
+        *,
+        default: bool = False,
+        priority: int = 0,
+    ) -> p4runtime_pb2.TableEntry:
         """A TableEntry from names and ints; exact matches only (all p4reduce tables are
         exact). Unknown or missing fields and params, and values that do not fit, are
         P4InfoError naming the table or action and the field."""
@@ -288,8 +321,9 @@ class P4InfoIndex:
         fields = {f.name: f for f in t.match_fields}
         unknown = set(match) - set(fields)
         if unknown:
-            raise P4InfoError(f"table {table}: no match field(s) {sorted(unknown)}; "
-                              f"has {sorted(fields)}")
+            raise P4InfoError(
+                f"table {table}: no match field(s) {sorted(unknown)}; has {sorted(fields)}"
+            )
         if not default:
             missing = set(fields) - set(match)
             if missing:
@@ -311,13 +345,14 @@ class P4InfoIndex:
             params = params or {}
             known = {p.name for p in a.params}
             if set(params) != known:
-                raise P4InfoError(f"action {action}: params {sorted(params)} given, "
-                                  f"{sorted(known)} expected")
+                raise P4InfoError(
+                    f"action {action}: params {sorted(params)} given, {sorted(known)} expected"
+                )
             entry.action.action.action_id = a.id
             for p in a.params:
                 entry.action.action.params.add(
-                    param_id=p.id, value=encode(params[p.name], p.bitwidth,
-                                                f"{action}.{p.name}"))
+                    param_id=p.id, value=encode(params[p.name], p.bitwidth, f"{action}.{p.name}")
+                )
         return entry
 
     def describe_entry(self, entry: p4runtime_pb2.TableEntry) -> dict:
@@ -326,8 +361,10 @@ class P4InfoIndex:
         if table is None:
             raise P4InfoError(f"no table with id {entry.table_id:#x} in the P4Info")
         fields = {f.id: f.name for f in table.match_fields}
-        out: dict = {"table": table.name,
-                     "match": {fields[m.field_id]: decode(m.exact.value) for m in entry.match}}
+        out: dict = {
+            "table": table.name,
+            "match": {fields[m.field_id]: decode(m.exact.value) for m in entry.match},
+        }
         if entry.action.HasField("action"):
             act = entry.action.action
             a = self.actions.get(act.action_id)

@@ -4,8 +4,8 @@
 
 control Admission(inout headers_t hdr, inout metadata_t meta,
                   in ingress_intrinsic_metadata_t ig_intr_md) {
-    Counter<bit<32>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS) slot_out_of_range;
-    Counter<bit<32>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS) wrong_encoding;
+    Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) slot_out_of_range;
+    Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) wrong_encoding;
 
     action admit(bit<8> job_index, bit<16> slot_base, bit<16> slot_count,
                  bit<8> worker_count, bit<16> mcast_grp, bit<1> encoding, bit<32> bias) {
@@ -35,19 +35,30 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
         size = ADMISSION_ENTRIES;
     }
 
+    /* Gateways compare fields with constants only: the comparisons of two fields are
+     * computed in an action (slot < slot_count as a saturating difference, the encoding
+     * flag against the job's as an xor). */
+    bit<16> slots_left;
+    bit<1> encoding_differs;
+    action compare_slot() {
+        slots_left = meta.slot_count |-| hdr.p4r.slot;
+        encoding_differs = hdr.p4r.flags[5:5] ^ meta.encoding;
+    }
+
     apply {
         admission.apply();
         meta.slot_in_range = 0;
+        compare_slot();
         if (meta.admitted == 1) {
-            if (hdr.p4r.flags[5:5] != meta.encoding) {
+            if (encoding_differs == 1) {
                 /* FLAG_PACKED disagrees with the job: its values would be added wrongly */
-                wrong_encoding.count((bit<32>)meta.job_index);
-            } else if (hdr.p4r.slot < meta.slot_count) {
+                wrong_encoding.count(meta.job_index);
+            } else if (slots_left != 0) {
                 meta.slot_in_range = 1;
                 meta.pool_slot = (bit<32>)(meta.slot_base + hdr.p4r.slot);
                 meta.slot_index = meta.pool_slot[30:0] ++ hdr.p4r.slot_version;
             } else {
-                slot_out_of_range.count((bit<32>)meta.job_index);
+                slot_out_of_range.count(meta.job_index);
             }
         }
     }

@@ -13,6 +13,10 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
 
     bit<32> stored_epoch;
     bit<32> mine;
+    bit<32> seen;           /* mine & rank_bit, computed in an action: a gateway cannot AND fields */
+    action check_seen() {
+        seen = mine & meta.rank_bit;
+    }
 
     action set_rank_bit(bit<32> rank_bit) {
         meta.rank_bit = rank_bit;
@@ -53,7 +57,8 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             meta.first = 1;
         }
         meta.duplicate = 0;
-        if (mine & meta.rank_bit != 0) {
+        check_seen();
+        if (seen != 0) {
             meta.duplicate = 1;
         }
         meta.contributors = mine | meta.rank_bit;

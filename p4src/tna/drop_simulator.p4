@@ -7,11 +7,15 @@
 control DropSimulator(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<32>>(MAX_JOBS, 0) ingress_sequence;
     REGISTER_ACTION(bit<32>, bit<32>, ingress_sequence, next_sequence, SEQUENCE_BODY)
-    Counter<bit<32>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS) simulated_drops_ingress;
+    Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) simulated_drops_ingress;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) roll_hash;
     Random<bit<16>>() roll_random;
     bit<16> sim_ingress_threshold;
     bit<16> roll;
+    bit<16> below;          /* threshold |-| roll: not 0 exactly when roll < threshold */
+    action compare_roll() {
+        below = sim_ingress_threshold |-| roll;
+    }
 
     action simulate_loss(bit<16> ingress_threshold, bit<16> egress_threshold,
                          bit<32> seed, bit<1> use_random) {
@@ -41,9 +45,10 @@ control DropSimulator(inout headers_t hdr, inout metadata_t meta) {
             } else {
                 roll = roll_hash.get({ meta.sim_seed, meta.sim_sequence });
             }
-            if (roll < sim_ingress_threshold) {
+            compare_roll();         /* a gateway cannot compare two fields (<) */
+            if (below != 0) {
                 meta.sim_drop = 1;
-                simulated_drops_ingress.count((bit<32>)meta.job_index);
+                simulated_drops_ingress.count(meta.job_index);
             }
         }
     }
@@ -51,10 +56,14 @@ control DropSimulator(inout headers_t hdr, inout metadata_t meta) {
 
 control DropSimulatorEgress(inout headers_t hdr, in egress_intrinsic_metadata_t eg_intr_md,
                             inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
-    Counter<bit<32>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS) simulated_drops_egress;
+    Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) simulated_drops_egress;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) roll_hash;
     Random<bit<16>>() roll_random;
     bit<16> roll;
+    bit<16> below;
+    action compare_roll() {
+        below = hdr.bridge.sim_egress_threshold |-| roll;
+    }
 
     apply {
         if (hdr.bridge.sim_egress_threshold != 0) {
@@ -64,8 +73,9 @@ control DropSimulatorEgress(inout headers_t hdr, in egress_intrinsic_metadata_t 
                 roll = roll_hash.get({ ~hdr.bridge.sim_seed, hdr.bridge.sim_sequence,
                                        hdr.bridge.dest_rank });
             }
-            if (roll < hdr.bridge.sim_egress_threshold) {
-                simulated_drops_egress.count((bit<32>)hdr.bridge.job_index);
+            compare_roll();
+            if (below != 0) {
+                simulated_drops_egress.count(hdr.bridge.job_index);
                 eg_dprsr_md.drop_ctl = 1;
             }
         }

@@ -51,9 +51,26 @@ control Forwarding(inout headers_t hdr, inout metadata_t meta,
         ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
     }
 
+    /* A Tofino gateway compares a field with a constant and reads at most 4 bytes (+12
+     * bits): two 32-bit fields are compared through their xor, computed in an action. */
+    bit<32> tpa_diff;
+    action compare_tpa() {
+        tpa_diff = hdr.arp.tpa ^ meta.switch_ip;
+    }
+
+    bit<1> for_me;
+
     apply {
-        if (hdr.arp.isValid() && hdr.arp.oper == 1 && meta.switch_ip != 0
-                && hdr.arp.tpa == meta.switch_ip) {
+        compare_tpa();
+        for_me = 0;
+        if (hdr.arp.isValid() && hdr.arp.oper == 1) {    /* one gateway each: <= 4 bytes */
+            if (tpa_diff == 0) {
+                if (meta.switch_ip != 0) {
+                    for_me = 1;
+                }
+            }
+        }
+        if (for_me == 1) {
             answer_arp();
         } else {
             l2_forward.apply();

@@ -31,6 +31,24 @@
 #include "result_destination.p4"
 #include "forwarding.p4"
 
+/* Headers never valid together, which bf-p4c cannot prove because ValueAggregation and
+ * Result validate values and round_status in actions: said here, so that they share PHV
+ * containers (the 64 value lanes alone take 2048 of Tofino 1's 4096 bits of PHV). An ARP
+ * frame carries no p4reduce header; a packet carries values, or a fingerprint (ANNOUNCE),
+ * or a round status (STATUS: make_status invalidates the other two); only RESULTs with
+ * values take the harvest pass. */
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.values")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.fingerprint")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.round_status")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.harvest")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.ipv4")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.udp")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.p4r")
+@pa_mutually_exclusive("ingress", "hdr.values", "hdr.fingerprint")
+@pa_mutually_exclusive("ingress", "hdr.values", "hdr.round_status")
+@pa_mutually_exclusive("ingress", "hdr.fingerprint", "hdr.round_status")
+@pa_mutually_exclusive("ingress", "hdr.harvest", "hdr.fingerprint")
+@pa_mutually_exclusive("ingress", "hdr.harvest", "hdr.round_status")
 control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                         in ingress_intrinsic_metadata_t ig_intr_md,
                         in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -55,20 +73,61 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         ig_dprsr_md.drop_ctl = 1;
     }
 
+    /* The bridge header is validated in one action and filled in another: bf-p4c aliases
+     * a header field written from another field in the action that validates its header
+     * (phv/transforms/auto_alias.cpp). Aliased, meta.to_worker & co. would share the
+     * bridge's containers, and the many actions that write them one by one would make
+     * partial writes Tofino's ALUs cannot do; aliased to a packet field (ingress_port)
+     * the compiler stops with an internal error. */
+    /* Whole-byte fields copied from metadata where the header is validated: bf-p4c aliases
+     * them (meta.sim_seed and hdr.bridge.sim_seed share a container: no copy, no PHV twice) */
     action bridge_to_egress() {
         hdr.bridge.setValid();
-        hdr.bridge.to_worker = meta.to_worker;
-        hdr.bridge.multicast = meta.multicast;
+        hdr.bridge.harvest = 0;
         hdr.bridge.dest_rank = meta.dest_rank;
         hdr.bridge.job_index = meta.job_index;
-        hdr.bridge.switch_mac = meta.switch_mac;
-        hdr.bridge.switch_ip = meta.switch_ip;
         hdr.bridge.sim_egress_threshold = meta.sim_egress_threshold;
         hdr.bridge.sim_seed = meta.sim_seed;
         hdr.bridge.sim_sequence = meta.sim_sequence;
-        hdr.bridge.sim_random = meta.sim_random;
+    }
+    action bridge_fields() {
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
-        hdr.bridge.harvest = (bit<1>)hdr.harvest.isValid();
+    }
+    /* The 1-bit flags share a byte of the bridge; copied from three metadata containers
+     * they would need three sources, so a constant table turns them into action data
+     * (one source). */
+    action set_bridge_flags(bit<1> to_worker, bit<1> multicast, bit<1> sim_random) {
+        hdr.bridge.to_worker = to_worker;
+        hdr.bridge.multicast = multicast;
+        hdr.bridge.sim_random = sim_random;
+    }
+    table bridge_flags {
+        key = { meta.to_worker: exact; meta.multicast: exact; meta.sim_random: exact; }
+        actions = { set_bridge_flags; }
+        const entries = {
+            (0, 0, 0): set_bridge_flags(0, 0, 0); (0, 0, 1): set_bridge_flags(0, 0, 1);
+            (0, 1, 0): set_bridge_flags(0, 1, 0); (0, 1, 1): set_bridge_flags(0, 1, 1);
+            (1, 0, 0): set_bridge_flags(1, 0, 0); (1, 0, 1): set_bridge_flags(1, 0, 1);
+            (1, 1, 0): set_bridge_flags(1, 1, 0); (1, 1, 1): set_bridge_flags(1, 1, 1);
+        }
+        size = 8;
+    }
+    action bridge_harvest() {
+        hdr.bridge.harvest = 1;
+    }
+
+    /* ValueAggregation is applied once, for both passes: a control applied twice is
+     * inlined with a copy of every header in and out of each call (the frontend cannot
+     * substitute the arguments of a control it inlines twice), which bf-p4c then has to
+     * place in PHV and copy in actions. */
+    bit<1> harvest_pass;
+    bit<1> aggregate;
+    bit<1> reply;
+    /* "addressed to the switch": a gateway cannot compare two 32-bit fields, so their xor */
+    bit<32> dst_diff;
+    bit<1> to_switch;
+    action compare_dst() {
+        dst_diff = hdr.ipv4.dst_addr ^ meta.switch_ip;
     }
 
     apply {
@@ -78,33 +137,34 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         meta.complete = 0;
         meta.round_done = 0;
         meta.parser_error = 0;
+        harvest_pass = 0;
+        aggregate = 0;
+        reply = 0;
         if (ig_prsr_md.parser_err != 0) {
             meta.parser_error = 1;
         }
         identity.apply(hdr, meta);
         if (hdr.harvest.isValid()) {
             /* second pass of a RESULT with values: the low lanes, then its destination */
-            meta.slot_index = hdr.harvest.slot_index;
+            harvest_pass = 1;
+            aggregate = 1;
+            meta.pool_slot = hdr.harvest.pool_slot;
+            meta.slot_index = hdr.harvest.pool_slot[30:0] ++ hdr.p4r.slot_version;
             meta.job_index = hdr.harvest.job_index;
             meta.sim_egress_threshold = hdr.harvest.sim_egress_threshold;
             meta.sim_seed = hdr.harvest.sim_seed;
             meta.sim_sequence = hdr.harvest.sim_sequence;
             meta.sim_random = hdr.harvest.sim_random;
-            value_aggregation.apply(hdr, meta, 1);
-            meta.to_worker = 1;
-            if (hdr.harvest.multicast == 1) {
-                meta.multicast = 1;
-                ig_tm_md.mcast_grp_a = hdr.harvest.mcast_grp;
-            } else {
-                meta.dest_rank = hdr.p4r.rank;
-                ig_tm_md.ucast_egress_port = hdr.harvest.reply_port;
-            }
-            hdr.harvest.setInvalid();
         } else {
-            validation.apply(hdr, meta);
+            compare_dst();
+            to_switch = 0;
+            if (hdr.ipv4.isValid() && dst_diff == 0) {
+                to_switch = 1;
+            }
+            validation.apply(hdr, meta, to_switch);
             if (meta.malformed == 1) {
                 drop_counted(DROP_MALFORMED);
-            } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
+            } else if (hdr.p4r.isValid() && to_switch == 1) {
                 admission.apply(hdr, meta, ig_intr_md);
                 if (meta.admitted == 0) {
                     drop_counted(DROP_UNADMITTED);
@@ -120,21 +180,48 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                             round_counter.apply(hdr, meta);
                             if (meta.duplicate == 0 || meta.round_done == 1) {
                                 fingerprint.apply(hdr, meta);
-                                value_aggregation.apply(hdr, meta, 0);
                                 next_block.apply(hdr, meta);
+                                aggregate = 1;
                             }
                         }
-                        result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+                        reply = 1;
                     }
                 }
             } else {
                 forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
             }
         }
+        if (aggregate == 1) {
+            value_aggregation.apply(hdr, meta, harvest_pass);
+        }
+        if (harvest_pass == 1) {
+            meta.to_worker = 1;
+            if (hdr.harvest.multicast == 1) {
+                meta.multicast = 1;
+                ig_tm_md.mcast_grp_a = hdr.harvest.mcast_grp;
+            } else {
+                meta.dest_rank = hdr.p4r.rank;
+                ig_tm_md.ucast_egress_port = hdr.harvest.reply_port;
+            }
+            hdr.harvest.setInvalid();
+        } else if (reply == 1) {
+            result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+        }
         bridge_to_egress();
+        bridge_fields();
+        bridge_flags.apply();
+        if (hdr.harvest.isValid()) {
+            bridge_harvest();
+        }
     }
 }
 
+/* Tofino 1 gives PHV containers to ingress or egress by groups of 16: egress fields in
+ * 16-bit containers leave every 8-bit group to ingress, where the value lanes leave the
+ * least room. */
+@pa_container_size("egress", "hdr.bridge.dest_rank", 16)
+@pa_container_size("egress", "hdr.p4r.rank", 16)
+@pa_container_size("egress", "eg_intr_md.egress_rid", 16)
 control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
                        in egress_intrinsic_metadata_t eg_intr_md,
                        in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
@@ -144,7 +231,7 @@ control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
     DropSimulatorEgress() drop_simulator_egress;
 
     apply {
-        if (hdr.harvest.isValid()) {
+        if (hdr.bridge.harvest == 1) {
             /* on its way to the second pass: nothing to address yet */
         } else if (hdr.bridge.to_worker == 1) {
             result_destination.apply(hdr, eg_intr_md, eg_dprsr_md);

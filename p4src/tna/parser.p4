@@ -1,7 +1,10 @@
 /* TNA parsers and deparsers. The p4reduce headers are parsed as on v1model
- * (../v1model/parser.p4); the egress parser starts with the bridged metadata and picks the
- * extension of a RESULT/STATUS by the UDP length ingress set. Parser errors and the IPv4
- * checksum check end in meta.parser_error / meta.checksum_error, which Validation reads. */
+ * (../v1model/parser.p4); the egress parser starts with the bridged metadata and stops
+ * after the p4reduce header: egress rewrites only addresses, ports and the rank, and the
+ * extension (values, fingerprint or round status) follows as payload. (Parsing the 256
+ * bytes of values there made the egress parse path 394 bytes, beyond Tofino's 160-byte
+ * egress parse depth.) Parser errors and the IPv4 checksum check end in meta.parser_error
+ * / meta.checksum_error, which Validation reads. */
 #ifndef P4REDUCE_TNA_PARSER_P4
 #define P4REDUCE_TNA_PARSER_P4
 
@@ -93,58 +96,23 @@ control P4ReduceIngressDeparser(packet_out pkt, inout headers_t hdr, in metadata
 
 parser P4ReduceEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
                             out egress_intrinsic_metadata_t eg_intr_md) {
+    /* Only what egress rewrites is parsed: the headers of a packet to a worker. A packet on
+     * its way to the harvest pass and an ordinary forwarded frame go through as payload
+     * (egress PHV is the same pool as ingress PHV, which the value lanes fill). */
     state start {
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);
-        transition select(hdr.bridge.harvest) {
-            1: parse_harvest;
-            default: parse_ethernet;
+        transition select(hdr.bridge.harvest, hdr.bridge.to_worker) {
+            (0, 1): parse_ethernet;
+            default: accept;
         }
-    }
-    state parse_harvest {
-        pkt.extract(hdr.harvest);
-        transition parse_ethernet;
     }
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
-        transition select(hdr.ethernet.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
-            ETHERTYPE_ARP: parse_arp;
-            default: accept;
-        }
-    }
-    state parse_arp {
-        pkt.extract(hdr.arp);
-        transition accept;
-    }
-    state parse_ipv4 {
         pkt.extract(hdr.ipv4);
-        transition select(hdr.bridge.to_worker) {
-            1: parse_udp;
-            default: accept;
-        }
-    }
-    state parse_udp {
         pkt.extract(hdr.udp);
         pkt.extract(hdr.p4r);
-        transition select(hdr.udp.length) {
-            UDP_LEN_WITH_VALUES: parse_values;
-            UDP_LEN_WITH_FINGERPRINT: parse_fingerprint;
-            UDP_LEN_WITH_STATUS: parse_status;
-            default: accept;
-        }
-    }
-    state parse_fingerprint {
-        pkt.extract(hdr.fingerprint);
-        transition accept;
-    }
-    state parse_status {
-        pkt.extract(hdr.round_status);
-        transition accept;
-    }
-    state parse_values {
-        pkt.extract(hdr.values);
-        transition accept;
+        transition accept;              /* the extension is payload here */
     }
 }
 
@@ -159,15 +127,10 @@ control P4ReduceEgressDeparser(packet_out pkt, inout headers_t hdr, in metadata_
                 hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
                 hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
         }
-        pkt.emit(hdr.harvest);
         pkt.emit(hdr.ethernet);
-        pkt.emit(hdr.arp);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.p4r);
-        pkt.emit(hdr.fingerprint);
-        pkt.emit(hdr.round_status);
-        pkt.emit(hdr.values);
     }
 }
 #endif

@@ -1,4 +1,7 @@
-/* Result destination on TNA (../v1model/result_destination.p4 explains it; same table). */
+/* Result destination on TNA (../v1model/result_destination.p4 explains it; same table).
+ * The switch's source addresses are the same on every copy, so ingress writes them
+ * (Result.from_switch): bridging them cost 80 bits of PHV in each gress, which the 64
+ * value lanes leave no room for. */
 #ifndef P4REDUCE_TNA_RESULT_DESTINATION_P4
 #define P4REDUCE_TNA_RESULT_DESTINATION_P4
 
@@ -30,8 +33,6 @@ control ResultDestination(inout headers_t hdr, in egress_intrinsic_metadata_t eg
             hdr.bridge.dest_rank = eg_intr_md.egress_rid[7:0];
         }
         hdr.p4r.rank = hdr.bridge.dest_rank;
-        hdr.ethernet.src_addr = hdr.bridge.switch_mac;
-        hdr.ipv4.src_addr = hdr.bridge.switch_ip;
         hdr.udp.src_port = P4REDUCE_UDP_BASE;
         result_destination.apply();
     }

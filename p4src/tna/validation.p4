@@ -4,28 +4,38 @@
 #ifndef P4REDUCE_TNA_VALIDATION_P4
 #define P4REDUCE_TNA_VALIDATION_P4
 
-control Validation(inout headers_t hdr, inout metadata_t meta) {
+control Validation(inout headers_t hdr, inout metadata_t meta, in bit<1> to_switch) {
+    /* The rules of ../v1model/validation.p4, as conditions a Tofino gateway can evaluate:
+     * each compares fields with constants and reads at most 4 bytes (+12 bits), and
+     * "addressed to the switch" (an xor of two addresses) comes in as to_switch. */
     apply {
         meta.malformed = 0;
         if (meta.parser_error == 1 || meta.checksum_error == 1) {
             meta.malformed = 1;
-        } else if (hdr.ipv4.isValid() && hdr.ipv4.dst_addr == meta.switch_ip
-                   && (hdr.ipv4.version != 4 || hdr.ipv4.ihl != 5
-                       || hdr.ipv4.flags[0:0] == 1 || hdr.ipv4.frag_offset != 0)) {
-            meta.malformed = 1;
-        } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
-            bit<16> udp_len = UDP_LEN_HEADER_ONLY;
-            if (hdr.p4r.msg_type == MSG_DATA) {
-                udp_len = UDP_LEN_WITH_VALUES;
-            } else if (hdr.p4r.msg_type == MSG_ANNOUNCE) {
-                udp_len = UDP_LEN_WITH_FINGERPRINT;
-            }
-            if (hdr.p4r.protocol != PROTOCOL_VERSION
-                    || hdr.p4r.msg_type == 0 || hdr.p4r.msg_type > MSG_SKIP
-                    || hdr.p4r.block[31:24] != 0 || hdr.p4r.next_block[31:24] != 0
-                    || hdr.udp.length != udp_len
-                    || hdr.ipv4.total_len != udp_len + 20) {
+        } else if (to_switch == 1 && hdr.ipv4.isValid()) {
+            if (hdr.ipv4.version != 4 || hdr.ipv4.ihl != 5
+                    || hdr.ipv4.flags[0:0] == 1 || hdr.ipv4.frag_offset != 0) {
                 meta.malformed = 1;
+            } else if (hdr.p4r.isValid()) {
+                if (hdr.p4r.protocol != PROTOCOL_VERSION
+                        || hdr.p4r.msg_type == 0 || hdr.p4r.msg_type > MSG_SKIP) {
+                    meta.malformed = 1;
+                } else if (hdr.p4r.block[31:24] != 0 || hdr.p4r.next_block[31:24] != 0) {
+                    meta.malformed = 1;
+                } else if (hdr.p4r.msg_type == MSG_DATA) {
+                    if (hdr.udp.length != UDP_LEN_WITH_VALUES
+                            || hdr.ipv4.total_len != IPV4_LEN_WITH_VALUES) {
+                        meta.malformed = 1;
+                    }
+                } else if (hdr.p4r.msg_type == MSG_ANNOUNCE) {
+                    if (hdr.udp.length != UDP_LEN_WITH_FINGERPRINT
+                            || hdr.ipv4.total_len != IPV4_LEN_WITH_FINGERPRINT) {
+                        meta.malformed = 1;
+                    }
+                } else if (hdr.udp.length != UDP_LEN_HEADER_ONLY
+                           || hdr.ipv4.total_len != IPV4_LEN_HEADER_ONLY) {
+                    meta.malformed = 1;
+                }
             }
         }
     }

@@ -8,28 +8,46 @@
  * overflow bit of both lanes): see docs/tofino.md for what the TNA program does instead. */
 #ifndef P4REDUCE_TNA_VALUE_AGGREGATION_P4
 #define P4REDUCE_TNA_VALUE_AGGREGATION_P4
+#define LANE_OP_NONE 2w0
+#define LANE_OP_ADD 2w1
+#define LANE_OP_READ_HIGH 2w2
+#define LANE_OP_READ_LOW 2w3
 
 control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> harvest) {
+    /* What every pair does to this packet: one step per pair's table, as SwitchML's
+     * Processor does. bf-p4c allows one stateful ALU operation per action, so each pair has
+     * its own actions and its own (constant) table choosing among them. */
+    bit<2> lane_op;
+
 #define LANE_PAIR_STEPS(p, l, h)                                               \
     Register<pair_t, bit<32>>(SLOT_ENTRIES, {0, 0}) lanes_##p;                 \
     PAIR_ACTION(bit<32>, lanes_##p, add_##p,                                   \
                 LANE_PAIR_ADD_BODY(hdr.values.v##l, hdr.values.v##h))          \
     PAIR_ACTION(bit<32>, lanes_##p, read_high_##p, LANE_PAIR_READ_BODY)        \
-    PAIR_ACTION(bit<32>, lanes_##p, read_low_##p, LANE_PAIR_READ_LOW_BODY)
+    PAIR_ACTION(bit<32>, lanes_##p, read_low_##p, LANE_PAIR_READ_LOW_BODY)     \
+    action add_values_##p() {                                                  \
+        hdr.values.v##h = add_##p.execute(meta.slot_index);                    \
+    }                                                                          \
+    action read_high_values_##p() {                                            \
+        hdr.values.v##h = read_high_##p.execute(meta.slot_index);              \
+    }                                                                          \
+    action read_low_values_##p() {                                             \
+        hdr.values.v##l = read_low_##p.execute(meta.slot_index);               \
+    }                                                                          \
+    table pair_##p {                                                           \
+        key = { lane_op: exact; }                                              \
+        actions = { add_values_##p; read_high_values_##p; read_low_values_##p; \
+                    NoAction; }                                                \
+        const entries = {                                                      \
+            LANE_OP_ADD: add_values_##p();                                     \
+            LANE_OP_READ_HIGH: read_high_values_##p();                         \
+            LANE_OP_READ_LOW: read_low_values_##p();                           \
+        }                                                                      \
+        const default_action = NoAction();                                     \
+        size = 4;                                                              \
+    }
     FOR_EACH_LANE_PAIR(LANE_PAIR_STEPS)
 
-    action add_values() {
-#define LANE_PAIR_ADD(p, l, h) hdr.values.v##h = add_##p.execute(meta.slot_index);
-        FOR_EACH_LANE_PAIR(LANE_PAIR_ADD)
-    }
-    action read_high() {
-#define LANE_PAIR_READ_HIGH(p, l, h) hdr.values.v##h = read_high_##p.execute(meta.slot_index);
-        FOR_EACH_LANE_PAIR(LANE_PAIR_READ_HIGH)
-    }
-    action read_low() {
-#define LANE_PAIR_READ_LOW(p, l, h) hdr.values.v##l = read_low_##p.execute(meta.slot_index);
-        FOR_EACH_LANE_PAIR(LANE_PAIR_READ_LOW)
-    }
     action zero_values() {
         hdr.values.setValid();
 #define LANE_ZERO(i) hdr.values.v##i = 0;
@@ -39,24 +57,27 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> h
     apply {
         meta.lane_overflow = 0;
         meta.round_overflow = 0;
+        lane_op = LANE_OP_NONE;
         if (harvest == 1) {
-            read_low();
+            lane_op = LANE_OP_READ_LOW;
         } else if (meta.duplicate == 1) {
             if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
                 zero_values();
-                read_high();
+                lane_op = LANE_OP_READ_HIGH;
             }
         } else if (hdr.p4r.msg_type == MSG_DATA) {
-            add_values();
+            lane_op = LANE_OP_ADD;
         } else if (hdr.p4r.msg_type == MSG_SKIP) {
             if (meta.first == 1) {
                 zero_values();
-                add_values();
+                lane_op = LANE_OP_ADD;
             } else if (meta.complete == 1) {
                 zero_values();
-                read_high();
+                lane_op = LANE_OP_READ_HIGH;
             }
         }
+#define LANE_PAIR_APPLY(p, l, h) pair_##p.apply();
+        FOR_EACH_LANE_PAIR(LANE_PAIR_APPLY)
     }
 }
 #endif

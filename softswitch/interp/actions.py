@@ -9,6 +9,7 @@ The body is the action's primitives in order.  Two shapes:
 * actions with p4c's ``_jump`` / ``_jump_if_zero`` (an ``if`` inside an action) become a
   program-counter loop over their primitives.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,7 @@ def emit_actions(g: Gen) -> None:
         g.action_fn_names[aid] = fname
         g.X.params = [rd["bitwidth"] for rd in a.get("runtime_data", [])]
         prims = a.get("primitives", [])
-        blocks = [emit_primitive(g, p, where) if p.get("op") not in _JUMPS else None
-                  for p in prims]
+        blocks = [emit_primitive(g, p, where) if p.get("op") not in _JUMPS else None for p in prims]
         s = g.src
         body = "\n".join(line for b in blocks if b for line in b)
         # registers/counters/calculations as default arguments: LOAD_FAST, not LOAD_GLOBAL
@@ -52,8 +52,7 @@ def emit_actions(g: Gen) -> None:
         g.X.params = []
 
 
-def _emit_jump_loop(g: Gen, prims: list[dict], blocks: list[list[str] | None],
-                    where: str) -> None:
+def _emit_jump_loop(g: Gen, prims: list[dict], blocks: list[list[str] | None], where: str) -> None:
     """p4c's lowering of 'if' inside actions: blocks fall through, a taken jump restarts
     the loop at its target."""
     s = g.src
@@ -98,7 +97,7 @@ def fields_to_locals(lines: list[str]) -> list[str]:
         return lines
     used = sorted({int(m) for m in _FIELD_RE.findall(body)})
     written = sorted({int(m.group(1)) for line in lines if (m := _FIELD_WRITE_RE.match(line))})
-    if len(used) > 200:          # keep the prologue bounded
+    if len(used) > 200:  # keep the prologue bounded
         return lines
     # a field whose first mention is an unconditional (unindented) write that does not read
     # it needs no load
@@ -108,7 +107,7 @@ def fields_to_locals(lines: list[str]) -> list[str]:
         m = _FIELD_WRITE_RE.match(line)
         if m and not line.startswith(" "):
             k = int(m.group(1))
-            rhs = line[m.end():]
+            rhs = line[m.end() :]
             if k not in seen and f"F[{k}]" not in rhs:
                 first_write.add(k)
         seen.update(int(x) for x in _FIELD_RE.findall(line))
@@ -128,11 +127,11 @@ def _runs(idx: list[int], *, load: bool) -> list[tuple[str, str]]:
         while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
             j += 1
         if j - i >= 2:
-            names = ", ".join(f"f{k}" for k in idx[i:j + 1])
+            names = ", ".join(f"f{k}" for k in idx[i : j + 1])
             sl = f"F[{idx[i]}:{idx[j] + 1}]"
             out.append((names, sl) if load else (sl, f"({names})"))
         else:
-            for k in idx[i:j + 1]:
+            for k in idx[i : j + 1]:
                 out.append((f"f{k}", f"F[{k}]") if load else (f"F[{k}]", f"f{k}"))
         i = j + 1
     return out

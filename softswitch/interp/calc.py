@@ -5,6 +5,7 @@ emitted once, as ``CALC<n>(F, V, X)``, on first use.  The byte string it builds 
 bmv2's ``BufBuilder`` builds: fields of valid headers bit-packed MSB first, sized
 constants, whole headers, and the unparsed payload (nothing may follow the payload).
 """
+
 from __future__ import annotations
 
 from ..errors import PipelineError, UnsupportedConstruct

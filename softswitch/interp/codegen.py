@@ -23,6 +23,7 @@ Per-packet state handed to generated functions:
                 then one 'next index' per header stack (see expr.X_*)
   P  tuple      action data of the running action
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -38,13 +39,20 @@ from .parse import emit_parser
 from .primitives import REFUSED as REFUSED_PRIMITIVES
 from .tables import Table
 
-__all__ = ["AssertFailure", "CORE_ERRORS", "Compiled", "Compiler", "DROP_PORT",
-           "REFUSED_PRIMITIVES"]
+__all__ = [
+    "AssertFailure",
+    "CORE_ERRORS",
+    "Compiled",
+    "Compiler",
+    "DROP_PORT",
+    "REFUSED_PRIMITIVES",
+]
 
 
 @dataclass
 class Compiled:
     """Result of compiling one JSON: generated functions plus runtime objects."""
+
     layout: Layout
     source: str
     ns: dict[str, Any]
@@ -90,15 +98,30 @@ class Compiler:
         for name in (p["name"] for p in g.j.get("pipelines", [])):
             if name not in ("ingress", "egress"):
                 raise UnsupportedConstruct(f'pipeline "{name}"', "pipelines")
-        ing, egr = (ns[f] if (f := firsts.get(name)) not in (None, "None") else None
-                    for name in ("ingress", "egress"))
-        q = [g.std[f"q_{n}"] for n in ("enq_timestamp", "enq_qdepth", "deq_timedelta",
-                                       "deq_qdepth")]
+        ing, egr = (
+            ns[f] if (f := firsts.get(name)) not in (None, "None") else None
+            for name in ("ingress", "egress")
+        )
+        q = [
+            g.std[f"q_{n}"] for n in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth")
+        ]
         widths = {k: g.L.widths[v] for k, v in g.std.items() if v is not None}
         return Compiled(
-            layout=g.L, source=source, ns=ns,
-            parser=ns[init] if init else None, ingress=ing, egress=egr,
-            deparse=ns["DEPARSE"], verify=ns["VERIFY"], tables=controls.tables,
-            registers=g.registers, register_widths=g.register_widths,
-            counters=g.counters, errors=g.errors, n_stacks=len(g.L.stacks),
-            idx=dict(g.std), widths=widths, with_queueing=all(x is not None for x in q))
+            layout=g.L,
+            source=source,
+            ns=ns,
+            parser=ns[init] if init else None,
+            ingress=ing,
+            egress=egr,
+            deparse=ns["DEPARSE"],
+            verify=ns["VERIFY"],
+            tables=controls.tables,
+            registers=g.registers,
+            register_widths=g.register_widths,
+            counters=g.counters,
+            errors=g.errors,
+            n_stacks=len(g.L.stacks),
+            idx=dict(g.std),
+            widths=widths,
+            with_queueing=all(x is not None for x in q),
+        )

@@ -7,6 +7,7 @@ a direct action call) become plain calls.  Tables are ``interp.tables.Table`` ob
 generated code looks up; their actions and next nodes are bound after the module exists
 (``Controls.finish``), together with default actions and const entries.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,22 +24,22 @@ _MAX_INLINE_DEPTH = 25
 
 @dataclass(frozen=True)
 class CondNode:
-    src: str                 # the condition's Python expression
+    src: str  # the condition's Python expression
     true_next: str | None
     false_next: str | None
 
 
 @dataclass(frozen=True)
 class CallNode:
-    fn: str                  # generated action function
-    params: str              # its action data, as Python source
+    fn: str  # generated action function
+    params: str  # its action data, as Python source
     may_exit: bool
     next: str | None
 
 
 @dataclass(frozen=True)
 class TableNode:
-    lines: list[str]         # lookup + action call + return of the next node
+    lines: list[str]  # lookup + action call + return of the next node
     targets: set[str | None]
 
 
@@ -63,11 +64,10 @@ class Controls:
         counter = 0
         for pl in g.j.get("pipelines", []):
             if pl.get("action_profiles"):
-                raise UnsupportedConstruct("action profile / selector",
-                                           f'pipeline "{pl["name"]}"')
+                raise UnsupportedConstruct("action profile / selector", f'pipeline "{pl["name"]}"')
             for kind in ("tables", "conditionals", "action_calls"):
                 for obj in pl.get(kind, []):
-                    if obj["name"] in self.node_names:   # bmv2 keeps one global map too
+                    if obj["name"] in self.node_names:  # bmv2 keeps one global map too
                         raise PipelineError(f'duplicate control node name "{obj["name"]}"')
                     self.node_names[obj["name"]] = ident("N", counter)
                     counter += 1
@@ -87,8 +87,9 @@ class Controls:
                 if aid not in g.action_fn_names:
                     raise PipelineError(f"{where}: unknown action id {aid}")
                 self._ref(ac.get("next_node"), where)
-                self.nodes[ac["name"]] = CallNode(g.action_fn_names[aid], "()",
-                                                  has_exit(g, aid), ac.get("next_node"))
+                self.nodes[ac["name"]] = CallNode(
+                    g.action_fn_names[aid], "()", has_exit(g, aid), ac.get("next_node")
+                )
             for t in pl.get("tables", []):
                 self._table(t)
         self._emit_nodes()
@@ -135,6 +136,7 @@ class Controls:
             else:
                 for line in info.lines:
                     s.emit(line, ind)
+
         for name in self.nodes:
             s.emit(f"def {self.node_names[name]}(F, V, X):")
             body(name, 1, 0)
@@ -164,8 +166,11 @@ class Controls:
             if aid not in g.actions_by_id:
                 raise PipelineError(f"{where}: unknown action id {aid}")
             a = g.actions_by_id[aid]
-            actions[an] = ActionRef(an, None,  # type: ignore[arg-type]  # bound in finish()
-                                    [rd["bitwidth"] for rd in a.get("runtime_data", [])])
+            actions[an] = ActionRef(
+                an,
+                None,  # type: ignore[arg-type]  # bound in finish()
+                [rd["bitwidth"] for rd in a.get("runtime_data", [])],
+            )
         nt = t.get("next_tables", {}) or {}
         hitmiss = "__HIT__" in nt or "__MISS__" in nt
         for tgt in list(nt.values()) + [t.get("base_default_next")]:
@@ -174,8 +179,15 @@ class Controls:
         const_default = bool(dflt and (dflt.get("action_const") or dflt.get("action_entry_const")))
         var = ident("T", t["id"])
         spec = {"nt": nt, "hitmiss": hitmiss, "base": t.get("base_default_next")}
-        table = Table(t["name"], kind, keys, actions, int(t.get("max_size", 1024)),
-                      _unbound_next, const_default)
+        table = Table(
+            t["name"],
+            kind,
+            keys,
+            actions,
+            int(t.get("max_size", 1024)),
+            _unbound_next,
+            const_default,
+        )
         g.env[var] = table
         self.tables[t["name"]] = table
         self._table_specs.append((table, t, spec))
@@ -186,11 +198,14 @@ class Controls:
             if an is None:
                 raise PipelineError(f"{where}: default action id {aid} not in the table's actions")
             widths = actions[an].widths
-            data = tuple(parse_hexstr(x, where) & ((1 << w) - 1)
-                         for x, w in zip(dflt.get("action_data", []), widths))
+            data = tuple(
+                parse_hexstr(x, where) & ((1 << w) - 1)
+                for x, w in zip(dflt.get("action_data", []), widths)
+            )
             nxt = nt.get("__MISS__") if hitmiss else nt.get(an, t.get("base_default_next"))
-            self.nodes[t["name"]] = CallNode(g.action_fn_names[aid], repr(data),
-                                             has_exit(g, aid), nxt)
+            self.nodes[t["name"]] = CallNode(
+                g.action_fn_names[aid], repr(data), has_exit(g, aid), nxt
+            )
             return
         lines = []
         if not keys:
@@ -248,8 +263,9 @@ class Controls:
                 table.actions[an].fn = ns[self.g.action_fn_names[aid]]
             nt, hitmiss, base = spec["nt"], spec["hitmiss"], spec["base"]
 
-            def next_for(an: str, hit: bool, nt: dict = nt, hitmiss: bool = hitmiss,
-                         base: str | None = base) -> Any:
+            def next_for(
+                an: str, hit: bool, nt: dict = nt, hitmiss: bool = hitmiss, base: str | None = base
+            ) -> Any:
                 if hitmiss:
                     tgt = nt.get("__HIT__" if hit else "__MISS__")
                 elif an and an in nt:
@@ -257,14 +273,16 @@ class Controls:
                 else:
                     tgt = base
                 return by_node[tgt] if tgt is not None else None
+
             table.next_for = next_for
             where = f'table "{t["name"]}"'
             dflt = t.get("default_entry")
             if dflt:
                 an = _action_name(t, dflt["action_id"])
                 if an is None:
-                    raise PipelineError(f"{where}: default action id {dflt['action_id']} not "
-                                        f"in the table's actions")
+                    raise PipelineError(
+                        f"{where}: default action id {dflt['action_id']} not in the table's actions"
+                    )
                 data = [parse_hexstr(x, where) for x in dflt.get("action_data", [])]
                 widths = table.actions[an].widths
                 data = [d & ((1 << w) - 1) for d, w in zip(data, widths)]
@@ -308,8 +326,9 @@ def _lookup_kind(kind: str, keys: list[KeySpec]) -> str:
 
 def _action_name(t: dict[str, Any], aid: Any) -> str | None:
     """Name of action ``aid`` among the table's actions (None: not one of them)."""
-    return next((n for i, n in zip(t.get("action_ids", []), t.get("actions", [])) if i == aid),
-                None)
+    return next(
+        (n for i, n in zip(t.get("action_ids", []), t.get("actions", [])) if i == aid), None
+    )
 
 
 def _add_const_entry(table: Table, t: dict[str, Any], e: dict[str, Any], where: str) -> None:
@@ -323,8 +342,11 @@ def _add_const_entry(table: Table, t: dict[str, Any], e: dict[str, Any], where: 
             match.append((parse_hexstr(km["key"], where), km["prefix_length"]))
         elif mt in ("ternary", "optional"):
             v = parse_hexstr(km["key"], where)
-            m = parse_hexstr(km["mask"], where) if km.get("mask") is not None \
+            m = (
+                parse_hexstr(km["mask"], where)
+                if km.get("mask") is not None
                 else (1 << ks.width) - 1
+            )
             if ks.match_type == "optional":
                 match.append(None if m == 0 else v)
             else:
@@ -341,7 +363,12 @@ def _add_const_entry(table: Table, t: dict[str, Any], e: dict[str, Any], where: 
     data = [parse_hexstr(x, where) for x in ae.get("action_data", [])]
     prio = e.get("priority")
     try:
-        table.add(match, an, data, prio if table.needs_priority else None,
-                  const_rank=prio if isinstance(prio, int) else 0)
+        table.add(
+            match,
+            an,
+            data,
+            prio if table.needs_priority else None,
+            const_rank=prio if isinstance(prio, int) else 0,
+        )
     except Exception as exc:  # noqa: BLE001 - re-raised as a load error
         raise PipelineError(f"{where}: bad const entry: {exc}") from exc

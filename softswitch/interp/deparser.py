@@ -6,6 +6,7 @@ JSON's ``checksums`` yields both.  ``VERIFY`` returns 1 on a mismatch (the packe
 dropped; ``checksum_error`` is set); ``DEPARSE`` returns the frame: valid headers in
 deparser order, then the unparsed payload.
 """
+
 from __future__ import annotations
 
 from ..errors import UnsupportedConstruct
@@ -30,12 +31,16 @@ def emit_checksums(g: Gen) -> list[str]:
         cond = g.X.boolean(c["if_cond"], where).src if c.get("if_cond") else "True"
         tw = g.L.widths[t]
         if c.get("verify", True):
-            verify_lines += [f"if V[{info.index}] and {cond}:",
-                             f"    if {fn}(F, V, X) != (F[{t}] & {(1 << tw) - 1}):",
-                             "        err = 1"]
+            verify_lines += [
+                f"if V[{info.index}] and {cond}:",
+                f"    if {fn}(F, V, X) != (F[{t}] & {(1 << tw) - 1}):",
+                "        err = 1",
+            ]
         if c.get("update", True):
-            update_lines += [f"if {cond}:",
-                             "    " + g.assign(t, Expr(f"{fn}(F, V, X)", DATA, None))]
+            update_lines += [
+                f"if {cond}:",
+                "    " + g.assign(t, Expr(f"{fn}(F, V, X)", DATA, None)),
+            ]
     s.emit("def VERIFY(F, V, X):")
     s.emit("err = 0", 1)
     for line in verify_lines:
@@ -60,8 +65,9 @@ def emit_deparser(g: Gen, update_lines: list[str]) -> None:
     for hn in order:
         h = g.L.header(hn, "deparser")
         if h.nbits % 8:
-            raise UnsupportedConstruct(f"emit of header {h.name} whose width is not a "
-                                       "multiple of 8 bits", "deparser")
+            raise UnsupportedConstruct(
+                f"emit of header {h.name} whose width is not a multiple of 8 bits", "deparser"
+            )
         s.emit(f"if V[{h.index}]:", 1)
         st = g.struct_for(h)
         n = len(h.fields)

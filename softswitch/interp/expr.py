@@ -8,6 +8,7 @@ at assignment (see ``Gen.assign``).  Every compiled expression also carries ``bo
 number of bits b such that 0 <= value < 2**b is guaranteed (None when unknown or possibly
 negative); it lets assignments skip a redundant mask, which matters for throughput.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,9 +28,9 @@ class Expr:
     src: str
     kind: str
     bound: int | None = None
-    const: int | None = None     # value when it is a literal
-    header: str | None = None    # header name when kind == HEADER
-    stack: str | None = None     # stack name when kind == STACK
+    const: int | None = None  # value when it is a literal
+    header: str | None = None  # header name when kind == HEADER
+    stack: str | None = None  # stack name when kind == STACK
 
 
 def parse_hexstr(v: Any, where: str) -> int:
@@ -44,7 +45,7 @@ def parse_hexstr(v: Any, where: str) -> int:
     if body[:2].lower() == "0x":
         body = body[2:]
     try:
-        n = int(body, 16)      # bmv2 reads every hexstr as hexadecimal
+        n = int(body, 16)  # bmv2 reads every hexstr as hexadecimal
     except ValueError:
         raise PipelineError(f"bad hexstr {v!r} in {where}") from None
     return -n if neg else n
@@ -53,12 +54,17 @@ def parse_hexstr(v: Any, where: str) -> int:
 class ExprCompiler:
     """Compiles type-value JSON objects; ``env`` collects the globals the source refers to."""
 
-    def __init__(self, layout: Layout, env: dict[str, Any], registers: dict[str, tuple[str, int, int]],
-                 errors_where: str = "") -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        env: dict[str, Any],
+        registers: dict[str, tuple[str, int, int]],
+        errors_where: str = "",
+    ) -> None:
         self.L = layout
         self.env = env
-        self.registers = registers          # name -> (global var, size, bitwidth)
-        self.params: list[int] = []         # runtime_data widths of the current action
+        self.registers = registers  # name -> (global var, size, bitwidth)
+        self.params: list[int] = []  # runtime_data widths of the current action
 
     # -- leaves --------------------------------------------------------------------------
     def field(self, ref: list[str], where: str) -> Expr:
@@ -128,8 +134,11 @@ class ExprCompiler:
             var = f"_SF_{stk.index}_{fname.replace('.', '_').replace('$', '_')}"
             self.env[var] = idxs
             w = self.L.widths[idxs[0]]
-            return Expr(f"F[{var}[X[{X_STACK0 + stk.index}] - 1]]", DATA,
-                        None if self.L.signed[idxs[0]] else w)
+            return Expr(
+                f"F[{var}[X[{X_STACK0 + stk.index}] - 1]]",
+                DATA,
+                None if self.L.signed[idxs[0]] else w,
+            )
         raise UnsupportedConstruct(f'expression operand type "{t}"', where)
 
     def data(self, tv: Any, where: str) -> Expr:
@@ -169,8 +178,13 @@ class ExprCompiler:
                 # p4c masks after every operation; an all-ones mask over a value that already
                 # fits is the identity, so drop it (it is a measurable share of the cost).
                 for x, m in ((a, b), (b, a)):
-                    if m.const is not None and m.const >= 0 and (m.const + 1) & m.const == 0 \
-                            and x.bound is not None and x.bound <= m.const.bit_length():
+                    if (
+                        m.const is not None
+                        and m.const >= 0
+                        and (m.const + 1) & m.const == 0
+                        and x.bound is not None
+                        and x.bound <= m.const.bit_length()
+                    ):
                         return Expr(x.src, DATA, x.bound, x.const)
             if op in ("/", "%"):
                 # bmv2 asserts both operands are non-negative and the divisor positive;
@@ -233,5 +247,7 @@ class ExprCompiler:
             if s.kind != STACK:
                 raise PipelineError(f'"{op}" needs a header stack in {where}')
             slot = X_STACK0 + self.L.stacks[s.stack].index
-            return Expr(f"(X[{slot}] - 1)" if op == "last_stack_index" else f"X[{slot}]", DATA, None)
+            return Expr(
+                f"(X[{slot}] - 1)" if op == "last_stack_index" else f"X[{slot}]", DATA, None
+            )
         raise UnsupportedConstruct(f'expression operator "{op}"', where)

@@ -9,6 +9,7 @@ everywhere.  Each generator module is a set of functions over a ``Gen``.
 Also here: the helpers the *generated* code calls at run time (``_sfix``, ``_sx``,
 ``AssertFailure``, ``_log``), since they are part of the same contract.
 """
+
 from __future__ import annotations
 
 import random
@@ -20,10 +21,17 @@ from ..errors import PipelineError, UnsupportedConstruct
 from .expr import Expr, ExprCompiler
 from .layout import HeaderInfo, Layout
 
-CORE_ERRORS = ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
-               "ParserTimeout", "ParserInvalidArgument"]
-DROP_PORT = 511   # simple_switch's default drop port
-MAX_ARRAY = 1 << 24   # cells per register/counter array: a bad JSON must not eat the memory
+CORE_ERRORS = [
+    "NoError",
+    "PacketTooShort",
+    "NoMatch",
+    "StackOutOfBounds",
+    "HeaderTooShort",
+    "ParserTimeout",
+    "ParserInvalidArgument",
+]
+DROP_PORT = 511  # simple_switch's default drop port
+MAX_ARRAY = 1 << 24  # cells per register/counter array: a bad JSON must not eat the memory
 
 
 class AssertFailure(Exception):
@@ -96,7 +104,9 @@ class Gen:
             raise PipelineError(f"unsupported bmv2 JSON version {ver!r} (need 2.x)")
         self.L = Layout(j)
         self.env: dict[str, Any] = {
-            "_sfix": sfix, "_AssertFail": AssertFailure, "_randint": random.randint,
+            "_sfix": sfix,
+            "_AssertFail": AssertFailure,
+            "_randint": random.randint,
             "_log": log_msg,
         }
         self.src = Source()
@@ -136,11 +146,13 @@ class Gen:
         if j.get("meter_arrays"):
             raise UnsupportedConstruct("meter", f"meter_arrays {j['meter_arrays'][0].get('name')}")
         if j.get("parse_vsets"):
-            raise UnsupportedConstruct("parser value set",
-                                       f"parse_vsets {j['parse_vsets'][0].get('name')}")
+            raise UnsupportedConstruct(
+                "parser value set", f"parse_vsets {j['parse_vsets'][0].get('name')}"
+            )
         if j.get("extern_instances"):
-            raise UnsupportedConstruct("extern instance",
-                                       f"extern_instances {j['extern_instances'][0].get('name')}")
+            raise UnsupportedConstruct(
+                "extern instance", f"extern_instances {j['extern_instances'][0].get('name')}"
+            )
         if j.get("learn_lists"):
             raise UnsupportedConstruct("learn list (digest)", "learn_lists")
 
@@ -149,7 +161,7 @@ class Gen:
         for name, val in self.j.get("errors", []):
             errs[name] = val
         nxt = max(errs.values()) + 1 if errs else 0
-        for core in CORE_ERRORS:            # bmv2 ErrorCodeMap::add_core
+        for core in CORE_ERRORS:  # bmv2 ErrorCodeMap::add_core
             if core not in errs:
                 errs[core] = nxt
                 nxt += 1
@@ -165,8 +177,13 @@ class Gen:
             out[n] = i
         for n in ["parser_error", "checksum_error"]:
             out[n] = self.L.find(f"standard_metadata.{n}")
-        for n in ["mcast_grp", "egress_rid", "ingress_global_timestamp",
-                  "egress_global_timestamp", "priority"]:
+        for n in [
+            "mcast_grp",
+            "egress_rid",
+            "ingress_global_timestamp",
+            "egress_global_timestamp",
+            "priority",
+        ]:
             out[n] = self.L.find(f"intrinsic_metadata.{n}")
         for n in ["enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth", "qid"]:
             out["q_" + n] = self.L.find(f"queueing_metadata.{n}")
@@ -184,8 +201,12 @@ class Gen:
         return f"F[{dst}] = {e.src} & {(1 << w) - 1}"
 
     def lvalue(self, tv: Any, where: str) -> int:
-        if isinstance(tv, dict) and tv.get("type") == "expression" \
-                and isinstance(tv.get("value"), dict) and tv["value"].get("type") == "field":
+        if (
+            isinstance(tv, dict)
+            and tv.get("type") == "expression"
+            and isinstance(tv.get("value"), dict)
+            and tv["value"].get("type") == "field"
+        ):
             tv = tv["value"]
         if not (isinstance(tv, dict) and tv.get("type") == "field"):
             t = tv.get("type") if isinstance(tv, dict) else tv

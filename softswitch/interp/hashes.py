@@ -2,6 +2,7 @@
 
 Only these are implemented; any other algorithm named in the JSON is refused at load time.
 """
+
 from __future__ import annotations
 
 import binascii

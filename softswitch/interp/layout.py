@@ -3,6 +3,7 @@
 Why flat: generated code reads and writes ``F[17]`` (a list index with a constant), the
 cheapest field access CPython offers; header validity lives in a parallel list ``V``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,10 +15,10 @@ from ..errors import PipelineError, UnsupportedConstruct
 @dataclass
 class HeaderInfo:
     name: str
-    index: int                      # position in V
+    index: int  # position in V
     type_name: str
     metadata: bool
-    base: int                       # index of the first field in F
+    base: int  # index of the first field in F
     fields: list[tuple[str, int, bool]]  # (name, width, signed)
     offsets: dict[str, int] = field(default_factory=dict)
 
@@ -33,8 +34,8 @@ class HeaderInfo:
 @dataclass
 class StackInfo:
     name: str
-    index: int            # position of its "next" counter in the per-packet context
-    headers: list[str]    # stack[0], stack[1], ...
+    index: int  # position of its "next" counter in the per-packet context
+    headers: list[str]  # stack[0], stack[1], ...
 
 
 class Layout:
@@ -46,8 +47,9 @@ class Layout:
             flds = []
             for f in ht["fields"]:
                 if len(f) > 3:
-                    raise UnsupportedConstruct("field attribute list (saturating fields)",
-                                               f"header type {ht['name']}")
+                    raise UnsupportedConstruct(
+                        "field attribute list (saturating fields)", f"header type {ht['name']}"
+                    )
                 name, width = f[0], f[1]
                 if width == "*" or ht.get("length_exp") is not None:
                     raise UnsupportedConstruct("variable-length field", f"header type {ht['name']}")
@@ -65,8 +67,9 @@ class Layout:
             t = h["header_type"]
             if t not in types:
                 raise PipelineError(f"header {h['name']} has unknown type {t}")
-            info = HeaderInfo(h["name"], len(self.headers), t, bool(h.get("metadata")),
-                              len(self.widths), types[t])
+            info = HeaderInfo(
+                h["name"], len(self.headers), t, bool(h.get("metadata")), len(self.widths), types[t]
+            )
             for off, (fname, w, s) in enumerate(types[t]):
                 info.offsets[fname] = off
                 self.widths.append(w)

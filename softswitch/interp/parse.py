@@ -6,6 +6,7 @@ the error code with the position reached, so the packet goes on with
 ``parser_error`` set and every byte not consumed kept as payload, as bmv2's
 ``Parser::parse`` does.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -55,6 +56,7 @@ def _emit_state(g: Gen, st: dict[str, Any], states: dict[str, str]) -> None:
         if ns not in states:
             raise PipelineError(f"{where}: unknown next state {ns!r}")
         return states[ns]
+
     if keys:
         s.emit("k = " + _select_key(g, keys, where), 1)
     for t in st.get("transitions", []):
@@ -126,8 +128,9 @@ def _too_short(g: Gen) -> str:
 
 def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
     if h.nbits % 8:
-        raise UnsupportedConstruct(f"extract of header {h.name} whose width ({h.nbits} bits) "
-                                   "is not a multiple of 8", where)
+        raise UnsupportedConstruct(
+            f"extract of header {h.name} whose width ({h.nbits} bits) is not a multiple of 8", where
+        )
     nb = h.nbytes
     n = len(h.fields)
     out = [f"if n - pos < {nb}:", _too_short(g)]
@@ -191,9 +194,14 @@ def _parser_op(g: Gen, op: dict[str, Any], where: str) -> list[str]:
         e = g.X.data(params[0], where)
         if kind == "shift":
             return [f"_a = {e.src}", "if n - pos < _a:", _too_short(g), "pos += _a"]
-        return [f"_a = {e.src}", "if _a % 8:",
-                f"    return None, pos, {g.errors['ParserInvalidArgument']}",
-                "if n - pos < _a // 8:", _too_short(g), "pos += _a // 8"]
+        return [
+            f"_a = {e.src}",
+            "if _a % 8:",
+            f"    return None, pos, {g.errors['ParserInvalidArgument']}",
+            "if n - pos < _a // 8:",
+            _too_short(g),
+            "pos += _a // 8",
+        ]
     if kind == "primitive":
         if len(params) != 1 or not isinstance(params[0], dict):
             raise PipelineError(f"{where}: primitive op takes 1 parameter")
@@ -216,7 +224,10 @@ def _extract(g: Gen, params: list[Any], where: str) -> list[str]:
         for k, hn in enumerate(stk.headers):
             out.append(f"{'if' if k == 0 else 'elif'} _k == {k}:")
             out += ["    " + line for line in _extract_lines(g, g.L.header(hn, where), where)]
-        out += ["else:", f"    return None, pos, {g.errors['StackOutOfBounds']}",
-                f"X[{slot}] = _k + 1"]
+        out += [
+            "else:",
+            f"    return None, pos, {g.errors['StackOutOfBounds']}",
+            f"X[{slot}] = _k + 1",
+        ]
         return out
     raise UnsupportedConstruct(f'extract of type "{t}"', where)

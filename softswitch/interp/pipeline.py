@@ -9,6 +9,7 @@ else egress_spec == 511 -> drop; else instance_type=NORMAL and enqueue to egress
 egress_thread: egress_port=port, egress_spec=512 (truncated to the field width), packet_length
 from the packet-length register, egress, egress_spec == 511 -> drop, deparse.
 """
+
 from __future__ import annotations
 
 import time
@@ -44,8 +45,11 @@ class Pipeline:
         self.i_ig_ts = i["ingress_global_timestamp"]
         self.i_eg_ts = i["egress_global_timestamp"]
         self.i_priority = i["priority"]
-        self.q = [i["q_enq_timestamp"], i["q_enq_qdepth"], i["q_deq_timedelta"], i["q_deq_qdepth"]] \
-            if c.with_queueing else None
+        self.q = (
+            [i["q_enq_timestamp"], i["q_enq_qdepth"], i["q_deq_timedelta"], i["q_deq_qdepth"]]
+            if c.with_queueing
+            else None
+        )
         self.i_qid = i["q_qid"] if c.with_queueing else None
         w = c.widths
         self.egress_spec_init = (DROP_PORT + 1) & ((1 << w["egress_spec"]) - 1)
@@ -115,8 +119,9 @@ class Pipeline:
         self._egress(egress_spec, F, V, X, out)
         return out
 
-    def _egress(self, port: int, F: list[int], V: list[int], X: list[Any],
-                out: list[tuple[int, bytes]]) -> None:
+    def _egress(
+        self, port: int, F: list[int], V: list[int], X: list[Any], out: list[tuple[int, bytes]]
+    ) -> None:
         c = self.c
         if self.i_priority is not None and F[self.i_priority] >= 1:
             # simple_switch runs with one queue per port: "Priority out of range"

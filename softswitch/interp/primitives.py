@@ -6,6 +6,7 @@ is visible in one place and each emitter can be read on its own.  An emitter get
 compile state, the primitive's parameters and a ``where`` for messages, and returns the
 statements (unindented) that perform it on ``F``/``V``/``X``/``P``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ Emitter = Callable[[Gen, list[Any], str], list[str]]
 
 @dataclass(frozen=True)
 class Primitive:
-    arity: int | None   # number of parameters, None: not checked (no_op)
+    arity: int | None  # number of parameters, None: not checked (no_op)
     emit: Emitter
 
 
@@ -58,6 +59,7 @@ def emit_primitive(g: Gen, p: dict[str, Any], where: str) -> list[str]:
 
 # -- fields ----------------------------------------------------------------------------
 
+
 def _assign(g: Gen, args: list[Any], w: str) -> list[str]:
     return [g.assign(g.lvalue(args[0], w), g.X.data(args[1], w))]
 
@@ -67,50 +69,57 @@ def _add_to_field(sign: str) -> Emitter:
         d = g.lvalue(args[0], w)
         e = g.X.data(args[1], w)
         return [g.assign(d, Expr(f"(F[{d}] {sign} {e.src})", DATA, None))]
+
     return emit
 
 
 def _binary(sym: str) -> Emitter:
     """add, subtract, bit_and/or/xor, shift_left/right: ``dst = a <sym> b``."""
+
     def emit(g: Gen, args: list[Any], w: str) -> list[str]:
         d = g.lvalue(args[0], w)
         a, b = g.X.data(args[1], w), g.X.data(args[2], w)
         return [g.assign(d, Expr(f"({a.src} {sym} {b.src})", DATA, None))]
+
     return emit
 
 
 # -- headers ---------------------------------------------------------------------------
+
 
 def _assign_header(g: Gen, args: list[Any], w: str) -> list[str]:
     dh, sh = g.header_arg(args[0], w), g.header_arg(args[1], w)
     if dh.type_name != sh.type_name:
         raise PipelineError(f"{w}: header types differ")
     n = len(dh.fields)
-    return [f"if V[{sh.index}]:",
-            f"    V[{dh.index}] = 1",
-            f"    F[{dh.base}:{dh.base + n}] = F[{sh.base}:{sh.base + n}]",
-            "else:",
-            f"    V[{dh.index}] = 0"]
+    return [
+        f"if V[{sh.index}]:",
+        f"    V[{dh.index}] = 1",
+        f"    F[{dh.base}:{dh.base + n}] = F[{sh.base}:{sh.base + n}]",
+        "else:",
+        f"    V[{dh.index}] = 0",
+    ]
 
 
 def _add_header(g: Gen, args: list[Any], w: str) -> list[str]:
     """setValid: zero the fields (bmv2 Header::reset) and grow the packet length."""
     h = g.header_arg(args[0], w)
     n = len(h.fields)
-    return [f"if not V[{h.index}]:",
-            f"    F[{h.base}:{h.base + n}] = {[0] * n!r}",
-            f"    V[{h.index}] = 1",
-            f"    X[{X_PKTLEN}] += {h.nbytes}"]
+    return [
+        f"if not V[{h.index}]:",
+        f"    F[{h.base}:{h.base + n}] = {[0] * n!r}",
+        f"    V[{h.index}] = 1",
+        f"    X[{X_PKTLEN}] += {h.nbytes}",
+    ]
 
 
 def _remove_header(g: Gen, args: list[Any], w: str) -> list[str]:
     h = g.header_arg(args[0], w)
-    return [f"if V[{h.index}]:",
-            f"    X[{X_PKTLEN}] -= {h.nbytes}",
-            f"    V[{h.index}] = 0"]
+    return [f"if V[{h.index}]:", f"    X[{X_PKTLEN}] -= {h.nbytes}", f"    V[{h.index}] = 0"]
 
 
 # -- dropping --------------------------------------------------------------------------
+
 
 def _drop_lines(g: Gen, es: int, mg: int | None) -> list[str]:
     out = [g.assign(es, g.X.const(DROP_PORT))]
@@ -136,22 +145,23 @@ def _drop(g: Gen, args: list[Any], w: str) -> list[str]:
 
 # -- registers and counters ------------------------------------------------------------
 
+
 def _register_read(g: Gen, args: list[Any], w: str) -> list[str]:
     d = g.lvalue(args[0], w)
     var, size, bw = g.register(args[1], w)
     i = g.X.data(args[2], w)
-    return [f"_i = {i.src}",
-            f"if {g.in_range('_i', i, size)}:",
-            "    " + g.assign(d, Expr(f"{var}[_i]", DATA, bw))]
+    return [
+        f"_i = {i.src}",
+        f"if {g.in_range('_i', i, size)}:",
+        "    " + g.assign(d, Expr(f"{var}[_i]", DATA, bw)),
+    ]
 
 
 def _register_write(g: Gen, args: list[Any], w: str) -> list[str]:
     var, size, bw = g.register(args[0], w)
     i, v = g.X.data(args[1], w), g.X.data(args[2], w)
     val = v.src if v.bound is not None and v.bound <= bw else f"{v.src} & {(1 << bw) - 1}"
-    return [f"_i = {i.src}",
-            f"if {g.in_range('_i', i, size)}:",
-            f"    {var}[_i] = {val}"]
+    return [f"_i = {i.src}", f"if {g.in_range('_i', i, size)}:", f"    {var}[_i] = {val}"]
 
 
 def _count(g: Gen, args: list[Any], w: str) -> list[str]:
@@ -163,13 +173,16 @@ def _count(g: Gen, args: list[Any], w: str) -> list[str]:
         raise PipelineError(f"{w}: unknown counter {name!r}")
     cb, cp, size = g.ctr_vars[name]
     i = g.X.data(args[1], w)
-    return [f"_i = {i.src}",
-            f"if {g.in_range('_i', i, size)}:",
-            f"    {cb}[_i] += X[{X_INLEN}]",
-            f"    {cp}[_i] += 1"]
+    return [
+        f"_i = {i.src}",
+        f"if {g.in_range('_i', i, size)}:",
+        f"    {cb}[_i] += X[{X_INLEN}]",
+        f"    {cp}[_i] += 1",
+    ]
 
 
 # -- hashes and random -----------------------------------------------------------------
+
 
 def _hash(g: Gen, args: list[Any], w: str) -> list[str]:
     d = g.lvalue(args[0], w)
@@ -177,18 +190,25 @@ def _hash(g: Gen, args: list[Any], w: str) -> list[str]:
     if not (isinstance(args[2], dict) and args[2].get("type") == "calculation"):
         raise PipelineError(f"{w}: third parameter must be a calculation")
     fn = calculation(g, args[2]["value"], w)
-    return [f"_sz = {sz.src}",
-            g.assign(d, Expr(f"(({fn}(F, V, X) % (_sz or 1)) + {base.src})", DATA, None))]
+    return [
+        f"_sz = {sz.src}",
+        g.assign(d, Expr(f"(({fn}(F, V, X) % (_sz or 1)) + {base.src})", DATA, None)),
+    ]
 
 
 def _random(g: Gen, args: list[Any], w: str) -> list[str]:
     d = g.lvalue(args[0], w)
     lo, hi = g.X.data(args[1], w), g.X.data(args[2], w)
-    return [f"_lo = {lo.src}", f"_hi = {hi.src}", "if _lo <= _hi:",
-            "    " + g.assign(d, Expr("_randint(_lo, _hi)", DATA, None))]
+    return [
+        f"_lo = {lo.src}",
+        f"_hi = {hi.src}",
+        "if _lo <= _hi:",
+        "    " + g.assign(d, Expr("_randint(_lo, _hi)", DATA, None)),
+    ]
 
 
 # -- control and debugging -------------------------------------------------------------
+
 
 def _exit(g: Gen, args: list[Any], w: str) -> list[str]:
     return [f"X[{X_EXIT}] = 1"]

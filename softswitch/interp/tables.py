@@ -8,6 +8,7 @@
   P4Runtime (larger wins), so their rank is ``-priority``; const entries from the JSON keep
   p4c's bmv2 priority (smaller wins) as rank.  Both never coexist: const tables are immutable.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -26,7 +27,7 @@ class ResourceExhausted(InvalidArgument):
 
 @dataclass
 class KeySpec:
-    match_type: str          # exact | lpm | ternary | range | optional
+    match_type: str  # exact | lpm | ternary | range | optional
     width: int
     name: str
 
@@ -41,8 +42,17 @@ class ActionRef:
 class _Stored:
     __slots__ = ("handle", "match", "norm", "action", "params", "priority", "rank", "result")
 
-    def __init__(self, handle: int, match: list[Any], norm: tuple, action: str,
-                 params: tuple[int, ...], priority: int | None, rank: int, result: tuple) -> None:
+    def __init__(
+        self,
+        handle: int,
+        match: list[Any],
+        norm: tuple,
+        action: str,
+        params: tuple[int, ...],
+        priority: int | None,
+        rank: int,
+        result: tuple,
+    ) -> None:
         self.handle, self.match, self.norm = handle, match, norm
         self.action, self.params, self.priority, self.rank = action, params, priority, rank
         self.result = result
@@ -51,17 +61,24 @@ class _Stored:
 class Table:
     """Runtime state of one table.  ``lookup(key)`` returns (action_fn, params, next_node)."""
 
-    def __init__(self, name: str, kind: str, keys: list[KeySpec], actions: dict[str, ActionRef],
-                 max_size: int, next_for: Callable[[str, bool], Any],
-                 const_default: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        keys: list[KeySpec],
+        actions: dict[str, ActionRef],
+        max_size: int,
+        next_for: Callable[[str, bool], Any],
+        const_default: bool,
+    ) -> None:
         self.name = name
-        self.kind = kind                      # exact | lpm | ternary (ternary also for range)
+        self.kind = kind  # exact | lpm | ternary (ternary also for range)
         self.keys = keys
         self.actions = actions
         self.max_size = max_size
-        self.next_for = next_for              # (action name, hit) -> next node callable
+        self.next_for = next_for  # (action name, hit) -> next node callable
         self.const_default = const_default
-        self.immutable = False                # true once the JSON gave const entries
+        self.immutable = False  # true once the JSON gave const entries
         self.needs_priority = any(k.match_type in ("ternary", "range", "optional") for k in keys)
         self.entries: dict[tuple, _Stored] = {}
         self._free: list[int] = []
@@ -74,30 +91,38 @@ class Table:
         self._lpm: list[tuple[int, int, dict]] = []
         self._lpm_index = next((i for i, k in enumerate(keys) if k.match_type == "lpm"), -1)
         self._list: list[_Stored] = []
-        self._scan: list[tuple] = []     # (rank, handle, conds, result), best first
+        self._scan: list[tuple] = []  # (rank, handle, conds, result), best first
 
     # -- validation ----------------------------------------------------------------------
     def _norm(self, match: list[Any]) -> tuple:
         if len(match) != len(self.keys):
-            raise InvalidArgument(f"table {self.name}: expected {len(self.keys)} match fields, "
-                                  f"got {len(match)}")
+            raise InvalidArgument(
+                f"table {self.name}: expected {len(self.keys)} match fields, got {len(match)}"
+            )
         out = []
         for k, m in zip(self.keys, match):
             full = (1 << k.width) - 1
 
-            def chk(v: Any, what: str) -> int:
+            def chk(v: Any, what: str, k: Any = k, full: int = full) -> int:
                 if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > full:
-                    raise InvalidArgument(f"table {self.name} key {k.name}: {what} {v!r} does "
-                                          f"not fit in {k.width} bits")
+                    raise InvalidArgument(
+                        f"table {self.name} key {k.name}: {what} {v!r} does "
+                        f"not fit in {k.width} bits"
+                    )
                 return v
+
             if k.match_type == "exact":
                 out.append(("e", chk(m, "value")))
             elif k.match_type == "lpm":
                 if not (isinstance(m, (tuple, list)) and len(m) == 2):
-                    raise InvalidArgument(f"table {self.name} key {k.name}: lpm needs (value, prefix_len)")
+                    raise InvalidArgument(
+                        f"table {self.name} key {k.name}: lpm needs (value, prefix_len)"
+                    )
                 v, plen = chk(m[0], "value"), m[1]
                 if isinstance(plen, bool) or not isinstance(plen, int) or not 0 <= plen <= k.width:
-                    raise InvalidArgument(f"table {self.name} key {k.name}: bad prefix length {plen!r}")
+                    raise InvalidArgument(
+                        f"table {self.name} key {k.name}: bad prefix length {plen!r}"
+                    )
                 mask = full ^ ((1 << (k.width - plen)) - 1)
                 out.append(("l", v & mask, plen, mask))
             elif k.match_type == "ternary" and not isinstance(m, (tuple, list)):
@@ -106,7 +131,9 @@ class Table:
                 out.append(("t", 0, 0) if m is None else ("t", chk(m, "value"), full))
             elif k.match_type == "ternary":
                 if not (isinstance(m, (tuple, list)) and len(m) == 2):
-                    raise InvalidArgument(f"table {self.name} key {k.name}: ternary needs (value, mask)")
+                    raise InvalidArgument(
+                        f"table {self.name} key {k.name}: ternary needs (value, mask)"
+                    )
                 v, mask = chk(m[0], "value"), chk(m[1], "mask")
                 out.append(("t", v & mask, mask))
             elif k.match_type == "range":
@@ -130,31 +157,46 @@ class Table:
         if ref is None:
             raise InvalidArgument(f"action {action!r} is not an action of table {self.name}")
         if len(params) != len(ref.widths):
-            raise InvalidArgument(f"action {action}: expected {len(ref.widths)} parameters, "
-                                  f"got {len(params)}")
+            raise InvalidArgument(
+                f"action {action}: expected {len(ref.widths)} parameters, got {len(params)}"
+            )
         for i, (p, w) in enumerate(zip(params, ref.widths)):
             if isinstance(p, bool) or not isinstance(p, int) or p < 0 or p >= (1 << w):
-                raise InvalidArgument(f"action {action}: parameter {i} = {p!r} does not fit "
-                                      f"in {w} bits")
+                raise InvalidArgument(
+                    f"action {action}: parameter {i} = {p!r} does not fit in {w} bits"
+                )
         return ref, tuple(params)
 
     def _prio(self, priority: int | None) -> tuple[int | None, int]:
         if self.needs_priority:
-            if priority is None or isinstance(priority, bool) or not isinstance(priority, int) \
-                    or priority <= 0 or priority >= (1 << 31):
+            if (
+                priority is None
+                or isinstance(priority, bool)
+                or not isinstance(priority, int)
+                or priority <= 0
+                or priority >= (1 << 31)
+            ):
                 raise InvalidArgument(f"table {self.name} needs a priority in [1, 2**31)")
             return priority, -priority
         if priority not in (None, 0):
-            raise InvalidArgument(f"table {self.name} has no ternary/range/optional key: "
-                                  f"priority must be unset")
+            raise InvalidArgument(
+                f"table {self.name} has no ternary/range/optional key: priority must be unset"
+            )
         return None, 0
 
     def _dupkey(self, norm: tuple, priority: int | None) -> tuple:
         return (norm, priority) if self.needs_priority else (norm,)
 
     # -- control plane -------------------------------------------------------------------
-    def add(self, match: list[Any], action: str, params: list[int], priority: int | None,
-            *, const_rank: int | None = None) -> int:
+    def add(
+        self,
+        match: list[Any],
+        action: str,
+        params: list[int],
+        priority: int | None,
+        *,
+        const_rank: int | None = None,
+    ) -> int:
         if self.immutable and const_rank is None:
             raise InvalidArgument(f"table {self.name} has const entries and is immutable")
         norm = self._norm(match)
@@ -174,8 +216,16 @@ class Table:
         else:
             handle = self._next_handle
             self._next_handle += 1
-        st = _Stored(handle, list(match), norm, action, p, prio, rank,
-                     (ref.fn, p, self.next_for(action, True)))
+        st = _Stored(
+            handle,
+            list(match),
+            norm,
+            action,
+            p,
+            prio,
+            rank,
+            (ref.fn, p, self.next_for(action, True)),
+        )
         self.entries[dk] = st
         self._index_add(st)
         return handle
@@ -188,7 +238,9 @@ class Table:
             raise NotFound(f"table {self.name}: no such entry")
         return dk
 
-    def modify(self, match: list[Any], action: str, params: list[int], priority: int | None) -> None:
+    def modify(
+        self, match: list[Any], action: str, params: list[int], priority: int | None
+    ) -> None:
         if self.immutable:
             raise InvalidArgument(f"table {self.name} has const entries and is immutable")
         dk = self._find(match, priority)
@@ -223,8 +275,10 @@ class Table:
             self.default = (None, (), self.next_for("", False))
 
     def list_entries(self) -> list[Entry]:
-        return [Entry(list(s.match), s.action, list(s.params), s.priority)
-                for s in sorted(self.entries.values(), key=lambda s: s.handle)]
+        return [
+            Entry(list(s.match), s.action, list(s.params), s.priority)
+            for s in sorted(self.entries.values(), key=lambda s: s.handle)
+        ]
 
     # -- data plane ----------------------------------------------------------------------
     # Lookup structures are updated per entry (a control plane may install many thousands).

@@ -4,6 +4,7 @@ Per device id the connection with the highest election id is primary; only the p
 may Write, Set, and exchange packets.  Every change is announced to the affected
 connections as PI does it: OK "Is primary" or ALREADY_EXISTS "Is backup".
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,8 +69,9 @@ class Arbitration:
             conn.election_id = election_id
             conns.append(conn)
             conns = self._sorted(device_id)
-            log.info("device %d: new connection %d, election id %s", device_id, conn.id,
-                     election_id)
+            log.info(
+                "device %d: new connection %d, election id %s", device_id, conn.id, election_id
+            )
             if conns[0] is conn:
                 self._notify_all(device_id)
             else:

@@ -4,6 +4,7 @@ P4Info field sit in the JSON (the interpreter wants JSON order and JSON match ki
 The P4Info itself is indexed by `controlplane.p4rt` (shared with the controller and the
 tests); this module is the part only a bmv2-JSON target needs.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,9 @@ def parse_device_config(raw: bytes) -> dict[str, Any]:
     try:
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ValueError(f"p4_device_config is not UTF-8 text (expected the bmv2 JSON): {exc}")
+        raise ValueError(
+            f"p4_device_config is not UTF-8 text (expected the bmv2 JSON): {exc}"
+        ) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"p4_device_config is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -64,8 +67,11 @@ def _order(p4_names: list[str], json_names: list[str | None]) -> tuple[int, ...]
     element is named after a P4Info one, else positional (older p4c leaves keys unnamed)."""
     if len(p4_names) != len(json_names):
         return None
-    if all(n is not None for n in json_names) and sorted(json_names) == sorted(p4_names) \
-            and len(set(p4_names)) == len(p4_names):
+    if (
+        all(n is not None for n in json_names)
+        and sorted(json_names) == sorted(p4_names)
+        and len(set(p4_names)) == len(p4_names)
+    ):
         return tuple(p4_names.index(n) for n in json_names)  # type: ignore[arg-type]
     return tuple(range(len(p4_names)))
 
@@ -118,7 +124,8 @@ def _bind_to_json(idx: P4InfoIndex, doc: dict[str, Any]) -> JsonBinding:
             problems.append(
                 f"action {a.name!r}: P4Info params "
                 f"{[(p.name, p.bitwidth) for p in a.params]} do not match JSON runtime_data "
-                f"{[(r.get('name'), r.get('bitwidth')) for r in rd]}")
+                f"{[(r.get('name'), r.get('bitwidth')) for r in rd]}"
+            )
             continue
         actions[a.id] = bound
 
@@ -131,23 +138,28 @@ def _bind_to_json(idx: P4InfoIndex, doc: dict[str, Any]) -> JsonBinding:
         key = jt.get("key", []) or []
         order = _order([mf.name for mf in t.match_fields], [k.get("name") for k in key])
         if order is None:
-            problems.append(f"table {t.name!r}: P4Info has {len(t.match_fields)} match fields, "
-                            f"the JSON key has {len(key)}")
+            problems.append(
+                f"table {t.name!r}: P4Info has {len(t.match_fields)} match fields, "
+                f"the JSON key has {len(key)}"
+            )
             continue
         for j, k in enumerate(key):
             mf = t.match_fields[order[j]]
             if k.get("match_type") not in _JSON_MATCH_TYPE[mf.match_type]:
-                problems.append(f"table {t.name!r} field {mf.name!r}: P4Info match type "
-                                f"{_JSON_MATCH_TYPE[mf.match_type][0]}, JSON "
-                                f"{k.get('match_type')}")
+                problems.append(
+                    f"table {t.name!r} field {mf.name!r}: P4Info match type "
+                    f"{_JSON_MATCH_TYPE[mf.match_type][0]}, JSON "
+                    f"{k.get('match_type')}"
+                )
         json_table_actions = set(jt.get("actions", []) or [])
         for aid in t.action_scopes:
             a = idx.actions.get(aid)
             if a is None:
                 problems.append(f"table {t.name!r} refers to unknown action id {aid:#x}")
             elif a.name not in json_table_actions:
-                problems.append(f"table {t.name!r}: action {a.name!r} is not one of its "
-                                f"actions in the JSON")
+                problems.append(
+                    f"table {t.name!r}: action {a.name!r} is not one of its actions in the JSON"
+                )
         tables[t.id] = TableBinding(order, tuple(str(k.get("match_type")) for k in key))
 
     json_counters = {c.get("name"): c for c in doc.get("counter_arrays", []) or []}
@@ -167,8 +179,10 @@ def _bind_to_json(idx: P4InfoIndex, doc: dict[str, Any]) -> JsonBinding:
         if jr is None:
             problems.append(f"register {r.name!r} is not in the JSON")
         elif jr.get("size") != r.size or jr.get("bitwidth") != r.bitwidth:
-            problems.append(f"register {r.name!r}: P4Info {r.size} x bit<{r.bitwidth}>, "
-                            f"JSON {jr.get('size')} x bit<{jr.get('bitwidth')}>")
+            problems.append(
+                f"register {r.name!r}: P4Info {r.size} x bit<{r.bitwidth}>, "
+                f"JSON {jr.get('size')} x bit<{jr.get('bitwidth')}>"
+            )
     json_meters = {m.get("name") for m in doc.get("meter_arrays", []) or []}
     for name in list(idx.meters.values()) + list(idx.direct_meters.values()):
         if name not in json_meters:

@@ -2,6 +2,7 @@
 RECONCILE_AND_COMMIT carries over.  The state machine of Set (VERIFY, VERIFY_AND_SAVE,
 COMMIT, ...) is ``Device.set_pipeline``; this module is what it calls.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,11 +30,15 @@ def import_p4info(p4info: p4info_pb2.P4Info) -> P4InfoIndex:
     try:
         return P4InfoIndex.from_proto(p4info)
     except P4InfoError as exc:
-        raise P4RTError(Code.UNKNOWN, f"Error when importing p4info: {exc}")
+        raise P4RTError(Code.UNKNOWN, f"Error when importing p4info: {exc}") from None
 
 
-def build_pipeline(info: P4InfoIndex, config: p4runtime_pb2.ForwardingPipelineConfig,
-                   new_target: Callable[[], SwitchTarget], pre: BmPre) -> Pipeline:
+def build_pipeline(
+    info: P4InfoIndex,
+    config: p4runtime_pb2.ForwardingPipelineConfig,
+    new_target: Callable[[], SwitchTarget],
+    pre: BmPre,
+) -> Pipeline:
     """Parse, cross-check and load a new program into a fresh target.
 
     bmv2 1.15.5 gives no usable answer for a bad JSON (a syntax error throws out of
@@ -46,24 +51,25 @@ def build_pipeline(info: P4InfoIndex, config: p4runtime_pb2.ForwardingPipelineCo
     try:
         doc = parse_device_config(raw)
     except ValueError as exc:
-        raise P4RTError(Code.INVALID_ARGUMENT, str(exc))
+        raise P4RTError(Code.INVALID_ARGUMENT, str(exc)) from None
     # The interpreter validates the JSON's structure (with the better messages) before
     # the P4Info is bound to it.
     switch = new_target()
     try:
         switch.load_pipeline(raw)
     except UnsupportedConstruct as exc:
-        raise P4RTError(Code.UNIMPLEMENTED, f"softswitch cannot run this program: {exc}")
+        raise P4RTError(Code.UNIMPLEMENTED, f"softswitch cannot run this program: {exc}") from None
     except PipelineError as exc:
-        raise P4RTError(Code.INVALID_ARGUMENT, f"invalid bmv2 JSON: {exc}")
+        raise P4RTError(Code.INVALID_ARGUMENT, f"invalid bmv2 JSON: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a bug in the target: say so, keep serving
         log.exception("Switch.load_pipeline failed unexpectedly")
-        raise P4RTError(Code.INTERNAL, f"softswitch failed to load the program: "
-                                       f"{type(exc).__name__}: {exc}")
+        raise P4RTError(
+            Code.INTERNAL, f"softswitch failed to load the program: {type(exc).__name__}: {exc}"
+        ) from exc
     try:
         binding = bind_to_json(info, doc)
     except ValueError as exc:
-        raise P4RTError(Code.INVALID_ARGUMENT, str(exc))
+        raise P4RTError(Code.INVALID_ARGUMENT, str(exc)) from None
     pre.restore(switch)
     stored = p4runtime_pb2.ForwardingPipelineConfig()
     stored.CopyFrom(config)
@@ -91,8 +97,9 @@ def get_config(pl: Pipeline | None, response_type: int) -> p4runtime_pb2.Forward
     elif response_type == GetType.DEVICE_CONFIG_AND_COOKIE:
         out.p4_device_config = cfg.p4_device_config
     else:
-        raise P4RTError(Code.INVALID_ARGUMENT,
-                        "Invalid response_type in GetForwardingPipelineConfigRequest")
+        raise P4RTError(
+            Code.INVALID_ARGUMENT, "Invalid response_type in GetForwardingPipelineConfigRequest"
+        )
     if cfg.HasField("cookie"):
         out.cookie.CopyFrom(cfg.cookie)
     return out
@@ -102,8 +109,13 @@ def forwarding_state_reads() -> list[p4runtime_pb2.Entity]:
     """PI save_forwarding_state reads action profiles, tables, meters, counters (in that
     order), so RECONCILE_AND_COMMIT can replay them as INSERTs into the new pipeline."""
     out = []
-    for kind in ("action_profile_member", "action_profile_group", "table_entry",
-                 "meter_entry", "counter_entry"):
+    for kind in (
+        "action_profile_member",
+        "action_profile_group",
+        "table_entry",
+        "meter_entry",
+        "counter_entry",
+    ):
         ent = p4runtime_pb2.Entity()
         getattr(ent, kind).SetInParent()
         out.append(ent)

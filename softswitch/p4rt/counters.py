@@ -4,6 +4,7 @@ Register reads are softswitch's debugging extension (simple_switch_grpc: UNIMPLE
 "Register reads are not supported yet"); they follow CounterEntry's shape: id 0 reads all,
 no index reads every cell.  Register writes stay UNIMPLEMENTED (entities.py).
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping
@@ -30,8 +31,9 @@ def counter_write(pl: Pipeline, utype: int, c: p4runtime_pb2.CounterEntry) -> No
     if not pl.info.is_valid_id(c.counter_id, P4Ids.COUNTER):
         raise invalid_p4_id()
     if not c.HasField("index"):
-        raise P4RTError(Code.UNIMPLEMENTED,
-                        "Wildcard write is not supported for indirect counters yet")
+        raise P4RTError(
+            Code.UNIMPLEMENTED, "Wildcard write is not supported for indirect counters yet"
+        )
     if c.index.index < 0:
         raise _negative_index()
     info = pl.info.counters[c.counter_id]
@@ -55,16 +57,16 @@ def counter_write(pl: Pipeline, utype: int, c: p4runtime_pb2.CounterEntry) -> No
     target_call(error, pl.switch.counter_write, info.name, index, new_bytes, new_packets)
 
 
-def counter_read(pl: Pipeline, c: p4runtime_pb2.CounterEntry,
-                 out: list[p4runtime_pb2.Entity]) -> None:
+def counter_read(
+    pl: Pipeline, c: p4runtime_pb2.CounterEntry, out: list[p4runtime_pb2.Entity]
+) -> None:
     error = "Error when reading counter from target"
     for cid in _ids(pl, c.counter_id, P4Ids.COUNTER, pl.info.counters):
         info = pl.info.counters[cid]
         size = target_call(error, pl.switch.counter_size, info.name)
         for index in _indices(c, size):
             if index >= size:
-                raise P4RTError(Code.UNKNOWN,
-                                f"{error} (index {index} out of range, size {size})")
+                raise P4RTError(Code.UNKNOWN, f"{error} (index {index} out of range, size {size})")
             b, p = target_call(error, pl.switch.counter_read, info.name, index)
             entry = out_entity(out).counter_entry
             entry.counter_id = cid
@@ -73,16 +75,19 @@ def counter_read(pl: Pipeline, c: p4runtime_pb2.CounterEntry,
             entry.data.packet_count = p
 
 
-def register_read(pl: Pipeline, r: p4runtime_pb2.RegisterEntry,
-                  out: list[p4runtime_pb2.Entity]) -> None:
+def register_read(
+    pl: Pipeline, r: p4runtime_pb2.RegisterEntry, out: list[p4runtime_pb2.Entity]
+) -> None:
     error = "Error when reading register from target"
     for rid in _ids(pl, r.register_id, P4Ids.REGISTER, pl.info.registers):
         info = pl.info.registers[rid]
         size = target_call(error, pl.switch.register_size, info.name)
         indices = _indices(r, size)
         if r.HasField("index") and r.index.index >= size:
-            raise P4RTError(Code.OUT_OF_RANGE, f"index {r.index.index} out of range for "
-                                               f"register {info.name} of size {size}")
+            raise P4RTError(
+                Code.OUT_OF_RANGE,
+                f"index {r.index.index} out of range for register {info.name} of size {size}",
+            )
         for index in indices:
             value = target_call(error, pl.switch.register_read, info.name, index)
             entry = out_entity(out).register_entry
@@ -91,8 +96,9 @@ def register_read(pl: Pipeline, r: p4runtime_pb2.RegisterEntry,
             entry.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(int(value))))
 
 
-def _indices(entry: p4runtime_pb2.CounterEntry | p4runtime_pb2.RegisterEntry,
-             size: int) -> Iterable[int]:
+def _indices(
+    entry: p4runtime_pb2.CounterEntry | p4runtime_pb2.RegisterEntry, size: int
+) -> Iterable[int]:
     """The cells a read addresses: its index, or every cell when it has none."""
     if not entry.HasField("index"):
         return range(size)

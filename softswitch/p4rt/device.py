@@ -5,6 +5,7 @@ which pipeline the data plane runs (``active``), which one the control plane add
 (``saved`` after VERIFY_AND_SAVE, until COMMIT), and the replication engine that outlives
 both.  Each entity's rules are in their own module (entities.py dispatches).
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,18 +40,26 @@ class Device:
     across a config swap.
     """
 
-    def __init__(self, *, device_id: int = 1, cpu_port: int | None = None, trace: bool = False,
-                 switch_factory: Callable[[], SwitchTarget] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        device_id: int = 1,
+        cpu_port: int | None = None,
+        trace: bool = False,
+        switch_factory: Callable[[], SwitchTarget] | None = None,
+    ) -> None:
         if cpu_port is not None and cpu_port <= 0:
-            raise ValueError("cpu port must be a positive port number (0 is not valid, as "
-                             "for simple_switch_grpc --cpu-port)")
+            raise ValueError(
+                "cpu port must be a positive port number (0 is not valid, as "
+                "for simple_switch_grpc --cpu-port)"
+            )
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.trace = trace
         self._switch_factory = switch_factory or self._default_switch_factory
         self._lock = threading.RLock()
-        self.active: Pipeline | None = None   # data plane (and control plane if no saved one)
-        self.saved: Pipeline | None = None    # VERIFY_AND_SAVE, waiting for COMMIT
+        self.active: Pipeline | None = None  # data plane (and control plane if no saved one)
+        self.saved: Pipeline | None = None  # VERIFY_AND_SAVE, waiting for COMMIT
         # PI creates its DeviceMgr on the first SetForwardingPipelineConfig, whatever its
         # outcome; before that Read/Write/Get answer FAILED_PRECONDITION, after it Get
         # answers an empty config.
@@ -64,14 +73,21 @@ class Device:
         self.transmit: Callable[[int, bytes], None] | None = None
         self.packet_in_sink: Callable[[p4runtime_pb2.PacketIn], None] | None = None
         self.counters: dict[str, int] = {
-            "rx_frames": 0, "no_pipeline_drops": 0, "process_errors": 0, "tx_frames": 0,
-            "tx_unattached": 0, "packet_in": 0, "packet_in_dropped": 0, "packet_out": 0,
+            "rx_frames": 0,
+            "no_pipeline_drops": 0,
+            "process_errors": 0,
+            "tx_frames": 0,
+            "tx_unattached": 0,
+            "packet_in": 0,
+            "packet_in_dropped": 0,
+            "packet_out": 0,
             "packet_out_dropped": 0,
         }
         self._counters_lock = threading.Lock()
 
     def _default_switch_factory(self) -> SwitchTarget:
         from ..switch import Switch  # imported late: the interpreter is heavy
+
         return Switch(device_id=self.device_id, cpu_port=self.cpu_port, trace=self.trace)
 
     def count(self, name: str, n: int = 1) -> None:
@@ -107,8 +123,9 @@ class Device:
             outs = pl.switch.process(ingress_port, frame)
         except Exception:  # the Switch promises not to raise for a bad frame; be safe anyway
             self.count("process_errors")
-            log.exception("Switch.process raised for a %d-byte frame on port %d",
-                          len(frame), ingress_port)
+            log.exception(
+                "Switch.process raised for a %d-byte frame on port %d", len(frame), ingress_port
+            )
             return
         for port, out in outs:
             if self.cpu_port is not None and port == self.cpu_port:
@@ -161,9 +178,13 @@ class Device:
             self.mgr_created = True
             if action == SetAction.UNSPECIFIED:
                 raise P4RTError(Code.INVALID_ARGUMENT, "Invalid SetForwardingPipeline action")
-            if action not in (SetAction.VERIFY, SetAction.VERIFY_AND_SAVE,
-                              SetAction.VERIFY_AND_COMMIT, SetAction.COMMIT,
-                              SetAction.RECONCILE_AND_COMMIT):
+            if action not in (
+                SetAction.VERIFY,
+                SetAction.VERIFY_AND_SAVE,
+                SetAction.VERIFY_AND_COMMIT,
+                SetAction.COMMIT,
+                SetAction.RECONCILE_AND_COMMIT,
+            ):
                 return  # PI: an action value it does not know matches no branch -> OK
             if action == SetAction.COMMIT:
                 self._commit_saved()
@@ -172,8 +193,11 @@ class Device:
             if action == SetAction.VERIFY:
                 return  # PI only imports the P4Info for VERIFY
             if self.saved is not None:  # bmv2 load_new_config: ONGOING_SWAP
-                raise P4RTError(Code.UNKNOWN, "Error in first phase of device update (a config "
-                                              "saved with VERIFY_AND_SAVE awaits COMMIT)")
+                raise P4RTError(
+                    Code.UNKNOWN,
+                    "Error in first phase of device update (a config "
+                    "saved with VERIFY_AND_SAVE awaits COMMIT)",
+                )
             saved_state = None
             if action == SetAction.RECONCILE_AND_COMMIT and self.control is not None:
                 saved_state = self._read_batch(self.control, forwarding_state_reads())
@@ -186,13 +210,15 @@ class Device:
             else:
                 self.active = new
                 self.first_commit.set()
-                log.info("device %d: pipeline committed (%d tables)", self.device_id,
-                         len(info.tables))
+                log.info(
+                    "device %d: pipeline committed (%d tables)", self.device_id, len(info.tables)
+                )
 
     def _commit_saved(self) -> None:
         if self.saved is None:  # bmv2 swap_configs: NO_ONGOING_SWAP
-            raise P4RTError(Code.UNKNOWN, "Error in second phase of device update "
-                                          "(no saved config to commit)")
+            raise P4RTError(
+                Code.UNKNOWN, "Error in second phase of device update (no saved config to commit)"
+            )
         self.active, self.saved = self.saved, None
         self.first_commit.set()
         log.info("device %d: committed the saved pipeline", self.device_id)
@@ -202,8 +228,9 @@ class Device:
         errors = self._write_batch(new, [Update(type=Update.INSERT, entity=e) for e in state])
         failed = [f"{i}: {e.message}" for i, e in enumerate(errors) if e is not None]
         if failed:
-            raise P4RTError(Code.UNKNOWN, "Error when reconciling config ("
-                            + "; ".join(failed[:5]) + ")")
+            raise P4RTError(
+                Code.UNKNOWN, "Error when reconciling config (" + "; ".join(failed[:5]) + ")"
+            )
 
     def get_pipeline(self, response_type: int) -> p4runtime_pb2.ForwardingPipelineConfig:
         """PI DeviceMgr::pipeline_config_get."""
@@ -219,12 +246,15 @@ class Device:
             if pl is None:
                 raise no_pipeline()
             if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
-                raise P4RTError(Code.UNIMPLEMENTED,
-                                "Support for atomic write modes has not been implemented yet")
+                raise P4RTError(
+                    Code.UNIMPLEMENTED,
+                    "Support for atomic write modes has not been implemented yet",
+                )
             return self._write_batch(pl, request.updates)
 
-    def _write_batch(self, pl: Pipeline,
-                     updates: Iterable[p4runtime_pb2.Update]) -> list[P4RTError | None]:
+    def _write_batch(
+        self, pl: Pipeline, updates: Iterable[p4runtime_pb2.Update]
+    ) -> list[P4RTError | None]:
         results: list[P4RTError | None] = []
         targets = self._live_targets()
         for upd in updates:
@@ -232,13 +262,18 @@ class Device:
                 write_one(pl, upd.type, upd.entity, self.pre, targets)
                 results.append(None)
             except P4RTError as exc:
-                log.info("write update %d failed: %s (%s)", len(results),
-                         code_pb2.Code.Name(exc.code), exc.message)
+                log.info(
+                    "write update %d failed: %s (%s)",
+                    len(results),
+                    code_pb2.Code.Name(exc.code),
+                    exc.message,
+                )
                 results.append(exc)
         return results
 
-    def read(self, request: p4runtime_pb2.ReadRequest
-             ) -> tuple[list[p4runtime_pb2.Entity], P4RTError | None]:
+    def read(
+        self, request: p4runtime_pb2.ReadRequest
+    ) -> tuple[list[p4runtime_pb2.Entity], P4RTError | None]:
         """PI DeviceMgr::read_: the entities read before the first error, and that error."""
         with self._lock:
             pl = self.control
@@ -251,14 +286,16 @@ class Device:
                 return out, exc
             return out, None
 
-    def _read_batch(self, pl: Pipeline,
-                    entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
+    def _read_batch(
+        self, pl: Pipeline, entities: Iterable[p4runtime_pb2.Entity]
+    ) -> list[p4runtime_pb2.Entity]:
         out: list[p4runtime_pb2.Entity] = []
         self._read_into(pl, entities, out)
         return out
 
     @staticmethod
-    def _read_into(pl: Pipeline, entities: Iterable[p4runtime_pb2.Entity],
-                   out: list[p4runtime_pb2.Entity]) -> None:
+    def _read_into(
+        pl: Pipeline, entities: Iterable[p4runtime_pb2.Entity], out: list[p4runtime_pb2.Entity]
+    ) -> None:
         for ent in entities:
             read_one(pl, ent, out)

@@ -6,6 +6,7 @@ it has no state for answer UNIMPLEMENTED, but only after the checks PI makes fir
 (invalid id, "Table has no direct counters", ...), so that a controller sees the same
 answer for a request that is wrong on both targets.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -26,8 +27,13 @@ def _unimplemented(what: str) -> P4RTError:
     return P4RTError(Code.UNIMPLEMENTED, f"softswitch does not implement {what}")
 
 
-def write_one(pl: Pipeline, utype: int, entity: p4runtime_pb2.Entity, pre: BmPre,
-              targets: Sequence[SwitchTarget]) -> None:
+def write_one(
+    pl: Pipeline,
+    utype: int,
+    entity: p4runtime_pb2.Entity,
+    pre: BmPre,
+    targets: Sequence[SwitchTarget],
+) -> None:
     """One update; raises P4RTError.  ``pre``/``targets``: the device's replication engine
     and every live target, for multicast writes."""
     which = entity.WhichOneof("entity")
@@ -76,11 +82,15 @@ def read_one(pl: Pipeline, ent: p4runtime_pb2.Entity, out: list[p4runtime_pb2.En
     elif which == "register_entry":
         register_read(pl, ent.register_entry, out)
     elif which in ("action_profile_member", "action_profile_group"):
-        _read_unimplemented(pl, getattr(ent, which).action_profile_id, P4Ids.ACTION_PROFILE,
-                            bool(info.action_profiles), "action profiles")
+        _read_unimplemented(
+            pl,
+            getattr(ent, which).action_profile_id,
+            P4Ids.ACTION_PROFILE,
+            bool(info.action_profiles),
+            "action profiles",
+        )
     elif which == "meter_entry":
-        _read_unimplemented(pl, ent.meter_entry.meter_id, P4Ids.METER, bool(info.meters),
-                            "meters")
+        _read_unimplemented(pl, ent.meter_entry.meter_id, P4Ids.METER, bool(info.meters), "meters")
     elif which in ("direct_counter_entry", "direct_meter_entry"):
         _direct_entry(pl, which, getattr(ent, which), reading=True)
     elif which == "value_set_entry":
@@ -96,8 +106,9 @@ def read_one(pl: Pipeline, ent: p4runtime_pb2.Entity, out: list[p4runtime_pb2.En
         raise P4RTError(Code.UNKNOWN, "Incorrect entity type")
 
 
-def _read_unimplemented(pl: Pipeline, p4_id: int, prefix: int, any_declared: bool,
-                        what: str) -> None:
+def _read_unimplemented(
+    pl: Pipeline, p4_id: int, prefix: int, any_declared: bool, what: str
+) -> None:
     """A read of an entity kind softswitch has no state for: a wildcard read of a kind the
     program does not have is empty, as on bmv2."""
     if p4_id == 0:
@@ -109,8 +120,13 @@ def _read_unimplemented(pl: Pipeline, p4_id: int, prefix: int, any_declared: boo
     raise _unimplemented(what)
 
 
-def _direct_entry(pl: Pipeline, which: str, sub: p4runtime_pb2.DirectCounterEntry
-                  | p4runtime_pb2.DirectMeterEntry, *, reading: bool) -> None:
+def _direct_entry(
+    pl: Pipeline,
+    which: str,
+    sub: p4runtime_pb2.DirectCounterEntry | p4runtime_pb2.DirectMeterEntry,
+    *,
+    reading: bool,
+) -> None:
     counter = which == "direct_counter_entry"
     kind = "counters" if counter else "meters"
     if not sub.HasField("table_entry"):
@@ -118,8 +134,9 @@ def _direct_entry(pl: Pipeline, which: str, sub: p4runtime_pb2.DirectCounterEntr
         raise P4RTError(Code.INVALID_ARGUMENT, f"Missing table_entry field in {label}")
     table_id = sub.table_entry.table_id
     if reading and table_id == 0:
-        raise P4RTError(Code.UNIMPLEMENTED,
-                        f"Reading all direct {kind} for ALL tables is not supported yet")
+        raise P4RTError(
+            Code.UNIMPLEMENTED, f"Reading all direct {kind} for ALL tables is not supported yet"
+        )
     if not pl.info.is_valid_id(table_id, P4Ids.TABLE):
         raise invalid_p4_id()
     t = pl.info.tables[table_id]

@@ -8,6 +8,7 @@
 ``match_key`` applies PI's checks (construct_match_key) with its messages; ``fill_match``
 is PI's parse_match_key for reads.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -47,7 +48,7 @@ def match_key(pl: Pipeline, te: p4runtime_pb2.TableEntry) -> MatchKey:
             matched += 1
             fields.append(_field(mf, mf_info.match_type, mf_info.bitwidth))
     except CodecError as exc:
-        raise _invalid(str(exc))
+        raise _invalid(str(exc)) from None
     if matched != len(te.match):
         raise _invalid("Unknown field in match key")
     need = t.needs_priority
@@ -85,8 +86,10 @@ def _field(mf: p4runtime_pb2.FieldMatch, mt: int, w: int) -> Any:
         if plen > w:
             raise _invalid("Prefix length cannot be > bitwidth")
         if plen == 0:
-            raise _invalid("Invalid reprsentation of 'don't care' LPM match, omit match "
-                           "field instead of using a prefix length of 0")
+            raise _invalid(
+                "Invalid reprsentation of 'don't care' LPM match, omit match "
+                "field instead of using a prefix length of 0"
+            )
         # PI counts the prefix from the top of the byte-padded value, as bmv2 does
         # (common.cpp check_prefix_trailing_zeros).
         trailing = nbytes(w) * 8 - plen
@@ -99,8 +102,10 @@ def _field(mf: p4runtime_pb2.FieldMatch, mt: int, w: int) -> Any:
         value = decode(mf.ternary.value, w)
         mask = decode(mf.ternary.mask, w)
         if not any(mf.ternary.mask):
-            raise _invalid("Invalid representation of 'don't care' ternary match, omit "
-                           "match field instead of using 0 mask")
+            raise _invalid(
+                "Invalid representation of 'don't care' ternary match, omit "
+                "match field instead of using 0 mask"
+            )
         if value & mask != value:
             raise _invalid("Invalid ternary value, make sure value & mask == value")
         return (value, mask)
@@ -113,8 +118,10 @@ def _field(mf: p4runtime_pb2.FieldMatch, mt: int, w: int) -> Any:
         # PI judges "don't care" on the raw strings: low all zero and high all 0xff of the
         # same length (match_key_helpers.cpp).
         if not any(raw_lo) and raw_hi == b"\xff" * len(raw_lo):
-            raise _invalid("Invalid representation of 'don't care' range match, omit match "
-                           "field instead of using low=0 and high=2**bitwidth-1")
+            raise _invalid(
+                "Invalid representation of 'don't care' range match, omit match "
+                "field instead of using low=0 and high=2**bitwidth-1"
+            )
         if lo > hi:
             raise _invalid("Invalid range value, make sure low <= high")
         return (lo, hi)

@@ -5,6 +5,7 @@ metadata (``controlplane.p4rt.PacketHeaderCodec``): a PacketOut gets its header 
 frame enters at the CPU port; a frame that leaves on the CPU port has its header stripped
 and becomes a PacketIn.  Without such a header the payload passes as is.
 """
+
 from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
@@ -37,8 +38,7 @@ def packet_out_frame(pl: Pipeline, packet: p4runtime_pb2.PacketOut) -> bytes:
     P4Info does not allow (unknown id, value too wide, metadata without a header)."""
     codec = pl.info.packet_out
     if codec is not None:
-        return codec.encode([(m.metadata_id, m.value) for m in packet.metadata],
-                            packet.payload)
+        return codec.encode([(m.metadata_id, m.value) for m in packet.metadata], packet.payload)
     if len(packet.metadata) > 0:
         raise CodecError("Unexpected metadata in PacketOut message")
     return bytes(packet.payload)

@@ -7,6 +7,7 @@ PI's checks, then change ``BmPre``, then push the changed group to every live ta
 (``SwitchTarget.mc_group_set_nodes``), so that the targets replicate exactly as bmv2's
 node list says.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -39,7 +40,7 @@ class BmPre:
     """
 
     def __init__(self) -> None:
-        self.groups: dict[int, list[int]] = {}              # mgid -> L1 handles
+        self.groups: dict[int, list[int]] = {}  # mgid -> L1 handles
         self.nodes: dict[int, tuple[int, frozenset[int]]] = {}  # handle -> (rid, ports)
 
     def group_create(self, gid: int) -> None:
@@ -82,18 +83,28 @@ class BmPre:
         """Make every target replicate group ``gid`` as this engine holds it."""
         for sw in targets:
             if gid in self.groups:
-                target_call(f"Error when {what} in target", sw.mc_group_set_nodes, gid,
-                            self.l1_nodes(gid), unsupported=what)
+                target_call(
+                    f"Error when {what} in target",
+                    sw.mc_group_set_nodes,
+                    gid,
+                    self.l1_nodes(gid),
+                    unsupported=what,
+                )
             elif gid in sw.mc_groups():
-                target_call(f"Error when {what} in target", sw.mc_group_delete, gid,
-                            unsupported=what)
+                target_call(
+                    f"Error when {what} in target", sw.mc_group_delete, gid, unsupported=what
+                )
 
     def restore(self, target: SwitchTarget) -> None:
         """Load every group into a new pipeline's target (the PRE survives the change)."""
         for gid in self.groups:
-            target_call("Error when restoring multicast group in target",
-                        target.mc_group_set_nodes, gid, self.l1_nodes(gid),
-                        unsupported="restoring multicast group")
+            target_call(
+                "Error when restoring multicast group in target",
+                target.mc_group_set_nodes,
+                gid,
+                self.l1_nodes(gid),
+                unsupported="restoring multicast group",
+            )
 
 
 def sorted_replicas(nodes: dict[int, set[ReplicaPort]]) -> list[tuple[int, ReplicaPort]]:
@@ -127,8 +138,10 @@ def _make_group(replicas: Iterable[p4runtime_pb2.Replica]) -> dict[int, set[Repl
             if not raw:
                 raise P4RTError(Code.INVALID_ARGUMENT, "Port must not be the empty string")
             if len(raw) > 4:
-                raise P4RTError(Code.UNIMPLEMENTED,
-                                f"Got port of {len(raw)} bytes, but only 4 bytes are supported")
+                raise P4RTError(
+                    Code.UNIMPLEMENTED,
+                    f"Got port of {len(raw)} bytes, but only 4 bytes are supported",
+                )
             value = int.from_bytes(raw, "big")
             if value == 0 or value >= 1 << 31:
                 raise P4RTError(Code.INVALID_ARGUMENT, "Port must be non-negative.")
@@ -147,14 +160,22 @@ def _check_target_replicas(nodes: dict[int, set[ReplicaPort]], what: str) -> Non
     partial work with cleanup tasks; the answer is the same)."""
     for rid, ports in nodes.items():
         if rid > 0xFFFF or any(rp.port > MAX_REPLICA_PORT for rp in ports):
-            raise P4RTError(Code.UNKNOWN, f"Error when {what} in target (rid {rid} or a "
-                                          f"port above {MAX_REPLICA_PORT})")
+            raise P4RTError(
+                Code.UNKNOWN,
+                f"Error when {what} in target (rid {rid} or a port above {MAX_REPLICA_PORT})",
+            )
 
 
 # -- writes ------------------------------------------------------------------------------
 
-def pre_write(pl: Pipeline, utype: int, entry: p4runtime_pb2.PacketReplicationEngineEntry,
-              pre: BmPre, targets: Sequence[SwitchTarget]) -> None:
+
+def pre_write(
+    pl: Pipeline,
+    utype: int,
+    entry: p4runtime_pb2.PacketReplicationEngineEntry,
+    pre: BmPre,
+    targets: Sequence[SwitchTarget],
+) -> None:
     """``targets``: every live target (active and saved pipeline share bmv2's PRE)."""
     which = entry.WhichOneof("type")
     if which == "multicast_group_entry":
@@ -165,8 +186,13 @@ def pre_write(pl: Pipeline, utype: int, entry: p4runtime_pb2.PacketReplicationEn
         raise P4RTError(Code.INVALID_ARGUMENT, "Invalid PRE operation")
 
 
-def _mc_write(pl: Pipeline, utype: int, g: p4runtime_pb2.MulticastGroupEntry, pre: BmPre,
-              targets: Sequence[SwitchTarget]) -> None:
+def _mc_write(
+    pl: Pipeline,
+    utype: int,
+    g: p4runtime_pb2.MulticastGroupEntry,
+    pre: BmPre,
+    targets: Sequence[SwitchTarget],
+) -> None:
     """PI PreMcMgr::group_create / group_modify / group_delete on bmv2's PRE."""
     gid = g.multicast_group_id
     if gid == 0:
@@ -208,9 +234,13 @@ def _mc_write(pl: Pipeline, utype: int, g: p4runtime_pb2.MulticastGroupEntry, pr
     pre.push(gid, targets, what)
 
 
-def _modify_nodes(pre: BmPre, gid: int, nodes: dict[int, set[ReplicaPort]],
-                  old_nodes: dict[int, set[ReplicaPort]],
-                  old_handles: dict[int, int]) -> dict[int, int]:
+def _modify_nodes(
+    pre: BmPre,
+    gid: int,
+    nodes: dict[int, set[ReplicaPort]],
+    old_nodes: dict[int, set[ReplicaPort]],
+    old_handles: dict[int, int],
+) -> dict[int, int]:
     """PI group_modify: keep the node of a rid that stays (updated if its ports changed),
     create nodes for new rids, destroy those of rids that went away."""
     old_handles = dict(old_handles)
@@ -242,8 +272,13 @@ def _clone_write(pl: Pipeline, utype: int, s: p4runtime_pb2.CloneSessionEntry) -
     if utype == Update.DELETE:
         if sid not in pl.clone_sessions:
             raise P4RTError(Code.NOT_FOUND, "Clone session id does not exist")
-        target_call("Error when resetting clone session in target", pl.switch.clone_session_set,
-                    sid, [], unsupported="resetting clone session")
+        target_call(
+            "Error when resetting clone session in target",
+            pl.switch.clone_session_set,
+            sid,
+            [],
+            unsupported="resetting clone session",
+        )
         del pl.clone_sessions[sid]
         return
     if utype == Update.INSERT and sid in pl.clone_sessions:
@@ -254,11 +289,16 @@ def _clone_write(pl: Pipeline, utype: int, s: p4runtime_pb2.CloneSessionEntry) -
     if s.class_of_service != 0:
         raise P4RTError(Code.UNIMPLEMENTED, "COS for clone sessions not supported yet")
     if s.packet_length_bytes != 0:
-        raise P4RTError(Code.UNIMPLEMENTED,
-                        "softswitch does not truncate clones (packet_length_bytes)")
-    target_call("Error when creating clone session in target", pl.switch.clone_session_set,
-                sid, [(rp.port, rid) for rid, rp in sorted_replicas(nodes)],
-                unsupported="creating clone session")
+        raise P4RTError(
+            Code.UNIMPLEMENTED, "softswitch does not truncate clones (packet_length_bytes)"
+        )
+    target_call(
+        "Error when creating clone session in target",
+        pl.switch.clone_session_set,
+        sid,
+        [(rp.port, rid) for rid, rp in sorted_replicas(nodes)],
+        unsupported="creating clone session",
+    )
     stored = p4runtime_pb2.CloneSessionEntry()
     stored.session_id = sid
     stored.class_of_service = s.class_of_service
@@ -270,8 +310,10 @@ def _clone_write(pl: Pipeline, utype: int, s: p4runtime_pb2.CloneSessionEntry) -
 
 # -- reads -------------------------------------------------------------------------------
 
-def pre_read(pl: Pipeline, entry: p4runtime_pb2.PacketReplicationEngineEntry,
-             out: list[p4runtime_pb2.Entity]) -> None:
+
+def pre_read(
+    pl: Pipeline, entry: p4runtime_pb2.PacketReplicationEngineEntry, out: list[p4runtime_pb2.Entity]
+) -> None:
     which = entry.WhichOneof("type")
     if which == "multicast_group_entry":
         gid = entry.multicast_group_entry.multicast_group_id
@@ -279,7 +321,7 @@ def pre_read(pl: Pipeline, entry: p4runtime_pb2.PacketReplicationEngineEntry,
             raise P4RTError(Code.OUT_OF_RANGE, "Group id value is too high")
         if gid != 0 and gid not in pl.mc_groups:
             raise P4RTError(Code.NOT_FOUND, "Multicast group does not exist")
-        for g in ([gid] if gid else sorted(pl.mc_groups)):
+        for g in [gid] if gid else sorted(pl.mc_groups):
             group = out_entity(out).packet_replication_engine_entry.multicast_group_entry
             group.multicast_group_id = g
             for rid, rp in sorted_replicas(pl.mc_groups[g]):
@@ -288,8 +330,9 @@ def pre_read(pl: Pipeline, entry: p4runtime_pb2.PacketReplicationEngineEntry,
         sid = entry.clone_session_entry.session_id
         if sid != 0 and sid not in pl.clone_sessions:
             raise P4RTError(Code.NOT_FOUND, "Clone session id does not exist")
-        for s in ([sid] if sid else sorted(pl.clone_sessions)):
+        for s in [sid] if sid else sorted(pl.clone_sessions):
             out_entity(out).packet_replication_engine_entry.clone_session_entry.CopyFrom(
-                pl.clone_sessions[s])
+                pl.clone_sessions[s]
+            )
     else:
         raise P4RTError(Code.INVALID_ARGUMENT, "Invalid PRE operation")

@@ -5,6 +5,7 @@ What is decided here and not in the Device: who may call (arbitration, election 
 which device id a request names, and how a P4RTError becomes a gRPC status (code,
 message, and PI's google.rpc.Status / p4.v1.Error details).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -36,7 +37,8 @@ def _abort_with(context: grpc.ServicerContext, err: P4RTError, details: bool = T
     the DeviceMgr layer) the google.rpc.Status in grpc-status-details-bin."""
     if details:
         context.set_trailing_metadata(
-            (("grpc-status-details-bin", err.to_status().SerializeToString()),))
+            (("grpc-status-details-bin", err.to_status().SerializeToString()),)
+        )
     context.set_code(_GRPC_CODE.get(err.code, grpc.StatusCode.UNKNOWN))
     context.set_details(err.message)
 
@@ -71,29 +73,38 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             self.device.count("packet_in_dropped")
 
     def _refused_as_not_primary(
-            self, request: p4runtime_pb2.WriteRequest
-            | p4runtime_pb2.SetForwardingPipelineConfigRequest,
-            context: grpc.ServicerContext) -> bool:
+        self,
+        request: p4runtime_pb2.WriteRequest | p4runtime_pb2.SetForwardingPipelineConfigRequest,
+        context: grpc.ServicerContext,
+    ) -> bool:
         """PI's check for Write and Set: with no stream open, only requests without
         election id are accepted (handy for grpc_cli); otherwise the request must carry
         the primary's election id.  True when the RPC was ended with PERMISSION_DENIED."""
         n = self.arbitration.count(request.device_id)
         if (n == 0 and request.HasField("election_id")) or (
-                n > 0 and not self.arbitration.is_primary_election_id(
-                    request.device_id, _u128(request.election_id))):
-            _abort_with(context, P4RTError(Code.PERMISSION_DENIED, "Not primary"),
-                        details=False)
+            n > 0
+            and not self.arbitration.is_primary_election_id(
+                request.device_id, _u128(request.election_id)
+            )
+        ):
+            _abort_with(context, P4RTError(Code.PERMISSION_DENIED, "Not primary"), details=False)
             return True
         return False
 
     # Unary RPCs ----------------------------------------------------------------------------
 
-    def Capabilities(self, request: p4runtime_pb2.CapabilitiesRequest,  # noqa: N802 (gRPC name)
-                     context: grpc.ServicerContext) -> p4runtime_pb2.CapabilitiesResponse:
+    def Capabilities(
+        self,
+        request: p4runtime_pb2.CapabilitiesRequest,  # noqa: N802 (gRPC name)
+        context: grpc.ServicerContext,
+    ) -> p4runtime_pb2.CapabilitiesResponse:
         return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version=P4RUNTIME_API_VERSION)
 
-    def Write(self, request: p4runtime_pb2.WriteRequest,  # noqa: N802
-              context: grpc.ServicerContext) -> p4runtime_pb2.WriteResponse:
+    def Write(
+        self,
+        request: p4runtime_pb2.WriteRequest,  # noqa: N802
+        context: grpc.ServicerContext,
+    ) -> p4runtime_pb2.WriteResponse:
         if self._refused_as_not_primary(request, context):
             return p4runtime_pb2.WriteResponse()
         if request.device_id != self.device.device_id or not self.device.mgr_created:
@@ -110,17 +121,22 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 if r is None:
                     err_msg = p4runtime_pb2.Error(code=Code.OK)
                 else:
-                    err_msg = p4runtime_pb2.Error(canonical_code=r.code, message=r.message,
-                                                  space=ERROR_SPACE)
+                    err_msg = p4runtime_pb2.Error(
+                        canonical_code=r.code, message=r.message, space=ERROR_SPACE
+                    )
                 status.details.add().Pack(err_msg)
             context.set_trailing_metadata(
-                (("grpc-status-details-bin", status.SerializeToString()),))
+                (("grpc-status-details-bin", status.SerializeToString()),)
+            )
             context.set_code(grpc.StatusCode.UNKNOWN)
             context.set_details(status.message)
         return p4runtime_pb2.WriteResponse()
 
-    def Read(self, request: p4runtime_pb2.ReadRequest,  # noqa: N802
-             context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.ReadResponse]:
+    def Read(
+        self,
+        request: p4runtime_pb2.ReadRequest,  # noqa: N802
+        context: grpc.ServicerContext,
+    ) -> Iterator[p4runtime_pb2.ReadResponse]:
         if request.device_id != self.device.device_id or not self.device.mgr_created:
             _abort_with(context, no_pipeline(), details=False)
             return
@@ -135,8 +151,10 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             _abort_with(context, err)
 
     def SetForwardingPipelineConfig(  # noqa: N802
-            self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
-            context: grpc.ServicerContext) -> p4runtime_pb2.SetForwardingPipelineConfigResponse:
+        self,
+        request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
+        context: grpc.ServicerContext,
+    ) -> p4runtime_pb2.SetForwardingPipelineConfigResponse:
         if self._refused_as_not_primary(request, context):
             return p4runtime_pb2.SetForwardingPipelineConfigResponse()
         try:
@@ -145,15 +163,17 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             else:
                 self._set_other_device(request)
         except P4RTError as err:
-            log.warning("SetForwardingPipelineConfig(%s) failed: %s",
-                        SetAction.Action.Name(request.action)
-                        if request.action in SetAction.Action.values() else request.action,
-                        err.message)
+            log.warning(
+                "SetForwardingPipelineConfig(%s) failed: %s",
+                SetAction.Action.Name(request.action)
+                if request.action in SetAction.Action.values()
+                else request.action,
+                err.message,
+            )
             _abort_with(context, err)
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()
 
-    def _set_other_device(self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest
-                          ) -> None:
+    def _set_other_device(self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest) -> None:
         """PI creates a DeviceMgr for any device id, then bmv2 refuses to be assigned to an
         id other than its --device-id."""
         self._other_mgrs.add(request.device_id)
@@ -166,13 +186,17 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             return
         if action == SetAction.COMMIT:
             raise P4RTError(Code.UNKNOWN, "Error in second phase of device update")
-        raise P4RTError(Code.UNKNOWN,
-                        f"Error when trying to assign device (this switch is device id "
-                        f"{self.device.device_id}, not {request.device_id})")
+        raise P4RTError(
+            Code.UNKNOWN,
+            f"Error when trying to assign device (this switch is device id "
+            f"{self.device.device_id}, not {request.device_id})",
+        )
 
     def GetForwardingPipelineConfig(  # noqa: N802
-            self, request: p4runtime_pb2.GetForwardingPipelineConfigRequest,
-            context: grpc.ServicerContext) -> p4runtime_pb2.GetForwardingPipelineConfigResponse:
+        self,
+        request: p4runtime_pb2.GetForwardingPipelineConfigRequest,
+        context: grpc.ServicerContext,
+    ) -> p4runtime_pb2.GetForwardingPipelineConfigResponse:
         if request.device_id != self.device.device_id:
             if request.device_id in self._other_mgrs:
                 return p4runtime_pb2.GetForwardingPipelineConfigResponse()
@@ -191,13 +215,18 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     # StreamChannel -------------------------------------------------------------------------
 
     def StreamChannel(  # noqa: N802
-            self, request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest],
-            context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.StreamMessageResponse]:
+        self,
+        request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest],
+        context: grpc.ServicerContext,
+    ) -> Iterator[p4runtime_pb2.StreamMessageResponse]:
         conn = Connection(id=next(self._conn_ids))
         context.add_callback(lambda: conn.outbox.put(END))
-        reader = threading.Thread(target=self._stream_reader,
-                                  args=(conn, request_iterator),
-                                  name=f"p4rt-stream-{conn.id}", daemon=True)
+        reader = threading.Thread(
+            target=self._stream_reader,
+            args=(conn, request_iterator),
+            name=f"p4rt-stream-{conn.id}",
+            daemon=True,
+        )
         reader.start()
         try:
             while True:
@@ -211,8 +240,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         finally:
             self.arbitration.remove(conn)
 
-    def _stream_reader(self, conn: Connection,
-                       request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest]) -> None:
+    def _stream_reader(
+        self, conn: Connection, request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest]
+    ) -> None:
         """pi_server.cpp StreamChannel loop; runs beside the response generator."""
         try:
             for req in request_iterator:
@@ -221,8 +251,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     device_id = req.arbitration.device_id
                     election_id = _u128(req.arbitration.election_id)
                     if conn.device_id is not None and conn.device_id != device_id:
-                        conn.outbox.put(P4RTError(Code.FAILED_PRECONDITION,
-                                                  "Invalid device id"))
+                        conn.outbox.put(P4RTError(Code.FAILED_PRECONDITION, "Invalid device id"))
                         return
                     try:
                         if conn.device_id is None:
@@ -251,7 +280,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
 def _host_of(address: str) -> str:
     if address.startswith("["):
-        return address[1:address.index("]")]
+        return address[1 : address.index("]")]
     return address.rsplit(":", 1)[0]
 
 
@@ -265,26 +294,29 @@ def check_loopback(address: str) -> None:
             return
     except ValueError:
         pass
-    raise ValueError(f"refusing to listen on {address!r}: softswitch only binds loopback "
-                     f"addresses (127.0.0.0/8, ::1, localhost)")
+    raise ValueError(
+        f"refusing to listen on {address!r}: softswitch only binds loopback "
+        f"addresses (127.0.0.0/8, ::1, localhost)"
+    )
 
 
 class P4RuntimeServer:
     """The gRPC server around one Device."""
 
-    def __init__(self, device: Device, address: str = "127.0.0.1:9559",
-                 max_workers: int = 64) -> None:
+    def __init__(
+        self, device: Device, address: str = "127.0.0.1:9559", max_workers: int = 64
+    ) -> None:
         check_loopback(address)
         self.device = device
         self.servicer = P4RuntimeServicer(device)
         self._requested = address
         self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_workers,
-                                       thread_name_prefix="p4rt"),
+            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
             options=[
                 ("grpc.max_receive_message_length", 256 * 1024 * 1024),  # as PI
                 ("grpc.so_reuseport", 0),  # a port already in use is an error, not shared
-            ])
+            ],
+        )
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, self._server)
         self.port: int | None = None
 
@@ -305,8 +337,9 @@ class P4RuntimeServer:
             raise OSError(f"cannot listen on {self._requested} (address in use?)")
         self.port = port
         self._server.start()
-        log.info("P4Runtime server listening on %s (device id %d)", self.address,
-                 self.device.device_id)
+        log.info(
+            "P4Runtime server listening on %s (device id %d)", self.address, self.device.device_id
+        )
         return port
 
     def stop(self, grace: float | None = 1.0) -> None:

@@ -4,6 +4,7 @@ PI (and so simple_switch_grpc) remembers what the target does not: entry metadat
 multicast replicas were spelled, clone sessions.  A ``Pipeline`` is one committed or saved
 program with that state and the ``SwitchTarget`` that runs it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

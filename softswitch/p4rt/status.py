@@ -6,6 +6,7 @@ and it can have bugs.  ``target_call`` tells these apart by exception *class* (t
 contract in softswitch.interface), so a bug -- an AttributeError, a TypeError -- is
 INTERNAL and logged, never mistaken for a missing feature.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,11 +52,13 @@ def target_call(error: str, fn: Callable[..., T], *args: Any, unsupported: str =
     try:
         return fn(*args)
     except UnsupportedConstruct as exc:
-        raise P4RTError(Code.UNIMPLEMENTED,
-                        f"softswitch does not support {unsupported or 'this'} ({exc})") from exc
+        raise P4RTError(
+            Code.UNIMPLEMENTED, f"softswitch does not support {unsupported or 'this'} ({exc})"
+        ) from exc
     except SoftswitchError as exc:
         raise P4RTError(Code.UNKNOWN, f"{error} ({type(exc).__name__}: {exc})") from exc
     except Exception as exc:  # noqa: BLE001 - a bug in the target: say so, keep serving
         log.exception("softswitch bug: %s", error)
-        raise P4RTError(Code.INTERNAL,
-                        f"{error} (softswitch bug: {type(exc).__name__}: {exc})") from exc
+        raise P4RTError(
+            Code.INTERNAL, f"{error} (softswitch bug: {type(exc).__name__}: {exc})"
+        ) from exc

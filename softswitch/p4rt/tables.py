@@ -5,6 +5,7 @@ touched; the target (``SwitchTarget.table_*``) only sees valid entries in its ow
 (match.py converts).  Entry metadata the target does not keep lives in
 ``Pipeline.entries``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,12 +27,14 @@ BM_MAX_PRIORITY = (1 << 31) - 1
 
 # -- writes ------------------------------------------------------------------------------
 
+
 def table_write(pl: Pipeline, utype: int, te: p4runtime_pb2.TableEntry) -> None:
     if not pl.info.is_valid_id(te.table_id, P4Ids.TABLE):
         raise invalid_p4_id()
     if te.HasField("time_since_last_hit"):
-        raise P4RTError(Code.INVALID_ARGUMENT,
-                        "has_time_since_last_hit must not be set in WriteRequest")
+        raise P4RTError(
+            Code.INVALID_ARGUMENT, "has_time_since_last_hit must not be set in WriteRequest"
+        )
     if utype == Update.UNSPECIFIED:
         raise P4RTError(Code.INVALID_ARGUMENT, "Update type is not set")
     if utype == Update.INSERT:
@@ -57,13 +60,22 @@ def _insert(pl: Pipeline, te: p4runtime_pb2.TableEntry) -> None:
     _validate_ttl(pl, te)
     store = pl.entries[t.id]
     if key in store:
-        raise P4RTError(Code.ALREADY_EXISTS,
-                        "Match entry exists, use MODIFY if you wish to change action")
+        raise P4RTError(
+            Code.ALREADY_EXISTS, "Match entry exists, use MODIFY if you wish to change action"
+        )
     if key[1] < 0 or key[1] > BM_MAX_PRIORITY:
-        raise P4RTError(Code.UNKNOWN, "Error when adding match entry to target "
-                                      "(unsupported priority)")
-    target_call("Error when adding match entry to target", pl.switch.table_add, t.name,
-                to_switch_match(pl, t, key), action, params, switch_priority(t, key))
+        raise P4RTError(
+            Code.UNKNOWN, "Error when adding match entry to target (unsupported priority)"
+        )
+    target_call(
+        "Error when adding match entry to target",
+        pl.switch.table_add,
+        t.name,
+        to_switch_match(pl, t, key),
+        action,
+        params,
+        switch_priority(t, key),
+    )
     store[key] = EntryMeta(te.controller_metadata, bytes(te.metadata), te.idle_timeout_ns)
 
 
@@ -75,8 +87,7 @@ def _modify(pl: Pipeline, te: p4runtime_pb2.TableEntry) -> None:
     if te.HasField("action"):
         action_data = _action_data(pl, t, te.action)
     elif not te.is_default_action:
-        raise P4RTError(Code.INVALID_ARGUMENT,
-                        "'action' field must be set for non-default entries")
+        raise P4RTError(Code.INVALID_ARGUMENT, "'action' field must be set for non-default entries")
     _direct_resources(pl, te)
     _validate_ttl(pl, te)
     meta = pl.entries[t.id].get(key)
@@ -85,8 +96,15 @@ def _modify(pl: Pipeline, te: p4runtime_pb2.TableEntry) -> None:
     error = "Error when modifying match entry in target"
     if not te.is_default_action:
         assert action_data is not None
-        target_call(error, pl.switch.table_modify, t.name, to_switch_match(pl, t, key),
-                    action_data[0], action_data[1], switch_priority(t, key))
+        target_call(
+            error,
+            pl.switch.table_modify,
+            t.name,
+            to_switch_match(pl, t, key),
+            action_data[0],
+            action_data[1],
+            switch_priority(t, key),
+        )
     elif action_data is not None:
         target_call(error, pl.switch.table_set_default, t.name, action_data[0], action_data[1])
     else:
@@ -107,8 +125,13 @@ def _delete(pl: Pipeline, te: p4runtime_pb2.TableEntry) -> None:
     store = pl.entries[t.id]
     if key not in store:
         raise P4RTError(Code.NOT_FOUND, "Cannot find match entry")
-    target_call("Error when deleting match entry in target", pl.switch.table_delete, t.name,
-                to_switch_match(pl, t, key), switch_priority(t, key))
+    target_call(
+        "Error when deleting match entry in target",
+        pl.switch.table_delete,
+        t.name,
+        to_switch_match(pl, t, key),
+        switch_priority(t, key),
+    )
     del store[key]
 
 
@@ -117,21 +140,25 @@ def _validate_action(pl: Pipeline, te: p4runtime_pb2.TableEntry) -> None:
     t = pl.info.tables[te.table_id]
     indirect = t.implementation_id != 0
     if indirect and te.is_default_action:
-        raise P4RTError(Code.INVALID_ARGUMENT,
-                        f"Cannot set / reset default action for indirect table {t.id}")
+        raise P4RTError(
+            Code.INVALID_ARGUMENT, f"Cannot set / reset default action for indirect table {t.id}"
+        )
     if te.is_default_action and t.const_default_action_id:
-        raise P4RTError(Code.PERMISSION_DENIED,
-                        f"Cannot set / reset default action for table {t.id} which has a "
-                        f"const default action")
+        raise P4RTError(
+            Code.PERMISSION_DENIED,
+            f"Cannot set / reset default action for table {t.id} which has a const default action",
+        )
     if not te.HasField("action"):
         return
     kind = te.action.WhichOneof("type")
     if indirect and kind == "action":
-        raise P4RTError(Code.INVALID_ARGUMENT,
-                        f"Cannot provide direct action for indirect table {t.id}")
+        raise P4RTError(
+            Code.INVALID_ARGUMENT, f"Cannot provide direct action for indirect table {t.id}"
+        )
     if not indirect and kind != "action":
-        raise P4RTError(Code.INVALID_ARGUMENT,
-                        f"Cannot provide indirect action for direct table {t.id}")
+        raise P4RTError(
+            Code.INVALID_ARGUMENT, f"Cannot provide indirect action for direct table {t.id}"
+        )
     if indirect:
         return
     aid = te.action.action.action_id
@@ -141,19 +168,19 @@ def _validate_action(pl: Pipeline, te: p4runtime_pb2.TableEntry) -> None:
     if scope is None:
         raise P4RTError(Code.INVALID_ARGUMENT, "Invalid action for table")
     if scope == ActionScope.TABLE_ONLY and te.is_default_action:
-        raise P4RTError(Code.PERMISSION_DENIED,
-                        "Cannot use TABLE_ONLY action as default action")
+        raise P4RTError(Code.PERMISSION_DENIED, "Cannot use TABLE_ONLY action as default action")
     if scope == ActionScope.DEFAULT_ONLY and not te.is_default_action:
-        raise P4RTError(Code.PERMISSION_DENIED,
-                        "Cannot use DEFAULT_ONLY action in table entry")
+        raise P4RTError(Code.PERMISSION_DENIED, "Cannot use DEFAULT_ONLY action in table entry")
 
 
-def _action_data(pl: Pipeline, table: TableInfo,
-                 action: p4runtime_pb2.TableAction) -> tuple[str, list[int]]:
+def _action_data(
+    pl: Pipeline, table: TableInfo, action: p4runtime_pb2.TableAction
+) -> tuple[str, list[int]]:
     """PI construct_action_data -> (JSON action name, params in JSON order)."""
     if table.implementation_id != 0:
-        raise P4RTError(Code.UNIMPLEMENTED, "softswitch does not implement action "
-                                            "profiles / selectors")
+        raise P4RTError(
+            Code.UNIMPLEMENTED, "softswitch does not implement action profiles / selectors"
+        )
     a = pl.info.actions[action.action.action_id]
     params = action.action.params
     if len(params) != len(a.params):
@@ -166,7 +193,7 @@ def _action_data(pl: Pipeline, table: TableInfo,
         try:
             values[p.param_id] = decode(p.value, info.bitwidth)
         except CodecError as exc:
-            raise P4RTError(Code.INVALID_ARGUMENT, str(exc))
+            raise P4RTError(Code.INVALID_ARGUMENT, str(exc)) from None
     if len(values) != len(a.params):
         raise P4RTError(Code.INVALID_ARGUMENT, "Duplicate action parameter")
     order = pl.binding.actions[a.id].json_param_order
@@ -190,17 +217,18 @@ def _validate_ttl(pl: Pipeline, te: p4runtime_pb2.TableEntry) -> None:
     if te.idle_timeout_ns < 0:
         raise P4RTError(Code.INVALID_ARGUMENT, "idle_timeout_ns must be a positive value")
     if te.idle_timeout_ns > 0 and not t.supports_idle_timeout:
-        raise P4RTError(Code.INVALID_ARGUMENT,
-                        "idle_timeout_ns must be set to 0 for tables which do not support "
-                        "idle timeout")
+        raise P4RTError(
+            Code.INVALID_ARGUMENT,
+            "idle_timeout_ns must be set to 0 for tables which do not support idle timeout",
+        )
     if te.idle_timeout_ns > 0:
         raise P4RTError(Code.UNIMPLEMENTED, "softswitch does not implement idle timeout")
 
 
 # -- reads -------------------------------------------------------------------------------
 
-def table_read(pl: Pipeline, te: p4runtime_pb2.TableEntry,
-               out: list[p4runtime_pb2.Entity]) -> None:
+
+def table_read(pl: Pipeline, te: p4runtime_pb2.TableEntry, out: list[p4runtime_pb2.Entity]) -> None:
     """Entries matching the request: ``table_id`` 0 reads every table in P4Info order."""
     if te.table_id == 0:
         for t_id in pl.info.tables:
@@ -211,24 +239,28 @@ def table_read(pl: Pipeline, te: p4runtime_pb2.TableEntry,
     _read_table(pl, te.table_id, te, out)
 
 
-def _read_table(pl: Pipeline, t_id: int, req: p4runtime_pb2.TableEntry,
-                out: list[p4runtime_pb2.Entity]) -> None:
+def _read_table(
+    pl: Pipeline, t_id: int, req: p4runtime_pb2.TableEntry, out: list[p4runtime_pb2.Entity]
+) -> None:
     t = pl.info.tables[t_id]
     if req.is_default_action:
         _read_default(pl, t, req, out)
         return
     if req.HasField("time_since_last_hit") and not t.supports_idle_timeout:
-        raise P4RTError(Code.INVALID_ARGUMENT,
-                        "Do not set time_since_last_hit for a ReadRequest if the table "
-                        "does not support idle timeout; yes, that includes wildcard reads")
+        raise P4RTError(
+            Code.INVALID_ARGUMENT,
+            "Do not set time_since_last_hit for a ReadRequest if the table "
+            "does not support idle timeout; yes, that includes wildcard reads",
+        )
     wanted = None
     if len(req.match) > 0:
         probe = p4runtime_pb2.TableEntry()
         probe.CopyFrom(req)
         probe.table_id = t_id
         wanted = match_key(pl, probe)
-    entries = target_call("Error when reading table entries from target",
-                          pl.switch.table_entries, t.name)
+    entries = target_call(
+        "Error when reading table entries from target", pl.switch.table_entries, t.name
+    )
     store = pl.entries.get(t.id, {})
     for entry in entries:
         key = from_switch_entry(pl, t, entry)
@@ -247,14 +279,18 @@ def _read_table(pl: Pipeline, t_id: int, req: p4runtime_pb2.TableEntry,
             te.idle_timeout_ns = meta.idle_timeout_ns
 
 
-def _read_default(pl: Pipeline, t: TableInfo, req: p4runtime_pb2.TableEntry,
-                  out: list[p4runtime_pb2.Entity]) -> None:
+def _read_default(
+    pl: Pipeline, t: TableInfo, req: p4runtime_pb2.TableEntry, out: list[p4runtime_pb2.Entity]
+) -> None:
     if req.HasField("time_since_last_hit"):
-        raise P4RTError(Code.INVALID_ARGUMENT,
-                        "Default table entries do not support entry ageing, do not set "
-                        "'time_since_last_hit' in your ReadRequest")
-    action, params = target_call("Error when reading default entry from target",
-                                 pl.switch.table_get_default, t.name)
+        raise P4RTError(
+            Code.INVALID_ARGUMENT,
+            "Default table entries do not support entry ageing, do not set "
+            "'time_since_last_hit' in your ReadRequest",
+        )
+    action, params = target_call(
+        "Error when reading default entry from target", pl.switch.table_get_default, t.name
+    )
     te = out_entity(out).table_entry
     te.table_id = t.id
     te.is_default_action = True
@@ -266,12 +302,12 @@ def _read_default(pl: Pipeline, t: TableInfo, req: p4runtime_pb2.TableEntry,
         te.metadata = meta.metadata
 
 
-def _fill_action(pl: Pipeline, t: TableInfo, action: str, params: list[int],
-                 te: p4runtime_pb2.TableEntry) -> None:
+def _fill_action(
+    pl: Pipeline, t: TableInfo, action: str, params: list[int], te: p4runtime_pb2.TableEntry
+) -> None:
     a = next((x for x in pl.info.actions.values() if x.name == action), None)
     if a is None:
-        log.warning("table %s: action %r is not in the P4Info, read without action",
-                    t.name, action)
+        log.warning("table %s: action %r is not in the P4Info, read without action", t.name, action)
         return
     act = te.action.action
     act.action_id = a.id

@@ -1,6 +1,7 @@
 """Controller tests run against a real switch over real P4Runtime, on every target of
 bmv2_tests/targets.py (in-process softswitch always; softswitch and simple_switch_grpc on
 veth ports where they can run)."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,15 +29,26 @@ def switch_process(request):
 def config(switch_process, tmp_path):
     """A fresh configuration (and state file) per test. `up` with a fresh state file pushes
     the pipeline (it cannot know the epochs in the slots), so every test starts clean."""
-    return parse({"switch": {"grpc_addr": switch_process.grpc_addr, "mac": SWITCH_MAC,
-                             "ip": SWITCH_IP, "election_id": 10, "ports": list(range(1, PORTS + 1)),
-                             "state_file": str(tmp_path / "jobs.json")}}, tmp_path)
+    return parse(
+        {
+            "switch": {
+                "grpc_addr": switch_process.grpc_addr,
+                "mac": SWITCH_MAC,
+                "ip": SWITCH_IP,
+                "election_id": 10,
+                "ports": list(range(1, PORTS + 1)),
+                "state_file": str(tmp_path / "jobs.json"),
+            }
+        },
+        tmp_path,
+    )
 
 
 @pytest.fixture
 def controller(config):
     """A controller that brought the switch up with `config`, closed after the test."""
     from controlplane.controller import Controller
+
     ctl = Controller(config)
     ctl.up()
     yield ctl

@@ -1,4 +1,5 @@
 """Configuration validation: every error names the field and the problem."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,28 +16,39 @@ def _job(workers, job=1, slots=4):
 
 
 def _w(rank, port, mac=None, ip=None, **kw):
-    return {"rank": rank, "port": port, "mac": mac or f"02:00:00:00:00:0{port}",
-            "ip": ip or f"10.0.0.{port}", **kw}
+    return {
+        "rank": rank,
+        "port": port,
+        "mac": mac or f"02:00:00:00:00:0{port}",
+        "ip": ip or f"10.0.0.{port}",
+        **kw,
+    }
 
 
-@pytest.mark.parametrize("data,path,needle", [
-    ({"switch": {"ports": [1], "colour": "red"}}, "switch.colour", "unknown key"),
-    ({"switch": {}}, "switch.ports", "missing"),
-    ({"switch": {"ports": [1, 1]}}, "switch.ports[1]", "duplicate port 1"),
-    ({"switch": {"ports": [1], "mac": "zz:00:00:00:00:00"}}, "switch.mac", "bad MAC"),
-    ({"switch": {"ports": [1], "ip": "10.0.0"}}, "switch.ip", "bad IPv4"),
-    ({"switch": {"ports": [1], "grpc_addr": "nowhere"}}, "switch.grpc_addr", "host:port"),
-    ({**_base(), "jobs": [_job([_w(0, 1), _w(2, 2)])]}, "jobs[0].workers", "without gaps"),
-    ({**_base(), "jobs": [_job([_w(0, 1), _w(0, 2)])]}, "jobs[0].workers", "duplicate rank"),
-    ({**_base(), "jobs": [_job([_w(0, 1), _w(1, 1)])]}, "jobs[0].workers", "duplicate port"),
-    ({**_base(), "jobs": [_job([_w(0, 9)])]}, "jobs[0].workers[0].port", "not in switch.ports"),
-    ({**_base(), "jobs": [_job([_w(0, 1, mac="02:00")])]}, "jobs[0].workers[0].mac", "bad MAC"),
-    ({**_base(), "jobs": [_job([_w(0, 1, udp_port=80)])]}, "jobs[0].workers[0].udp_port",
-     "out of range"),
-    ({**_base(), "jobs": [_job([_w(0, 1)]), _job([_w(0, 2)])]}, "jobs[1].job", "duplicate job"),
-    ({**_base(), "jobs": [_job([_w(0, 1)], slots=0)]}, "jobs[0].slots", "out of range"),
-    ({**_base(), "jobs": [{**_job([_w(0, 1)]), "speed": 1}]}, "jobs[0].speed", "unknown key"),
-])
+@pytest.mark.parametrize(
+    "data,path,needle",
+    [
+        ({"switch": {"ports": [1], "colour": "red"}}, "switch.colour", "unknown key"),
+        ({"switch": {}}, "switch.ports", "missing"),
+        ({"switch": {"ports": [1, 1]}}, "switch.ports[1]", "duplicate port 1"),
+        ({"switch": {"ports": [1], "mac": "zz:00:00:00:00:00"}}, "switch.mac", "bad MAC"),
+        ({"switch": {"ports": [1], "ip": "10.0.0"}}, "switch.ip", "bad IPv4"),
+        ({"switch": {"ports": [1], "grpc_addr": "nowhere"}}, "switch.grpc_addr", "host:port"),
+        ({**_base(), "jobs": [_job([_w(0, 1), _w(2, 2)])]}, "jobs[0].workers", "without gaps"),
+        ({**_base(), "jobs": [_job([_w(0, 1), _w(0, 2)])]}, "jobs[0].workers", "duplicate rank"),
+        ({**_base(), "jobs": [_job([_w(0, 1), _w(1, 1)])]}, "jobs[0].workers", "duplicate port"),
+        ({**_base(), "jobs": [_job([_w(0, 9)])]}, "jobs[0].workers[0].port", "not in switch.ports"),
+        ({**_base(), "jobs": [_job([_w(0, 1, mac="02:00")])]}, "jobs[0].workers[0].mac", "bad MAC"),
+        (
+            {**_base(), "jobs": [_job([_w(0, 1, udp_port=80)])]},
+            "jobs[0].workers[0].udp_port",
+            "out of range",
+        ),
+        ({**_base(), "jobs": [_job([_w(0, 1)]), _job([_w(0, 2)])]}, "jobs[1].job", "duplicate job"),
+        ({**_base(), "jobs": [_job([_w(0, 1)], slots=0)]}, "jobs[0].slots", "out of range"),
+        ({**_base(), "jobs": [{**_job([_w(0, 1)]), "speed": 1}]}, "jobs[0].speed", "unknown key"),
+    ],
+)
 def test_bad_configuration_names_field_and_problem(data, path, needle):
     with pytest.raises(ConfigError) as info:
         parse(data)
@@ -45,12 +57,14 @@ def test_bad_configuration_names_field_and_problem(data, path, needle):
 
 def test_good_configuration_round_trip(tmp_path):
     f = tmp_path / "sw.toml"
-    f.write_text('[switch]\nports = [1, 2]\nstate_file = "state.json"\n'
-                 '[[switch.hosts]]\nmac = "02:00:00:00:00:01"\nport = 1\n'
-                 '[[jobs]]\njob = 3\nslots = 8\nworkers = [\n'
-                 '  { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },\n'
-                 '  { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", '
-                 'udp_port = 20529 },\n]\n')
+    f.write_text(
+        '[switch]\nports = [1, 2]\nstate_file = "state.json"\n'
+        '[[switch.hosts]]\nmac = "02:00:00:00:00:01"\nport = 1\n'
+        "[[jobs]]\njob = 3\nslots = 8\nworkers = [\n"
+        '  { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },\n'
+        '  { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", '
+        "udp_port = 20529 },\n]\n"
+    )
     cfg = load(f)
     assert cfg.switch.ports == [1, 2] and cfg.switch.state_file == tmp_path / "state.json"
     assert [w.udp_port for w in cfg.jobs[0].workers] == [0x5030, 20529]

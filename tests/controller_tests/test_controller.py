@@ -1,5 +1,6 @@
 """The controller against a real switch: bring-up, job lifecycle, refusals, arbitration,
 switch and controller restarts. Packets prove that what was configured works."""
+
 from __future__ import annotations
 
 import json
@@ -34,20 +35,37 @@ def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nx
     port_of = {}
     for d in descriptors:
         w = d["worker"]
-        port = int(w["ip"].rsplit(".", 1)[1])           # host(port) puts port in the IP
+        port = int(w["ip"].rsplit(".", 1)[1])  # host(port) puts port in the IP
         port_of[d["rank"]] = port
-        ep = Endpoints(w["mac"], d["switch"]["mac"], w["ip"], d["switch"]["ip"],
-                       w["udp_port"], d["switch"]["udp_port"])
-        h = Header.make(msg_type, job=d["job"], epoch=d["epoch"], slot=0, rank=d["rank"],
-                        slot_version=version, block=block, next_block=nxt,
-                        flags=p.Flag.PACKED if packed else 0)
+        ep = Endpoints(
+            w["mac"],
+            d["switch"]["mac"],
+            w["ip"],
+            d["switch"]["ip"],
+            w["udp_port"],
+            d["switch"]["udp_port"],
+        )
+        h = Header.make(
+            msg_type,
+            job=d["job"],
+            epoch=d["epoch"],
+            slot=0,
+            rank=d["rank"],
+            slot_version=version,
+            block=block,
+            next_block=nxt,
+            flags=p.Flag.PACKED if packed else 0,
+        )
         fp = p.fingerprint(np.int32, 64)
         mine = None if values is None else np.asarray(values[d["rank"]], np.int64)
         if mine is not None and packed:
             mine = (mine + bias).astype(np.uint32).view(np.int32)
-        proc.send(port, p.build_frame(ep, h, mine,
-                                      fingerprint=(fp, fp) if msg_type == MsgType.ANNOUNCE
-                                      else None))
+        proc.send(
+            port,
+            p.build_frame(
+                ep, h, mine, fingerprint=(fp, fp) if msg_type == MsgType.ANNOUNCE else None
+            ),
+        )
     out = {}
     for rank, port in port_of.items():
         raw = proc.recv(port, 3.0)
@@ -63,24 +81,28 @@ def test_bring_up_create_use_delete_recreate(controller, switch_process):
     job = controller.jobs.create(7, workers([1, 2]), slots=8)
     descriptors = job.descriptors(controller.jobs.switch)
     assert descriptors[1]["rank"] == 1 and descriptors[1]["slot_count"] == 8
-    assert descriptors[0]["switch"] == {"mac": SWITCH_MAC, "ip": SWITCH_IP,
-                                        "udp_port": p.UDP_PORT_BASE}
+    assert descriptors[0]["switch"] == {
+        "mac": SWITCH_MAC,
+        "ip": SWITCH_IP,
+        "udp_port": p.UDP_PORT_BASE,
+    }
     res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
     assert all(r is not None and r.header.next_block == 0 for r in res.values())
     vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * 3}
     half = run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1, block=0)
-    assert half[0] is None                       # rank 1 missing: no result yet
+    assert half[0] is None  # rank 1 missing: no result yet
     controller.jobs.delete(7)
     assert controller.jobs.jobs() == []
-    assert all(r is None for r in run_round(switch_process, descriptors, MsgType.ANNOUNCE)
-               .values())                        # no admission any more
+    assert all(
+        r is None for r in run_round(switch_process, descriptors, MsgType.ANNOUNCE).values()
+    )  # no admission any more
     again = controller.jobs.create(7, workers([1, 2]), slots=8)
     assert again.slot_base == job.slot_base and again.epoch != job.epoch
     descriptors = again.descriptors(controller.jobs.switch)
     res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
     assert all(r.header.next_block == 0 for r in res.values())
     res = run_round(switch_process, descriptors, MsgType.DATA, vals, version=1, block=0)
-    for r in res.values():                       # nothing left over from the half round
+    for r in res.values():  # nothing left over from the half round
         assert np.array_equal(r.values, vals[0] + vals[1])
 
 
@@ -90,28 +112,38 @@ def test_two_jobs_get_disjoint_slots_and_both_work(controller, switch_process):
     assert a.slot_base + a.slot_count <= b.slot_base
     assert a.job_index != b.job_index
     for job in (a, b):
-        res = run_round(switch_process, job.descriptors(controller.jobs.switch),
-                        MsgType.ANNOUNCE, nxt=job.job)
-        assert all(r.header.next_block == job.job and r.header.job == job.job
-                   for r in res.values())
+        res = run_round(
+            switch_process, job.descriptors(controller.jobs.switch), MsgType.ANNOUNCE, nxt=job.job
+        )
+        assert all(r.header.next_block == job.job and r.header.job == job.job for r in res.values())
 
 
 def test_refusals_are_clear(controller):
     jobs = controller.jobs
-    pool_slots = jobs.sizes.pool_slots           # from the P4Info the controller pushed
+    pool_slots = jobs.sizes.pool_slots  # from the P4Info the controller pushed
     assert pool_slots == controller.conn.p4.register("slot_epoch").size > 10
     jobs.create(1, workers([1, 2]), slots=pool_slots - 10)
     cases = [
         (lambda: jobs.create(1, workers([3]), 1), "already exists"),
         (lambda: jobs.create(2, workers([3]), 11), "slot pool exhausted"),
         (lambda: jobs.create(2, workers([3]), pool_slots + 1), "the switch's pool"),
-        (lambda: jobs.create(3, [WorkerAddress(0, 3, *host(3), 0x5030),
-                                 WorkerAddress(0, 4, *host(4), 0x5030)], 1), "duplicate rank"),
-        (lambda: jobs.create(4, [WorkerAddress(0, 3, *host(3), 0x5030),
-                                 WorkerAddress(1, 3, *host(3), 0x5030)], 1), "duplicate port"),
+        (
+            lambda: jobs.create(
+                3, [WorkerAddress(0, 3, *host(3), 0x5030), WorkerAddress(0, 4, *host(4), 0x5030)], 1
+            ),
+            "duplicate rank",
+        ),
+        (
+            lambda: jobs.create(
+                4, [WorkerAddress(0, 3, *host(3), 0x5030), WorkerAddress(1, 3, *host(3), 0x5030)], 1
+            ),
+            "duplicate port",
+        ),
         (lambda: jobs.create(5, workers([3, 9]), 1), "unknown switch port"),
-        (lambda: jobs.create(6, [WorkerAddress(r, 1, *host(1), 0x5030) for r in range(33)], 1),
-         "at most 32"),
+        (
+            lambda: jobs.create(6, [WorkerAddress(r, 1, *host(1), 0x5030) for r in range(33)], 1),
+            "at most 32",
+        ),
         (lambda: jobs.delete(99), "no job 99"),
     ]
     for call, needle in cases:
@@ -125,14 +157,15 @@ def test_delete_finishes_what_a_half_done_delete_left(controller):
     """The switch answers NOT_FOUND for entries and groups a failed delete already removed
     (both targets); the repeated delete takes that as done instead of failing."""
     from controlplane import admission, result_destination
+
     jobs = controller.jobs
     job = jobs.create(4, workers([1, 2]), 2)
     jobs.set_loss(4, egress=0.5)
-    admission.revoke(controller.conn, job.params, job.workers)       # half of a delete
+    admission.revoke(controller.conn, job.params, job.workers)  # half of a delete
     result_destination.remove_destinations(controller.conn, job.job, job.workers[:1])
     assert jobs.delete(4).job == 4
     assert 4 not in {j.job for j in jobs.jobs()}
-    again = jobs.create(4, workers([1, 2]), 2)          # nothing stale stands in its way
+    again = jobs.create(4, workers([1, 2]), 2)  # nothing stale stands in its way
     assert again.slot_base == job.slot_base and again.epoch > job.epoch
 
 
@@ -145,16 +178,17 @@ def test_lower_election_id_cannot_write(controller, switch_process):
             forwarding.add_host(backup, "02:00:00:00:00:09", 1)
     finally:
         backup.close()
-    controller.jobs.create(3, workers([1]), 1)         # the primary still can
+    controller.jobs.create(3, workers([1]), 1)  # the primary still can
 
 
 def test_switch_restart_gets_its_state_back(controller, switch_process):
     job = controller.jobs.create(5, workers([1, 2]), slots=4)
     switch_process.restart()
     assert controller.ensure() is True
-    assert controller.ensure() is False                # nothing more to do
-    res = run_round(switch_process, job.descriptors(controller.jobs.switch),
-                    MsgType.ANNOUNCE, nxt=2)
+    assert controller.ensure() is False  # nothing more to do
+    res = run_round(
+        switch_process, job.descriptors(controller.jobs.switch), MsgType.ANNOUNCE, nxt=2
+    )
     assert all(r is not None and r.header.next_block == 2 for r in res.values())
 
 
@@ -174,18 +208,35 @@ def test_controller_restart_keeps_jobs_and_allocation(config, controller):
 
 def test_cli_end_to_end(config, switch_process, tmp_path):
     cfg = tmp_path / "sw.toml"
-    cfg.write_text(f'[switch]\ngrpc_addr = "{switch_process.grpc_addr}"\nports = [1, 2, 3, 4]\n'
-                   f'state_file = "state.json"\n')
+    cfg.write_text(
+        f'[switch]\ngrpc_addr = "{switch_process.grpc_addr}"\nports = [1, 2, 3, 4]\n'
+        f'state_file = "state.json"\n'
+    )
 
     def ctl(*args):
-        return subprocess.run([sys.executable, "-m", "controlplane.cli", "-c", str(cfg), *args],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "controlplane.cli", "-c", str(cfg), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     assert ctl("up").returncode == 0
-    out = ctl("--json", "job", "create", "--job", "4", "--slots", "16",
-              "--worker", "0:1:02:00:00:00:00:01:10.0.0.1",
-              "--worker", "1:2:02:00:00:00:00:02:10.0.0.2:20529",
-              "--descriptors", str(tmp_path / "desc"))
+    out = ctl(
+        "--json",
+        "job",
+        "create",
+        "--job",
+        "4",
+        "--slots",
+        "16",
+        "--worker",
+        "0:1:02:00:00:00:00:01:10.0.0.1",
+        "--worker",
+        "1:2:02:00:00:00:00:02:10.0.0.2:20529",
+        "--descriptors",
+        str(tmp_path / "desc"),
+    )
     assert out.returncode == 0, out.stderr
     created = json.loads(out.stdout)
     assert created["descriptors"][1]["worker"]["udp_port"] == 20529

@@ -3,6 +3,7 @@ addresses, `p4reduce-ctl` command lines and loss probabilities. Whatever the inp
 answer is a value that is valid or one clear error -- never a traceback, never a silently
 reinterpreted address. No switch is needed: every case here is refused (or accepted)
 before the controller connects."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,11 @@ macs = st.lists(octet, min_size=6, max_size=6).map(bytes)
 ipv4s = st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address)
 # unicast, locally administered (never all-zero); 1.0.0.0 .. 223.255.255.255 minus 127/8
 host_macs = macs.map(lambda b: bytes([b[0] & 0xFE | 0x02]) + b[1:])
-host_ips = st.integers(1 << 24, (224 << 24) - 1).filter(lambda i: i >> 24 != 127) \
+host_ips = (
+    st.integers(1 << 24, (224 << 24) - 1)
+    .filter(lambda i: i >> 24 != 127)
     .map(ipaddress.IPv4Address)
+)
 
 
 def _mac_text(b: bytes) -> str:
@@ -88,14 +92,15 @@ def test_any_other_ipv4_spelling_is_refused(text):
         out = unicast_ipv4(text)
     except AddressError:
         return
-    assert out == text == str(ipaddress.IPv4Address(text)) and _host_ip(
-        ipaddress.IPv4Address(text))
+    assert out == text == str(ipaddress.IPv4Address(text)) and _host_ip(ipaddress.IPv4Address(text))
 
 
 # ---- --worker RANK:PORT:MAC:IP[:UDP] ---------------------------------------------------------
 
-@given(st.integers(0, 255), st.integers(0, 510), host_macs, host_ips, st.integers(0, 15),
-       st.booleans())
+
+@given(
+    st.integers(0, 255), st.integers(0, 510), host_macs, host_ips, st.integers(0, 15), st.booleans()
+)
 def test_worker_argument_round_trip(rank, port, mac, ip, udp_off, with_udp):
     text = f"{rank}:{port}:{_mac_text(mac)}:{ip}" + (f":{20528 + udp_off}" if with_udp else "")
     w = cli.parse_worker(text)
@@ -116,6 +121,7 @@ def test_worker_argument_is_valid_or_refused_with_a_message(text):
 
 # ---- loss probability -> 16-bit threshold ------------------------------------------------------
 
+
 @given(st.floats(0.0, 1.0, exclude_max=True))
 @example(0.999999)
 @example(1 - 2**-53)
@@ -134,30 +140,65 @@ def test_threshold_is_monotonic(p, q):
 # ---- configuration --------------------------------------------------------------------------
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**65, 2**65) | st.floats(allow_nan=True)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**65), 2**65)
+    | st.floats(allow_nan=True)
     | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
-                                                                 max_size=4),
-    max_leaves=20)
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 worker_tables = st.fixed_dictionaries(
-    {"rank": json_values | st.integers(0, 3), "port": json_values | st.integers(1, 3),
-     "mac": json_values | st.sampled_from(["02:00:00:00:00:01", "ff:ff:ff:ff:ff:ff",
-                                           " 0x2:0:0:0:0:1", "02:00:00:00:00:02"]),
-     "ip": json_values | st.sampled_from(["10.0.0.1", "0.0.0.0", "255.255.255.255",
-                                          "10.0.0.2", "224.0.0.1"])},
-    optional={"udp_port": json_values | st.integers(20528, 20543)})
+    {
+        "rank": json_values | st.integers(0, 3),
+        "port": json_values | st.integers(1, 3),
+        "mac": json_values
+        | st.sampled_from(
+            ["02:00:00:00:00:01", "ff:ff:ff:ff:ff:ff", " 0x2:0:0:0:0:1", "02:00:00:00:00:02"]
+        ),
+        "ip": json_values
+        | st.sampled_from(["10.0.0.1", "0.0.0.0", "255.255.255.255", "10.0.0.2", "224.0.0.1"]),
+    },
+    optional={"udp_port": json_values | st.integers(20528, 20543)},
+)
 configs = st.fixed_dictionaries(
-    {"switch": st.fixed_dictionaries(
-        {"ports": json_values | st.lists(st.integers(0, 600), max_size=4)},
-        optional={"mac": json_values, "ip": json_values, "grpc_addr": json_values,
-                  "election_id": json_values, "device_id": json_values,
-                  "hosts": json_values | st.lists(st.fixed_dictionaries(
-                      {"mac": json_values, "port": json_values | st.integers(1, 3)}),
-                      max_size=2),
-                  "state_file": json_values, "flood_group": json_values})},
-    optional={"jobs": json_values | st.lists(st.fixed_dictionaries(
-        {"job": json_values | st.integers(0, 3), "slots": json_values | st.integers(1, 9),
-         "workers": json_values | st.lists(worker_tables, max_size=3)}), max_size=2)})
+    {
+        "switch": st.fixed_dictionaries(
+            {"ports": json_values | st.lists(st.integers(0, 600), max_size=4)},
+            optional={
+                "mac": json_values,
+                "ip": json_values,
+                "grpc_addr": json_values,
+                "election_id": json_values,
+                "device_id": json_values,
+                "hosts": json_values
+                | st.lists(
+                    st.fixed_dictionaries(
+                        {"mac": json_values, "port": json_values | st.integers(1, 3)}
+                    ),
+                    max_size=2,
+                ),
+                "state_file": json_values,
+                "flood_group": json_values,
+            },
+        )
+    },
+    optional={
+        "jobs": json_values
+        | st.lists(
+            st.fixed_dictionaries(
+                {
+                    "job": json_values | st.integers(0, 3),
+                    "slots": json_values | st.integers(1, 9),
+                    "workers": json_values | st.lists(worker_tables, max_size=3),
+                }
+            ),
+            max_size=2,
+        )
+    },
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -178,8 +219,9 @@ def test_any_configuration_is_valid_or_one_clear_error(tmp_path_factory, data):
             assert w.port in cfg.switch.ports
 
 
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
 def test_any_configuration_file_is_valid_or_one_clear_error(tmp_path, raw):
     path = tmp_path / "switch.toml"
@@ -200,23 +242,52 @@ def test_configuration_without_state_file_gets_one_beside_it(tmp_path):
 
 # ---- p4reduce-ctl command lines -------------------------------------------------------------
 
-words = st.sampled_from(["up", "job", "create", "delete", "list", "show", "stats",
-                         "drop-sim", "--job", "--slots", "--worker", "--ingress", "--egress",
-                         "--seed", "--timeout", "--election-id", "--rank", "--watch",
-                         "--reset", "-1", "0", "0.999999", "1", "1.5", "nan", "65536",
-                         "0:1:02:00:00:00:00:01:10.0.0.1", "0:1:ff:ff:ff:ff:ff:ff:10.0.0.1",
-                         "0:1: 0x2:0:0:0:0:1:10.0.0.1", "x"])
+words = st.sampled_from(
+    [
+        "up",
+        "job",
+        "create",
+        "delete",
+        "list",
+        "show",
+        "stats",
+        "drop-sim",
+        "--job",
+        "--slots",
+        "--worker",
+        "--ingress",
+        "--egress",
+        "--seed",
+        "--timeout",
+        "--election-id",
+        "--rank",
+        "--watch",
+        "--reset",
+        "-1",
+        "0",
+        "0.999999",
+        "1",
+        "1.5",
+        "nan",
+        "65536",
+        "0:1:02:00:00:00:00:01:10.0.0.1",
+        "0:1:ff:ff:ff:ff:ff:ff:10.0.0.1",
+        "0:1: 0x2:0:0:0:0:1:10.0.0.1",
+        "x",
+    ]
+)
 
 
 argvs = st.lists(words | st.text(max_size=8), max_size=8)
 
 
-@settings(max_examples=500, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(argvs, st.booleans())
 def test_any_command_line_parses_or_is_one_usage_error(capsys, argv, as_json):
     assume("--help" not in argv and "-h" not in argv)
-    capsys.readouterr()                 # the fixture is shared by every example
+    capsys.readouterr()  # the fixture is shared by every example
     try:
         args = cli.build_parser(as_json).parse_args(argv)
     except SystemExit as exc:
@@ -233,11 +304,13 @@ def test_any_command_line_parses_or_is_one_usage_error(capsys, argv, as_json):
         assert unicast_mac(w.mac) == w.mac and unicast_ipv4(w.ip) == w.ip
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(argvs, st.booleans())
-def test_any_command_line_exits_with_a_code_and_one_error_line(tmp_path_factory, capsys,
-                                                               argv, as_json):
+def test_any_command_line_exits_with_a_code_and_one_error_line(
+    tmp_path_factory, capsys, argv, as_json
+):
     """Through main(), against a switch that is not there: a command line fails before the
     switch (exit 1 or 2) or when it reaches for it (exit 3), with one line; never a
     traceback. (`up` is left out only because it retries for seconds; see below.)"""
@@ -260,12 +333,14 @@ def test_documented_usage_errors(tmp_path, capsys):
     cfg = tmp_path / "switch.toml"
     cfg.write_text('[switch]\ngrpc_addr = "127.0.0.1:1"\nports = [1, 2]\n')
     base = ["-c", str(cfg)]
-    for argv in (["--timeout", "0", "stats"], ["--timeout", "-3", "stats"],
-                 ["drop-sim", "--job", "1", "--ingress", "1"],
-                 ["job", "create", "--job", "1", "--worker", "0:1: 0x2:0:0:0:0:1:10.0.0.1"],
-                 ["job", "create", "--job", "1", "--worker", "0:1:02:00:00:00:00:01:0.0.0.0"],
-                 ["job", "create", "--job", "1", "--worker",
-                  "0:1:02:00:00:00:00:01:255.255.255.255"]):
+    for argv in (
+        ["--timeout", "0", "stats"],
+        ["--timeout", "-3", "stats"],
+        ["drop-sim", "--job", "1", "--ingress", "1"],
+        ["job", "create", "--job", "1", "--worker", "0:1: 0x2:0:0:0:0:1:10.0.0.1"],
+        ["job", "create", "--job", "1", "--worker", "0:1:02:00:00:00:00:01:0.0.0.0"],
+        ["job", "create", "--job", "1", "--worker", "0:1:02:00:00:00:00:01:255.255.255.255"],
+    ):
         assert cli.main(base + argv) == cli.EXIT_USAGE, argv
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
     for argv in (["stats"], ["up"]):

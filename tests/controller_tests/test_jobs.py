@@ -8,6 +8,7 @@ delete what it does not have; it runs against the real program in an in-process 
 over real P4Runtime on loopback (no root, no interfaces), with the controller's session
 failing one write the way a dropped connection would.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,14 +33,22 @@ SIZES = PoolSizes.of(P4)
 
 def worker(rank: int, port: int | None = None) -> WorkerAddress:
     port = rank + 1 if port is None else port
-    return WorkerAddress(rank, port, f"02:00:00:00:00:{port:02x}", f"10.0.0.{port}",
-                         wire.UDP_PORT_BASE)
+    return WorkerAddress(
+        rank, port, f"02:00:00:00:00:{port:02x}", f"10.0.0.{port}", wire.UDP_PORT_BASE
+    )
 
 
-def job(job_id: int, slot_base: int, slot_count: int, job_index: int = 0,
-        epoch: int = 1, ranks: int = 2) -> Job:
-    return Job(job=job_id, job_index=job_index, slot_base=slot_base, slot_count=slot_count,
-               epoch=epoch, workers=[worker(r) for r in range(ranks)])
+def job(
+    job_id: int, slot_base: int, slot_count: int, job_index: int = 0, epoch: int = 1, ranks: int = 2
+) -> Job:
+    return Job(
+        job=job_id,
+        job_index=job_index,
+        slot_base=slot_base,
+        slot_count=slot_count,
+        epoch=epoch,
+        workers=[worker(r) for r in range(ranks)],
+    )
 
 
 def offline_connection() -> SwitchConnection:
@@ -50,6 +59,7 @@ def offline_connection() -> SwitchConnection:
 
 
 # ---- sizes and allocation ---------------------------------------------------------------
+
 
 def test_sizes_come_from_the_p4info():
     """The pool is the slot_epoch register's size, the job count the per-job counters'."""
@@ -65,11 +75,14 @@ def test_slots_are_allocated_first_fit_and_freed_ranges_reused():
     table.jobs[2] = job(2, 4, 8, job_index=1)
     assert table.allocate_slots(4, pool) == 12
     table.jobs[3] = job(3, 12, 4, job_index=2)
-    del table.jobs[2]                                   # frees 4..11
-    assert table.allocate_slots(3, pool) == 4           # the first gap that fits
+    del table.jobs[2]  # frees 4..11
+    assert table.allocate_slots(3, pool) == 4  # the first gap that fits
     assert table.allocate_slots(8, pool) == 4
-    with pytest.raises(JobError, match=r"slot pool exhausted: 9 contiguous slots requested, "
-                                       r"8 of 16 free"):
+    with pytest.raises(
+        JobError,
+        match=r"slot pool exhausted: 9 contiguous slots requested, "
+        r"8 of 16 free",
+    ):
         table.allocate_slots(9, pool)
 
 
@@ -90,6 +103,7 @@ def test_job_indices_are_the_lowest_free_and_bounded_by_the_switch():
 
 
 # ---- epochs ------------------------------------------------------------------------------
+
 
 def test_epochs_wrap_from_the_largest_to_1_never_0(tmp_path):
     """1..2^31-1: 0 is what a never-used slot holds and bit 31 marks a lost slot, so after
@@ -117,6 +131,7 @@ def test_a_job_at_either_end_of_the_epochs_is_admitted_and_described():
 
 # ---- the descriptor ----------------------------------------------------------------------
 
+
 def test_the_descriptor_is_hostlibs_jobconfig_serialised():
     j = job(7, 32, 16, epoch=41, ranks=3)
     d = j.descriptor(2, SWITCH)
@@ -129,6 +144,7 @@ def test_the_descriptor_is_hostlibs_jobconfig_serialised():
 
 
 # ---- the state file ----------------------------------------------------------------------
+
 
 def good_state() -> dict:
     jobs = [job(1, 0, 4, job_index=0, epoch=1), job(2, 4, 4, job_index=1, epoch=2)]
@@ -160,9 +176,18 @@ def corrupt(kind: str) -> str:
     return json.dumps(state)
 
 
-CORRUPTIONS = ["not json", "a list", "no jobs key", "a worker with an unknown key",
-               "a string for a number", "a job twice", "a job index twice",
-               "overlapping slots", "epoch 0", "an unknown encoding"]
+CORRUPTIONS = [
+    "not json",
+    "a list",
+    "no jobs key",
+    "a worker with an unknown key",
+    "a string for a number",
+    "a job twice",
+    "a job index twice",
+    "overlapping slots",
+    "epoch 0",
+    "an unknown encoding",
+]
 
 
 def test_a_good_state_file_loads_and_saves_the_same(tmp_path):
@@ -180,8 +205,11 @@ def test_a_corrupt_state_file_is_refused_clearly_and_left_as_it_was(tmp_path, ki
     path = tmp_path / "jobs.json"
     path.write_text(corrupt(kind))
     before = path.read_bytes()
-    with pytest.raises(JobError, match=rf"state file {path} is unreadable .*nothing was "
-                                       r"changed: repair it, or move it away"):
+    with pytest.raises(
+        JobError,
+        match=rf"state file {path} is unreadable .*nothing was "
+        r"changed: repair it, or move it away",
+    ):
         JobTable.load(path)
     with pytest.raises(JobError, match="unreadable"):
         JobManager(offline_connection(), SWITCH, path, {1, 2, 3})
@@ -196,15 +224,18 @@ def test_a_state_file_corrupted_under_a_running_controller_stops_every_change(tm
     jobs = JobManager(offline_connection(), SWITCH, path, {1, 2, 3})
     path.write_text(corrupt("a job twice"))
     before = path.read_bytes()
-    for change in (lambda: jobs.create(3, [worker(0, 3)], 4),
-                   lambda: jobs.delete(1),
-                   lambda: jobs.set_loss(1, ingress=0.5)):
+    for change in (
+        lambda: jobs.create(3, [worker(0, 3)], 4),
+        lambda: jobs.delete(1),
+        lambda: jobs.set_loss(1, ingress=0.5),
+    ):
         with pytest.raises(JobError, match="job id 1 appears twice"):
             change()
     assert path.read_bytes() == before
 
 
 # ---- a delete that failed half-way -------------------------------------------------------
+
 
 class DroppingConnection(SwitchConnection):
     """The controller's session, whose `fail_at`-th delete never reaches the switch (as when
@@ -223,6 +254,7 @@ class DroppingConnection(SwitchConnection):
 @pytest.fixture
 def switch():
     from softswitch.p4runtime_server import Device, P4RuntimeServer
+
     server = P4RuntimeServer(Device(device_id=1), "127.0.0.1:0")
     server.start()
     conn = DroppingConnection(server.address).connect(retries=5)
@@ -250,24 +282,23 @@ def test_a_delete_that_failed_half_way_can_be_repeated(switch, tmp_path):
     created = jobs.create(5, [worker(0), worker(1)], 4)
     jobs.set_loss(5, ingress=0.25)
     group = created.params.mcast_grp
-    assert entries_of(switch, 5) == {"admission": 2, "result_destination": 2,
-                                     "drop_simulator": 1}
+    assert entries_of(switch, 5) == {"admission": 2, "result_destination": 2, "drop_simulator": 1}
     assert group in read_groups(switch)
 
-    switch.fail_at = switch.deletes + 2     # admission goes, the rest stays
+    switch.fail_at = switch.deletes + 2  # admission goes, the rest stays
     with pytest.raises(SwitchError, match="injected"):
         jobs.delete(5)
     assert 5 in JobTable.load(path).jobs, "a failed delete keeps the job to finish it"
     assert entries_of(switch, 5) == {"result_destination": 2, "drop_simulator": 1}
 
     switch.fail_at = None
-    assert jobs.delete(5).job == 5          # the retry skips what is already gone
+    assert jobs.delete(5).job == 5  # the retry skips what is already gone
     assert entries_of(switch, 5) == {}
     assert group not in read_groups(switch)
     assert JobTable.load(path).jobs == {}
     with pytest.raises(JobError, match="no job 5"):
         jobs.delete(5)
 
-    again = jobs.create(5, [worker(0), worker(1)], 4)   # nothing stale stands in its way
+    again = jobs.create(5, [worker(0), worker(1)], 4)  # nothing stale stands in its way
     assert entries_of(switch, 5) == {"admission": 2, "result_destination": 2}
     assert again.epoch > created.epoch

@@ -8,6 +8,7 @@ installed) over real P4Runtime, with real frames on veth ports:
 * a second controller with the same election id gets a message about mastership;
 * a configuration without `state_file` keeps jobs between CLI calls.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,17 +31,24 @@ from .test_controller import run_round, workers
 
 
 def _cli(cfg, *args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "controlplane.cli", "-c", str(cfg), *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "controlplane.cli", "-c", str(cfg), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _toml(path, switch_process, extra=""):
-    path.write_text(f'[switch]\ngrpc_addr = "{switch_process.grpc_addr}"\n'
-                    f'ports = [1, 2, 3, 4]\nelection_id = 10\n{extra}')
+    path.write_text(
+        f'[switch]\ngrpc_addr = "{switch_process.grpc_addr}"\n'
+        f"ports = [1, 2, 3, 4]\nelection_id = 10\n{extra}"
+    )
     return path
 
 
 # ---- item 3: per-job counters ---------------------------------------------------------
+
 
 def test_recreated_job_counters_start_at_zero(controller, switch_process):
     switch_process.drain()
@@ -53,11 +61,10 @@ def test_recreated_job_counters_start_at_zero(controller, switch_process):
     assert counted["rounds_completed"] == 3 and counted["aggregated"] > 0, counted
     controller.jobs.delete(7)
     again = controller.jobs.create(7, workers([1, 2]), slots=4)
-    assert again.job_index == job.job_index          # the index is reused ...
+    assert again.job_index == job.job_index  # the index is reused ...
     fresh = stats.job_stats(controller.conn, again.job_index)
-    assert fresh == dict.fromkeys(stats.JOB_COUNTERS, 0), fresh   # ... the counts are not
-    run_round(switch_process, again.descriptors(controller.jobs.switch), MsgType.ANNOUNCE,
-              nxt=0)
+    assert fresh == dict.fromkeys(stats.JOB_COUNTERS, 0), fresh  # ... the counts are not
+    run_round(switch_process, again.descriptors(controller.jobs.switch), MsgType.ANNOUNCE, nxt=0)
     assert stats.job_stats(controller.conn, again.job_index)["rounds_completed"] == 1
 
 
@@ -65,12 +72,16 @@ def test_every_per_job_counter_of_the_program_is_zeroed(controller):
     """A counter the P4 program adds per job must be in JOB_COUNTERS, or a new job would
     start with the previous job's count in it."""
     max_jobs = controller.jobs.sizes.max_jobs
-    per_job = {c.name.rsplit(".", 1)[-1] for c in controller.conn.p4.counters.values()
-               if c.size == max_jobs}
+    per_job = {
+        c.name.rsplit(".", 1)[-1]
+        for c in controller.conn.p4.counters.values()
+        if c.size == max_jobs
+    }
     assert per_job == set(stats.JOB_COUNTERS)
 
 
 # ---- item 5: `up` again keeps the data plane, reconciles the tables ---------------------
+
 
 def test_up_again_keeps_a_half_done_round(config, controller, switch_process):
     switch_process.drain()
@@ -79,14 +90,15 @@ def test_up_again_keeps_a_half_done_round(config, controller, switch_process):
     run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
     vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * 5}
     # rank 0 contributes to the data round of block 0; rank 1 has not yet
-    assert run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1,
-                     block=0)[0] is None
-    controller.close()                               # the controller restarts
+    assert (
+        run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1, block=0)[0]
+        is None
+    )
+    controller.close()  # the controller restarts
     again = Controller(config)
     try:
         assert again.up() == PIPELINE_KEPT
-        res = run_round(switch_process, descriptors[1:], MsgType.DATA, vals, version=1,
-                        block=0)
+        res = run_round(switch_process, descriptors[1:], MsgType.DATA, vals, version=1, block=0)
         assert res[1] is not None, "the round lost rank 0's contribution: slots were reset"
         assert np.array_equal(res[1].values, vals[0] + vals[1])
         assert stats.job_stats(again.conn, job.job_index)["rounds_completed"] == 2
@@ -101,6 +113,7 @@ def test_up_reconciles_missing_and_stale_entries(config, controller, switch_proc
     before = sorted(e.SerializeToString(deterministic=True) for e in read_entries(conn))
     # damage: one admission entry gone, a stale L2 entry and a stale multicast group added
     from controlplane.admission import admission_entry
+
     conn.delete(table_entity(admission_entry(conn, job.params, job.workers[1], False)))
     forwarding.add_host(conn, "02:00:00:00:00:77", 3)
     conn.insert(replication.multicast_group(9, [(3, 0)]))
@@ -108,14 +121,12 @@ def test_up_reconciles_missing_and_stale_entries(config, controller, switch_proc
     again = Controller(config)
     try:
         assert again.up() == PIPELINE_KEPT
-        after = sorted(e.SerializeToString(deterministic=True)
-                       for e in read_entries(again.conn))
+        after = sorted(e.SerializeToString(deterministic=True) for e in read_entries(again.conn))
         assert len(after) == len(before)
         assert 9 not in replication.read_groups(again.conn)
-        res = run_round(switch_process, job.descriptors(again.jobs.switch), MsgType.ANNOUNCE,
-                        nxt=3)
+        res = run_round(switch_process, job.descriptors(again.jobs.switch), MsgType.ANNOUNCE, nxt=3)
         assert all(r is not None and r.header.next_block == 3 for r in res.values()), res
-        assert again.reconcile().changes == 0          # nothing left to do
+        assert again.reconcile().changes == 0  # nothing left to do
     finally:
         again.close()
 
@@ -132,8 +143,8 @@ def test_up_pushes_a_different_pipeline_and_reset_forces_a_push(config, controll
 
 # ---- item 8: state file, mastership ------------------------------------------------------
 
-def test_watcher_restores_a_job_another_controller_created(config, controller,
-                                                           switch_process):
+
+def test_watcher_restores_a_job_another_controller_created(config, controller, switch_process):
     """`up --watch` (controller) started before job 9 existed; another p4reduce-ctl (a
     higher election id, same state file) created it. After a switch restart the watcher
     must restore job 9 too."""
@@ -146,35 +157,47 @@ def test_watcher_restores_a_job_another_controller_created(config, controller,
         other.close()
     switch_process.restart()
     assert controller.ensure() is True
-    res = run_round(switch_process, job.descriptors(controller.jobs.switch),
-                    MsgType.ANNOUNCE, nxt=4)
+    res = run_round(
+        switch_process, job.descriptors(controller.jobs.switch), MsgType.ANNOUNCE, nxt=4
+    )
     assert all(r is not None and r.header.next_block == 4 for r in res.values())
     assert [j.job for j in controller.jobs.jobs()] == [9]
 
 
-def test_same_election_id_is_a_clear_mastership_message(config, controller, switch_process,
-                                                       tmp_path):
+def test_same_election_id_is_a_clear_mastership_message(
+    config, controller, switch_process, tmp_path
+):
     with pytest.raises(MastershipError, match="election id 10"):
         Controller(config).connect(retries=0)
     cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
-    out = _cli(cfg, "job", "create", "--job", "3", "--worker",
-               "0:1:02:00:00:00:00:01:10.0.0.1")
+    out = _cli(cfg, "job", "create", "--job", "3", "--worker", "0:1:02:00:00:00:00:01:10.0.0.1")
     assert out.returncode == 1, out
-    line, = out.stderr.strip().splitlines()
+    (line,) = out.stderr.strip().splitlines()
     assert "election id 10" in line and "--election-id" in line, line
     out = _cli(cfg, "--json", "up")
     assert out.returncode == 1 and json.loads(out.stderr)["exit_code"] == 1
     # a lower election id can still read; a higher one takes over and can write
     assert _cli(cfg, "--election-id", "5", "stats").returncode == 0
-    assert _cli(cfg, "--election-id", "11", "job", "create", "--job", "3", "--worker",
-                "0:1:02:00:00:00:00:01:10.0.0.1").returncode == 0
+    assert (
+        _cli(
+            cfg,
+            "--election-id",
+            "11",
+            "job",
+            "create",
+            "--job",
+            "3",
+            "--worker",
+            "0:1:02:00:00:00:00:01:10.0.0.1",
+        ).returncode
+        == 0
+    )
 
 
 def test_config_without_state_file_keeps_jobs_between_cli_calls(switch_process, tmp_path):
     cfg = _toml(tmp_path / "nostate.toml", switch_process)
     assert _cli(cfg, "up").returncode == 0
-    out = _cli(cfg, "job", "create", "--job", "4", "--worker",
-               "0:1:02:00:00:00:00:01:10.0.0.1")
+    out = _cli(cfg, "job", "create", "--job", "4", "--worker", "0:1:02:00:00:00:00:01:10.0.0.1")
     assert out.returncode == 0, out.stderr
     listed = _cli(cfg, "--json", "job", "list")
     assert [row["job"] for row in json.loads(listed.stdout)] == [4]
@@ -184,18 +207,26 @@ def test_config_without_state_file_keeps_jobs_between_cli_calls(switch_process, 
 
 # ---- item 14: the CLI at the switch --------------------------------------------------------
 
+
 def test_drop_sim_accepts_the_whole_documented_range(switch_process, tmp_path):
     cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
     assert _cli(cfg, "up").returncode == 0
-    assert _cli(cfg, "job", "create", "--job", "2", "--worker",
-                "0:1:02:00:00:00:00:01:10.0.0.1").returncode == 0
+    assert (
+        _cli(
+            cfg, "job", "create", "--job", "2", "--worker", "0:1:02:00:00:00:00:01:10.0.0.1"
+        ).returncode
+        == 0
+    )
     out = _cli(cfg, "drop-sim", "--job", "2", "--ingress", "0.999999", "--egress", "0.5")
     assert out.returncode == 0, out.stderr
     conn = SwitchConnection(switch_process.grpc_addr, election_id=3).connect()
     try:
         assert conn.use_pipeline_of_switch()
-        entry, = [conn.p4.describe_entry(e) for e in read_entries(conn)
-                  if conn.p4.describe_entry(e)["table"].endswith("drop_simulator")]
+        (entry,) = [
+            conn.p4.describe_entry(e)
+            for e in read_entries(conn)
+            if conn.p4.describe_entry(e)["table"].endswith("drop_simulator")
+        ]
         assert entry["params"]["ingress_threshold"] == 65535
         assert entry["params"]["egress_threshold"] == 32768
     finally:
@@ -212,14 +243,20 @@ def test_drop_sim_accepts_the_whole_documented_range(switch_process, tmp_path):
 def test_worker_addresses_are_strict(controller):
     from controlplane.addresses import WorkerAddress
     from controlplane.jobs import JobError
-    for mac, ip in ((" 0x2:0:0:0:0:1", "10.0.0.1"), ("ff:ff:ff:ff:ff:ff", "10.0.0.1"),
-                    ("01:00:5e:00:00:01", "10.0.0.1"), ("00:00:00:00:00:00", "10.0.0.1"),
-                    ("02:00:00:00:00:01", "0.0.0.0"), ("02:00:00:00:00:01", "255.255.255.255"),
-                    ("02:00:00:00:00:01", "224.0.0.1")):
+
+    for mac, ip in (
+        (" 0x2:0:0:0:0:1", "10.0.0.1"),
+        ("ff:ff:ff:ff:ff:ff", "10.0.0.1"),
+        ("01:00:5e:00:00:01", "10.0.0.1"),
+        ("00:00:00:00:00:00", "10.0.0.1"),
+        ("02:00:00:00:00:01", "0.0.0.0"),
+        ("02:00:00:00:00:01", "255.255.255.255"),
+        ("02:00:00:00:00:01", "224.0.0.1"),
+    ):
         with pytest.raises(JobError):
             controller.jobs.create(1, [WorkerAddress(0, 1, mac, ip, 0x5030)], 1)
     assert controller.jobs.jobs() == []
-    assert host(1)      # the valid form is still accepted
+    assert host(1)  # the valid form is still accepted
     controller.jobs.create(1, workers([1]), 1)
 
 
@@ -230,24 +267,39 @@ def test_up_watch_process_restores_jobs_created_by_other_cli_calls(switch_proces
     import os
     import signal
     import time
+
     cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
-    watcher = subprocess.Popen([sys.executable, "-m", "controlplane.cli", "-c", str(cfg),
-                                "-v", "up", "--watch"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "controlplane.cli", "-c", str(cfg), "-v", "up", "--watch"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
-        while not (tmp_path / "jobs.json").exists():      # `up` done: state file written
+        while not (tmp_path / "jobs.json").exists():  # `up` done: state file written
             assert watcher.poll() is None and time.monotonic() < deadline, watcher.stderr
             time.sleep(0.1)
-        out = _cli(cfg, "--election-id", "11", "--json", "job", "create", "--job", "12",
-                   "--worker", "0:3:02:00:00:00:00:03:10.0.0.3",
-                   "--worker", "1:4:02:00:00:00:00:04:10.0.0.4")
+        out = _cli(
+            cfg,
+            "--election-id",
+            "11",
+            "--json",
+            "job",
+            "create",
+            "--job",
+            "12",
+            "--worker",
+            "0:3:02:00:00:00:00:03:10.0.0.3",
+            "--worker",
+            "1:4:02:00:00:00:00:04:10.0.0.4",
+        )
         assert out.returncode == 0, out.stderr
         descriptors = json.loads(out.stdout)["descriptors"]
         switch_process.restart()
         switch_process.drain()
         deadline = time.monotonic() + 60
-        while True:                   # the watcher checks every second
+        while True:  # the watcher checks every second
             res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=5)
             if all(r is not None and r.header.next_block == 5 for r in res.values()):
                 break
@@ -270,10 +322,10 @@ def test_a_state_file_that_does_not_know_the_push_refuses_changes(switch_process
     assert _cli(cfg, "up").returncode == 0
     create = ("job", "create", "--job", "5", "--worker", "0:1:02:00:00:00:00:01:10.0.0.1")
     assert _cli(cfg, *create).returncode == 0
-    (tmp_path / "jobs.json").unlink()                  # the state file is lost
+    (tmp_path / "jobs.json").unlink()  # the state file is lost
     out = _cli(cfg, *create)
     assert out.returncode == 1 and "p4reduce-ctl up" in out.stderr, out
-    assert _cli(cfg, "job", "list").returncode == 0    # reading is fine
+    assert _cli(cfg, "job", "list").returncode == 0  # reading is fine
     up = _cli(cfg, "--json", "up")
     assert up.returncode == 0 and json.loads(up.stdout)["pipeline"] == "pushed"
     assert _cli(cfg, *create).returncode == 0

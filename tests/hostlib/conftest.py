@@ -1,4 +1,5 @@
 """Fixtures for hostlib tests."""
+
 from __future__ import annotations
 
 import sys

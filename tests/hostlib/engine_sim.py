@@ -11,6 +11,7 @@ timer), it hands every frame that has arrived to its engine, then sends what
 packets_to_send releases. A rank runs its calls one after another, continuing slot
 versions, CONTINUED flags and its RttEstimator across them like a Worker.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -35,11 +36,11 @@ class Call:
 
 @dataclass
 class SimResult:
-    calls: list[list[Call]]                     # per rank, per call
-    counters: dict[str, int]                    # the switch's counters for the job
+    calls: list[list[Call]]  # per rank, per call
+    counters: dict[str, int]  # the switch's counters for the job
     rtt: list[RttEstimator]
     sums: list[list[np.ndarray]] = field(default_factory=list)
-    queue_drops: int = 0                        # dropped by a full switch queue
+    queue_drops: int = 0  # dropped by a full switch queue
 
     def duration(self, k: int) -> float:
         """Time of call k: first start to last end over ranks (what the job waits)."""
@@ -52,11 +53,22 @@ class SimResult:
         return sent, retx
 
 
-def simulate(switch: InProcessSwitch, tensors: list[list[np.ndarray]], *, slots: int = 8,
-             loss: float = 0.0, seed: int = 1, pps: float = 20_000.0, delay: float = 50e-6,
-             start: list[float] | None = None, params: EngineParams | None = None,
-             chunk: int = 32, limit: float = 600.0, job_id: int = 40,
-             queue_limit: int | None = None) -> SimResult:
+def simulate(
+    switch: InProcessSwitch,
+    tensors: list[list[np.ndarray]],
+    *,
+    slots: int = 8,
+    loss: float = 0.0,
+    seed: int = 1,
+    pps: float = 20_000.0,
+    delay: float = 50e-6,
+    start: list[float] | None = None,
+    params: EngineParams | None = None,
+    chunk: int = 32,
+    limit: float = 600.0,
+    job_id: int = 40,
+    queue_limit: int | None = None,
+) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
 
@@ -70,14 +82,16 @@ def simulate(switch: InProcessSwitch, tensors: list[list[np.ndarray]], *, slots:
     try:
         if loss:
             switch.set_loss(job, ingress=loss, egress=loss, seed=seed)
-        return _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
-                    queue_limit)
+        return _run(
+            switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit
+        )
     finally:
         switch.jobs.delete(job.job)
 
 
-def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
-         queue_limit) -> SimResult:
+def _run(
+    switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit
+) -> SimResult:
     n = len(tensors)
     cfgs = [load_descriptor(d) for d in switch.descriptors(job)]
     port = [w.port for w in job.workers]
@@ -98,16 +112,17 @@ def _run(switch, job, tensors, slots, pps, delay, start, params, chunk, limit,
         seq += 1
         heapq.heappush(events, (t, seq, kind, who))
 
-    queue: list[tuple[int, bytes]] = []                  # (port, frame) waiting at the switch
-    links: list[tuple[int, list[bytes]]] = []            # frames on a link, by event index
+    queue: list[tuple[int, bytes]] = []  # (port, frame) waiting at the switch
+    links: list[tuple[int, list[bytes]]] = []  # frames on a link, by event index
     busy = False
-    dropped = 0                                          # by a full queue (queue_limit)
+    dropped = 0  # by a full queue (queue_limit)
     timer_at = [float("inf")] * n
 
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
-        engines[r] = AllreduceEngine(cfgs[r], make_payload(x, n), now, params, slot_versions[r],
-                                     None, rtt[r], continued[r])
+        engines[r] = AllreduceEngine(
+            cfgs[r], make_payload(x, n), now, params, slot_versions[r], None, rtt[r], continued[r]
+        )
         calls[r].append(Call(r, now))
         push(now, "wake", r)
 

@@ -1,4 +1,5 @@
 """Helpers for hostlib tests (imported by name: tests/ is not a package)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,14 +9,26 @@ from hostlib.config import Address, JobConfig
 from hostlib.framing import Batch
 
 
-def descriptor(rank: int, worker_count: int, slot_count: int = 8, job: int = 7,
-               epoch: int = 1, encoding: str = "lanes") -> dict[str, Any]:
+def descriptor(
+    rank: int,
+    worker_count: int,
+    slot_count: int = 8,
+    job: int = 7,
+    epoch: int = 1,
+    encoding: str = "lanes",
+) -> dict[str, Any]:
     """A descriptor as the controller writes one (JobConfig.to_dict, the one writer)."""
-    return JobConfig(job=job, epoch=epoch, rank=rank, worker_count=worker_count,
-                     slot_base=0, slot_count=slot_count,
-                     switch=Address("02:00:00:00:01:00", "10.250.0.254"),
-                     worker=Address(f"02:00:00:00:00:{rank + 1:02x}", f"10.250.0.{rank + 1}"),
-                     encoding=p.Encoding[encoding.upper()]).to_dict()
+    return JobConfig(
+        job=job,
+        epoch=epoch,
+        rank=rank,
+        worker_count=worker_count,
+        slot_base=0,
+        slot_count=slot_count,
+        switch=Address("02:00:00:00:01:00", "10.250.0.254"),
+        worker=Address(f"02:00:00:00:00:{rank + 1:02x}", f"10.250.0.{rank + 1}"),
+        encoding=p.Encoding[encoding.upper()],
+    ).to_dict()
 
 
 def decode(batch: Batch) -> list[p.Frame]:
@@ -30,9 +43,10 @@ ENGINE_T0 = 100.0
 
 def engine_tensor():
     import numpy as np
+
     x = np.zeros(12 * 64, np.int32)
     for b in (1, 4, 9):
-        x[b * 64:(b + 1) * 64] = np.arange(64) + 1000 * b
+        x[b * 64 : (b + 1) * 64] = np.arange(64) + 1000 * b
     return x
 
 
@@ -40,6 +54,8 @@ def make_engine(params, slot_versions=None, rtt=None):
     from hostlib.config import load_descriptor
     from hostlib.engine import AllreduceEngine
     from hostlib.numerics import make_payload
+
     cfg = load_descriptor(descriptor(0, 2, slot_count=4))
-    return AllreduceEngine(cfg, make_payload(engine_tensor(), 2), ENGINE_T0, params, slot_versions,
-                           rtt=rtt)
+    return AllreduceEngine(
+        cfg, make_payload(engine_tensor(), 2), ENGINE_T0, params, slot_versions, rtt=rtt
+    )

@@ -4,6 +4,7 @@ Rank 0 of a 2-rank job with 4 slots; its tensor has 12 blocks of which 1, 4 and 
 non-zero. Slot s owns blocks s, s+4, s+8. Every packet the engine emits is decoded with the
 reference codec (protocol.parse_frame), so these tests check bytes, not engine internals.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,11 +29,20 @@ def make_engine(params: EngineParams = PARAMS, slot_versions=None):
     return shared_make_engine(params, slot_versions)
 
 
-def result(slot, slot_version, block, next_block, values=None, flags=0, next_exponent=0, rank=0,
-           job=7):
-    h = p.Header.make(p.MsgType.RESULT, job=job, slot=slot, rank=rank, slot_version=slot_version,
-                      flags=flags, block=block, next_block=next_block,
-                      next_exponent=next_exponent)
+def result(
+    slot, slot_version, block, next_block, values=None, flags=0, next_exponent=0, rank=0, job=7
+):
+    h = p.Header.make(
+        p.MsgType.RESULT,
+        job=job,
+        slot=slot,
+        rank=rank,
+        slot_version=slot_version,
+        flags=flags,
+        block=block,
+        next_block=next_block,
+        next_exponent=next_exponent,
+    )
     return h, values
 
 
@@ -55,19 +65,24 @@ def test_announce_round_all_slots_in_flight():
     e = make_engine()
     out = by_slot(decode(e.packets_to_send(T0)))
     assert sorted(out) == [0, 1, 2, 3]
-    assert all(f.header.msg_type == p.MsgType.ANNOUNCE and f.header.block == EOS
-               and f.header.slot_version == 0 and f.header.flags == 0 for f in out.values())
+    assert all(
+        f.header.msg_type == p.MsgType.ANNOUNCE
+        and f.header.block == EOS
+        and f.header.slot_version == 0
+        and f.header.flags == 0
+        for f in out.values()
+    )
     assert {s: f.header.next_block for s, f in out.items()} == {0: 4, 1: 1, 2: EOS, 3: EOS}
     assert all(len(f.values if f.values is not None else []) == 0 for f in out.values())
-    assert e.packets_to_send(T0) .lengths.size == 0          # nothing new until results
+    assert e.packets_to_send(T0).lengths.size == 0  # nothing new until results
 
 
 def test_data_skip_and_end_of_stream_released_by_results():
     e = make_engine()
     e.packets_to_send(T0)
-    feed(e, result(1, 0, EOS, 1), T0 + 0.001)        # my block 1 is next: DATA
-    feed(e, result(0, 0, EOS, 0), T0 + 0.001)        # the other rank's block 0: SKIP
-    feed(e, result(2, 0, EOS, EOS), T0 + 0.001)      # slot 2 is empty everywhere
+    feed(e, result(1, 0, EOS, 1), T0 + 0.001)  # my block 1 is next: DATA
+    feed(e, result(0, 0, EOS, 0), T0 + 0.001)  # the other rank's block 0: SKIP
+    feed(e, result(2, 0, EOS, EOS), T0 + 0.001)  # slot 2 is empty everywhere
     out = by_slot(decode(e.packets_to_send(T0 + 0.001)))
     assert sorted(out) == [0, 1]
     d, s = out[1].header, out[0].header
@@ -84,7 +99,7 @@ def test_data_skip_and_end_of_stream_released_by_results():
 def test_result_resets_timer_and_backoff():
     e = make_engine()
     e.packets_to_send(T0)
-    for k in range(3):
+    for _ in range(3):
         e.packets_to_send(e.next_timer())
     now = e.next_timer() - 0.001
     feed(e, result(1, 0, EOS, 1), now)
@@ -98,10 +113,10 @@ def test_duplicate_and_stale_results_ignored():
     feed(e, result(1, 0, EOS, 1), T0 + 0.001)
     e.packets_to_send(T0 + 0.001)
     before = e.stats.results_ignored
-    feed(e, result(1, 0, EOS, 1), T0 + 0.002)                       # duplicate
+    feed(e, result(1, 0, EOS, 1), T0 + 0.002)  # duplicate
     feed(e, result(1, 0, EOS, 1, flags=p.Flag.CACHED), T0 + 0.002)  # cached, old round
-    feed(e, result(1, 1, 1, 9, np.ones(64), job=8), T0 + 0.002)     # other job
-    feed(e, result(1, 1, 1, 9, np.ones(64), rank=1), T0 + 0.002)    # other rank
+    feed(e, result(1, 1, 1, 9, np.ones(64), job=8), T0 + 0.002)  # other job
+    feed(e, result(1, 1, 1, 9, np.ones(64), rank=1), T0 + 0.002)  # other rank
     assert e.stats.results_ignored == before + 4
     assert decode(e.packets_to_send(T0 + 0.002)) == []
     assert e.round[1] == 1 and e.block[1] == 1
@@ -123,15 +138,26 @@ def test_cached_result_completes_round_and_values_are_kept():
 
 def test_two_answers_for_one_slot_in_one_batch_count_once():
     from hostlib.framing import Parsed
+
     e = make_engine()
     e.packets_to_send(T0)
     h1, _ = result(1, 0, EOS, 1)
     h2, _ = result(1, 0, EOS, 1, flags=p.Flag.CACHED)
     cols = {n: np.array([getattr(h1, n), getattr(h2, n)]) for n in p.FIELD_NAMES}
-    e.on_results(Parsed(cols, np.zeros(2, bool), np.zeros((2, 64), np.int32),
-                        np.zeros(2, np.uint32), np.zeros((2, 6), np.uint8), 0,
-                        extension=np.full(2, int(p.Extension.FINGERPRINT)),
-                        fingerprint=np.full((2, 2), FP), contributors=np.zeros(2)), T0)
+    e.on_results(
+        Parsed(
+            cols,
+            np.zeros(2, bool),
+            np.zeros((2, 64), np.int32),
+            np.zeros(2, np.uint32),
+            np.zeros((2, 6), np.uint8),
+            0,
+            extension=np.full(2, int(p.Extension.FINGERPRINT)),
+            fingerprint=np.full((2, 2), FP),
+            contributors=np.zeros(2),
+        ),
+        T0,
+    )
     assert e.round[1] == 1 and e.stats.results_ignored == 1
     assert len(decode(e.packets_to_send(T0))) == 1
 
@@ -142,7 +168,7 @@ def test_deadline_raises_timeout_naming_stalled_slots_and_rounds():
     feed(e, result(1, 0, EOS, 1), T0)
     feed(e, result(0, 0, EOS, EOS), T0)
     feed(e, result(2, 0, EOS, EOS), T0)
-    e.check(T0 + 0.999)                                  # before the deadline: fine
+    e.check(T0 + 0.999)  # before the deadline: fine
     with pytest.raises(TimeoutError) as ei:
         e.check(T0 + 1.0)
     msg = str(ei.value)
@@ -156,10 +182,10 @@ def test_deadline_counts_from_each_slots_last_result():
     """A slot that keeps completing rounds is never stalled, however long the call."""
     e = make_engine()
     e.packets_to_send(T0)
-    feed(e, result(0, 0, EOS, 0), T0 + 0.9)              # slot 0 progresses late
+    feed(e, result(0, 0, EOS, 0), T0 + 0.9)  # slot 0 progresses late
     for sl in (1, 2, 3):
         feed(e, result(sl, 0, EOS, EOS if sl != 1 else 1), T0 + 0.9)
-    e.check(T0 + 1.5)                                    # 1.5 s since the call: no stall
+    e.check(T0 + 1.5)  # 1.5 s since the call: no stall
     with pytest.raises(TimeoutError, match="made no progress"):
         e.check(T0 + 1.9)
 
@@ -170,12 +196,14 @@ def test_status_names_the_ranks_the_switch_waits_for():
     e = make_engine()
     e.packets_to_send(T0)
     for sl in range(4):
-        h = p.Header.make(p.MsgType.STATUS, job=7, slot=sl, rank=0, block=EOS,
-                          next_block=EOS)
+        h = p.Header.make(p.MsgType.STATUS, job=7, slot=sl, rank=0, block=EOS, next_block=EOS)
         e.on_result(h, None, T0 + 0.5, contributors=0b01)
     assert e.stats.statuses == 4 and e.round.tolist() == [0, 0, 0, 0]
-    with pytest.raises(TimeoutError, match=r"not heard from rank\(s\) \[1\] in the "
-                                           r"stalled rounds.*waits for rank\(s\) \[1\]"):
+    with pytest.raises(
+        TimeoutError,
+        match=r"not heard from rank\(s\) \[1\] in the "
+        r"stalled rounds.*waits for rank\(s\) \[1\]",
+    ):
         e.check(T0 + 1.0)
 
 
@@ -193,9 +221,11 @@ def test_continued_flag_once_the_slot_had_a_result():
 def test_state_lost_raises_at_once():
     e = make_engine()
     e.packets_to_send(T0)
-    h = p.Header.make(p.MsgType.RESULT, job=7, slot=2, rank=0, flags=p.Flag.STATE_LOST,
-                      block=EOS, next_block=EOS)
+    h = p.Header.make(
+        p.MsgType.RESULT, job=7, slot=2, rank=0, flags=p.Flag.STATE_LOST, block=EOS, next_block=EOS
+    )
     from hostlib.engine import SwitchStateLost
+
     with pytest.raises(SwitchStateLost, match="slot\\(s\\) \\[2\\]"):
         e.on_result(h, None, T0 + 0.001)
 
@@ -203,8 +233,7 @@ def test_state_lost_raises_at_once():
 def test_other_epoch_is_ignored():
     e = make_engine()
     e.packets_to_send(T0)
-    h = p.Header.make(p.MsgType.RESULT, job=7, slot=1, rank=0, epoch=2, block=EOS,
-                      next_block=1)
+    h = p.Header.make(p.MsgType.RESULT, job=7, slot=1, rank=0, epoch=2, block=EOS, next_block=1)
     e.on_result(h, None, T0 + 0.001, fingerprint=(FP, FP))
     assert e.round[1] == 0 and e.stats.results_ignored == 1
 
@@ -225,12 +254,18 @@ def test_fingerprint_range_ends_the_slot_and_announces_the_larger_ranks_slots():
     small = AllreduceEngine(cfg, make_payload(np.ones(100, np.float32), 2), T0, PARAMS)
     assert sorted(by_slot(decode(small.packets_to_send(T0)))) == [0, 1]
     mine = p.fingerprint(np.float32, 100)
-    small.on_result(p.Header.make(p.MsgType.RESULT, job=7, slot=0, rank=0, block=EOS,
-                                  next_block=0), None, T0, fingerprint=(mine, other))
+    small.on_result(
+        p.Header.make(p.MsgType.RESULT, job=7, slot=0, rank=0, block=EOS, next_block=0),
+        None,
+        T0,
+        fingerprint=(mine, other),
+    )
     extra = by_slot(decode(small.packets_to_send(T0)))
     assert sorted(extra) == [2, 3, 4, 5, 6, 7]
-    assert all(f.header.msg_type == p.MsgType.ANNOUNCE and f.fingerprint == (mine, mine)
-               for f in extra.values())
+    assert all(
+        f.header.msg_type == p.MsgType.ANNOUNCE and f.fingerprint == (mine, mine)
+        for f in extra.values()
+    )
 
 
 def test_overflow_flag_raises_naming_block():
@@ -246,11 +281,11 @@ def test_result_naming_a_block_outside_the_stream_is_a_protocol_error():
     e = make_engine()
     e.packets_to_send(T0)
     with pytest.raises(p.ProtocolError, match="slot 1 names next_block=2"):
-        feed(e, result(1, 0, EOS, 2), T0)          # block 2 belongs to slot 2
+        feed(e, result(1, 0, EOS, 2), T0)  # block 2 belongs to slot 2
     e = make_engine()
     e.packets_to_send(T0)
     with pytest.raises(p.ProtocolError, match="announced 4"):
-        feed(e, result(0, 0, EOS, 8), T0)          # skips my block 4
+        feed(e, result(0, 0, EOS, 8), T0)  # skips my block 4
 
 
 def test_data_result_without_values_is_a_protocol_error():

@@ -1,4 +1,5 @@
 """Bulk frames (template + pack_headers) against the reference codec (build/parse_frame)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,31 +13,42 @@ from hostlib_helpers import descriptor
 
 
 def _random_headers(rng, n):
-    return [p.Header.make(int(rng.choice([1, 2, 3, 4])), job=int(rng.integers(0, 65536)),
-                          slot=int(rng.integers(0, 65536)), rank=int(rng.integers(0, 256)),
-                          slot_version=int(rng.integers(0, 2)),
-                          flags=int(rng.integers(0, 128)),
-                          block=int(rng.integers(0, p.END_OF_STREAM + 1)),
-                          next_block=int(rng.integers(0, p.END_OF_STREAM + 1)),
-                          next_exponent=int(rng.integers(0, 256))) for _ in range(n)]
+    return [
+        p.Header.make(
+            int(rng.choice([1, 2, 3, 4])),
+            job=int(rng.integers(0, 65536)),
+            slot=int(rng.integers(0, 65536)),
+            rank=int(rng.integers(0, 256)),
+            slot_version=int(rng.integers(0, 2)),
+            flags=int(rng.integers(0, 128)),
+            block=int(rng.integers(0, p.END_OF_STREAM + 1)),
+            next_block=int(rng.integers(0, p.END_OF_STREAM + 1)),
+            next_exponent=int(rng.integers(0, 256)),
+        )
+        for _ in range(n)
+    ]
 
 
 def test_template_plus_pack_headers_equals_build_frame(rng):
     cfg = load_descriptor(descriptor(2, 4))
     ep = cfg.to_switch()
     headers = _random_headers(rng, 40)
-    extension = rng.choice([int(p.Extension.NONE), int(p.Extension.VALUES),
-                            int(p.Extension.FINGERPRINT)], 40)
+    extension = rng.choice(
+        [int(p.Extension.NONE), int(p.Extension.VALUES), int(p.Extension.FINGERPRINT)], 40
+    )
     with_values = extension == p.Extension.VALUES
-    values = rng.integers(-2**31, 2**31, size=(int(with_values.sum()), 64)).astype(np.int32)
+    values = rng.integers(-(2**31), 2**31, size=(int(with_values.sum()), 64)).astype(np.int32)
     cols = {name: np.array([getattr(h, name) for h in headers]) for name in p.FIELD_NAMES}
     fp = 0xABCD1234
     batch = FrameBuilder(ep).build(cols, extension, values, fp)
     vi = iter(values)
     for i, h in enumerate(headers):
-        ref = p.build_frame(ep, h, next(vi) if with_values[i] else None,
-                            fingerprint=(fp, fp) if extension[i] == p.Extension.FINGERPRINT
-                            else None)
+        ref = p.build_frame(
+            ep,
+            h,
+            next(vi) if with_values[i] else None,
+            fingerprint=(fp, fp) if extension[i] == p.Extension.FINGERPRINT else None,
+        )
         assert batch.frame(i) == ref, f"frame {i} differs from protocol.build_frame"
 
 
@@ -55,11 +67,11 @@ def test_parse_batch_matches_parse_frame(rng):
             h = h._replace(msg_type=p.MsgType.STATUS)
         raw = p.build_frame(ep, h, vals, fingerprint=fp, contributors=st)
         refs.append(p.parse_frame(raw))
-        frames[i, :len(raw)] = np.frombuffer(raw, np.uint8)
+        frames[i, : len(raw)] = np.frombuffer(raw, np.uint8)
         lengths[i] = len(raw)
     junk = bytearray(p.build_frame(ep, headers[0]))
-    junk[36:38] = (9999).to_bytes(2, "big")            # not a p4reduce port
-    frames[30, :len(junk)] = np.frombuffer(bytes(junk), np.uint8)
+    junk[36:38] = (9999).to_bytes(2, "big")  # not a p4reduce port
+    frames[30, : len(junk)] = np.frombuffer(bytes(junk), np.uint8)
     lengths[30] = len(junk)
     parsed = parse_batch(frames, lengths)
     assert parsed.rejected == 1 and len(parsed) == 30
@@ -77,18 +89,19 @@ def test_parse_batch_matches_parse_frame(rng):
 
 def test_truncated_frame_is_rejected():
     cfg = load_descriptor(descriptor(0, 1))
-    raw = p.build_frame(cfg.from_switch(), p.Header.make(4, job=7, slot=0, rank=0),
-                        np.arange(64))
+    raw = p.build_frame(cfg.from_switch(), p.Header.make(4, job=7, slot=0, rank=0), np.arange(64))
     frames = np.zeros((1, p.FRAME_BYTES_WITH_VALUES), np.uint8)
     frames[0, :200] = np.frombuffer(raw[:200], np.uint8)
     parsed = parse_batch(frames, np.array([200]))
     assert parsed.rejected == 1 and len(parsed) == 0
 
 
-@pytest.mark.parametrize("field,value", [("protocol", 1), ("lanes", 32), ("epoch", 0),
-                                         ("epoch", 1 << 31)])
+@pytest.mark.parametrize(
+    "field,value", [("protocol", 1), ("lanes", 32), ("epoch", 0), ("epoch", 1 << 31)]
+)
 def test_descriptor_with_other_protocol_or_lanes_refused(field, value):
     from hostlib.config import DescriptorError
+
     d = descriptor(0, 1)
     d[field] = value
     with pytest.raises(DescriptorError, match=field):
@@ -97,6 +110,7 @@ def test_descriptor_with_other_protocol_or_lanes_refused(field, value):
 
 def test_descriptor_from_json_string_and_path(tmp_path):
     import json
+
     d = descriptor(1, 3)
     assert load_descriptor(json.dumps(d)).rank == 1
     f = tmp_path / "d.json"
@@ -114,5 +128,6 @@ def test_descriptor_names_the_worker_count_and_still_reads_its_earlier_name():
     assert load_descriptor(d).worker_count == 3
     del d["workers"]
     from hostlib.config import DescriptorError
+
     with pytest.raises(DescriptorError, match="worker_count missing"):
         load_descriptor(d)

@@ -1,4 +1,5 @@
 """Blocks, sparsity and block floating point against docs/protocol.md sections 5 and 10."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ from hostlib import protocol as p
 
 
 def test_blocks_pad_last_block_with_zeros():
-    x = np.arange(1, 131, dtype=np.int32)          # 130 values -> 3 blocks
+    x = np.arange(1, 131, dtype=np.int32)  # 130 values -> 3 blocks
     b = nm.to_blocks(x)
     assert b.shape == (3, 64)
     assert (b.reshape(-1)[:130] == x).all() and (b.reshape(-1)[130:] == 0).all()
@@ -18,15 +19,17 @@ def test_blocks_pad_last_block_with_zeros():
 def test_nonzero_blocks_found_per_block(rng):
     x = np.zeros(64 * 10 + 5, np.float32)
     x[64 * 3 + 7] = 1.0
-    x[64 * 10 + 4] = -2.0                          # in the padded last block
-    x[64 * 6] = -0.0                               # negative zero is zero
+    x[64 * 10 + 4] = -2.0  # in the padded last block
+    x[64 * 6] = -0.0  # negative zero is zero
     pl = nm.make_payload(x, 2)
     assert pl.nonzero.tolist() == [3, 10]
     assert pl.nblocks == 11
 
 
-@pytest.mark.parametrize("value,e", [(1.0, 0), (0.75, 0), (0.5, -1), (3.0, 2), (4.0, 2),
-                                     (2.0 ** -130, -128), (2.0 ** 127, 127)])
+@pytest.mark.parametrize(
+    "value,e",
+    [(1.0, 0), (0.75, 0), (0.5, -1), (3.0, 2), (4.0, 2), (2.0**-130, -128), (2.0**127, 127)],
+)
 def test_exponent_is_smallest_power_of_two_covering_max(value, e):
     blk = np.zeros((1, 64))
     blk[0, 5] = -value
@@ -55,7 +58,7 @@ def test_refusal_announced_instead_of_raised():
 
 def test_beyond_2_127_refused():
     x = np.ones(10, np.float64)
-    x[3] = 2.0 ** 128
+    x[3] = 2.0**128
     with pytest.raises(ValueError, match="2\\^127"):
         nm.make_payload(x, 2)
 
@@ -71,12 +74,14 @@ def test_quantized_sum_within_documented_bound(magnitude, worker_count, rng):
     """Quantize N ranks' blocks with the switch's exponent (max over ranks), add the int32
     values like the switch, dequantize: |error| <= N * 2^(E-1) / floor(M/N) per element,
     and never overflows int32."""
-    xs = [rng.standard_normal((50, 64)) * magnitude * rng.uniform(0.1, 10, (50, 1))
-          for _ in range(worker_count)]
+    xs = [
+        rng.standard_normal((50, 64)) * magnitude * rng.uniform(0.1, 10, (50, 1))
+        for _ in range(worker_count)
+    ]
     exps = np.max([nm.block_exponents(x) for x in xs], axis=0)
     qs = [nm.quantize(x, exps, worker_count) for x in xs]
     total = np.sum([q.astype(np.int64) for q in qs], axis=0)
-    assert np.abs(total).max() <= nm.M                          # cannot overflow
+    assert np.abs(total).max() <= nm.M  # cannot overflow
     assert all(np.abs(q).max() <= nm.level(worker_count) for q in qs)
     got = nm.dequantize(total.astype(np.int32), exps, worker_count)
     exact = np.sum(xs, axis=0)
@@ -85,7 +90,7 @@ def test_quantized_sum_within_documented_bound(magnitude, worker_count, rng):
     # The bound is the documented relative one: below N^2 / (2^31 - N) of the block max.
     blockmax = np.max([np.abs(x).max(axis=1) for x in xs], axis=0)
     rel = np.abs(got - exact).max(axis=1) / blockmax
-    assert (rel < worker_count ** 2 / (2 ** 31 - worker_count)).all()
+    assert (rel < worker_count**2 / (2**31 - worker_count)).all()
 
 
 def test_quantization_is_not_trivially_exact(rng):
@@ -93,13 +98,13 @@ def test_quantization_is_not_trivially_exact(rng):
     tight enough to catch a wrong scale (off by one exponent)."""
     x = rng.standard_normal((20, 64))
     e = nm.block_exponents(x)
-    q = nm.quantize(x, e + 1, 1)                    # wrong: one exponent too large
-    wrong = nm.dequantize(q, e, 1)                  # dequantized with the right one
+    q = nm.quantize(x, e + 1, 1)  # wrong: one exponent too large
+    wrong = nm.dequantize(q, e, 1)  # dequantized with the right one
     assert (np.abs(wrong - x) > nm.error_bound(e, 1)[:, None]).any()
 
 
 def test_payload_refuses_switch_exponent_below_own():
-    x = np.full(64, 3.0)                            # e = 2
+    x = np.full(64, 3.0)  # e = 2
     pl = nm.make_payload(x, 2)
     with pytest.raises(p.ProtocolError, match="below"):
         pl.values(np.array([0]), np.array([1 + p.EXPONENT_BIAS]))
@@ -119,11 +124,16 @@ def test_documented_bounds_at_every_magnitude(worker_count, rng):
     """docs/protocol.md section 10, over the whole float64 range: the absolute bound holds
     for every input; the relative one exactly from a block max of 2^-129 up, and it is
     really lost below (the exponent is clamped at -128), so its domain is not a formality."""
-    powers = np.arange(-1074, 128, 3)                     # subnormals up to 2^127
+    powers = np.arange(-1074, 128, 3)  # subnormals up to 2^127
     for lo in range(0, powers.size, 64):
-        p2 = powers[lo:lo + 64]
-        xs = [np.ldexp(rng.uniform(0.25, 1.0, (p2.size, 64)) * rng.choice([-1, 1], (p2.size, 64)),
-                       p2[:, None]) for _ in range(worker_count)]
+        p2 = powers[lo : lo + 64]
+        xs = [
+            np.ldexp(
+                rng.uniform(0.25, 1.0, (p2.size, 64)) * rng.choice([-1, 1], (p2.size, 64)),
+                p2[:, None],
+            )
+            for _ in range(worker_count)
+        ]
         got, exps = _switch_path(xs, worker_count)
         exact = np.sum(xs, axis=0)
         err = np.abs(got - exact).max(axis=1)
@@ -134,7 +144,7 @@ def test_documented_bounds_at_every_magnitude(worker_count, rng):
         rel = err / blockmax
         inside = blockmax >= nm.RELATIVE_MIN
         assert (rel[inside] <= nm.relative_error_bound(worker_count)).all()
-        far_below = blockmax < nm.RELATIVE_MIN * 2.0 ** -40
+        far_below = blockmax < nm.RELATIVE_MIN * 2.0**-40
         assert (rel[far_below] > nm.relative_error_bound(worker_count)).all()
 
 
@@ -144,7 +154,7 @@ def test_relative_bound_at_the_edge_of_its_domain(worker_count):
     and just below it, where only the absolute bound is promised."""
     for m, relative in ((nm.RELATIVE_MIN, True), (nm.RELATIVE_MIN * 0.75, False)):
         x = np.full((1, 64), m)
-        x[0, 1:] *= np.linspace(-1, 1, 63) * (1 - 2.0 ** -30)   # values between the steps
+        x[0, 1:] *= np.linspace(-1, 1, 63) * (1 - 2.0**-30)  # values between the steps
         got, exps = _switch_path([x] * worker_count, worker_count)
         assert exps[0] == nm.MIN_EXPONENT
         err = np.abs(got - worker_count * x).max()

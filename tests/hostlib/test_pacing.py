@@ -6,6 +6,7 @@ model serving packets first-in first-out at a fixed rate), so retransmissions ca
 counted exactly: none without loss whatever the slot count, density or start-up skew, and
 under loss a retransmission timer that stays near the round time.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,8 +36,16 @@ FP = p.fingerprint(np.int32, 12 * 64)
 
 def answer(e: AllreduceEngine, slot, slot_version, block, next_block, values=None, *, at: float):
     """A RESULT for rank 0; an announce round's carries the switch's fingerprint range."""
-    h = p.Header.make(p.MsgType.RESULT, job=7, slot=slot, rank=0, slot_version=slot_version,
-                      block=block, next_block=next_block, next_exponent=0)
+    h = p.Header.make(
+        p.MsgType.RESULT,
+        job=7,
+        slot=slot,
+        rank=0,
+        slot_version=slot_version,
+        block=block,
+        next_block=next_block,
+        next_exponent=0,
+    )
     e.on_result(h, values, at, fingerprint=(FP, FP) if block == EOS else None)
 
 
@@ -63,7 +72,7 @@ def test_silence_sends_one_probe_per_timer_doubling_to_the_cap():
         assert again[0].header.flags == p.Flag.RETRANSMIT
         assert again[0].header._replace(flags=0) == first[0].header
         times.append(round(now - T0, 6))
-    assert times == [0.005, 0.015, 0.035, 0.075, 0.115]      # +5, +10, +20, +40, +40 ms
+    assert times == [0.005, 0.015, 0.035, 0.075, 0.115]  # +5, +10, +20, +40, +40 ms
     assert e.stats.retransmissions == e.stats.probes == 5
 
 
@@ -74,8 +83,8 @@ def test_silence_before_the_first_result_waits_longer_with_more_slots():
     params = EngineParams(timeout=0.002, initial_timeout=0.2, max_timeout=1.0)
     e = make_engine(params)
     e.packets_to_send(T0)
-    assert e.next_timer() == pytest.approx(T0 + min(0.2, 0.2 * 2 ** 3))   # 4 slots
-    answer(e, 2, 0, EOS, EOS, at=T0 + 0.010)       # a result: now one timer
+    assert e.next_timer() == pytest.approx(T0 + min(0.2, 0.2 * 2**3))  # 4 slots
+    answer(e, 2, 0, EOS, EOS, at=T0 + 0.010)  # a result: now one timer
     rto = e.rtt.rto(0.002, 1.0)
     assert e.next_timer() == pytest.approx(T0 + 0.010 + rto)
 
@@ -88,12 +97,12 @@ def overtake_slot_3(e):
     round answered at +1.2 ms: slot 3's announce (sent at T0) was overtaken, by a packet
     sent 0.2 ms after it whose round took 1 ms."""
     e.packets_to_send(T0)
-    answer(e, 0, 0, EOS, 0, at=T0 + 0.0002)         # the other rank's block 0
-    answer(e, 1, 0, EOS, 1, at=T0 + 0.0002)         # my block 1
+    answer(e, 0, 0, EOS, 0, at=T0 + 0.0002)  # the other rank's block 0
+    answer(e, 1, 0, EOS, 1, at=T0 + 0.0002)  # my block 1
     answer(e, 2, 0, EOS, EOS, at=T0 + 0.0002)
     assert sorted(sent(e, T0 + 0.0002)) == [0, 1]
     answer(e, 1, 1, 1, 9, np.zeros(64), at=T0 + 0.0012)
-    assert sorted(sent(e, T0 + 0.0012)) == [1]              # DATA for block 9
+    assert sorted(sent(e, T0 + 0.0012)) == [1]  # DATA for block 9
 
 
 def test_overtaken_packet_is_retransmitted_after_the_reordering_allowance():
@@ -108,7 +117,7 @@ def test_overtaken_packet_is_retransmitted_after_the_reordering_allowance():
     assert sent(e, due - 1e-6) == {}
     again = sent(e, due)
     assert list(again) == [3] and again[3].header.flags == p.Flag.RETRANSMIT
-    assert e.stats.probes == 0                              # found by overtaking, no probe
+    assert e.stats.probes == 0  # found by overtaking, no probe
 
 
 def test_slot_not_overtaken_waits_however_old():
@@ -131,11 +140,11 @@ def test_retransmitted_packet_is_not_resent_before_its_backed_off_timer():
     assert list(sent(e, t1)) == [3]
     # slot 0's SKIP (sent at +0.2 ms) is answered after slot 3's retransmission went out
     answer(e, 0, 1, 0, 4, np.zeros(64), at=t1 + 0.0005)
-    sent(e, t1 + 0.0005)                                   # slot 0's DATA for block 4
+    sent(e, t1 + 0.0005)  # slot 0's DATA for block 4
     answer(e, 0, 0, 4, 8, np.zeros(64), at=t1 + 0.001)
-    assert e.xmit_at[3] < e.answered_xmit                  # overtaken again
+    assert e.xmit_at[3] < e.answered_xmit  # overtaken again
     backed_off = e.expires[3]
-    assert backed_off >= t1 + 2 * rto1 - 1e-12            # doubled (one timer: rto1)
+    assert backed_off >= t1 + 2 * rto1 - 1e-12  # doubled (one timer: rto1)
     assert 3 not in sent(e, backed_off - 1e-6)
     assert list(sent(e, max(backed_off, e.next_timer()))) == [3]
 
@@ -147,12 +156,12 @@ def test_estimator_ignores_retransmitted_and_overtaken_rounds():
     rtt = RttEstimator()
     e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0), rtt)
     overtake_slot_3(e)
-    assert rtt.samples == 4                 # slots 0-2 at +0.2 ms, slot 1 at +1.2 ms
+    assert rtt.samples == 4  # slots 0-2 at +0.2 ms, slot 1 at +1.2 ms
     srtt = rtt.srtt
     t1 = e.next_timer()
-    sent(e, t1)                             # slot 3 retransmitted
-    answer(e, 3, 0, EOS, EOS, at=t1 + 0.050)        # answered 50 ms later
-    assert rtt.samples == 4 and rtt.srtt == srtt           # Karn: no sample
+    sent(e, t1)  # slot 3 retransmitted
+    answer(e, 3, 0, EOS, EOS, at=t1 + 0.050)  # answered 50 ms later
+    assert rtt.samples == 4 and rtt.srtt == srtt  # Karn: no sample
     # slot 1's DATA sent at +1.2 ms is answered (a clean sample) ...
     answer(e, 1, 0, 9, EOS, np.zeros(64), at=t1 + 0.055)
     assert rtt.samples == 5
@@ -170,7 +179,7 @@ def test_answered_probe_does_not_make_older_slots_look_lost():
     e.packets_to_send(T0)
     probe_time = e.next_timer()
     assert list(sent(e, probe_time)) == [0]
-    answer(e, 0, 0, EOS, 0, at=probe_time + 0.001)   # the late rank arrived
+    answer(e, 0, 0, EOS, 0, at=probe_time + 0.001)  # the late rank arrived
     e.packets_to_send(probe_time + 0.001)
     assert not (e.active & (e.xmit_at < e.answered_xmit)).any()
     assert sent(e, probe_time + 0.004) == {}
@@ -228,8 +237,7 @@ def test_retransmission_timer_stays_near_the_round_time_under_loss(switch):
     assert rto_lossy <= 2 * rto_clean, (rto_lossy, rto_clean)
     assert rto_lossy < 0.1 * prm.max_timeout
     for k in (1, 2):
-        assert lossy.duration(k) <= 3 * clean.duration(k), (lossy.duration(k),
-                                                           clean.duration(k))
+        assert lossy.duration(k) <= 3 * clean.duration(k), (lossy.duration(k), clean.duration(k))
     assert lossy.counters["simulated_drops_ingress"] > 0
     for r in range(4):
         np.testing.assert_allclose(lossy.sums[r][1], clean.sums[r][1])
@@ -244,7 +252,6 @@ def test_a_switch_that_drops_a_burst_is_recovered_in_few_steps(switch):
     clean = simulate(switch, tensors, slots=1024, pps=1800)
     lossy = simulate(switch, tensors, slots=1024, pps=1800, queue_limit=1024)
     assert lossy.queue_drops >= 3000
-    assert lossy.duration(1) <= 3 * clean.duration(1), (lossy.duration(1),
-                                                       clean.duration(1))
+    assert lossy.duration(1) <= 3 * clean.duration(1), (lossy.duration(1), clean.duration(1))
     sent_, retx = lossy.totals()
     assert retx <= 3 * lossy.queue_drops

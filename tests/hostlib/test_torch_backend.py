@@ -1,13 +1,15 @@
 """The "p4reduce" torch.distributed backend in one process (world size 1) against the real P4
-program in-process (tests/inprocess_switch.py): what goes to the switch and what to gloo, DDP without a hook, errors, and
-the messages when a rank cannot find its job. The multi-rank tests through the real P4
-switch in Mininet are tests/test_torch_backend_switch.py."""
+program in-process (tests/inprocess_switch.py): what goes to the switch and what to gloo,
+DDP without a hook, errors, and the messages when a rank cannot find its job. The
+multi-rank tests through the real P4 switch in Mininet are tests/test_torch_backend_switch.py."""
+
 from __future__ import annotations
 
 import pytest
 
 torch = pytest.importorskip(
-    "torch", reason="torch is the optional [torch] extra; pip install torch==2.13.0")
+    "torch", reason="torch is the optional [torch] extra; pip install torch==2.13.0"
+)
 import torch.distributed as dist  # noqa: E402
 
 from hostlib import torch_backend  # noqa: E402
@@ -43,10 +45,10 @@ class Rounds:
 def world_of_one(tmp_path, no_env, switch):
     """init_process_group("p4reduce") of one rank whose Worker talks to the P4 program."""
     job = switch.create_job(1)
-    opts = P4ReduceOptions(descriptor=switch.descriptors(job)[0],
-                           transport=switch.transport(1))
-    dist.init_process_group("p4reduce", init_method=f"file://{tmp_path}/store", rank=0,
-                            world_size=1, pg_options=opts)
+    opts = P4ReduceOptions(descriptor=switch.descriptors(job)[0], transport=switch.transport(1))
+    dist.init_process_group(
+        "p4reduce", init_method=f"file://{tmp_path}/store", rank=0, world_size=1, pg_options=opts
+    )
     try:
         yield Rounds(switch, job), dist.group.WORLD
     finally:
@@ -60,10 +62,14 @@ def test_backend_is_registered_by_name():
 
 
 def test_no_job_names_what_to_set(tmp_path, no_env):
-    with pytest.raises(JobLookupError, match=r"rank 0 has no p4reduce job: set "
-                                             r"P4REDUCE_DESCRIPTOR"):
-        dist.init_process_group("p4reduce", init_method=f"file://{tmp_path}/store", rank=0,
-                                world_size=1)
+    with pytest.raises(
+        JobLookupError,
+        match=r"rank 0 has no p4reduce job: set "
+        r"P4REDUCE_DESCRIPTOR",
+    ):
+        dist.init_process_group(
+            "p4reduce", init_method=f"file://{tmp_path}/store", rank=0, world_size=1
+        )
     assert not dist.is_initialized()
 
 
@@ -71,14 +77,19 @@ def test_descriptor_of_another_size_is_refused(tmp_path, no_env, monkeypatch):
     path = tmp_path / "d.json"
     path.write_text(__import__("json").dumps(descriptor(0, 2)))
     monkeypatch.setenv(ENV["descriptor"], str(path))
-    with pytest.raises(JobLookupError, match=r"with 2 workers, but this process is rank 0 "
-                                             r"of 1"):
-        dist.init_process_group("p4reduce", init_method=f"file://{tmp_path}/store", rank=0,
-                                world_size=1)
+    with pytest.raises(
+        JobLookupError,
+        match=r"with 2 workers, but this process is rank 0 "
+        r"of 1",
+    ):
+        dist.init_process_group(
+            "p4reduce", init_method=f"file://{tmp_path}/store", rank=0, world_size=1
+        )
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16,
-                                   torch.bfloat16, torch.int32])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32]
+)
 def test_sum_and_avg_go_through_the_switch(world_of_one, dtype):
     switch, pg = world_of_one
     x = (torch.randn(3, 100, generator=torch.Generator().manual_seed(1)) * 100).to(dtype)
@@ -86,14 +97,13 @@ def test_sum_and_avg_go_through_the_switch(world_of_one, dtype):
         rounds = switch.rounds_completed
         t = x.clone()
         dist.all_reduce(t, op=op)
-        assert t.dtype == dtype                                 # N = 1: sum = mean = x
+        assert t.dtype == dtype  # N = 1: sum = mean = x
         if dtype == torch.int32:
             assert torch.equal(t, x)
-        else:   # block floating point (protocol.md section 10), then the dtype's rounding
-            bound = x.double().abs().max() / (2**31 - 1) + \
-                x.double().abs() * torch.finfo(dtype).eps
+        else:  # block floating point (protocol.md section 10), then the dtype's rounding
+            bound = x.double().abs().max() / (2**31 - 1) + x.double().abs() * torch.finfo(dtype).eps
             assert bool(((t.double() - x.double()).abs() <= bound).all())
-        assert switch.rounds_completed > rounds          # ... via the P4 program
+        assert switch.rounds_completed > rounds  # ... via the P4 program
     s = torch_backend.stats()
     assert s["switch"]["allreduces"] == 2 and s["gloo_allreduces"] == {}
     assert s["worker"]["packets_sent"] > 0
@@ -113,10 +123,13 @@ def test_other_ops_dtypes_and_collectives_go_to_gloo(world_of_one):
     out = [torch.zeros(2)]
     dist.all_gather(out, torch.ones(2))
     assert torch.equal(t, torch.tensor([1.0, -2.0])) and torch.equal(out[0], torch.ones(2))
-    assert switch.rounds_completed == rounds              # nothing reached the switch
+    assert switch.rounds_completed == rounds  # nothing reached the switch
     assert torch_backend.stats()["gloo_allreduces"] == {
-        "op MAX (the switch only adds)": 1, "dtype int64": 1,
-        "op BOR (the switch only adds)": 1, "sparse tensor": 1}
+        "op MAX (the switch only adds)": 1,
+        "dtype int64": 1,
+        "op BOR (the switch only adds)": 1,
+        "sparse tensor": 1,
+    }
 
 
 def test_async_work_and_its_future(world_of_one):
@@ -133,7 +146,7 @@ def test_errors_reach_wait_and_the_group_stays_usable(world_of_one):
     with pytest.raises(ValueError, match="NaN"):
         dist.all_reduce(t)
     big = torch.full((3,), 2**31 - 1, dtype=torch.int32)
-    dist.all_reduce(big)                     # N = 1 cannot overflow
+    dist.all_reduce(big)  # N = 1 cannot overflow
     ok = torch.ones(5)
     dist.all_reduce(ok)
     assert torch.equal(ok, torch.ones(5))
@@ -152,8 +165,13 @@ def test_whole_world_subgroup_shares_the_worker(world_of_one):
 def test_ddp_without_hook_reduces_through_the_switch(world_of_one):
     switch, pg = world_of_one
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Embedding(500, 16), torch.nn.Flatten(),
-                                torch.nn.Linear(48, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    model = torch.nn.Sequential(
+        torch.nn.Embedding(500, 16),
+        torch.nn.Flatten(),
+        torch.nn.Linear(48, 8),
+        torch.nn.ReLU(),
+        torch.nn.Linear(8, 1),
+    )
     ids, y = torch.randint(0, 500, (32, 3)), torch.randn(32, 1)
     torch.nn.functional.mse_loss(model(ids), y).backward()
     ref = [p.grad.clone() for p in model.parameters()]
@@ -164,7 +182,7 @@ def test_ddp_without_hook_reduces_through_the_switch(world_of_one):
     assert switch.rounds_completed > rounds
     s = torch_backend.stats()["switch"]
     assert s["allreduces"] >= 1
-    assert s["nonzero_blocks"] < s["blocks"]      # the embedding's untouched rows: zero blocks
+    assert s["nonzero_blocks"] < s["blocks"]  # the embedding's untouched rows: zero blocks
     for a, p in zip(ref, model.parameters()):
         assert torch.allclose(a, p.grad, rtol=1e-6, atol=1e-8)
 
@@ -172,8 +190,9 @@ def test_ddp_without_hook_reduces_through_the_switch(world_of_one):
 def test_destroy_closes_the_worker(tmp_path, no_env, switch):
     job = switch.create_job(1)
     opts = {"descriptor": switch.descriptors(job)[0], "transport": switch.transport(1)}
-    dist.init_process_group("p4reduce", init_method=f"file://{tmp_path}/store", rank=0,
-                            world_size=1, pg_options=opts)
+    dist.init_process_group(
+        "p4reduce", init_method=f"file://{tmp_path}/store", rank=0, world_size=1, pg_options=opts
+    )
     worker = dist.group.WORLD.worker
     dist.all_reduce(torch.ones(3))
     dist.destroy_process_group()
@@ -191,6 +210,6 @@ def test_an_error_in_ddp_is_reported_not_a_crash(world_of_one):
     x[0, 0] = float("nan")
     with pytest.raises(RuntimeError, match=r"ValueError: .*NaN"):
         ddp(x).sum().backward()
-    model.zero_grad()                                # (the failed step left NaN grads)
-    ddp(torch.randn(3, 4)).sum().backward()          # the next step works
+    model.zero_grad()  # (the failed step left NaN grads)
+    ddp(torch.randn(3, 4)).sum().backward()  # the next step works
     assert torch.isfinite(model.weight.grad).all()

@@ -1,4 +1,5 @@
 """DDP communication hook over the real P4 program in-process (torch is optional)."""
+
 from __future__ import annotations
 
 import threading
@@ -6,7 +7,8 @@ import threading
 import pytest
 
 torch = pytest.importorskip(
-    "torch", reason="torch is the optional [torch] extra; pip install torch==2.13.0")
+    "torch", reason="torch is the optional [torch] extra; pip install torch==2.13.0"
+)
 
 from hostlib import Worker  # noqa: E402
 from hostlib.torch_hook import HookState, p4reduce_hook  # noqa: E402
@@ -34,9 +36,10 @@ class Bucket:
 def test_hook_averages_bucket_over_two_ranks(dtype, switch):
     job = switch.create_job(2)
     descriptors = switch.descriptors(job)
-    grads = [torch.randn(1000, generator=torch.Generator().manual_seed(r)).to(dtype)
-             for r in range(2)]
-    want = ((grads[0].double() + grads[1].double()) / 2)
+    grads = [
+        torch.randn(1000, generator=torch.Generator().manual_seed(r)).to(dtype) for r in range(2)
+    ]
+    want = (grads[0].double() + grads[1].double()) / 2
     got: list = [None, None]
 
     def rank(r):
@@ -52,7 +55,7 @@ def test_hook_averages_bucket_over_two_ranks(dtype, switch):
         t.join(30)
     tol = 1e-6 if dtype != torch.bfloat16 else 1e-2
     for value, buf in got:
-        assert value.dtype == dtype and value.data_ptr() == buf.data_ptr()   # in place
+        assert value.dtype == dtype and value.data_ptr() == buf.data_ptr()  # in place
         assert torch.allclose(value.double(), want, atol=tol, rtol=tol)
     assert switch.stats(job)["rounds_completed"] > 0
     switch.jobs.delete(job.job)
@@ -63,15 +66,18 @@ def test_hook_in_real_ddp_single_process(tmp_path, switch):
     gradients go through the Worker (the switch model counts the rounds) and equal the
     ones without the hook up to the quantization bound."""
     import torch.distributed as dist
+
     try:
-        dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0,
-                                world_size=1)
-    except Exception as e:                                  # pragma: no cover
+        dist.init_process_group(
+            "gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1
+        )
+    except Exception as e:  # pragma: no cover
         pytest.skip(f"gloo process group unavailable here: {e}")
     try:
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(20, 50), torch.nn.ReLU(),
-                                    torch.nn.Linear(50, 3))
+        model = torch.nn.Sequential(
+            torch.nn.Linear(20, 50), torch.nn.ReLU(), torch.nn.Linear(50, 3)
+        )
         x, y = torch.randn(32, 20), torch.randn(32, 3)
         ref = [p.grad for p in _grads(model, x, y)]
         job = switch.create_job(1)
@@ -99,8 +105,8 @@ def test_hook_error_reaches_ddp_with_the_workers_message(tmp_path, switch):
     """A Worker error inside the hook (here NaN, refused before sending) surfaces from
     backward() with its type and message, not as DDP failing to read the bucket."""
     import torch.distributed as dist
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0,
-                            world_size=1)
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     try:
         model = torch.nn.Linear(4, 1)
         job = switch.create_job(1)

@@ -3,6 +3,7 @@
 Checks the BPF filter (only UDP to p4reduce ports / this IP reaches the socket), that every
 mode moves whole batches intact, and that a Worker finds its interface from worker.ip.
 """
+
 from __future__ import annotations
 
 import time
@@ -15,7 +16,7 @@ from hostlib import protocol as p
 from hostlib.config import load_descriptor
 from hostlib.framing import WIDTH, Batch, FrameBuilder
 
-pytestmark = pytest.mark.root       # conftest.py skips it without root, saying why
+pytestmark = pytest.mark.root  # conftest.py skips it without root, saying why
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +28,11 @@ def topo():
 def recv_all(sock, want: int, timeout: float = 2.0):
     frames, lengths = [], []
     end = time.monotonic() + timeout
-    while sum(len(l) for l in lengths) < want and time.monotonic() < end:
-        f, l = sock.recv(64)
-        if l.size:
+    while sum(len(n) for n in lengths) < want and time.monotonic() < end:
+        f, got = sock.recv(64)
+        if got.size:
             frames.append(f.copy())
-            lengths.append(l.copy())
+            lengths.append(got.copy())
         else:
             sock.wait(0.01)
     if not lengths:
@@ -42,11 +43,23 @@ def recv_all(sock, want: int, timeout: float = 2.0):
 def results_batch(cfg, n, *, dst_port=None, dst_ip=None):
     ep = cfg.from_switch()
     if dst_port is not None or dst_ip is not None:
-        ep = p.Endpoints(ep.src_mac, ep.dst_mac, ep.src_ip, dst_ip or ep.dst_ip,
-                         ep.src_port, dst_port or ep.dst_port)
+        ep = p.Endpoints(
+            ep.src_mac,
+            ep.dst_mac,
+            ep.src_ip,
+            dst_ip or ep.dst_ip,
+            ep.src_port,
+            dst_port or ep.dst_port,
+        )
     cols = {name: 0 for name in p.FIELD_NAMES}
-    cols.update(protocol=1, msg_type=4, job=cfg.job, slot=np.arange(n), block=np.arange(n),
-                next_block=p.END_OF_STREAM)
+    cols.update(
+        protocol=1,
+        msg_type=4,
+        job=cfg.job,
+        slot=np.arange(n),
+        block=np.arange(n),
+        next_block=p.END_OF_STREAM,
+    )
     with_values = np.arange(n) % 2 == 0
     vals = np.arange(int(with_values.sum()) * 64, dtype=np.int32).reshape(-1, 64)
     return FrameBuilder(ep).build(cols, with_values, vals)
@@ -55,23 +68,29 @@ def results_batch(cfg, n, *, dst_port=None, dst_ip=None):
 @pytest.mark.parametrize("mode", ["ring", "mmsg", "plain"])
 def test_batches_cross_intact_and_filter_drops_other_traffic(topo, mode):
     from hostlib.transport import RawSocket
+
     cfg = load_descriptor(topo.descriptors[0])
     with netns.in_netns(topo.switch_ns):
         sw = RawSocket(topo.switch_if[0], mode=mode, dst_ip=cfg.switch.ip)
     with netns.in_netns(topo.worker_ns[0]):
-        wk = RawSocket(topo.worker_if[0], mode=mode, dst_ip=cfg.worker.ip,
-                       dst_port=cfg.worker.udp_port)
+        wk = RawSocket(
+            topo.worker_if[0], mode=mode, dst_ip=cfg.worker.ip, dst_port=cfg.worker.udp_port
+        )
     try:
         assert sw.mode == wk.mode == mode
         good = results_batch(cfg, 300)
-        noise = Batch.concat([results_batch(cfg, 5, dst_port=9999),        # other port
-                              results_batch(cfg, 5, dst_port=0x5031),      # not my port
-                              results_batch(cfg, 5, dst_ip="10.250.0.77")])  # not my IP
+        noise = Batch.concat(
+            [
+                results_batch(cfg, 5, dst_port=9999),  # other port
+                results_batch(cfg, 5, dst_port=0x5031),  # not my port
+                results_batch(cfg, 5, dst_ip="10.250.0.77"),
+            ]
+        )  # not my IP
         sw.send(noise)
         sw.send(good)
         frames, lengths = recv_all(wk, 300)
         assert len(lengths) == 300, f"{mode}: got {len(lengths)} of 300 (+15 filtered)"
-        got = {bytes(frames[i, :lengths[i]]) for i in range(300)}
+        got = {bytes(frames[i, : lengths[i]]) for i in range(300)}
         assert got == {good.frame(i) for i in range(300)}
         time.sleep(0.05)
         assert wk.recv(64)[1].size == 0, "filtered frames reached the socket"
@@ -86,6 +105,7 @@ def test_batches_cross_intact_and_filter_drops_other_traffic(topo, mode):
 
 def test_worker_finds_interface_from_descriptor_ip(topo):
     from hostlib.transport import interface_for_ip
+
     with netns.in_netns(topo.worker_ns[0]):
         assert interface_for_ip(topo.descriptors[0]["worker"]["ip"]) == topo.worker_if[0]
         with pytest.raises(OSError, match="no interface owns"):

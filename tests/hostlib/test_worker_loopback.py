@@ -4,6 +4,7 @@ No sockets: the p4reduce program (p4src/build) runs on an in-process softswitch 
 by the controller's JobManager (tests/inprocess_switch.py). This exercises the whole
 protocol (engine + numerics + the switch's P4) for several ranks, sparsity, dtypes, loss.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,15 +34,24 @@ def job_of(switch):
         j = switch.create_job(n, slots, job, encoding=encoding)
         made.append(j.job)
         return j
+
     yield make
     for job in made:
         if job in switch.jobs.table.jobs:
             switch.jobs.delete(job)
 
 
-def run_ranks(switch, job, fn: Callable[[Worker, int], object], *,
-              timeout: float = 0.05, deadline: float = 20.0, ranks=None, descriptors=None,
-              **worker_kw):
+def run_ranks(
+    switch,
+    job,
+    fn: Callable[[Worker, int], object],
+    *,
+    timeout: float = 0.05,
+    deadline: float = 20.0,
+    ranks=None,
+    descriptors=None,
+    **worker_kw,
+):
     descriptors = descriptors or switch.descriptors(job)
     ranks = list(range(len(descriptors))) if ranks is None else ranks
     results: list[object] = [None] * len(descriptors)
@@ -49,10 +59,15 @@ def run_ranks(switch, job, fn: Callable[[Worker, int], object], *,
 
     def body(r: int) -> None:
         try:
-            with Worker(descriptors[r], transport=switch.transport(job.workers[r].port),
-                        timeout=timeout, deadline=deadline, **worker_kw) as w:
+            with Worker(
+                descriptors[r],
+                transport=switch.transport(job.workers[r].port),
+                timeout=timeout,
+                deadline=deadline,
+                **worker_kw,
+            ) as w:
                 results[r] = fn(w, r)
-        except BaseException as e:      # re-raised in the test thread
+        except BaseException as e:  # re-raised in the test thread
             errors[r] = e
 
     threads = [threading.Thread(target=body, args=(r,)) for r in ranks]
@@ -66,9 +81,9 @@ def run_ranks(switch, job, fn: Callable[[Worker, int], object], *,
 def sparse_ints(rng, n, shape, density=0.4):
     xs = []
     for _ in range(n):
-        x = rng.integers(-10**6, 10**6, size=shape).astype(np.int32)
+        x = rng.integers(-(10**6), 10**6, size=shape).astype(np.int32)
         blocks = -(-x.size // 64)
-        keep = np.repeat(rng.random(blocks) < density, 64)[:x.size]
+        keep = np.repeat(rng.random(blocks) < density, 64)[: x.size]
         x.reshape(-1)[~keep] = 0
         xs.append(x)
     return xs
@@ -88,12 +103,12 @@ def test_int32_sum_exact_and_one_packet_per_round(n, encoding, rng, switch, job_
     nz_any = np.zeros(blocks * (2 if encoding == "packed" else 1), bool)
     for x in xs:
         padded = np.zeros(blocks * 64, np.int64)
-        padded[:x.size] = x.reshape(-1)
+        padded[: x.size] = x.reshape(-1)
         rows = padded.reshape(blocks, 64)
         if encoding == "packed":
             rows = np.stack([rows // 65536, rows % 65536], axis=1).reshape(2 * blocks, 64)
         nz_any |= rows.any(axis=1)
-    rounds = min(8, nz_any.size) + int(nz_any.sum())     # announce + one per non-zero block
+    rounds = min(8, nz_any.size) + int(nz_any.sum())  # announce + one per non-zero block
     for out, stats in res:
         assert out.dtype == np.int32 and out.shape == xs[0].shape
         assert (out == exact).all()
@@ -109,32 +124,33 @@ def test_float_sum_within_bound_and_zeros_stay_zero(n, dtype, rng, switch, job_o
     for _ in range(n):
         x = (rng.standard_normal(3000) * 10.0 ** rng.integers(-6, 7, 3000)).astype(dtype)
         x[rng.random(3000) < 0.5] = 0
-        x[640:1280] = 0                                  # 10 blocks zero in every rank
+        x[640:1280] = 0  # 10 blocks zero in every rank
         xs.append(x)
     res, errs = run_ranks(switch, job_of(n), lambda w, r: w.allreduce(xs[r]))
     assert errs == [None] * n
     exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
-    blockmax = np.max([np.abs(np.pad(x, (0, 3008 - 3000))).reshape(-1, 64).max(1)
-                       for x in xs], axis=0).astype(np.float64)
-    bound = np.repeat(blockmax * n ** 2 / (2 ** 31 - n), 64)[:3000]
+    blockmax = np.max(
+        [np.abs(np.pad(x, (0, 3008 - 3000))).reshape(-1, 64).max(1) for x in xs], axis=0
+    ).astype(np.float64)
+    bound = np.repeat(blockmax * n**2 / (2**31 - n), 64)[:3000]
     eps = np.finfo(dtype).eps
     for out in res:
         assert out.dtype == dtype
         assert (out[640:1280] == 0).all()
         assert (np.abs(out - exact) <= bound + np.abs(exact) * eps).all()
-        assert np.array_equal(out, res[0])               # every rank gets the same bits
+        assert np.array_equal(out, res[0])  # every rank gets the same bits
 
 
 def test_mean_non_contiguous_and_in_place(rng, switch, job_of):
     base = [rng.standard_normal((40, 90)).astype(np.float32) for _ in range(2)]
-    views = [b[::2, 1::3] for b in base]                 # non-contiguous
+    views = [b[::2, 1::3] for b in base]  # non-contiguous
     ints = [rng.integers(-50, 50, (7, 11)).astype(np.int32) for _ in range(2)]
 
     def fn(w, r):
         m = w.allreduce(views[r], op="mean")
         im = w.allreduce(ints[r], op="mean")
         before = base[r].copy()
-        w.allreduce_(views[r])                           # writes through the view
+        w.allreduce_(views[r])  # writes through the view
         return m, im, before
 
     res, errs = run_ranks(switch, job_of(2), fn)
@@ -151,11 +167,13 @@ def test_mean_non_contiguous_and_in_place(rng, switch, job_of):
         assert np.array_equal(base[r][mask], before[mask]), "only the view was written"
 
 
-@pytest.mark.parametrize("bad, what", [(np.nan, "NaN or Inf"), (-np.inf, "NaN or Inf"),
-                                       (2.0 ** 128, "exceeds 2\\^127")])
+@pytest.mark.parametrize(
+    "bad, what", [(np.nan, "NaN or Inf"), (-np.inf, "NaN or Inf"), (2.0**128, "exceeds 2\\^127")]
+)
 @pytest.mark.parametrize("encoding", ["lanes", "packed"])
-def test_nan_on_one_rank_fails_every_rank_and_the_job_goes_on(bad, what, encoding, rng,
-                                                              switch, job_of):
+def test_nan_on_one_rank_fails_every_rank_and_the_job_goes_on(
+    bad, what, encoding, rng, switch, job_of
+):
     """A rank whose tensor the protocol cannot carry still takes part in the call (its
     length, a NONFINITE fingerprint, no values): every rank raises at once, and all stay in
     step. Before, that rank raised alone; the others waited for it, and its *next* tensor
@@ -202,12 +220,11 @@ def test_nan_on_every_rank_raises_on_every_rank(switch, job_of):
 
 
 @pytest.mark.parametrize("encoding", ["lanes", "packed"])
-def test_overflow_raises_naming_block_and_next_allreduce_still_works(encoding, switch,
-                                                                     job_of):
+def test_overflow_raises_naming_block_and_next_allreduce_still_works(encoding, switch, job_of):
     """lanes: the switch flags the round; packed: the worker sees the exact sum of the
     halves, out of int32 range."""
     big = np.zeros(64 * 6, np.int32)
-    big[64 * 4 + 3] = 2 ** 30 + 5                        # 2 ranks: 2^31 + 10 overflows
+    big[64 * 4 + 3] = 2**30 + 5  # 2 ranks: 2^31 + 10 overflows
 
     def fn(w, r):
         with pytest.raises(OverflowError, match=r"block 4 \(elements 256\.\.319\)"):
@@ -247,11 +264,10 @@ def test_loss_recovered_by_retransmission(n, rng, switch, job_of):
     xs = sparse_ints(rng, n, 64 * 40, density=0.6)
     job = job_of(n)
     switch.set_loss(job, ingress=0.2, egress=0.2, seed=5)
-    res, errs = run_ranks(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats),
-                          timeout=0.002)
+    res, errs = run_ranks(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats), timeout=0.002)
     assert errs == [None] * n
     exact = np.sum([x.astype(np.int64) for x in xs], axis=0)
-    for out, stats in res:
+    for out, _stats in res:
         assert (out == exact).all()
     stats = switch.stats(job)
     assert stats["simulated_drops_ingress"] > 0
@@ -264,10 +280,14 @@ def test_unanswered_job_times_out_naming_the_missing_rank(switch, job_of):
     switch waits for rank 1 (from its STATUS replies), and the Worker refuses more."""
     job = job_of(2, slots=4)
     d = switch.descriptors(job)
-    with Worker(d[0], transport=switch.transport(job.workers[0].port), timeout=0.002,
-                deadline=0.3) as w:
-        with pytest.raises(TimeoutError, match=r"4 of 4 slots made no progress .* "
-                                               r"not heard from rank\(s\) \[1\]"):
+    with Worker(
+        d[0], transport=switch.transport(job.workers[0].port), timeout=0.002, deadline=0.3
+    ) as w:
+        with pytest.raises(
+            TimeoutError,
+            match=r"4 of 4 slots made no progress .* "
+            r"not heard from rank\(s\) \[1\]",
+        ):
             w.allreduce(np.ones(1000, np.float32))
         assert w.stats.retransmissions > 0
         with pytest.raises(RuntimeError, match="timed out"):
@@ -280,8 +300,14 @@ def test_timeout_counts_from_the_last_progress_not_the_call(rng, switch, job_of)
     xs = sparse_ints(rng, 2, 64 * 1000, density=1.0)
     job = job_of(2, slots=2)
     switch.set_loss(job, ingress=0.1, egress=0.1, seed=3)
-    res, errs = run_ranks(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats.last_time),
-                          timeout=0.002, max_timeout=0.02, deadline=0.5)
+    res, errs = run_ranks(
+        switch,
+        job,
+        lambda w, r: (w.allreduce(xs[r]), w.stats.last_time),
+        timeout=0.002,
+        max_timeout=0.02,
+        deadline=0.5,
+    )
     assert errs == [None, None]
     assert all((out == xs[0] + xs[1]).all() for out, _ in res)
     assert max(t for _, t in res) > 0.5, "the test must outlast one deadline"
@@ -296,18 +322,22 @@ def test_dtype_and_op_checks(switch, job_of):
             w.allreduce(np.ones(4, np.float32), op="max")
         with pytest.raises(TypeError, match="truncate"):
             w.allreduce_(np.ones(4, np.int32), op="mean")
-        assert w.allreduce(np.float32(3.5)).shape == ()     # 0-d works
+        assert w.allreduce(np.float32(3.5)).shape == ()  # 0-d works
         assert w.allreduce(np.zeros(0, np.float32)).shape == (0,)
 
 
 # -- ranks that disagree: the switch's fingerprint range ---------------------------------
 
-@pytest.mark.parametrize("shapes, dtypes, what", [
-    ((1000, 1000), (np.float32, np.int32), "dtype float32 vs int32|dtype int32 vs float32"),
-    ((1000, 1001), (np.float32, np.float32), r"length 1000 vs 1001 elements"),
-    ((640, 64 * 30), (np.int32, np.int32), r"length 640 vs 1920 elements"),
-    ((64 * 30, 1), (np.float64, np.float32), r"dtype float32 vs float64.*length 1 vs 1920"),
-])
+
+@pytest.mark.parametrize(
+    "shapes, dtypes, what",
+    [
+        ((1000, 1000), (np.float32, np.int32), "dtype float32 vs int32|dtype int32 vs float32"),
+        ((1000, 1001), (np.float32, np.float32), r"length 1000 vs 1001 elements"),
+        ((640, 64 * 30), (np.int32, np.int32), r"length 640 vs 1920 elements"),
+        ((64 * 30, 1), (np.float64, np.float32), r"dtype float32 vs float64.*length 1 vs 1920"),
+    ],
+)
 def test_ranks_that_disagree_all_raise_the_same_error(shapes, dtypes, what, switch, job_of):
     """float32 on one rank and int32 on another, lengths that differ within one block count
     or across many: every rank raises the same ValueError naming the difference, at once,
@@ -332,6 +362,7 @@ def test_ranks_that_disagree_all_raise_the_same_error(shapes, dtypes, what, swit
 
 # -- incarnations and lost switch state --------------------------------------------------
 
+
 def test_old_incarnation_never_touches_a_recreated_job(rng, switch, job_of):
     """Job 7 is deleted while rank 0 of it still retransmits; job 7 is created again with
     the same addresses. The old rank's packets carry the old epoch: they are unadmitted,
@@ -342,8 +373,9 @@ def test_old_incarnation_never_touches_a_recreated_job(rng, switch, job_of):
     errors: list[BaseException] = []
 
     def stale_rank():
-        with Worker(old_d[0], transport=switch.transport(old.workers[0].port),
-                    timeout=0.001, deadline=2.0) as w:
+        with Worker(
+            old_d[0], transport=switch.transport(old.workers[0].port), timeout=0.001, deadline=2.0
+        ) as w:
             try:
                 while not stop.is_set():
                     w.allreduce(np.full(64 * 8, 1000, np.int32))
@@ -354,7 +386,8 @@ def test_old_incarnation_never_touches_a_recreated_job(rng, switch, job_of):
     t.start()
     try:
         import time
-        time.sleep(0.2)                       # its rank 1 never comes: it retransmits
+
+        time.sleep(0.2)  # its rank 1 never comes: it retransmits
         switch.jobs.delete(7)
         new = job_of(2, slots=4, job=7)
         assert new.epoch != old.epoch
@@ -369,6 +402,7 @@ def test_old_incarnation_never_touches_a_recreated_job(rng, switch, job_of):
         t.join(10)
     assert errors, "the old incarnation's rank can only time out"
     from controlplane.stats import switch_stats
+
     assert switch_stats(switch.conn)["drops_unadmitted"] > 0
 
 
@@ -392,6 +426,7 @@ def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
             restarted.set()
         restarted.wait()
         import time
+
         t0 = time.monotonic()
         with pytest.raises(SwitchStateLost, match="lost the state of job 7"):
             w.allreduce(np.arange(300, dtype=np.int32))
@@ -403,6 +438,7 @@ def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
     def identity_again():
         from controlplane import identity
         from inprocess_switch import SWITCH
+
         identity.set_identity(switch.conn, SWITCH.mac, SWITCH.ip)
 
     res, errs = run_ranks(switch, job, fn, timeout=0.005, deadline=10.0, descriptors=d)

@@ -1,6 +1,7 @@
 """A synthetic bmv2 JSON shaped like p4reduce's hot path (LANES 32-bit lanes, each a register
 read + add + overflow check + register write per packet), for throughput measurement before
 (and independently of) the real p4c output."""
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,22 @@ def build(lanes: int = LANES) -> str:
     s = p.scalar("sum", 32)
     ovf = p.scalar("lane_overflow", 32)
     idx = p.scalar("slot_index", 16)
-    p.state("start", [prim("extract", {"type": "regular", "value": "ethernet"})],
-            key=[f("ethernet", "etype")],
-            transitions=[{"type": "hexstr", "value": "0x88b5", "mask": None, "next_state": "agg"},
-                         {"type": "default", "value": None, "mask": None, "next_state": None}])
-    p.state("agg", [prim("extract", {"type": "regular", "value": "agg"}),
-                    prim("extract", {"type": "regular", "value": "values"})])
+    p.state(
+        "start",
+        [prim("extract", {"type": "regular", "value": "ethernet"})],
+        key=[f("ethernet", "etype")],
+        transitions=[
+            {"type": "hexstr", "value": "0x88b5", "mask": None, "next_state": "agg"},
+            {"type": "default", "value": None, "mask": None, "next_state": None},
+        ],
+    )
+    p.state(
+        "agg",
+        [
+            prim("extract", {"type": "regular", "value": "agg"}),
+            prim("extract", {"type": "regular", "value": "values"}),
+        ],
+    )
     for k in p.j["parsers"][0]["parse_states"]:
         for op in k["parser_ops"]:
             op["op"] = "extract"
@@ -44,10 +55,24 @@ def build(lanes: int = LANES) -> str:
         ]
     add = p.action("add_data", [], prims)
     fwd = p.action("fwd", [("port", 9)], [assign(f("standard_metadata", "egress_spec"), rd(0))])
-    drop = p.action("drop", [], [prim("mark_to_drop", {"type": "header", "value": "standard_metadata"})])
+    drop = p.action(
+        "drop", [], [prim("mark_to_drop", {"type": "header", "value": "standard_metadata"})]
+    )
     p.cond("ingress", "node_valid", ex("d2b", None, f("values", "$valid$")), "tbl_add", "forward")
     p.call("ingress", "tbl_add", add, "forward")
-    p.table("ingress", "forward", [{"match_type": "exact", "name": "port", "target": ["standard_metadata", "ingress_port"], "mask": None}],
-            [fwd, drop], drop)
+    p.table(
+        "ingress",
+        "forward",
+        [
+            {
+                "match_type": "exact",
+                "name": "port",
+                "target": ["standard_metadata", "ingress_port"],
+                "mask": None,
+            }
+        ],
+        [fwd, drop],
+        drop,
+    )
     p.init("ingress", "node_valid")
     return json.dumps(p.j)

@@ -3,6 +3,7 @@
 Expected outputs are computed independently of the implementation: with scapy for packet
 bytes and with plain Python arithmetic on P4's fixed-width rules for values.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,15 +22,26 @@ STD = "standard_metadata"
 
 def eth_parser(p: Program, next_on: dict[int, str] | None = None) -> None:
     p.header("ethernet", [("dst", 48), ("src", 48), ("etype", 16)])
-    trans = [{"type": "hexstr", "value": "0x%04x" % v, "mask": None, "next_state": s}
-             for v, s in (next_on or {}).items()]
+    trans = [
+        {"type": "hexstr", "value": "0x%04x" % v, "mask": None, "next_state": s}
+        for v, s in (next_on or {}).items()
+    ]
     trans.append({"type": "default", "value": None, "mask": None, "next_state": None})
-    p.state("start", [prim("extract", {"type": "regular", "value": "ethernet"})],
-            key=[f("ethernet", "etype")], transitions=trans)
+    p.state(
+        "start",
+        [prim("extract", {"type": "regular", "value": "ethernet"})],
+        key=[f("ethernet", "etype")],
+        transitions=trans,
+    )
 
 
-def forward_to(p: Program, port: int, pipeline: str = "ingress", name: str = "set_port",
-               next_node: str | None = None) -> int:
+def forward_to(
+    p: Program,
+    port: int,
+    pipeline: str = "ingress",
+    name: str = "set_port",
+    next_node: str | None = None,
+) -> int:
     a = p.action(f"fwd{port}", [], [assign(f(STD, "egress_spec"), hx(port))])
     p.call(pipeline, name, a, next_node)
     return a
@@ -49,7 +61,12 @@ def test_forward_and_deparse_unchanged_bytes() -> None:
     forward_to(p, 7)
     p.init("ingress", "set_port")
     s = load(p)
-    pkt = bytes(Ether(dst="00:11:22:33:44:55", src="66:77:88:99:aa:bb") / IP(dst="10.0.0.1") / UDP() / b"xyz")
+    pkt = bytes(
+        Ether(dst="00:11:22:33:44:55", src="66:77:88:99:aa:bb")
+        / IP(dst="10.0.0.1")
+        / UDP()
+        / b"xyz"
+    )
     assert s.process(3, pkt) == [(7, pkt)]
 
 
@@ -80,17 +97,21 @@ def test_parser_error_does_not_drop_and_header_stays_invalid() -> None:
     p.state("h", [prim("extract", {"type": "regular", "value": "h"})])
     p.header("out", [("err", 32), ("hvalid", 8)])
     p.deparse("ethernet", "out", "h")
-    a = p.action("report", [], [
-        prim("add_header", {"type": "header", "value": "out"}),
-        assign(f("out", "err"), f(STD, "parser_error")),
-        assign(f("out", "hvalid"), ex("b2d", None, ex("d2b", None, f("h", "$valid$")))),
-        assign(f(STD, "egress_spec"), hx(1)),
-    ])
+    a = p.action(
+        "report",
+        [],
+        [
+            prim("add_header", {"type": "header", "value": "out"}),
+            assign(f("out", "err"), f(STD, "parser_error")),
+            assign(f("out", "hvalid"), ex("b2d", None, ex("d2b", None, f("h", "$valid$")))),
+            assign(f(STD, "egress_spec"), hx(1)),
+        ],
+    )
     p.call("ingress", "report", a)
     p.init("ingress", "report")
     s = load(p)
     eth = bytes(Ether(dst="ff:ff:ff:ff:ff:ff", src="00:00:00:00:00:01", type=0x1234))
-    short = eth + b"\x01\x02\x03"            # 3 bytes: h needs 8
+    short = eth + b"\x01\x02\x03"  # 3 bytes: h needs 8
     out = s.process(0, short)
     assert out == [(1, eth + struct.pack("!IB", 1, 0) + b"\x01\x02\x03")]
     ok = eth + bytes(range(8)) + b"tail"
@@ -104,32 +125,51 @@ def test_select_with_mask_and_multi_field_key_and_lookahead() -> None:
     p.header("ethernet", [("dst", 48), ("src", 48), ("etype", 16)])
     p.header("tag", [("x", 4), ("y", 12)])
     p.header("m", [("v", 8)])
-    mark = p.scalar("mark", 8)
+    p.scalar("mark", 8)
     la = p.scalar("la", 16)
-    p.state("start", [prim("extract", {"type": "regular", "value": "ethernet"}),
-                      {"op": "set", "parameters": [la, {"type": "lookahead", "value": [0, 16]}]}],
-            key=[f("ethernet", "etype")],
-            transitions=[{"type": "hexstr", "value": "0x8100", "mask": "0xff00", "next_state": "tag"},
-                         {"type": "default", "value": None, "mask": None, "next_state": None}])
+    p.state(
+        "start",
+        [
+            prim("extract", {"type": "regular", "value": "ethernet"}),
+            {"op": "set", "parameters": [la, {"type": "lookahead", "value": [0, 16]}]},
+        ],
+        key=[f("ethernet", "etype")],
+        transitions=[
+            {"type": "hexstr", "value": "0x8100", "mask": "0xff00", "next_state": "tag"},
+            {"type": "default", "value": None, "mask": None, "next_state": None},
+        ],
+    )
     # key = tag.x (4 bits, padded to 1 byte) ++ lookahead<8> at bit 0 of the remaining data
-    p.state("tag", [prim("extract", {"type": "regular", "value": "tag"})],
-            key=[f("tag", "x"), {"type": "lookahead", "value": [0, 8]}],
-            transitions=[{"type": "hexstr", "value": "0x0a42", "mask": None, "next_state": "m"},
-                         {"type": "default", "value": None, "mask": None, "next_state": None}])
+    p.state(
+        "tag",
+        [prim("extract", {"type": "regular", "value": "tag"})],
+        key=[f("tag", "x"), {"type": "lookahead", "value": [0, 8]}],
+        transitions=[
+            {"type": "hexstr", "value": "0x0a42", "mask": None, "next_state": "m"},
+            {"type": "default", "value": None, "mask": None, "next_state": None},
+        ],
+    )
     p.state("m", [prim("extract", {"type": "regular", "value": "m"})])
     p.header("o", [("mark", 8), ("la", 16)])
     p.deparse("o", "ethernet", "tag", "m")
-    a = p.action("rep", [], [prim("add_header", {"type": "header", "value": "o"}),
-                             assign(f("o", "mark"), ex("b2d", None, ex("d2b", None, f("m", "$valid$")))),
-                             assign(f("o", "la"), la), assign(f(STD, "egress_spec"), hx(2))])
+    a = p.action(
+        "rep",
+        [],
+        [
+            prim("add_header", {"type": "header", "value": "o"}),
+            assign(f("o", "mark"), ex("b2d", None, ex("d2b", None, f("m", "$valid$")))),
+            assign(f("o", "la"), la),
+            assign(f(STD, "egress_spec"), hx(2)),
+        ],
+    )
     p.call("ingress", "rep", a)
     p.init("ingress", "rep")
     s = load(p)
-    eth = bytes(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01", type=0x81ff))
+    eth = bytes(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01", type=0x81FF))
     # 0x81ff matches 0x8100/0xff00; tag.x = 0xa; next byte 0x42 -> state m
     pkt = eth + b"\xa0\x01" + b"\x42" + b"zz"
     assert s.process(0, pkt) == [(2, b"\x01" + b"\xa0\x01" + pkt)]
-    pkt2 = eth + b"\xa0\x01" + b"\x43" + b"zz"      # lookahead mismatch: m not extracted
+    pkt2 = eth + b"\xa0\x01" + b"\x43" + b"zz"  # lookahead mismatch: m not extracted
     assert s.process(0, pkt2) == [(2, b"\x00" + b"\xa0\x01" + pkt2)]
 
 
@@ -137,33 +177,57 @@ def test_verify_sets_custom_error() -> None:
     p = Program()
     p.j["errors"].append(["Bad", 7])
     p.header("h", [("a", 8)])
-    p.state("start", [prim("extract", {"type": "regular", "value": "h"}),
-                      {"op": "verify", "parameters": [ex("<", f("h", "a"), hx(10)), hx(7)]}])
+    p.state(
+        "start",
+        [
+            prim("extract", {"type": "regular", "value": "h"}),
+            {"op": "verify", "parameters": [ex("<", f("h", "a"), hx(10)), hx(7)]},
+        ],
+    )
     p.header("o", [("e", 8)])
     p.deparse("o", "h")
-    a = p.action("rep", [], [prim("add_header", {"type": "header", "value": "o"}),
-                             assign(f("o", "e"), f(STD, "parser_error"))])
+    a = p.action(
+        "rep",
+        [],
+        [
+            prim("add_header", {"type": "header", "value": "o"}),
+            assign(f("o", "e"), f(STD, "parser_error")),
+        ],
+    )
     p.call("ingress", "rep", a)
     p.init("ingress", "rep")
     s = load(p)
     assert s.process(0, b"\x05") == [(0, b"\x00\x05")]
-    assert s.process(0, b"\x0b") == [(0, b"\x07\x0b")]   # h extracted before verify failed
+    assert s.process(0, b"\x0b") == [(0, b"\x07\x0b")]  # h extracted before verify failed
 
 
 def test_header_stack_extract_and_overflow() -> None:
     p = Program()
     p.header("s0", [("v", 8)])
     p.header("s1", [("v", 8)])
-    p.j["header_stacks"].append({"name": "s", "id": 0, "header_type": "s0_t", "size": 2, "header_ids": [2, 3]})
+    p.j["header_stacks"].append(
+        {"name": "s", "id": 0, "header_type": "s0_t", "size": 2, "header_ids": [2, 3]}
+    )
     p.j["headers"][3]["header_type"] = "s0_t"
-    p.state("start", [prim("extract", {"type": "stack", "value": "s"})],
-            key=[{"type": "stack_field", "value": ["s", "v"]}],
-            transitions=[{"type": "hexstr", "value": "0x01", "mask": None, "next_state": "start"},
-                         {"type": "default", "value": None, "mask": None, "next_state": None}])
+    p.state(
+        "start",
+        [prim("extract", {"type": "stack", "value": "s"})],
+        key=[{"type": "stack_field", "value": ["s", "v"]}],
+        transitions=[
+            {"type": "hexstr", "value": "0x01", "mask": None, "next_state": "start"},
+            {"type": "default", "value": None, "mask": None, "next_state": None},
+        ],
+    )
     p.header("o", [("e", 8)])
     p.deparse("o", "s0", "s1")
-    a = p.action("rep", [], [prim("add_header", {"type": "header", "value": "o"}),
-                             assign(f("o", "e"), f(STD, "parser_error"))])
+    a = p.action(
+        "rep",
+        [],
+        [
+            prim("add_header", {"type": "header", "value": "o"}),
+            assign(f("o", "e"), f(STD, "parser_error")),
+        ],
+    )
     p.call("ingress", "rep", a)
     p.init("ingress", "rep")
     s = load(p)
@@ -179,7 +243,7 @@ def test_malformed_frames_never_raise() -> None:
     s = load(p)
     for fr in [b"", b"\x00", bytes(13)]:
         out = s.process(0, fr)
-        assert out == [(0, fr)]          # nothing extracted: all bytes are payload
+        assert out == [(0, fr)]  # nothing extracted: all bytes are payload
     assert s.stats()["parser_errors"] == 3
     assert s.stats()["frames_in"] == 3
 
@@ -197,18 +261,34 @@ def test_load_errors_keep_old_pipeline() -> None:
     with pytest.raises(PipelineError):
         s.load_pipeline(json.dumps({"__meta__": {"version": [2, 23]}, "headers": [{"name": "x"}]}))
     bad = Program()
-    bad.action("m", [], [prim("execute_meter", {"type": "meter_array", "value": "mm"}, hx(0), f(STD, "egress_spec"))])
+    bad.action(
+        "m",
+        [],
+        [
+            prim(
+                "execute_meter",
+                {"type": "meter_array", "value": "mm"},
+                hx(0),
+                f(STD, "egress_spec"),
+            )
+        ],
+    )
     with pytest.raises(UnsupportedConstruct, match='primitive "execute_meter".*action "m"'):
         s.load_pipeline(json.dumps(bad.j))
     assert s.process(0, pkt) == [(4, pkt)]
 
 
-@pytest.mark.parametrize("op,construct", [
-    ("clone_ingress_pkt_to_egress", "clone_ingress_pkt_to_egress"),
-    ("resubmit", "resubmit"), ("recirculate", "recirculate"),
-    ("generate_digest", "generate_digest"), ("truncate", "truncate"),
-    ("some_future_primitive", "some_future_primitive"),
-])
+@pytest.mark.parametrize(
+    "op,construct",
+    [
+        ("clone_ingress_pkt_to_egress", "clone_ingress_pkt_to_egress"),
+        ("resubmit", "resubmit"),
+        ("recirculate", "recirculate"),
+        ("generate_digest", "generate_digest"),
+        ("truncate", "truncate"),
+        ("some_future_primitive", "some_future_primitive"),
+    ],
+)
 def test_unsupported_primitives_named(op: str, construct: str) -> None:
     p = Program()
     p.action("act_x", [], [prim(op, hx(1))])
@@ -220,11 +300,25 @@ def test_unsupported_primitives_named(op: str, construct: str) -> None:
 def test_unsupported_hash_algorithm_named() -> None:
     p = Program()
     d = p.scalar("d", 16)
-    p.j["calculations"].append({"name": "calc_c", "id": 0, "algo": "crc32_custom",
-                                "input": [f(STD, "ingress_port")]})
-    p.action("h", [], [prim("modify_field_with_hash_based_offset", d, hx(0),
-                            {"type": "calculation", "value": "calc_c"}, hx(0x10000))])
-    with pytest.raises(UnsupportedConstruct, match='hash algorithm "crc32_custom".*calculation "calc_c"'):
+    p.j["calculations"].append(
+        {"name": "calc_c", "id": 0, "algo": "crc32_custom", "input": [f(STD, "ingress_port")]}
+    )
+    p.action(
+        "h",
+        [],
+        [
+            prim(
+                "modify_field_with_hash_based_offset",
+                d,
+                hx(0),
+                {"type": "calculation", "value": "calc_c"},
+                hx(0x10000),
+            )
+        ],
+    )
+    with pytest.raises(
+        UnsupportedConstruct, match='hash algorithm "crc32_custom".*calculation "calc_c"'
+    ):
         load(p)
 
 
@@ -237,7 +331,9 @@ def test_unsupported_table_features_named() -> None:
     with pytest.raises(UnsupportedConstruct, match='direct counters.*table "t_counted"'):
         load(p)
     p2 = Program()
-    p2.j["meter_arrays"].append({"name": "mtr", "id": 0, "type": "bytes", "rate_count": 2, "size": 4, "is_direct": False})
+    p2.j["meter_arrays"].append(
+        {"name": "mtr", "id": 0, "type": "bytes", "rate_count": 2, "size": 4, "is_direct": False}
+    )
     with pytest.raises(UnsupportedConstruct, match="meter"):
         load(p2)
 
@@ -248,20 +344,26 @@ def test_control_plane_errors() -> None:
     p.deparse("ethernet")
     a = p.action("fwd", [("port", 9)], [assign(f(STD, "egress_spec"), rd(0))])
     b = p.action("nop", [], [])
-    p.table("ingress", "t", [{"match_type": "exact", "name": "etype", "target": ["ethernet", "etype"], "mask": None}],
-            [a, b], b)
+    p.table(
+        "ingress",
+        "t",
+        [{"match_type": "exact", "name": "etype", "target": ["ethernet", "etype"], "mask": None}],
+        [a, b],
+        b,
+    )
     p.init("ingress", "t")
     s = load(p)
     s.table_add("t", [0x800], "fwd", [3])
     from softswitch.errors import AlreadyExists
+
     with pytest.raises(AlreadyExists):
         s.table_add("t", [0x800], "fwd", [4])
     with pytest.raises(InvalidArgument):
-        s.table_add("t", [0x10000], "fwd", [4])       # key wider than 16 bits
+        s.table_add("t", [0x10000], "fwd", [4])  # key wider than 16 bits
     with pytest.raises(InvalidArgument):
-        s.table_add("t", [1], "fwd", [512])           # param wider than 9 bits
+        s.table_add("t", [1], "fwd", [512])  # param wider than 9 bits
     with pytest.raises(InvalidArgument):
-        s.table_add("t", [1], "fwd", [])              # wrong param count
+        s.table_add("t", [1], "fwd", [])  # wrong param count
     with pytest.raises(InvalidArgument):
         s.table_add("t", [1], "nosuch", [])
     with pytest.raises(NotFound):
@@ -285,6 +387,7 @@ def test_fuzzed_json_only_raises_pipeline_errors() -> None:
     import random
 
     from synth_p4reduce import build
+
     good = json.loads(build(lanes=4))
     s = Switch()
     s.load_pipeline(json.dumps(good))
@@ -317,7 +420,7 @@ def test_fuzzed_json_only_raises_pipeline_errors() -> None:
         try:
             s2 = Switch()
             s2.load_pipeline(json.dumps(j))
-            s2.process(1, frame)                 # whatever loaded must not raise either
+            s2.process(1, frame)  # whatever loaded must not raise either
         except PipelineError:
             pass
     with pytest.raises(PipelineError):
@@ -339,8 +442,14 @@ def test_no_pipeline_and_concurrent_use() -> None:
     p.deparse("ethernet")
     a = p.action("fwd", [("port", 9)], [assign(f(STD, "egress_spec"), rd(0))])
     b = p.action("nop", [], [])
-    p.table("ingress", "t", [{"match_type": "exact", "name": "src", "target": ["ethernet", "src"], "mask": None}],
-            [a, b], b, max_size=100000)
+    p.table(
+        "ingress",
+        "t",
+        [{"match_type": "exact", "name": "src", "target": ["ethernet", "src"], "mask": None}],
+        [a, b],
+        b,
+        max_size=100000,
+    )
     p.init("ingress", "t")
     s.load_pipeline(json.dumps(p.j))
     errors: list[BaseException] = []
@@ -360,6 +469,7 @@ def test_no_pipeline_and_concurrent_use() -> None:
                 assert out[0][0] in (0, i % 500)
         except BaseException as exc:  # pragma: no cover
             errors.append(exc)
+
     ts = [threading.Thread(target=writer), threading.Thread(target=reader)]
     for t in ts:
         t.start()
@@ -374,8 +484,17 @@ def test_log_msg_printed_only_when_tracing(capsys: pytest.CaptureFixture[str]) -
     p.header("h", [("a", 8)])
     p.state("start", [prim("extract", {"type": "regular", "value": "h"})])
     p.deparse("h")
-    a = p.action("log", [], [prim("log_msg", {"type": "string", "value": "a={} b={}"},
-                                  {"type": "parameters_vector", "value": [f("h", "a"), hx(7)]})])
+    a = p.action(
+        "log",
+        [],
+        [
+            prim(
+                "log_msg",
+                {"type": "string", "value": "a={} b={}"},
+                {"type": "parameters_vector", "value": [f("h", "a"), hx(7)]},
+            )
+        ],
+    )
     p.call("ingress", "t", a)
     p.init("ingress", "t")
     quiet = Switch()

@@ -1,6 +1,7 @@
 """Semantics checks: arithmetic widths, tables of each match kind, registers, counters,
 checksums, hashes, multicast, exit, egress drop.  Expected values come from plain Python on
 P4's rules, zlib/scapy, never from the interpreter."""
+
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from jsonbuild import Program, assign, ex, f, hx, prim, rd
+from softswitch.errors import InvalidArgument
 from softswitch.switch import Switch
 
 STD = "standard_metadata"
@@ -22,7 +24,9 @@ def mask(e: dict, w: int) -> dict:
     return ex("&", e, hx((1 << w) - 1))
 
 
-def one_action_program(out_fields: list[tuple], prims: list[dict], in_fields: list[tuple] | None = None) -> Program:
+def one_action_program(
+    out_fields: list[tuple], prims: list[dict], in_fields: list[tuple] | None = None
+) -> Program:
     """Parser extracts header 'i' (if given); one action fills header 'o' which is emitted first."""
     p = Program()
     if in_fields:
@@ -49,30 +53,44 @@ def test_unsigned_wraparound_and_widths() -> None:
     a, b = 250, 10
     p = one_action_program(
         [("sum", 8), ("diff", 8), ("prod", 8), ("neg", 8), ("shl", 8), ("shr", 8), ("wide", 16)],
-        [assign(f("o", "sum"), mask(ex("+", f("i", "a"), f("i", "b")), 8)),
-         assign(f("o", "diff"), mask(ex("-", f("i", "b"), f("i", "a")), 8)),
-         assign(f("o", "prod"), mask(ex("*", f("i", "a"), f("i", "b")), 8)),
-         assign(f("o", "neg"), mask(ex("~", None, f("i", "a")), 8)),
-         assign(f("o", "shl"), mask(ex("<<", f("i", "a"), hx(3)), 8)),
-         assign(f("o", "shr"), ex(">>", f("i", "a"), hx(3))),
-         # no mask in the expression: the 16-bit destination truncates (bmv2 Field::set)
-         assign(f("o", "wide"), ex("*", f("i", "a"), hx(1000)))],
-        [("a", 8), ("b", 8)])
+        [
+            assign(f("o", "sum"), mask(ex("+", f("i", "a"), f("i", "b")), 8)),
+            assign(f("o", "diff"), mask(ex("-", f("i", "b"), f("i", "a")), 8)),
+            assign(f("o", "prod"), mask(ex("*", f("i", "a"), f("i", "b")), 8)),
+            assign(f("o", "neg"), mask(ex("~", None, f("i", "a")), 8)),
+            assign(f("o", "shl"), mask(ex("<<", f("i", "a"), hx(3)), 8)),
+            assign(f("o", "shr"), ex(">>", f("i", "a"), hx(3))),
+            # no mask in the expression: the 16-bit destination truncates (bmv2 Field::set)
+            assign(f("o", "wide"), ex("*", f("i", "a"), hx(1000))),
+        ],
+        [("a", 8), ("b", 8)],
+    )
     out = run(p, bytes([a, b]))
-    exp = struct.pack("!BBBBBBH", (a + b) % 256, (b - a) % 256, (a * b) % 256, (~a) % 256,
-                      (a << 3) % 256, a >> 3, (a * 1000) % 65536) + bytes([a, b])
+    exp = struct.pack(
+        "!BBBBBBH",
+        (a + b) % 256,
+        (b - a) % 256,
+        (a * b) % 256,
+        (~a) % 256,
+        (a << 3) % 256,
+        a >> 3,
+        (a * 1000) % 65536,
+    ) + bytes([a, b])
     assert out == [(0, exp)]
 
 
 def test_signed_fields_casts_and_saturation() -> None:
     p = one_action_program(
         [("s", 8, True), ("t", 8, True), ("u", 8), ("sat", 8, True), ("usat", 8), ("big", 8, True)],
-        [assign(f("o", "s"), ex("-", hx(0), hx(3))),                     # -3 -> 0xfd
-         assign(f("o", "t"), ex("two_comp_mod", hx(200), hx(8))),        # (int<8>)200 = -56
-         assign(f("o", "u"), mask(ex("two_comp_mod", hx(-1), hx(8)), 8)),
-         assign(f("o", "sat"), ex("sat_cast", ex("+", hx(100), hx(100)), hx(8))),   # 127
-         assign(f("o", "usat"), ex("usat_cast", ex("-", hx(3), hx(10)), hx(8))),    # 0
-         assign(f("o", "big"), hx(0x1ff))])                               # wraps to -1
+        [
+            assign(f("o", "s"), ex("-", hx(0), hx(3))),  # -3 -> 0xfd
+            assign(f("o", "t"), ex("two_comp_mod", hx(200), hx(8))),  # (int<8>)200 = -56
+            assign(f("o", "u"), mask(ex("two_comp_mod", hx(-1), hx(8)), 8)),
+            assign(f("o", "sat"), ex("sat_cast", ex("+", hx(100), hx(100)), hx(8))),  # 127
+            assign(f("o", "usat"), ex("usat_cast", ex("-", hx(3), hx(10)), hx(8))),  # 0
+            assign(f("o", "big"), hx(0x1FF)),
+        ],
+    )  # wraps to -1
     out = run(p)
     assert out == [(0, bytes([0xFD, (-56) & 0xFF, 0xFF, 127, 0, 0xFF]))]
 
@@ -80,19 +98,51 @@ def test_signed_fields_casts_and_saturation() -> None:
 def test_slices_concat_ternary_division_bools() -> None:
     x = 0xABCD
     p = one_action_program(
-        [("hi", 8), ("lo4", 4), ("pad", 4), ("cat", 16), ("tern", 8), ("div", 8), ("mod", 8), ("b", 8)],
-        [assign(f("o", "hi"), mask(ex(">>", f("i", "x"), hx(8)), 8)),            # x[15:8]
-         assign(f("o", "lo4"), mask(f("i", "x"), 4)),                             # x[3:0]
-         assign(f("o", "cat"), ex("|", mask(ex("<<", mask(f("i", "x"), 8), hx(8)), 16),
-                                  mask(ex(">>", f("i", "x"), hx(8)), 8))),        # x[7:0] ++ x[15:8]
-         assign(f("o", "tern"), ex("?", hx(1), hx(2), cond=ex("==", f("i", "x"), hx(x))["value"])),
-         assign(f("o", "div"), ex("/", hx(200), hx(7))),
-         assign(f("o", "mod"), ex("%", hx(200), hx(7))),
-         assign(f("o", "b"), ex("b2d", None, ex("and", ex("d2b", None, hx(1)),
-                                                ex("not", None, ex(">", f("i", "x"), hx(0xFFFF))))))],
-        [("x", 16)])
+        [
+            ("hi", 8),
+            ("lo4", 4),
+            ("pad", 4),
+            ("cat", 16),
+            ("tern", 8),
+            ("div", 8),
+            ("mod", 8),
+            ("b", 8),
+        ],
+        [
+            assign(f("o", "hi"), mask(ex(">>", f("i", "x"), hx(8)), 8)),  # x[15:8]
+            assign(f("o", "lo4"), mask(f("i", "x"), 4)),  # x[3:0]
+            assign(
+                f("o", "cat"),
+                ex(
+                    "|",
+                    mask(ex("<<", mask(f("i", "x"), 8), hx(8)), 16),
+                    mask(ex(">>", f("i", "x"), hx(8)), 8),
+                ),
+            ),  # x[7:0] ++ x[15:8]
+            assign(
+                f("o", "tern"), ex("?", hx(1), hx(2), cond=ex("==", f("i", "x"), hx(x))["value"])
+            ),
+            assign(f("o", "div"), ex("/", hx(200), hx(7))),
+            assign(f("o", "mod"), ex("%", hx(200), hx(7))),
+            assign(
+                f("o", "b"),
+                ex(
+                    "b2d",
+                    None,
+                    ex(
+                        "and",
+                        ex("d2b", None, hx(1)),
+                        ex("not", None, ex(">", f("i", "x"), hx(0xFFFF))),
+                    ),
+                ),
+            ),
+        ],
+        [("x", 16)],
+    )
     out = run(p, struct.pack("!H", x))
-    exp = bytes([0xAB, (0xD << 4) | 0]) + struct.pack("!H", 0xCDAB) + bytes([1, 200 // 7, 200 % 7, 1])
+    exp = (
+        bytes([0xAB, (0xD << 4) | 0]) + struct.pack("!H", 0xCDAB) + bytes([1, 200 // 7, 200 % 7, 1])
+    )
     assert out == [(0, exp + struct.pack("!H", x))]
 
 
@@ -107,8 +157,15 @@ def test_set_valid_zeroes_fields_and_packet_length() -> None:
     a = p.action("ing", [], [prim("add_header", {"type": "header", "value": "h"})])
     p.call("ingress", "t_ing", a)
     p.init("ingress", "t_ing")
-    e = p.action("eg", [], [prim("add_header", HDR), assign(f("o", "len"), f(STD, "packet_length")),
-                            assign(f("o", "a"), f("h", "a"))])
+    e = p.action(
+        "eg",
+        [],
+        [
+            prim("add_header", HDR),
+            assign(f("o", "len"), f(STD, "packet_length")),
+            assign(f("o", "a"), f("h", "a")),
+        ],
+    )
     p.call("egress", "t_eg", e)
     p.init("egress", "t_eg")
     out = run(p, b"\x01\x02\x03")
@@ -121,8 +178,16 @@ def test_exit_stops_the_control_and_egress_spec_init() -> None:
     p.state("start", [])
     p.header("o", [("x", 8), ("es", 16)])
     p.deparse("o")
-    a1 = p.action("first", [], [prim("add_header", HDR), assign(f("o", "x"), hx(1)),
-                               assign(f(STD, "egress_spec"), hx(3)), prim("exit")])
+    a1 = p.action(
+        "first",
+        [],
+        [
+            prim("add_header", HDR),
+            assign(f("o", "x"), hx(1)),
+            assign(f(STD, "egress_spec"), hx(3)),
+            prim("exit"),
+        ],
+    )
     a2 = p.action("second", [], [assign(f("o", "x"), hx(2))])
     p.call("ingress", "t1", a1, "t2")
     p.call("ingress", "t2", a2)
@@ -149,13 +214,17 @@ def test_mark_to_drop_in_egress_drops() -> None:
 
 def test_action_with_jumps() -> None:
     # if (i.a == 5) { o.x = 1; } else { o.x = 2; }  lowered with _jump_if_zero / _jump
-    p = one_action_program([("x", 8)], [
-        prim("_jump_if_zero", ex("b2d", None, ex("==", f("i", "a"), hx(5))), hx(4)),
-        assign(f("o", "x"), hx(1)),
-        prim("_jump", hx(5)),
-        prim("no_op"),
-        assign(f("o", "x"), hx(2)),
-    ], [("a", 8)])
+    p = one_action_program(
+        [("x", 8)],
+        [
+            prim("_jump_if_zero", ex("b2d", None, ex("==", f("i", "a"), hx(5))), hx(4)),
+            assign(f("o", "x"), hx(1)),
+            prim("_jump", hx(5)),
+            prim("no_op"),
+            assign(f("o", "x"), hx(2)),
+        ],
+        [("a", 8)],
+    )
     # primitive 0 is add_header, so the targets above are shifted by one
     acts = p.j["actions"][0]["primitives"]
     acts[1]["parameters"][1] = hx(5)
@@ -176,9 +245,15 @@ def table_program(keys: list[tuple[str, str, int]], match_type: str) -> Program:
     add = p.action("add_o", [], [prim("add_header", HDR)])
     hit = p.action("mark_hit", [], [assign(f("o", "hit"), hx(1))])
     p.call("ingress", "t_add", add, "t")
-    p.table("ingress", "t", [{"match_type": mt, "name": n, "target": ["i", n], "mask": None} for n, mt, _w in keys],
-            [setv, miss], miss, match_type=match_type,
-            next_tables={"__HIT__": "t_hit", "__MISS__": None})
+    p.table(
+        "ingress",
+        "t",
+        [{"match_type": mt, "name": n, "target": ["i", n], "mask": None} for n, mt, _w in keys],
+        [setv, miss],
+        miss,
+        match_type=match_type,
+        next_tables={"__HIT__": "t_hit", "__MISS__": None},
+    )
     p.call("ingress", "t_hit", hit)
     p.init("ingress", "t_add")
     return p
@@ -220,12 +295,12 @@ def test_ternary_priority_and_ties() -> None:
     s.table_add("t", [(0x00, 0x00)], "setv", [1], priority=1)
     s.table_add("t", [(0x10, 0xF0)], "setv", [2], priority=10)
     s.table_add("t", [(0x12, 0xFF)], "setv", [3], priority=5)
-    assert lookup(s, b"\x12")[0] == 2       # P4Runtime: larger priority wins
+    assert lookup(s, b"\x12")[0] == 2  # P4Runtime: larger priority wins
     assert lookup(s, b"\x22")[0] == 1
-    s.table_add("t", [(0x02, 0x0F)], "setv", [4], priority=10)   # same priority as 0x10/0xF0
-    assert lookup(s, b"\x12")[0] == 2       # tie: the older entry (lower handle) wins
-    with pytest.raises(Exception):
-        s.table_add("t", [(0x55, 0xFF)], "setv", [5])            # priority required
+    s.table_add("t", [(0x02, 0x0F)], "setv", [4], priority=10)  # same priority as 0x10/0xF0
+    assert lookup(s, b"\x12")[0] == 2  # tie: the older entry (lower handle) wins
+    with pytest.raises(InvalidArgument):
+        s.table_add("t", [(0x55, 0xFF)], "setv", [5])  # priority required
 
 
 def test_range_and_optional() -> None:
@@ -244,16 +319,22 @@ def test_const_entries_and_const_default() -> None:
     t = p.j["pipelines"][0]["tables"][1]
     t["default_entry"]["action_const"] = t["default_entry"]["action_entry_const"] = True
     t["entries"] = [  # p4c: first entry gets the smallest priority number = highest priority
-        {"match_key": [{"match_type": "ternary", "key": "0x10", "mask": "0xf0"}],
-         "action_entry": {"action_id": 0, "action_data": ["0x01"]}, "priority": 1},
-        {"match_key": [{"match_type": "ternary", "key": "0x00", "mask": "0x00"}],
-         "action_entry": {"action_id": 0, "action_data": ["0x02"]}, "priority": 2},
+        {
+            "match_key": [{"match_type": "ternary", "key": "0x10", "mask": "0xf0"}],
+            "action_entry": {"action_id": 0, "action_data": ["0x01"]},
+            "priority": 1,
+        },
+        {
+            "match_key": [{"match_type": "ternary", "key": "0x00", "mask": "0x00"}],
+            "action_entry": {"action_id": 0, "action_data": ["0x02"]},
+            "priority": 2,
+        },
     ]
     s = Switch()
     s.load_pipeline(json.dumps(p.j))
     assert lookup(s, b"\x1f")[0] == 1
     assert lookup(s, b"\x2f")[0] == 2
-    from softswitch.errors import InvalidArgument
+
     with pytest.raises(InvalidArgument):
         s.table_add("t", [(1, 1)], "setv", [1], priority=3)
     with pytest.raises(InvalidArgument):
@@ -273,8 +354,14 @@ def test_action_run_switch_next_tables() -> None:
     m1 = p.action("mark1", [], [assign(f("o", "path"), hx(1))])
     m2 = p.action("mark2", [], [assign(f("o", "path"), hx(2))])
     p.call("ingress", "t_add", add, "t")
-    p.table("ingress", "t", [{"match_type": "exact", "name": "a", "target": ["i", "a"], "mask": None}],
-            [a1, a2], a2, next_tables={"one": "t_m1", "two": "t_m2"})
+    p.table(
+        "ingress",
+        "t",
+        [{"match_type": "exact", "name": "a", "target": ["i", "a"], "mask": None}],
+        [a1, a2],
+        a2,
+        next_tables={"one": "t_m1", "two": "t_m2"},
+    )
     p.call("ingress", "t_m1", m1)
     p.call("ingress", "t_m2", m2)
     p.init("ingress", "t_add")
@@ -295,19 +382,23 @@ def test_registers_and_counters() -> None:
     p.counter("cnt", 4)
     tmp = p.scalar("tmp", 32)
     reg = {"type": "register_array", "value": "acc"}
-    a = p.action("accum", [], [
-        prim("register_read", tmp, reg, f("i", "idx")),
-        assign(tmp, mask(ex("+", tmp, f("i", "v")), 32)),
-        prim("register_write", reg, f("i", "idx"), tmp),
-        assign(f("i", "v"), tmp),
-        prim("count", {"type": "counter_array", "value": "cnt"}, f("i", "idx")),
-    ])
+    a = p.action(
+        "accum",
+        [],
+        [
+            prim("register_read", tmp, reg, f("i", "idx")),
+            assign(tmp, mask(ex("+", tmp, f("i", "v")), 32)),
+            prim("register_write", reg, f("i", "idx"), tmp),
+            assign(f("i", "v"), tmp),
+            prim("count", {"type": "counter_array", "value": "cnt"}, f("i", "idx")),
+        ],
+    )
     p.call("ingress", "t", a)
     p.init("ingress", "t")
     s = Switch()
     s.load_pipeline(json.dumps(p.j))
     outs = [s.process(0, struct.pack("!BI", 1, v) + b"pad")[0][1] for v in (5, 0xFFFFFFFF, 10)]
-    assert [struct.unpack("!BI", o[:5])[1] for o in outs] == [5, 4, 14]   # wraps at 2**32
+    assert [struct.unpack("!BI", o[:5])[1] for o in outs] == [5, 4, 14]  # wraps at 2**32
     assert s.register_read("acc", 1) == 14
     assert s.counter_read("cnt", 1) == (3 * 8, 3)
     # out-of-range index: bmv2 leaves the destination and the register untouched
@@ -315,7 +406,7 @@ def test_registers_and_counters() -> None:
     assert struct.unpack("!BI", o)[1] == 7
     s.register_write("acc", 2, 100)
     assert struct.unpack("!BI", s.process(0, struct.pack("!BI", 2, 1))[0][1])[1] == 101
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidArgument):
         s.register_write("acc", 2, 1 << 32)
     assert s.register_size("acc") == 4 and s.counter_size("cnt") == 4
     # reloading gives fresh state
@@ -327,25 +418,63 @@ def test_registers_and_counters() -> None:
 def ipv4_program(update: bool, verify: bool) -> Program:
     p = Program()
     p.header("ethernet", [("dst", 48), ("src", 48), ("etype", 16)])
-    ip = [("version", 4), ("ihl", 4), ("diffserv", 8), ("totalLen", 16), ("identification", 16),
-          ("flags", 3), ("fragOffset", 13), ("ttl", 8), ("protocol", 8), ("hdrChecksum", 16),
-          ("srcAddr", 32), ("dstAddr", 32)]
+    ip = [
+        ("version", 4),
+        ("ihl", 4),
+        ("diffserv", 8),
+        ("totalLen", 16),
+        ("identification", 16),
+        ("flags", 3),
+        ("fragOffset", 13),
+        ("ttl", 8),
+        ("protocol", 8),
+        ("hdrChecksum", 16),
+        ("srcAddr", 32),
+        ("dstAddr", 32),
+    ]
     p.header("ipv4", ip)
-    p.state("start", [prim("extract", {"type": "regular", "value": "ethernet"})],
-            key=[f("ethernet", "etype")],
-            transitions=[{"type": "hexstr", "value": "0x0800", "mask": None, "next_state": "ip"},
-                         {"type": "default", "value": None, "mask": None, "next_state": None}])
+    p.state(
+        "start",
+        [prim("extract", {"type": "regular", "value": "ethernet"})],
+        key=[f("ethernet", "etype")],
+        transitions=[
+            {"type": "hexstr", "value": "0x0800", "mask": None, "next_state": "ip"},
+            {"type": "default", "value": None, "mask": None, "next_state": None},
+        ],
+    )
     p.state("ip", [prim("extract", {"type": "regular", "value": "ipv4"})])
     p.deparse("ethernet", "ipv4")
-    p.j["calculations"].append({"name": "calc", "id": 0, "algo": "csum16",
-                                "input": [f("ipv4", n) for n, _w in ip if n != "hdrChecksum"]})
-    p.j["checksums"].append({"name": "cksum", "id": 0, "target": ["ipv4", "hdrChecksum"], "type": "generic",
-                             "calculation": "calc", "verify": verify, "update": update,
-                             "if_cond": ex("d2b", None, f("ipv4", "$valid$"))["value"]})
-    a = p.action("dec_ttl", [], [
-        assign(f("ipv4", "ttl"), mask(ex("+", f("ipv4", "ttl"), hx(0xFF)), 8)),
-        assign(f("ethernet", "src"), ex("b2d", None, ex("d2b", None, f(STD, "checksum_error")))),
-        assign(f(STD, "egress_spec"), hx(1))])
+    p.j["calculations"].append(
+        {
+            "name": "calc",
+            "id": 0,
+            "algo": "csum16",
+            "input": [f("ipv4", n) for n, _w in ip if n != "hdrChecksum"],
+        }
+    )
+    p.j["checksums"].append(
+        {
+            "name": "cksum",
+            "id": 0,
+            "target": ["ipv4", "hdrChecksum"],
+            "type": "generic",
+            "calculation": "calc",
+            "verify": verify,
+            "update": update,
+            "if_cond": ex("d2b", None, f("ipv4", "$valid$"))["value"],
+        }
+    )
+    a = p.action(
+        "dec_ttl",
+        [],
+        [
+            assign(f("ipv4", "ttl"), mask(ex("+", f("ipv4", "ttl"), hx(0xFF)), 8)),
+            assign(
+                f("ethernet", "src"), ex("b2d", None, ex("d2b", None, f(STD, "checksum_error")))
+            ),
+            assign(f(STD, "egress_spec"), hx(1)),
+        ],
+    )
     p.call("ingress", "t", a)
     p.init("ingress", "t")
     return p
@@ -354,7 +483,12 @@ def ipv4_program(update: bool, verify: bool) -> Program:
 def test_ipv4_checksum_update_matches_scapy() -> None:
     s = Switch()
     s.load_pipeline(json.dumps(ipv4_program(update=True, verify=True).j))
-    pkt = Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:00") / IP(src="10.0.0.1", dst="10.0.0.2", ttl=64) / UDP(sport=1, dport=2) / b"hi"
+    pkt = (
+        Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:00")
+        / IP(src="10.0.0.1", dst="10.0.0.2", ttl=64)
+        / UDP(sport=1, dport=2)
+        / b"hi"
+    )
     out = s.process(0, bytes(pkt))
     exp = pkt.copy()
     exp[IP].ttl = 63
@@ -370,8 +504,10 @@ def test_ipv4_checksum_update_matches_scapy() -> None:
 
 def crc16_arc_bitwise(data: bytes) -> int:
     """Reference CRC-16/ARC (poly 0x8005 reflected, init 0): bit by bit, MSB-first form."""
+
     def refl(v: int, n: int) -> int:
         return int(format(v, f"0{n}b")[::-1], 2)
+
     crc = 0
     for b in data:
         crc ^= refl(b, 8) << 8
@@ -381,7 +517,7 @@ def crc16_arc_bitwise(data: bytes) -> int:
 
 
 def test_crc16_reference_check_value() -> None:
-    assert crc16_arc_bitwise(b"123456789") == 0xBB3D      # published CRC-16/ARC check value
+    assert crc16_arc_bitwise(b"123456789") == 0xBB3D  # published CRC-16/ARC check value
 
 
 @pytest.mark.parametrize("algo", ["crc32", "crc16", "csum16", "identity"])
@@ -391,18 +527,39 @@ def test_hash_based_offset(algo: str) -> None:
     p.state("start", [prim("extract", {"type": "regular", "value": "i"})])
     p.header("o", [("h", 32)])
     p.deparse("o")
-    p.j["calculations"].append({"name": "hc", "id": 0, "algo": algo,
-                                "input": [f("i", "a"), f("i", "b"), f("i", "c"),
-                                          {"type": "hexstr", "value": "0x5", "bitwidth": 4}]})
-    a = p.action("hash", [], [prim("add_header", HDR),
-                              prim("modify_field_with_hash_based_offset", f("o", "h"), hx(100),
-                                   {"type": "calculation", "value": "hc"}, hx(0x10000))])
+    p.j["calculations"].append(
+        {
+            "name": "hc",
+            "id": 0,
+            "algo": algo,
+            "input": [
+                f("i", "a"),
+                f("i", "b"),
+                f("i", "c"),
+                {"type": "hexstr", "value": "0x5", "bitwidth": 4},
+            ],
+        }
+    )
+    a = p.action(
+        "hash",
+        [],
+        [
+            prim("add_header", HDR),
+            prim(
+                "modify_field_with_hash_based_offset",
+                f("o", "h"),
+                hx(100),
+                {"type": "calculation", "value": "hc"},
+                hx(0x10000),
+            ),
+        ],
+    )
     p.call("ingress", "t", a)
     p.init("ingress", "t")
     s = Switch()
     s.load_pipeline(json.dumps(p.j))
     inp = struct.pack("!HIB", 0x1234, 0xDEADBEEF, 0x9A)
-    buf = struct.pack("!HIB", 0x1234, 0xDEADBEEF, 0x95)   # c=9 then the 4-bit constant 5
+    buf = struct.pack("!HIB", 0x1234, 0xDEADBEEF, 0x95)  # c=9 then the 4-bit constant 5
     if algo == "crc32":
         h = zlib.crc32(buf)
     elif algo == "crc16":
@@ -429,19 +586,29 @@ def test_multicast_replicas_rid_and_instance_type() -> None:
     a = p.action("mc", [], [assign(f(STD, "mcast_grp"), hx(1)), assign(f("i", "x"), hx(0x77))])
     p.call("ingress", "t", a)
     p.init("ingress", "t")
-    e = p.action("eg", [], [prim("add_header", HDR), assign(f("o", "rid"), f(STD, "egress_rid")),
-                            assign(f("o", "itype"), f(STD, "instance_type")),
-                            assign(f("o", "port"), f(STD, "egress_port")),
-                            assign(f("o", "x"), f("i", "x"))])
+    e = p.action(
+        "eg",
+        [],
+        [
+            prim("add_header", HDR),
+            assign(f("o", "rid"), f(STD, "egress_rid")),
+            assign(f("o", "itype"), f(STD, "instance_type")),
+            assign(f("o", "port"), f(STD, "egress_port")),
+            assign(f("o", "x"), f("i", "x")),
+        ],
+    )
     p.call("egress", "te", e)
     p.init("egress", "te")
     s = Switch()
     s.load_pipeline(json.dumps(p.j))
-    assert s.process(0, b"\x01") == []                  # unknown group: nothing
+    assert s.process(0, b"\x01") == []  # unknown group: nothing
     s.mc_group_set(1, [(3, 5), (2, 0), (1, 5)])
     out = s.process(0, b"\x01")
     # one L1 node per rid (creation order), ports ascending inside a node; metadata copied
-    exp = [(port, struct.pack("!HBHB", rid, 5, port, 0x77) + b"\x77") for port, rid in [(1, 5), (3, 5), (2, 0)]]
+    exp = [
+        (port, struct.pack("!HBHB", rid, 5, port, 0x77) + b"\x77")
+        for port, rid in [(1, 5), (3, 5), (2, 0)]
+    ]
     assert out == exp
     assert s.mc_groups() == {1: [(1, 5), (3, 5), (2, 0)]}
     s.mc_group_delete(1)
@@ -453,6 +620,7 @@ def test_throughput_smoke() -> None:
     import time
 
     from synth_p4reduce import build
+
     s = Switch()
     s.load_pipeline(build())
     s.table_add("forward", [1], "fwd", [2])
@@ -468,11 +636,12 @@ def test_throughput_smoke() -> None:
 
 def test_ternary_and_lpm_random_against_brute_force() -> None:
     import random
+
     rng = random.Random(7)
     p = table_program([("a", "ternary", 8)], "ternary")
     s = Switch()
     s.load_pipeline(json.dumps(p.j))
-    model: dict[tuple[int, int, int], int] = {}          # (value, mask, prio) -> action value
+    model: dict[tuple[int, int, int], int] = {}  # (value, mask, prio) -> action value
     prios = rng.sample(range(1, 10000), 300)
     for k, prio in enumerate(prios):
         m = rng.randrange(256)
@@ -486,8 +655,11 @@ def test_ternary_and_lpm_random_against_brute_force() -> None:
             s.table_delete("t", [(victim[0], victim[1])], priority=victim[2])
             del model[victim]
     for key in range(256):
-        best = max((pr, val) for (v, m, pr), val in model.items() if key & m == v) if \
-            any(key & m == v for v, m, _ in model) else None
+        best = (
+            max((pr, val) for (v, m, pr), val in model.items() if key & m == v)
+            if any(key & m == v for v, m, _ in model)
+            else None
+        )
         assert lookup(s, bytes([key]))[0] == (best[1] if best else 0xEE), key
 
     p = table_program([("d", "lpm", 16)], "lpm")
@@ -507,7 +679,10 @@ def test_ternary_and_lpm_random_against_brute_force() -> None:
             del routes[victim]
     for _ in range(500):
         key = rng.randrange(1 << 16)
-        cands = [(plen, val) for (v, plen), val in routes.items()
-                 if key >> (16 - plen) == v >> (16 - plen)]
+        cands = [
+            (plen, val)
+            for (v, plen), val in routes.items()
+            if key >> (16 - plen) == v >> (16 - plen)
+        ]
         exp = max(cands)[1] if cands else 0xEE
         assert lookup(s, key.to_bytes(2, "big"))[0] == exp

@@ -4,6 +4,7 @@ p4src/compile.py; tests/test_p4_build.py checks the outputs are current).
 Expected packets come from scapy or from a small Python reference of P4's arithmetic,
 written from the P4 spec, not from the interpreter.
 """
+
 from __future__ import annotations
 
 import random
@@ -16,7 +17,7 @@ from scapy.contrib.mpls import MPLS
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
-from softswitch.errors import UnsupportedConstruct
+from softswitch.errors import UnsupportedConstruct, InvalidArgument
 from softswitch.switch import Switch
 from test_interp_semantics import crc16_arc_bitwise
 
@@ -51,13 +52,26 @@ def clamp(v: int, lo: int, hi: int) -> int:
 def arith_reference(a: int, b: int, sa: int, sb: int, x: int, w: int, n: int) -> bytes:
     """P4_16 spec semantics of arith.p4, computed directly."""
     r = [
-        ("B", u(a + b, 8)), ("B", u(a - b, 8)), ("B", u(a * b, 8)), ("B", u(~a, 8)),
-        ("B", u(a << 3, 8)), ("B", a >> 3),
-        ("b", s_(sa + sb, 8)), ("b", sa >> 2),
-        ("B", min(a + b, 255)), ("B", max(a - b, 0)), ("b", clamp(sa + sb, -128, 127)),
-        ("B", (x >> 8) & 0xFF), ("B", ((x & 0xF) << 4) | ((x >> 6) & 0xF)),
-        ("H", ((x & 0xFF) << 8) | a), ("I", a), ("B", w & 0xFF), ("h", sa),
-        ("B", a if a > b else b), ("B", 1 if sa < sb else 0), ("B", u(a << n, 8)),
+        ("B", u(a + b, 8)),
+        ("B", u(a - b, 8)),
+        ("B", u(a * b, 8)),
+        ("B", u(~a, 8)),
+        ("B", u(a << 3, 8)),
+        ("B", a >> 3),
+        ("b", s_(sa + sb, 8)),
+        ("b", sa >> 2),
+        ("B", min(a + b, 255)),
+        ("B", max(a - b, 0)),
+        ("b", clamp(sa + sb, -128, 127)),
+        ("B", (x >> 8) & 0xFF),
+        ("B", ((x & 0xF) << 4) | ((x >> 6) & 0xF)),
+        ("H", ((x & 0xFF) << 8) | a),
+        ("I", a),
+        ("B", w & 0xFF),
+        ("h", sa),
+        ("B", a if a > b else b),
+        ("B", 1 if sa < sb else 0),
+        ("B", u(a << n, 8)),
         ("I", u(w * 3, 32)),
     ]
     return struct.pack("!" + "".join(f for f, _ in r), *[v for _, v in r])
@@ -71,10 +85,23 @@ def arith_input(a: int, b: int, sa: int, sb: int, x: int, w: int, n: int) -> byt
 def test_arith_matches_reference(seed: int) -> None:
     sw = load("arith")
     rng = random.Random(seed)
-    vectors = [(250, 10, -100, -50, 0xABCD, 0x12345678, 5), (0, 255, -128, 127, 0, 0xFFFFFFFF, 15),
-               (7, 7, 127, 1, 0xFFFF, 1, 0)]
-    vectors += [(rng.randrange(256), rng.randrange(256), rng.randrange(-128, 128), rng.randrange(-128, 128),
-                 rng.randrange(1 << 16), rng.randrange(1 << 32), rng.randrange(16)) for _ in range(200)]
+    vectors = [
+        (250, 10, -100, -50, 0xABCD, 0x12345678, 5),
+        (0, 255, -128, 127, 0, 0xFFFFFFFF, 15),
+        (7, 7, 127, 1, 0xFFFF, 1, 0),
+    ]
+    vectors += [
+        (
+            rng.randrange(256),
+            rng.randrange(256),
+            rng.randrange(-128, 128),
+            rng.randrange(-128, 128),
+            rng.randrange(1 << 16),
+            rng.randrange(1 << 32),
+            rng.randrange(16),
+        )
+        for _ in range(200)
+    ]
     for v in vectors:
         inp = arith_input(*v)
         assert sw.process(0, inp) == [(1, arith_reference(*v) + inp)], v
@@ -88,19 +115,42 @@ def rep(err: int, valid: int, depth: int, la: int) -> bytes:
 ETH = dict(dst="00:00:00:00:00:02", src="00:00:00:00:00:01")
 
 
-@pytest.mark.parametrize("frame,report", [
-    (bytes(Ether(**ETH, type=0x0800) / IP() / ICMP()), rep(0, 1, 0, 0)),
-    (bytes(Ether(**ETH, type=0x9100) / Dot1Q(vlan=5, type=0x8847) / MPLS(label=100, s=0, ttl=64)
-           / MPLS(label=200, s=1, ttl=64) / b"\xAA\x01rest"), rep(0, 1 | 2 | 4 | 8 | 32, 2, 0xAA)),
-    (bytes(Ether(**ETH, type=0x8847) / MPLS(s=0, ttl=1) / MPLS(s=0, ttl=1) / MPLS(s=0, ttl=1)
-           / MPLS(s=1, ttl=1) / b"xx"), rep(2, 1 | 4 | 8 | 16, 3, 0)),
-    (bytes(Ether(**ETH, type=0x8847) / MPLS(s=1, ttl=0) / b"\xAA\x00"), rep(3, 1 | 4, 1, 0)),
-    (bytes(Ether(**ETH, type=0x8847)) + b"\x00\x01", rep(1, 1, 0, 0)),
-    (bytes(Ether(**ETH, type=0x8100) / Dot1Q(vlan=7, type=0x88B5) / b"\x55zz"), rep(0, 1 | 2, 0, 0x55)),
-    (bytes(Ether(**ETH, type=0x88B5)), rep(1, 1, 0, 0)),      # lookahead past the end
-    (bytes(Ether(**ETH, type=0x8100) / Dot1Q(vlan=7, type=0x0800) / b"q"), rep(0, 1 | 2, 0, 0)),
-    (b"\x01\x02\x03", rep(1, 0, 0, 0)),                          # not even an Ethernet header
-])
+@pytest.mark.parametrize(
+    "frame,report",
+    [
+        (bytes(Ether(**ETH, type=0x0800) / IP() / ICMP()), rep(0, 1, 0, 0)),
+        (
+            bytes(
+                Ether(**ETH, type=0x9100)
+                / Dot1Q(vlan=5, type=0x8847)
+                / MPLS(label=100, s=0, ttl=64)
+                / MPLS(label=200, s=1, ttl=64)
+                / b"\xaa\x01rest"
+            ),
+            rep(0, 1 | 2 | 4 | 8 | 32, 2, 0xAA),
+        ),
+        (
+            bytes(
+                Ether(**ETH, type=0x8847)
+                / MPLS(s=0, ttl=1)
+                / MPLS(s=0, ttl=1)
+                / MPLS(s=0, ttl=1)
+                / MPLS(s=1, ttl=1)
+                / b"xx"
+            ),
+            rep(2, 1 | 4 | 8 | 16, 3, 0),
+        ),
+        (bytes(Ether(**ETH, type=0x8847) / MPLS(s=1, ttl=0) / b"\xaa\x00"), rep(3, 1 | 4, 1, 0)),
+        (bytes(Ether(**ETH, type=0x8847)) + b"\x00\x01", rep(1, 1, 0, 0)),
+        (
+            bytes(Ether(**ETH, type=0x8100) / Dot1Q(vlan=7, type=0x88B5) / b"\x55zz"),
+            rep(0, 1 | 2, 0, 0x55),
+        ),
+        (bytes(Ether(**ETH, type=0x88B5)), rep(1, 1, 0, 0)),  # lookahead past the end
+        (bytes(Ether(**ETH, type=0x8100) / Dot1Q(vlan=7, type=0x0800) / b"q"), rep(0, 1 | 2, 0, 0)),
+        (b"\x01\x02\x03", rep(1, 0, 0, 0)),  # not even an Ethernet header
+    ],
+)
 def test_parser_program(frame: bytes, report: bytes) -> None:
     sw = load("parser")
     # the deparser re-emits every valid header unchanged, then the unparsed bytes
@@ -110,7 +160,12 @@ def test_parser_program(frame: bytes, report: bytes) -> None:
 # -- checksums ------------------------------------------------------------------------------
 def test_checksum_program_matches_scapy() -> None:
     sw = load("checksum")
-    pkt = Ether(**ETH) / IP(src="10.1.2.3", dst="10.9.8.7", ttl=64, id=77) / UDP(sport=1234, dport=5678) / b"payload!"
+    pkt = (
+        Ether(**ETH)
+        / IP(src="10.1.2.3", dst="10.9.8.7", ttl=64, id=77)
+        / UDP(sport=1234, dport=5678)
+        / b"payload!"
+    )
     out = sw.process(0, bytes(pkt))
     exp = Ether(bytes(pkt))
     exp[IP].ttl = 63
@@ -133,7 +188,7 @@ def test_checksum_error_reported_and_fixed() -> None:
     out = sw.process(0, bytes(pkt))
     exp = Ether(bytes(pkt))
     exp[IP].ttl = 8
-    exp[IP].tos = 1                      # standard_metadata.checksum_error
+    exp[IP].tos = 1  # standard_metadata.checksum_error
     del exp[IP].chksum
     assert out == [(3, bytes(Ether(bytes(exp))))]
     assert sw.stats()["checksum_errors"] == 1
@@ -163,19 +218,46 @@ def test_tables_program() -> None:
     sw.table_add("I.t_opt", [9, None], "I.set_opt", [2], priority=2)
     sw.table_add("I.t_switch", [9], "I.path_a", [])
     # (exact, lpm, tern, range, opt, const, hit_bits, path)
-    assert tables_out(sw, tables_key(0x0800, 0x0A0B0C0D, 0x41, 155, 9, 3)) == (1, 16, 2, 2, 2, 0xCC, 1 | 2, 0xA)
-    assert tables_out(sw, tables_key(0x0801, 0x0A0C0C0D, 0x42, 120, 1, 3)) == (0xEE, 8, 0xDD, 1, 1, 0xCC, 2 | 4, 0xB)
-    assert tables_out(sw, tables_key(0x0800, 0x0B000000, 0x7F, 99, 1, 4)) == (1, 0, 1, 0, 0, 0xCC, 1, 0xB)
-    assert tables_out(sw, tables_key(0, 0, 0x12, 0, 0, 0))[5] == 1      # first const entry wins
+    assert tables_out(sw, tables_key(0x0800, 0x0A0B0C0D, 0x41, 155, 9, 3)) == (
+        1,
+        16,
+        2,
+        2,
+        2,
+        0xCC,
+        1 | 2,
+        0xA,
+    )
+    assert tables_out(sw, tables_key(0x0801, 0x0A0C0C0D, 0x42, 120, 1, 3)) == (
+        0xEE,
+        8,
+        0xDD,
+        1,
+        1,
+        0xCC,
+        2 | 4,
+        0xB,
+    )
+    assert tables_out(sw, tables_key(0x0800, 0x0B000000, 0x7F, 99, 1, 4)) == (
+        1,
+        0,
+        1,
+        0,
+        0,
+        0xCC,
+        1,
+        0xB,
+    )
+    assert tables_out(sw, tables_key(0, 0, 0x12, 0, 0, 0))[5] == 1  # first const entry wins
     assert tables_out(sw, tables_key(0, 0, 0x2F, 0, 0, 0))[5] == 3
     # default action change and an action that drops
     sw.table_set_default("I.t_lpm", "I.set_lpm", [0x77])
     assert tables_out(sw, tables_key(0, 0x0B000000, 0, 0, 0, 0))[1] == 0x77
     sw.table_add("I.t_exact", [0x0666], "I.drop", [])
     assert sw.process(0, tables_key(0x0666, 0, 0, 0, 0, 0)) == []
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidArgument):
         sw.table_set_default("I.t_const", "I.set_const", [1])
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidArgument):
         sw.table_add("I.t_const", [(1, 0xFF)], "I.set_const", [1], priority=1)
 
 
@@ -207,9 +289,9 @@ def test_stateful_program() -> None:
     assert cs == (~tot) & 0xFFFF
     assert ident == 0xFFFFFFF0 % 1000 + 10
     assert (rnd_ok, rid, itype, eport) == (1, 0, 0, 5)
-    assert plen == len(inp) + RES_LEN             # setValid grew the packet-length register
+    assert plen == len(inp) + RES_LEN  # setValid grew the packet-length register
     out = sw.process(1, stateful_in(3, 0x20))
-    assert parse_res(out[0][1])[0] == 0x10        # (0xFFFFFFF0 + 0x20) mod 2**32
+    assert parse_res(out[0][1])[0] == 0x10  # (0xFFFFFFF0 + 0x20) mod 2**32
     assert sw.register_read("I.acc", 3) == 0x10
     assert sw.counter_read("I.seen", 3) == (2 * len(inp), 2)
     # multicast: one copy per replica, egress_rid and instance_type=REPLICATION(5) in egress
@@ -221,16 +303,19 @@ def test_stateful_program() -> None:
     assert [p for p, _ in out] == [1]
 
 
-@pytest.mark.parametrize("name,construct", [
-    ("refuse_meter", "meter"),
-    ("refuse_clone", "clone"),
-    ("refuse_hash", "crc32_custom"),
-    ("refuse_recirculate", "recirculate"),
-    ("refuse_direct_counter", "direct counter"),
-])
+@pytest.mark.parametrize(
+    "name,construct",
+    [
+        ("refuse_meter", "meter"),
+        ("refuse_clone", "clone"),
+        ("refuse_hash", "crc32_custom"),
+        ("refuse_recirculate", "recirculate"),
+        ("refuse_direct_counter", "direct counter"),
+    ],
+)
 def test_refused_programs(name: str, construct: str) -> None:
     sw = load("arith")
     with pytest.raises(UnsupportedConstruct) as ei:
         sw.load_pipeline(compiled(name))
     assert construct in str(ei.value)
-    assert sw.process(0, arith_input(1, 2, 3, 4, 5, 6, 7))[0][0] == 1     # old pipeline kept
+    assert sw.process(0, arith_input(1, 2, 3, 4, 5, 6, 7))[0][0] == 1  # old pipeline kept

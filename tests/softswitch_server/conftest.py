@@ -1,5 +1,6 @@
 """Fixtures for the softswitch server tests: a fresh in-process switch + gRPC server per test
 (real softswitch.switch.Switch, real p4c outputs in ./p4), and p4runtime-shell sessions."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,5 +40,6 @@ def raw(harness):
 def loaded(harness, raw, p4info):
     """The test program pushed by the raw primary client."""
     from .helpers import device_config
+
     raw.set_pipeline(p4info, device_config())
     return harness

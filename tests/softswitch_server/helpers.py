@@ -1,6 +1,7 @@
 """Shared pieces of the server tests: the compiled test program, an in-process switch with
 a real gRPC server on a free loopback port, and a raw P4Runtime client for the cases
 p4runtime-shell cannot express (wrong ids, batches, arbitration details, packet I/O)."""
+
 from __future__ import annotations
 
 import queue
@@ -31,8 +32,10 @@ Update = p4runtime_pb2.Update
 
 def require_build() -> None:
     if not (P4INFO_PATH.exists() and JSON_PATH.exists()):
-        pytest.fail(f"p4c outputs missing in {P4DIR}: run "
-                    f"python p4src/compile.py tests/softswitch_server/p4/server_test.p4")
+        pytest.fail(
+            f"p4c outputs missing in {P4DIR}: run "
+            f"python p4src/compile.py tests/softswitch_server/p4/server_test.p4"
+        )
 
 
 def load_p4info() -> p4info_pb2.P4Info:
@@ -100,17 +103,20 @@ class RawClient:
         self.stream_error: grpc.RpcError | None = None
         self._reader: threading.Thread | None = None
 
-    def arbitrate(self, election_id: tuple[int, int] | None = None,
-                  timeout: float = 5.0) -> p4runtime_pb2.MasterArbitrationUpdate:
+    def arbitrate(
+        self, election_id: tuple[int, int] | None = None, timeout: float = 5.0
+    ) -> p4runtime_pb2.MasterArbitrationUpdate:
         if election_id is not None:
             self.election_id = election_id
         if self._reader is None:
+
             def requests():
                 while True:
                     item = self._out.get()
                     if item is None:
                         return
                     yield item
+
             stream = self.stub.StreamChannel(requests())
 
             def read():
@@ -123,6 +129,7 @@ class RawClient:
                 except grpc.RpcError as exc:
                     self.stream_error = exc
                     self.arbitrations.put(exc)
+
             self._reader = threading.Thread(target=read, daemon=True)
             self._reader.start()
         req = p4runtime_pb2.StreamMessageRequest()
@@ -154,11 +161,17 @@ class RawClient:
     def _elect(self, req) -> None:
         req.election_id.high, req.election_id.low = self.election_id
 
-    def set_pipeline(self, p4info: p4info_pb2.P4Info | None = None,
-                     json_bytes: bytes | None = None, action: int = SetAction.VERIFY_AND_COMMIT,
-                     cookie: int | None = None, election: bool = True) -> None:
-        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=self.device_id,
-                                                               action=action)
+    def set_pipeline(
+        self,
+        p4info: p4info_pb2.P4Info | None = None,
+        json_bytes: bytes | None = None,
+        action: int = SetAction.VERIFY_AND_COMMIT,
+        cookie: int | None = None,
+        election: bool = True,
+    ) -> None:
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id, action=action
+        )
         if election:
             self._elect(req)
         if p4info is not None:
@@ -170,8 +183,9 @@ class RawClient:
         self.stub.SetForwardingPipelineConfig(req, timeout=30)
 
     def get_pipeline(self, response_type: int = 0) -> p4runtime_pb2.ForwardingPipelineConfig:
-        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(device_id=self.device_id,
-                                                               response_type=response_type)
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id, response_type=response_type
+        )
         return self.stub.GetForwardingPipelineConfig(req, timeout=10).config
 
     def write(self, *updates: p4runtime_pb2.Update, election: bool = True) -> None:
@@ -200,13 +214,18 @@ def exact_entry(ids: P4InfoIndex, dst: bytes, port: int) -> p4runtime_pb2.Entity
     te = p4runtime_pb2.TableEntry(table_id=ids.table("l2_exact").id)
     te.match.add(field_id=ids.table("l2_exact").field_named("dst").id).exact.value = dst
     te.action.action.action_id = ids.action("forward").id
-    te.action.action.params.add(param_id=ids.action("forward").param_named("port").id,
-                                value=port.to_bytes(2, "big"))
+    te.action.action.params.add(
+        param_id=ids.action("forward").param_named("port").id, value=port.to_bytes(2, "big")
+    )
     return p4runtime_pb2.Entity(table_entry=te)
 
 
-def ethernet(dst: bytes, src: bytes = b"\x02\x00\x00\x00\x00\x01",
-             ether_type: int = 0x0800, payload: bytes = b"\x00" * 46) -> bytes:
+def ethernet(
+    dst: bytes,
+    src: bytes = b"\x02\x00\x00\x00\x00\x01",
+    ether_type: int = 0x0800,
+    payload: bytes = b"\x00" * 46,
+) -> bytes:
     return dst + src + ether_type.to_bytes(2, "big") + payload
 
 

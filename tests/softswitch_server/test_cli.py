@@ -1,4 +1,5 @@
 """``python -m softswitch``: simple_switch_grpc's flags, a free port, clean exit on signals."""
+
 from __future__ import annotations
 
 import os
@@ -22,10 +23,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 def start(*args: str) -> tuple[subprocess.Popen, str]:
     """Start the CLI on a free loopback port; returns (process, grpc address)."""
-    proc = subprocess.Popen([sys.executable, "-m", "softswitch",
-                             "--grpc-server-addr", "127.0.0.1:0", *args],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "softswitch", "--grpc-server-addr", "127.0.0.1:0", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     m = re.match(r"Server listening on (\S+)", line)
@@ -48,8 +53,9 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_starts_without_pipeline_and_exits_cleanly(sig):
-    proc, addr = start("--no-p4", "--device-id", "3", "--thrift-port", "9090", "--",
-                       "--cpu-port", "255")
+    proc, addr = start(
+        "--no-p4", "--device-id", "3", "--thrift-port", "9090", "--", "--cpu-port", "255"
+    )
     try:
         client = RawClient(addr, device_id=3)
         try:
@@ -65,22 +71,51 @@ def test_starts_without_pipeline_and_exits_cleanly(sig):
 
 
 def test_refuses_non_loopback_and_bad_flags():
-    for args, msg in ((["--grpc-server-addr", "0.0.0.0:9559"], "loopback"),
-                      (["-i", "1@lo", "--cpu-port", "1"], "used as a data port"),
-                      (["-i", "one@lo"], "not a number")):
-        r = subprocess.run([sys.executable, "-m", "softswitch", *args], cwd=REPO,
-                           capture_output=True, text=True, timeout=30)
+    for args, msg in (
+        (["--grpc-server-addr", "0.0.0.0:9559"], "loopback"),
+        (["-i", "1@lo", "--cpu-port", "1"], "used as a data port"),
+        (["-i", "one@lo"], "not a number"),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "softswitch", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert r.returncode == 2 and msg in r.stderr, r.stderr
-    r = subprocess.run([sys.executable, "-m", "softswitch", "--grpc-server-addr",
-                        "127.0.0.1:0", "-i", "1@sstnonexist0"], cwd=REPO,
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "softswitch",
+            "--grpc-server-addr",
+            "127.0.0.1:0",
+            "-i",
+            "1@sstnonexist0",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 1 and "no such interface" in r.stderr
     with socket.socket() as busy:  # a port in use is an error, not a shared port
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        r = subprocess.run([sys.executable, "-m", "softswitch", "--grpc-server-addr",
-                            f"127.0.0.1:{busy.getsockname()[1]}"], cwd=REPO,
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "softswitch",
+                "--grpc-server-addr",
+                f"127.0.0.1:{busy.getsockname()[1]}",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert r.returncode == 1 and "cannot listen" in r.stderr
 
 
@@ -89,8 +124,11 @@ def test_cli_with_veth_ports_end_to_end():
     veths = Veths(2)
     proc = None
     try:
-        proc, addr = start(*[a for p, s in veths.switch_ends().items()
-                             for a in ("-i", f"{p}@{s}")], "--cpu-port", "255")
+        proc, addr = start(
+            *[a for p, s in veths.switch_ends().items() for a in ("-i", f"{p}@{s}")],
+            "--cpu-port",
+            "255",
+        )
         info = load_p4info()
         ids = P4InfoIndex.from_proto(info)
         client = RawClient(addr)

@@ -6,6 +6,7 @@ per-update error codes and messages, canonical read results, frames seen on the 
 whole transcript must equal EXPECTED, which was written from PI's source. The few steps where
 softswitch differs on purpose (docs/softswitch_server.md) have a per-target expectation.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,16 @@ from controlplane.p4rt import P4InfoIndex
 from softswitch.targets import SwitchRunner
 
 from .helpers import (
-    CPU_PORT, RawClient, SetAction, Update, batch_errors, device_config, ethernet,
-    exact_entry, load_p4info, update,
+    CPU_PORT,
+    RawClient,
+    SetAction,
+    Update,
+    batch_errors,
+    device_config,
+    ethernet,
+    exact_entry,
+    load_p4info,
+    update,
 )
 from .test_ports import Veths
 
@@ -101,26 +110,27 @@ def run_scenario(t: Target) -> dict[str, Any]:
     backup = RawClient(t.addr)
     try:
         out["capabilities"] = c.stub.Capabilities(
-            p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version
+            p4runtime_pb2.CapabilitiesRequest()
+        ).p4runtime_api_version
         out["get_before_set"] = outcome(lambda: c.get_pipeline())[0]
         out["write_before_set"] = outcome(
-            lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2)),
-                            election=False))[0]
+            lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2)), election=False)
+        )[0]
         a = c.arbitrate((0, 5))
-        out["arbitration_primary"] = (a.status.code, a.status.message,
-                                      a.election_id.low)
+        out["arbitration_primary"] = (a.status.code, a.status.message, a.election_id.low)
         b = backup.arbitrate((0, 2))
         out["arbitration_backup"] = (b.status.code, b.status.message, b.election_id.low)
         out["verify_garbage_json"] = outcome(
-            lambda: c.set_pipeline(info, b"garbage", action=SetAction.VERIFY))[0]
-        out["commit_nothing_saved"] = outcome(
-            lambda: c.set_pipeline(action=SetAction.COMMIT))[0]
-        out["set_pipeline"] = outcome(lambda: c.set_pipeline(info, device_config(),
-                                                             cookie=7))[0]
+            lambda: c.set_pipeline(info, b"garbage", action=SetAction.VERIFY)
+        )[0]
+        out["commit_nothing_saved"] = outcome(lambda: c.set_pipeline(action=SetAction.COMMIT))[0]
+        out["set_pipeline"] = outcome(lambda: c.set_pipeline(info, device_config(), cookie=7))[0]
         out["get_cookie"] = c.get_pipeline(
-            p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY).cookie.cookie
+            p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY
+        ).cookie.cookie
         out["backup_write"] = outcome(
-            lambda: backup.write(update(Update.INSERT, exact_entry(ids, DST2, 2))))[0]
+            lambda: backup.write(update(Update.INSERT, exact_entry(ids, DST2, 2)))
+        )[0]
 
         # writes and their per-update errors
         bad_id = exact_entry(ids, DST3, 3)
@@ -129,13 +139,16 @@ def run_scenario(t: Target) -> dict[str, Any]:
         too_wide.table_entry.action.action.params[0].value = b"\x02\x00"
         prio = exact_entry(ids, DST3, 3)
         prio.table_entry.priority = 3
-        out["batch"] = outcome(lambda: c.write(
-            update(Update.INSERT, exact_entry(ids, b"\x00" + DST2, 2)),
-            update(Update.INSERT, exact_entry(ids, DST2, 2)),
-            update(Update.INSERT, bad_id),
-            update(Update.DELETE, exact_entry(ids, DST3, 3)),
-            update(Update.INSERT, too_wide),
-            update(Update.INSERT, prio)))
+        out["batch"] = outcome(
+            lambda: c.write(
+                update(Update.INSERT, exact_entry(ids, b"\x00" + DST2, 2)),
+                update(Update.INSERT, exact_entry(ids, DST2, 2)),
+                update(Update.INSERT, bad_id),
+                update(Update.DELETE, exact_entry(ids, DST3, 3)),
+                update(Update.INSERT, too_wide),
+                update(Update.INSERT, prio),
+            )
+        )
         read_all = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry())
         out["read_all"] = canonical_entries(c.read(read_all))
 
@@ -149,8 +162,9 @@ def run_scenario(t: Target) -> dict[str, Any]:
         d2.table_entry.table_id = ids.table("l2_exact").id
         d2.table_entry.is_default_action = True
         d2.table_entry.action.action.action_id = ids.action("forward").id
-        d2.table_entry.action.action.params.add(param_id=ids.action("forward").param_named("port").id,
-                                                value=b"\x03")
+        d2.table_entry.action.action.params.add(
+            param_id=ids.action("forward").param_named("port").id, value=b"\x03"
+        )
         out["default_modify"] = outcome(lambda: c.write(update(Update.MODIFY, d2)))[0]
         rd = p4runtime_pb2.Entity()
         rd.table_entry.table_id = ids.table("l2_exact").id
@@ -180,32 +194,40 @@ def run_scenario(t: Target) -> dict[str, Any]:
         ce.counter_entry.counter_id = ids.counter("port_counter").id
         ce.counter_entry.index.index = 1
         (got,) = c.read(ce)
-        out["counter"] = (got.counter_entry.data.packet_count,
-                          got.counter_entry.data.byte_count)
+        out["counter"] = (got.counter_entry.data.packet_count, got.counter_entry.data.byte_count)
         out["counter_insert"] = outcome(lambda: c.write(update(Update.INSERT, ce)))
 
         # registers: read is softswitch's extension, write is UNIMPLEMENTED everywhere
         re_ = p4runtime_pb2.Entity()
         re_.register_entry.register_id = ids.register("last_ether_type").id
         re_.register_entry.index.index = 1
-        out["register_read"] = outcome(lambda: [e.register_entry.data.bitstring
-                                                for e in c.read(re_)])[0]
+        out["register_read"] = outcome(
+            lambda: [e.register_entry.data.bitstring for e in c.read(re_)]
+        )[0]
         out["register_write"] = outcome(lambda: c.write(update(Update.MODIFY, re_)))
 
         # packet I/O
-        md = {m.name: m.id for m in next(x for x in info.controller_packet_metadata
-                                          if x.preamble.name == "packet_out").metadata}
+        md = {
+            m.name: m.id
+            for m in next(
+                x for x in info.controller_packet_metadata if x.preamble.name == "packet_out"
+            ).metadata
+        }
         c.packet_out(ethernet(DST3), {md["egress_port"]: b"\x02"})
         out["packet_out"] = t.veths.recv(2) == ethernet(DST3)
         to_cpu = exact_entry(ids, DST3, 0)
         to_cpu.table_entry.action.action.action_id = ids.action("to_cpu").id
-        to_cpu.table_entry.action.action.params[0].param_id = ids.action("to_cpu").param_named("tag").id
+        to_cpu.table_entry.action.action.params[0].param_id = (
+            ids.action("to_cpu").param_named("tag").id
+        )
         to_cpu.table_entry.action.action.params[0].value = b"\x00\x2a"
         c.write(update(Update.INSERT, to_cpu))
         t.veths.send(3, ethernet(DST3))
         pin = c.packets.get(timeout=3)
-        out["packet_in"] = (pin.payload == ethernet(DST3),
-                            sorted((m.metadata_id, m.value) for m in pin.metadata))
+        out["packet_in"] = (
+            pin.payload == ethernet(DST3),
+            sorted((m.metadata_id, m.value) for m in pin.metadata),
+        )
         out["backup_got_packet_in"] = not backup.packets.empty()
 
         # a P4Info naming a table the JSON lacks
@@ -213,15 +235,18 @@ def run_scenario(t: Target) -> dict[str, Any]:
         for pipe in doc["pipelines"]:
             pipe["tables"] = [x for x in pipe["tables"] if not x["name"].endswith("route_lpm")]
         out["p4info_json_mismatch"] = outcome(
-            lambda: c.set_pipeline(info, json.dumps(doc).encode()))[0]
+            lambda: c.set_pipeline(info, json.dumps(doc).encode())
+        )[0]
         out["set_pipeline_again"] = outcome(lambda: c.set_pipeline(info, device_config()))[0]
         c.write(update(Update.INSERT, exact_entry(ids, DST2, 2)))
         # reconcile with an indirect counter in the P4Info fails (PI replays it as INSERT)
-        out["reconcile"] = outcome(lambda: c.set_pipeline(
-            info, device_config(), action=SetAction.RECONCILE_AND_COMMIT))[0]
+        out["reconcile"] = outcome(
+            lambda: c.set_pipeline(info, device_config(), action=SetAction.RECONCILE_AND_COMMIT)
+        )[0]
         # ... after which bmv2 still holds the new, unswapped config (ONGOING_SWAP)
-        out["set_after_failed_reconcile"] = outcome(
-            lambda: c.set_pipeline(info, device_config()))[0]
+        out["set_after_failed_reconcile"] = outcome(lambda: c.set_pipeline(info, device_config()))[
+            0
+        ]
     finally:
         backup.close()
         c.close()
@@ -242,14 +267,28 @@ def expected(kind: str, ids: P4InfoIndex) -> dict[str, Any]:
         "set_pipeline": "OK",
         "get_cookie": 7,
         "backup_write": "PERMISSION_DENIED",
-        "batch": ("UNKNOWN", [
-            (ok, ""), (ae, "Match entry exists, use MODIFY if you wish to change action"),
-            (iv, "Invalid P4 id"), (nf, "Cannot find match entry"),
-            (iv, "Bytestring provided does not fit within 9 bits"),
-            (iv, "Non-zero priority for non-ternary match")]),
-        "const_default": ("UNKNOWN", [(pd, f"Cannot set / reset default action for table "
-                                           f"{ids.table('const_default').id} which has a const "
-                                           f"default action")]),
+        "batch": (
+            "UNKNOWN",
+            [
+                (ok, ""),
+                (ae, "Match entry exists, use MODIFY if you wish to change action"),
+                (iv, "Invalid P4 id"),
+                (nf, "Cannot find match entry"),
+                (iv, "Bytestring provided does not fit within 9 bits"),
+                (iv, "Non-zero priority for non-ternary match"),
+            ],
+        ),
+        "const_default": (
+            "UNKNOWN",
+            [
+                (
+                    pd,
+                    f"Cannot set / reset default action for table "
+                    f"{ids.table('const_default').id} which has a const "
+                    f"default action",
+                )
+            ],
+        ),
         "default_modify": "OK",
         "frame_hit": True,
         "frame_default": True,
@@ -295,20 +334,24 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
     other = RawClient(t.addr)
     try:
         out["write_election_id_no_stream"] = outcome(
-            lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2))))
+            lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2)))
+        )
         c.arbitrate((0, 5))
         out["dup_election_id"] = other.arbitrate((0, 5)).code().name
         other.close()
         other = RawClient(t.addr)
-        out["vas"] = outcome(lambda: c.set_pipeline(info, device_config(),
-                                                    action=SetAction.VERIFY_AND_SAVE))
+        out["vas"] = outcome(
+            lambda: c.set_pipeline(info, device_config(), action=SetAction.VERIFY_AND_SAVE)
+        )
         out["get_after_vas"] = c.get_pipeline().p4info == info
         out["vas_write"] = outcome(
-            lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2))))
+            lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2)))
+        )
         t.veths.send(1, ethernet(DST2))
         out["dataplane_before_commit"] = t.veths.recv(2, timeout=0.5)
-        out["vas_again"] = outcome(lambda: c.set_pipeline(info, device_config(),
-                                                          action=SetAction.VERIFY_AND_SAVE))
+        out["vas_again"] = outcome(
+            lambda: c.set_pipeline(info, device_config(), action=SetAction.VERIFY_AND_SAVE)
+        )
         out["commit"] = outcome(lambda: c.set_pipeline(action=SetAction.COMMIT))
         t.veths.send(1, ethernet(DST2))
         out["dataplane_after_commit"] = t.veths.recv(2) == ethernet(DST2)
@@ -316,7 +359,8 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
         # waited in the kernel and was forwarded by the new pipeline
         out["frame_sent_before_commit"] = t.veths.recv(2) == ethernet(DST2)
         out["read_after_commit"] = canonical_entries(
-            c.read(entity(table_entry=p4runtime_pb2.TableEntry())))
+            c.read(entity(table_entry=p4runtime_pb2.TableEntry()))
+        )
 
         def write(*updates):
             return outcome(lambda: c.write(*updates))
@@ -330,19 +374,23 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
             m = te.match.add(field_id=ids.table("acl_ternary").field_named("ether_type").id)
             m.ternary.value, m.ternary.mask = value, mask
             if port is not None:
-                te.match.add(field_id=ids.table("acl_ternary").field_named("ingress_port").id
-                             ).optional.value = port
+                te.match.add(
+                    field_id=ids.table("acl_ternary").field_named("ingress_port").id
+                ).optional.value = port
             te.action.action.action_id = ids.action("NoAction").id
             return entity(table_entry=te)
+
         out["ternary_errors"] = write(
             update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 0)),
             update(Update.INSERT, acl(b"\x08\x01", b"\xff\x00", 1)),
             update(Update.INSERT, acl(b"\x00", b"\x00\x00", 1)),
             update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 1)),
             update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 2, b"\x00\x03")),
-            update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", -1)))
-        out["ternary_read"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=ids.table("acl_ternary").id)))
+            update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", -1)),
+        )
+        out["ternary_read"] = read(
+            entity(table_entry=p4runtime_pb2.TableEntry(table_id=ids.table("acl_ternary").id))
+        )
 
         # lpm
         def lpm(value: bytes, plen: int):
@@ -351,10 +399,20 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
             m.lpm.value, m.lpm.prefix_len = value, plen
             te.action.action.action_id = ids.action("drop").id
             return entity(table_entry=te)
-        out["lpm"] = write(*[update(Update.INSERT, e) for e in (
-            lpm(bytes([10, 1, 0, 0]), 0), lpm(bytes([10, 1, 0, 0]), 33),
-            lpm(bytes([10, 1, 0, 1]), 16), lpm(bytes([10, 1, 0, 0]), -1),
-            lpm(bytes([10, 1, 0, 0]), 16), lpm(bytes([0, 10, 1, 0, 0]), 24))])
+
+        out["lpm"] = write(
+            *[
+                update(Update.INSERT, e)
+                for e in (
+                    lpm(bytes([10, 1, 0, 0]), 0),
+                    lpm(bytes([10, 1, 0, 0]), 33),
+                    lpm(bytes([10, 1, 0, 1]), 16),
+                    lpm(bytes([10, 1, 0, 0]), -1),
+                    lpm(bytes([10, 1, 0, 0]), 16),
+                    lpm(bytes([0, 10, 1, 0, 0]), 24),
+                )
+            ]
+        )
 
         # range
         def rng(lo: bytes, hi: bytes, priority: int = 1):
@@ -362,13 +420,26 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
             m = te.match.add(field_id=ids.table("level_range").field_named("level").id)
             m.range.low, m.range.high = lo, hi
             te.action.action.action_id = ids.action("set_tag").id
-            te.action.action.params.add(param_id=ids.action("set_tag").param_named("tag").id, value=b"\x01")
+            te.action.action.params.add(
+                param_id=ids.action("set_tag").param_named("tag").id, value=b"\x01"
+            )
             return entity(table_entry=te)
-        out["range"] = write(*[update(Update.INSERT, e) for e in (
-            rng(b"\x05", b"\x04"), rng(b"\x00\x00", b"\xff\xff"), rng(b"", b""),
-            rng(b"\x00", b"\xff"), rng(b"\x05", b"\x01\x00"))])
-        out["range_read"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=ids.table("level_range").id)))
+
+        out["range"] = write(
+            *[
+                update(Update.INSERT, e)
+                for e in (
+                    rng(b"\x05", b"\x04"),
+                    rng(b"\x00\x00", b"\xff\xff"),
+                    rng(b"", b""),
+                    rng(b"\x00", b"\xff"),
+                    rng(b"\x05", b"\x01\x00"),
+                )
+            ]
+        )
+        out["range_read"] = read(
+            entity(table_entry=p4runtime_pb2.TableEntry(table_id=ids.table("level_range").id))
+        )
 
         # default entries
         def default(table: str, action: str | None, params=()):
@@ -378,6 +449,7 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
                 for pid, value in params:
                     te.action.action.params.add(param_id=pid, value=value)
             return entity(table_entry=te)
+
         miss = rng(b"\x01", b"\x02")
         miss.table_entry.action.action.action_id = ids.action("miss_tag").id
         del miss.table_entry.action.action.params[:]
@@ -387,15 +459,34 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
             update(Update.INSERT, miss),
             update(Update.INSERT, default("l2_exact", "drop")),
             update(Update.DELETE, default("l2_exact", "drop")),
-            update(Update.MODIFY, default("level_range", "set_tag",
-                                          [(ids.action("set_tag").param_named("tag").id, b"\x07")])),
-            update(Update.MODIFY, default("l2_exact", "to_cpu",
-                                          [(ids.action("to_cpu").param_named("tag").id, b"\x00\x09")])))
-        out["defaults_read"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            is_default_action=True)))
+            update(
+                Update.MODIFY,
+                default(
+                    "level_range",
+                    "set_tag",
+                    [(ids.action("set_tag").param_named("tag").id, b"\x07")],
+                ),
+            ),
+            update(
+                Update.MODIFY,
+                default(
+                    "l2_exact",
+                    "to_cpu",
+                    [(ids.action("to_cpu").param_named("tag").id, b"\x00\x09")],
+                ),
+            ),
+        )
+        out["defaults_read"] = read(
+            entity(table_entry=p4runtime_pb2.TableEntry(is_default_action=True))
+        )
         out["default_reset"] = write(update(Update.MODIFY, default("l2_exact", None)))
-        out["default_after_reset"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=ids.table("l2_exact").id, is_default_action=True)))
+        out["default_after_reset"] = read(
+            entity(
+                table_entry=p4runtime_pb2.TableEntry(
+                    table_id=ids.table("l2_exact").id, is_default_action=True
+                )
+            )
+        )
 
         # exact: metadata, non-canonical input, single-entry reads, other failures
         meta = exact_entry(ids, b"\x00\x00" + DST3, 3)
@@ -417,18 +508,32 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
         bad_action.table_entry.action.action.action_id = 0x01FFFFFF
         ttl = exact_entry(ids, b"\x0b", 4)
         ttl.table_entry.idle_timeout_ns = 5
-        out["exact_misc"] = write(*[update(Update.INSERT, e) for e in (
-            meta, short, unknown_param, wrong_kind, extra_field, unknown_field, bad_action,
-            ttl)], update(Update.MODIFY, exact_entry(ids, b"\x0c", 1)),
+        out["exact_misc"] = write(
+            *[
+                update(Update.INSERT, e)
+                for e in (
+                    meta,
+                    short,
+                    unknown_param,
+                    wrong_kind,
+                    extra_field,
+                    unknown_field,
+                    bad_action,
+                    ttl,
+                )
+            ],
+            update(Update.MODIFY, exact_entry(ids, b"\x0c", 1)),
             update(0, exact_entry(ids, b"\x0d", 1)),
-            update(Update.INSERT, entity()))
+            update(Update.INSERT, entity()),
+        )
         key_only = exact_entry(ids, DST3, 0)
         key_only.table_entry.ClearField("action")
         out["read_one"] = read(key_only)
         key_only.table_entry.match[0].exact.value = b"\x42"
         out["read_missing_key"] = read(key_only)
-        out["read_l2"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=ids.table("l2_exact").id)))
+        out["read_l2"] = read(
+            entity(table_entry=p4runtime_pb2.TableEntry(table_id=ids.table("l2_exact").id))
+        )
 
         # multicast / clone
         def mc(gid: int, replicas, port_bytes: bool = False):
@@ -441,6 +546,7 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
                 else:
                     g.replicas.add(egress_port=port, instance=rid)
             return e
+
         out["mc"] = write(
             update(Update.INSERT, mc(1, [(3, 1), (2, 1), (4, 2)])),
             update(Update.INSERT, mc(2, [(b"\x00\x03", 0)], port_bytes=True)),
@@ -451,7 +557,8 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
             update(Update.INSERT, mc(5, [(2, 1), (2, 1)])),
             update(Update.INSERT, mc(6, [(b"", 0)], port_bytes=True)),
             update(Update.INSERT, mc(7, [(b"\x00\x00", 0)], port_bytes=True)),
-            update(Update.DELETE, mc(8, [])))
+            update(Update.DELETE, mc(8, [])),
+        )
         out["mc_read_all"] = read(mc(0, []))
         out["mc_read_missing"] = read(mc(3, []))
         out["mc_read_too_high"] = read(mc(1 << 15, []))
@@ -469,18 +576,22 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
                 e.counter_entry.index.index = index
             e.counter_entry.data.packet_count = 5
             return e
-        out["counter_errors"] = write(update(Update.INSERT, ctr(1)),
-                                      update(Update.MODIFY, ctr(None)),
-                                      update(Update.MODIFY, ctr(-1)),
-                                      update(Update.MODIFY, ctr(1)))
+
+        out["counter_errors"] = write(
+            update(Update.INSERT, ctr(1)),
+            update(Update.MODIFY, ctr(None)),
+            update(Update.MODIFY, ctr(-1)),
+            update(Update.MODIFY, ctr(1)),
+        )
         out["counter_read_one"] = read(ctr(1))
         out["counter_read_oob"] = read(ctr(64))[0]
         out["counter_read_all"] = len(c.read(ctr(None)))
 
         # entities without state in this program, and unsupported ones
         out["meter_read_all"] = read(entity(meter_entry=p4runtime_pb2.MeterEntry()))
-        out["ap_member_read_all"] = read(entity(
-            action_profile_member=p4runtime_pb2.ActionProfileMember()))
+        out["ap_member_read_all"] = read(
+            entity(action_profile_member=p4runtime_pb2.ActionProfileMember())
+        )
         dce = entity()
         dce.direct_counter_entry.table_entry.table_id = 0
         out["direct_counter_all_tables"] = read(dce)
@@ -488,22 +599,34 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
         out["direct_counter_no_counter"] = read(dce)
         out["value_set_read"] = read(entity(value_set_entry=p4runtime_pb2.ValueSetEntry()))
         out["entity_unset_read"] = read(entity())
-        out["bad_counter_id"] = read(entity(counter_entry=p4runtime_pb2.CounterEntry(
-            counter_id=0x12FFFFFF)))
-        out["bad_table_read"] = read(entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=0x02FFFFFF)))
-        out["atomic"] = outcome(lambda: c.stub.Write(p4runtime_pb2.WriteRequest(
-            device_id=1, election_id=p4runtime_pb2.Uint128(low=5),
-            atomicity=p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC), timeout=10))[0]
+        out["bad_counter_id"] = read(
+            entity(counter_entry=p4runtime_pb2.CounterEntry(counter_id=0x12FFFFFF))
+        )
+        out["bad_table_read"] = read(
+            entity(table_entry=p4runtime_pb2.TableEntry(table_id=0x02FFFFFF))
+        )
+        out["atomic"] = outcome(
+            lambda: c.stub.Write(
+                p4runtime_pb2.WriteRequest(
+                    device_id=1,
+                    election_id=p4runtime_pb2.Uint128(low=5),
+                    atomicity=p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
+                ),
+                timeout=10,
+            )
+        )[0]
         out["get_bad_type"] = outcome(lambda: c.get_pipeline(9))[0]
 
         # packet out: errors are dropped silently, a good one still goes out
-        md = {m.name: m.id for m in next(x for x in info.controller_packet_metadata
-                                          if x.preamble.name == "packet_out").metadata}
+        md = {
+            m.name: m.id
+            for m in next(
+                x for x in info.controller_packet_metadata if x.preamble.name == "packet_out"
+            ).metadata
+        }
         c.packet_out(ethernet(DST2), {999: b"\x01"})
         c.packet_out(ethernet(DST2), {md["egress_port"]: b"\x02\x00"})
-        c.packet_out(ethernet(DST3), {md["egress_port"]: b"\x00\x00\x02",
-                                      md["flags"]: b"\x01"})
+        c.packet_out(ethernet(DST3), {md["egress_port"]: b"\x00\x00\x02", md["flags"]: b"\x01"})
         out["packet_out_after_bad_ones"] = t.veths.recv(2) == ethernet(DST3)
         out["packet_out_nothing_else"] = t.veths.recv(2, timeout=0.3)
 
@@ -513,7 +636,8 @@ def run_error_scenario(t: Target) -> dict[str, Any]:
         a = other.next_arbitration()
         out["failover"] = (a.status.code, a.status.message, a.election_id.low)
         out["old_primary_write"] = outcome(
-            lambda: c.write(update(Update.DELETE, exact_entry(ids, DST3, 3))))[0]
+            lambda: c.write(update(Update.DELETE, exact_entry(ids, DST3, 3)))
+        )[0]
     finally:
         other.close()
         c.close()
@@ -604,21 +728,21 @@ def run_pre_scenario(t: Target) -> dict[str, Any]:
     try:
         c.arbitrate((0, 1))
         c.set_pipeline(info, device_config())
-        c.write(update(Update.INSERT, mc(1, [(2, 1), (3, 1)])),
-                update(Update.INSERT, flood))
+        c.write(update(Update.INSERT, mc(1, [(2, 1), (3, 1)])), update(Update.INSERT, flood))
         out["before"] = copies()
-        c.set_pipeline(info, device_config())            # a new pipeline
+        c.set_pipeline(info, device_config())  # a new pipeline
         out["read_after_new_pipeline"] = len(c.read(mc(0, [])))
         c.write(update(Update.INSERT, flood))
         out["stale_group_replicates"] = copies()
-        c.write(update(Update.INSERT, mc(1, [(2, 2), (3, 2)])))   # re-created, other rid
+        c.write(update(Update.INSERT, mc(1, [(2, 2), (3, 2)])))  # re-created, other rid
         out["recreated_other_rid"] = copies()
-        c.write(update(Update.DELETE, mc(1, [])))        # removes the whole mgid
+        c.write(update(Update.DELETE, mc(1, [])))  # removes the whole mgid
         out["after_delete"] = copies()
         c.write(update(Update.INSERT, mc(1, [(2, 1)])))
         c.set_pipeline(info, device_config())
-        c.write(update(Update.INSERT, flood),
-                update(Update.INSERT, mc(1, [(2, 1)])))  # re-created, same rid
+        c.write(
+            update(Update.INSERT, flood), update(Update.INSERT, mc(1, [(2, 1)]))
+        )  # re-created, same rid
         out["recreated_same_rid"] = copies()
     finally:
         c.close()
@@ -638,10 +762,10 @@ def pre_results(request):
 def test_pre_survives_pipeline_changes(pre_results):
     _kind, got = pre_results
     assert got["before"] == (1, 1)
-    assert got["read_after_new_pipeline"] == 0        # PI: a new, empty PreMcMgr
-    assert got["stale_group_replicates"] == (1, 1)    # bmv2: the PRE kept the group
-    assert got["recreated_other_rid"] == (2, 2)       # new L1 node appended to the old one
-    assert got["after_delete"] == (0, 0)              # mc_mgrp_destroy drops the mgid
+    assert got["read_after_new_pipeline"] == 0  # PI: a new, empty PreMcMgr
+    assert got["stale_group_replicates"] == (1, 1)  # bmv2: the PRE kept the group
+    assert got["recreated_other_rid"] == (2, 2)  # new L1 node appended to the old one
+    assert got["after_delete"] == (0, 0)  # mc_mgrp_destroy drops the mgid
 
 
 def test_pre_recreated_group_same_rid_replicates_twice(pre_results):

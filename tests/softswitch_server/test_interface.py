@@ -9,6 +9,7 @@
   exceptions raised by a real ``Switch`` (one method broken by subclassing), reached over
   real gRPC.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -30,8 +31,11 @@ DST2 = bytes.fromhex("020000000002")
 
 
 def _members() -> list[str]:
-    return sorted(name for name in vars(SwitchTarget)
-                  if not name.startswith("_") and name not in ("__init__",))
+    return sorted(
+        name
+        for name in vars(SwitchTarget)
+        if not name.startswith("_") and name not in ("__init__",)
+    )
 
 
 def test_switch_satisfies_the_protocol() -> None:
@@ -46,8 +50,9 @@ def test_switch_satisfies_the_protocol() -> None:
             assert typing.get_type_hints(proto.fget) == typing.get_type_hints(real.fget), name
             continue
         want, got = inspect.signature(proto), inspect.signature(real)
-        assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == \
-            [(p.name, p.kind, p.default) for p in want.parameters.values()], name
+        assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == [
+            (p.name, p.kind, p.default) for p in want.parameters.values()
+        ], name
         assert typing.get_type_hints(real) == typing.get_type_hints(proto), name
 
 
@@ -55,10 +60,12 @@ def test_a_target_missing_a_member_does_not_satisfy_it() -> None:
     class Partial:
         def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
             return []
+
     assert not isinstance(Partial(), SwitchTarget)
 
 
 # -- error mapping over gRPC -------------------------------------------------------------
+
 
 def bug() -> typing.NoReturn:
     """What a bug looks like: an attribute that is not there."""
@@ -105,6 +112,7 @@ def serve():
         started.append((server, client))
         client.arbitrate((0, 1))
         return client
+
     yield start
     for server, client in started:
         client.close()
@@ -134,10 +142,12 @@ def test_target_bugs_are_internal_not_unimplemented(serve, p4info, ids) -> None:
     counter.counter_entry.counter_id = ids.counter("port_counter").id
     counter.counter_entry.index.index = 1
     with pytest.raises(grpc.RpcError) as exc:
-        raw.write(update(Update.INSERT, exact_entry(ids, DST2, 2)),
-                  update(Update.INSERT, clone_session(5)),
-                  update(Update.INSERT, mc_group(1)),
-                  update(Update.MODIFY, counter))
+        raw.write(
+            update(Update.INSERT, exact_entry(ids, DST2, 2)),
+            update(Update.INSERT, clone_session(5)),
+            update(Update.INSERT, mc_group(1)),
+            update(Update.MODIFY, counter),
+        )
     errors = batch_errors(exc.value)
     assert [code for code, _ in errors] == [code_pb2.INTERNAL] * 4
     assert "AttributeError" in errors[0][1] and "TypeError" in errors[2][1]
@@ -161,8 +171,11 @@ def test_target_refusals_keep_their_codes(serve, p4info, ids) -> None:
     with pytest.raises(grpc.RpcError) as exc:
         refusing.write(update(Update.MODIFY, exact_entry(ids, DST2, 3)))
     assert batch_errors(exc.value) == [
-        (code_pb2.UNKNOWN, "Error when modifying match entry in target "
-                           "(InvalidArgument: the target refuses)")]
+        (
+            code_pb2.UNKNOWN,
+            "Error when modifying match entry in target (InvalidArgument: the target refuses)",
+        )
+    ]
 
 
 def test_a_bug_while_loading_is_internal(serve, p4info) -> None:

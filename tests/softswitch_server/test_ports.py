@@ -1,4 +1,5 @@
 """Ports: in-process queues, and AF_PACKET raw sockets over real veth pairs."""
+
 from __future__ import annotations
 
 import secrets
@@ -15,7 +16,11 @@ from p4.v1 import p4runtime_pb2
 from controlplane.p4rt import P4InfoIndex
 from softswitch.p4runtime_server import Device
 from softswitch.ports import (
-    PACKET_AUXDATA, SOL_PACKET, TP_STATUS_VLAN_VALID, AfPacketPorts, InProcessPorts,
+    PACKET_AUXDATA,
+    SOL_PACKET,
+    TP_STATUS_VLAN_VALID,
+    AfPacketPorts,
+    InProcessPorts,
     parse_interface_spec,
 )
 
@@ -72,7 +77,6 @@ def test_in_process_ports_survive_a_device_that_raises():
 
 
 # -- AF_PACKET over veth -------------------------------------------------------------------
-
 
 
 def _ip(*args: str, check: bool = True) -> None:
@@ -144,8 +148,7 @@ def loaded_device() -> tuple[Device, P4InfoIndex]:
     info = load_p4info()
     ids = P4InfoIndex.from_proto(info)
     device = Device(device_id=1, cpu_port=255)
-    config = p4runtime_pb2.ForwardingPipelineConfig(p4info=info,
-                                                    p4_device_config=device_config())
+    config = p4runtime_pb2.ForwardingPipelineConfig(p4info=info, p4_device_config=device_config())
     device.set_pipeline(SetAction.VERIFY_AND_COMMIT, config)
     req = p4runtime_pb2.WriteRequest(device_id=1)
     req.updates.add(type=Update.INSERT).entity.CopyFrom(exact_entry(ids, DST2, 2))
@@ -169,8 +172,13 @@ def test_af_packet_ports_forward_between_veths():
         assert veths.recv(2) == frame
 
         # a VLAN tag the kernel may have moved to metadata is put back (as libpcap does)
-        tagged = DST2 + b"\x02\x00\x00\x00\x00\x01" + struct.pack("!HH", 0x8100, 0x0064) \
-            + b"\x08\x00" + bytes(46)
+        tagged = (
+            DST2
+            + b"\x02\x00\x00\x00\x00\x01"
+            + struct.pack("!HH", 0x8100, 0x0064)
+            + b"\x08\x00"
+            + bytes(46)
+        )
         veths.send(1, tagged)
         assert veths.recv(2) == tagged
 
@@ -225,8 +233,9 @@ def test_af_packet_ports_start_reading_at_the_first_commit():
         frame = ethernet(DST2)
         veths.send(1, frame)
         assert veths.recv(2, timeout=0.3) is None
-        config = p4runtime_pb2.ForwardingPipelineConfig(p4info=info,
-                                                        p4_device_config=device_config())
+        config = p4runtime_pb2.ForwardingPipelineConfig(
+            p4info=info, p4_device_config=device_config()
+        )
         device.set_pipeline(SetAction.VERIFY_AND_SAVE, config)
         req = p4runtime_pb2.WriteRequest(device_id=1)
         req.updates.add(type=Update.INSERT).entity.CopyFrom(exact_entry(ids, DST2, 2))

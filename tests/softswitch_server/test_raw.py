@@ -3,6 +3,7 @@
 Each expectation names the PI source it mirrors (p4lang/PI proto/server/pi_server.cpp,
 proto/frontend/src/device_mgr.cpp, pre_mc_mgr.cpp, packet_io_mgr.cpp, common.cpp).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,14 @@ from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
 from .helpers import (
-    RawClient, SetAction, Update, batch_errors, device_config, ethernet, exact_entry, update,
+    RawClient,
+    SetAction,
+    Update,
+    batch_errors,
+    device_config,
+    ethernet,
+    exact_entry,
+    update,
 )
 
 DST2 = bytes.fromhex("020000000002")
@@ -29,6 +37,7 @@ def table_read(client: RawClient, table_id: int = 0, default: bool = False):
 
 
 # -- no pipeline, arbitration ------------------------------------------------------------
+
 
 def test_no_pipeline_is_failed_precondition(harness, ids):
     c = RawClient(harness.addr)
@@ -55,7 +64,7 @@ def test_arbitration_status_and_failover(loaded, raw, ids):
     backup = RawClient(loaded.addr)
     try:
         arb = backup.arbitrate((0, 0))
-        assert arb.status.code == code_pb2.ALREADY_EXISTS      # "Is backup"
+        assert arb.status.code == code_pb2.ALREADY_EXISTS  # "Is backup"
         assert (arb.election_id.high, arb.election_id.low) == (0, 1)  # the primary's id
         with pytest.raises(grpc.RpcError) as exc:
             backup.write(update(Update.INSERT, exact_entry(ids, DST2, 2)))
@@ -92,6 +101,7 @@ def test_arbitration_status_and_failover(loaded, raw, ids):
 
 
 # -- SetForwardingPipelineConfig / GetForwardingPipelineConfig -------------------------
+
 
 def test_get_pipeline_response_types_and_cookie(harness, raw, p4info):
     raw.set_pipeline(p4info, device_config(), cookie=42)
@@ -208,40 +218,72 @@ def test_other_device_id(loaded, p4info):
 
 # -- Write errors ------------------------------------------------------------------------
 
+
 def test_batch_errors_per_update(loaded, raw, ids):
     """PI: any failed update -> top-level UNKNOWN, one p4.v1.Error per update (OK ones too)."""
     bad_table = exact_entry(ids, DST3, 3)
     bad_table.table_entry.table_id = 0x02FFFFFF
     with pytest.raises(grpc.RpcError) as exc:
-        raw.write(update(Update.INSERT, exact_entry(ids, DST2, 2)),
-                  update(Update.INSERT, exact_entry(ids, DST2, 2)),
-                  update(Update.INSERT, bad_table),
-                  update(Update.DELETE, exact_entry(ids, DST3, 3)),
-                  update(Update.INSERT, exact_entry(ids, DST3, 3)))
+        raw.write(
+            update(Update.INSERT, exact_entry(ids, DST2, 2)),
+            update(Update.INSERT, exact_entry(ids, DST2, 2)),
+            update(Update.INSERT, bad_table),
+            update(Update.DELETE, exact_entry(ids, DST3, 3)),
+            update(Update.INSERT, exact_entry(ids, DST3, 3)),
+        )
     assert exc.value.code() == grpc.StatusCode.UNKNOWN
     codes = [c for c, _ in batch_errors(exc.value)]
-    assert codes == [code_pb2.OK, code_pb2.ALREADY_EXISTS, code_pb2.INVALID_ARGUMENT,
-                     code_pb2.NOT_FOUND, code_pb2.OK]
+    assert codes == [
+        code_pb2.OK,
+        code_pb2.ALREADY_EXISTS,
+        code_pb2.INVALID_ARGUMENT,
+        code_pb2.NOT_FOUND,
+        code_pb2.OK,
+    ]
     assert batch_errors(exc.value)[2][1] == "Invalid P4 id"
     assert len(table_read(raw, ids.table("l2_exact").id)) == 2
 
 
-@pytest.mark.parametrize("mutate, code, message", [
-    (lambda te, ids: setattr(te.match[0].exact, "value", b"\x01" + b"\x00" * 6),
-     code_pb2.INVALID_ARGUMENT, "Bytestring provided does not fit within 48 bits"),
-    (lambda te, ids: te.ClearField("match"),
-     code_pb2.INVALID_ARGUMENT, "Missing non-ternary field in match key"),
-    (lambda te, ids: setattr(te, "priority", 5),
-     code_pb2.INVALID_ARGUMENT, "Non-zero priority for non-ternary match"),
-    (lambda te, ids: te.action.action.params.add(param_id=9, value=b"\x01"),
-     code_pb2.INVALID_ARGUMENT, "Unexpected number of action parameters"),
-    (lambda te, ids: setattr(te.action.action, "action_id", ids.action("set_tag").id),
-     code_pb2.INVALID_ARGUMENT, "Invalid action for table"),
-    (lambda te, ids: te.ClearField("action"),
-     code_pb2.INVALID_ARGUMENT, "'action' field must be set"),
-    (lambda te, ids: setattr(te.action.action.params[0], "value", b"\x02\x00"),
-     code_pb2.INVALID_ARGUMENT, "Bytestring provided does not fit within 9 bits"),
-])
+@pytest.mark.parametrize(
+    "mutate, code, message",
+    [
+        (
+            lambda te, ids: setattr(te.match[0].exact, "value", b"\x01" + b"\x00" * 6),
+            code_pb2.INVALID_ARGUMENT,
+            "Bytestring provided does not fit within 48 bits",
+        ),
+        (
+            lambda te, ids: te.ClearField("match"),
+            code_pb2.INVALID_ARGUMENT,
+            "Missing non-ternary field in match key",
+        ),
+        (
+            lambda te, ids: setattr(te, "priority", 5),
+            code_pb2.INVALID_ARGUMENT,
+            "Non-zero priority for non-ternary match",
+        ),
+        (
+            lambda te, ids: te.action.action.params.add(param_id=9, value=b"\x01"),
+            code_pb2.INVALID_ARGUMENT,
+            "Unexpected number of action parameters",
+        ),
+        (
+            lambda te, ids: setattr(te.action.action, "action_id", ids.action("set_tag").id),
+            code_pb2.INVALID_ARGUMENT,
+            "Invalid action for table",
+        ),
+        (
+            lambda te, ids: te.ClearField("action"),
+            code_pb2.INVALID_ARGUMENT,
+            "'action' field must be set",
+        ),
+        (
+            lambda te, ids: setattr(te.action.action.params[0], "value", b"\x02\x00"),
+            code_pb2.INVALID_ARGUMENT,
+            "Bytestring provided does not fit within 9 bits",
+        ),
+    ],
+)
 def test_table_entry_validation(loaded, raw, ids, mutate, code, message):
     ent = exact_entry(ids, DST2, 2)
     mutate(ent.table_entry, ids)
@@ -251,13 +293,13 @@ def test_table_entry_validation(loaded, raw, ids, mutate, code, message):
 
 
 def test_non_canonical_bytes_accepted_read_back_canonical(loaded, raw, ids):
-    ent = exact_entry(ids, b"\x00\x00" + DST2, 2)             # leading zero bytes, fits
+    ent = exact_entry(ids, b"\x00\x00" + DST2, 2)  # leading zero bytes, fits
     ent.table_entry.action.action.params[0].value = b"\x00\x00\x00\x02"
     raw.write(update(Update.INSERT, ent))
     (got,) = table_read(raw, ids.table("l2_exact").id)
     assert got.table_entry.match[0].exact.value == DST2
     assert got.table_entry.action.action.params[0].value == b"\x02"
-    short = exact_entry(ids, b"\x05", 5)                      # shorter than the field
+    short = exact_entry(ids, b"\x05", 5)  # shorter than the field
     raw.write(update(Update.INSERT, short))
     values = sorted(e.table_entry.match[0].exact.value for e in table_read(raw))
     assert values == sorted([b"\x05", DST2])
@@ -276,17 +318,25 @@ def test_ternary_rules(loaded, raw, ids):
 
     cases = [
         (acl(b"\x08\x00", b"\xff\x00", 0), "Zero priority for ternary match"),
-        (acl(b"\x08\x01", b"\xff\x00", 1), "Invalid ternary value, make sure value & mask == value"),
-        (acl(b"\x00", b"\x00\x00", 1), "Invalid representation of 'don't care' ternary match, "
-                                       "omit match field instead of using 0 mask"),
+        (
+            acl(b"\x08\x01", b"\xff\x00", 1),
+            "Invalid ternary value, make sure value & mask == value",
+        ),
+        (
+            acl(b"\x00", b"\x00\x00", 1),
+            "Invalid representation of 'don't care' ternary match, "
+            "omit match field instead of using 0 mask",
+        ),
     ]
     for ent, msg in cases:
         with pytest.raises(grpc.RpcError) as exc:
             raw.write(update(Update.INSERT, ent))
         assert batch_errors(exc.value) == [(code_pb2.INVALID_ARGUMENT, msg)]
     # same key, different priorities: two entries (priority is part of the key)
-    raw.write(update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 1)),
-              update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 2)))
+    raw.write(
+        update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 1)),
+        update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 2)),
+    )
     got = table_read(raw, t_id)
     assert sorted(e.table_entry.priority for e in got) == [1, 2]
     # the optional field was omitted (wildcard) and is omitted on read
@@ -302,8 +352,11 @@ def test_lpm_and_range_rules(loaded, raw, ids):
         return p4runtime_pb2.Entity(table_entry=te)
 
     for ent, msg in [
-        (lpm(bytes([10, 1, 0, 0]), 0), "Invalid reprsentation of 'don't care' LPM match, omit "
-                                       "match field instead of using a prefix length of 0"),
+        (
+            lpm(bytes([10, 1, 0, 0]), 0),
+            "Invalid reprsentation of 'don't care' LPM match, omit "
+            "match field instead of using a prefix length of 0",
+        ),
         (lpm(bytes([10, 1, 0, 0]), 33), "Prefix length cannot be > bitwidth"),
         (lpm(bytes([10, 1, 0, 1]), 16), "Invalid LPM value, incorrect number of trailing zeros"),
     ]:
@@ -316,20 +369,25 @@ def test_lpm_and_range_rules(loaded, raw, ids):
         m = te.match.add(field_id=ids.table("level_range").field_named("level").id)
         m.range.low, m.range.high = lo, hi
         te.action.action.action_id = ids.action("set_tag").id
-        te.action.action.params.add(param_id=ids.action("set_tag").param_named("tag").id, value=b"\x01")
+        te.action.action.params.add(
+            param_id=ids.action("set_tag").param_named("tag").id, value=b"\x01"
+        )
         return p4runtime_pb2.Entity(table_entry=te)
 
     with pytest.raises(grpc.RpcError) as exc:
         raw.write(update(Update.INSERT, rng(b"\x05", b"\x04")))
-    assert batch_errors(exc.value) == [(code_pb2.INVALID_ARGUMENT,
-                                        "Invalid range value, make sure low <= high")]
+    assert batch_errors(exc.value) == [
+        (code_pb2.INVALID_ARGUMENT, "Invalid range value, make sure low <= high")
+    ]
     with pytest.raises(grpc.RpcError) as exc:
         raw.write(update(Update.INSERT, rng(b"\x00\x00", b"\xff\xff")))
     assert batch_errors(exc.value)[0][0] == code_pb2.INVALID_ARGUMENT
     raw.write(update(Update.INSERT, rng(b"\x05", b"\x01\x00")))
     (got,) = table_read(raw, ids.table("level_range").id)
-    assert (got.table_entry.match[0].range.low, got.table_entry.match[0].range.high) == \
-        (b"\x05", b"\x01\x00")
+    assert (got.table_entry.match[0].range.low, got.table_entry.match[0].range.high) == (
+        b"\x05",
+        b"\x01\x00",
+    )
 
 
 def test_default_action_rules(loaded, raw, ids):
@@ -352,11 +410,14 @@ def test_default_action_rules(loaded, raw, ids):
     te.action.action.action_id = ids.action("miss_tag").id
     with pytest.raises(grpc.RpcError) as exc:
         raw.write(update(Update.INSERT, p4runtime_pb2.Entity(table_entry=te)))
-    assert batch_errors(exc.value) == [(code_pb2.PERMISSION_DENIED,
-                                        "Cannot use DEFAULT_ONLY action in table entry")]
+    assert batch_errors(exc.value) == [
+        (code_pb2.PERMISSION_DENIED, "Cannot use DEFAULT_ONLY action in table entry")
+    ]
     # INSERT / DELETE of a default entry
-    for kind, msg in ((Update.INSERT, "Cannot use INSERT for default entry"),
-                      (Update.DELETE, "Cannot use DELETE for default entry")):
+    for kind, msg in (
+        (Update.INSERT, "Cannot use INSERT for default entry"),
+        (Update.DELETE, "Cannot use DELETE for default entry"),
+    ):
         with pytest.raises(grpc.RpcError) as exc:
             raw.write(update(kind, default("l2_exact", "drop")))
         assert batch_errors(exc.value) == [(code_pb2.INVALID_ARGUMENT, msg)]
@@ -390,8 +451,9 @@ def test_controller_metadata_round_trip(loaded, raw, ids):
 
 
 def test_atomic_write_modes_unimplemented(loaded, raw, ids):
-    req = p4runtime_pb2.WriteRequest(device_id=1,
-                                     atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR)
+    req = p4runtime_pb2.WriteRequest(
+        device_id=1, atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR
+    )
     req.election_id.low = 1
     req.updates.append(update(Update.INSERT, exact_entry(ids, DST2, 2)))
     with pytest.raises(grpc.RpcError) as exc:
@@ -400,6 +462,7 @@ def test_atomic_write_modes_unimplemented(loaded, raw, ids):
 
 
 # -- PRE, counters, registers ------------------------------------------------------------
+
 
 def mc_entity(group_id: int, replicas: list[tuple[int, int]]) -> p4runtime_pb2.Entity:
     ent = p4runtime_pb2.Entity()
@@ -413,8 +476,10 @@ def mc_entity(group_id: int, replicas: list[tuple[int, int]]) -> p4runtime_pb2.E
 def test_multicast_groups(loaded, raw, ids):
     raw.write(update(Update.INSERT, mc_entity(1, [(3, 1), (2, 1), (4, 2)])))
     (got,) = raw.read(mc_entity(0, []))
-    reps = [(r.egress_port, r.instance)
-            for r in got.packet_replication_engine_entry.multicast_group_entry.replicas]
+    reps = [
+        (r.egress_port, r.instance)
+        for r in got.packet_replication_engine_entry.multicast_group_entry.replicas
+    ]
     assert sorted(reps) == [(2, 1), (3, 1), (4, 2)]
     # data plane: flood(1) replicates
     te = exact_entry(ids, DST2, 0)
@@ -427,18 +492,26 @@ def test_multicast_groups(loaded, raw, ids):
         assert loaded.ports.get(port, timeout=2) == ethernet(DST2)
 
     with pytest.raises(grpc.RpcError) as exc:
-        raw.write(update(Update.INSERT, mc_entity(1, [(2, 1)])),
-                  update(Update.MODIFY, mc_entity(9, [(2, 1)])),
-                  update(Update.INSERT, mc_entity(0, [(2, 1)])),
-                  update(Update.INSERT, mc_entity(1 << 15, [(2, 1)])),
-                  update(Update.INSERT, mc_entity(5, [(2, 1), (2, 1)])))
+        raw.write(
+            update(Update.INSERT, mc_entity(1, [(2, 1)])),
+            update(Update.MODIFY, mc_entity(9, [(2, 1)])),
+            update(Update.INSERT, mc_entity(0, [(2, 1)])),
+            update(Update.INSERT, mc_entity(1 << 15, [(2, 1)])),
+            update(Update.INSERT, mc_entity(5, [(2, 1), (2, 1)])),
+        )
     assert [c for c, _ in batch_errors(exc.value)] == [
-        code_pb2.ALREADY_EXISTS, code_pb2.NOT_FOUND, code_pb2.INVALID_ARGUMENT,
-        code_pb2.OUT_OF_RANGE, code_pb2.INVALID_ARGUMENT]
+        code_pb2.ALREADY_EXISTS,
+        code_pb2.NOT_FOUND,
+        code_pb2.INVALID_ARGUMENT,
+        code_pb2.OUT_OF_RANGE,
+        code_pb2.INVALID_ARGUMENT,
+    ]
     raw.write(update(Update.MODIFY, mc_entity(1, [(5, 0)])))
     (got,) = raw.read(mc_entity(1, []))
-    assert [(r.egress_port, r.instance) for r in
-            got.packet_replication_engine_entry.multicast_group_entry.replicas] == [(5, 0)]
+    assert [
+        (r.egress_port, r.instance)
+        for r in got.packet_replication_engine_entry.multicast_group_entry.replicas
+    ] == [(5, 0)]
     raw.write(update(Update.DELETE, mc_entity(1, [])))
     assert raw.read(mc_entity(0, [])) == []
     with pytest.raises(grpc.RpcError) as exc:
@@ -482,11 +555,16 @@ def test_counters(loaded, raw, ids):
     (one,) = raw.read(counter_entity(cid, 3))
     assert one.counter_entry.data.packet_count == 0
     with pytest.raises(grpc.RpcError) as exc:
-        raw.write(update(Update.INSERT, counter_entity(cid, 3)),
-                  update(Update.MODIFY, counter_entity(cid)),
-                  update(Update.MODIFY, counter_entity(cid, 64)))
+        raw.write(
+            update(Update.INSERT, counter_entity(cid, 3)),
+            update(Update.MODIFY, counter_entity(cid)),
+            update(Update.MODIFY, counter_entity(cid, 64)),
+        )
     assert [c for c, _ in batch_errors(exc.value)] == [
-        code_pb2.INVALID_ARGUMENT, code_pb2.UNIMPLEMENTED, code_pb2.UNKNOWN]
+        code_pb2.INVALID_ARGUMENT,
+        code_pb2.UNIMPLEMENTED,
+        code_pb2.UNKNOWN,
+    ]
     with pytest.raises(grpc.RpcError) as exc:
         raw.read(counter_entity(cid, 64))
     assert exc.value.code() == grpc.StatusCode.UNKNOWN
@@ -506,11 +584,13 @@ def test_register_read_extension_and_write_unimplemented(loaded, raw, ids):
     ent.register_entry.data.bitstring = b"\x00\x01"
     with pytest.raises(grpc.RpcError) as exc:
         raw.write(update(Update.MODIFY, ent))
-    assert batch_errors(exc.value) == [(code_pb2.UNIMPLEMENTED,
-                                        "Register writes are not supported yet")]
+    assert batch_errors(exc.value) == [
+        (code_pb2.UNIMPLEMENTED, "Register writes are not supported yet")
+    ]
 
 
 # -- packet I/O ---------------------------------------------------------------------------
+
 
 def packet_md(p4info, header: str) -> dict[str, int]:
     cpm = next(c for c in p4info.controller_packet_metadata if c.preamble.name == header)
@@ -542,8 +622,7 @@ def test_packet_in_goes_to_the_primary_only(loaded, raw, ids, p4info):
         msg = raw.packets.get(timeout=2)
         md = {v: k for k, v in packet_md(p4info, "packet_in").items()}
         got = {md[m.metadata_id]: m.value for m in msg.metadata}
-        assert got == {"ingress_port": b"\x07", "_pad": b"\x00",
-                       "tag": b"\xab\xcd"}
+        assert got == {"ingress_port": b"\x07", "_pad": b"\x00", "tag": b"\xab\xcd"}
         assert msg.payload == ethernet(DST2)
         assert backup.packets.empty()
     finally:
@@ -562,8 +641,15 @@ def test_p4info_import_error_and_unsupported_program(loaded, raw, p4info, ids):
     assert exc.value.details().startswith("Error when importing p4info")
     # a valid bmv2 JSON the interpreter refuses (a direct counter): UNIMPLEMENTED, named
     doc = json.loads(device_config())
-    doc["counter_arrays"].append({"name": "TestIngress.direct", "id": 99, "is_direct": True,
-                                  "binding": "TestIngress.l2_exact", "source_info": {}})
+    doc["counter_arrays"].append(
+        {
+            "name": "TestIngress.direct",
+            "id": 99,
+            "is_direct": True,
+            "binding": "TestIngress.l2_exact",
+            "source_info": {},
+        }
+    )
     with pytest.raises(grpc.RpcError) as exc:
         raw.set_pipeline(p4info, json.dumps(doc).encode())
     assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED

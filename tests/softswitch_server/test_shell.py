@@ -1,4 +1,5 @@
 """The real client: p4runtime-shell drives softswitch exactly as it drives simple_switch_grpc."""
+
 from __future__ import annotations
 
 import grpc
@@ -18,8 +19,13 @@ DST2 = bytes.fromhex("020000000002")
 @pytest.fixture
 def shell(harness):
     require_build()
-    sh.setup(device_id=1, grpc_addr=harness.addr, election_id=(0, 1),
-             config=FwdPipeConfig(str(P4INFO_PATH), str(JSON_PATH)), verbose=False)
+    sh.setup(
+        device_id=1,
+        grpc_addr=harness.addr,
+        election_id=(0, 1),
+        config=FwdPipeConfig(str(P4INFO_PATH), str(JSON_PATH)),
+        verbose=False,
+    )
     try:
         yield sh
     finally:
@@ -40,7 +46,7 @@ def test_push_insert_read_modify_delete(harness, shell):
     got = entries("l2_exact")
     assert len(got) == 1
     msg = got[0].msg()
-    assert msg.match[0].exact.value == DST2          # canonical: 6 bytes, no leading zero
+    assert msg.match[0].exact.value == DST2  # canonical: 6 bytes, no leading zero
     assert msg.action.action.params[0].value == b"\x02"  # canonical: one byte
 
     harness.ports.inject(1, ethernet(DST2))
@@ -100,13 +106,13 @@ def test_ternary_optional_lpm_range(harness, shell):
 
     (a,) = entries("acl_ternary")
     assert a.priority == 10
-    (l,) = entries("route_lpm")
-    assert l.msg().match[0].lpm.prefix_len == 16
-    assert l.msg().match[0].lpm.value == bytes([10, 1, 0, 0])
+    (lpm,) = entries("route_lpm")
+    assert lpm.msg().match[0].lpm.prefix_len == 16
+    assert lpm.msg().match[0].lpm.value == bytes([10, 1, 0, 0])
     (r,) = entries("level_range")
     assert r.priority == 1
 
-    probe = (bytes.fromhex("0a010203") + (15).to_bytes(2, "big") + b"\x00\x00")
+    probe = bytes.fromhex("0a010203") + (15).to_bytes(2, "big") + b"\x00\x00"
     frame = ethernet(DST2, ether_type=0x88B5, payload=probe + b"\x00" * 38)
     harness.ports.inject(1, frame)
     assert harness.ports.get(5, timeout=2) == frame
@@ -149,8 +155,12 @@ def test_packet_out_and_packet_in_through_cpu_port(harness, shell, p4info):
     harness.ports.inject(7, ethernet(DST2))
     (msg,) = list(sniffer.sniff(timeout=2))
     assert msg.packet.payload == ethernet(DST2)
-    names = {m.id: m.name for m in p4info.controller_packet_metadata[
-        [c.preamble.name for c in p4info.controller_packet_metadata].index("packet_in")].metadata}
+    names = {
+        m.id: m.name
+        for m in p4info.controller_packet_metadata[
+            [c.preamble.name for c in p4info.controller_packet_metadata].index("packet_in")
+        ].metadata
+    }
     md = {names[m.metadata_id]: m.value for m in msg.packet.metadata}
     assert md == {"ingress_port": b"\x07", "_pad": b"\x00", "tag": b"\x12\x34"}
     assert harness.device.cpu_port == CPU_PORT

@@ -1,0 +1,125 @@
+"""What differs between the switch targets the controller drives: bmv2/softswitch (v1model)
+and Tofino (TNA, `tofino` and `tofino2`).
+
+The P4Runtime surface does not differ (tests/test_tofino_build.py checks that the TNA
+P4Info gives the controller every table, action, match field and counter the v1model one
+does). What genuinely differs, and is decided here and nowhere else:
+
+* **the pipeline files** the controller pushes: p4src/build/ for bmv2; for Tofino the
+  P4Info in p4src/build/<target>/ and a device config the switch's P4Runtime server builds
+  from the compiler's output (docs/tofino.md: Stratum's `bf_pipeline_builder`), named in
+  the configuration because it is not committed;
+* **port numbering**: bmv2 ports are the numbers the configuration uses. A Tofino data
+  plane sees *dev ports* (pipe << 7 | port: front-panel port 1/0 is dev port 128 on many
+  boards, 0 on others); `switch.port_map` maps each configured port to its dev port, and
+  every entry the controller writes (admission's `ingress_port`, `l2_forward`'s port,
+  multicast replicas) carries the dev port (PortMap);
+* **reserved dev ports**: the CPU port (`switch.cpu_port`) and the TNA program's harvest
+  (recirculation) port are never a worker's or host's port and never flooded;
+* **value encodings**: `packed` (a 2048-bit add per packet) exists only in the v1model
+  program; the TNA program adds 64 int32 lanes (two per stateful ALU). A job on a Tofino
+  switch is created with `lanes` (the default there); asking for `packed` is refused.
+
+Multicast groups are the same: standard P4Runtime PRE entries (group id, replicas of
+(egress port, instance)), which Stratum and the SDE's P4Runtime server map to the Tofino
+PRE's multicast groups, nodes and rid; instance is the rank, read in egress as
+`egress_rid`. Only the replica's port is translated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .pipeline import BUILD_DIR, DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
+
+PORT_BITS = 9  # PortId_t / v1model's port width: every dev port fits
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    arch: str
+    encodings: tuple[str, ...]  # hostlib.wire.Encoding names, lower case
+    default_encoding: str
+    p4info: Path
+    device_config: Path | None  # None: the configuration must name one
+    # dev ports the data plane uses for itself (not the operator's to assign)
+    reserved_ports: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def is_tofino(self) -> bool:
+        return self.arch != "v1model"
+
+
+def _tofino(name: str, arch: str, harvest_port: int) -> Target:
+    return Target(
+        name=name,
+        arch=arch,
+        encodings=("lanes",),
+        default_encoding="lanes",
+        p4info=BUILD_DIR / name / "p4reduce.p4info.txtpb",
+        device_config=None,
+        reserved_ports={
+            harvest_port: "the TNA program's harvest (recirculation) "
+            "port, HARVEST_PORT in p4src/tna/bridge.p4"
+        },
+    )
+
+
+TARGETS: dict[str, Target] = {
+    "bmv2": Target(
+        name="bmv2",
+        arch="v1model",
+        encodings=("lanes", "packed"),
+        default_encoding="packed",
+        p4info=DEFAULT_P4INFO,
+        device_config=DEFAULT_DEVICE_CONFIG,
+    ),
+    # HARVEST_PORT of p4src/tna/bridge.p4: pipe 0's recirculation port on each chip
+    "tofino": _tofino("tofino", "tna", 68),
+    "tofino2": _tofino("tofino2", "t2na", 6),
+}
+
+
+class TargetError(ValueError):
+    """A request the target cannot serve; the message says what and what to do."""
+
+
+def target(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise TargetError(f"unknown target {name!r} (one of {', '.join(TARGETS)})") from None
+
+
+def check_encoding(t: Target, job: int, encoding: str) -> None:
+    """TargetError when a job of `encoding` cannot run on target `t`."""
+    if encoding not in t.encodings:
+        raise TargetError(
+            f"job {job}: encoding {encoding!r} is not available on a {t.name} switch (the "
+            f"{t.arch} program adds 64 int32 lanes, two per stateful ALU; {encoding} exists "
+            f"only in the v1model program): create the job with encoding "
+            f"{' or '.join(repr(e) for e in t.encodings)}"
+        )
+
+
+@dataclass(frozen=True)
+class PortMap:
+    """The configuration's port numbers -> the data plane's (dev) port numbers."""
+
+    dev: dict[int, int] = field(default_factory=dict)  # empty: identity (bmv2)
+
+    def __call__(self, port: int) -> int:
+        if not self.dev:
+            return port
+        try:
+            return self.dev[port]
+        except KeyError:
+            raise TargetError(
+                f"port {port} has no dev port in switch.port_map (mapped: {sorted(self.dev)})"
+            ) from None
+
+    def replicas(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """(configured port, instance) -> (dev port, instance): multicast replicas."""
+        return [(self(port), instance) for port, instance in pairs]

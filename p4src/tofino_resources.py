@@ -1,0 +1,201 @@
+"""The resource summary of a bf-p4c compile: what each MAU stage of the pipe uses.
+
+bf-p4c writes its resource usage as large JSON logs (`<pipe>/logs/resources.json`,
+`metrics.json`, `phv.json`; schemas in p4c's backends/tofino/compiler_interfaces). The
+committed summary (p4src/build/<target>/resources.json) keeps what a reader of
+docs/tofino.md needs and what must not silently grow: per stage, the logical tables,
+SRAMs, map RAMs, TCAMs, stateful ALUs (and which registers they run), gateways, VLIW
+instructions, input-crossbar bytes and the PHV containers the stage reads or writes; over
+the pipe, the stages used and the PHV occupied. `table()` renders it as Markdown.
+
+PHV is allocated for the whole pipe, not per stage: "PHV accessed" per stage counts the
+containers that stage's match or actions read or write (from phv.json), "PHV occupied"
+(from metrics.json) is the allocation. Stdlib only: compile.py runs before any install.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+# stateful ALUs per MAU stage (Tofino 1 and 2: one per meter row, 4 rows)
+STATEFUL_ALUS_PER_STAGE = 4
+
+
+def _find(work: Path, name: str) -> Path | None:
+    found = sorted(work.glob(f"**/logs/{name}")) or sorted(work.glob(f"**/{name}"))
+    return found[0] if found else None
+
+
+def _users(units: list[dict], used_for: str | None = None) -> list[str]:
+    out = []
+    for unit in units:
+        for usage in unit.get("usages", []):
+            if used_for is None or usage.get("used_for") == used_for:
+                out.append(usage.get("used_by", "?"))
+    return out
+
+
+def _stage(stage: dict) -> dict[str, Any]:
+    rams = stage.get("rams", {}).get("srams", [])
+    alus = stage.get("meter_alus", {}).get("meters", [])
+    xbar = stage.get("xbar_bytes", {}).get("bytes", [])
+    tables = sorted(
+        {
+            u
+            for u in _users(rams)
+            + _users(stage.get("tcams", {}).get("tcams", []))
+            + _users(stage.get("gateways", {}).get("gateways", []))
+        }
+    )
+    return {
+        "stage": stage["stage_number"],
+        "logical_tables": len(stage.get("logical_tables", {}).get("ids", [])),
+        "tables": tables,
+        "srams": len(rams),
+        "map_rams": len(stage.get("map_rams", {}).get("maprams", [])),
+        "tcams": len(stage.get("tcams", {}).get("tcams", [])),
+        "stateful_alus": len(alus),
+        "stateful_alu_users": sorted(set(_users(alus))),
+        "gateways": len(stage.get("gateways", {}).get("gateways", [])),
+        "vliw_instructions": len(stage.get("vliw", {}).get("instructions", [])),
+        "exact_xbar_bytes": sum(1 for b in xbar if b.get("byte_type") == "exact"),
+        "ternary_xbar_bytes": sum(1 for b in xbar if b.get("byte_type") == "ternary"),
+    }
+
+
+def _phv_accessed(phv: dict) -> dict[int, dict[str, int]]:
+    """stage -> {"8": containers, "16": ..., "32": ...} read or written by the MAU there."""
+    per_stage: dict[int, dict[int, set[int]]] = {}
+    for container in phv.get("containers", []):
+        width = container.get("bit_width")
+        for slc in container.get("slices", []):
+            for access in slc.get("reads", []) + slc.get("writes", []):
+                loc = access.get("location", {})
+                if loc.get("type") == "mau" and "stage" in loc:
+                    per_stage.setdefault(loc["stage"], {}).setdefault(width, set()).add(
+                        container["phv_number"]
+                    )
+    return {
+        stage: {str(w): len(c) for w, c in sorted(widths.items())}
+        for stage, widths in per_stage.items()
+    }
+
+
+def summarize(work: Path, target: str, stages_available: int) -> dict[str, Any]:
+    """The summary of the compile in `work` (bf-p4c's -o directory)."""
+    path = _find(work, "resources.json")
+    if path is None:
+        raise SystemExit(f"no resources.json under {work}: compile with -g (compile.py does)")
+    resources = json.loads(path.read_text())
+    mau = resources["resources"]["mau"]
+    stages = [_stage(s) for s in sorted(mau["mau_stages"], key=lambda s: s["stage_number"])]
+    phv_path = _find(work, "phv.json")
+    accessed = _phv_accessed(json.loads(phv_path.read_text())) if phv_path else {}
+    for s in stages:
+        s["phv_accessed"] = accessed.get(s["stage"], {})
+    busy = [
+        s["stage"]
+        for s in stages
+        if s["logical_tables"]
+        or s["stateful_alus"]
+        or s["srams"]
+        or s["tcams"]
+        or s["gateways"]
+        or s["vliw_instructions"]
+    ]
+    summary: dict[str, Any] = {
+        "target": target,
+        "compiler_version": resources.get("compiler_version", "unknown"),
+        "stages_available": stages_available,
+        "stages_in_allocation": mau.get("nStages"),
+        "stages_used": (max(busy) + 1) if busy else 0,
+        "stateful_alus": {
+            "used": sum(s["stateful_alus"] for s in stages),
+            "available": STATEFUL_ALUS_PER_STAGE * stages_available,
+        },
+        "totals": {
+            key: sum(s[key] for s in stages)
+            for key in (
+                "logical_tables",
+                "srams",
+                "map_rams",
+                "tcams",
+                "gateways",
+                "vliw_instructions",
+                "exact_xbar_bytes",
+                "ternary_xbar_bytes",
+            )
+        },
+        "per_stage": stages,
+    }
+    table_summary = _find(work, "table_summary.log")
+    if table_summary is not None:
+        # the compiler's own count (ingress and egress share the stages), and its
+        # critical path through the table dependency graph
+        for line in table_summary.read_text().splitlines():
+            line = line.strip()
+            for key, label in (
+                ("stages_in_table_allocation", "Number of stages in table allocation:"),
+                ("ingress_stages", "Number of stages for ingress table allocation:"),
+                ("egress_stages", "Number of stages for egress table allocation:"),
+                (
+                    "critical_path_length",
+                    "Critical path length through the table dependency graph:",
+                ),
+            ):
+                if line.startswith(label):
+                    summary[key] = int(line[len(label) :].split()[0])
+    metrics_path = _find(work, "metrics.json")
+    if metrics_path is not None:
+        metrics = json.loads(metrics_path.read_text())
+        phv = metrics.get("phv", {})
+        summary["phv_occupied"] = {
+            kind: {
+                str(t["bit_width"]): {
+                    "containers": t.get("containers_occupied"),
+                    "bits": t.get("bits_occupied"),
+                }
+                for t in phv.get(kind, [])
+            }
+            for kind in ("normal", "tagalong", "mocha", "dark")
+            if phv.get(kind)
+        }
+        mau_metrics = metrics.get("mau", {})
+        summary["latency"] = mau_metrics.get("latency")
+    return summary
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The per-stage summary as a Markdown table (docs/tofino.md)."""
+    head = (
+        "| stage | tables | SRAM | map RAM | TCAM | stateful ALUs (registers) | "
+        "gateways | VLIW | xbar bytes (exact/ternary) | PHV accessed (8/16/32) |"
+    )
+    lines = [head, "|" + "---|" * 10]
+    for s in summary["per_stage"]:
+        phv = s.get("phv_accessed", {})
+        regs = ", ".join(u.rsplit(".", 1)[-1] for u in s["stateful_alu_users"])
+        lines.append(
+            f"| {s['stage']} | {s['logical_tables']} | {s['srams']} | {s['map_rams']} | "
+            f"{s['tcams']} | {s['stateful_alus']}{f' ({regs})' if regs else ''} | "
+            f"{s['gateways']} | {s['vliw_instructions']} | {s['exact_xbar_bytes']}/"
+            f"{s['ternary_xbar_bytes']} | {phv.get('8', 0)}/{phv.get('16', 0)}/"
+            f"{phv.get('32', 0)} |"
+        )
+    t = summary["totals"]
+    lines.append(
+        f"| **total** | {t['logical_tables']} | {t['srams']} | {t['map_rams']} | "
+        f"{t['tcams']} | {summary['stateful_alus']['used']} of "
+        f"{summary['stateful_alus']['available']} | {t['gateways']} | "
+        f"{t['vliw_instructions']} | {t['exact_xbar_bytes']}/"
+        f"{t['ternary_xbar_bytes']} | |"
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    # python p4src/tofino_resources.py p4src/build/tofino/resources.json -> Markdown table
+    print(table(json.loads(Path(sys.argv[1]).read_text())))

@@ -1,0 +1,252 @@
+"""The switch configuration names its target (bmv2, tofino, tofino2) and the controller
+adapts where Tofino genuinely differs: dev port numbering (switch.port_map), reserved ports
+(the CPU port, the TNA program's harvest port), the pipeline files, and the value encoding
+(no `packed` on Tofino). controlplane/target.py says why each differs.
+
+No Tofino switch exists here. The switch-free tests check the configuration and the
+refusals; the last tests drive a real switch (softswitch, simple_switch_grpc) running the
+v1model program with a *tofino* configuration: its P4Runtime surface is the TNA program's
+(tests/test_tofino_build.py checks the parity), so the entries, groups and packets show
+what the controller writes to a Tofino -- dev ports in admission, forwarding and replicas,
+lanes jobs -- over real P4Runtime, and that a result reaches the workers through them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from controlplane import pipeline
+from controlplane.addresses import Address, WorkerAddress
+from controlplane.config import ConfigError, load, parse
+from controlplane.connection import SwitchConnection
+from controlplane.controller import Controller
+from controlplane.jobs import JobError, JobManager
+from controlplane.reconcile import read_entries
+from controlplane.replication import read_groups
+from controlplane.target import TARGETS, PortMap, TargetError
+from hostlib import protocol as p
+from hostlib.protocol import MsgType
+
+from .conftest import SWITCH_IP, SWITCH_MAC, host
+from .test_controller import run_round
+
+
+def _sw(**switch):
+    return {"switch": {"ports": [1, 2, 3], **switch}}
+
+
+def _job(encoding=None, port=1):
+    job = {
+        "job": 1,
+        "slots": 4,
+        "workers": [{"rank": 0, "port": port, "mac": "02:00:00:00:00:01", "ip": "10.0.0.1"}],
+    }
+    if encoding is not None:
+        job["encoding"] = encoding
+    return job
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+def test_default_target_is_bmv2_and_nothing_else_changes():
+    cfg = parse(_sw()).switch
+    assert cfg.target == "bmv2" and cfg.port_map == {} and cfg.cpu_port is None
+    assert cfg.target_info.default_encoding == "packed"
+    assert cfg.p4info is None and cfg.device_config is None
+
+
+def test_tofino_configuration_with_port_map_and_cpu_port(tmp_path):
+    f = tmp_path / "sw.toml"
+    f.write_text(
+        '[switch]\ntarget = "tofino"\nports = [1, 2]\ncpu_port = 192\n'
+        'device_config = "pipeline_config.pb.bin"\n'
+        "[switch.port_map]\n1 = 128\n2 = 136\n"
+        "[[jobs]]\njob = 3\nslots = 8\nworkers = [\n"
+        '  { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },\n]\n'
+    )
+    cfg = load(f)
+    assert cfg.switch.target == "tofino" and cfg.switch.port_map == {1: 128, 2: 136}
+    assert cfg.switch.cpu_port == 192
+    assert cfg.switch.device_config == tmp_path / "pipeline_config.pb.bin"
+    assert cfg.jobs[0].encoding is None  # the target's default, lanes, at creation
+
+
+@pytest.mark.parametrize(
+    "data,path,needle",
+    [
+        (_sw(target="tofino3"), "switch.target", "not one of bmv2, tofino, tofino2"),
+        (_sw(port_map={"1": 128}), "switch.port_map", "only for a Tofino target"),
+        (_sw(cpu_port=192), "switch.cpu_port", "only for a Tofino target"),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136}),
+            "switch.port_map",
+            "port(s) [3] of switch.ports have no dev port",
+        ),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136, "3": 128}),
+            "switch.port_map.3",
+            "dev port 128 is also port 1's",
+        ),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136, "9": 144}),
+            "switch.port_map.9",
+            "not in switch.ports",
+        ),
+        (_sw(target="tofino", port_map={"x": 1}), "switch.port_map.x", "port number"),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136, "3": 512}),
+            "switch.port_map.3",
+            "out of range 0..511",
+        ),
+        (
+            _sw(target="tofino", port_map={"1": 128, "2": 136, "3": 68}),
+            "switch.port_map.3",
+            "harvest (recirculation) port",
+        ),
+        (_sw(target="tofino2", ports=[6]), "switch.ports", "harvest (recirculation) port"),
+        (_sw(target="tofino", cpu_port=2), "switch.ports", "the CPU port (switch.cpu_port)"),
+        (_sw(target="tofino", device_config=""), "switch.device_config", "expected a file path"),
+        (
+            {**_sw(target="tofino"), "jobs": [_job("packed")]},
+            "jobs[0].encoding",
+            "encoding 'packed' is not available on a tofino switch",
+        ),
+        ({**_sw(), "jobs": [_job("dense")]}, "jobs[0].encoding", "not one of lanes, packed"),
+    ],
+)
+def test_bad_target_configuration_names_field_and_problem(data, path, needle):
+    with pytest.raises(ConfigError) as info:
+        parse(data)
+    assert info.value.path == path and needle in str(info.value), str(info.value)
+
+
+def test_harvest_port_is_per_chip():
+    """Dev port 6 is Tofino 2's pipe-0 recirculation port, an ordinary port on Tofino 1."""
+    assert parse(_sw(target="tofino", ports=[6])).switch.ports == [6]
+    assert parse({**_sw(target="tofino2"), "jobs": [_job("lanes")]}).jobs[0].encoding == "lanes"
+
+
+def test_port_map_translates_and_refuses_unmapped_ports():
+    ports = PortMap({1: 128, 2: 136})
+    assert ports(1) == 128 and ports.replicas([(1, 0), (2, 1)]) == [(128, 0), (136, 1)]
+    with pytest.raises(TargetError, match="port 3 has no dev port"):
+        ports(3)
+    assert PortMap()(7) == 7  # bmv2: the data plane's own numbers
+
+
+# -- jobs: the encoding ----------------------------------------------------------------------
+
+
+def test_a_packed_job_is_refused_on_tofino_before_the_switch_is_touched():
+    conn = SwitchConnection("127.0.0.1:1")  # never connected: a refusal must not need it
+    for name in ("tofino", "tofino2"):
+        jobs = JobManager(conn, Address(SWITCH_MAC, SWITCH_IP), None, {1, 2}, TARGETS[name])
+        with pytest.raises(JobError) as info:
+            jobs.create(5, [WorkerAddress(0, 1, *host(1), 0x5030)], 4, "packed")
+        message = str(info.value)
+        assert f"encoding 'packed' is not available on a {name} switch" in message
+        assert "create the job with encoding 'lanes'" in message
+
+
+def test_tofino_controller_needs_a_device_config(tmp_path):
+    cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
+    ctl = Controller(cfg)
+    assert ctl.p4info == pipeline.BUILD_DIR / "tofino" / "p4reduce.p4info.txtpb"
+    with pytest.raises(ConfigError, match="switch.device_config: missing"):
+        ctl._our_pipeline()
+
+
+# -- a real switch driven through a tofino configuration -------------------------------------
+
+# configured (operator) ports 11..14 are the switch's ports 1..4
+PORT_MAP = {11: 1, 12: 2, 13: 3, 14: 4}
+
+
+@pytest.fixture
+def tofino_controller(switch_process, tmp_path):
+    cfg = parse(
+        {
+            "switch": {
+                "target": "tofino",
+                "grpc_addr": switch_process.grpc_addr,
+                "mac": SWITCH_MAC,
+                "ip": SWITCH_IP,
+                "election_id": 10,
+                "ports": sorted(PORT_MAP),
+                "port_map": {str(k): v for k, v in PORT_MAP.items()},
+                "hosts": [{"mac": host(1)[0], "port": 11}],
+                # the v1model build stands in for the TNA one: same P4Runtime surface
+                "p4info": str(pipeline.DEFAULT_P4INFO),
+                "device_config": str(pipeline.DEFAULT_DEVICE_CONFIG),
+                "state_file": str(tmp_path / "jobs.json"),
+            }
+        },
+        tmp_path,
+    )
+    ctl = Controller(cfg)
+    ctl.up()
+    yield ctl
+    ctl.close()
+
+
+def _workers(ports):
+    """Workers on configured ports; their addresses are those of the switch port they sit
+    on (host(dev port)), which run_round sends from."""
+    return [
+        WorkerAddress(rank, port, *host(PORT_MAP[port]), 0x5031) for rank, port in enumerate(ports)
+    ]
+
+
+def test_entries_and_groups_carry_dev_ports(tofino_controller):
+    ctl = tofino_controller
+    job = ctl.jobs.create(9, _workers([12, 13]), slots=4)
+    assert job.encoding == "lanes"  # the tofino default
+    entries = [ctl.conn.p4.describe_entry(e) for e in read_entries(ctl.conn)]
+    admission = [e for e in entries if e["table"].endswith("admission.admission")]
+    assert sorted(e["match"]["ingress_port"] for e in admission) == [2, 3]
+    forward = [e for e in entries if e.get("action", "").endswith(".forward")]
+    assert [e["params"]["port"] for e in forward] == [1]  # host on port 11
+    groups = read_groups(ctl.conn)
+    assert sorted(groups[ctl.config.switch.flood_group]) == [(1, 0), (2, 0), (3, 0), (4, 0)]
+    assert sorted(groups[job.params.mcast_grp]) == [(2, 0), (3, 1)]
+    with pytest.raises(JobError, match="encoding 'packed' is not available on a tofino"):
+        ctl.jobs.create(10, _workers([14]), 4, "packed")
+
+
+def test_a_lanes_round_completes_through_dev_ports(tofino_controller, switch_process):
+    ctl = tofino_controller
+    job = ctl.jobs.create(4, _workers([11, 14]), slots=4)
+    descriptors = job.descriptors(ctl.jobs.switch)
+    assert all(d["encoding"] == "lanes" for d in descriptors)
+    res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
+    assert all(r is not None for r in res.values())
+    vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * -5}
+    res = run_round(switch_process, descriptors, MsgType.DATA, vals, version=1, block=0)
+    for rank in (0, 1):
+        assert res[rank] is not None and res[rank].header.msg_type == MsgType.RESULT
+        assert list(res[rank].values) == list(np.arange(p.LANES) * -4)
+
+
+def test_up_refuses_a_state_file_with_a_packed_job_on_tofino(tmp_path):
+    """A state file written for a bmv2 switch may hold packed jobs: their workers would send
+    packed values that the TNA program adds as lanes, so reconciling stops, naming the job,
+    before anything is written to the switch."""
+    from controlplane.jobs import Job
+
+    cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
+    ctl = Controller(cfg)  # never connected: the refusal must come first
+    ctl.jobs.table.jobs = {
+        3: Job(
+            job=3,
+            job_index=0,
+            slot_base=0,
+            slot_count=4,
+            epoch=1,
+            workers=[WorkerAddress(0, 1, *host(1), 0x5030)],
+            encoding="packed",
+        )
+    }
+    with pytest.raises(JobError, match="job 3 with encoding 'packed'.*tofino switch"):
+        ctl._reconcile_locked()
