@@ -216,8 +216,9 @@ def _op_name(opts: Any) -> str:
 class P4ReduceProcessGroup(dist.ProcessGroup):
     """A process group whose allreduce goes through the switch; gloo serves the rest.
 
-    The gloo group is registered as this group's CPU (and CUDA) backend, so every
-    collective not overridden here dispatches to it through torch's own code."""
+    The gloo group is registered as this group's CPU (and CUDA) backend (for torch code
+    that asks for the backend), and the collectives it serves are forwarded to it in
+    Python (GLOO_FORWARDED: why torch's own dispatch must not be used)."""
 
     def __init__(
         self,
@@ -361,6 +362,53 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
 
     def __repr__(self) -> str:
         return f"P4ReduceProcessGroup(rank={self._rank}, size={self._size})"
+
+
+# The collectives gloo serves, forwarded to the gloo object by Python methods of
+# P4ReduceProcessGroup (besides the allreduce fallbacks, which call it directly too).
+#
+# Why not leave them to torch's dispatch: for a Python subclass of ProcessGroup, torch's
+# C++ trampoline (PyProcessGroup) looks for a Python override with the GIL held and, when
+# there is none, calls the C++ base -- which enqueues on gloo -- still holding the GIL.
+# gloo's worker thread holds its queue mutex while it drops a finished work, and freeing
+# that work's tensors may need the GIL (their Python objects). Main thread: GIL, waits for
+# the mutex; gloo thread: mutex, waits for the GIL -- a deadlock, only when the worker's
+# drop of the previous work overlaps the next enqueue: the intermittent hang of issue 13
+# (a broadcast, barrier, all_gather, reduce_scatter never posted by one rank), likelier
+# under load, every time at world size 1. The gloo object's own Python bindings release
+# the GIL before enqueueing; a Python override is what the trampoline calls, also for C++
+# callers such as DDP's reducer.
+GLOO_FORWARDED = (
+    "broadcast",
+    "allgather",
+    "_allgather_base",
+    "allgather_coalesced",
+    "gather",
+    "scatter",
+    "reduce",
+    "reduce_scatter",
+    "_reduce_scatter_base",
+    "alltoall",
+    "alltoall_base",
+    "barrier",
+    "send",
+    "recv",
+    "recv_anysource",
+    "monitored_barrier",
+)
+
+
+def _gloo_method(name: str) -> Callable[..., Any]:
+    def call(self: P4ReduceProcessGroup, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._gloo, name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"gloo's {name}, called on the gloo group itself (see GLOO_FORWARDED)."
+    return call
+
+
+for _name in GLOO_FORWARDED:
+    setattr(P4ReduceProcessGroup, _name, _gloo_method(_name))
 
 
 def _reduce(channel: _Channel, tensors: list[torch.Tensor], op: str) -> list[torch.Tensor]:

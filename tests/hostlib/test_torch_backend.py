@@ -213,3 +213,55 @@ def test_an_error_in_ddp_is_reported_not_a_crash(world_of_one):
     model.zero_grad()  # (the failed step left NaN grads)
     ddp(torch.randn(3, 4)).sum().backward()  # the next step works
     assert torch.isfinite(model.weight.grad).all()
+
+
+GLOO_LOOP = """
+import sys, tempfile
+sys.path[:0] = [{tests!r}, {hostlib_tests!r}]
+import torch, torch.distributed as dist
+from hostlib.jobref import P4ReduceOptions
+from inprocess_switch import InProcessSwitch
+with InProcessSwitch() as switch:
+    job = switch.create_job(1)
+    opts = P4ReduceOptions(descriptor=switch.descriptors(job)[0], transport=switch.transport(1))
+    dist.init_process_group("p4reduce", init_method=f"file://{{tempfile.mktemp()}}", rank=0,
+                            world_size=1, pg_options=opts)
+    pg = dist.group.WORLD          # called as torch's C++ callers (DDP) and dist.* do
+    for i in range({n}):           # temporaries: their last reference may be gloo's work
+        pg.broadcast([torch.full((4,), float(i))], dist.BroadcastOptions()).wait()
+        pg.allgather([[torch.zeros(4)]], [torch.full((4,), float(i))]).wait()
+        pg._reduce_scatter_base(torch.zeros(4), torch.full((4,), float(i))).wait()
+        pg.barrier().wait()
+        dist.broadcast(torch.full((4,), float(i)), src=0)
+        dist.all_gather([torch.zeros(4)], torch.full((4,), float(i)))
+    x = torch.ones(100)
+    dist.all_reduce(x)                      # and the switch still answers
+    assert torch.equal(x, torch.ones(100)), x
+    dist.destroy_process_group()
+print("done", {n})
+"""
+
+
+def test_gloo_served_collectives_do_not_deadlock(tmp_path):
+    """Issue 13's hang: torch's dispatch of a collective the Python group does not override
+    enqueues on gloo with the GIL held, while gloo's worker, holding its queue mutex, waits
+    for the GIL to free the previous work's tensors. At world size 1 it deadlocked within
+    the first few calls; the group now forwards these collectives to gloo itself. Run in a
+    child process: a deadlocked main thread would not even let pytest's timeout fire."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    program = GLOO_LOOP.format(tests=str(here.parent), hostlib_tests=str(here), n=500)
+    try:
+        res = subprocess.run(
+            [sys.executable, "-X", "faulthandler", "-c", program],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=here.parent.parent,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"gloo-served collectives deadlocked ({e})") from None
+    assert res.returncode == 0 and "done 500" in res.stdout, res.stdout + res.stderr
