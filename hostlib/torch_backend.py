@@ -394,7 +394,6 @@ GLOO_FORWARDED = (
     "send",
     "recv",
     "recv_anysource",
-    "monitored_barrier",
 )
 
 
