@@ -24,7 +24,7 @@ import numpy as np
 from . import protocol as p
 from .config import JobConfig
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
-from .numerics import Payload, from_packed
+from .numerics import Payload, from_packed, overflow_error
 
 EOS = p.END_OF_STREAM
 
@@ -729,15 +729,9 @@ class AllreduceEngine:
 
     def raise_if_overflowed(self) -> None:
         if self.stats.overflowed_blocks:
-            blocks = sorted(self.stats.overflowed_blocks)
-            lanes = p.LANES
-            shown = ", ".join(
-                f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})" for b in blocks[:8]
-            )
-            raise OverflowError(
-                f"int32 sum overflowed in {len(blocks)} block(s): {shown}"
-                + (" ..." if len(blocks) > 8 else "")
-                + "; the switch flagged the round (FLAG_OVERFLOW), no wrong sum returned"
+            raise overflow_error(
+                self.stats.overflowed_blocks,
+                "the switch flagged the round (FLAG_OVERFLOW), no wrong sum returned",
             )
 
     def final_slot_versions(self, slot_versions: np.ndarray) -> np.ndarray:

@@ -58,6 +58,18 @@ def join_halves(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return total, over
 
 
+def overflow_error(blocks, why: str) -> OverflowError:
+    """The error for int32 blocks whose sum does not fit, naming them and their elements;
+    `why` says how it was seen (the switch's flag, or the exact sum of the halves)."""
+    blocks = sorted(int(b) for b in blocks)
+    lanes = p.LANES
+    shown = ", ".join(
+        f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})" for b in blocks[:8]
+    )
+    more = " ..." if len(blocks) > 8 else ""
+    return OverflowError(f"int32 sum out of range in {len(blocks)} block(s): {shown}{more}; {why}")
+
+
 def to_blocks(flat: np.ndarray, lanes: int = p.LANES) -> np.ndarray:
     """(B, lanes) view or zero-padded copy of a 1-D array (section 5)."""
     n = flat.size

@@ -20,7 +20,7 @@ from . import protocol as p
 from .config import JobConfig, load_descriptor
 from .engine import AllreduceEngine, EngineParams, RttEstimator, SwitchStateLost
 from .framing import Batch, FrameBuilder
-from .numerics import dequantize, join_halves, make_payload
+from .numerics import dequantize, join_halves, make_payload, overflow_error
 
 
 class Transport(Protocol):
@@ -240,14 +240,8 @@ class Worker:
         if payload.halves:
             total, over = join_halves(eng.sums)
             if over.size:
-                lanes = p.LANES
-                shown = ", ".join(
-                    f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})" for b in over[:8]
-                )
-                raise OverflowError(
-                    f"int32 sum out of range in {over.size} block(s): {shown}"
-                    + (" ..." if over.size > 8 else "")
-                    + "; the exact sum does not fit int32, no wrong sum returned"
+                raise overflow_error(
+                    over, "the exact sum does not fit int32, no wrong sum returned"
                 )
             return total.astype(np.int32).reshape(-1)[:size]
         return eng.sums.reshape(-1)[:size]

@@ -12,29 +12,17 @@ behind by a removed counter fails here. No switch: the committed P4Info is read.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 from types import ModuleType
 
 import pytest
 
-import controlplane
 from controlplane import pipeline, stats
 from controlplane.jobs import PoolSizes
 from controlplane.p4rt import P4InfoIndex
+from controlplane.surface import control_modules
 
 PROTOCOL_MD = pipeline.REPO / "docs" / "protocol.md"
-
-
-def control_modules() -> dict[str, ModuleType]:
-    """Every controlplane module that says which protocol.md section it implements."""
-    found = {}
-    for info in pkgutil.iter_modules(controlplane.__path__):
-        module = importlib.import_module(f"controlplane.{info.name}")
-        if hasattr(module, "SECTION"):
-            found[info.name] = module
-    return found
 
 
 MODULES = control_modules()
