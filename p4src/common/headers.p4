@@ -89,7 +89,9 @@ header packed_values_t {
 #endif
 
 /* An architecture may put its own headers first (TNA: the metadata bridged from ingress to
- * egress) by defining P4REDUCE_ARCH_HEADERS before including this file. */
+ * egress) by defining P4REDUCE_ARCH_HEADERS before including this file, and carry the value
+ * lanes in its own headers by defining P4REDUCE_ARCH_VALUES (TNA: two adjacent 32-lane
+ * headers, the same bytes on the wire). */
 struct headers_t {
 #ifdef P4REDUCE_ARCH_HEADERS
     P4REDUCE_ARCH_HEADERS
@@ -101,7 +103,11 @@ struct headers_t {
     p4reduce_t p4r;
     fingerprint_t fingerprint;
     round_status_t round_status;
+#ifdef P4REDUCE_ARCH_VALUES
+    P4REDUCE_ARCH_VALUES
+#else
     values_t   values;
+#endif
 #ifdef P4REDUCE_PACKED_VALUES
     packed_values_t packed_values;
 #endif
@@ -162,5 +168,8 @@ struct metadata_t {
     bit<32> sim_seed;
     bit<32> sim_sequence;    /* the job's packet sequence number, taken once in ingress */
     bit<1>  sim_random;
+#ifdef P4REDUCE_ARCH_METADATA
+    P4REDUCE_ARCH_METADATA
+#endif
 }
 #endif

@@ -38,10 +38,11 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
     /* Gateways compare fields with constants only: the comparisons of two fields are
      * computed in an action (slot < slot_count as a saturating difference, the encoding
      * flag against the job's as an xor). */
-    bit<16> slots_left;
+    SlotIndex() slot_index;
     bit<1> encoding_differs;
+    /* slot_count becomes the slots left from this packet's slot on (not read afterwards) */
     action compare_slot() {
-        slots_left = meta.slot_count |-| hdr.p4r.slot;
+        meta.slot_count = meta.slot_count |-| hdr.p4r.slot;
         encoding_differs = hdr.p4r.flags[5:5] ^ meta.encoding;
     }
 
@@ -53,10 +54,10 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
             if (encoding_differs == 1) {
                 /* FLAG_PACKED disagrees with the job: its values would be added wrongly */
                 wrong_encoding.count(meta.job_index);
-            } else if (slots_left != 0) {
+            } else if (meta.slot_count != 0) {
                 meta.slot_in_range = 1;
-                meta.pool_slot = (bit<32>)(meta.slot_base + hdr.p4r.slot);
-                meta.slot_index = meta.pool_slot[30:0] ++ hdr.p4r.slot_version;
+                meta.pool_slot_16 = meta.slot_base + hdr.p4r.slot;
+                slot_index.apply(meta, hdr.p4r.slot_version);
             } else {
                 slot_out_of_range.count(meta.job_index);
             }

@@ -1,45 +1,28 @@
 /* What ingress hands to egress on TNA (v1model carries user metadata to egress itself):
- * the fields ResultDestination and the egress drop simulator read. Emitted first by the
- * ingress deparser, parsed first by the egress parser, never sent on a wire. */
+ * the fields ResultDestination and the egress drop simulator read, and what the harvest
+ * pass needs. Emitted first by the ingress deparser and parsed first by the egress parser;
+ * a packet on its way to the harvest pass keeps it (the egress deparser emits it again) and
+ * the ingress parser of the harvest port reads it back: one header serves both hand-offs,
+ * so ingress holds these fields once (docs/tofino.md, "PHV"). Never sent on a wire. */
 #ifndef P4REDUCE_TNA_BRIDGE_P4
 #define P4REDUCE_TNA_BRIDGE_P4
 header bridge_t {
-    /* Laid out for bridge_fields, which copies these from metadata in one action: a Tofino
-     * ALU writes a container from at most two sources (one if a constant is among them),
-     * so no cast (its zero bits are a constant), and the 1-bit flags share one byte that
-     * the compiler can fill from one container of metadata flags. */
+    /* Laid out for bridge_to_egress, which copies these from metadata in one action: a
+     * Tofino ALU writes a container from at most two sources (one if a constant is among
+     * them), so no cast (its zero bits are a constant), and the 1-bit flags share one byte
+     * that a constant table fills from one container of metadata flags. */
     bit<1>  to_worker;
     bit<1>  multicast;
     bit<1>  sim_random;
-    bit<1>  harvest;            /* the packet goes to its second pass (harvest_t follows) */
+    bit<1>  harvest;            /* the packet goes to its second pass (the harvest port) */
     bit<4>  pad;
     bit<8>  dest_rank;          /* unicast replies: the sender; multicast: from the rid */
     bit<8>  job_index;
     bit<7>  pad2;
-    bit<9>  ingress_port;       /* a flooded copy is not sent back out of it */
-    bit<16> sim_egress_threshold;
-    bit<32> sim_seed;
-    bit<32> sim_sequence;
-}
-#endif
-
-/* A RESULT with values leaves ingress once to read the low lanes of its pairs: a Tofino
- * ALU returns one value, so the contribution pass returns the high lanes and a second pass
- * (recirculation) reads the low ones. It carries where the result goes afterwards. Only
- * packets that complete a round, or ask for a cached result, take the second pass. */
-#ifndef P4REDUCE_TNA_HARVEST
-#define P4REDUCE_TNA_HARVEST
-header harvest_t {
-    /* laid out as bridge_t (see there); the pool slot rather than the register index, so
-     * the harvest pass computes the index as admission does */
-    bit<7>  pad;
-    bit<9>  reply_port;         /* unicast replies: the sender's port */
-    bit<1>  multicast;
-    bit<1>  sim_random;
-    bit<6>  pad2;
-    bit<8>  job_index;
-    bit<16> mcast_grp;
-    bit<32> pool_slot;
+    bit<9>  ingress_port;       /* a flooded copy is not sent back out of it; the harvest
+                                   pass unicasts a cached result back out of it */
+    bit<16> mcast_grp;          /* the harvest pass multicasts a completed round here */
+    bit<16> pool_slot;          /* the harvest pass reads the low lanes of this slot */
     bit<16> sim_egress_threshold;
     bit<32> sim_seed;
     bit<32> sim_sequence;
@@ -54,4 +37,8 @@ const bit<9> HARVEST_PORT = 68;
 #endif
 #endif
 
-#define P4REDUCE_ARCH_HEADERS bridge_t bridge; harvest_t harvest;
+#define P4REDUCE_ARCH_HEADERS bridge_t bridge;
+/* The pool slot and the register index (pool_slot * 2 + slot_version < 2048) in 16 bits:
+ * TNA uses these instead of metadata_t's 32-bit pool_slot and slot_index (v1model's), which
+ * would take PHV containers the value lanes need. */
+#define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;

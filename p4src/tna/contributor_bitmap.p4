@@ -5,17 +5,22 @@
 #define P4REDUCE_TNA_CONTRIBUTOR_BITMAP_P4
 
 control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
-    Register<bit<32>, bit<32>>(POOL_SLOTS, 0) slot_epoch;
-    Register<pair_t, bit<32>>(POOL_SLOTS, {0, 0}) bitmap;
-    REGISTER_ACTION(bit<32>, bit<32>, slot_epoch, epoch_step, SLOT_EPOCH_BODY)
-    PAIR_ACTION(bit<32>, bitmap, version_0_step, BITMAP_BODY(lo, hi))
-    PAIR_ACTION(bit<32>, bitmap, version_1_step, BITMAP_BODY(hi, lo))
+    Register<bit<32>, bit<16>>(POOL_SLOTS, 0) slot_epoch;
+    Register<pair_t, bit<16>>(POOL_SLOTS, {0, 0}) bitmap;
+    /* one step per FLAG_CONTINUED case, so that the ALU reads two 32-bit inputs (the
+     * epoch and epoch_lost), not a third that selects between them */
+    REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, epoch_step, SLOT_EPOCH_BODY(hdr.p4r.epoch))
+    REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, continued_epoch_step,
+                    SLOT_EPOCH_BODY(meta.epoch_lost))
+    PAIR_ACTION(bit<16>, bitmap, version_0_step, BITMAP_BODY(lo, hi))
+    PAIR_ACTION(bit<16>, bitmap, version_1_step, BITMAP_BODY(hi, lo))
 
     bit<32> stored_epoch;
     bit<32> mine;
-    bit<32> seen;           /* mine & rank_bit, computed in an action: a gateway cannot AND fields */
+    /* mine & rank_bit, computed in an action (a gateway cannot AND two fields), in place:
+     * mine is not read afterwards */
     action check_seen() {
-        seen = mine & meta.rank_bit;
+        mine = mine & meta.rank_bit;
     }
 
     action set_rank_bit(bit<32> rank_bit) {
@@ -32,11 +37,10 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         rank_bit.apply();
         meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
         if (hdr.p4r.flags[3:3] == 1) {              /* FLAG_CONTINUED */
-            meta.epoch_on_mismatch = meta.epoch_lost;
+            stored_epoch = continued_epoch_step.execute(meta.pool_slot_16);
         } else {
-            meta.epoch_on_mismatch = hdr.p4r.epoch;
+            stored_epoch = epoch_step.execute(meta.pool_slot_16);
         }
-        stored_epoch = epoch_step.execute(meta.pool_slot);
         meta.same_epoch = 0;
         meta.state_lost = 0;
         if (stored_epoch == hdr.p4r.epoch) {
@@ -45,9 +49,9 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             meta.state_lost = 1;
         }
         if (hdr.p4r.slot_version == 0) {
-            mine = version_0_step.execute(meta.pool_slot);
+            mine = version_0_step.execute(meta.pool_slot_16);
         } else {
-            mine = version_1_step.execute(meta.pool_slot);
+            mine = version_1_step.execute(meta.pool_slot_16);
         }
         if (meta.same_epoch == 0) {
             mine = 0;
@@ -56,12 +60,12 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         if (mine == 0) {
             meta.first = 1;
         }
+        meta.contributors = mine | meta.rank_bit;
         meta.duplicate = 0;
         check_seen();
-        if (seen != 0) {
+        if (mine != 0) {
             meta.duplicate = 1;
         }
-        meta.contributors = mine | meta.rank_bit;
     }
 }
 #endif

@@ -12,9 +12,9 @@ control DropSimulator(inout headers_t hdr, inout metadata_t meta) {
     Random<bit<16>>() roll_random;
     bit<16> sim_ingress_threshold;
     bit<16> roll;
-    bit<16> below;          /* threshold |-| roll: not 0 exactly when roll < threshold */
+    /* roll becomes threshold |-| roll: not 0 exactly when roll < threshold */
     action compare_roll() {
-        below = sim_ingress_threshold |-| roll;
+        roll = sim_ingress_threshold |-| roll;
     }
 
     action simulate_loss(bit<16> ingress_threshold, bit<16> egress_threshold,
@@ -46,7 +46,7 @@ control DropSimulator(inout headers_t hdr, inout metadata_t meta) {
                 roll = roll_hash.get({ meta.sim_seed, meta.sim_sequence });
             }
             compare_roll();         /* a gateway cannot compare two fields (<) */
-            if (below != 0) {
+            if (roll != 0) {
                 meta.sim_drop = 1;
                 simulated_drops_ingress.count(meta.job_index);
             }

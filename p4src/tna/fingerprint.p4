@@ -5,21 +5,21 @@
 #define P4REDUCE_TNA_FINGERPRINT_P4
 
 control Fingerprint(inout headers_t hdr, inout metadata_t meta) {
-    Register<bit<32>, bit<32>>(SLOT_ENTRIES, 0) fingerprint_min;
-    Register<bit<32>, bit<32>>(SLOT_ENTRIES, 0) fingerprint_max;
-    REGISTER_ACTION(bit<32>, bit<32>, fingerprint_min, min_step, FINGERPRINT_MIN_BODY)
-    REGISTER_ACTION(bit<32>, bit<32>, fingerprint_max, max_step, FINGERPRINT_MAX_BODY)
-    REGISTER_ACTION(bit<32>, bit<32>, fingerprint_min, read_min_step, READ_BODY)
-    REGISTER_ACTION(bit<32>, bit<32>, fingerprint_max, read_max_step, READ_BODY)
+    Register<bit<32>, bit<16>>(SLOT_ENTRIES, 0) fingerprint_min;
+    Register<bit<32>, bit<16>>(SLOT_ENTRIES, 0) fingerprint_max;
+    REGISTER_ACTION(bit<32>, bit<16>, fingerprint_min, min_step, FINGERPRINT_MIN_BODY)
+    REGISTER_ACTION(bit<32>, bit<16>, fingerprint_max, max_step, FINGERPRINT_MAX_BODY)
+    REGISTER_ACTION(bit<32>, bit<16>, fingerprint_min, read_min_step, READ_BODY)
+    REGISTER_ACTION(bit<32>, bit<16>, fingerprint_max, read_max_step, READ_BODY)
 
     apply {
         if (hdr.fingerprint.isValid()) {
             if (meta.duplicate == 0) {
-                hdr.fingerprint.fingerprint_min = min_step.execute(meta.slot_index);
-                hdr.fingerprint.fingerprint_max = max_step.execute(meta.slot_index);
+                hdr.fingerprint.fingerprint_min = min_step.execute(meta.slot_index_16);
+                hdr.fingerprint.fingerprint_max = max_step.execute(meta.slot_index_16);
             } else {
-                hdr.fingerprint.fingerprint_min = read_min_step.execute(meta.slot_index);
-                hdr.fingerprint.fingerprint_max = read_max_step.execute(meta.slot_index);
+                hdr.fingerprint.fingerprint_min = read_min_step.execute(meta.slot_index_16);
+                hdr.fingerprint.fingerprint_max = read_max_step.execute(meta.slot_index_16);
             }
         }
     }

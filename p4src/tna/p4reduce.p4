@@ -9,6 +9,7 @@
 #include <tna.p4>
 #endif
 #include "bridge.p4"
+#include "values.p4"
 #include "../common/headers.p4"
 #include "../common/bodies/contributor_bitmap.p4"
 #include "../common/bodies/round_counter.p4"
@@ -20,6 +21,7 @@
 #include "register_step.p4"
 #include "parser.p4"
 #include "validation.p4"
+#include "slot_index.p4"
 #include "admission.p4"
 #include "drop_simulator.p4"
 #include "contributor_bitmap.p4"
@@ -35,20 +37,50 @@
  * Result validate values and round_status in actions: said here, so that they share PHV
  * containers (the 64 value lanes alone take 2048 of Tofino 1's 4096 bits of PHV). An ARP
  * frame carries no p4reduce header; a packet carries values, or a fingerprint (ANNOUNCE),
- * or a round status (STATUS: make_status invalidates the other two); only RESULTs with
- * values take the harvest pass. */
-@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.values")
+ * or a round status (STATUS: make_status invalidates the other two). */
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.values_0")
+@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.values_1")
 @pa_mutually_exclusive("ingress", "hdr.arp", "hdr.fingerprint")
 @pa_mutually_exclusive("ingress", "hdr.arp", "hdr.round_status")
-@pa_mutually_exclusive("ingress", "hdr.arp", "hdr.harvest")
 @pa_mutually_exclusive("ingress", "hdr.arp", "hdr.ipv4")
 @pa_mutually_exclusive("ingress", "hdr.arp", "hdr.udp")
 @pa_mutually_exclusive("ingress", "hdr.arp", "hdr.p4r")
-@pa_mutually_exclusive("ingress", "hdr.values", "hdr.fingerprint")
-@pa_mutually_exclusive("ingress", "hdr.values", "hdr.round_status")
+@pa_mutually_exclusive("ingress", "hdr.values_0", "hdr.fingerprint")
+@pa_mutually_exclusive("ingress", "hdr.values_0", "hdr.round_status")
+@pa_mutually_exclusive("ingress", "hdr.values_1", "hdr.fingerprint")
+@pa_mutually_exclusive("ingress", "hdr.values_1", "hdr.round_status")
 @pa_mutually_exclusive("ingress", "hdr.fingerprint", "hdr.round_status")
-@pa_mutually_exclusive("ingress", "hdr.harvest", "hdr.fingerprint")
-@pa_mutually_exclusive("ingress", "hdr.harvest", "hdr.round_status")
+/* What ingress bridges to egress lives in the bridge header only: bf-p4c aliases a field
+ * copied into a header in the action that validates it by itself, but not in a header the
+ * parser may extract too (the harvest pass reads this one back), so said here. */
+@pa_alias("ingress", "meta.dest_rank", "hdr.bridge.dest_rank")
+@pa_alias("ingress", "meta.job_index", "hdr.bridge.job_index")
+@pa_alias("ingress", "meta.mcast_grp", "hdr.bridge.mcast_grp")
+@pa_alias("ingress", "meta.pool_slot_16", "hdr.bridge.pool_slot")
+@pa_alias("ingress", "meta.sim_egress_threshold", "hdr.bridge.sim_egress_threshold")
+@pa_alias("ingress", "meta.sim_seed", "hdr.bridge.sim_seed")
+@pa_alias("ingress", "meta.sim_sequence", "hdr.bridge.sim_sequence")
+/* The job id apart from the first 16 bits of the p4reduce header, which the header-writing
+ * actions rewrite but for slot_version (a write must leave one contiguous part of a
+ * container alone). */
+@pa_container_size("ingress", "hdr.p4r.job", 16)
+/* Value lanes in containers of their size: left to itself, bf-p4c (9.13.4) spreads lanes
+ * over 8-bit containers and then has none left for the 8-bit fields. Tofino 1 gives ingress
+ * at most 48 of its 64 32-bit containers (egress needs a group of 16), so half the lanes
+ * take 32-bit containers and half take two 16-bit ones. */
+#define P4REDUCE_STR(x) #x
+#define LANE_IN_32(i) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_0.v##i), 32)
+#define LANE_IN_16(i) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_1.v##i), 16)
+#define LANE_IN_8(i) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_1.v##i), 8)
+FOR_EACH_LANE_0(LANE_IN_32)
+LANE_IN_8(32) LANE_IN_8(33) LANE_IN_8(34) LANE_IN_8(35)
+LANE_IN_8(36) LANE_IN_8(37) LANE_IN_8(38) LANE_IN_8(39)
+LANE_IN_16(40) LANE_IN_16(41) LANE_IN_16(42) LANE_IN_16(43)
+LANE_IN_16(44) LANE_IN_16(45) LANE_IN_16(46) LANE_IN_16(47)
+LANE_IN_16(48) LANE_IN_16(49) LANE_IN_16(50) LANE_IN_16(51)
+LANE_IN_16(52) LANE_IN_16(53) LANE_IN_16(54) LANE_IN_16(55)
+LANE_IN_16(56) LANE_IN_16(57) LANE_IN_16(58) LANE_IN_16(59)
+LANE_IN_16(60) LANE_IN_16(61) LANE_IN_16(62) LANE_IN_16(63)
 control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                         in ingress_intrinsic_metadata_t ig_intr_md,
                         in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -67,6 +99,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     NextBlock() next_block;
     Result() result;
     Forwarding() forwarding;
+    SlotIndex() harvest_slot;
 
     action drop_counted(bit<32> reason) {
         drops.count(reason);
@@ -89,6 +122,8 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         hdr.bridge.sim_egress_threshold = meta.sim_egress_threshold;
         hdr.bridge.sim_seed = meta.sim_seed;
         hdr.bridge.sim_sequence = meta.sim_sequence;
+        hdr.bridge.mcast_grp = meta.mcast_grp;
+        hdr.bridge.pool_slot = meta.pool_slot_16;
     }
     action bridge_fields() {
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
@@ -115,6 +150,17 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     action bridge_harvest() {
         hdr.bridge.harvest = 1;
     }
+    /* the harvest pass: the bridge header it arrived with goes on to egress as it is, but
+     * for the flag that sent it here */
+    action end_harvest() {
+        hdr.bridge.harvest = 0;
+    }
+    action harvest_multicast() {
+        ig_tm_md.mcast_grp_a = hdr.bridge.mcast_grp;
+    }
+    action harvest_unicast() {
+        ig_tm_md.ucast_egress_port = hdr.bridge.ingress_port;
+    }
 
     /* ValueAggregation is applied once, for both passes: a control applied twice is
      * inlined with a copy of every header in and out of each call (the frontend cannot
@@ -123,6 +169,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     bit<1> harvest_pass;
     bit<1> aggregate;
     bit<1> reply;
+    bit<1> to_harvest;
     /* "addressed to the switch": a gateway cannot compare two 32-bit fields, so their xor */
     bit<32> dst_diff;
     bit<1> to_switch;
@@ -140,21 +187,17 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         harvest_pass = 0;
         aggregate = 0;
         reply = 0;
+        to_harvest = 0;
         if (ig_prsr_md.parser_err != 0) {
             meta.parser_error = 1;
         }
         identity.apply(hdr, meta);
-        if (hdr.harvest.isValid()) {
-            /* second pass of a RESULT with values: the low lanes, then its destination */
+        if (hdr.bridge.isValid()) {
+            /* second pass of a RESULT with values (the bridge header came back with it):
+             * the low lanes, then its destination */
             harvest_pass = 1;
             aggregate = 1;
-            meta.pool_slot = hdr.harvest.pool_slot;
-            meta.slot_index = hdr.harvest.pool_slot[30:0] ++ hdr.p4r.slot_version;
-            meta.job_index = hdr.harvest.job_index;
-            meta.sim_egress_threshold = hdr.harvest.sim_egress_threshold;
-            meta.sim_seed = hdr.harvest.sim_seed;
-            meta.sim_sequence = hdr.harvest.sim_sequence;
-            meta.sim_random = hdr.harvest.sim_random;
+            harvest_slot.apply(meta, hdr.p4r.slot_version);   /* pool_slot_16 is the bridge's */
         } else {
             compare_dst();
             to_switch = 0;
@@ -195,23 +238,24 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             value_aggregation.apply(hdr, meta, harvest_pass);
         }
         if (harvest_pass == 1) {
-            meta.to_worker = 1;
-            if (hdr.harvest.multicast == 1) {
-                meta.multicast = 1;
-                ig_tm_md.mcast_grp_a = hdr.harvest.mcast_grp;
+            /* to_worker, multicast, dest_rank and the drop simulator's fields are in the
+             * bridge header since the first pass */
+            end_harvest();
+            if (hdr.bridge.multicast == 1) {
+                harvest_multicast();
             } else {
-                meta.dest_rank = hdr.p4r.rank;
-                ig_tm_md.ucast_egress_port = hdr.harvest.reply_port;
+                harvest_unicast();
             }
-            hdr.harvest.setInvalid();
-        } else if (reply == 1) {
-            result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
-        }
-        bridge_to_egress();
-        bridge_fields();
-        bridge_flags.apply();
-        if (hdr.harvest.isValid()) {
-            bridge_harvest();
+        } else {
+            if (reply == 1) {
+                result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md, to_harvest);
+            }
+            bridge_to_egress();
+            bridge_fields();
+            bridge_flags.apply();
+            if (to_harvest == 1) {
+                bridge_harvest();
+            }
         }
     }
 }
@@ -220,6 +264,10 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
  * 16-bit containers leave every 8-bit group to ingress, where the value lanes leave the
  * least room. */
 @pa_container_size("egress", "hdr.bridge.dest_rank", 16)
+@pa_container_size("egress", "hdr.bridge.to_worker", 16)
+@pa_container_size("egress", "hdr.bridge.multicast", 16)
+@pa_container_size("egress", "hdr.bridge.sim_random", 16)
+@pa_container_size("egress", "hdr.bridge.harvest", 16)
 @pa_container_size("egress", "hdr.p4r.rank", 16)
 @pa_container_size("egress", "eg_intr_md.egress_rid", 16)
 control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
@@ -230,14 +278,22 @@ control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
     ResultDestination() result_destination;
     DropSimulatorEgress() drop_simulator_egress;
 
+    action strip_bridge() {
+        hdr.bridge.setInvalid();
+    }
+
     apply {
         if (hdr.bridge.harvest == 1) {
-            /* on its way to the second pass: nothing to address yet */
-        } else if (hdr.bridge.to_worker == 1) {
-            result_destination.apply(hdr, eg_intr_md, eg_dprsr_md);
-            drop_simulator_egress.apply(hdr, eg_intr_md, eg_dprsr_md);
-        } else if (eg_intr_md.egress_port == hdr.bridge.ingress_port) {
-            eg_dprsr_md.drop_ctl = 1;          /* a flooded frame does not go back */
+            /* on its way to the second pass: nothing to address yet; the bridge header
+             * goes with it (the harvest pass reads it) */
+        } else {
+            if (hdr.bridge.to_worker == 1) {
+                result_destination.apply(hdr, eg_intr_md, eg_dprsr_md);
+                drop_simulator_egress.apply(hdr, eg_intr_md, eg_dprsr_md);
+            } else if (eg_intr_md.egress_port == hdr.bridge.ingress_port) {
+                eg_dprsr_md.drop_ctl = 1;          /* a flooded frame does not go back */
+            }
+            strip_bridge();
         }
     }
 }

@@ -20,8 +20,9 @@ parser P4ReduceIngressParser(packet_in pkt, out headers_t hdr, out metadata_t me
             default: parse_ethernet;
         }
     }
+    /* the harvest pass: the bridge header the first pass left in front of the frame */
     state parse_harvest {
-        pkt.extract(hdr.harvest);
+        pkt.extract(hdr.bridge);
         transition parse_ethernet;
     }
     state parse_ethernet {
@@ -74,7 +75,8 @@ parser P4ReduceIngressParser(packet_in pkt, out headers_t hdr, out metadata_t me
         transition accept;
     }
     state parse_values {
-        pkt.extract(hdr.values);
+        pkt.extract(hdr.values_0);
+        pkt.extract(hdr.values_1);
         transition accept;
     }
 }
@@ -97,8 +99,9 @@ control P4ReduceIngressDeparser(packet_out pkt, inout headers_t hdr, in metadata
 parser P4ReduceEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
                             out egress_intrinsic_metadata_t eg_intr_md) {
     /* Only what egress rewrites is parsed: the headers of a packet to a worker. A packet on
-     * its way to the harvest pass and an ordinary forwarded frame go through as payload
-     * (egress PHV is the same pool as ingress PHV, which the value lanes fill). */
+     * its way to the harvest pass (it keeps the bridge header: the harvest pass reads it)
+     * and an ordinary forwarded frame go through as payload (egress PHV is the same pool
+     * as ingress PHV, which the value lanes fill). */
     state start {
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);
@@ -127,6 +130,7 @@ control P4ReduceEgressDeparser(packet_out pkt, inout headers_t hdr, in metadata_
                 hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
                 hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
         }
+        pkt.emit(hdr.bridge);           /* valid only on the way to the harvest pass */
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);

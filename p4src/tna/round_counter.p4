@@ -4,12 +4,12 @@
 #define P4REDUCE_TNA_ROUND_COUNTER_P4
 
 control RoundCounter(inout headers_t hdr, inout metadata_t meta) {
-    Register<bit<8>, bit<32>>(SLOT_ENTRIES, 0) round_count;
-    REGISTER_ACTION(bit<8>, bit<32>, round_count, count_step, ROUND_COUNT_BODY)
+    Register<bit<8>, bit<16>>(SLOT_ENTRIES, 0) round_count;
+    REGISTER_ACTION(bit<8>, bit<16>, round_count, count_step, ROUND_COUNT_BODY)
     bit<8> count;
 
     apply {
-        count = count_step.execute(meta.slot_index);
+        count = count_step.execute(meta.slot_index_16);
         meta.complete = 0;
         meta.round_done = 0;
         if (count == meta.worker_count) {

@@ -1,57 +1,71 @@
 /* Value aggregation on TNA (../v1model/value_aggregation.p4 explains the protocol side).
  * Lanes come in pairs: one Register of pair_t per pair, 32 stateful ALUs for 64 lanes, as
- * SwitchML does; the steps are the shared bodies of ../common/bodies/value_aggregation.p4
- * (LANE_UPDATE, the same arithmetic the v1model program runs per lane). An ALU returns one
- * value: the contribution pass puts each pair's high sum into the packet, and a packet
- * that becomes a RESULT with values takes a second pass (`harvest`) that reads the low
- * halves. int32 overflow is not detected here (an ALU cannot return the sum and the
- * overflow bit of both lanes): see docs/tofino.md for what the TNA program does instead. */
+ * SwitchML does; pair p adds lane p (values_0) and lane p + 32 (values_1). The steps are
+ * the shared bodies of ../common/bodies/value_aggregation.p4 (LANE_UPDATE, the same
+ * arithmetic the v1model program runs per lane). An ALU returns one value: the
+ * contribution pass puts each pair's high sum into the packet, and a packet that becomes a
+ * RESULT with values takes a second pass (`harvest`) that reads the low halves. int32
+ * overflow is not detected here (an ALU cannot return the sum and the overflow bit of both
+ * lanes): see docs/tofino.md for what the TNA program does instead. */
 #ifndef P4REDUCE_TNA_VALUE_AGGREGATION_P4
 #define P4REDUCE_TNA_VALUE_AGGREGATION_P4
-#define LANE_OP_NONE 2w0
-#define LANE_OP_ADD 2w1
-#define LANE_OP_READ_HIGH 2w2
-#define LANE_OP_READ_LOW 2w3
+#define LANE_OP_NONE 3w0
+#define LANE_OP_ADD 3w1
+#define LANE_OP_FIRST 3w2
+#define LANE_OP_READ_HIGH 3w3
+#define LANE_OP_READ_LOW 3w4
 
 control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> harvest) {
     /* What every pair does to this packet: one step per pair's table, as SwitchML's
      * Processor does. bf-p4c allows one stateful ALU operation per action, so each pair has
-     * its own actions and its own (constant) table choosing among them. */
-    bit<2> lane_op;
+     * its own actions and its own (constant) table choosing among them. The first
+     * contributor's step (overwrite) and a later one's (add) are two steps of the same
+     * body: a Tofino ALU reads at most two PHV fields, here the pair's two lanes, so
+     * meta.first chooses the step instead of being read by it. */
+    bit<3> lane_op;
 
 #define LANE_PAIR_STEPS(p, l, h)                                               \
-    Register<pair_t, bit<32>>(SLOT_ENTRIES, {0, 0}) lanes_##p;                 \
-    PAIR_ACTION(bit<32>, lanes_##p, add_##p,                                   \
-                LANE_PAIR_ADD_BODY(hdr.values.v##l, hdr.values.v##h))          \
-    PAIR_ACTION(bit<32>, lanes_##p, read_high_##p, LANE_PAIR_READ_BODY)        \
-    PAIR_ACTION(bit<32>, lanes_##p, read_low_##p, LANE_PAIR_READ_LOW_BODY)     \
+    Register<pair_t, bit<16>>(SLOT_ENTRIES, {0, 0}) lanes_##p;                 \
+    PAIR_ACTION(bit<16>, lanes_##p, first_##p,                                 \
+                LANE_PAIR_ADD_BODY(hdr.values_0.v##l, hdr.values_1.v##h, 1w1)) \
+    PAIR_ACTION(bit<16>, lanes_##p, add_##p,                                   \
+                LANE_PAIR_ADD_BODY(hdr.values_0.v##l, hdr.values_1.v##h, 1w0)) \
+    PAIR_ACTION(bit<16>, lanes_##p, read_high_##p, LANE_PAIR_READ_BODY)        \
+    PAIR_ACTION(bit<16>, lanes_##p, read_low_##p, LANE_PAIR_READ_LOW_BODY)     \
+    action first_values_##p() {                                                \
+        hdr.values_1.v##h = first_##p.execute(meta.slot_index_16);             \
+    }                                                                          \
     action add_values_##p() {                                                  \
-        hdr.values.v##h = add_##p.execute(meta.slot_index);                    \
+        hdr.values_1.v##h = add_##p.execute(meta.slot_index_16);               \
     }                                                                          \
     action read_high_values_##p() {                                            \
-        hdr.values.v##h = read_high_##p.execute(meta.slot_index);              \
+        hdr.values_1.v##h = read_high_##p.execute(meta.slot_index_16);         \
     }                                                                          \
     action read_low_values_##p() {                                             \
-        hdr.values.v##l = read_low_##p.execute(meta.slot_index);               \
+        hdr.values_0.v##l = read_low_##p.execute(meta.slot_index_16);          \
     }                                                                          \
     table pair_##p {                                                           \
         key = { lane_op: exact; }                                              \
-        actions = { add_values_##p; read_high_values_##p; read_low_values_##p; \
-                    NoAction; }                                                \
+        actions = { first_values_##p; add_values_##p; read_high_values_##p;    \
+                    read_low_values_##p; NoAction; }                           \
         const entries = {                                                      \
+            LANE_OP_FIRST: first_values_##p();                                 \
             LANE_OP_ADD: add_values_##p();                                     \
             LANE_OP_READ_HIGH: read_high_values_##p();                         \
             LANE_OP_READ_LOW: read_low_values_##p();                           \
         }                                                                      \
         const default_action = NoAction();                                     \
-        size = 4;                                                              \
+        size = 5;                                                              \
     }
     FOR_EACH_LANE_PAIR(LANE_PAIR_STEPS)
 
     action zero_values() {
-        hdr.values.setValid();
-#define LANE_ZERO(i) hdr.values.v##i = 0;
-        FOR_EACH_LANE(LANE_ZERO)
+        hdr.values_0.setValid();
+        hdr.values_1.setValid();
+#define LANE_ZERO_0(i) hdr.values_0.v##i = 0;
+#define LANE_ZERO_1(i) hdr.values_1.v##i = 0;
+        FOR_EACH_LANE_0(LANE_ZERO_0)
+        FOR_EACH_LANE_1(LANE_ZERO_1)
     }
 
     apply {
@@ -66,11 +80,15 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> h
                 lane_op = LANE_OP_READ_HIGH;
             }
         } else if (hdr.p4r.msg_type == MSG_DATA) {
-            lane_op = LANE_OP_ADD;
+            if (meta.first == 1) {
+                lane_op = LANE_OP_FIRST;
+            } else {
+                lane_op = LANE_OP_ADD;
+            }
         } else if (hdr.p4r.msg_type == MSG_SKIP) {
             if (meta.first == 1) {
                 zero_values();
-                lane_op = LANE_OP_ADD;
+                lane_op = LANE_OP_FIRST;
             } else if (meta.complete == 1) {
                 zero_values();
                 lane_op = LANE_OP_READ_HIGH;

@@ -35,7 +35,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         continued = ((hdr.p4r.flags & FLAG_CONTINUED) != 0) ? 1w1 : 1w0;
         meta.epoch_on_mismatch = (continued == 1) ? meta.epoch_lost : hdr.p4r.epoch;
         meta.rank_bit = 32w1 << hdr.p4r.rank;
-        REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, stored_epoch, SLOT_EPOCH_BODY)
+        REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, stored_epoch, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
         meta.same_epoch = (stored_epoch == hdr.p4r.epoch) ? 1w1 : 1w0;
         meta.state_lost = (stored_epoch == meta.epoch_lost
                            || (stored_epoch != hdr.p4r.epoch && continued == 1)) ? 1w1 : 1w0;

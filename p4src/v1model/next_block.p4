@@ -17,7 +17,7 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
 
     action take_minimum() {
         meta.announced_key = hdr.p4r.next_block[23:0] ++ (~hdr.p4r.next_exponent);
-        REGISTER_STEP(next_key, meta.slot_index, bit<32>, meta.next_key, NEXT_KEY_BODY)
+        REGISTER_STEP(next_key, meta.slot_index, bit<32>, meta.next_key, NEXT_KEY_BODY(meta.announced_key))
     }
     action read_minimum() {
         REGISTER_STEP(next_key, meta.slot_index, bit<32>, meta.next_key, READ_BODY)

@@ -10,12 +10,14 @@
 #define P4REDUCE_BODIES_CONTRIBUTOR_BITMAP_P4
 
 /* Slot epoch (bit<32> per pool slot). rv = the epoch stored before this packet. The slot
- * keeps its epoch, or its epoch marked lost; another epoch is replaced by this packet's --
- * marked lost when the packet is CONTINUED (meta.epoch_on_mismatch says which). */
-#define SLOT_EPOCH_BODY                                                        \
+ * keeps its epoch, or its epoch marked lost; another epoch is replaced by ON_MISMATCH: this
+ * packet's epoch, marked lost when the packet is CONTINUED. (v1model passes
+ * meta.epoch_on_mismatch, which it computes; TNA has one step per case, hdr.p4r.epoch and
+ * meta.epoch_lost, so that a stateful ALU reads two 32-bit inputs, not three.) */
+#define SLOT_EPOCH_BODY(ON_MISMATCH)                                           \
     rv = value;                                                                \
     if (value != hdr.p4r.epoch && value != meta.epoch_lost) {                  \
-        value = meta.epoch_on_mismatch;                                        \
+        value = ON_MISMATCH;                                                   \
     }
 
 /* Bitmaps of both versions of a pool slot (pair_t: lo = version 0, hi = version 1); MINE is

@@ -2,7 +2,10 @@
  * contributor_bitmap.p4 for what a body is.
  *
  * LANE_UPDATE is a lane's arithmetic, written once: the first contributor of a round
- * overwrites (a SKIP contributes zeros), later ones add. A stateful ALU of a Tofino-class
+ * (FIRST == 1) overwrites (a SKIP contributes zeros), later ones add. v1model passes
+ * meta.first; TNA has one step with FIRST = 1 and one with FIRST = 0 and chooses between
+ * them by table, because a Tofino stateful ALU takes at most two PHV inputs and the two
+ * lanes of a pair are already two (SwitchML's write_read1/sum_read1). A stateful ALU of a Tofino-class
  * switch updates both 32-bit halves of one cell at once, so the TNA program keeps lanes in
  * pairs (pair_t cells, SwitchML's layout: 64 lanes in 32 ALUs) and runs LANE_PAIR_ADD_BODY;
  * bmv2 pays per primitive and per expression node, so the v1model program keeps one lane
@@ -11,16 +14,16 @@
  * lane's sum there, and the low halves are read in a second pass. */
 #ifndef P4REDUCE_BODIES_VALUE_AGGREGATION_P4
 #define P4REDUCE_BODIES_VALUE_AGGREGATION_P4
-#define LANE_UPDATE(CELL, IN)                                                  \
-    CELL = (meta.first == 1) ? IN : CELL + IN;
+#define LANE_UPDATE(CELL, IN, FIRST)                                           \
+    CELL = (FIRST == 1) ? IN : CELL + IN;
 
 #define LANE_ADD_BODY(IN)                                                      \
-    LANE_UPDATE(value, IN)                                                     \
+    LANE_UPDATE(value, IN, meta.first)                                         \
     rv = value;
 
-#define LANE_PAIR_ADD_BODY(IN_LO, IN_HI)                                       \
-    LANE_UPDATE(value.lo, IN_LO)                                               \
-    LANE_UPDATE(value.hi, IN_HI)                                               \
+#define LANE_PAIR_ADD_BODY(IN_LO, IN_HI, FIRST)                                \
+    LANE_UPDATE(value.lo, IN_LO, FIRST)                                        \
+    LANE_UPDATE(value.hi, IN_HI, FIRST)                                        \
     rv = value.hi;
 
 #define LANE_PAIR_READ_BODY                                                    \
