@@ -56,6 +56,11 @@ const bit<16> IPV4_LEN_WITH_STATUS      = 20 + UDP_LEN_WITH_STATUS;
  * state file lives): 1..2^31-1. A slot whose epoch register holds epoch | EPOCH_LOST lost
  * that job's state and answers every packet of the job with FLAG_STATE_LOST. */
 const bit<32> EPOCH_LOST = 0x80000000;
+/* What a slot's epoch step returns (common/bodies/contributor_bitmap.p4): the slot holds
+ * this packet's epoch, or this epoch marked lost, or another epoch (replaced). */
+const bit<32> EPOCH_SAME = 0;
+const bit<32> EPOCH_MARKED_LOST = 1;
+const bit<32> EPOCH_OTHER = 2;
 
 /* State budget: POOL_SLOTS aggregation slots, each with two versions (shadow copies). */
 #define POOL_SLOTS 1024

@@ -2,8 +2,12 @@
 #ifndef P4REDUCE_TNA_ADMISSION_P4
 #define P4REDUCE_TNA_ADMISSION_P4
 
+/* The lookup and the comparisons run for every packet that is not a harvest pass (they
+ * only read the packet and the entry, so they take the first MAU stages); what they mean --
+ * the counters, the register index -- only for a well-formed p4reduce packet addressed to
+ * the switch (dst_diff == 0: its IPv4 destination xor the switch's). */
 control Admission(inout headers_t hdr, inout metadata_t meta,
-                  in ingress_intrinsic_metadata_t ig_intr_md) {
+                  in ingress_intrinsic_metadata_t ig_intr_md, in bit<32> dst_diff) {
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) slot_out_of_range;
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) wrong_encoding;
 
@@ -39,27 +43,30 @@ control Admission(inout headers_t hdr, inout metadata_t meta,
      * computed in an action (slot < slot_count as a saturating difference, the encoding
      * flag against the job's as an xor). */
     SlotIndex() slot_index;
-    bit<1> encoding_differs;
-    /* slot_count becomes the slots left from this packet's slot on (not read afterwards) */
+    /* slot_count becomes the slots left from this packet's slot on (not read afterwards):
+     * the slot is in range exactly when it is not 0 */
     action compare_slot() {
         meta.slot_count = meta.slot_count |-| hdr.p4r.slot;
-        encoding_differs = hdr.p4r.flags[5:5] ^ meta.encoding;
+        meta.encoding_differs = hdr.p4r.flags[5:5] ^ meta.encoding;
+        meta.pool_slot_16 = meta.slot_base + hdr.p4r.slot;
     }
 
     apply {
+        meta.admitted = 0;
         admission.apply();
-        meta.slot_in_range = 0;
         compare_slot();
-        if (meta.admitted == 1) {
-            if (encoding_differs == 1) {
-                /* FLAG_PACKED disagrees with the job: its values would be added wrongly */
-                wrong_encoding.count(meta.job_index);
-            } else if (meta.slot_count != 0) {
-                meta.slot_in_range = 1;
-                meta.pool_slot_16 = meta.slot_base + hdr.p4r.slot;
-                slot_index.apply(meta, hdr.p4r.slot_version);
-            } else {
-                slot_out_of_range.count(meta.job_index);
+        if (hdr.p4r.isValid() && hdr.ipv4.isValid()) {
+            if (dst_diff == 0) {
+                if (meta.malformed == 0 && meta.admitted == 1) {
+                    if (meta.encoding_differs == 1) {
+                        /* FLAG_PACKED disagrees with the job: its values would be added wrongly */
+                        wrong_encoding.count(meta.job_index);
+                    } else if (meta.slot_count != 0) {
+                        slot_index.apply(meta, hdr.p4r.slot_version);
+                    } else {
+                        slot_out_of_range.count(meta.job_index);
+                    }
+                }
             }
         }
     }

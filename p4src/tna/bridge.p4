@@ -41,4 +41,9 @@ const bit<9> HARVEST_PORT = 68;
 /* The pool slot and the register index (pool_slot * 2 + slot_version < 2048) in 16 bits:
  * TNA uses these instead of metadata_t's 32-bit pool_slot and slot_index (v1model's), which
  * would take PHV containers the value lanes need. */
-#define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;
+/* epoch_verdict: what the slot epoch step returned (EPOCH_SAME, ...), read by the bitmap
+ * step; encoding_differs: FLAG_PACKED disagrees with the job's encoding; sim_keep: the
+ * drop simulator's verdict (0: the packet is lost). Kept as fields rather
+ * than flags derived from them, because every derived flag is one more MAU stage. */
+#define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;                  \
+    bit<32> epoch_verdict; bit<1> encoding_differs; bit<16> sim_keep;

@@ -1,6 +1,8 @@
 /* Contributor bitmap on TNA (../v1model/contributor_bitmap.p4 explains it). The stateful
  * steps are the shared bodies of ../common/bodies/contributor_bitmap.p4 as RegisterActions;
- * 1 << rank comes from a constant table (a Tofino ALU shifts by constants only). */
+ * 1 << rank comes from a constant table (a Tofino ALU shifts by constants only). The epoch
+ * step returns a verdict (EPOCH_SAME, ...) that the bitmap step reads in the next stage;
+ * meta.epoch_lost is computed before (p4reduce.p4), where it costs no stage. */
 #ifndef P4REDUCE_TNA_CONTRIBUTOR_BITMAP_P4
 #define P4REDUCE_TNA_CONTRIBUTOR_BITMAP_P4
 
@@ -12,15 +14,19 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, epoch_step, SLOT_EPOCH_BODY(hdr.p4r.epoch))
     REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, continued_epoch_step,
                     SLOT_EPOCH_BODY(meta.epoch_lost))
-    PAIR_ACTION(bit<16>, bitmap, version_0_step, BITMAP_BODY(lo, hi))
-    PAIR_ACTION(bit<16>, bitmap, version_1_step, BITMAP_BODY(hi, lo))
+    PAIR_ACTION(bit<16>, bitmap, version_0_step,
+                BITMAP_BODY(lo, hi, meta.epoch_verdict == EPOCH_SAME))
+    PAIR_ACTION(bit<16>, bitmap, version_1_step,
+                BITMAP_BODY(hi, lo, meta.epoch_verdict == EPOCH_SAME))
 
-    bit<32> stored_epoch;
     bit<32> mine;
     /* mine & rank_bit, computed in an action (a gateway cannot AND two fields), in place:
      * mine is not read afterwards */
     action check_seen() {
         mine = mine & meta.rank_bit;
+    }
+    action set_contributors() {
+        meta.contributors = mine | meta.rank_bit;
     }
 
     action set_rank_bit(bit<32> rank_bit) {
@@ -35,32 +41,29 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
 
     apply {
         rank_bit.apply();
-        meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
         if (hdr.p4r.flags[3:3] == 1) {              /* FLAG_CONTINUED */
-            stored_epoch = continued_epoch_step.execute(meta.pool_slot_16);
+            meta.epoch_verdict = continued_epoch_step.execute(meta.pool_slot_16);
         } else {
-            stored_epoch = epoch_step.execute(meta.pool_slot_16);
-        }
-        meta.same_epoch = 0;
-        meta.state_lost = 0;
-        if (stored_epoch == hdr.p4r.epoch) {
-            meta.same_epoch = 1;
-        } else if (stored_epoch == meta.epoch_lost || hdr.p4r.flags[3:3] == 1) {
-            meta.state_lost = 1;
+            meta.epoch_verdict = epoch_step.execute(meta.pool_slot_16);
         }
         if (hdr.p4r.slot_version == 0) {
             mine = version_0_step.execute(meta.pool_slot_16);
         } else {
             mine = version_1_step.execute(meta.pool_slot_16);
         }
-        if (meta.same_epoch == 0) {
-            mine = 0;
+        meta.same_epoch = 0;
+        meta.state_lost = 0;
+        if (meta.epoch_verdict == EPOCH_SAME) {
+            meta.same_epoch = 1;
+        } else if (meta.epoch_verdict == EPOCH_MARKED_LOST || hdr.p4r.flags[3:3] == 1) {
+            meta.state_lost = 1;
         }
+        /* the bitmap step returned 0 for a slot whose epoch changed */
         meta.first = 0;
         if (mine == 0) {
             meta.first = 1;
         }
-        meta.contributors = mine | meta.rank_bit;
+        set_contributors();
         meta.duplicate = 0;
         check_seen();
         if (mine != 0) {

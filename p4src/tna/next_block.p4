@@ -1,9 +1,11 @@
 /* Next block on TNA (../v1model/next_block.p4 explains it); the stateful steps are the
  * shared bodies of ../common/bodies/. The key (next_block[23:0] ++ ~next_exponent) is built
  * in the packet's next_block field and the round's minimum comes back into it: a packet
- * that runs NextBlock is dropped (an incomplete round) or becomes a RESULT, whose
- * make_result (result.p4) turns the key back into next_block and next_exponent. So no PHV
- * holds the key twice. */
+ * that runs NextBlock is dropped (an incomplete round), or becomes a RESULT, whose
+ * make_result (result.p4) turns the key back into next_block and next_exponent, or a STATUS,
+ * whose make_status shifts its own key back (next_block[31:24] is 0 by validation). So no
+ * PHV holds the key twice. The read of a completed round's key (a retransmission) waits
+ * for the round count; nothing else does. */
 #ifndef P4REDUCE_TNA_NEXT_BLOCK_P4
 #define P4REDUCE_TNA_NEXT_BLOCK_P4
 
@@ -20,7 +22,7 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
         make_key();
         if (meta.duplicate == 0) {
             hdr.p4r.next_block = minimum_step.execute(meta.slot_index_16);
-        } else {
+        } else if (meta.round_done == 1) {
             hdr.p4r.next_block = read_step.execute(meta.slot_index_16);
         }
     }

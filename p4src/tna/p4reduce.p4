@@ -172,7 +172,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     bit<1> to_harvest;
     /* "addressed to the switch": a gateway cannot compare two 32-bit fields, so their xor */
     bit<32> dst_diff;
-    bit<1> to_switch;
+    bit<1> forward;
     action compare_dst() {
         dst_diff = hdr.ipv4.dst_addr ^ meta.switch_ip;
     }
@@ -187,6 +187,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         harvest_pass = 0;
         aggregate = 0;
         reply = 0;
+        forward = 0;
         to_harvest = 0;
         if (ig_prsr_md.parser_err != 0) {
             meta.parser_error = 1;
@@ -199,38 +200,44 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             aggregate = 1;
             harvest_slot.apply(meta, hdr.p4r.slot_version);   /* pool_slot_16 is the bridge's */
         } else {
+            /* Everything that only reads the packet runs first, for every packet (the
+             * admission and drop-simulator lookups, the validation rules, the address
+             * comparison); the decisions below read their results. A stateful step can
+             * then run in the fourth MAU stage instead of after a chain of flags. */
             compare_dst();
-            to_switch = 0;
-            if (hdr.ipv4.isValid() && dst_diff == 0) {
-                to_switch = 1;
-            }
-            validation.apply(hdr, meta, to_switch);
-            if (meta.malformed == 1) {
+            meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
+            validation.apply(hdr, meta);
+            admission.apply(hdr, meta, ig_intr_md, dst_diff);
+            drop_simulator.apply(hdr, meta, dst_diff);
+            if (meta.parser_error == 1 || meta.checksum_error == 1) {
                 drop_counted(DROP_MALFORMED);
-            } else if (hdr.p4r.isValid() && to_switch == 1) {
-                admission.apply(hdr, meta, ig_intr_md);
-                if (meta.admitted == 0) {
-                    drop_counted(DROP_UNADMITTED);
-                } else if (meta.slot_in_range == 0) {
-                    ig_dprsr_md.drop_ctl = 1;      /* counted per job by admission */
-                } else {
-                    drop_simulator.apply(hdr, meta);
-                    if (meta.sim_drop == 1) {
-                        ig_dprsr_md.drop_ctl = 1;
+            } else if (hdr.ipv4.isValid() && dst_diff == 0) {
+                if (meta.malformed == 1) {
+                    drop_counted(DROP_MALFORMED);
+                } else if (hdr.p4r.isValid()) {
+                    if (meta.admitted == 0) {
+                        drop_counted(DROP_UNADMITTED);
+                    } else if (meta.encoding_differs == 1 || meta.slot_count == 0) {
+                        ig_dprsr_md.drop_ctl = 1;  /* counted per job by admission */
+                    } else if (meta.sim_keep == 0) {
+                        ig_dprsr_md.drop_ctl = 1;  /* counted by the drop simulator */
                     } else {
                         contributor_bitmap.apply(hdr, meta);
                         if (meta.state_lost == 0) {
                             round_counter.apply(hdr, meta);
-                            if (meta.duplicate == 0 || meta.round_done == 1) {
-                                fingerprint.apply(hdr, meta);
-                                next_block.apply(hdr, meta);
-                                aggregate = 1;
-                            }
+                            fingerprint.apply(hdr, meta);
+                            next_block.apply(hdr, meta);
+                            aggregate = 1;
                         }
                         reply = 1;
                     }
+                } else {
+                    forward = 1;
                 }
             } else {
+                forward = 1;
+            }
+            if (forward == 1) {
                 forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
             }
         }

@@ -40,6 +40,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.protocol = PROTOCOL_VERSION;
         hdr.p4r.msg_type = MSG_STATUS;
         hdr.p4r.flags = 0;
+        hdr.p4r.next_block = hdr.p4r.next_block >> 8;      /* NextBlock's key: back to the block */
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         hdr.values_0.setInvalid();

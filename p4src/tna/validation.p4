@@ -1,18 +1,20 @@
-/* Validation on TNA (../v1model/validation.p4 has the rules). Difference: a TNA ingress
+/* Validation on TNA (../v1model/validation.p4 has the rules). Differences: a TNA ingress
  * has no frame length, so trailing bytes beyond the IPv4 length cannot be seen here; the
- * IPv4 and UDP lengths are still checked, and only parsed fields are ever aggregated. */
+ * IPv4 and UDP lengths are still checked, and only parsed fields are ever aggregated. The
+ * rules are evaluated for every IPv4 packet, and p4reduce.p4 acts on the verdict only for a
+ * packet addressed to the switch (as v1model): so the verdict does not wait for the address
+ * comparison, a stage later. */
 #ifndef P4REDUCE_TNA_VALIDATION_P4
 #define P4REDUCE_TNA_VALIDATION_P4
 
-control Validation(inout headers_t hdr, inout metadata_t meta, in bit<1> to_switch) {
+control Validation(inout headers_t hdr, inout metadata_t meta) {
     /* The rules of ../v1model/validation.p4, as conditions a Tofino gateway can evaluate:
-     * each compares fields with constants and reads at most 4 bytes (+12 bits), and
-     * "addressed to the switch" (an xor of two addresses) comes in as to_switch. */
+     * each compares fields with constants and reads at most 4 bytes (+12 bits). */
     apply {
         meta.malformed = 0;
         if (meta.parser_error == 1 || meta.checksum_error == 1) {
             meta.malformed = 1;
-        } else if (to_switch == 1 && hdr.ipv4.isValid()) {
+        } else if (hdr.ipv4.isValid()) {
             if (hdr.ipv4.version != 4 || hdr.ipv4.ihl != 5
                     || hdr.ipv4.flags[0:0] == 1 || hdr.ipv4.frag_offset != 0) {
                 meta.malformed = 1;

@@ -71,27 +71,24 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> h
     apply {
         meta.lane_overflow = 0;
         meta.round_overflow = 0;
+        /* Decided from the bitmap alone (not from the round count, a stage later): a SKIP
+         * adds zeros (a no-op, except for the first contributor, who stores them), and a
+         * duplicate reads the high sums whether its round is done (a cached RESULT) or not
+         * (a STATUS, which carries no values). A DATA duplicate's low lanes are its own
+         * values until the harvest pass overwrites them. */
         lane_op = LANE_OP_NONE;
         if (harvest == 1) {
             lane_op = LANE_OP_READ_LOW;
-        } else if (meta.duplicate == 1) {
-            if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
+        } else if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
+            if (hdr.p4r.msg_type == MSG_SKIP) {
                 zero_values();
-                lane_op = LANE_OP_READ_HIGH;
             }
-        } else if (hdr.p4r.msg_type == MSG_DATA) {
-            if (meta.first == 1) {
+            if (meta.duplicate == 1) {
+                lane_op = LANE_OP_READ_HIGH;
+            } else if (meta.first == 1) {
                 lane_op = LANE_OP_FIRST;
             } else {
                 lane_op = LANE_OP_ADD;
-            }
-        } else if (hdr.p4r.msg_type == MSG_SKIP) {
-            if (meta.first == 1) {
-                zero_values();
-                lane_op = LANE_OP_FIRST;
-            } else if (meta.complete == 1) {
-                zero_values();
-                lane_op = LANE_OP_READ_HIGH;
             }
         }
 #define LANE_PAIR_APPLY(p, l, h) pair_##p.apply();

@@ -26,7 +26,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(POOL_SLOTS) slot_epoch;
     register<bit<64>>(POOL_SLOTS) bitmap;
 
-    bit<32> stored_epoch;
+    bit<32> epoch_verdict;
     bit<32> mine;
     bit<1> continued;
 
@@ -35,10 +35,10 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         continued = ((hdr.p4r.flags & FLAG_CONTINUED) != 0) ? 1w1 : 1w0;
         meta.epoch_on_mismatch = (continued == 1) ? meta.epoch_lost : hdr.p4r.epoch;
         meta.rank_bit = 32w1 << hdr.p4r.rank;
-        REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, stored_epoch, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
-        meta.same_epoch = (stored_epoch == hdr.p4r.epoch) ? 1w1 : 1w0;
-        meta.state_lost = (stored_epoch == meta.epoch_lost
-                           || (stored_epoch != hdr.p4r.epoch && continued == 1)) ? 1w1 : 1w0;
+        REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
+        meta.same_epoch = (epoch_verdict == EPOCH_SAME) ? 1w1 : 1w0;
+        meta.state_lost = (epoch_verdict == EPOCH_MARKED_LOST
+                           || (epoch_verdict == EPOCH_OTHER && continued == 1)) ? 1w1 : 1w0;
     }
 
     action contributions_seen() {
@@ -49,11 +49,11 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     }
 
     action update_version_0() {
-        PAIR_STEP(bitmap, meta.pool_slot, mine, BITMAP_BODY(lo, hi), )
+        PAIR_STEP(bitmap, meta.pool_slot, mine, BITMAP_BODY(lo, hi, meta.same_epoch == 1), )
         contributions_seen();
     }
     action update_version_1() {
-        PAIR_STEP(bitmap, meta.pool_slot, mine, BITMAP_BODY(hi, lo), )
+        PAIR_STEP(bitmap, meta.pool_slot, mine, BITMAP_BODY(hi, lo, meta.same_epoch == 1), )
         contributions_seen();
     }
 

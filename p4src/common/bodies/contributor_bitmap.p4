@@ -9,24 +9,32 @@
 #ifndef P4REDUCE_BODIES_CONTRIBUTOR_BITMAP_P4
 #define P4REDUCE_BODIES_CONTRIBUTOR_BITMAP_P4
 
-/* Slot epoch (bit<32> per pool slot). rv = the epoch stored before this packet. The slot
+/* Slot epoch (bit<32> per pool slot). rv = what the slot held before this packet:
+ * EPOCH_SAME (this packet's epoch), EPOCH_MARKED_LOST (this epoch marked lost) or
+ * EPOCH_OTHER -- a verdict rather than the stored epoch, so that the bitmap step can read it
+ * directly (a Tofino pipeline would spend a stage comparing two 32-bit fields). The slot
  * keeps its epoch, or its epoch marked lost; another epoch is replaced by ON_MISMATCH: this
  * packet's epoch, marked lost when the packet is CONTINUED. (v1model passes
  * meta.epoch_on_mismatch, which it computes; TNA has one step per case, hdr.p4r.epoch and
  * meta.epoch_lost, so that a stateful ALU reads two 32-bit inputs, not three.) */
 #define SLOT_EPOCH_BODY(ON_MISMATCH)                                           \
-    rv = value;                                                                \
-    if (value != hdr.p4r.epoch && value != meta.epoch_lost) {                  \
+    if (value == hdr.p4r.epoch) {                                              \
+        rv = EPOCH_SAME;                                                       \
+    } else if (value == meta.epoch_lost) {                                     \
+        rv = EPOCH_MARKED_LOST;                                                \
+    } else {                                                                   \
+        rv = EPOCH_OTHER;                                                      \
         value = ON_MISMATCH;                                                   \
     }
 
 /* Bitmaps of both versions of a pool slot (pair_t: lo = version 0, hi = version 1); MINE is
- * the packet's version, OTHER the other one. rv = MINE's bits before this packet. The
- * sender's bit is set in MINE and cleared in OTHER; a slot whose epoch changed starts with
- * both empty. */
-#define BITMAP_BODY(MINE, OTHER)                                               \
-    rv = value.MINE;                                                           \
-    if (meta.same_epoch == 1) {                                                \
+ * the packet's version, OTHER the other one; SAME says the slot held this packet's epoch.
+ * rv = MINE's bits before this packet, 0 if the epoch changed. The sender's bit is set in
+ * MINE and cleared in OTHER; a slot whose epoch changed starts with both empty. */
+#define BITMAP_BODY(MINE, OTHER, SAME)                                         \
+    rv = 0;                                                                    \
+    if (SAME) {                                                                \
+        rv = value.MINE;                                                       \
         value.MINE = value.MINE | meta.rank_bit;                               \
         value.OTHER = value.OTHER & ~meta.rank_bit;                            \
     } else {                                                                   \
