@@ -14,15 +14,21 @@ header bridge_t {
     bit<1>  to_worker;
     bit<1>  multicast;
     bit<1>  sim_random;
-    bit<1>  harvest;            /* the packet goes to its second pass (the harvest port) */
-    bit<4>  pad;
+    bit<5>  pad;
     bit<8>  dest_rank;          /* unicast replies: the sender; multicast: from the rid */
     bit<8>  job_index;
     bit<7>  pad2;
     bit<9>  ingress_port;       /* a flooded copy is not sent back out of it; the harvest
                                    pass unicasts a cached result back out of it */
     bit<16> mcast_grp;          /* the harvest pass multicasts a completed round here */
-    bit<16> pool_slot;          /* the harvest pass reads the low lanes of this slot */
+    bit<16> slot_index;         /* the lane registers' index (pool_slot * 2 + slot_version) */
+    bit<3>  pad3;
+    bit<1>  harvest;            /* the packet goes to a recirculated pass (the harvest port);
+                                   beside lane_op and deliver, which the same actions write */
+    bit<1>  deliver;            /* LANE_PASS: after the lane pass, the harvest pass and out */
+    bit<3>  lane_op;            /* what the pairs do (value_aggregation.p4): in the first
+                                   pass (Tofino 2) or the lane pass (Tofino 1); READ_LOW in
+                                   the harvest pass */
     bit<16> sim_egress_threshold;
     bit<32> sim_seed;
     bit<32> sim_sequence;
@@ -38,12 +44,28 @@ const bit<9> HARVEST_PORT = 68;
 #endif
 
 #define P4REDUCE_ARCH_HEADERS bridge_t bridge;
+
+/* Tofino 1 (12 stages) cannot run the 32 lane-pair ALUs (8 stages at 4 per stage) after
+ * the protocol state (epoch, bitmap, round count: about 9 stages): there, a packet with
+ * lanes takes a *lane pass* -- it recirculates once with the bridge header, whose lane_op
+ * the first pass decided, and the pairs run in the first stages of the second pass. A
+ * packet that becomes a RESULT with values then takes the harvest pass as everywhere.
+ * Tofino 2 (20 stages) runs the pairs in the first pass. docs/tofino.md has the
+ * trade-off. */
+#if __TARGET_TOFINO__ == 2
+#define P4REDUCE_LANE_PASS 0
+#else
+#define P4REDUCE_LANE_PASS 1
+#endif
 /* The pool slot and the register index (pool_slot * 2 + slot_version < 2048) in 16 bits:
  * TNA uses these instead of metadata_t's 32-bit pool_slot and slot_index (v1model's), which
  * would take PHV containers the value lanes need. */
 /* epoch_verdict: what the slot epoch step returned (EPOCH_SAME, ...), read by the bitmap
  * step; encoding_differs: FLAG_PACKED disagrees with the job's encoding; sim_keep: the
- * drop simulator's verdict (0: the packet is lost). Kept as fields rather
+ * drop simulator's verdict (0: the packet is lost); seen: the sender's bit in the round's
+ * bitmap (not 0: a duplicate), which the round count, fingerprint, next key and lanes read
+ * a stage before meta.duplicate exists; round_count: the round count after this packet. Kept as fields rather
  * than flags derived from them, because every derived flag is one more MAU stage. */
 #define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;                  \
-    bit<32> epoch_verdict; bit<1> encoding_differs; bit<16> sim_keep;
+    bit<32> epoch_verdict; bit<1> encoding_differs; bit<16> sim_keep;                     \
+    bit<32> seen; bit<8> round_count;

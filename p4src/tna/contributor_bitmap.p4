@@ -20,10 +20,9 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
                 BITMAP_BODY(hi, lo, meta.epoch_verdict == EPOCH_SAME))
 
     bit<32> mine;
-    /* mine & rank_bit, computed in an action (a gateway cannot AND two fields), in place:
-     * mine is not read afterwards */
+    /* mine & rank_bit, computed in an action (a gateway cannot AND two fields) */
     action check_seen() {
-        mine = mine & meta.rank_bit;
+        meta.seen = mine & meta.rank_bit;
     }
     action set_contributors() {
         meta.contributors = mine | meta.rank_bit;
@@ -66,7 +65,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         set_contributors();
         meta.duplicate = 0;
         check_seen();
-        if (mine != 0) {
+        if (meta.seen != 0) {
             meta.duplicate = 1;
         }
     }

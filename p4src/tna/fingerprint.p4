@@ -14,7 +14,7 @@ control Fingerprint(inout headers_t hdr, inout metadata_t meta) {
 
     apply {
         if (hdr.fingerprint.isValid()) {
-            if (meta.duplicate == 0) {
+            if (meta.seen == 0) {
                 hdr.fingerprint.fingerprint_min = min_step.execute(meta.slot_index_16);
                 hdr.fingerprint.fingerprint_max = max_step.execute(meta.slot_index_16);
             } else {

@@ -20,9 +20,9 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
 
     apply {
         make_key();
-        if (meta.duplicate == 0) {
+        if (meta.seen == 0) {
             hdr.p4r.next_block = minimum_step.execute(meta.slot_index_16);
-        } else if (meta.round_done == 1) {
+        } else if (meta.round_count == meta.worker_count) {      /* the round is done */
             hdr.p4r.next_block = read_step.execute(meta.slot_index_16);
         }
     }

@@ -56,7 +56,7 @@
 @pa_alias("ingress", "meta.dest_rank", "hdr.bridge.dest_rank")
 @pa_alias("ingress", "meta.job_index", "hdr.bridge.job_index")
 @pa_alias("ingress", "meta.mcast_grp", "hdr.bridge.mcast_grp")
-@pa_alias("ingress", "meta.pool_slot_16", "hdr.bridge.pool_slot")
+@pa_alias("ingress", "meta.slot_index_16", "hdr.bridge.slot_index")
 @pa_alias("ingress", "meta.sim_egress_threshold", "hdr.bridge.sim_egress_threshold")
 @pa_alias("ingress", "meta.sim_seed", "hdr.bridge.sim_seed")
 @pa_alias("ingress", "meta.sim_sequence", "hdr.bridge.sim_sequence")
@@ -96,34 +96,29 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     RoundCounter() round_counter;
     Fingerprint() fingerprint;
     ValueAggregation() value_aggregation;
+    LaneOp() lane_op;
     NextBlock() next_block;
     Result() result;
     Forwarding() forwarding;
-    SlotIndex() harvest_slot;
 
     action drop_counted(bit<32> reason) {
         drops.count(reason);
         ig_dprsr_md.drop_ctl = 1;
     }
 
-    /* The bridge header is validated in one action and filled in another: bf-p4c aliases
-     * a header field written from another field in the action that validates its header
-     * (phv/transforms/auto_alias.cpp). Aliased, meta.to_worker & co. would share the
-     * bridge's containers, and the many actions that write them one by one would make
-     * partial writes Tofino's ALUs cannot do; aliased to a packet field (ingress_port)
-     * the compiler stops with an internal error. */
-    /* Whole-byte fields copied from metadata where the header is validated: bf-p4c aliases
-     * them (meta.sim_seed and hdr.bridge.sim_seed share a container: no copy, no PHV twice) */
+    /* The bridge header is made valid where the first pass starts: the fields that egress
+     * and the later passes read are aliased to the metadata that holds them (@pa_alias
+     * above), so they are filled where they are computed, and a pass that sends the packet
+     * on only sets its flags (harvest, lane_op, deliver). The ingress port is copied in
+     * an action of its own (an ALU writes a container from at most two sources). */
     action bridge_to_egress() {
         hdr.bridge.setValid();
         hdr.bridge.harvest = 0;
-        hdr.bridge.dest_rank = meta.dest_rank;
-        hdr.bridge.job_index = meta.job_index;
-        hdr.bridge.sim_egress_threshold = meta.sim_egress_threshold;
-        hdr.bridge.sim_seed = meta.sim_seed;
-        hdr.bridge.sim_sequence = meta.sim_sequence;
-        hdr.bridge.mcast_grp = meta.mcast_grp;
-        hdr.bridge.pool_slot = meta.pool_slot_16;
+        hdr.bridge.pad = 0;
+        hdr.bridge.pad2 = 0;
+        hdr.bridge.pad3 = 0;
+        hdr.bridge.deliver = 0;
+        hdr.bridge.lane_op = LANE_OP_NONE;      /* LaneOp sets it for a packet with lanes */
     }
     action bridge_fields() {
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
@@ -147,13 +142,14 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         }
         size = 8;
     }
-    action bridge_harvest() {
-        hdr.bridge.harvest = 1;
-    }
     /* the harvest pass: the bridge header it arrived with goes on to egress as it is, but
      * for the flag that sent it here */
     action end_harvest() {
         hdr.bridge.harvest = 0;
+    }
+    action to_read_low() {
+        hdr.bridge.lane_op = LANE_OP_READ_LOW;
+        ig_tm_md.ucast_egress_port = HARVEST_PORT;
     }
     action harvest_multicast() {
         ig_tm_md.mcast_grp_a = hdr.bridge.mcast_grp;
@@ -167,103 +163,109 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
      * substitute the arguments of a control it inlines twice), which bf-p4c then has to
      * place in PHV and copy in actions. */
     bit<1> harvest_pass;
-    bit<1> aggregate;
     bit<1> reply;
-    bit<1> to_harvest;
     /* "addressed to the switch": a gateway cannot compare two 32-bit fields, so their xor */
     bit<32> dst_diff;
-    bit<1> forward;
     action compare_dst() {
         dst_diff = hdr.ipv4.dst_addr ^ meta.switch_ip;
     }
+
+/* The end of a recirculated pass: the harvest pass delivers the result; the lane pass
+ * (Tofino 1) sends a RESULT on to its harvest pass and ends a contribution. */
+#define P4REDUCE_DELIVER                                                       \
+    if (hdr.bridge.lane_op == LANE_OP_READ_LOW) {                              \
+        end_harvest();                                                         \
+        if (hdr.bridge.multicast == 1) {                                       \
+            harvest_multicast();                                               \
+        } else {                                                               \
+            harvest_unicast();                                                 \
+        }                                                                      \
+    } else if (hdr.bridge.deliver == 1) {                                      \
+        to_read_low();                                                         \
+    } else {                                                                   \
+        ig_dprsr_md.drop_ctl = 1;                                              \
+    }
+/* The end of a first pass: the flags of the bridge header. */
+#define P4REDUCE_BRIDGE_OUT                                                    \
+    bridge_flags.apply();
 
     apply {
         meta.to_worker = 0;
         meta.multicast = 0;
         meta.state_lost = 0;
-        meta.complete = 0;
-        meta.round_done = 0;
         meta.parser_error = 0;
         harvest_pass = 0;
-        aggregate = 0;
         reply = 0;
-        forward = 0;
-        to_harvest = 0;
         if (ig_prsr_md.parser_err != 0) {
             meta.parser_error = 1;
         }
         identity.apply(hdr, meta);
         if (hdr.bridge.isValid()) {
-            /* second pass of a RESULT with values (the bridge header came back with it):
-             * the low lanes, then its destination */
+            /* a recirculated pass (the bridge header came back with the packet): the lane
+             * pass (Tofino 1) or the harvest pass (the low lanes), then where it goes */
             harvest_pass = 1;
-            aggregate = 1;
-            harvest_slot.apply(meta, hdr.p4r.slot_version);   /* pool_slot_16 is the bridge's */
+#if P4REDUCE_LANE_PASS
+            value_aggregation.apply(hdr, meta);
+            P4REDUCE_DELIVER
+#endif
         } else {
             /* Everything that only reads the packet runs first, for every packet (the
              * admission and drop-simulator lookups, the validation rules, the address
              * comparison); the decisions below read their results. A stateful step can
-             * then run in the fourth MAU stage instead of after a chain of flags. */
+             * then run in the fifth MAU stage instead of after a chain of flags. */
+            bridge_to_egress();
+            bridge_fields();
             compare_dst();
             meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
             validation.apply(hdr, meta);
             admission.apply(hdr, meta, ig_intr_md, dst_diff);
             drop_simulator.apply(hdr, meta, dst_diff);
+            /* one if-else chain, so that bf-p4c sees forwarding and the p4reduce path as
+             * exclusive (they write the same intrinsic metadata) */
             if (meta.parser_error == 1 || meta.checksum_error == 1) {
                 drop_counted(DROP_MALFORMED);
-            } else if (hdr.ipv4.isValid() && dst_diff == 0) {
-                if (meta.malformed == 1) {
-                    drop_counted(DROP_MALFORMED);
-                } else if (hdr.p4r.isValid()) {
-                    if (meta.admitted == 0) {
-                        drop_counted(DROP_UNADMITTED);
-                    } else if (meta.encoding_differs == 1 || meta.slot_count == 0) {
-                        ig_dprsr_md.drop_ctl = 1;  /* counted per job by admission */
-                    } else if (meta.sim_keep == 0) {
-                        ig_dprsr_md.drop_ctl = 1;  /* counted by the drop simulator */
-                    } else {
-                        contributor_bitmap.apply(hdr, meta);
-                        if (meta.state_lost == 0) {
-                            round_counter.apply(hdr, meta);
-                            fingerprint.apply(hdr, meta);
-                            next_block.apply(hdr, meta);
-                            aggregate = 1;
-                        }
-                        reply = 1;
-                    }
+            } else if (hdr.ipv4.isValid() && hdr.p4r.isValid() && dst_diff == 0
+                       && meta.malformed == 0) {
+                if (meta.admitted == 0) {
+                    drop_counted(DROP_UNADMITTED);
+                } else if (meta.encoding_differs == 1 || meta.slot_count == 0) {
+                    ig_dprsr_md.drop_ctl = 1;  /* counted per job by admission */
+                } else if (meta.sim_keep == 0) {
+                    ig_dprsr_md.drop_ctl = 1;  /* counted by the drop simulator */
                 } else {
-                    forward = 1;
+                    contributor_bitmap.apply(hdr, meta);
+                    if (meta.state_lost == 0) {
+                        round_counter.apply(hdr, meta);
+                        fingerprint.apply(hdr, meta);
+                        next_block.apply(hdr, meta);
+                        lane_op.apply(hdr, meta);
+                    }
+#if P4REDUCE_LANE_PASS
+                    result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+#else
+                    reply = 1;
+#endif
                 }
+            } else if (hdr.ipv4.isValid() && dst_diff == 0 && meta.malformed == 1) {
+                drop_counted(DROP_MALFORMED);
             } else {
-                forward = 1;
-            }
-            if (forward == 1) {
                 forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
             }
+#if P4REDUCE_LANE_PASS
+            P4REDUCE_BRIDGE_OUT
+#endif
         }
-        if (aggregate == 1) {
-            value_aggregation.apply(hdr, meta, harvest_pass);
-        }
+#if !P4REDUCE_LANE_PASS
+        value_aggregation.apply(hdr, meta);          /* the first pass or the harvest pass */
         if (harvest_pass == 1) {
-            /* to_worker, multicast, dest_rank and the drop simulator's fields are in the
-             * bridge header since the first pass */
-            end_harvest();
-            if (hdr.bridge.multicast == 1) {
-                harvest_multicast();
-            } else {
-                harvest_unicast();
-            }
+            P4REDUCE_DELIVER
         } else {
             if (reply == 1) {
-                result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md, to_harvest);
+                result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
             }
-            bridge_to_egress();
-            bridge_fields();
-            bridge_flags.apply();
-            if (to_harvest == 1) {
-                bridge_harvest();
-            }
+            P4REDUCE_BRIDGE_OUT
         }
+#endif
     }
 }
 

@@ -8,8 +8,7 @@
 control Result(inout headers_t hdr, inout metadata_t meta,
                in ingress_intrinsic_metadata_t ig_intr_md,
                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
-               inout ingress_intrinsic_metadata_for_tm_t ig_tm_md,
-               out bit<1> to_harvest) {
+               inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) aggregated;
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) rounds_completed;
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) retransmissions_served;
@@ -70,8 +69,20 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
     /* the bridge header carries what the harvest pass needs (bridge_to_egress) */
     action send_to_harvest() {
-        to_harvest = 1;
+        hdr.bridge.harvest = 1;
         ig_tm_md.ucast_egress_port = HARVEST_PORT;
+#if P4REDUCE_LANE_PASS
+        hdr.bridge.deliver = 1;         /* the lane pass first, then the harvest pass */
+#else
+        hdr.bridge.lane_op = LANE_OP_READ_LOW;
+#endif
+    }
+    /* LANE_PASS: a contribution that does not complete its round takes the lane pass
+     * (its values are added there) and ends */
+    action send_to_lane_pass() {
+        hdr.bridge.harvest = 1;
+        ig_tm_md.ucast_egress_port = HARVEST_PORT;
+        hdr.bridge.deliver = 0;
     }
     /* what v1model's egress writes on each copy; equal on all copies, so written once here */
     action from_switch() {
@@ -83,33 +94,29 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.total_len = udp_len + 20;
     }
 
+    /* Each branch writes its whole reply (no flag read a stage later): the round is
+     * complete when the count reaches worker_count -- completed by this packet, or found
+     * completed by a duplicate (a cached RESULT). */
     apply {
         bit<8> job = meta.job_index;   /* per-job counters are indexed by 8 bits: no 32-bit copy */
-        to_harvest = 0;
         if (meta.state_lost == 1) {
             state_lost.count(job);
             make_state_lost();
             reply_to_sender();
-        } else if (meta.complete == 1) {
-            aggregated.count(job);
-            rounds_completed.count(job);
+            from_switch();
+            set_lengths(UDP_LEN_HEADER_ONLY);
+        } else if (meta.round_count == meta.worker_count) {
             invert_exponent();
-            make_result(0);
-            meta.multicast = 1;
-        } else if (meta.duplicate == 1 && meta.round_done == 1) {
-            retransmissions_served.count(job);
-            invert_exponent();
-            make_result(FLAG_CACHED);
-            reply_to_sender();
-        } else if (meta.duplicate == 1) {
-            duplicates.count(job);
-            make_status();
-            reply_to_sender();
-        } else {
-            aggregated.count(job);
-            ig_dprsr_md.drop_ctl = 1;
-        }
-        if (meta.to_worker == 1) {
+            if (meta.duplicate == 0) {
+                aggregated.count(job);
+                rounds_completed.count(job);
+                make_result(0);
+                meta.multicast = 1;
+            } else {
+                retransmissions_served.count(job);
+                make_result(FLAG_CACHED);
+                reply_to_sender();
+            }
             from_switch();
             if (hdr.values_0.isValid()) {
                 /* the harvest pass multicasts or unicasts it (p4reduce.p4): no group here,
@@ -119,15 +126,30 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             } else {
                 if (hdr.fingerprint.isValid()) {
                     set_lengths(UDP_LEN_WITH_FINGERPRINT);
-                } else if (hdr.round_status.isValid()) {
-                    set_lengths(UDP_LEN_WITH_STATUS);
                 } else {
                     set_lengths(UDP_LEN_HEADER_ONLY);
                 }
-                if (meta.multicast == 1) {
+                if (meta.duplicate == 0) {
                     multicast_result();
                 }
             }
+        } else if (meta.duplicate == 1) {
+            duplicates.count(job);
+            make_status();
+            reply_to_sender();
+            from_switch();
+            set_lengths(UDP_LEN_WITH_STATUS);
+        } else {
+            aggregated.count(job);
+#if P4REDUCE_LANE_PASS
+            if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
+                send_to_lane_pass();
+            } else {
+                ig_dprsr_md.drop_ctl = 1;
+            }
+#else
+            ig_dprsr_md.drop_ctl = 1;
+#endif
         }
     }
 }

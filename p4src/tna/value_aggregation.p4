@@ -15,15 +15,14 @@
 #define LANE_OP_READ_HIGH 3w3
 #define LANE_OP_READ_LOW 3w4
 
-control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> harvest) {
+/* The pairs, run with the bridge header's lane_op (LaneOp below decides it). */
+control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     /* What every pair does to this packet: one step per pair's table, as SwitchML's
      * Processor does. bf-p4c allows one stateful ALU operation per action, so each pair has
      * its own actions and its own (constant) table choosing among them. The first
      * contributor's step (overwrite) and a later one's (add) are two steps of the same
      * body: a Tofino ALU reads at most two PHV fields, here the pair's two lanes, so
      * meta.first chooses the step instead of being read by it. */
-    bit<3> lane_op;
-
 #define LANE_PAIR_STEPS(p, l, h)                                               \
     Register<pair_t, bit<16>>(SLOT_ENTRIES, {0, 0}) lanes_##p;                 \
     PAIR_ACTION(bit<16>, lanes_##p, first_##p,                                 \
@@ -45,7 +44,7 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> h
         hdr.values_0.v##l = read_low_##p.execute(meta.slot_index_16);          \
     }                                                                          \
     table pair_##p {                                                           \
-        key = { lane_op: exact; }                                              \
+        key = { hdr.bridge.lane_op: exact; }                                              \
         actions = { first_values_##p; add_values_##p; read_high_values_##p;    \
                     read_low_values_##p; NoAction; }                           \
         const entries = {                                                      \
@@ -59,6 +58,16 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> h
     }
     FOR_EACH_LANE_PAIR(LANE_PAIR_STEPS)
 
+    apply {
+#define LANE_PAIR_APPLY(p, l, h) pair_##p.apply();
+        FOR_EACH_LANE_PAIR(LANE_PAIR_APPLY)
+    }
+}
+
+/* What the pairs do to this packet (hdr.bridge.lane_op), decided in its first pass. On
+ * Tofino 2 the pairs run later in the same pass; on Tofino 1 in the lane pass
+ * (P4REDUCE_LANE_PASS, bridge.p4). */
+control LaneOp(inout headers_t hdr, inout metadata_t meta) {
     action zero_values() {
         hdr.values_0.setValid();
         hdr.values_1.setValid();
@@ -66,6 +75,9 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> h
 #define LANE_ZERO_1(i) hdr.values_1.v##i = 0;
         FOR_EACH_LANE_0(LANE_ZERO_0)
         FOR_EACH_LANE_1(LANE_ZERO_1)
+    }
+    action set_lane_op(bit<3> op) {
+        hdr.bridge.lane_op = op;
     }
 
     apply {
@@ -76,23 +88,18 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta, in bit<1> h
          * duplicate reads the high sums whether its round is done (a cached RESULT) or not
          * (a STATUS, which carries no values). A DATA duplicate's low lanes are its own
          * values until the harvest pass overwrites them. */
-        lane_op = LANE_OP_NONE;
-        if (harvest == 1) {
-            lane_op = LANE_OP_READ_LOW;
-        } else if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
+        if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
             if (hdr.p4r.msg_type == MSG_SKIP) {
                 zero_values();
             }
-            if (meta.duplicate == 1) {
-                lane_op = LANE_OP_READ_HIGH;
+            if (meta.seen != 0) {
+                set_lane_op(LANE_OP_READ_HIGH);
             } else if (meta.first == 1) {
-                lane_op = LANE_OP_FIRST;
+                set_lane_op(LANE_OP_FIRST);
             } else {
-                lane_op = LANE_OP_ADD;
+                set_lane_op(LANE_OP_ADD);
             }
         }
-#define LANE_PAIR_APPLY(p, l, h) pair_##p.apply();
-        FOR_EACH_LANE_PAIR(LANE_PAIR_APPLY)
     }
 }
 #endif

@@ -14,7 +14,7 @@ control RoundCounter(inout headers_t hdr, inout metadata_t meta) {
 
     action count_contributor() {
         bit<8> count;
-        REGISTER_STEP(round_count, meta.slot_index, bit<8>, count, ROUND_COUNT_BODY)
+        REGISTER_STEP(round_count, meta.slot_index, bit<8>, count, ROUND_COUNT_BODY(meta.duplicate == 0))
         meta.complete = (meta.duplicate == 0 && count == meta.worker_count) ? 1w1 : 1w0;
         meta.round_done = (meta.duplicate == 1 && count == meta.worker_count) ? 1w1 : 1w0;
     }
