@@ -59,11 +59,15 @@ parser P4ReduceIngressParser(packet_in pkt, out headers_t hdr, out metadata_t me
         transition select(hdr.p4r.msg_type) {
             MSG_DATA: parse_values;
             MSG_ANNOUNCE: parse_fingerprint;
-            MSG_RESULT: parse_result;       /* a RESULT recirculated for its low lanes */
+            MSG_RESULT: parse_by_length;    /* a RESULT recirculated for its low lanes */
+            MSG_SKIP: parse_by_length;      /* a SKIP on its lane pass (Tofino 1) */
             default: accept;
         }
     }
-    state parse_result {
+    /* A worker's SKIP is header only (anything else is malformed, validation.p4); a SKIP
+     * that takes the lane pass carries the zero lanes its first pass added, and says so
+     * in its UDP length (result.p4, send_to_lane_pass). */
+    state parse_by_length {
         transition select(hdr.udp.length) {
             UDP_LEN_WITH_VALUES: parse_values;
             UDP_LEN_WITH_FINGERPRINT: parse_fingerprint;

@@ -81,6 +81,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
      * (its values are added there) and ends */
     action send_to_lane_pass() {
         hdr.bridge.harvest = 1;
+        hdr.udp.length = UDP_LEN_WITH_VALUES;   /* a SKIP's zero lanes: parsed on the lane pass */
         ig_tm_md.ucast_egress_port = HARVEST_PORT;
         hdr.bridge.deliver = 0;
     }
