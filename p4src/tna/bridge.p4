@@ -46,26 +46,27 @@ const bit<9> HARVEST_PORT = 68;
 #define P4REDUCE_ARCH_HEADERS bridge_t bridge;
 
 /* Tofino 1 (12 stages) cannot run the 32 lane-pair ALUs (8 stages at 4 per stage) after
- * the protocol state (epoch, bitmap, round count: about 9 stages): there, a packet with
+ * the protocol state (epoch, bitmap, round count: stages 5 to 9): there, a packet with
  * lanes takes a *lane pass* -- it recirculates once with the bridge header, whose lane_op
- * the first pass decided, and the pairs run in the first stages of the second pass. A
- * packet that becomes a RESULT with values then takes the harvest pass as everywhere.
- * Tofino 2 (20 stages) runs the pairs in the first pass. docs/tofino.md has the
- * trade-off. */
+ * the first pass decided, and the pairs run in the second pass, in stages the first
+ * pass's tables leave free. A packet that becomes a RESULT with values then takes the
+ * harvest pass as everywhere. Tofino 2 (20 stages) runs the pairs in the first pass.
+ * docs/tofino.md has the trade-off. */
 #if __TARGET_TOFINO__ == 2
 #define P4REDUCE_LANE_PASS 0
 #else
 #define P4REDUCE_LANE_PASS 1
 #endif
-/* The pool slot and the register index (pool_slot * 2 + slot_version < 2048) in 16 bits:
- * TNA uses these instead of metadata_t's 32-bit pool_slot and slot_index (v1model's), which
- * would take PHV containers the value lanes need. */
-/* epoch_verdict: what the slot epoch step returned (EPOCH_SAME, ...), read by the bitmap
- * step; encoding_differs: FLAG_PACKED disagrees with the job's encoding; sim_keep: the
- * drop simulator's verdict (0: the packet is lost); seen: the sender's bit in the round's
- * bitmap (not 0: a duplicate), which the round count, fingerprint, next key and lanes read
- * a stage before meta.duplicate exists; round_count: the round count after this packet. Kept as fields rather
- * than flags derived from them, because every derived flag is one more MAU stage. */
+/* TNA's own metadata. pool_slot_16, slot_index_16: the pool slot and the register index
+ * (pool_slot * 2 + slot_version < 2048) in 16 bits, instead of metadata_t's 32-bit
+ * pool_slot and slot_index (v1model's), which would take PHV the value lanes need.
+ * epoch_verdict: what the slot epoch step returned (EPOCH_SAME, ...), read by the bitmap
+ * step; encoding_differs: FLAG_PACKED disagrees with the job's encoding; sim_keep: the drop
+ * simulator's verdict (0: the packet is lost); seen: the sender's bit in the round's bitmap
+ * (not 0: a duplicate), which the round count, fingerprint, next key and lanes read a stage
+ * before meta.duplicate exists; round_count: the round count after this packet. Kept as
+ * fields rather than flags derived from them, because every derived flag is one more MAU
+ * stage. */
 #define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;                  \
     bit<32> epoch_verdict; bit<1> encoding_differs; bit<16> sim_keep;                     \
     bit<32> seen; bit<8> round_count;

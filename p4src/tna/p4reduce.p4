@@ -64,10 +64,10 @@
  * actions rewrite but for slot_version (a write must leave one contiguous part of a
  * container alone). */
 @pa_container_size("ingress", "hdr.p4r.job", 16)
-/* Value lanes in containers of their size: left to itself, bf-p4c (9.13.4) spreads lanes
- * over 8-bit containers and then has none left for the 8-bit fields. Tofino 1 gives ingress
- * at most 48 of its 64 32-bit containers (egress needs a group of 16), so half the lanes
- * take 32-bit containers and half take two 16-bit ones. */
+/* Value lanes in containers chosen here: left to itself, bf-p4c (9.13.4) spreads lanes over
+ * 8-bit containers and then has none left for the 8-bit fields. Tofino 1 gives ingress at
+ * most 48 of its 64 32-bit containers (egress needs a group of 16), so lanes 0..31 take
+ * 32-bit containers, 40..63 two 16-bit ones and 32..39 four 8-bit ones (what was left). */
 #define P4REDUCE_STR(x) #x
 #define LANE_IN_32(i) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_0.v##i), 32)
 #define LANE_IN_16(i) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_1.v##i), 16)
