@@ -48,7 +48,7 @@ from hostlib import protocol  # noqa: E402
 
 K = 1024
 M = 1024 * 1024
-SLOTS = 64  # slots per job in every run (the demo's default)
+SLOTS = 32  # slots per job in every run (the demo's default, bmv2's: controlplane.target)
 DENSITIES = [1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001]
 PATTERN_LABEL = {
     "dense": "dense",
@@ -109,6 +109,10 @@ class Result:
     block_density: float = 0.0  # mean over workers: non-zero blocks / blocks
     union_density: float = 0.0  # blocks non-zero in any worker / blocks
     wall: float = 0.0  # seconds the whole run took (start-up included)
+    # p4reduce: largest gap between the ranks' starts of one timed call (the host's
+    # monotonic clock, shared by the namespaces): what the slowest rank's time includes
+    # of waiting for the last rank to begin
+    start_skew: float = 0.0
 
 
 def human_size(n: int) -> str:
@@ -293,6 +297,8 @@ def run_p4reduce(demo, net, c: Case, inputs: list[np.ndarray]) -> Result:
         r.error = "; ".join(bad)
         return r
     fill_times(r, [o.times for o in s.outcomes])
+    spans = np.array([o.report["spans"] for o in s.outcomes])  # (rank, repeat, begin/end)
+    r.start_skew = float(np.ptp(spans[:, :, 0], axis=0).max())
     fill_counters(r, [o.report["counters"] for o in s.outcomes])
     warm = [o.report.get("warmup_stats", {}) for o in s.outcomes]
     r.rounds = float(

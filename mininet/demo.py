@@ -102,7 +102,7 @@ class Options:
     dtype: str = "float32"
     loss: float = 0.0
     target: str = "auto"
-    slots: int = 64
+    slots: int = 32  # the bmv2 targets' default (controlplane.target: ~32 frames per port)
     jobs: int = 1
     seed: int = 1
     deadline: float = 120.0
