@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--density", type=float, default=0.1, help="shared block density")
     ap.add_argument("--size", type=int, default=suite.M, help="float32 values per worker")
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--slots", type=int, default=None, help="default: the target's")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
     if a.pairs < 1 or not 0 < a.density < 1 or a.size < 1 or not 1 <= a.workers <= 32:
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(a.pairs):
                 row = {}
                 for c in (dense, sparse):
-                    r = suite.run_p4reduce(demo, net, c, inputs[c.pattern])
+                    r = suite.run_p4reduce(demo, net, c, inputs[c.pattern], a.slots)
                     if not r.ok:
                         print(f"{c.label()}: FAILED: {r.error}", file=sys.stderr)
                         return 1
@@ -81,10 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         load.append(os.getloadavg()[0])
         ratios = [p["ratio"] for p in pairs]
         best = min(p["dense"] for p in pairs) / min(p["shared"] for p in pairs)
-        out["targets"][target] = {"pairs": pairs, "load": load}
+        out["targets"][target] = {
+            "pairs": pairs,
+            "load": load,
+            "slots": a.slots or suite.slots_for(target),
+        }
         print(
             f"{target}: dense ÷ {a.density:g} shared, {a.workers} workers, {a.size:,} float32, "
-            f"{suite.SLOTS} slots: median of {len(pairs)} pair ratios {np.median(ratios):.2f} "
+            f"{a.slots or suite.slots_for(target)} slots: median of {len(pairs)} pair ratios "
+            f"{np.median(ratios):.2f} "
             f"(min {min(ratios):.2f}, max {max(ratios):.2f}); best ÷ best {best:.2f}; load "
             f"average {load[0]:.1f} before, {load[1]:.1f} after"
         )

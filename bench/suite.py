@@ -45,10 +45,16 @@ sys.path.insert(2, str(REPO))
 from demo_loader import load_demo  # noqa: E402  (the one way to import mininet/demo.py)
 
 from hostlib import protocol  # noqa: E402
+from softswitch.targets import DEFAULT_SLOTS  # noqa: E402
+
+
+def slots_for(target: str) -> int:
+    """Slots per job in every run on `target`: the demo's default there."""
+    return DEFAULT_SLOTS[target]
+
 
 K = 1024
 M = 1024 * 1024
-SLOTS = 32  # slots per job in every run (the demo's default, bmv2's: controlplane.target)
 DENSITIES = [1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001]
 PATTERN_LABEL = {
     "dense": "dense",
@@ -216,7 +222,7 @@ def estimate(c: Case) -> float:
         "zipf": 0.25,
         "independent": 1 - (1 - c.density) ** c.workers,
     }[c.pattern]
-    packets = (d * blocks + min(SLOTS, blocks)) * c.workers
+    packets = (d * blocks + min(slots_for(c.target), blocks)) * c.workers
     return 0.5 + 0.1 * c.workers + c.repeat * packets / (1500 if bmv2 else 8000)
 
 
@@ -280,13 +286,13 @@ def block_densities(inputs: list[np.ndarray]) -> tuple[float, float]:
 # -- running -----------------------------------------------------------------------------
 
 
-def run_p4reduce(demo, net, c: Case, inputs: list[np.ndarray]) -> Result:
+def run_p4reduce(demo, net, c: Case, inputs: list[np.ndarray], slots: int | None = None) -> Result:
     opts = demo.Options(
         workers=c.workers,
         size=c.size,
         dtype="float32",
         target=c.target,
-        slots=SLOTS,
+        slots=slots or slots_for(c.target),
         deadline=1800.0,
         quiet=True,
         repeat=c.repeat,
@@ -584,7 +590,7 @@ def run_cases(cases: list[Case], targets: list[str]) -> dict:
         "quick": False,
         "command": "",
         "skipped": [],
-        "slots": SLOTS,
+        "slots": {t: slots_for(t) for t in targets},
         "results": [dict(asdict(r), case=asdict(r.case)) for r in results],
     }
 
