@@ -30,7 +30,7 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=262144)
     ap.add_argument("--densities", type=float, nargs="+", default=[0.1, 0.01])
     ap.add_argument("--overlap", nargs="+", default=["shared", "independent"])
-    ap.add_argument("--slots", type=int, default=64)
+    ap.add_argument("--slots", type=int, default=None, help="slots per job (default: the target's)")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--target", default="auto")
     ap.add_argument(

@@ -187,7 +187,13 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     jsub = job.add_subparsers(dest="job_command", required=True, parser_class=parser_class)
     create = jsub.add_parser("create")
     create.add_argument("--job", type=_job_id, required=True)
-    create.add_argument("--slots", type=_int_in(1, MAX_SLOT_COUNT, "slots"), default=64)
+    create.add_argument(
+        "--slots",
+        type=_int_in(1, MAX_SLOT_COUNT, "slots"),
+        default=None,
+        help="rounds the job keeps in flight (default: 32 on bmv2, whose ports hold ~32 "
+        "unprocessed frames; 64 on a Tofino target)",
+    )
     create.add_argument(
         "--worker",
         type=parse_worker,

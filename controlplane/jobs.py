@@ -373,11 +373,17 @@ class JobManager:
         return PoolSizes.of(self.conn.p4)
 
     def create(
-        self, job_id: int, workers: list[WorkerAddress], slots: int, encoding: str | None = None
+        self,
+        job_id: int,
+        workers: list[WorkerAddress],
+        slots: int | None = None,
+        encoding: str | None = None,
     ) -> Job:
-        """A new job; `encoding` None is the target's default (packed on bmv2, lanes on
+        """A new job; `slots` None is the target's default (32 on bmv2: its ports hold
+        ~32 unprocessed frames; 64 on Tofino), `encoding` None too (packed on bmv2, lanes on
         Tofino, which has no packed encoding: asking for it there is a JobError)."""
         validate_workers(job_id, workers, self.known_ports)
+        slots = self.target.default_slots if slots is None else slots
         encoding = self.target.default_encoding if encoding is None else encoding
         if encoding not in ENCODINGS:
             raise JobError(

@@ -42,6 +42,10 @@ class Target:
     arch: str
     encodings: tuple[str, ...]  # hostlib.wire.Encoding names, lower case
     default_encoding: str
+    # slots of a job created without a count: bmv2 reads each port through libpcap, which
+    # holds only ~32 frames the switch has not processed; a worker has one packet in
+    # flight per slot, so more slots than that overrun its port (docs/benchmarks.md)
+    default_slots: int
     p4info: Path
     device_config: Path | None  # None: the configuration must name one
     # dev ports the data plane uses for itself (not the operator's to assign)
@@ -58,6 +62,7 @@ def _tofino(name: str, arch: str, harvest_port: int) -> Target:
         arch=arch,
         encodings=("lanes",),
         default_encoding="lanes",
+        default_slots=64,
         p4info=BUILD_DIR / name / "p4reduce.p4info.txtpb",
         device_config=None,
         reserved_ports={
@@ -73,6 +78,7 @@ TARGETS: dict[str, Target] = {
         arch="v1model",
         encodings=("lanes", "packed"),
         default_encoding="packed",
+        default_slots=32,
         p4info=DEFAULT_P4INFO,
         device_config=DEFAULT_DEVICE_CONFIG,
     ),

@@ -204,6 +204,7 @@ class AllreduceEngine:
         self.mismatch: tuple[int, int] | None = None  # fingerprint (min, max) if ranks differ
         self.sums = np.zeros((B, p.LANES), np.int32)
         self.sum_exponent = np.zeros(B, np.int16)  # biased E each block was sent with
+        self.filled = np.zeros(B, bool)  # blocks a result arrived for (the rest sum to 0)
         self._pending: list[Batch] = []
         self._ranks_overflowed: list[int] = []
 
@@ -395,6 +396,7 @@ class AllreduceEngine:
                 else r.values[di]
             )
             self.sum_exponent[blocks] = self.exponent[ds]
+            self.filled[blocks] = True
             over = (c["flags"][di] & p.Flag.OVERFLOW) != 0
             if over.any():
                 self.stats.overflowed_blocks.extend(int(b) for b in blocks[over])

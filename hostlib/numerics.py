@@ -82,20 +82,29 @@ def to_blocks(flat: np.ndarray, lanes: int = p.LANES) -> np.ndarray:
 
 
 def block_exponents(blocks: np.ndarray) -> np.ndarray:
-    """Smallest e with 2^e >= max|x| per block, clamped below at -128 (int16 array).
+    """Smallest e with 2^e >= max|x| per block, clamped below at -128 (int16 array)."""
+    return exponents_of_max(np.abs(blocks).max(axis=1))
+
+
+def exponents_of_max(maxabs: np.ndarray) -> np.ndarray:
+    """block_exponents from each block's max |x| (one pass over the tensor serves the
+    exponents, the non-zero blocks and the NaN/Inf check: make_payload).
 
     frexp gives max = f * 2^k with 0.5 <= f < 1, so e = k, except e = k - 1 when max is an
     exact power of two (f == 0.5). Zero blocks get -128 (never announced anyway).
     """
-    maxabs = np.abs(blocks).max(axis=1).astype(np.float64)
-    frac, k = np.frexp(maxabs)
+    frac, k = np.frexp(np.asarray(maxabs, dtype=np.float64))
     e = k - (frac == 0.5)
-    e = np.where(maxabs == 0, MIN_EXPONENT, e)
+    e = np.where(frac == 0, MIN_EXPONENT, e)
     return np.maximum(e, MIN_EXPONENT).astype(np.int16)
 
 
-def nonfinite_reason(flat: np.ndarray) -> str:
-    """Why a float tensor cannot be encoded (NaN/Inf, |x| beyond 2^127; section 10), or ""."""
+def nonfinite_reason(flat: np.ndarray, maxabs: float | None = None) -> str:
+    """Why a float tensor cannot be encoded (NaN/Inf, |x| beyond 2^127; section 10), or "".
+    `maxabs`, the tensor's max |x| when the caller has it (NaN if any element is NaN: max
+    propagates it), saves the scan of a tensor that is fine."""
+    if maxabs is not None and np.isfinite(maxabs) and maxabs <= 2.0**MAX_EXPONENT:
+        return ""
     if not np.isfinite(flat).all():
         bad = np.flatnonzero(~np.isfinite(flat))
         return (
@@ -230,7 +239,12 @@ def make_payload(
         )
     is_float = a.dtype.kind == "f"
     if is_float:
-        reason = nonfinite_reason(flat)
+        # one pass over the tensor: the blocks' max |x| gives exponents, non-zero blocks
+        # and (NaN propagates through max, Inf is the max) whether it can be sent at all.
+        # The blocks keep their dtype: quantize widens only the rows it sends.
+        blocks = to_blocks(flat)
+        maxabs = np.abs(blocks).max(axis=1)
+        reason = nonfinite_reason(flat, float(maxabs.max()))
         if reason and not announce_refusal:
             raise ValueError(f"{reason}; nothing was sent")
         if reason:
@@ -244,14 +258,14 @@ def make_payload(
                 encoding=encoding,
                 refused=reason,
             )
-        blocks = to_blocks(flat.astype(np.float64, copy=False))
-        exps = block_exponents(blocks) + p.EXPONENT_BIAS
+        exps = exponents_of_max(maxabs) + p.EXPONENT_BIAS
+        nonzero = np.flatnonzero(maxabs).astype(np.int64)
     else:
         blocks = to_blocks(flat)
         if halves:
             blocks = split_halves(blocks)
         exps = np.zeros(blocks.shape[0], dtype=np.int16)
-    nonzero = np.flatnonzero(np.any(blocks != 0, axis=1)).astype(np.int64)
+        nonzero = np.flatnonzero(np.any(blocks != 0, axis=1)).astype(np.int64)
     return Payload(
         blocks=blocks,
         nonzero=nonzero,

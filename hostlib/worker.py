@@ -233,9 +233,15 @@ class Worker:
         eng.raise_if_overflowed()
         size = a.size
         if payload.is_float:
-            res = dequantize(
-                eng.sums, eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS, self.cfg.worker_count
-            )
+            # only the blocks that had a round: a sparse call's result is mostly zeros
+            exponents = eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS
+            n = self.cfg.worker_count
+            if eng.filled.all():
+                res = dequantize(eng.sums, exponents, n)
+            else:
+                rows = np.flatnonzero(eng.filled)
+                res = np.zeros(eng.sums.shape, np.float64)
+                res[rows] = dequantize(eng.sums[rows], exponents[rows], n)
             return res.reshape(-1)[:size]
         if payload.halves:
             total, over = join_halves(eng.sums)

@@ -40,6 +40,7 @@ from controlplane.jobs import PoolSizes  # noqa: E402
 from controlplane.p4rt import P4InfoIndex  # noqa: E402
 from controlplane.pipeline import DEFAULT_P4INFO  # noqa: E402
 from controlplane.stats import job_stats  # noqa: E402
+from softswitch.targets import DEFAULT_SLOTS  # noqa: E402
 from hostlib import numerics, protocol  # noqa: E402
 
 
@@ -102,7 +103,7 @@ class Options:
     dtype: str = "float32"
     loss: float = 0.0
     target: str = "auto"
-    slots: int = 64
+    slots: int | None = None  # None: the target's default (softswitch.targets.DEFAULT_SLOTS)
     jobs: int = 1
     seed: int = 1
     deadline: float = 120.0
@@ -253,6 +254,7 @@ class DemoNetwork:
         plan = []
         counted: dict[int, dict[str, int]] = {}
         procs: list = []
+        slots = job_slots(opts, self.target)
         try:
             for j in range(opts.jobs):
                 STOP.check()
@@ -263,7 +265,7 @@ class DemoNetwork:
                         WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
                         for r, h in enumerate(job_hosts)
                     ],
-                    opts.slots,
+                    slots,
                     opts.encoding,
                 )
                 self.next_job += 1
@@ -277,7 +279,7 @@ class DemoNetwork:
                 )
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
             expected = {
-                h.name: expected_rounds(inputs, opts.slots, opts.encoding) * opts.repeat
+                h.name: expected_rounds(inputs, slots, opts.encoding) * opts.repeat
                 for _, job_hosts, inputs in plan
                 for h in job_hosts
             }
@@ -373,6 +375,11 @@ class DemoNetwork:
         else:
             out.error = "worker exited without a report"
         return out
+
+
+def job_slots(opts: Options, target: str) -> int:
+    """The slots of the demo's jobs on `target` (a resolved target name)."""
+    return opts.slots if opts.slots is not None else DEFAULT_SLOTS[target]
 
 
 def run(opts: Options) -> Summary:
@@ -474,7 +481,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
         help="probability in [0, 1) of losing a packet in the switch, each way (P4 drop simulator)",
     )
     ap.add_argument("--target", default=d.target, help=f"one of {', '.join(TARGETS)}")
-    ap.add_argument("--slots", type=int, default=d.slots)
+    ap.add_argument(
+        "--slots",
+        type=int,
+        default=d.slots,
+        help="slots per job (default: 64 on softswitch, 32 on simple_switch_grpc, whose "
+        "ports hold ~32 unprocessed frames)",
+    )
     ap.add_argument(
         "--encoding",
         choices=["packed", "lanes"],
@@ -498,20 +511,19 @@ def parse_args(argv: list[str] | None = None) -> Options:
     if a.target not in TARGETS:
         ap.error(f"--target {a.target!r} (TARGET): unknown, expected one of {', '.join(TARGETS)}")
     try:
-        p4net.resolve_target(a.target)
+        target = p4net.resolve_target(a.target)
     except (RuntimeError, ValueError) as exc:
         ap.error(f"--target {a.target!r} (TARGET): {exc}")
     sizes = PoolSizes.of(P4InfoIndex.load(DEFAULT_P4INFO))  # the program the demo pushes
-    if not 1 <= a.slots <= sizes.pool_slots:
+    if a.slots is not None and not 1 <= a.slots <= sizes.pool_slots:
         ap.error(f"--slots {a.slots}: must be 1..{sizes.pool_slots}")
+    slots = a.slots if a.slots is not None else DEFAULT_SLOTS[target]
     if not 1 <= a.jobs <= sizes.max_jobs or a.jobs * a.workers > MAX_HOSTS:
         ap.error(
             f"--jobs {a.jobs}: must be 1..{sizes.max_jobs}, with jobs x workers at most {MAX_HOSTS}"
         )
-    if a.jobs * a.slots > sizes.pool_slots:
-        ap.error(
-            f"--jobs {a.jobs} x --slots {a.slots} exceed the switch's {sizes.pool_slots} slots"
-        )
+    if a.jobs * slots > sizes.pool_slots:
+        ap.error(f"--jobs {a.jobs} x --slots {slots} exceed the switch's {sizes.pool_slots} slots")
     if not 0 <= a.seed < 2**32:
         ap.error(f"--seed {a.seed}: must be 0..2^32-1")
     if not 0 < a.deadline < math.inf:

@@ -92,9 +92,9 @@ def _link_counters(host: p4net.HostSpec) -> dict[str, int]:
 class TorchNetwork:
     """A started network with `hosts` hosts; `run()` runs one program per job."""
 
-    def __init__(self, hosts: int, target: str = "softswitch", slots: int = 64):
+    def __init__(self, hosts: int, target: str = "softswitch", slots: int | None = None):
         self.demo = demo.DemoNetwork(target, hosts)
-        self.slots = slots
+        self.slots = slots if slots is not None else demo.DEFAULT_SLOTS[self.demo.target]
 
     @property
     def target(self) -> str:
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--target", default="softswitch", help="softswitch, simple_switch_grpc or auto")
-    ap.add_argument("--slots", type=int, default=64)
+    ap.add_argument("--slots", type=int, default=None, help="default: the target's")
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- program and arguments (run once per rank)"

@@ -31,6 +31,12 @@ SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
 BMV2_LOG_LEVEL_ENV = "P4REDUCE_BMV2_LOG_LEVEL"
 BMV2_LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
 TARGETS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
+# Slots of a job whose creator names none (demo, benchmarks, torch_ranks, examples). bmv2
+# takes only ~32 frames per port that it has not processed, so more slots overrun its ports;
+# softswitch has no such limit, and more slots make each slot's chain of rounds shorter,
+# which recovers from loss faster (docs/benchmarks.md). p4reduce-ctl, which cannot tell the
+# two apart, takes bmv2's (controlplane.target).
+DEFAULT_SLOTS = {SOFTSWITCH: 64, SIMPLE_SWITCH_GRPC: 32}
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -5,6 +5,7 @@ byte counts, and the tables (and plots, with matplotlib). Nothing here asserts a
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -78,7 +79,8 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     blocks = size // protocol.LANES
     dense = by[("p4reduce", "dense")]
     # every block once plus one announce per slot, per worker, by the worker's own count
-    assert dense["rounds"] == blocks + min(suite.SLOTS, blocks)
+    assert dense["rounds"] == blocks + min(suite.slots_for("softswitch"), blocks)
+    assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
     assert dense["rx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
@@ -104,3 +106,26 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     except ImportError:
         return
     assert (tmp_path / "density-softswitch.png").stat().st_size > 10_000
+
+
+@pytest.mark.root
+@pytest.mark.mininet
+def test_sparse_ratio_pairs_dense_and_sparse_runs(tmp_path):
+    import sparse_ratio
+
+    out = tmp_path / "ratio.json"
+    args = ["--targets", "softswitch", "--pairs", "2", "--size", "8192", "--workers", "2"]
+    assert sparse_ratio.main([*args, "--density", "0.25", "--json", str(out)]) == 0
+    pairs = json.loads(out.read_text())["targets"]["softswitch"]["pairs"]
+    assert len(pairs) == 2
+    for p in pairs:
+        assert p["dense"] > 0 and p["shared"] > 0
+        assert p["ratio"] == pytest.approx(p["dense"] / p["shared"])
+
+
+def test_sparse_ratio_refuses_a_density_outside_0_1():
+    import sparse_ratio
+
+    with pytest.raises(SystemExit) as info:
+        sparse_ratio.main(["--density", "1.5"])
+    assert info.value.code == 2

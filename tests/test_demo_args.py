@@ -90,3 +90,14 @@ def test_make_run_argument_errors_are_one_line(var, needle):
     assert out.returncode != 0
     lines = [line for line in out.stderr.splitlines() if not line.startswith("make")]
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in out.stderr, out.stderr
+
+
+def test_jobs_without_slots_get_the_targets_default(capsys):
+    demo = load_demo()
+    assert demo.parse_args(["--target", "softswitch"]).slots is None
+    assert demo.job_slots(demo.Options(), "softswitch") == 64
+    assert demo.job_slots(demo.Options(), "simple_switch_grpc") == 32
+    assert demo.job_slots(demo.Options(slots=5), "simple_switch_grpc") == 5
+    # 17 jobs x softswitch's 64 default slots exceed the 1024-slot pool
+    err = _refused(capsys, ["--target", "softswitch", "--jobs", "17", "--workers", "1"])
+    assert "--jobs 17 x --slots 64" in err

@@ -77,6 +77,12 @@ def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nx
     return out
 
 
+def test_a_job_without_a_slot_count_gets_bmv2s_default(controller):
+    job = controller.jobs.create(8, workers([3]))
+    assert job.slot_count == 32  # bmv2's ports hold ~32 unprocessed frames
+    controller.jobs.delete(8)
+
+
 def test_bring_up_create_use_delete_recreate(controller, switch_process):
     job = controller.jobs.create(7, workers([1, 2]), slots=8)
     descriptors = job.descriptors(controller.jobs.switch)

@@ -215,6 +215,11 @@ def test_entries_and_groups_carry_dev_ports(tofino_controller):
         ctl.jobs.create(10, _workers([14]), 4, "packed")
 
 
+def test_a_job_without_a_slot_count_gets_the_targets_default(tofino_controller):
+    job = tofino_controller.jobs.create(3, _workers([12]))
+    assert job.slot_count == 64
+
+
 def test_a_lanes_round_completes_through_dev_ports(tofino_controller, switch_process):
     ctl = tofino_controller
     job = ctl.jobs.create(4, _workers([11, 14]), slots=4)
