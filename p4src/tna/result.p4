@@ -143,7 +143,11 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         } else {
             aggregated.count(job);
 #if P4REDUCE_LANE_PASS
-            if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
+            /* a DATA adds its lanes; a SKIP only matters as the round's first contributor
+             * (it stores zeros): a later SKIP would add zeros, so it ends here */
+            if (hdr.p4r.msg_type == MSG_DATA) {
+                send_to_lane_pass();
+            } else if (hdr.p4r.msg_type == MSG_SKIP && meta.first == 1) {
                 send_to_lane_pass();
             } else {
                 ig_dprsr_md.drop_ctl = 1;
