@@ -9,8 +9,8 @@ pair between two fresh namespaces (worker, switch) and measures, in the same run
   hostlib hostlib.Worker (python -m hostlib) allreducing a dense float32 tensor with
           slot_count = WINDOW: build (quantize, pack headers, template), send, receive,
           parse, accumulate  <->  the same C reflector; once per transport mode
-(The whole system, worker and switch, is measured by bench/sparse_speedup.py and
-bench/softswitch_pps.py against the real P4 program.)
+(The whole system, worker and switch, is measured by bench/suite.py, bench/sparse_ratio.py
+and bench/softswitch_pps.py against the real P4 program.)
 
 Rate = worker packets sent per second (each is answered by one result). The ratio of the
 hostlib rows to the C row is what docs/hostlib.md reports (target >= 0.5). Both ends share

@@ -11,7 +11,11 @@ the best kept); each dense run is divided by the sparse run right after it, and 
 of those pair ratios is reported next to best dense ÷ best sparse.
 
     python bench/sparse_ratio.py [--targets softswitch,simple_switch_grpc] [--pairs 5]
-                                 [--density 0.1] [--size 1048576] [--json FILE]
+                                 [--density 0.1] [--overlap shared|independent]
+                                 [--size 1048576] [--slots N] [--json FILE]
+
+(It replaces bench/sparse_speedup.py, which timed dense and then each density once, with its
+own copy of the suite's slowest-rank timing.)
 
 Needs root and Debian's mininet (as bench/suite.py).
 """
@@ -35,7 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default="softswitch,simple_switch_grpc")
     ap.add_argument("--pairs", type=int, default=5, help="dense/sparse pairs per target")
-    ap.add_argument("--density", type=float, default=0.1, help="shared block density")
+    ap.add_argument("--density", type=float, default=0.1, help="block density")
+    ap.add_argument(
+        "--overlap",
+        choices=["shared", "independent"],
+        default="shared",
+        help="the same non-zero blocks on every worker, or drawn per worker",
+    )
     ap.add_argument("--size", type=int, default=suite.M, help="float32 values per worker")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--slots", type=int, default=None, help="default: the target's")
@@ -54,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             "p4reduce",
             a.workers,
             a.size,
-            "shared",
+            a.overlap,
             a.density,
             suite.repeats(a.size, target, a.density),
         )
@@ -71,24 +81,25 @@ def main(argv: list[str] | None = None) -> int:
                         return 1
                     row[c.pattern] = r.seconds
                     row[f"{c.pattern}_retransmissions"] = r.retransmissions
-                row["ratio"] = row["dense"] / row["shared"]
+                row["ratio"] = row["dense"] / row[a.overlap]
                 pairs.append(row)
                 print(
                     f"[{time.strftime('%H:%M:%S')}] {target} pair {i + 1}/{a.pairs}: dense "
-                    f"{row['dense']:.3f} s, {a.density:g} shared {row['shared']:.3f} s, "
+                    f"{row['dense']:.3f} s, {a.density:g} {a.overlap} {row[a.overlap]:.3f} s, "
                     f"ratio {row['ratio']:.2f} (load {os.getloadavg()[0]:.1f})",
                     file=sys.stderr,
                 )
         load.append(os.getloadavg()[0])
         ratios = [p["ratio"] for p in pairs]
-        best = min(p["dense"] for p in pairs) / min(p["shared"] for p in pairs)
+        best = min(p["dense"] for p in pairs) / min(p[a.overlap] for p in pairs)
         out["targets"][target] = {
             "pairs": pairs,
             "load": load,
             "slots": a.slots or suite.slots_for(target),
         }
         print(
-            f"{target}: dense ÷ {a.density:g} shared, {a.workers} workers, {a.size:,} float32, "
+            f"{target}: dense ÷ {a.density:g} {a.overlap}, {a.workers} workers, "
+            f"{a.size:,} float32, "
             f"{a.slots or suite.slots_for(target)} slots: median of {len(pairs)} pair ratios "
             f"{np.median(ratios):.2f} "
             f"(min {min(ratios):.2f}, max {max(ratios):.2f}); best ÷ best {best:.2f}; load "

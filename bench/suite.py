@@ -49,7 +49,8 @@ from softswitch.targets import DEFAULT_SLOTS  # noqa: E402
 
 
 def slots_for(target: str) -> int:
-    """Slots per job in every run on `target`: the demo's default there."""
+    """Slots per job in every run on `target`: the demo's default there (read from the
+    table, so that bench/report.py needs no Mininet)."""
     return DEFAULT_SLOTS[target]
 
 

@@ -153,7 +153,7 @@ def error_bound(exponent: int | np.ndarray, worker_count: int) -> np.ndarray:
 def negotiated_exponent(blockmax: np.ndarray) -> np.ndarray:
     """E the switch negotiates for blocks whose max |x| over all ranks is `blockmax`: the
     largest of the ranks' exponents, i.e. the exponent of the overall max."""
-    return block_exponents(np.asarray(blockmax, dtype=np.float64).reshape(-1, 1))
+    return exponents_of_max(blockmax)
 
 
 def sum_error_bound(blockmax: np.ndarray, worker_count: int) -> np.ndarray:

@@ -254,7 +254,7 @@ class DemoNetwork:
         plan = []
         counted: dict[int, dict[str, int]] = {}
         procs: list = []
-        slots = job_slots(opts, self.target)
+        slots = job_slots(opts.slots, self.target)
         try:
             for j in range(opts.jobs):
                 STOP.check()
@@ -377,9 +377,10 @@ class DemoNetwork:
         return out
 
 
-def job_slots(opts: Options, target: str) -> int:
-    """The slots of the demo's jobs on `target` (a resolved target name)."""
-    return opts.slots if opts.slots is not None else DEFAULT_SLOTS[target]
+def job_slots(slots: int | None, target: str) -> int:
+    """The slots of a job on `target` (a resolved target name): `slots`, or the target's
+    default when None."""
+    return slots if slots is not None else DEFAULT_SLOTS[target]
 
 
 def run(opts: Options) -> Summary:
@@ -517,7 +518,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     sizes = PoolSizes.of(P4InfoIndex.load(DEFAULT_P4INFO))  # the program the demo pushes
     if a.slots is not None and not 1 <= a.slots <= sizes.pool_slots:
         ap.error(f"--slots {a.slots}: must be 1..{sizes.pool_slots}")
-    slots = a.slots if a.slots is not None else DEFAULT_SLOTS[target]
+    slots = job_slots(a.slots, target)
     if not 1 <= a.jobs <= sizes.max_jobs or a.jobs * a.workers > MAX_HOSTS:
         ap.error(
             f"--jobs {a.jobs}: must be 1..{sizes.max_jobs}, with jobs x workers at most {MAX_HOSTS}"

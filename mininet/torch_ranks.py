@@ -94,7 +94,7 @@ class TorchNetwork:
 
     def __init__(self, hosts: int, target: str = "softswitch", slots: int | None = None):
         self.demo = demo.DemoNetwork(target, hosts)
-        self.slots = slots if slots is not None else demo.DEFAULT_SLOTS[self.demo.target]
+        self.slots = demo.job_slots(slots, self.demo.target)
 
     @property
     def target(self) -> str:

@@ -63,21 +63,18 @@ def main() -> int:
                 report["warmup_stats"] = worker.stats.as_dict()
             # the link's own counters around the timed allreduces (what bench/ reports)
             counters = host_counters()
-            times = []
             # when each timed call began and ended on the host's monotonic clock, which
-            # every namespace shares: the bench tells the ranks' start skew from the call
+            # every namespace shares: a call's time, and the ranks' start skew
             spans = []
             for _ in range(args.repeat):
-                t0 = time.perf_counter()
                 began = time.monotonic()
                 result = worker.allreduce(tensor, op=args.op)
                 spans.append((began, time.monotonic()))
-                times.append(time.perf_counter() - t0)
-                account("timed", times[-1])
+                account("timed", spans[-1][1] - began)
             report["stats"] = worker.stats.as_dict()
             report["counters"] = delta(counters, host_counters())
         report["seconds"] = time.perf_counter() - start
-        report["times"] = times
+        report["times"] = [end - began for began, end in spans]
         report["spans"] = spans
         report["calls"] = calls
         np.save(args.output, result)

@@ -1,6 +1,6 @@
 """Imports mininet/demo.py: the mininet/ folder is not a package (a package named `mininet`
 would hide Debian's Mininet), so its directory goes on sys.path and the module is `demo`.
-Used by the system tests and by bench/ (suite.py, sparse_speedup.py)."""
+Used by the system tests and by bench/ (suite.py, sparse_ratio.py through suite)."""
 
 from __future__ import annotations
 

@@ -95,9 +95,9 @@ def test_make_run_argument_errors_are_one_line(var, needle):
 def test_jobs_without_slots_get_the_targets_default(capsys):
     demo = load_demo()
     assert demo.parse_args(["--target", "softswitch"]).slots is None
-    assert demo.job_slots(demo.Options(), "softswitch") == 64
-    assert demo.job_slots(demo.Options(), "simple_switch_grpc") == 32
-    assert demo.job_slots(demo.Options(slots=5), "simple_switch_grpc") == 5
+    assert demo.job_slots(demo.Options().slots, "softswitch") == 64
+    assert demo.job_slots(demo.Options().slots, "simple_switch_grpc") == 32
+    assert demo.job_slots(5, "simple_switch_grpc") == 5
     # 17 jobs x softswitch's 64 default slots exceed the 1024-slot pool
     err = _refused(capsys, ["--target", "softswitch", "--jobs", "17", "--workers", "1"])
     assert "--jobs 17 x --slots 64" in err
