@@ -207,9 +207,17 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
         default=None,
         help="how values travel and are added: packed (the default on "
         "bmv2; one 2048-bit add per packet; floats quantized, int32 as "
-        "two 16-bit halves) or lanes (64 int32 lanes added one by one, "
-        "overflow flagged by the switch; the default, and the only "
-        "encoding, on a Tofino target)",
+        "two 16-bit halves) or lanes (64 int32 lanes added one by one; "
+        "the default, and the only encoding, on a Tofino target)",
+    )
+    create.add_argument(
+        "--int32-halves",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="send int32 as two 16-bit halves and let the workers check the exact sum for "
+        "overflow (always in a packed job; the default, and the only choice, on a Tofino "
+        "target, whose switch cannot flag an overflowed lane); --no-int32-halves: the "
+        "switch flags it (lanes jobs on bmv2)",
     )
     create.add_argument(
         "--descriptors", type=Path, help="write one descriptor per rank into this directory"
@@ -283,7 +291,7 @@ def _run_attached(args, ctl: Controller, out) -> int:
     jobs = ctl.jobs
     if args.command == "job":
         if args.job_command == "create":
-            job = jobs.create(args.job, args.worker, args.slots, args.encoding)
+            job = jobs.create(args.job, args.worker, args.slots, args.encoding, args.int32_halves)
             descriptors = job.descriptors(jobs.switch)
             if args.descriptors:
                 try:

@@ -21,6 +21,8 @@ wrong, because the person reading them is editing that file.
     job = 7
     slots = 16
     encoding = "lanes"                     # optional; default: the target's (packed on bmv2)
+    int32_halves = true                    # optional; int32 as 16-bit halves, overflow
+                                           # checked by the workers (always on Tofino)
     workers = [
       { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },
       { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
@@ -68,7 +70,7 @@ from hostlib import wire
 
 from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
 from .jobs import ENCODINGS, MAX_SLOT_COUNT, JobError, validate_workers
-from .target import TARGETS, Target, TargetError, check_encoding
+from .target import TARGETS, Target, TargetError, check_encoding, int32_halves_for
 
 
 class ConfigError(ValueError):
@@ -91,6 +93,7 @@ class StaticJob:
     slots: int
     workers: list[WorkerAddress]
     encoding: str | None = None  # None: the target's default
+    int32_halves: bool | None = None  # None: the target's choice (target.int32_halves_for)
 
 
 @dataclass
@@ -316,7 +319,12 @@ def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = N
         raise ConfigError("jobs", "expected an array of tables ([[jobs]])")
     for j, job in enumerate(raw_jobs):
         path = f"jobs[{j}]"
-        _check_keys(path, job, {"job", "slots", "workers", "encoding"}, {"job", "slots", "workers"})
+        _check_keys(
+            path,
+            job,
+            {"job", "slots", "workers", "encoding", "int32_halves"},
+            {"job", "slots", "workers"},
+        )
         job_id = _int(f"{path}.job", job["job"], 0, 65535)
         encoding = job.get("encoding")
         if encoding is not None:
@@ -328,6 +336,16 @@ def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = N
                 check_encoding(cfg.target_info, job_id, encoding)
             except TargetError as exc:
                 raise ConfigError(f"{path}.encoding", str(exc)) from None
+        halves = job.get("int32_halves")
+        if halves is not None:
+            if not isinstance(halves, bool):
+                raise ConfigError(f"{path}.int32_halves", f"expected true or false, got {halves!r}")
+            try:
+                int32_halves_for(
+                    cfg.target_info, job_id, encoding or cfg.target_info.default_encoding, halves
+                )
+            except TargetError as exc:
+                raise ConfigError(f"{path}.int32_halves", str(exc)) from None
         if job_id in job_ids:
             raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
         job_ids.add(job_id)
@@ -360,7 +378,7 @@ def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = N
             validate_workers(job_id, workers, seen)
         except JobError as exc:
             raise ConfigError(f"{path}.workers", str(exc)) from None
-        jobs.append(StaticJob(job_id, slots, workers, encoding))
+        jobs.append(StaticJob(job_id, slots, workers, encoding, halves))
     return Config(cfg, jobs)
 
 

@@ -174,6 +174,13 @@ class Controller:
                     f"does not have: delete it there first, or use another "
                     f"state file"
                 )
+            if not job.int32_halves and not target.flags_int32_overflow:
+                # its workers would send int32 lanes whose overflow nobody would see
+                raise JobError(
+                    f"the state file {self.jobs.table.path} has job {job.job} sending "
+                    f"int32 as whole lanes, whose overflow a {target.name} switch cannot "
+                    f"flag: delete it there first, or use another state file"
+                )
         return reconcile(
             self.conn, desired_state(self.conn, self.config.switch, self.jobs.table.jobs.values())
         )
@@ -182,7 +189,9 @@ class Controller:
         existing = {j.job for j in self.jobs.jobs()}
         for static in self.config.jobs:
             if static.job not in existing:
-                self.jobs.create(static.job, static.workers, static.slots, static.encoding)
+                self.jobs.create(
+                    static.job, static.workers, static.slots, static.encoding, static.int32_halves
+                )
 
     def _pipeline_ok(self) -> bool:
         """Cheap check for watch(): the switch carries the cookie of the push the state

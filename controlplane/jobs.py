@@ -33,7 +33,7 @@ from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unica
 from .admission import JobParameters
 from .connection import SwitchConnection, SwitchError
 from .p4rt import P4InfoError, P4InfoIndex
-from .target import TARGETS, Target, TargetError, check_encoding
+from .target import TARGETS, Target, TargetError, check_encoding, int32_halves_for
 
 MAX_WORKERS = wire.MAX_WORKERS
 # a job's slot count travels in 16 bits (admission's slot_count, the wire's slot); how
@@ -79,6 +79,7 @@ class Job:
     workers: list[WorkerAddress]
     loss: dict | None = None
     encoding: str = "packed"  # wire.Encoding name, lower case
+    int32_halves: bool = False  # int32 travels as 16-bit halves (target.int32_halves)
 
     @property
     def params(self) -> JobParameters:
@@ -110,6 +111,7 @@ class Job:
             switch=switch,
             worker=w.address,
             encoding=wire.Encoding[self.encoding.upper()],
+            int32_halves=self.int32_halves,
         )
 
     def descriptor(self, rank: int, switch: Address) -> dict:
@@ -129,6 +131,7 @@ class Job:
             "epoch": self.epoch,
             "loss": self.loss,
             "encoding": self.encoding,
+            "int32_halves": self.int32_halves,
             "workers": [asdict(w) for w in self.workers],
         }
 
@@ -143,6 +146,8 @@ class Job:
             loss=data.get("loss"),
             # jobs written before encodings existed were installed lane by lane
             encoding=data.get("encoding", "lanes"),
+            # jobs written before int32_halves existed: packed ones sent halves already
+            int32_halves=data.get("int32_halves", data.get("encoding") == "packed"),
             workers=[WorkerAddress(**w) for w in data["workers"]],
         )
 
@@ -378,10 +383,13 @@ class JobManager:
         workers: list[WorkerAddress],
         slots: int | None = None,
         encoding: str | None = None,
+        int32_halves: bool | None = None,
     ) -> Job:
         """A new job; `slots` None is the target's default (32 on bmv2: its ports hold
         ~32 unprocessed frames; 64 on Tofino), `encoding` None too (packed on bmv2, lanes on
-        Tofino, which has no packed encoding: asking for it there is a JobError)."""
+        Tofino, which has no packed encoding: asking for it there is a JobError), and
+        `int32_halves` (true on Tofino, which cannot flag an int32 overflow; asking for
+        false there is a JobError)."""
         validate_workers(job_id, workers, self.known_ports)
         slots = self.target.default_slots if slots is None else slots
         encoding = self.target.default_encoding if encoding is None else encoding
@@ -391,6 +399,7 @@ class JobManager:
             )
         try:
             check_encoding(self.target, job_id, encoding)
+            halves = int32_halves_for(self.target, job_id, encoding, int32_halves)
         except TargetError as exc:
             raise JobError(str(exc)) from None
         sizes = self.sizes
@@ -405,6 +414,7 @@ class JobManager:
                 epoch=self.table.next_epoch(),
                 workers=sorted(workers, key=lambda w: w.rank),
                 encoding=encoding,
+                int32_halves=halves,
             )
             # before admission: a new job's statistics start at zero, not at the counts
             # of the deleted job that had the same index (no packet can count on this

@@ -18,7 +18,11 @@ does). What genuinely differs, and is decided here and nowhere else:
   (recirculation) port are never a worker's or host's port and never flooded;
 * **value encodings**: `packed` (a 2048-bit add per packet) exists only in the v1model
   program; the TNA program adds 64 int32 lanes (two per stateful ALU). A job on a Tofino
-  switch is created with `lanes` (the default there); asking for `packed` is refused.
+  switch is created with `lanes` (the default there); asking for `packed` is refused;
+* **int32 overflow**: the v1model program flags a round whose int32 lane overflowed. A
+  Tofino stateful ALU returns one value (the lane's sum), so the TNA program cannot: its
+  jobs send int32 as 16-bit halves that cannot overflow in the switch, and the workers
+  check the exact sum (`int32_halves`; docs/protocol.md section 10).
 
 Multicast groups are the same: standard P4Runtime PRE entries (group id, replicas of
 (egress port, instance)), which Stratum and the SDE's P4Runtime server map to the Tofino
@@ -42,6 +46,9 @@ class Target:
     arch: str
     encodings: tuple[str, ...]  # hostlib.wire.Encoding names, lower case
     default_encoding: str
+    # the program sets FLAG_OVERFLOW on a round whose int32 lane overflowed; where it
+    # cannot, a lanes job must send int32 as halves (int32_halves) or a sum could be wrong
+    flags_int32_overflow: bool
     # slots of a job created without a count: bmv2 reads each port through libpcap, which
     # holds only ~32 frames the switch has not processed; a worker has one packet in
     # flight per slot, so more slots than that overrun its port (docs/benchmarks.md)
@@ -62,6 +69,7 @@ def _tofino(name: str, arch: str, harvest_port: int) -> Target:
         arch=arch,
         encodings=("lanes",),
         default_encoding="lanes",
+        flags_int32_overflow=False,
         default_slots=64,
         p4info=BUILD_DIR / name / "p4reduce.p4info.txtpb",
         device_config=None,
@@ -78,6 +86,7 @@ TARGETS: dict[str, Target] = {
         arch="v1model",
         encodings=("lanes", "packed"),
         default_encoding="packed",
+        flags_int32_overflow=True,
         default_slots=32,
         p4info=DEFAULT_P4INFO,
         device_config=DEFAULT_DEVICE_CONFIG,
@@ -129,3 +138,26 @@ class PortMap:
     def replicas(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """(configured port, instance) -> (dev port, instance): multicast replicas."""
         return [(self(port), instance) for port, instance in pairs]
+
+
+def int32_halves_for(t: Target, job: int, encoding: str, requested: bool | None) -> bool:
+    """Whether a job of `encoding` on `t` sends int32 as 16-bit halves (`requested` None:
+    the target's choice). A packed job always does; a lanes job must where the switch
+    cannot flag an overflowed lane -- otherwise an overflowed int32 sum would be returned
+    as if it were right."""
+    if encoding == "packed":
+        if requested is False:
+            raise TargetError(
+                f"job {job}: a packed job always sends int32 as 16-bit halves "
+                f"(int32_halves cannot be false)"
+            )
+        return True
+    if requested is None:
+        return not t.flags_int32_overflow
+    if not requested and not t.flags_int32_overflow:
+        raise TargetError(
+            f"job {job}: int32_halves false needs a switch that flags int32 overflow, "
+            f"which the {t.arch} program cannot (an ALU returns only the lane's sum): "
+            f"leave int32_halves unset"
+        )
+    return requested

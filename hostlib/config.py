@@ -42,6 +42,10 @@ class JobConfig:
     protocol: int = p.PROTOCOL_VERSION
     lanes: int = p.LANES
     encoding: p.Encoding = p.Encoding.LANES  # how values travel (protocol.md section 10)
+    # int32 travels as 16-bit halves and the worker checks the exact sum for overflow:
+    # always in a packed job, and in a lanes job on a switch that cannot flag an
+    # overflowed lane (Tofino: its ALUs return one value, the sum; protocol.md section 10)
+    int32_halves: bool = False
 
     def to_switch(self) -> p.Endpoints:
         """Addresses of this rank's packets to the switch (what admission checks)."""
@@ -76,6 +80,7 @@ class JobConfig:
             "slot_count": self.slot_count,
             "lanes": self.lanes,
             "encoding": self.encoding.name.lower(),
+            "int32_halves": self.int32_halves,
             "switch": vars(self.switch).copy(),
             "worker": vars(self.worker).copy(),
         }
@@ -136,6 +141,9 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
     encoding = d.get("encoding", "lanes")  # descriptors older than encodings: lanes
     if encoding not in names:
         raise DescriptorError(f"field encoding={encoding!r} not one of {', '.join(names)}")
+    int32_halves = d.get("int32_halves", False)  # older descriptors: the switch flags it
+    if not isinstance(int32_halves, bool):
+        raise DescriptorError(f"field int32_halves={int32_halves!r} is not true or false")
     rank = integer("rank", 0, worker_count - 1)
     cfg = JobConfig(
         job=integer("job", 0, 0xFFFF),
@@ -149,5 +157,6 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
         protocol=proto,
         lanes=lanes,
         encoding=names[encoding],
+        int32_halves=int32_halves,
     )
     return cfg

@@ -182,7 +182,7 @@ class Payload:
     worker_count: int
     fingerprint: int = 0  # protocol.fingerprint(dtype, elements): announced
     encoding: p.Encoding = p.Encoding.LANES
-    halves: bool = False  # int32 in a packed job: blocks are split_halves rows
+    halves: bool = False  # int32 sent as 16-bit halves: blocks are split_halves rows
     refused: str = ""  # why the values cannot be sent (then: none, and a
     # NONFINITE fingerprint; see make_payload)
 
@@ -194,7 +194,9 @@ class Payload:
         """int32 (len(rows), K) to send for these blocks with the switch's exponents."""
         if not self.is_float:
             rows_out = self.blocks[rows]
-            return to_packed(rows_out, self.worker_count) if self.halves else rows_out
+            if self.encoding == p.Encoding.PACKED:
+                return to_packed(rows_out, self.worker_count)
+            return rows_out
         mine = self.exponent_biased[rows]
         if np.any(mine > switch_exponent_biased):
             i = int(np.argmax(mine > switch_exponent_biased))
@@ -216,11 +218,13 @@ def make_payload(
     worker_count: int,
     encoding: p.Encoding = p.Encoding.LANES,
     *,
+    int32_halves: bool = False,
     announce_refusal: bool = False,
 ) -> Payload:
     """Validate dtype and values, cut into blocks, find non-zero blocks and exponents.
-    In a packed-encoding job an int32 tensor travels as twice as many blocks of 16-bit
-    halves (split_halves).
+    In a packed-encoding job, or with `int32_halves` (a lanes job on a switch that cannot
+    flag an overflowed lane), an int32 tensor travels as twice as many blocks of 16-bit
+    halves (split_halves): no lane can overflow, and the worker checks the exact sum.
 
     A float tensor holding NaN/Inf (or |x| > 2^127) raises ValueError, or, with
     `announce_refusal`, becomes a payload with no values and the NONFINITE fingerprint
@@ -230,7 +234,7 @@ def make_payload(
     if a.dtype not in SUPPORTED:
         raise TypeError(f"dtype {a.dtype} not supported: use int32, float32 or float64")
     flat = a.reshape(-1)  # copies only when a is not contiguous
-    halves = a.dtype.kind != "f" and encoding == p.Encoding.PACKED
+    halves = a.dtype.kind != "f" and (int32_halves or encoding == p.Encoding.PACKED)
     nblocks = max(1, -(-flat.size // p.LANES)) * (2 if halves else 1)
     if nblocks > p.MAX_BLOCK + 1:
         raise ValueError(

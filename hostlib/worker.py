@@ -142,7 +142,8 @@ class Worker:
     def allreduce(self, array: np.ndarray, op: str = "sum") -> np.ndarray:
         """Sum (or mean) of `array` over all ranks of the job; a new array, same shape.
 
-        int32 is summed exactly (OverflowError if the switch flags an overflow); float32
+        int32 is summed exactly (OverflowError when the sum does not fit int32: flagged by
+        the switch, or seen by this worker in a job that sends 16-bit halves); float32
         and float64 go through block floating point (protocol.md section 10). op="mean"
         returns float64 for int32 input. NaN/Inf (or |x| > 2^127) on any rank: ValueError
         on every rank (this one names the element), and the job stays usable.
@@ -178,7 +179,13 @@ class Worker:
             raise WorkerBroken(self._broken)
         # a float tensor with NaN/Inf is still announced (no values): the call then fails
         # on every rank together instead of leaving this rank one call behind the others
-        payload = make_payload(a, self.cfg.worker_count, self.cfg.encoding, announce_refusal=True)
+        payload = make_payload(
+            a,
+            self.cfg.worker_count,
+            self.cfg.encoding,
+            int32_halves=self.cfg.int32_halves,
+            announce_refusal=True,
+        )
         t0 = time.monotonic()
         eng = AllreduceEngine(
             self.cfg,

@@ -279,8 +279,8 @@ class DemoNetwork:
                 )
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
             expected = {
-                h.name: expected_rounds(inputs, slots, opts.encoding) * opts.repeat
-                for _, job_hosts, inputs in plan
+                h.name: expected_rounds(inputs, slots, job.int32_halves) * opts.repeat
+                for job, job_hosts, inputs in plan
                 for h in job_hosts
             }
             before = {h.name: _counters(f"{p4net.SWITCH_NAME}-eth{h.port}") for h in used}
@@ -388,21 +388,18 @@ def run(opts: Options) -> Summary:
         return demo.run_jobs(opts)
 
 
-def expected_rounds(inputs: list[np.ndarray], slots: int, encoding: str = "lanes") -> int:
+def expected_rounds(inputs: list[np.ndarray], slots: int, int32_halves: bool = False) -> int:
     """Rounds a job runs (docs/protocol.md section 6): per active slot, the blocks non-zero
     in any rank plus the announce round. What the progress line counts results against.
-    A packed job sends int32 as two blocks of 16-bit halves per 64 values."""
-    lanes = protocol.LANES
-    blocks = -(-len(inputs[0]) // lanes)
-    halves = encoding == "packed" and inputs[0].dtype.kind != "f"
-    union = np.zeros(blocks * (2 if halves else 1), dtype=bool)
+    A job with int32_halves sends int32 as two blocks of 16-bit halves per 64 values."""
+    halves = int32_halves and inputs[0].dtype.kind != "f"
+    union = None
     for x in inputs:
-        padded = np.zeros(blocks * lanes, dtype=np.int64 if halves else x.dtype)
-        padded[: len(x)] = x
-        rows = padded.reshape(blocks, lanes)
+        rows = numerics.to_blocks(x)
         if halves:
-            rows = np.stack([rows >> 16, rows & 0xFFFF], axis=1).reshape(-1, lanes)
-        union |= rows.any(axis=1)
+            rows = numerics.split_halves(rows)
+        nonzero = rows.any(axis=1)
+        union = nonzero if union is None else union | nonzero
     return int(union.sum()) + min(slots, union.size)
 
 

@@ -44,6 +44,7 @@ TOFINO_TARGETS = {"tofino": ("tna", 12), "tofino2": ("t2na", 20)}
 # the committed outputs of a Tofino compile, in p4src/build/<target>/
 TOFINO_OUTPUTS = ("p4reduce.p4info.txtpb", "bf-rt.json", "context.json", "resources.json")
 TOFINO_SCRATCH = ROOT / "build" / "tofino"  # the compiler's whole output directory
+PARSER_DEFECT_WARNING = "Can't match parser state due to previous match"  # bfas
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
@@ -229,10 +230,22 @@ def compile_tofino(
         str(bfrt),
         str(program),
     ]
-    done = subprocess.run(cmd)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
     if done.returncode != 0:
         raise SystemExit(
             f"bf-p4c failed for {target} (exit {done.returncode}); its logs are in {work}"
+        )
+    # a compiler without p4lang/p4c#5753 drops parser match registers: bfas then warns
+    # that states cannot match, or the .bfa has states choosing without a match
+    defects = [line.strip() for line in done.stderr.splitlines() if PARSER_DEFECT_WARNING in line]
+    for bfa in sorted(work.glob("*/*.bfa")):
+        defects += tofino_resources.parser_defects(tofino_resources.parser_states(bfa.read_text()))
+    if defects:
+        raise SystemExit(
+            f"the compiler dropped parser match registers for {target} (p4lang/p4c#5753; "
+            f"docs/tofino.md says how to build one that does not):\n  " + "\n  ".join(defects[:10])
         )
     out_dir = tofino_out_dir(target, build)
     out_dir.mkdir(parents=True, exist_ok=True)

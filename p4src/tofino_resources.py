@@ -16,6 +16,7 @@ containers that stage's match or actions read or write (from phv.json), "PHV occ
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,61 @@ def _phv_accessed(phv: dict) -> dict[int, dict[str, int]]:
         stage: {str(w): len(c) for w, c in sorted(widths.items())}
         for stage, widths in per_stage.items()
     }
+
+
+# a transition of a parser state in a .bfa: a value/mask pattern or the catch-all `*`
+_BFA_TRANSITION = re.compile(r"^      (\*|0x[0-9a-fA-F*]+|0b[01*]+|\d+)\s*:")
+
+
+def parser_states(bfa: str) -> dict[str, dict[str, Any]]:
+    """Per parser of an assembler file (.bfa): its states, how many choose between
+    transitions, and those that choose without a `match:` line. p4c before
+    p4lang/p4c#5753 dropped the match registers of selects on saved packet data: such a
+    state takes its first transition for every packet, and no resource figure shows it
+    (the parser is in tofino.bin, not context.json), so the summary records it."""
+    parsers: dict[str, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    in_states, state = False, None
+
+    def close() -> None:
+        if current is not None and state is not None and state[1] > 1:
+            current["choosing"] += 1
+            if not state[2]:
+                current["choosing_without_match"].append(state[0])
+
+    for line in bfa.splitlines():
+        if line.startswith("parser "):
+            close()
+            name = line.rstrip(":").split(None, 1)[1]
+            current = parsers.setdefault(
+                name, {"states": 0, "choosing": 0, "choosing_without_match": []}
+            )
+            in_states, state = False, None
+        elif line == "  states:":
+            in_states = True
+        elif in_states and line and len(line) - len(line.lstrip()) <= 2:
+            close()
+            in_states, state = False, None
+        elif in_states and line.startswith("    ") and not line.startswith("     "):
+            close()
+            state = [line.strip().rstrip(":"), 0, False]
+            current["states"] += 1
+        elif in_states and state is not None:
+            if line.startswith("      match:"):
+                state[2] = True
+            elif _BFA_TRANSITION.match(line):
+                state[1] += 1
+    close()
+    return parsers
+
+
+def parser_defects(parsers: dict[str, dict[str, Any]]) -> list[str]:
+    """What parser_states found wrong, one line per state."""
+    return [
+        f"parser {name}: state {state} chooses between transitions without a match"
+        for name, p in parsers.items()
+        for state in p["choosing_without_match"]
+    ]
 
 
 def summarize(work: Path, target: str, stages_available: int) -> dict[str, Any]:
@@ -165,6 +221,9 @@ def summarize(work: Path, target: str, stages_available: int) -> dict[str, Any]:
         }
         mau_metrics = metrics.get("mau", {})
         summary["latency"] = mau_metrics.get("latency")
+    bfa = sorted(work.glob("*/*.bfa"))
+    if bfa:
+        summary["parser"] = parser_states(bfa[0].read_text())
     return summary
 
 

@@ -75,10 +75,15 @@ class InProcessSwitch:
         job: int = 7,
         ports: list[int] | None = None,
         encoding: str = "packed",
+        int32_halves: bool | None = None,
     ) -> Job:
         ports = ports or list(range(1, workers + 1))
         return self.jobs.create(
-            job, [worker_address(r, port) for r, port in enumerate(ports)], slots, encoding
+            job,
+            [worker_address(r, port) for r, port in enumerate(ports)],
+            slots,
+            encoding,
+            int32_halves,
         )
 
     def descriptors(self, job: Job) -> list[dict]:

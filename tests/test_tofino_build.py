@@ -250,3 +250,68 @@ def test_tna_p4info_gives_the_controller_what_the_bmv2_one_does(target):
 def test_surface_is_json():
     """The surface is plain data (a report can be written next to the outputs)."""
     assert json.loads(json.dumps(surface(BMV2))) == copy.deepcopy(surface(BMV2))
+
+
+# -- the compiler's parser -------------------------------------------------------------------
+
+# the shape of a .bfa parser (abridged from the TNA program's own): the first state chooses
+# the harvest pass by ingress port
+_BFA = """\
+parser ingress:
+  start: $init_match
+  states:
+    $init_match:
+      *:
+        load: { half : 0..1 }
+        next: $entry_point.start
+    $entry_point.start:
+      match: [ half ]
+      0b*******001000100:
+        shift: 16
+        next: parse_harvest
+      0x****:
+        shift: 30
+        next: parse_ethernet
+    parse_harvest:
+      *:
+        next: end
+deparser ingress:
+  dictionary: {}
+"""
+
+
+def _resources_module():
+    spec = importlib.util.spec_from_file_location(
+        "p4src_tofino_resources", REPO / "p4src" / "tofino_resources.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_parser_state_that_chooses_without_a_match_is_found():
+    """p4c before p4lang/p4c#5753 emitted selects with no `match:` and a bare `*` per
+    transition: every packet took the first one. compile.py refuses an assembler file with
+    such a state; the same file with its match line passes."""
+    res = _resources_module()
+    good = res.parser_states(_BFA)
+    assert good == {"ingress": {"states": 3, "choosing": 1, "choosing_without_match": []}}
+    assert res.parser_defects(good) == []
+    broken = _BFA.replace("      match: [ half ]\n", "").replace("0b*******001000100:", "*:")
+    assert res.parser_defects(res.parser_states(broken)) == [
+        "parser ingress: state $entry_point.start chooses between transitions without a match"
+    ]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_committed_parsers_match_on_every_select(target):
+    """The committed outputs were compiled by a compiler whose parsers keep their match
+    registers: both parsers choose somewhere (harvest port, EtherType, protocol, message
+    type), and never without a match."""
+    out = _need_outputs(target)
+    parser = json.loads((out / "resources.json").read_text()).get("parser")
+    assert parser, "resources.json has no parser summary: recompile (make p4-tofino)"
+    assert set(parser) == {"ingress", "egress"}
+    for name, p in parser.items():
+        assert p["choosing"] > 0, (name, p)
+        assert p["choosing_without_match"] == [], (name, p)

@@ -249,8 +249,17 @@ def test_cli_end_to_end(config, switch_process, tmp_path):
     assert json.loads((tmp_path / "desc" / "job4-rank1.json").read_text())["rank"] == 1
     listed = ctl("job", "list")
     assert listed.returncode == 0 and "0..15" in listed.stdout
+    assert created["descriptors"][0]["int32_halves"] is True  # a packed job's halves
     refused = ctl("job", "create", "--job", "4", "--worker", "0:3:02:00:00:00:00:03:10.0.0.3")
     assert refused.returncode == 1 and "already exists" in refused.stderr
+    halves = ctl(
+        "--json",
+        *("job", "create", "--job", "5", "--encoding", "lanes", "--int32-halves"),
+        *("--worker", "0:3:02:00:00:00:00:03:10.0.0.3"),
+    )
+    assert halves.returncode == 0, halves.stderr
+    assert json.loads(halves.stdout)["descriptors"][0]["int32_halves"] is True
+    assert ctl("job", "delete", "5").returncode == 0
     assert ctl("drop-sim", "--job", "4", "--ingress", "0.1").returncode == 0
     stats = json.loads(ctl("--json", "stats").stdout)
     assert stats["jobs"]["4"]["aggregated"] == 0 and "drops_malformed" in stats["switch"]

@@ -114,6 +114,17 @@ def test_tofino_configuration_with_port_map_and_cpu_port(tmp_path):
             "encoding 'packed' is not available on a tofino switch",
         ),
         ({**_sw(), "jobs": [_job("dense")]}, "jobs[0].encoding", "not one of lanes, packed"),
+        (
+            {**_sw(target="tofino"), "jobs": [{**_job(), "int32_halves": False}]},
+            "jobs[0].int32_halves",
+            "the tna program cannot",
+        ),
+        (
+            {**_sw(), "jobs": [{**_job("packed"), "int32_halves": False}]},
+            "jobs[0].int32_halves",
+            "a packed job always sends int32 as 16-bit halves",
+        ),
+        ({**_sw(), "jobs": [{**_job(), "int32_halves": "yes"}]}, "jobs[0].int32_halves", "'yes'"),
     ],
 )
 def test_bad_target_configuration_names_field_and_problem(data, path, needle):
@@ -137,6 +148,22 @@ def test_port_map_translates_and_refuses_unmapped_ports():
 
 
 # -- jobs: the encoding ----------------------------------------------------------------------
+
+
+def test_int32_halves_is_the_targets_choice_unless_asked():
+    """Only bmv2's lanes jobs may leave overflow to the switch; a packed job always sends
+    halves, and a Tofino switch cannot flag an overflowed lane."""
+    from controlplane.target import int32_halves_for
+
+    bmv2, tofino = TARGETS["bmv2"], TARGETS["tofino"]
+    assert int32_halves_for(bmv2, 1, "lanes", None) is False
+    assert int32_halves_for(bmv2, 1, "lanes", True) is True
+    assert int32_halves_for(bmv2, 1, "packed", None) is True
+    assert int32_halves_for(tofino, 1, "lanes", None) is True
+    with pytest.raises(TargetError, match="job 1: int32_halves false .* tna program cannot"):
+        int32_halves_for(tofino, 1, "lanes", False)
+    static = parse({**_sw(target="tofino2"), "jobs": [{**_job(), "int32_halves": True}]})
+    assert static.jobs[0].int32_halves is True
 
 
 def test_a_packed_job_is_refused_on_tofino_before_the_switch_is_touched():
@@ -203,6 +230,8 @@ def test_entries_and_groups_carry_dev_ports(tofino_controller):
     ctl = tofino_controller
     job = ctl.jobs.create(9, _workers([12, 13]), slots=4)
     assert job.encoding == "lanes"  # the tofino default
+    assert job.int32_halves  # a TNA switch cannot flag an int32 overflow
+    assert all(d["int32_halves"] is True for d in job.descriptors(ctl.jobs.switch))
     entries = [ctl.conn.p4.describe_entry(e) for e in read_entries(ctl.conn)]
     admission = [e for e in entries if e["table"].endswith("admission.admission")]
     assert sorted(e["match"]["ingress_port"] for e in admission) == [2, 3]
@@ -213,6 +242,9 @@ def test_entries_and_groups_carry_dev_ports(tofino_controller):
     assert sorted(groups[job.params.mcast_grp]) == [(2, 0), (3, 1)]
     with pytest.raises(JobError, match="encoding 'packed' is not available on a tofino"):
         ctl.jobs.create(10, _workers([14]), 4, "packed")
+    with pytest.raises(JobError, match="int32_halves false needs a switch that flags"):
+        ctl.jobs.create(10, _workers([14]), 4, "lanes", False)
+    assert 10 not in ctl.jobs.table.jobs
 
 
 def test_a_job_without_a_slot_count_gets_the_targets_default(tofino_controller):
@@ -255,3 +287,29 @@ def test_up_refuses_a_state_file_with_a_packed_job_on_tofino(tmp_path):
     }
     with pytest.raises(JobError, match="job 3 with encoding 'packed'.*tofino switch"):
         ctl._reconcile_locked()
+
+
+def test_up_refuses_a_state_file_with_a_whole_lane_int32_job_on_tofino(tmp_path):
+    """A bmv2 lanes job whose workers send int32 as whole lanes relies on the switch's
+    overflow flag, which the TNA program does not set: reconciling stops, naming it."""
+    from controlplane.jobs import Job
+
+    cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
+    ctl = Controller(cfg)  # never connected: the refusal must come first
+    job = Job(
+        job=3,
+        job_index=0,
+        slot_base=0,
+        slot_count=4,
+        epoch=1,
+        workers=[WorkerAddress(0, 1, *host(1), 0x5030)],
+        encoding="lanes",
+    )
+    ctl.jobs.table.jobs = {3: job}
+    with pytest.raises(JobError, match="job 3 sending int32 as whole lanes.*tofino switch"):
+        ctl._reconcile_locked()
+    assert Job.from_json({**job.to_json(), "int32_halves": True}).int32_halves
+    legacy = job.to_json()
+    del legacy["int32_halves"]
+    assert not Job.from_json(legacy).int32_halves  # written before the field: lanes
+    assert Job.from_json({**legacy, "encoding": "packed"}).int32_halves

@@ -131,3 +131,18 @@ def test_descriptor_names_the_worker_count_and_still_reads_its_earlier_name():
 
     with pytest.raises(DescriptorError, match="worker_count missing"):
         load_descriptor(d)
+
+
+def test_descriptor_carries_int32_halves_and_refuses_a_non_boolean():
+    """A descriptor without the field is the switch-flags-overflow case (descriptors older
+    than the field); a string such as "false" is refused, not read as true."""
+    from hostlib.config import DescriptorError
+
+    d = descriptor(0, 2)
+    assert load_descriptor(d).int32_halves is False
+    d["int32_halves"] = True
+    cfg = load_descriptor(d)
+    assert cfg.int32_halves is True and load_descriptor(cfg.to_dict()).int32_halves is True
+    d["int32_halves"] = "false"
+    with pytest.raises(DescriptorError, match="int32_halves='false'"):
+        load_descriptor(d)

@@ -170,3 +170,24 @@ def test_values_far_below_the_quantum_come_back_as_zero():
     got, exps = _switch_path([x, x], 2)
     assert (got == 0).all()
     assert np.abs(got - 2 * x).max() <= nm.sum_error_bound(np.array([1e-300]), 2)[0]
+
+
+@pytest.mark.parametrize("encoding", [p.Encoding.LANES, p.Encoding.PACKED])
+def test_int32_halves_in_a_lanes_job_and_always_in_a_packed_one(encoding):
+    """A lanes job with int32_halves sends the halves themselves (what the switch adds as
+    lanes); a packed job biases them. Either way the exact sum comes back from the halves."""
+    x = np.array([2**30 + 5, -(2**31), -1, 70000] + [0] * 124, np.int32)  # 2 blocks
+    plain = nm.make_payload(x, 2, encoding)
+    halves = nm.make_payload(x, 2, encoding, int32_halves=True)
+    assert halves.halves and halves.nblocks == 4 and halves.nonzero.tolist() == [0, 1]
+    assert plain.halves == (encoding == p.Encoding.PACKED)
+    rows = np.arange(halves.nblocks)
+    sent = halves.values(rows, halves.exponent_biased[rows])
+    if encoding == p.Encoding.LANES:
+        assert (sent == nm.split_halves(nm.to_blocks(x))).all()
+    else:
+        assert (sent == nm.to_packed(nm.split_halves(nm.to_blocks(x)), 2)).all()
+    total, over = nm.join_halves(nm.split_halves(nm.to_blocks(x)) * 2)
+    assert (total[0, :4] == 2 * x[:4].astype(np.int64)).all()
+    assert over.tolist() == [0]  # 2 * (2^30 + 5) and 2 * -2^31 do not fit int32
+    assert not nm.make_payload(np.ones(3, np.float32), 2, int32_halves=True).halves

@@ -30,8 +30,8 @@ def job_of(switch):
     """Creates jobs on the module's switch and deletes them after the test."""
     made = []
 
-    def make(n: int, slots: int = 8, job: int = 7, encoding: str = "packed"):
-        j = switch.create_job(n, slots, job, encoding=encoding)
+    def make(n: int, slots: int = 8, job: int = 7, encoding: str = "packed", int32_halves=None):
+        j = switch.create_job(n, slots, job, encoding=encoding, int32_halves=int32_halves)
         made.append(j.job)
         return j
 
@@ -219,10 +219,15 @@ def test_nan_on_every_rank_raises_on_every_rank(switch, job_of):
         assert (out == 3.0).all()
 
 
-@pytest.mark.parametrize("encoding", ["lanes", "packed"])
-def test_overflow_raises_naming_block_and_next_allreduce_still_works(encoding, switch, job_of):
-    """lanes: the switch flags the round; packed: the worker sees the exact sum of the
-    halves, out of int32 range."""
+@pytest.mark.parametrize(
+    "encoding,int32_halves", [("lanes", None), ("packed", None), ("lanes", True)]
+)
+def test_overflow_raises_naming_block_and_next_allreduce_still_works(
+    encoding, int32_halves, switch, job_of
+):
+    """lanes: the switch flags the round; packed, and lanes with int32_halves (what a
+    Tofino job does: its switch cannot flag an overflow): the worker sees the exact sum of
+    the halves, out of int32 range."""
     big = np.zeros(64 * 6, np.int32)
     big[64 * 4 + 3] = 2**30 + 5  # 2 ranks: 2^31 + 10 overflows
 
@@ -231,10 +236,11 @@ def test_overflow_raises_naming_block_and_next_allreduce_still_works(encoding, s
             w.allreduce(big)
         return w.allreduce(np.arange(64 * 6, dtype=np.int32))
 
-    job = job_of(2, encoding=encoding)
+    job = job_of(2, encoding=encoding, int32_halves=int32_halves)
+    assert job.int32_halves == (encoding == "packed" or bool(int32_halves))
     res, errs = run_ranks(switch, job, fn)
     assert errs == [None, None]
-    assert switch.stats(job)["overflows"] == (1 if encoding == "lanes" else 0)
+    assert switch.stats(job)["overflows"] == (0 if job.int32_halves else 1)
     for out in res:
         assert (out == 2 * np.arange(64 * 6)).all()
 
