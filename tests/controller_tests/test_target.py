@@ -266,48 +266,43 @@ def test_a_lanes_round_completes_through_dev_ports(tofino_controller, switch_pro
         assert list(res[rank].values) == list(np.arange(p.LANES) * -4)
 
 
-def test_up_refuses_a_state_file_with_a_packed_job_on_tofino(tmp_path):
-    """A state file written for a bmv2 switch may hold packed jobs: their workers would send
-    packed values that the TNA program adds as lanes, so reconciling stops, naming the job,
-    before anything is written to the switch."""
+def _state_file_job(encoding: str):
     from controlplane.jobs import Job
 
-    cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
-    ctl = Controller(cfg)  # never connected: the refusal must come first
-    ctl.jobs.table.jobs = {
-        3: Job(
-            job=3,
-            job_index=0,
-            slot_base=0,
-            slot_count=4,
-            epoch=1,
-            workers=[WorkerAddress(0, 1, *host(1), 0x5030)],
-            encoding="packed",
-        )
-    }
-    with pytest.raises(JobError, match="job 3 with encoding 'packed'.*tofino switch"):
-        ctl._reconcile_locked()
-
-
-def test_up_refuses_a_state_file_with_a_whole_lane_int32_job_on_tofino(tmp_path):
-    """A bmv2 lanes job whose workers send int32 as whole lanes relies on the switch's
-    overflow flag, which the TNA program does not set: reconciling stops, naming it."""
-    from controlplane.jobs import Job
-
-    cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
-    ctl = Controller(cfg)  # never connected: the refusal must come first
-    job = Job(
+    return Job(
         job=3,
         job_index=0,
         slot_base=0,
         slot_count=4,
         epoch=1,
         workers=[WorkerAddress(0, 1, *host(1), 0x5030)],
-        encoding="lanes",
+        encoding=encoding,
     )
-    ctl.jobs.table.jobs = {3: job}
-    with pytest.raises(JobError, match="job 3 sending int32 as whole lanes.*tofino switch"):
+
+
+@pytest.mark.parametrize(
+    "encoding,needle",
+    [
+        ("packed", "job 3 with encoding 'packed'.*tofino switch"),
+        ("lanes", "job 3 sending int32 as whole lanes.*tofino switch"),
+    ],
+)
+def test_up_refuses_a_state_file_job_a_tofino_cannot_run(tmp_path, encoding, needle):
+    """A state file written for a bmv2 switch may hold jobs a Tofino cannot run right: a
+    packed job (its values would be added as lanes) or a lanes job sending int32 as whole
+    lanes (it relies on the overflow flag the TNA program does not set). Reconciling stops,
+    naming the job, before anything is written to the switch."""
+    cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
+    ctl = Controller(cfg)  # never connected: the refusal must come first
+    ctl.jobs.table.jobs = {3: _state_file_job(encoding)}
+    with pytest.raises(JobError, match=needle):
         ctl._reconcile_locked()
+
+
+def test_a_state_file_job_keeps_or_infers_int32_halves():
+    from controlplane.jobs import Job
+
+    job = _state_file_job("lanes")
     assert Job.from_json({**job.to_json(), "int32_halves": True}).int32_halves
     legacy = job.to_json()
     del legacy["int32_halves"]
