@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     demo = suite.load_demo()
     out: dict = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "targets": {}}
     for target in a.targets.split(","):
+        slots = a.slots or suite.slots_for(target)
         dense = suite.Case(
             target, "p4reduce", a.workers, a.size, "dense", 1.0, suite.repeats(a.size, target)
         )
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(a.pairs):
                 row = {}
                 for c in (dense, sparse):
-                    r = suite.run_p4reduce(demo, net, c, inputs[c.pattern], a.slots)
+                    r = suite.run_p4reduce(demo, net, c, inputs[c.pattern], slots)
                     if not r.ok:
                         print(f"{c.label()}: FAILED: {r.error}", file=sys.stderr)
                         return 1
@@ -95,12 +96,12 @@ def main(argv: list[str] | None = None) -> int:
         out["targets"][target] = {
             "pairs": pairs,
             "load": load,
-            "slots": a.slots or suite.slots_for(target),
+            "slots": slots,
         }
         print(
             f"{target}: dense ÷ {a.density:g} {a.overlap}, {a.workers} workers, "
             f"{a.size:,} float32, "
-            f"{a.slots or suite.slots_for(target)} slots: median of {len(pairs)} pair ratios "
+            f"{slots} slots: median of {len(pairs)} pair ratios "
             f"{np.median(ratios):.2f} "
             f"(min {min(ratios):.2f}, max {max(ratios):.2f}); best ÷ best {best:.2f}; load "
             f"average {load[0]:.1f} before, {load[1]:.1f} after"

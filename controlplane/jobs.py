@@ -79,7 +79,14 @@ class Job:
     workers: list[WorkerAddress]
     loss: dict | None = None
     encoding: str = "packed"  # wire.Encoding name, lower case
-    int32_halves: bool = False  # int32 travels as 16-bit halves (target.int32_halves)
+    # int32 travels as 16-bit halves (target.int32_halves_for); None: what the encoding
+    # implies by itself (a packed job always sends halves; state files written before the
+    # field existed hold None)
+    int32_halves: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.int32_halves is None:
+            self.int32_halves = self.encoding == "packed"
 
     @property
     def params(self) -> JobParameters:
@@ -146,8 +153,7 @@ class Job:
             loss=data.get("loss"),
             # jobs written before encodings existed were installed lane by lane
             encoding=data.get("encoding", "lanes"),
-            # jobs written before int32_halves existed: packed ones sent halves already
-            int32_halves=data.get("int32_halves", data.get("encoding") == "packed"),
+            int32_halves=data.get("int32_halves"),
             workers=[WorkerAddress(**w) for w in data["workers"]],
         )
 

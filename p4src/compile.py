@@ -230,16 +230,19 @@ def compile_tofino(
         str(bfrt),
         str(program),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(done.stdout)
-    sys.stderr.write(done.stderr)
-    if done.returncode != 0:
+    # the compiler's messages pass through as they come (a compile takes minutes); a
+    # compiler without p4lang/p4c#5753 drops parser match registers: bfas then warns that
+    # states cannot match, or the .bfa has states choosing without a match
+    defects = []
+    with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True) as proc:
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            if PARSER_DEFECT_WARNING in line:
+                defects.append(line.strip())
+    if proc.returncode != 0:
         raise SystemExit(
-            f"bf-p4c failed for {target} (exit {done.returncode}); its logs are in {work}"
+            f"bf-p4c failed for {target} (exit {proc.returncode}); its logs are in {work}"
         )
-    # a compiler without p4lang/p4c#5753 drops parser match registers: bfas then warns
-    # that states cannot match, or the .bfa has states choosing without a match
-    defects = [line.strip() for line in done.stderr.splitlines() if PARSER_DEFECT_WARNING in line]
     for bfa in sorted(work.glob("*/*.bfa")):
         defects += tofino_resources.parser_defects(tofino_resources.parser_states(bfa.read_text()))
     if defects:
