@@ -67,7 +67,9 @@ print(json.dumps({
 def _tracked_files() -> list[str]:
     """The files a clean checkout of the working tree has: tracked, or new and not ignored."""
     out = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        # safe.directory: the checkout may belong to another user than the one testing
+        ["git", "-c", f"safe.directory={REPO}", "-C", str(REPO), "ls-files", "-z"]
+        + ["--cached", "--others", "--exclude-standard"],
         capture_output=True,
         check=True,
         timeout=60,
@@ -247,10 +249,10 @@ def test_the_installed_code_runs_not_the_checkout(venv, dists):
     out = venv.run(venv.bin("python"), "-c", PROBE, DISTRIBUTION, BACKEND, *packages)
     assert out.returncode == 0, out.stderr
     probe = json.loads(out.stdout)
-    site = Path(probe["dist"])
-    assert site.is_relative_to(venv.root)
+    installed = Path(probe["dist"])
+    assert installed.is_relative_to(venv.root)
     for where in [*probe["modules"].values(), *probe["entry_points"].values(), probe["build"]]:
-        assert Path(where).is_relative_to(site), where
+        assert Path(where).is_relative_to(installed), where
     assert sorted(probe["entry_points"]) == [
         "console_scripts:p4reduce-ctl",
         "console_scripts:p4reduce-softswitch",
@@ -260,8 +262,8 @@ def test_the_installed_code_runs_not_the_checkout(venv, dists):
     assert probe["torch_registered"] in (None, True)
 
 
-def _config(venv: Venv, grpc_addr: str, ports: list[int]) -> Path:
-    path = venv.work / f"switch-{grpc_addr.rsplit(':', 1)[1]}.toml"
+def _config(where: Path, grpc_addr: str, ports: list[int]) -> Path:
+    path = where / "switch.toml"
     path.write_text(
         "[switch]\n"
         f'grpc_addr = "{grpc_addr}"\n'
@@ -273,16 +275,19 @@ def _config(venv: Venv, grpc_addr: str, ports: list[int]) -> Path:
     return path
 
 
-def _up_with_job(venv: Venv, topo: netns.Topology, grpc_addr: str, ns: str | None) -> Path:
-    """`p4reduce-ctl up` and `job create` for topo's workers; their descriptors' directory."""
-    config = _config(venv, grpc_addr, [r + 1 for r in range(topo.worker_count)])
+def _up_with_job(
+    venv: Venv, where: Path, topo: netns.Topology, grpc_addr: str, ns: str | None
+) -> Path:
+    """`p4reduce-ctl up` and `job create` for topo's workers (configuration and descriptors
+    in `where`); the descriptors' directory."""
+    config = _config(where, grpc_addr, [r + 1 for r in range(topo.worker_count)])
     up = venv.ctl(config, "up", ns=ns)
     assert (up["status"], up["jobs"]) == ("up", 0), up
     workers = [
         f"--worker={r}:{r + 1}:{d['worker']['mac']}:{d['worker']['ip']}"
         for r, d in enumerate(topo.descriptors)
     ]
-    descriptors = venv.work / f"descriptors-{grpc_addr.rsplit(':', 1)[1]}"
+    descriptors = where / "descriptors"
     created = venv.ctl(
         config,
         "job",
@@ -298,14 +303,15 @@ def _up_with_job(venv: Venv, topo: netns.Topology, grpc_addr: str, ns: str | Non
     return descriptors
 
 
-def test_installed_controller_programs_the_installed_softswitch(venv):
+def test_installed_controller_programs_the_installed_softswitch(venv, tmp_path):
     """No root: a softswitch without ports, which the controller configures all the same."""
     topo = netns.Topology(2)  # only its addresses: no namespace is made
     proc, addr = start_cli(command=[venv.bin("p4reduce-softswitch")], cwd=venv.work, env=venv.env)
     try:
-        descriptors = _up_with_job(venv, topo, addr, ns=None)
+        descriptors = _up_with_job(venv, tmp_path, topo, addr, ns=None)
     finally:
-        assert stop_cli(proc) == 0
+        stopped = stop_cli(proc)
+    assert stopped == 0
     assert sorted(p.name for p in descriptors.iterdir()) == [
         f"job{JOB}-rank{r}.json" for r in range(2)
     ]
@@ -314,7 +320,8 @@ def test_installed_controller_programs_the_installed_softswitch(venv):
 @pytest.mark.root
 def test_one_allreduce_through_the_installed_switch_controller_and_worker(venv, tmp_path):
     """The softswitch on veth ports in its namespace, the controller beside it, one
-    `python -m hostlib` worker per rank in its own namespace: the exact int32 sum."""
+    `python -m hostlib` worker (a `Worker`'s allreduce) per rank in its own namespace, all
+    run as the probe above runs: the exact int32 sum."""
     rng = np.random.default_rng(23)
     inputs = [rng.integers(-(2**20), 2**20, 64 * 12 + 5).astype(np.int32) for _ in range(2)]
     inputs[0][64 * 3 : 64 * 8] = 0  # blocks zero in one rank only
@@ -326,9 +333,9 @@ def test_one_allreduce_through_the_installed_switch_controller_and_worker(venv, 
             cwd=venv.work,
             env=venv.env,
         )
+        workers: list[subprocess.Popen] = []
         try:
-            descriptors = _up_with_job(venv, topo, addr, ns=topo.switch_ns)
-            workers = []
+            descriptors = _up_with_job(venv, tmp_path, topo, addr, ns=topo.switch_ns)
             for r, x in enumerate(inputs):
                 np.save(tmp_path / f"in{r}.npy", x)
                 argv = ["ip", "netns", "exec", topo.worker_ns[r], venv.bin("python"), "-m"]
@@ -349,7 +356,12 @@ def test_one_allreduce_through_the_installed_switch_controller_and_worker(venv, 
                 )
             results = [w.communicate(timeout=60) for w in workers]
         finally:
-            assert stop_cli(proc) == 0
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+                    w.wait()
+            stopped = stop_cli(proc)
+    assert stopped == 0
     assert [w.returncode for w in workers] == [0, 0], results
     exact = inputs[0].astype(np.int64) + inputs[1]
     for r in range(2):
