@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import stats as switch_stats
+from . import version
 from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
 from .config import ConfigError, load
 from .connection import MastershipError, SwitchError
@@ -151,6 +152,7 @@ _job_id = _int_in(0, 0xFFFF, "job id")
 def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     parser_class = type("Parser", (_Parser,), {"json_errors": json_errors})
     ap = parser_class(prog=PROG, description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     ap.add_argument("--config", "-c", default="p4reduce.toml", help="switch configuration")
     ap.add_argument(
         "--json", action="store_true", help="machine-readable output (and errors as JSON on stderr)"

@@ -9,10 +9,22 @@ result, result_destination), checked by tests/controller_tests/test_control_modu
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-BUILD_DIR = REPO / "p4src" / "build"
+
+def _build_dir() -> Path:
+    """p4src/build/, the compiled program, found as the package `p4src.build`: the same
+    lookup serves a checkout, the editable install and an installed wheel (pyproject.toml
+    ships the outputs as its package data). A directory on disk, because the pipeline
+    files are opened by path (a P4Info path may also come from the configuration)."""
+    root = resources.files("p4src.build")
+    if not isinstance(root, Path):
+        raise ImportError(f"p4src.build ({root}) is not a directory: install p4reduce unpacked")
+    return root
+
+
+BUILD_DIR = _build_dir()
 DEFAULT_P4INFO = BUILD_DIR / "p4reduce.p4info.txtpb"
 DEFAULT_DEVICE_CONFIG = BUILD_DIR / "p4reduce.json"
 

@@ -20,6 +20,7 @@ import sys
 import threading
 from typing import Sequence
 
+from controlplane import version
 from softswitch.ports import AfPacketPorts, parse_interface_spec
 from softswitch.p4runtime_server import Device, P4RuntimeServer
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pure-Python P4 (v1model, bmv2 JSON) switch with a P4Runtime server "
         "that behaves like simple_switch_grpc.",
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     p.add_argument(
         "config",
         nargs="?",

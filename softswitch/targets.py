@@ -37,7 +37,10 @@ TARGETS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 # which recovers from loss faster (docs/benchmarks.md). p4reduce-ctl, which cannot tell the
 # two apart, takes bmv2's (controlplane.target).
 DEFAULT_SLOTS = {SOFTSWITCH: 64, SIMPLE_SWITCH_GRPC: 32}
-REPO = Path(__file__).resolve().parent.parent
+# the switch process's working directory: the one holding this softswitch package (the
+# checkout, or site-packages of an installed p4reduce), so `python -m softswitch` runs this
+# same code even where the package is importable only from there
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_tcp_port() -> int:
@@ -146,7 +149,7 @@ class SwitchRunner:
                 self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                cwd=REPO,
+                cwd=PACKAGE_ROOT,
                 start_new_session=True,
             )
         self._wait_ready(timeout, cancelled)

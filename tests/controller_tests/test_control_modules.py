@@ -13,6 +13,7 @@ behind by a removed counter fails here. No switch: the committed P4Info is read.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -22,7 +23,7 @@ from controlplane.jobs import PoolSizes
 from controlplane.p4rt import P4InfoIndex
 from controlplane.surface import control_modules
 
-PROTOCOL_MD = pipeline.REPO / "docs" / "protocol.md"
+PROTOCOL_MD = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 
 
 MODULES = control_modules()

@@ -5,9 +5,14 @@ p4runtime-shell cannot express (wrong ids, batches, arbitration details, packet 
 from __future__ import annotations
 
 import queue
+import re
+import signal
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import grpc
 import pytest
@@ -25,6 +30,46 @@ P4DIR = Path(__file__).resolve().parent / "p4" / "build" / "server_test"
 P4INFO_PATH = P4DIR / "server_test.p4info.txtpb"
 JSON_PATH = P4DIR / "server_test.json"
 CPU_PORT = 255
+
+REPO = Path(__file__).resolve().parents[2]
+# softswitch's command line as the checkout runs it (an installed p4reduce-softswitch, or
+# one run inside a network namespace, is another prefix of the same arguments)
+SOFTSWITCH_CLI = (sys.executable, "-m", "softswitch")
+
+
+def start_cli(
+    *args: str, command: Sequence[str] = SOFTSWITCH_CLI, cwd: Path = REPO, env=None
+) -> tuple[subprocess.Popen, str]:
+    """Start the CLI on a free loopback port; returns (process, grpc address) once it says
+    it listens (the line simple_switch_grpc prints too)."""
+    proc = subprocess.Popen(
+        [*command, "--grpc-server-addr", "127.0.0.1:0", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = re.match(r"Server listening on (\S+)", line)
+    if not m:
+        proc.kill()
+        _out, err = proc.communicate()
+        raise AssertionError(f"no 'Server listening' line: {line!r}\n{err}")
+    return proc, m.group(1)
+
+
+def stop_cli(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
 
 SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 Update = p4runtime_pb2.Update

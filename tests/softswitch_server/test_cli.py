@@ -3,57 +3,33 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4rt import P4InfoIndex
 
-from .helpers import RawClient, Update, device_config, ethernet, exact_entry, load_p4info
+from .helpers import (
+    REPO,
+    RawClient,
+    Update,
+    device_config,
+    ethernet,
+    exact_entry,
+    load_p4info,
+    start_cli,
+    stop_cli,
+)
 from .test_ports import DST2, Veths, promisc
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def start(*args: str) -> tuple[subprocess.Popen, str]:
-    """Start the CLI on a free loopback port; returns (process, grpc address)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "softswitch", "--grpc-server-addr", "127.0.0.1:0", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    m = re.match(r"Server listening on (\S+)", line)
-    if not m:
-        proc.kill()
-        _out, err = proc.communicate()
-        raise AssertionError(f"no 'Server listening' line: {line!r}\n{err}")
-    return proc, m.group(1)
-
-
-def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
-    proc.send_signal(sig)
-    try:
-        return proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_starts_without_pipeline_and_exits_cleanly(sig):
-    proc, addr = start(
+    proc, addr = start_cli(
         "--no-p4", "--device-id", "3", "--thrift-port", "9090", "--", "--cpu-port", "255"
     )
     try:
@@ -64,7 +40,7 @@ def test_starts_without_pipeline_and_exits_cleanly(sig):
         finally:
             client.close()
     finally:
-        rc = stop(proc, sig)
+        rc = stop_cli(proc, sig)
     assert rc == 0
     err = proc.stderr.read()
     assert "--thrift-port ignored" in err
@@ -124,7 +100,7 @@ def test_cli_with_veth_ports_end_to_end():
     veths = Veths(2)
     proc = None
     try:
-        proc, addr = start(
+        proc, addr = start_cli(
             *[a for p, s in veths.switch_ends().items() for a in ("-i", f"{p}@{s}")],
             "--cpu-port",
             "255",
@@ -141,7 +117,7 @@ def test_cli_with_veth_ports_end_to_end():
             assert veths.recv(2) == frame
         finally:
             client.close()
-        assert stop(proc) == 0
+        assert stop_cli(proc) == 0
         proc = None
         assert not promisc(veths.pairs[1][0])
     finally:
