@@ -335,11 +335,14 @@ class SwitchConnection:
 
     # ---- writes and reads ------------------------------------------------------------
     def write(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
+        """One WriteRequest; an update of a const table's entry is refused before it is
+        sent (the program fixes those: P4InfoIndex.is_const_table)."""
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
         self._election(req)
         req.updates.extend(updates)
         if not req.updates:
             return
+        self._refuse_const_tables(req.updates)
         try:
             self.stub.Write(req, timeout=self.timeout)
         except grpc.RpcError as exc:
@@ -347,6 +350,19 @@ class SwitchConnection:
             if err.code == "PERMISSION_DENIED":
                 raise NotPrimaryError("write", err.code, str(err), err.details) from None
             raise err from None
+
+    def _refuse_const_tables(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
+        if self.objects is None:
+            return
+        for u in updates:
+            table_id = u.entity.table_entry.table_id
+            if u.entity.HasField("table_entry") and self.objects.is_const_table(table_id):
+                raise SwitchError(
+                    "write",
+                    "INVALID_ARGUMENT",
+                    f"table {self.objects.tables[table_id].name} is const (its entries are "
+                    f"the program's): the controller never writes or deletes them",
+                )
 
     def insert(self, *entities: p4runtime_pb2.Entity) -> None:
         self.write(_updates(p4runtime_pb2.Update.INSERT, entities))

@@ -29,7 +29,7 @@ from p4.v1 import p4runtime_pb2
 from .addresses import Address
 from .config import Config, ConfigError
 from .connection import MastershipError, SwitchConnection, SwitchError, new_pipeline_cookie
-from .jobs import JobError, JobManager
+from .jobs import JobError, JobManager, check_job_pipes
 from .p4rt import P4InfoError, P4InfoIndex, load_p4info
 from .reconcile import ReconcileReport, desired_state, reconcile
 from .target import PortMap
@@ -181,6 +181,15 @@ class Controller:
                     f"int32 as whole lanes, whose overflow a {target.name} switch cannot "
                     f"flag: delete it there first, or use another state file"
                 )
+            try:
+                check_job_pipes(target, self.conn.ports, job.job, job.workers)
+            except JobError as exc:
+                # its read-out would read another pipe's registers
+                raise JobError(
+                    f"the state file {self.jobs.table.path} has a job a {target.name} "
+                    f"switch cannot run ({exc}): delete it there first, or use another "
+                    f"state file"
+                ) from None
         return reconcile(
             self.conn, desired_state(self.conn, self.config.switch, self.jobs.table.jobs.values())
         )

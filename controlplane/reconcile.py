@@ -6,6 +6,9 @@ already runs our pipeline, the controller instead reads what is there, writes wh
 missing, modifies what differs and removes what is stale, and leaves every matching entry
 (and every register) alone. After a fresh pipeline push the same code fills empty tables.
 
+Entries of const tables (fixed by the program: the TNA program has 34 such tables) are
+neither read as stale nor written: a P4Runtime server refuses both.
+
 The desired state is the configuration (identity, flooding, L2 hosts) plus every job of the
 state file (admission, result destinations, multicast group, drop simulator). Entries are
 compared by their P4Runtime content (table, match, priority -> action), with values
@@ -129,10 +132,17 @@ def _update(kind: int, entity: p4runtime_pb2.Entity) -> p4runtime_pb2.Update:
 
 
 def read_entries(conn: SwitchConnection) -> list[p4runtime_pb2.TableEntry]:
-    """Every non-default entry of every table (one wildcard read)."""
+    """Every non-default entry of every table the controller may write (one wildcard
+    read). Entries of const tables are the program's, not the controller's: they are
+    never stale, and deleting one fails (P4InfoIndex.is_const_table)."""
     query = p4runtime_pb2.Entity()
     query.table_entry.table_id = 0
-    return [e.table_entry for e in conn.read(query) if not e.table_entry.is_default_action]
+    return [
+        e.table_entry
+        for e in conn.read(query)
+        if not e.table_entry.is_default_action
+        and not conn.p4.is_const_table(e.table_entry.table_id)
+    ]
 
 
 def _read_default(conn: SwitchConnection, table_id: int) -> p4runtime_pb2.TableEntry | None:
