@@ -61,6 +61,14 @@ def new_pipeline_cookie() -> int:
     return secrets.randbits(63) | 1
 
 
+def same_p4info(a: p4info_pb2.P4Info, b: p4info_pb2.P4Info) -> bool:
+    """Whether two P4Infos are the same message, compared as their deterministic
+    serialisation. Why not ==: protobuf's == unpacks every Any it meets, and a TNA P4Info's
+    externs carry `barefoot.PortMetadata` Anys whose type no installed descriptor knows
+    (KeyError)."""
+    return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
+
+
 def _write_error(err: grpc.RpcError) -> SwitchError:
     """Decode P4Runtime's batch error details (one p4.v1.Error per update)."""
     details: list[str] = []
@@ -304,7 +312,7 @@ class SwitchConnection:
         config = self.get_pipeline()
         if config is None or not config.p4info.tables:
             return "the switch has no pipeline"
-        if config.p4info != p4info:
+        if not same_p4info(config.p4info, p4info):
             return "the switch runs a different P4Info"
         if not config.p4_device_config:
             return "the switch does not return its device config"

@@ -77,6 +77,7 @@ class RecordingServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.groups: dict[int, p4runtime_pb2.MulticastGroupEntry] = {}
         self.writes: list[p4runtime_pb2.WriteRequest] = []
         self.pushes: list[p4runtime_pb2.SetForwardingPipelineConfigRequest] = []
+        self.grpc_addr = ""  # set by RecordingServer
 
     # -- session and pipeline --------------------------------------------------------------
 
@@ -187,7 +188,7 @@ class RecordingServer:
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, self._server)
         port = self._server.add_insecure_port("127.0.0.1:0")
-        self.grpc_addr = f"127.0.0.1:{port}"
+        self.grpc_addr = self.servicer.grpc_addr = f"127.0.0.1:{port}"
 
     def __enter__(self) -> RecordingServicer:
         self._server.start()
