@@ -164,8 +164,9 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     ap.add_argument(
         "--election-id",
         type=_int_in(1, 2**63, "election id"),
-        help="P4Runtime election id instead of switch.election_id (higher "
-        "takes over as primary; lower is enough for stats and job list)",
+        help="P4Runtime election id instead of switch.election_id for commands that write "
+        "(higher takes over as primary); stats, job list and job show only read and take "
+        "no part in the election, so they run beside a primary controller",
     )
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=parser_class)
@@ -180,8 +181,9 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     up.add_argument(
         "--reset",
         action="store_true",
-        help="push the pipeline even if the switch runs it: clears every "
-        "register, so running jobs stall",
+        help="push the pipeline even if the switch runs it: clears every register, so "
+        "EVERY job's slots are cleared: running jobs fail fast with SwitchStateLost, and "
+        "each such job must be deleted and created again",
     )
     job = sub.add_parser("job", help="create, delete, list and show jobs")
     jsub = job.add_subparsers(dest="job_command", required=True, parser_class=parser_class)

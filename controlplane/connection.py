@@ -109,14 +109,22 @@ class SwitchConnection:
         self._reader: threading.Thread | None = None
 
     # ---- session -------------------------------------------------------------------
-    def connect(self, retries: int = 0, backoff: float = 0.2) -> "SwitchConnection":
-        """Open the channel and the arbitration stream; retry with doubling backoff.
-        A session this object already has is closed first (one election id, one stream)."""
+    def connect(
+        self, retries: int = 0, backoff: float = 0.2, arbitrate: bool = True
+    ) -> "SwitchConnection":
+        """Open the channel and, with `arbitrate`, the arbitration stream; retry with
+        doubling backoff. A session this object already has is closed first (one election
+        id, one stream).
+
+        Without `arbitrate` the connection only reads: P4Runtime's Read and
+        GetForwardingPipelineConfig need no stream and no election id, so a reader takes
+        no part in the election and cannot disturb the primary, whatever its election id
+        (the same as a running controller's included)."""
         self.close()
         delay = backoff
         for attempt in range(retries + 1):
             try:
-                self._open()
+                self._open(arbitrate)
                 return self
             except (SwitchError, grpc.RpcError, TimeoutError) as exc:
                 self.close()
@@ -127,7 +135,7 @@ class SwitchConnection:
                 delay = min(delay * 2, 5.0)
         return self
 
-    def _open(self) -> None:
+    def _open(self, arbitrate: bool = True) -> None:
         # GetForwardingPipelineConfig returns the whole device config (bmv2 JSON, MBs):
         # gRPC's 4 MiB default would refuse it as PI accepts up to 256 MiB on the way in
         self._channel = grpc.insecure_channel(
@@ -142,6 +150,8 @@ class SwitchConnection:
                 f"no P4Runtime server at {self.grpc_addr} within {self.timeout}s",
             ) from None
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        if not arbitrate:
+            return  # a reader: no stream, never primary
         self._out = queue.Queue()
         out = self._out
         # per session: a closed earlier session's reader must not answer this handshake
@@ -193,7 +203,8 @@ class SwitchConnection:
                     f"(switch.election_id; the switch said: {reply.details()}). Only one "
                     f"controller may use an election id: stop the other one (a "
                     f"'p4reduce-ctl up --watch'?) or give this one another id "
-                    f"(--election-id; higher takes over as primary, lower can only read)"
+                    f"(--election-id: higher takes over as primary; stats, job list and "
+                    f"job show need none)"
                 )
             raise SwitchError("arbitration", reply.code().name, reply.details() or "")
         self.is_primary = reply.status.code == code_pb2.OK

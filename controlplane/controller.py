@@ -82,7 +82,10 @@ class Controller:
         return self._pipeline
 
     def connect(self, retries: int = 5, require_primary: bool = True) -> None:
-        self.conn.connect(retries=retries)
+        """As primary (the controller writes), or without `require_primary` as a reader
+        that does not arbitrate at all (SwitchConnection.connect): read-only commands run
+        beside a primary controller of any election id and leave it primary."""
+        self.conn.connect(retries=retries, arbitrate=require_primary)
         if require_primary and not self.conn.is_primary:
             self.conn.close()
             raise MastershipError(
@@ -97,7 +100,9 @@ class Controller:
 
         Returns PIPELINE_KEPT when the switch already ran our pipeline (only its tables
         were reconciled) or PIPELINE_PUSHED. `reset` pushes the pipeline regardless,
-        which clears every register: running jobs stall until their deadline."""
+        which clears every register: every job's slots are cleared, running jobs fail fast
+        with SwitchStateLost (docs/protocol.md section 8, lost state) and must be deleted
+        and created again."""
         self.connect(retries)
         return self._configure_switch(force_push=reset)
 

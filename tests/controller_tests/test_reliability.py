@@ -141,7 +141,70 @@ def test_up_pushes_a_different_pipeline_and_reset_forces_a_push(config, controll
         again.close()
 
 
+def test_up_reset_fails_running_jobs_fast_as_its_help_says(config, controller, switch_process):
+    """`up --reset` pushes the pipeline: every slot is cleared, so a rank that already had a
+    result on a slot (FLAG_CONTINUED) is answered STATE_LOST at once -- what makes a worker
+    raise SwitchStateLost (docs/protocol.md section 8) instead of stalling -- and the
+    help says so."""
+    switch_process.drain()
+    job = controller.jobs.create(5, workers([1, 2]), slots=4)
+    descriptors = job.descriptors(controller.jobs.switch)
+    assert all(
+        r is not None for r in run_round(switch_process, descriptors, MsgType.ANNOUNCE).values()
+    )
+    controller.close()
+    again = Controller(config)
+    try:
+        assert again.up(reset=True) == PIPELINE_PUSHED
+        vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES)}
+        res = run_round(
+            switch_process,
+            descriptors,
+            MsgType.DATA,
+            vals,
+            version=1,
+            block=0,
+            flags=p.Flag.CONTINUED,
+        )
+        for rank, got in res.items():
+            assert got is not None and got.header.flags & p.Flag.STATE_LOST, (rank, got)
+    finally:
+        again.close()
+
+
+def test_up_reset_help_says_jobs_fail_and_every_slot_is_cleared(capsys):
+    from controlplane.cli import main
+
+    assert main(["up", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "EVERY job's slots are cleared: running jobs fail fast with SwitchStateLost" in text
+    assert "stall" not in text
+
+
 # ---- item 8: state file, mastership ------------------------------------------------------
+
+
+def test_read_only_commands_run_beside_a_primary_with_the_same_election_id(
+    config, controller, switch_process, tmp_path
+):
+    """`stats`, `job list` and `job show` next to a running controller (here the same
+    configuration, so the same election id 10): they only read, take no part in the
+    election, and the running controller stays primary and keeps writing. Before, they
+    arbitrated with election id 10 and were refused for mastership."""
+    job = controller.jobs.create(3, workers([1, 2]), slots=4)
+    run_round(switch_process, job.descriptors(controller.jobs.switch), MsgType.ANNOUNCE)
+    cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
+    out = _cli(cfg, "--json", "stats")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["jobs"]["3"]["rounds_completed"] == 1
+    for args in (("job", "list"), ("job", "show", "3")):
+        out = _cli(cfg, "--json", *args)
+        assert out.returncode == 0, out.stderr
+    assert controller.conn.is_primary
+    with pytest.raises(MastershipError, match="election id 10"):
+        Controller(config).connect(retries=0)  # election id 10 is still the primary's
+    controller.jobs.delete(3)  # and it still writes
+    assert [j.job for j in controller.jobs.jobs()] == []
 
 
 def test_watcher_restores_a_job_another_controller_created(config, controller, switch_process):
