@@ -16,6 +16,7 @@ import logging
 import math
 import signal
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
@@ -264,10 +265,12 @@ def run(args: argparse.Namespace, out=sys.stdout) -> int:
         if args.command == "up":
             outcome = ctl.up(retries=3, reset=args.reset)
             n = len(ctl.jobs.jobs())
+            changed = asdict(ctl.reconciled)
             print(
-                json.dumps({"status": "up", "jobs": n, "pipeline": outcome})
+                json.dumps({"status": "up", "jobs": n, "pipeline": outcome, "reconciled": changed})
                 if args.json
-                else f"switch {config.switch.grpc_addr} up, {n} job(s), pipeline {outcome}",
+                else f"switch {config.switch.grpc_addr} up, {n} job(s), pipeline {outcome}, "
+                f"{ctl.reconciled.changes} table/group change(s)",
                 file=out,
             )
             if args.watch:

@@ -61,6 +61,9 @@ class Controller:
         self._stop = threading.Event()
         self._pipeline: tuple | None = None
         self._was_backup = False
+        # what the last reconcile changed (`up` reports it: zero on a restart that found
+        # the switch right)
+        self.reconciled = ReconcileReport()
 
     def _our_pipeline(self):
         """(P4Info, device config bytes) of the program this controller runs."""
@@ -155,7 +158,7 @@ class Controller:
                 table.pipeline_cookie = cookie
                 table.save()
                 outcome = PIPELINE_PUSHED
-            self._reconcile_locked()
+            self.reconciled = self._reconcile_locked()
         self._create_static_jobs()
         log.info("switch %s up with %d job(s)", self.conn.grpc_addr, len(self.jobs.jobs()))
         return outcome
@@ -164,7 +167,7 @@ class Controller:
         """Make the switch's tables and groups match the configuration and the state file
         (re-read now, under its lock), then create missing static jobs."""
         with self.jobs.table.locked():
-            report = self._reconcile_locked()
+            report = self.reconciled = self._reconcile_locked()
         self._create_static_jobs()
         return report
 

@@ -28,7 +28,7 @@ from controlplane.controller import PIPELINE_KEPT, PIPELINE_PUSHED, Controller
 from controlplane.p4rt import P4InfoIndex, load_p4info
 from controlplane.stats import read_counter
 
-from .conftest import SWITCH_IP, SWITCH_MAC, host
+from .conftest import SWITCH_IP, SWITCH_MAC, count_writes, host
 from .p4runtime_recorder import RecordingServer, context_const_entries
 
 HERE = Path(__file__).resolve().parent
@@ -180,19 +180,6 @@ def const_config(switch_process, tmp_path):
     return parse({"switch": sw, "jobs": [_static_job()]}, tmp_path)
 
 
-def _count_writes(switch_process, monkeypatch) -> list:
-    """The WriteRequests the switch receives (in-process target: its Device's write)."""
-    seen: list = []
-    write = switch_process.device.write
-
-    def counted(request):
-        seen.append(request)
-        return write(request)
-
-    monkeypatch.setattr(switch_process.device, "write", counted)
-    return seen
-
-
 def _port_class_entries(conn: SwitchConnection) -> dict[int, int]:
     query = p4runtime_pb2.Entity()
     query.table_entry.table_id = conn.p4.table("port_class").id
@@ -204,11 +191,9 @@ def _port_class_entries(conn: SwitchConnection) -> dict[int, int]:
 
 
 def test_up_leaves_const_entries_alone(const_config, switch_process, monkeypatch):
-    """Before the fix the first `up` already failed: its reconcile deleted the three
-    port_class entries as stale, and the switch answered NOT_FOUND."""
-    writes = (
-        _count_writes(switch_process, monkeypatch) if switch_process.kind == "inprocess" else None
-    )
+    """A reconcile that took the three port_class entries for stale would delete them and
+    fail on the first (NOT_FOUND): `up` right after its push would fail."""
+    writes = count_writes(switch_process, monkeypatch)
     ctl = Controller(const_config)
     try:
         assert ctl.up() == PIPELINE_PUSHED

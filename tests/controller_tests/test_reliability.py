@@ -20,13 +20,14 @@ import numpy as np
 import pytest
 
 from controlplane import forwarding, replication, stats
+from controlplane.config import HostEntry
 from controlplane.connection import MastershipError, SwitchConnection, table_entity
 from controlplane.controller import PIPELINE_KEPT, PIPELINE_PUSHED, Controller
 from controlplane.reconcile import read_entries
 from hostlib import protocol as p
 from hostlib.protocol import MsgType
 
-from .conftest import host
+from .conftest import count_writes, host
 from .test_controller import run_round, workers
 
 
@@ -127,6 +128,42 @@ def test_up_reconciles_missing_and_stale_entries(config, controller, switch_proc
         res = run_round(switch_process, job.descriptors(again.jobs.switch), MsgType.ANNOUNCE, nxt=3)
         assert all(r is not None and r.header.next_block == 3 for r in res.values()), res
         assert again.reconcile().changes == 0  # nothing left to do
+    finally:
+        again.close()
+
+
+def test_up_on_an_unchanged_switch_sends_no_write(config, switch_process, monkeypatch):
+    """A controller restart's `up` on a switch that is already right -- L2 hosts, two jobs,
+    one with a drop simulator entry, a half-done round -- sends no WriteRequest at all
+    (counted at the switch in process; elsewhere the reconcile report is all zero), so
+    nothing a running job uses (admission, result destinations, its multicast group) is
+    rewritten, and the half-done round completes."""
+    config = replace(
+        config,
+        switch=replace(config.switch, hosts=[HostEntry(host(port)[0], port) for port in (1, 2)]),
+    )
+    first = Controller(config)
+    try:
+        first.up()
+        job = first.jobs.create(5, workers([1, 2]), slots=4)
+        first.jobs.create(6, workers([3, 4]), slots=8)
+        first.jobs.set_loss(6, ingress=0.25, egress=0.5, seed=7)
+        descriptors = job.descriptors(first.jobs.switch)
+        switch_process.drain()
+        run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
+        vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * 3}
+        run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1, block=0)
+    finally:
+        first.close()
+    writes = count_writes(switch_process, monkeypatch)
+    again = Controller(config)
+    try:
+        assert again.up() == PIPELINE_KEPT
+        assert again.reconciled.changes == 0 and again.reconciled.kept > 0, again.reconciled
+        if writes is not None:
+            assert writes == [], f"{len(writes)} WriteRequest(s) to an unchanged switch"
+        res = run_round(switch_process, descriptors[1:], MsgType.DATA, vals, version=1, block=0)
+        assert res[1] is not None and np.array_equal(res[1].values, vals[0] + vals[1])
     finally:
         again.close()
 
