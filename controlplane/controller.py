@@ -4,7 +4,8 @@
 as primary, push the pipeline **unless the switch already runs the same one**, then
 reconcile the tables and multicast groups with the configuration and the state file
 (controlplane/reconcile.py). A controller restart therefore leaves running jobs alone:
-pushing the pipeline again would reset every register and stall them.
+pushing the pipeline again would clear every slot, and running jobs would fail
+(SwitchStateLost).
 
 "The same one" is strict: the same P4Info and device config, *and* the push the state file
 records (its P4Runtime cookie, random per push). Job isolation rests on epochs being new

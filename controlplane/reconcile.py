@@ -1,13 +1,14 @@
 """Reconciling a switch's tables and multicast groups with the controller's state.
 
 Why: pushing the pipeline again resets every register, so jobs that are running when a
-controller restarts would lose their slots' partial rounds and stall. When the switch
-already runs our pipeline, the controller instead reads what is there, writes what is
-missing, modifies what differs and removes what is stale, and leaves every matching entry
-(and every register) alone. After a fresh pipeline push the same code fills empty tables.
+controller restarts would lose their slots' partial rounds and fail (SwitchStateLost).
+When the switch already runs our pipeline, the controller instead reads what is there,
+writes what is missing, modifies what differs and removes what is stale, and leaves every
+matching entry (and every register) alone: on a switch that is already right it sends no
+write at all. After a fresh pipeline push the same code fills empty tables.
 
-Entries of const tables (fixed by the program: the TNA program has 34 such tables) are
-neither read as stale nor written: a P4Runtime server refuses both.
+Entries of const tables (fixed by the program, as the TNA program's rank_bit, bridge_flags
+and pair_* are) are neither taken for stale nor written: a P4Runtime server refuses both.
 
 The desired state is the configuration (identity, flooding, L2 hosts) plus every job of the
 state file (admission, result destinations, multicast group, drop simulator). Entries are
