@@ -16,6 +16,7 @@ import logging
 import math
 import signal
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
@@ -166,8 +167,9 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     ap.add_argument(
         "--election-id",
         type=_int_in(1, 2**63, "election id"),
-        help="P4Runtime election id instead of switch.election_id (higher "
-        "takes over as primary; lower is enough for stats and job list)",
+        help="P4Runtime election id instead of switch.election_id for commands that write "
+        "(higher takes over as primary); stats, job list and job show only read and take "
+        "no part in the election, so they run beside a primary controller",
     )
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=parser_class)
@@ -182,8 +184,9 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     up.add_argument(
         "--reset",
         action="store_true",
-        help="push the pipeline even if the switch runs it: clears every "
-        "register, so running jobs stall",
+        help="push the pipeline even if the switch runs it: clears every register, so "
+        "EVERY job's slots are cleared: running jobs fail fast with SwitchStateLost, and "
+        "each such job must be deleted and created again",
     )
     job = sub.add_parser("job", help="create, delete, list and show jobs")
     jsub = job.add_subparsers(dest="job_command", required=True, parser_class=parser_class)
@@ -264,10 +267,12 @@ def run(args: argparse.Namespace, out=sys.stdout) -> int:
         if args.command == "up":
             outcome = ctl.up(retries=3, reset=args.reset)
             n = len(ctl.jobs.jobs())
+            changed = asdict(ctl.reconciled)
             print(
-                json.dumps({"status": "up", "jobs": n, "pipeline": outcome})
+                json.dumps({"status": "up", "jobs": n, "pipeline": outcome, "reconciled": changed})
                 if args.json
-                else f"switch {config.switch.grpc_addr} up, {n} job(s), pipeline {outcome}",
+                else f"switch {config.switch.grpc_addr} up, {n} job(s), pipeline {outcome}, "
+                f"{ctl.reconciled.changes} table/group change(s)",
                 file=out,
             )
             if args.watch:

@@ -41,7 +41,9 @@ A Tofino switch (`target = "tofino"` or `"tofino2"`, controlplane/target.py) add
     2 = 136
 
 Every configured port is then mapped, no two to the same dev port, none to the CPU port or
-the TNA program's harvest port; jobs default to (and must use) the `lanes` encoding.
+the TNA program's harvest port; jobs default to (and must use) the `lanes` encoding, and
+every rank of a job must be in the pipe of the harvest port (pipe = dev port >> 7: pipe 0,
+dev ports 0..127, on both chips today; controlplane/target.py check_pipes).
 
 The state file is where the controller keeps its jobs between runs (and between CLI
 calls); it is the single source of truth for jobs, re-read before every change and every
@@ -69,8 +71,8 @@ from typing import Any
 from hostlib import wire
 
 from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
-from .jobs import ENCODINGS, MAX_SLOT_COUNT, JobError, validate_workers
-from .target import TARGETS, Target, TargetError, check_encoding, int32_halves_for
+from .jobs import ENCODINGS, MAX_SLOT_COUNT, JobError, check_job_pipes, validate_workers
+from .target import TARGETS, PortMap, Target, TargetError, check_encoding, int32_halves_for
 
 
 class ConfigError(ValueError):
@@ -376,6 +378,7 @@ def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = N
             )
         try:
             validate_workers(job_id, workers, seen)
+            check_job_pipes(cfg.target_info, PortMap(cfg.port_map), job_id, workers)
         except JobError as exc:
             raise ConfigError(f"{path}.workers", str(exc)) from None
         jobs.append(StaticJob(job_id, slots, workers, encoding, halves))

@@ -61,6 +61,14 @@ def new_pipeline_cookie() -> int:
     return secrets.randbits(63) | 1
 
 
+def same_p4info(a: p4info_pb2.P4Info, b: p4info_pb2.P4Info) -> bool:
+    """Whether two P4Infos are the same message, compared as their deterministic
+    serialisation. Why not ==: protobuf's == unpacks every Any it meets, and a TNA P4Info's
+    externs carry `barefoot.PortMetadata` Anys whose type no installed descriptor knows
+    (KeyError)."""
+    return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
+
+
 def _write_error(err: grpc.RpcError) -> SwitchError:
     """Decode P4Runtime's batch error details (one p4.v1.Error per update)."""
     details: list[str] = []
@@ -101,14 +109,22 @@ class SwitchConnection:
         self._reader: threading.Thread | None = None
 
     # ---- session -------------------------------------------------------------------
-    def connect(self, retries: int = 0, backoff: float = 0.2) -> "SwitchConnection":
-        """Open the channel and the arbitration stream; retry with doubling backoff.
-        A session this object already has is closed first (one election id, one stream)."""
+    def connect(
+        self, retries: int = 0, backoff: float = 0.2, arbitrate: bool = True
+    ) -> "SwitchConnection":
+        """Open the channel and, with `arbitrate`, the arbitration stream; retry with
+        doubling backoff. A session this object already has is closed first (one election
+        id, one stream).
+
+        Without `arbitrate` the connection only reads: P4Runtime's Read and
+        GetForwardingPipelineConfig need no stream and no election id, so a reader takes
+        no part in the election and cannot disturb the primary, whatever its election id
+        (the same as a running controller's included)."""
         self.close()
         delay = backoff
         for attempt in range(retries + 1):
             try:
-                self._open()
+                self._open(arbitrate)
                 return self
             except (SwitchError, grpc.RpcError, TimeoutError) as exc:
                 self.close()
@@ -119,7 +135,7 @@ class SwitchConnection:
                 delay = min(delay * 2, 5.0)
         return self
 
-    def _open(self) -> None:
+    def _open(self, arbitrate: bool = True) -> None:
         # GetForwardingPipelineConfig returns the whole device config (bmv2 JSON, MBs):
         # gRPC's 4 MiB default would refuse it as PI accepts up to 256 MiB on the way in
         self._channel = grpc.insecure_channel(
@@ -134,6 +150,8 @@ class SwitchConnection:
                 f"no P4Runtime server at {self.grpc_addr} within {self.timeout}s",
             ) from None
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        if not arbitrate:
+            return  # a reader: no stream, never primary
         self._out = queue.Queue()
         out = self._out
         # per session: a closed earlier session's reader must not answer this handshake
@@ -185,7 +203,8 @@ class SwitchConnection:
                     f"(switch.election_id; the switch said: {reply.details()}). Only one "
                     f"controller may use an election id: stop the other one (a "
                     f"'p4reduce-ctl up --watch'?) or give this one another id "
-                    f"(--election-id; higher takes over as primary, lower can only read)"
+                    f"(--election-id: higher takes over as primary; stats, job list and "
+                    f"job show need none)"
                 )
             raise SwitchError("arbitration", reply.code().name, reply.details() or "")
         self.is_primary = reply.status.code == code_pb2.OK
@@ -304,7 +323,7 @@ class SwitchConnection:
         config = self.get_pipeline()
         if config is None or not config.p4info.tables:
             return "the switch has no pipeline"
-        if config.p4info != p4info:
+        if not same_p4info(config.p4info, p4info):
             return "the switch runs a different P4Info"
         if not config.p4_device_config:
             return "the switch does not return its device config"
@@ -335,11 +354,14 @@ class SwitchConnection:
 
     # ---- writes and reads ------------------------------------------------------------
     def write(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
+        """One WriteRequest; an update of a const table's entry is refused before it is
+        sent (the program fixes those: P4InfoIndex.is_const_table)."""
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
         self._election(req)
         req.updates.extend(updates)
         if not req.updates:
             return
+        self._refuse_const_tables(req.updates)
         try:
             self.stub.Write(req, timeout=self.timeout)
         except grpc.RpcError as exc:
@@ -347,6 +369,19 @@ class SwitchConnection:
             if err.code == "PERMISSION_DENIED":
                 raise NotPrimaryError("write", err.code, str(err), err.details) from None
             raise err from None
+
+    def _refuse_const_tables(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
+        if self.objects is None:
+            return
+        for u in updates:
+            table_id = u.entity.table_entry.table_id
+            if u.entity.HasField("table_entry") and self.objects.is_const_table(table_id):
+                raise SwitchError(
+                    "write",
+                    "INVALID_ARGUMENT",
+                    f"table {self.objects.tables[table_id].name} is const (its entries are "
+                    f"the program's): the controller never writes or deletes them",
+                )
 
     def insert(self, *entities: p4runtime_pb2.Entity) -> None:
         self.write(_updates(p4runtime_pb2.Update.INSERT, entities))

@@ -4,7 +4,8 @@
 as primary, push the pipeline **unless the switch already runs the same one**, then
 reconcile the tables and multicast groups with the configuration and the state file
 (controlplane/reconcile.py). A controller restart therefore leaves running jobs alone:
-pushing the pipeline again would reset every register and stall them.
+pushing the pipeline again would clear every slot, and running jobs would fail
+(SwitchStateLost).
 
 "The same one" is strict: the same P4Info and device config, *and* the push the state file
 records (its P4Runtime cookie, random per push). Job isolation rests on epochs being new
@@ -29,7 +30,7 @@ from p4.v1 import p4runtime_pb2
 from .addresses import Address
 from .config import Config, ConfigError
 from .connection import MastershipError, SwitchConnection, SwitchError, new_pipeline_cookie
-from .jobs import JobError, JobManager
+from .jobs import JobError, JobManager, check_job_pipes
 from .p4rt import P4InfoError, P4InfoIndex, load_p4info
 from .reconcile import ReconcileReport, desired_state, reconcile
 from .target import PortMap
@@ -61,6 +62,9 @@ class Controller:
         self._stop = threading.Event()
         self._pipeline: tuple | None = None
         self._was_backup = False
+        # what the last reconcile changed (`up` reports it: zero on a restart that found
+        # the switch right)
+        self.reconciled = ReconcileReport()
 
     def _our_pipeline(self):
         """(P4Info, device config bytes) of the program this controller runs."""
@@ -82,7 +86,10 @@ class Controller:
         return self._pipeline
 
     def connect(self, retries: int = 5, require_primary: bool = True) -> None:
-        self.conn.connect(retries=retries)
+        """As primary (the controller writes), or without `require_primary` as a reader
+        that does not arbitrate at all (SwitchConnection.connect): read-only commands run
+        beside a primary controller of any election id and leave it primary."""
+        self.conn.connect(retries=retries, arbitrate=require_primary)
         if require_primary and not self.conn.is_primary:
             self.conn.close()
             raise MastershipError(
@@ -97,7 +104,9 @@ class Controller:
 
         Returns PIPELINE_KEPT when the switch already ran our pipeline (only its tables
         were reconciled) or PIPELINE_PUSHED. `reset` pushes the pipeline regardless,
-        which clears every register: running jobs stall until their deadline."""
+        which clears every register: every job's slots are cleared, running jobs fail fast
+        with SwitchStateLost (docs/protocol.md section 8, lost state) and must be deleted
+        and created again."""
         self.connect(retries)
         return self._configure_switch(force_push=reset)
 
@@ -150,7 +159,7 @@ class Controller:
                 table.pipeline_cookie = cookie
                 table.save()
                 outcome = PIPELINE_PUSHED
-            self._reconcile_locked()
+            self.reconciled = self._reconcile_locked()
         self._create_static_jobs()
         log.info("switch %s up with %d job(s)", self.conn.grpc_addr, len(self.jobs.jobs()))
         return outcome
@@ -159,7 +168,7 @@ class Controller:
         """Make the switch's tables and groups match the configuration and the state file
         (re-read now, under its lock), then create missing static jobs."""
         with self.jobs.table.locked():
-            report = self._reconcile_locked()
+            report = self.reconciled = self._reconcile_locked()
         self._create_static_jobs()
         return report
 
@@ -181,6 +190,15 @@ class Controller:
                     f"int32 as whole lanes, whose overflow a {target.name} switch cannot "
                     f"flag: delete it there first, or use another state file"
                 )
+            try:
+                check_job_pipes(target, self.conn.ports, job.job, job.workers)
+            except JobError as exc:
+                # its read-out would read another pipe's registers
+                raise JobError(
+                    f"the state file {self.jobs.table.path} has a job a {target.name} "
+                    f"switch cannot run ({exc}): delete it there first, or use another "
+                    f"state file"
+                ) from None
         return reconcile(
             self.conn, desired_state(self.conn, self.config.switch, self.jobs.table.jobs.values())
         )

@@ -33,7 +33,15 @@ from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unica
 from .admission import JobParameters
 from .connection import SwitchConnection, SwitchError
 from .p4rt import P4InfoError, P4InfoIndex
-from .target import TARGETS, Target, TargetError, check_encoding, int32_halves_for
+from .target import (
+    TARGETS,
+    PortMap,
+    Target,
+    TargetError,
+    check_encoding,
+    check_pipes,
+    int32_halves_for,
+)
 
 MAX_WORKERS = wire.MAX_WORKERS
 # a job's slot count travels in 16 bits (admission's slot_count, the wire's slot); how
@@ -361,6 +369,17 @@ def validate_workers(
             )
 
 
+def check_job_pipes(
+    target: Target, ports: PortMap, job_id: int, workers: list[WorkerAddress]
+) -> None:
+    """JobError when a rank's port is outside the pipe of the job's read-out port on a
+    Tofino (target.check_pipes says why); the configured ports must be mapped."""
+    try:
+        check_pipes(target, job_id, [(w.rank, w.port, ports(w.port)) for w in workers])
+    except TargetError as exc:
+        raise JobError(str(exc)) from None
+
+
 class JobManager:
     """Creates and deletes jobs on one switch, keeping JobTable and the switch in step."""
 
@@ -395,7 +414,8 @@ class JobManager:
         ~32 unprocessed frames; 64 on Tofino), `encoding` None too (packed on bmv2, lanes on
         Tofino, which has no packed encoding: asking for it there is a JobError), and
         `int32_halves` (true on Tofino, which cannot flag an int32 overflow; asking for
-        false there is a JobError)."""
+        false there is a JobError). On Tofino every rank's port must be in the pipe of the
+        job's read-out port (check_job_pipes)."""
         validate_workers(job_id, workers, self.known_ports)
         slots = self.target.default_slots if slots is None else slots
         encoding = self.target.default_encoding if encoding is None else encoding
@@ -408,6 +428,7 @@ class JobManager:
             halves = int32_halves_for(self.target, job_id, encoding, int32_halves)
         except TargetError as exc:
             raise JobError(str(exc)) from None
+        check_job_pipes(self.target, self.conn.ports, job_id, workers)
         sizes = self.sizes
         with self.table.locked():
             if job_id in self.table.jobs:

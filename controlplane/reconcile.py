@@ -1,10 +1,14 @@
 """Reconciling a switch's tables and multicast groups with the controller's state.
 
 Why: pushing the pipeline again resets every register, so jobs that are running when a
-controller restarts would lose their slots' partial rounds and stall. When the switch
-already runs our pipeline, the controller instead reads what is there, writes what is
-missing, modifies what differs and removes what is stale, and leaves every matching entry
-(and every register) alone. After a fresh pipeline push the same code fills empty tables.
+controller restarts would lose their slots' partial rounds and fail (SwitchStateLost).
+When the switch already runs our pipeline, the controller instead reads what is there,
+writes what is missing, modifies what differs and removes what is stale, and leaves every
+matching entry (and every register) alone: on a switch that is already right it sends no
+write at all. After a fresh pipeline push the same code fills empty tables.
+
+Entries of const tables (fixed by the program, as the TNA program's rank_bit, bridge_flags
+and pair_* are) are neither taken for stale nor written: a P4Runtime server refuses both.
 
 The desired state is the configuration (identity, flooding, L2 hosts) plus every job of the
 state file (admission, result destinations, multicast group, drop simulator). Entries are
@@ -129,10 +133,17 @@ def _update(kind: int, entity: p4runtime_pb2.Entity) -> p4runtime_pb2.Update:
 
 
 def read_entries(conn: SwitchConnection) -> list[p4runtime_pb2.TableEntry]:
-    """Every non-default entry of every table (one wildcard read)."""
+    """Every non-default entry of every table the controller may write (one wildcard
+    read). Entries of const tables are the program's, not the controller's: they are
+    never stale, and deleting one fails (P4InfoIndex.is_const_table)."""
     query = p4runtime_pb2.Entity()
     query.table_entry.table_id = 0
-    return [e.table_entry for e in conn.read(query) if not e.table_entry.is_default_action]
+    return [
+        e.table_entry
+        for e in conn.read(query)
+        if not e.table_entry.is_default_action
+        and not conn.p4.is_const_table(e.table_entry.table_id)
+    ]
 
 
 def _read_default(conn: SwitchConnection, table_id: int) -> p4runtime_pb2.TableEntry | None:

@@ -16,6 +16,10 @@ does). What genuinely differs, and is decided here and nowhere else:
   multicast replicas) carries the dev port (PortMap);
 * **reserved dev ports**: the CPU port (`switch.cpu_port`) and the TNA program's harvest
   (recirculation) port are never a worker's or host's port and never flooded;
+* **pipes**: a Tofino's registers are per pipe (a dev port's pipe is `pipe_of`), and a
+  job's rounds are read out on its recirculation port (`readout_port`), so every rank of a
+  job must be in that port's pipe (`check_pipes`: a job across pipes would get lanes from
+  another pipe's registers);
 * **value encodings**: `packed` (a 2048-bit add per packet) exists only in the v1model
   program; the TNA program adds 64 int32 lanes (two per stateful ALU). A job on a Tofino
   switch is created with `lanes` (the default there); asking for `packed` is refused;
@@ -55,12 +59,23 @@ class Target:
     default_slots: int
     p4info: Path
     device_config: Path | None  # None: the configuration must name one
-    # dev ports the data plane uses for itself (not the operator's to assign)
-    reserved_ports: dict[int, str] = field(default_factory=dict)
+    # the dev port the TNA program recirculates results on (HARVEST_PORT of
+    # p4src/tna/bridge.p4); None: no recirculation (v1model)
+    harvest_port: int | None = None
 
     @property
     def is_tofino(self) -> bool:
         return self.arch != "v1model"
+
+    @property
+    def reserved_ports(self) -> dict[int, str]:
+        """Dev ports the data plane uses for itself (not the operator's to assign)."""
+        if self.harvest_port is None:
+            return {}
+        return {
+            self.harvest_port: "the TNA program's harvest (recirculation) "
+            "port, HARVEST_PORT in p4src/tna/bridge.p4"
+        }
 
 
 def _tofino(name: str, arch: str, harvest_port: int) -> Target:
@@ -73,10 +88,7 @@ def _tofino(name: str, arch: str, harvest_port: int) -> Target:
         default_slots=64,
         p4info=BUILD_DIR / name / "p4reduce.p4info.txtpb",
         device_config=None,
-        reserved_ports={
-            harvest_port: "the TNA program's harvest (recirculation) "
-            "port, HARVEST_PORT in p4src/tna/bridge.p4"
-        },
+        harvest_port=harvest_port,
     )
 
 
@@ -92,6 +104,7 @@ TARGETS: dict[str, Target] = {
         device_config=DEFAULT_DEVICE_CONFIG,
     ),
     # HARVEST_PORT of p4src/tna/bridge.p4: pipe 0's recirculation port on each chip
+    # (tests/controller_tests/test_target.py reads it there)
     "tofino": _tofino("tofino", "tna", 68),
     "tofino2": _tofino("tofino2", "t2na", 6),
 }
@@ -99,6 +112,42 @@ TARGETS: dict[str, Target] = {
 
 class TargetError(ValueError):
     """A request the target cannot serve; the message says what and what to do."""
+
+
+# a Tofino 1 or 2 dev port is pipe << 7 | port within the pipe
+PIPE_SHIFT = 7
+
+
+def pipe_of(dev_port: int) -> int:
+    """The pipe a dev port belongs to (Tofino 1 and 2): its registers are that pipe's."""
+    return dev_port >> PIPE_SHIFT
+
+
+def readout_port(t: Target) -> int | None:
+    """The dev port a job's rounds are read out on (recirculated), or None where nothing
+    is recirculated (v1model). The TNA program has one such port per chip today
+    (HARVEST_PORT); a program with one per pipe changes this function, and only it."""
+    return t.harvest_port
+
+
+def check_pipes(t: Target, job: int, ranks: list[tuple[int, int, int]]) -> None:
+    """TargetError unless every rank's port is in the pipe of the job's read-out port.
+
+    `ranks` is (rank, configured port, dev port). Why: registers are per pipe, so the read-
+    out pass of a job whose ranks sit in another pipe would read another pipe's registers
+    (lanes from the wrong sums), and nothing on the wire would show it."""
+    readout = readout_port(t)
+    if readout is None:
+        return
+    pipe = pipe_of(readout)
+    for rank, port, dev in ranks:
+        if pipe_of(dev) != pipe:
+            raise TargetError(
+                f"job {job}: rank {rank}'s port {port} is dev port {dev}, in pipe "
+                f"{pipe_of(dev)}; every rank of a {t.name} job must be in pipe {pipe}, the "
+                f"pipe of its read-out (recirculation) port {readout} (registers are per "
+                f"pipe): use ports of pipe {pipe}"
+            )
 
 
 def target(name: str) -> Target:

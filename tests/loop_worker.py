@@ -6,6 +6,12 @@ Usage: loop_worker.py DESCRIPTOR INPUT.npy EXPECTED.npy PROGRESS STOPFILE REPORT
 Each result is compared with EXPECTED (int32: exact). PROGRESS holds the number of finished
 allreduces, rewritten after each one, so a test can act while the job is running (restart
 the controller) and then see whether the job keeps going. Errors go into the report.
+
+Every rank stops after the same call: each call carries one more element, the rank's vote
+to stop (1 once STOPFILE exists or --max-seconds passed), and a rank stops when the sum is
+non-zero -- which every rank sees in the same call. A rank that stopped on its own on
+seeing STOPFILE would leave a rank that had just started another call waiting in it, until
+its deadline, for a contribution that never comes.
 """
 
 from __future__ import annotations
@@ -38,10 +44,13 @@ def main() -> int:
         x, expected = np.load(a.input), np.load(a.expected)
         start = time.monotonic()
         with Worker(a.descriptor, deadline=a.deadline) as worker:
-            while not os.path.exists(a.stop) and time.monotonic() - start < a.max_seconds:
-                result = worker.allreduce(x)
+            stop = False
+            while not stop:
+                vote = os.path.exists(a.stop) or time.monotonic() - start >= a.max_seconds
+                result = worker.allreduce(np.append(x, np.array(vote, x.dtype)))
                 report["iterations"] += 1
-                report["mismatches"] += int(not np.array_equal(result, expected))
+                report["mismatches"] += int(not np.array_equal(result[:-1], expected))
+                stop = bool(result[-1])
                 with open(a.progress + ".tmp", "w") as f:
                     f.write(str(report["iterations"]))
                 os.replace(a.progress + ".tmp", a.progress)

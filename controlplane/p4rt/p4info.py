@@ -292,6 +292,14 @@ class P4InfoIndex:
     def table(self, name: str) -> TableInfo:
         return self._find("table", self.tables, name)
 
+    def is_const_table(self, table_id: int) -> bool:
+        """Whether the program fixes this table's entries (P4Info `is_const_table`: the
+        TNA program's rank_bit, bridge_flags, pair_*). A P4Runtime server reads them back
+        but refuses to write them, and deleting one fails (NOT_FOUND: PI keeps no handle
+        for them), so a controller may read them and must never write or delete one."""
+        t = self.tables.get(table_id)
+        return t is not None and t.is_const
+
     def action(self, name: str) -> ActionInfo:
         return self._find("action", self.actions, name)
 

@@ -18,6 +18,23 @@ def host(port: int) -> tuple[str, str]:
     return f"02:00:00:00:00:{port:02x}", f"10.0.0.{port}"
 
 
+def count_writes(switch_process, monkeypatch) -> list | None:
+    """The WriteRequests the switch receives from now on, or None where they cannot be
+    counted (a switch in another process). In-process: every request reaching the
+    Device's write, after gRPC, as the switch sees them."""
+    if switch_process.kind != "inprocess":
+        return None
+    seen: list = []
+    write = switch_process.device.write
+
+    def counted(request):
+        seen.append(request)
+        return write(request)
+
+    monkeypatch.setattr(switch_process.device, "write", counted)
+    return seen
+
+
 @pytest.fixture(scope="module", params=params())
 def switch_process(request):
     proc = start(request.param, PORTS)

@@ -25,7 +25,7 @@ def workers(ports, udp=0x5031):
     return [WorkerAddress(rank, port, *host(port), udp) for rank, port in enumerate(ports)]
 
 
-def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nxt=0):
+def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nxt=0, flags=0):
     """Every worker of a job sends one packet on slot 0; returns what each one gets back.
     A packed-encoding job's values go out biased by floor((2^31-1)/N) with FLAG_PACKED, and
     come back with N times the bias removed (docs/protocol.md section 10)."""
@@ -54,7 +54,7 @@ def run_round(proc, descriptors, msg_type, values=None, version=0, block=END, nx
             slot_version=version,
             block=block,
             next_block=nxt,
-            flags=p.Flag.PACKED if packed else 0,
+            flags=(p.Flag.PACKED if packed else 0) | flags,
         )
         fp = p.fingerprint(np.int32, 64)
         mine = None if values is None else np.asarray(values[d["rank"]], np.int64)

@@ -20,13 +20,14 @@ import numpy as np
 import pytest
 
 from controlplane import forwarding, replication, stats
+from controlplane.config import HostEntry
 from controlplane.connection import MastershipError, SwitchConnection, table_entity
 from controlplane.controller import PIPELINE_KEPT, PIPELINE_PUSHED, Controller
 from controlplane.reconcile import read_entries
 from hostlib import protocol as p
 from hostlib.protocol import MsgType
 
-from .conftest import host
+from .conftest import count_writes, host
 from .test_controller import run_round, workers
 
 
@@ -131,6 +132,42 @@ def test_up_reconciles_missing_and_stale_entries(config, controller, switch_proc
         again.close()
 
 
+def test_up_on_an_unchanged_switch_sends_no_write(config, switch_process, monkeypatch):
+    """A controller restart's `up` on a switch that is already right -- L2 hosts, two jobs,
+    one with a drop simulator entry, a half-done round -- sends no WriteRequest at all
+    (counted at the switch in process; elsewhere the reconcile report is all zero), so
+    nothing a running job uses (admission, result destinations, its multicast group) is
+    rewritten, and the half-done round completes."""
+    config = replace(
+        config,
+        switch=replace(config.switch, hosts=[HostEntry(host(port)[0], port) for port in (1, 2)]),
+    )
+    first = Controller(config)
+    try:
+        first.up()
+        job = first.jobs.create(5, workers([1, 2]), slots=4)
+        first.jobs.create(6, workers([3, 4]), slots=8)
+        first.jobs.set_loss(6, ingress=0.25, egress=0.5, seed=7)
+        descriptors = job.descriptors(first.jobs.switch)
+        switch_process.drain()
+        run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
+        vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * 3}
+        run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1, block=0)
+    finally:
+        first.close()
+    writes = count_writes(switch_process, monkeypatch)
+    again = Controller(config)
+    try:
+        assert again.up() == PIPELINE_KEPT
+        assert again.reconciled.changes == 0 and again.reconciled.kept > 0, again.reconciled
+        if writes is not None:
+            assert writes == [], f"{len(writes)} WriteRequest(s) to an unchanged switch"
+        res = run_round(switch_process, descriptors[1:], MsgType.DATA, vals, version=1, block=0)
+        assert res[1] is not None and np.array_equal(res[1].values, vals[0] + vals[1])
+    finally:
+        again.close()
+
+
 def test_up_pushes_a_different_pipeline_and_reset_forces_a_push(config, controller):
     controller.close()
     again = Controller(config)
@@ -141,7 +178,70 @@ def test_up_pushes_a_different_pipeline_and_reset_forces_a_push(config, controll
         again.close()
 
 
+def test_up_reset_fails_running_jobs_fast_as_its_help_says(config, controller, switch_process):
+    """`up --reset` pushes the pipeline: every slot is cleared, so a rank that already had a
+    result on a slot (FLAG_CONTINUED) is answered STATE_LOST at once -- what makes a worker
+    raise SwitchStateLost (docs/protocol.md section 8) instead of stalling -- and the
+    help says so."""
+    switch_process.drain()
+    job = controller.jobs.create(5, workers([1, 2]), slots=4)
+    descriptors = job.descriptors(controller.jobs.switch)
+    assert all(
+        r is not None for r in run_round(switch_process, descriptors, MsgType.ANNOUNCE).values()
+    )
+    controller.close()
+    again = Controller(config)
+    try:
+        assert again.up(reset=True) == PIPELINE_PUSHED
+        vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES)}
+        res = run_round(
+            switch_process,
+            descriptors,
+            MsgType.DATA,
+            vals,
+            version=1,
+            block=0,
+            flags=p.Flag.CONTINUED,
+        )
+        for rank, got in res.items():
+            assert got is not None and got.header.flags & p.Flag.STATE_LOST, (rank, got)
+    finally:
+        again.close()
+
+
+def test_up_reset_help_says_jobs_fail_and_every_slot_is_cleared(capsys):
+    from controlplane.cli import main
+
+    assert main(["up", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "EVERY job's slots are cleared: running jobs fail fast with SwitchStateLost" in text
+    assert "stall" not in text
+
+
 # ---- item 8: state file, mastership ------------------------------------------------------
+
+
+def test_read_only_commands_run_beside_a_primary_with_the_same_election_id(
+    config, controller, switch_process, tmp_path
+):
+    """`stats`, `job list` and `job show` next to a running controller (here the same
+    configuration, so the same election id 10): they only read, take no part in the
+    election, and the running controller stays primary and keeps writing. Before, they
+    arbitrated with election id 10 and were refused for mastership."""
+    job = controller.jobs.create(3, workers([1, 2]), slots=4)
+    run_round(switch_process, job.descriptors(controller.jobs.switch), MsgType.ANNOUNCE)
+    cfg = _toml(tmp_path / "sw.toml", switch_process, 'state_file = "jobs.json"\n')
+    out = _cli(cfg, "--json", "stats")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["jobs"]["3"]["rounds_completed"] == 1
+    for args in (("job", "list"), ("job", "show", "3")):
+        out = _cli(cfg, "--json", *args)
+        assert out.returncode == 0, out.stderr
+    assert controller.conn.is_primary
+    with pytest.raises(MastershipError, match="election id 10"):
+        Controller(config).connect(retries=0)  # election id 10 is still the primary's
+    controller.jobs.delete(3)  # and it still writes
+    assert [j.job for j in controller.jobs.jobs()] == []
 
 
 def test_watcher_restores_a_job_another_controller_created(config, controller, switch_process):

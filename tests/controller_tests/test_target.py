@@ -13,6 +13,8 @@ lanes jobs -- over real P4Runtime, and that a result reaches the workers through
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -21,10 +23,10 @@ from controlplane.addresses import Address, WorkerAddress
 from controlplane.config import ConfigError, load, parse
 from controlplane.connection import SwitchConnection
 from controlplane.controller import Controller
-from controlplane.jobs import JobError, JobManager
+from controlplane.jobs import JobError, JobManager, check_job_pipes
 from controlplane.reconcile import read_entries
 from controlplane.replication import read_groups
-from controlplane.target import TARGETS, PortMap, TargetError
+from controlplane.target import TARGETS, PortMap, TargetError, pipe_of, readout_port
 from hostlib import protocol as p
 from hostlib.protocol import MsgType
 
@@ -62,12 +64,13 @@ def test_tofino_configuration_with_port_map_and_cpu_port(tmp_path):
     f.write_text(
         '[switch]\ntarget = "tofino"\nports = [1, 2]\ncpu_port = 192\n'
         'device_config = "pipeline_config.pb.bin"\n'
-        "[switch.port_map]\n1 = 128\n2 = 136\n"
+        "[switch.port_map]\n1 = 0\n2 = 136\n"
         "[[jobs]]\njob = 3\nslots = 8\nworkers = [\n"
         '  { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },\n]\n'
     )
     cfg = load(f)
-    assert cfg.switch.target == "tofino" and cfg.switch.port_map == {1: 128, 2: 136}
+    # port 2 is in pipe 1 (dev port 136): fine for a host, not for a rank (test_pipes)
+    assert cfg.switch.target == "tofino" and cfg.switch.port_map == {1: 0, 2: 136}
     assert cfg.switch.cpu_port == 192
     assert cfg.switch.device_config == tmp_path / "pipeline_config.pb.bin"
     assert cfg.jobs[0].encoding is None  # the target's default, lanes, at creation
@@ -125,6 +128,18 @@ def test_tofino_configuration_with_port_map_and_cpu_port(tmp_path):
             "a packed job always sends int32 as 16-bit halves",
         ),
         ({**_sw(), "jobs": [{**_job(), "int32_halves": "yes"}]}, "jobs[0].int32_halves", "'yes'"),
+        (
+            {**_sw(target="tofino", port_map={"1": 128, "2": 8, "3": 16}), "jobs": [_job()]},
+            "jobs[0].workers",
+            "job 1: rank 0's port 1 is dev port 128, in pipe 1; every rank of a tofino job "
+            "must be in pipe 0, the pipe of its read-out (recirculation) port 68",
+        ),
+        (
+            {**_sw(target="tofino2", ports=[1, 2, 300]), "jobs": [_job(port=300)]},
+            "jobs[0].workers",
+            "job 1: rank 0's port 300 is dev port 300, in pipe 2; every rank of a tofino2 "
+            "job must be in pipe 0, the pipe of its read-out (recirculation) port 6",
+        ),
     ],
 )
 def test_bad_target_configuration_names_field_and_problem(data, path, needle):
@@ -137,6 +152,46 @@ def test_harvest_port_is_per_chip():
     """Dev port 6 is Tofino 2's pipe-0 recirculation port, an ordinary port on Tofino 1."""
     assert parse(_sw(target="tofino", ports=[6])).switch.ports == [6]
     assert parse({**_sw(target="tofino2"), "jobs": [_job("lanes")]}).jobs[0].encoding == "lanes"
+
+
+def test_recirculation_port_is_the_programs():
+    """The controller's read-out port per chip is the TNA program's HARVEST_PORT (read from
+    p4src/tna/bridge.p4, where the program sets it per chip)."""
+    text = (pipeline.REPO / "p4src" / "tna" / "bridge.p4").read_text()
+    found = re.search(
+        r"#if __TARGET_TOFINO__ == 2\s*const bit<9> HARVEST_PORT = (\d+);\s*#else\s*"
+        r"const bit<9> HARVEST_PORT = (\d+);",
+        text,
+    )
+    assert found, "HARVEST_PORT per chip not found in p4src/tna/bridge.p4"
+    assert readout_port(TARGETS["tofino2"]) == int(found[1])
+    assert readout_port(TARGETS["tofino"]) == int(found[2])
+    assert readout_port(TARGETS["bmv2"]) is None  # v1model recirculates nothing
+
+
+def test_a_dev_ports_pipe_is_its_high_bits():
+    assert [pipe_of(d) for d in (0, 6, 68, 127, 128, 152, 300, 511)] == [0, 0, 0, 0, 1, 1, 2, 3]
+
+
+def test_job_create_refuses_a_rank_outside_the_readout_pipe():
+    """`job create` on a Tofino: a rank on a dev port of another pipe than the read-out
+    port's is refused, naming the job, rank, port, dev port and pipes, before the switch is
+    touched (never connected here); the same ranks in pipe 0 pass the check."""
+    conn = SwitchConnection("127.0.0.1:1")
+    conn.ports = PortMap({1: 8, 2: 136, 3: 16})
+    for name, readout in (("tofino", 68), ("tofino2", 6)):
+        jobs = JobManager(conn, Address(SWITCH_MAC, SWITCH_IP), None, {1, 2, 3}, TARGETS[name])
+        workers = [WorkerAddress(r, port, *host(port), 0x5030) for r, port in enumerate((1, 2))]
+        with pytest.raises(JobError) as info:
+            jobs.create(5, workers, 4)
+        assert str(info.value) == (
+            f"job 5: rank 1's port 2 is dev port 136, in pipe 1; every rank of a {name} job "
+            f"must be in pipe 0, the pipe of its read-out (recirculation) port {readout} "
+            f"(registers are per pipe): use ports of pipe 0"
+        )
+        check_job_pipes(TARGETS[name], conn.ports, 5, [workers[0]])  # pipe 0: no error
+    # bmv2 has no pipes to mind
+    check_job_pipes(TARGETS["bmv2"], PortMap(), 5, [WorkerAddress(0, 300, *host(1), 0x5030)])
 
 
 def test_port_map_translates_and_refuses_unmapped_ports():
@@ -297,6 +352,22 @@ def test_up_refuses_a_state_file_job_a_tofino_cannot_run(tmp_path, encoding, nee
     ctl.jobs.table.jobs = {3: _state_file_job(encoding)}
     with pytest.raises(JobError, match=needle):
         ctl._reconcile_locked()
+
+
+@pytest.mark.parametrize("name", ["tofino", "tofino2"])
+def test_up_refuses_a_state_file_job_across_pipes(tmp_path, name):
+    """A state file job whose rank sits in another pipe than the read-out port (here after
+    the port map changed) is refused by `up`, naming the state file, job, port and pipe,
+    before anything is written to the switch."""
+    sw = _sw(target=name, port_map={"1": 200, "2": 8, "3": 16}, state_file=str(tmp_path / "s"))
+    ctl = Controller(parse(sw, tmp_path))  # never connected: the refusal must come first
+    ctl.jobs.table.jobs = {3: _state_file_job("lanes")}
+    ctl.jobs.table.jobs[3].int32_halves = True
+    with pytest.raises(JobError) as info:
+        ctl._reconcile_locked()
+    message = str(info.value)
+    assert f"the state file {tmp_path / 's'} has a job a {name} switch cannot run" in message
+    assert "job 3: rank 0's port 1 is dev port 200, in pipe 1" in message
 
 
 def test_a_state_file_job_keeps_or_infers_int32_halves():
