@@ -14,6 +14,7 @@ lanes jobs -- over real P4Runtime, and that a result reaches the workers through
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,7 +158,7 @@ def test_harvest_port_is_per_chip():
 def test_recirculation_port_is_the_programs():
     """The controller's read-out port per chip is the TNA program's HARVEST_PORT (read from
     p4src/tna/bridge.p4, where the program sets it per chip)."""
-    text = (pipeline.REPO / "p4src" / "tna" / "bridge.p4").read_text()
+    text = (Path(__file__).resolve().parents[2] / "p4src" / "tna" / "bridge.p4").read_text()
     found = re.search(
         r"#if __TARGET_TOFINO__ == 2\s*const bit<9> HARVEST_PORT = (\d+);\s*#else\s*"
         r"const bit<9> HARVEST_PORT = (\d+);",
