@@ -262,11 +262,30 @@ def default_state_file(config_path: Path) -> Path:
 
 
 def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = None) -> Config:
-    """Validate a configuration; `default_state` is the state file when none is named."""
+    """Validate a configuration; `default_state` is the state file when none is named.
+
+    One step per section, always in this order (switch, its ports and target, files,
+    hosts, state file, then the jobs), so a file with several errors reports the same
+    one every time.
+    """
     _check_keys("", data, {"switch", "jobs"}, {"switch"})
     sw = data["switch"]
     _check_keys("switch", sw, _SWITCH_KEYS, {"ports"})
     cfg = SwitchConfig()
+    _switch_scalars(sw, cfg)
+    ports = _ports(sw["ports"])
+    cfg.ports = list(sw["ports"])
+    _target_ports(sw, cfg, ports)
+    for key in ("p4info", "device_config"):
+        if key in sw:
+            setattr(cfg, key, _path(f"switch.{key}", sw[key], base_dir))
+    cfg.hosts = _hosts(sw.get("hosts", []), ports)
+    cfg.state_file = _state_file(sw, base_dir, default_state)
+    return Config(cfg, _jobs(data.get("jobs", []), cfg, ports))
+
+
+def _switch_scalars(sw: dict, cfg: SwitchConfig) -> None:
+    """switch.grpc_addr, device_id, election_id, flood_group, mac and ip (each optional)."""
     if "grpc_addr" in sw:
         if not isinstance(sw["grpc_addr"], str) or ":" not in sw["grpc_addr"]:
             raise ConfigError("switch.grpc_addr", f"expected 'host:port', got {sw['grpc_addr']!r}")
@@ -279,110 +298,132 @@ def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = N
         cfg.flood_group = _int("switch.flood_group", sw["flood_group"], 1, 15)
     cfg.mac = _mac("switch.mac", sw.get("mac", cfg.mac))
     cfg.ip = _ip("switch.ip", sw.get("ip", cfg.ip))
-    if not isinstance(sw["ports"], list) or not sw["ports"]:
+
+
+def _ports(raw: Any) -> set[int]:
+    """switch.ports: a non-empty list of distinct port numbers; the set every other port
+    in the file must be one of."""
+    if not isinstance(raw, list) or not raw:
         raise ConfigError("switch.ports", "expected a non-empty list of port numbers")
     seen: set[int] = set()
-    for i, port in enumerate(sw["ports"]):
+    for i, port in enumerate(raw):
         port = _int(f"switch.ports[{i}]", port, 0, 510)
         if port in seen:
             raise ConfigError(f"switch.ports[{i}]", f"duplicate port {port}")
         seen.add(port)
-    cfg.ports = list(sw["ports"])
-    _target_ports(sw, cfg, seen)
-    for key in ("p4info", "device_config"):
-        if key in sw:
-            setattr(cfg, key, _path(f"switch.{key}", sw[key], base_dir))
-    for i, host in enumerate(_list("switch.hosts", sw.get("hosts", []))):
+    return seen
+
+
+def _member_port(path: str, value: Any, ports: set[int]) -> int:
+    """A host's or worker's port: a port number that is one of switch.ports."""
+    port = _int(path, value, 0, 510)
+    if port not in ports:
+        raise ConfigError(path, f"port {port} is not in switch.ports")
+    return port
+
+
+def _hosts(raw: Any, ports: set[int]) -> list[HostEntry]:
+    """[[switch.hosts]]: the L2 entries for ordinary traffic."""
+    hosts = []
+    for i, host in enumerate(_list("switch.hosts", raw)):
         path = f"switch.hosts[{i}]"
         _check_keys(path, host, {"mac", "port"}, {"mac", "port"})
-        port = _int(f"{path}.port", host["port"], 0, 510)
-        if port not in seen:
-            raise ConfigError(f"{path}.port", f"port {port} is not in switch.ports")
-        cfg.hosts.append(HostEntry(_mac(f"{path}.mac", host["mac"]), port))
-    if "state_file" in sw:
-        if (
-            not isinstance(sw["state_file"], str)
-            or not sw["state_file"].strip()
-            or "\0" in sw["state_file"]
-        ):
-            raise ConfigError(
-                "switch.state_file", f"expected a file path, got {sw['state_file']!r}"
-            )
-        cfg.state_file = (base_dir / sw["state_file"]).resolve()
-        if cfg.state_file.is_dir():
-            raise ConfigError("switch.state_file", f"{cfg.state_file} is a directory")
-    else:
-        cfg.state_file = default_state
+        port = _member_port(f"{path}.port", host["port"], ports)
+        hosts.append(HostEntry(_mac(f"{path}.mac", host["mac"]), port))
+    return hosts
 
+
+def _state_file(sw: dict, base_dir: Path, default_state: Path | None) -> Path | None:
+    """switch.state_file, relative to the file's directory; not a directory."""
+    if "state_file" not in sw:
+        return default_state
+    state_file = _path("switch.state_file", sw["state_file"], base_dir)
+    if state_file.is_dir():
+        raise ConfigError("switch.state_file", f"{state_file} is a directory")
+    return state_file
+
+
+def _jobs(raw: Any, cfg: SwitchConfig, ports: set[int]) -> list[StaticJob]:
+    """[[jobs]]: the static jobs, job ids distinct."""
+    if not isinstance(raw, list):
+        raise ConfigError("jobs", "expected an array of tables ([[jobs]])")
     jobs: list[StaticJob] = []
     job_ids: set[int] = set()
-    raw_jobs = data.get("jobs", [])
-    if not isinstance(raw_jobs, list):
-        raise ConfigError("jobs", "expected an array of tables ([[jobs]])")
-    for j, job in enumerate(raw_jobs):
-        path = f"jobs[{j}]"
-        _check_keys(
-            path,
-            job,
-            {"job", "slots", "workers", "encoding", "int32_halves"},
-            {"job", "slots", "workers"},
-        )
-        job_id = _int(f"{path}.job", job["job"], 0, 65535)
-        encoding = job.get("encoding")
-        if encoding is not None:
-            if encoding not in ENCODINGS:
-                raise ConfigError(
-                    f"{path}.encoding", f"{encoding!r} is not one of {', '.join(ENCODINGS)}"
-                )
-            try:
-                check_encoding(cfg.target_info, job_id, encoding)
-            except TargetError as exc:
-                raise ConfigError(f"{path}.encoding", str(exc)) from None
-        halves = job.get("int32_halves")
-        if halves is not None:
-            if not isinstance(halves, bool):
-                raise ConfigError(f"{path}.int32_halves", f"expected true or false, got {halves!r}")
-            try:
-                int32_halves_for(
-                    cfg.target_info, job_id, encoding or cfg.target_info.default_encoding, halves
-                )
-            except TargetError as exc:
-                raise ConfigError(f"{path}.int32_halves", str(exc)) from None
-        if job_id in job_ids:
-            raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
-        job_ids.add(job_id)
-        slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)
-        if not isinstance(job["workers"], list):
-            raise ConfigError(f"{path}.workers", "expected a list of worker tables")
-        workers = []
-        for w, worker in enumerate(job["workers"]):
-            wpath = f"{path}.workers[{w}]"
-            _check_keys(wpath, worker, _WORKER_KEYS, {"rank", "port", "mac", "ip"})
-            port = _int(f"{wpath}.port", worker["port"], 0, 510)
-            if port not in seen:
-                raise ConfigError(f"{wpath}.port", f"port {port} is not in switch.ports")
-            udp = _int(
-                f"{wpath}.udp_port",
-                worker.get("udp_port", wire.UDP_PORT_BASE),
-                wire.UDP_PORT_BASE,
-                wire.UDP_PORT_BASE + 15,
-            )
-            workers.append(
-                WorkerAddress(
-                    rank=_int(f"{wpath}.rank", worker["rank"], 0, 255),
-                    port=port,
-                    mac=_mac(f"{wpath}.mac", worker["mac"]),
-                    ip=_ip(f"{wpath}.ip", worker["ip"]),
-                    udp_port=udp,
-                )
+    for j, job in enumerate(raw):
+        jobs.append(_job(f"jobs[{j}]", job, cfg, ports, job_ids))
+        job_ids.add(jobs[-1].job)
+    return jobs
+
+
+def _job(path: str, job: Any, cfg: SwitchConfig, ports: set[int], job_ids: set[int]) -> StaticJob:
+    """One [[jobs]] table: id, encoding and halves (as the target allows), slots, workers."""
+    _check_keys(
+        path,
+        job,
+        {"job", "slots", "workers", "encoding", "int32_halves"},
+        {"job", "slots", "workers"},
+    )
+    job_id = _int(f"{path}.job", job["job"], 0, 65535)
+    encoding, halves = _job_encoding(path, job, cfg.target_info, job_id)
+    if job_id in job_ids:
+        raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
+    slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)
+    if not isinstance(job["workers"], list):
+        raise ConfigError(f"{path}.workers", "expected a list of worker tables")
+    workers = [
+        _worker(f"{path}.workers[{w}]", worker, ports) for w, worker in enumerate(job["workers"])
+    ]
+    try:
+        validate_workers(job_id, workers, ports)
+        check_job_pipes(cfg.target_info, PortMap(cfg.port_map), job_id, workers)
+    except JobError as exc:
+        raise ConfigError(f"{path}.workers", str(exc)) from None
+    return StaticJob(job_id, slots, workers, encoding, halves)
+
+
+def _job_encoding(
+    path: str, job: dict, target: Target, job_id: int
+) -> tuple[str | None, bool | None]:
+    """A job's optional `encoding` and `int32_halves`, each checked against the target
+    (None: the target's default, resolved when the job is installed)."""
+    encoding = job.get("encoding")
+    if encoding is not None:
+        if encoding not in ENCODINGS:
+            raise ConfigError(
+                f"{path}.encoding", f"{encoding!r} is not one of {', '.join(ENCODINGS)}"
             )
         try:
-            validate_workers(job_id, workers, seen)
-            check_job_pipes(cfg.target_info, PortMap(cfg.port_map), job_id, workers)
-        except JobError as exc:
-            raise ConfigError(f"{path}.workers", str(exc)) from None
-        jobs.append(StaticJob(job_id, slots, workers, encoding, halves))
-    return Config(cfg, jobs)
+            check_encoding(target, job_id, encoding)
+        except TargetError as exc:
+            raise ConfigError(f"{path}.encoding", str(exc)) from None
+    halves = job.get("int32_halves")
+    if halves is not None:
+        if not isinstance(halves, bool):
+            raise ConfigError(f"{path}.int32_halves", f"expected true or false, got {halves!r}")
+        try:
+            int32_halves_for(target, job_id, encoding or target.default_encoding, halves)
+        except TargetError as exc:
+            raise ConfigError(f"{path}.int32_halves", str(exc)) from None
+    return encoding, halves
+
+
+def _worker(path: str, worker: Any, ports: set[int]) -> WorkerAddress:
+    """One worker of a job: rank, port (one of switch.ports), addresses, UDP port."""
+    _check_keys(path, worker, _WORKER_KEYS, {"rank", "port", "mac", "ip"})
+    port = _member_port(f"{path}.port", worker["port"], ports)
+    udp = _int(
+        f"{path}.udp_port",
+        worker.get("udp_port", wire.UDP_PORT_BASE),
+        wire.UDP_PORT_BASE,
+        wire.UDP_PORT_BASE + 15,
+    )
+    return WorkerAddress(
+        rank=_int(f"{path}.rank", worker["rank"], 0, 255),
+        port=port,
+        mac=_mac(f"{path}.mac", worker["mac"]),
+        ip=_ip(f"{path}.ip", worker["ip"]),
+        udp_port=udp,
+    )
 
 
 def load(path: str | Path) -> Config:

@@ -447,13 +447,30 @@ def fingerprint_disagreement(low: int, high: int) -> str:
 
 
 def _scapy_layers():
-    from scapy.fields import BitField, FieldListField, SignedIntField
+    from scapy.fields import (
+        BitEnumField,
+        BitField,
+        FieldListField,
+        FlagsField,
+        SignedIntField,
+    )
     from scapy.layers.inet import UDP
     from scapy.packet import Packet, bind_layers
 
+    # Fields shown by name, from the wire module's own tables (MsgType, Flag), so a
+    # dissected packet prints `msg_type=DATA flags=RETRANSMIT+CONTINUED`; a flag bit the
+    # table does not name shows as bit_N.
+    named = {
+        "msg_type": lambda f: BitEnumField(f.name, 0, f.bits, MsgType),
+        "flags": lambda f: FlagsField(f.name, 0, f.bits, {int(x): x.name for x in Flag}),
+    }
+
     def bits(fields: tuple[Field, ...]) -> list:
+        """scapy fields in wire order and width, generated from a field table."""
         return [
-            BitField(f.name, PROTOCOL_VERSION if f.name == "protocol" else 0, f.bits)
+            named[f.name](f)
+            if f.name in named
+            else BitField(f.name, PROTOCOL_VERSION if f.name == "protocol" else 0, f.bits)
             for f in fields
         ]
 

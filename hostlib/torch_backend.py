@@ -373,9 +373,9 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
 # gloo's worker thread holds its queue mutex while it drops a finished work, and freeing
 # that work's tensors may need the GIL (their Python objects). Main thread: GIL, waits for
 # the mutex; gloo thread: mutex, waits for the GIL -- a deadlock, only when the worker's
-# drop of the previous work overlaps the next enqueue: the intermittent hang of issue 13
-# (a broadcast, barrier, all_gather, reduce_scatter never posted by one rank), likelier
-# under load, every time at world size 1. The gloo object's own Python bindings release
+# drop of the previous work overlaps the next enqueue: an intermittent hang (a broadcast,
+# barrier, all_gather, reduce_scatter never posted by one rank), likelier under load,
+# every time at world size 1. The gloo object's own Python bindings release
 # the GIL before enqueueing; a Python override is what the trampoline calls, also for C++
 # callers such as DDP's reducer.
 GLOO_FORWARDED = (

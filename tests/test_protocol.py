@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hostlib import protocol as p
 from hostlib.protocol import Endpoints, Flag, Header, MsgType, ProtocolError
@@ -144,6 +146,79 @@ def test_frame_agrees_with_scapy_dissection_and_checksum():
     pkt = Ether(p.build_frame(EP, st, contributors=0b1011))
     assert pkt[P4ReduceStatus].contributors == 0b1011
     assert p.parse_frame(bytes(pkt)).contributors == 0b1011
+
+
+# Every layout a message type has, as the codec's build_frame arguments.
+LAYOUTS = [
+    (MsgType.ANNOUNCE, {"fingerprint": (0x101, 0x202)}),
+    (MsgType.DATA, {"values": np.arange(p.LANES, dtype=np.int32) - 31}),
+    (MsgType.SKIP, {}),
+    (MsgType.RESULT, {"values": np.arange(p.LANES, dtype=np.int32) * -3}),
+    (MsgType.RESULT, {"fingerprint": (0x303, 0x404)}),
+    (MsgType.RESULT, {}),
+    (MsgType.STATUS, {"contributors": 0b1011}),
+]
+
+
+def _scapy_extension(kwargs: dict):
+    """The scapy extension layer holding the same values as build_frame's `kwargs`."""
+    _, values, fingerprint, status = p.scapy_layers()
+    if "values" in kwargs:
+        return values(values=[int(v) for v in kwargs["values"]])
+    if "fingerprint" in kwargs:
+        low, high = kwargs["fingerprint"]
+        return fingerprint(fingerprint_min=low, fingerprint_max=high)
+    if "contributors" in kwargs:
+        return status(contributors=kwargs["contributors"])
+    return None
+
+
+def test_scapy_shows_message_type_and_flags_by_name():
+    from scapy.layers.l2 import Ether
+
+    P4Reduce = p.scapy_layers()[0]
+    h = Header.make(
+        MsgType.DATA, job=3, slot=1, rank=2, flags=Flag.RETRANSMIT | Flag.CONTINUED, block=4
+    )
+    pkt = Ether(p.build_frame(EP, h, np.zeros(p.LANES, dtype=np.int32)))[P4Reduce]
+    assert "msg_type=DATA" in repr(pkt) and "flags=RETRANSMIT+CONTINUED" in repr(pkt)
+    shown = pkt.show(dump=True)
+    assert "msg_type  = DATA" in shown and "flags     = RETRANSMIT+CONTINUED" in shown
+    # a bit the table does not name is still shown, by position
+    skip = h._replace(msg_type=MsgType.SKIP, flags=0x40 | Flag.PACKED)
+    assert "flags=PACKED+bit_6" in repr(Ether(p.build_frame(EP, skip))[P4Reduce])
+
+
+@pytest.mark.parametrize(
+    "msg_type,kwargs", LAYOUTS, ids=[f"{m.name}-{sorted(k) or 'header'}" for m, k in LAYOUTS]
+)
+@settings(max_examples=25, deadline=None)
+@given(flags=st.integers(0, 127), slot_version=st.integers(0, 1), rank=st.integers(0, 255))
+def test_scapy_layer_dissects_and_builds_the_codecs_bytes(
+    msg_type, kwargs, flags, slot_version, rank
+):
+    """Each message type: the codec's frame dissects to the message type's and flags'
+    names, and scapy, given those names, builds the codec's bytes again."""
+    from scapy.layers.l2 import Ether
+
+    P4Reduce = p.scapy_layers()[0]
+    h = Header.make(
+        msg_type, job=300, slot=7, rank=rank, slot_version=slot_version, flags=flags, epoch=9
+    )
+    frame = p.build_frame(EP, h, **kwargs)
+    pkt = Ether(frame)
+    layer = pkt[P4Reduce]
+    assert {k: layer.fields[k] for k in p.FIELD_NAMES} == h._asdict()
+    assert layer.sprintf("%msg_type%") == msg_type.name
+    names = [n for n in layer.sprintf("%flags%").split("+") if n]
+    assert [n for n in names if not n.startswith("bit_")] == [f.name for f in Flag if f & flags]
+    assert bytes(pkt) == frame
+    by_name = {**h._asdict(), "msg_type": msg_type.name, "flags": "+".join(names)}
+    rebuilt = P4Reduce(**by_name)
+    extension = _scapy_extension(kwargs)
+    if extension is not None:
+        rebuilt = rebuilt / extension
+    assert bytes(rebuilt) == frame[p.P4R_OFFSET :]
 
 
 def test_extension_frames_round_trip_and_sizes():

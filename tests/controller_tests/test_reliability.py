@@ -1,4 +1,4 @@
-"""Issue 9, controller side, against a real switch (softswitch; simple_switch_grpc where
+"""Reliability, controller side, against a real switch (softswitch; simple_switch_grpc where
 installed) over real P4Runtime, with real frames on veth ports:
 
 * a new job's counters start at zero, not at a deleted job's counts;

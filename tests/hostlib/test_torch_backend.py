@@ -243,7 +243,7 @@ print("done", {n})
 
 
 def test_gloo_served_collectives_do_not_deadlock(tmp_path):
-    """Issue 13's hang: torch's dispatch of a collective the Python group does not override
+    """The gloo hang: torch's dispatch of a collective the Python group does not override
     enqueues on gloo with the GIL held, while gloo's worker, holding its queue mutex, waits
     for the GIL to free the previous work's tensors. At world size 1 it deadlocked within
     the first few calls; the group now forwards these collectives to gloo itself. Run in a

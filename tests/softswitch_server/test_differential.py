@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import grpc
 import pytest
+from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from bmv2_tests import targets
@@ -325,323 +327,392 @@ def entity(**kwargs: Any) -> p4runtime_pb2.Entity:
     return p4runtime_pb2.Entity(**kwargs)
 
 
+# ---------------------------------------------------------------------------------------
+# The error scenario: many of PI's checks in one session, one named step per kind of entity
+
+
+def acl_entry(
+    ids: P4InfoIndex, value: bytes, mask: bytes, priority: int, port: bytes | None = None
+) -> p4runtime_pb2.Entity:
+    """An acl_ternary entry: ternary ether_type, optional ingress_port, a priority."""
+    table = ids.table("acl_ternary")
+    te = p4runtime_pb2.TableEntry(table_id=table.id, priority=priority)
+    m = te.match.add(field_id=table.field_named("ether_type").id)
+    m.ternary.value, m.ternary.mask = value, mask
+    if port is not None:
+        te.match.add(field_id=table.field_named("ingress_port").id).optional.value = port
+    te.action.action.action_id = ids.action("NoAction").id
+    return entity(table_entry=te)
+
+
+def lpm_entry(ids: P4InfoIndex, value: bytes, plen: int) -> p4runtime_pb2.Entity:
+    """A route_lpm entry (action drop)."""
+    te = p4runtime_pb2.TableEntry(table_id=ids.table("route_lpm").id)
+    m = te.match.add(field_id=ids.table("route_lpm").field_named("addr").id)
+    m.lpm.value, m.lpm.prefix_len = value, plen
+    te.action.action.action_id = ids.action("drop").id
+    return entity(table_entry=te)
+
+
+def range_entry(ids: P4InfoIndex, lo: bytes, hi: bytes, priority: int = 1) -> p4runtime_pb2.Entity:
+    """A level_range entry (action set_tag(1))."""
+    te = p4runtime_pb2.TableEntry(table_id=ids.table("level_range").id, priority=priority)
+    m = te.match.add(field_id=ids.table("level_range").field_named("level").id)
+    m.range.low, m.range.high = lo, hi
+    te.action.action.action_id = ids.action("set_tag").id
+    te.action.action.params.add(param_id=ids.action("set_tag").param_named("tag").id, value=b"\x01")
+    return entity(table_entry=te)
+
+
+def default_entry(
+    ids: P4InfoIndex, table: str, action: str | None, params=()
+) -> p4runtime_pb2.Entity:
+    """A table's default entry; without an action: the reset to the program's default."""
+    te = p4runtime_pb2.TableEntry(table_id=ids.table(table).id, is_default_action=True)
+    if action:
+        te.action.action.action_id = ids.action(action).id
+        for pid, value in params:
+            te.action.action.params.add(param_id=pid, value=value)
+    return entity(table_entry=te)
+
+
+def multicast_group(gid: int, replicas, port_bytes: bool = False) -> p4runtime_pb2.Entity:
+    """A multicast group of (port, instance) replicas; `port_bytes`: the port as the
+    bytes field `port`, not the integer `egress_port`."""
+    e = entity()
+    g = e.packet_replication_engine_entry.multicast_group_entry
+    g.multicast_group_id = gid
+    for port, rid in replicas:
+        if port_bytes:
+            g.replicas.add(port=port, instance=rid)
+        else:
+            g.replicas.add(egress_port=port, instance=rid)
+    return e
+
+
+@dataclass
+class ErrorSession:
+    """What the error scenario's steps share: the switch, its P4Info, the primary client
+    `c`, a second client `other`, and the transcript `out` the steps fill."""
+
+    t: Target
+    info: p4info_pb2.P4Info
+    ids: P4InfoIndex
+    c: RawClient
+    other: RawClient
+    out: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, *updates: p4runtime_pb2.Update) -> Any:
+        return outcome(lambda: self.c.write(*updates))
+
+    def read(self, *entities: p4runtime_pb2.Entity) -> Any:
+        return outcome(lambda: canonical_entries(self.c.read(*entities)))
+
+
+def election_and_commit(s: ErrorSession) -> None:
+    """Writes before arbitration, a duplicate election id, VERIFY_AND_SAVE then COMMIT."""
+    c, ids, info, out = s.c, s.ids, s.info, s.out
+    out["write_election_id_no_stream"] = outcome(
+        lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2)))
+    )
+    c.arbitrate((0, 5))
+    out["dup_election_id"] = s.other.arbitrate((0, 5)).code().name
+    s.other.close()
+    s.other = RawClient(s.t.addr)
+    out["vas"] = outcome(
+        lambda: c.set_pipeline(info, device_config(), action=SetAction.VERIFY_AND_SAVE)
+    )
+    out["get_after_vas"] = c.get_pipeline().p4info == info
+    out["vas_write"] = outcome(lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2))))
+    s.t.veths.send(1, ethernet(DST2))
+    out["dataplane_before_commit"] = s.t.veths.recv(2, timeout=0.5)
+    out["vas_again"] = outcome(
+        lambda: c.set_pipeline(info, device_config(), action=SetAction.VERIFY_AND_SAVE)
+    )
+    out["commit"] = outcome(lambda: c.set_pipeline(action=SetAction.COMMIT))
+    s.t.veths.send(1, ethernet(DST2))
+    out["dataplane_after_commit"] = s.t.veths.recv(2) == ethernet(DST2)
+    # bmv2 reads its ports only from the first commit on: the frame sent before it
+    # waited in the kernel and was forwarded by the new pipeline
+    out["frame_sent_before_commit"] = s.t.veths.recv(2) == ethernet(DST2)
+    out["read_after_commit"] = canonical_entries(
+        c.read(entity(table_entry=p4runtime_pb2.TableEntry()))
+    )
+
+
+def ternary_entries(s: ErrorSession) -> None:
+    """Ternary / optional matches and priorities."""
+    ids = s.ids
+    s.out["ternary_errors"] = s.write(
+        update(Update.INSERT, acl_entry(ids, b"\x08\x00", b"\xff\x00", 0)),
+        update(Update.INSERT, acl_entry(ids, b"\x08\x01", b"\xff\x00", 1)),
+        update(Update.INSERT, acl_entry(ids, b"\x00", b"\x00\x00", 1)),
+        update(Update.INSERT, acl_entry(ids, b"\x08\x00", b"\xff\x00", 1)),
+        update(Update.INSERT, acl_entry(ids, b"\x08\x00", b"\xff\x00", 2, b"\x00\x03")),
+        update(Update.INSERT, acl_entry(ids, b"\x08\x00", b"\xff\x00", -1)),
+    )
+    s.out["ternary_read"] = s.read(
+        entity(table_entry=p4runtime_pb2.TableEntry(table_id=ids.table("acl_ternary").id))
+    )
+
+
+def lpm_entries(s: ErrorSession) -> None:
+    """Prefix lengths out of range, bits beyond the prefix, a value of the wrong width."""
+    entries = (
+        ([10, 1, 0, 0], 0),
+        ([10, 1, 0, 0], 33),
+        ([10, 1, 0, 1], 16),
+        ([10, 1, 0, 0], -1),
+        ([10, 1, 0, 0], 16),
+        ([0, 10, 1, 0, 0], 24),
+    )
+    s.out["lpm"] = s.write(
+        *[update(Update.INSERT, lpm_entry(s.ids, bytes(v), plen)) for v, plen in entries]
+    )
+
+
+def range_entries(s: ErrorSession) -> None:
+    """Empty, full, zero-width and non-canonical ranges."""
+    bounds = (
+        (b"\x05", b"\x04"),
+        (b"\x00\x00", b"\xff\xff"),
+        (b"", b""),
+        (b"\x00", b"\xff"),
+        (b"\x05", b"\x01\x00"),
+    )
+    s.out["range"] = s.write(
+        *[update(Update.INSERT, range_entry(s.ids, lo, hi)) for lo, hi in bounds]
+    )
+    s.out["range_read"] = s.read(
+        entity(table_entry=p4runtime_pb2.TableEntry(table_id=s.ids.table("level_range").id))
+    )
+
+
+def default_entries(s: ErrorSession) -> None:
+    """Default entries: a const default, INSERT/DELETE of one, a miss-only action, the
+    reset to the program's default."""
+    ids = s.ids
+    miss = range_entry(ids, b"\x01", b"\x02")
+    miss.table_entry.action.action.action_id = ids.action("miss_tag").id
+    del miss.table_entry.action.action.params[:]
+    s.out["default_rules"] = s.write(
+        update(Update.MODIFY, default_entry(ids, "const_default", "NoAction")),
+        update(Update.MODIFY, default_entry(ids, "const_default", None)),
+        update(Update.INSERT, miss),
+        update(Update.INSERT, default_entry(ids, "l2_exact", "drop")),
+        update(Update.DELETE, default_entry(ids, "l2_exact", "drop")),
+        update(
+            Update.MODIFY,
+            default_entry(
+                ids,
+                "level_range",
+                "set_tag",
+                [(ids.action("set_tag").param_named("tag").id, b"\x07")],
+            ),
+        ),
+        update(
+            Update.MODIFY,
+            default_entry(
+                ids,
+                "l2_exact",
+                "to_cpu",
+                [(ids.action("to_cpu").param_named("tag").id, b"\x00\x09")],
+            ),
+        ),
+    )
+    s.out["defaults_read"] = s.read(
+        entity(table_entry=p4runtime_pb2.TableEntry(is_default_action=True))
+    )
+    s.out["default_reset"] = s.write(update(Update.MODIFY, default_entry(ids, "l2_exact", None)))
+    s.out["default_after_reset"] = s.read(
+        entity(
+            table_entry=p4runtime_pb2.TableEntry(
+                table_id=ids.table("l2_exact").id, is_default_action=True
+            )
+        )
+    )
+
+
+def malformed_exact_entries(ids: P4InfoIndex) -> list[p4runtime_pb2.Entity]:
+    """Exact entries with metadata and non-canonical input, and one per kind of failure."""
+    meta = exact_entry(ids, b"\x00\x00" + DST3, 3)
+    meta.table_entry.controller_metadata = 77
+    meta.table_entry.metadata = b"m"
+    meta.table_entry.action.action.params[0].value = b"\x00\x00\x03"
+    short = exact_entry(ids, b"\x05", 4)
+    unknown_param = exact_entry(ids, b"\x06", 4)
+    unknown_param.table_entry.action.action.params[0].param_id = 9
+    wrong_kind = exact_entry(ids, b"\x07", 4)
+    wrong_kind.table_entry.match[0].ClearField("exact")
+    wrong_kind.table_entry.match[0].lpm.value = b"\x07"
+    wrong_kind.table_entry.match[0].lpm.prefix_len = 8
+    extra_field = exact_entry(ids, b"\x08", 4)
+    extra_field.table_entry.match.add(field_id=9).exact.value = b"\x01"
+    unknown_field = exact_entry(ids, b"\x09", 4)
+    unknown_field.table_entry.match[0].field_id = 9
+    bad_action = exact_entry(ids, b"\x0a", 4)
+    bad_action.table_entry.action.action.action_id = 0x01FFFFFF
+    ttl = exact_entry(ids, b"\x0b", 4)
+    ttl.table_entry.idle_timeout_ns = 5
+    return [meta, short, unknown_param, wrong_kind, extra_field, unknown_field, bad_action, ttl]
+
+
+def exact_entries(s: ErrorSession) -> None:
+    """Exact: metadata, non-canonical input, single-entry reads, other failures."""
+    ids = s.ids
+    s.out["exact_misc"] = s.write(
+        *[update(Update.INSERT, e) for e in malformed_exact_entries(ids)],
+        update(Update.MODIFY, exact_entry(ids, b"\x0c", 1)),
+        update(0, exact_entry(ids, b"\x0d", 1)),
+        update(Update.INSERT, entity()),
+    )
+    key_only = exact_entry(ids, DST3, 0)
+    key_only.table_entry.ClearField("action")
+    s.out["read_one"] = s.read(key_only)
+    key_only.table_entry.match[0].exact.value = b"\x42"
+    s.out["read_missing_key"] = s.read(key_only)
+    s.out["read_l2"] = s.read(
+        entity(table_entry=p4runtime_pb2.TableEntry(table_id=ids.table("l2_exact").id))
+    )
+
+
+def multicast_and_clone(s: ErrorSession) -> None:
+    """Multicast groups: duplicates, unknown and out-of-range ids, bad replicas; reads of
+    multicast groups and clone sessions."""
+    mc = multicast_group
+    s.out["mc"] = s.write(
+        update(Update.INSERT, mc(1, [(3, 1), (2, 1), (4, 2)])),
+        update(Update.INSERT, mc(2, [(b"\x00\x03", 0)], port_bytes=True)),
+        update(Update.INSERT, mc(1, [(2, 1)])),
+        update(Update.MODIFY, mc(9, [(2, 1)])),
+        update(Update.INSERT, mc(0, [(2, 1)])),
+        update(Update.INSERT, mc(1 << 15, [(2, 1)])),
+        update(Update.INSERT, mc(5, [(2, 1), (2, 1)])),
+        update(Update.INSERT, mc(6, [(b"", 0)], port_bytes=True)),
+        update(Update.INSERT, mc(7, [(b"\x00\x00", 0)], port_bytes=True)),
+        update(Update.DELETE, mc(8, [])),
+    )
+    s.out["mc_read_all"] = s.read(mc(0, []))
+    s.out["mc_read_missing"] = s.read(mc(3, []))
+    s.out["mc_read_too_high"] = s.read(mc(1 << 15, []))
+    clone_read = entity()
+    clone_read.packet_replication_engine_entry.clone_session_entry.session_id = 0
+    s.out["clone_read_all"] = s.read(clone_read)
+
+
+def counters(s: ErrorSession) -> None:
+    """Counter writes (INSERT, no index, negative index) and reads (one, out of bounds,
+    all)."""
+    cid = s.ids.counter("port_counter").id
+
+    def ctr(index: int | None) -> p4runtime_pb2.Entity:
+        e = entity()
+        e.counter_entry.counter_id = cid
+        if index is not None:
+            e.counter_entry.index.index = index
+        e.counter_entry.data.packet_count = 5
+        return e
+
+    s.out["counter_errors"] = s.write(
+        update(Update.INSERT, ctr(1)),
+        update(Update.MODIFY, ctr(None)),
+        update(Update.MODIFY, ctr(-1)),
+        update(Update.MODIFY, ctr(1)),
+    )
+    s.out["counter_read_one"] = s.read(ctr(1))
+    s.out["counter_read_oob"] = s.read(ctr(64))[0]
+    s.out["counter_read_all"] = len(s.c.read(ctr(None)))
+
+
+def other_entities(s: ErrorSession) -> None:
+    """Entities without state in this program, unsupported ones, unknown ids, a
+    DATAPLANE_ATOMIC write and a bad GetForwardingPipelineConfig response type."""
+    ids, out = s.ids, s.out
+    out["meter_read_all"] = s.read(entity(meter_entry=p4runtime_pb2.MeterEntry()))
+    out["ap_member_read_all"] = s.read(
+        entity(action_profile_member=p4runtime_pb2.ActionProfileMember())
+    )
+    dce = entity()
+    dce.direct_counter_entry.table_entry.table_id = 0
+    out["direct_counter_all_tables"] = s.read(dce)
+    dce.direct_counter_entry.table_entry.table_id = ids.table("l2_exact").id
+    out["direct_counter_no_counter"] = s.read(dce)
+    out["value_set_read"] = s.read(entity(value_set_entry=p4runtime_pb2.ValueSetEntry()))
+    out["entity_unset_read"] = s.read(entity())
+    out["bad_counter_id"] = s.read(
+        entity(counter_entry=p4runtime_pb2.CounterEntry(counter_id=0x12FFFFFF))
+    )
+    out["bad_table_read"] = s.read(
+        entity(table_entry=p4runtime_pb2.TableEntry(table_id=0x02FFFFFF))
+    )
+    out["atomic"] = outcome(
+        lambda: s.c.stub.Write(
+            p4runtime_pb2.WriteRequest(
+                device_id=1,
+                election_id=p4runtime_pb2.Uint128(low=5),
+                atomicity=p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
+            ),
+            timeout=10,
+        )
+    )[0]
+    out["get_bad_type"] = outcome(lambda: s.c.get_pipeline(9))[0]
+
+
+def packet_out(s: ErrorSession) -> None:
+    """Packet out: errors are dropped silently, a good one still goes out."""
+    md = {
+        m.name: m.id
+        for m in next(
+            x for x in s.info.controller_packet_metadata if x.preamble.name == "packet_out"
+        ).metadata
+    }
+    s.c.packet_out(ethernet(DST2), {999: b"\x01"})
+    s.c.packet_out(ethernet(DST2), {md["egress_port"]: b"\x02\x00"})
+    s.c.packet_out(ethernet(DST3), {md["egress_port"]: b"\x00\x00\x02", md["flags"]: b"\x01"})
+    s.out["packet_out_after_bad_ones"] = s.t.veths.recv(2) == ethernet(DST3)
+    s.out["packet_out_nothing_else"] = s.t.veths.recv(2, timeout=0.3)
+
+
+def failover(s: ErrorSession) -> None:
+    """The primary leaves: the backup is told it is primary now, the old one may not
+    write."""
+    s.other.arbitrate((0, 3))
+    s.c.close_stream()
+    a = s.other.next_arbitration()
+    s.out["failover"] = (a.status.code, a.status.message, a.election_id.low)
+    s.out["old_primary_write"] = outcome(
+        lambda: s.c.write(update(Update.DELETE, exact_entry(s.ids, DST3, 3)))
+    )[0]
+
+
+# in this order: each step runs on the switch state the ones before it left
+ERROR_STEPS: tuple[Callable[[ErrorSession], None], ...] = (
+    election_and_commit,
+    ternary_entries,
+    lpm_entries,
+    range_entries,
+    default_entries,
+    exact_entries,
+    multicast_and_clone,
+    counters,
+    other_entities,
+    packet_out,
+    failover,
+)
+
+
 def run_error_scenario(t: Target) -> dict[str, Any]:
     """Many of PI's checks in one session; compared step by step across targets."""
     info = load_p4info()
-    ids = P4InfoIndex.from_proto(info)
-    out: dict[str, Any] = {}
     c = RawClient(t.addr)
-    other = RawClient(t.addr)
+    s = ErrorSession(t, info, P4InfoIndex.from_proto(info), c, RawClient(t.addr))
     try:
-        out["write_election_id_no_stream"] = outcome(
-            lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2)))
-        )
-        c.arbitrate((0, 5))
-        out["dup_election_id"] = other.arbitrate((0, 5)).code().name
-        other.close()
-        other = RawClient(t.addr)
-        out["vas"] = outcome(
-            lambda: c.set_pipeline(info, device_config(), action=SetAction.VERIFY_AND_SAVE)
-        )
-        out["get_after_vas"] = c.get_pipeline().p4info == info
-        out["vas_write"] = outcome(
-            lambda: c.write(update(Update.INSERT, exact_entry(ids, DST2, 2)))
-        )
-        t.veths.send(1, ethernet(DST2))
-        out["dataplane_before_commit"] = t.veths.recv(2, timeout=0.5)
-        out["vas_again"] = outcome(
-            lambda: c.set_pipeline(info, device_config(), action=SetAction.VERIFY_AND_SAVE)
-        )
-        out["commit"] = outcome(lambda: c.set_pipeline(action=SetAction.COMMIT))
-        t.veths.send(1, ethernet(DST2))
-        out["dataplane_after_commit"] = t.veths.recv(2) == ethernet(DST2)
-        # bmv2 reads its ports only from the first commit on: the frame sent before it
-        # waited in the kernel and was forwarded by the new pipeline
-        out["frame_sent_before_commit"] = t.veths.recv(2) == ethernet(DST2)
-        out["read_after_commit"] = canonical_entries(
-            c.read(entity(table_entry=p4runtime_pb2.TableEntry()))
-        )
-
-        def write(*updates):
-            return outcome(lambda: c.write(*updates))
-
-        def read(*entities):
-            return outcome(lambda: canonical_entries(c.read(*entities)))
-
-        # ternary / optional / priority
-        def acl(value: bytes, mask: bytes, priority: int, port: bytes | None = None):
-            te = p4runtime_pb2.TableEntry(table_id=ids.table("acl_ternary").id, priority=priority)
-            m = te.match.add(field_id=ids.table("acl_ternary").field_named("ether_type").id)
-            m.ternary.value, m.ternary.mask = value, mask
-            if port is not None:
-                te.match.add(
-                    field_id=ids.table("acl_ternary").field_named("ingress_port").id
-                ).optional.value = port
-            te.action.action.action_id = ids.action("NoAction").id
-            return entity(table_entry=te)
-
-        out["ternary_errors"] = write(
-            update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 0)),
-            update(Update.INSERT, acl(b"\x08\x01", b"\xff\x00", 1)),
-            update(Update.INSERT, acl(b"\x00", b"\x00\x00", 1)),
-            update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 1)),
-            update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", 2, b"\x00\x03")),
-            update(Update.INSERT, acl(b"\x08\x00", b"\xff\x00", -1)),
-        )
-        out["ternary_read"] = read(
-            entity(table_entry=p4runtime_pb2.TableEntry(table_id=ids.table("acl_ternary").id))
-        )
-
-        # lpm
-        def lpm(value: bytes, plen: int):
-            te = p4runtime_pb2.TableEntry(table_id=ids.table("route_lpm").id)
-            m = te.match.add(field_id=ids.table("route_lpm").field_named("addr").id)
-            m.lpm.value, m.lpm.prefix_len = value, plen
-            te.action.action.action_id = ids.action("drop").id
-            return entity(table_entry=te)
-
-        out["lpm"] = write(
-            *[
-                update(Update.INSERT, e)
-                for e in (
-                    lpm(bytes([10, 1, 0, 0]), 0),
-                    lpm(bytes([10, 1, 0, 0]), 33),
-                    lpm(bytes([10, 1, 0, 1]), 16),
-                    lpm(bytes([10, 1, 0, 0]), -1),
-                    lpm(bytes([10, 1, 0, 0]), 16),
-                    lpm(bytes([0, 10, 1, 0, 0]), 24),
-                )
-            ]
-        )
-
-        # range
-        def rng(lo: bytes, hi: bytes, priority: int = 1):
-            te = p4runtime_pb2.TableEntry(table_id=ids.table("level_range").id, priority=priority)
-            m = te.match.add(field_id=ids.table("level_range").field_named("level").id)
-            m.range.low, m.range.high = lo, hi
-            te.action.action.action_id = ids.action("set_tag").id
-            te.action.action.params.add(
-                param_id=ids.action("set_tag").param_named("tag").id, value=b"\x01"
-            )
-            return entity(table_entry=te)
-
-        out["range"] = write(
-            *[
-                update(Update.INSERT, e)
-                for e in (
-                    rng(b"\x05", b"\x04"),
-                    rng(b"\x00\x00", b"\xff\xff"),
-                    rng(b"", b""),
-                    rng(b"\x00", b"\xff"),
-                    rng(b"\x05", b"\x01\x00"),
-                )
-            ]
-        )
-        out["range_read"] = read(
-            entity(table_entry=p4runtime_pb2.TableEntry(table_id=ids.table("level_range").id))
-        )
-
-        # default entries
-        def default(table: str, action: str | None, params=()):
-            te = p4runtime_pb2.TableEntry(table_id=ids.table(table).id, is_default_action=True)
-            if action:
-                te.action.action.action_id = ids.action(action).id
-                for pid, value in params:
-                    te.action.action.params.add(param_id=pid, value=value)
-            return entity(table_entry=te)
-
-        miss = rng(b"\x01", b"\x02")
-        miss.table_entry.action.action.action_id = ids.action("miss_tag").id
-        del miss.table_entry.action.action.params[:]
-        out["default_rules"] = write(
-            update(Update.MODIFY, default("const_default", "NoAction")),
-            update(Update.MODIFY, default("const_default", None)),
-            update(Update.INSERT, miss),
-            update(Update.INSERT, default("l2_exact", "drop")),
-            update(Update.DELETE, default("l2_exact", "drop")),
-            update(
-                Update.MODIFY,
-                default(
-                    "level_range",
-                    "set_tag",
-                    [(ids.action("set_tag").param_named("tag").id, b"\x07")],
-                ),
-            ),
-            update(
-                Update.MODIFY,
-                default(
-                    "l2_exact",
-                    "to_cpu",
-                    [(ids.action("to_cpu").param_named("tag").id, b"\x00\x09")],
-                ),
-            ),
-        )
-        out["defaults_read"] = read(
-            entity(table_entry=p4runtime_pb2.TableEntry(is_default_action=True))
-        )
-        out["default_reset"] = write(update(Update.MODIFY, default("l2_exact", None)))
-        out["default_after_reset"] = read(
-            entity(
-                table_entry=p4runtime_pb2.TableEntry(
-                    table_id=ids.table("l2_exact").id, is_default_action=True
-                )
-            )
-        )
-
-        # exact: metadata, non-canonical input, single-entry reads, other failures
-        meta = exact_entry(ids, b"\x00\x00" + DST3, 3)
-        meta.table_entry.controller_metadata = 77
-        meta.table_entry.metadata = b"m"
-        meta.table_entry.action.action.params[0].value = b"\x00\x00\x03"
-        short = exact_entry(ids, b"\x05", 4)
-        unknown_param = exact_entry(ids, b"\x06", 4)
-        unknown_param.table_entry.action.action.params[0].param_id = 9
-        wrong_kind = exact_entry(ids, b"\x07", 4)
-        wrong_kind.table_entry.match[0].ClearField("exact")
-        wrong_kind.table_entry.match[0].lpm.value = b"\x07"
-        wrong_kind.table_entry.match[0].lpm.prefix_len = 8
-        extra_field = exact_entry(ids, b"\x08", 4)
-        extra_field.table_entry.match.add(field_id=9).exact.value = b"\x01"
-        unknown_field = exact_entry(ids, b"\x09", 4)
-        unknown_field.table_entry.match[0].field_id = 9
-        bad_action = exact_entry(ids, b"\x0a", 4)
-        bad_action.table_entry.action.action.action_id = 0x01FFFFFF
-        ttl = exact_entry(ids, b"\x0b", 4)
-        ttl.table_entry.idle_timeout_ns = 5
-        out["exact_misc"] = write(
-            *[
-                update(Update.INSERT, e)
-                for e in (
-                    meta,
-                    short,
-                    unknown_param,
-                    wrong_kind,
-                    extra_field,
-                    unknown_field,
-                    bad_action,
-                    ttl,
-                )
-            ],
-            update(Update.MODIFY, exact_entry(ids, b"\x0c", 1)),
-            update(0, exact_entry(ids, b"\x0d", 1)),
-            update(Update.INSERT, entity()),
-        )
-        key_only = exact_entry(ids, DST3, 0)
-        key_only.table_entry.ClearField("action")
-        out["read_one"] = read(key_only)
-        key_only.table_entry.match[0].exact.value = b"\x42"
-        out["read_missing_key"] = read(key_only)
-        out["read_l2"] = read(
-            entity(table_entry=p4runtime_pb2.TableEntry(table_id=ids.table("l2_exact").id))
-        )
-
-        # multicast / clone
-        def mc(gid: int, replicas, port_bytes: bool = False):
-            e = entity()
-            g = e.packet_replication_engine_entry.multicast_group_entry
-            g.multicast_group_id = gid
-            for port, rid in replicas:
-                if port_bytes:
-                    g.replicas.add(port=port, instance=rid)
-                else:
-                    g.replicas.add(egress_port=port, instance=rid)
-            return e
-
-        out["mc"] = write(
-            update(Update.INSERT, mc(1, [(3, 1), (2, 1), (4, 2)])),
-            update(Update.INSERT, mc(2, [(b"\x00\x03", 0)], port_bytes=True)),
-            update(Update.INSERT, mc(1, [(2, 1)])),
-            update(Update.MODIFY, mc(9, [(2, 1)])),
-            update(Update.INSERT, mc(0, [(2, 1)])),
-            update(Update.INSERT, mc(1 << 15, [(2, 1)])),
-            update(Update.INSERT, mc(5, [(2, 1), (2, 1)])),
-            update(Update.INSERT, mc(6, [(b"", 0)], port_bytes=True)),
-            update(Update.INSERT, mc(7, [(b"\x00\x00", 0)], port_bytes=True)),
-            update(Update.DELETE, mc(8, [])),
-        )
-        out["mc_read_all"] = read(mc(0, []))
-        out["mc_read_missing"] = read(mc(3, []))
-        out["mc_read_too_high"] = read(mc(1 << 15, []))
-        clone_read = entity()
-        clone_read.packet_replication_engine_entry.clone_session_entry.session_id = 0
-        out["clone_read_all"] = read(clone_read)
-
-        # counters
-        cid = ids.counter("port_counter").id
-
-        def ctr(index: int | None):
-            e = entity()
-            e.counter_entry.counter_id = cid
-            if index is not None:
-                e.counter_entry.index.index = index
-            e.counter_entry.data.packet_count = 5
-            return e
-
-        out["counter_errors"] = write(
-            update(Update.INSERT, ctr(1)),
-            update(Update.MODIFY, ctr(None)),
-            update(Update.MODIFY, ctr(-1)),
-            update(Update.MODIFY, ctr(1)),
-        )
-        out["counter_read_one"] = read(ctr(1))
-        out["counter_read_oob"] = read(ctr(64))[0]
-        out["counter_read_all"] = len(c.read(ctr(None)))
-
-        # entities without state in this program, and unsupported ones
-        out["meter_read_all"] = read(entity(meter_entry=p4runtime_pb2.MeterEntry()))
-        out["ap_member_read_all"] = read(
-            entity(action_profile_member=p4runtime_pb2.ActionProfileMember())
-        )
-        dce = entity()
-        dce.direct_counter_entry.table_entry.table_id = 0
-        out["direct_counter_all_tables"] = read(dce)
-        dce.direct_counter_entry.table_entry.table_id = ids.table("l2_exact").id
-        out["direct_counter_no_counter"] = read(dce)
-        out["value_set_read"] = read(entity(value_set_entry=p4runtime_pb2.ValueSetEntry()))
-        out["entity_unset_read"] = read(entity())
-        out["bad_counter_id"] = read(
-            entity(counter_entry=p4runtime_pb2.CounterEntry(counter_id=0x12FFFFFF))
-        )
-        out["bad_table_read"] = read(
-            entity(table_entry=p4runtime_pb2.TableEntry(table_id=0x02FFFFFF))
-        )
-        out["atomic"] = outcome(
-            lambda: c.stub.Write(
-                p4runtime_pb2.WriteRequest(
-                    device_id=1,
-                    election_id=p4runtime_pb2.Uint128(low=5),
-                    atomicity=p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
-                ),
-                timeout=10,
-            )
-        )[0]
-        out["get_bad_type"] = outcome(lambda: c.get_pipeline(9))[0]
-
-        # packet out: errors are dropped silently, a good one still goes out
-        md = {
-            m.name: m.id
-            for m in next(
-                x for x in info.controller_packet_metadata if x.preamble.name == "packet_out"
-            ).metadata
-        }
-        c.packet_out(ethernet(DST2), {999: b"\x01"})
-        c.packet_out(ethernet(DST2), {md["egress_port"]: b"\x02\x00"})
-        c.packet_out(ethernet(DST3), {md["egress_port"]: b"\x00\x00\x02", md["flags"]: b"\x01"})
-        out["packet_out_after_bad_ones"] = t.veths.recv(2) == ethernet(DST3)
-        out["packet_out_nothing_else"] = t.veths.recv(2, timeout=0.3)
-
-        # the primary leaves: the backup is told it is primary now
-        other.arbitrate((0, 3))
-        c.close_stream()
-        a = other.next_arbitration()
-        out["failover"] = (a.status.code, a.status.message, a.election_id.low)
-        out["old_primary_write"] = outcome(
-            lambda: c.write(update(Update.DELETE, exact_entry(ids, DST3, 3)))
-        )[0]
+        for step in ERROR_STEPS:
+            step(s)
     finally:
-        other.close()
+        s.other.close()
         c.close()
-    return out
+    return s.out
 
 
 TRANSCRIPTS: dict[str, dict[str, Any]] = {}
@@ -701,14 +772,7 @@ def run_pre_scenario(t: Target) -> dict[str, Any]:
     ids = P4InfoIndex.from_proto(info)
     out: dict[str, Any] = {}
     c = RawClient(t.addr)
-
-    def mc(gid: int, replicas: list[tuple[int, int]]) -> p4runtime_pb2.Entity:
-        e = entity()
-        g = e.packet_replication_engine_entry.multicast_group_entry
-        g.multicast_group_id = gid
-        for port, rid in replicas:
-            g.replicas.add(egress_port=port, instance=rid)
-        return e
+    mc = multicast_group
 
     flood = exact_entry(ids, DST2, 0)
     flood.table_entry.action.action.action_id = ids.action("flood").id
