@@ -129,3 +129,22 @@ def test_sparse_ratio_refuses_a_density_outside_0_1():
     with pytest.raises(SystemExit) as info:
         sparse_ratio.main(["--density", "1.5"])
     assert info.value.code == 2
+
+
+def test_softswitch_pps_times_dense_rounds_and_rounds_with_skips():
+    """The in-process switch bench runs both kinds of round on the real program (its own
+    assertion: every round, the one a SKIP completes included, multicasts N results)."""
+    import softswitch_pps
+
+    for encoding in ("packed", "lanes"):
+        pps = softswitch_pps.in_process(workers=3, slots=2, rounds=2, encoding=encoding)
+        assert set(pps) == {3, 1} and all(v > 0 for v in pps.values()), (encoding, pps)
+
+
+def test_skip_ratios_from_packet_rates():
+    """A round of 1 DATA + 3 SKIPs at the dense rate costs what a dense round costs; at
+    half the rate it lasts 2 s against 1 s, and each SKIP (2 - 0.25) / 3 s against 0.25 s."""
+    from softswitch_pps import skip_ratios
+
+    assert skip_ratios({4: 4.0, 1: 4.0}, 4) == pytest.approx((1.0, 1.0))
+    assert skip_ratios({4: 4.0, 1: 2.0}, 4) == pytest.approx(((1.75 / 3) / 0.25, 2.0))
