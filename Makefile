@@ -85,6 +85,7 @@ bench:
 ifeq ($(QUICK),)
 	$(PY) bench/softswitch_pps.py
 	$(PY) bench/hostlib_pps.py
+	$(PY) bench/memory.py --json build/bench/memory.json
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
 	$(PY) bench/loss_recovery.py
