@@ -39,13 +39,19 @@ def from_packed(sums: np.ndarray, worker_count: int) -> np.ndarray:
     return unbiased.astype(np.int32)
 
 
+def half(blocks: np.ndarray, low: bool) -> np.ndarray:
+    """The high halves x >> 16 (-2^15..2^15-1) or the low halves x & 0xFFFF (0..2^16-1) of
+    int32 values. A packed-encoding job reduces int32 as such halves: N of them sum far
+    below the lane's room, so the sum is exact (joined back in Output)."""
+    return blocks & 0xFFFF if low else blocks >> 16
+
+
 def split_halves(blocks: np.ndarray) -> np.ndarray:
-    """int32 blocks (B, K) -> (2B, K): row 2b the high halves x >> 16 (-2^15..2^15-1),
-    row 2b+1 the low halves x & 0xFFFF (0..2^16-1) of block b. A packed-encoding job
-    reduces int32 this way: N halves sum far below the lane's room, so the sum is exact."""
+    """int32 blocks (B, K) -> (2B, K): row 2b the high halves of block b, row 2b+1 its low
+    halves (`half`)."""
     out = np.empty((2 * blocks.shape[0], blocks.shape[1]), np.int32)
-    out[0::2] = blocks >> 16
-    out[1::2] = blocks & 0xFFFF
+    out[0::2] = half(blocks, False)
+    out[1::2] = half(blocks, True)
     return out
 
 
@@ -221,8 +227,9 @@ class Payload:
         """int32 (len(rows), K) to send for these blocks with the switch's exponents."""
         if not self.is_float:
             if self.halves:
-                both = split_halves(self.tensor_rows(rows >> 1))
-                rows_out = both[2 * np.arange(rows.size) + (rows & 1)]
+                x = self.tensor_rows(rows >> 1)
+                low = (rows & 1).astype(bool)[:, None]
+                rows_out = np.where(low, half(x, True), half(x, False))
             else:
                 rows_out = self.tensor_rows(rows)
             if self.encoding == p.Encoding.PACKED:
@@ -322,13 +329,18 @@ def make_payload(
     )
 
 
+# Rows an Output collects before it stores them: a receive batch may hold a few results,
+# and the vectorised store costs the same for 1 row as for 256.
+STORE_ROWS = 256
+
+
 class Output:
     """Where one call's sums land: the result array itself, written block by block as
-    rounds complete (a result's int32 lane sums are dequantized, or joined from halves,
-    right away), so a call holds its input and its output and no tensor-sized staging
-    (docs/hostlib.md, "Memory"). Blocks no round came back for stay zero (np.zeros: pages
-    never written are never touched). `divisor` divides a float sum (op="mean"), in
-    float64 before the cast to the tensor's dtype."""
+    rounds complete (a result's int32 lane sums are dequantized, or joined from halves, a
+    few hundred rows at a time), so a call holds its input and its output and no
+    tensor-sized staging (docs/hostlib.md, "Memory"). Blocks no round came back for stay
+    zero (np.zeros: pages never written are never touched). `divisor` divides a float sum
+    (op="mean"), in float64 before the cast to the tensor's dtype."""
 
     def __init__(self, payload: Payload, divisor: int = 1):
         self.payload = payload
@@ -341,15 +353,29 @@ class Output:
         # one's half sum waits in the block's row until the other arrives
         self.seen = np.zeros(rows, np.uint8) if payload.halves else None
         self.overflowed: list[np.ndarray] = []  # tensor blocks whose exact sum overflows
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending_rows = 0
 
     def store(self, blocks: np.ndarray, sums: np.ndarray, exponent_biased: np.ndarray) -> None:
         """The lane sums (int32, the encoding's bias removed) of wire blocks `blocks`,
-        each sent with biased exponent `exponent_biased`."""
+        each sent with biased exponent `exponent_biased` (arrays the caller leaves alone)."""
+        self._pending.append((blocks, sums, exponent_biased))
+        self._pending_rows += blocks.size
+        if self._pending_rows >= STORE_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Store what `store` collected."""
+        if not self._pending:
+            return
+        if len(self._pending) == 1:
+            blocks, sums, exps = self._pending[0]
+        else:
+            blocks, sums, exps = (np.concatenate(c) for c in zip(*self._pending))
+        self._pending, self._pending_rows = [], 0
         pl = self.payload
         if pl.is_float:
-            res = dequantize(
-                sums, exponent_biased.astype(np.int32) - p.EXPONENT_BIAS, pl.worker_count
-            )
+            res = dequantize(sums, exps.astype(np.int32) - p.EXPONENT_BIAS, pl.worker_count)
             if self.divisor != 1:
                 res /= self.divisor
             self.blocks[blocks] = res
@@ -357,36 +383,41 @@ class Output:
             self.blocks[blocks] = sums
         else:
             low = (blocks & 1).astype(bool)
-            for part, bit in ((~low, 1), (low, 2)):  # both halves may come in one batch
-                if part.any():
+            for part, bit in ((~low, 1), (low, 2)):  # both halves may be in one flush
+                if part.all():
+                    self._store_half(blocks >> 1, sums, bit)
+                elif part.any():
                     self._store_half(blocks[part] >> 1, sums[part], bit)
 
     def _store_half(self, rows: np.ndarray, sums: np.ndarray, bit: int) -> None:
         """Half sums of tensor blocks `rows` (bit 1: high halves, 2: low): kept until the
         block's other half is in, then joined into the exact sum."""
-        other = (self.seen[rows] & (3 ^ bit)) != 0
+        other = self.seen[rows] != 0  # the other half's round came back before
         self.seen[rows] |= bit
-        self.blocks[rows[~other]] = sums[~other]
-        if other.any():
-            r = rows[other]
-            kept = self.blocks[r]
-            high, low = (sums[other], kept) if bit == 1 else (kept, sums[other])
-            self._join(r, high, low)
+        if not other.any():
+            self.blocks[rows] = sums
+            return
+        if not other.all():
+            self.blocks[rows[~other]] = sums[~other]
+            rows, sums = rows[other], sums[other]
+        kept = self.blocks[rows]
+        self._join(rows, *((sums, kept) if bit == 1 else (kept, sums)))
 
-    def _join(self, rows: np.ndarray, high: np.ndarray, low: np.ndarray) -> None:
+    def _join(self, rows: np.ndarray, high: np.ndarray, low: np.ndarray | int) -> None:
         """The exact int64 sum high * 2^16 + low of tensor blocks `rows`, stored as int32;
         blocks where it does not fit int32 are recorded (the call raises, no wrong sum)."""
         total = high.astype(np.int64) * 65536 + low
-        info = np.iinfo(np.int32)
-        over = ((total < info.min) | (total > info.max)).any(axis=1)
-        if over.any():
-            self.overflowed.append(rows[over])
-        self.blocks[rows] = total.astype(np.int32)
+        fits = total.astype(np.int32)
+        self.blocks[rows] = fits
+        wrong = fits != total
+        if wrong.any():
+            self.overflowed.append(rows[wrong.any(axis=1)])
 
     def finish(self) -> np.ndarray:
         """The flat result (`size` elements). With halves, a block whose low halves were
         zero everywhere (no round) is its high sum * 2^16; raises OverflowError naming the
         blocks whose exact sum does not fit int32."""
+        self.flush()
         if self.seen is not None:
             only_high = np.flatnonzero(self.seen == 1)
             for start in range(0, only_high.size, CHUNK_ROWS):
