@@ -57,7 +57,8 @@ p4-tofino:
 
 # The end-to-end demo on the embedded default (softswitch unless simple_switch_grpc exists).
 # A bad value (SIZE <= 0, LOSS outside [0, 1), an unknown TARGET, ...) is one error line
-# naming it, exit code 2 from demo.py; `--x=VALUE` so that negative values reach the check.
+# naming the variable, exit code 2 from demo.py; `--x='$(X)'` (each option from the variable
+# of its name in capitals: demo.py's MAKE_RUN) so that negative values reach the check.
 WORKERS ?= 4
 SIZE ?= 1000000
 DENSITY ?= 0.1
@@ -84,6 +85,7 @@ bench:
 ifeq ($(QUICK),)
 	$(PY) bench/softswitch_pps.py
 	$(PY) bench/hostlib_pps.py
+	$(PY) bench/memory.py --json build/bench/memory.json
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
 	$(PY) bench/loss_recovery.py

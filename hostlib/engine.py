@@ -24,12 +24,27 @@ import numpy as np
 from . import protocol as p
 from .config import JobConfig
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
-from .numerics import Payload, from_packed, overflow_error
+from .numerics import Output, Payload, from_packed, overflow_error
 
 EOS = p.END_OF_STREAM
 
 
 _NONE = np.zeros(0, np.int64)
+
+
+def slot_streams(nonzero: np.ndarray, nblocks: int, slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """Slot s's stream is the non-zero blocks b = s (mod S) in order (protocol.md section
+    5). Returns `after`, where after[b] is the first non-zero block of b's stream after
+    block b (EOS: none), for every block b < nblocks, and each slot's first block (EOS:
+    none). On the (rows, S) grid of block numbers a column is a stream, so a running
+    minimum up the rows answers for every block at once: no sort, one int32 array of the
+    block count (4 bytes per 256-byte block; docs/hostlib.md, "Memory")."""
+    rows = -(-nblocks // slots)
+    grid = np.full((rows + 1, slots), EOS, np.int32)  # row `rows`: the streams' ends
+    grid.reshape(-1)[nonzero] = nonzero
+    up = grid[::-1]  # then grid[r, s]: the first non-zero block of column s at row >= r
+    np.minimum.accumulate(up, axis=0, out=up)
+    return grid.reshape(-1)[slots:], grid[0].astype(np.int64)
 
 
 @dataclass
@@ -119,6 +134,7 @@ class AllreduceEngine:
     calls (a slot that ended in version v starts the next tensor in version 1-v), because
     the switch's bitmap still has every rank's bit set in v: an announce in v would be
     taken for a retransmission and answered with the previous tensor's cached result.
+    Each data round's sums go to `output` (numerics.Output: the Worker's result array).
     """
 
     def __init__(
@@ -131,6 +147,7 @@ class AllreduceEngine:
         builder: FrameBuilder | None = None,
         rtt: RttEstimator | None = None,
         continued: np.ndarray | None = None,
+        output: Output | None = None,
     ):
         self.cfg = cfg
         self.payload = payload
@@ -144,20 +161,7 @@ class AllreduceEngine:
         # rank that learns (from the fingerprint range) that another has more blocks
         # announces on them too, so every slot anyone used completes its announce round.
         self.nslots = n = S
-        nz = payload.nonzero
-        nz_slot = nz % S
-        order = np.lexsort((nz, nz_slot))
-        by_slot = nz[order]
-        slot_sorted = nz_slot[order]
-        succ_sorted = np.full(by_slot.shape, EOS, np.int64)
-        same = slot_sorted[1:] == slot_sorted[:-1]
-        succ_sorted[:-1][same] = by_slot[1:][same]
-        self._succ = np.empty_like(succ_sorted)  # indexed like `nz` (sorted)
-        self._succ[order] = succ_sorted
-        first = np.full(n, EOS, np.int64)
-        if by_slot.size:
-            u, idx = np.unique(slot_sorted, return_index=True)
-            first[u] = by_slot[idx]
+        self._after, first = slot_streams(payload.nonzero, B, S)
 
         self.active = np.arange(n) < min(S, B)
         self.touched = self.active.copy()  # slots this call sent on
@@ -202,9 +206,7 @@ class AllreduceEngine:
         self.status_at = np.full(n, -np.inf)  # last STATUS for the round
         self.contributors = np.zeros(n, np.int64)  # its bitmap
         self.mismatch: tuple[int, int] | None = None  # fingerprint (min, max) if ranks differ
-        self.sums = np.zeros((B, p.LANES), np.int32)
-        self.sum_exponent = np.zeros(B, np.int16)  # biased E each block was sent with
-        self.filled = np.zeros(B, bool)  # blocks a result arrived for (the rest sum to 0)
+        self.output = output if output is not None else Output(payload)  # the sums
         self._pending: list[Batch] = []
         self._ranks_overflowed: list[int] = []
 
@@ -390,13 +392,13 @@ class AllreduceEngine:
                     f"RESULT for slot {bad} block {int(self.block[bad])} carries no values"
                 )
             blocks = self.block[ds]
-            self.sums[blocks] = (
+            self.output.store(
+                blocks,
                 from_packed(r.values[di], self.cfg.worker_count)
                 if self.cfg.encoding == p.Encoding.PACKED
-                else r.values[di]
+                else r.values[di],
+                self.exponent[ds],
             )
-            self.sum_exponent[blocks] = self.exponent[ds]
-            self.filled[blocks] = True
             over = (c["flags"][di] & p.Flag.OVERFLOW) != 0
             if over.any():
                 self.stats.overflowed_blocks.extend(int(b) for b in blocks[over])
@@ -436,8 +438,7 @@ class AllreduceEngine:
         is_data = nb == self.my_next[s]
         new_next = self.my_next[s].copy()
         if is_data.any():
-            pos = np.searchsorted(self.payload.nonzero, nb[is_data])
-            new_next[is_data] = self._succ[pos]
+            new_next[is_data] = self._after[nb[is_data]]
         values = self.payload.values(nb[is_data], ne[is_data]) if is_data.any() else None
         self.slot_version[s] ^= 1
         self.block[s] = nb

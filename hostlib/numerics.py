@@ -39,23 +39,20 @@ def from_packed(sums: np.ndarray, worker_count: int) -> np.ndarray:
     return unbiased.astype(np.int32)
 
 
+def half(blocks: np.ndarray, low: bool) -> np.ndarray:
+    """The high halves x >> 16 (-2^15..2^15-1) or the low halves x & 0xFFFF (0..2^16-1) of
+    int32 values. A packed-encoding job reduces int32 as such halves: N of them sum far
+    below the lane's room, so the sum is exact (joined back in Output)."""
+    return blocks & 0xFFFF if low else blocks >> 16
+
+
 def split_halves(blocks: np.ndarray) -> np.ndarray:
-    """int32 blocks (B, K) -> (2B, K): row 2b the high halves x >> 16 (-2^15..2^15-1),
-    row 2b+1 the low halves x & 0xFFFF (0..2^16-1) of block b. A packed-encoding job
-    reduces int32 this way: N halves sum far below the lane's room, so the sum is exact."""
+    """int32 blocks (B, K) -> (2B, K): row 2b the high halves of block b, row 2b+1 its low
+    halves (`half`)."""
     out = np.empty((2 * blocks.shape[0], blocks.shape[1]), np.int32)
-    out[0::2] = blocks >> 16
-    out[1::2] = blocks & 0xFFFF
+    out[0::2] = half(blocks, False)
+    out[1::2] = half(blocks, True)
     return out
-
-
-def join_halves(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(2B, K) summed halves -> (the exact int64 sums (B, K), the blocks whose sum does not
-    fit int32): the worker detects int32 overflow exactly, from the true sum."""
-    total = sums[0::2].astype(np.int64) * 65536 + sums[1::2].astype(np.int64)
-    info = np.iinfo(np.int32)
-    over = np.flatnonzero(((total < info.min) | (total > info.max)).any(axis=1))
-    return total, over
 
 
 def overflow_error(blocks, why: str) -> OverflowError:
@@ -167,33 +164,74 @@ def relative_error_bound(worker_count: int) -> float:
     return worker_count**2 / float((1 << 31) - worker_count) * FLOAT64_SLACK
 
 
+# Rows of a tensor's (B, 64) view scanned at once: the temporaries of a whole-tensor pass
+# (|x|, x != 0, the halves) stay this size instead of the tensor's.
+CHUNK_ROWS = 1 << 12
+
+
+def _per_block(full: np.ndarray, tail: np.ndarray, fn, dtype, width: int = 1) -> np.ndarray:
+    """fn over the tensor's blocks in chunks of CHUNK_ROWS rows: `full` (F, K), then the
+    padded `tail` (0 or 1, K). fn maps (rows, K) to (rows,) or (rows, width)."""
+    f = full.shape[0]
+    out = np.empty((f + tail.shape[0], width) if width > 1 else f + tail.shape[0], dtype)
+    for start in range(0, f, CHUNK_ROWS):
+        stop = min(start + CHUNK_ROWS, f)
+        out[start:stop] = fn(full[start:stop])
+    if tail.shape[0]:
+        out[f:] = fn(tail)
+    return out
+
+
 @dataclass
 class Payload:
     """One tensor cut into blocks, with what the engine needs to send it.
 
+    The blocks are views of the tensor (`full`: its complete blocks; `tail`: the last,
+    partial one, zero-padded, the only copy), widened, quantized or split into halves
+    only for the rows a batch sends: a payload costs a few bytes per block, not a tensor.
     `nonzero` is sorted; `exponent_biased[b]` is e + 128 of block b (0 for int32 tensors,
-    whose exponent the switch carries but nobody uses).
+    whose exponent the switch carries but nobody uses). With `halves`, block numbers are
+    those of the wire (2b: high halves of tensor block b, 2b+1: its low halves).
     """
 
-    blocks: np.ndarray  # (B, K): int32, or float64 for floating tensors
-    nonzero: np.ndarray  # sorted int64 indices of blocks with any non-zero value
-    exponent_biased: np.ndarray  # (B,) int16 in 0..255
+    full: np.ndarray  # (F, K) view of the tensor's complete blocks, its dtype
+    tail: np.ndarray  # (0 or 1, K): the partial last block, zero-padded
+    nblocks: int  # blocks on the wire (twice the tensor's with halves)
+    nonzero: np.ndarray  # sorted int32 numbers of the blocks with any non-zero value
+    exponent_biased: np.ndarray  # (nblocks,) int16 in 0..255
     is_float: bool
     worker_count: int
+    size: int = 0  # elements of the tensor
     fingerprint: int = 0  # protocol.fingerprint(dtype, elements): announced
     encoding: p.Encoding = p.Encoding.LANES
-    halves: bool = False  # int32 sent as 16-bit halves: blocks are split_halves rows
+    halves: bool = False  # int32 sent as 16-bit halves (split_halves' rows)
     refused: str = ""  # why the values cannot be sent (then: none, and a
     # NONFINITE fingerprint; see make_payload)
 
     @property
-    def nblocks(self) -> int:
-        return int(self.blocks.shape[0])
+    def dtype(self) -> np.dtype:
+        return self.full.dtype
+
+    def tensor_rows(self, blocks: np.ndarray) -> np.ndarray:
+        """The tensor's blocks `blocks` (tensor numbering) as a (len, K) array."""
+        f = self.full.shape[0]
+        if not self.tail.shape[0] or not blocks.size or int(blocks.max()) < f:
+            return self.full[blocks]
+        out = np.empty((blocks.size, p.LANES), self.full.dtype)
+        inside = blocks < f
+        out[inside] = self.full[blocks[inside]]
+        out[~inside] = self.tail[0]
+        return out
 
     def values(self, rows: np.ndarray, switch_exponent_biased: np.ndarray) -> np.ndarray:
         """int32 (len(rows), K) to send for these blocks with the switch's exponents."""
         if not self.is_float:
-            rows_out = self.blocks[rows]
+            if self.halves:
+                x = self.tensor_rows(rows >> 1)
+                low = (rows & 1).astype(bool)[:, None]
+                rows_out = np.where(low, half(x, True), half(x, False))
+            else:
+                rows_out = self.tensor_rows(rows)
             if self.encoding == p.Encoding.PACKED:
                 return to_packed(rows_out, self.worker_count)
             return rows_out
@@ -206,7 +244,7 @@ class Payload:
                 f" (its values would overflow)"
             )
         q = quantize(
-            self.blocks[rows],
+            self.tensor_rows(rows),
             switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS,
             self.worker_count,
         )
@@ -242,41 +280,152 @@ def make_payload(
             f" allows at most {p.MAX_BLOCK + 1}"
         )
     is_float = a.dtype.kind == "f"
+    whole = flat.size // p.LANES * p.LANES
+    full = flat[:whole].reshape(-1, p.LANES)
+    tail = to_blocks(flat[whole:]) if whole < flat.size or not flat.size else full[:0]
+    common = dict(
+        full=full,
+        tail=tail,
+        nblocks=nblocks,
+        is_float=is_float,
+        worker_count=worker_count,
+        size=int(flat.size),
+        encoding=encoding,
+        halves=halves,
+    )
     if is_float:
         # one pass over the tensor: the blocks' max |x| gives exponents, non-zero blocks
         # and (NaN propagates through max, Inf is the max) whether it can be sent at all.
-        # The blocks keep their dtype: quantize widens only the rows it sends.
-        blocks = to_blocks(flat)
-        maxabs = np.abs(blocks).max(axis=1)
+        maxabs = _per_block(full, tail, lambda rows: np.abs(rows).max(axis=1), a.dtype)
         reason = nonfinite_reason(flat, float(maxabs.max()))
         if reason and not announce_refusal:
             raise ValueError(f"{reason}; nothing was sent")
         if reason:
             return Payload(
-                blocks=np.zeros((nblocks, p.LANES)),
-                nonzero=np.zeros(0, np.int64),
+                **common,
+                nonzero=np.zeros(0, np.int32),
                 exponent_biased=np.zeros(nblocks, np.int16),
-                is_float=True,
-                worker_count=worker_count,
                 fingerprint=p.nonfinite_fingerprint(flat.size),
-                encoding=encoding,
                 refused=reason,
             )
         exps = exponents_of_max(maxabs) + p.EXPONENT_BIAS
-        nonzero = np.flatnonzero(maxabs).astype(np.int64)
+        nonzero = np.flatnonzero(maxabs)
     else:
-        blocks = to_blocks(flat)
         if halves:
-            blocks = split_halves(blocks)
-        exps = np.zeros(blocks.shape[0], dtype=np.int16)
-        nonzero = np.flatnonzero(np.any(blocks != 0, axis=1)).astype(np.int64)
+
+            def halves_nonzero(rows: np.ndarray) -> np.ndarray:
+                return split_halves(rows).any(axis=1).reshape(-1, 2)
+
+            mask = _per_block(full, tail, halves_nonzero, bool, width=2).reshape(-1)
+        else:
+            mask = _per_block(full, tail, lambda rows: rows.any(axis=1), bool)
+        exps = np.broadcast_to(np.int16(0), (nblocks,))  # read only, no memory
+        nonzero = np.flatnonzero(mask)
     return Payload(
-        blocks=blocks,
-        nonzero=nonzero,
-        exponent_biased=exps.astype(np.int16),
-        is_float=is_float,
-        worker_count=worker_count,
+        **common,
+        nonzero=nonzero.astype(np.int32),  # block numbers < 2^24
+        exponent_biased=exps.astype(np.int16, copy=False),
         fingerprint=p.fingerprint(a.dtype, flat.size),
-        encoding=encoding,
-        halves=halves,
     )
+
+
+# Rows an Output collects before it stores them: a receive batch may hold a few results,
+# and the vectorised store costs the same for 1 row as for 256.
+STORE_ROWS = 256
+
+
+class Output:
+    """Where one call's sums land: the result array itself, written block by block as
+    rounds complete (a result's int32 lane sums are dequantized, or joined from halves, a
+    few hundred rows at a time), so a call holds its input and its output and no
+    tensor-sized staging (docs/hostlib.md, "Memory"). Blocks no round came back for stay
+    zero (np.zeros: pages never written are never touched). `divisor` divides a float sum
+    (op="mean"), in float64 before the cast to the tensor's dtype."""
+
+    def __init__(self, payload: Payload, divisor: int = 1):
+        self.payload = payload
+        self.divisor = divisor
+        rows = payload.full.shape[0] + payload.tail.shape[0]
+        dtype = payload.dtype if payload.is_float else np.dtype(np.int32)
+        self.array = np.zeros(rows * p.LANES, dtype)
+        self.blocks = self.array.reshape(rows, p.LANES)  # (B, K) view, tensor numbering
+        # halves: which of a block's two rounds came back (1: high, 2: low); the first
+        # one's half sum waits in the block's row until the other arrives
+        self.seen = np.zeros(rows, np.uint8) if payload.halves else None
+        self.overflowed: list[np.ndarray] = []  # tensor blocks whose exact sum overflows
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending_rows = 0
+
+    def store(self, blocks: np.ndarray, sums: np.ndarray, exponent_biased: np.ndarray) -> None:
+        """The lane sums (int32, the encoding's bias removed) of wire blocks `blocks`,
+        each sent with biased exponent `exponent_biased` (arrays the caller leaves alone)."""
+        self._pending.append((blocks, sums, exponent_biased))
+        self._pending_rows += blocks.size
+        if self._pending_rows >= STORE_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Store what `store` collected."""
+        if not self._pending:
+            return
+        if len(self._pending) == 1:
+            blocks, sums, exps = self._pending[0]
+        else:
+            blocks, sums, exps = (np.concatenate(c) for c in zip(*self._pending))
+        self._pending, self._pending_rows = [], 0
+        pl = self.payload
+        if pl.is_float:
+            res = dequantize(sums, exps.astype(np.int32) - p.EXPONENT_BIAS, pl.worker_count)
+            if self.divisor != 1:
+                res /= self.divisor
+            self.blocks[blocks] = res
+        elif self.seen is None:
+            self.blocks[blocks] = sums
+        else:
+            low = (blocks & 1).astype(bool)
+            for part, bit in ((~low, 1), (low, 2)):  # both halves may be in one flush
+                if part.all():
+                    self._store_half(blocks >> 1, sums, bit)
+                elif part.any():
+                    self._store_half(blocks[part] >> 1, sums[part], bit)
+
+    def _store_half(self, rows: np.ndarray, sums: np.ndarray, bit: int) -> None:
+        """Half sums of tensor blocks `rows` (bit 1: high halves, 2: low): kept until the
+        block's other half is in, then joined into the exact sum."""
+        other = self.seen[rows] != 0  # the other half's round came back before
+        self.seen[rows] |= bit
+        if not other.any():
+            self.blocks[rows] = sums
+            return
+        if not other.all():
+            self.blocks[rows[~other]] = sums[~other]
+            rows, sums = rows[other], sums[other]
+        kept = self.blocks[rows]
+        self._join(rows, *((sums, kept) if bit == 1 else (kept, sums)))
+
+    def _join(self, rows: np.ndarray, high: np.ndarray, low: np.ndarray | int) -> None:
+        """The exact int64 sum high * 2^16 + low of tensor blocks `rows`, stored as int32;
+        blocks where it does not fit int32 are recorded (the call raises, no wrong sum)."""
+        total = high.astype(np.int64) * 65536 + low
+        fits = total.astype(np.int32)
+        self.blocks[rows] = fits
+        wrong = fits != total
+        if wrong.any():
+            self.overflowed.append(rows[wrong.any(axis=1)])
+
+    def finish(self) -> np.ndarray:
+        """The flat result (`size` elements). With halves, a block whose low halves were
+        zero everywhere (no round) is its high sum * 2^16; raises OverflowError naming the
+        blocks whose exact sum does not fit int32."""
+        self.flush()
+        if self.seen is not None:
+            only_high = np.flatnonzero(self.seen == 1)
+            for start in range(0, only_high.size, CHUNK_ROWS):
+                rows = only_high[start : start + CHUNK_ROWS]
+                self._join(rows, self.blocks[rows], 0)
+            if self.overflowed:
+                raise overflow_error(
+                    np.concatenate(self.overflowed),
+                    "the exact sum does not fit int32, no wrong sum returned",
+                )
+        return self.array[: self.payload.size]

@@ -16,11 +16,10 @@ from typing import Any, Mapping, Protocol
 
 import numpy as np
 
-from . import protocol as p
 from .config import JobConfig, load_descriptor
 from .engine import AllreduceEngine, EngineParams, RttEstimator, SwitchStateLost
 from .framing import Batch, FrameBuilder
-from .numerics import dequantize, join_halves, make_payload, overflow_error
+from .numerics import Output, make_payload
 
 
 class Transport(Protocol):
@@ -151,12 +150,12 @@ class Worker:
         a = np.asarray(array)
         if op not in ("sum", "mean"):
             raise ValueError(f"op must be 'sum' or 'mean', not {op!r}")
-        flat = self._run(a)
         n = self.cfg.worker_count
-        if op == "mean":
-            flat = flat / n
-        out_dtype = np.float64 if (op == "mean" and a.dtype.kind != "f") else a.dtype
-        return flat.astype(out_dtype, copy=False).reshape(a.shape)
+        # a float mean is divided block by block as results come (numerics.Output)
+        flat = self._run(a, divisor=n if op == "mean" and a.dtype.kind == "f" else 1)
+        if op == "mean" and a.dtype.kind != "f":
+            flat = flat / n  # float64 from the exact int32 sums
+        return flat.reshape(a.shape)
 
     def allreduce_(self, array: np.ndarray, op: str = "sum") -> np.ndarray:
         """In-place allreduce: writes the result into `array` (any strides) and returns it."""
@@ -171,8 +170,9 @@ class Worker:
 
     # -- the loop ------------------------------------------------------------------------
 
-    def _run(self, a: np.ndarray) -> np.ndarray:
-        """One allreduce; returns the flat result (float64 for floats, int32 for ints)."""
+    def _run(self, a: np.ndarray, divisor: int = 1) -> np.ndarray:
+        """One allreduce; returns the flat result (the tensor's dtype for floats, each
+        block's sum divided by `divisor`; int32 for ints), written as rounds complete."""
         if self._closed:
             raise RuntimeError("Worker is closed")
         if self._broken:
@@ -186,6 +186,7 @@ class Worker:
             int32_halves=self.cfg.int32_halves,
             announce_refusal=True,
         )
+        output = Output(payload, divisor)
         t0 = time.monotonic()
         eng = AllreduceEngine(
             self.cfg,
@@ -196,6 +197,7 @@ class Worker:
             self.builder,
             self.rtt,
             self.continued,
+            output,
         )
         tr, batch, spin = self.transport, self.batch, self.busy_poll
         try:
@@ -238,26 +240,7 @@ class Worker:
             )
         eng.raise_if_mismatched()
         eng.raise_if_overflowed()
-        size = a.size
-        if payload.is_float:
-            # only the blocks that had a round: a sparse call's result is mostly zeros
-            exponents = eng.sum_exponent.astype(np.int32) - p.EXPONENT_BIAS
-            n = self.cfg.worker_count
-            if eng.filled.all():
-                res = dequantize(eng.sums, exponents, n)
-            else:
-                rows = np.flatnonzero(eng.filled)
-                res = np.zeros(eng.sums.shape, np.float64)
-                res[rows] = dequantize(eng.sums[rows], exponents[rows], n)
-            return res.reshape(-1)[:size]
-        if payload.halves:
-            total, over = join_halves(eng.sums)
-            if over.size:
-                raise overflow_error(
-                    over, "the exact sum does not fit int32, no wrong sum returned"
-                )
-            return total.astype(np.int32).reshape(-1)[:size]
-        return eng.sums.reshape(-1)[:size]
+        return output.finish()
 
     def _account(self, eng: AllreduceEngine, elapsed: float, payload) -> None:
         s, e = self.stats, eng.stats

@@ -18,6 +18,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -451,12 +452,31 @@ def print_summary(s: Summary, opts: Options) -> None:
     )
 
 
+# The options `make run` sets, each from the make variable of its name in capitals
+# (--workers='$(WORKERS)' ...: the Makefile's run recipe; tests/test_demo_args.py checks
+# that the two agree).
+MAKE_RUN = ("workers", "size", "density", "dtype", "loss", "target")
+
+
+def make_variable(option: str) -> str:
+    """What an error adds after an option (and its value) that `make run` sets: its make
+    variable, " (SIZE)", so that `make run SIZE=0` says which variable was wrong."""
+    return f" ({option.upper()})" if option in MAKE_RUN else ""
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line (`demo.py: error: ...`) and exit code 2, also under make."""
+    """Usage errors as one line (`demo.py: error: ...`) and exit code 2, also under make.
+    argparse's own (a value that is no int, a choice not offered) name the option through
+    its make variable (`make_variable`) as the range checks do."""
 
     def error(self, message: str):  # type: ignore[override]
+        message = re.sub(r"^argument --(\w+)", lambda m: m[0] + make_variable(m[1]), message)
         print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
+
+    def bad(self, option: str, value: object, why: str):
+        """The one-line error for a value out of range."""
+        self.error(f"--{option} {value}{make_variable(option)}: {why}")
 
 
 TARGETS = ("auto", "softswitch", "simple_switch_grpc", "bmv2")
@@ -499,33 +519,33 @@ def parse_args(argv: list[str] | None = None) -> Options:
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     if not 1 <= a.workers <= 32:
-        ap.error(f"--workers {a.workers}: must be 1..32")
+        ap.bad("workers", a.workers, "must be 1..32")
     if not 1 <= a.size <= protocol.END_OF_STREAM * protocol.LANES:
-        ap.error(f"--size {a.size} (SIZE): must be 1..{protocol.END_OF_STREAM * protocol.LANES}")
+        ap.bad("size", a.size, f"must be 1..{protocol.END_OF_STREAM * protocol.LANES}")
     if not 0 <= a.density <= 1:  # also refuses NaN
-        ap.error(f"--density {a.density}: must be in [0, 1]")
+        ap.bad("density", a.density, "must be in [0, 1]")
     if not 0 <= a.loss < 1:
-        ap.error(f"--loss {a.loss} (LOSS): must be a probability in [0, 1)")
+        ap.bad("loss", a.loss, "must be a probability in [0, 1)")
     if a.target not in TARGETS:
-        ap.error(f"--target {a.target!r} (TARGET): unknown, expected one of {', '.join(TARGETS)}")
+        ap.bad("target", repr(a.target), f"unknown, expected one of {', '.join(TARGETS)}")
     try:
         target = p4net.resolve_target(a.target)
     except (RuntimeError, ValueError) as exc:
-        ap.error(f"--target {a.target!r} (TARGET): {exc}")
+        ap.bad("target", repr(a.target), str(exc))
     sizes = PoolSizes.of(P4InfoIndex.load(DEFAULT_P4INFO))  # the program the demo pushes
     if a.slots is not None and not 1 <= a.slots <= sizes.pool_slots:
-        ap.error(f"--slots {a.slots}: must be 1..{sizes.pool_slots}")
+        ap.bad("slots", a.slots, f"must be 1..{sizes.pool_slots}")
     slots = job_slots(a.slots, target)
     if not 1 <= a.jobs <= sizes.max_jobs or a.jobs * a.workers > MAX_HOSTS:
-        ap.error(
-            f"--jobs {a.jobs}: must be 1..{sizes.max_jobs}, with jobs x workers at most {MAX_HOSTS}"
+        ap.bad(
+            "jobs", a.jobs, f"must be 1..{sizes.max_jobs}, with jobs x workers at most {MAX_HOSTS}"
         )
     if a.jobs * slots > sizes.pool_slots:
         ap.error(f"--jobs {a.jobs} x --slots {slots} exceed the switch's {sizes.pool_slots} slots")
     if not 0 <= a.seed < 2**32:
-        ap.error(f"--seed {a.seed}: must be 0..2^32-1")
+        ap.bad("seed", a.seed, "must be 0..2^32-1")
     if not 0 < a.deadline < math.inf:
-        ap.error(f"--deadline {a.deadline}: seconds must be > 0")
+        ap.bad("deadline", a.deadline, "seconds must be > 0")
     return Options(
         a.workers,
         a.size,

@@ -4,6 +4,7 @@ make variable), exit code 2, before anything is started. hypothesis explores the
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,6 +55,38 @@ def test_target_must_be_known(capsys, target):
 
 
 @quick
+@given(st.integers().filter(lambda w: not 1 <= w <= 32))
+@example(0)
+@example(33)
+def test_workers_must_be_1_to_32(capsys, workers):
+    assert "WORKERS" in _refused(capsys, [f"--workers={workers}"])
+
+
+@quick
+@given(st.floats(allow_nan=True).filter(lambda x: not 0 <= x <= 1))
+@example(2.0)
+@example(math.nan)
+def test_density_must_be_a_fraction(capsys, density):
+    assert "DENSITY" in _refused(capsys, [f"--density={density!r}"])
+
+
+@pytest.mark.parametrize("option", load_demo().MAKE_RUN)
+def test_every_option_make_run_sets_names_its_variable_when_refused(capsys, option):
+    """One rule for all of them: also argparse's own errors (no number, no such choice)."""
+    err = _refused(capsys, [f"--{option}=x!"])
+    assert f"--{option}" in err and f"({option.upper()})" in err
+
+
+def test_make_run_passes_each_option_from_the_variable_of_its_name():
+    """MAKE_RUN (what the errors name) and the Makefile's run recipe agree."""
+    makefile = (REPO / "Makefile").read_text()
+    recipe = makefile[makefile.index("\nrun:") :].split("\n\n")[0]
+    pairs = re.findall(r"--([a-z]+)='\$\((\w+)\)'", recipe)
+    assert all(var == option.upper() for option, var in pairs), pairs
+    assert sorted(option for option, _ in pairs) == sorted(load_demo().MAKE_RUN)
+
+
+@quick
 @given(st.integers(1, 10**6), st.floats(0, 1, exclude_max=True), st.integers(1, 32))
 def test_valid_values_are_accepted(size, loss, workers):
     opts = load_demo().parse_args(
@@ -79,6 +112,11 @@ def test_valid_values_are_accepted(size, loss, workers):
         ("LOSS=1", "LOSS"),
         ("LOSS=-1e+16", "LOSS"),
         ("TARGET=tofino", "TARGET"),
+        ("WORKERS=0", "WORKERS"),
+        ("WORKERS=33", "WORKERS"),
+        ("WORKERS=two", "WORKERS"),
+        ("DENSITY=2", "DENSITY"),
+        ("DTYPE=float16", "DTYPE"),
     ],
 )
 def test_make_run_argument_errors_are_one_line(var, needle):

@@ -144,7 +144,7 @@ def _run(
             c.end, c.stats = now, eng.stats
             slot_versions[r] = eng.final_slot_versions(slot_versions[r])
             continued[r] = eng.continued
-            sums[r].append(eng.sums)
+            sums[r].append(eng.output.finish())
             engines[r] = None
             if len(calls[r]) < len(tensors[r]):
                 start_call(r, now)

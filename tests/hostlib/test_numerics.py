@@ -187,7 +187,9 @@ def test_int32_halves_in_a_lanes_job_and_always_in_a_packed_one(encoding):
         assert (sent == nm.split_halves(nm.to_blocks(x))).all()
     else:
         assert (sent == nm.to_packed(nm.split_halves(nm.to_blocks(x)), 2)).all()
-    total, over = nm.join_halves(nm.split_halves(nm.to_blocks(x)) * 2)
-    assert (total[0, :4] == 2 * x[:4].astype(np.int64)).all()
-    assert over.tolist() == [0]  # 2 * (2^30 + 5) and 2 * -2^31 do not fit int32
+    out = nm.Output(halves)
+    out.store(rows, nm.split_halves(nm.to_blocks(x)) * 2, halves.exponent_biased[rows])
+    with pytest.raises(OverflowError, match=r"1 block\(s\): block 0 \(elements 0\.\.63\)"):
+        out.finish()  # 2 * (2^30 + 5) and 2 * -2^31 do not fit int32
+    assert (out.blocks[0, 2:4] == 2 * x[2:4]).all() and (out.blocks[1] == 0).all()
     assert not nm.make_payload(np.ones(3, np.float32), 2, int32_halves=True).halves
