@@ -140,9 +140,9 @@ class AllreduceEngine:
         self.rtt = rtt or RttEstimator()
         S = cfg.slot_count
         B = payload.nblocks
-        # Slots >= B own no block of this rank. When all ranks agree on B they stay idle; a
-        # rank that learns (from the fingerprint range) that another has more blocks
-        # announces on them too, so every slot anyone used completes its announce round.
+        # Slots >= B own no block of this rank. When all ranks agree on B they stay idle;
+        # a rank that learns of a disagreement (the fingerprint range) announces on every
+        # slot of the job (_check_fingerprints), so every slot completes its announce round.
         self.nslots = n = S
         nz = payload.nonzero
         nz_slot = nz % S
@@ -684,8 +684,13 @@ class AllreduceEngine:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Results of announce rounds carry the switch's fingerprint range. Where ranks
         disagree the slot ends after its announce round on every rank (each rank sees the
-        same result); a rank with fewer blocks than the largest announces on the slots it
-        would not have used, so every slot anyone touched completes its round everywhere.
+        same result). The rank then announces on every slot of the job it has not
+        announced on: every rank does (slot 0 is in every call, so every rank learns), so
+        every slot of the job completes one announce round on every rank and all slot
+        versions stay in step -- whatever each rank's block count (dtype, length,
+        encoding, the refusal code). Which slots the others used cannot be known: the
+        range names the extreme fingerprints, not the rank with the most blocks (a packed
+        int32 tensor has two half-blocks per 64 values; dtype codes order the range).
         Returns the results that go on."""
         ai, as_ = idx[announced], s[announced]
         if (
@@ -703,9 +708,7 @@ class AllreduceEngine:
         if self.mismatch is None:
             k = int(np.argmax(differ))
             self.mismatch = (int(low[k]), int(high[k]))
-            _, most = p.describe_fingerprint(self.mismatch[1])
-            slots = min(self.cfg.slot_count, max(1, -(-most // p.LANES)))
-            extra = np.flatnonzero(~self.touched[:slots])
+            extra = np.flatnonzero(~self.touched)
             if extra.size:
                 self.active[extra] = self.touched[extra] = True
                 self.my_next[extra] = EOS

@@ -238,10 +238,13 @@ def test_other_epoch_is_ignored():
     assert e.round[1] == 0 and e.stats.results_ignored == 1
 
 
-def test_fingerprint_range_ends_the_slot_and_announces_the_larger_ranks_slots():
+def test_fingerprint_range_ends_the_slot_and_announces_on_every_slot():
     """The other rank has 40 blocks (this one 12, 4 slots each way): slot 1's announce
     result shows the range; the slot ends without DATA, and since this rank used all 4
-    slots nothing more is announced. With 2 used slots of 8, the others get announced."""
+    slots nothing more is announced. With 2 used slots of 8, every other slot of the job
+    gets announced -- even though the range's larger fingerprint needs only 3 blocks:
+    which rank has the most blocks (a packed int32 rank has two per 64 values) cannot
+    be read from the range."""
     e = make_engine()
     e.packets_to_send(T0)
     other = p.fingerprint(np.int32, 40 * 64)
@@ -254,6 +257,7 @@ def test_fingerprint_range_ends_the_slot_and_announces_the_larger_ranks_slots():
     small = AllreduceEngine(cfg, make_payload(np.ones(100, np.float32), 2), T0, PARAMS)
     assert sorted(by_slot(decode(small.packets_to_send(T0)))) == [0, 1]
     mine = p.fingerprint(np.float32, 100)
+    other = p.fingerprint(np.int32, 3 * 64)
     small.on_result(
         p.Header.make(p.MsgType.RESULT, job=7, slot=0, rank=0, block=EOS, next_block=0),
         None,
