@@ -5,7 +5,8 @@ Usage: loop_worker.py DESCRIPTOR INPUT.npy EXPECTED.npy PROGRESS STOPFILE REPORT
 
 Each result is compared with EXPECTED (int32: exact). PROGRESS holds the number of finished
 allreduces, rewritten after each one, so a test can act while the job is running (restart
-the controller) and then see whether the job keeps going. Errors go into the report.
+the controller, kill a rank) and then see whether the job keeps going. Errors go into the
+report, with the wall-clock time they were raised (`error_at`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def main() -> int:
         report["ok"] = True
     except Exception as exc:  # noqa: BLE001 -- reported to the test
         report["error"] = f"{type(exc).__name__}: {exc}"
+        report["error_at"] = time.time()  # wall clock: comparable across hosts' processes
     with open(a.report, "w") as f:
         json.dump(report, f)
     return 0 if report["ok"] else 1

@@ -1,6 +1,7 @@
 """Issue 9, controller side, in Mininet: a controller restart (`p4reduce-ctl up` again)
 while a job is running leaves the job running -- same switch, real workers in their own
-hosts, the real CLI. Workers loop allreduce (int32, exact) and check every result.
+hosts, the real CLI. Workers loop allreduce (int32, exact) and check every result. And a
+worker process killed mid-job is named by every surviving rank.
 
 Before: `up` pushed the pipeline again, which resets every register; the running rounds
 lost their contributions and the job stalled until its deadline.
@@ -9,6 +10,7 @@ lost their contributions and the job stalled until its deadline.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -52,50 +54,64 @@ def _reports(tmp_path: Path, workers: int) -> list[dict]:
     return out
 
 
+def _start_loop_workers(net, job, inputs, tmp_path: Path, deadline: float) -> list:
+    """One loop_worker process per rank of `job`, in its Mininet host; their inputs'
+    sum is what every result must equal (files rank<r>.* and expected.npy in tmp_path,
+    the stop file tmp_path/stop)."""
+    np.save(tmp_path / "expected.npy", np.sum(inputs, axis=0, dtype=np.int32))
+    procs = []
+    for d, h, x in zip(job.descriptors(net.ctl.jobs.switch), net.hosts, inputs):
+        stem = tmp_path / f"rank{d['rank']}"
+        Path(f"{stem}.json").write_text(json.dumps(d))
+        np.save(f"{stem}.in.npy", x)
+        procs.append(
+            net.net.get(h.name).popen(
+                [
+                    sys.executable,
+                    str(LOOP_WORKER),
+                    f"{stem}.json",
+                    f"{stem}.in.npy",
+                    str(tmp_path / "expected.npy"),
+                    f"{stem}.progress",
+                    str(tmp_path / "stop"),
+                    f"{stem}.report.json",
+                    "--deadline",
+                    str(deadline),
+                ],
+                cwd=str(REPO),
+            )
+        )
+    return procs
+
+
+def _create_job(net, slots: int):
+    from controlplane.addresses import WorkerAddress
+    from hostlib import protocol
+
+    return net.ctl.jobs.create(
+        1,
+        [
+            WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
+            for r, h in enumerate(net.hosts)
+        ],
+        slots,
+    )
+
+
 def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
     demo = load_demo()
-    from controlplane.addresses import WorkerAddress
     from controlplane.stats import job_stats
-    from hostlib import protocol
 
     rng = np.random.default_rng(9)
     workers, deadline = 2, 10.0
     with demo.DemoNetwork(target, workers) as net:
         ctl, hosts = net.ctl, net.hosts
-        job = ctl.jobs.create(
-            1,
-            [
-                WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
-                for r, h in enumerate(hosts)
-            ],
-            16,
-        )
+        job = _create_job(net, 16)
         inputs = [rng.integers(-1000, 1000, 64 * 48).astype(np.int32) for _ in hosts]
-        np.save(tmp_path / "expected.npy", np.sum(inputs, axis=0, dtype=np.int32))
         stop = tmp_path / "stop"
         procs = []
         try:
-            for d, h, x in zip(job.descriptors(ctl.jobs.switch), hosts, inputs):
-                stem = tmp_path / f"rank{d['rank']}"
-                Path(f"{stem}.json").write_text(json.dumps(d))
-                np.save(f"{stem}.in.npy", x)
-                procs.append(
-                    net.net.get(h.name).popen(
-                        [
-                            sys.executable,
-                            str(LOOP_WORKER),
-                            f"{stem}.json",
-                            f"{stem}.in.npy",
-                            str(tmp_path / "expected.npy"),
-                            f"{stem}.progress",
-                            str(stop),
-                            f"{stem}.report.json",
-                            "--deadline",
-                            str(deadline),
-                        ],
-                        cwd=str(REPO),
-                    )
-                )
+            procs = _start_loop_workers(net, job, inputs, tmp_path, deadline)
             progress = [tmp_path / f"rank{r}.progress" for r in range(workers)]
             _wait(
                 lambda: (
@@ -158,3 +174,50 @@ def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
                     proc.wait()
             if ctl.conn.is_primary:
                 ctl.jobs.delete(job.job)
+
+
+def test_a_killed_rank_is_named_by_every_survivor(target, tmp_path):
+    """4 ranks, 32 slots, looping allreduce; rank 2's process is SIGKILLed mid-job. Every
+    survivor fails with RankSilent naming rank 2 -- not "no answer from the switch" --
+    well before its deadline (protocol.md section 13: about 5 s after a death mid-call,
+    half the deadline if it died between calls)."""
+    demo = load_demo()
+    rng = np.random.default_rng(11)
+    workers, dead, deadline = 4, 2, 20.0
+    with demo.DemoNetwork(target, workers) as net:
+        job = _create_job(net, 32)
+        inputs = [rng.integers(-1000, 1000, 64 * 256).astype(np.int32) for _ in net.hosts]
+        procs = []
+        try:
+            procs = _start_loop_workers(net, job, inputs, tmp_path, deadline)
+            progress = [tmp_path / f"rank{r}.progress" for r in range(workers)]
+            _wait(
+                lambda: (
+                    all(_progress(p) >= 3 for p in progress)
+                    or any(proc.poll() is not None for proc in procs)
+                ),
+                120,
+                "the job to run three allreduces",
+            )
+            assert all(proc.poll() is None for proc in procs), _reports(tmp_path, workers)
+            killed_at = time.time()
+            procs[dead].send_signal(signal.SIGKILL)
+            for proc in procs:
+                proc.wait(timeout=2 * deadline)
+            reports = _reports(tmp_path, workers)
+            for r, rep in enumerate(reports):
+                if r == dead:
+                    continue
+                assert rep["mismatches"] == 0, rep
+                assert rep["error"].startswith("RankSilent: ") and (
+                    f"rank(s) [{dead}] sent nothing" in rep["error"]
+                ), f"rank {r}: {rep}"
+                assert rep["error_at"] - killed_at < deadline, (r, rep["error_at"] - killed_at)
+        finally:
+            (tmp_path / "stop").touch()
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            if net.ctl.conn.is_primary:
+                net.ctl.jobs.delete(job.job)
