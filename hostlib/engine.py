@@ -112,6 +112,7 @@ class RankSilent(TimeoutError):
 # When a silent rank is taken for dead (AllreduceEngine._silent_ranks):
 SILENT_STATUSES = 3  # STATUS replies since the last progress, all without the rank
 SILENT_TIMERS = 5  # of max_timeout, the quiet span once a round of the call completed
+SILENT_MIN_SPAN = 2.0  # s, the least quiet span: longer than a process is descheduled
 
 
 @dataclass
@@ -673,7 +674,9 @@ class AllreduceEngine:
           several times; a descheduled process, start skew, a busy switch (which still
           answers rounds) or lost frames do not keep it out that long, and a loss of
           every one of those resends is as unlikely as the loss of SILENT_TIMERS - 1
-          frames in a row;
+          frames in a row. With a small `max_timeout` the span is still at least
+          SILENT_MIN_SPAN: a process on a loaded host may get no CPU for a good part
+          of a second;
         * the STATUS replies show the switch is up and reaches this rank (else the
           deadline's error says the switch did not answer), and that the silent ranks
           are the same in all of them;
@@ -687,7 +690,7 @@ class AllreduceEngine:
         quiet = float(self.last_heard.max())
         if self.quiet_from < quiet:
             return []  # progress since those replies
-        span = SILENT_TIMERS * self.params.max_timeout
+        span = max(SILENT_TIMERS * self.params.max_timeout, SILENT_MIN_SPAN)
         if not self.round.any():
             span = max(span, self.params.deadline / 2)
         if now - quiet < span:

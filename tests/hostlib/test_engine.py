@@ -13,6 +13,7 @@ import pytest
 from hostlib import protocol as p
 from hostlib.config import load_descriptor
 from hostlib.engine import (
+    SILENT_MIN_SPAN,
     SILENT_STATUSES,
     SILENT_TIMERS,
     AllreduceEngine,
@@ -233,15 +234,18 @@ def _statuses(e, times, slot=0, slot_version=0, block=EOS, heard=0b01):
         e.on_result(h, None, t, contributors=heard)
 
 
+SILENCE = EngineParams(timeout=0.005, max_timeout=1.0, deadline=30.0)  # the defaults' span
+
+
 def test_agreeing_status_replies_name_a_silent_rank_before_the_deadline():
     """Mid-call (a round completed: every rank took part), SILENT_STATUSES replies that
-    all lack rank 1 and no progress for SILENT_TIMERS x max_timeout (0.1 s here, deadline
-    1 s): RankSilent naming rank 1, the job and the waiting slots."""
-    span = SILENT_TIMERS * PARAMS.max_timeout
-    e = make_engine()
+    all lack rank 1 and no progress for SILENT_TIMERS x max_timeout (5 s, deadline 30 s):
+    RankSilent naming rank 1, the job and the waiting slots."""
+    span = SILENT_TIMERS * SILENCE.max_timeout
+    e = make_engine(SILENCE)
     e.packets_to_send(T0)
     feed(e, result(0, 0, EOS, 4), T0 + 0.01)
-    _statuses(e, [T0 + 0.02 + 0.01 * k for k in range(SILENT_STATUSES)], 0, 1, 4)
+    _statuses(e, [T0 + 0.02 + 0.5 * k for k in range(SILENT_STATUSES)], 0, 1, 4)
     e.check(T0 + 0.01 + span - 0.001)  # not yet: the quiet span counts from the result
     with pytest.raises(RankSilent, match=r"rank\(s\) \[1\] sent nothing for") as info:
         e.check(T0 + 0.01 + span + 1e-9)
@@ -249,27 +253,39 @@ def test_agreeing_status_replies_name_a_silent_rank_before_the_deadline():
     assert (info.value.ranks, info.value.job, info.value.slots) == ([1], 7, [0, 1, 2, 3])
 
 
+def test_a_small_max_timeout_still_waits_the_least_quiet_span():
+    """max_timeout 20 ms: 5 timers would be 0.1 s, less than a busy host may deschedule
+    a process; the span is SILENT_MIN_SPAN."""
+    e = make_engine(EngineParams(timeout=0.005, max_timeout=0.02, deadline=30.0))
+    e.packets_to_send(T0)
+    feed(e, result(0, 0, EOS, 4), T0)
+    _statuses(e, [T0 + 0.02 * (k + 1) for k in range(SILENT_STATUSES)], 0, 1, 4)
+    e.check(T0 + SILENT_MIN_SPAN - 0.001)
+    with pytest.raises(RankSilent):
+        e.check(T0 + SILENT_MIN_SPAN + 1e-9)
+
+
 def test_progress_or_few_replies_are_no_evidence_of_a_silent_rank():
     """A result on any slot starts the count of STATUS replies again; fewer than
     SILENT_STATUSES since then name nobody early, however long the quiet span."""
-    e = make_engine()
+    e = make_engine(SILENCE)
     e.packets_to_send(T0)
     feed(e, result(0, 0, EOS, 4), T0 + 0.01)
     _statuses(e, [T0 + 0.02, T0 + 0.03], 0, 1, 4)
     feed(e, result(1, 0, EOS, EOS), T0 + 0.04)  # progress on slot 1
     _statuses(e, [T0 + 0.05 + 0.01 * k for k in range(SILENT_STATUSES - 1)], 0, 1, 4)
-    e.check(T0 + 0.9)  # the deadline (1 s) is not reached either
+    e.check(T0 + 29.0)  # the deadline (30 s) is not reached either
 
 
 def test_before_any_round_a_silent_rank_gets_half_the_deadline():
     """No round of the call completed: the silent rank may not have started the call
     (it computes): it is named only after half the deadline of silence."""
-    e = make_engine()
+    e = make_engine(SILENCE)
     e.packets_to_send(T0)
     _statuses(e, [T0 + 0.1 * (k + 1) for k in range(SILENT_STATUSES)])
-    e.check(T0 + PARAMS.deadline / 2 - 0.01)
+    e.check(T0 + SILENCE.deadline / 2 - 0.01)
     with pytest.raises(RankSilent, match=r"rank\(s\) \[1\]"):
-        e.check(T0 + PARAMS.deadline / 2 + 1e-9)
+        e.check(T0 + SILENCE.deadline / 2 + 1e-9)
 
 
 def test_continued_flag_once_the_slot_had_a_result():
