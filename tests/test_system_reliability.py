@@ -46,6 +46,18 @@ def _wait(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _wait_for_allreduces(procs, progress: list[Path], least: list[int], timeout, what) -> None:
+    """Until rank r has finished least[r] allreduces (its progress file), or a worker ended."""
+    _wait(
+        lambda: (
+            all(_progress(p) >= n for p, n in zip(progress, least))
+            or any(proc.poll() is not None for proc in procs)
+        ),
+        timeout,
+        what,
+    )
+
+
 def _reports(tmp_path: Path, workers: int) -> list[dict]:
     out = []
     for r in range(workers):
@@ -54,12 +66,13 @@ def _reports(tmp_path: Path, workers: int) -> list[dict]:
     return out
 
 
-def _start_loop_workers(net, job, inputs, tmp_path: Path, deadline: float) -> list:
-    """One loop_worker process per rank of `job`, in its Mininet host; their inputs'
-    sum is what every result must equal (files rank<r>.* and expected.npy in tmp_path,
-    the stop file tmp_path/stop)."""
+def _start_loop_workers(net, job, inputs, tmp_path: Path, deadline: float, procs: list):
+    """One loop_worker process per rank of `job`, in its Mininet host (appended to
+    `procs` as they start, for the caller's clean-up), then wait until each finished
+    three allreduces; returns their progress files. The inputs' sum is what every result
+    must equal (files rank<r>.* and expected.npy in tmp_path, the stop file
+    tmp_path/stop)."""
     np.save(tmp_path / "expected.npy", np.sum(inputs, axis=0, dtype=np.int32))
-    procs = []
     for d, h, x in zip(job.descriptors(net.ctl.jobs.switch), net.hosts, inputs):
         stem = tmp_path / f"rank{d['rank']}"
         Path(f"{stem}.json").write_text(json.dumps(d))
@@ -81,7 +94,10 @@ def _start_loop_workers(net, job, inputs, tmp_path: Path, deadline: float) -> li
                 cwd=str(REPO),
             )
         )
-    return procs
+    progress = [tmp_path / f"rank{r}.progress" for r in range(len(procs))]
+    _wait_for_allreduces(procs, progress, [3] * len(procs), 120, "three allreduces")
+    assert all(proc.poll() is None for proc in procs), _reports(tmp_path, len(procs))
+    return progress
 
 
 def _create_job(net, slots: int):
@@ -111,17 +127,7 @@ def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
         stop = tmp_path / "stop"
         procs = []
         try:
-            procs = _start_loop_workers(net, job, inputs, tmp_path, deadline)
-            progress = [tmp_path / f"rank{r}.progress" for r in range(workers)]
-            _wait(
-                lambda: (
-                    all(_progress(p) >= 3 for p in progress)
-                    or any(proc.poll() is not None for proc in procs)
-                ),
-                120,
-                "the job to run three allreduces",
-            )
-            assert all(proc.poll() is None for proc in procs), _reports(tmp_path, workers)
+            progress = _start_loop_workers(net, job, inputs, tmp_path, deadline, procs)
             before = job_stats(ctl.conn, job.job_index)["rounds_completed"]
 
             # the controller restarts: its process ends, a new `p4reduce-ctl up` starts
@@ -152,11 +158,10 @@ def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
             # registers and counters survived: the pipeline was not pushed again
             assert job_stats(ctl.conn, job.job_index)["rounds_completed"] >= before
             # and the job goes on: three more allreduces each, well within one deadline
-            _wait(
-                lambda: (
-                    all(_progress(p) >= n + 3 for p, n in zip(progress, at_up))
-                    or any(proc.poll() is not None for proc in procs)
-                ),
+            _wait_for_allreduces(
+                procs,
+                progress,
+                [n + 3 for n in at_up],
                 3 * deadline,
                 "three more allreduces after the controller restart",
             )
@@ -189,17 +194,7 @@ def test_a_killed_rank_is_named_by_every_survivor(target, tmp_path):
         inputs = [rng.integers(-1000, 1000, 64 * 256).astype(np.int32) for _ in net.hosts]
         procs = []
         try:
-            procs = _start_loop_workers(net, job, inputs, tmp_path, deadline)
-            progress = [tmp_path / f"rank{r}.progress" for r in range(workers)]
-            _wait(
-                lambda: (
-                    all(_progress(p) >= 3 for p in progress)
-                    or any(proc.poll() is not None for proc in procs)
-                ),
-                120,
-                "the job to run three allreduces",
-            )
-            assert all(proc.poll() is None for proc in procs), _reports(tmp_path, workers)
+            _start_loop_workers(net, job, inputs, tmp_path, deadline, procs)
             killed_at = time.time()
             procs[dead].send_signal(signal.SIGKILL)
             for proc in procs:

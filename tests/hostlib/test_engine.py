@@ -221,15 +221,8 @@ def test_status_names_the_ranks_the_switch_waits_for():
 
 
 def _statuses(e, times, slot=0, slot_version=0, block=EOS, heard=0b01):
-    h = p.Header.make(
-        p.MsgType.STATUS,
-        job=7,
-        slot=slot,
-        rank=0,
-        slot_version=slot_version,
-        block=block,
-        next_block=EOS,
-    )
+    """STATUS replies for the round (slot, slot_version, block) at `times`."""
+    h = result(slot, slot_version, block, EOS)[0]._replace(msg_type=p.MsgType.STATUS)
     for t in times:
         e.on_result(h, None, t, contributors=heard)
 
