@@ -66,17 +66,21 @@ def _reports(tmp_path: Path, workers: int) -> list[dict]:
     return out
 
 
-def _start_loop_workers(net, job, inputs, tmp_path: Path, deadline: float, procs: list):
+def _start_loop_workers(net, job, inputs, tmp_path: Path, deadline: float, procs: list, first=None):
     """One loop_worker process per rank of `job`, in its Mininet host (appended to
     `procs` as they start, for the caller's clean-up), then wait until each finished
     three allreduces; returns their progress files. The inputs' sum is what every result
     must equal (files rank<r>.* and expected.npy in tmp_path, the stop file
-    tmp_path/stop)."""
+    tmp_path/stop); first[r], if given, is what rank r reduces before the loop."""
     np.save(tmp_path / "expected.npy", np.sum(inputs, axis=0, dtype=np.int32))
     for d, h, x in zip(job.descriptors(net.ctl.jobs.switch), net.hosts, inputs):
         stem = tmp_path / f"rank{d['rank']}"
         Path(f"{stem}.json").write_text(json.dumps(d))
         np.save(f"{stem}.in.npy", x)
+        extra = []
+        if first is not None:
+            np.save(f"{stem}.first.npy", first[d["rank"]])
+            extra = ["--first", f"{stem}.first.npy"]
         procs.append(
             net.net.get(h.name).popen(
                 [
@@ -90,6 +94,7 @@ def _start_loop_workers(net, job, inputs, tmp_path: Path, deadline: float, procs
                     f"{stem}.report.json",
                     "--deadline",
                     str(deadline),
+                    *extra,
                 ],
                 cwd=str(REPO),
             )
@@ -208,6 +213,40 @@ def test_a_killed_rank_is_named_by_every_survivor(target, tmp_path):
                     f"rank(s) [{dead}] sent nothing" in rep["error"]
                 ), f"rank {r}: {rep}"
                 assert rep["error_at"] - killed_at < deadline, (r, rep["error_at"] - killed_at)
+        finally:
+            (tmp_path / "stop").touch()
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            if net.ctl.conn.is_primary:
+                net.ctl.jobs.delete(job.job)
+
+
+def test_calls_after_a_mismatch_are_exact(target, tmp_path):
+    """2 workers, 32 slots, packed (the default): rank 0 reduces 100 int32 values and
+    rank 1 1000 (twice the blocks of its length: 16-bit halves); both raise
+    FingerprintMismatch, then every later call of 1000 values is exact on both. Before,
+    the ranks ended that call apart on 16 slots: the next calls returned 488 of 1000
+    elements wrong with no error, then timed out."""
+    demo = load_demo()
+    rng = np.random.default_rng(12)
+    workers, deadline = 2, 10.0
+    with demo.DemoNetwork(target, workers) as net:
+        job = _create_job(net, 32)
+        inputs = [rng.integers(-1000, 1000, 1000).astype(np.int32) for _ in net.hosts]
+        first = [np.ones(100, np.int32), np.ones(1000, np.int32)]
+        procs = []
+        try:
+            _start_loop_workers(net, job, inputs, tmp_path, deadline, procs, first)
+            (tmp_path / "stop").touch()
+            for proc in procs:
+                proc.wait(timeout=3 * deadline)
+            reports = _reports(tmp_path, workers)
+            for rep in reports:
+                assert rep["first_error"].startswith("FingerprintMismatch: "), rep
+                assert "length 100 vs 1000 elements" in rep["first_error"], rep
+                assert rep["ok"] and rep["iterations"] >= 3 and rep["mismatches"] == 0, rep
         finally:
             (tmp_path / "stop").touch()
             for proc in procs:
