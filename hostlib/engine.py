@@ -2,7 +2,8 @@
 
 It owns no socket: `packets_to_send(now)` hands out frames, `on_frames` / `on_results` /
 `on_result` take results in, and `check(now)` turns a slot that makes no progress for
-`deadline` seconds into a TimeoutError naming the ranks the switch is waiting for. The
+`deadline` seconds into a TimeoutError naming the ranks the switch is waiting for, and
+a rank the switch's STATUS replies agree has gone silent into RankSilent sooner. The
 caller (the Worker with a raw socket, a unit test with crafted RESULT packets, or a test's
 in-process switch) moves the bytes. All per-slot state lives in numpy arrays indexed by
 slot, so a batch of results is handled with a fixed number of vectorised operations,
