@@ -18,6 +18,9 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "WorkerBroken",
+    "RankSilent",
+    "FingerprintMismatch",
+    "SwitchStateLost",
     "JobConfig",
     "DescriptorError",
     "load_descriptor",
@@ -27,6 +30,9 @@ _HOME = {
     "Worker": "worker",
     "WorkerStats": "worker",
     "WorkerBroken": "worker",
+    "RankSilent": "engine",
+    "FingerprintMismatch": "engine",
+    "SwitchStateLost": "engine",
     "JobConfig": "config",
     "DescriptorError": "config",
     "load_descriptor": "config",
@@ -34,6 +40,7 @@ _HOME = {
 
 if TYPE_CHECKING:
     from .config import DescriptorError, JobConfig, load_descriptor
+    from .engine import FingerprintMismatch, RankSilent, SwitchStateLost
     from .worker import Worker, WorkerBroken, WorkerStats
 
 

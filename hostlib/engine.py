@@ -2,7 +2,8 @@
 
 It owns no socket: `packets_to_send(now)` hands out frames, `on_frames` / `on_results` /
 `on_result` take results in, and `check(now)` turns a slot that makes no progress for
-`deadline` seconds into a TimeoutError naming the ranks the switch is waiting for. The
+`deadline` seconds into a TimeoutError naming the ranks the switch is waiting for, and
+a rank the switch's STATUS replies agree has gone silent into RankSilent sooner. The
 caller (the Worker with a raw socket, a unit test with crafted RESULT packets, or a test's
 in-process switch) moves the bytes. All per-slot state lives in numpy arrays indexed by
 slot, so a batch of results is handled with a fixed number of vectorised operations,
@@ -111,6 +112,25 @@ class FingerprintMismatch(ValueError):
     returned, on every rank, with the same message."""
 
 
+class RankSilent(TimeoutError):
+    """The switch's STATUS replies agree that rank(s) `ranks` of job `job` sent nothing
+    for longer than a live rank would (AllreduceEngine.check): the rank died, was
+    stopped or lost its link. Raised before the deadline; a TimeoutError like it."""
+
+    def __init__(self, message: str, ranks: list[int], job: int, slots: list[int]):
+        super().__init__(message)
+        self.ranks, self.job, self.slots = ranks, job, slots
+
+    def __reduce__(self):
+        return type(self), (str(self), self.ranks, self.job, self.slots)
+
+
+# When a silent rank is taken for dead (AllreduceEngine._silent_ranks):
+SILENT_STATUSES = 3  # STATUS replies since the last progress, all without the rank
+SILENT_TIMERS = 5  # of max_timeout, the quiet span once a round of the call completed
+SILENT_MIN_SPAN = 2.0  # s, the least quiet span: longer than a process is descheduled
+
+
 @dataclass
 class EngineStats:
     packets_sent: int = 0
@@ -157,9 +177,9 @@ class AllreduceEngine:
         self.rtt = rtt or RttEstimator()
         S = cfg.slot_count
         B = payload.nblocks
-        # Slots >= B own no block of this rank. When all ranks agree on B they stay idle; a
-        # rank that learns (from the fingerprint range) that another has more blocks
-        # announces on them too, so every slot anyone used completes its announce round.
+        # Slots >= B own no block of this rank. When all ranks agree on B they stay idle;
+        # a rank that learns of a disagreement (the fingerprint range) announces on every
+        # slot of the job (_check_fingerprints), so every slot completes its announce round.
         self.nslots = n = S
         self._after, first = slot_streams(payload.nonzero, B, S)
 
@@ -205,6 +225,11 @@ class AllreduceEngine:
         self.last_heard = np.full(n, now)  # last progress (a result)
         self.status_at = np.full(n, -np.inf)  # last STATUS for the round
         self.contributors = np.zeros(n, np.int64)  # its bitmap
+        # STATUS replies since the last progress of any slot (_note_statuses): when the
+        # first came, how many, and the ranks none of them had heard from
+        self.quiet_from = -np.inf
+        self.quiet_statuses = 0
+        self.quiet_missing = 0
         self.mismatch: tuple[int, int] | None = None  # fingerprint (min, max) if ranks differ
         self.output = output if output is not None else Output(payload)  # the sums
         self._pending: list[Batch] = []
@@ -368,6 +393,7 @@ class AllreduceEngine:
             self.status_at[slot[status]] = now
             self.contributors[slot[status]] = r.contributors[status]
             self.stats.statuses += int(status.sum())
+            self._note_statuses(r.contributors[status], now)
         idx = np.flatnonzero(answers & (c["msg_type"] == p.MsgType.RESULT))
         s = slot[idx]
         if idx.size > 1:  # a slot answered twice in one batch
@@ -628,43 +654,117 @@ class AllreduceEngine:
             return float("inf")
         return float(self.last_heard[self.active].min()) + self.params.deadline
 
-    def check(self, now: float) -> None:
-        """Raise TimeoutError when an active slot had no result for `deadline` seconds.
-
-        Progress, not elapsed time: a slow but healthy allreduce (heavy loss, a busy
-        switch) goes on as long as every slot keeps completing rounds. The message names
-        the ranks the switch has not heard from in the stalled rounds (from its STATUS
-        replies to this rank's retransmissions) -- usually the rank that died -- or says
-        that the switch itself did not answer."""
-        if self.done:
-            return
-        stalled = np.flatnonzero(self.active & (now - self.last_heard >= self.params.deadline))
-        if not stalled.size:
-            return
+    def _note_statuses(self, bitmaps: np.ndarray, now: float) -> None:
+        """Count STATUS replies (answers to this rank's retransmissions, for the
+        outstanding rounds) since the last progress of any slot, and keep the ranks that
+        none of them had heard from. A result on any slot starts the count again."""
         everyone = (1 << self.cfg.worker_count) - 1
-        answered = self.status_at[stalled] > self.last_heard[stalled]
-        missing = 0
-        for sl in stalled[answered]:
-            missing |= everyone & ~int(self.contributors[sl])
+        if self.quiet_from < float(self.last_heard.max()):
+            self.quiet_from, self.quiet_statuses, self.quiet_missing = now, 0, everyone
+        self.quiet_statuses += int(bitmaps.size)
+        self.quiet_missing &= everyone & ~int(np.bitwise_or.reduce(bitmaps))
+
+    def _silent_ranks(self, now: float) -> list[int]:
+        """The ranks to take for dead now (empty: none). The rule: no slot of this call
+        made progress for a quiet span, and since the last progress the switch answered
+        at least SILENT_STATUSES of this rank's retransmissions with a STATUS, none of
+        which had heard from these ranks. Why it spares a live rank:
+
+        * a live rank in the call resends its waiting packet at least once per
+          `max_timeout` (the cap of its timers and silence probes), so over
+          SILENT_TIMERS x max_timeout (5 s by default) it would have reached the switch
+          several times; a descheduled process, start skew, a busy switch (which still
+          answers rounds) or lost frames do not keep it out that long, and a loss of
+          every one of those resends is as unlikely as the loss of SILENT_TIMERS - 1
+          frames in a row. With a small `max_timeout` the span is still at least
+          SILENT_MIN_SPAN: a process on a loaded host may get no CPU for a good part
+          of a second;
+        * the STATUS replies show the switch is up and reaches this rank (else the
+          deadline's error says the switch did not answer), and that the silent ranks
+          are the same in all of them;
+        * before any round of the call completed, the silent rank may not have started
+          the call at all (it computes, writes a checkpoint): the span is then half the
+          deadline (at least the span above), so only a rank later than that is named.
+          Once a round completed, every rank took part in the call (a round needs all).
+        """
+        if self.quiet_statuses < SILENT_STATUSES or not self.quiet_missing:
+            return []
+        quiet = float(self.last_heard.max())
+        if self.quiet_from < quiet:
+            return []  # progress since those replies
+        span = max(SILENT_TIMERS * self.params.max_timeout, SILENT_MIN_SPAN)
+        if not self.round.any():
+            span = max(span, self.params.deadline / 2)
+        if now - quiet < span:
+            return []
+        return self._ranks_in(self.quiet_missing)
+
+    def _ranks_in(self, bitmap: int) -> list[int]:
+        return [k for k in range(self.cfg.worker_count) if (bitmap >> k) & 1]
+
+    def _waited_for(self) -> list[int]:
+        """The ranks the switch has not heard from, by the latest STATUS of every active
+        slot that had one since its last result: the ranks missing from all of them, or
+        if no rank is, from any (the rounds wait for different ranks). A stall's STATUS
+        replies arrive on the slots this rank resends (the probed lowest slot), not
+        necessarily on the slots that stalled first."""
+        reported = self.active & (self.status_at > self.last_heard)
+        if not reported.any():
+            return []
+        everyone = (1 << self.cfg.worker_count) - 1
+        heard = self.contributors[reported]
+        always = everyone & ~int(np.bitwise_or.reduce(heard))
+        anywhere = everyone & ~int(np.bitwise_and.reduce(heard))
+        return self._ranks_in(always or anywhere)
+
+    def _stalled_parts(self, slots: np.ndarray) -> str:
         parts = []
-        for sl in stalled[:8]:
+        for sl in slots[:8]:
             blk = int(self.block[sl])
             what = "announce" if blk == EOS else f"block {blk}"
             if self.status_at[sl] > self.last_heard[sl]:
-                waits = [
-                    k
-                    for k in range(self.cfg.worker_count)
-                    if not (int(self.contributors[sl]) >> k) & 1
-                ]
+                waits = self._ranks_in(~int(self.contributors[sl]))
                 heard = f"the switch waits for rank(s) {waits}"
             else:
-                heard = "no answer from the switch"
+                heard = "no STATUS since its last result"
             parts.append(f"slot {int(sl)} round {int(self.round[sl])} ({what}: {heard})")
-        more = f" and {stalled.size - 8} more" if stalled.size > 8 else ""
-        if missing:
-            ranks = [k for k in range(self.cfg.worker_count) if (missing >> k) & 1]
+        more = f" and {slots.size - 8} more" if slots.size > 8 else ""
+        return "; ".join(parts) + more
+
+    def check(self, now: float) -> None:
+        """Raise RankSilent when the switch's STATUS replies agree that some rank has been
+        silent for longer than a live one would be (`_silent_ranks`), TimeoutError when
+        an active slot had no result for `deadline` seconds.
+
+        Progress, not elapsed time: a slow but healthy allreduce (heavy loss, a busy
+        switch) goes on as long as every slot keeps completing rounds. Both messages
+        name the ranks the switch has not heard from (its STATUS replies to this rank's
+        retransmissions, on whichever active slots they came) -- usually the rank that
+        died -- or the deadline's says that the switch itself did not answer."""
+        if self.done:
+            return
+        job, me = self.cfg.job, self.cfg.rank
+        silent = self._silent_ranks(now)
+        if silent:
+            waiting = np.flatnonzero(self.active)
+            quiet = now - float(self.last_heard.max())
+            raise RankSilent(
+                f"allreduce of job {job} rank {me}: rank(s) {silent} sent nothing for "
+                f"{quiet:.1f}s: the switch answered {self.quiet_statuses} of this rank's "
+                f"retransmissions since the last progress, none had heard from rank(s) "
+                f"{silent}: stopped, crashed or unreachable? {waiting.size} slot(s) wait: "
+                + self._stalled_parts(waiting),
+                silent,
+                job,
+                [int(x) for x in waiting],
+            )
+        stalled = np.flatnonzero(self.active & (now - self.last_heard >= self.params.deadline))
+        if not stalled.size:
+            return
+        ranks = self._waited_for()
+        if ranks:
             cause = (
-                f"the switch has not heard from rank(s) {ranks} in the stalled rounds: "
+                f"the switch has not heard from rank(s) {ranks} in the waiting rounds: "
                 f"stopped, crashed or unreachable?"
             )
         else:
@@ -673,11 +773,10 @@ class AllreduceEngine:
                 "and is the job still installed?"
             )
         raise TimeoutError(
-            f"allreduce of job {self.cfg.job} rank {self.cfg.rank}: {stalled.size} of "
+            f"allreduce of job {job} rank {me}: {stalled.size} of "
             f"{int(self.touched.sum())} slots made no progress for {self.params.deadline:.3f}s"
             f" ({self.stats.retransmissions} retransmissions): {cause} Stalled: "
-            + "; ".join(parts)
-            + more
+            + self._stalled_parts(stalled)
         )
 
     def _check_fingerprints(
@@ -685,8 +784,13 @@ class AllreduceEngine:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Results of announce rounds carry the switch's fingerprint range. Where ranks
         disagree the slot ends after its announce round on every rank (each rank sees the
-        same result); a rank with fewer blocks than the largest announces on the slots it
-        would not have used, so every slot anyone touched completes its round everywhere.
+        same result). The rank then announces on every slot of the job it has not
+        announced on: every rank does (slot 0 is in every call, so every rank learns), so
+        every slot of the job completes one announce round on every rank and all slot
+        versions stay in step -- whatever each rank's block count (dtype, length,
+        encoding, the refusal code). Which slots the others used cannot be known: the
+        range names the extreme fingerprints, not the rank with the most blocks (a packed
+        int32 tensor has two half-blocks per 64 values; dtype codes order the range).
         Returns the results that go on."""
         ai, as_ = idx[announced], s[announced]
         if (
@@ -704,9 +808,7 @@ class AllreduceEngine:
         if self.mismatch is None:
             k = int(np.argmax(differ))
             self.mismatch = (int(low[k]), int(high[k]))
-            _, most = p.describe_fingerprint(self.mismatch[1])
-            slots = min(self.cfg.slot_count, max(1, -(-most // p.LANES)))
-            extra = np.flatnonzero(~self.touched[:slots])
+            extra = np.flatnonzero(~self.touched)
             if extra.size:
                 self.active[extra] = self.touched[extra] = True
                 self.my_next[extra] = EOS

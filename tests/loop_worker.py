@@ -1,11 +1,14 @@
 """A worker that runs allreduce after allreduce until told to stop (system tests).
 
 Usage: loop_worker.py DESCRIPTOR INPUT.npy EXPECTED.npy PROGRESS STOPFILE REPORT.json
-       [--deadline S] [--max-seconds S]
+       [--deadline S] [--max-seconds S] [--first FIRST.npy]
 
 Each result is compared with EXPECTED (int32: exact). PROGRESS holds the number of finished
 allreduces, rewritten after each one, so a test can act while the job is running (restart
-the controller) and then see whether the job keeps going. Errors go into the report.
+the controller, kill a rank) and then see whether the job keeps going. Errors go into the
+report, with the wall-clock time they were raised (`error_at`). With --first, the loop is
+preceded by one allreduce of FIRST (ranks that disagree on it: the error it raises goes
+into the report as `first_error`).
 
 Every rank stops after the same call: each call carries one more element, the rank's vote
 to stop (1 once STOPFILE exists or --max-seconds passed), and a rank stops when the sum is
@@ -36,14 +39,20 @@ def main() -> int:
         ap.add_argument(name)
     ap.add_argument("--deadline", type=float, default=10.0)
     ap.add_argument("--max-seconds", type=float, default=120.0)
+    ap.add_argument("--first")
     a = ap.parse_args()
-    report: dict = {"ok": False, "iterations": 0, "mismatches": 0, "error": ""}
+    report: dict = {"ok": False, "iterations": 0, "mismatches": 0, "error": "", "first_error": ""}
     try:
         from hostlib import Worker
 
         x, expected = np.load(a.input), np.load(a.expected)
         start = time.monotonic()
         with Worker(a.descriptor, deadline=a.deadline) as worker:
+            if a.first:
+                try:
+                    worker.allreduce(np.load(a.first))
+                except ValueError as exc:
+                    report["first_error"] = f"{type(exc).__name__}: {exc}"
             stop = False
             while not stop:
                 vote = os.path.exists(a.stop) or time.monotonic() - start >= a.max_seconds
@@ -57,6 +66,7 @@ def main() -> int:
         report["ok"] = True
     except Exception as exc:  # noqa: BLE001 -- reported to the test
         report["error"] = f"{type(exc).__name__}: {exc}"
+        report["error_at"] = time.time()  # wall clock: comparable across hosts' processes
     with open(a.report, "w") as f:
         json.dump(report, f)
     return 0 if report["ok"] else 1

@@ -41,6 +41,7 @@ class SimResult:
     rtt: list[RttEstimator]
     sums: list[list[np.ndarray]] = field(default_factory=list)
     queue_drops: int = 0  # dropped by a full switch queue
+    errors: dict[int, tuple[float, TimeoutError]] = field(default_factory=dict)  # by rank
 
     def duration(self, k: int) -> float:
         """Time of call k: first start to last end over ranks (what the job waits)."""
@@ -68,6 +69,7 @@ def simulate(
     limit: float = 600.0,
     job_id: int = 40,
     queue_limit: int | None = None,
+    pauses: dict[int, tuple[float, float]] | None = None,
 ) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
@@ -76,21 +78,35 @@ def simulate(
     up to `chunk` waiting packets at a time. delay: one-way link delay. start: when each
     rank begins its first call (start-up skew). loss: fraction lost each way (the P4
     drop simulator, deterministic for a seed). queue_limit: packets arriving while this
-    many wait at the switch are dropped (bmv2's input buffer holds 1024)."""
+    many wait at the switch are dropped (bmv2's input buffer holds 1024). pauses: rank ->
+    (from, until): the rank is not driven in between (a descheduled process: its frames
+    wait for it); until = inf is a rank that died. A rank whose engine raises
+    TimeoutError stops; `errors` records when and what (the others go on)."""
     n = len(tensors)
     job = switch.create_job(n, slots, job_id)
     try:
         if loss:
             switch.set_loss(job, ingress=loss, egress=loss, seed=seed)
         return _run(
-            switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit
+            switch,
+            job,
+            tensors,
+            slots,
+            pps,
+            delay,
+            start,
+            params,
+            chunk,
+            limit,
+            queue_limit,
+            pauses or {},
         )
     finally:
         switch.jobs.delete(job.job)
 
 
 def _run(
-    switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit
+    switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit, pauses
 ) -> SimResult:
     n = len(tensors)
     cfgs = [load_descriptor(d) for d in switch.descriptors(job)]
@@ -117,6 +133,16 @@ def _run(
     busy = False
     dropped = 0  # by a full queue (queue_limit)
     timer_at = [float("inf")] * n
+    errors: dict[int, tuple[float, TimeoutError]] = {}
+
+    def paused(r: int, now: float, kind: str) -> bool:
+        """Within a pause of rank r: the event waits for its end (forever: died)."""
+        begin, end = pauses.get(r, (float("inf"), float("inf")))
+        if not begin <= now < end:
+            return False
+        if end < float("inf"):
+            push(end, kind, r)
+        return True
 
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
@@ -128,7 +154,7 @@ def _run(
 
     def wake(r: int, now: float) -> None:
         eng = engines[r]
-        if eng is None:
+        if eng is None or paused(r, now, "wake"):
             return
         if inbox[r]:
             frames = np.zeros((len(inbox[r]), WIDTH), np.uint8)
@@ -153,7 +179,11 @@ def _run(
         if len(out):
             links.append((r, [out.frame(i) for i in range(len(out))]))
             push(now + delay, "arrive", len(links) - 1)
-        eng.check(now)
+        try:
+            eng.check(now)
+        except TimeoutError as e:
+            errors[r], engines[r] = (now, e), None
+            return
         t = eng.next_timer()
         if t < timer_at[r] or timer_at[r] <= now:
             timer_at[r] = t
@@ -166,7 +196,8 @@ def _run(
         if now > limit:
             raise TimeoutError(f"simulation passed {limit}s of virtual time")
         if kind == "start":
-            start_call(who, now)
+            if not paused(who, now, "start"):
+                start_call(who, now)
         elif kind == "wake":
             wake(who, now)
         elif kind == "timer":
@@ -202,7 +233,12 @@ def _run(
             r, frames = links[who]
             inbox[r].extend(frames)
             push(now, "wake", r)
-    unfinished = [r for r in range(n) if len(calls[r]) < len(tensors[r]) or engines[r]]
+    died = {r for r, (_, end) in pauses.items() if end == float("inf")}
+    unfinished = [
+        r
+        for r in range(n)
+        if (len(calls[r]) < len(tensors[r]) or engines[r]) and r not in died | set(errors)
+    ]
     if unfinished:
         raise RuntimeError(f"ranks {unfinished} did not finish")
-    return SimResult(calls, switch.stats(job), rtt, sums, dropped)
+    return SimResult(calls, switch.stats(job), rtt, sums, dropped, errors)

@@ -12,7 +12,14 @@ import pytest
 
 from hostlib import protocol as p
 from hostlib.config import load_descriptor
-from hostlib.engine import AllreduceEngine, EngineParams
+from hostlib.engine import (
+    SILENT_MIN_SPAN,
+    SILENT_STATUSES,
+    SILENT_TIMERS,
+    AllreduceEngine,
+    EngineParams,
+    RankSilent,
+)
 from hostlib.numerics import make_payload
 from hostlib_helpers import decode, descriptor, engine_tensor
 from hostlib_helpers import make_engine as shared_make_engine
@@ -192,19 +199,86 @@ def test_deadline_counts_from_each_slots_last_result():
 
 def test_status_names_the_ranks_the_switch_waits_for():
     """The switch answers a retransmission into an incomplete round with STATUS: the
-    bitmap of ranks that contributed. It is not progress; the timeout names the others."""
+    bitmap of ranks that contributed. It is not progress; the deadline's error names the
+    others from the STATUS of whichever active slot had one -- here slot 0, the probed
+    one, which is not among the slots that stalled first (before, only stalled slots'
+    STATUS counted, and the error blamed the switch)."""
     e = make_engine()
     e.packets_to_send(T0)
-    for sl in range(4):
-        h = p.Header.make(p.MsgType.STATUS, job=7, slot=sl, rank=0, block=EOS, next_block=EOS)
-        e.on_result(h, None, T0 + 0.5, contributors=0b01)
-    assert e.stats.statuses == 4 and e.round.tolist() == [0, 0, 0, 0]
+    feed(e, result(0, 0, EOS, 4), T0 + 0.4)  # slot 0 progresses; slots 1-3 stall first
+    status = p.Header.make(
+        p.MsgType.STATUS, job=7, slot=0, rank=0, slot_version=1, block=4, next_block=EOS
+    )
+    e.on_result(status, None, T0 + 0.9, contributors=0b01)
+    assert e.stats.statuses == 1 and e.round.tolist() == [1, 0, 0, 0]
     with pytest.raises(
         TimeoutError,
-        match=r"not heard from rank\(s\) \[1\] in the "
-        r"stalled rounds.*waits for rank\(s\) \[1\]",
-    ):
+        match=r"3 of 4 slots made no progress .*not heard from rank\(s\) \[1\] in the "
+        r"waiting rounds.*slot 1 round 0 \(announce: no STATUS since its last result\)",
+    ) as info:
         e.check(T0 + 1.0)
+    assert not isinstance(info.value, RankSilent), "one STATUS is not enough evidence"
+
+
+def _statuses(e, times, slot=0, slot_version=0, block=EOS, heard=0b01):
+    """STATUS replies for the round (slot, slot_version, block) at `times`."""
+    h = result(slot, slot_version, block, EOS)[0]._replace(msg_type=p.MsgType.STATUS)
+    for t in times:
+        e.on_result(h, None, t, contributors=heard)
+
+
+SILENCE = EngineParams(timeout=0.005, max_timeout=1.0, deadline=30.0)  # the defaults' span
+
+
+def test_agreeing_status_replies_name_a_silent_rank_before_the_deadline():
+    """Mid-call (a round completed: every rank took part), SILENT_STATUSES replies that
+    all lack rank 1 and no progress for SILENT_TIMERS x max_timeout (5 s, deadline 30 s):
+    RankSilent naming rank 1, the job and the waiting slots."""
+    span = SILENT_TIMERS * SILENCE.max_timeout
+    e = make_engine(SILENCE)
+    e.packets_to_send(T0)
+    feed(e, result(0, 0, EOS, 4), T0 + 0.01)
+    _statuses(e, [T0 + 0.02 + 0.5 * k for k in range(SILENT_STATUSES)], 0, 1, 4)
+    e.check(T0 + 0.01 + span - 0.001)  # not yet: the quiet span counts from the result
+    with pytest.raises(RankSilent, match=r"rank\(s\) \[1\] sent nothing for") as info:
+        e.check(T0 + 0.01 + span + 1e-9)
+    assert isinstance(info.value, TimeoutError)
+    assert (info.value.ranks, info.value.job, info.value.slots) == ([1], 7, [0, 1, 2, 3])
+
+
+def test_a_small_max_timeout_still_waits_the_least_quiet_span():
+    """max_timeout 20 ms: 5 timers would be 0.1 s, less than a busy host may deschedule
+    a process; the span is SILENT_MIN_SPAN."""
+    e = make_engine(EngineParams(timeout=0.005, max_timeout=0.02, deadline=30.0))
+    e.packets_to_send(T0)
+    feed(e, result(0, 0, EOS, 4), T0)
+    _statuses(e, [T0 + 0.02 * (k + 1) for k in range(SILENT_STATUSES)], 0, 1, 4)
+    e.check(T0 + SILENT_MIN_SPAN - 0.001)
+    with pytest.raises(RankSilent):
+        e.check(T0 + SILENT_MIN_SPAN + 1e-9)
+
+
+def test_progress_or_few_replies_are_no_evidence_of_a_silent_rank():
+    """A result on any slot starts the count of STATUS replies again; fewer than
+    SILENT_STATUSES since then name nobody early, however long the quiet span."""
+    e = make_engine(SILENCE)
+    e.packets_to_send(T0)
+    feed(e, result(0, 0, EOS, 4), T0 + 0.01)
+    _statuses(e, [T0 + 0.02, T0 + 0.03], 0, 1, 4)
+    feed(e, result(1, 0, EOS, EOS), T0 + 0.04)  # progress on slot 1
+    _statuses(e, [T0 + 0.05 + 0.01 * k for k in range(SILENT_STATUSES - 1)], 0, 1, 4)
+    e.check(T0 + 29.0)  # the deadline (30 s) is not reached either
+
+
+def test_before_any_round_a_silent_rank_gets_half_the_deadline():
+    """No round of the call completed: the silent rank may not have started the call
+    (it computes): it is named only after half the deadline of silence."""
+    e = make_engine(SILENCE)
+    e.packets_to_send(T0)
+    _statuses(e, [T0 + 0.1 * (k + 1) for k in range(SILENT_STATUSES)])
+    e.check(T0 + SILENCE.deadline / 2 - 0.01)
+    with pytest.raises(RankSilent, match=r"rank\(s\) \[1\]"):
+        e.check(T0 + SILENCE.deadline / 2 + 1e-9)
 
 
 def test_continued_flag_once_the_slot_had_a_result():
@@ -238,10 +312,13 @@ def test_other_epoch_is_ignored():
     assert e.round[1] == 0 and e.stats.results_ignored == 1
 
 
-def test_fingerprint_range_ends_the_slot_and_announces_the_larger_ranks_slots():
+def test_fingerprint_range_ends_the_slot_and_announces_on_every_slot():
     """The other rank has 40 blocks (this one 12, 4 slots each way): slot 1's announce
     result shows the range; the slot ends without DATA, and since this rank used all 4
-    slots nothing more is announced. With 2 used slots of 8, the others get announced."""
+    slots nothing more is announced. With 2 used slots of 8, every other slot of the job
+    gets announced -- even though the range's larger fingerprint needs only 3 blocks:
+    which rank has the most blocks (a packed int32 rank has two per 64 values) cannot
+    be read from the range."""
     e = make_engine()
     e.packets_to_send(T0)
     other = p.fingerprint(np.int32, 40 * 64)
@@ -254,6 +331,7 @@ def test_fingerprint_range_ends_the_slot_and_announces_the_larger_ranks_slots():
     small = AllreduceEngine(cfg, make_payload(np.ones(100, np.float32), 2), T0, PARAMS)
     assert sorted(by_slot(decode(small.packets_to_send(T0)))) == [0, 1]
     mine = p.fingerprint(np.float32, 100)
+    other = p.fingerprint(np.int32, 3 * 64)
     small.on_result(
         p.Header.make(p.MsgType.RESULT, job=7, slot=0, rank=0, block=EOS, next_block=0),
         None,

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from typing import Callable
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from hostlib import Worker
+from hostlib import protocol as p
 from hostlib.engine import FingerprintMismatch, SwitchStateLost
 from inprocess_switch import InProcessSwitch
 
@@ -364,6 +368,119 @@ def test_ranks_that_disagree_all_raise_the_same_error(shapes, dtypes, what, swit
     assert re.search(what, res[0][0]), res[0][0]
     for _, after in res:
         assert (after == 3).all()
+
+
+# Each rank's tensor in a call that disagrees: (dtype, elements); "nonfinite" is a float32
+# tensor holding a NaN (the rank announces the NONFINITE code, section 6).
+ENCODINGS = {"packed": ("packed", None), "lanes": ("lanes", None), "halves": ("lanes", True)}
+
+
+def _disagreeing(dtype: str, elements: int) -> np.ndarray:
+    if dtype == "nonfinite":
+        x = np.ones(elements, np.float32)
+        x[elements // 2] = np.nan
+        return x
+    return np.ones(elements, np.dtype(dtype))
+
+
+def _fingerprint(dtype: str, elements: int) -> int:
+    if dtype == "nonfinite":
+        return p.nonfinite_fingerprint(elements)
+    return p.fingerprint(np.dtype(dtype), elements)
+
+
+def _mismatch_then_exact(switch, n, slots, encoding, specs, later, seed=0):
+    """Call 0: rank r reduces specs[r] (they disagree); calls 1..: every rank reduces an
+    int32 tensor of `later[c]` elements. Returns per rank (call 0's error, later sums),
+    the expected sums and the job's deadline."""
+    enc, halves = ENCODINGS[encoding]
+    job = switch.create_job(n, slots, 7, encoding=enc, int32_halves=halves)
+    rng = np.random.default_rng(seed)
+    goods = [[rng.integers(-1000, 1000, size).astype(np.int32) for _ in range(n)] for size in later]
+    deadline = 5.0
+
+    def fn(w, r):
+        t0 = time.monotonic()
+        try:
+            w.allreduce(_disagreeing(*specs[r]))
+            first: BaseException | None = None
+        except ValueError as e:
+            first = e
+        took = time.monotonic() - t0
+        return first, took, [w.allreduce(call[r]) for call in goods]
+
+    try:
+        res, errs = run_ranks(switch, job, fn, timeout=0.01, deadline=deadline)
+    finally:
+        switch.jobs.delete(job.job)
+    assert errs == [None] * n, errs
+    return res, [np.sum(call, axis=0, dtype=np.int64) for call in goods], deadline
+
+
+def _assert_mismatch_then_exact(res, exact, specs, deadline) -> None:
+    messages = set()
+    for r, (first, took, sums) in enumerate(res):
+        assert isinstance(first, ValueError), f"rank {r} {specs[r]}: no error in call 0"
+        assert took < deadline / 2, f"rank {r} waited {took:.1f}s for call 0: not at once"
+        if specs[r][0] != "nonfinite":
+            assert isinstance(first, FingerprintMismatch), (r, first)
+            messages.add(str(first))
+        for c, (got, want) in enumerate(zip(sums, exact)):
+            wrong = int(np.count_nonzero(got != want))
+            assert wrong == 0, f"rank {r} call {c + 1}: {wrong} of {want.size} elements wrong"
+    assert len(messages) <= 1, f"ranks raised different messages: {messages}"
+
+
+@pytest.mark.parametrize("encoding", ["packed", "lanes", "halves"])
+@pytest.mark.parametrize(
+    "slots, specs, later",
+    [
+        # a packed int32 rank has twice the blocks of its length (16-bit halves)
+        (16, [("int32", 64), ("int32", 640)], [640, 640, 640]),
+        (16, [("float32", 640), ("int32", 640)], [640, 640]),
+        # the rank with the most blocks is neither the smallest nor the largest fingerprint
+        (32, [("float32", 600), ("int32", 640), ("float32", 1000)], [640 * 3, 64]),
+        (8, [("float32", 640), ("nonfinite", 64 * 30)], [64 * 30]),
+    ],
+)
+def test_after_a_mismatch_every_later_call_is_exact(slots, specs, later, encoding, switch):
+    """A call whose ranks disagree leaves every slot of the job in step on every rank,
+    whoever had how many blocks in whichever encoding: each rank raises at once, and the
+    next calls are exact on every slot. Before, the ranks announced on the slots of the
+    largest fingerprint's length in lanes: in a packed job an int32 rank (two half-blocks
+    per 64 values) or a middle rank with more blocks used slots the others never
+    announced on, and from then on the ranks were a call apart there (wrong sums with no
+    error, or a timeout)."""
+    res, exact, deadline = _mismatch_then_exact(switch, len(specs), slots, encoding, specs, later)
+    _assert_mismatch_then_exact(res, exact, specs, deadline)
+
+
+_SPEC = st.tuples(
+    st.sampled_from(["int32", "float32", "float64", "nonfinite"]),
+    st.integers(0, 64 * 48),
+).map(lambda s: (s[0], max(s[1], int(s[0] == "nonfinite"))))  # a NaN needs an element
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    specs=st.lists(_SPEC, min_size=2, max_size=8),
+    slots=st.integers(1, 64),
+    encoding=st.sampled_from(sorted(ENCODINGS)),
+    later=st.lists(st.integers(1, 64 * 96), min_size=1, max_size=2),
+    seed=st.integers(0, 2**16),
+)
+def test_mismatch_of_any_shapes_then_exact_calls(specs, slots, encoding, later, seed, switch):
+    """Any (dtype, length) per rank, 2-8 ranks, 1-64 slots, every encoding: after a call
+    the ranks disagree on, the next calls are exact on every rank (compared with numpy)."""
+    assume(len({_fingerprint(*s) for s in specs}) > 1)
+    res, exact, deadline = _mismatch_then_exact(
+        switch, len(specs), slots, encoding, specs, later, seed
+    )
+    _assert_mismatch_then_exact(res, exact, specs, deadline)
 
 
 # -- incarnations and lost switch state --------------------------------------------------
