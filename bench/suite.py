@@ -159,7 +159,7 @@ def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case],
                 add(Case(target, "gloo", w, size, "ring", 1.0, rep))
                 if size < 16 * M or w == 4:
                     add(Case(target, "p4reduce", w, size, "dense", 1.0, rep))
-                if w == 4 and size <= M:  # the per-lane path, side by side (issue 12)
+                if w == 4 and size <= M:  # the per-lane path, side by side
                     add(Case(target, "p4reduce", w, size, "dense", 1.0, rep, "lanes"))
                 for d in [0.1] if size < 16 * M else [0.1, 0.01]:
                     add(Case(target, "p4reduce", w, size, "shared", d, repeats(size, target, d)))
