@@ -713,7 +713,7 @@ def run_peer(a, log) -> tuple[list[Row], dict]:
 def run_p4reduce(a, log) -> list[Row]:
     """p4reduce as it is now (bmv2 started with its logging off, then packed and lanes
     jobs), and as it was before the packed encoding: lanes on a bmv2 at its default log
-    level (P4REDUCE_BMV2_LOG_LEVEL=trace) -- the code before the packed encoding."""
+    level (P4REDUCE_BMV2_LOG_LEVEL=trace)."""
     from softswitch.targets import BMV2_LOG_LEVEL_ENV
 
     demo = load_demo()
