@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -41,6 +42,7 @@ class SimResult:
     rtt: list[RttEstimator]
     sums: list[list[np.ndarray]] = field(default_factory=list)
     queue_drops: int = 0  # dropped by a full switch queue
+    sent: list[tuple[float, int, bytes]] = field(default_factory=list)  # (time, rank, frame)
 
     def duration(self, k: int) -> float:
         """Time of call k: first start to last end over ranks (what the job waits)."""
@@ -68,6 +70,7 @@ def simulate(
     limit: float = 600.0,
     job_id: int = 40,
     queue_limit: int | None = None,
+    drop: Callable[[int, str, bytes], bool] | None = None,
 ) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
@@ -76,21 +79,23 @@ def simulate(
     up to `chunk` waiting packets at a time. delay: one-way link delay. start: when each
     rank begins its first call (start-up skew). loss: fraction lost each way (the P4
     drop simulator, deterministic for a seed). queue_limit: packets arriving while this
-    many wait at the switch are dropped (bmv2's input buffer holds 1024)."""
+    many wait at the switch are dropped (bmv2's input buffer holds 1024). drop(rank, "up"
+    or "down", frame): a scripted loss -- True loses that frame on its way to or from the
+    switch. Every frame a rank sends is in `SimResult.sent`, with its virtual time."""
     n = len(tensors)
     job = switch.create_job(n, slots, job_id)
     try:
         if loss:
             switch.set_loss(job, ingress=loss, egress=loss, seed=seed)
         return _run(
-            switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit
+            switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit, drop
         )
     finally:
         switch.jobs.delete(job.job)
 
 
 def _run(
-    switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit
+    switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit, drop
 ) -> SimResult:
     n = len(tensors)
     cfgs = [load_descriptor(d) for d in switch.descriptors(job)]
@@ -117,11 +122,20 @@ def _run(
     busy = False
     dropped = 0  # by a full queue (queue_limit)
     timer_at = [float("inf")] * n
+    sent: list[tuple[float, int, bytes]] = []
+    keep = (lambda r, way, f: True) if drop is None else (lambda r, way, f: not drop(r, way, f))
 
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
         engines[r] = AllreduceEngine(
-            cfgs[r], make_payload(x, n), now, params, slot_versions[r], None, rtt[r], continued[r]
+            cfgs[r],
+            make_payload(x, n, cfgs[r].encoding),
+            now,
+            params,
+            slot_versions[r],
+            None,
+            rtt[r],
+            continued[r],
         )
         calls[r].append(Call(r, now))
         push(now, "wake", r)
@@ -151,7 +165,9 @@ def _run(
             return
         out = eng.packets_to_send(now)
         if len(out):
-            links.append((r, [out.frame(i) for i in range(len(out))]))
+            frames = [out.frame(i) for i in range(len(out))]
+            sent.extend((now, r, f) for f in frames)
+            links.append((r, [f for f in frames if keep(r, "up", f)]))
             push(now + delay, "arrive", len(links) - 1)
         eng.check(now)
         t = eng.next_timer()
@@ -195,7 +211,8 @@ def _run(
                     q.clear()
             for pt, frames in out.items():
                 if pt in rank_of:
-                    links.append((rank_of[pt], frames))
+                    r = rank_of[pt]
+                    links.append((r, [f for f in frames if keep(r, "down", f)]))
                     push(done_at + delay, "deliver", len(links) - 1)
             push(done_at, "serve", 0)
         elif kind == "deliver":
@@ -205,4 +222,4 @@ def _run(
     unfinished = [r for r in range(n) if len(calls[r]) < len(tensors[r]) or engines[r]]
     if unfinished:
         raise RuntimeError(f"ranks {unfinished} did not finish")
-    return SimResult(calls, switch.stats(job), rtt, sums, dropped)
+    return SimResult(calls, switch.stats(job), rtt, sums, dropped, sent)
