@@ -43,8 +43,14 @@ class EngineParams:
       a few-ms guess would retransmit every slot of a large window.
     * `max_timeout` caps the timer, its doubling and the silence probes: recovery stays
       within a second once the cause (a stalled rank, a congested switch) is gone.
-    * `double_after`: a slot's timer doubles after this many retransmissions in a row
+    * `double_after`: a held slot's timer doubles after this many expiries in a row
       (up to 4 timers, see `_backoff_cap`).
+    * `window`: at most this many slots of a rank have a packet outstanding; a job with
+      more slots starts the next one when one finishes, the lowest first (the same on
+      every rank). Why: a switch serves what it queues first in, first out (bmv2), and
+      the job with the most packets queued takes that share of it -- a 1 000-slot job
+      left a 16-slot job on the same switch 1/60 of it (docs/reliability.md, "Jobs share
+      the switch"). 64 is the softswitch default job's slots (the bmv2 default is 32).
     """
 
     timeout: float = 0.002
@@ -52,6 +58,7 @@ class EngineParams:
     max_timeout: float = 1.0
     double_after: int = 1
     deadline: float = 30.0
+    window: int = 64
 
 
 class RttEstimator:
@@ -159,7 +166,9 @@ class AllreduceEngine:
             u, idx = np.unique(slot_sorted, return_index=True)
             first[u] = by_slot[idx]
 
-        self.active = np.arange(n) < min(S, B)
+        used = np.arange(n) < min(S, B)
+        self.active = used & (np.arange(n) < max(1, self.params.window))
+        self.waiting = used & ~self.active  # beyond the window: started as others finish
         self.touched = self.active.copy()  # slots this call sent on
         self.slot_version = (
             np.zeros(n, np.int64)
@@ -428,6 +437,8 @@ class AllreduceEngine:
         self.retransmitted[s] = False
         self.expired_in_row[s] = 0
         self.active[s[done]] = False  # finished slots keep their last version
+        if done.any():
+            self._start_waiting(int(done.sum()), now)
         if not cont.any():
             return
         s, nb, ne = s[cont], nb[cont], ne[cont]
@@ -446,9 +457,20 @@ class AllreduceEngine:
 
     # -- completion ----------------------------------------------------------------------
 
+    def _start_waiting(self, count: int, now: float) -> None:
+        """`count` slots finished: the next `count` waiting ones (the lowest: every rank
+        starts the same) announce, as at the start of the call (`EngineParams.window`)."""
+        start = np.flatnonzero(self.waiting & ~self.touched)[:count]
+        if not start.size:
+            return
+        self.waiting[start] = False
+        self.active[start] = self.touched[start] = True
+        self.sent_at[start] = self.xmit_at[start] = self.last_heard[start] = now
+        self._announce(start)
+
     @property
     def done(self) -> bool:
-        return not self.active.any()
+        return not self.active.any() and not (self.waiting & ~self.touched).any()
 
     def next_timer(self) -> float:
         """When packets_to_send may next retransmit without a result arriving first (inf

@@ -43,6 +43,7 @@ class SimResult:
     sums: list[list[np.ndarray]] = field(default_factory=list)
     queue_drops: int = 0  # dropped by a full switch queue
     sent: list[tuple[float, int, bytes]] = field(default_factory=list)  # (time, rank, frame)
+    peak_active: list[int] = field(default_factory=list)  # per rank: most slots outstanding
 
     def duration(self, k: int) -> float:
         """Time of call k: first start to last end over ranks (what the job waits)."""
@@ -123,6 +124,7 @@ def _run(
     dropped = 0  # by a full queue (queue_limit)
     timer_at = [float("inf")] * n
     sent: list[tuple[float, int, bytes]] = []
+    peak = [0] * n
     keep = (lambda r, way, f: True) if drop is None else (lambda r, way, f: not drop(r, way, f))
 
     def start_call(r: int, now: float) -> None:
@@ -164,6 +166,7 @@ def _run(
                 start_call(r, now)
             return
         out = eng.packets_to_send(now)
+        peak[r] = max(peak[r], int(eng.active.sum()))
         if len(out):
             frames = [out.frame(i) for i in range(len(out))]
             sent.extend((now, r, f) for f in frames)
@@ -222,4 +225,4 @@ def _run(
     unfinished = [r for r in range(n) if len(calls[r]) < len(tensors[r]) or engines[r]]
     if unfinished:
         raise RuntimeError(f"ranks {unfinished} did not finish")
-    return SimResult(calls, switch.stats(job), rtt, sums, dropped, sent)
+    return SimResult(calls, switch.stats(job), rtt, sums, dropped, sent, peak)

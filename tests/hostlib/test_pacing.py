@@ -376,3 +376,34 @@ def test_a_calls_tail_is_recovered_at_its_own_round_time(switch):
     assert waits[-2] <= 0.25 * rto, (waits, rto)
     assert res.duration(1) <= 1.5 * clean.duration(1), (res.duration(1), clean.duration(1))
     np.testing.assert_allclose(res.sums[0][1], clean.sums[0][1])
+
+
+# -- a rank's window: jobs with many slots share the switch -------------------------------
+
+
+def test_a_rank_keeps_at_most_its_window_of_slots_outstanding(switch):
+    """32 slots, a window of 8: each rank first announces slots 0-7 only and starts the
+    next slot (the lowest waiting, the same on every rank) when one finishes, so that no
+    more than 8 of its slots have a packet outstanding at any time; the sums are those
+    of the same job without a window."""
+    rng = np.random.default_rng(3)
+    tensors = [
+        [np.zeros(64, np.int32), rng.integers(-50, 50, 32 * 5 * 64).astype(np.int32)]
+        for _ in range(4)
+    ]
+    free = simulate(switch, tensors, slots=32, pps=16_000)
+    res = simulate(
+        switch, tensors, slots=32, pps=16_000, params=EngineParams(deadline=600.0, window=8)
+    )
+    assert max(free.peak_active) == 32 and max(res.peak_active) == 8
+    start = res.calls[0][1].start
+    for r in range(4):
+        announces = [
+            (t, p.parse_frame(f).header.slot)
+            for t, rr, f in res.sent
+            if rr == r and t >= start and p.parse_frame(f).header.msg_type == p.MsgType.ANNOUNCE
+        ]
+        assert [sl for _, sl in announces] == list(range(32))
+        assert {t for t, _ in announces[:8]} == {announces[0][0]}  # one window at once
+        assert announces[8][0] > announces[0][0]
+        np.testing.assert_array_equal(res.sums[r][1], free.sums[r][1])
