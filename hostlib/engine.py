@@ -50,7 +50,9 @@ class EngineParams:
       every rank). Why: a switch serves what it queues first in, first out (bmv2), and
       the job with the most packets queued takes that share of it -- a 1 000-slot job
       left a 16-slot job on the same switch 1/60 of it (docs/reliability.md, "Jobs share
-      the switch"). 64 is the softswitch default job's slots (the bmv2 default is 32).
+      the switch"). 32: a job of 16 slots then keeps a third of a shared switch against
+      any other; the bmv2 default job's slots, half softswitch's (64), which runs 32 at
+      the same speed.
     """
 
     timeout: float = 0.002
@@ -58,7 +60,7 @@ class EngineParams:
     max_timeout: float = 1.0
     double_after: int = 1
     deadline: float = 30.0
-    window: int = 64
+    window: int = 32
 
 
 class RttEstimator:

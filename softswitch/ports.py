@@ -46,8 +46,7 @@ SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>
 # Frames read from one socket per poll round: the ports are served round robin, this many
 # each, so a port with a deep backlog (a job with many slots) delays another port's next
 # frame by at most this many frames per busy port, not by its whole backlog
-# (docs/reliability.md, "Jobs share the switch"); 64 left a 16-slot job beside a
-# 1 000-slot one a quarter of its solo speed.
+# (docs/reliability.md, "Jobs share the switch").
 _RX_BATCH = 16
 
 

@@ -373,9 +373,11 @@ def test_a_calls_tail_is_recovered_at_its_own_round_time(switch):
         return out
 
     tail = {slots * (rounds - 1 - k) for k in range(8)}
-    clean = simulate(switch, tensors(), slots=slots, pps=16_000)
-    res = simulate(switch, tensors(), slots=slots, pps=16_000, drop=lose_first(1, 0, tail))
-    prm = EngineParams()
+    prm = EngineParams(deadline=600.0, window=slots)  # every slot at once
+    clean = simulate(switch, tensors(), slots=slots, pps=16_000, params=prm)
+    res = simulate(
+        switch, tensors(), slots=slots, pps=16_000, params=prm, drop=lose_first(1, 0, tail)
+    )
     rto = res.rtt[1].rto(prm.timeout, prm.max_timeout)
     waits = sorted((lambda t: t[1] - t[0])(transmissions(res, 1, 0, b)) for b in tail)
     assert waits[-2] <= 0.25 * rto, (waits, rto)
