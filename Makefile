@@ -89,6 +89,11 @@ ifeq ($(QUICK),)
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
 	$(PY) bench/loss_recovery.py
+	$(PY) bench/fairness.py
+	if command -v simple_switch_grpc >/dev/null; then \
+	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious && \
+	  $(PY) bench/fairness.py --target simple_switch_grpc; \
+	else echo "simple_switch_grpc not on PATH: loss and fairness benchmarks on softswitch only"; fi
 else
 	$(PY) bench/suite.py --quick --out build/bench --command 'make bench QUICK=1'
 endif

@@ -3,12 +3,13 @@
 
 Two tables from one Mininet network (P4 switch, controller, hostlib worker processes):
 
-1. **Time under loss**: one job of --workers ranks reduces --size values at --density,
-   with the P4 drop simulator losing each fraction of --losses on ingress *and* egress.
-   Each worker does an untimed warm-up allreduce, then --repeat timed ones; a call's time
-   is its slowest worker's. The loss levels are run in turn, --rounds times (a busy
-   machine's slow minutes then hit every level alike), and the median over all timed
-   calls of a level is kept. Printed with the ratio to the lossless median, the
+1. **Time under loss**: for every --dtypes x --densities, one job of --workers ranks
+   reduces --size values, with the P4 drop simulator losing each fraction of --losses on
+   ingress *and* egress. Each worker does an untimed warm-up allreduce, then --repeat
+   timed ones; a call's time is its slowest worker's. The configurations and loss levels
+   are run in turn, --rounds times (a busy machine's slow minutes then hit every level
+   alike), and the median over all timed calls of a level is kept. Printed with the
+   ratio to the same configuration's lossless median and the goal it is held to, the
    retransmissions as a share of the packets the workers sent, and the switch's count of
    retransmissions that found their round still waiting (`duplicates`, answered with a
    STATUS) or already complete (`served`, answered from its cache).
@@ -19,8 +20,9 @@ Two tables from one Mininet network (P4 switch, controller, hostlib worker proce
    not needed -- unless the kernel dropped a frame: a retransmission then completes its
    round and counts in neither).
 
-    python bench/loss_recovery.py                      # softswitch, 4 workers, 1 M float32
-    python bench/loss_recovery.py --skip-spurious --losses 0 0.05
+    python bench/loss_recovery.py                      # softswitch, 4 workers, 300 k values
+    python bench/loss_recovery.py --target simple_switch_grpc --skip-spurious
+    python bench/loss_recovery.py --skip-spurious --dtypes int32 --densities 1 --losses 0 0.1
 
 Figures and the exact commands: docs/benchmarks.md.
 """
@@ -37,6 +39,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from demo_loader import load_demo  # noqa: E402  (the one way to import mininet/demo.py)
+
+from softswitch.targets import DEFAULT_SLOTS  # noqa: E402
 
 
 def run(net, opts) -> dict:
@@ -78,17 +82,76 @@ def merge(rs: list[dict]) -> dict:
     return out
 
 
+# The recovery goal: at most this many times the lossless time, per loss level each way.
+GOALS = {0.01: 1.5, 0.05: 2.0, 0.1: 3.0}
+
+
+def loss_table(net, base, args) -> list[dict]:
+    """Every (dtype, density, loss) of the arguments, --rounds times in turn, merged."""
+    configs = [(d, x) for d in args.dtypes for x in args.densities]
+    runs: dict[tuple, list[dict]] = {(d, x, loss): [] for d, x in configs for loss in args.losses}
+    for _ in range(args.rounds):
+        for dtype, density in configs:
+            for loss in args.losses:
+                r = run(net, replace(base, dtype=dtype, density=density, loss=loss))
+                runs[(dtype, density, loss)].append(r)
+                print(
+                    f"{dtype} density {density} loss {loss:5.2f}: "
+                    f"{[round(t, 3) for t in r['times']]} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    rows = [
+        {"dtype": d, "density": x, "loss": loss, **merge(rs)} for (d, x, loss), rs in runs.items()
+    ]
+    for r in rows:
+        lossless = next(
+            (
+                o["seconds"]
+                for o in rows
+                if (o["dtype"], o["density"], o["loss"]) == (r["dtype"], r["density"], 0)
+            ),
+            None,
+        )
+        r["ratio"] = r["seconds"] / lossless if lossless else None
+    return rows
+
+
+def print_loss_table(rows: list[dict], args, slots: int) -> None:
+    print(
+        f"\nloss each way; {slots} slots, median of {args.rounds} x {args.repeat} calls "
+        f"(slowest worker each)"
+    )
+    print(
+        f"{'dtype':>8} {'density':>8} {'loss':>6} {'seconds':>9} {'x lossless':>10} "
+        f"{'goal':>6} {'retx %':>7} {'switch dup':>10} {'served':>7}"
+    )
+    for r in rows:
+        ratio = f"{r['ratio']:10.2f}" if r["ratio"] is not None else f"{'-':>10}"
+        goal = GOALS.get(r["loss"])
+        goal_s = f"<= {goal:g}" if goal else ""
+        print(
+            f"{r['dtype']:>8} {r['density']:8} {r['loss']:6.2f} {r['seconds']:9.3f} {ratio} "
+            f"{goal_s:>6} {r['retx_all_pct']:7.2f} {r['duplicates']:>10} "
+            f"{r['retransmissions_served']:>7}"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--size", type=int, default=1_000_000)
-    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--size", type=int, default=300_000)
+    ap.add_argument("--dtypes", nargs="+", default=["float32", "int32"])
     ap.add_argument("--target", default="softswitch")
-    ap.add_argument("--density", type=float, default=0.1, help="density of the loss runs")
-    ap.add_argument("--slots", type=int, default=64, help="slots of the loss runs")
+    ap.add_argument(
+        "--densities", type=float, nargs="+", default=[0.1, 1.0], help="of the loss runs"
+    )
+    ap.add_argument(
+        "--slots", type=int, default=None, help="slots of the loss runs (default: the target's)"
+    )
     ap.add_argument("--losses", type=float, nargs="+", default=[0.0, 0.01, 0.05, 0.1])
     ap.add_argument("--repeat", type=int, default=3, help="timed calls per job")
-    ap.add_argument("--rounds", type=int, default=3, help="jobs per loss level, in turn")
+    ap.add_argument("--rounds", type=int, default=1, help="jobs per loss level, in turn")
     ap.add_argument("--slot-counts", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--spurious-densities", type=float, nargs="+", default=[0.0, 0.1, 1.0])
     ap.add_argument("--spurious-repeat", type=int, default=1)
@@ -100,10 +163,9 @@ def main() -> int:
     base = demo.Options(
         workers=args.workers,
         size=args.size,
-        dtype=args.dtype,
+        dtype=args.dtypes[0],
         target=args.target,
         slots=args.slots,
-        density=args.density,
         deadline=600.0,
         quiet=True,
         repeat=args.repeat,
@@ -112,17 +174,7 @@ def main() -> int:
     loss_rows, spurious_rows = [], []
     with demo.STOP.installed(), demo.DemoNetwork(args.target, args.workers) as net:
         if not args.skip_loss:
-            runs: dict[float, list[dict]] = {loss: [] for loss in args.losses}
-            for _ in range(args.rounds):
-                for loss in args.losses:
-                    r = run(net, replace(base, loss=loss))
-                    runs[loss].append(r)
-                    print(
-                        f"loss {loss:5.2f}: {[round(t, 3) for t in r['times']]} s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            loss_rows = [{"loss": loss, **merge(rs)} for loss, rs in runs.items()]
+            loss_rows = loss_table(net, base, args)
         if not args.skip_spurious:
             for slots in args.slot_counts:
                 for density in args.spurious_densities:
@@ -148,23 +200,9 @@ def main() -> int:
                         flush=True,
                     )
         target = net.target
-    print(f"target {target}, {args.workers} workers, {args.size} {args.dtype} values")
+    print(f"target {target}, {args.workers} workers, {args.size} values")
     if loss_rows:
-        lossless = next((r["seconds"] for r in loss_rows if r["loss"] == 0), None)
-        print(
-            f"\nloss each way; density {args.density}, {args.slots} slots, median of "
-            f"{args.rounds} x {args.repeat} calls (slowest worker each)"
-        )
-        print(
-            f"{'loss':>6} {'seconds':>9} {'x lossless':>10} {'retx %':>7} {'switch dup':>10} "
-            f"{'served':>7}"
-        )
-        for r in loss_rows:
-            ratio = f"{r['seconds'] / lossless:10.2f}" if lossless else f"{'-':>10}"
-            print(
-                f"{r['loss']:6.2f} {r['seconds']:9.3f} {ratio} {r['retx_all_pct']:7.2f} "
-                f"{r['duplicates']:>10} {r['retransmissions_served']:>7}"
-            )
+        print_loss_table(loss_rows, args, args.slots or DEFAULT_SLOTS[target])
     if spurious_rows:
         print(
             f"\nno loss: retransmissions as % of packets sent (all calls incl. warm-up / "

@@ -59,8 +59,16 @@ class EngineParams:
       a few-ms guess would retransmit every slot of a large window.
     * `max_timeout` caps the timer, its doubling and the silence probes: recovery stays
       within a second once the cause (a stalled rank, a congested switch) is gone.
-    * `double_after`: a slot's timer doubles after this many retransmissions in a row
+    * `double_after`: a held slot's timer doubles after this many expiries in a row
       (up to 4 timers, see `_backoff_cap`).
+    * `window`: at most this many slots of a rank have a packet outstanding; a job with
+      more slots starts the next one when one finishes, the lowest first (the same on
+      every rank). Why: a switch serves what it queues first in, first out (bmv2), and
+      the job with the most packets queued takes that share of it -- a 1 000-slot job
+      left a 16-slot job on the same switch 1/60 of it (docs/reliability.md, "Jobs share
+      the switch"). 32: a job of 16 slots then keeps a third of a shared switch against
+      any other; the bmv2 default job's slots, half softswitch's (64), which runs 32 at
+      the same speed.
     """
 
     timeout: float = 0.002
@@ -68,6 +76,7 @@ class EngineParams:
     max_timeout: float = 1.0
     double_after: int = 1
     deadline: float = 30.0
+    window: int = 32
 
 
 class RttEstimator:
@@ -183,7 +192,9 @@ class AllreduceEngine:
         self.nslots = n = S
         self._after, first = slot_streams(payload.nonzero, B, S)
 
-        self.active = np.arange(n) < min(S, B)
+        used = np.arange(n) < min(S, B)
+        self.active = used & (np.arange(n) < max(1, self.params.window))
+        self.waiting = used & ~self.active  # beyond the window: started as others finish
         self.touched = self.active.copy()  # slots this call sent on
         self.slot_version = (
             np.zeros(n, np.int64)
@@ -199,9 +210,6 @@ class AllreduceEngine:
         self.exponent = np.zeros(n, np.int64)  # E used by the outstanding packet
         self.my_next = first
         self.round = np.zeros(n, np.int64)
-        base = self._base_timeout()
-        self.timeout = np.full(n, base)
-        self.expires = np.full(n, now + base)
         self.sent_at = np.full(n, now)  # first transmission of the round
         self.xmit_at = np.full(n, now)  # latest transmission of its packet
         self.retransmitted = np.zeros(n, bool)
@@ -218,8 +226,9 @@ class AllreduceEngine:
         self.fresh_at = -np.inf  # latest answer to a first send
         self.result_at = -np.inf  # latest result batch
         self.result_gap: float | None = None  # smoothed time between batches
+        self.silence_probed = False  # a silence timer expired since the latest batch
         self.probed = np.zeros(n, bool)  # probe sent, no answer yet
-        self.expired_in_row = np.zeros(n, np.int64)
+        self.expired_in_row = np.zeros(n, np.int64)  # held timers expired in a row
         self.last_frames = np.zeros((n, p.FRAME_BYTES_WITH_VALUES), np.uint8)
         self.last_lengths = np.zeros(n, np.int64)
         self.last_heard = np.full(n, now)  # last progress (a result)
@@ -297,14 +306,16 @@ class AllreduceEngine:
             frames[:, FLAGS_BYTE] |= int(p.Flag.RETRANSMIT)
             self._pending.append(Batch(frames, self.last_lengths[due].copy()))
             self.stats.retransmissions += int(due.size)
-            self.expired_in_row[due] += 1
+            # only a round the switch said it holds backs off: a resend that got no answer
+            # was lost, and RACK finds it again as fast as the first loss
+            again = due[self._held()[due]]
+            self.expired_in_row[again] += 1
+            self.stats.timeouts_doubled += int(
+                (self.expired_in_row[again] >= self.params.double_after).sum()
+            )
             self.retransmitted[due] = True
-            grow = due[self.expired_in_row[due] >= self.params.double_after]
-            self.stats.timeouts_doubled += int(grow.size)
-            self.timeout[grow] = np.minimum(self.timeout[grow] * 2, self._backoff_cap())
             self.xmit_at[due] = now
             self.overtaken_at[due] = np.inf
-            self.expires[due] = now + self.timeout[due]
         out = Batch.concat(self._pending)
         self._pending = []
         self.stats.packets_sent += len(out)
@@ -447,7 +458,7 @@ class AllreduceEngine:
                 f"the next block of its stream (this rank announced {int(self.my_next[s[i]])}"
                 f", {self.payload.nblocks} blocks, {S} slots)"
             )
-        base = self._answered(s, now)  # round-time samples, pacing state
+        self._answered(s, now)  # round-time samples, pacing state
         self.round[s] += 1
         self.stats.rounds += int(idx.size)
         self.last_heard[s] = now
@@ -455,9 +466,9 @@ class AllreduceEngine:
         self.xmit_at[s] = now
         self.retransmitted[s] = False
         self.expired_in_row[s] = 0
-        self.timeout[s] = base
-        self.expires[s] = now + base
         self.active[s[done]] = False  # finished slots keep their last version
+        if done.any():
+            self._start_waiting(int(done.sum()), now)
         if not cont.any():
             return
         s, nb, ne = s[cont], nb[cont], ne[cont]
@@ -475,20 +486,37 @@ class AllreduceEngine:
 
     # -- completion ----------------------------------------------------------------------
 
+    def _start_waiting(self, count: int, now: float) -> None:
+        """`count` slots finished: the next `count` waiting ones (the lowest: every rank
+        starts the same) announce, as at the start of the call (`EngineParams.window`)."""
+        start = np.flatnonzero(self.waiting & ~self.touched)[:count]
+        if not start.size:
+            return
+        self.waiting[start] = False
+        self.active[start] = self.touched[start] = True
+        self.sent_at[start] = self.xmit_at[start] = self.last_heard[start] = now
+        self._announce(start)
+
     @property
     def done(self) -> bool:
-        return not self.active.any()
+        return not self.active.any() and not (self.waiting & ~self.touched).any()
 
     def next_timer(self) -> float:
         """When packets_to_send may next retransmit without a result arriving first (inf
-        when done): the earliest expiry of an overtaken slot, or the silence probe."""
+        when done): the earliest RACK deadline of an overtaken slot, held timer of a held
+        one, or the silence probe."""
         if self.done:
             return float("inf")
-        act = self.active
-        t = max(float(self.xmit_at[act].min()) + self._base_timeout(), self.probe_at)
-        o = self._overtaken()
+        held = self._held()
+        free = self.active & ~held
+        t = float("inf")
+        if free.any():
+            t = max(float(self.xmit_at[free].min()) + self._recent_timeout(), self.probe_at)
+        o = self._overtaken() & ~held
         if o.any():
             t = min(t, float(self._lost_at(o).min()))
+        if held.any():
+            t = min(t, float(self._held_until(held).min()))
         return t
 
     # -- pacing: which expired timers mean a loss -----------------------------------------
@@ -501,17 +529,43 @@ class AllreduceEngine:
         """Active slots whose packet was sent before the latest packet the switch answered."""
         return self.active & (self.xmit_at < self.answered_xmit)
 
+    def _held(self) -> np.ndarray:
+        """Active slots whose latest transmission the switch holds: a STATUS for the round
+        came after it (protocol.md section 13), so the round waits for other ranks (or
+        its result to this rank was lost), not for this rank's packet."""
+        return self.active & (self.status_at > self.xmit_at)
+
+    def _held_until(self, slots: np.ndarray) -> np.ndarray:
+        """When held `slots` (mask) ask again: one `_recent_timeout` after the STATUS,
+        doubled for every time it expired in a row since `double_after` (up to
+        `_backoff_cap`): a round that waits for another rank's retransmission is not
+        hammered, and a result lost on its way to this rank is fetched from the
+        switch's cache within a few round times."""
+        doublings = np.maximum(self.expired_in_row[slots] - self.params.double_after + 1, 0)
+        wait = np.minimum(
+            self._recent_timeout() * 2.0 ** np.minimum(doublings, 30), self._backoff_cap()
+        )
+        return self.status_at[slots] + wait
+
     def _lost_at(self, slots: np.ndarray) -> np.ndarray:
-        """When overtaken `slots` (mask) count as lost: RACK's deadline, and for a packet
-        already retransmitted also its slot's backed-off timer (`expires`): a round that
-        waits for another rank's retransmission is not hammered once per round time."""
-        when = np.maximum(
+        """When overtaken `slots` (mask) count as lost: RACK's deadline, the same for a
+        first send and for a retransmission (its latest transmission: one that got no
+        STATUS was lost again, as likely as the first)."""
+        return np.maximum(
             self._lost_after(self.xmit_at[slots]),
             self.overtaken_at[slots] + self._reorder_allowance(),
         )
-        resent = self.retransmitted[slots]
-        when[resent] = np.maximum(when[resent], self.expires[slots][resent])
-        return when
+
+    def _recent_timeout(self) -> float:
+        """The timer of a slot nothing can overtake (silence probes, held rounds): twice
+        the latest answered round, between the floor and the retransmission timer. Why
+        not the timer alone: it is smoothed over rounds that queued behind a whole
+        window, while a call's tail of a few slots runs at the switch's idle speed --
+        there a lossy round waited one full timer (20x its own time) per attempt."""
+        base = self._base_timeout()
+        if self.answered_rtt <= 0:
+            return base
+        return min(base, max(self.params.timeout, 2 * self.answered_rtt))
 
     def _backoff_cap(self) -> float:
         """A slot's timer doubles up to 4 timers (and max_timeout): enough to stop
@@ -538,18 +592,23 @@ class AllreduceEngine:
         is taken for lost when the switch answered a packet this rank transmitted after
         it and its round has taken longer than that packet's plus a reordering allowance
         (TCP RACK's rule; after a stall, rounds answered late do not make the ones still
-        on their way look lost); a slot already resent also waits for its backed-off
-        timer. While nothing transmitted later was answered, the job waits as a whole:
-        one packet per silence timer goes out -- the lowest slot older than one timer,
-        the same on every rank, so a round that lost packets of several ranks completes
-        -- and the silence timer doubles up to max_timeout until a result arrives. A
-        probe also ends a tail loss (nothing left to overtake it)."""
-        lost = self._overtaken()
+        on their way look lost) -- a retransmission too, by its own transmission time.
+        A slot the switch answered with a STATUS since its latest transmission is held:
+        it waits for its backed-off timer instead (`_held_until`), however often later
+        packets overtake it. While nothing transmitted later was answered, the job waits
+        as a whole: one packet per silence timer goes out -- the lowest slot older than
+        one timer and not held, the same on every rank, so a round that lost packets of
+        several ranks completes -- and the silence timer doubles up to max_timeout until
+        a result arrives. A probe also ends a tail loss (nothing left to overtake it)."""
+        held = self._held()
+        lost = self._overtaken() & ~held
         if lost.any():
             lost[lost] = self._lost_at(lost) <= now
-            if lost.any():
-                return np.flatnonzero(lost)
-        expired = self.active & (self.xmit_at + self._base_timeout() <= now)
+        if held.any():
+            held[held] = self._held_until(held) <= now
+        if lost.any() or held.any():
+            return np.flatnonzero(lost | held)
+        expired = self.active & ~self._held() & (self.xmit_at + self._recent_timeout() <= now)
         if now < self.probe_at or not expired.any():
             return _NONE
         if now >= self.probe_at and self.probes_in_row:
@@ -557,6 +616,8 @@ class AllreduceEngine:
             # switch that drops bursts must not get ever larger ones)
             self.probe_burst = max(1, self.probe_burst // 2)
         probe = np.flatnonzero(expired)[: self.probe_burst]
+        # (a probe due at the latest result's time is slow start's, not a silence's)
+        self.silence_probed |= self.probe_at > self.result_at
         self.probed[probe] = True
         self.probes_in_row += 1
         self.stats.probes += int(probe.size)
@@ -568,7 +629,7 @@ class AllreduceEngine:
 
     def _silence_timeout(self) -> float:
         """How long the job may go without any result before a probe. Once results have
-        come in this call: one retransmission timer (a stall of a rank or the switch, or
+        come in this call: one `_recent_timeout` (a stall of a rank or the switch, or
         every outstanding round stuck on a loss, as in a call's tail). Before the first
         result: a switch serving a fresh window of S x N packets, or ranks that have not
         started the call yet, are the likely cause, not the loss of every announce; so
@@ -580,15 +641,15 @@ class AllreduceEngine:
             # a slow switch answers a large window one round at a time: silence is a gap
             # well beyond the usual one between results, not just one timer
             gap = 4 * self.result_gap if self.result_gap is not None else 0.0
-            return min(prm.max_timeout, max(base, gap))
+            return min(prm.max_timeout, max(self._recent_timeout(), gap))
         outstanding = int(self.active.sum())
         grown = base * 2.0 ** min(max(outstanding - 1, 0), 30)
         return min(prm.max_timeout, max(base, min(prm.initial_timeout, grown)))
 
-    def _answered(self, s: np.ndarray, now: float) -> float:
+    def _answered(self, s: np.ndarray, now: float) -> None:
         """Book-keeping for a batch of results that answered slots `s`: feed the
         round-time estimator with the clean rounds, advance `answered_xmit`, reset the
-        silence probe; returns the new base timeout. A round is clean when this rank did
+        silence probe. A round is clean when this rank did
         not retransmit it (Karn), no packet this rank transmitted later was answered in
         an earlier batch (it then waited for somebody's retransmission), and it did not
         live through a silence probe (start-up skew, a stalled rank: not a round time)."""
@@ -616,13 +677,16 @@ class AllreduceEngine:
         newly = self._overtaken() & np.isinf(self.overtaken_at)
         newly[s] = False
         self.overtaken_at[newly] = now
-        base = self._base_timeout()
-        if self.heard:
+        if self.heard and not self.silence_probed:
+            # a gap a silence probe ended is the silence timer's own length, not the
+            # switch's pace: fed back, it grew the timer with every probe (a call's tail
+            # of one slot, every round lossy, waited up to 2 s per round)
             gap = now - self.result_at
             self.result_gap = (
                 gap if self.result_gap is None else 0.875 * self.result_gap + 0.125 * gap
             )
         self.result_at = now
+        self.silence_probed = False
         self.heard = True
         self.probes_in_row = 0
         probes_answered = int(self.probed[s].sum())
@@ -645,7 +709,6 @@ class AllreduceEngine:
             # 1024 announces.
             self.probe_burst = min(2 * probes_answered, self.nslots)
             self.probe_at = now
-        return base
 
     @property
     def deadline(self) -> float:
@@ -813,7 +876,6 @@ class AllreduceEngine:
                 self.active[extra] = self.touched[extra] = True
                 self.my_next[extra] = EOS
                 self.sent_at[extra] = self.xmit_at[extra] = self.last_heard[extra] = now
-                self.expires[extra] = now + self.timeout[extra]
                 self._announce(extra)
         ended = as_[differ]
         self.active[ended] = False

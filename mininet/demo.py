@@ -113,6 +113,8 @@ class Options:
     repeat: int = 1  # timed allreduces per worker (benchmarks)
     warmup: bool = False  # an untimed one-block allreduce first
     encoding: str = "packed"  # the job's value encoding (protocol.md section 10)
+    job_slots: tuple[int, ...] = ()  # per job: its slots, instead of `slots` (benchmarks)
+    job_repeats: tuple[int, ...] = ()  # per job: its timed allreduces, instead of `repeat`
 
 
 @dataclass
@@ -255,7 +257,6 @@ class DemoNetwork:
         plan = []
         counted: dict[int, dict[str, int]] = {}
         procs: list = []
-        slots = job_slots(opts.slots, self.target)
         try:
             for j in range(opts.jobs):
                 STOP.check()
@@ -266,7 +267,7 @@ class DemoNetwork:
                         WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
                         for r, h in enumerate(job_hosts)
                     ],
-                    slots,
+                    job_slots(_per_job(opts.job_slots, j, opts.slots), self.target),
                     opts.encoding,
                 )
                 self.next_job += 1
@@ -279,8 +280,12 @@ class DemoNetwork:
                     (job, job_hosts, inputs[j] if inputs is not None else make_inputs(opts, rng))
                 )
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
+            repeats = {
+                job.job: _per_job(opts.job_repeats, j, opts.repeat)
+                for j, (job, *_) in enumerate(plan)
+            }
             expected = {
-                h.name: expected_rounds(inputs, slots, job.int32_halves) * opts.repeat
+                h.name: expected_rounds(inputs, job.slot_count, job.int32_halves) * repeats[job.job]
                 for job, job_hosts, inputs in plan
                 for h in job_hosts
             }
@@ -310,7 +315,7 @@ class DemoNetwork:
                                     "--deadline",
                                     str(opts.deadline),
                                     "--repeat",
-                                    str(opts.repeat),
+                                    str(repeats[job.job]),
                                 ]
                                 + (["--warmup"] if opts.warmup else []),
                                 cwd=str(HERE.parent),
@@ -376,6 +381,11 @@ class DemoNetwork:
         else:
             out.error = "worker exited without a report"
         return out
+
+
+def _per_job(values: tuple, j: int, default):
+    """Job j's entry of a per-job option, or the option every job shares."""
+    return values[j] if j < len(values) else default
 
 
 def job_slots(slots: int | None, target: str) -> int:

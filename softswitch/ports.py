@@ -43,7 +43,11 @@ TP_STATUS_VLAN_TPID_VALID = 1 << 6
 _AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
 _RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
 SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>
-_RX_BATCH = 64  # frames read from one socket per poll round
+# Frames read from one socket per poll round: the ports are served round robin, this many
+# each, so a port with a deep backlog (a job with many slots) delays another port's next
+# frame by at most this many frames per busy port, not by its whole backlog
+# (docs/reliability.md, "Jobs share the switch").
+_RX_BATCH = 16
 
 
 class Receiver(Protocol):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -42,6 +43,8 @@ class SimResult:
     sums: list[list[np.ndarray]] = field(default_factory=list)
     queue_drops: int = 0  # dropped by a full switch queue
     errors: dict[int, tuple[float, TimeoutError]] = field(default_factory=dict)  # by rank
+    sent: list[tuple[float, int, bytes]] = field(default_factory=list)  # (time, rank, frame)
+    peak_active: list[int] = field(default_factory=list)  # per rank: most slots outstanding
 
     def duration(self, k: int) -> float:
         """Time of call k: first start to last end over ranks (what the job waits)."""
@@ -70,6 +73,7 @@ def simulate(
     job_id: int = 40,
     queue_limit: int | None = None,
     pauses: dict[int, tuple[float, float]] | None = None,
+    drop: Callable[[int, str, bytes], bool] | None = None,
 ) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
@@ -81,7 +85,9 @@ def simulate(
     many wait at the switch are dropped (bmv2's input buffer holds 1024). pauses: rank ->
     (from, until): the rank is not driven in between (a descheduled process: its frames
     wait for it); until = inf is a rank that died. A rank whose engine raises
-    TimeoutError stops; `errors` records when and what (the others go on)."""
+    TimeoutError stops; `errors` records when and what (the others go on). drop(rank,
+    "up" or "down", frame): a scripted loss -- True loses that frame on its way to or from
+    the switch. Every frame a rank sends is in `SimResult.sent`, with its virtual time."""
     n = len(tensors)
     job = switch.create_job(n, slots, job_id)
     try:
@@ -100,13 +106,14 @@ def simulate(
             limit,
             queue_limit,
             pauses or {},
+            drop,
         )
     finally:
         switch.jobs.delete(job.job)
 
 
 def _run(
-    switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit, pauses
+    switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit, pauses, drop
 ) -> SimResult:
     n = len(tensors)
     cfgs = [load_descriptor(d) for d in switch.descriptors(job)]
@@ -144,10 +151,21 @@ def _run(
             push(end, kind, r)
         return True
 
+    sent: list[tuple[float, int, bytes]] = []
+    peak = [0] * n
+    keep = (lambda r, way, f: True) if drop is None else (lambda r, way, f: not drop(r, way, f))
+
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
         engines[r] = AllreduceEngine(
-            cfgs[r], make_payload(x, n), now, params, slot_versions[r], None, rtt[r], continued[r]
+            cfgs[r],
+            make_payload(x, n, cfgs[r].encoding),
+            now,
+            params,
+            slot_versions[r],
+            None,
+            rtt[r],
+            continued[r],
         )
         calls[r].append(Call(r, now))
         push(now, "wake", r)
@@ -176,8 +194,11 @@ def _run(
                 start_call(r, now)
             return
         out = eng.packets_to_send(now)
+        peak[r] = max(peak[r], int(eng.active.sum()))
         if len(out):
-            links.append((r, [out.frame(i) for i in range(len(out))]))
+            frames = [out.frame(i) for i in range(len(out))]
+            sent.extend((now, r, f) for f in frames)
+            links.append((r, [f for f in frames if keep(r, "up", f)]))
             push(now + delay, "arrive", len(links) - 1)
         try:
             eng.check(now)
@@ -226,7 +247,8 @@ def _run(
                     q.clear()
             for pt, frames in out.items():
                 if pt in rank_of:
-                    links.append((rank_of[pt], frames))
+                    r = rank_of[pt]
+                    links.append((r, [f for f in frames if keep(r, "down", f)]))
                     push(done_at + delay, "deliver", len(links) - 1)
             push(done_at, "serve", 0)
         elif kind == "deliver":
@@ -241,4 +263,4 @@ def _run(
     ]
     if unfinished:
         raise RuntimeError(f"ranks {unfinished} did not finish")
-    return SimResult(calls, switch.stats(job), rtt, sums, dropped, errors)
+    return SimResult(calls, switch.stats(job), rtt, sums, dropped, errors, sent, peak)

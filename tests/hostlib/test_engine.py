@@ -103,15 +103,21 @@ def test_data_skip_and_end_of_stream_released_by_results():
 # When timers send what (probes, overtaken packets, backoff): test_pacing.py.
 
 
-def test_result_resets_timer_and_backoff():
+def test_result_resets_the_backoff_of_a_held_slot():
+    """A slot the switch holds (STATUS) backs off each time it asks again; the round's
+    result ends that: the next round is a fresh send, resent by the rules of one."""
     e = make_engine()
     e.packets_to_send(T0)
+    probe = e.next_timer()
+    assert list(by_slot(decode(e.packets_to_send(probe)))) == [0]
     for _ in range(3):
-        e.packets_to_send(e.next_timer())
-    now = e.next_timer() - 0.001
-    feed(e, result(1, 0, EOS, 1), now)
-    assert e.timeout[1] >= PARAMS.timeout and e.expired_in_row[1] == 0
-    assert e.expires[1] == pytest.approx(now + e.timeout[1])
+        h = p.Header.make(p.MsgType.STATUS, job=7, slot=0, rank=0, block=EOS, next_block=EOS)
+        e.on_result(h, None, e.xmit_at[0] + 0.0001, contributors=0b01)
+        while 0 not in by_slot(decode(e.packets_to_send(e.next_timer()))):
+            pass  # probes of the other slots first
+    assert e.expired_in_row[0] == 3
+    feed(e, result(0, 0, EOS, 0), e.xmit_at[0] + 0.0001)
+    assert e.expired_in_row[0] == 0 and not e.retransmitted[0]
 
 
 def test_duplicate_and_stale_results_ignored():

@@ -84,9 +84,9 @@ def test_silence_before_the_first_result_waits_longer_with_more_slots():
     e = make_engine(params)
     e.packets_to_send(T0)
     assert e.next_timer() == pytest.approx(T0 + min(0.2, 0.2 * 2**3))  # 4 slots
-    answer(e, 2, 0, EOS, EOS, at=T0 + 0.010)  # a result: now one timer
+    answer(e, 2, 0, EOS, EOS, at=T0 + 0.010)  # a result: now twice its round, at most one timer
     rto = e.rtt.rto(0.002, 1.0)
-    assert e.next_timer() == pytest.approx(T0 + 0.010 + rto)
+    assert e.next_timer() == pytest.approx(T0 + 0.010 + min(rto, 2 * 0.010))
 
 
 # -- a loss is a packet overtaken by a later one ----------------------------------------
@@ -115,8 +115,8 @@ def test_overtaken_packet_is_retransmitted_after_the_reordering_allowance():
     due = max(T0 + 0.001, T0 + 0.0012) + allowance
     assert e.next_timer() == pytest.approx(due)
     assert sent(e, due - 1e-6) == {}
-    again = sent(e, due)
-    assert list(again) == [3] and again[3].header.flags == p.Flag.RETRANSMIT
+    again = sent(e, due)  # (slot 1's DATA, also overtaken by slot 0's, may go too)
+    assert 3 in again and again[3].header.flags == p.Flag.RETRANSMIT
     assert e.stats.probes == 0  # found by overtaking, no probe
 
 
@@ -130,23 +130,61 @@ def test_slot_not_overtaken_waits_however_old():
     assert 0 not in out
 
 
-def test_retransmitted_packet_is_not_resent_before_its_backed_off_timer():
-    """A resent packet overtaken again (the round waits for the other rank's
-    retransmission) goes out again only after its slot's doubled timer."""
-    e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
-    overtake_slot_3(e)
-    t1 = e.next_timer()
-    rto1 = e.rtt.rto(0.001, 1.0)
-    assert list(sent(e, t1)) == [3]
-    # slot 0's SKIP (sent at +0.2 ms) is answered after slot 3's retransmission went out
+def status(e: AllreduceEngine, slot, slot_version, block, *, at: float, contributors=0b01):
+    """The switch's STATUS to rank 0's retransmission: the round holds its packet."""
+    h = p.Header.make(
+        p.MsgType.STATUS, job=7, slot=slot, rank=0, slot_version=slot_version, block=block
+    )
+    e.on_result(h, None, at, contributors=contributors)
+
+
+def overtake_again(e: AllreduceEngine, t1: float) -> None:
+    """Slot 0's SKIP (sent at +0.2 ms) is answered after slot 3's retransmission went out
+    at t1, and its next DATA too: slot 3's resent announce is overtaken again."""
     answer(e, 0, 1, 0, 4, np.zeros(64), at=t1 + 0.0005)
     sent(e, t1 + 0.0005)  # slot 0's DATA for block 4
     answer(e, 0, 0, 4, 8, np.zeros(64), at=t1 + 0.001)
-    assert e.xmit_at[3] < e.answered_xmit  # overtaken again
-    backed_off = e.expires[3]
-    assert backed_off >= t1 + 2 * rto1 - 1e-12  # doubled (one timer: rto1)
-    assert 3 not in sent(e, backed_off - 1e-6)
-    assert list(sent(e, max(backed_off, e.next_timer()))) == [3]
+    assert e.xmit_at[3] < e.answered_xmit
+
+
+def test_resent_packet_overtaken_again_is_lost_again():
+    """A retransmission that got no answer while a packet sent after it was answered was
+    lost like the first transmission: it goes again after the same RACK deadline, counted
+    from its own transmission -- not after a backed-off timer (4 round times lost per
+    attempt made a dense int32 job under 10 % loss wait, not send)."""
+    e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
+    overtake_slot_3(e)
+    t1 = e.next_timer()
+    assert list(sent(e, t1)) == [3]
+    overtake_again(e, t1)
+    due = max(e.xmit_at[3] + e.answered_rtt, t1 + 0.001) + max(0.001, 0.5 * e.rtt.srtt)
+    assert e.next_timer() == pytest.approx(due)
+    assert due < t1 + e.rtt.rto(0.001, 1.0)  # sooner than one timer
+    assert 3 not in sent(e, due - 1e-6)
+    again = sent(e, due)  # (slot 1's DATA, also overtaken by slot 0's, may go too)
+    assert 3 in again and again[3].header.flags == p.Flag.RETRANSMIT
+
+
+def test_held_round_waits_for_its_backed_off_timer():
+    """A STATUS for the resent packet says the round holds it (it waits for the other
+    rank): overtaking then means nothing, the slot asks again only after its timer from
+    the STATUS, doubling each time it is still held."""
+    e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
+    overtake_slot_3(e)
+    t1 = e.next_timer()
+    assert list(sent(e, t1)) == [3]
+    status(e, 3, 0, EOS, at=t1 + 0.0002)
+    overtake_again(e, t1)
+    wait = e._recent_timeout()
+    assert 3 not in sent(e, t1 + 0.0002 + wait - 1e-6)
+    assert e.next_timer() == pytest.approx(t1 + 0.0002 + wait)
+    t2 = t1 + 0.0002 + wait
+    assert list(sent(e, t2)) == [3]
+    status(e, 3, 0, EOS, at=t2 + 0.0002)
+    t3 = t2 + 0.0002 + 2 * e._recent_timeout()  # doubled
+    assert 3 not in sent(e, t3 - 1e-6)
+    assert list(sent(e, t3)) == [3]
+    assert e.stats.probes == 0
 
 
 # -- the round-time estimator takes clean rounds only -----------------------------------
@@ -244,14 +282,135 @@ def test_retransmission_timer_stays_near_the_round_time_under_loss(switch):
 
 
 def test_a_switch_that_drops_a_burst_is_recovered_in_few_steps(switch):
-    """Density 0, 1024 slots, a switch of bmv2's speed whose queue holds 1024 packets: of
-    the 4096 announces 3072 are dropped, and no later round can overtake them. Probes
-    answered while nothing else is grow like TCP's slow start (two per answer), so the
-    job ends within a few windows' time -- one probe per timer took 104 s on bmv2."""
+    """Density 0, 1024 slots, ranks without a window (all 1024 slots at once), a switch of
+    bmv2's speed whose queue holds 1024 packets: of the 4096 announces 3072 are dropped,
+    and no later round can overtake them. Probes answered while nothing else is grow like
+    TCP's slow start (two per answer), so the job ends within a few windows' time -- one
+    probe per timer took 104 s on bmv2. With the default window of 64 slots per rank the
+    same job's queue never overflows."""
     tensors = job(4, 1024, 0.0, calls=1)
-    clean = simulate(switch, tensors, slots=1024, pps=1800)
-    lossy = simulate(switch, tensors, slots=1024, pps=1800, queue_limit=1024)
+    unbounded = EngineParams(deadline=600.0, window=1024)
+    clean = simulate(switch, tensors, slots=1024, pps=1800, params=unbounded)
+    lossy = simulate(switch, tensors, slots=1024, pps=1800, queue_limit=1024, params=unbounded)
     assert lossy.queue_drops >= 3000
     assert lossy.duration(1) <= 3 * clean.duration(1), (lossy.duration(1), clean.duration(1))
     sent_, retx = lossy.totals()
     assert retx <= 3 * lossy.queue_drops
+    windowed = simulate(switch, tensors, slots=1024, pps=1800, queue_limit=1024)
+    assert windowed.queue_drops == 0 and windowed.totals()[1] == 0
+
+
+# -- scripted losses through the P4 program, in virtual time -----------------------------
+
+
+def lose_first(rank: int, slot: int, blocks: set[int], times: int = 1):
+    """A drop script for engine_sim: `rank`'s first `times` transmissions of each of
+    `blocks` on `slot` are lost on the way to the switch."""
+    left = dict.fromkeys(blocks, times)
+
+    def drop(r: int, way: str, frame: bytes) -> bool:
+        if r != rank or way != "up":
+            return False
+        h = p.parse_frame(frame).header
+        if h.slot != slot or left.get(h.block, 0) == 0:
+            return False
+        left[h.block] -= 1
+        return True
+
+    return drop
+
+
+def transmissions(res, rank: int, slot: int, block: int) -> list[float]:
+    """When `rank` sent a packet of `block` on `slot` (first send, then each resend)."""
+    out = []
+    for t, r, frame in res.sent:
+        h = p.parse_frame(frame).header
+        if r == rank and h.slot == slot and h.block == block:
+            out.append(t)
+    return out
+
+
+def test_a_resend_lost_again_goes_again_after_one_rack_deadline(switch):
+    """64 slots of dense data through a switch serving 16 000 packets/s (a round ~16 ms).
+    Rank 1's DATA for block 323 (slot 3) is lost, and so is its first retransmission: the
+    second one follows the first as quickly as the first followed the send (RACK, by the
+    resend's own time: answers to later packets show it lost) -- a backed-off timer
+    waited 2.5x as long. Nothing else of rank 1 is resent."""
+    rng = np.random.default_rng(5)
+    tensors = [
+        [np.zeros(64, np.float32), rng.standard_normal(64 * 64 * 8).astype(np.float32)]
+        for _ in range(4)
+    ]
+    res = simulate(switch, tensors, slots=64, pps=16_000, drop=lose_first(1, 3, {323}, 2))
+    t0, t1, t2 = transmissions(res, 1, 3, 323)
+    assert t2 - t1 <= 1.1 * (t1 - t0), (t0, t1, t2)
+    resent = [
+        (p.parse_frame(f).header.slot, p.parse_frame(f).header.block)
+        for _, r, f in res.sent
+        if r == 1 and p.parse_frame(f).header.flags & p.Flag.RETRANSMIT
+    ]
+    assert resent == [(3, 323), (3, 323)]
+    for r in range(4):
+        np.testing.assert_array_equal(res.sums[r][1], res.sums[0][1])
+
+
+def test_a_calls_tail_is_recovered_at_its_own_round_time(switch):
+    """Slot 0 carries a chain of 20 rounds, every other slot 2: the chain runs alone at the
+    end of the call (the tail), where nothing can overtake a loss and a probe finds it.
+    Rank 1 loses its first send of each of the chain's last 8 blocks: every probe after the
+    first goes within a fraction of the retransmission timer -- which was smoothed over
+    rounds queued behind the whole window -- at the pace of the tail's own rounds. Waiting
+    one full timer per probe made this call 3.8x its lossless time."""
+    slots, rounds = 64, 20
+
+    def tensors():
+        out = []
+        for r in range(4):
+            x = np.zeros((slots * rounds, 64), np.float32)
+            x[: 2 * slots] = r + 1
+            x[::slots] = r + 1
+            out.append([np.zeros(64, np.float32), x.reshape(-1)])
+        return out
+
+    tail = {slots * (rounds - 1 - k) for k in range(8)}
+    prm = EngineParams(deadline=600.0, window=slots)  # every slot at once
+    clean = simulate(switch, tensors(), slots=slots, pps=16_000, params=prm)
+    res = simulate(
+        switch, tensors(), slots=slots, pps=16_000, params=prm, drop=lose_first(1, 0, tail)
+    )
+    rto = res.rtt[1].rto(prm.timeout, prm.max_timeout)
+    waits = sorted((lambda t: t[1] - t[0])(transmissions(res, 1, 0, b)) for b in tail)
+    assert waits[-2] <= 0.25 * rto, (waits, rto)
+    assert res.duration(1) <= 1.5 * clean.duration(1), (res.duration(1), clean.duration(1))
+    np.testing.assert_allclose(res.sums[0][1], clean.sums[0][1])
+
+
+# -- a rank's window: jobs with many slots share the switch -------------------------------
+
+
+def test_a_rank_keeps_at_most_its_window_of_slots_outstanding(switch):
+    """32 slots, a window of 8: each rank first announces slots 0-7 only and starts the
+    next slot (the lowest waiting, the same on every rank) when one finishes, so that no
+    more than 8 of its slots have a packet outstanding at any time; the sums are those
+    of the same job without a window."""
+    rng = np.random.default_rng(3)
+    tensors = [
+        [np.zeros(64, np.int32), rng.integers(-50, 50, 32 * 5 * 64).astype(np.int32)]
+        for _ in range(4)
+    ]
+    free = simulate(switch, tensors, slots=32, pps=16_000)
+    res = simulate(
+        switch, tensors, slots=32, pps=16_000, params=EngineParams(deadline=600.0, window=8)
+    )
+    assert max(free.peak_active) == 32 and max(res.peak_active) == 8
+    start = res.calls[0][1].start
+    for r in range(4):
+        announces = [
+            (t, p.parse_frame(f).header.slot)
+            for t, rr, f in res.sent
+            if rr == r and t >= start and p.parse_frame(f).header.msg_type == p.MsgType.ANNOUNCE
+        ]
+        assert [sl for _, sl in announces] == list(range(32))
+        assert {t for t, _ in announces[:8]} == {announces[0][0]}  # one window at once
+        assert announces[8][0] > announces[0][0]
+        np.testing.assert_array_equal(res.sums[r][1], free.sums[r][1])

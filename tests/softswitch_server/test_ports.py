@@ -19,6 +19,7 @@ from softswitch.ports import (
     PACKET_AUXDATA,
     SOL_PACKET,
     TP_STATUS_VLAN_VALID,
+    _RX_BATCH,
     AfPacketPorts,
     InProcessPorts,
     parse_interface_spec,
@@ -246,3 +247,44 @@ def test_af_packet_ports_start_reading_at_the_first_commit():
     finally:
         ports.stop()
         veths.close()
+
+
+@pytest.mark.root
+def test_af_packet_ports_serve_a_short_queue_before_a_long_backlog():
+    """Ports are served round robin a few frames each: 4 frames waiting on port 2 behind
+    200 that arrived first on port 1 are all processed within the first two turns, not
+    after port 1's backlog (a job of many slots would otherwise hold back another job's
+    next round by its whole backlog; docs/reliability.md, "Jobs share the switch")."""
+    import threading
+
+    class Recorder:
+        transmit = None
+
+        def __init__(self) -> None:
+            self.first_commit = threading.Event()
+            self.order: list[int] = []
+
+        def receive(self, port: int, frame: bytes) -> None:
+            self.order.append(port)
+
+    rec = Recorder()
+    veths = Veths(2)
+    ports = AfPacketPorts(veths.switch_ends())
+    try:
+        ports.attach(rec)
+        ports.start()
+        for _ in range(200):
+            veths.send(1, ethernet(DST2))
+        for _ in range(4):
+            veths.send(2, ethernet(DST2))
+        time.sleep(0.2)  # all waiting in the kernel: nothing is read before the commit
+        rec.first_commit.set()
+        deadline = time.monotonic() + 5
+        while len(rec.order) < 204 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        ports.stop()
+        veths.close()
+    assert rec.order.count(1) == 200 and rec.order.count(2) == 4
+    last = max(i for i, port in enumerate(rec.order) if port == 2)
+    assert last < 2 * _RX_BATCH + 4, rec.order[: last + 1]
