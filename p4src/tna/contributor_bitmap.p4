@@ -6,6 +6,41 @@
 #ifndef P4REDUCE_TNA_CONTRIBUTOR_BITMAP_P4
 #define P4REDUCE_TNA_CONTRIBUTOR_BITMAP_P4
 
+/* 1 << rank and the job's full mask without it (the bitmap step's two inputs): they only
+ * read the packet and the admission entry, so they run for every packet at the start of
+ * ingress, beside admission, and the bitmap step waits for the epoch step alone. */
+control RankMasks(inout headers_t hdr, inout metadata_t meta) {
+    action set_rank_bit(bit<32> rank_bit) {
+        meta.rank_bit = rank_bit;
+    }
+    table rank_bit {
+        key = { hdr.p4r.rank: exact; }
+        actions = { set_rank_bit; }
+        const entries = { 0: set_rank_bit(32w1); 1: set_rank_bit(32w2); 2: set_rank_bit(32w4); 3: set_rank_bit(32w8); 4: set_rank_bit(32w16); 5: set_rank_bit(32w32); 6: set_rank_bit(32w64); 7: set_rank_bit(32w128); 8: set_rank_bit(32w256); 9: set_rank_bit(32w512); 10: set_rank_bit(32w1024); 11: set_rank_bit(32w2048); 12: set_rank_bit(32w4096); 13: set_rank_bit(32w8192); 14: set_rank_bit(32w16384); 15: set_rank_bit(32w32768); 16: set_rank_bit(32w65536); 17: set_rank_bit(32w131072); 18: set_rank_bit(32w262144); 19: set_rank_bit(32w524288); 20: set_rank_bit(32w1048576); 21: set_rank_bit(32w2097152); 22: set_rank_bit(32w4194304); 23: set_rank_bit(32w8388608); 24: set_rank_bit(32w16777216); 25: set_rank_bit(32w33554432); 26: set_rank_bit(32w67108864); 27: set_rank_bit(32w134217728); 28: set_rank_bit(32w268435456); 29: set_rank_bit(32w536870912); 30: set_rank_bit(32w1073741824); 31: set_rank_bit(32w2147483648); }
+        size = MAX_WORKERS;
+    }
+    action set_others_mask() {
+        meta.others_mask = meta.others_mask ^ meta.rank_bit;
+    }
+    action set_full_mask(bit<32> mask) {
+        meta.others_mask = mask;    /* the full mask, until set_others_mask */
+    }
+    /* the job's full mask (one bit per rank) from worker_count: an ALU shifts by constants
+     * only */
+    table worker_mask {
+        key = { meta.worker_count: exact; }
+        actions = { set_full_mask; }
+        const entries = { 1: set_full_mask(32w1); 2: set_full_mask(32w3); 3: set_full_mask(32w7); 4: set_full_mask(32w15); 5: set_full_mask(32w31); 6: set_full_mask(32w63); 7: set_full_mask(32w127); 8: set_full_mask(32w255); 9: set_full_mask(32w511); 10: set_full_mask(32w1023); 11: set_full_mask(32w2047); 12: set_full_mask(32w4095); 13: set_full_mask(32w8191); 14: set_full_mask(32w16383); 15: set_full_mask(32w32767); 16: set_full_mask(32w65535); 17: set_full_mask(32w131071); 18: set_full_mask(32w262143); 19: set_full_mask(32w524287); 20: set_full_mask(32w1048575); 21: set_full_mask(32w2097151); 22: set_full_mask(32w4194303); 23: set_full_mask(32w8388607); 24: set_full_mask(32w16777215); 25: set_full_mask(32w33554431); 26: set_full_mask(32w67108863); 27: set_full_mask(32w134217727); 28: set_full_mask(32w268435455); 29: set_full_mask(32w536870911); 30: set_full_mask(32w1073741823); 31: set_full_mask(32w2147483647); 32: set_full_mask(32w4294967295); }
+        size = MAX_WORKERS;
+    }
+
+    apply {
+        rank_bit.apply();
+        worker_mask.apply();
+        set_others_mask();
+    }
+}
+
 control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<16>>(POOL_SLOTS, 0) slot_epoch;
     Register<pair_t, bit<16>>(POOL_SLOTS, {0, 0}) bitmap;
@@ -29,35 +64,9 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     action check_complete() {
         meta.complete_diff = meta.bitmap_before ^ meta.others_mask;
     }
-    action set_others_mask() {
-        meta.others_mask = meta.others_mask ^ meta.rank_bit;
-    }
-    action set_full_mask(bit<32> mask) {
-        meta.others_mask = mask;    /* the full mask, until set_others_mask */
-    }
-    /* the job's full mask (one bit per rank) from worker_count: an ALU shifts by constants
-     * only */
-    table worker_mask {
-        key = { meta.worker_count: exact; }
-        actions = { set_full_mask; }
-        const entries = { 1: set_full_mask(32w1); 2: set_full_mask(32w3); 3: set_full_mask(32w7); 4: set_full_mask(32w15); 5: set_full_mask(32w31); 6: set_full_mask(32w63); 7: set_full_mask(32w127); 8: set_full_mask(32w255); 9: set_full_mask(32w511); 10: set_full_mask(32w1023); 11: set_full_mask(32w2047); 12: set_full_mask(32w4095); 13: set_full_mask(32w8191); 14: set_full_mask(32w16383); 15: set_full_mask(32w32767); 16: set_full_mask(32w65535); 17: set_full_mask(32w131071); 18: set_full_mask(32w262143); 19: set_full_mask(32w524287); 20: set_full_mask(32w1048575); 21: set_full_mask(32w2097151); 22: set_full_mask(32w4194303); 23: set_full_mask(32w8388607); 24: set_full_mask(32w16777215); 25: set_full_mask(32w33554431); 26: set_full_mask(32w67108863); 27: set_full_mask(32w134217727); 28: set_full_mask(32w268435455); 29: set_full_mask(32w536870911); 30: set_full_mask(32w1073741823); 31: set_full_mask(32w2147483647); 32: set_full_mask(32w4294967295); }
-        size = MAX_WORKERS;
-    }
 
-    action set_rank_bit(bit<32> rank_bit) {
-        meta.rank_bit = rank_bit;
-    }
-    table rank_bit {
-        key = { hdr.p4r.rank: exact; }
-        actions = { set_rank_bit; }
-        const entries = { 0: set_rank_bit(32w1); 1: set_rank_bit(32w2); 2: set_rank_bit(32w4); 3: set_rank_bit(32w8); 4: set_rank_bit(32w16); 5: set_rank_bit(32w32); 6: set_rank_bit(32w64); 7: set_rank_bit(32w128); 8: set_rank_bit(32w256); 9: set_rank_bit(32w512); 10: set_rank_bit(32w1024); 11: set_rank_bit(32w2048); 12: set_rank_bit(32w4096); 13: set_rank_bit(32w8192); 14: set_rank_bit(32w16384); 15: set_rank_bit(32w32768); 16: set_rank_bit(32w65536); 17: set_rank_bit(32w131072); 18: set_rank_bit(32w262144); 19: set_rank_bit(32w524288); 20: set_rank_bit(32w1048576); 21: set_rank_bit(32w2097152); 22: set_rank_bit(32w4194304); 23: set_rank_bit(32w8388608); 24: set_rank_bit(32w16777216); 25: set_rank_bit(32w33554432); 26: set_rank_bit(32w67108864); 27: set_rank_bit(32w134217728); 28: set_rank_bit(32w268435456); 29: set_rank_bit(32w536870912); 30: set_rank_bit(32w1073741824); 31: set_rank_bit(32w2147483648); }
-        size = MAX_WORKERS;
-    }
 
     apply {
-        rank_bit.apply();
-        worker_mask.apply();
-        set_others_mask();
         if (hdr.p4r.flags[3:3] == 1) {              /* FLAG_CONTINUED */
             meta.epoch_verdict = continued_epoch_step.execute(meta.pool_slot_16);
         } else {

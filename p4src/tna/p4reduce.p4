@@ -90,6 +90,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     Validation() validation;
     Admission() admission;
     DropSimulator() drop_simulator;
+    RankMasks() rank_masks;
     ContributorBitmap() contributor_bitmap;
     Fingerprint() fingerprint;
     ValueAggregation() value_aggregation;
@@ -216,6 +217,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
             validation.apply(hdr, meta);
             admission.apply(hdr, meta, ig_intr_md, dst_diff);
+            rank_masks.apply(hdr, meta);
             drop_simulator.apply(hdr, meta, dst_diff);
             /* one if-else chain, so that bf-p4c sees forwarding and the p4reduce path as
              * exclusive (they write the same intrinsic metadata) */
