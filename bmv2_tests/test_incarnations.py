@@ -83,14 +83,19 @@ def test_fingerprint_range_reaches_every_rank(switch):
     want = (min(fps.values()), max(fps.values()))
     for r in job.results().values():
         assert r.fingerprint == want
+        assert r.header.next_block == p.END_OF_STREAM  # the call ends on every rank
     job.send(2, MsgType.ANNOUNCE, next_block=0, fingerprint=fps[2], flags=Flag.RETRANSMIT)
     cached = job.result(2)
     assert cached.header.flags & Flag.CACHED and cached.fingerprint == want
-    # the next call's announce round (version 0 after the data-less version-1 round)
+    # the next call's announce round, in version 1: it takes the ended call's winner
     for rank in range(3):
-        job.send(rank, MsgType.SKIP, version=1, block=0, next_block=p.END_OF_STREAM)
-    job.results()
-    for rank in range(3):
-        job.send(rank, MsgType.ANNOUNCE, next_block=0, fingerprint=fps[0])
+        job.send(
+            rank,
+            MsgType.ANNOUNCE,
+            version=1,
+            next_block=0,
+            fingerprint=fps[0],
+            flags=Flag.CONTINUED,
+        )
     for r in job.results().values():
-        assert r.fingerprint == (fps[0], fps[0])
+        assert r.fingerprint == (fps[0], fps[0]) and r.header.next_block == 0

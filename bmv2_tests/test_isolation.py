@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from hostlib import protocol as p
-from hostlib.protocol import END_OF_STREAM as END, MsgType
+from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
 
 from .harness import host_mac
 
@@ -42,7 +42,8 @@ def test_new_job_on_a_deleted_jobs_slots_starts_clean(switch):
         old.send(rank, MsgType.ANNOUNCE, next_block=0)
     old.results()
     old.send(0, MsgType.DATA, version=1, block=0, values=np.full(LANES, 999))  # half a round
-    old.send(0, MsgType.ANNOUNCE, next_block=0)  # and a stale bit in version 0
+    old.send(0, MsgType.ANNOUNCE, next_block=0)  # a copy of its announce: answered, no bit
+    assert old.result(0).header.flags & Flag.CACHED
     old.remove()
     new = switch.add_job(job=32, n=2, slot_count=1, epoch=8)
     for rank in range(2):

@@ -18,5 +18,6 @@ JOB_COUNTERS = (
     "duplicates",
     "overflows",
     "state_lost",
+    "stale",
 )
 SWITCH_COUNTERS: tuple[str, ...] = ()

@@ -315,3 +315,54 @@ def test_the_committed_parsers_match_on_every_select(target):
     for name, p in parser.items():
         assert p["choosing"] > 0, (name, p)
         assert p["choosing_without_match"] == [], (name, p)
+
+
+# -- what else the controller relies on ------------------------------------------------------
+
+
+def _declared_tables() -> set[str]:
+    from controlplane.surface import control_modules
+
+    return {name for module in control_modules().values() for name in module.TABLES}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_tna_table_the_controller_does_not_program_is_const(target):
+    """The controller writes only the tables its modules declare; every other table of the
+    TNA program must be const (its entries are the program's), or the switch would run it
+    with whatever a reconcile left there."""
+    out = _need_outputs(target)
+    tna = P4InfoIndex.load(out / "p4reduce.p4info.txtpb")
+    declared = _declared_tables()
+    unprogrammed = [
+        t.name
+        for t in tna.tables.values()
+        if not t.is_const and not any(t.name.endswith(f".{d}") or t.name == d for d in declared)
+    ]
+    assert not unprogrammed, f"{target}: tables no module programs and not const: {unprogrammed}"
+
+
+def _harvest_ports() -> dict[str, int]:
+    """HARVEST_PORT of p4src/tna/bridge.p4 per target, read from the source."""
+    import re
+
+    text = (REPO / "p4src" / "tna" / "bridge.p4").read_text()
+    found = re.search(
+        r"#if __TARGET_TOFINO__ == 2\s+const bit<9> HARVEST_PORT = (\d+);\s+#else\s+"
+        r"const bit<9> HARVEST_PORT = (\d+);",
+        text,
+    )
+    assert found, "p4src/tna/bridge.p4 no longer defines HARVEST_PORT per chip"
+    return {"tofino2": int(found.group(1)), "tofino": int(found.group(2))}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_controller_reserves_the_programs_harvest_port_in_pipe_0(target):
+    """The harvest port is the program's recirculation port: the controller keeps it out of
+    the operator's ports, and it is in pipe 0, where the jobs' registers are
+    (docs/tofino.md, "Pipes")."""
+    from controlplane.target import TARGETS as CONTROLLER_TARGETS
+
+    port = _harvest_ports()[target]
+    assert port in CONTROLLER_TARGETS[target].reserved_ports
+    assert port >> 7 == 0, f"{target}: HARVEST_PORT {port} is not in pipe 0"

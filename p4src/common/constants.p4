@@ -62,6 +62,11 @@ const bit<32> EPOCH_SAME = 0;
 const bit<32> EPOCH_MARKED_LOST = 1;
 const bit<32> EPOCH_OTHER = 2;
 
+/* A contributor bitmap half whose round every rank has joined (common/bodies/
+ * contributor_bitmap.p4): all ones, which no round in progress can hold (its completing
+ * rank's bit is missing). */
+const bit<32> ROUND_COMPLETE = 0xFFFFFFFF;
+
 /* State budget: POOL_SLOTS aggregation slots, each with two versions (shadow copies). */
 #define POOL_SLOTS 1024
 #define SLOT_ENTRIES (POOL_SLOTS * 2)   /* index = pool_slot * 2 + slot_version */

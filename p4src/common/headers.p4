@@ -146,10 +146,13 @@ struct metadata_t {
     bit<32> epoch_on_mismatch; /* what a slot holding another epoch gets: lost if CONTINUED */
     bit<1>  same_epoch;        /* the slot held this packet's epoch */
     bit<32> rank_bit;          /* 1 << rank */
+    bit<32> others_mask;       /* the job's full mask (one bit per rank) without rank_bit */
+    bit<1>  in_round;          /* the packet's block is the one its version's round takes */
     bit<1>  first;           /* first contributor of this round in this version */
     bit<1>  duplicate;       /* sender already counted in this round */
     bit<1>  complete;        /* this packet completed the round */
     bit<1>  round_done;      /* (duplicates) the round was already complete */
+    bit<1>  stale;           /* a new contribution the round cannot take: dropped */
     bit<1>  state_lost;      /* the slot lost this job's state (ContributorBitmap) */
     bit<32> contributors;    /* the version's bitmap after this packet */
     /* values */
@@ -158,6 +161,7 @@ struct metadata_t {
     /* next block */
     bit<32> announced_key;   /* this packet's next_block[23:0] ++ ~next_exponent */
     bit<32> next_key;        /* the round's minimum key: gives next block and exponent */
+    bit<32> winner_key;      /* the other version's key: its round's winner once complete */
     /* result: a packet going back to workers (RESULT or STATUS) */
     bit<1>  to_worker;
     bit<1>  multicast;

@@ -46,7 +46,7 @@ const bit<9> HARVEST_PORT = 68;
 #define P4REDUCE_ARCH_HEADERS bridge_t bridge;
 
 /* Tofino 1 (12 stages) cannot run the 32 lane-pair ALUs (8 stages at 4 per stage) after
- * the protocol state (epoch, bitmap, round count: stages 5 to 9): there, a packet with
+ * the protocol state (epoch, bitmap, next key: stages 5 to 9): there, a packet with
  * lanes takes a *lane pass* -- it recirculates once with the bridge header, whose lane_op
  * the first pass decided, and the pairs run in the second pass, in stages the first
  * pass's tables leave free. A packet that becomes a RESULT with values then takes the
@@ -63,10 +63,13 @@ const bit<9> HARVEST_PORT = 68;
  * epoch_verdict: what the slot epoch step returned (EPOCH_SAME, ...), read by the bitmap
  * step; encoding_differs: FLAG_PACKED disagrees with the job's encoding; sim_keep: the drop
  * simulator's verdict (0: the packet is lost); seen: the sender's bit in the round's bitmap
- * (not 0: a duplicate), which the round count, fingerprint, next key and lanes read a stage
- * before meta.duplicate exists; round_count: the round count after this packet. Kept as
+ * (not 0: a duplicate), which the fingerprint, next key and lanes read a stage before
+ * meta.duplicate exists; bitmap_before: the round's bitmap before this packet
+ * (ROUND_COMPLETE: the round is done); complete_diff: bitmap_before ^ others_mask, 0
+ * exactly when this packet completes the round (a gateway compares one field with a
+ * constant, not two 32-bit fields). Kept as
  * fields rather than flags derived from them, because every derived flag is one more MAU
  * stage. */
 #define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;                  \
     bit<32> epoch_verdict; bit<1> encoding_differs; bit<16> sim_keep;                     \
-    bit<32> seen; bit<8> round_count;
+    bit<32> seen; bit<32> bitmap_before; bit<32> complete_diff;

@@ -6,28 +6,10 @@
 #ifndef P4REDUCE_TNA_CONTRIBUTOR_BITMAP_P4
 #define P4REDUCE_TNA_CONTRIBUTOR_BITMAP_P4
 
-control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
-    Register<bit<32>, bit<16>>(POOL_SLOTS, 0) slot_epoch;
-    Register<pair_t, bit<16>>(POOL_SLOTS, {0, 0}) bitmap;
-    /* one step per FLAG_CONTINUED case, so that the ALU reads two 32-bit inputs (the
-     * epoch and epoch_lost), not a third that selects between them */
-    REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, epoch_step, SLOT_EPOCH_BODY(hdr.p4r.epoch))
-    REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, continued_epoch_step,
-                    SLOT_EPOCH_BODY(meta.epoch_lost))
-    PAIR_ACTION(bit<16>, bitmap, version_0_step,
-                BITMAP_BODY(lo, hi, meta.epoch_verdict == EPOCH_SAME))
-    PAIR_ACTION(bit<16>, bitmap, version_1_step,
-                BITMAP_BODY(hi, lo, meta.epoch_verdict == EPOCH_SAME))
-
-    bit<32> mine;
-    /* mine & rank_bit, computed in an action (a gateway cannot AND two fields) */
-    action check_seen() {
-        meta.seen = mine & meta.rank_bit;
-    }
-    action set_contributors() {
-        meta.contributors = mine | meta.rank_bit;
-    }
-
+/* 1 << rank and the job's full mask without it (the bitmap step's two inputs): they only
+ * read the packet and the admission entry, so they run for every packet at the start of
+ * ingress, beside admission, and the bitmap step waits for the epoch step alone. */
+control RankMasks(inout headers_t hdr, inout metadata_t meta) {
     action set_rank_bit(bit<32> rank_bit) {
         meta.rank_bit = rank_bit;
     }
@@ -37,18 +19,71 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         const entries = { 0: set_rank_bit(32w1); 1: set_rank_bit(32w2); 2: set_rank_bit(32w4); 3: set_rank_bit(32w8); 4: set_rank_bit(32w16); 5: set_rank_bit(32w32); 6: set_rank_bit(32w64); 7: set_rank_bit(32w128); 8: set_rank_bit(32w256); 9: set_rank_bit(32w512); 10: set_rank_bit(32w1024); 11: set_rank_bit(32w2048); 12: set_rank_bit(32w4096); 13: set_rank_bit(32w8192); 14: set_rank_bit(32w16384); 15: set_rank_bit(32w32768); 16: set_rank_bit(32w65536); 17: set_rank_bit(32w131072); 18: set_rank_bit(32w262144); 19: set_rank_bit(32w524288); 20: set_rank_bit(32w1048576); 21: set_rank_bit(32w2097152); 22: set_rank_bit(32w4194304); 23: set_rank_bit(32w8388608); 24: set_rank_bit(32w16777216); 25: set_rank_bit(32w33554432); 26: set_rank_bit(32w67108864); 27: set_rank_bit(32w134217728); 28: set_rank_bit(32w268435456); 29: set_rank_bit(32w536870912); 30: set_rank_bit(32w1073741824); 31: set_rank_bit(32w2147483648); }
         size = MAX_WORKERS;
     }
+    action set_others_mask() {
+        meta.others_mask = meta.others_mask ^ meta.rank_bit;
+    }
+    action set_full_mask(bit<32> mask) {
+        meta.others_mask = mask;    /* the full mask, until set_others_mask */
+    }
+    /* the job's full mask (one bit per rank) from worker_count: an ALU shifts by constants
+     * only */
+    table worker_mask {
+        key = { meta.worker_count: exact; }
+        actions = { set_full_mask; }
+        const entries = { 1: set_full_mask(32w1); 2: set_full_mask(32w3); 3: set_full_mask(32w7); 4: set_full_mask(32w15); 5: set_full_mask(32w31); 6: set_full_mask(32w63); 7: set_full_mask(32w127); 8: set_full_mask(32w255); 9: set_full_mask(32w511); 10: set_full_mask(32w1023); 11: set_full_mask(32w2047); 12: set_full_mask(32w4095); 13: set_full_mask(32w8191); 14: set_full_mask(32w16383); 15: set_full_mask(32w32767); 16: set_full_mask(32w65535); 17: set_full_mask(32w131071); 18: set_full_mask(32w262143); 19: set_full_mask(32w524287); 20: set_full_mask(32w1048575); 21: set_full_mask(32w2097151); 22: set_full_mask(32w4194303); 23: set_full_mask(32w8388607); 24: set_full_mask(32w16777215); 25: set_full_mask(32w33554431); 26: set_full_mask(32w67108863); 27: set_full_mask(32w134217727); 28: set_full_mask(32w268435455); 29: set_full_mask(32w536870911); 30: set_full_mask(32w1073741823); 31: set_full_mask(32w2147483647); 32: set_full_mask(32w4294967295); }
+        size = MAX_WORKERS;
+    }
 
     apply {
         rank_bit.apply();
+        worker_mask.apply();
+        set_others_mask();
+    }
+}
+
+control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
+    Register<bit<32>, bit<16>>(POOL_SLOTS, 0) slot_epoch;
+    Register<pair_t, bit<16>>(POOL_SLOTS, {0, 0}) bitmap;
+    /* one step per FLAG_CONTINUED case, so that the ALU reads two 32-bit inputs (the
+     * epoch and epoch_lost), not a third that selects between them */
+    REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, epoch_step, SLOT_EPOCH_BODY(hdr.p4r.epoch))
+    REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, continued_epoch_step,
+                    SLOT_EPOCH_BODY(meta.epoch_lost))
+    /* one step per version and epoch case, so that the ALU reads two 32-bit inputs
+     * (rank_bit, others_mask). IN_ROUND is true: TNA does not check the packet's block
+     * against the other version's winner (docs/tofino.md, "Stray frames on TNA") */
+    PAIR_ACTION(bit<16>, bitmap, version_0_step, BITMAP_BODY(lo, hi, true, true))
+    PAIR_ACTION(bit<16>, bitmap, version_1_step, BITMAP_BODY(hi, lo, true, true))
+    PAIR_ACTION(bit<16>, bitmap, version_0_reset, BITMAP_BODY(lo, hi, false, true))
+    PAIR_ACTION(bit<16>, bitmap, version_1_reset, BITMAP_BODY(hi, lo, false, true))
+
+    /* mine & rank_bit, computed in an action (a gateway cannot AND two fields) */
+    action check_seen() {
+        meta.seen = meta.bitmap_before & meta.rank_bit;
+    }
+    action check_complete() {
+        meta.complete_diff = meta.bitmap_before ^ meta.others_mask;
+    }
+
+
+    apply {
         if (hdr.p4r.flags[3:3] == 1) {              /* FLAG_CONTINUED */
             meta.epoch_verdict = continued_epoch_step.execute(meta.pool_slot_16);
         } else {
             meta.epoch_verdict = epoch_step.execute(meta.pool_slot_16);
         }
-        if (hdr.p4r.slot_version == 0) {
-            mine = version_0_step.execute(meta.pool_slot_16);
+        if (meta.epoch_verdict == EPOCH_SAME) {
+            if (hdr.p4r.slot_version == 0) {
+                meta.bitmap_before = version_0_step.execute(meta.pool_slot_16);
+            } else {
+                meta.bitmap_before = version_1_step.execute(meta.pool_slot_16);
+            }
         } else {
-            mine = version_1_step.execute(meta.pool_slot_16);
+            if (hdr.p4r.slot_version == 0) {
+                meta.bitmap_before = version_0_reset.execute(meta.pool_slot_16);
+            } else {
+                meta.bitmap_before = version_1_reset.execute(meta.pool_slot_16);
+            }
         }
         meta.same_epoch = 0;
         meta.state_lost = 0;
@@ -59,10 +94,10 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         }
         /* the bitmap step returned 0 for a slot whose epoch changed */
         meta.first = 0;
-        if (mine == 0) {
+        if (meta.bitmap_before == 0) {
             meta.first = 1;
         }
-        set_contributors();
+        check_complete();
         meta.duplicate = 0;
         check_seen();
         if (meta.seen != 0) {

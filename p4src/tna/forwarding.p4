@@ -28,6 +28,7 @@ control Forwarding(inout headers_t hdr, inout metadata_t meta,
     }
     action flood(MulticastGroupId_t group) {
         ig_tm_md.mcast_grp_a = group;
+        meta.multicast = 1;      /* egress prunes the copy for the ingress port */
     }
     action drop() {
         unrouted.count(0);

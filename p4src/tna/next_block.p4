@@ -5,7 +5,7 @@
  * make_result (result.p4) turns the key back into next_block and next_exponent, or a STATUS,
  * whose make_status shifts its own key back (next_block[31:24] is 0 by validation). So no
  * PHV holds the key twice. The read of a completed round's key (a retransmission) waits
- * for the round count; nothing else does. */
+ * for the bitmap; nothing else does. */
 #ifndef P4REDUCE_TNA_NEXT_BLOCK_P4
 #define P4REDUCE_TNA_NEXT_BLOCK_P4
 
@@ -22,7 +22,7 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
         make_key();
         if (meta.seen == 0) {
             hdr.p4r.next_block = minimum_step.execute(meta.slot_index_16);
-        } else if (meta.round_count == meta.worker_count) {      /* the round is done */
+        } else if (meta.bitmap_before == ROUND_COMPLETE) {      /* the round is done */
             hdr.p4r.next_block = read_step.execute(meta.slot_index_16);
         }
     }

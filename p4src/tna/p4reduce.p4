@@ -12,7 +12,6 @@
 #include "values.p4"
 #include "../common/headers.p4"
 #include "../common/bodies/contributor_bitmap.p4"
-#include "../common/bodies/round_counter.p4"
 #include "../common/bodies/value_aggregation.p4"
 #include "../common/bodies/next_block.p4"
 #include "../common/bodies/fingerprint.p4"
@@ -25,7 +24,6 @@
 #include "admission.p4"
 #include "drop_simulator.p4"
 #include "contributor_bitmap.p4"
-#include "round_counter.p4"
 #include "fingerprint.p4"
 #include "value_aggregation.p4"
 #include "next_block.p4"
@@ -92,8 +90,8 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     Validation() validation;
     Admission() admission;
     DropSimulator() drop_simulator;
+    RankMasks() rank_masks;
     ContributorBitmap() contributor_bitmap;
-    RoundCounter() round_counter;
     Fingerprint() fingerprint;
     ValueAggregation() value_aggregation;
     LaneOp() lane_op;
@@ -219,6 +217,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
             validation.apply(hdr, meta);
             admission.apply(hdr, meta, ig_intr_md, dst_diff);
+            rank_masks.apply(hdr, meta);
             drop_simulator.apply(hdr, meta, dst_diff);
             /* one if-else chain, so that bf-p4c sees forwarding and the p4reduce path as
              * exclusive (they write the same intrinsic metadata) */
@@ -232,10 +231,20 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                     ig_dprsr_md.drop_ctl = 1;  /* counted per job by admission */
                 } else if (meta.sim_keep == 0) {
                     ig_dprsr_md.drop_ctl = 1;  /* counted by the drop simulator */
+                } else if (hdr.p4r.slot_version == 1 && hdr.p4r.flags[3:3] == 0
+                           && hdr.p4r.msg_type == MSG_ANNOUNCE) {
+                    /* an ANNOUNCE not CONTINUED: its sender is in the job's first round on
+                     * the slot, which is version 0 -- a stray (docs/protocol.md section 8) */
+                    meta.stale = 1;
+#if P4REDUCE_LANE_PASS
+                    result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+#else
+                    reply = 1;
+#endif
                 } else {
+                    meta.stale = 0;
                     contributor_bitmap.apply(hdr, meta);
                     if (meta.state_lost == 0) {
-                        round_counter.apply(hdr, meta);
                         fingerprint.apply(hdr, meta);
                         next_block.apply(hdr, meta);
                         lane_op.apply(hdr, meta);
@@ -299,9 +308,11 @@ control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
             if (hdr.bridge.to_worker == 1) {
                 result_destination.apply(hdr, eg_intr_md, eg_dprsr_md);
                 drop_simulator_egress.apply(hdr, eg_intr_md, eg_dprsr_md);
-            } else if (eg_intr_md.egress_port == hdr.bridge.ingress_port) {
-                eg_dprsr_md.drop_ctl = 1;          /* a flooded frame does not go back */
-            }
+            } else if (hdr.bridge.multicast == 1) {
+                if (eg_intr_md.egress_port == hdr.bridge.ingress_port) {
+                    eg_dprsr_md.drop_ctl = 1;      /* a flooded frame does not go back */
+                }
+            }   /* a unicast one may: an ARP reply leaves by its request's port */
             strip_bridge();
         }
     }

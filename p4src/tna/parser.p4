@@ -15,6 +15,7 @@ parser P4ReduceIngressParser(packet_in pkt, out headers_t hdr, out metadata_t me
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
+        meta.checksum_error = 0;     /* parse_ipv4 sets it; Validation reads it for every packet */
         transition select(ig_intr_md.ingress_port) {
             HARVEST_PORT: parse_harvest;
             default: parse_ethernet;

@@ -15,6 +15,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) duplicates;
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) overflows;
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) state_lost;
+    Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) stale;
 
     /* NextBlock left the round's key (next_block[23:0] ++ ~next_exponent) in next_block.
      * A Tofino ALU writes a container with one kind of instruction per action: the
@@ -46,7 +47,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.values_1.setInvalid();
         hdr.fingerprint.setInvalid();
         hdr.round_status.setValid();
-        hdr.round_status.contributors = meta.contributors;
+        hdr.round_status.contributors = meta.bitmap_before;  /* a duplicate: its bit is set */
     }
     action make_state_lost() {
         meta.to_worker = 1;
@@ -95,45 +96,50 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.total_len = udp_len + 20;
     }
 
+    /* A RESULT's way out: with values, through the harvest pass, which multicasts or
+     * unicasts it (p4reduce.p4) -- no group here, or the TM would also send copies that
+     * lack the low lanes; without values, at once (MULTICAST: how). */
+#define SEND_RESULT(MULTICAST)                                                 \
+            from_switch();                                                     \
+            if (hdr.values_0.isValid()) {                                      \
+                set_lengths(UDP_LEN_WITH_VALUES);                              \
+                send_to_harvest();                                             \
+            } else {                                                           \
+                if (hdr.fingerprint.isValid()) {                               \
+                    set_lengths(UDP_LEN_WITH_FINGERPRINT);                     \
+                } else {                                                       \
+                    set_lengths(UDP_LEN_HEADER_ONLY);                          \
+                }                                                              \
+                MULTICAST                                                      \
+            }
+
     /* Each branch writes its whole reply (no flag read a stage later): the round is
-     * complete when the count reaches worker_count -- completed by this packet, or found
-     * completed by a duplicate (a cached RESULT). */
+     * complete when this packet completed it (a new contributor that found every other
+     * rank's bit) or found it completed (a duplicate: a cached RESULT). */
     apply {
         bit<8> job = meta.job_index;   /* per-job counters are indexed by 8 bits: no 32-bit copy */
-        if (meta.state_lost == 1) {
+        if (meta.stale == 1) {
+            stale.count(job);
+            ig_dprsr_md.drop_ctl = 1;
+        } else if (meta.state_lost == 1) {
             state_lost.count(job);
             make_state_lost();
             reply_to_sender();
             from_switch();
             set_lengths(UDP_LEN_HEADER_ONLY);
-        } else if (meta.round_count == meta.worker_count) {
+        } else if (meta.complete_diff == 0) {          /* this packet completes the round */
             invert_exponent();
-            if (meta.duplicate == 0) {
-                aggregated.count(job);
-                rounds_completed.count(job);
-                make_result(0);
-                meta.multicast = 1;
-            } else {
-                retransmissions_served.count(job);
-                make_result(FLAG_CACHED);
-                reply_to_sender();
-            }
-            from_switch();
-            if (hdr.values_0.isValid()) {
-                /* the harvest pass multicasts or unicasts it (p4reduce.p4): no group here,
-                 * or the TM would also send copies that lack the low lanes */
-                set_lengths(UDP_LEN_WITH_VALUES);
-                send_to_harvest();
-            } else {
-                if (hdr.fingerprint.isValid()) {
-                    set_lengths(UDP_LEN_WITH_FINGERPRINT);
-                } else {
-                    set_lengths(UDP_LEN_HEADER_ONLY);
-                }
-                if (meta.duplicate == 0) {
-                    multicast_result();
-                }
-            }
+            aggregated.count(job);
+            rounds_completed.count(job);
+            make_result(0);
+            meta.multicast = 1;
+            SEND_RESULT(multicast_result();)
+        } else if (meta.bitmap_before == ROUND_COMPLETE) {     /* a cached RESULT */
+            invert_exponent();
+            retransmissions_served.count(job);
+            make_result(FLAG_CACHED);
+            reply_to_sender();
+            SEND_RESULT()
         } else if (meta.duplicate == 1) {
             duplicates.count(job);
             make_status();

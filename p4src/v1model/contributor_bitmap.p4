@@ -9,6 +9,14 @@
  * so state a deleted job left behind never leaks into a new one, without any register
  * write from the controller (bmv2's P4Runtime server cannot write registers).
  *
+ * Rounds a contribution can join: a half is a round's contributors, or ROUND_COMPLETE once
+ * every rank has joined; the completing packet empties the other half, whose round every
+ * rank has left. A new bit is set only in the round the packet's block belongs to
+ * (meta.in_round, NextBlock.read_winner); a stray frame -- a copy with its version
+ * flipped, a very late retransmission -- finds its rank's bit set (answered, nothing
+ * changes) or is dropped as stale. The round completes here: a Tofino ALU needs no
+ * separate count.
+ *
  * Lost state: a packet flagged CONTINUED (its sender already had a result on this slot in
  * this job) that finds another epoch proves the slot forgot the job (a switch restart, a
  * replaced pipeline). The slot is then marked lost for this epoch (epoch | EPOCH_LOST) and
@@ -35,6 +43,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         continued = ((hdr.p4r.flags & FLAG_CONTINUED) != 0) ? 1w1 : 1w0;
         meta.epoch_on_mismatch = (continued == 1) ? meta.epoch_lost : hdr.p4r.epoch;
         meta.rank_bit = 32w1 << hdr.p4r.rank;
+        meta.others_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0] & ~meta.rank_bit;
         REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
         meta.same_epoch = (epoch_verdict == EPOCH_SAME) ? 1w1 : 1w0;
         meta.state_lost = (epoch_verdict == EPOCH_MARKED_LOST
@@ -42,18 +51,24 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     }
 
     action contributions_seen() {
-        mine = (meta.same_epoch == 1) ? mine : 32w0;
-        meta.first = (mine == 0) ? 1w1 : 1w0;
+        bit<1> joined = (meta.same_epoch == 0 || meta.in_round == 1) ? 1w1 : 1w0;
         meta.duplicate = ((mine & meta.rank_bit) != 0) ? 1w1 : 1w0;
+        meta.round_done = (mine == ROUND_COMPLETE) ? 1w1 : 1w0;
+        meta.stale = (meta.duplicate == 0 && joined == 0) ? 1w1 : 1w0;
+        joined = (meta.duplicate == 0) ? joined : 1w0;
+        meta.first = (joined == 1 && mine == 0) ? 1w1 : 1w0;
+        meta.complete = (joined == 1 && mine == meta.others_mask) ? 1w1 : 1w0;
         meta.contributors = mine | meta.rank_bit;
     }
 
     action update_version_0() {
-        PAIR_STEP(bitmap, meta.pool_slot, mine, BITMAP_BODY(lo, hi, meta.same_epoch == 1), )
+        PAIR_STEP(bitmap, meta.pool_slot, mine,
+                  BITMAP_BODY(lo, hi, meta.same_epoch == 1, meta.in_round == 1), )
         contributions_seen();
     }
     action update_version_1() {
-        PAIR_STEP(bitmap, meta.pool_slot, mine, BITMAP_BODY(hi, lo, meta.same_epoch == 1), )
+        PAIR_STEP(bitmap, meta.pool_slot, mine,
+                  BITMAP_BODY(hi, lo, meta.same_epoch == 1, meta.in_round == 1), )
         contributions_seen();
     }
 

@@ -12,7 +12,6 @@
 #include "admission.p4"
 #include "drop_simulator.p4"
 #include "contributor_bitmap.p4"
-#include "round_counter.p4"
 #include "fingerprint.p4"
 #include "value_aggregation.p4"
 #include "next_block.p4"
@@ -29,9 +28,9 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     Admission() admission;
     DropSimulator() drop_simulator;
     ContributorBitmap() contributor_bitmap;
-    RoundCounter() round_counter;
     Fingerprint() fingerprint;
     ValueAggregation() value_aggregation;
+    RoundWinner() round_winner;
     NextBlock() next_block;
     Result() result;
     Forwarding() forwarding;
@@ -59,15 +58,15 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                 if (meta.sim_drop == 1) {
                     mark_to_drop(standard_metadata);
                 } else {
+                    round_winner.apply(hdr, meta);    /* the block a new contribution must carry */
                     contributor_bitmap.apply(hdr, meta);
-                    if (meta.state_lost == 0) {
-                        round_counter.apply(hdr, meta);
-                        /* a duplicate of an incomplete round only gets a STATUS back */
-                        if (meta.duplicate == 0 || meta.round_done == 1) {
-                            fingerprint.apply(hdr, meta);
-                            value_aggregation.apply(hdr, meta);
-                            next_block.apply(hdr, meta);
-                        }
+                    /* a duplicate of an incomplete round only gets a STATUS back, a stale
+                     * contribution nothing */
+                    if (meta.state_lost == 0 && meta.stale == 0
+                        && (meta.duplicate == 0 || meta.round_done == 1)) {
+                        fingerprint.apply(hdr, meta);
+                        value_aggregation.apply(hdr, meta);
+                        next_block.apply(hdr, meta);
                     }
                     result.apply(hdr, meta, standard_metadata);
                 }

@@ -3,7 +3,8 @@
  * completed round gets the stored result back by unicast (FLAG_CACHED); one to an
  * incomplete round gets a STATUS back (the ranks that have contributed), so a waiting rank
  * knows its packet arrived and whom the round waits for. A packet on a slot that lost the
- * job's state gets FLAG_STATE_LOST back. Every other contribution is consumed here. */
+ * job's state gets FLAG_STATE_LOST back; a contribution no round can take (stale) is
+ * dropped and counted. Every other contribution is consumed here. */
 #ifndef P4REDUCE_RESULT_P4
 #define P4REDUCE_RESULT_P4
 #include "../common/headers.p4"
@@ -16,6 +17,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     counter(MAX_JOBS, CounterType.packets) duplicates;
     counter(MAX_JOBS, CounterType.packets) overflows;
     counter(MAX_JOBS, CounterType.packets) state_lost;
+    counter(MAX_JOBS, CounterType.packets) stale;
 
     action make_result(bit<7> extra_flags) {
         meta.to_worker = 1;
@@ -93,6 +95,9 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             duplicates.count((bit<32>)meta.job_index);
             make_status();
             reply_to_sender();
+        } else if (meta.stale == 1) {
+            stale.count((bit<32>)meta.job_index);
+            mark_to_drop(standard_metadata);
         } else {
             aggregated.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);

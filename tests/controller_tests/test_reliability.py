@@ -55,8 +55,12 @@ def test_recreated_job_counters_start_at_zero(controller, switch_process):
     switch_process.drain()
     job = controller.jobs.create(7, workers([1, 2]), slots=4)
     descriptors = job.descriptors(controller.jobs.switch)
-    for version in (0, 1, 0):
-        res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, version=version, nxt=0)
+    # three rounds of one slot: the announce round, then two rounds of SKIPs, each taking
+    # the block its previous round named (docs/protocol.md section 8)
+    end = p.END_OF_STREAM
+    chain = ((MsgType.ANNOUNCE, 0, end, 0), (MsgType.SKIP, 1, 0, 1), (MsgType.SKIP, 0, 1, end))
+    for kind, version, block, nxt in chain:
+        res = run_round(switch_process, descriptors, kind, version=version, block=block, nxt=nxt)
         assert all(r is not None for r in res.values())
     counted = stats.job_stats(controller.conn, job.job_index)
     assert counted["rounds_completed"] == 3 and counted["aggregated"] > 0, counted

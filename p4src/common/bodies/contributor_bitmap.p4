@@ -28,17 +28,33 @@
     }
 
 /* Bitmaps of both versions of a pool slot (pair_t: lo = version 0, hi = version 1); MINE is
- * the packet's version, OTHER the other one; SAME says the slot held this packet's epoch.
- * rv = MINE's bits before this packet, 0 if the epoch changed. The sender's bit is set in
- * MINE and cleared in OTHER; a slot whose epoch changed starts with both empty. */
-#define BITMAP_BODY(MINE, OTHER, SAME)                                         \
+ * the packet's version, OTHER the other one; SAME says the slot held this packet's epoch;
+ * IN_ROUND says the packet's block is the one MINE's round aggregates (the winner of the
+ * round in OTHER, docs/protocol.md section 8). A half is a round's contributors, or
+ * ROUND_COMPLETE once every rank (meta.others_mask | meta.rank_bit: the job's full mask)
+ * has contributed: the completing packet marks its half complete and empties the other one,
+ * whose round every rank has left. So a round completes in this step, and its count is
+ * this cell. A new contributor's bit is set only when IN_ROUND; a duplicate changes
+ * nothing. rv = MINE's bits before this packet, 0 if the epoch changed (the slot then starts
+ * with only this packet's bit, in its first round). */
+#define BITMAP_BODY(MINE, OTHER, SAME, IN_ROUND)                               \
     rv = 0;                                                                    \
     if (SAME) {                                                                \
         rv = value.MINE;                                                       \
-        value.MINE = value.MINE | meta.rank_bit;                               \
-        value.OTHER = value.OTHER & ~meta.rank_bit;                            \
+        if (IN_ROUND) {                                                        \
+            if (value.MINE == meta.others_mask) {                              \
+                value.MINE = ROUND_COMPLETE;                                   \
+                value.OTHER = 0;                                               \
+            } else {                                                           \
+                value.MINE = value.MINE | meta.rank_bit;                       \
+            }                                                                  \
+        }                                                                      \
     } else {                                                                   \
-        value.MINE = meta.rank_bit;                                            \
         value.OTHER = 0;                                                       \
+        if (meta.others_mask == 0) {                                           \
+            value.MINE = ROUND_COMPLETE;                                       \
+        } else {                                                               \
+            value.MINE = meta.rank_bit;                                        \
+        }                                                                      \
     }
 #endif
