@@ -43,7 +43,7 @@ from bmv2_tests.targets import SOFTSWITCH, SIMPLE_SWITCH_GRPC, SwitchProcess  # 
 from controlplane.connection import SwitchConnection  # noqa: E402
 from hostlib import protocol as p  # noqa: E402
 from hostlib.wire import packed_bias  # noqa: E402
-from hostlib.protocol import END_OF_STREAM, MsgType  # noqa: E402
+from hostlib.protocol import MsgType  # noqa: E402
 
 JOB = 9
 
@@ -60,7 +60,9 @@ def frames_for(
     """Per round, the frames of every slot and rank, in the order they are sent (a packed
     job's: FLAG_PACKED and lanes biased by floor((2^31-1)/N), protocol.md section 10).
     Ranks below `data_ranks` (default: all) send DATA, the others SKIP; `first_round`
-    continues the slots' version alternation and block numbering of earlier rounds."""
+    continues the slots' version alternation and block numbering of earlier rounds. Each
+    round names the slot's next block of its stream, so every round aggregates the block
+    the switch chose (a block it did not choose is stale, protocol.md section 8)."""
     rng = np.random.default_rng(0)
     values = rng.integers(-1000, 1000, (workers, p.LANES))
     flags = p.Flag.PACKED if packed else 0
@@ -82,7 +84,7 @@ def frames_for(
                             slot=slot,
                             version=(r + 1) % 2,
                             block=slot + r * slots,
-                            next_block=END_OF_STREAM,
+                            next_block=slot + (r + 1) * slots,
                             values=values[rank] if data else None,
                             flags=flags,
                         ),
@@ -124,7 +126,7 @@ def _run_in_process(
     for w in wa:
         for slot in range(slots):
             sw.process(
-                w.port, job.frame(w.rank, MsgType.ANNOUNCE, slot=slot, next_block=0, flags=flags)
+                w.port, job.frame(w.rank, MsgType.ANNOUNCE, slot=slot, next_block=slot, flags=flags)
             )
     kinds = (workers, 1)
     # the kinds alternate round by round (every round continues the slots' versions and
@@ -168,7 +170,7 @@ def over_veth(kind: str, workers: int, slots: int, rounds: int, encoding: str) -
                     rank,
                     MsgType.ANNOUNCE,
                     slot=slot,
-                    next_block=0,
+                    next_block=slot,
                     flags=p.Flag.PACKED if packed else 0,
                 )
         expected_announce = slots
