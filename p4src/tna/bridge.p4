@@ -46,9 +46,9 @@ const bit<9> HARVEST_PORT = 68;
 
 #define P4REDUCE_ARCH_HEADERS bridge_t bridge;
 
-/* The winner check (round_winner.p4) is built for Tofino 2; with it, bf-p4c 9.13.4 found no
- * Tofino 1 placement in 12 stages beside the lane pass (docs/tofino.md, "Stray frames on
- * TNA"), so Tofino 1 passes IN_ROUND = true as before. */
+/* The winner check (round_winner.p4) is built for Tofino 2; with it, bf-p4c 9.13.4 did not
+ * find a Tofino 1 placement in 12 stages beside the lane pass (docs/tofino.md, "Stray frames
+ * on TNA"), so Tofino 1 passes IN_ROUND = true and rank_bit to the bitmap step. */
 #if __TARGET_TOFINO__ == 2
 #define P4REDUCE_WINNER_CHECK 1
 #else
