@@ -27,8 +27,9 @@ header bridge_t {
                                    beside lane_op and deliver, which the same actions write */
     bit<1>  deliver;            /* LANE_PASS: after the lane pass, the harvest pass and out */
     bit<3>  lane_op;            /* what the pairs do (value_aggregation.p4): in the first
-                                   pass (Tofino 2) or the lane pass (Tofino 1); READ_LOW in
-                                   the harvest pass */
+                                   pass (Tofino 2) or the lane pass (Tofino 1); READ_LOW or
+                                   READ_OUT in the read-out pass, which stores the round's
+                                   winner (round_winner.p4) */
     bit<16> sim_egress_threshold;
     bit<32> sim_seed;
     bit<32> sim_sequence;
@@ -44,6 +45,15 @@ const bit<9> HARVEST_PORT = 68;
 #endif
 
 #define P4REDUCE_ARCH_HEADERS bridge_t bridge;
+
+/* The winner check (round_winner.p4) is built for Tofino 2; with it, bf-p4c 9.13.4 did not
+ * find a Tofino 1 placement in 12 stages beside the lane pass (docs/tofino.md, "Stray frames
+ * on TNA"), so Tofino 1 passes IN_ROUND = true and rank_bit to the bitmap step. */
+#if __TARGET_TOFINO__ == 2
+#define P4REDUCE_WINNER_CHECK 1
+#else
+#define P4REDUCE_WINNER_CHECK 0
+#endif
 
 /* Tofino 1 (12 stages) cannot run the 32 lane-pair ALUs (8 stages at 4 per stage) after
  * the protocol state (epoch, bitmap, next key: stages 5 to 9): there, a packet with
@@ -67,9 +77,13 @@ const bit<9> HARVEST_PORT = 68;
  * meta.duplicate exists; bitmap_before: the round's bitmap before this packet
  * (ROUND_COMPLETE: the round is done); complete_diff: bitmap_before ^ others_mask, 0
  * exactly when this packet completes the round (a gateway compares one field with a
- * constant, not two 32-bit fields). Kept as
+ * constant, not two 32-bit fields); winner_probe: version ++ block, what round_winner
+ * holds for the round a contribution may join (round_winner.p4); joining_bit: what the
+ * winner check returned, the sender's bit or 0 (no round takes the packet), the bitmap
+ * step's input. Kept as
  * fields rather than flags derived from them, because every derived flag is one more MAU
  * stage. */
 #define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;                  \
     bit<32> epoch_verdict; bit<1> encoding_differs; bit<16> sim_keep;                     \
-    bit<32> seen; bit<32> bitmap_before; bit<32> complete_diff;
+    bit<32> seen; bit<32> bitmap_before; bit<32> complete_diff;                          \
+    bit<32> winner_probe; bit<32> joining_bit;

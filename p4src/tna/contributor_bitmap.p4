@@ -50,12 +50,25 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, continued_epoch_step,
                     SLOT_EPOCH_BODY(meta.epoch_lost))
     /* one step per version and epoch case, so that the ALU reads two 32-bit inputs
-     * (rank_bit, others_mask). IN_ROUND is true: TNA does not check the packet's block
-     * against the other version's winner (docs/tofino.md, "Stray frames on TNA") */
-    PAIR_ACTION(bit<16>, bitmap, version_0_step, BITMAP_BODY(lo, hi, true, true))
-    PAIR_ACTION(bit<16>, bitmap, version_1_step, BITMAP_BODY(hi, lo, true, true))
-    PAIR_ACTION(bit<16>, bitmap, version_0_reset, BITMAP_BODY(lo, hi, false, true))
-    PAIR_ACTION(bit<16>, bitmap, version_1_reset, BITMAP_BODY(hi, lo, false, true))
+     * (joining_bit, others_mask). The bit is what the winner check returned
+     * (round_winner.p4): the sender's bit if the packet's block and version are those of the
+     * round the slot runs, else 0 -- IN_ROUND is then false, and the step changes nothing */
+#if P4REDUCE_WINNER_CHECK
+    PAIR_ACTION(bit<16>, bitmap, version_0_step,
+                BITMAP_BODY(lo, hi, true, meta.joining_bit != 0, meta.joining_bit))
+    PAIR_ACTION(bit<16>, bitmap, version_1_step,
+                BITMAP_BODY(hi, lo, true, meta.joining_bit != 0, meta.joining_bit))
+    PAIR_ACTION(bit<16>, bitmap, version_0_reset,
+                BITMAP_BODY(lo, hi, false, true, meta.joining_bit))
+    PAIR_ACTION(bit<16>, bitmap, version_1_reset,
+                BITMAP_BODY(hi, lo, false, true, meta.joining_bit))
+#else
+    /* Tofino 1: no winner check (IN_ROUND true), the ALU reads rank_bit and others_mask */
+    PAIR_ACTION(bit<16>, bitmap, version_0_step, BITMAP_BODY(lo, hi, true, true, meta.rank_bit))
+    PAIR_ACTION(bit<16>, bitmap, version_1_step, BITMAP_BODY(hi, lo, true, true, meta.rank_bit))
+    PAIR_ACTION(bit<16>, bitmap, version_0_reset, BITMAP_BODY(lo, hi, false, true, meta.rank_bit))
+    PAIR_ACTION(bit<16>, bitmap, version_1_reset, BITMAP_BODY(hi, lo, false, true, meta.rank_bit))
+#endif
 
     /* mine & rank_bit, computed in an action (a gateway cannot AND two fields) */
     action check_seen() {
@@ -67,6 +80,12 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
 
 
     apply {
+#if P4REDUCE_WINNER_CHECK
+        meta.in_round = 0;
+        if (meta.joining_bit != 0) {
+            meta.in_round = 1;
+        }
+#endif
         if (hdr.p4r.flags[3:3] == 1) {              /* FLAG_CONTINUED */
             meta.epoch_verdict = continued_epoch_step.execute(meta.pool_slot_16);
         } else {
@@ -103,6 +122,13 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         if (meta.seen != 0) {
             meta.duplicate = 1;
         }
+        /* a new contribution no round takes: dropped and counted (Result) */
+        meta.stale = 0;
+#if P4REDUCE_WINNER_CHECK
+        if (meta.seen == 0 && meta.in_round == 0) {
+            meta.stale = 1;
+        }
+#endif
     }
 }
 #endif

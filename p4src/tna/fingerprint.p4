@@ -15,8 +15,14 @@ control Fingerprint(inout headers_t hdr, inout metadata_t meta) {
     apply {
         if (hdr.fingerprint.isValid()) {
             if (meta.seen == 0) {
-                hdr.fingerprint.fingerprint_min = min_step.execute(meta.slot_index_16);
-                hdr.fingerprint.fingerprint_max = max_step.execute(meta.slot_index_16);
+#if P4REDUCE_WINNER_CHECK
+                if (meta.in_round == 1) {                       /* not stale */
+#endif
+                    hdr.fingerprint.fingerprint_min = min_step.execute(meta.slot_index_16);
+                    hdr.fingerprint.fingerprint_max = max_step.execute(meta.slot_index_16);
+#if P4REDUCE_WINNER_CHECK
+                }
+#endif
             } else {
                 hdr.fingerprint.fingerprint_min = read_min_step.execute(meta.slot_index_16);
                 hdr.fingerprint.fingerprint_max = read_max_step.execute(meta.slot_index_16);

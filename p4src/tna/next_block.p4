@@ -21,7 +21,13 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
     apply {
         make_key();
         if (meta.seen == 0) {
-            hdr.p4r.next_block = minimum_step.execute(meta.slot_index_16);
+#if P4REDUCE_WINNER_CHECK
+            if (meta.in_round == 1) {                           /* not stale */
+#endif
+                hdr.p4r.next_block = minimum_step.execute(meta.slot_index_16);
+#if P4REDUCE_WINNER_CHECK
+            }
+#endif
         } else if (meta.bitmap_before == ROUND_COMPLETE) {      /* the round is done */
             hdr.p4r.next_block = read_step.execute(meta.slot_index_16);
         }

@@ -27,6 +27,7 @@
 #include "fingerprint.p4"
 #include "value_aggregation.p4"
 #include "next_block.p4"
+#include "round_winner.p4"
 #include "result.p4"
 #include "result_destination.p4"
 #include "forwarding.p4"
@@ -62,6 +63,17 @@
  * actions rewrite but for slot_version (a write must leave one contiguous part of a
  * container alone). */
 @pa_container_size("ingress", "hdr.p4r.job", 16)
+#if P4REDUCE_WINNER_CHECK
+/* The winner check's operand and answer in 32-bit containers (left to itself, bf-p4c took
+ * four 8-bit containers for the probe, which the lanes need). */
+@pa_container_size("ingress", "meta.winner_probe", 32)
+@pa_container_size("ingress", "meta.joining_bit", 32)
+/* ... and in the containers of two fields the bitmap's answer fills later in the pass: the
+ * probe and the check's answer are dead once the bitmap step has run (the read-out pass
+ * reads neither seen nor complete_diff), so they share PHV. */
+@pa_mutually_exclusive("ingress", "meta.winner_probe", "meta.seen")
+@pa_mutually_exclusive("ingress", "meta.joining_bit", "meta.complete_diff")
+#endif
 /* Value lanes in containers chosen here: left to itself, bf-p4c (9.13.4) spreads lanes over
  * 8-bit containers and then has none left for the 8-bit fields. Tofino 1 gives ingress at
  * most 48 of its 64 32-bit containers (egress needs a group of 16), so lanes 0..31 take
@@ -98,6 +110,28 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     NextBlock() next_block;
     Result() result;
     Forwarding() forwarding;
+#if P4REDUCE_WINNER_CHECK
+    WinnerProbe() winner_probe;
+    ReadOut() read_out;
+
+    /* The winner a new contribution must carry (round_winner.p4): checked by a first pass
+     * before the bitmap, stored by a read-out pass -- the two branches of the if below, so
+     * one stateful ALU runs both. */
+    Register<bit<32>, bit<16>>(POOL_SLOTS, 0) round_winner;
+    REGISTER_ACTION(bit<32>, bit<16>, round_winner, winner_check, WINNER_CHECK_BODY)
+    REGISTER_ACTION(bit<32>, bit<16>, round_winner, winner_store, WINNER_STORE_BODY)
+    /* an ANNOUNCE not CONTINUED is in the job's first round on the slot, which has no
+     * earlier round to match (version 1: stale, below) */
+    action join_first_round() {
+        meta.joining_bit = meta.rank_bit;
+    }
+    action check_winner() {
+        meta.joining_bit = winner_check.execute(meta.pool_slot_16);
+    }
+    action store_winner() {
+        winner_store.execute(meta.pool_slot_16);
+    }
+#endif
 
     action drop_counted(bit<32> reason) {
         drops.count(reason);
@@ -168,10 +202,11 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         dst_diff = hdr.ipv4.dst_addr ^ meta.switch_ip;
     }
 
-/* The end of a recirculated pass: the harvest pass delivers the result; the lane pass
- * (Tofino 1) sends a RESULT on to its harvest pass and ends a contribution. */
+/* The end of a recirculated pass: the read-out pass delivers the result (after storing its
+ * winner); the lane pass (Tofino 1) sends a RESULT on to its read-out pass and ends a
+ * contribution. */
 #define P4REDUCE_DELIVER                                                       \
-    if (hdr.bridge.lane_op == LANE_OP_READ_LOW) {                              \
+    if (hdr.bridge.lane_op[2:2] == 1) {        /* READ_LOW or READ_OUT */      \
         end_harvest();                                                         \
         if (hdr.bridge.multicast == 1) {                                       \
             harvest_multicast();                                               \
@@ -200,8 +235,17 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         identity.apply(hdr, meta);
         if (hdr.bridge.isValid()) {
             /* a recirculated pass (the bridge header came back with the packet): the lane
-             * pass (Tofino 1) or the harvest pass (the low lanes), then where it goes */
+             * pass (Tofino 1) or the read-out pass (the winner, the low lanes if any), then
+             * where it goes */
             harvest_pass = 1;
+#if P4REDUCE_WINNER_CHECK
+            if (hdr.bridge.lane_op[2:2] == 1) {
+                /* the read-out pass: the round's winner is stored before the RESULT
+                 * leaves (round_winner.p4) */
+                read_out.apply(hdr, meta);
+                store_winner();
+            }
+#endif
 #if P4REDUCE_LANE_PASS
             value_aggregation.apply(hdr, meta);
             P4REDUCE_DELIVER
@@ -215,10 +259,24 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             bridge_fields();
             compare_dst();
             meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
+#if P4REDUCE_WINNER_CHECK
+            winner_probe.apply(hdr, meta);
+#endif
             validation.apply(hdr, meta);
             admission.apply(hdr, meta, ig_intr_md, dst_diff);
             rank_masks.apply(hdr, meta);
             drop_simulator.apply(hdr, meta, dst_diff);
+            /* the winner check only reads its cell: it runs for every p4reduce packet, so
+             * that its answer is ready for the bitmap step */
+#if P4REDUCE_WINNER_CHECK
+            if (hdr.p4r.isValid()) {
+                if (hdr.p4r.flags[3:3] == 0 && hdr.p4r.msg_type == MSG_ANNOUNCE) {
+                    join_first_round();
+                } else {
+                    check_winner();
+                }
+            }
+#endif
             /* one if-else chain, so that bf-p4c sees forwarding and the p4reduce path as
              * exclusive (they write the same intrinsic metadata) */
             if (meta.parser_error == 1 || meta.checksum_error == 1) {
@@ -242,7 +300,6 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                     reply = 1;
 #endif
                 } else {
-                    meta.stale = 0;
                     contributor_bitmap.apply(hdr, meta);
                     if (meta.state_lost == 0) {
                         fingerprint.apply(hdr, meta);

@@ -65,9 +65,6 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.dest_rank = hdr.p4r.rank;
         ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
     }
-    action multicast_result() {
-        ig_tm_md.mcast_grp_a = meta.mcast_grp;
-    }
     /* the bridge header carries what the harvest pass needs (bridge_to_egress) */
     action send_to_harvest() {
         hdr.bridge.harvest = 1;
@@ -77,6 +74,17 @@ control Result(inout headers_t hdr, inout metadata_t meta,
 #else
         hdr.bridge.lane_op = LANE_OP_READ_LOW;
 #endif
+    }
+    /* a RESULT without values (an announce round's) takes the read-out pass alone: it
+     * stores the round's winner (round_winner.p4), then is multicast or unicast */
+    action multicast_result() {
+        ig_tm_md.mcast_grp_a = meta.mcast_grp;
+    }
+    action send_to_read_out() {
+        hdr.bridge.harvest = 1;
+        ig_tm_md.ucast_egress_port = HARVEST_PORT;
+        hdr.bridge.deliver = 0;
+        hdr.bridge.lane_op = LANE_OP_READ_OUT;
     }
     /* LANE_PASS: a contribution that does not complete its round takes the lane pass
      * (its values are added there) and ends */
@@ -96,9 +104,10 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.total_len = udp_len + 20;
     }
 
-    /* A RESULT's way out: with values, through the harvest pass, which multicasts or
-     * unicasts it (p4reduce.p4) -- no group here, or the TM would also send copies that
-     * lack the low lanes; without values, at once (MULTICAST: how). */
+    /* A RESULT's way out: always through the read-out pass (round_winner.p4), which
+     * stores the round's winner and then multicasts or unicasts it (p4reduce.p4) -- no
+     * group here, or the TM would send copies before the winner is stored (and, with
+     * values, without the low lanes); with values, that pass is the harvest pass. */
 #define SEND_RESULT(MULTICAST)                                                 \
             from_switch();                                                     \
             if (hdr.values_0.isValid()) {                                      \
@@ -110,23 +119,29 @@ control Result(inout headers_t hdr, inout metadata_t meta,
                 } else {                                                       \
                     set_lengths(UDP_LEN_HEADER_ONLY);                          \
                 }                                                              \
-                MULTICAST                                                      \
+                RESULT_WITHOUT_VALUES(MULTICAST)                               \
             }
+#if P4REDUCE_WINNER_CHECK
+#define RESULT_WITHOUT_VALUES(MULTICAST) send_to_read_out();
+#else
+/* Tofino 1 (no winner check): a RESULT without values leaves at once (MULTICAST: how) */
+#define RESULT_WITHOUT_VALUES(MULTICAST) MULTICAST
+#endif
 
     /* Each branch writes its whole reply (no flag read a stage later): the round is
      * complete when this packet completed it (a new contributor that found every other
      * rank's bit) or found it completed (a duplicate: a cached RESULT). */
     apply {
         bit<8> job = meta.job_index;   /* per-job counters are indexed by 8 bits: no 32-bit copy */
-        if (meta.stale == 1) {
-            stale.count(job);
-            ig_dprsr_md.drop_ctl = 1;
-        } else if (meta.state_lost == 1) {
+        if (meta.state_lost == 1) {
             state_lost.count(job);
             make_state_lost();
             reply_to_sender();
             from_switch();
             set_lengths(UDP_LEN_HEADER_ONLY);
+        } else if (meta.stale == 1) {
+            stale.count(job);
+            ig_dprsr_md.drop_ctl = 1;
         } else if (meta.complete_diff == 0) {          /* this packet completes the round */
             invert_exponent();
             aggregated.count(job);

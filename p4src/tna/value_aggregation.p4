@@ -13,7 +13,8 @@
 #define LANE_OP_ADD 3w1
 #define LANE_OP_FIRST 3w2
 #define LANE_OP_READ_HIGH 3w3
-#define LANE_OP_READ_LOW 3w4
+#define LANE_OP_READ_LOW 3w4     /* bit 2: the read-out pass (round_winner.p4) */
+#define LANE_OP_READ_OUT 3w5     /* the read-out pass of a RESULT without values */
 
 /* The pairs, run with the bridge header's lane_op (LaneOp below decides it). */
 control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
@@ -94,6 +95,10 @@ control LaneOp(inout headers_t hdr, inout metadata_t meta) {
             }
             if (meta.seen != 0) {
                 set_lane_op(LANE_OP_READ_HIGH);
+#if P4REDUCE_WINNER_CHECK
+            } else if (meta.in_round == 0) {
+                /* stale: the lanes are left alone (lane_op stays NONE) */
+#endif
             } else if (meta.first == 1) {
                 set_lane_op(LANE_OP_FIRST);
             } else {

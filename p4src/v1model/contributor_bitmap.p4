@@ -63,12 +63,14 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
 
     action update_version_0() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
-                  BITMAP_BODY(lo, hi, meta.same_epoch == 1, meta.in_round == 1), )
+                  BITMAP_BODY(lo, hi, meta.same_epoch == 1, meta.in_round == 1,
+                              meta.rank_bit), )
         contributions_seen();
     }
     action update_version_1() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
-                  BITMAP_BODY(hi, lo, meta.same_epoch == 1, meta.in_round == 1), )
+                  BITMAP_BODY(hi, lo, meta.same_epoch == 1, meta.in_round == 1,
+                              meta.rank_bit), )
         contributions_seen();
     }
 

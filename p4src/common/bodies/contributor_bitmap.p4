@@ -30,14 +30,16 @@
 /* Bitmaps of both versions of a pool slot (pair_t: lo = version 0, hi = version 1); MINE is
  * the packet's version, OTHER the other one; SAME says the slot held this packet's epoch;
  * IN_ROUND says the packet's block is the one MINE's round aggregates (the winner of the
- * round in OTHER, docs/protocol.md section 8). A half is a round's contributors, or
- * ROUND_COMPLETE once every rank (meta.others_mask | meta.rank_bit: the job's full mask)
+ * round in OTHER, docs/protocol.md section 8); BIT is the sender's bit, 1 << rank (v1model
+ * passes meta.rank_bit; TNA the bit its winner check returns, 0 for a packet no round takes,
+ * so that the ALU reads two inputs). A half is a round's contributors, or
+ * ROUND_COMPLETE once every rank (meta.others_mask | BIT: the job's full mask)
  * has contributed: the completing packet marks its half complete and empties the other one,
  * whose round every rank has left. So a round completes in this step, and its count is
  * this cell. A new contributor's bit is set only when IN_ROUND; a duplicate changes
  * nothing. rv = MINE's bits before this packet, 0 if the epoch changed (the slot then starts
  * with only this packet's bit, in its first round). */
-#define BITMAP_BODY(MINE, OTHER, SAME, IN_ROUND)                               \
+#define BITMAP_BODY(MINE, OTHER, SAME, IN_ROUND, BIT)                          \
     rv = 0;                                                                    \
     if (SAME) {                                                                \
         rv = value.MINE;                                                       \
@@ -46,7 +48,7 @@
                 value.MINE = ROUND_COMPLETE;                                   \
                 value.OTHER = 0;                                               \
             } else {                                                           \
-                value.MINE = value.MINE | meta.rank_bit;                       \
+                value.MINE = value.MINE | BIT;                                 \
             }                                                                  \
         }                                                                      \
     } else {                                                                   \
@@ -54,7 +56,7 @@
         if (meta.others_mask == 0) {                                           \
             value.MINE = ROUND_COMPLETE;                                       \
         } else {                                                               \
-            value.MINE = meta.rank_bit;                                        \
+            value.MINE = BIT;                                                  \
         }                                                                      \
     }
 #endif

@@ -1,0 +1,83 @@
+/* The winner check on TNA (docs/protocol.md section 8, docs/tofino.md "Stray frames on
+ * TNA"), built where P4REDUCE_WINNER_CHECK is set (bridge.p4: Tofino 2). v1model reads the other version's next_key cell before the bitmap; on a Tofino
+ * pipeline next_key lives in one stage, after the bitmap (its minimum needs the bitmap's
+ * answer), so the winner has a register of its own, `round_winner`, one 32-bit cell per pool
+ * slot, in a stage before the bitmap:
+ *
+ *   version of the round it names ++ winner (bit 24, bits 23..0)
+ *
+ * i.e. exactly what a new contribution must carry: the block and version of the round that
+ * follows the slot's last completed round. Every contribution compares it with its own
+ * slot_version ++ block; the check returns the sender's bit (1 << rank) when they are
+ * equal and 0 otherwise, and the bitmap step takes that bit as its input: 0 changes no bit
+ * and completes nothing, and the packet, unless the bitmap finds it a duplicate, is stale.
+ *
+ * The cell is written by the **read-out pass**: every RESULT, completing or cached, with or
+ * without values, leaves the switch only through a recirculated pass on the harvest port,
+ * which writes the winner it carries before the packet is multicast or unicast. So no rank
+ * can hold a result before the winner it names is stored, and a lost read-out pass is
+ * repaired by the cached RESULT that every rank's retransmission then gets (its read-out pass
+ * writes the same cell again). The recirculated pass re-enters ingress, so the one stateful
+ * ALU of round_winner runs the check for contributions and the store for read-out passes,
+ * chosen by the pass (the two call sites are the two branches of one if in p4reduce.p4).
+ *
+ * An announce round whose fingerprint range differs names END_OF_STREAM, as on v1model: the
+ * read-out pass rewrites the RESULT's next block (and exponent 0) and stores that winner. */
+#ifndef P4REDUCE_TNA_ROUND_WINNER_P4
+#define P4REDUCE_TNA_ROUND_WINNER_P4
+
+/* contribution: the sender's bit if the cell names this packet's block and version */
+#define WINNER_CHECK_BODY                                                      \
+    rv = 0;                                                                    \
+    if (value == meta.winner_probe) {                                          \
+        rv = meta.rank_bit;                                                    \
+    }
+/* read-out pass: the winner of the round this RESULT reports, with the next round's version */
+#define WINNER_STORE_BODY                                                      \
+    value = meta.winner_probe;                                                 \
+    rv = 0;
+
+/* A contribution's probe: version ++ block, through an identity hash. (An ALU shift of the
+ * block would tie the probe to the block's 8-bit containers, which the value lanes need; the
+ * hash unit assembles any bytes into one 32-bit field.) */
+control WinnerProbe(inout headers_t hdr, inout metadata_t meta) {
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) probe_hash;
+    action probe() {
+        meta.winner_probe = probe_hash.get({ hdr.p4r.slot_version, hdr.p4r.block[23:0] });
+    }
+    apply {
+        probe();
+    }
+}
+
+/* The read-out pass's probe: the next round's version ++ the RESULT's next block --
+ * END_OF_STREAM for an announce round whose fingerprint range differs -- and the pool slot,
+ * which the bridge carries as the register index (pool_slot * 2 + slot_version). */
+control ReadOut(inout headers_t hdr, inout metadata_t meta) {
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) probe_hash;
+    bit<32> range_diff;
+    bit<1> next_version;
+    action read_out_slot() {
+        meta.pool_slot_16 = hdr.bridge.slot_index >> 1;
+        range_diff = hdr.fingerprint.fingerprint_min ^ hdr.fingerprint.fingerprint_max;
+    }
+    action no_next_block() {
+        hdr.p4r.next_block = END_OF_STREAM;
+        hdr.p4r.next_exponent = 0;
+    }
+    action probe() {
+        meta.winner_probe = probe_hash.get({ next_version, hdr.p4r.next_block[23:0] });
+    }
+    apply {
+        read_out_slot();
+        next_version = 0;
+        if (hdr.p4r.slot_version == 0) {
+            next_version = 1;
+        }
+        if (hdr.fingerprint.isValid() && range_diff != 0) {
+            no_next_block();
+        }
+        probe();
+    }
+}
+#endif
