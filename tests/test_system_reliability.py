@@ -109,6 +109,18 @@ def _start_loop_workers(net, job, inputs, tmp_path: Path, deadline: float, procs
     return progress
 
 
+def _clean_up(net, job, procs: list, tmp_path: Path) -> None:
+    """After a test, also a failed one: every loop worker told to stop and killed if it
+    has not, and the job deleted (where this controller is still primary)."""
+    (tmp_path / "stop").touch()
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if net.ctl.conn.is_primary:
+        net.ctl.jobs.delete(job.job)
+
+
 def _create_job(net, slots: int):
     from controlplane.addresses import WorkerAddress
     from hostlib import protocol
@@ -187,13 +199,7 @@ def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
             assert all(r["ok"] and r["mismatches"] == 0 for r in reports), reports
             assert all(r["iterations"] >= n + 3 for r, n in zip(reports, at_up)), reports
         finally:
-            stop.touch()
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            if ctl.conn.is_primary:
-                ctl.jobs.delete(job.job)
+            _clean_up(net, job, procs, tmp_path)
 
 
 def test_a_killed_rank_is_named_by_every_survivor(target, tmp_path):
@@ -224,13 +230,7 @@ def test_a_killed_rank_is_named_by_every_survivor(target, tmp_path):
                 ), f"rank {r}: {rep}"
                 assert rep["error_at"] - killed_at < deadline, (r, rep["error_at"] - killed_at)
         finally:
-            (tmp_path / "stop").touch()
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            if net.ctl.conn.is_primary:
-                net.ctl.jobs.delete(job.job)
+            _clean_up(net, job, procs, tmp_path)
 
 
 def test_calls_after_a_mismatch_are_exact(target, tmp_path):
@@ -258,10 +258,4 @@ def test_calls_after_a_mismatch_are_exact(target, tmp_path):
                 assert "length 100 vs 1000 elements" in rep["first_error"], rep
                 assert rep["ok"] and rep["iterations"] >= 3 and rep["mismatches"] == 0, rep
         finally:
-            (tmp_path / "stop").touch()
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            if net.ctl.conn.is_primary:
-                net.ctl.jobs.delete(job.job)
+            _clean_up(net, job, procs, tmp_path)
