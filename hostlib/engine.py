@@ -489,17 +489,21 @@ class AllreduceEngine:
     def _start_waiting(self, count: int, now: float) -> None:
         """`count` slots finished: the next `count` waiting ones (the lowest: every rank
         starts the same) announce, as at the start of the call (`EngineParams.window`)."""
-        start = np.flatnonzero(self.waiting & ~self.touched)[:count]
-        if not start.size:
-            return
-        self.waiting[start] = False
-        self.active[start] = self.touched[start] = True
-        self.sent_at[start] = self.xmit_at[start] = self.last_heard[start] = now
-        self._announce(start)
+        start = np.flatnonzero(self.waiting)[:count]
+        if start.size:
+            self._open(start, now)
+
+    def _open(self, slots: np.ndarray, now: float) -> None:
+        """Slots `slots` take part in this call from now on: their announce goes out (the
+        window's next slots, or after a fingerprint mismatch every slot not yet open)."""
+        self.waiting[slots] = False
+        self.active[slots] = self.touched[slots] = True
+        self.sent_at[slots] = self.xmit_at[slots] = self.last_heard[slots] = now
+        self._announce(slots)
 
     @property
     def done(self) -> bool:
-        return not self.active.any() and not (self.waiting & ~self.touched).any()
+        return not self.active.any() and not self.waiting.any()
 
     def next_timer(self) -> float:
         """When packets_to_send may next retransmit without a result arriving first (inf
@@ -873,10 +877,8 @@ class AllreduceEngine:
             self.mismatch = (int(low[k]), int(high[k]))
             extra = np.flatnonzero(~self.touched)
             if extra.size:
-                self.active[extra] = self.touched[extra] = True
                 self.my_next[extra] = EOS
-                self.sent_at[extra] = self.xmit_at[extra] = self.last_heard[extra] = now
-                self._announce(extra)
+                self._open(extra, now)
         ended = as_[differ]
         self.active[ended] = False
         self.round[ended] += 1
