@@ -68,11 +68,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hostlib import wire
+from p4reduce import wire
+from p4reduce.addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
+from p4reduce.job import (
+    MAX_JOB_ID,
+    MAX_SLOT_COUNT,
+    JobError,
+    resolve_encoding,
+    resolve_halves,
+)
+from p4reduce.state import DEFAULT_SWITCH_IP, DEFAULT_SWITCH_MAC, default_state_file
+from p4reduce.target import TARGETS, PortMap, Target
 
-from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
-from .jobs import ENCODINGS, MAX_SLOT_COUNT, JobError, check_job_pipes, validate_workers
-from .target import TARGETS, PortMap, Target, TargetError, check_encoding, int32_halves_for
+from .jobs import check_job_pipes, validate_workers
 
 
 class ConfigError(ValueError):
@@ -95,7 +103,7 @@ class StaticJob:
     slots: int
     workers: list[WorkerAddress]
     encoding: str | None = None  # None: the target's default
-    int32_halves: bool | None = None  # None: the target's choice (target.int32_halves_for)
+    int32_halves: bool | None = None  # None: the target's choice (p4reduce.job.resolve_halves)
 
 
 @dataclass
@@ -103,8 +111,8 @@ class SwitchConfig:
     grpc_addr: str = "127.0.0.1:9559"
     device_id: int = 1
     election_id: int = 1
-    mac: str = "02:00:00:00:01:00"
-    ip: str = "10.0.0.254"
+    mac: str = DEFAULT_SWITCH_MAC
+    ip: str = DEFAULT_SWITCH_IP
     ports: list[int] = field(default_factory=list)
     hosts: list[HostEntry] = field(default_factory=list)
     state_file: Path | None = None
@@ -256,11 +264,6 @@ def _target_ports(sw: dict, cfg: SwitchConfig, ports: set[int]) -> None:
             )
 
 
-def default_state_file(config_path: Path) -> Path:
-    """Where a configuration file without `switch.state_file` keeps its jobs."""
-    return config_path.resolve().with_name(config_path.stem + ".state.json")
-
-
 def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = None) -> Config:
     """Validate a configuration; `default_state` is the state file when none is named.
 
@@ -363,7 +366,7 @@ def _job(path: str, job: Any, cfg: SwitchConfig, ports: set[int], job_ids: set[i
         {"job", "slots", "workers", "encoding", "int32_halves"},
         {"job", "slots", "workers"},
     )
-    job_id = _int(f"{path}.job", job["job"], 0, 65535)
+    job_id = _int(f"{path}.job", job["job"], 0, MAX_JOB_ID)
     encoding, halves = _job_encoding(path, job, cfg.target_info, job_id)
     if job_id in job_ids:
         raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
@@ -388,21 +391,17 @@ def _job_encoding(
     (None: the target's default, resolved when the job is installed)."""
     encoding = job.get("encoding")
     if encoding is not None:
-        if encoding not in ENCODINGS:
-            raise ConfigError(
-                f"{path}.encoding", f"{encoding!r} is not one of {', '.join(ENCODINGS)}"
-            )
         try:
-            check_encoding(target, job_id, encoding)
-        except TargetError as exc:
+            resolve_encoding(target, job_id, encoding)
+        except JobError as exc:
             raise ConfigError(f"{path}.encoding", str(exc)) from None
     halves = job.get("int32_halves")
     if halves is not None:
         if not isinstance(halves, bool):
             raise ConfigError(f"{path}.int32_halves", f"expected true or false, got {halves!r}")
         try:
-            int32_halves_for(target, job_id, encoding or target.default_encoding, halves)
-        except TargetError as exc:
+            resolve_halves(target, job_id, resolve_encoding(target, job_id, encoding), halves)
+        except JobError as exc:
             raise ConfigError(f"{path}.int32_halves", str(exc)) from None
     return encoding, halves
 

@@ -27,13 +27,16 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from .addresses import Address
+from p4reduce.addresses import Address
+from p4reduce.p4rt import P4InfoError, P4InfoIndex, load_p4info
+from p4reduce.target import PortMap
+
 from .config import Config, ConfigError
 from .connection import MastershipError, SwitchConnection, SwitchError, new_pipeline_cookie
-from .jobs import JobError, JobManager, check_job_pipes
-from .p4rt import P4InfoError, P4InfoIndex, load_p4info
+from p4reduce.job import JobError
+
+from .jobs import JobManager, check_job_pipes
 from .reconcile import ReconcileReport, desired_state, reconcile
-from .target import PortMap
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
 
+JOB_GROUP_BASE = 16  # multicast group of job index i is 16 + i; 1..15 are for flooding
+
+
+def job_group(job_index: int) -> int:
+    """The multicast group a job's results are replicated by: one per job index."""
+    return JOB_GROUP_BASE + job_index
+
 
 def multicast_group(group_id: int, replicas: list[tuple[int, int]]) -> p4runtime_pb2.Entity:
     """Entity for a group of (egress port, instance/rid) replicas."""

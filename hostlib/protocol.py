@@ -1,6 +1,6 @@
 """The p4reduce wire format: one field table, two codecs.
 
-`FIELDS` (in `hostlib.wire`, with the constants, re-exported here) is the single description
+`FIELDS` (in `p4reduce.wire`, with the constants, re-exported here) is the single description
 of the 20-byte p4reduce header. From it come
   * the numpy structured dtype used on the data path (encode/decode whole batches of headers
     with no per-packet Python), and
@@ -19,46 +19,46 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .wire import (  # noqa: F401 (re-exported: the one place these are defined)
-    PROTOCOL_VERSION,
-    LANES,
-    VALUE_BYTES,
-    HEADER_BYTES,
+from p4reduce.wire import (  # noqa: F401 (re-exported: the one place these are defined)
+    BLOCK_VALUES,
+    END_OF_STREAM,
+    ETH_BYTES,
+    EXPONENT_BIAS,
+    EXTENSION_BYTES,
+    EXTENSION_OFFSET,
+    FIELD_NAMES,
+    FIELDS,
     FINGERPRINT_BYTES,
+    FINGERPRINT_FIELDS,
+    FRAME_BYTES_HEADER_ONLY,
+    FRAME_BYTES_WITH_FINGERPRINT,
+    FRAME_BYTES_WITH_STATUS,
+    FRAME_BYTES_WITH_VALUES,
+    HEADER_BYTES,
+    IPV4_BYTES,
+    L2_L4_BYTES,
+    MAX_BLOCK,
+    MAX_EPOCH,
+    MAX_WORKERS,
+    P4R_OFFSET,
+    PROTOCOL_VERSION,
     STATUS_BYTES,
+    STATUS_FIELDS,
+    UDP_BYTES,
     UDP_PORT_BASE,
     UDP_PORT_MASK,
     UDP_PORTS,
-    END_OF_STREAM,
-    MAX_BLOCK,
-    EXPONENT_BIAS,
-    MAX_WORKERS,
-    MAX_EPOCH,
-    ETH_BYTES,
-    IPV4_BYTES,
-    UDP_BYTES,
-    L2_L4_BYTES,
-    P4R_OFFSET,
-    EXTENSION_OFFSET,
-    FRAME_BYTES_HEADER_ONLY,
-    FRAME_BYTES_WITH_VALUES,
-    FRAME_BYTES_WITH_FINGERPRINT,
-    FRAME_BYTES_WITH_STATUS,
-    MsgType,
-    Flag,
+    VALUE_BYTES,
     Encoding,
+    Endpoints,
     Extension,
-    EXTENSION_BYTES,
-    ProtocolError,
     Field,
-    FIELDS,
-    FIELD_NAMES,
-    FINGERPRINT_FIELDS,
-    STATUS_FIELDS,
-    mac_bytes,
+    Flag,
+    MsgType,
+    ProtocolError,
     ip_bytes,
     ipv4_checksum,
-    Endpoints,
+    mac_bytes,
 )
 
 
@@ -281,8 +281,8 @@ def build_frame(
     extension = Extension.NONE
     if values is not None:
         values = np.asarray(values)
-        if values.shape != (LANES,):
-            raise ProtocolError(f"values must have shape ({LANES},), got {values.shape}")
+        if values.shape != (BLOCK_VALUES,):
+            raise ProtocolError(f"values must have shape ({BLOCK_VALUES},), got {values.shape}")
         body += np.asarray(values, dtype=np.int64).astype(VALUES_DTYPE).tobytes()
         extension = Extension.VALUES
     elif fingerprint is not None:
@@ -356,7 +356,7 @@ def parse_frame(frame: bytes) -> Frame:
     values = fingerprint = contributors = None
     if kind == Extension.VALUES:
         values = np.frombuffer(
-            frame, dtype=VALUES_DTYPE, count=LANES, offset=EXTENSION_OFFSET
+            frame, dtype=VALUES_DTYPE, count=BLOCK_VALUES, offset=EXTENSION_OFFSET
         ).astype(np.int32)
     elif kind == Extension.FINGERPRINT:
         fingerprint = struct.unpack_from("!II", frame, EXTENSION_OFFSET)
@@ -496,7 +496,10 @@ def _scapy_layers():
         name = "p4reduce values"
         fields_desc = [
             FieldListField(
-                "values", [0] * LANES, SignedIntField("v", 0), count_from=lambda pkt: LANES
+                "values",
+                [0] * BLOCK_VALUES,
+                SignedIntField("v", 0),
+                count_from=lambda pkt: BLOCK_VALUES,
             )
         ]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controlplane import DISTRIBUTION
+from p4reduce import DISTRIBUTION
 from controlplane.config import tomllib
 from hostlib import netns
 from hostlib.torch_autoload import BACKEND
@@ -43,7 +43,7 @@ JOB = 7
 PROBE = """
 import importlib, importlib.util, json, sys
 from importlib import metadata
-from controlplane import pipeline
+from p4reduce import target as build
 distribution, backend, *names = sys.argv[1:]
 dist = metadata.distribution(distribution)
 points = {}
@@ -56,7 +56,7 @@ if importlib.util.find_spec("torch") is not None:
     torch = backend in torch.distributed.Backend.backend_list
 print(json.dumps({
     "modules": {m: importlib.import_module(m).__file__ for m in names},
-    "build": str(pipeline.BUILD_DIR),
+    "build": str(build.BUILD_DIR),
     "dist": str(dist.locate_file("")),
     "entry_points": points,
     "torch_registered": torch,
@@ -226,7 +226,7 @@ def test_wheel_holds_every_module_and_every_compiled_output(dists):
     files = {n for n in _contents(dists.wheel) if ".dist-info/" not in n}
     assert sorted(expected - files) == [], "missing from the wheel"
     assert sorted(files - expected) == [], "in the wheel but not expected"
-    assert {"controlplane.p4rt", "softswitch.interp", "softswitch.p4rt", "p4src.build"} <= set(
+    assert {"p4reduce.p4rt", "softswitch.interp", "softswitch.p4rt", "p4src.build"} <= set(
         _wheel_packages(dists.wheel)
     )
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hostlib import protocol as p
-from hostlib.config import load_descriptor
+from p4reduce.job import load_descriptor
 from hostlib.framing import FrameBuilder, parse_batch
 
 from hostlib_helpers import descriptor
@@ -100,7 +100,7 @@ def test_truncated_frame_is_rejected():
     "field,value", [("protocol", 1), ("lanes", 32), ("epoch", 0), ("epoch", 1 << 31)]
 )
 def test_descriptor_with_other_protocol_or_lanes_refused(field, value):
-    from hostlib.config import DescriptorError
+    from p4reduce.job import DescriptorError
 
     d = descriptor(0, 1)
     d[field] = value
@@ -127,7 +127,7 @@ def test_descriptor_names_the_worker_count_and_still_reads_its_earlier_name():
     d["workers"] = d.pop("worker_count")
     assert load_descriptor(d).worker_count == 3
     del d["workers"]
-    from hostlib.config import DescriptorError
+    from p4reduce.job import DescriptorError
 
     with pytest.raises(DescriptorError, match="worker_count missing"):
         load_descriptor(d)
@@ -136,7 +136,7 @@ def test_descriptor_names_the_worker_count_and_still_reads_its_earlier_name():
 def test_descriptor_carries_int32_halves_and_refuses_a_non_boolean():
     """A descriptor without the field is the switch-flags-overflow case (descriptors older
     than the field); a string such as "false" is refused, not read as true."""
-    from hostlib.config import DescriptorError
+    from p4reduce.job import DescriptorError
 
     d = descriptor(0, 2)
     assert load_descriptor(d).int32_halves is False
