@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import threading
-
 from .errors import InvalidArgument, NotFound, PipelineError, SoftswitchError, UnsupportedConstruct
-from .interface import Entry, Match, Replica
 from .interp.codegen import AssertFailure, Compiler
 from .interp.pipeline import Pipeline
+from .interface import Entry, Match, Replica
 from .interp.tables import Table
 
 __all__ = ["Switch", "Entry"]

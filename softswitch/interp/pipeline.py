@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 from .codegen import Compiled
-from .expr import X_EXIT, X_PAYLOAD, X_PKTLEN
 from .gen import DROP_PORT, AssertFailure
+from .expr import X_EXIT, X_PAYLOAD, X_PKTLEN
 
 PKT_INSTANCE_TYPE_NORMAL = 0
 PKT_INSTANCE_TYPE_REPLICATION = 5
