@@ -435,7 +435,7 @@ def start_switch(json_path: Path, net: Network):
             return [json_path.as_posix() if a == "--no-p4" else a for a in super().command()]
 
     # bmv2's own default log level (trace), as their launch scripts leave it: p4reduce's
-    # launcher turns it off (softswitch/targets.py), theirs does not
+    # launcher turns it off (softswitch/runner.py), theirs does not
     sw = JsonSwitch(
         SIMPLE_SWITCH_GRPC,
         {h.port: h.switch_if for h in net.hosts},

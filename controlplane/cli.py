@@ -97,7 +97,7 @@ def parse_worker(text: str) -> WorkerAddress:
     """RANK:PORT:MAC:IP[:UDP_PORT] -- the MAC contains colons, so split from both ends.
 
     Strict: decimal rank 0..255, port 0..510 and UDP port in the p4reduce range; the MAC
-    and IPv4 must be a single host's (controlplane/addresses.py)."""
+    and IPv4 must be a single host's (p4reduce/addresses.py)."""
     parts = text.split(":")
     if len(parts) not in (9, 10):
         raise argparse.ArgumentTypeError(

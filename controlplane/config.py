@@ -28,7 +28,7 @@ wrong, because the person reading them is editing that file.
       { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
     ]
 
-A Tofino switch (`target = "tofino"` or `"tofino2"`, controlplane/target.py) adds:
+A Tofino switch (`target = "tofino"` or `"tofino2"`, p4reduce/target.py) adds:
 
     [switch]
     target = "tofino"
@@ -43,7 +43,7 @@ A Tofino switch (`target = "tofino"` or `"tofino2"`, controlplane/target.py) add
 Every configured port is then mapped, no two to the same dev port, none to the CPU port or
 the TNA program's harvest port; jobs default to (and must use) the `lanes` encoding, and
 every rank of a job must be in the pipe of the harvest port (pipe = dev port >> 7: pipe 0,
-dev ports 0..127, on both chips today; controlplane/target.py check_pipes).
+dev ports 0..127, on both chips today; p4reduce/target.py check_pipes).
 
 The state file is where the controller keeps its jobs between runs (and between CLI
 calls); it is the single source of truth for jobs, re-read before every change and every
@@ -52,7 +52,7 @@ that file, in `<config stem>.state.json` (`switch.toml` -> `switch.state.json`),
 call forgets a job; a configuration parsed from a dict without a file (tests, the demo)
 must name one or keeps jobs in memory only.
 
-Addresses are validated strictly (controlplane/addresses.py): canonical spelling, and
+Addresses are validated strictly (p4reduce/addresses.py): canonical spelling, and
 worker, host and switch addresses must be unicast (no broadcast, multicast, zero, loopback).
 """
 
@@ -117,7 +117,7 @@ class SwitchConfig:
     hosts: list[HostEntry] = field(default_factory=list)
     state_file: Path | None = None
     flood_group: int = 1
-    target: str = "bmv2"  # controlplane/target.py
+    target: str = "bmv2"  # p4reduce/target.py
     port_map: dict[int, int] = field(default_factory=dict)  # configured -> dev port
     cpu_port: int | None = None
     p4info: Path | None = None  # None: the target's committed P4Info

@@ -45,7 +45,7 @@ PIPELINE_KEPT, PIPELINE_PUSHED = "kept", "pushed"
 
 class Controller:
     """One switch's controller. The pipeline files are, in order: the arguments, the
-    configuration's `switch.p4info`/`device_config`, the target's (controlplane/target.py:
+    configuration's `switch.p4info`/`device_config`, the target's (p4reduce/target.py:
     p4src/build/ for bmv2, p4src/build/<target>/ for Tofino, whose device config the
     configuration must name)."""
 

@@ -3,7 +3,7 @@
 The result of a round is multicast to the job's group; the egress learns which rank a copy
 is for from its replica id (egress_rid) and rewrites its addresses (result_destination).
 Replicas carry the data plane's port numbers: on Tofino the configured ports' dev ports
-(`conn.ports`, controlplane/target.py); the groups themselves are standard P4Runtime PRE
+(`conn.ports`, p4reduce/target.py); the groups themselves are standard P4Runtime PRE
 entries on every target.
 """
 

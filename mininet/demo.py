@@ -39,8 +39,13 @@ from controlplane.config import parse as parse_config  # noqa: E402
 from controlplane.controller import Controller  # noqa: E402
 from controlplane.jobs import PoolSizes  # noqa: E402
 from p4reduce.p4rt import P4InfoIndex  # noqa: E402
-from p4reduce.job import descriptor_name, round_count  # noqa: E402
-from p4reduce.target import DEFAULT_P4INFO, default_slots  # noqa: E402
+from p4reduce.job import ENCODINGS, descriptor_name, round_count  # noqa: E402
+from p4reduce.target import (  # noqa: E402
+    DEFAULT_P4INFO,
+    SIMPLE_SWITCH_GRPC,
+    SOFTSWITCH,
+    default_slots,
+)
 from controlplane.stats import job_stats  # noqa: E402
 from hostlib import numerics, protocol  # noqa: E402
 
@@ -112,7 +117,8 @@ class Options:
     quiet: bool = False
     repeat: int = 1  # timed allreduces per worker (benchmarks)
     warmup: bool = False  # an untimed one-block allreduce first
-    encoding: str = "packed"  # the job's value encoding (protocol.md section 10)
+    # the job's value encoding (protocol.md section 10); None: the target's default
+    encoding: str | None = None
     job_slots: tuple[int, ...] = ()  # per job: its slots, instead of `slots` (benchmarks)
     job_repeats: tuple[int, ...] = ()  # per job: its timed allreduces, instead of `repeat`
 
@@ -513,15 +519,16 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "--slots",
         type=int,
         default=d.slots,
-        help="slots per job (default: 64 on softswitch, 32 on simple_switch_grpc, whose "
-        "ports hold ~32 unprocessed frames)",
+        help=f"slots per job (default: {default_slots(SOFTSWITCH)} on softswitch, "
+        f"{default_slots(SIMPLE_SWITCH_GRPC)} on simple_switch_grpc, whose ports hold only so "
+        "many unprocessed frames)",
     )
     ap.add_argument(
         "--encoding",
-        choices=["packed", "lanes"],
+        choices=ENCODINGS,
         default=d.encoding,
-        help="packed: one 2048-bit add per packet (default); lanes: 64 int32 "
-        "adds with switch overflow detection",
+        help="packed: one 2048-bit add per packet (the v1model target's default); lanes: "
+        "64 int32 adds with switch overflow detection",
     )
     ap.add_argument("--jobs", type=int, default=d.jobs)
     ap.add_argument("--seed", type=int, default=d.seed)

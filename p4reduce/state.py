@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import wire
 from .addresses import Address, AddressError, unicast_ipv4, unicast_mac
-from .job import ENCODINGS, MAX_JOB_ID, Job, JobError
+from .job import MAX_JOB_ID, Job, JobError, encoding_named
 
 # the switch's own addresses when the configuration names none (controlplane/config.py)
 DEFAULT_SWITCH_MAC = "02:00:00:00:01:00"
@@ -124,10 +124,10 @@ def _check_job(j: Job) -> None:
         and 1 <= j.epoch <= wire.MAX_EPOCH
     ):
         raise ValueError(f"job {j.job}: a number is out of range {numbers}")
-    if j.encoding not in ENCODINGS:
-        raise ValueError(
-            f"job {j.job}: encoding {j.encoding!r} is not one of {', '.join(ENCODINGS)}"
-        )
+    try:
+        encoding_named(j.encoding)
+    except JobError as exc:
+        raise ValueError(f"job {j.job}: {exc}") from None
     if not j.workers:
         raise ValueError(f"job {j.job}: no workers")
 

@@ -27,11 +27,15 @@ does). What genuinely differs, and is decided here and nowhere else:
   another pipe's registers);
 * **value encodings**: `packed` (a 2048-bit add per packet) exists only in the v1model
   program; the TNA program adds 64 int32 lanes (two per stateful ALU). A job on a Tofino
-  switch is created with `lanes` (the default there); asking for `packed` is refused;
+  switch is created with `lanes` (the default there); asking for `packed` is refused
+  (the rule: p4reduce.job.resolve_encoding, from `encodings` and `default_encoding`);
 * **int32 overflow**: the v1model program flags a round whose int32 lane overflowed. A
   Tofino stateful ALU returns one value (the lane's sum), so the TNA program cannot: its
   jobs send int32 as 16-bit halves that cannot overflow in the switch, and the workers
-  check the exact sum (`int32_halves`; docs/protocol.md section 10).
+  check the exact sum (`int32_halves`, resolved by p4reduce.job.resolve_halves from
+  `flags_int32_overflow`; docs/protocol.md section 10);
+* **default slots**: `default_slots` per kind, and the target's own for a controller that
+  cannot tell the kinds apart.
 
 Multicast groups are the same: standard P4Runtime PRE entries (group id, replicas of
 (egress port, instance)), which Stratum and the SDE's P4Runtime server map to the Tofino

@@ -1,7 +1,7 @@
 """The switch configuration names its target (bmv2, tofino, tofino2) and the controller
 adapts where Tofino genuinely differs: dev port numbering (switch.port_map), reserved ports
 (the CPU port, the TNA program's harvest port), the pipeline files, and the value encoding
-(no `packed` on Tofino). controlplane/target.py says why each differs.
+(no `packed` on Tofino). p4reduce/target.py says why each differs.
 
 No Tofino switch exists here. The switch-free tests check the configuration and the
 refusals; the last tests drive a real switch (softswitch, simple_switch_grpc) running the
