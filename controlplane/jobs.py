@@ -202,12 +202,11 @@ class JobManager:
         encoding: str | None = None,
         int32_halves: bool | None = None,
     ) -> Job:
-        """A new job; `slots` None is the target's default (32 on bmv2: its ports hold
-        ~32 unprocessed frames; 64 on Tofino), `encoding` None too (packed on bmv2, lanes on
-        Tofino, which has no packed encoding: asking for it there is a JobError), and
-        `int32_halves` (true on Tofino, which cannot flag an int32 overflow; asking for
-        false there is a JobError). On Tofino every rank's port must be in the pipe of the
-        job's read-out port (check_job_pipes)."""
+        """A new job; `slots`, `encoding` and `int32_halves` None are the target's choice,
+        and what the target cannot run is a JobError (p4reduce.job's resolve_slots,
+        resolve_encoding, resolve_halves: Tofino has no packed encoding and cannot flag an
+        int32 overflow). On Tofino every rank's port must be in the pipe of the job's
+        read-out port (check_job_pipes)."""
         validate_workers(job_id, workers, self.known_ports)
         slots = resolve_slots(self.target, slots)
         encoding = resolve_encoding(self.target, job_id, encoding)
