@@ -427,14 +427,15 @@ class Network:
 def start_switch(json_path: Path, net: Network):
     """simple_switch_grpc with their JSON, as p4app starts it (no logging), on its own
     Thrift and gRPC ports; stopped by its process group id (SwitchRunner.stop)."""
-    from softswitch.targets import SIMPLE_SWITCH_GRPC, SwitchRunner
+    from p4reduce.target import SIMPLE_SWITCH_GRPC
+    from softswitch.runner import SwitchRunner
 
     class JsonSwitch(SwitchRunner):
         def command(self) -> list[str]:
             return [json_path.as_posix() if a == "--no-p4" else a for a in super().command()]
 
     # bmv2's own default log level (trace), as their launch scripts leave it: p4reduce's
-    # launcher turns it off (softswitch/targets.py), theirs does not
+    # launcher turns it off (softswitch/runner.py), theirs does not
     sw = JsonSwitch(
         SIMPLE_SWITCH_GRPC,
         {h.port: h.switch_if for h in net.hosts},
@@ -714,7 +715,7 @@ def run_p4reduce(a, log) -> list[Row]:
     """p4reduce as it is now (bmv2 started with its logging off, then packed and lanes
     jobs), and as it was before the packed encoding: lanes on a bmv2 at its default log
     level (P4REDUCE_BMV2_LOG_LEVEL=trace)."""
-    from softswitch.targets import BMV2_LOG_LEVEL_ENV
+    from softswitch.runner import BMV2_LOG_LEVEL_ENV
 
     demo = load_demo()
     rows = []

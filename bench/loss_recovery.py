@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from demo_loader import load_demo  # noqa: E402  (the one way to import mininet/demo.py)
 
-from softswitch.targets import DEFAULT_SLOTS  # noqa: E402
+from p4reduce.target import default_slots  # noqa: E402
 
 
 def run(net, opts) -> dict:
@@ -202,7 +202,7 @@ def main() -> int:
         target = net.target
     print(f"target {target}, {args.workers} workers, {args.size} values")
     if loss_rows:
-        print_loss_table(loss_rows, args, args.slots or DEFAULT_SLOTS[target])
+        print_loss_table(loss_rows, args, args.slots or default_slots(target))
     if spurious_rows:
         print(
             f"\nno loss: retransmissions as % of packets sent (all calls incl. warm-up / "

@@ -90,7 +90,7 @@ def measure(encoding: p.Encoding, workers: int, rounds: int) -> dict:
         rng = np.random.default_rng(1)
         for k in range(rounds):
             nxt = k + 1 if k + 1 < rounds else END
-            vals = {r: rng.integers(-1000, 1000, p.LANES) + bias for r in range(workers)}
+            vals = {r: rng.integers(-1000, 1000, p.BLOCK_VALUES) + bias for r in range(workers)}
             job.round((k + 1) % 2, k, vals, {r: (nxt, 0) for r in range(workers)}, flags=flags)
         time.sleep(1.0)  # let bmv2 flush its log
         conn.close()

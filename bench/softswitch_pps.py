@@ -42,7 +42,7 @@ from bmv2_tests.harness import P4ReduceSwitch  # noqa: E402
 from bmv2_tests.targets import SOFTSWITCH, SIMPLE_SWITCH_GRPC, SwitchProcess  # noqa: E402
 from controlplane.connection import SwitchConnection  # noqa: E402
 from hostlib import protocol as p  # noqa: E402
-from hostlib.wire import packed_bias  # noqa: E402
+from p4reduce.wire import packed_bias  # noqa: E402
 from hostlib.protocol import MsgType  # noqa: E402
 
 JOB = 9
@@ -64,7 +64,7 @@ def frames_for(
     round names the slot's next block of its stream, so every round aggregates the block
     the switch chose (a block it did not choose is stale, protocol.md section 8)."""
     rng = np.random.default_rng(0)
-    values = rng.integers(-1000, 1000, (workers, p.LANES))
+    values = rng.integers(-1000, 1000, (workers, p.BLOCK_VALUES))
     flags = p.Flag.PACKED if packed else 0
     if packed:
         values = values + packed_bias(workers)
@@ -102,11 +102,13 @@ def in_process(workers: int, slots: int, rounds: int, encoding: str) -> dict[int
     sys.path.insert(0, str(REPO / "tests"))
     from inprocess_switch import InProcessSwitch
     from bmv2_tests.harness import SWITCH_IP, SWITCH_MAC, TestJob
-    from controlplane.addresses import Address
+    from controlplane.admission import job_parameters
+    from p4reduce.addresses import Address
 
     with InProcessSwitch(ports=workers, switch=Address(SWITCH_MAC, SWITCH_IP)) as isw:
         made = isw.create_job(workers, slots, JOB, encoding=encoding)
-        job = TestJob(None, made.params, made.workers)  # type: ignore[arg-type]  # frames only
+        params = job_parameters(made)
+        job = TestJob(None, params, made.workers)  # type: ignore[arg-type]  # frames only
         return _run_in_process(
             isw.device.active.switch,
             job,
@@ -229,7 +231,7 @@ def main() -> int:
                 kind, args.workers, args.slots, args.rounds, enc
             )
     print(
-        f"p4reduce program, K={p.LANES}, {args.workers} workers, {args.slots} slots, "
+        f"p4reduce program, K={p.BLOCK_VALUES}, {args.workers} workers, {args.slots} slots, "
         f"{args.rounds} rounds ({args.workers * args.slots * args.rounds} DATA packets)"
     )
     for name, pps in rows.items():

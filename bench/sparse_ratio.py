@@ -34,6 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import suite  # noqa: E402  (the suite's cases, tensors and runner)
 
+from p4reduce.target import default_slots  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     demo = suite.load_demo()
     out: dict = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "targets": {}}
     for target in a.targets.split(","):
-        slots = a.slots or suite.slots_for(target)
+        slots = a.slots or default_slots(target)
         dense = suite.Case(
             target, "p4reduce", a.workers, a.size, "dense", 1.0, suite.repeats(a.size, target)
         )

@@ -45,13 +45,8 @@ sys.path.insert(2, str(REPO))
 from demo_loader import load_demo  # noqa: E402  (the one way to import mininet/demo.py)
 
 from hostlib import protocol  # noqa: E402
-from softswitch.targets import DEFAULT_SLOTS  # noqa: E402
-
-
-def slots_for(target: str) -> int:
-    """Slots per job in every run on `target`: the demo's default there (read from the
-    table, so that bench/report.py needs no Mininet)."""
-    return DEFAULT_SLOTS[target]
+from p4reduce.job import round_count  # noqa: E402
+from p4reduce.target import default_slots  # noqa: E402
 
 
 K = 1024
@@ -177,7 +172,7 @@ def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case],
             for pattern in ["shared"] + (["independent"] if not bmv2 else []):
                 n = repeats(scaling_size, target, 0.1)
                 add(Case(target, "p4reduce", w, scaling_size, pattern, 0.1, n))
-        big = 16 * M // protocol.LANES  # DATA packets per worker, 16 M dense
+        big = 16 * M // protocol.BLOCK_VALUES  # DATA packets per worker, 16 M dense
         if not quick and bmv2:
             skipped.append(
                 f"{target}: 16 M values ({big:,} DATA packets per worker per "
@@ -212,7 +207,7 @@ def repeats(size: int, target: str, density: float = 1.0) -> int:
 
 def estimate(c: Case) -> float:
     """Seconds a run should take on this 2-core machine (for the progress bar's ETA)."""
-    blocks = math.ceil(c.size / protocol.LANES)
+    blocks = math.ceil(c.size / protocol.BLOCK_VALUES)
     bmv2 = c.target != "softswitch"
     if c.system == "gloo":
         frames = 2 * (c.workers - 1) / c.workers * c.size * 4 / 1448 * c.workers * 1.5
@@ -223,7 +218,7 @@ def estimate(c: Case) -> float:
         "zipf": 0.25,
         "independent": 1 - (1 - c.density) ** c.workers,
     }[c.pattern]
-    packets = (d * blocks + min(slots_for(c.target), blocks)) * c.workers
+    packets = round_count(d * blocks, blocks, default_slots(c.target)) * c.workers
     return 0.5 + 0.1 * c.workers + c.repeat * packets / (1500 if bmv2 else 8000)
 
 
@@ -250,13 +245,13 @@ def zipf_inputs(
 ) -> list[np.ndarray]:
     """The gradient of an embedding table under a skewed access pattern.
 
-    The table has ceil(size / K) rows of K = protocol.LANES dimensions, so one row is one
+    The table has ceil(size / K) rows of K = protocol.BLOCK_VALUES dimensions, so one row is one
     block. Each worker's batch looks up lookups_per_row x rows rows drawn from a Zipf law
     (probability of the i-th most popular row ~ 1 / i^exponent, the popularity order the
     same on every worker: it is the data's); only looked-up rows get a gradient, so popular
     rows are non-zero on every worker and the tail on few.
     """
-    lanes = protocol.LANES
+    lanes = protocol.BLOCK_VALUES
     rows = math.ceil(size / lanes)
     by_popularity = rng.permutation(rows)
     p = 1.0 / np.arange(1, rows + 1) ** exponent
@@ -274,7 +269,7 @@ def zipf_inputs(
 
 
 def block_densities(inputs: list[np.ndarray]) -> tuple[float, float]:
-    lanes = protocol.LANES
+    lanes = protocol.BLOCK_VALUES
     blocks = math.ceil(inputs[0].size / lanes)
     nz = []
     for x in inputs:
@@ -293,7 +288,7 @@ def run_p4reduce(demo, net, c: Case, inputs: list[np.ndarray], slots: int | None
         size=c.size,
         dtype="float32",
         target=c.target,
-        slots=slots or slots_for(c.target),
+        slots=slots or default_slots(c.target),
         deadline=1800.0,
         quiet=True,
         repeat=c.repeat,
@@ -480,7 +475,7 @@ def wire_format() -> dict[str, int]:
     p = protocol
     return {
         "protocol": p.PROTOCOL_VERSION,
-        "lanes": p.LANES,
+        "lanes": p.BLOCK_VALUES,
         "value_bytes": p.VALUE_BYTES,
         "data_frame": p.FRAME_BYTES_WITH_VALUES,
         "skip_frame": p.FRAME_BYTES_HEADER_ONLY,
@@ -526,7 +521,7 @@ def environment(targets: list[str]) -> dict:
 
 
 def run_all(args) -> dict:
-    from softswitch.targets import SIMPLE_SWITCH_GRPC, SOFTSWITCH
+    from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH
 
     targets = args.targets or [SOFTSWITCH] + (
         [SIMPLE_SWITCH_GRPC] if shutil.which("simple_switch_grpc") else []
@@ -591,7 +586,7 @@ def run_cases(cases: list[Case], targets: list[str]) -> dict:
         "quick": False,
         "command": "",
         "skipped": [],
-        "slots": {t: slots_for(t) for t in targets},
+        "slots": {t: default_slots(t) for t in targets},
         "results": [dict(asdict(r), case=asdict(r.case)) for r in results],
     }
 

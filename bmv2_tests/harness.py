@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controlplane import admission, drop_simulator, identity, replication, result_destination
-from controlplane.addresses import WorkerAddress
+from p4reduce.addresses import WorkerAddress
 from controlplane.admission import JobParameters
 from controlplane.connection import SwitchConnection
 from controlplane.stats import job_stats, switch_stats
@@ -24,7 +24,7 @@ from .targets import SwitchUnderTest
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"
-FINGERPRINT = p.fingerprint(np.int32, 4 * p.LANES)  # what announces carry unless told
+FINGERPRINT = p.fingerprint(np.int32, 4 * p.BLOCK_VALUES)  # what announces carry unless told
 
 
 def packed_bias(n: int) -> int:

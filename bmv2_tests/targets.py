@@ -19,7 +19,7 @@ One module owns three things that used to be copied across the test tree:
   ``pytest -m "not root"`` selects exactly what runs without root.
 
 * **The switch process.** `start` brings a target up: `InProcessTarget` here, or
-  `SwitchProcess` (veth pairs + `softswitch.targets.SwitchRunner`, which knows both
+  `SwitchProcess` (veth pairs + `softswitch.runner.SwitchRunner`, which knows both
   command lines), each with its own gRPC/Thrift ports, stopped by PID.
 """
 
@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 
-from softswitch.targets import SIMPLE_SWITCH_GRPC, SOFTSWITCH, SwitchRunner
+from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH
+from softswitch.runner import SwitchRunner
 
 __all__ = [
     "INPROCESS",

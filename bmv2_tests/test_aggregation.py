@@ -8,7 +8,7 @@ import pytest
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
 
-LANES = p.LANES
+BLOCK_VALUES = p.BLOCK_VALUES
 
 
 def _checksum_ok(frame: bytes) -> bool:
@@ -25,7 +25,7 @@ def test_dense_round_is_exact_and_reaches_every_rank(switch, n):
     for rank, res in announced.items():
         assert res.header.msg_type == MsgType.RESULT and res.values is None
         assert (res.header.next_block, res.header.rank, res.header.slot) == (1, rank, 1)
-    blocks = {r: rng.integers(-(2**31) // n, 2**31 // n, LANES) for r in range(n)}
+    blocks = {r: rng.integers(-(2**31) // n, 2**31 // n, BLOCK_VALUES) for r in range(n)}
     results = job.round(1, 1, blocks, {r: (END, 0) for r in range(n)}, slot=1)
     expected = sum(blocks.values())
     for rank, res in results.items():
@@ -49,7 +49,7 @@ def test_results_carry_a_correct_ipv4_checksum(switch):
         assert frame is not None and _checksum_ok(frame)
         assert len(frame) == p.FRAME_BYTES_WITH_FINGERPRINT
     for rank in range(2):
-        job.send(rank, MsgType.DATA, version=1, block=0, values=np.full(LANES, rank + 1))
+        job.send(rank, MsgType.DATA, version=1, block=0, values=np.full(BLOCK_VALUES, rank + 1))
     for rank in range(2):
         frame = switch.proc.recv(job.by_rank[rank].port)
         assert frame is not None and _checksum_ok(frame)
@@ -59,8 +59,8 @@ def test_results_carry_a_correct_ipv4_checksum(switch):
 def test_sparse_rounds_choose_minimum_block_and_maximum_exponent(switch):
     """Rank 0 has blocks {0, 2}, rank 1 {2, 3}, rank 2 none (all zero)."""
     job = switch.add_job(job=2, n=3)
-    a0, a2 = np.arange(LANES) + 1, np.arange(LANES) * -3
-    b2, b3 = np.full(LANES, 7), np.arange(LANES) ** 2
+    a0, a2 = np.arange(BLOCK_VALUES) + 1, np.arange(BLOCK_VALUES) * -3
+    b2, b3 = np.full(BLOCK_VALUES, 7), np.arange(BLOCK_VALUES) ** 2
     job.send(0, MsgType.ANNOUNCE, next_block=0, next_exponent=130)
     job.send(1, MsgType.ANNOUNCE, next_block=2, next_exponent=131)
     job.send(2, MsgType.ANNOUNCE, next_block=END, next_exponent=0)
@@ -97,11 +97,13 @@ def test_all_zero_round_of_skips_gives_zeros(switch):
         job.send(rank, MsgType.ANNOUNCE, next_block=0)
     job.results()
     for rank in range(2):  # leave non-zero sums in version 0 ...
-        job.send(rank, MsgType.DATA, version=1, block=0, next_block=1, values=np.full(LANES, 5))
+        job.send(
+            rank, MsgType.DATA, version=1, block=0, next_block=1, values=np.full(BLOCK_VALUES, 5)
+        )
     job.results()
     res = job.round(0, 1, {0: None, 1: None}, {0: (END, 0), 1: (END, 0)})
     for r in res.values():  # ... and a round of skips still sums to zero
-        assert np.array_equal(r.values, np.zeros(LANES)) and r.header.flags == 0
+        assert np.array_equal(r.values, np.zeros(BLOCK_VALUES)) and r.header.flags == 0
 
 
 def test_slot_reuse_over_many_rounds_alternates_versions(switch):
@@ -111,7 +113,7 @@ def test_slot_reuse_over_many_rounds_alternates_versions(switch):
         job.send(rank, MsgType.ANNOUNCE, next_block=0)
     job.results()
     for rnd in range(1, 21):
-        blocks = {r: rng.integers(-1000, 1000, LANES) for r in range(2)}
+        blocks = {r: rng.integers(-1000, 1000, BLOCK_VALUES) for r in range(2)}
         nxt = rnd if rnd < 20 else END
         res = job.round(rnd % 2, rnd - 1, blocks, {0: (nxt, 0), 1: (nxt, 0)})
         for r in res.values():
@@ -125,17 +127,17 @@ def test_int32_overflow_is_flagged_not_hidden(switch):
     for rank in range(2):
         job.send(rank, MsgType.ANNOUNCE, next_block=0)
     job.results()
-    big = np.zeros(LANES, dtype=np.int64)
+    big = np.zeros(BLOCK_VALUES, dtype=np.int64)
     big[3] = 2**31 - 1
-    one = np.zeros(LANES, dtype=np.int64)
+    one = np.zeros(BLOCK_VALUES, dtype=np.int64)
     one[3] = 1
     res = job.round(1, 0, {0: big, 1: one}, {0: (1, 0), 1: (1, 0)})
     for r in res.values():
         assert r.header.flags & Flag.OVERFLOW
         assert r.values[3] == -(2**31)  # wrapped, and the flag says so
-    neg = np.zeros(LANES, dtype=np.int64)
+    neg = np.zeros(BLOCK_VALUES, dtype=np.int64)
     neg[0], neg[1] = -(2**31), -5
-    fine = np.zeros(LANES, dtype=np.int64)
+    fine = np.zeros(BLOCK_VALUES, dtype=np.int64)
     fine[0], fine[1] = 7, -(2**31) + 5
     res = job.round(0, 1, {0: neg, 1: fine}, {0: (END, 0), 1: (END, 0)})
     for r in res.values():

@@ -7,7 +7,7 @@ import numpy as np
 from hostlib import protocol as p
 from hostlib.protocol import Flag, MsgType
 
-LANES = p.LANES
+BLOCK_VALUES = p.BLOCK_VALUES
 
 
 def test_a_deleted_incarnation_cannot_touch_the_next_one(switch):
@@ -22,7 +22,12 @@ def test_a_deleted_incarnation_cannot_touch_the_next_one(switch):
     new = switch.add_job(job=36, n=2, slot_count=1, epoch=6)
     before = switch.switch_stats()["drops_unadmitted"]
     stale = old.frame(
-        0, MsgType.DATA, version=1, block=0, values=np.full(LANES, 1000), flags=Flag.RETRANSMIT
+        0,
+        MsgType.DATA,
+        version=1,
+        block=0,
+        values=np.full(BLOCK_VALUES, 1000),
+        flags=Flag.RETRANSMIT,
     )
     new.send_frame(0, stale)
     new.assert_silent()
@@ -31,7 +36,7 @@ def test_a_deleted_incarnation_cannot_touch_the_next_one(switch):
         new.send(rank, MsgType.ANNOUNCE, next_block=0)
     new.results()
     new.send_frame(0, stale)  # again, mid-round
-    x = np.arange(LANES)
+    x = np.arange(BLOCK_VALUES)
     res = new.round(1, 0, {0: x, 1: 2 * x}, {0: (p.END_OF_STREAM, 0), 1: (p.END_OF_STREAM, 0)})
     for r in res.values():
         assert np.array_equal(r.values, 3 * x) and r.header.epoch == 6

@@ -9,7 +9,7 @@ from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
 
 from .harness import host_mac
 
-LANES = p.LANES
+BLOCK_VALUES = p.BLOCK_VALUES
 
 
 def test_two_jobs_on_disjoint_slots_do_not_cross_talk(switch):
@@ -22,7 +22,7 @@ def test_two_jobs_on_disjoint_slots_do_not_cross_talk(switch):
             a.send(rank, MsgType.ANNOUNCE, next_block=0)
         b.send(rank, MsgType.ANNOUNCE, next_block=0)
     a.results(), b.results()
-    xa, xb = np.arange(LANES), np.arange(LANES) * -7
+    xa, xb = np.arange(BLOCK_VALUES), np.arange(BLOCK_VALUES) * -7
     a.send(0, MsgType.DATA, version=1, block=0, values=xa)
     b.send(0, MsgType.DATA, version=1, block=0, values=xb)
     b.send(1, MsgType.DATA, version=1, block=0, values=xb)
@@ -41,7 +41,7 @@ def test_new_job_on_a_deleted_jobs_slots_starts_clean(switch):
     for rank in range(2):
         old.send(rank, MsgType.ANNOUNCE, next_block=0)
     old.results()
-    old.send(0, MsgType.DATA, version=1, block=0, values=np.full(LANES, 999))  # half a round
+    old.send(0, MsgType.DATA, version=1, block=0, values=np.full(BLOCK_VALUES, 999))  # half a round
     old.send(0, MsgType.ANNOUNCE, next_block=0)  # a copy of its announce: answered, no bit
     assert old.result(0).header.flags & Flag.CACHED
     old.remove()
@@ -50,7 +50,7 @@ def test_new_job_on_a_deleted_jobs_slots_starts_clean(switch):
         new.send(rank, MsgType.ANNOUNCE, next_block=4, next_exponent=1)
     for r in new.results().values():
         assert (r.header.next_block, r.header.next_exponent) == (4, 1)
-    x = np.arange(LANES)
+    x = np.arange(BLOCK_VALUES)
     res = new.round(1, 4, {0: None, 1: x}, {0: (END, 0), 1: (END, 0)})
     for r in res.values():
         assert np.array_equal(r.values, x)

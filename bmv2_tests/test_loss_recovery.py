@@ -7,7 +7,7 @@ import numpy as np
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
 
-LANES = p.LANES
+BLOCK_VALUES = p.BLOCK_VALUES
 
 
 def _announce(job, n, next_block=0):
@@ -19,7 +19,7 @@ def _announce(job, n, next_block=0):
 def test_duplicate_before_completion_is_not_double_counted(switch):
     job = switch.add_job(job=20, n=3)
     _announce(job, 3)
-    x = np.arange(LANES) + 100
+    x = np.arange(BLOCK_VALUES) + 100
     job.send(0, MsgType.DATA, version=1, block=0, values=x)
     job.send(0, MsgType.DATA, version=1, block=0, values=x, flags=Flag.RETRANSMIT)
     status = job.result(0)  # the switch says whom the round waits for
@@ -38,7 +38,7 @@ def test_duplicate_before_completion_is_not_double_counted(switch):
 def test_retransmission_after_completion_gets_the_cached_result_by_unicast(switch):
     job = switch.add_job(job=21, n=2)
     _announce(job, 2)
-    a, b = np.arange(LANES), np.arange(LANES) * 10
+    a, b = np.arange(BLOCK_VALUES), np.arange(BLOCK_VALUES) * 10
     job.round(1, 0, {0: a, 1: b}, {0: (5, 0), 1: (END, 0)})
     # rank 1 lost its copy: it sends the same packet again
     job.send(1, MsgType.DATA, version=1, block=0, values=b, next_block=END, flags=Flag.RETRANSMIT)
@@ -67,7 +67,7 @@ def test_cached_result_survives_while_the_next_round_runs(switch):
     """Rank 0 moved on to round 2 (other version); rank 1 still asks for round 1."""
     job = switch.add_job(job=23, n=2)
     _announce(job, 2)
-    a, b = np.full(LANES, 3), np.full(LANES, 4)
+    a, b = np.full(BLOCK_VALUES, 3), np.full(BLOCK_VALUES, 4)
     job.round(1, 0, {0: a, 1: b}, {0: (1, 0), 1: (1, 0)})
     job.send(0, MsgType.DATA, version=0, block=1, values=a * 10, next_block=END)
     job.send(1, MsgType.DATA, version=1, block=0, values=b, next_block=1, flags=Flag.RETRANSMIT)

@@ -8,7 +8,7 @@ import pytest
 from hostlib import protocol as p
 from hostlib.protocol import MsgType
 
-LANES = p.LANES
+BLOCK_VALUES = p.BLOCK_VALUES
 
 
 def _ipv4(frame: bytearray, **changes: int) -> bytes:
@@ -31,7 +31,7 @@ def _lengths(frame: bytes, ipv4_delta: int = 0, udp_delta: int = 0) -> bytes:
 
 
 def _bad_frames(job):
-    data = job.frame(0, MsgType.DATA, version=1, block=0, values=np.ones(LANES))
+    data = job.frame(0, MsgType.DATA, version=1, block=0, values=np.ones(BLOCK_VALUES))
     announce = job.frame(0, MsgType.ANNOUNCE, next_block=0)
     skip = job.frame(0, MsgType.SKIP, version=1, block=0)
     bad_csum = bytearray(announce)
@@ -60,7 +60,9 @@ def _bad_frames(job):
         "trailing bytes": data + b"\xaa" * 40,
         "ipv4 length too long": _lengths(data, ipv4_delta=4),
         "udp length too short": _lengths(skip, udp_delta=-2),
-        "lengths of a DATA on a SKIP": _lengths(skip + bytes(4 * LANES), 4 * LANES, 4 * LANES),
+        "lengths of a DATA on a SKIP": _lengths(
+            skip + bytes(4 * BLOCK_VALUES), 4 * BLOCK_VALUES, 4 * BLOCK_VALUES
+        ),
     }
 
 

@@ -14,7 +14,7 @@ from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
 
 from .harness import packed_bias
 
-LANES = p.LANES
+BLOCK_VALUES = p.BLOCK_VALUES
 PACKED = p.Encoding.PACKED
 
 
@@ -36,7 +36,7 @@ def test_dense_round_sums_biased_lanes_exactly(switch, n):
     bias = packed_bias(n)
     _announce(job, n)
     rng = np.random.default_rng(n)
-    q = {r: rng.integers(-bias, bias + 1, LANES) for r in range(n)}
+    q = {r: rng.integers(-bias, bias + 1, BLOCK_VALUES) for r in range(n)}
     q[0][:2] = bias, -bias  # the extremes of the quantized range
     res = job.round(
         1, 0, {r: q[r] + bias for r in range(n)}, {r: (END, 0) for r in range(n)}, flags=Flag.PACKED
@@ -60,7 +60,11 @@ def test_skip_contributes_the_bias_wherever_it_comes(switch, skips):
     _announce(job, n)
     rng = np.random.default_rng(len(skips))
     q = {
-        r: (np.zeros(LANES, np.int64) if r in skips else rng.integers(-bias, bias + 1, LANES))
+        r: (
+            np.zeros(BLOCK_VALUES, np.int64)
+            if r in skips
+            else rng.integers(-bias, bias + 1, BLOCK_VALUES)
+        )
         for r in range(n)
     }
     res = job.round(
@@ -85,7 +89,7 @@ def test_largest_lanes_do_not_carry_into_their_neighbours(switch, n):
     bias = packed_bias(n)
     assert 2 * n * bias < 2**32
     _announce(job, n)
-    top = np.where(np.arange(LANES) % 2 == 0, 2 * bias, 0)
+    top = np.where(np.arange(BLOCK_VALUES) % 2 == 0, 2 * bias, 0)
     res = job.round(
         1, 0, {r: top for r in range(n)}, {r: (END, 0) for r in range(n)}, flags=Flag.PACKED
     )
@@ -99,7 +103,7 @@ def test_retransmission_of_a_completed_round_gets_the_packed_sum(switch):
     job = switch.add_job(job=50, n=n, encoding=PACKED)
     bias = packed_bias(n)
     _announce(job, n)
-    vals = {0: np.arange(LANES) + bias, 1: None}
+    vals = {0: np.arange(BLOCK_VALUES) + bias, 1: None}
     first = job.round(1, 0, vals, {0: (END, 0), 1: (END, 0)}, flags=Flag.PACKED)
     job.send(
         0,
@@ -113,7 +117,7 @@ def test_retransmission_of_a_completed_round_gets_the_packed_sum(switch):
     cached = job.result(0)
     assert cached.header.flags == Flag.PACKED | Flag.CACHED
     assert np.array_equal(_lanes(cached), _lanes(first[0]))
-    assert np.array_equal(_lanes(cached) - n * bias, np.arange(LANES))
+    assert np.array_equal(_lanes(cached) - n * bias, np.arange(BLOCK_VALUES))
     assert job.stats()["retransmissions_served"] == 1
 
 
@@ -129,7 +133,7 @@ def test_a_packet_of_the_other_encoding_is_dropped_and_counted(switch):
     lanes.results()
 
     packed.send(
-        0, MsgType.DATA, version=1, block=0, next_block=END, values=np.full(LANES, 7)
+        0, MsgType.DATA, version=1, block=0, next_block=END, values=np.full(BLOCK_VALUES, 7)
     )  # no FLAG_PACKED
     lanes.send(
         0,
@@ -137,7 +141,7 @@ def test_a_packet_of_the_other_encoding_is_dropped_and_counted(switch):
         version=1,
         block=0,
         next_block=END,
-        values=np.full(LANES, 7),
+        values=np.full(BLOCK_VALUES, 7),
         flags=Flag.PACKED,
     )
     packed.assert_silent()
@@ -148,14 +152,17 @@ def test_a_packet_of_the_other_encoding_is_dropped_and_counted(switch):
     res = packed.round(
         1,
         0,
-        {0: np.full(LANES, 5 + bias), 1: np.full(LANES, -2 + bias)},
+        {0: np.full(BLOCK_VALUES, 5 + bias), 1: np.full(BLOCK_VALUES, -2 + bias)},
         {0: (END, 0), 1: (END, 0)},
         flags=Flag.PACKED,
     )
     for r in res.values():
         assert (_lanes(r) - 2 * bias == 3).all()
     res = lanes.round(
-        1, 0, {0: np.full(LANES, 5), 1: np.full(LANES, -2)}, {0: (END, 0), 1: (END, 0)}
+        1,
+        0,
+        {0: np.full(BLOCK_VALUES, 5), 1: np.full(BLOCK_VALUES, -2)},
+        {0: (END, 0), 1: (END, 0)},
     )
     for r in res.values():
         assert r.header.flags == 0 and (r.values == 3).all()

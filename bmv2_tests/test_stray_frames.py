@@ -13,14 +13,14 @@ import numpy as np
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
 
-LANES = p.LANES
+BLOCK_VALUES = p.BLOCK_VALUES
 N = 3
 CONT = Flag.CONTINUED  # what a worker sets once it had a result on the slot
 
 
 def _values(round_no: int) -> dict[int, np.ndarray]:
     """Rank r's block in data round `round_no` (distinct per rank and round)."""
-    return {r: np.arange(LANES) * (r + 1) + 1000 * round_no for r in range(N)}
+    return {r: np.arange(BLOCK_VALUES) * (r + 1) + 1000 * round_no for r in range(N)}
 
 
 def _data(job, rank: int, round_no: int, *, version: int | None = None, **kw) -> None:

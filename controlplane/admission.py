@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .addresses import WorkerAddress, ip_int, mac_int
+from p4reduce import wire
+from p4reduce.addresses import WorkerAddress, ip_int, mac_int
+from p4reduce.job import Job, encoding_named
+
 from .connection import SwitchConnection, table_entity
+from .replication import job_group
 
 SECTION = "7. Admission"  # docs/protocol.md
 TABLES = ("admission",)
@@ -30,8 +34,26 @@ class JobParameters:
     worker_count: int
     mcast_grp: int
     epoch: int
-    encoding: int = 0  # protocol.Encoding: LANES 0, PACKED 1
+    encoding: int = 0  # wire.Encoding: LANES 0, PACKED 1
     bias: int = 0  # PACKED: floor((2^31 - 1) / worker_count), what a SKIP adds
+
+
+def job_parameters(job: Job) -> JobParameters:
+    """The admit action's parameters for `job`: how the controller maps a job onto the
+    data plane (its multicast group, the encoding's number and the packed bias)."""
+    encoding = encoding_named(job.encoding)
+    packed = encoding == wire.Encoding.PACKED
+    return JobParameters(
+        job=job.job,
+        job_index=job.job_index,
+        slot_base=job.slot_base,
+        slot_count=job.slot_count,
+        worker_count=job.worker_count,
+        mcast_grp=job_group(job.job_index),
+        epoch=job.epoch,
+        encoding=int(encoding),
+        bias=wire.packed_bias(job.worker_count) if packed else 0,
+    )
 
 
 def admission_entry(

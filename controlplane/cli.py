@@ -20,15 +20,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
+from p4reduce import version, wire
+from p4reduce.addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
+from p4reduce.job import ENCODINGS, MAX_JOB_ID, MAX_SLOT_COUNT, JobError, descriptor_name
+from p4reduce.p4rt import P4InfoError
+from p4reduce.target import TARGETS
+
 from . import stats as switch_stats
-from . import version
-from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
 from .config import ConfigError, load
 from .connection import MastershipError, SwitchError
 from .controller import Controller
-from .jobs import ENCODINGS, MAX_SLOT_COUNT, JobError
-from .p4rt import P4InfoError
-from hostlib import wire
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SWITCH = 0, 1, 2, 3
 PROG = "p4reduce-ctl"
@@ -96,7 +97,7 @@ def parse_worker(text: str) -> WorkerAddress:
     """RANK:PORT:MAC:IP[:UDP_PORT] -- the MAC contains colons, so split from both ends.
 
     Strict: decimal rank 0..255, port 0..510 and UDP port in the p4reduce range; the MAC
-    and IPv4 must be a single host's (controlplane/addresses.py)."""
+    and IPv4 must be a single host's (p4reduce/addresses.py)."""
     parts = text.split(":")
     if len(parts) not in (9, 10):
         raise argparse.ArgumentTypeError(
@@ -147,7 +148,7 @@ def _job_row(job) -> dict:
     }
 
 
-_job_id = _int_in(0, 0xFFFF, "job id")
+_job_id = _int_in(0, MAX_JOB_ID, "job id")
 
 
 def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
@@ -196,8 +197,9 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
         "--slots",
         type=_int_in(1, MAX_SLOT_COUNT, "slots"),
         default=None,
-        help="rounds the job keeps in flight (default: 32 on bmv2, whose ports hold ~32 "
-        "unprocessed frames; 64 on a Tofino target)",
+        help="rounds the job keeps in flight (default: "
+        f"{TARGETS['bmv2'].default_slots} on bmv2, whose ports hold only so many "
+        f"unprocessed frames; {TARGETS['tofino'].default_slots} on a Tofino target)",
     )
     create.add_argument(
         "--worker",
@@ -304,7 +306,7 @@ def _run_attached(args, ctl: Controller, out) -> int:
                 try:
                     args.descriptors.mkdir(parents=True, exist_ok=True)
                     for d in descriptors:
-                        (args.descriptors / f"job{job.job}-rank{d['rank']}.json").write_text(
+                        (args.descriptors / descriptor_name(job.job, d["rank"])).write_text(
                             json.dumps(d, indent=2) + "\n"
                         )
                 except OSError as exc:

@@ -28,7 +28,7 @@ wrong, because the person reading them is editing that file.
       { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
     ]
 
-A Tofino switch (`target = "tofino"` or `"tofino2"`, controlplane/target.py) adds:
+A Tofino switch (`target = "tofino"` or `"tofino2"`, p4reduce/target.py) adds:
 
     [switch]
     target = "tofino"
@@ -43,7 +43,7 @@ A Tofino switch (`target = "tofino"` or `"tofino2"`, controlplane/target.py) add
 Every configured port is then mapped, no two to the same dev port, none to the CPU port or
 the TNA program's harvest port; jobs default to (and must use) the `lanes` encoding, and
 every rank of a job must be in the pipe of the harvest port (pipe = dev port >> 7: pipe 0,
-dev ports 0..127, on both chips today; controlplane/target.py check_pipes).
+dev ports 0..127, on both chips today; p4reduce/target.py check_pipes).
 
 The state file is where the controller keeps its jobs between runs (and between CLI
 calls); it is the single source of truth for jobs, re-read before every change and every
@@ -52,7 +52,7 @@ that file, in `<config stem>.state.json` (`switch.toml` -> `switch.state.json`),
 call forgets a job; a configuration parsed from a dict without a file (tests, the demo)
 must name one or keeps jobs in memory only.
 
-Addresses are validated strictly (controlplane/addresses.py): canonical spelling, and
+Addresses are validated strictly (p4reduce/addresses.py): canonical spelling, and
 worker, host and switch addresses must be unicast (no broadcast, multicast, zero, loopback).
 """
 
@@ -68,11 +68,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hostlib import wire
+from p4reduce import wire
+from p4reduce.addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
+from p4reduce.job import (
+    MAX_JOB_ID,
+    MAX_SLOT_COUNT,
+    JobError,
+    resolve_encoding,
+    resolve_halves,
+)
+from p4reduce.state import DEFAULT_SWITCH_IP, DEFAULT_SWITCH_MAC, default_state_file
+from p4reduce.target import TARGETS, PortMap, Target
 
-from .addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
-from .jobs import ENCODINGS, MAX_SLOT_COUNT, JobError, check_job_pipes, validate_workers
-from .target import TARGETS, PortMap, Target, TargetError, check_encoding, int32_halves_for
+from .jobs import check_job_pipes, validate_workers
 
 
 class ConfigError(ValueError):
@@ -95,7 +103,7 @@ class StaticJob:
     slots: int
     workers: list[WorkerAddress]
     encoding: str | None = None  # None: the target's default
-    int32_halves: bool | None = None  # None: the target's choice (target.int32_halves_for)
+    int32_halves: bool | None = None  # None: the target's choice (p4reduce.job.resolve_halves)
 
 
 @dataclass
@@ -103,13 +111,13 @@ class SwitchConfig:
     grpc_addr: str = "127.0.0.1:9559"
     device_id: int = 1
     election_id: int = 1
-    mac: str = "02:00:00:00:01:00"
-    ip: str = "10.0.0.254"
+    mac: str = DEFAULT_SWITCH_MAC
+    ip: str = DEFAULT_SWITCH_IP
     ports: list[int] = field(default_factory=list)
     hosts: list[HostEntry] = field(default_factory=list)
     state_file: Path | None = None
     flood_group: int = 1
-    target: str = "bmv2"  # controlplane/target.py
+    target: str = "bmv2"  # p4reduce/target.py
     port_map: dict[int, int] = field(default_factory=dict)  # configured -> dev port
     cpu_port: int | None = None
     p4info: Path | None = None  # None: the target's committed P4Info
@@ -256,11 +264,6 @@ def _target_ports(sw: dict, cfg: SwitchConfig, ports: set[int]) -> None:
             )
 
 
-def default_state_file(config_path: Path) -> Path:
-    """Where a configuration file without `switch.state_file` keeps its jobs."""
-    return config_path.resolve().with_name(config_path.stem + ".state.json")
-
-
 def parse(data: dict, base_dir: Path = Path("."), default_state: Path | None = None) -> Config:
     """Validate a configuration; `default_state` is the state file when none is named.
 
@@ -363,7 +366,7 @@ def _job(path: str, job: Any, cfg: SwitchConfig, ports: set[int], job_ids: set[i
         {"job", "slots", "workers", "encoding", "int32_halves"},
         {"job", "slots", "workers"},
     )
-    job_id = _int(f"{path}.job", job["job"], 0, 65535)
+    job_id = _int(f"{path}.job", job["job"], 0, MAX_JOB_ID)
     encoding, halves = _job_encoding(path, job, cfg.target_info, job_id)
     if job_id in job_ids:
         raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
@@ -388,21 +391,17 @@ def _job_encoding(
     (None: the target's default, resolved when the job is installed)."""
     encoding = job.get("encoding")
     if encoding is not None:
-        if encoding not in ENCODINGS:
-            raise ConfigError(
-                f"{path}.encoding", f"{encoding!r} is not one of {', '.join(ENCODINGS)}"
-            )
         try:
-            check_encoding(target, job_id, encoding)
-        except TargetError as exc:
+            resolve_encoding(target, job_id, encoding)
+        except JobError as exc:
             raise ConfigError(f"{path}.encoding", str(exc)) from None
     halves = job.get("int32_halves")
     if halves is not None:
         if not isinstance(halves, bool):
             raise ConfigError(f"{path}.int32_halves", f"expected true or false, got {halves!r}")
         try:
-            int32_halves_for(target, job_id, encoding or target.default_encoding, halves)
-        except TargetError as exc:
+            resolve_halves(target, job_id, resolve_encoding(target, job_id, encoding), halves)
+        except JobError as exc:
             raise ConfigError(f"{path}.int32_halves", str(exc)) from None
     return encoding, halves
 

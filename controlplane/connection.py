@@ -21,9 +21,8 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from .p4rt import P4InfoIndex, load_p4info
-from .pipeline import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
-from .target import PortMap
+from p4reduce.p4rt import P4InfoIndex, load_p4info
+from p4reduce.target import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO, PortMap
 
 log = logging.getLogger(__name__)
 

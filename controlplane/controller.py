@@ -27,13 +27,16 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from .addresses import Address
+from p4reduce.addresses import Address
+from p4reduce.p4rt import P4InfoError, P4InfoIndex, load_p4info
+from p4reduce.target import PortMap
+
 from .config import Config, ConfigError
 from .connection import MastershipError, SwitchConnection, SwitchError, new_pipeline_cookie
-from .jobs import JobError, JobManager, check_job_pipes
-from .p4rt import P4InfoError, P4InfoIndex, load_p4info
+from p4reduce.job import JobError
+
+from .jobs import JobManager, check_job_pipes
 from .reconcile import ReconcileReport, desired_state, reconcile
-from .target import PortMap
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +45,7 @@ PIPELINE_KEPT, PIPELINE_PUSHED = "kept", "pushed"
 
 class Controller:
     """One switch's controller. The pipeline files are, in order: the arguments, the
-    configuration's `switch.p4info`/`device_config`, the target's (controlplane/target.py:
+    configuration's `switch.p4info`/`device_config`, the target's (p4reduce/target.py:
     p4src/build/ for bmv2, p4src/build/<target>/ for Tofino, whose device config the
     configuration must name)."""
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 
+from p4reduce.p4rt import P4InfoError
+
 from .connection import SwitchConnection, table_entity
-from .p4rt import P4InfoError
 
 SECTION = "14. Drop simulator"  # docs/protocol.md
 TABLES = ("drop_simulator",)

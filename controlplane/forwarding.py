@@ -8,9 +8,10 @@ of the ingress port. Frames with no entry are dropped and counted in `unrouted`
 
 from __future__ import annotations
 
-from .addresses import mac_int
+from p4reduce.addresses import mac_int
+from p4reduce.p4rt import P4InfoError
+
 from .connection import SwitchConnection, table_entity
-from .p4rt import P4InfoError
 from .replication import flood_replicas, multicast_group
 
 SECTION = "15. Switch identity and forwarding"  # docs/protocol.md

@@ -6,7 +6,8 @@ of every result and the address the switch answers ARP for.
 
 from __future__ import annotations
 
-from .addresses import ip_int, mac_int
+from p4reduce.addresses import ip_int, mac_int
+
 from .connection import SwitchConnection, table_entity
 
 SECTION = "15. Switch identity and forwarding"  # docs/protocol.md

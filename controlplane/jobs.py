@@ -1,10 +1,11 @@
-"""Job lifecycle: slot allocation, epochs, the entries of a job, and job descriptors.
+"""Job lifecycle: slot allocation, epochs and the entries of a job on one switch.
 
 A job is N workers (rank -> switch port, MAC, IPv4, UDP port) and a contiguous range of the
-switch's slot pool. Creating one allocates the range, gives the job a new epoch (so the
-data plane resets the slots in band, docs/protocol.md section 8), installs admission,
-multicast and result-destination entries, and returns one descriptor per rank. Job state is
-persisted to a small JSON file (written atomically) so a restarted controller neither
+switch's slot pool (the job model, its rules and its descriptor: p4reduce.job). Creating
+one allocates the range, gives the job a new epoch (so the data plane resets the slots in
+band, docs/protocol.md section 8), installs admission, multicast and result-destination
+entries, and returns one descriptor per rank. Job state is persisted to a small JSON file
+(p4reduce.state: its format, written atomically) so a restarted controller neither
 forgets jobs nor double-allocates slots; the switch cannot be asked for it because bmv2's
 P4Runtime server does not serve register reads and table entries do not carry all of it.
 
@@ -18,44 +19,28 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import tempfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostlib import wire
-from hostlib.config import JobConfig
+from p4reduce.addresses import Address, WorkerAddress
+from p4reduce.job import (
+    Job,
+    JobError,
+    check_workers,
+    resolve_encoding,
+    resolve_halves,
+    resolve_slots,
+)
+from p4reduce.p4rt import P4InfoError, P4InfoIndex
+from p4reduce.state import State, read_state, write_state
+from p4reduce.target import TARGETS, PortMap, Target, TargetError, check_pipes
+from p4reduce.wire import MAX_EPOCH
 
 from . import admission, drop_simulator, replication, result_destination, stats
-from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unicast_mac
-from .admission import JobParameters
+from .admission import job_parameters
 from .connection import SwitchConnection, SwitchError
-from .p4rt import P4InfoError, P4InfoIndex
-from .target import (
-    TARGETS,
-    PortMap,
-    Target,
-    TargetError,
-    check_encoding,
-    check_pipes,
-    int32_halves_for,
-)
-
-MAX_WORKERS = wire.MAX_WORKERS
-# a job's slot count travels in 16 bits (admission's slot_count, the wire's slot); how
-# many the switch has is its pipeline's (PoolSizes), checked when a job is created
-MAX_SLOT_COUNT = (1 << 16) - 1
-JOB_GROUP_BASE = 16  # multicast group of job index i is 16 + i; 1..15 are for flooding
-MAX_EPOCH = wire.MAX_EPOCH  # bit 31 of the switch's slot epoch marks a lost slot
-
-
-ENCODINGS = tuple(e.name.lower() for e in wire.Encoding)
-
-
-class JobError(ValueError):
-    """A job request the controller refuses; the message says what and why."""
 
 
 @dataclass(frozen=True)
@@ -78,95 +63,6 @@ class PoolSizes:
 
 
 @dataclass
-class Job:
-    job: int
-    job_index: int
-    slot_base: int
-    slot_count: int
-    epoch: int
-    workers: list[WorkerAddress]
-    loss: dict | None = None
-    encoding: str = "packed"  # wire.Encoding name, lower case
-    # int32 travels as 16-bit halves (target.int32_halves_for); None: what the encoding
-    # implies by itself (a packed job always sends halves; state files written before the
-    # field existed hold None)
-    int32_halves: bool | None = None
-
-    def __post_init__(self) -> None:
-        if self.int32_halves is None:
-            self.int32_halves = self.encoding == "packed"
-
-    @property
-    def params(self) -> JobParameters:
-        encoding = wire.Encoding[self.encoding.upper()]
-        return JobParameters(
-            job=self.job,
-            job_index=self.job_index,
-            slot_base=self.slot_base,
-            slot_count=self.slot_count,
-            worker_count=len(self.workers),
-            mcast_grp=JOB_GROUP_BASE + self.job_index,
-            epoch=self.epoch,
-            encoding=int(encoding),
-            bias=(wire.packed_bias(len(self.workers)) if encoding == wire.Encoding.PACKED else 0),
-        )
-
-    def job_config(self, rank: int, switch: Address) -> JobConfig:
-        """Worker `rank`'s configuration, as hostlib parses it from the descriptor."""
-        w = next((w for w in self.workers if w.rank == rank), None)
-        if w is None:
-            raise JobError(f"job {self.job} has no rank {rank}")
-        return JobConfig(
-            job=self.job,
-            epoch=self.epoch,
-            rank=rank,
-            worker_count=len(self.workers),
-            slot_base=self.slot_base,
-            slot_count=self.slot_count,
-            switch=switch,
-            worker=w.address,
-            encoding=wire.Encoding[self.encoding.upper()],
-            int32_halves=self.int32_halves,
-        )
-
-    def descriptor(self, rank: int, switch: Address) -> dict:
-        """Everything worker `rank` needs (docs/protocol.md section 4): its JobConfig,
-        serialised by hostlib, the one writer of descriptors."""
-        return self.job_config(rank, switch).to_dict()
-
-    def descriptors(self, switch: Address) -> list[dict]:
-        return [self.descriptor(w.rank, switch) for w in sorted(self.workers, key=lambda w: w.rank)]
-
-    def to_json(self) -> dict:
-        return {
-            "job": self.job,
-            "job_index": self.job_index,
-            "slot_base": self.slot_base,
-            "slot_count": self.slot_count,
-            "epoch": self.epoch,
-            "loss": self.loss,
-            "encoding": self.encoding,
-            "int32_halves": self.int32_halves,
-            "workers": [asdict(w) for w in self.workers],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Job":
-        return cls(
-            job=data["job"],
-            job_index=data["job_index"],
-            slot_base=data["slot_base"],
-            slot_count=data["slot_count"],
-            epoch=data["epoch"],
-            loss=data.get("loss"),
-            # jobs written before encodings existed were installed lane by lane
-            encoding=data.get("encoding", "lanes"),
-            int32_halves=data.get("int32_halves"),
-            workers=[WorkerAddress(**w) for w in data["workers"]],
-        )
-
-
-@dataclass
 class JobTable:
     """The controller's jobs and epoch counter, and the file that keeps them."""
 
@@ -178,48 +74,14 @@ class JobTable:
 
     @classmethod
     def load(cls, path: Path | None) -> "JobTable":
-        table = cls(path)
-        if path is not None and path.exists():
-            try:
-                data = json.loads(path.read_text())
-                table.last_epoch = int(data["last_epoch"])
-                cookie = data.get("pipeline_cookie")
-                table.pipeline_cookie = None if cookie is None else int(cookie)
-                jobs = [Job.from_json(j) for j in data["jobs"]]
-                _check_jobs(jobs, table.last_epoch)
-                table.jobs = {j.job: j for j in jobs}
-            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-                # nothing is written while the file is unreadable: every change reloads
-                # it first (locked()), so this error stops it before the switch or the
-                # file is touched
-                raise JobError(
-                    f"state file {path} is unreadable ({type(exc).__name__}: "
-                    f"{exc}); nothing was changed: repair it, or move it away "
-                    "to start with no jobs"
-                ) from None
-        return table
+        """The state file's table (p4reduce.state: its format and checks); an empty one
+        without a file."""
+        state = read_state(path) if path is not None else State()
+        return cls(path, state.jobs, state.last_epoch, state.pipeline_cookie)
 
     def save(self) -> None:
-        if self.path is None:
-            return
-        data = {
-            "last_epoch": self.last_epoch,
-            "pipeline_cookie": self.pipeline_cookie,
-            "jobs": [j.to_json() for j in sorted(self.jobs.values(), key=lambda j: j.job)],
-        }
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".jobs-")
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=2)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            raise JobError(
-                f"cannot write state file {self.path} ({exc.strerror or exc}); "
-                "set switch.state_file to a writable path"
-            ) from None
+        if self.path is not None:
+            write_state(self.path, State(self.jobs, self.last_epoch, self.pipeline_cookie))
 
     @contextlib.contextmanager
     def locked(self) -> Iterator["JobTable"]:
@@ -285,87 +147,17 @@ class JobTable:
         raise JobError(f"too many jobs: the switch counts at most {max_jobs}")
 
 
-def _check_jobs(jobs: list[Job], last_epoch: int) -> None:
-    """ValueError for a state file's jobs that cannot all be true: loading them would
-    silently drop one (a duplicate id) or let two share slots or counters."""
-    if not 0 <= last_epoch <= MAX_EPOCH:
-        raise ValueError(f"last_epoch {last_epoch} is not 0..{MAX_EPOCH}")
-    seen: dict[str, set[int]] = {"job id": set(), "job index": set()}
-    for j in jobs:
-        for what, value in (("job id", j.job), ("job index", j.job_index)):
-            if value in seen[what]:
-                raise ValueError(f"{what} {value} appears twice")
-            seen[what].add(value)
-        numbers = {
-            "job": j.job,
-            "job_index": j.job_index,
-            "slot_base": j.slot_base,
-            "slot_count": j.slot_count,
-            "epoch": j.epoch,
-        }
-        for name, value in numbers.items():
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"job {j.job}: {name} {value!r} is not an integer")
-        if not (
-            0 <= j.job < 1 << 16
-            and j.job_index >= 0
-            and j.slot_base >= 0
-            and j.slot_count >= 1
-            and 1 <= j.epoch <= MAX_EPOCH
-        ):
-            raise ValueError(f"job {j.job}: a number is out of range {numbers}")
-        if j.encoding not in ENCODINGS:
-            raise ValueError(
-                f"job {j.job}: encoding {j.encoding!r} is not one of {', '.join(ENCODINGS)}"
-            )
-        if not j.workers:
-            raise ValueError(f"job {j.job}: no workers")
-    spans = sorted((j.slot_base, j.slot_base + j.slot_count, j.job) for j in jobs)
-    for (_, hi, a), (lo, _, b) in zip(spans, spans[1:]):
-        if lo < hi:
-            raise ValueError(f"jobs {a} and {b} have overlapping slots")
-
-
 def validate_workers(
     job_id: int, workers: list[WorkerAddress], known_ports: set[int] | None
 ) -> None:
-    if not 0 <= job_id < 1 << 16:
-        raise JobError(f"job id {job_id} must be 0..65535")
-    if not workers:
-        raise JobError(f"job {job_id}: no workers")
-    if len(workers) > MAX_WORKERS:
-        raise JobError(
-            f"job {job_id}: {len(workers)} workers, the contributor bitmap holds "
-            f"at most {MAX_WORKERS}"
-        )
-    ranks = [w.rank for w in workers]
-    dup = {r for r in ranks if ranks.count(r) > 1}
-    if dup:
-        raise JobError(f"job {job_id}: duplicate rank(s) {sorted(dup)}")
-    if sorted(ranks) != list(range(len(workers))):
-        raise JobError(
-            f"job {job_id}: ranks must be 0..{len(workers) - 1} without gaps, got {sorted(ranks)}"
-        )
-    ports = [w.port for w in workers]
-    dup = {p for p in ports if ports.count(p) > 1}
-    if dup:
-        raise JobError(f"job {job_id}: duplicate port(s) {sorted(dup)}")
+    """JobError unless `workers` can be a job's ranks (p4reduce.job.check_workers) on the
+    ports this switch has (`known_ports`; None: not known here)."""
+    check_workers(job_id, workers)
     if known_ports is not None:
-        unknown = sorted(set(ports) - known_ports)
+        unknown = sorted({w.port for w in workers} - known_ports)
         if unknown:
             raise JobError(
                 f"job {job_id}: unknown switch port(s) {unknown}; configured: {sorted(known_ports)}"
-            )
-    for w in workers:
-        try:
-            unicast_mac(w.mac)
-            unicast_ipv4(w.ip)
-        except AddressError as exc:
-            raise JobError(f"job {job_id} rank {w.rank}: {exc}") from None
-        if w.udp_port & wire.UDP_PORT_MASK != wire.UDP_PORT_BASE:
-            raise JobError(
-                f"job {job_id} rank {w.rank}: udp_port {w.udp_port} is not in "
-                f"0x{wire.UDP_PORT_BASE:04x}..0x{wire.UDP_PORT_BASE + 15:04x}"
             )
 
 
@@ -410,24 +202,15 @@ class JobManager:
         encoding: str | None = None,
         int32_halves: bool | None = None,
     ) -> Job:
-        """A new job; `slots` None is the target's default (32 on bmv2: its ports hold
-        ~32 unprocessed frames; 64 on Tofino), `encoding` None too (packed on bmv2, lanes on
-        Tofino, which has no packed encoding: asking for it there is a JobError), and
-        `int32_halves` (true on Tofino, which cannot flag an int32 overflow; asking for
-        false there is a JobError). On Tofino every rank's port must be in the pipe of the
-        job's read-out port (check_job_pipes)."""
+        """A new job; `slots`, `encoding` and `int32_halves` None are the target's choice,
+        and what the target cannot run is a JobError (p4reduce.job's resolve_slots,
+        resolve_encoding, resolve_halves: Tofino has no packed encoding and cannot flag an
+        int32 overflow). On Tofino every rank's port must be in the pipe of the job's
+        read-out port (check_job_pipes)."""
         validate_workers(job_id, workers, self.known_ports)
-        slots = self.target.default_slots if slots is None else slots
-        encoding = self.target.default_encoding if encoding is None else encoding
-        if encoding not in ENCODINGS:
-            raise JobError(
-                f"job {job_id}: encoding {encoding!r} is not one of {', '.join(ENCODINGS)}"
-            )
-        try:
-            check_encoding(self.target, job_id, encoding)
-            halves = int32_halves_for(self.target, job_id, encoding, int32_halves)
-        except TargetError as exc:
-            raise JobError(str(exc)) from None
+        slots = resolve_slots(self.target, slots)
+        encoding = resolve_encoding(self.target, job_id, encoding)
+        halves = resolve_halves(self.target, job_id, encoding, int32_halves)
         check_job_pipes(self.target, self.conn.ports, job_id, workers)
         sizes = self.sizes
         with self.table.locked():
@@ -458,18 +241,21 @@ class JobManager:
         try:
             self.conn.insert(
                 replication.multicast_group(
-                    job.params.mcast_grp, replication.job_replicas(self.conn, job.workers)
+                    replication.job_group(job.job_index),
+                    replication.job_replicas(self.conn, job.workers),
                 )
             )
             done.append(
-                lambda: self.conn.delete(replication.multicast_group(job.params.mcast_grp, []))
+                lambda: self.conn.delete(
+                    replication.multicast_group(job_parameters(job).mcast_grp, [])
+                )
             )
             result_destination.add_destinations(self.conn, job.job, job.workers)
             done.append(
                 lambda: result_destination.remove_destinations(self.conn, job.job, job.workers)
             )
-            admission.admit(self.conn, job.params, job.workers)
-            done.append(lambda: admission.revoke(self.conn, job.params, job.workers))
+            admission.admit(self.conn, job_parameters(job), job.workers)
+            done.append(lambda: admission.revoke(self.conn, job_parameters(job), job.workers))
             if job.loss:
                 drop_simulator.set_loss(self.conn, job.job, **job.loss)
         except Exception:
@@ -488,12 +274,14 @@ class JobManager:
         with self.table.locked():
             job = self._get(job_id)
             # admission first: from here on no packet of the job touches its slots
-            _gone_ok(lambda: admission.revoke(self.conn, job.params, job.workers))
+            _gone_ok(lambda: admission.revoke(self.conn, job_parameters(job), job.workers))
             _gone_ok(
                 lambda: result_destination.remove_destinations(self.conn, job.job, job.workers)
             )
             _gone_ok(
-                lambda: self.conn.delete(replication.multicast_group(job.params.mcast_grp, []))
+                lambda: self.conn.delete(
+                    replication.multicast_group(job_parameters(job).mcast_grp, [])
+                )
             )
             if job.loss:
                 _gone_ok(lambda: drop_simulator.clear_loss(self.conn, job.job))

@@ -1,4 +1,5 @@
-"""The P4 program as a whole: where its build is, and what its top-level controls declare.
+"""The P4 program as a whole: what its top-level controls declare (where its build is:
+p4reduce.target).
 
 p4src/v1model/p4reduce.p4's own controls (P4ReduceIngress, P4ReduceEgress) hold only what
 no single sub-control owns: the `drops` counter, indexed by the reason a packet was
@@ -8,25 +9,6 @@ result, result_destination), checked by tests/controller_tests/test_control_modu
 """
 
 from __future__ import annotations
-
-from importlib import resources
-from pathlib import Path
-
-
-def _build_dir() -> Path:
-    """p4src/build/, the compiled program, found as the package `p4src.build`: the same
-    lookup serves a checkout, the editable install and an installed wheel (pyproject.toml
-    ships the outputs as its package data). A directory on disk, because the pipeline
-    files are opened by path (a P4Info path may also come from the configuration)."""
-    root = resources.files("p4src.build")
-    if not isinstance(root, Path):
-        raise ImportError(f"p4src.build ({root}) is not a directory: install p4reduce unpacked")
-    return root
-
-
-BUILD_DIR = _build_dir()
-DEFAULT_P4INFO = BUILD_DIR / "p4reduce.p4info.txtpb"
-DEFAULT_DEVICE_CONFIG = BUILD_DIR / "p4reduce.json"
 
 SECTION = "16. Counters"
 TABLES: tuple[str, ...] = ()

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from p4.v1 import p4runtime_pb2
 
 from . import admission, drop_simulator, forwarding, identity, result_destination
+from p4reduce.job import Job
+
 from .config import SwitchConfig
 from .connection import SwitchConnection, SwitchError, table_entity
-from .jobs import Job
 from .replication import flood_replicas, job_replicas, multicast_group, read_groups
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,9 @@ def job_entries(conn: SwitchConnection, job: Job) -> list[p4runtime_pb2.TableEnt
     entries = [result_destination.destination_entry(conn, job.job, w) for w in job.workers]
     if job.loss:
         entries.append(drop_simulator.loss_entry(conn, job.job, **job.loss))
-    entries += [admission.admission_entry(conn, job.params, w) for w in job.workers]
+    entries += [
+        admission.admission_entry(conn, admission.job_parameters(job), w) for w in job.workers
+    ]
     return entries
 
 
@@ -90,7 +93,7 @@ def desired_state(conn: SwitchConnection, sw: SwitchConfig, jobs: Iterable[Job])
     state.entries.append(forwarding.flood_entry(conn, sw.flood_group))
     state.entries += [forwarding.l2_entry(conn, h.mac, h.port) for h in sw.hosts]
     for job in jobs:
-        state.groups[job.params.mcast_grp] = job_replicas(conn, job.workers)
+        state.groups[admission.job_parameters(job).mcast_grp] = job_replicas(conn, job.workers)
         state.entries += job_entries(conn, job)
     return state
 

@@ -3,13 +3,20 @@
 The result of a round is multicast to the job's group; the egress learns which rank a copy
 is for from its replica id (egress_rid) and rewrites its addresses (result_destination).
 Replicas carry the data plane's port numbers: on Tofino the configured ports' dev ports
-(`conn.ports`, controlplane/target.py); the groups themselves are standard P4Runtime PRE
+(`conn.ports`, p4reduce/target.py); the groups themselves are standard P4Runtime PRE
 entries on every target.
 """
 
 from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
+
+JOB_GROUP_BASE = 16  # multicast group of job index i is 16 + i; 1..15 are for flooding
+
+
+def job_group(job_index: int) -> int:
+    """The multicast group a job's results are replicated by: one per job index."""
+    return JOB_GROUP_BASE + job_index
 
 
 def multicast_group(group_id: int, replicas: list[tuple[int, int]]) -> p4runtime_pb2.Entity:

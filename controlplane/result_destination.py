@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .addresses import WorkerAddress, ip_int, mac_int
+from p4reduce.addresses import WorkerAddress, ip_int, mac_int
+
 from .connection import SwitchConnection, table_entity
 
 SECTION = "Result destination"  # docs/protocol.md, in section 12

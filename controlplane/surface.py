@@ -36,8 +36,8 @@ from typing import Any
 
 from p4.config.v1.p4info_pb2 import CounterSpec
 
-from .p4rt import P4InfoError, P4InfoIndex
-from .p4rt.p4info import ActionScope, MatchType
+from p4reduce.p4rt import P4InfoError, P4InfoIndex
+from p4reduce.p4rt.p4info import ActionScope, MatchType
 
 # the TNA Pipeline instance name of p4src/tna/p4reduce.p4 (`... ) pipe;`)
 PIPE_PREFIXES = ("pipe.",)
@@ -101,7 +101,7 @@ def surface(p4: P4InfoIndex, modules: dict[str, ModuleType] | None = None) -> di
 
     An object the controller uses but `p4` lacks (or names ambiguously) is recorded as
     {"missing": reason}, so differences() reports it instead of stopping at the first."""
-    from .jobs import JOB_GROUP_BASE
+    from .replication import JOB_GROUP_BASE
 
     modules = control_modules() if modules is None else modules
     out: dict[str, Any] = {"tables": {}, "counters": {}, "registers": {}, "multicast": {}}

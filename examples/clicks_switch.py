@@ -38,7 +38,7 @@ WARMUP = 5  # steps left out of the time medians (DDP's first-iteration work)
 class Options:
     workers: int = 4
     target: str = "softswitch"
-    slots: int | None = None  # None: the target's default (softswitch.targets.DEFAULT_SLOTS)
+    slots: int | None = None  # None: the target's default (p4reduce.target.default_slots)
     out: Path = Path("examples/out")
     loss_tolerance: float = 1e-3  # max |mean loss(p4reduce) - mean loss(gloo)| per step
     plot: bool = True

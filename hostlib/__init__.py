@@ -5,8 +5,9 @@
 
 See docs/hostlib.md; docs/protocol.md is the specification.
 
-The names below are imported on first use (PEP 562): `import hostlib.wire` or
-`hostlib.config` (what the controller uses) must not load the Worker, the engine and numpy.
+The names below are imported on first use (PEP 562): `import hostlib` must not load the
+Worker, the engine and numpy. The job descriptor (JobConfig, load_descriptor) is
+`p4reduce.job`'s: the ground floor that hostlib and the controller share.
 """
 
 from __future__ import annotations
@@ -21,9 +22,6 @@ __all__ = [
     "RankSilent",
     "FingerprintMismatch",
     "SwitchStateLost",
-    "JobConfig",
-    "DescriptorError",
-    "load_descriptor",
 ]
 
 _HOME = {
@@ -33,13 +31,9 @@ _HOME = {
     "RankSilent": "engine",
     "FingerprintMismatch": "engine",
     "SwitchStateLost": "engine",
-    "JobConfig": "config",
-    "DescriptorError": "config",
-    "load_descriptor": "config",
 }
 
 if TYPE_CHECKING:
-    from .config import DescriptorError, JobConfig, load_descriptor
     from .engine import FingerprintMismatch, RankSilent, SwitchStateLost
     from .worker import Worker, WorkerBroken, WorkerStats
 

@@ -21,7 +21,8 @@ from typing import NoReturn
 
 import numpy as np
 
-from .config import DescriptorError, load_descriptor
+from p4reduce.job import DescriptorError, load_descriptor
+
 from .engine import EngineParams
 from .protocol import ProtocolError
 from .worker import Worker, WorkerBroken

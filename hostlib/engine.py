@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from p4reduce.job import JobConfig
+
 from . import protocol as p
-from .config import JobConfig
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
 from .numerics import Output, Payload, from_packed, overflow_error
 
@@ -353,7 +354,7 @@ class AllreduceEngine:
             else p.Extension.NONE
         )
         cols = {name: np.array([v], np.int64) for name, v in zip(p.FIELD_NAMES, header)}
-        vals = np.zeros((1, p.LANES), np.int32)
+        vals = np.zeros((1, p.BLOCK_VALUES), np.int32)
         if values is not None:
             vals[0] = values
         self.on_results(

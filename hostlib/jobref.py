@@ -5,7 +5,7 @@ p4reduce job a rank belongs to must come from somewhere the operator controls. I
 
 1. `descriptor`: the rank's descriptor (a dict, JSON text or a file path; "{rank}" in a
    path is replaced by the rank, so one setting serves every rank);
-2. `job` and `descriptor_dir`: the file `job<J>-rank<R>.json` that
+2. `job` and `descriptor_dir`: the file `job<J>-rank<R>.json` (descriptor_name) that
    `p4reduce-ctl job create --descriptors DIR` wrote;
 3. `job` and `controller_config`: the controller's TOML file; the job is read from the
    controller's state file (`switch.state_file`) and the descriptor built the way the
@@ -24,7 +24,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import DescriptorError, load_descriptor
+from p4reduce.job import DescriptorError, JobError, descriptor_name, load_descriptor
+from p4reduce.state import locate, read_state
 
 ENV = {
     "descriptor": "P4REDUCE_DESCRIPTOR",
@@ -136,7 +137,7 @@ def find_descriptor(rank: int, options: P4ReduceOptions) -> tuple[dict[str, Any]
         )
     job = options.job
     if options.descriptor_dir is not None:
-        path = Path(_for_rank(options.descriptor_dir, rank)) / f"job{job}-rank{rank}.json"
+        path = Path(_for_rank(options.descriptor_dir, rank)) / descriptor_name(job, rank)
         if not path.is_file():
             raise JobLookupError(
                 f"rank {rank}: no descriptor {path} for job {job} "
@@ -162,31 +163,25 @@ def _validated(desc: Any, where: str) -> dict[str, Any]:
 
 
 def _from_controller(path: Path, job: int, rank: int) -> tuple[dict[str, Any], str]:
-    """The descriptor as `p4reduce-ctl job show` would print it, from the state file."""
-    from controlplane.config import ConfigError, load
-    from controlplane.jobs import JobError, JobTable
-
-    from .config import Address
-
+    """The descriptor as `p4reduce-ctl job show` would print it, from the state file
+    (read through p4reduce.state: the controller is not loaded)."""
     try:
-        cfg = load(path)
-    except (ConfigError, OSError) as e:
+        state, switch = locate(path)
+    except (ValueError, OSError) as e:
         raise JobLookupError(f"controller configuration {path}: {e}") from None
-    state = cfg.switch.state_file
-    if state is None or not state.is_file():
+    if not state.is_file():
         raise JobLookupError(
-            f"controller configuration {path}: no state file "
-            f"({state or 'switch.state_file not set'}), so job {job} "
+            f"controller configuration {path}: no state file ({state}), so job {job} "
             f"cannot be looked up; pass the descriptor instead"
         )
     try:
-        table = JobTable.load(state)
-        found = table.jobs.get(job)
+        jobs = read_state(state).jobs
+        found = jobs.get(job)
         if found is None:
             raise JobLookupError(
-                f"controller state file {state} has no job {job} (jobs: {sorted(table.jobs)})"
+                f"controller state file {state} has no job {job} (jobs: {sorted(jobs)})"
             )
-        desc = found.descriptor(rank, Address(cfg.switch.mac, cfg.switch.ip))
+        desc = found.descriptor(rank, switch)
     except JobError as e:
         raise JobLookupError(f"controller state file {state}: {e}") from None
     where = f"job {job} in controller state file {state}"

@@ -16,7 +16,9 @@ import subprocess
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from .config import Address, JobConfig
+from p4reduce.addresses import Address
+from p4reduce.job import JobConfig
+
 from .protocol import UDP_PORT_BASE
 
 SWITCH_MAC = "02:00:00:00:01:00"

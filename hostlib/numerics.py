@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from p4reduce.job import block_count, sends_halves
+from p4reduce.wire import packed_bias
+
 from . import protocol as p
-from .wire import packed_bias
 
 M = (1 << 31) - 1  # largest int32: the quantized range
 MIN_EXPONENT = -128  # e is clamped below (field carries e + 128)
@@ -59,7 +61,7 @@ def overflow_error(blocks, why: str) -> OverflowError:
     """The error for int32 blocks whose sum does not fit, naming them and their elements;
     `why` says how it was seen (the switch's flag, or the exact sum of the halves)."""
     blocks = sorted(int(b) for b in blocks)
-    lanes = p.LANES
+    lanes = p.BLOCK_VALUES
     shown = ", ".join(
         f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})" for b in blocks[:8]
     )
@@ -67,7 +69,7 @@ def overflow_error(blocks, why: str) -> OverflowError:
     return OverflowError(f"int32 sum out of range in {len(blocks)} block(s): {shown}{more}; {why}")
 
 
-def to_blocks(flat: np.ndarray, lanes: int = p.LANES) -> np.ndarray:
+def to_blocks(flat: np.ndarray, lanes: int = p.BLOCK_VALUES) -> np.ndarray:
     """(B, lanes) view or zero-padded copy of a 1-D array (section 5)."""
     n = flat.size
     nblocks = max(1, -(-n // lanes))
@@ -217,7 +219,7 @@ class Payload:
         f = self.full.shape[0]
         if not self.tail.shape[0] or not blocks.size or int(blocks.max()) < f:
             return self.full[blocks]
-        out = np.empty((blocks.size, p.LANES), self.full.dtype)
+        out = np.empty((blocks.size, p.BLOCK_VALUES), self.full.dtype)
         inside = blocks < f
         out[inside] = self.full[blocks[inside]]
         out[~inside] = self.tail[0]
@@ -272,16 +274,16 @@ def make_payload(
     if a.dtype not in SUPPORTED:
         raise TypeError(f"dtype {a.dtype} not supported: use int32, float32 or float64")
     flat = a.reshape(-1)  # copies only when a is not contiguous
-    halves = a.dtype.kind != "f" and (int32_halves or encoding == p.Encoding.PACKED)
-    nblocks = max(1, -(-flat.size // p.LANES)) * (2 if halves else 1)
+    halves = a.dtype.kind != "f" and sends_halves(encoding, int32_halves)
+    nblocks = block_count(flat.size, halves)
     if nblocks > p.MAX_BLOCK + 1:
         raise ValueError(
             f"tensor of {flat.size} values needs {nblocks} blocks; the protocol"
             f" allows at most {p.MAX_BLOCK + 1}"
         )
     is_float = a.dtype.kind == "f"
-    whole = flat.size // p.LANES * p.LANES
-    full = flat[:whole].reshape(-1, p.LANES)
+    whole = flat.size // p.BLOCK_VALUES * p.BLOCK_VALUES
+    full = flat[:whole].reshape(-1, p.BLOCK_VALUES)
     tail = to_blocks(flat[whole:]) if whole < flat.size or not flat.size else full[:0]
     common = dict(
         full=full,
@@ -347,8 +349,8 @@ class Output:
         self.divisor = divisor
         rows = payload.full.shape[0] + payload.tail.shape[0]
         dtype = payload.dtype if payload.is_float else np.dtype(np.int32)
-        self.array = np.zeros(rows * p.LANES, dtype)
-        self.blocks = self.array.reshape(rows, p.LANES)  # (B, K) view, tensor numbering
+        self.array = np.zeros(rows * p.BLOCK_VALUES, dtype)
+        self.blocks = self.array.reshape(rows, p.BLOCK_VALUES)  # (B, K) view, tensor numbering
         # halves: which of a block's two rounds came back (1: high, 2: low); the first
         # one's half sum waits in the block's row until the other arrives
         self.seen = np.zeros(rows, np.uint8) if payload.halves else None

@@ -1,6 +1,6 @@
 """The p4reduce wire format: one field table, two codecs.
 
-`FIELDS` (in `hostlib.wire`, with the constants, re-exported here) is the single description
+`FIELDS` (in `p4reduce.wire`, with the constants, re-exported here) is the single description
 of the 20-byte p4reduce header. From it come
   * the numpy structured dtype used on the data path (encode/decode whole batches of headers
     with no per-packet Python), and
@@ -19,9 +19,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .wire import (  # noqa: F401 (re-exported: the one place these are defined)
+from p4reduce.wire import (  # noqa: F401 (re-exported: the one place these are defined)
     PROTOCOL_VERSION,
-    LANES,
+    BLOCK_VALUES,
     VALUE_BYTES,
     HEADER_BYTES,
     FINGERPRINT_BYTES,
@@ -281,8 +281,8 @@ def build_frame(
     extension = Extension.NONE
     if values is not None:
         values = np.asarray(values)
-        if values.shape != (LANES,):
-            raise ProtocolError(f"values must have shape ({LANES},), got {values.shape}")
+        if values.shape != (BLOCK_VALUES,):
+            raise ProtocolError(f"values must have shape ({BLOCK_VALUES},), got {values.shape}")
         body += np.asarray(values, dtype=np.int64).astype(VALUES_DTYPE).tobytes()
         extension = Extension.VALUES
     elif fingerprint is not None:
@@ -356,7 +356,7 @@ def parse_frame(frame: bytes) -> Frame:
     values = fingerprint = contributors = None
     if kind == Extension.VALUES:
         values = np.frombuffer(
-            frame, dtype=VALUES_DTYPE, count=LANES, offset=EXTENSION_OFFSET
+            frame, dtype=VALUES_DTYPE, count=BLOCK_VALUES, offset=EXTENSION_OFFSET
         ).astype(np.int32)
     elif kind == Extension.FINGERPRINT:
         fingerprint = struct.unpack_from("!II", frame, EXTENSION_OFFSET)
@@ -496,7 +496,10 @@ def _scapy_layers():
         name = "p4reduce values"
         fields_desc = [
             FieldListField(
-                "values", [0] * LANES, SignedIntField("v", 0), count_from=lambda pkt: LANES
+                "values",
+                [0] * BLOCK_VALUES,
+                SignedIntField("v", 0),
+                count_from=lambda pkt: BLOCK_VALUES,
             )
         ]
 

@@ -16,7 +16,8 @@ from typing import Any, Mapping, Protocol
 
 import numpy as np
 
-from .config import JobConfig, load_descriptor
+from p4reduce.job import JobConfig, load_descriptor
+
 from .engine import AllreduceEngine, EngineParams, RttEstimator, SwitchStateLost
 from .framing import Batch, FrameBuilder
 from .numerics import Output, make_payload

@@ -34,14 +34,19 @@ sys.path.insert(0, str(HERE))  # p4net, beside this file (this dir is no package
 sys.path.insert(1, str(HERE.parent))  # hostlib, controlplane when not installed
 
 import p4net  # noqa: E402
-from controlplane.addresses import WorkerAddress  # noqa: E402
+from p4reduce.addresses import WorkerAddress  # noqa: E402
 from controlplane.config import parse as parse_config  # noqa: E402
 from controlplane.controller import Controller  # noqa: E402
 from controlplane.jobs import PoolSizes  # noqa: E402
-from controlplane.p4rt import P4InfoIndex  # noqa: E402
-from controlplane.pipeline import DEFAULT_P4INFO  # noqa: E402
+from p4reduce.p4rt import P4InfoIndex  # noqa: E402
+from p4reduce.job import ENCODINGS, descriptor_name, round_count  # noqa: E402
+from p4reduce.target import (  # noqa: E402
+    DEFAULT_P4INFO,
+    SIMPLE_SWITCH_GRPC,
+    SOFTSWITCH,
+    default_slots,
+)
 from controlplane.stats import job_stats  # noqa: E402
-from softswitch.targets import DEFAULT_SLOTS  # noqa: E402
 from hostlib import numerics, protocol  # noqa: E402
 
 
@@ -104,7 +109,7 @@ class Options:
     dtype: str = "float32"
     loss: float = 0.0
     target: str = "auto"
-    slots: int | None = None  # None: the target's default (softswitch.targets.DEFAULT_SLOTS)
+    slots: int | None = None  # None: the target's default (p4reduce.target.default_slots)
     jobs: int = 1
     seed: int = 1
     deadline: float = 120.0
@@ -112,7 +117,8 @@ class Options:
     quiet: bool = False
     repeat: int = 1  # timed allreduces per worker (benchmarks)
     warmup: bool = False  # an untimed one-block allreduce first
-    encoding: str = "packed"  # the job's value encoding (protocol.md section 10)
+    # the job's value encoding (protocol.md section 10); None: the target's default
+    encoding: str | None = None
     job_slots: tuple[int, ...] = ()  # per job: its slots, instead of `slots` (benchmarks)
     job_repeats: tuple[int, ...] = ()  # per job: its timed allreduces, instead of `repeat`
 
@@ -152,7 +158,7 @@ class Summary:
 
 
 def make_inputs(opts: Options, rng: np.random.Generator) -> list[np.ndarray]:
-    lanes = protocol.LANES
+    lanes = protocol.BLOCK_VALUES
     blocks = math.ceil(opts.size / lanes)
     chosen = max(1, round(opts.density * blocks)) if opts.density > 0 else 0
     shared = rng.choice(blocks, chosen, replace=False)
@@ -179,7 +185,7 @@ def check(result: np.ndarray, inputs: list[np.ndarray], dtype: str) -> bool:
     exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
     if dtype == "int32":
         return result.dtype == np.int32 and np.array_equal(result, exact.astype(np.int64))
-    n, lanes = len(inputs), protocol.LANES
+    n, lanes = len(inputs), protocol.BLOCK_VALUES
     pad = (-len(exact)) % lanes
     peak = np.max(
         [np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, lanes).max(1) for x in inputs],
@@ -293,7 +299,7 @@ class DemoNetwork:
             start = time.perf_counter()
             for job, job_hosts, inputs in plan:
                 for d, h, x in zip(job.descriptors(ctl.jobs.switch), job_hosts, inputs):
-                    stem = workdir / f"job{job.job}-rank{d['rank']}"
+                    stem = (workdir / descriptor_name(job.job, d["rank"])).with_suffix("")
                     Path(f"{stem}.json").write_text(json.dumps(d))
                     np.save(f"{stem}.in.npy", x)
                     if d["rank"] in opts.absent_ranks:
@@ -349,7 +355,7 @@ class DemoNetwork:
                 ctl.jobs.delete(job.job)
 
     def _outcome(self, job, rank: int, h, inputs, before, opts: Options) -> WorkerOutcome:
-        stem = self.workdir / f"job{job.job}-rank{rank}"
+        stem = (self.workdir / descriptor_name(job.job, rank)).with_suffix("")
         after, b = _counters(f"{p4net.SWITCH_NAME}-eth{h.port}"), before[h.name]
         out = WorkerOutcome(
             job.job,
@@ -389,9 +395,9 @@ def _per_job(values: tuple, j: int, default):
 
 
 def job_slots(slots: int | None, target: str) -> int:
-    """The slots of a job on `target` (a resolved target name): `slots`, or the target's
+    """The slots of a job on `target` (a resolved switch kind): `slots`, or the kind's
     default when None."""
-    return slots if slots is not None else DEFAULT_SLOTS[target]
+    return slots if slots is not None else default_slots(target)
 
 
 def run(opts: Options) -> Summary:
@@ -411,7 +417,7 @@ def expected_rounds(inputs: list[np.ndarray], slots: int, int32_halves: bool = F
             rows = numerics.split_halves(rows)
         nonzero = rows.any(axis=1)
         union = nonzero if union is None else union | nonzero
-    return int(union.sum()) + min(slots, union.size)
+    return round_count(int(union.sum()), union.size, slots)
 
 
 def _progress(procs, hosts, before, expected: dict[str, int], elapsed: float) -> None:
@@ -513,15 +519,16 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "--slots",
         type=int,
         default=d.slots,
-        help="slots per job (default: 64 on softswitch, 32 on simple_switch_grpc, whose "
-        "ports hold ~32 unprocessed frames)",
+        help=f"slots per job (default: {default_slots(SOFTSWITCH)} on softswitch, "
+        f"{default_slots(SIMPLE_SWITCH_GRPC)} on simple_switch_grpc, whose ports hold only so "
+        "many unprocessed frames)",
     )
     ap.add_argument(
         "--encoding",
-        choices=["packed", "lanes"],
+        choices=ENCODINGS,
         default=d.encoding,
-        help="packed: one 2048-bit add per packet (default); lanes: 64 int32 "
-        "adds with switch overflow detection",
+        help="packed: one 2048-bit add per packet (the v1model target's default); lanes: "
+        "64 int32 adds with switch overflow detection",
     )
     ap.add_argument("--jobs", type=int, default=d.jobs)
     ap.add_argument("--seed", type=int, default=d.seed)
@@ -530,8 +537,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
     a = ap.parse_args(argv)
     if not 1 <= a.workers <= 32:
         ap.bad("workers", a.workers, "must be 1..32")
-    if not 1 <= a.size <= protocol.END_OF_STREAM * protocol.LANES:
-        ap.bad("size", a.size, f"must be 1..{protocol.END_OF_STREAM * protocol.LANES}")
+    if not 1 <= a.size <= protocol.END_OF_STREAM * protocol.BLOCK_VALUES:
+        ap.bad("size", a.size, f"must be 1..{protocol.END_OF_STREAM * protocol.BLOCK_VALUES}")
     if not 0 <= a.density <= 1:  # also refuses NaN
         ap.bad("density", a.density, "must be in [0, 1]")
     if not 0 <= a.loss < 1:

@@ -19,8 +19,9 @@ from mininet.net import Mininet
 from mininet.node import Switch
 from mininet.topo import Topo
 
-from softswitch.targets import SOFTSWITCH, SwitchRunner
-from softswitch.targets import resolve as resolve_target  # noqa: F401 -- for demo.py
+from p4reduce.target import SOFTSWITCH
+from softswitch.runner import SwitchRunner
+from softswitch.runner import resolve_kind as resolve_target  # noqa: F401 -- for demo.py
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"

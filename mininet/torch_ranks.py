@@ -37,7 +37,8 @@ sys.path.insert(1, str(HERE.parent))  # hostlib, controlplane when not installed
 
 import demo  # noqa: E402
 import p4net  # noqa: E402
-from controlplane.addresses import WorkerAddress  # noqa: E402
+from p4reduce.addresses import WorkerAddress  # noqa: E402
+from p4reduce.job import descriptor_name  # noqa: E402
 from controlplane.stats import job_stats  # noqa: E402
 from hostlib import protocol  # noqa: E402
 
@@ -137,7 +138,7 @@ class TorchNetwork:
         descriptors = d.workdir / f"job{job.job}-descriptors"
         descriptors.mkdir()
         for desc in job.descriptors(d.ctl.jobs.switch):
-            (descriptors / f"job{job.job}-rank{desc['rank']}.json").write_text(
+            (descriptors / descriptor_name(job.job, desc["rank"])).write_text(
                 json.dumps(desc, indent=2) + "\n"
             )
         common = {

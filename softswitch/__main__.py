@@ -20,9 +20,9 @@ import sys
 import threading
 from typing import Sequence
 
-from controlplane import version
-from softswitch.ports import AfPacketPorts, parse_interface_spec
+from p4reduce import version
 from softswitch.p4runtime_server import Device, P4RuntimeServer
+from softswitch.ports import AfPacketPorts, parse_interface_spec
 
 log = logging.getLogger("softswitch")
 

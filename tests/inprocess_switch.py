@@ -18,9 +18,10 @@ from collections import deque
 import numpy as np
 
 from controlplane import identity
-from controlplane.addresses import Address, WorkerAddress
+from p4reduce.addresses import Address, WorkerAddress
 from controlplane.connection import SwitchConnection
-from controlplane.jobs import Job, JobManager
+from controlplane.jobs import JobManager
+from p4reduce.job import Job
 from controlplane.stats import job_stats
 from hostlib import protocol as p
 from hostlib.framing import WIDTH, Batch

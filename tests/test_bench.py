@@ -16,6 +16,8 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 from hostlib import protocol  # noqa: E402
+from p4reduce.job import round_count  # noqa: E402
+from p4reduce.target import default_slots  # noqa: E402
 from model import (  # noqa: E402
     Network,
     allreduce_seconds,
@@ -49,7 +51,7 @@ def test_model_dense_p4reduce_beats_a_ring_by_its_byte_ratio_at_line_rate():
     """On a big dense tensor both are link-bound: p4reduce sends FRAME/VALUE bytes per value
     byte (derived from the wire format), a ring 2(N-1)/N of them (plus TCP's overhead)."""
     values, workers, net = 64 * 2**20, 8, Network()
-    blocks = math.ceil(values / protocol.LANES)
+    blocks = math.ceil(values / protocol.BLOCK_VALUES)
     p4_bytes = blocks * protocol.FRAME_BYTES_WITH_VALUES
     ring_bytes = 2 * (workers - 1) / workers * 4 * values * 1514 / 1448
     p4 = allreduce_seconds(p4_bytes, p4_bytes, p4reduce_round_trips(blocks, net.slots), net)
@@ -76,10 +78,10 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     bad = [(r["case"], r["error"]) for r in data["results"] if not r["ok"]]
     assert not bad
     by = {(r["case"]["system"], r["case"]["pattern"]): r for r in data["results"]}
-    blocks = size // protocol.LANES
+    blocks = size // protocol.BLOCK_VALUES
     dense = by[("p4reduce", "dense")]
     # every block once plus one announce per slot, per worker, by the worker's own count
-    assert dense["rounds"] == blocks + min(suite.slots_for("softswitch"), blocks)
+    assert dense["rounds"] == round_count(blocks, blocks, default_slots("softswitch"))
     assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
@@ -97,7 +99,7 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     report.write(data, tmp_path)
     tables = (tmp_path / "tables.md").read_text()
     assert (
-        f"{protocol.VALUE_BYTES} bytes of values ({protocol.LANES} int32 lanes) in "
+        f"{protocol.VALUE_BYTES} bytes of values ({protocol.BLOCK_VALUES} int32 lanes) in "
         f"{protocol.FRAME_BYTES_WITH_VALUES} bytes"
     ) in tables
     assert "Density sweep, softswitch, 2 workers, 4 K values" in tables

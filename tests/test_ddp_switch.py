@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 @pytest.mark.parametrize("world", [2, 3])
 def test_ddp_through_the_switch_matches_gloo(world, tmp_path):
     demo = load_demo()
-    from controlplane.addresses import WorkerAddress
+    from p4reduce.addresses import WorkerAddress
     from hostlib import protocol
 
     with demo.DemoNetwork("auto", world) as net:

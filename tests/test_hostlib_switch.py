@@ -13,7 +13,7 @@ from bmv2_tests import targets
 from demo_loader import load_demo
 
 REPO = Path(__file__).resolve().parent.parent
-LANES = 64
+BLOCK_VALUES = 64
 
 
 def _demo():
@@ -47,10 +47,10 @@ def _run(net, workers, inputs, **kw):
 
 
 def _sparse(rng, n, size, density, dtype):
-    blocks = -(-size // LANES)
+    blocks = -(-size // BLOCK_VALUES)
     out = []
     for _ in range(n):
-        mask = np.repeat(rng.random(blocks) < density, LANES)[:size]
+        mask = np.repeat(rng.random(blocks) < density, BLOCK_VALUES)[:size]
         if dtype == "int32":
             x = rng.integers(-(2**24), 2**24, size)
         else:
@@ -82,7 +82,7 @@ def test_all_zero_tensor(net):
 def test_smaller_than_one_block_and_odd_length(net):
     rng = np.random.default_rng(3)
     _run(net, 2, [rng.integers(-5, 5, 10).astype("int32") for _ in range(2)])
-    _run(net, 3, [rng.standard_normal(LANES * 5 + 17) for _ in range(3)])  # float64
+    _run(net, 3, [rng.standard_normal(BLOCK_VALUES * 5 + 17) for _ in range(3)])  # float64
 
 
 @pytest.mark.parametrize("loss", [0.01, 0.1])
@@ -106,7 +106,7 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
     import sys
     import time
 
-    from controlplane.addresses import WorkerAddress
+    from p4reduce.addresses import WorkerAddress
     from hostlib import protocol
 
     demo, network = net

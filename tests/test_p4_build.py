@@ -86,7 +86,7 @@ def test_p4_header_is_the_codec_field_table():
     p4_fields = [(name, bits) for name, bits, *_ in types["p4reduce_t"]["fields"]]
     assert p4_fields == [(f.name, f.bits) for f in protocol.FIELDS]
     lanes = types["values_t"]["fields"]
-    assert len(lanes) == protocol.LANES and all(bits == 32 for _, bits, *_ in lanes)
+    assert len(lanes) == protocol.BLOCK_VALUES and all(bits == 32 for _, bits, *_ in lanes)
     for p4_type, fields in (
         ("fingerprint_t", protocol.FINGERPRINT_FIELDS),
         ("round_status_t", protocol.STATUS_FIELDS),
@@ -110,7 +110,7 @@ def test_p4_constants_match_the_codec():
         assert consts[f"MSG_{msg.name}"] == msg.value, msg
     for flag in protocol.Flag:
         assert consts[f"FLAG_{flag.name}"] == flag.value, flag
-    assert f"#define LANES {protocol.LANES}" in text
+    assert f"#define LANES {protocol.BLOCK_VALUES}" in text
     assert f"#define P4R_HEADER_BYTES {protocol.HEADER_BYTES}" in text
     assert consts["EPOCH_LOST"] == protocol.MAX_EPOCH + 1
 

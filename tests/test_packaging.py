@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controlplane import DISTRIBUTION
-from controlplane.config import tomllib
+from p4reduce import DISTRIBUTION
+from p4reduce.state import tomllib
 from hostlib import netns
+from p4reduce.job import descriptor_name
 from hostlib.torch_autoload import BACKEND
 from softswitch_server.helpers import start_cli, stop_cli
 
@@ -43,7 +44,7 @@ JOB = 7
 PROBE = """
 import importlib, importlib.util, json, sys
 from importlib import metadata
-from controlplane import pipeline
+from p4reduce import target as build
 distribution, backend, *names = sys.argv[1:]
 dist = metadata.distribution(distribution)
 points = {}
@@ -56,7 +57,7 @@ if importlib.util.find_spec("torch") is not None:
     torch = backend in torch.distributed.Backend.backend_list
 print(json.dumps({
     "modules": {m: importlib.import_module(m).__file__ for m in names},
-    "build": str(pipeline.BUILD_DIR),
+    "build": str(build.BUILD_DIR),
     "dist": str(dist.locate_file("")),
     "entry_points": points,
     "torch_registered": torch,
@@ -209,15 +210,17 @@ def _wheel_packages(wheel: Path) -> list[str]:
 
 
 def test_wheel_holds_every_module_and_every_compiled_output(dists):
-    """Exactly the checkout's modules of the packages the entry points name, and p4c's
-    outputs as p4src/compile.py's manifests list them -- no test code, no bytecode."""
+    """Exactly the checkout's modules of the packages the entry points name and of the
+    ground floor they stand on (p4reduce), and p4c's outputs as p4src/compile.py's
+    manifests list them -- no test code, no bytecode."""
     entry_modules = [
         *PROJECT["scripts"].values(),
         *(v for group in PROJECT["entry-points"].values() for v in group.values()),
     ]
     top = {target.split(":")[0].split(".")[0] for target in entry_modules}
     assert top == {"controlplane", "hostlib", "softswitch"}
-    expected = {f for f in _tracked_files() if f.split("/")[0] in top and f.endswith(".py")}
+    installed = top | {"p4reduce"}
+    expected = {f for f in _tracked_files() if f.split("/")[0] in installed and f.endswith(".py")}
     expected.add("p4src/build/__init__.py")
     for manifest in BUILD.rglob("MANIFEST.json"):
         here = manifest.parent.relative_to(REPO)
@@ -226,7 +229,7 @@ def test_wheel_holds_every_module_and_every_compiled_output(dists):
     files = {n for n in _contents(dists.wheel) if ".dist-info/" not in n}
     assert sorted(expected - files) == [], "missing from the wheel"
     assert sorted(files - expected) == [], "in the wheel but not expected"
-    assert {"controlplane.p4rt", "softswitch.interp", "softswitch.p4rt", "p4src.build"} <= set(
+    assert {"p4reduce.p4rt", "softswitch.interp", "softswitch.p4rt", "p4src.build"} <= set(
         _wheel_packages(dists.wheel)
     )
 
@@ -339,7 +342,7 @@ def test_one_allreduce_through_the_installed_switch_controller_and_worker(venv, 
             for r, x in enumerate(inputs):
                 np.save(tmp_path / f"in{r}.npy", x)
                 argv = ["ip", "netns", "exec", topo.worker_ns[r], venv.bin("python"), "-m"]
-                argv += ["hostlib", f"--descriptor={descriptors / f'job{JOB}-rank{r}.json'}"]
+                argv += ["hostlib", f"--descriptor={descriptors / descriptor_name(JOB, r)}"]
                 argv += [
                     f"--input={tmp_path / f'in{r}.npy'}",
                     f"--output={tmp_path / f'out{r}.npy'}",

@@ -90,7 +90,7 @@ def test_batch_encode_matches_single_encode():
 
 
 def test_frame_round_trip_with_values():
-    values = np.array([(-1) ** i * (i * 1000003) for i in range(p.LANES)], dtype=np.int32)
+    values = np.array([(-1) ** i * (i * 1000003) for i in range(p.BLOCK_VALUES)], dtype=np.int32)
     values[0], values[1] = np.iinfo(np.int32).min, np.iinfo(np.int32).max
     h = Header.make(MsgType.DATA, job=3, slot=1, rank=2, block=9, next_block=17, next_exponent=140)
     frame = p.build_frame(EP, h, values)
@@ -106,7 +106,7 @@ def test_frame_agrees_with_scapy_dissection_and_checksum():
     from scapy.layers.l2 import Ether
 
     P4Reduce, P4ReduceValues, P4ReduceFingerprint, P4ReduceStatus = p.scapy_layers()
-    values = np.arange(p.LANES, dtype=np.int32) - 7
+    values = np.arange(p.BLOCK_VALUES, dtype=np.int32) - 7
     h = Header.make(
         MsgType.DATA,
         job=300,
@@ -151,9 +151,9 @@ def test_frame_agrees_with_scapy_dissection_and_checksum():
 # Every layout a message type has, as the codec's build_frame arguments.
 LAYOUTS = [
     (MsgType.ANNOUNCE, {"fingerprint": (0x101, 0x202)}),
-    (MsgType.DATA, {"values": np.arange(p.LANES, dtype=np.int32) - 31}),
+    (MsgType.DATA, {"values": np.arange(p.BLOCK_VALUES, dtype=np.int32) - 31}),
     (MsgType.SKIP, {}),
-    (MsgType.RESULT, {"values": np.arange(p.LANES, dtype=np.int32) * -3}),
+    (MsgType.RESULT, {"values": np.arange(p.BLOCK_VALUES, dtype=np.int32) * -3}),
     (MsgType.RESULT, {"fingerprint": (0x303, 0x404)}),
     (MsgType.RESULT, {}),
     (MsgType.STATUS, {"contributors": 0b1011}),
@@ -180,7 +180,7 @@ def test_scapy_shows_message_type_and_flags_by_name():
     h = Header.make(
         MsgType.DATA, job=3, slot=1, rank=2, flags=Flag.RETRANSMIT | Flag.CONTINUED, block=4
     )
-    pkt = Ether(p.build_frame(EP, h, np.zeros(p.LANES, dtype=np.int32)))[P4Reduce]
+    pkt = Ether(p.build_frame(EP, h, np.zeros(p.BLOCK_VALUES, dtype=np.int32)))[P4Reduce]
     assert "msg_type=DATA" in repr(pkt) and "flags=RETRANSMIT+CONTINUED" in repr(pkt)
     shown = pkt.show(dump=True)
     assert "msg_type  = DATA" in shown and "flags     = RETRANSMIT+CONTINUED" in shown
@@ -264,7 +264,7 @@ def test_fingerprint_is_exact_and_describes_the_difference():
 )
 def test_truncated_frames_name_what_is_missing(cut, needle):
     h = Header.make(MsgType.DATA, job=1, slot=0, rank=0, block=0, next_block=1)
-    frame = p.build_frame(EP, h, np.zeros(p.LANES))
+    frame = p.build_frame(EP, h, np.zeros(p.BLOCK_VALUES))
     with pytest.raises(ProtocolError, match=needle):
         p.parse_frame(frame[:cut])
 

@@ -122,7 +122,7 @@ def _clean_up(net, job, procs: list, tmp_path: Path) -> None:
 
 
 def _create_job(net, slots: int):
-    from controlplane.addresses import WorkerAddress
+    from p4reduce.addresses import WorkerAddress
     from hostlib import protocol
 
     return net.ctl.jobs.create(

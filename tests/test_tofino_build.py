@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from p4.config.v1 import p4info_pb2
 
-from controlplane import pipeline
-from controlplane.p4rt import P4InfoIndex, load_p4info
+from p4reduce import target as build
+from p4reduce.p4rt import P4InfoIndex, load_p4info
 from controlplane.surface import differences, surface
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,7 +119,7 @@ def test_tofino_manifest_detects_a_new_tna_include(tmp_path):
 
 # -- P4Info parity ---------------------------------------------------------------------------
 
-BMV2 = P4InfoIndex.load(pipeline.DEFAULT_P4INFO)
+BMV2 = P4InfoIndex.load(build.DEFAULT_P4INFO)
 
 
 def test_the_surface_covers_what_the_controller_programs_and_reads():
@@ -141,7 +141,7 @@ def test_the_surface_covers_what_the_controller_programs_and_reads():
 
 def _mutated(edit) -> P4InfoIndex:
     info = p4info_pb2.P4Info()
-    info.CopyFrom(load_p4info(pipeline.DEFAULT_P4INFO))
+    info.CopyFrom(load_p4info(build.DEFAULT_P4INFO))
     edit(info)
     return P4InfoIndex.from_proto(info)
 
@@ -361,7 +361,7 @@ def test_the_controller_reserves_the_programs_harvest_port_in_pipe_0(target):
     """The harvest port is the program's recirculation port: the controller keeps it out of
     the operator's ports, and it is in pipe 0, where the jobs' registers are
     (docs/tofino.md, "Pipes")."""
-    from controlplane.target import TARGETS as CONTROLLER_TARGETS
+    from p4reduce.target import TARGETS as CONTROLLER_TARGETS
 
     port = _harvest_ports()[target]
     assert port in CONTROLLER_TARGETS[target].reserved_ports

@@ -1,7 +1,7 @@
 """The P4Info bound to a bmv2 JSON: do the two describe the same program, and where does each
 P4Info field sit in the JSON (the interpreter wants JSON order and JSON match kinds).
 
-The P4Info itself is indexed by `controlplane.p4rt` (shared with the controller and the
+The P4Info itself is indexed by `p4reduce.p4rt` (shared with the controller and the
 tests); this module is the part only a bmv2-JSON target needs.
 """
 
@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.p4rt import MatchType, P4InfoIndex
+from p4reduce.p4rt import MatchType, P4InfoIndex
 
 # P4Info match type -> the "match_type" strings the bmv2 JSON may use for that table key.
 # p4c-bm2-ss writes an optional key as "ternary" (bmv2 has no optional match unit; PI's

@@ -11,7 +11,7 @@ from typing import Callable
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4rt import P4InfoError, P4InfoIndex
+from p4reduce.p4rt import P4InfoError, P4InfoIndex
 
 from ..errors import PipelineError, UnsupportedConstruct
 from ..interface import SwitchTarget

@@ -12,7 +12,7 @@ from typing import Iterable, Mapping
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2
 
-from controlplane.p4rt import P4Ids, encode
+from p4reduce.p4rt import P4Ids, encode
 
 from .state import Pipeline, out_entity
 from .status import Code, P4RTError, invalid_p4_id, target_call

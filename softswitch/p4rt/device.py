@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4rt import CodecError
+from p4reduce.p4rt import CodecError
 
 from ..interface import SwitchTarget
 from .config import build_pipeline, forwarding_state_reads, get_config, import_p4info

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4rt import P4Ids
+from p4reduce.p4rt import P4Ids
 
 from ..interface import SwitchTarget
 from .counters import counter_read, counter_write, register_read

@@ -15,7 +15,7 @@ from typing import Any
 
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4rt import CodecError, MatchType, TableInfo, decode, encode, nbytes
+from p4reduce.p4rt import CodecError, MatchType, TableInfo, decode, encode, nbytes
 
 from ..interface import Entry, Match
 from .state import DEFAULT_KEY, MatchKey, Pipeline

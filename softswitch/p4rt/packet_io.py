@@ -1,7 +1,7 @@
 """PacketIn / PacketOut <-> frames (PI packet_io_mgr.cpp).
 
 The controller headers are the P4Info's ``packet_in`` / ``packet_out`` controller packet
-metadata (``controlplane.p4rt.PacketHeaderCodec``): a PacketOut gets its header prepended before the
+metadata (``p4reduce.p4rt.PacketHeaderCodec``): a PacketOut gets its header prepended before the
 frame enters at the CPU port; a frame that leaves on the CPU port has its header stripped
 and becomes a PacketIn.  Without such a header the payload passes as is.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4rt import CodecError
+from p4reduce.p4rt import CodecError
 
 from .state import Pipeline
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4rt import P4InfoIndex
+from p4reduce.p4rt import P4InfoIndex
 
 from ..interface import SwitchTarget
 from .binding import JsonBinding

@@ -12,7 +12,7 @@ import logging
 
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4rt import ActionScope, CodecError, P4Ids, TableInfo, decode, encode
+from p4reduce.p4rt import ActionScope, CodecError, P4Ids, TableInfo, decode, encode
 
 from .match import fill_match, from_switch_entry, match_key, switch_priority, to_switch_match
 from .state import DEFAULT_KEY, EntryMeta, Pipeline, out_entity

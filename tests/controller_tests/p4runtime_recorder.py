@@ -24,7 +24,7 @@ from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controlplane.p4rt import P4InfoIndex, encode
+from p4reduce.p4rt import P4InfoIndex, encode
 
 Update = p4runtime_pb2.Update
 GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from p4.v1 import p4runtime_pb2
 
-from controlplane import pipeline
-from controlplane.addresses import WorkerAddress
+from p4reduce import target as build
+from p4reduce.addresses import WorkerAddress
 from controlplane.config import parse
 from controlplane.connection import SwitchConnection, SwitchError, same_p4info
 from controlplane.controller import PIPELINE_KEPT, PIPELINE_PUSHED, Controller
-from controlplane.p4rt import P4InfoIndex, load_p4info
+from p4reduce.p4rt import P4InfoIndex, load_p4info
 from controlplane.stats import read_counter
 
 from .conftest import SWITCH_IP, SWITCH_MAC, count_writes, host
@@ -135,9 +135,9 @@ def _tofino_config(grpc_addr: str, tmp_path: Path, target: str, p4info: Path):
 
 @pytest.mark.parametrize("target", ["tofino", "tofino2"])
 def test_up_against_the_tna_p4info_never_writes_a_const_table(tmp_path, target):
-    tna_p4info = pipeline.BUILD_DIR / target / "p4reduce.p4info.txtpb"
+    tna_p4info = build.BUILD_DIR / target / "p4reduce.p4info.txtpb"
     tna = P4InfoIndex.load(tna_p4info)
-    const = context_const_entries(pipeline.BUILD_DIR / target / "context.json", tna)
+    const = context_const_entries(build.BUILD_DIR / target / "context.json", tna)
     const_tables = {t.id for t in tna.tables.values() if t.is_const}
     # the compiler's const entries are those of the P4Info's tables with initial entries
     assert {e.table_id for e in const} == {
@@ -149,9 +149,9 @@ def test_up_against_the_tna_p4info_never_writes_a_const_table(tmp_path, target):
         assert _bring_up_twice(cfg) == (PIPELINE_PUSHED, PIPELINE_KEPT)
         after_first = len(tofino.writes)
     with RecordingServer() as bmv2:
-        cfg = _tofino_config(bmv2.grpc_addr, tmp_path / "v1", target, pipeline.DEFAULT_P4INFO)
+        cfg = _tofino_config(bmv2.grpc_addr, tmp_path / "v1", target, build.DEFAULT_P4INFO)
         assert _bring_up_twice(cfg) == (PIPELINE_PUSHED, PIPELINE_KEPT)
-    v1model = P4InfoIndex.load(pipeline.DEFAULT_P4INFO)
+    v1model = P4InfoIndex.load(build.DEFAULT_P4INFO)
 
     touched = [u for u in tofino.updates() if u.entity.table_entry.table_id in const_tables]
     assert touched == [], f"{len(touched)} update(s) of const tables: {touched[:3]}"

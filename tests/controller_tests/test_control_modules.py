@@ -19,15 +19,16 @@ from types import ModuleType
 import pytest
 
 from controlplane import pipeline, stats
+from p4reduce.target import DEFAULT_P4INFO
 from controlplane.jobs import PoolSizes
-from controlplane.p4rt import P4InfoIndex
+from p4reduce.p4rt import P4InfoIndex
 from controlplane.surface import control_modules
 
 PROTOCOL_MD = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 
 
 MODULES = control_modules()
-P4 = P4InfoIndex.load(pipeline.DEFAULT_P4INFO)
+P4 = P4InfoIndex.load(DEFAULT_P4INFO)
 
 
 def control_of(p4_name: str) -> str:

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from controlplane.addresses import WorkerAddress
+from p4reduce.addresses import WorkerAddress
 from controlplane.connection import NotPrimaryError, SwitchConnection
 from controlplane.controller import Controller
-from controlplane.jobs import JobError
+from p4reduce.job import JobError
 from controlplane import forwarding
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Endpoints, Header, MsgType
@@ -94,7 +94,7 @@ def test_bring_up_create_use_delete_recreate(controller, switch_process):
     }
     res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
     assert all(r is not None and r.header.next_block == 0 for r in res.values())
-    vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * 3}
+    vals = {0: np.arange(p.BLOCK_VALUES), 1: np.arange(p.BLOCK_VALUES) * 3}
     half = run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1, block=0)
     assert half[0] is None  # rank 1 missing: no result yet
     controller.jobs.delete(7)
@@ -167,7 +167,9 @@ def test_delete_finishes_what_a_half_done_delete_left(controller):
     jobs = controller.jobs
     job = jobs.create(4, workers([1, 2]), 2)
     jobs.set_loss(4, egress=0.5)
-    admission.revoke(controller.conn, job.params, job.workers)  # half of a delete
+    admission.revoke(
+        controller.conn, admission.job_parameters(job), job.workers
+    )  # half of a delete
     result_destination.remove_destinations(controller.conn, job.job, job.workers[:1])
     assert jobs.delete(4).job == 4
     assert 4 not in {j.job for j in jobs.jobs()}

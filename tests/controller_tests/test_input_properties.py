@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from controlplane import cli
-from controlplane.addresses import AddressError, unicast_ipv4, unicast_mac
+from p4reduce.addresses import AddressError, unicast_ipv4, unicast_mac
 from controlplane.config import ConfigError, load, parse
 from controlplane.drop_simulator import MAX_THRESHOLD, SCALE, threshold
 

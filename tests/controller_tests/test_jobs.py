@@ -16,15 +16,17 @@ import json
 import pytest
 
 from controlplane import admission
-from controlplane.addresses import Address, WorkerAddress
+from p4reduce.addresses import Address, WorkerAddress
 from controlplane.connection import SwitchConnection, SwitchError
-from controlplane.jobs import MAX_EPOCH, Job, JobError, JobManager, JobTable, PoolSizes
-from controlplane.p4rt import P4InfoIndex
-from controlplane.pipeline import DEFAULT_P4INFO
+from controlplane.jobs import JobManager, JobTable, PoolSizes
+from p4reduce.job import Job, JobError
+from p4reduce.wire import MAX_EPOCH
+from p4reduce.p4rt import P4InfoIndex
+from p4reduce.target import DEFAULT_P4INFO
 from controlplane.reconcile import read_entries
 from controlplane.replication import read_groups
-from hostlib import wire
-from hostlib.config import load_descriptor
+from p4reduce import wire
+from p4reduce.job import load_descriptor
 
 SWITCH = Address("02:00:00:00:01:00", "10.0.0.254")
 P4 = P4InfoIndex.load(DEFAULT_P4INFO)
@@ -48,6 +50,7 @@ def job(
         slot_count=slot_count,
         epoch=epoch,
         workers=[worker(r) for r in range(ranks)],
+        encoding="packed",
     )
 
 
@@ -124,7 +127,7 @@ def test_a_job_at_either_end_of_the_epochs_is_admitted_and_described():
     conn = offline_connection()
     for epoch in (1, MAX_EPOCH):
         j = job(9, 0, 4, epoch=epoch)
-        entry = admission.admission_entry(conn, j.params, j.workers[0])
+        entry = admission.admission_entry(conn, admission.job_parameters(j), j.workers[0])
         assert conn.p4.describe_entry(entry)["match"]["epoch"] == epoch
         assert load_descriptor(j.descriptor(1, SWITCH)).epoch == epoch
 
@@ -281,7 +284,7 @@ def test_a_delete_that_failed_half_way_can_be_repeated(switch, tmp_path):
     jobs = JobManager(switch, SWITCH, path, {1, 2, 3})
     created = jobs.create(5, [worker(0), worker(1)], 4)
     jobs.set_loss(5, ingress=0.25)
-    group = created.params.mcast_grp
+    group = admission.job_parameters(created).mcast_grp
     assert entries_of(switch, 5) == {"admission": 2, "result_destination": 2, "drop_simulator": 1}
     assert group in read_groups(switch)
 

@@ -93,7 +93,7 @@ def test_up_again_keeps_a_half_done_round(config, controller, switch_process):
     job = controller.jobs.create(5, workers([1, 2]), slots=4)
     descriptors = job.descriptors(controller.jobs.switch)
     run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
-    vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * 5}
+    vals = {0: np.arange(p.BLOCK_VALUES), 1: np.arange(p.BLOCK_VALUES) * 5}
     # rank 0 contributes to the data round of block 0; rank 1 has not yet
     assert (
         run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1, block=0)[0]
@@ -117,9 +117,9 @@ def test_up_reconciles_missing_and_stale_entries(config, controller, switch_proc
     conn = controller.conn
     before = sorted(e.SerializeToString(deterministic=True) for e in read_entries(conn))
     # damage: one admission entry gone, a stale L2 entry and a stale multicast group added
-    from controlplane.admission import admission_entry
+    from controlplane.admission import admission_entry, job_parameters
 
-    conn.delete(table_entity(admission_entry(conn, job.params, job.workers[1], False)))
+    conn.delete(table_entity(admission_entry(conn, job_parameters(job), job.workers[1], False)))
     forwarding.add_host(conn, "02:00:00:00:00:77", 3)
     conn.insert(replication.multicast_group(9, [(3, 0)]))
     controller.close()
@@ -155,7 +155,7 @@ def test_up_on_an_unchanged_switch_sends_no_write(config, switch_process, monkey
         descriptors = job.descriptors(first.jobs.switch)
         switch_process.drain()
         run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
-        vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * 3}
+        vals = {0: np.arange(p.BLOCK_VALUES), 1: np.arange(p.BLOCK_VALUES) * 3}
         run_round(switch_process, descriptors[:1], MsgType.DATA, vals, version=1, block=0)
     finally:
         first.close()
@@ -197,7 +197,7 @@ def test_up_reset_fails_running_jobs_fast_as_its_help_says(config, controller, s
     again = Controller(config)
     try:
         assert again.up(reset=True) == PIPELINE_PUSHED
-        vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES)}
+        vals = {0: np.arange(p.BLOCK_VALUES), 1: np.arange(p.BLOCK_VALUES)}
         res = run_round(
             switch_process,
             descriptors,
@@ -345,8 +345,8 @@ def test_drop_sim_accepts_the_whole_documented_range(switch_process, tmp_path):
 
 
 def test_worker_addresses_are_strict(controller):
-    from controlplane.addresses import WorkerAddress
-    from controlplane.jobs import JobError
+    from p4reduce.addresses import WorkerAddress
+    from p4reduce.job import JobError
 
     for mac, ip in (
         (" 0x2:0:0:0:0:1", "10.0.0.1"),

@@ -1,7 +1,7 @@
 """The switch configuration names its target (bmv2, tofino, tofino2) and the controller
 adapts where Tofino genuinely differs: dev port numbering (switch.port_map), reserved ports
 (the CPU port, the TNA program's harvest port), the pipeline files, and the value encoding
-(no `packed` on Tofino). controlplane/target.py says why each differs.
+(no `packed` on Tofino). p4reduce/target.py says why each differs.
 
 No Tofino switch exists here. The switch-free tests check the configuration and the
 refusals; the last tests drive a real switch (softswitch, simple_switch_grpc) running the
@@ -19,15 +19,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controlplane import pipeline
-from controlplane.addresses import Address, WorkerAddress
+from p4reduce import target as build
+from p4reduce.addresses import Address, WorkerAddress
 from controlplane.config import ConfigError, load, parse
 from controlplane.connection import SwitchConnection
 from controlplane.controller import Controller
-from controlplane.jobs import JobError, JobManager, check_job_pipes
+from controlplane.jobs import JobManager, check_job_pipes
+from controlplane.replication import job_group
+from p4reduce.job import JobError
 from controlplane.reconcile import read_entries
 from controlplane.replication import read_groups
-from controlplane.target import TARGETS, PortMap, TargetError, pipe_of, readout_port
+from p4reduce.target import TARGETS, PortMap, TargetError, pipe_of, readout_port
 from hostlib import protocol as p
 from hostlib.protocol import MsgType
 
@@ -209,15 +211,15 @@ def test_port_map_translates_and_refuses_unmapped_ports():
 def test_int32_halves_is_the_targets_choice_unless_asked():
     """Only bmv2's lanes jobs may leave overflow to the switch; a packed job always sends
     halves, and a Tofino switch cannot flag an overflowed lane."""
-    from controlplane.target import int32_halves_for
+    from p4reduce.job import resolve_halves
 
     bmv2, tofino = TARGETS["bmv2"], TARGETS["tofino"]
-    assert int32_halves_for(bmv2, 1, "lanes", None) is False
-    assert int32_halves_for(bmv2, 1, "lanes", True) is True
-    assert int32_halves_for(bmv2, 1, "packed", None) is True
-    assert int32_halves_for(tofino, 1, "lanes", None) is True
-    with pytest.raises(TargetError, match="job 1: int32_halves false .* tna program cannot"):
-        int32_halves_for(tofino, 1, "lanes", False)
+    assert resolve_halves(bmv2, 1, "lanes", None) is False
+    assert resolve_halves(bmv2, 1, "lanes", True) is True
+    assert resolve_halves(bmv2, 1, "packed", None) is True
+    assert resolve_halves(tofino, 1, "lanes", None) is True
+    with pytest.raises(JobError, match="job 1: int32_halves false .* tna program cannot"):
+        resolve_halves(tofino, 1, "lanes", False)
     static = parse({**_sw(target="tofino2"), "jobs": [{**_job(), "int32_halves": True}]})
     assert static.jobs[0].int32_halves is True
 
@@ -236,7 +238,7 @@ def test_a_packed_job_is_refused_on_tofino_before_the_switch_is_touched():
 def test_tofino_controller_needs_a_device_config(tmp_path):
     cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
     ctl = Controller(cfg)
-    assert ctl.p4info == pipeline.BUILD_DIR / "tofino" / "p4reduce.p4info.txtpb"
+    assert ctl.p4info == build.BUILD_DIR / "tofino" / "p4reduce.p4info.txtpb"
     with pytest.raises(ConfigError, match="switch.device_config: missing"):
         ctl._our_pipeline()
 
@@ -261,8 +263,8 @@ def tofino_controller(switch_process, tmp_path):
                 "port_map": {str(k): v for k, v in PORT_MAP.items()},
                 "hosts": [{"mac": host(1)[0], "port": 11}],
                 # the v1model build stands in for the TNA one: same P4Runtime surface
-                "p4info": str(pipeline.DEFAULT_P4INFO),
-                "device_config": str(pipeline.DEFAULT_DEVICE_CONFIG),
+                "p4info": str(build.DEFAULT_P4INFO),
+                "device_config": str(build.DEFAULT_DEVICE_CONFIG),
                 "state_file": str(tmp_path / "jobs.json"),
             }
         },
@@ -295,7 +297,7 @@ def test_entries_and_groups_carry_dev_ports(tofino_controller):
     assert [e["params"]["port"] for e in forward] == [1]  # host on port 11
     groups = read_groups(ctl.conn)
     assert sorted(groups[ctl.config.switch.flood_group]) == [(1, 0), (2, 0), (3, 0), (4, 0)]
-    assert sorted(groups[job.params.mcast_grp]) == [(2, 0), (3, 1)]
+    assert sorted(groups[job_group(job.job_index)]) == [(2, 0), (3, 1)]
     with pytest.raises(JobError, match="encoding 'packed' is not available on a tofino"):
         ctl.jobs.create(10, _workers([14]), 4, "packed")
     with pytest.raises(JobError, match="int32_halves false needs a switch that flags"):
@@ -315,15 +317,15 @@ def test_a_lanes_round_completes_through_dev_ports(tofino_controller, switch_pro
     assert all(d["encoding"] == "lanes" for d in descriptors)
     res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=0)
     assert all(r is not None for r in res.values())
-    vals = {0: np.arange(p.LANES), 1: np.arange(p.LANES) * -5}
+    vals = {0: np.arange(p.BLOCK_VALUES), 1: np.arange(p.BLOCK_VALUES) * -5}
     res = run_round(switch_process, descriptors, MsgType.DATA, vals, version=1, block=0)
     for rank in (0, 1):
         assert res[rank] is not None and res[rank].header.msg_type == MsgType.RESULT
-        assert list(res[rank].values) == list(np.arange(p.LANES) * -4)
+        assert list(res[rank].values) == list(np.arange(p.BLOCK_VALUES) * -4)
 
 
 def _state_file_job(encoding: str):
-    from controlplane.jobs import Job
+    from p4reduce.job import Job
 
     return Job(
         job=3,
@@ -372,7 +374,7 @@ def test_up_refuses_a_state_file_job_across_pipes(tmp_path, name):
 
 
 def test_a_state_file_job_keeps_or_infers_int32_halves():
-    from controlplane.jobs import Job
+    from p4reduce.job import Job
 
     job = _state_file_job("lanes")
     assert Job.from_json({**job.to_json(), "int32_halves": True}).int32_halves

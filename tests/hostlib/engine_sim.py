@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from hostlib.config import load_descriptor
+from p4reduce.job import load_descriptor
 from hostlib.engine import AllreduceEngine, EngineParams, EngineStats, RttEstimator
 from hostlib.framing import WIDTH
 from hostlib.numerics import make_payload

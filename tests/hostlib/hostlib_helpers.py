@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from hostlib import protocol as p
-from hostlib.config import Address, JobConfig
+from p4reduce.addresses import Address
+from p4reduce.job import JobConfig
 from hostlib.framing import Batch
 
 
@@ -51,7 +52,7 @@ def engine_tensor():
 
 
 def make_engine(params, slot_versions=None, rtt=None):
-    from hostlib.config import load_descriptor
+    from p4reduce.job import load_descriptor
     from hostlib.engine import AllreduceEngine
     from hostlib.numerics import make_payload
 

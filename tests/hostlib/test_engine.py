@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hostlib import protocol as p
-from hostlib.config import load_descriptor
+from p4reduce.job import load_descriptor
 from hostlib.engine import (
     SILENT_MIN_SPAN,
     SILENT_STATUSES,

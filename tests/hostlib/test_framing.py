@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hostlib import protocol as p
-from hostlib.config import load_descriptor
+from p4reduce.job import load_descriptor
 from hostlib.framing import FrameBuilder, parse_batch
 
 from hostlib_helpers import descriptor
@@ -97,10 +97,10 @@ def test_truncated_frame_is_rejected():
 
 
 @pytest.mark.parametrize(
-    "field,value", [("protocol", 1), ("lanes", 32), ("epoch", 0), ("epoch", 1 << 31)]
+    "field,value", [("protocol", 1), ("block_values", 32), ("epoch", 0), ("epoch", 1 << 31)]
 )
-def test_descriptor_with_other_protocol_or_lanes_refused(field, value):
-    from hostlib.config import DescriptorError
+def test_descriptor_with_other_protocol_or_block_values_refused(field, value):
+    from p4reduce.job import DescriptorError
 
     d = descriptor(0, 1)
     d[field] = value
@@ -127,16 +127,30 @@ def test_descriptor_names_the_worker_count_and_still_reads_its_earlier_name():
     d["workers"] = d.pop("worker_count")
     assert load_descriptor(d).worker_count == 3
     del d["workers"]
-    from hostlib.config import DescriptorError
+    from p4reduce.job import DescriptorError
 
     with pytest.raises(DescriptorError, match="worker_count missing"):
+        load_descriptor(d)
+
+
+def test_descriptor_names_the_block_values_and_still_reads_its_earlier_name():
+    """Written as `block_values` (values per block: not the `lanes` encoding); a descriptor
+    written before the rename says `lanes` and is read the same, and checked the same."""
+    from p4reduce.job import DescriptorError
+
+    d = descriptor(0, 2)
+    assert d["block_values"] == p.BLOCK_VALUES and "lanes" not in d
+    d["lanes"] = d.pop("block_values")
+    assert load_descriptor(d).block_values == p.BLOCK_VALUES
+    d["lanes"] = 32
+    with pytest.raises(DescriptorError, match="block_values=32"):
         load_descriptor(d)
 
 
 def test_descriptor_carries_int32_halves_and_refuses_a_non_boolean():
     """A descriptor without the field is the switch-flags-overflow case (descriptors older
     than the field); a string such as "false" is refused, not read as true."""
-    from hostlib.config import DescriptorError
+    from p4reduce.job import DescriptorError
 
     d = descriptor(0, 2)
     assert load_descriptor(d).int32_halves is False

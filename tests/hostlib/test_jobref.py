@@ -1,7 +1,7 @@
 """How a rank finds its job descriptor (hostlib.jobref): from a descriptor, a job id and the
 directory p4reduce-ctl wrote, or a job id and the controller's configuration + state file.
-No torch, no network: the controller's state file is written by the controller's own
-JobTable."""
+No torch, no network: the controller's state file is written through p4reduce.state, the
+format the controller's JobTable writes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from controlplane.addresses import Address, WorkerAddress
-from controlplane.jobs import Job, JobTable
+from p4reduce.addresses import Address, WorkerAddress
+from p4reduce.job import Job
+from p4reduce.state import State, write_state
 from hostlib.jobref import ENV, JobLookupError, P4ReduceOptions, find_descriptor, open_worker
 from hostlib_helpers import descriptor
 
@@ -54,8 +55,8 @@ def test_job_id_from_the_controllers_state_file(tmp_path):
         WorkerAddress(r, r + 1, f"02:00:00:00:00:{r + 1:02x}", f"10.0.0.{r + 1}", 0x5030)
         for r in range(2)
     ]
-    job = Job(job=5, job_index=0, slot_base=32, slot_count=16, epoch=3, workers=workers)
-    JobTable(state, {5: job}, last_epoch=3).save()
+    job = Job(5, 0, slot_base=32, slot_count=16, epoch=3, workers=workers, encoding="packed")
+    write_state(state, State({5: job}, last_epoch=3))
     cfg = tmp_path / "switch.toml"
     cfg.write_text(
         '[switch]\nmac = "02:00:00:00:01:00"\nip = "10.0.0.254"\n'

@@ -13,7 +13,7 @@ import pytest
 
 from hostlib import netns
 from hostlib import protocol as p
-from hostlib.config import load_descriptor
+from p4reduce.job import load_descriptor
 from hostlib.framing import WIDTH, Batch, FrameBuilder
 
 pytestmark = pytest.mark.root  # conftest.py skips it without root, saying why

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.p4rt import P4InfoIndex
+from p4reduce.p4rt import P4InfoIndex
 
 from .helpers import Harness, RawClient, load_p4info
 

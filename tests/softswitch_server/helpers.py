@@ -20,8 +20,8 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controlplane import p4rt
-from controlplane.p4rt import P4InfoIndex
+from p4reduce import p4rt
+from p4reduce.p4rt import P4InfoIndex
 from softswitch.p4runtime_server import Device, P4RuntimeServer
 from softswitch.ports import InProcessPorts
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4rt import P4InfoIndex
+from p4reduce.p4rt import P4InfoIndex
 
 from .helpers import (
     REPO,

@@ -20,8 +20,8 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from bmv2_tests import targets
-from controlplane.p4rt import P4InfoIndex
-from softswitch.targets import SwitchRunner
+from p4reduce.p4rt import P4InfoIndex
+from softswitch.runner import SwitchRunner
 
 from .helpers import (
     CPU_PORT,

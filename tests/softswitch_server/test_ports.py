@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4rt import P4InfoIndex
+from p4reduce.p4rt import P4InfoIndex
 from softswitch.p4runtime_server import Device
 from softswitch.ports import (
     PACKET_AUXDATA,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
 PROTOCOL_VERSION = 2
-LANES = 64  # K: int32 values per block / per data packet
-VALUE_BYTES = 4 * LANES
+BLOCK_VALUES = 64  # K: int32 values per block / per data packet
+VALUE_BYTES = 4 * BLOCK_VALUES
 HEADER_BYTES = 20
 FINGERPRINT_BYTES = 8  # ANNOUNCE and its RESULT: fingerprint_min, fingerprint_max
 STATUS_BYTES = 4  # STATUS: contributors
@@ -45,7 +45,7 @@ FRAME_BYTES_WITH_STATUS = EXTENSION_OFFSET + STATUS_BYTES  # 66
 
 class MsgType(IntEnum):
     ANNOUNCE = 1  # round 0 of a slot: header only, announces the first non-zero block
-    DATA = 2  # a non-zero block: header + LANES int32 values
+    DATA = 2  # a non-zero block: header + BLOCK_VALUES int32 values
     SKIP = 3  # the sender's block of this round is zero: header only
     RESULT = 4  # switch -> workers: the round's sum (unless announce round) + next block
     STATUS = 5  # switch -> worker: the round is incomplete; who has contributed

@@ -1,5 +1,10 @@
-"""What differs between the switch targets the controller drives: bmv2/softswitch (v1model)
-and Tofino (TNA, `tofino` and `tofino2`).
+"""What a switch target is: bmv2 (the v1model program, run by a switch process of one of
+two kinds, softswitch or simple_switch_grpc) and Tofino (TNA, `tofino` and `tofino2`);
+where each one's compiled program is, and its defaults.
+
+Words: a *target* is the program's architecture and chip (`Target`, `TARGETS`); a *kind*
+is the switch process that runs the v1model program here (`KINDS`: softswitch, the
+pure-Python switch, or bmv2's simple_switch_grpc; softswitch/runner.py starts either).
 
 The P4Runtime surface does not differ (tests/test_tofino_build.py checks that the TNA
 P4Info gives the controller every table, action, match field and counter the v1model one
@@ -22,11 +27,15 @@ does). What genuinely differs, and is decided here and nowhere else:
   another pipe's registers);
 * **value encodings**: `packed` (a 2048-bit add per packet) exists only in the v1model
   program; the TNA program adds 64 int32 lanes (two per stateful ALU). A job on a Tofino
-  switch is created with `lanes` (the default there); asking for `packed` is refused;
+  switch is created with `lanes` (the default there); asking for `packed` is refused
+  (the rule: p4reduce.job.resolve_encoding, from `encodings` and `default_encoding`);
 * **int32 overflow**: the v1model program flags a round whose int32 lane overflowed. A
   Tofino stateful ALU returns one value (the lane's sum), so the TNA program cannot: its
   jobs send int32 as 16-bit halves that cannot overflow in the switch, and the workers
-  check the exact sum (`int32_halves`; docs/protocol.md section 10).
+  check the exact sum (`int32_halves`, resolved by p4reduce.job.resolve_halves from
+  `flags_int32_overflow`; docs/protocol.md section 10);
+* **default slots**: `default_slots` per kind, and the target's own for a controller that
+  cannot tell the kinds apart.
 
 Multicast groups are the same: standard P4Runtime PRE entries (group id, replicas of
 (egress port, instance)), which Stratum and the SDE's P4Runtime server map to the Tofino
@@ -37,9 +46,44 @@ PRE's multicast groups, nodes and rid; instance is the rank, read in egress as
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
-from .pipeline import BUILD_DIR, DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO
+
+def _build_dir() -> Path:
+    """p4src/build/, the compiled program, found as the package `p4src.build`: the same
+    lookup serves a checkout, the editable install and an installed wheel (pyproject.toml
+    ships the outputs as its package data). A directory on disk, because the pipeline
+    files are opened by path (a P4Info path may also come from the configuration)."""
+    root = resources.files("p4src.build")
+    if not isinstance(root, Path):
+        raise ImportError(f"p4src.build ({root}) is not a directory: install p4reduce unpacked")
+    return root
+
+
+BUILD_DIR = _build_dir()
+DEFAULT_P4INFO = BUILD_DIR / "p4reduce.p4info.txtpb"
+DEFAULT_DEVICE_CONFIG = BUILD_DIR / "p4reduce.json"
+
+# The switch processes that run the v1model program (softswitch/runner.py starts them).
+SOFTSWITCH = "softswitch"
+SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
+KINDS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
+# Slots of a job whose creator names none, per kind. bmv2 takes only ~32 frames per port
+# that it has not processed, and a worker has one packet in flight per slot, so more slots
+# overrun its ports; softswitch has no such limit, and more slots make each slot's chain of
+# rounds shorter, which recovers from loss faster (docs/benchmarks.md). The bmv2 target,
+# whose controller cannot tell the two kinds apart, takes simple_switch_grpc's.
+_KIND_DEFAULT_SLOTS = {SOFTSWITCH: 64, SIMPLE_SWITCH_GRPC: 32}
+
+
+def default_slots(kind: str) -> int:
+    """Slots of a job created without a count on a switch process of `kind`."""
+    try:
+        return _KIND_DEFAULT_SLOTS[kind]
+    except KeyError:
+        raise TargetError(f"unknown switch kind {kind!r} (one of {', '.join(KINDS)})") from None
+
 
 PORT_BITS = 9  # PortId_t / v1model's port width: every dev port fits
 
@@ -48,14 +92,12 @@ PORT_BITS = 9  # PortId_t / v1model's port width: every dev port fits
 class Target:
     name: str
     arch: str
-    encodings: tuple[str, ...]  # hostlib.wire.Encoding names, lower case
+    encodings: tuple[str, ...]  # p4reduce.wire.Encoding names, lower case
     default_encoding: str
     # the program sets FLAG_OVERFLOW on a round whose int32 lane overflowed; where it
     # cannot, a lanes job must send int32 as halves (int32_halves) or a sum could be wrong
     flags_int32_overflow: bool
-    # slots of a job created without a count: bmv2 reads each port through libpcap, which
-    # holds only ~32 frames the switch has not processed; a worker has one packet in
-    # flight per slot, so more slots than that overrun its port (docs/benchmarks.md)
+    # slots of a job created without a count (bmv2: default_slots(SIMPLE_SWITCH_GRPC))
     default_slots: int
     p4info: Path
     device_config: Path | None  # None: the configuration must name one
@@ -99,7 +141,7 @@ TARGETS: dict[str, Target] = {
         encodings=("lanes", "packed"),
         default_encoding="packed",
         flags_int32_overflow=True,
-        default_slots=32,
+        default_slots=_KIND_DEFAULT_SLOTS[SIMPLE_SWITCH_GRPC],
         p4info=DEFAULT_P4INFO,
         device_config=DEFAULT_DEVICE_CONFIG,
     ),
@@ -157,17 +199,6 @@ def target(name: str) -> Target:
         raise TargetError(f"unknown target {name!r} (one of {', '.join(TARGETS)})") from None
 
 
-def check_encoding(t: Target, job: int, encoding: str) -> None:
-    """TargetError when a job of `encoding` cannot run on target `t`."""
-    if encoding not in t.encodings:
-        raise TargetError(
-            f"job {job}: encoding {encoding!r} is not available on a {t.name} switch (the "
-            f"{t.arch} program adds 64 int32 lanes, two per stateful ALU; {encoding} exists "
-            f"only in the v1model program): create the job with encoding "
-            f"{' or '.join(repr(e) for e in t.encodings)}"
-        )
-
-
 @dataclass(frozen=True)
 class PortMap:
     """The configuration's port numbers -> the data plane's (dev) port numbers."""
@@ -187,26 +218,3 @@ class PortMap:
     def replicas(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """(configured port, instance) -> (dev port, instance): multicast replicas."""
         return [(self(port), instance) for port, instance in pairs]
-
-
-def int32_halves_for(t: Target, job: int, encoding: str, requested: bool | None) -> bool:
-    """Whether a job of `encoding` on `t` sends int32 as 16-bit halves (`requested` None:
-    the target's choice). A packed job always does; a lanes job must where the switch
-    cannot flag an overflowed lane -- otherwise an overflowed int32 sum would be returned
-    as if it were right."""
-    if encoding == "packed":
-        if requested is False:
-            raise TargetError(
-                f"job {job}: a packed job always sends int32 as 16-bit halves "
-                f"(int32_halves cannot be false)"
-            )
-        return True
-    if requested is None:
-        return not t.flags_int32_overflow
-    if not requested and not t.flags_int32_overflow:
-        raise TargetError(
-            f"job {job}: int32_halves false needs a switch that flags int32 overflow, "
-            f"which the {t.arch} program cannot (an ALU returns only the lane's sum): "
-            f"leave int32_halves unset"
-        )
-    return requested

@@ -1,9 +1,9 @@
 """Starting a P4 switch process: softswitch or simple_switch_grpc, the same way.
 
-The one place that knows both command lines. The packet-level suite, the controller tests
-and the Mininet switch node all start their switch through `SwitchRunner`, so every target
-gets its own gRPC and Thrift ports, is waited for until it serves P4Runtime, and is stopped
-by its PID (never by name).
+The one place that knows both command lines (the kinds are p4reduce.target's KINDS). The
+packet-level suite, the controller tests and the Mininet switch node all start their switch
+through `SwitchRunner`, so every switch gets its own gRPC and Thrift ports, is waited for
+until it serves P4Runtime, and is stopped by its PID (never by name).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Callable
 
 import grpc
 
-SOFTSWITCH = "softswitch"
-SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
+from p4reduce.target import KINDS, SIMPLE_SWITCH_GRPC, SOFTSWITCH
+
 # bmv2's log level (--log-level). Its default, trace, formats every trace message of every
 # primitive even with no log sink configured: most of what a default-build bmv2 spends per
 # packet on p4reduce's program (docs/benchmarks.md, *Per packet*). p4reduce starts it with
@@ -30,13 +30,6 @@ SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
 # back, e.g. with --log-console in a switch's extra_args while debugging.
 BMV2_LOG_LEVEL_ENV = "P4REDUCE_BMV2_LOG_LEVEL"
 BMV2_LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
-TARGETS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
-# Slots of a job whose creator names none (demo, benchmarks, torch_ranks, examples). bmv2
-# takes only ~32 frames per port that it has not processed, so more slots overrun its ports;
-# softswitch has no such limit, and more slots make each slot's chain of rounds shorter,
-# which recovers from loss faster (docs/benchmarks.md). p4reduce-ctl, which cannot tell the
-# two apart, takes bmv2's (controlplane.target).
-DEFAULT_SLOTS = {SOFTSWITCH: 64, SIMPLE_SWITCH_GRPC: 32}
 # the switch process's working directory: the one holding this softswitch package (the
 # checkout, or site-packages of an installed p4reduce), so `python -m softswitch` runs this
 # same code even where the package is importable only from there
@@ -49,17 +42,17 @@ def free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
-def resolve(target: str) -> str:
+def resolve_kind(kind: str) -> str:
     """auto -> simple_switch_grpc where installed, else softswitch; refuses the unknown."""
-    if target in ("auto", ""):
+    if kind in ("auto", ""):
         return SIMPLE_SWITCH_GRPC if shutil.which(SIMPLE_SWITCH_GRPC) else SOFTSWITCH
-    if target in ("bmv2", SIMPLE_SWITCH_GRPC):
+    if kind in ("bmv2", SIMPLE_SWITCH_GRPC):
         if not shutil.which(SIMPLE_SWITCH_GRPC):
-            raise RuntimeError("target simple_switch_grpc requested but it is not on PATH")
+            raise RuntimeError("switch kind simple_switch_grpc requested but it is not on PATH")
         return SIMPLE_SWITCH_GRPC
-    if target == SOFTSWITCH:
-        return SOFTSWITCH
-    raise ValueError(f"unknown target {target!r} (auto, softswitch, simple_switch_grpc)")
+    if kind in KINDS:
+        return kind
+    raise ValueError(f"unknown switch kind {kind!r} (auto, {', '.join(KINDS)})")
 
 
 class SwitchRunner:

@@ -1,6 +1,6 @@
 """Strict validation of the addresses an operator gives the controller.
 
-Why strict: the data path encodes addresses with lenient parsers (`hostlib.wire`
+Why strict: the data path encodes addresses with lenient parsers (`p4reduce.wire`
 accepts " 0x2:0:0:0:0:1"), so a typo there is silently turned into *some* address and the
 job's packets are then dropped as unadmitted, or results go nowhere. Here a worker's or the
 switch's address must be written the one canonical way and must name one host:
@@ -14,9 +14,10 @@ switch's address must be written the one canonical way and must name one host:
 Every check raises `AddressError` (a ValueError) whose message names the value and the
 rule; callers prefix where the value came from (config field, `--worker` argument).
 
-This is the controller's one address module: besides the checks, the address types
-(`Address`, the job descriptor's, shared with hostlib; `WorkerAddress`, a rank's place on
-the switch) and the integers P4Runtime carries for a MAC or an IPv4 (`mac_int`, `ip_int`).
+The one address module: besides the checks, the address types (`Address`, one end of
+p4reduce traffic, as the job descriptor and the controller's configuration name it;
+`WorkerAddress`, a rank's place on the switch) and the integers P4Runtime carries for a MAC
+or an IPv4 (`mac_int`, `ip_int`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from hostlib.config import Address
-from hostlib.wire import ip_bytes, mac_bytes
+from .wire import UDP_PORT_BASE, ip_bytes, mac_bytes
 
 __all__ = [
     "Address",
@@ -40,6 +40,16 @@ __all__ = [
 
 _MAC = re.compile(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}")
 _IPV4 = re.compile(r"(?:0|[1-9][0-9]{0,2})(?:\.(?:0|[1-9][0-9]{0,2})){3}")
+
+
+@dataclass(frozen=True)
+class Address:
+    """One end of p4reduce traffic: the switch's or a worker's MAC, IPv4 and UDP port (the
+    descriptor's `switch` and `worker`)."""
+
+    mac: str
+    ip: str
+    udp_port: int = UDP_PORT_BASE
 
 
 class AddressError(ValueError):

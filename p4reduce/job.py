@@ -1,0 +1,404 @@
+"""The job model: what a job is, how its settings resolve for a target, and its descriptor.
+
+A job is N ranks (each a switch port and an address), a contiguous range of the switch's
+slot pool, an epoch (its incarnation), an encoding and whether int32 travels as halves.
+The controller creates jobs (controlplane/jobs.py maps one onto the switch's tables) and
+writes one descriptor per rank (docs/protocol.md section 4); a worker reads its descriptor
+into a `JobConfig`. Both sides resolve and check a job's settings with the rules below,
+written once: the encoding's name and default, "packed implies int32 halves", the job-id
+and slot ranges, the descriptor's file name, and how many blocks and rounds a tensor takes.
+
+Plain Python (no numpy, no controller): the controller, the worker library, the demo and
+the benchmarks all load it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from . import wire as p
+from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unicast_mac
+from .target import Target
+
+MAX_JOB_ID = 0xFFFF  # the wire's job field: 16 bits
+# a job's slot count and base travel in 16 bits (admission's slot_count, the wire's slot);
+# how many the switch has is its pipeline's, checked when a job is created
+MAX_SLOT_COUNT = 0xFFFF
+MAX_SLOT_BASE = 0xFFFF
+ENCODINGS = tuple(e.name.lower() for e in p.Encoding)
+# the encoding of a descriptor or state-file record that names none: such records were
+# written before encodings existed, when every job added int32 lanes
+UNRECORDED_ENCODING = p.Encoding.LANES.name.lower()
+
+
+class JobError(ValueError):
+    """A job that cannot be (or cannot be created); the message says what and why."""
+
+
+class DescriptorError(ValueError):
+    """A job descriptor that this worker cannot use; the message names the field."""
+
+
+def check_job_id(job: object) -> int:
+    """The job id, or JobError unless it is an integer 0..MAX_JOB_ID (the wire's field)."""
+    if isinstance(job, bool) or not isinstance(job, int) or not 0 <= job <= MAX_JOB_ID:
+        raise JobError(f"job id {job!r} must be 0..{MAX_JOB_ID}")
+    return job
+
+
+def encoding_named(name: object) -> p.Encoding:
+    """The encoding called `name` (lower case, as descriptors and state files write it)."""
+    for e in p.Encoding:
+        if name == e.name.lower():
+            return e
+    raise JobError(f"encoding {name!r} is not one of {', '.join(ENCODINGS)}")
+
+
+def resolve_encoding(target: Target, job: int, requested: str | None) -> str:
+    """A new job's encoding on `target`: `requested`, or the target's default when None
+    (packed on bmv2, lanes on Tofino, whose program has no packed encoding); JobError for
+    an encoding that does not exist or that the target's program does not have."""
+    encoding = target.default_encoding if requested is None else requested
+    encoding_named(encoding)
+    if encoding not in target.encodings:
+        raise JobError(
+            f"job {job}: encoding {encoding!r} is not available on a {target.name} switch "
+            f"(the {target.arch} program adds 64 int32 lanes, two per stateful ALU; "
+            f"{encoding} exists only in the v1model program): create the job with encoding "
+            f"{' or '.join(repr(e) for e in target.encodings)}"
+        )
+    return encoding
+
+
+def halves_implied(encoding: str | p.Encoding) -> bool:
+    """Whether the encoding by itself makes int32 travel as 16-bit halves: a packed job's
+    lanes carry bias-shifted values that an int32 would overflow, so packed always does."""
+    name = encoding.name.lower() if isinstance(encoding, p.Encoding) else encoding
+    return name == p.Encoding.PACKED.name.lower()
+
+
+def sends_halves(encoding: str | p.Encoding, int32_halves: bool) -> bool:
+    """Whether an int32 tensor of this job travels as 16-bit halves."""
+    return int32_halves or halves_implied(encoding)
+
+
+def resolve_halves(target: Target, job: int, encoding: str, requested: bool | None) -> bool:
+    """Whether a job of `encoding` on `target` sends int32 as 16-bit halves (`requested`
+    None: the target's choice). A packed job always does; a lanes job must where the switch
+    cannot flag an overflowed lane -- otherwise an overflowed int32 sum would be returned
+    as if it were right."""
+    if halves_implied(encoding):
+        if requested is False:
+            raise JobError(
+                f"job {job}: a packed job always sends int32 as 16-bit halves "
+                f"(int32_halves cannot be false)"
+            )
+        return True
+    if requested is None:
+        return not target.flags_int32_overflow
+    if not requested and not target.flags_int32_overflow:
+        raise JobError(
+            f"job {job}: int32_halves false needs a switch that flags int32 overflow, "
+            f"which the {target.arch} program cannot (an ALU returns only the lane's sum): "
+            f"leave int32_halves unset"
+        )
+    return requested
+
+
+def resolve_slots(target: Target, requested: int | None) -> int:
+    """A new job's slot count: `requested`, or the target's default when None."""
+    return target.default_slots if requested is None else requested
+
+
+def descriptor_name(job: int, rank: int) -> str:
+    """The file name of rank `rank`'s descriptor of job `job`, as `p4reduce-ctl job create
+    --descriptors DIR` writes it and hostlib.jobref finds it."""
+    return f"job{job}-rank{rank}.json"
+
+
+def block_count(elements: int, halves: bool) -> int:
+    """Blocks a tensor of `elements` values takes on the wire (at least one; twice as many
+    when int32 travels as halves: the high halves and the low halves of each block)."""
+    return max(1, -(-elements // p.BLOCK_VALUES)) * (2 if halves else 1)
+
+
+def announce_rounds(blocks: int, slots: int) -> int:
+    """Announce rounds of a call of `blocks` blocks: one per active slot (docs/protocol.md
+    section 6), and a slot is active only if it has a block to start from."""
+    return min(slots, blocks)
+
+
+def round_count(nonzero_blocks: int, blocks: int, slots: int) -> int:
+    """Rounds a call takes: one per block that is non-zero in any rank, plus the active
+    slots' announce rounds."""
+    return nonzero_blocks + announce_rounds(blocks, slots)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """One rank's view of its job: what its descriptor says, every field checked."""
+
+    job: int
+    epoch: int  # the job's incarnation: admission matches it (protocol.md section 7)
+    rank: int
+    worker_count: int
+    slot_base: int
+    slot_count: int
+    switch: Address
+    worker: Address
+    protocol: int = p.PROTOCOL_VERSION
+    block_values: int = p.BLOCK_VALUES
+    encoding: p.Encoding = p.Encoding.LANES  # how values travel (protocol.md section 10)
+    # int32 travels as 16-bit halves and the worker checks the exact sum for overflow:
+    # always in a packed job, and in a lanes job on a switch that cannot flag an
+    # overflowed lane (Tofino: its ALUs return one value, the sum; protocol.md section 10)
+    int32_halves: bool = False
+
+    def to_switch(self) -> p.Endpoints:
+        """Addresses of this rank's packets to the switch (what admission checks)."""
+        return p.Endpoints(
+            src_mac=self.worker.mac,
+            dst_mac=self.switch.mac,
+            src_ip=self.worker.ip,
+            dst_ip=self.switch.ip,
+            src_port=self.worker.udp_port,
+            dst_port=self.switch.udp_port,
+        )
+
+    def from_switch(self) -> p.Endpoints:
+        """Addresses of the results the switch sends to this rank (section 12)."""
+        return p.Endpoints(
+            src_mac=self.switch.mac,
+            dst_mac=self.worker.mac,
+            src_ip=self.switch.ip,
+            dst_ip=self.worker.ip,
+            src_port=p.UDP_PORT_BASE,
+            dst_port=self.worker.udp_port,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The descriptor (docs/protocol.md section 4): the one writer of descriptors."""
+        return {
+            "protocol": self.protocol,
+            "job": self.job,
+            "epoch": self.epoch,
+            "rank": self.rank,
+            "worker_count": self.worker_count,
+            "slot_base": self.slot_base,
+            "slot_count": self.slot_count,
+            "block_values": self.block_values,
+            "encoding": self.encoding.name.lower(),
+            "int32_halves": self.int32_halves,
+            "switch": vars(self.switch).copy(),
+            "worker": vars(self.worker).copy(),
+        }
+
+
+@dataclass
+class Job:
+    """A job as the controller keeps it: its ranks' places on the switch, its slot range of
+    the pool, its index (the switch's per-job counters and multicast group), its epoch,
+    encoding, halves and simulated loss. Written to the state file (p4reduce.state)."""
+
+    job: int
+    job_index: int
+    slot_base: int
+    slot_count: int
+    epoch: int
+    workers: list[WorkerAddress]
+    encoding: str  # wire.Encoding name, lower case
+    # int32 travels as 16-bit halves (resolve_halves); None: what the encoding implies by
+    # itself (state files written before the field existed hold None)
+    int32_halves: bool | None = None
+    loss: dict | None = None
+
+    def __post_init__(self) -> None:
+        if self.int32_halves is None:
+            self.int32_halves = halves_implied(self.encoding)
+
+    @property
+    def worker_count(self) -> int:
+        return len(self.workers)
+
+    def job_config(self, rank: int, switch: Address) -> JobConfig:
+        """Worker `rank`'s configuration, as it parses it from the descriptor."""
+        w = next((w for w in self.workers if w.rank == rank), None)
+        if w is None:
+            raise JobError(f"job {self.job} has no rank {rank}")
+        return JobConfig(
+            job=self.job,
+            epoch=self.epoch,
+            rank=rank,
+            worker_count=self.worker_count,
+            slot_base=self.slot_base,
+            slot_count=self.slot_count,
+            switch=switch,
+            worker=w.address,
+            encoding=encoding_named(self.encoding),
+            int32_halves=bool(self.int32_halves),
+        )
+
+    def descriptor(self, rank: int, switch: Address) -> dict:
+        """Everything worker `rank` needs (docs/protocol.md section 4)."""
+        return self.job_config(rank, switch).to_dict()
+
+    def descriptors(self, switch: Address) -> list[dict]:
+        return [self.descriptor(w.rank, switch) for w in sorted(self.workers, key=lambda w: w.rank)]
+
+    def to_json(self) -> dict:
+        """The job's record in the state file."""
+        return {
+            "job": self.job,
+            "job_index": self.job_index,
+            "slot_base": self.slot_base,
+            "slot_count": self.slot_count,
+            "epoch": self.epoch,
+            "loss": self.loss,
+            "encoding": self.encoding,
+            "int32_halves": self.int32_halves,
+            "workers": [asdict(w) for w in self.workers],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Job":
+        return cls(
+            job=data["job"],
+            job_index=data["job_index"],
+            slot_base=data["slot_base"],
+            slot_count=data["slot_count"],
+            epoch=data["epoch"],
+            loss=data.get("loss"),
+            encoding=data.get("encoding", UNRECORDED_ENCODING),
+            int32_halves=data.get("int32_halves"),
+            workers=[WorkerAddress(**w) for w in data["workers"]],
+        )
+
+
+def check_workers(job_id: int, workers: list[WorkerAddress]) -> None:
+    """JobError unless `workers` can be a job's ranks: 1..MAX_WORKERS of them, ranks
+    0..N-1 without gaps, distinct ports, unicast addresses, UDP ports in p4reduce's range.
+    (Whether the ports exist on a switch is the controller's to check.)"""
+    check_job_id(job_id)
+    if not workers:
+        raise JobError(f"job {job_id}: no workers")
+    if len(workers) > p.MAX_WORKERS:
+        raise JobError(
+            f"job {job_id}: {len(workers)} workers, the contributor bitmap holds "
+            f"at most {p.MAX_WORKERS}"
+        )
+    ranks = [w.rank for w in workers]
+    dup = {r for r in ranks if ranks.count(r) > 1}
+    if dup:
+        raise JobError(f"job {job_id}: duplicate rank(s) {sorted(dup)}")
+    if sorted(ranks) != list(range(len(workers))):
+        raise JobError(
+            f"job {job_id}: ranks must be 0..{len(workers) - 1} without gaps, got {sorted(ranks)}"
+        )
+    ports = [w.port for w in workers]
+    dup = {port for port in ports if ports.count(port) > 1}
+    if dup:
+        raise JobError(f"job {job_id}: duplicate port(s) {sorted(dup)}")
+    for w in workers:
+        try:
+            unicast_mac(w.mac)
+            unicast_ipv4(w.ip)
+        except AddressError as exc:
+            raise JobError(f"job {job_id} rank {w.rank}: {exc}") from None
+        if w.udp_port & p.UDP_PORT_MASK != p.UDP_PORT_BASE:
+            raise JobError(
+                f"job {job_id} rank {w.rank}: udp_port {w.udp_port} is not in "
+                f"0x{p.UDP_PORT_BASE:04x}..0x{p.UDP_PORT_BASE + 15:04x}"
+            )
+
+
+def _address(d: Any, where: str, *, port_in_range: bool) -> Address:
+    if not isinstance(d, Mapping):
+        raise DescriptorError(f"field {where} must be an object with mac, ip, udp_port")
+    try:
+        mac, ip, port = d["mac"], d["ip"], int(d["udp_port"])
+    except KeyError as e:
+        raise DescriptorError(f"field {where}.{e.args[0]} missing") from None
+    try:
+        p.mac_bytes(mac)
+        p.ip_bytes(ip)
+    except p.ProtocolError as e:
+        raise DescriptorError(f"field {where}: {e}") from None
+    if port_in_range and port & p.UDP_PORT_MASK != p.UDP_PORT_BASE:
+        raise DescriptorError(
+            f"field {where}.udp_port={port} not in the p4reduce range "
+            f"0x{p.UDP_PORT_BASE:04x}-0x{p.UDP_PORT_BASE + 15:04x}"
+        )
+    return Address(mac=str(mac).lower(), ip=str(ip), udp_port=port)
+
+
+# descriptor fields written under an earlier name, read under either (docs/CHANGELOG.md)
+_EARLIER_NAMES = {"worker_count": "workers", "block_values": "lanes"}
+
+
+def _read(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> dict:
+    """The descriptor as a dict, from a dict, JSON text or a JSON file's path."""
+    if isinstance(descriptor, Mapping):
+        d = dict(descriptor)
+    else:
+        text = os.fspath(descriptor)
+        if text.lstrip().startswith("{"):
+            d = json.loads(text)
+        else:
+            with open(text, encoding="utf-8") as f:
+                d = json.load(f)
+    if not isinstance(d, dict):
+        raise DescriptorError("a job descriptor is a JSON object")
+    for name, earlier in _EARLIER_NAMES.items():
+        if name not in d and earlier in d:
+            d[name] = d[earlier]
+    return d
+
+
+def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> JobConfig:
+    """Accept a dict, a JSON string or a path to a JSON file; refuse what does not fit."""
+    d = _read(descriptor)
+
+    def integer(name: str, lo: int, hi: int) -> int:
+        if name not in d:
+            raise DescriptorError(f"field {name} missing")
+        v = d[name]
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise DescriptorError(f"field {name}={v!r} not an integer in {lo}..{hi}")
+        return v
+
+    proto = integer("protocol", 0, 15)
+    if proto != p.PROTOCOL_VERSION:
+        raise DescriptorError(f"field protocol={proto}: this worker speaks {p.PROTOCOL_VERSION}")
+    block_values = integer("block_values", 1, 1 << 16)
+    if block_values != p.BLOCK_VALUES:
+        raise DescriptorError(
+            f"field block_values={block_values}: this worker was built for {p.BLOCK_VALUES}"
+        )
+    worker_count = integer("worker_count", 1, p.MAX_WORKERS)
+    name = d.get("encoding", UNRECORDED_ENCODING)
+    try:
+        encoding = encoding_named(name)
+    except JobError:
+        raise DescriptorError(
+            f"field encoding={name!r} not one of {', '.join(ENCODINGS)}"
+        ) from None
+    int32_halves = d.get("int32_halves", False)  # older descriptors: the switch flags it
+    if not isinstance(int32_halves, bool):
+        raise DescriptorError(f"field int32_halves={int32_halves!r} is not true or false")
+    return JobConfig(
+        job=integer("job", 0, MAX_JOB_ID),
+        epoch=integer("epoch", 1, p.MAX_EPOCH),
+        rank=integer("rank", 0, worker_count - 1),
+        worker_count=worker_count,
+        slot_base=integer("slot_base", 0, MAX_SLOT_BASE),
+        slot_count=integer("slot_count", 1, MAX_SLOT_COUNT),
+        switch=_address(d.get("switch"), "switch", port_in_range=False),
+        worker=_address(d.get("worker"), "worker", port_in_range=True),
+        protocol=proto,
+        block_values=block_values,
+        encoding=encoding,
+        int32_halves=int32_halves,
+    )
