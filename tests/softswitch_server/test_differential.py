@@ -37,7 +37,7 @@ from .helpers import (
 )
 from .test_ports import Veths
 
-TARGETS = targets.VETH_TARGETS
+TARGETS = targets.PROCESS_KINDS
 DST2 = bytes.fromhex("020000000002")
 DST3 = bytes.fromhex("020000000003")
 
