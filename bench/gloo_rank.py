@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "mininet"))
-from netcounters import delta, host_counters, host_link  # noqa: E402
+from p4net.netcounters import delta, host_counters, host_link
 
 
 def main() -> int:

@@ -78,8 +78,12 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     by = {(r["case"]["system"], r["case"]["pattern"]): r for r in data["results"]}
     blocks = size // protocol.LANES
     dense = by[("p4reduce", "dense")]
+    # the job's slots are recorded per run: the kind's default, as nothing else was asked
+    from softswitch.targets import DEFAULT_SLOTS
+
+    assert dense["slots"] == DEFAULT_SLOTS["softswitch"]
     # every block once plus one announce per slot, per worker, by the worker's own count
-    assert dense["rounds"] == blocks + min(suite.slots_for("softswitch"), blocks)
+    assert dense["rounds"] == blocks + min(dense["slots"], blocks)
     assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
@@ -106,6 +110,41 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     except ImportError:
         return
     assert (tmp_path / "density-softswitch.png").stat().st_size > 10_000
+
+
+def _result(target: str, slots: int | None) -> dict:
+    """One p4reduce run as results.json holds it (`slots` None: a file written before runs
+    recorded their slots)."""
+    run = {
+        "case": {
+            "target": target,
+            "system": "p4reduce",
+            "workers": 4,
+            "size": 65536,
+            "pattern": "dense",
+            "density": 1.0,
+            "repeat": 3,
+        },
+        "ok": True,
+        "rounds": 1088.0,
+    }
+    return run if slots is None else {**run, "slots": slots}
+
+
+def test_report_reads_the_slots_each_run_used_not_todays_default():
+    """A report of an older results file takes the slots that file records, never the
+    default of today's code (which an older run need not have used)."""
+    import report
+    from softswitch.targets import DEFAULT_SLOTS
+
+    other = DEFAULT_SLOTS["simple_switch_grpc"] + 7  # no default of any kind
+    runs = [_result("simple_switch_grpc", None), _result("softswitch", 5)]
+    (old, new) = report.results_of({"slots": other, "results": runs})
+    assert (old.slots, new.slots) == (other, 5)
+    (old, _) = report.results_of({"slots": {"simple_switch_grpc": other}, "results": runs})
+    assert old.slots == other
+    with pytest.raises(ValueError, match="no slots for the runs on simple_switch_grpc"):
+        report.results_of({"results": runs})
 
 
 @pytest.mark.root
