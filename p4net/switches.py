@@ -35,7 +35,7 @@ PACKET_OUTGOING = 4
 
 
 class SwitchUnderTest(Protocol):
-    """What the packet-level and controller tests use, whatever the target."""
+    """What the packet-level and controller tests use, whatever the kind of switch."""
 
     kind: str
 

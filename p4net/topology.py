@@ -24,7 +24,7 @@ SWITCH_IP = "10.0.0.254"
 
 
 class P4Switch(Switch):
-    """A Mininet switch node that is a P4 target process serving P4Runtime."""
+    """A Mininet switch node that is a P4 switch process serving P4Runtime."""
 
     def __init__(
         self,
