@@ -133,7 +133,7 @@ def main() -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-        target = net.target
+        target = net.kind
     print(
         f"target {target}, {args.workers} workers per job, float32 dense; mean call "
         f"time (slowest worker), share = alone / together (guarantee >= {GUARANTEE:.2f})"

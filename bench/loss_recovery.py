@@ -196,7 +196,7 @@ def main() -> int:
                         file=sys.stderr,
                         flush=True,
                     )
-        target = net.target
+        target = net.kind
     print(f"target {target}, {args.workers} workers, {args.size} values")
     if loss_rows:
         print_loss_table(loss_rows, args, args.slots or DEFAULT_SLOTS[target])

@@ -57,7 +57,7 @@ def run_case(demo, net, switch_pid: int, pattern: str, density: float, size: int
         size=size,
         density=density,
         overlap="independent" if pattern == "independent" else "shared",
-        target=net.target,
+        target=net.kind,
         quiet=True,
         repeat=repeat,
         warmup=True,
