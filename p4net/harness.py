@@ -230,8 +230,8 @@ class TestJob:
         return self.job.workers
 
     def endpoints(self, rank: int) -> Endpoints:
-        w = self.by_rank[rank]
-        return Endpoints(w.mac, SWITCH.mac, w.ip, SWITCH.ip, w.udp_port, p.UDP_PORT_BASE)
+        w, switch = self.by_rank[rank], self.switch.address
+        return Endpoints(w.mac, switch.mac, w.ip, switch.ip, w.udp_port, p.UDP_PORT_BASE)
 
     def frame(
         self,
