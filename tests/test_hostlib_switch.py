@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bmv2_tests import targets
+from bmv2_tests import kinds
 import p4net.demo
 import p4net.topology
 
@@ -21,9 +21,7 @@ def _demo():
     return p4net.demo
 
 
-@pytest.fixture(
-    scope="module", params=targets.params(targets.PROCESS_KINDS, needs=("root", "mininet"))
-)
+@pytest.fixture(scope="module", params=kinds.params(kinds.PROCESS_KINDS, needs=("root", "mininet")))
 def net(request):
     demo = _demo()
     with demo.DemoNetwork(request.param, 8) as network:

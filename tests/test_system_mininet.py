@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bmv2_tests import targets
+from bmv2_tests import kinds
 import p4net.demo
 import p4net.topology
 
@@ -23,7 +23,7 @@ def _demo():
     return p4net.demo
 
 
-@pytest.fixture(params=targets.params(targets.PROCESS_KINDS, needs=("root", "mininet")))
+@pytest.fixture(params=kinds.params(kinds.PROCESS_KINDS, needs=("root", "mininet")))
 def target(request):
     return request.param
 

@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bmv2_tests import targets
+from bmv2_tests import kinds
 import p4net.demo
 import p4net.topology
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(params=targets.params(targets.PROCESS_KINDS, needs=("root", "mininet")))
+@pytest.fixture(params=kinds.params(kinds.PROCESS_KINDS, needs=("root", "mininet")))
 def target(request):
     return request.param
 

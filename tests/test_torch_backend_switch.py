@@ -16,7 +16,7 @@ torch = pytest.importorskip(
     "torch", reason="torch is the optional [torch] extra (make install-torch)"
 )
 
-from bmv2_tests import targets  # noqa: E402
+from bmv2_tests import kinds  # noqa: E402
 import p4net.torch_ranks  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -125,7 +125,7 @@ def _check_ddp(outs: list[dict]) -> None:
 pytestmark = [pytest.mark.root, pytest.mark.mininet]
 
 
-@pytest.mark.parametrize("target", targets.params(targets.PROCESS_KINDS))
+@pytest.mark.parametrize("target", kinds.params(kinds.PROCESS_KINDS))
 def test_two_ranks_job_from_id(target, tmp_path):
     """2 ranks; each finds its job from P4REDUCE_JOB + P4REDUCE_DESCRIPTOR_DIR."""
     outs = _run_ranks(tmp_path, 2, target)

@@ -1,12 +1,12 @@
 """Controller tests run against a real switch over real P4Runtime, on every target of
 p4net.switches (in-process softswitch always; softswitch and simple_switch_grpc on veth
-ports where they can run: bmv2_tests/targets.py)."""
+ports where they can run: bmv2_tests/kinds.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bmv2_tests.targets import params
+from bmv2_tests.kinds import params
 from controlplane.config import parse
 from p4net.switches import start_switch
 
