@@ -53,8 +53,6 @@ import numpy as np
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(1, str(REPO))
 
 RANKS = 4
 MAX_VALUES = 65535  # their GenInts samples without replacement from range(0, 65535)
@@ -274,16 +272,11 @@ def check_tools(peer_python: Path, need_demo: bool) -> str:
             f"makes build/peer-venv)"
         )
     if need_demo:
-        demo = load_demo()
+        from p4net import demo
+
         if "encoding" not in {f.name for f in fields(demo.Options)}:
             raise UsageError("mininet/demo.py has no encoding option (merge main)")
     return version
-
-
-def load_demo():
-    from demo_loader import load_demo as load
-
-    return load()
 
 
 # -- the peer's copy ---------------------------------------------------------------------
@@ -579,6 +572,8 @@ def peer_run(a, lab: Path, net: Network, test_id: str, no_log: bool) -> PeerRun:
                     subprocess.Popen(
                         cmd + (["--no-log"] if no_log else []),
                         cwd=lab,
+                        # their worker.py and lib/ (course_lab_rank.py imports them)
+                        env={**os.environ, "PYTHONPATH": str(lab)},
                         stdout=log,
                         stderr=subprocess.STDOUT,
                     )
@@ -715,9 +710,9 @@ def run_p4reduce(a, log) -> list[Row]:
     """p4reduce as it is now (bmv2 started with its logging off, then packed and lanes
     jobs), and as it was before the packed encoding: lanes on a bmv2 at its default log
     level (P4REDUCE_BMV2_LOG_LEVEL=trace)."""
+    from p4net import demo
     from softswitch.runner import BMV2_LOG_LEVEL_ENV
 
-    demo = load_demo()
     rows = []
     plan = [("off", ("packed", "lanes")), ("trace", ("lanes",))]
     saved = os.environ.get(BMV2_LOG_LEVEL_ENV)

@@ -46,7 +46,7 @@ def main() -> int:
     ap.add_argument("--no-log", action="store_true")
     a = ap.parse_args()
 
-    sys.path.insert(0, os.getcwd())  # their worker.py and lib/
+    # their worker.py and lib/: on PYTHONPATH (course_lab.py sets it to their checkout)
     sys.argv = ["worker.py", str(a.rank)]  # what their lib.worker.rank() reads
     import lib.config  # noqa: F401 -- theirs: sets APP_ROOT/APP_LOGS/APP_TEST as network.py does
     import worker as their  # their worker.py (module-level code runs, as with `python worker.py`)

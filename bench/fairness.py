@@ -33,9 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-from demo_loader import load_demo  # noqa: E402  (the one way to import mininet/demo.py)
+from p4net import demo
 
 # The share of its solo throughput each of two jobs keeps (docs/reliability.md).
 GUARANTEE = 1 / 3
@@ -100,7 +98,6 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=16, help="least blocks per slot")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
-    demo = load_demo()
     base = demo.Options(
         workers=args.workers,
         target=args.target,
@@ -136,7 +133,7 @@ def main() -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-        target = net.target
+        target = net.kind
     print(
         f"target {target}, {args.workers} workers per job, float32 dense; mean call "
         f"time (slowest worker), share = alone / together (guarantee >= {GUARANTEE:.2f})"

@@ -2,7 +2,7 @@
 
 The peer users have today: `dist.all_reduce` on the gloo backend (a ring over TCP between the
 ranks' own addresses), here over the same host links and the same P4 switch (ordinary L2
-forwarding) as p4reduce, on the same input tensor. Like mininet/worker_main.py: an untimed
+forwarding) as p4reduce, on the same input tensor. Like p4net/worker.py: an untimed
 small allreduce first (connections up, start-up skew gone), then REPEAT timed allreduces,
 each started together after a barrier; the host link's kernel counters are read around the
 timed part. Writes the last result and a JSON report.
@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "mininet"))
-from netcounters import delta, host_counters, host_link  # noqa: E402
+from p4net.netcounters import delta, host_counters, host_link
 
 
 def main() -> int:

@@ -29,13 +29,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
+from hostlib import netns
+from hostlib import protocol as p
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-
-from hostlib import netns  # noqa: E402
-from hostlib import protocol as p  # noqa: E402
 
 
 def compile_baseline(tmp: Path) -> Path:

@@ -36,9 +36,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-from demo_loader import load_demo  # noqa: E402  (the one way to import mininet/demo.py)
+from p4net import demo
 
 from p4reduce.target import default_slots  # noqa: E402
 
@@ -159,7 +157,6 @@ def main() -> int:
     ap.add_argument("--skip-spurious", action="store_true")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
-    demo = load_demo()
     base = demo.Options(
         workers=args.workers,
         size=args.size,
@@ -199,7 +196,7 @@ def main() -> int:
                         file=sys.stderr,
                         flush=True,
                     )
-        target = net.target
+        target = net.kind
     print(f"target {target}, {args.workers} workers, {args.size} values")
     if loss_rows:
         print_loss_table(loss_rows, args, args.slots or default_slots(target))

@@ -4,7 +4,7 @@
 Not a test: a measurement (`python bench/memory.py`). Every case runs in a fresh child
 process, so one case's peak cannot hide another's:
 
-  in-process  the real P4 program on an in-process softswitch (tests/inprocess_switch.py)
+  in-process  the real P4 program on an in-process softswitch (p4net.harness)
               and one Worker of a one-rank job in the same process (no root).
   raw socket  (root) the Worker on its AF_PACKET socket (PACKET_MMAP rings) in a
               namespace, against the C reflector of bench/hostlib_pps.py (answers like a
@@ -36,10 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 WARM_UP = 4096  # values of the call before the measurement (first-call set-up)
 SLOTS = 256
@@ -97,10 +96,9 @@ def child(descriptor: str, size: int, dtype: str, density: float, repeat: int) -
     if descriptor != "-":
         with Worker(descriptor, timeout=0.005) as w:
             return measure(w, size, dtype, density, repeat)
-    sys.path.append(str(ROOT / "tests"))
-    from inprocess_switch import InProcessSwitch
+    from p4net.harness import SwitchSession
 
-    with InProcessSwitch() as sw:
+    with SwitchSession.inprocess() as sw:
         job = sw.create_job(1, SLOTS, 7, encoding="packed")
         desc = sw.descriptors(job)[0]
         with Worker(desc, transport=sw.transport(job.workers[0].port), timeout=0.05) as w:
@@ -126,8 +124,7 @@ def raw_socket(cases: list[tuple[int, str, float]], repeat: int) -> dict:
     """Each case in a child in the worker's namespace, against the C reflector."""
     from hostlib import netns
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from hostlib_pps import c_reflector, compile_baseline
+    from hostlib_pps import c_reflector, compile_baseline  # beside this script
 
     out = {}
     with tempfile.TemporaryDirectory() as td, netns.Topology(1, slot_count=SLOTS) as t:

@@ -28,14 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bmv2_tests.harness import P4ReduceSwitch, packed_bias  # noqa: E402
-from bmv2_tests.targets import SwitchProcess  # noqa: E402
-from controlplane.connection import SwitchConnection  # noqa: E402
-from hostlib import protocol as p  # noqa: E402
-from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType  # noqa: E402
+from hostlib import protocol as p
+from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
+from p4reduce.wire import packed_bias
+from p4net.harness import SwitchSession
+from p4net.switches import VethSwitch
 
 # bmv2 trace lines: "[time] [bmv2] [T] [thread n] [pkt.copy] [cxt 0] <what>"
 LINE = re.compile(r"\[(\d+)\.(\d+)\] \[cxt \d+\] (.*)$")
@@ -66,17 +63,14 @@ def count(log_text: str) -> dict[tuple[int, int], Counter]:
 def measure(encoding: p.Encoding, workers: int, rounds: int) -> dict:
     logdir = Path(tempfile.mkdtemp(prefix="p4r-prim-"))
     logfile = logdir / "bmv2"
-    proc = SwitchProcess(
+    proc = VethSwitch(
         "simple_switch_grpc",
         n_ports=workers,
         extra_args=("--log-level", "trace", "--log-file", str(logfile)),
     )
     proc.start()
     try:
-        conn = SwitchConnection(proc.grpc_addr).connect(retries=3)
-        conn.push_pipeline()
-        sw = P4ReduceSwitch(proc, conn)
-        sw.configure_identity()
+        sw = SwitchSession(proc)
         job = sw.add_job(job=1, n=workers, slot_count=1, encoding=encoding)
         packed = encoding == p.Encoding.PACKED
         flags = Flag.PACKED if packed else 0
@@ -93,7 +87,7 @@ def measure(encoding: p.Encoding, workers: int, rounds: int) -> dict:
             vals = {r: rng.integers(-1000, 1000, p.BLOCK_VALUES) + bias for r in range(workers)}
             job.round((k + 1) % 2, k, vals, {r: (nxt, 0) for r in range(workers)}, flags=flags)
         time.sleep(1.0)  # let bmv2 flush its log
-        conn.close()
+        sw.close()
     finally:
         proc.stop()
     text = "".join(f.read_text(errors="replace") for f in sorted(logdir.glob("bmv2*")))

@@ -16,7 +16,6 @@ import numpy as np
 
 from hostlib import protocol
 from p4reduce.job import announce_rounds
-from p4reduce.target import default_slots
 from model import Network, allreduce_seconds, p4reduce_round_trips, ring_round_trips
 from suite import PATTERN_LABEL, Case, Result, human_size
 
@@ -26,11 +25,28 @@ PROJECTION = Network()  # the stated line-rate parameters (bench/model.py)
 
 
 def results_of(data: dict) -> list[Result]:
+    """The successful runs, each with the slots its job had: recorded per run, or (a file
+    written before runs recorded them) the run-wide `slots` the file states -- never
+    today's default, which an older file's runs need not have used."""
     out = []
     for r in data["results"]:
         r = dict(r)
-        out.append(Result(Case(**r.pop("case")), **r))
+        res = Result(Case(**r.pop("case")), **r)
+        if res.case.system == "p4reduce" and not res.slots:
+            res.slots = recorded_slots(data, res.case.target)
+        out.append(res)
     return [r for r in out if r.ok]
+
+
+def recorded_slots(data: dict, target: str) -> int:
+    """The slots a results file says its runs on `target` used (one number for every
+    target, or one per target)."""
+    slots = data.get("slots")
+    if isinstance(slots, dict):
+        slots = slots.get(target)
+    if not isinstance(slots, int) or slots < 1:
+        raise ValueError(f"the results record no slots for the runs on {target}")
+    return slots
 
 
 def pct(x: float) -> str:
@@ -287,7 +303,7 @@ def projected(r: Result, net: Network = PROJECTION) -> float:
     if r.case.system == "gloo":
         return allreduce_seconds(r.tx_bytes, r.rx_bytes, ring_round_trips(r.case.workers), net)
     blocks = math.ceil(r.case.size / protocol.BLOCK_VALUES)
-    data_rounds = max(0.0, r.rounds - announce_rounds(blocks, default_slots(r.case.target)))
+    data_rounds = max(0.0, r.rounds - announce_rounds(blocks, r.slots))
     return allreduce_seconds(
         r.tx_bytes, r.rx_bytes, p4reduce_round_trips(data_rounds, net.slots), net
     )
@@ -333,7 +349,7 @@ def software_fit(ix: Index, target: str, workers: int, size: int) -> tuple[Netwo
     dense = ix.get(target, "p4reduce", workers, size, "dense")
     if dense is None:
         return None
-    slots = default_slots(target)
+    slots = dense.slots
     runs = [dense] + [
         r
         for p in ("shared", "independent", "zipf")

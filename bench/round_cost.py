@@ -25,9 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests"), str(BENCH.parent)]
-from demo_loader import load_demo  # noqa: E402  (the one way to import mininet/demo.py)
+from p4net import demo, topology
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -59,7 +57,7 @@ def run_case(demo, net, switch_pid: int, pattern: str, density: float, size: int
         size=size,
         density=density,
         overlap="independent" if pattern == "independent" else "shared",
-        target=net.target,
+        target=net.kind,
         quiet=True,
         repeat=repeat,
         warmup=True,
@@ -99,11 +97,10 @@ def main() -> int:
         cases.append((pattern, float(dens)))
     if os.geteuid() != 0:
         ap.error("Mininet needs root")
-    demo = load_demo()
     print(f"{args.target}, 4 workers, {args.size} float32, load {os.getloadavg()[0]:.1f}")
     print("case               rounds  best call  us/round  CPU us/round: switch  workers(4)  retx")
     with demo.DemoNetwork(args.target, 4) as net:
-        switch_pid = net.net.get(demo.p4net.SWITCH_NAME).runner.process.pid
+        switch_pid = net.net.get(topology.SWITCH_NAME).runner.process.pid
         for _ in range(args.runs):
             for pattern, density in cases:
                 repeat = 1 if pattern == "dense" else 3

@@ -35,12 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bmv2_tests.harness import P4ReduceSwitch  # noqa: E402
-from bmv2_tests.targets import SOFTSWITCH, SIMPLE_SWITCH_GRPC, SwitchProcess  # noqa: E402
-from controlplane.connection import SwitchConnection  # noqa: E402
+from p4net.harness import SwitchSession, TestJob
+from p4net.switches import VethSwitch
+from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH
 from hostlib import protocol as p  # noqa: E402
 from p4reduce.wire import packed_bias  # noqa: E402
 from hostlib.protocol import MsgType  # noqa: E402
@@ -96,19 +93,12 @@ def frames_for(
 
 def in_process(workers: int, slots: int, rounds: int, encoding: str) -> dict[int, float]:
     """The interpreter alone: the job is programmed over P4Runtime by the controller's own
-    JobManager (tests/inprocess_switch.py), then frames go straight to Switch.process().
+    JobManager (p4net.harness), then frames go straight to Switch.process().
     Packets/s per number of DATA ranks in a round: `workers` (dense) and 1 (the others
     SKIP; the last SKIP completes the round)."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from inprocess_switch import InProcessSwitch
-    from bmv2_tests.harness import SWITCH_IP, SWITCH_MAC, TestJob
-    from controlplane.admission import job_parameters
-    from p4reduce.addresses import Address
-
-    with InProcessSwitch(ports=workers, switch=Address(SWITCH_MAC, SWITCH_IP)) as isw:
+    with SwitchSession.inprocess(ports=workers) as isw:
         made = isw.create_job(workers, slots, JOB, encoding=encoding)
-        params = job_parameters(made)
-        job = TestJob(None, params, made.workers)  # type: ignore[arg-type]  # frames only
+        job = TestJob(isw, made)  # its frames; they go to Switch.process() below
         return _run_in_process(
             isw.device.active.switch,
             job,
@@ -158,12 +148,9 @@ def skip_ratios(pps: dict[int, float], workers: int) -> tuple[float, float]:
 
 
 def over_veth(kind: str, workers: int, slots: int, rounds: int, encoding: str) -> float:
-    proc = SwitchProcess(kind, n_ports=workers).start()
+    proc = VethSwitch(kind, n_ports=workers).start()
     try:
-        conn = SwitchConnection(proc.grpc_addr).connect(retries=3)
-        conn.push_pipeline()
-        sw = P4ReduceSwitch(proc, conn)
-        sw.configure_identity()
+        sw = SwitchSession(proc)
         packed = encoding == "packed"
         job = sw.add_job(JOB, workers, slot_count=slots, encoding=p.Encoding[encoding.upper()])
         for rank in range(workers):
@@ -193,7 +180,7 @@ def over_veth(kind: str, workers: int, slots: int, rounds: int, encoding: str) -
                     break
                 results += 1
         elapsed = time.perf_counter() - start
-        conn.close()
+        sw.close()
         if results < rounds * slots:
             print(
                 f"  {kind}: only {results} of {rounds * slots} results came back", file=sys.stderr

@@ -31,10 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import suite  # noqa: E402  (the suite's cases, tensors and runner)
-
-from p4reduce.target import default_slots  # noqa: E402
+import suite  # beside this script: the suite's cases, tensors and runner
+from p4net import demo
+from p4reduce.target import default_slots
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,10 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.pairs < 1 or not 0 < a.density < 1 or a.size < 1 or not 1 <= a.workers <= 32:
         ap.error("--pairs >= 1, 0 < --density < 1, --size >= 1, 1 <= --workers <= 32")
-    demo = suite.load_demo()
     out: dict = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "targets": {}}
     for target in a.targets.split(","):
-        slots = a.slots or default_slots(target)
+        slots = default_slots(target) if a.slots is None else a.slots
         dense = suite.Case(
             target, "p4reduce", a.workers, a.size, "dense", 1.0, suite.repeats(a.size, target)
         )
@@ -71,14 +69,14 @@ def main(argv: list[str] | None = None) -> int:
             a.density,
             suite.repeats(a.size, target, a.density),
         )
-        inputs = {c.pattern: suite.make_inputs(demo, c) for c in (dense, sparse)}
+        inputs = {c.pattern: suite.make_inputs(c) for c in (dense, sparse)}
         pairs = []
         load = [os.getloadavg()[0]]
         with demo.DemoNetwork(target, a.workers) as net:
             for i in range(a.pairs):
                 row = {}
                 for c in (dense, sparse):
-                    r = suite.run_p4reduce(demo, net, c, inputs[c.pattern], slots)
+                    r = suite.run_p4reduce(net, c, inputs[c.pattern], slots)
                     if not r.ok:
                         print(f"{c.label()}: FAILED: {r.error}", file=sys.stderr)
                         return 1

@@ -4,7 +4,7 @@ a line-rate projection; tables (markdown) and plots (PNG).
 
 Every run is the whole system: Mininet hosts, the P4 program on the switch (softswitch, and
 simple_switch_grpc where installed), the controller, one process per rank. p4reduce ranks
-are the demo's workers (mininet/worker_main.py through mininet/demo.py's DemoNetwork);
+are the demo's workers (p4net.worker through p4net.demo's DemoNetwork);
 gloo ranks (bench/gloo_rank.py) run `torch.distributed.all_reduce` in the same hosts, over
 the same links and switch (plain L2 forwarding), on the same tensors. Every rank does an
 untimed small allreduce, then REPEAT timed ones; a repeat takes as long as its slowest
@@ -37,17 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
+from hostlib import protocol
+from p4reduce.job import round_count
+from p4reduce.target import default_slots
+
+# p4net.demo (the runs) is imported where a run starts: it loads Debian's mininet, which
+# bench/report.py, reading results, does not need
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-sys.path.insert(0, str(BENCH))
-sys.path.insert(1, str(REPO / "tests"))
-sys.path.insert(2, str(REPO))
-from demo_loader import load_demo  # noqa: E402  (the one way to import mininet/demo.py)
-
-from hostlib import protocol  # noqa: E402
-from p4reduce.job import round_count  # noqa: E402
-from p4reduce.target import default_slots  # noqa: E402
-
 
 K = 1024
 M = 1024 * 1024
@@ -115,6 +113,10 @@ class Result:
     # monotonic clock, shared by the namespaces): what the slowest rank's time includes
     # of waiting for the last rank to begin
     start_skew: float = 0.0
+    # p4reduce: the job's slots in this run (results.json records what was used, so a
+    # report never reads today's default into an older run; 0: gloo, or a file written
+    # before runs recorded it, whose run-wide "slots" bench/report.py reads instead)
+    slots: int = 0
 
 
 def human_size(n: int) -> str:
@@ -225,8 +227,10 @@ def estimate(c: Case) -> float:
 # -- inputs ------------------------------------------------------------------------------
 
 
-def make_inputs(demo, c: Case, seed: int = 1) -> list[np.ndarray]:
+def make_inputs(c: Case, seed: int = 1) -> list[np.ndarray]:
     """The tensors of one run, one per rank (the same for gloo and p4reduce)."""
+    from p4net import demo
+
     rng = np.random.default_rng(seed)
     if c.pattern == "zipf":
         return zipf_inputs(c.workers, c.size, rng)
@@ -282,13 +286,17 @@ def block_densities(inputs: list[np.ndarray]) -> tuple[float, float]:
 # -- running -----------------------------------------------------------------------------
 
 
-def run_p4reduce(demo, net, c: Case, inputs: list[np.ndarray], slots: int | None = None) -> Result:
+def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = None) -> Result:
+    """One p4reduce case on `net`; `slots` None: the switch kind's default."""
+    from p4net import demo
+
+    slots = default_slots(c.target) if slots is None else slots
     opts = demo.Options(
         workers=c.workers,
         size=c.size,
         dtype="float32",
         target=c.target,
-        slots=slots or default_slots(c.target),
+        slots=slots,
         deadline=1800.0,
         quiet=True,
         repeat=c.repeat,
@@ -297,7 +305,7 @@ def run_p4reduce(demo, net, c: Case, inputs: list[np.ndarray], slots: int | None
     )
     t0 = time.perf_counter()
     s = net.run_jobs(opts, inputs=[inputs])
-    r = Result(c, ok=s.all_matched, wall=time.perf_counter() - t0)
+    r = Result(c, ok=s.all_matched, wall=time.perf_counter() - t0, slots=slots)
     bad = [
         f"rank {o.rank}: {o.error or 'result outside the quantization bound'}"
         for o in s.outcomes
@@ -547,7 +555,8 @@ def have_torch() -> bool:
 def run_cases(cases: list[Case], targets: list[str]) -> dict:
     """Run the cases, one network per target (as many hosts as its largest job); the
     results with the machine and software they were measured on."""
-    demo = load_demo()
+    from p4net import demo
+
     env = environment(targets)
     total = sum(estimate(c) for c in cases)
     print(
@@ -567,11 +576,11 @@ def run_cases(cases: list[Case], targets: list[str]) -> dict:
                 with demo.DemoNetwork(target, max(c.workers for c in mine)) as net:
                     for c in mine:
                         progress.begin(c)
-                        inputs = make_inputs(demo, c)
+                        inputs = make_inputs(c)
                         if c.system == "gloo":
                             r = run_gloo(net, c, inputs, workdir)
                         else:
-                            r = run_p4reduce(demo, net, c, inputs)
+                            r = run_p4reduce(net, c, inputs)
                         r.block_density, r.union_density = block_densities(inputs)
                         results.append(r)
                         progress.end(c)

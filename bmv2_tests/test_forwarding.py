@@ -7,7 +7,7 @@ from scapy.layers.l2 import ARP, Ether
 
 from controlplane import forwarding
 
-from .harness import SWITCH_IP, SWITCH_MAC, host_ip, host_mac
+from p4net.harness import SWITCH_IP, SWITCH_MAC, host_ip, host_mac
 
 
 def test_switch_answers_arp_for_its_address(switch):

@@ -7,7 +7,7 @@ import numpy as np
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
 
-from .harness import host_mac
+from p4net.harness import host_mac
 
 BLOCK_VALUES = p.BLOCK_VALUES
 

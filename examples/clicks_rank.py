@@ -27,8 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clicks_model import ClickData, Config, build_model  # noqa: E402
+from clicks_model import ClickData, Config, build_model  # beside this script
 
 
 def tcp_bytes_sent(pid: int) -> int:

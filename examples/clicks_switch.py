@@ -3,8 +3,8 @@
 
     sudo .venv/bin/python examples/clicks_switch.py          # 4 ranks, 300 steps, softswitch
 
-Starts the Mininet topology (mininet/torch_ranks.py: the P4 switch, the controller, one
-host per rank), runs examples/clicks_rank.py on every rank twice -- once with
+Starts the Mininet topology (p4net.torch_ranks: the P4 switch, the controller, one host
+per rank), runs examples/clicks_rank.py on every rank twice -- once with
 `init_process_group("p4reduce")`, once with `init_process_group("gloo")`, same seed, same
 data -- and reports per backend: loss, time per step, bytes sent per step per worker, and
 the gradient block density per step; checks that the parameters are identical on every
@@ -23,12 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(1, str(REPO / "mininet"))
+from clicks_model import Config  # beside this script
 
-from clicks_model import Config  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 BACKENDS = ("p4reduce", "gloo")
 WARMUP = 5  # steps left out of the time medians (DDP's first-iteration work)
@@ -49,7 +46,7 @@ class Options:
 
 def run(opts: Options, cfg: Config) -> dict:
     """Both trainings on one network; returns the summary (also written to results.json)."""
-    import torch_ranks
+    from p4net import torch_ranks
 
     opts.out.mkdir(parents=True, exist_ok=True)
     params_dir = opts.out / "params"
@@ -64,7 +61,7 @@ def run(opts: Options, cfg: Config) -> dict:
         for backend in BACKENDS:
             if not opts.quiet:
                 print(
-                    f"== {backend}: {opts.workers} ranks, {cfg.steps} steps, switch {net.target}",
+                    f"== {backend}: {opts.workers} ranks, {cfg.steps} steps, switch {net.kind}",
                     flush=True,
                 )
             res = net.run(

@@ -17,7 +17,6 @@ sys.path.insert(0, str(BENCH))
 
 from hostlib import protocol  # noqa: E402
 from p4reduce.job import round_count  # noqa: E402
-from p4reduce.target import default_slots  # noqa: E402
 from model import (  # noqa: E402
     Network,
     allreduce_seconds,
@@ -80,8 +79,12 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     by = {(r["case"]["system"], r["case"]["pattern"]): r for r in data["results"]}
     blocks = size // protocol.BLOCK_VALUES
     dense = by[("p4reduce", "dense")]
+    # the job's slots are recorded per run: the kind's default, as nothing else was asked
+    from p4reduce.target import default_slots
+
+    assert dense["slots"] == default_slots("softswitch")
     # every block once plus one announce per slot, per worker, by the worker's own count
-    assert dense["rounds"] == round_count(blocks, blocks, default_slots("softswitch"))
+    assert dense["rounds"] == round_count(blocks, blocks, dense["slots"])
     assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
@@ -108,6 +111,41 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     except ImportError:
         return
     assert (tmp_path / "density-softswitch.png").stat().st_size > 10_000
+
+
+def _result(target: str, slots: int | None) -> dict:
+    """One p4reduce run as results.json holds it (`slots` None: a file written before runs
+    recorded their slots)."""
+    run = {
+        "case": {
+            "target": target,
+            "system": "p4reduce",
+            "workers": 4,
+            "size": 65536,
+            "pattern": "dense",
+            "density": 1.0,
+            "repeat": 3,
+        },
+        "ok": True,
+        "rounds": 1088.0,
+    }
+    return run if slots is None else {**run, "slots": slots}
+
+
+def test_report_reads_the_slots_each_run_used_not_todays_default():
+    """A report of an older results file takes the slots that file records, never the
+    default of today's code (which an older run need not have used)."""
+    import report
+    from p4reduce.target import default_slots
+
+    other = default_slots("simple_switch_grpc") + 7  # no default of any kind
+    runs = [_result("simple_switch_grpc", None), _result("softswitch", 5)]
+    (old, new) = report.results_of({"slots": other, "results": runs})
+    assert (old.slots, new.slots) == (other, 5)
+    (old, _) = report.results_of({"slots": {"simple_switch_grpc": other}, "results": runs})
+    assert old.slots == other
+    with pytest.raises(ValueError, match="no slots for the runs on simple_switch_grpc"):
+        report.results_of({"results": runs})
 
 
 @pytest.mark.root

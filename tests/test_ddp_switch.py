@@ -16,7 +16,7 @@ torch = pytest.importorskip(
     "torch", reason="torch is the optional [torch] extra (pip install torch==2.13.0)"
 )
 
-from demo_loader import load_demo  # noqa: E402
+import p4net.demo  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 @pytest.mark.mininet
 @pytest.mark.parametrize("world", [2, 3])
 def test_ddp_through_the_switch_matches_gloo(world, tmp_path):
-    demo = load_demo()
+    demo = p4net.demo
     from p4reduce.addresses import WorkerAddress
     from hostlib import protocol
 

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from demo_loader import load_demo
+import p4net.demo
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _refused(capsys, argv: list[str]) -> str:
-    demo = load_demo()
+    demo = p4net.demo
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
         demo.parse_args(argv)
@@ -49,7 +49,7 @@ def test_loss_must_be_a_probability(capsys, loss):
 
 
 @quick
-@given(st.text(min_size=1, max_size=12).filter(lambda t: t not in load_demo().TARGETS))
+@given(st.text(min_size=1, max_size=12).filter(lambda t: t not in p4net.demo.TARGETS))
 def test_target_must_be_known(capsys, target):
     assert "TARGET" in _refused(capsys, [f"--target={target}"])
 
@@ -70,7 +70,7 @@ def test_density_must_be_a_fraction(capsys, density):
     assert "DENSITY" in _refused(capsys, [f"--density={density!r}"])
 
 
-@pytest.mark.parametrize("option", load_demo().MAKE_RUN)
+@pytest.mark.parametrize("option", p4net.demo.MAKE_RUN)
 def test_every_option_make_run_sets_names_its_variable_when_refused(capsys, option):
     """One rule for all of them: also argparse's own errors (no number, no such choice)."""
     err = _refused(capsys, [f"--{option}=x!"])
@@ -83,13 +83,13 @@ def test_make_run_passes_each_option_from_the_variable_of_its_name():
     recipe = makefile[makefile.index("\nrun:") :].split("\n\n")[0]
     pairs = re.findall(r"--([a-z]+)='\$\((\w+)\)'", recipe)
     assert all(var == option.upper() for option, var in pairs), pairs
-    assert sorted(option for option, _ in pairs) == sorted(load_demo().MAKE_RUN)
+    assert sorted(option for option, _ in pairs) == sorted(p4net.demo.MAKE_RUN)
 
 
 @quick
 @given(st.integers(1, 10**6), st.floats(0, 1, exclude_max=True), st.integers(1, 32))
 def test_valid_values_are_accepted(size, loss, workers):
-    opts = load_demo().parse_args(
+    opts = p4net.demo.parse_args(
         [
             "--size",
             str(size),
@@ -130,12 +130,18 @@ def test_make_run_argument_errors_are_one_line(var, needle):
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in out.stderr, out.stderr
 
 
-def test_jobs_without_slots_get_the_targets_default(capsys):
-    demo = load_demo()
+def test_jobs_without_slots_get_the_kinds_default(capsys):
+    """No --slots: each job gets the switch kind's default (p4reduce.target.default_slots,
+    the one rule), which the pool-size check then uses."""
+    from controlplane.jobs import PoolSizes
+    from p4reduce.p4rt import P4InfoIndex
+    from p4reduce.target import DEFAULT_P4INFO
+    from p4reduce.target import default_slots
+
+    demo = p4net.demo
     assert demo.parse_args(["--target", "softswitch"]).slots is None
-    assert demo.job_slots(demo.Options().slots, "softswitch") == 64
-    assert demo.job_slots(demo.Options().slots, "simple_switch_grpc") == 32
-    assert demo.job_slots(5, "simple_switch_grpc") == 5
-    # 17 jobs x softswitch's 64 default slots exceed the 1024-slot pool
-    err = _refused(capsys, ["--target", "softswitch", "--jobs", "17", "--workers", "1"])
-    assert "--jobs 17 x --slots 64" in err
+    default = default_slots("softswitch")
+    pool = PoolSizes.of(P4InfoIndex.load(DEFAULT_P4INFO)).pool_slots
+    jobs = pool // default + 1  # one job more than the pool holds at the default
+    err = _refused(capsys, ["--target", "softswitch", "--jobs", str(jobs), "--workers", "1"])
+    assert f"--jobs {jobs} x --slots {default}" in err

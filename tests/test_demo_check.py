@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from demo_loader import load_demo
+import p4net.demo
 from hostlib import numerics as nm
 
 
@@ -26,7 +26,7 @@ def switch_sum(inputs: list[np.ndarray]) -> np.ndarray:
 def test_correct_sum_of_tiny_values_passes(scale, dtype):
     rng = np.random.default_rng(4)
     inputs = [(rng.standard_normal(640) * scale).astype(dtype) for _ in range(3)]
-    assert load_demo().check(switch_sum(inputs), inputs, dtype)
+    assert p4net.demo.check(switch_sum(inputs), inputs, dtype)
 
 
 @pytest.mark.parametrize("scale", [1e-300, 1e-20, 1.0, 1e30])
@@ -35,4 +35,4 @@ def test_wrong_sum_fails(scale):
     inputs = [rng.standard_normal(640) * scale for _ in range(3)]
     result = switch_sum(inputs)
     result[77] += 1e-6 * scale if scale > 1e-290 else 1e-40  # beyond the bound
-    assert not load_demo().check(result, inputs, "float64")
+    assert not p4net.demo.check(result, inputs, "float64")

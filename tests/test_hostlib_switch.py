@@ -9,20 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bmv2_tests import targets
-from demo_loader import load_demo
+from bmv2_tests import kinds
+import p4net.demo
+import p4net.topology
 
 REPO = Path(__file__).resolve().parent.parent
 BLOCK_VALUES = 64
 
 
 def _demo():
-    return load_demo()
+    return p4net.demo
 
 
-@pytest.fixture(
-    scope="module", params=targets.params(targets.VETH_TARGETS, needs=("root", "mininet"))
-)
+@pytest.fixture(scope="module", params=kinds.params(kinds.PROCESS_KINDS, needs=("root", "mininet")))
 def net(request):
     demo = _demo()
     with demo.DemoNetwork(request.param, 8) as network:
@@ -131,7 +130,8 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
                 mn.get(h.name).popen(
                     [
                         sys.executable,
-                        str(REPO / "mininet" / "worker_main.py"),
+                        "-m",
+                        "p4net.worker",
                         str(stem.with_suffix(".json")),
                         f"{stem}.in.npy",
                         f"{stem}.out.npy",
@@ -148,7 +148,7 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
             )
         time.sleep(3)
         assert all(p.poll() is None for p in procs), "the workers are still reducing"
-        mn.get(demo.p4net.SWITCH_NAME).runner.restart()
+        mn.get(p4net.topology.SWITCH_NAME).runner.restart()
         assert ctl.ensure(), "the controller noticed the restart and restored the switch"
         restored = time.monotonic()
         for p in procs:

@@ -210,17 +210,18 @@ def _wheel_packages(wheel: Path) -> list[str]:
 
 
 def test_wheel_holds_every_module_and_every_compiled_output(dists):
-    """Exactly the checkout's modules of the packages the entry points name and of the
-    ground floor they stand on (p4reduce), and p4c's outputs as p4src/compile.py's
-    manifests list them -- no test code, no bytecode."""
+    """Exactly the checkout's modules of the packages the entry points name, of the ground
+    floor they stand on (p4reduce) and of p4net (the demo and network package mininet/'s
+    scripts and bench/ import), and p4c's outputs as p4src/compile.py's manifests list
+    them -- no test code, no bytecode."""
     entry_modules = [
         *PROJECT["scripts"].values(),
         *(v for group in PROJECT["entry-points"].values() for v in group.values()),
     ]
     top = {target.split(":")[0].split(".")[0] for target in entry_modules}
     assert top == {"controlplane", "hostlib", "softswitch"}
-    installed = top | {"p4reduce"}
-    expected = {f for f in _tracked_files() if f.split("/")[0] in installed and f.endswith(".py")}
+    packages = top | {"p4reduce", "p4net"}
+    expected = {f for f in _tracked_files() if f.split("/")[0] in packages and f.endswith(".py")}
     expected.add("p4src/build/__init__.py")
     for manifest in BUILD.rglob("MANIFEST.json"):
         here = manifest.parent.relative_to(REPO)

@@ -12,25 +12,26 @@ from pathlib import Path
 
 import pytest
 
-from bmv2_tests import targets
-from demo_loader import load_demo
+from bmv2_tests import kinds
+import p4net.demo
+import p4net.topology
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _demo():
-    return load_demo()
+    return p4net.demo
 
 
-@pytest.fixture(params=targets.params(targets.VETH_TARGETS, needs=("root", "mininet")))
+@pytest.fixture(params=kinds.params(kinds.PROCESS_KINDS, needs=("root", "mininet")))
 def target(request):
     return request.param
 
 
 def _interfaces(switch: str | None = None) -> set[str]:
     """The demo's switch-side links (its hosts' ends live in their namespaces). The switch
-    is named after the process that builds the network (`p4net.SWITCH_NAME`)."""
-    prefix = f"{switch or _demo().p4net.SWITCH_NAME}-eth"
+    is named after the process that builds the network (`p4net.topology.SWITCH_NAME`)."""
+    prefix = f"{switch or p4net.topology.SWITCH_NAME}-eth"
     return {name for name in os.listdir("/sys/class/net") if name.startswith(prefix)}
 
 
@@ -205,11 +206,11 @@ def test_ctrl_c_while_workers_run_leaves_nothing_behind(target):
     import time
 
     demo, tag = _start_tagged_demo(target)
-    switch = f"s{demo.pid}"  # p4net.SWITCH_NAME of the demo process
+    switch = f"s{demo.pid}"  # p4net.topology.SWITCH_NAME of the demo process
     deadline = time.monotonic() + 120
     workers: set[int] = set()
     while len(workers) < 3 and time.monotonic() < deadline and demo.poll() is None:
-        workers = {pid for pid in _tagged(tag) if "worker_main" in _cmdline(pid)}
+        workers = {pid for pid in _tagged(tag) if "p4net.worker" in _cmdline(pid)}
         time.sleep(0.1)
     assert demo.poll() is None, demo.communicate()[0]
     assert len(workers) == 3  # the tag does reach the workers

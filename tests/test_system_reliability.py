@@ -7,7 +7,7 @@ surviving rank.
 Before: `up` pushed the pipeline again, which resets every register; the running rounds
 lost their contributions and the job stalled until its deadline. Later, on a busy machine,
 the test failed at its very end: one worker stopped on seeing the stop file while the
-other had just begun another call, which then waited out its deadline (tests/loop_worker.py
+other had just begun another call, which then waited out its deadline (p4net/loop_worker.py
 now stops every rank after the same call).
 """
 
@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bmv2_tests import targets
-from demo_loader import load_demo
+from bmv2_tests import kinds
+import p4net.demo
+import p4net.topology
 
 REPO = Path(__file__).resolve().parent.parent
-LOOP_WORKER = Path(__file__).resolve().parent / "loop_worker.py"
 
 
-@pytest.fixture(params=targets.params(targets.VETH_TARGETS, needs=("root", "mininet")))
+@pytest.fixture(params=kinds.params(kinds.PROCESS_KINDS, needs=("root", "mininet")))
 def target(request):
     return request.param
 
@@ -89,7 +89,8 @@ def _start_loop_workers(net, job, inputs, tmp_path: Path, deadline: float, procs
             net.net.get(h.name).popen(
                 [
                     sys.executable,
-                    str(LOOP_WORKER),
+                    "-m",
+                    "p4net.loop_worker",
                     f"{stem}.json",
                     f"{stem}.in.npy",
                     str(tmp_path / "expected.npy"),
@@ -136,7 +137,7 @@ def _create_job(net, slots: int):
 
 
 def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
-    demo = load_demo()
+    demo = p4net.demo
     from controlplane.stats import job_stats
 
     rng = np.random.default_rng(9)
@@ -157,7 +158,7 @@ def test_controller_restart_does_not_disturb_a_running_job(target, tmp_path):
             cfg = tmp_path / "switch.toml"
             cfg.write_text(
                 f'[switch]\ngrpc_addr = "{net.ctl.conn.grpc_addr}"\n'
-                f'mac = "{demo.p4net.SWITCH_MAC}"\nip = "{demo.p4net.SWITCH_IP}"\n'
+                f'mac = "{p4net.topology.SWITCH_MAC}"\nip = "{p4net.topology.SWITCH_IP}"\n'
                 f"ports = {[h.port for h in hosts]}\n"
                 f'state_file = "{net.workdir / "jobs.json"}"\n'
                 + "".join(f'[[switch.hosts]]\nmac = "{h.mac}"\nport = {h.port}\n' for h in hosts)
@@ -207,7 +208,7 @@ def test_a_killed_rank_is_named_by_every_survivor(target, tmp_path):
     survivor fails with RankSilent naming rank 2 -- not "no answer from the switch" --
     well before its deadline (protocol.md section 13: about 5 s after a death mid-call,
     half the deadline if it died between calls)."""
-    demo = load_demo()
+    demo = p4net.demo
     rng = np.random.default_rng(11)
     workers, dead, deadline = 4, 2, 20.0
     with demo.DemoNetwork(target, workers) as net:
@@ -239,7 +240,7 @@ def test_calls_after_a_mismatch_are_exact(target, tmp_path):
     FingerprintMismatch, then every later call of 1000 values is exact on both. Before,
     the ranks ended that call apart on 16 slots: the next calls returned 488 of 1000
     elements wrong with no error, then timed out."""
-    demo = load_demo()
+    demo = p4net.demo
     rng = np.random.default_rng(12)
     workers, deadline = 2, 10.0
     with demo.DemoNetwork(target, workers) as net:

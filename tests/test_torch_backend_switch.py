@@ -16,15 +16,15 @@ torch = pytest.importorskip(
     "torch", reason="torch is the optional [torch] extra (make install-torch)"
 )
 
-from bmv2_tests import targets  # noqa: E402
-from demo_loader import load_torch_ranks  # noqa: E402
+from bmv2_tests import kinds  # noqa: E402
+import p4net.torch_ranks  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 M = 2**31 - 1
 
 
 def _run_ranks(tmp_path: Path, world: int, target: str, *extra: str) -> list[dict]:
-    torch_ranks = load_torch_ranks()
+    torch_ranks = p4net.torch_ranks
     with torch_ranks.TorchNetwork(world, target, slots=16) as net:
         res = net.run(
             [
@@ -125,7 +125,7 @@ def _check_ddp(outs: list[dict]) -> None:
 pytestmark = [pytest.mark.root, pytest.mark.mininet]
 
 
-@pytest.mark.parametrize("target", targets.params(targets.VETH_TARGETS))
+@pytest.mark.parametrize("target", kinds.params(kinds.PROCESS_KINDS))
 def test_two_ranks_job_from_id(target, tmp_path):
     """2 ranks; each finds its job from P4REDUCE_JOB + P4REDUCE_DESCRIPTOR_DIR."""
     outs = _run_ranks(tmp_path, 2, target)
@@ -153,7 +153,7 @@ def test_launcher_stops_a_stuck_rank_and_shows_where_it_was():
         "    time.sleep(600)\n"
         "stuck_in_a_collective()\n"
     )
-    with load_torch_ranks().TorchNetwork(2, "softswitch", slots=16) as net:
+    with p4net.torch_ranks.TorchNetwork(2, "softswitch", slots=16) as net:
         res = net.run([sys.executable, "-c", program], 2, timeout=120, grace=1.0)
     assert res.ranks[1].returncode == 3
     stuck = res.ranks[0]

@@ -1,13 +1,14 @@
 """Controller tests run against a real switch over real P4Runtime, on every target of
-bmv2_tests/targets.py (in-process softswitch always; softswitch and simple_switch_grpc on
-veth ports where they can run)."""
+p4net.switches (in-process softswitch always; softswitch and simple_switch_grpc on veth
+ports where they can run: bmv2_tests/kinds.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bmv2_tests.targets import params, start
+from bmv2_tests.kinds import params
 from controlplane.config import parse
+from p4net.switches import start_switch
 
 PORTS = 4
 SWITCH_MAC = "02:00:00:00:01:00"
@@ -37,7 +38,7 @@ def count_writes(switch_process, monkeypatch) -> list | None:
 
 @pytest.fixture(scope="module", params=params())
 def switch_process(request):
-    proc = start(request.param, PORTS)
+    proc = start_switch(request.param, PORTS)
     yield proc
     proc.stop()
 

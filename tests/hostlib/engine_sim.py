@@ -1,5 +1,5 @@
 """A deterministic discrete-event model of a job: N AllreduceEngines, the real p4reduce
-program (tests/inprocess_switch.py: softswitch in this process, programmed by the
+program (p4net.harness: softswitch in this process, programmed by the
 controller) serving packets first-in first-out at a fixed rate, links with a fixed delay,
 and a virtual clock. Why: whether a worker retransmits depends on timing (start-up skew,
 a switch working through a large window, loss); with wall-clock threads those runs differ
@@ -24,7 +24,7 @@ from p4reduce.job import load_descriptor
 from hostlib.engine import AllreduceEngine, EngineParams, EngineStats, RttEstimator
 from hostlib.framing import WIDTH
 from hostlib.numerics import make_payload
-from inprocess_switch import InProcessSwitch
+from p4net.harness import SwitchSession
 
 
 @dataclass
@@ -58,7 +58,7 @@ class SimResult:
 
 
 def simulate(
-    switch: InProcessSwitch,
+    switch: SwitchSession,
     tensors: list[list[np.ndarray]],
     *,
     slots: int = 8,
@@ -92,7 +92,7 @@ def simulate(
     job = switch.create_job(n, slots, job_id)
     try:
         if loss:
-            switch.set_loss(job, ingress=loss, egress=loss, seed=seed)
+            switch.set_loss(job.job, ingress=loss, egress=loss, seed=seed)
         return _run(
             switch,
             job,
@@ -239,12 +239,10 @@ def _run(
                 continue
             take, queue[:] = queue[:chunk], queue[chunk:]
             done_at = now + len(take) / pps
-            with switch.lock:
-                for pt, frame in take:
-                    switch.device.receive(pt, frame)
-                out = {pt: list(q) for pt, q in switch.queues.items() if q}
-                for q in switch.queues.values():
-                    q.clear()
+            sw = switch.proc  # the in-process switch: each frame processed as sent
+            for pt, frame in take:
+                sw.send(pt, frame)
+            out = {pt: got for pt in range(1, sw.n_ports + 1) if (got := sw.recv_all(pt))}
             for pt, frames in out.items():
                 if pt in rank_of:
                     r = rank_of[pt]

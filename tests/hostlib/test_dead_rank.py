@@ -16,7 +16,7 @@ import pytest
 
 from engine_sim import simulate
 from hostlib.engine import SILENT_TIMERS, EngineParams, RankSilent
-from inprocess_switch import InProcessSwitch
+from p4net.harness import SwitchSession
 
 PARAMS = EngineParams()
 SPAN = SILENT_TIMERS * PARAMS.max_timeout  # quiet span once a round of the call completed
@@ -27,7 +27,7 @@ N, SLOTS = 4, 32
 
 @pytest.fixture(scope="module")
 def switch():
-    with InProcessSwitch() as sw:
+    with SwitchSession.inprocess() as sw:
         yield sw
 
 

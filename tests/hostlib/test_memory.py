@@ -16,7 +16,7 @@ import pytest
 from hostlib import Worker
 from hostlib import numerics as nm
 from hostlib import protocol as p
-from inprocess_switch import InProcessSwitch
+from p4net.harness import SwitchSession
 
 
 def traced_peak(fn: Callable[[], object]) -> int:
@@ -48,7 +48,7 @@ def test_a_payload_costs_a_few_bytes_per_block_not_a_tensor(dtype, size):
 
 @pytest.fixture(scope="module")
 def one_rank():
-    with InProcessSwitch() as sw:
+    with SwitchSession.inprocess() as sw:
         job = sw.create_job(1, 64, encoding="packed")
         with Worker(
             sw.descriptors(job)[0], transport=sw.transport(job.workers[0].port), timeout=0.05

@@ -17,7 +17,7 @@ from hostlib import protocol as p
 from hostlib.engine import AllreduceEngine, EngineParams, RttEstimator
 from hostlib_helpers import decode, engine_tensor
 from hostlib_helpers import make_engine as shared_make_engine
-from inprocess_switch import InProcessSwitch
+from p4net.harness import SwitchSession
 
 EOS = p.END_OF_STREAM
 T0 = 100.0
@@ -228,7 +228,7 @@ def test_answered_probe_does_not_make_older_slots_look_lost():
 
 @pytest.fixture(scope="module")
 def switch():
-    with InProcessSwitch() as sw:
+    with SwitchSession.inprocess() as sw:
         yield sw
 
 

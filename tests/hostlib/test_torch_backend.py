@@ -1,5 +1,5 @@
 """The "p4reduce" torch.distributed backend in one process (world size 1) against the real P4
-program in-process (tests/inprocess_switch.py): what goes to the switch and what to gloo,
+program in-process (p4net.harness): what goes to the switch and what to gloo,
 DDP without a hook, errors, and the messages when a rank cannot find its job. The
 multi-rank tests through the real P4 switch in Mininet are tests/test_torch_backend_switch.py."""
 
@@ -15,7 +15,7 @@ import torch.distributed as dist  # noqa: E402
 from hostlib import torch_backend  # noqa: E402
 from hostlib.jobref import ENV, JobLookupError, P4ReduceOptions  # noqa: E402
 from hostlib_helpers import descriptor  # noqa: E402
-from inprocess_switch import InProcessSwitch  # noqa: E402
+from p4net.harness import SwitchSession  # noqa: E402
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def no_env(monkeypatch):
 
 @pytest.fixture(scope="module")
 def switch():
-    with InProcessSwitch() as sw:
+    with SwitchSession.inprocess() as sw:
         yield sw
 
 
@@ -216,12 +216,11 @@ def test_an_error_in_ddp_is_reported_not_a_crash(world_of_one):
 
 
 GLOO_LOOP = """
-import sys, tempfile
-sys.path[:0] = [{tests!r}, {hostlib_tests!r}]
+import tempfile
 import torch, torch.distributed as dist
 from hostlib.jobref import P4ReduceOptions
-from inprocess_switch import InProcessSwitch
-with InProcessSwitch() as switch:
+from p4net.harness import SwitchSession
+with SwitchSession.inprocess() as switch:
     job = switch.create_job(1)
     opts = P4ReduceOptions(descriptor=switch.descriptors(job)[0], transport=switch.transport(1))
     dist.init_process_group("p4reduce", init_method=f"file://{{tempfile.mktemp()}}", rank=0,
@@ -252,15 +251,14 @@ def test_gloo_served_collectives_do_not_deadlock(tmp_path):
     import sys
     from pathlib import Path
 
-    here = Path(__file__).resolve().parent
-    program = GLOO_LOOP.format(tests=str(here.parent), hostlib_tests=str(here), n=500)
+    program = GLOO_LOOP.format(n=500)
     try:
         res = subprocess.run(
             [sys.executable, "-X", "faulthandler", "-c", program],
             capture_output=True,
             text=True,
             timeout=60,
-            cwd=here.parent.parent,
+            cwd=Path(__file__).resolve().parents[2],
         )
     except subprocess.TimeoutExpired as e:
         raise AssertionError(f"gloo-served collectives deadlocked ({e})") from None

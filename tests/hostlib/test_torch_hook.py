@@ -12,12 +12,12 @@ torch = pytest.importorskip(
 
 from hostlib import Worker  # noqa: E402
 from hostlib.torch_hook import HookState, p4reduce_hook  # noqa: E402
-from inprocess_switch import InProcessSwitch  # noqa: E402
+from p4net.harness import SwitchSession  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def switch():
-    with InProcessSwitch() as sw:
+    with SwitchSession.inprocess() as sw:
         yield sw
 
 

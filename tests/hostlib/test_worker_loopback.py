@@ -1,7 +1,7 @@
 """Worker API end to end in one process: N Worker threads <-> the real P4 program.
 
 No sockets: the p4reduce program (p4src/build) runs on an in-process softswitch programmed
-by the controller's JobManager (tests/inprocess_switch.py). This exercises the whole
+by the controller's JobManager (p4net.harness). This exercises the whole
 protocol (engine + numerics + the switch's P4) for several ranks, sparsity, dtypes, loss.
 """
 
@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from hostlib import Worker
 from hostlib import protocol as p
 from hostlib.engine import FingerprintMismatch, SwitchStateLost
-from inprocess_switch import InProcessSwitch
+from p4net.harness import SwitchSession
 
 
 @pytest.fixture(scope="module")
 def switch():
-    with InProcessSwitch() as sw:
+    with SwitchSession.inprocess() as sw:
         yield sw
 
 
@@ -273,7 +273,7 @@ def test_slot_versions_continue_across_calls(rng, switch, job_of):
 def test_loss_recovered_by_retransmission(n, rng, switch, job_of):
     xs = sparse_ints(rng, n, 64 * 40, density=0.6)
     job = job_of(n)
-    switch.set_loss(job, ingress=0.2, egress=0.2, seed=5)
+    switch.set_loss(job.job, ingress=0.2, egress=0.2, seed=5)
     res, errs = run_ranks(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats), timeout=0.002)
     assert errs == [None] * n
     exact = np.sum([x.astype(np.int64) for x in xs], axis=0)
@@ -309,7 +309,7 @@ def test_timeout_counts_from_the_last_progress_not_the_call(rng, switch, job_of)
     keeps completing rounds it is not a stall."""
     xs = sparse_ints(rng, 2, 64 * 1000, density=1.0)
     job = job_of(2, slots=2)
-    switch.set_loss(job, ingress=0.1, egress=0.1, seed=3)
+    switch.set_loss(job.job, ingress=0.1, egress=0.1, seed=3)
     res, errs = run_ranks(
         switch,
         job,
@@ -560,7 +560,7 @@ def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
 
     def identity_again():
         from controlplane import identity
-        from inprocess_switch import SWITCH
+        from p4net.harness import SWITCH
 
         identity.set_identity(switch.conn, SWITCH.mac, SWITCH.ip)
 

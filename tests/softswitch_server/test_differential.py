@@ -19,7 +19,7 @@ import pytest
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from bmv2_tests import targets
+from bmv2_tests import kinds
 from p4reduce.p4rt import P4InfoIndex
 from softswitch.runner import SwitchRunner
 
@@ -37,7 +37,7 @@ from .helpers import (
 )
 from .test_ports import Veths
 
-TARGETS = targets.VETH_TARGETS
+TARGETS = kinds.PROCESS_KINDS
 DST2 = bytes.fromhex("020000000002")
 DST3 = bytes.fromhex("020000000003")
 
@@ -314,7 +314,7 @@ def expected(kind: str, ids: P4InfoIndex) -> dict[str, Any]:
     return exp
 
 
-@pytest.fixture(params=targets.params(TARGETS))
+@pytest.fixture(params=kinds.params(TARGETS))
 def target(request):
     t = Target(request.param)
     try:
@@ -813,7 +813,7 @@ def run_pre_scenario(t: Target) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="module", params=targets.params(TARGETS))
+@pytest.fixture(scope="module", params=kinds.params(TARGETS))
 def pre_results(request):
     t = Target(request.param)
     try:

@@ -1,11 +1,9 @@
 """A Mininet network of one P4 switch and N worker hosts, no OpenFlow anywhere.
 
 The switch node runs `simple_switch_grpc` where it is installed and softswitch otherwise
-(or whichever `target` forces), in the root namespace, with each Mininet link's switch end
+(or whichever `kind` forces), in the root namespace, with each Mininet link's switch end
 as a port. The P4 switch is the only switch: no OVS, no OpenFlow controller. Mininet's
 hosts are network namespaces joined to the switch by veth pairs.
-
-Imported by path (this directory is not a package, so Debian's `mininet` stays importable).
 """
 
 from __future__ import annotations
@@ -21,24 +19,23 @@ from mininet.topo import Topo
 
 from p4reduce.target import SOFTSWITCH
 from softswitch.runner import SwitchRunner
-from softswitch.runner import resolve_kind as resolve_target  # noqa: F401 -- for demo.py
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"
 
 
 class P4Switch(Switch):
-    """A Mininet switch node that is a P4 target process serving P4Runtime."""
+    """A Mininet switch node that is a P4 switch process serving P4Runtime."""
 
     def __init__(
         self,
         name: str,
-        target: str = SOFTSWITCH,
+        kind: str = SOFTSWITCH,
         cancelled: Callable[[], bool] | None = None,
         **params,
     ):
         super().__init__(name, **params)
-        self.target = target
+        self.kind = kind  # the switch process's kind (p4reduce.target)
         self.cancelled = cancelled
         self.runner: SwitchRunner | None = None
 
@@ -55,7 +52,7 @@ class P4Switch(Switch):
             # quiet links: no IPv6 autoconfiguration traffic through the switch
             Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6").write_text("1")
         # recorded before it is started: stop() must reach a switch whose start was cut short
-        self.runner = SwitchRunner(self.target, self.port_map())
+        self.runner = SwitchRunner(self.kind, self.port_map())
         self.runner.start(cancelled=self.cancelled)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 -- Mininet's signature
@@ -92,14 +89,14 @@ class StarTopo(Topo):
 
 
 def build_network(
-    hosts: list[HostSpec], target: str, cancelled: Callable[[], bool] | None = None
+    hosts: list[HostSpec], kind: str, cancelled: Callable[[], bool] | None = None
 ) -> Mininet:
     """A started Mininet with the P4 switch serving P4Runtime (not yet configured).
     `cancelled` is polled while the switch starts (KeyboardInterrupt when it says so)."""
     topo = StarTopo(hosts=hosts)
     net = Mininet(
         topo=topo,
-        switch=lambda name, **kw: P4Switch(name, target=target, cancelled=cancelled, **kw),
+        switch=lambda name, **kw: P4Switch(name, kind=kind, cancelled=cancelled, **kw),
         controller=None,
         autoSetMacs=False,
         waitConnected=False,

@@ -1,6 +1,6 @@
 """A worker that runs allreduce after allreduce until told to stop (system tests).
 
-Usage: loop_worker.py DESCRIPTOR INPUT.npy EXPECTED.npy PROGRESS STOPFILE REPORT.json
+Usage: python -m p4net.loop_worker DESCRIPTOR INPUT.npy EXPECTED.npy PROGRESS STOPFILE REPORT.json
        [--deadline S] [--max-seconds S] [--first FIRST.npy]
 
 Each result is compared with EXPECTED (int32: exact). PROGRESS holds the number of finished
@@ -26,11 +26,6 @@ import sys
 import time
 
 import numpy as np
-
-# this script lives in tests/, whose tests/hostlib/ would shadow the hostlib package
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 
 
 def main() -> int:

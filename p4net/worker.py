@@ -1,6 +1,6 @@
 """One worker of the demo: runs inside a Mininet host, reduces one tensor, writes results.
 
-Usage: worker_main.py DESCRIPTOR INPUT.npy OUTPUT.npy REPORT.json [--op sum] [--deadline S]
+Usage: python -m p4net.worker DESCRIPTOR INPUT.npy OUTPUT.npy REPORT.json [--op sum] [--deadline S]
 The report says what happened (stats, or the error with its type), so the demo can show
 a clear message for a worker that timed out instead of a traceback.
 """
@@ -15,7 +15,7 @@ import traceback
 
 import numpy as np
 
-from netcounters import delta, host_counters  # beside this file
+from p4net.netcounters import delta, host_counters
 
 
 def main() -> int:

@@ -1,0 +1,597 @@
+#!/usr/bin/env python3
+"""The end-to-end demo: a P4 switch, a controller and N workers in Mininet reduce a tensor.
+
+    python mininet/demo.py --workers 4 --size 1000000 --density 0.1 --dtype float32
+    (or python -m p4net.demo ...)
+
+The switch runs simple_switch_grpc where installed, softswitch otherwise (--target forces
+either). The controller runs here, in the root namespace, against the switch's gRPC
+address; every worker runs in its own host through hostlib. Every worker's result is
+checked against numpy on the same inputs. Loss comes from the P4 drop simulator (--loss):
+this kernel has no netem. Everything started is stopped, and every interface deleted,
+after a normal run, Ctrl-C or an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from p4reduce.addresses import WorkerAddress
+from controlplane.config import parse as parse_config
+from controlplane.controller import Controller
+from controlplane.jobs import PoolSizes
+from p4reduce.p4rt import P4InfoIndex
+from controlplane.stats import job_stats
+from hostlib import numerics, protocol
+from p4net import topology
+from p4reduce.job import ENCODINGS, descriptor_name, round_count
+from p4reduce.target import DEFAULT_P4INFO, SIMPLE_SWITCH_GRPC, SOFTSWITCH, default_slots
+from softswitch.runner import resolve_kind
+
+
+class StopRequests:
+    """Ctrl-C and SIGTERM as a request that the demo honours at safe points.
+
+    Why not Python's default (KeyboardInterrupt raised wherever the main thread is): on a
+    busy machine the demo spends seconds inside grpc -- waiting for the switch to serve
+    P4Runtime, closing that channel -- and an exception thrown inside grpc's Channel.close
+    leaves the channel half closed; its destructor then waits forever at interpreter exit
+    (`make run` interrupted while the switch started never exited). A switch process whose
+    start was cut short was not recorded either, so nothing stopped it. Here the handler
+    only records the signal; `check()` raises KeyboardInterrupt where nothing is left half
+    done: between set-up steps, while waiting for the switch to serve P4Runtime, while
+    starting workers and in the loop that waits for them. Clean-up then runs with no
+    exception thrown into it; further signals only say that it is under way.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt(signal.Signals(self.signum).name)
+
+    def _handler(self, signum: int, frame) -> None:  # noqa: ARG002 -- signal's signature
+        # os.write, not print: the handler may run in the middle of the progress line's print
+        if self.signum is None:
+            self.signum = signum
+            os.write(2, b"\nstopping: workers, jobs, switch, links ...\n")
+        else:
+            os.write(2, b"\nstill stopping, please wait\n")
+
+    @contextlib.contextmanager
+    def installed(self):
+        """Handle SIGINT and SIGTERM this way inside the block (main thread only)."""
+        self.signum = None
+        old = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+
+# The demo's one instance; `check()` does nothing unless `installed()` saw a signal, so
+# tests and benchmarks that use DemoNetwork without installing it keep Python's default.
+STOP = StopRequests()
+
+
+@dataclass
+class Options:
+    workers: int = 4
+    size: int = 1_000_000
+    density: float = 0.1
+    overlap: str = "shared"  # shared: the same blocks are non-zero on every worker
+    dtype: str = "float32"
+    loss: float = 0.0
+    target: str = "auto"  # --target: a switch kind, "bmv2" (simple_switch_grpc) or "auto"
+    slots: int | None = None  # None: the kind's default (p4reduce.target.default_slots)
+    jobs: int = 1
+    seed: int = 1
+    deadline: float = 120.0
+    absent_ranks: tuple[int, ...] = ()  # ranks whose worker is never started (tests)
+    quiet: bool = False
+    repeat: int = 1  # timed allreduces per worker (benchmarks)
+    warmup: bool = False  # an untimed one-block allreduce first
+    # the job's value encoding (protocol.md section 10); None: the target's default
+    encoding: str | None = None
+    job_slots: tuple[int, ...] = ()  # per job: its slots, instead of `slots` (benchmarks)
+    job_repeats: tuple[int, ...] = ()  # per job: its timed allreduces, instead of `repeat`
+
+
+@dataclass
+class WorkerOutcome:
+    job: int
+    rank: int
+    host: str
+    ok: bool
+    matched: bool
+    error: str = ""
+    seconds: float = 0.0
+    tx_packets: int = 0
+    tx_bytes: int = 0
+    rx_packets: int = 0
+    rx_bytes: int = 0
+    retransmissions: int = 0
+    packets_sent: int = 0  # p4reduce packets, as the worker counted them
+    stats: dict = field(default_factory=dict)  # the worker's own stats
+    times: list = field(default_factory=list)  # seconds of each timed allreduce
+    calls: list = field(default_factory=list)  # per allreduce: kind, seconds, packets, retx
+    report: dict = field(default_factory=dict)  # the worker's whole report (bench/ reads it)
+
+
+@dataclass
+class Summary:
+    kind: str  # the switch's kind (p4reduce.target)
+    seconds: float
+    outcomes: list[WorkerOutcome] = field(default_factory=list)
+    switch_counters: dict = field(default_factory=dict)
+    values: int = 0
+
+    @property
+    def all_matched(self) -> bool:
+        return bool(self.outcomes) and all(o.ok and o.matched for o in self.outcomes)
+
+
+def make_inputs(opts: Options, rng: np.random.Generator) -> list[np.ndarray]:
+    lanes = protocol.BLOCK_VALUES
+    blocks = math.ceil(opts.size / lanes)
+    chosen = max(1, round(opts.density * blocks)) if opts.density > 0 else 0
+    shared = rng.choice(blocks, chosen, replace=False)
+    tensors = []
+    for _ in range(opts.workers):
+        picked = shared if opts.overlap == "shared" else rng.choice(blocks, chosen, replace=False)
+        mask = np.zeros(blocks, dtype=bool)
+        mask[picked] = True
+        full = np.zeros(blocks * lanes, dtype=np.float64)
+        if opts.dtype == "int32":
+            vals = rng.integers(-1_000_000, 1_000_000, blocks * lanes)
+        else:
+            vals = rng.standard_normal(blocks * lanes) * 10.0 ** rng.integers(-3, 3, blocks * lanes)
+        full[np.repeat(mask, lanes)] = vals[np.repeat(mask, lanes)]
+        tensors.append(full[: opts.size].astype(opts.dtype))
+    return tensors
+
+
+def check(result: np.ndarray, inputs: list[np.ndarray], dtype: str) -> bool:
+    """int32: exact. Floats: within docs/protocol.md section 10's bound per element -- the
+    absolute one from each block's max over all ranks (it holds at every magnitude; the
+    relative form does not below 2^-129) -- plus rounding to the output dtype (half an ulp:
+    relative eps/2 for normal results, half the smallest subnormal below)."""
+    exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
+    if dtype == "int32":
+        return result.dtype == np.int32 and np.array_equal(result, exact.astype(np.int64))
+    n, lanes = len(inputs), protocol.BLOCK_VALUES
+    pad = (-len(exact)) % lanes
+    peak = np.max(
+        [np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, lanes).max(1) for x in inputs],
+        axis=0,
+    )
+    bound = np.repeat(numerics.sum_error_bound(peak, n), lanes)[: len(exact)]
+    info = np.finfo(dtype)
+    bound += np.abs(exact) * info.eps + float(info.smallest_subnormal)
+    return bool(np.all(np.abs(result.astype(np.float64) - exact) <= bound))
+
+
+def _counters(intf: str) -> dict[str, int]:
+    base = Path(f"/sys/class/net/{intf}/statistics")
+    return {
+        k: int((base / k).read_text()) for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes")
+    }
+
+
+class DemoNetwork:
+    """A started network, switch and controller; jobs can be run on it one after another.
+    `target`: a switch kind or "auto" (softswitch.runner.resolve_kind)."""
+
+    def __init__(self, target: str, n_hosts: int):
+        self.kind = resolve_kind(target)
+        self.hosts = topology.host_specs(n_hosts)
+        self.workdir = Path(tempfile.mkdtemp(prefix="p4reduce-demo-"))
+        self.net = None
+        self.ctl: Controller | None = None
+        self.next_job = 1
+
+    def __enter__(self) -> "DemoNetwork":
+        try:
+            self.net = topology.build_network(self.hosts, self.kind, STOP.requested)
+            STOP.check()
+            switch = self.net.get(topology.SWITCH_NAME)
+            config = parse_config(
+                {
+                    "switch": {
+                        "grpc_addr": switch.grpc_addr,
+                        "mac": topology.SWITCH_MAC,
+                        "ip": topology.SWITCH_IP,
+                        "ports": [h.port for h in self.hosts],
+                        # L2 entries: ordinary traffic between the hosts (e.g. gloo's TCP, which the
+                        # benchmarks run on the same hosts) crosses the switch too
+                        "hosts": [{"mac": h.mac, "port": h.port} for h in self.hosts],
+                        "state_file": str(self.workdir / "jobs.json"),
+                    }
+                }
+            )
+            self.ctl = Controller(config)
+            self.ctl.up()
+            STOP.check()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.ctl is not None:
+            self.ctl.close()
+        if self.net is not None:
+            self.net.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def run_jobs(self, opts: Options, inputs: list[list[np.ndarray]] | None = None) -> Summary:
+        """Create opts.jobs jobs of opts.workers hosts each, run them at once, check every
+        worker's result, delete the jobs. `inputs` (per job, per rank) replaces the
+        generated tensors."""
+        assert self.ctl is not None and self.net is not None
+        ctl, net, hosts, workdir = self.ctl, self.net, self.hosts, self.workdir
+        if opts.jobs * opts.workers > len(hosts):
+            raise ValueError(
+                f"{opts.jobs} x {opts.workers} workers need more than {len(hosts)} hosts"
+            )
+        rng = np.random.default_rng(opts.seed)
+        plan = []
+        counted: dict[int, dict[str, int]] = {}
+        procs: list = []
+        try:
+            for j in range(opts.jobs):
+                STOP.check()
+                job_hosts = hosts[j * opts.workers : (j + 1) * opts.workers]
+                slots = _per_job(opts.job_slots, j, opts.slots)
+                job = ctl.jobs.create(
+                    self.next_job,
+                    [
+                        WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
+                        for r, h in enumerate(job_hosts)
+                    ],
+                    default_slots(self.kind) if slots is None else slots,
+                    opts.encoding,
+                )
+                self.next_job += 1
+                if opts.loss:
+                    ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss, seed=opts.seed)
+                # the switch's per-job counters are indexed by job_index, which a later
+                # job reuses without a reset: report this job's share only
+                counted[job.job] = job_stats(ctl.conn, job.job_index)
+                plan.append(
+                    (job, job_hosts, inputs[j] if inputs is not None else make_inputs(opts, rng))
+                )
+            used = [h for _, job_hosts, _ in plan for h in job_hosts]
+            repeats = {
+                job.job: _per_job(opts.job_repeats, j, opts.repeat)
+                for j, (job, *_) in enumerate(plan)
+            }
+            expected = {
+                h.name: expected_rounds(inputs, job.slot_count, job.int32_halves) * repeats[job.job]
+                for job, job_hosts, inputs in plan
+                for h in job_hosts
+            }
+            before = {h.name: _counters(f"{topology.SWITCH_NAME}-eth{h.port}") for h in used}
+            start = time.perf_counter()
+            for job, job_hosts, inputs in plan:
+                for d, h, x in zip(job.descriptors(ctl.jobs.switch), job_hosts, inputs):
+                    stem = workdir / rank_stem(job.job, d["rank"])
+                    Path(f"{stem}.json").write_text(json.dumps(d))
+                    np.save(f"{stem}.in.npy", x)
+                    if d["rank"] in opts.absent_ranks:
+                        continue
+                    STOP.check()
+                    procs.append(
+                        (
+                            job,
+                            d["rank"],
+                            h,
+                            net.get(h.name).popen(
+                                [
+                                    sys.executable,
+                                    "-m",
+                                    "p4net.worker",
+                                    f"{stem}.json",
+                                    f"{stem}.in.npy",
+                                    f"{stem}.out.npy",
+                                    f"{stem}.report.json",
+                                    "--deadline",
+                                    str(opts.deadline),
+                                    "--repeat",
+                                    str(repeats[job.job]),
+                                ]
+                                + (["--warmup"] if opts.warmup else []),
+                                cwd=str(workdir),
+                            ),
+                        )
+                    )
+            while any(p.poll() is None for *_, p in procs):
+                STOP.check()
+                if not opts.quiet:
+                    _progress(procs, used, before, expected, time.perf_counter() - start)
+                time.sleep(0.3)  # a signal is seen within 0.3 s
+            STOP.check()
+            seconds = time.perf_counter() - start
+            if not opts.quiet:
+                print(file=sys.stderr)
+            summary = Summary(self.kind, seconds, values=opts.size)
+            for job, job_hosts, inputs in plan:
+                for rank, h in enumerate(job_hosts):
+                    summary.outcomes.append(self._outcome(job, rank, h, inputs, before, opts))
+                after = job_stats(ctl.conn, job.job_index)
+                summary.switch_counters[job.job] = {
+                    k: v - counted[job.job].get(k, 0) for k, v in after.items()
+                }
+            return summary
+        finally:
+            for *_, p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            for job, *_ in plan:
+                ctl.jobs.delete(job.job)
+
+    def _outcome(self, job, rank: int, h, inputs, before, opts: Options) -> WorkerOutcome:
+        stem = self.workdir / rank_stem(job.job, rank)
+        after, b = _counters(f"{topology.SWITCH_NAME}-eth{h.port}"), before[h.name]
+        out = WorkerOutcome(
+            job.job,
+            rank,
+            h.name,
+            False,
+            False,
+            tx_packets=after["rx_packets"] - b["rx_packets"],
+            tx_bytes=after["rx_bytes"] - b["rx_bytes"],
+            rx_packets=after["tx_packets"] - b["tx_packets"],
+            rx_bytes=after["tx_bytes"] - b["tx_bytes"],
+        )
+        report_path = Path(f"{stem}.report.json")
+        if rank in opts.absent_ranks:
+            out.error = "not started (absent rank)"
+        elif report_path.exists():
+            report = json.loads(report_path.read_text())
+            out.ok = report["ok"]
+            out.error = report.get("error", "")
+            out.seconds = report.get("seconds", 0.0)
+            out.retransmissions = report.get("stats", {}).get("retransmissions", 0)
+            out.packets_sent = report.get("stats", {}).get("packets_sent", 0)
+            out.stats = report.get("stats", {})
+            out.times = report.get("times", [])
+            out.calls = report.get("calls", [])
+            out.report = report
+            if out.ok:
+                out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
+        else:
+            out.error = "worker exited without a report"
+        return out
+
+
+def _per_job(values: tuple, j: int, default):
+    """Job j's entry of a per-job option, or the option every job shares."""
+    return values[j] if j < len(values) else default
+
+
+def rank_stem(job: int, rank: int) -> str:
+    """The name every file of one rank of a job starts with: its descriptor's name
+    (p4reduce.job.descriptor_name, as `p4reduce-ctl job create --descriptors DIR` names
+    it) without `.json`; then its input, output, report and log."""
+    return Path(descriptor_name(job, rank)).stem
+
+
+def run(opts: Options) -> Summary:
+    with DemoNetwork(opts.target, opts.workers * opts.jobs) as demo:
+        return demo.run_jobs(opts)
+
+
+def expected_rounds(inputs: list[np.ndarray], slots: int, int32_halves: bool = False) -> int:
+    """Rounds a job runs (docs/protocol.md section 6): per active slot, the blocks non-zero
+    in any rank plus the announce round. What the progress line counts results against.
+    A job with int32_halves sends int32 as two blocks of 16-bit halves per 64 values."""
+    halves = int32_halves and inputs[0].dtype.kind != "f"
+    union = None
+    for x in inputs:
+        rows = numerics.to_blocks(x)
+        if halves:
+            rows = numerics.split_halves(rows)
+        nonzero = rows.any(axis=1)
+        union = nonzero if union is None else union | nonzero
+    return round_count(int(union.sum()), union.size, slots)
+
+
+def _progress(procs, hosts, before, expected: dict[str, int], elapsed: float) -> None:
+    done = sum(p.poll() is not None for *_, p in procs)
+    parts = []
+    for h in hosts[:8]:
+        got = (
+            _counters(f"{topology.SWITCH_NAME}-eth{h.port}")["tx_packets"]
+            - before[h.name]["tx_packets"]
+        )
+        parts.append(f"{h.name} {min(100, 100 * got // max(1, expected[h.name])):3d}%")
+    print(
+        f"\r[{elapsed:6.1f}s] workers done {done}/{len(procs)}  results: " + "  ".join(parts),
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def print_summary(s: Summary, opts: Options) -> None:
+    print(
+        f"\np4reduce demo on {s.kind}: {opts.jobs} job(s) x {opts.workers} workers, "
+        f"{opts.size} {opts.dtype} values, density {opts.density} ({opts.overlap}), "
+        f"loss {opts.loss}"
+    )
+    print(
+        f"{'job':>3} {'rank':>4} {'host':>5} {'time s':>7} {'tx pkts':>8} {'tx bytes':>10} "
+        f"{'rx pkts':>8} {'rx bytes':>10} {'retx':>5} {'goodput Mval/s':>14}  result"
+    )
+    for o in s.outcomes:
+        goodput = opts.size / o.seconds / 1e6 if o.seconds else 0.0
+        verdict = (
+            "exact"
+            if o.matched and opts.dtype == "int32"
+            else "within bound"
+            if o.matched
+            else (o.error or "MISMATCH")
+        )
+        print(
+            f"{o.job:>3} {o.rank:>4} {o.host:>5} {o.seconds:7.2f} {o.tx_packets:>8} "
+            f"{o.tx_bytes:>10} {o.rx_packets:>8} {o.rx_bytes:>10} {o.retransmissions:>5} "
+            f"{goodput:14.3f}  {verdict}"
+        )
+    for job, counters in s.switch_counters.items():
+        print(f"switch, job {job}: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    print(
+        f"total {s.seconds:.2f}s; every worker's result matched: {'yes' if s.all_matched else 'NO'}"
+    )
+
+
+# The options `make run` sets, each from the make variable of its name in capitals
+# (--workers='$(WORKERS)' ...: the Makefile's run recipe; tests/test_demo_args.py checks
+# that the two agree).
+MAKE_RUN = ("workers", "size", "density", "dtype", "loss", "target")
+
+
+def make_variable(option: str) -> str:
+    """What an error adds after an option (and its value) that `make run` sets: its make
+    variable, " (SIZE)", so that `make run SIZE=0` says which variable was wrong."""
+    return f" ({option.upper()})" if option in MAKE_RUN else ""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (`demo.py: error: ...`) and exit code 2, also under make.
+    argparse's own (a value that is no int, a choice not offered) name the option through
+    its make variable (`make_variable`) as the range checks do."""
+
+    def error(self, message: str):  # type: ignore[override]
+        message = re.sub(r"^argument --(\w+)", lambda m: m[0] + make_variable(m[1]), message)
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+    def bad(self, option: str, value: object, why: str):
+        """The one-line error for a value out of range."""
+        self.error(f"--{option} {value}{make_variable(option)}: {why}")
+
+
+TARGETS = ("auto", "softswitch", "simple_switch_grpc", "bmv2")
+MAX_HOSTS = 253  # 10.0.0.1 .. 10.0.0.253; .254 is the switch
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    """Command line -> Options; every out-of-range value is a one-line error, exit 2."""
+    ap = _Parser(prog="demo.py", description=__doc__.splitlines()[0])
+    d = Options()
+    ap.add_argument("--workers", type=int, default=d.workers)
+    ap.add_argument("--size", type=int, default=d.size, help="values per tensor (> 0)")
+    ap.add_argument("--density", type=float, default=d.density)
+    ap.add_argument("--overlap", choices=["shared", "independent"], default=d.overlap)
+    ap.add_argument("--dtype", choices=["float32", "float64", "int32"], default=d.dtype)
+    ap.add_argument(
+        "--loss",
+        type=float,
+        default=d.loss,
+        help="probability in [0, 1) of losing a packet in the switch, each way (P4 drop simulator)",
+    )
+    ap.add_argument("--target", default=d.target, help=f"one of {', '.join(TARGETS)}")
+    ap.add_argument(
+        "--slots",
+        type=int,
+        default=d.slots,
+        help=f"slots per job (default: {default_slots(SOFTSWITCH)} on softswitch, "
+        f"{default_slots(SIMPLE_SWITCH_GRPC)} on simple_switch_grpc, whose ports hold only so "
+        "many unprocessed frames)",
+    )
+    ap.add_argument(
+        "--encoding",
+        choices=ENCODINGS,
+        default=d.encoding,
+        help="packed: one 2048-bit add per packet (the v1model target's default); lanes: "
+        "64 int32 adds with switch overflow detection",
+    )
+    ap.add_argument("--jobs", type=int, default=d.jobs)
+    ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--deadline", type=float, default=d.deadline)
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    if not 1 <= a.workers <= 32:
+        ap.bad("workers", a.workers, "must be 1..32")
+    if not 1 <= a.size <= protocol.END_OF_STREAM * protocol.BLOCK_VALUES:
+        ap.bad("size", a.size, f"must be 1..{protocol.END_OF_STREAM * protocol.BLOCK_VALUES}")
+    if not 0 <= a.density <= 1:  # also refuses NaN
+        ap.bad("density", a.density, "must be in [0, 1]")
+    if not 0 <= a.loss < 1:
+        ap.bad("loss", a.loss, "must be a probability in [0, 1)")
+    if a.target not in TARGETS:
+        ap.bad("target", repr(a.target), f"unknown, expected one of {', '.join(TARGETS)}")
+    try:
+        kind = resolve_kind(a.target)
+    except (RuntimeError, ValueError) as exc:
+        ap.bad("target", repr(a.target), str(exc))
+    sizes = PoolSizes.of(P4InfoIndex.load(DEFAULT_P4INFO))  # the program the demo pushes
+    if a.slots is not None and not 1 <= a.slots <= sizes.pool_slots:
+        ap.bad("slots", a.slots, f"must be 1..{sizes.pool_slots}")
+    slots = default_slots(kind) if a.slots is None else a.slots
+    if not 1 <= a.jobs <= sizes.max_jobs or a.jobs * a.workers > MAX_HOSTS:
+        ap.bad(
+            "jobs", a.jobs, f"must be 1..{sizes.max_jobs}, with jobs x workers at most {MAX_HOSTS}"
+        )
+    if a.jobs * slots > sizes.pool_slots:
+        ap.error(f"--jobs {a.jobs} x --slots {slots} exceed the switch's {sizes.pool_slots} slots")
+    if not 0 <= a.seed < 2**32:
+        ap.bad("seed", a.seed, "must be 0..2^32-1")
+    if not 0 < a.deadline < math.inf:
+        ap.bad("deadline", a.deadline, "seconds must be > 0")
+    return Options(
+        a.workers,
+        a.size,
+        a.density,
+        a.overlap,
+        a.dtype,
+        a.loss,
+        a.target,
+        a.slots,
+        a.jobs,
+        a.seed,
+        a.deadline,
+        (),
+        a.quiet,
+        encoding=a.encoding,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_args(argv)
+    if os.geteuid() != 0:
+        print("demo.py: error: Mininet needs root (run as root or with sudo)", file=sys.stderr)
+        return 1
+    try:
+        with STOP.installed():
+            summary = run(opts)
+    except KeyboardInterrupt:
+        print("\ninterrupted: everything started was stopped", file=sys.stderr)
+        return 128 + (STOP.signum or signal.SIGINT)
+    print_summary(summary, opts)
+    return 0 if summary.all_matched else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

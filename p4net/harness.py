@@ -1,0 +1,330 @@
+"""A switch under test with a controller session: how tests and benchmarks configure it.
+
+Why one module: the packet-level suite, the worker tests and the benchmarks all need a
+switch with the real P4 program, a pipeline pushed over P4Runtime, the switch's identity
+and jobs -- and the jobs must be exactly what the controller writes for a real job. So
+`SwitchSession` configures jobs only through the controller's own `JobManager`: `create_job`
+as an operator would (the manager picks the job's index, slots and epoch), `add_job` with
+an index, slots and epoch the test chooses (the manager's `install`, the entries of a real
+job). Jobs are then driven frame by frame (`TestJob`) or by real workers through
+`InProcessTransport` (the `hostlib.worker.Transport` protocol on an in-process port).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controlplane import identity
+from p4reduce.addresses import Address, WorkerAddress
+from controlplane.admission import JobParameters, job_parameters
+from controlplane.connection import SwitchConnection
+from controlplane.jobs import JobManager
+from controlplane.stats import job_stats, switch_stats
+from hostlib import protocol as p
+from hostlib.framing import WIDTH, Batch
+from hostlib.protocol import Endpoints, Frame, Header, MsgType
+from p4reduce.job import Job
+from softswitch.inprocess import InProcessSwitch
+
+from .switches import SwitchUnderTest
+
+SWITCH_MAC = "02:00:00:00:01:00"
+SWITCH_IP = "10.0.0.254"
+SWITCH = Address(SWITCH_MAC, SWITCH_IP)
+FINGERPRINT = p.fingerprint(np.int32, 4 * p.BLOCK_VALUES)  # what announces carry unless told
+# the workers' UDP port: not the switch's, so a result sent to the wrong port is seen
+WORKER_UDP_PORT = p.UDP_PORT_BASE + 1
+
+
+def host_mac(port: int) -> str:
+    return f"02:00:00:00:00:{port:02x}"
+
+
+def host_ip(port: int) -> str:
+    return f"10.0.0.{port}"
+
+
+def worker_address(rank: int, port: int | None = None) -> WorkerAddress:
+    """Rank `rank` on switch port `port` (default rank + 1)."""
+    port = rank + 1 if port is None else port
+    return WorkerAddress(rank, port, host_mac(port), host_ip(port), WORKER_UDP_PORT)
+
+
+class SwitchSession:
+    """A started switch under test, a fresh pipeline pushed over P4Runtime, the switch's
+    identity set, and the controller's `JobManager` for its jobs."""
+
+    def __init__(self, proc: SwitchUnderTest, switch: Address = SWITCH, owned: bool = False):
+        self.proc = proc
+        self.address = switch
+        self.owned = owned  # stop `proc` on close (a switch this session started)
+        self.conn = SwitchConnection(proc.grpc_addr).connect(retries=5)
+        try:
+            self.conn.push_pipeline()  # a fresh pipeline: every register and entry is new
+            self.configure_identity()
+            proc.drain()
+            self.jobs = JobManager(self.conn, switch, None, None)
+        except BaseException:
+            self.close()
+            raise
+
+    def configure_identity(self) -> None:
+        """The switch's MAC and IP (again after a test pushes the pipeline anew)."""
+        identity.set_identity(self.conn, self.address.mac, self.address.ip)
+
+    @classmethod
+    def inprocess(cls, ports: int = 32, switch: Address = SWITCH) -> "SwitchSession":
+        """A session on a new in-process softswitch with ports 1..`ports`, stopped on close."""
+        proc = InProcessSwitch(ports).start()
+        try:
+            return cls(proc, switch, owned=True)
+        except BaseException:
+            proc.stop()
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+        if self.owned:
+            self.proc.stop()
+
+    def __enter__(self) -> "SwitchSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def device(self):
+        """The in-process switch's softswitch `Device` (an in-process session only)."""
+        assert isinstance(self.proc, InProcessSwitch), "no device: not an in-process switch"
+        return self.proc.device
+
+    # -- jobs --------------------------------------------------------------------------
+
+    def create_job(
+        self,
+        workers: int,
+        slots: int = 8,
+        job: int = 7,
+        ports: list[int] | None = None,
+        encoding: str = "packed",
+        int32_halves: bool | None = None,
+    ) -> Job:
+        """A job of `workers` ranks (rank r on ports[r], default r + 1), created as the
+        controller creates one."""
+        ports = ports or list(range(1, workers + 1))
+        return self.jobs.create(
+            job,
+            [worker_address(r, port) for r, port in enumerate(ports)],
+            slots,
+            encoding,
+            int32_halves,
+        )
+
+    def add_job(
+        self,
+        job: int,
+        n: int,
+        *,
+        slot_base: int = 0,
+        slot_count: int = 4,
+        job_index: int = 0,
+        epoch: int = 1,
+        ports: list[int] | None = None,
+        encoding: p.Encoding = p.Encoding.LANES,
+    ) -> TestJob:
+        """A job whose index, slots and epoch the test chooses, installed by the
+        controller's `JobManager.install` (the entries a real job gets) and known to the
+        manager (so that `TestJob.remove` and `set_loss` are the controller's too)."""
+        ports = ports or list(range(1, n + 1))
+        assert len(ports) == n
+        spec = Job(
+            job=job,
+            job_index=job_index,
+            slot_base=slot_base,
+            slot_count=slot_count,
+            epoch=epoch,
+            workers=[worker_address(rank, port) for rank, port in enumerate(ports)],
+            encoding=p.Encoding(encoding).name.lower(),
+        )
+        with self.jobs.table.locked():
+            self.jobs.install(spec)
+            self.jobs.table.jobs[job] = spec
+        return TestJob(self, spec)
+
+    def descriptors(self, job: Job) -> list[dict]:
+        return job.descriptors(self.address)
+
+    def set_loss(self, job: int, **kw) -> None:
+        """Job `job`'s simulated loss (JobManager.set_loss's keywords)."""
+        self.jobs.set_loss(job, **kw)
+
+    def stats(self, job: Job) -> dict[str, int]:
+        """The job's counters (the controller zeroes them when it creates the job)."""
+        return job_stats(self.conn, job.job_index)
+
+    def switch_stats(self) -> dict[str, int]:
+        return switch_stats(self.conn)
+
+    def transport(self, port: int) -> "InProcessTransport":
+        assert isinstance(self.proc, InProcessSwitch), "workers' transports are in-process"
+        return InProcessTransport(self.proc, port)
+
+
+class InProcessTransport:
+    """One worker's link to an in-process switch port (the interface of
+    hostlib.transport.RawSocket)."""
+
+    mode = "inprocess"
+
+    def __init__(self, switch: InProcessSwitch, port: int):
+        self.switch, self.port = switch, port
+        self.drop_sends = 0  # tests: lose this many of the next sent frames
+
+    def send(self, batch: Batch) -> int:
+        frames = [batch.frame(i) for i in range(len(batch))]
+        if self.drop_sends:
+            lost = min(self.drop_sends, len(frames))
+            self.drop_sends -= lost
+            frames = frames[lost:]
+        self.switch.send_many(self.port, frames)
+        return len(batch)
+
+    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
+        items = self.switch.take(self.port, max_n)
+        frames = np.zeros((len(items), WIDTH), np.uint8)
+        lengths = np.zeros(len(items), np.int64)
+        for i, f in enumerate(items):
+            n = min(len(f), WIDTH)
+            frames[i, :n] = np.frombuffer(f, np.uint8, n)
+            lengths[i] = len(f)
+        return frames, lengths
+
+    def wait(self, timeout: float) -> None:
+        self.switch.wait(self.port, timeout)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class TestJob:
+    """A job installed on a switch under test, driven frame by frame: rank r is an address
+    on a switch port that sends frames built with the one codec (hostlib.protocol) and
+    receives what the switch sends back."""
+
+    switch: "SwitchSession"
+    job: Job
+    by_rank: dict[int, WorkerAddress] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.by_rank = {w.rank: w for w in self.job.workers}
+
+    @property
+    def params(self) -> JobParameters:
+        return job_parameters(self.job)
+
+    @property
+    def workers(self) -> list[WorkerAddress]:
+        return self.job.workers
+
+    def endpoints(self, rank: int) -> Endpoints:
+        w, switch = self.by_rank[rank], self.switch.address
+        return Endpoints(w.mac, switch.mac, w.ip, switch.ip, w.udp_port, p.UDP_PORT_BASE)
+
+    def frame(
+        self,
+        rank: int,
+        msg_type: MsgType,
+        *,
+        slot: int = 0,
+        version: int = 0,
+        block: int = p.END_OF_STREAM,
+        next_block: int = p.END_OF_STREAM,
+        next_exponent: int = 0,
+        values=None,
+        flags: int = 0,
+        job: int | None = None,
+        epoch: int | None = None,
+        fingerprint: int = FINGERPRINT,
+    ) -> bytes:
+        header = Header.make(
+            msg_type,
+            job=self.params.job if job is None else job,
+            slot=slot,
+            rank=rank,
+            slot_version=version,
+            flags=flags,
+            block=block,
+            next_block=next_block,
+            next_exponent=next_exponent,
+            epoch=self.params.epoch if epoch is None else epoch,
+        )
+        vals = None if values is None else np.asarray(values, dtype=np.int64)
+        fp = (fingerprint, fingerprint) if msg_type == MsgType.ANNOUNCE else None
+        return p.build_frame(self.endpoints(rank), header, vals, fingerprint=fp)
+
+    def send(self, rank: int, msg_type: MsgType, **kw) -> None:
+        self.switch.proc.send(self.by_rank[rank].port, self.frame(rank, msg_type, **kw))
+
+    def send_frame(self, rank: int, frame: bytes) -> None:
+        self.switch.proc.send(self.by_rank[rank].port, frame)
+
+    def result(self, rank: int, timeout: float = 3.0) -> Frame | None:
+        """The next p4reduce frame to `rank`, parsed (None if nothing came)."""
+        port = self.by_rank[rank].port
+        while (raw := self.switch.proc.recv(port, timeout)) is not None:
+            try:
+                return p.parse_frame(raw)
+            except p.ProtocolError:
+                continue  # not p4reduce (e.g. a flooded frame): keep waiting
+        return None
+
+    def results(self, timeout: float = 3.0) -> dict[int, Frame]:
+        out = {}
+        for w in self.workers:
+            got = self.result(w.rank, timeout)
+            assert got is not None, f"rank {w.rank} got no result"
+            out[w.rank] = got
+        return out
+
+    def assert_silent(self, timeout: float = 0.4) -> None:
+        for w in self.workers:
+            extra = self.switch.proc.recv_all(w.port, timeout)
+            assert not extra, f"rank {w.rank} got {len(extra)} unexpected frame(s)"
+
+    def round(
+        self,
+        version: int,
+        block: int,
+        blocks: dict[int, np.ndarray | None],
+        announce: dict[int, tuple[int, int]],
+        slot: int = 0,
+        flags: int = 0,
+    ) -> dict[int, Frame]:
+        """One round: every rank sends DATA (values given) or SKIP; returns each result."""
+        for rank in sorted(blocks):
+            nb, ne = announce[rank]
+            values = blocks[rank]
+            kind = MsgType.DATA if values is not None else MsgType.SKIP
+            self.send(
+                rank,
+                kind,
+                slot=slot,
+                version=version,
+                block=block,
+                next_block=nb,
+                next_exponent=ne,
+                values=values,
+                flags=flags,
+            )
+        return self.results()
+
+    def stats(self) -> dict[str, int]:
+        return self.switch.stats(self.job)
+
+    def remove(self) -> None:
+        """Every entry of the job removed, by the controller's own delete."""
+        self.switch.jobs.delete(self.job.job)

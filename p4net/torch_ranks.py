@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""torchrun for the Mininet topology: N ranks of a torch.distributed program whose p4reduce
+sockets are in N Mininet hosts behind the P4 switch.
+
+    python mininet/torch_ranks.py --workers 4 -- python examples/clicks_rank.py --backend p4reduce
+    (or python -m p4net.torch_ranks ...)
+
+Starts the switch (softswitch, or simple_switch_grpc with --target), the controller and N
+hosts; creates a job of N ranks and writes its descriptors as `p4reduce-ctl job create
+--descriptors DIR` does; starts the program N times with the variables torchrun sets
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: env:// rendezvous on loopback;
+OMP_NUM_THREADS=1 unless set) plus P4REDUCE_JOB and P4REDUCE_DESCRIPTOR_DIR (how a rank
+finds its job) and P4REDUCE_NETNS (its Mininet host), and PYTHONFAULTHANDLER=1: when one
+rank fails, the others get a grace period and are then stopped with SIGABRT, so a stuck
+rank's log shows every thread's Python stack. The processes run in the root
+namespace -- the store and gloo use loopback -- and only the p4reduce Worker's socket is
+opened in the host, so every allreduce through the switch crosses the host's link. The job
+is deleted and everything started is stopped afterwards, also after an error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from p4reduce.addresses import WorkerAddress
+from controlplane.stats import job_stats
+from hostlib import protocol
+from p4net import demo, topology
+from p4reduce.job import descriptor_name
+from p4reduce.target import default_slots
+
+
+@dataclass
+class RankResult:
+    rank: int
+    host: str
+    returncode: int | None
+    output: str
+    link: dict = field(default_factory=dict)  # the host link's counters during the run
+
+
+@dataclass
+class LaunchResult:
+    kind: str  # the switch's kind (p4reduce.target)
+    job: int
+    seconds: float
+    ranks: list[RankResult]
+    switch_counters: dict
+
+    @property
+    def ok(self) -> bool:
+        return all(r.returncode == 0 for r in self.ranks)
+
+    def failures(self) -> str:
+        return "\n".join(
+            f"--- rank {r.rank} exit {r.returncode} ---\n{r.output[-4000:]}"
+            for r in self.ranks
+            if r.returncode != 0
+        )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _link_counters(host: topology.HostSpec) -> dict[str, int]:
+    """Counters of the host's link at the switch end, named from the host's side
+    (the switch end receives what the host sends)."""
+    c = demo._counters(f"{topology.SWITCH_NAME}-eth{host.port}")
+    return {
+        "tx_packets": c["rx_packets"],
+        "tx_bytes": c["rx_bytes"],
+        "rx_packets": c["tx_packets"],
+        "rx_bytes": c["tx_bytes"],
+    }
+
+
+class TorchNetwork:
+    """A started network with `hosts` hosts; `run()` runs one program per job."""
+
+    def __init__(self, hosts: int, target: str = "softswitch", slots: int | None = None):
+        self.demo = demo.DemoNetwork(target, hosts)
+        self.slots = default_slots(self.kind) if slots is None else slots
+
+    @property
+    def kind(self) -> str:
+        return self.demo.kind
+
+    def __enter__(self) -> "TorchNetwork":
+        self.demo.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.demo.__exit__(*exc)
+
+    def run(
+        self,
+        argv: list[str],
+        workers: int,
+        *,
+        env: dict[str, str] | None = None,
+        timeout: float = 600.0,
+        grace: float = 15.0,
+        stream_rank0: bool = False,
+    ) -> LaunchResult:
+        """Run `argv` as ranks 0..workers-1 of a new job; wait for all of them (at most
+        `timeout` s). When a rank fails, the others get `grace` s to finish, then are
+        killed: they would otherwise wait in a collective for the failed one."""
+        d = self.demo
+        assert d.ctl is not None and d.net is not None
+        if not 1 <= workers <= len(d.hosts):
+            raise ValueError(f"{workers} ranks need 1..{len(d.hosts)} hosts")
+        hosts = d.hosts[:workers]
+        job = d.ctl.jobs.create(
+            d.next_job,
+            [
+                WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
+                for r, h in enumerate(hosts)
+            ],
+            self.slots,
+        )
+        d.next_job += 1
+        descriptors = d.workdir / f"job{job.job}-descriptors"
+        descriptors.mkdir()
+        for desc in job.descriptors(d.ctl.jobs.switch):
+            (descriptors / descriptor_name(job.job, desc["rank"])).write_text(
+                json.dumps(desc, indent=2) + "\n"
+            )
+        common = {
+            **os.environ,
+            **(env or {}),
+            "WORLD_SIZE": str(workers),
+            "LOCAL_WORLD_SIZE": str(workers),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+            "GLOO_SOCKET_IFNAME": "lo",
+            "P4REDUCE_JOB": str(job.job),
+            "P4REDUCE_DESCRIPTOR_DIR": str(descriptors),
+            "PYTHONUNBUFFERED": "1",
+            # a rank stopped below (SIGABRT) prints every thread's Python stack
+            "PYTHONFAULTHANDLER": "1",
+            # as torchrun: N ranks on one machine, one intra-op thread each
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        }
+        procs: list[subprocess.Popen] = []
+        logs = []
+        readers = []
+        before = {h.name: _link_counters(h) for h in hosts}
+        start = time.perf_counter()
+        try:
+            for rank, h in enumerate(hosts):
+                rank_env = {
+                    **common,
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    "P4REDUCE_NETNS": f"/proc/{d.net.get(h.name).pid}/ns/net",
+                }
+                log_path = d.workdir / f"{demo.rank_stem(job.job, rank)}.log"
+                logs.append(log_path)
+                if stream_rank0 and rank == 0:
+                    p = subprocess.Popen(
+                        argv,
+                        env=rank_env,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                    )
+                    readers.append(threading.Thread(target=_tee, args=(p, log_path), daemon=True))
+                    readers[-1].start()
+                else:
+                    with open(log_path, "w") as f:
+                        p = subprocess.Popen(argv, env=rank_env, stdout=f, stderr=subprocess.STDOUT)
+                procs.append(p)
+            _wait_all(procs, timeout, grace)
+            seconds = time.perf_counter() - start
+        finally:
+            _stop(procs)
+            for t in readers:
+                t.join(timeout=5)
+            counters = job_stats(d.ctl.conn, job.job_index)
+            d.ctl.jobs.delete(job.job)
+        results = []
+        for rank, (h, p) in enumerate(zip(hosts, procs)):
+            after = _link_counters(h)
+            results.append(
+                RankResult(
+                    rank,
+                    h.name,
+                    p.returncode,
+                    logs[rank].read_text(errors="replace"),
+                    {k: after[k] - before[h.name][k] for k in after},
+                )
+            )
+        return LaunchResult(self.kind, job.job, seconds, results, counters)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Stop the ranks still running: SIGABRT first, so that a stuck one says where it is
+    (Python's faulthandler prints every thread's stack into its log), then SIGKILL."""
+    alive = [p for p in procs if p.poll() is None]
+    for p in alive:
+        p.send_signal(signal.SIGABRT)
+    for p in alive:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _wait_all(procs: list[subprocess.Popen], timeout: float, grace: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            return
+        if any(c not in (None, 0) for c in codes):
+            deadline = min(deadline, time.monotonic() + grace)
+            grace = float("inf")  # set the grace period once
+        time.sleep(0.2)
+
+
+def _tee(p: subprocess.Popen, path: Path) -> None:
+    assert p.stdout is not None
+    with open(path, "w") as f:
+        for line in p.stdout:
+            f.write(line)
+            sys.stdout.write(f"[rank 0] {line}")
+            sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--target", default="softswitch", help="softswitch, simple_switch_grpc or auto")
+    ap.add_argument("--slots", type=int, default=None, help="default: the target's")
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- program and arguments (run once per rank)"
+    )
+    args = ap.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        ap.error("give the program after --")
+    with TorchNetwork(args.workers, args.target, args.slots) as net:
+        res = net.run(command, args.workers, timeout=args.timeout, stream_rank0=True)
+    for r in res.ranks:
+        print(
+            f"rank {r.rank} ({r.host}): exit {r.returncode}, link tx {r.link['tx_bytes']} "
+            f"bytes / {r.link['tx_packets']} packets, rx {r.link['rx_bytes']} bytes"
+        )
+    print(
+        f"switch, job {res.job}: " + ", ".join(f"{k} {v}" for k, v in res.switch_counters.items())
+    )
+    if not res.ok:
+        print(res.failures(), file=sys.stderr)
+    return 0 if res.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

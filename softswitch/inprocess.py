@@ -1,0 +1,131 @@
+"""softswitch's in-process target: a `Device` behind a `P4RuntimeServer` in this process.
+
+Why: the P4 program's packet behaviour, the controller and the workers can all be tested
+without root, interfaces or a second process, against the same interpreter and the same
+P4Runtime server that `python -m softswitch` runs. The switch is configured over real gRPC
+on loopback like any other switch; frames are injected into its ports and what it sends
+out is queued per port in this process.
+
+A frame sent is processed before `send` returns (one pipeline, as softswitch's single port
+thread), so an empty queue after a send means nothing more is coming for it. Readers that
+run in other threads (a worker's transport) wait on `wait(port, timeout)`, woken by every
+send. The P4 program's frames come only from frames sent (p4reduce uses no PacketOut).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Iterable
+
+from softswitch.p4runtime_server import Device, P4RuntimeServer
+
+INPROCESS = "inprocess"
+
+
+class InProcessSwitch:
+    """One switch with ports 1..n_ports in this process, serving P4Runtime on loopback.
+
+    `start` (or the context manager) brings it up, `restart` reboots it on the same gRPC
+    port (no pipeline, no state, no queued frames), `stop` stops its server."""
+
+    kind = INPROCESS
+
+    def __init__(self, n_ports: int = 32, device_id: int = 1, grpc_port: int = 0):
+        self.n_ports = n_ports
+        self.device_id = device_id
+        self.grpc_port = grpc_port  # 0: a free port, kept across restarts
+        self.device: Device | None = None
+        self.server: P4RuntimeServer | None = None
+        self.lock = threading.Condition()
+        self.queues: dict[int, deque[bytes]] = {}
+
+    # ---- life cycle ------------------------------------------------------------------
+
+    @property
+    def grpc_addr(self) -> str:
+        assert self.server is not None, "not started"
+        return self.server.address
+
+    def start(self, timeout: float = 30.0) -> "InProcessSwitch":  # noqa: ARG002 -- interface
+        self.device = Device(device_id=self.device_id)
+        self.device.transmit = self._transmit
+        self.queues = {port: deque() for port in range(1, self.n_ports + 1)}
+        self.server = P4RuntimeServer(self.device, f"127.0.0.1:{self.grpc_port}")
+        self.grpc_port = self.server.start()
+        return self
+
+    def restart(self, timeout: float = 30.0) -> None:
+        self.stop()
+        self.start(timeout)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop(0)
+            self.server = None
+
+    def log(self) -> str:
+        """The switch's log (the process kinds keep one; this switch logs through Python's
+        logging, so there is nothing to return)."""
+        return ""
+
+    def __enter__(self) -> "InProcessSwitch":
+        return self.start() if self.server is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- frames ----------------------------------------------------------------------
+
+    def _check(self, port: int) -> None:
+        if port not in self.queues:
+            raise ValueError(f"port {port} is not one of this switch's ports 1..{self.n_ports}")
+
+    def _transmit(self, port: int, frame: bytes) -> None:
+        # called by device.receive, i.e. with self.lock held by `send_many`
+        if port in self.queues:
+            self.queues[port].append(frame)
+
+    def send_many(self, port: int, frames: Iterable[bytes]) -> None:
+        """Frames entering on `port`, processed one by one; then every waiting reader is
+        woken."""
+        self._check(port)
+        assert self.device is not None, "not started"
+        with self.lock:
+            for frame in frames:
+                self.device.receive(port, bytes(frame))
+            self.lock.notify_all()
+
+    def send(self, port: int, frame: bytes) -> None:
+        self.send_many(port, (frame,))
+
+    def take(self, port: int, max_n: int) -> list[bytes]:
+        """Up to `max_n` frames the switch sent out of `port`, oldest first (never waits)."""
+        with self.lock:
+            q = self.queues[port]
+            return [q.popleft() for _ in range(min(max_n, len(q)))]
+
+    def wait(self, port: int, timeout: float) -> None:
+        """Until a frame is queued on `port` or `timeout` passes (a reader in another
+        thread than the senders)."""
+        with self.lock:
+            if not self.queues[port]:
+                self.lock.wait(timeout)
+
+    def recv(self, port: int, timeout: float = 2.0) -> bytes | None:  # noqa: ARG002
+        """Next frame the switch sent out of `port`, or None. Never waits: every frame the
+        switch emits for the frames sent so far was queued before `send` returned
+        (`timeout` matters to the process kinds only)."""
+        self._check(port)
+        got = self.take(port, 1)
+        return got[0] if got else None
+
+    def recv_all(self, port: int, timeout: float = 0.5) -> list[bytes]:  # noqa: ARG002
+        """Every frame queued on `port`."""
+        self._check(port)
+        return self.take(port, len(self.queues[port]))
+
+    def drain(self) -> None:
+        with self.lock:
+            for q in self.queues.values():
+                q.clear()
