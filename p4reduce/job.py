@@ -17,11 +17,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from . import wire as p
 from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unicast_mac
-from .target import Target
+
+if TYPE_CHECKING:  # the rules read a Target's fields; a worker never loads the build lookup
+    from .target import Target
 
 MAX_JOB_ID = 0xFFFF  # the wire's job field: 16 bits
 # a job's slot count and base travel in 16 bits (admission's slot_count, the wire's slot);

@@ -1,0 +1,122 @@
+"""The job model's rules (p4reduce.job) and the state file (p4reduce.state), each written
+once and asked by the controller, the worker library, the demo and the benchmarks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from p4reduce import wire
+from p4reduce.addresses import Address, WorkerAddress
+from p4reduce.job import (
+    MAX_JOB_ID,
+    Job,
+    JobError,
+    announce_rounds,
+    block_count,
+    check_job_id,
+    descriptor_name,
+    encoding_named,
+    load_descriptor,
+    resolve_encoding,
+    resolve_halves,
+    resolve_slots,
+    round_count,
+    sends_halves,
+)
+from p4reduce.state import State, locate, read_state, write_state
+from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH, TARGETS, default_slots
+
+BMV2, TOFINO = TARGETS["bmv2"], TARGETS["tofino"]
+
+
+def _job(job: int = 5, slot_base: int = 0, encoding: str = "lanes", **kw) -> Job:
+    workers = [
+        WorkerAddress(r, r + 1, f"02:00:00:00:00:{r + 1:02x}", f"10.0.0.{r + 1}", 0x5030)
+        for r in range(2)
+    ]
+    return Job(job, job % 7, slot_base, 4, 3, workers, encoding, **kw)
+
+
+def test_a_new_jobs_encoding_is_the_targets_unless_asked():
+    assert resolve_encoding(BMV2, 1, None) == BMV2.default_encoding == "packed"
+    assert resolve_encoding(TOFINO, 1, None) == TOFINO.default_encoding == "lanes"
+    assert resolve_encoding(BMV2, 1, "lanes") == "lanes"
+    with pytest.raises(JobError, match="job 1: encoding 'packed' is not available on a tofino"):
+        resolve_encoding(TOFINO, 1, "packed")
+    with pytest.raises(JobError, match="'dense' is not one of lanes, packed"):
+        resolve_encoding(BMV2, 1, "dense")
+    assert encoding_named("packed") is wire.Encoding.PACKED
+
+
+def test_packed_implies_halves_everywhere_it_is_asked():
+    """The controller's resolution, a recorded job and the worker's payload agree."""
+    assert resolve_halves(BMV2, 1, "packed", None) is True
+    with pytest.raises(JobError, match="packed job always sends int32 as 16-bit halves"):
+        resolve_halves(BMV2, 1, "packed", False)
+    assert _job(encoding="packed").int32_halves is True
+    assert _job(encoding="lanes").int32_halves is False
+    assert sends_halves(wire.Encoding.PACKED, False) and not sends_halves("lanes", False)
+
+
+def test_slots_default_per_kind_and_target():
+    assert resolve_slots(BMV2, None) == BMV2.default_slots == default_slots(SIMPLE_SWITCH_GRPC)
+    assert resolve_slots(TOFINO, 9) == 9
+    assert default_slots(SOFTSWITCH) > default_slots(SIMPLE_SWITCH_GRPC)
+
+
+def test_blocks_and_rounds():
+    k = wire.BLOCK_VALUES
+    assert [block_count(n, False) for n in (0, 1, k, k + 1)] == [1, 1, 1, 2]
+    assert block_count(3 * k, True) == 6
+    assert announce_rounds(blocks=3, slots=8) == 3 and announce_rounds(100, 8) == 8
+    assert round_count(nonzero_blocks=10, blocks=100, slots=8) == 18
+
+
+def test_job_ids_and_descriptor_names():
+    assert check_job_id(MAX_JOB_ID) == MAX_JOB_ID
+    for bad in (-1, MAX_JOB_ID + 1, True, "3"):
+        with pytest.raises(JobError, match="job id"):
+            check_job_id(bad)
+    assert descriptor_name(7, 2) == "job7-rank2.json"
+
+
+def test_a_job_writes_the_descriptor_its_worker_reads():
+    job = _job(encoding="packed")
+    d = job.descriptor(1, Address("02:00:00:00:01:00", "10.0.0.254"))
+    cfg = load_descriptor(json.dumps(d))
+    assert (cfg.job, cfg.rank, cfg.worker_count, cfg.encoding) == (5, 1, 2, wire.Encoding.PACKED)
+    assert cfg.int32_halves is True and cfg.to_dict() == d
+
+
+def test_state_file_round_trip_and_refusals(tmp_path):
+    path = tmp_path / "state.json"
+    assert read_state(path) == State()
+    jobs = {5: _job(5), 6: _job(6, slot_base=4, encoding="packed")}
+    write_state(path, State(jobs, last_epoch=3, pipeline_cookie=12))
+    back = read_state(path)
+    assert back == State(jobs, 3, 12)
+    data = json.loads(path.read_text())
+    data["jobs"][1]["slot_base"] = 2  # overlaps job 5's slots 0..3
+    path.write_text(json.dumps(data))
+    with pytest.raises(JobError, match="jobs 5 and 6 have overlapping slots"):
+        read_state(path)
+    data["jobs"][1].update(slot_base=4, encoding="dense")
+    path.write_text(json.dumps(data))
+    with pytest.raises(JobError, match="job 6: encoding 'dense' is not one of"):
+        read_state(path)
+    del data["jobs"][1]["encoding"]  # written before encodings: a lanes job
+    path.write_text(json.dumps(data))
+    assert read_state(path).jobs[6].encoding == "lanes"
+
+
+def test_locate_reads_the_state_file_and_switch_address(tmp_path):
+    cfg = tmp_path / "switch.toml"
+    cfg.write_text('[switch]\nports = [1]\nip = "10.1.0.254"\n')
+    state, switch = locate(cfg)
+    assert state == tmp_path / "switch.state.json"
+    assert switch == Address("02:00:00:00:01:00", "10.1.0.254")
+    cfg.write_text('[switch]\nstate_file = "s/jobs.json"\nmac = "ff:ff:ff:ff:ff:ff"\n')
+    with pytest.raises(ValueError, match="broadcast"):
+        locate(cfg)
