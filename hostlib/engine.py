@@ -48,6 +48,20 @@ def slot_streams(nonzero: np.ndarray, nblocks: int, slots: int) -> tuple[np.ndar
     return grid.reshape(-1)[slots:], grid[0].astype(np.int64)
 
 
+# The least slot count a job needs for the fairness guarantee (docs/reliability.md, "Jobs
+# share the switch"), and the default window: a job of FAIR_SLOTS slots then gets half a
+# first-in first-out switch against any other, a job of half as many a third.
+FAIR_SLOTS = 16
+
+
+def fifo_share(slots: int, other_slots: int, window: int) -> float:
+    """The share of a first-in first-out switch that a backlogged job of `slots` slots
+    gets beside one of `other_slots` slots with as many ranks: each keeps min(slots,
+    window) packets per rank queued, and the switch serves them in arrival order."""
+    mine, theirs = min(slots, window), min(other_slots, window)
+    return mine / (mine + theirs)
+
+
 @dataclass
 class EngineParams:
     """Timing knobs (docs/hostlib.md, "Timers"). Why these defaults:
@@ -63,12 +77,13 @@ class EngineParams:
       (up to 4 timers, see `_backoff_cap`).
     * `window`: at most this many slots of a rank have a packet outstanding; a job with
       more slots starts the next one when one finishes, the lowest first (the same on
-      every rank). Why: a switch serves what it queues first in, first out (bmv2), and
-      the job with the most packets queued takes that share of it -- a 1 000-slot job
-      left a 16-slot job on the same switch 1/60 of it (docs/reliability.md, "Jobs share
-      the switch"). 32: a job of 16 slots then keeps a third of a shared switch against
-      any other; the bmv2 default job's slots, half softswitch's (64), which runs 32 at
-      the same speed.
+      every rank). Why: a switch that serves what it queues first in, first out (bmv2)
+      gives each backlogged job its outstanding packets' share (`fifo_share`): without a
+      window a 1 000-slot job left a 16-slot job on the same switch 1/60 of it. The
+      default, FAIR_SLOTS, makes a job of that many slots keep half of such a switch
+      beside any job with as many ranks, 1.5x the third promised (docs/reliability.md,
+      "Jobs share the switch"); its price is a job with more slots running at most that
+      many at once when alone (docs/benchmarks.md).
     """
 
     timeout: float = 0.002
@@ -76,7 +91,7 @@ class EngineParams:
     max_timeout: float = 1.0
     double_after: int = 1
     deadline: float = 30.0
-    window: int = 32
+    window: int = FAIR_SLOTS
 
 
 class RttEstimator:

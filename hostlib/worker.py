@@ -72,8 +72,10 @@ class Worker:
     `interface`: network interface; default: the one that owns descriptor worker.ip.
     `transport`: "auto" (PACKET_MMAP rings, else sendmmsg/recvmmsg, else plain send/recv),
     one of "ring", "mmsg", "plain", or a ready transport object (tests).
-    `timeout`, `initial_timeout`, `max_timeout`: the retransmission timer's floor, value
-    before the first measured round, and cap (EngineParams says why).
+    `timeout`, `initial_timeout`, `max_timeout`, `deadline`, `window`: the engine's
+    timing knobs (the retransmission timer's floor, value before the first measured round
+    and cap, the stall deadline, the most slots outstanding); None keeps EngineParams's
+    default, which says why.
     """
 
     def __init__(
@@ -82,20 +84,23 @@ class Worker:
         *,
         interface: str | None = None,
         transport: str | Transport = "auto",
-        timeout: float = 0.002,
-        initial_timeout: float = 0.2,
-        max_timeout: float = 1.0,
-        deadline: float = 30.0,
+        timeout: float | None = None,
+        initial_timeout: float | None = None,
+        max_timeout: float | None = None,
+        deadline: float | None = None,
+        window: int | None = None,
         batch: int = 256,
         busy_poll: float = 50e-6,
     ):
         self.cfg: JobConfig = load_descriptor(descriptor)
-        self.params = EngineParams(
-            timeout=timeout,
-            initial_timeout=initial_timeout,
-            max_timeout=max_timeout,
-            deadline=deadline,
-        )
+        given = {
+            "timeout": timeout,
+            "initial_timeout": initial_timeout,
+            "max_timeout": max_timeout,
+            "deadline": deadline,
+            "window": window,
+        }
+        self.params = EngineParams(**{k: v for k, v in given.items() if v is not None})
         self.batch = batch
         self.busy_poll = busy_poll
         if isinstance(transport, str):
