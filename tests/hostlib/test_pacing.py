@@ -144,7 +144,7 @@ def overtake_again(e: AllreduceEngine, t1: float) -> None:
     answer(e, 0, 1, 0, 4, np.zeros(64), at=t1 + 0.0005)
     sent(e, t1 + 0.0005)  # slot 0's DATA for block 4
     answer(e, 0, 0, 4, 8, np.zeros(64), at=t1 + 0.001)
-    assert e.xmit_at[3] < e.answered_xmit
+    assert e.pacer.xmit_at[3] < e.pacer.answered_xmit
 
 
 def test_resent_packet_overtaken_again_is_lost_again():
@@ -157,7 +157,7 @@ def test_resent_packet_overtaken_again_is_lost_again():
     t1 = e.next_timer()
     assert list(sent(e, t1)) == [3]
     overtake_again(e, t1)
-    due = max(e.xmit_at[3] + e.answered_rtt, t1 + 0.001) + max(0.001, 0.5 * e.rtt.srtt)
+    due = max(e.pacer.xmit_at[3] + e.pacer.answered_rtt, t1 + 0.001) + max(0.001, 0.5 * e.rtt.srtt)
     assert e.next_timer() == pytest.approx(due)
     assert due < t1 + e.rtt.rto(0.001, 1.0)  # sooner than one timer
     assert 3 not in sent(e, due - 1e-6)
@@ -175,13 +175,13 @@ def test_held_round_waits_for_its_backed_off_timer():
     assert list(sent(e, t1)) == [3]
     status(e, 3, 0, EOS, at=t1 + 0.0002)
     overtake_again(e, t1)
-    wait = e._recent_timeout()
+    wait = e.pacer.recent_timeout()
     assert 3 not in sent(e, t1 + 0.0002 + wait - 1e-6)
     assert e.next_timer() == pytest.approx(t1 + 0.0002 + wait)
     t2 = t1 + 0.0002 + wait
     assert list(sent(e, t2)) == [3]
     status(e, 3, 0, EOS, at=t2 + 0.0002)
-    t3 = t2 + 0.0002 + 2 * e._recent_timeout()  # doubled
+    t3 = t2 + 0.0002 + 2 * e.pacer.recent_timeout()  # doubled
     assert 3 not in sent(e, t3 - 1e-6)
     assert list(sent(e, t3)) == [3]
     assert e.stats.probes == 0
@@ -219,7 +219,7 @@ def test_answered_probe_does_not_make_older_slots_look_lost():
     assert list(sent(e, probe_time)) == [0]
     answer(e, 0, 0, EOS, 0, at=probe_time + 0.001)  # the late rank arrived
     e.packets_to_send(probe_time + 0.001)
-    assert not (e.active & (e.xmit_at < e.answered_xmit)).any()
+    assert not (e.active & (e.pacer.xmit_at < e.pacer.answered_xmit)).any()
     assert sent(e, probe_time + 0.004) == {}
 
 
