@@ -114,6 +114,17 @@ class InProcessSwitch:
         return InProcessTransport(self, port)
 
 
+def frame_rows(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Frames as a transport's recv returns them: a (n, WIDTH) uint8 matrix and lengths."""
+    frames = np.zeros((len(items), WIDTH), np.uint8)
+    lengths = np.zeros(len(items), np.int64)
+    for i, f in enumerate(items):
+        n = min(len(f), WIDTH)
+        frames[i, :n] = np.frombuffer(f, np.uint8, n)
+        lengths[i] = len(f)
+    return frames, lengths
+
+
 class InProcessTransport:
     """One worker's link to the in-process switch (same interface as transport.RawSocket)."""
 
@@ -138,13 +149,7 @@ class InProcessTransport:
         with self.switch.lock:
             q = self.switch.queues[self.port]
             items = [q.popleft() for _ in range(min(max_n, len(q)))]
-        frames = np.zeros((len(items), WIDTH), np.uint8)
-        lengths = np.zeros(len(items), np.int64)
-        for i, f in enumerate(items):
-            n = min(len(f), WIDTH)
-            frames[i, :n] = np.frombuffer(f, np.uint8, n)
-            lengths[i] = len(f)
-        return frames, lengths
+        return frame_rows(items)
 
     def wait(self, timeout: float) -> None:
         with self.switch.lock:

@@ -23,10 +23,10 @@ import numpy as np
 
 from hostlib.config import load_descriptor
 from hostlib.engine import AllreduceEngine, EngineParams, EngineStats, RttEstimator
-from hostlib.framing import WIDTH, Batch
+from hostlib.framing import Batch
 from hostlib.loop import CallLoop
 from hostlib.numerics import make_payload
-from inprocess_switch import InProcessSwitch
+from inprocess_switch import InProcessSwitch, frame_rows
 
 
 @dataclass
@@ -75,13 +75,7 @@ class SimTransport:
 
     def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
         take, self.inbox[:] = self.inbox[:max_n], self.inbox[max_n:]
-        frames = np.zeros((len(take), WIDTH), np.uint8)
-        lengths = np.zeros(len(take), np.int64)
-        for i, f in enumerate(take):
-            k = min(len(f), WIDTH)
-            frames[i, :k] = np.frombuffer(f, np.uint8, k)
-            lengths[i] = len(f)
-        return frames, lengths
+        return frame_rows(take)
 
     def wait(self, timeout: float) -> None:
         raise AssertionError("a simulated rank sleeps between events, not in its transport")
