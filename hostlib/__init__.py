@@ -30,7 +30,7 @@ _HOME = {
     "Worker": "worker",
     "WorkerStats": "worker",
     "WorkerBroken": "worker",
-    "RankSilent": "engine",
+    "RankSilent": "liveness",
     "FingerprintMismatch": "engine",
     "SwitchStateLost": "engine",
     "JobConfig": "config",
@@ -40,7 +40,8 @@ _HOME = {
 
 if TYPE_CHECKING:
     from .config import DescriptorError, JobConfig, load_descriptor
-    from .engine import FingerprintMismatch, RankSilent, SwitchStateLost
+    from .engine import FingerprintMismatch, SwitchStateLost
+    from .liveness import RankSilent
     from .worker import Worker, WorkerBroken, WorkerStats
 
 

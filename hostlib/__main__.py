@@ -22,7 +22,7 @@ from typing import NoReturn
 import numpy as np
 
 from .config import DescriptorError, load_descriptor
-from .engine import EngineParams
+from .timers import EngineParams
 from .protocol import ProtocolError
 from .worker import Worker, WorkerBroken
 

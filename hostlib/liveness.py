@@ -32,7 +32,7 @@ class RankSilent(TimeoutError):
         return type(self), (str(self), self.ranks, self.job, self.slots)
 
 
-# When a silent rank is taken for dead (AllreduceEngine._silent_ranks):
+# When a silent rank is taken for dead (Liveness._silent_ranks):
 SILENT_STATUSES = 3  # STATUS replies since the last progress, all without the rank
 SILENT_TIMERS = 5  # of max_timeout, the quiet span once a round of the call completed
 SILENT_MIN_SPAN = 2.0  # s, the least quiet span: longer than a process is descheduled

@@ -175,7 +175,7 @@ class Pacer:
         return self.slots.active & (self.status_at > self.xmit_at)
 
     def _held_until(self, slots: np.ndarray) -> np.ndarray:
-        """When held `slots` (mask) ask again: one `_recent_timeout` after the STATUS,
+        """When held `slots` (mask) ask again: one `recent_timeout` after the STATUS,
         doubled for every time it expired in a row since `double_after` (up to
         `_backoff_cap`): a round that waits for another rank's retransmission is not
         hammered, and a result lost on its way to this rank is fetched from the
@@ -268,7 +268,7 @@ class Pacer:
 
     def _silence_timeout(self) -> float:
         """How long the job may go without any result before a probe. Once results have
-        come in this call: one `_recent_timeout` (a stall of a rank or the switch, or
+        come in this call: one `recent_timeout` (a stall of a rank or the switch, or
         every outstanding round stuck on a loss, as in a call's tail). Before the first
         result: a switch serving a fresh window of S x N packets, or ranks that have not
         started the call yet, are the likely cause, not the loss of every announce; so

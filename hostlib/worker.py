@@ -17,7 +17,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from .config import JobConfig, load_descriptor
-from .engine import AllreduceEngine, EngineParams, RttEstimator, SwitchStateLost
+from .engine import AllreduceEngine, SwitchStateLost
+from .timers import EngineParams, RttEstimator
 from .framing import FrameBuilder
 from .loop import CallLoop, Transport
 from .numerics import Output, make_payload

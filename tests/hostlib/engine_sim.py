@@ -22,7 +22,8 @@ from typing import Callable
 import numpy as np
 
 from hostlib.config import load_descriptor
-from hostlib.engine import AllreduceEngine, EngineParams, EngineStats, RttEstimator
+from hostlib.engine import AllreduceEngine, EngineStats
+from hostlib.timers import EngineParams, RttEstimator
 from hostlib.framing import Batch
 from hostlib.loop import CallLoop
 from hostlib.numerics import make_payload

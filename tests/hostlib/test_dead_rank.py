@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from engine_sim import simulate
-from hostlib.engine import SILENT_TIMERS, EngineParams, RankSilent
+from hostlib.liveness import SILENT_TIMERS, RankSilent
+from hostlib.timers import EngineParams
 from inprocess_switch import InProcessSwitch
 
 PARAMS = EngineParams()

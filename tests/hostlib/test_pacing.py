@@ -14,7 +14,9 @@ import pytest
 
 from engine_sim import simulate
 from hostlib import protocol as p
-from hostlib.engine import FAIR_SLOTS, AllreduceEngine, EngineParams, RttEstimator, fifo_share
+from hostlib.engine import AllreduceEngine
+from hostlib.slots import FAIR_SLOTS, fifo_share
+from hostlib.timers import EngineParams, RttEstimator
 from hostlib_helpers import decode, engine_tensor
 from hostlib_helpers import make_engine as shared_make_engine
 from inprocess_switch import InProcessSwitch
