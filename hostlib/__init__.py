@@ -28,13 +28,14 @@ _HOME = {
     "Worker": "worker",
     "WorkerStats": "worker",
     "WorkerBroken": "worker",
-    "RankSilent": "engine",
+    "RankSilent": "liveness",
     "FingerprintMismatch": "engine",
     "SwitchStateLost": "engine",
 }
 
 if TYPE_CHECKING:
-    from .engine import FingerprintMismatch, RankSilent, SwitchStateLost
+    from .engine import FingerprintMismatch, SwitchStateLost
+    from .liveness import RankSilent
     from .worker import Worker, WorkerBroken, WorkerStats
 
 

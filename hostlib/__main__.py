@@ -23,7 +23,7 @@ import numpy as np
 
 from p4reduce.job import DescriptorError, load_descriptor
 
-from .engine import EngineParams
+from .timers import EngineParams
 from .protocol import ProtocolError
 from .worker import Worker, WorkerBroken
 

@@ -2,9 +2,9 @@
 
 One Worker = one rank of one job. It keeps what must survive between allreduce calls (the
 transport, each slot's shadow-copy version, cumulative stats) and runs one
-`AllreduceEngine` per call in a poll-mode loop: send what the engine releases, take a batch
-of results, hand it over, and when the ring is empty spin briefly, then sleep in poll()
-until the next retransmission timer.
+`AllreduceEngine` per call through `loop.CallLoop`'s turns (take a batch of results, hand
+it over, send what the engine releases) on the wall clock: when the ring is empty it spins
+briefly, then sleeps in poll() until the next retransmission timer.
 """
 
 from __future__ import annotations
@@ -12,26 +12,17 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
 import numpy as np
 
 from p4reduce.job import JobConfig, load_descriptor
 
-from .engine import AllreduceEngine, EngineParams, RttEstimator, SwitchStateLost
-from .framing import Batch, FrameBuilder
+from .engine import AllreduceEngine, SwitchStateLost
+from .framing import FrameBuilder
+from .loop import CallLoop, Transport
+from .timers import EngineParams, RttEstimator
 from .numerics import Output, make_payload
-
-
-class Transport(Protocol):
-    """What the loop needs from a transport (transport.RawSocket; tests: an in-process switch)."""
-
-    mode: str
-
-    def send(self, batch: Batch) -> int: ...
-    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]: ...
-    def wait(self, timeout: float) -> None: ...
-    def close(self) -> None: ...
 
 
 @dataclass
@@ -73,8 +64,10 @@ class Worker:
     `interface`: network interface; default: the one that owns descriptor worker.ip.
     `transport`: "auto" (PACKET_MMAP rings, else sendmmsg/recvmmsg, else plain send/recv),
     one of "ring", "mmsg", "plain", or a ready transport object (tests).
-    `timeout`, `initial_timeout`, `max_timeout`: the retransmission timer's floor, value
-    before the first measured round, and cap (EngineParams says why).
+    `timeout`, `initial_timeout`, `max_timeout`, `deadline`, `window`: the engine's
+    timing knobs (the retransmission timer's floor, value before the first measured round
+    and cap, the stall deadline, the most slots outstanding); None keeps EngineParams's
+    default, which says why.
     """
 
     def __init__(
@@ -83,20 +76,23 @@ class Worker:
         *,
         interface: str | None = None,
         transport: str | Transport = "auto",
-        timeout: float = 0.002,
-        initial_timeout: float = 0.2,
-        max_timeout: float = 1.0,
-        deadline: float = 30.0,
+        timeout: float | None = None,
+        initial_timeout: float | None = None,
+        max_timeout: float | None = None,
+        deadline: float | None = None,
+        window: int | None = None,
         batch: int = 256,
         busy_poll: float = 50e-6,
     ):
         self.cfg: JobConfig = load_descriptor(descriptor)
-        self.params = EngineParams(
-            timeout=timeout,
-            initial_timeout=initial_timeout,
-            max_timeout=max_timeout,
-            deadline=deadline,
-        )
+        given = {
+            "timeout": timeout,
+            "initial_timeout": initial_timeout,
+            "max_timeout": max_timeout,
+            "deadline": deadline,
+            "window": window,
+        }
+        self.params = EngineParams(**{k: v for k, v in given.items() if v is not None})
         self.batch = batch
         self.busy_poll = busy_poll
         if isinstance(transport, str):
@@ -200,30 +196,16 @@ class Worker:
             self.continued,
             output,
         )
-        tr, batch, spin = self.transport, self.batch, self.busy_poll
+        loop = CallLoop(eng, self.transport, time.monotonic, self.batch)
         try:
             idle_since = None
-            while True:
-                # receive before sending: after the process was descheduled, results wait
-                # in the ring and the timers of their slots have expired -- firing those
-                # first would retransmit rounds that are already complete
-                frames, lengths = tr.recv(batch)
-                now = time.monotonic()
-                if lengths.size:
-                    eng.on_frames(frames, lengths, now)
+            while not (turn := loop.turn()).done:
+                if turn.received:
                     idle_since = None
-                if eng.done:
-                    break
-                out = eng.packets_to_send(now, expire=lengths.size < batch)
-                if len(out):
-                    tr.send(out)
-                eng.check(now)
-                if lengths.size:
-                    continue
-                if idle_since is None:
-                    idle_since = now
-                elif now - idle_since > spin:
-                    tr.wait(max(0.0, min(eng.next_timer(), eng.deadline) - now))
+                elif idle_since is None:
+                    idle_since = turn.now
+                elif turn.now - idle_since > self.busy_poll:
+                    self.transport.wait(max(0.0, turn.wake_at - turn.now))
         except TimeoutError as e:
             self._broken = f"a previous allreduce timed out ({e}); create a new job"
             raise
@@ -253,7 +235,7 @@ class Worker:
         s.retransmissions += e.retransmissions
         s.probes += e.probes
         s.srtt = self.rtt.srtt or 0.0
-        s.rto = eng._base_timeout()
+        s.rto = eng.rto()
         s.results_ignored += e.results_ignored
         s.rounds += e.rounds
         s.time += elapsed

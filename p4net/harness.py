@@ -173,6 +173,17 @@ class SwitchSession:
         return InProcessTransport(self.proc, port)
 
 
+def frame_rows(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Frames as a transport's recv returns them: a (n, WIDTH) uint8 matrix and lengths."""
+    frames = np.zeros((len(items), WIDTH), np.uint8)
+    lengths = np.zeros(len(items), np.int64)
+    for i, f in enumerate(items):
+        n = min(len(f), WIDTH)
+        frames[i, :n] = np.frombuffer(f, np.uint8, n)
+        lengths[i] = len(f)
+    return frames, lengths
+
+
 class InProcessTransport:
     """One worker's link to an in-process switch port (the interface of
     hostlib.transport.RawSocket)."""
@@ -193,14 +204,7 @@ class InProcessTransport:
         return len(batch)
 
     def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
-        items = self.switch.take(self.port, max_n)
-        frames = np.zeros((len(items), WIDTH), np.uint8)
-        lengths = np.zeros(len(items), np.int64)
-        for i, f in enumerate(items):
-            n = min(len(f), WIDTH)
-            frames[i, :n] = np.frombuffer(f, np.uint8, n)
-            lengths[i] = len(f)
-        return frames, lengths
+        return frame_rows(self.switch.take(self.port, max_n))
 
     def wait(self, timeout: float) -> None:
         self.switch.wait(self.port, timeout)

@@ -6,9 +6,10 @@ a switch working through a large window, loss); with wall-clock threads those ru
 every time, here they are exactly repeatable (the P4 drop simulator's losses are
 deterministic too), so tests can count retransmissions.
 
-Each rank runs like hostlib.Worker's loop: when woken (a result arrived, or its next
-timer), it hands every frame that has arrived to its engine, then sends what
-packets_to_send releases. A rank runs its calls one after another, continuing slot
+Each rank runs hostlib.loop.CallLoop, the Worker's own loop, on the virtual clock and a
+transport whose frames travel the simulated links: when woken (a result arrived, or the
+time its last turn asked for) it takes turns until one receives nothing, then sleeps
+until that turn's `wake_at`. A rank runs its calls one after another, continuing slot
 versions, CONTINUED flags and its RttEstimator across them like a Worker.
 """
 
@@ -21,10 +22,12 @@ from typing import Callable
 import numpy as np
 
 from p4reduce.job import load_descriptor
-from hostlib.engine import AllreduceEngine, EngineParams, EngineStats, RttEstimator
-from hostlib.framing import WIDTH
+from hostlib.engine import AllreduceEngine, EngineStats
+from hostlib.timers import EngineParams, RttEstimator
+from hostlib.framing import Batch
+from hostlib.loop import CallLoop
 from hostlib.numerics import make_payload
-from p4net.harness import SwitchSession
+from p4net.harness import SwitchSession, frame_rows
 
 
 @dataclass
@@ -55,6 +58,31 @@ class SimResult:
         sent = sum(c.stats.packets_sent for cs in self.calls for c in cs[first_call:])
         retx = sum(c.stats.retransmissions for cs in self.calls for c in cs[first_call:])
         return sent, retx
+
+
+class SimTransport:
+    """One rank's end of the simulated links (the hostlib.loop.Transport protocol): `recv`
+    takes what has been delivered to the rank, `send` hands a batch to `on_send`."""
+
+    mode = "simulated"
+
+    def __init__(self, on_send: Callable[[list[bytes]], None]):
+        self.inbox: list[bytes] = []
+        self.on_send = on_send
+
+    def send(self, batch: Batch) -> int:
+        self.on_send([batch.frame(i) for i in range(len(batch))])
+        return len(batch)
+
+    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
+        take, self.inbox[:] = self.inbox[:max_n], self.inbox[max_n:]
+        return frame_rows(take)
+
+    def wait(self, timeout: float) -> None:
+        raise AssertionError("a simulated rank sleeps between events, not in its transport")
+
+    def close(self) -> None:
+        pass
 
 
 def simulate(
@@ -126,7 +154,6 @@ def _run(
     calls: list[list[Call]] = [[] for _ in range(n)]
     sums: list[list[np.ndarray]] = [[] for _ in range(n)]
     engines: list[AllreduceEngine | None] = [None] * n
-    inbox: list[list[bytes]] = [[] for _ in range(n)]
     events: list[tuple[float, int, str, int]] = []
     seq = 0
 
@@ -155,6 +182,20 @@ def _run(
     peak = [0] * n
     keep = (lambda r, way, f: True) if drop is None else (lambda r, way, f: not drop(r, way, f))
 
+    clock = [0.0]  # the virtual time of the event being handled
+
+    def sender(r: int) -> Callable[[list[bytes]], None]:
+        def on_send(frames: list[bytes]) -> None:
+            now = clock[0]
+            sent.extend((now, r, f) for f in frames)
+            links.append((r, [f for f in frames if keep(r, "up", f)]))
+            push(now + delay, "arrive", len(links) - 1)
+
+        return on_send
+
+    transports = [SimTransport(sender(r)) for r in range(n)]
+    loops: list[CallLoop | None] = [None] * n
+
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
         engines[r] = AllreduceEngine(
@@ -167,45 +208,40 @@ def _run(
             rtt[r],
             continued[r],
         )
+        loops[r] = CallLoop(engines[r], transports[r], lambda: clock[0])
         calls[r].append(Call(r, now))
         push(now, "wake", r)
 
+    def end_call(r: int, now: float, eng: AllreduceEngine) -> None:
+        c = calls[r][-1]
+        c.end, c.stats = now, eng.stats
+        slot_versions[r] = eng.final_slot_versions(slot_versions[r])
+        continued[r] = eng.continued
+        sums[r].append(eng.output.finish())
+        engines[r] = loops[r] = None
+        if len(calls[r]) < len(tensors[r]):
+            start_call(r, now)
+
     def wake(r: int, now: float) -> None:
-        eng = engines[r]
-        if eng is None or paused(r, now, "wake"):
+        """The rank's loop takes turns until one receives nothing (Worker: until the ring
+        is empty), then sleeps until that turn's wake_at."""
+        eng, loop = engines[r], loops[r]
+        if eng is None or loop is None or paused(r, now, "wake"):
             return
-        if inbox[r]:
-            frames = np.zeros((len(inbox[r]), WIDTH), np.uint8)
-            lengths = np.zeros(len(inbox[r]), np.int64)
-            for i, f in enumerate(inbox[r]):
-                k = min(len(f), WIDTH)
-                frames[i, :k] = np.frombuffer(f, np.uint8, k)
-                lengths[i] = len(f)
-            inbox[r].clear()
-            eng.on_frames(frames, lengths, now)
-        if eng.done:
-            c = calls[r][-1]
-            c.end, c.stats = now, eng.stats
-            slot_versions[r] = eng.final_slot_versions(slot_versions[r])
-            continued[r] = eng.continued
-            sums[r].append(eng.output.finish())
-            engines[r] = None
-            if len(calls[r]) < len(tensors[r]):
-                start_call(r, now)
-            return
-        out = eng.packets_to_send(now)
-        peak[r] = max(peak[r], int(eng.active.sum()))
-        if len(out):
-            frames = [out.frame(i) for i in range(len(out))]
-            sent.extend((now, r, f) for f in frames)
-            links.append((r, [f for f in frames if keep(r, "up", f)]))
-            push(now + delay, "arrive", len(links) - 1)
-        try:
-            eng.check(now)
-        except TimeoutError as e:
-            errors[r], engines[r] = (now, e), None
-            return
-        t = eng.next_timer()
+        clock[0] = now
+        while True:
+            try:
+                turn = loop.turn()
+            except TimeoutError as e:
+                errors[r], engines[r], loops[r] = (now, e), None, None
+                return
+            peak[r] = max(peak[r], int(eng.active.sum()))
+            if turn.done:
+                end_call(r, now, eng)
+                return
+            if not turn.received:
+                break
+        t = turn.wake_at
         if t < timer_at[r] or timer_at[r] <= now:
             timer_at[r] = t
             push(max(t, now), "timer", r)
@@ -251,7 +287,7 @@ def _run(
             push(done_at, "serve", 0)
         elif kind == "deliver":
             r, frames = links[who]
-            inbox[r].extend(frames)
+            transports[r].inbox.extend(frames)
             push(now, "wake", r)
     died = {r for r, (_, end) in pauses.items() if end == float("inf")}
     unfinished = [

@@ -1,10 +1,11 @@
 """A rank that dies is named by every survivor, before the deadline; a rank that is merely
 late or slow is not (docs/protocol.md section 13, docs/reliability.md).
 
-Whole jobs in engine_sim's virtual time: N AllreduceEngines, the real p4reduce program on
-the in-process softswitch, default timers (max_timeout 1 s, deadline 30 s). A rank dies by
-not being driven any more (a SIGKILLed process: it sends nothing, reads nothing); a
-descheduled rank is not driven for a while and then reads what waited for it.
+Whole jobs in engine_sim's virtual time: N ranks running the Worker's loop, the real
+p4reduce program on the in-process softswitch, default timers (max_timeout 1 s, deadline
+30 s). A rank dies by not being driven any more (a SIGKILLed process: it sends nothing,
+reads nothing); a descheduled rank is not driven for a while and then reads what waited
+for it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 
 from engine_sim import simulate
-from hostlib.engine import SILENT_TIMERS, EngineParams, RankSilent
+from hostlib.liveness import SILENT_TIMERS, RankSilent
+from hostlib.timers import EngineParams
 from p4net.harness import SwitchSession
 
 PARAMS = EngineParams()

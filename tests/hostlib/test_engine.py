@@ -12,14 +12,9 @@ import pytest
 
 from hostlib import protocol as p
 from p4reduce.job import load_descriptor
-from hostlib.engine import (
-    SILENT_MIN_SPAN,
-    SILENT_STATUSES,
-    SILENT_TIMERS,
-    AllreduceEngine,
-    EngineParams,
-    RankSilent,
-)
+from hostlib.engine import AllreduceEngine
+from hostlib.liveness import SILENT_MIN_SPAN, SILENT_STATUSES, SILENT_TIMERS, RankSilent
+from hostlib.timers import EngineParams
 from hostlib.numerics import make_payload
 from hostlib_helpers import decode, descriptor, engine_tensor
 from hostlib_helpers import make_engine as shared_make_engine
@@ -112,12 +107,12 @@ def test_result_resets_the_backoff_of_a_held_slot():
     assert list(by_slot(decode(e.packets_to_send(probe)))) == [0]
     for _ in range(3):
         h = p.Header.make(p.MsgType.STATUS, job=7, slot=0, rank=0, block=EOS, next_block=EOS)
-        e.on_result(h, None, e.xmit_at[0] + 0.0001, contributors=0b01)
+        e.on_result(h, None, e.pacer.xmit_at[0] + 0.0001, contributors=0b01)
         while 0 not in by_slot(decode(e.packets_to_send(e.next_timer()))):
             pass  # probes of the other slots first
-    assert e.expired_in_row[0] == 3
-    feed(e, result(0, 0, EOS, 0), e.xmit_at[0] + 0.0001)
-    assert e.expired_in_row[0] == 0 and not e.retransmitted[0]
+    assert e.pacer.expired_in_row[0] == 3
+    feed(e, result(0, 0, EOS, 0), e.pacer.xmit_at[0] + 0.0001)
+    assert e.pacer.expired_in_row[0] == 0 and not e.pacer.retransmitted[0]
 
 
 def test_duplicate_and_stale_results_ignored():

@@ -1,0 +1,76 @@
+"""One allreduce call's loop: the turn that moves bytes between an `AllreduceEngine` and a
+transport, the same for every caller.
+
+Why its own unit: the Worker runs it on the wall clock over a raw socket, and the pacing
+tests (tests/hostlib/engine_sim.py) run it in virtual time over the in-process switch; a
+copy of the loop in the tests would test the copy. The caller owns only what differs:
+the clock, and what to do between turns (the Worker spins briefly, then sleeps in the
+transport until `Turn.wake_at`; the simulation schedules an event then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+
+from .engine import AllreduceEngine
+from .framing import Batch
+
+
+class Transport(Protocol):
+    """What the loop needs from a transport (transport.RawSocket; tests: an in-process switch)."""
+
+    mode: str
+
+    def send(self, batch: Batch) -> int: ...
+    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]: ...
+    def wait(self, timeout: float) -> None: ...
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one turn found: the call is `done`, or `received` frames arrived (take another
+    turn at once: more may wait), or the engine next needs a turn at `wake_at` (its next
+    retransmission timer or its deadline, whichever comes first) unless frames come."""
+
+    done: bool
+    received: int
+    now: float
+    wake_at: float
+
+
+class CallLoop:
+    """Turns of one call. A turn receives before it sends: after the process was
+    descheduled, results wait in the receive ring while the timers of their slots have
+    expired, and firing those first would retransmit rounds that are already complete;
+    so timers only expire on a turn that emptied the ring (fewer than `batch` frames)."""
+
+    def __init__(
+        self,
+        engine: AllreduceEngine,
+        transport: Transport,
+        clock: Callable[[], float],
+        batch: int = 256,
+    ):
+        self.engine, self.transport, self.clock, self.batch = engine, transport, clock, batch
+
+    def turn(self) -> Turn:
+        """One turn: receive a batch, hand it to the engine, send what it releases, check
+        for a stall (TimeoutError, RankSilent)."""
+        eng = self.engine
+        frames, lengths = self.transport.recv(self.batch)
+        now = self.clock()
+        received = int(lengths.size)
+        if received:
+            eng.on_frames(frames, lengths, now)
+        if eng.done:
+            return Turn(True, received, now, float("inf"))
+        out = eng.packets_to_send(now, expire=received < self.batch)
+        if len(out):
+            self.transport.send(out)
+        eng.check(now)
+        wake_at = now if received else min(eng.next_timer(), eng.deadline)
+        return Turn(False, received, now, wake_at)

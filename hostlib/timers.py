@@ -1,0 +1,350 @@
+"""When a worker sends a packet again (docs/protocol.md section 13, docs/hostlib.md
+"Timers"): the timing knobs, the round-time estimator, and the `Pacer` that decides, for
+every outstanding slot of a call, whether an expired timer means a loss.
+
+Why its own unit: an expired timer alone is not a loss (the round may wait for a rank
+that is behind, or for a switch working through a window), so the rule reads a good deal
+of state -- when each packet went out, which later packet the switch answered, which
+rounds it said it holds, the probes -- and none of that state is needed to match results
+to rounds or to build frames (engine.py), or to tell a dead rank (liveness.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .slots import FAIR_SLOTS, SlotWindow
+
+_NONE = np.zeros(0, np.int64)
+
+
+@dataclass
+class EngineParams:
+    """Timing knobs (docs/hostlib.md, "Timers"). Why these defaults:
+
+    * `timeout` is the floor of the retransmission timer: a round trip through a switch on
+      this machine is a fraction of a millisecond, so 2 ms never fires before an answer.
+    * `initial_timeout` is the timer before anything was measured: the first window is
+      S x N packets through a switch of unknown speed (bmv2 serves ~1 800 packets/s), so
+      a few-ms guess would retransmit every slot of a large window.
+    * `max_timeout` caps the timer, its doubling and the silence probes: recovery stays
+      within a second once the cause (a stalled rank, a congested switch) is gone.
+    * `double_after`: a held slot's timer doubles after this many expiries in a row
+      (up to 4 timers, see `_backoff_cap`).
+    * `window`: at most this many slots of a rank have a packet outstanding; a job with
+      more slots starts the next one when one finishes, the lowest first (the same on
+      every rank). Why: a switch that serves what it queues first in, first out (bmv2)
+      gives each backlogged job its outstanding packets' share (`fifo_share`): without a
+      window a 1 000-slot job left a 16-slot job on the same switch 1/60 of it. The
+      default, FAIR_SLOTS, makes a job of that many slots keep half of such a switch
+      beside any job with as many ranks, 1.5x the third promised (docs/reliability.md,
+      "Jobs share the switch"); its price is a job with more slots running at most that
+      many at once when alone (docs/benchmarks.md).
+    """
+
+    timeout: float = 0.002
+    initial_timeout: float = 0.2
+    max_timeout: float = 1.0
+    double_after: int = 1
+    deadline: float = 30.0
+    window: int = FAIR_SLOTS
+
+
+class RttEstimator:
+    """Smoothed round time of a slot's round (RFC 6298: SRTT, RTTVAR, RTO = SRTT + 4
+    RTTVAR between a floor and a cap), fed only with *clean* rounds (Pacer.answered):
+    rounds this rank did not retransmit (Karn's rule), that no later packet of this rank
+    overtook, and that did not live through a silence probe. Why: a round that waited for
+    anybody's retransmission lasts a timeout longer; feeding such rounds raised the timer,
+    which lengthened the next waits, up to the cap (5 % loss took 19x the lossless time).
+    Kept by the Worker across allreduce calls."""
+
+    def __init__(self) -> None:
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.samples = 0
+
+    def update(self, samples: np.ndarray) -> None:
+        if not samples.size:
+            return
+        x = float(samples.max())  # the batch's slowest clean round: conservative
+        self.samples += int(samples.size)
+        if self.srtt is None:
+            self.srtt, self.rttvar = x, x / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - x)
+            self.srtt = 0.875 * self.srtt + 0.125 * x
+
+    def rto(self, floor: float, cap: float, initial: float | None = None) -> float:
+        """The retransmission timer; `initial` (at least `floor`) before any sample."""
+        if self.srtt is None:
+            return min(cap, max(floor, initial if initial is not None else floor))
+        return min(cap, max(floor, self.srtt + 4 * self.rttvar))
+
+
+class Pacer:
+    """The timers of one call's slots (`slots.active`: the ones with a packet outstanding).
+
+    Per slot: when its round's packet was first sent and last transmitted, whether it was
+    resent, when a later packet overtook it, the last STATUS the switch sent for its
+    round, and how often its held timer expired in a row; per call: the latest answered
+    packet (RACK), the silence probe's timer and burst, the gap between result batches.
+    The engine tells it what happened (`started`, `answered`, `held_by_switch`,
+    `resent`) and asks it what to resend (`due`) and when (`next_timer`)."""
+
+    def __init__(self, params: EngineParams, rtt: RttEstimator, slots: SlotWindow, now: float):
+        self.params, self.rtt, self.slots = params, rtt, slots
+        n = slots.count
+        self.sent_at = np.full(n, now)  # first transmission of the round
+        self.xmit_at = np.full(n, now)  # latest transmission of its packet
+        self.retransmitted = np.zeros(n, bool)
+        # the latest transmission time of any packet the switch has answered and that
+        # packet's round time, the job-level probe timer
+        self.answered_xmit = -np.inf
+        self.answered_rtt = 0.0
+        self.overtaken_at = np.full(n, np.inf)  # when a later packet was answered
+        self.status_at = np.full(n, -np.inf)  # last STATUS for the round
+        self.heard = False  # any result in this call yet
+        self.probe_at = now + self._silence_timeout()
+        self.probes_in_row = 0
+        self.probes = 0  # retransmissions sent as silence probes
+        self.last_probe_at = -np.inf
+        self.probe_burst = 1  # slots per probe (see answered)
+        self.fresh_at = -np.inf  # latest answer to a first send
+        self.result_at = -np.inf  # latest result batch
+        self.result_gap: float | None = None  # smoothed time between batches
+        self.silence_probed = False  # a silence timer expired since the latest batch
+        self.probed = np.zeros(n, bool)  # probe sent, no answer yet
+        self.expired_in_row = np.zeros(n, np.int64)  # held timers expired in a row
+
+    def started(self, slots: np.ndarray, now: float) -> None:
+        """A new round's packet went out on `slots` (an announce, or the next round)."""
+        self.sent_at[slots] = self.xmit_at[slots] = now
+        self.retransmitted[slots] = False
+        self.expired_in_row[slots] = 0
+
+    def held_by_switch(self, slots: np.ndarray, now: float) -> None:
+        """The switch answered `slots`' latest transmission with a STATUS: it holds it."""
+        self.status_at[slots] = now
+
+    def resent(self, due: np.ndarray, now: float) -> int:
+        """`due` (from `due`) went again; returns how many timers that doubled. Only a
+        round the switch said it holds backs off: a resend that got no answer was lost,
+        and RACK finds it again as fast as the first loss."""
+        again = due[self.held()[due]]
+        self.expired_in_row[again] += 1
+        self.retransmitted[due] = True
+        self.xmit_at[due] = now
+        self.overtaken_at[due] = np.inf
+        return int((self.expired_in_row[again] >= self.params.double_after).sum())
+
+    def next_timer(self) -> float:
+        """When packets_to_send may next retransmit without a result arriving first (inf
+        when done): the earliest RACK deadline of an overtaken slot, held timer of a held
+        one, or the silence probe."""
+        if self.slots.done:
+            return float("inf")
+        held = self.held()
+        free = self.slots.active & ~held
+        t = float("inf")
+        if free.any():
+            t = max(float(self.xmit_at[free].min()) + self.recent_timeout(), self.probe_at)
+        o = self._overtaken() & ~held
+        if o.any():
+            t = min(t, float(self._lost_at(o).min()))
+        if held.any():
+            t = min(t, float(self._held_until(held).min()))
+        return t
+
+    def rto(self) -> float:
+        """The retransmission timer now: the estimator's, or `initial_timeout` before any
+        clean round was measured."""
+        prm = self.params
+        return self.rtt.rto(prm.timeout, prm.max_timeout, prm.initial_timeout)
+
+    def _overtaken(self) -> np.ndarray:
+        """Active slots whose packet was sent before the latest packet the switch answered."""
+        return self.slots.active & (self.xmit_at < self.answered_xmit)
+
+    def held(self) -> np.ndarray:
+        """Active slots whose latest transmission the switch holds: a STATUS for the round
+        came after it (protocol.md section 13), so the round waits for other ranks (or
+        its result to this rank was lost), not for this rank's packet."""
+        return self.slots.active & (self.status_at > self.xmit_at)
+
+    def _held_until(self, slots: np.ndarray) -> np.ndarray:
+        """When held `slots` (mask) ask again: one `recent_timeout` after the STATUS,
+        doubled for every time it expired in a row since `double_after` (up to
+        `_backoff_cap`): a round that waits for another rank's retransmission is not
+        hammered, and a result lost on its way to this rank is fetched from the
+        switch's cache within a few round times."""
+        doublings = np.maximum(self.expired_in_row[slots] - self.params.double_after + 1, 0)
+        wait = np.minimum(
+            self.recent_timeout() * 2.0 ** np.minimum(doublings, 30), self._backoff_cap()
+        )
+        return self.status_at[slots] + wait
+
+    def _lost_at(self, slots: np.ndarray) -> np.ndarray:
+        """When overtaken `slots` (mask) count as lost: RACK's deadline, the same for a
+        first send and for a retransmission (its latest transmission: one that got no
+        STATUS was lost again, as likely as the first)."""
+        return np.maximum(
+            self._lost_after(self.xmit_at[slots]),
+            self.overtaken_at[slots] + self._reorder_allowance(),
+        )
+
+    def recent_timeout(self) -> float:
+        """The timer of a slot nothing can overtake (silence probes, held rounds): twice
+        the latest answered round, between the floor and the retransmission timer. Why
+        not the timer alone: it is smoothed over rounds that queued behind a whole
+        window, while a call's tail of a few slots runs at the switch's idle speed --
+        there a lossy round waited one full timer (20x its own time) per attempt."""
+        base = self.rto()
+        if self.answered_rtt <= 0:
+            return base
+        return min(base, max(self.params.timeout, 2 * self.answered_rtt))
+
+    def _backoff_cap(self) -> float:
+        """A slot's timer doubles up to 4 timers (and max_timeout): enough to stop
+        resending into a round that waits for somebody else, short enough that a resent
+        packet lost again is found within a few round times."""
+        return min(self.params.max_timeout, 4 * self.rto())
+
+    def _lost_after(self, xmit: np.ndarray) -> np.ndarray:
+        """RACK's deadline for packets overtaken by the latest answered one: as long as
+        that packet's round took, plus a reordering allowance (ranks emit a batch's
+        packets in slot order, so rounds of one batch complete in a different order than
+        this rank sent them)."""
+        return xmit + self.answered_rtt + self._reorder_allowance()
+
+    def _reorder_allowance(self) -> float:
+        srtt = self.rtt.srtt if self.rtt.srtt is not None else self.answered_rtt
+        return max(self.params.timeout, 0.5 * srtt)
+
+    def due(self, now: float) -> np.ndarray:
+        """Slots to retransmit now. An expired timer alone does not mean a loss: the round
+        may wait for a rank that is behind (start-up skew, a descheduled process) or for a
+        switch working through a large window, and retransmitting then only adds load.
+        Frames are not reordered between a worker and the switch (section 13), so a slot
+        is taken for lost when the switch answered a packet this rank transmitted after
+        it and its round has taken longer than that packet's plus a reordering allowance
+        (TCP RACK's rule; after a stall, rounds answered late do not make the ones still
+        on their way look lost) -- a retransmission too, by its own transmission time.
+        A slot the switch answered with a STATUS since its latest transmission is held:
+        it waits for its backed-off timer instead (`_held_until`), however often later
+        packets overtake it. While nothing transmitted later was answered, the job waits
+        as a whole: one packet per silence timer goes out -- the lowest slot older than
+        one timer and not held, the same on every rank, so a round that lost packets of
+        several ranks completes -- and the silence timer doubles up to max_timeout until
+        a result arrives. A probe also ends a tail loss (nothing left to overtake it)."""
+        held = self.held()
+        lost = self._overtaken() & ~held
+        if lost.any():
+            lost[lost] = self._lost_at(lost) <= now
+        if held.any():
+            held[held] = self._held_until(held) <= now
+        if lost.any() or held.any():
+            return np.flatnonzero(lost | held)
+        expired = self.slots.active & ~self.held() & (self.xmit_at + self.recent_timeout() <= now)
+        if now < self.probe_at or not expired.any():
+            return _NONE
+        if now >= self.probe_at and self.probes_in_row:
+            # the last probes went unanswered for a whole silence: halve the burst (a
+            # switch that drops bursts must not get ever larger ones)
+            self.probe_burst = max(1, self.probe_burst // 2)
+        probe = np.flatnonzero(expired)[: self.probe_burst]
+        # (a probe due at the latest result's time is slow start's, not a silence's)
+        self.silence_probed |= self.probe_at > self.result_at
+        self.probed[probe] = True
+        self.probes_in_row += 1
+        self.probes += int(probe.size)
+        self.last_probe_at = now
+        self.probe_at = now + min(
+            self.params.max_timeout, self._silence_timeout() * 2**self.probes_in_row
+        )
+        return probe
+
+    def _silence_timeout(self) -> float:
+        """How long the job may go without any result before a probe. Once results have
+        come in this call: one `recent_timeout` (a stall of a rank or the switch, or
+        every outstanding round stuck on a loss, as in a call's tail). Before the first
+        result: a switch serving a fresh window of S x N packets, or ranks that have not
+        started the call yet, are the likely cause, not the loss of every announce; so
+        the wait doubles with every outstanding slot beyond the first, up to
+        `initial_timeout` (a one-slot call is probed after one timer)."""
+        prm = self.params
+        base = self.rto()
+        if self.heard:
+            # a slow switch answers a large window one round at a time: silence is a gap
+            # well beyond the usual one between results, not just one timer
+            gap = 4 * self.result_gap if self.result_gap is not None else 0.0
+            return min(prm.max_timeout, max(self.recent_timeout(), gap))
+        outstanding = int(self.slots.active.sum())
+        grown = base * 2.0 ** min(max(outstanding - 1, 0), 30)
+        return min(prm.max_timeout, max(base, min(prm.initial_timeout, grown)))
+
+    def answered(self, s: np.ndarray, now: float) -> None:
+        """Book-keeping for a batch of results that answered slots `s`: feed the
+        round-time estimator with the clean rounds, advance `answered_xmit`, reset the
+        silence probe. A round is clean when this rank did
+        not retransmit it (Karn), no packet this rank transmitted later was answered in
+        an earlier batch (it then waited for somebody's retransmission), and it did not
+        live through a silence probe (start-up skew, a stalled rank: not a round time)."""
+        xmit = self.xmit_at[s]
+        clean = (
+            ~self.retransmitted[s]
+            & (xmit >= self.answered_xmit)
+            & (self.sent_at[s] > self.last_probe_at)
+        )
+        self.rtt.update(now - self.sent_at[s[clean]])
+        # Only answers to packets sent once move the overtaking mark: an answered
+        # retransmission (a probe into a round that a late rank then completed, a cached
+        # copy) says nothing about the packets sent before it, which may be waiting for
+        # that same rank; taking it made every older slot look lost at once.
+        fresh = ~self.retransmitted[s]
+        if fresh.any():
+            latest = float(xmit[fresh].max())
+            if latest >= self.answered_xmit:
+                self.answered_xmit, self.answered_rtt = latest, now - latest
+        # The reordering allowance counts from when a slot was first overtaken, not from
+        # its own transmission: a rank descheduled between two batches sends them far
+        # apart, yet the rounds complete when the *last* rank's packets arrive, so the
+        # earlier one may be answered right after the later (seen: spurious resends).
+        self.overtaken_at[s] = np.inf
+        newly = self._overtaken() & np.isinf(self.overtaken_at)
+        newly[s] = False
+        self.overtaken_at[newly] = now
+        if self.heard and not self.silence_probed:
+            # a gap a silence probe ended is the silence timer's own length, not the
+            # switch's pace: fed back, it grew the timer with every probe (a call's tail
+            # of one slot, every round lossy, waited up to 2 s per round)
+            gap = now - self.result_at
+            self.result_gap = (
+                gap if self.result_gap is None else 0.875 * self.result_gap + 0.125 * gap
+            )
+        self.result_at = now
+        self.silence_probed = False
+        self.heard = True
+        self.probes_in_row = 0
+        probes_answered = int(self.probed[s].sum())
+        self.probed[s] = False
+        if fresh.any():
+            self.fresh_at = now
+        if self.fresh_at >= self.last_probe_at or not probes_answered:
+            # rounds complete on their own (since the probe, at least one first send
+            # was answered): a slow or late switch or rank, not a loss of everything
+            self.probe_burst = 1
+            self.probe_at = now + self._silence_timeout()
+        else:
+            # Only probes are answered since they went out: the rounds were lost, not
+            # waiting (a late rank's round answers a probe with STATUS, not a result) --
+            # e.g. a switch that dropped a burst, at density 0 where no later round can
+            # overtake them.
+            # Probe again at once, two per answered probe (TCP's slow start: the burst
+            # doubles while answers come back, and grows no faster than they do when
+            # the switch drops again). Seen on bmv2 with one probe per timer: 104 s for
+            # 1024 announces.
+            self.probe_burst = min(2 * probes_answered, self.slots.count)
+            self.probe_at = now
