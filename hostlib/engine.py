@@ -415,7 +415,7 @@ class AllreduceEngine:
         msg = np.where(is_data, p.MsgType.DATA, p.MsgType.SKIP)
         self._emit(s, msg, self.slot_version[s], nb, new_next, values, is_data)
 
-    # -- completion ----------------------------------------------------------------------
+    # -- opening slots, disagreements, the end of the call ----------------------------------
 
     def _open(self, slots: np.ndarray, now: float) -> None:
         """Slots `slots` take part in this call from now on: their announce goes out (the

@@ -56,7 +56,7 @@ class Liveness:
     ):
         self.cfg, self.params, self.slots, self.pacer = cfg, params, slots, pacer
         self.round, self.block = round_, block
-        self.last_heard = np.full(slots.count, now)  # last progress (a result)
+        self.last_heard = np.full(slots.count, now, np.float64)  # last progress (a result)
         self.contributors = np.zeros(slots.count, np.int64)  # the latest STATUS's bitmap
         # STATUS replies since the last progress of any slot (_note_statuses): when the
         # first came, how many, and the ranks none of them had heard from

@@ -97,8 +97,8 @@ class Pacer:
     def __init__(self, params: EngineParams, rtt: RttEstimator, slots: SlotWindow, now: float):
         self.params, self.rtt, self.slots = params, rtt, slots
         n = slots.count
-        self.sent_at = np.full(n, now)  # first transmission of the round
-        self.xmit_at = np.full(n, now)  # latest transmission of its packet
+        self.sent_at = np.full(n, now, np.float64)  # first transmission of the round
+        self.xmit_at = np.full(n, now, np.float64)  # latest transmission of its packet
         self.retransmitted = np.zeros(n, bool)
         # the latest transmission time of any packet the switch has answered and that
         # packet's round time, the job-level probe timer

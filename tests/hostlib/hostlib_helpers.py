@@ -51,12 +51,12 @@ def engine_tensor():
     return x
 
 
-def make_engine(params, slot_versions=None, rtt=None):
+def make_engine(params, slot_versions=None, rtt=None, now=ENGINE_T0):
     from p4reduce.job import load_descriptor
     from hostlib.engine import AllreduceEngine
     from hostlib.numerics import make_payload
 
     cfg = load_descriptor(descriptor(0, 2, slot_count=4))
     return AllreduceEngine(
-        cfg, make_payload(engine_tensor(), 2), ENGINE_T0, params, slot_versions, rtt=rtt
+        cfg, make_payload(engine_tensor(), 2), now, params, slot_versions, rtt=rtt
     )

@@ -122,6 +122,18 @@ def test_overtaken_packet_is_retransmitted_after_the_reordering_allowance():
     assert e.stats.probes == 0  # found by overtaking, no probe
 
 
+def test_a_clock_that_starts_at_integer_zero_keeps_sub_second_times():
+    """A virtual clock may start at the integer 0: every time the engine keeps is a float
+    whatever the type of the first one. (Arrays typed from it held whole seconds: a
+    rank's RACK and probe timers then ran up to a second late, and a simulated 0.4 s call
+    under 10 % loss took 7 s.)"""
+    e = shared_make_engine(PARAMS, now=0)
+    e.packets_to_send(0)
+    answer(e, 0, 0, EOS, 0, at=0.0002)
+    sent(e, 0.0002)
+    assert e.pacer.xmit_at[0] == e.pacer.sent_at[0] == e.liveness.last_heard[0] == 0.0002
+
+
 def test_slot_not_overtaken_waits_however_old():
     """Slot 0's SKIP went out at +1 ms with slot 1's DATA; only slot 1 is answered, in the
     same batch order: nothing sent after slot 0 was answered, so it is not lost; a
