@@ -89,14 +89,14 @@ class AllreduceEngine:
         self.params = params or EngineParams()
         self.builder = builder or FrameBuilder(cfg.to_switch())
         self.stats = EngineStats()
-        S = cfg.slot_count
-        B = payload.nblocks
-        # Slots >= B own no block of this rank. When all ranks agree on B they stay idle;
-        # a rank that learns of a disagreement (the fingerprint range) announces on every
-        # slot of the job (_check_fingerprints), so every slot completes its announce round.
-        self.nslots = n = S
-        self._after, first = slot_streams(payload.nonzero, B, S)
-        self.slots = SlotWindow(n, min(S, B), self.params.window)
+        slot_count, blocks = cfg.slot_count, payload.nblocks
+        # Slots >= blocks own no block of this rank. When all ranks agree on the block count
+        # they stay idle; a rank that learns of a disagreement (the fingerprint range)
+        # announces on every slot of the job (_check_fingerprints), so every slot completes
+        # its announce round.
+        self.slot_count = n = slot_count
+        self._after, first = slot_streams(payload.nonzero, blocks, slot_count)
+        self.slots = SlotWindow(n, min(slot_count, blocks), self.params.window)
         self.slot_version = (
             np.zeros(n, np.int64)
             if start_slot_versions is None
@@ -320,7 +320,7 @@ class AllreduceEngine:
             & (c["job"] == self.cfg.job)
             & (c["epoch"] == self.cfg.epoch)
             & (c["rank"] == self.cfg.rank)
-            & (slot < self.nslots)
+            & (slot < self.slot_count)
         )
         lost = ours & ((c["flags"] & p.Flag.STATE_LOST) != 0)
         if lost.any():
@@ -331,7 +331,7 @@ class AllreduceEngine:
                 f"its pipeline was replaced while the job ran, and rounds whose results died "
                 f"with it cannot complete; delete the job and create it again"
             )
-        answers = ours & self.slots.active[np.minimum(slot, self.nslots - 1)]
+        answers = ours & self.slots.active[np.minimum(slot, self.slot_count - 1)]
         answers[answers] &= (c["slot_version"][answers] == self.slot_version[slot[answers]]) & (
             c["block"][answers] == self.block[slot[answers]]
         )
@@ -371,10 +371,10 @@ class AllreduceEngine:
         """The switch's next block for each slot must be the next of the slot's stream
         that some rank announced: in the slot, past the current block, not past this
         rank's own next non-zero block."""
-        S = self.cfg.slot_count
+        slot_count = self.cfg.slot_count
         cont = nb != EOS
         bad = cont & (
-            (nb % S != s)
+            (nb % slot_count != s)
             | (nb >= self.payload.nblocks)
             | (data_round & (nb <= self.block[s]))
             | (nb > self.my_next[s])
@@ -384,7 +384,7 @@ class AllreduceEngine:
             raise p.ProtocolError(
                 f"RESULT for slot {int(s[i])} names next_block={int(nb[i])}, which is not "
                 f"the next block of its stream (this rank announced {int(self.my_next[s[i]])}"
-                f", {self.payload.nblocks} blocks, {S} slots)"
+                f", {self.payload.nblocks} blocks, {slot_count} slots)"
             )
 
     def _completed(self, s: np.ndarray, finished: np.ndarray, now: float) -> None:
