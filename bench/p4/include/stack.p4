@@ -1,0 +1,66 @@
+/* Candidate "stack": the block is a header stack of CHUNKS bit<2048> chunks, parsed by a
+ * loop (a counter in metadata), and one register array holds every slot's CHUNKS cells (slot x CHUNKS + chunk):
+ * CHUNKS read-add-writes per packet as in "chunks", one register object and one parser
+ * state instead of CHUNKS of each. */
+#include "headers.p4"
+#include "chunk_list.p4"
+
+header chunk_t { bit<2048> word; }
+
+struct headers_t {
+    ethernet_t       eth;
+    block_t          block;
+    chunk_t[CHUNKS]  chunks;
+}
+
+#include "controls.p4"
+
+parser WideParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    state start {
+        pkt.extract(hdr.eth);
+        transition select(hdr.eth.ether_type) {
+            ETHERTYPE_BLOCK: block;
+            default: accept;
+        }
+    }
+    state block {
+        pkt.extract(hdr.block);
+        meta.chunks_left = CHUNKS;
+        transition chunk;
+    }
+    state chunk {
+        pkt.extract(hdr.chunks.next);
+        meta.chunks_left = meta.chunks_left - 1;
+        transition select(meta.chunks_left) {
+            0: accept;
+            default: chunk;
+        }
+    }
+}
+
+control WideIngress(inout headers_t hdr, inout metadata_t meta,
+                    inout standard_metadata_t standard_metadata) {
+    register<bit<2048>>(SLOTS * CHUNKS) sums;
+
+    action add() {
+        bit<2048> value;
+        bit<32> base = (bit<32>)hdr.block.slot * CHUNKS;
+#define STACK_ADD(i)                                                           \
+        sums.read(value, base + i);                                            \
+        value = (hdr.block.first == 1) ? hdr.chunks[i].word                    \
+                                       : value + hdr.chunks[i].word;           \
+        sums.write(base + i, value);                                           \
+        hdr.chunks[i].word = value;
+        FOR_EACH_CHUNK(STACK_ADD)
+    }
+
+    apply {
+        if (hdr.block.isValid()) {
+            add();
+        }
+        WIDE_FORWARD(standard_metadata)
+    }
+}
+
+WIDE_MAIN(WideParser, WideIngress)

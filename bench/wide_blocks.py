@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""Packets/s and values/s of the wide-block candidates on the v1model switches.
+
+A block of VALUES 32-bit values can be held and added three ways (bench/p4/, one small
+program per candidate and size doing only the aggregation's hot path: parse, read the
+slot's sums, add -- the round's first contributor overwrites --, write back, send the sums
+back out of the ingress port):
+
+* wide:   one bit<VALUES x 32> field and register cell per slot: one read-add-write. p4c
+          refuses types wider than 2048 bits, so only 64 values compile; the larger sizes
+          run p4c's 64-value JSON with its widths rewritten (`widen_json`), which is what a
+          switch would run if p4c allowed them.
+* chunks: VALUES / 64 bit<2048> headers, one register array each: that many read-add-writes.
+* stack:  a header stack of VALUES / 64 bit<2048> chunks parsed in a loop, one register
+          array of VALUES / 64 cells per slot.
+
+Targets: softswitch in this process (`Switch.process`, the interpreter alone on one core),
+softswitch over veth (`python -m softswitch`) and simple_switch_grpc over veth (where it is
+on PATH; root needed for veth). Over veth this process sends a window of blocks from every
+rank's port (veth MTU raised to fit the frame) and counts the sums that come back.
+
+    python bench/wide_blocks.py [--values 64,256,1024,2048,4096] [--candidates wide,chunks,stack]
+                                [--targets inprocess,softswitch,simple_switch_grpc]
+                                [--seconds 1.5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from controlplane.connection import SwitchConnection
+from p4net.switches import VethSwitch
+from p4reduce.p4rt import load_p4info
+from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH
+from softswitch.switch import Switch
+
+P4_DIR = Path(__file__).resolve().parent / "p4"
+BUILD = P4_DIR / "build"
+CANDIDATES = ("wide", "chunks", "stack")
+SIZES = (64, 256, 1024, 2048, 4096)
+INPROCESS = "inprocess"
+TARGETS = (INPROCESS, SOFTSWITCH, SIMPLE_SWITCH_GRPC)
+P4C_MAX_WIDTH = 2048  # p4c-bm2-ss: "Compiler only supports widths up to 2048"
+CHUNK_VALUES = P4C_MAX_WIDTH // 32
+ETHERTYPE_BLOCK = 0x88B5
+ETH_HEADER = 14
+BLOCK_HEADER = 4
+SLOTS = 8  # slots in flight (the programs have 32)
+RANKS = 4  # contributors per round, one port each
+VETH_MTU_HEADROOM = 64
+INT_DIGITS_ENV = "PYTHONINTMAXSTRDIGITS"  # CPython's int <-> str digit limit (4300)
+
+
+@dataclass
+class Program:
+    """One candidate at one size: the bmv2 JSON a switch loads and the P4Info beside it."""
+
+    candidate: str
+    values: int
+    bmv2_json: str
+    p4info: Path
+    widened: bool  # p4c's 64-value JSON with its widths rewritten (p4c refuses wider)
+
+
+@dataclass
+class Row:
+    target: str
+    candidate: str
+    values: int
+    frame_bytes: int
+    widened: bool
+    packets_per_s: float
+    values_per_s: float
+    sent: int
+    returned: int
+
+
+def program_name(candidate: str, values: int) -> str:
+    return f"{candidate}_{values}"
+
+
+def widen_json(bmv2_json: str, width: int, old: int = P4C_MAX_WIDTH) -> str:
+    """p4c's JSON of a program whose only `old`-bit things are the block word, its register
+    and its local, with those made `width` bits wide: field widths, register bit widths and
+    the all-ones masks p4c puts after an addition."""
+    old_mask, new_mask = "0x" + "f" * (old // 4), "0x" + "f" * (width // 4)
+
+    def walk(node: object) -> object:
+        if isinstance(node, dict):
+            out = {k: walk(v) for k, v in node.items()}
+            if out.get("bitwidth") == old:
+                out["bitwidth"] = width
+            return out
+        if isinstance(node, list):
+            # a header type's field: [name, width, signed]
+            if len(node) == 3 and isinstance(node[0], str) and node[1] == old:
+                return [node[0], width, node[2]]
+            return [walk(v) for v in node]
+        if isinstance(node, str) and node.lower() == old_mask:
+            return new_mask
+        return node
+
+    return json.dumps(walk(json.loads(bmv2_json)))
+
+
+def load_program(candidate: str, values: int) -> Program:
+    """The committed p4c output of bench/p4/<candidate>_<values>.p4, or for a wide block
+    beyond p4c's limit the widened 64-value one."""
+    if candidate == "wide" and values > CHUNK_VALUES:
+        base = BUILD / program_name("wide", CHUNK_VALUES)
+        text = (base / f"wide_{CHUNK_VALUES}.json").read_text()
+        return Program(
+            candidate,
+            values,
+            widen_json(text, 32 * values),
+            base / f"wide_{CHUNK_VALUES}.p4info.txtpb",
+            True,
+        )
+    name = program_name(candidate, values)
+    base = BUILD / name
+    return Program(
+        candidate,
+        values,
+        (base / f"{name}.json").read_text(),
+        base / f"{name}.p4info.txtpb",
+        False,
+    )
+
+
+def block_frame(slot: int, first: bool, values: np.ndarray, src: int = 1) -> bytes:
+    """Ethernet (ether type 0x88B5), the block header, the values big-endian."""
+    eth = bytes(5) + b"\x02" + bytes(5) + bytes([src]) + ETHERTYPE_BLOCK.to_bytes(2, "big")
+    header = slot.to_bytes(2, "big") + bytes([1 if first else 0, 0])
+    return eth + header + values.astype(">u4").tobytes()
+
+
+def block_sums(frame: bytes) -> tuple[int, np.ndarray]:
+    """(slot, values) of a frame the switch sent back."""
+    body = frame[ETH_HEADER:]
+    slot = int.from_bytes(body[:2], "big")
+    return slot, np.frombuffer(body[BLOCK_HEADER:], dtype=">u4").astype(np.uint32)
+
+
+def round_frames(values: int, rounds: int = 1, seed: int = 0) -> tuple[list, np.ndarray]:
+    """`rounds` rounds of every slot: (rank, frame) in sending order, and each slot's sum
+    after its last round. Values are below 2^32 / RANKS, so no lane's sum carries into its
+    neighbour in a wide add (as the packed encoding's bias guarantees)."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    sums = np.zeros((SLOTS, values), dtype=np.uint64)
+    for _ in range(rounds):
+        sums[:] = 0
+        for slot in range(SLOTS):
+            for rank in range(RANKS):
+                vals = rng.integers(0, 2**32 // RANKS, values, dtype=np.uint64)
+                sums[slot] += vals
+                frames.append((rank, block_frame(slot, rank == 0, vals, rank + 1)))
+    return frames, sums.astype(np.uint32)
+
+
+# -- softswitch in this process ------------------------------------------------------------
+
+
+def in_process(program: Program, seconds: float) -> Row:
+    """Switch.process() on prebuilt frames (one round of every slot, repeated), in passes
+    of about seconds / 5; the median pass's rate (a burst of load elsewhere hits one pass)."""
+    sw = Switch()
+    sw.load_pipeline(program.bmv2_json)
+    frames, sums = round_frames(program.values)
+    plan = [(rank + 1, f) for rank, f in frames]
+    for port, frame in plan:  # warm-up round, and the sums checked
+        out = sw.process(port, frame)
+    check_sums(out[0][1], sums)
+    rates, sent = [], 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline or len(rates) < 3:
+        start, n = time.perf_counter(), 0
+        while n == 0 or time.perf_counter() - start < seconds / 5:
+            for port, frame in plan:
+                sw.process(port, frame)
+            n += len(plan)
+        rates.append(n / (time.perf_counter() - start))
+        sent += n
+    pps = float(np.median(rates))
+    return _row(INPROCESS, program, len(frames[0][1]), pps, sent, sent)
+
+
+def check_sums(frame: bytes, sums: np.ndarray) -> None:
+    slot, got = block_sums(frame)
+    if not np.array_equal(got, sums[slot]):
+        bad = int(np.flatnonzero(got != sums[slot])[0])
+        raise AssertionError(f"slot {slot}: value {bad} is {got[bad]}, expected {sums[slot][bad]}")
+
+
+def _row(target: str, program: Program, frame_bytes: int, pps: float, sent: int, got: int):
+    return Row(
+        target,
+        program.candidate,
+        program.values,
+        frame_bytes,
+        program.widened,
+        pps,
+        pps * program.values,
+        sent,
+        got,
+    )
+
+
+# -- a switch process over veth ------------------------------------------------------------
+
+
+def _set_mtu(switch: VethSwitch, mtu: int) -> None:
+    for pair in switch.pairs.values():
+        for name in (pair.switch_end, pair.host_end):
+            subprocess.run(["ip", "link", "set", name, "mtu", str(mtu)], check=True)
+
+
+def over_veth(kind: str, program: Program, seconds: float) -> Row:
+    """The switch process on RANKS veth ports, the program pushed over P4Runtime; windows
+    of one round of every slot (SLOTS x RANKS blocks) sent, then their sums received."""
+    frames, sums = round_frames(program.values)
+    frame_bytes = len(frames[0][1])
+    switch = VethSwitch(kind, n_ports=RANKS).start()
+    try:
+        if frame_bytes - ETH_HEADER > 9000:
+            _set_mtu(switch, frame_bytes - ETH_HEADER + VETH_MTU_HEADROOM)
+        conn = SwitchConnection(switch.grpc_addr).connect()
+        try:
+            conn.set_pipeline(load_p4info(program.p4info), program.bmv2_json.encode())
+        finally:
+            conn.close()
+        sent, got = 0, 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for rank, frame in frames:
+                switch.send(rank + 1, frame)
+            sent += len(frames)
+            for rank in range(RANKS):
+                for _ in range(SLOTS):
+                    out = switch.recv(rank + 1, 2.0)
+                    if out is None:
+                        break
+                    got += 1
+        elapsed = time.perf_counter() - start
+        switch.drain()
+        check_sums(_serial_round(switch, frames, frame_bytes), sums)
+    finally:
+        switch.stop()
+    return _row(kind, program, frame_bytes, got / elapsed, sent, got)
+
+
+def _serial_round(switch: VethSwitch, frames: list, frame_bytes: int) -> bytes:
+    """One round sent a block at a time, each block's sums awaited: the ports' threads
+    cannot reorder the contributors, so the last block's sums are the whole round's."""
+    out = None
+    for rank, frame in frames:
+        switch.send(rank + 1, frame)
+        out = switch.recv(rank + 1, 2.0)
+        if out is None:
+            raise RuntimeError(f"no {frame_bytes}-byte block came back")
+    return out
+
+
+# -- the table -----------------------------------------------------------------------------
+
+
+def measure(targets, candidates, sizes, seconds: float) -> list[Row]:
+    rows = []
+    for values in sizes:
+        for candidate in candidates:
+            program = load_program(candidate, values)
+            for target in targets:
+                try:
+                    if target == INPROCESS:
+                        row = in_process(program, seconds)
+                    else:
+                        row = over_veth(target, program, seconds)
+                except (RuntimeError, AssertionError) as exc:
+                    print(f"  {target} {candidate} {values}: {exc}", file=sys.stderr)
+                    continue
+                rows.append(row)
+                print_row(row)
+    return rows
+
+
+def print_row(row: Row) -> None:
+    note = " (widened JSON)" if row.widened else ""
+    lost = f", {row.sent - row.returned} of {row.sent} lost" if row.returned < row.sent else ""
+    print(
+        f"  {row.target:18s} {row.candidate:7s} {row.values:5d} values {row.frame_bytes:6d} B"
+        f" {row.packets_per_s:9.0f} packets/s {row.values_per_s / 1e6:8.2f} M values/s"
+        f"{note}{lost}",
+        flush=True,
+    )
+
+
+def _list(kind: type, allowed: tuple):
+    def parse(text: str) -> list:
+        items = [kind(v) for v in text.split(",") if v]
+        bad = [v for v in items if v not in allowed]
+        if bad:
+            raise argparse.ArgumentTypeError(f"{bad} not among {', '.join(map(str, allowed))}")
+        return items
+
+    return parse
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--values", type=_list(int, SIZES), default=list(SIZES))
+    ap.add_argument("--candidates", type=_list(str, CANDIDATES), default=list(CANDIDATES))
+    ap.add_argument("--targets", type=_list(str, TARGETS), default=list(TARGETS))
+    ap.add_argument("--seconds", type=float, default=1.5, help="per measurement")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    targets = [
+        t
+        for t in args.targets
+        if t == INPROCESS or (os.geteuid() == 0 and (t == SOFTSWITCH or shutil.which(t)))
+    ]
+    skipped = sorted(set(args.targets) - set(targets))
+    # softswitch writes a constant into its generated Python as a decimal literal, and
+    # CPython refuses int <-> str beyond 4300 digits (a mask wider than 14 284 bits): lifted
+    # here and in the switch processes, so that the wide candidate runs at every size
+    sys.set_int_max_str_digits(0)
+    os.environ[INT_DIGITS_ENV] = "0"
+    load_before = os.getloadavg()
+    print(
+        f"wide-block candidates, {RANKS} ranks x {SLOTS} slots per round, "
+        f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}"
+    )
+    rows = measure(targets, args.candidates, args.values, args.seconds)
+    load_after = os.getloadavg()
+    print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+    if skipped:
+        print(f"not measured (not root, or not on PATH): {', '.join(skipped)}")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "rows": [asdict(r) for r in rows],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
