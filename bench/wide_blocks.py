@@ -8,8 +8,8 @@ back out of the ingress port):
 
 * wide:   one bit<VALUES x 32> field and register cell per slot: one read-add-write. p4c
           refuses types wider than 2048 bits, so only 64 values compile; the larger sizes
-          run p4c's 64-value JSON with its widths rewritten (`widen_json`), which is what a
-          switch would run if p4c allowed them.
+          run p4c's 64-value JSON and P4Info with their widths rewritten (`widen_json`), which
+          is what a switch would run if p4c allowed them.
 * chunks: VALUES / 64 bit<2048> headers, one register array each: that many read-add-writes.
 * stack:  a header stack of VALUES / 64 bit<2048> chunks parsed in a loop, one register
           array of VALUES / 64 cells per slot.
@@ -21,7 +21,7 @@ rank's port (veth MTU raised to fit the frame) and counts the sums that come bac
 
     python bench/wide_blocks.py [--values 64,256,1024,2048,4096] [--candidates wide,chunks,stack]
                                 [--targets inprocess,softswitch,simple_switch_grpc]
-                                [--seconds 1.5] [--json out.json]
+                                [--seconds 0.5] [--repeat 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -32,14 +32,17 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from controlplane.connection import SwitchConnection
+from controlplane.connection import SwitchConnection, SwitchError
 from p4net.switches import VethSwitch
+from p4.config.v1 import p4info_pb2
+
 from p4reduce.p4rt import load_p4info
 from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH
 from softswitch.switch import Switch
@@ -58,6 +61,7 @@ BLOCK_HEADER = 4
 SLOTS = 8  # slots in flight (the programs have 32)
 RANKS = 4  # contributors per round, one port each
 VETH_MTU_HEADROOM = 64
+SOL_PACKET, PACKET_IGNORE_OUTGOING = 263, 23  # linux/socket.h, linux/if_packet.h
 INT_DIGITS_ENV = "PYTHONINTMAXSTRDIGITS"  # CPython's int <-> str digit limit (4300)
 
 
@@ -68,7 +72,7 @@ class Program:
     candidate: str
     values: int
     bmv2_json: str
-    p4info: Path
+    p4info: p4info_pb2.P4Info
     widened: bool  # p4c's 64-value JSON with its widths rewritten (p4c refuses wider)
 
 
@@ -83,6 +87,7 @@ class Row:
     values_per_s: float
     sent: int
     returned: int
+    best_packets_per_s: float = 0.0  # the least disturbed pass (packets_per_s: the median)
 
 
 def program_name(candidate: str, values: int) -> str:
@@ -119,20 +124,17 @@ def load_program(candidate: str, values: int) -> Program:
     if candidate == "wide" and values > CHUNK_VALUES:
         base = BUILD / program_name("wide", CHUNK_VALUES)
         text = (base / f"wide_{CHUNK_VALUES}.json").read_text()
-        return Program(
-            candidate,
-            values,
-            widen_json(text, 32 * values),
-            base / f"wide_{CHUNK_VALUES}.p4info.txtpb",
-            True,
-        )
+        p4info = load_p4info(base / f"wide_{CHUNK_VALUES}.p4info.txtpb")
+        for register in p4info.registers:
+            register.type_spec.bitstring.bit.bitwidth = 32 * values
+        return Program(candidate, values, widen_json(text, 32 * values), p4info, True)
     name = program_name(candidate, values)
     base = BUILD / name
     return Program(
         candidate,
         values,
         (base / f"{name}.json").read_text(),
-        base / f"{name}.p4info.txtpb",
+        load_p4info(base / f"{name}.p4info.txtpb"),
         False,
     )
 
@@ -171,28 +173,37 @@ def round_frames(values: int, rounds: int = 1, seed: int = 0) -> tuple[list, np.
 # -- softswitch in this process ------------------------------------------------------------
 
 
-def in_process(program: Program, seconds: float) -> Row:
-    """Switch.process() on prebuilt frames (one round of every slot, repeated), in passes
-    of about seconds / 5; the median pass's rate (a burst of load elsewhere hits one pass)."""
-    sw = Switch()
-    sw.load_pipeline(program.bmv2_json)
-    frames, sums = round_frames(program.values)
-    plan = [(rank + 1, f) for rank, f in frames]
-    for port, frame in plan:  # warm-up round, and the sums checked
-        out = sw.process(port, frame)
-    check_sums(out[0][1], sums)
-    rates, sent = [], 0
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(rates) < 3:
+class InProcessBench:
+    """softswitch's interpreter alone (`Switch.process`, no sockets, one core)."""
+
+    target = INPROCESS
+
+    def __init__(self) -> None:
+        self.switches: dict[tuple[str, int], Switch] = {}
+
+    def measure(self, program: Program, seconds: float) -> Row:
+        """Prebuilt frames (one round of every slot, repeated) for about `seconds`."""
+        key = (program.candidate, program.values)
+        if key not in self.switches:
+            sw = Switch()
+            sw.load_pipeline(program.bmv2_json)
+            self.switches[key] = sw
+        sw = self.switches[key]
+        frames, sums = round_frames(program.values)
+        plan = [(rank + 1, f) for rank, f in frames]
+        for port, frame in plan:  # a round, and its sums checked
+            out = sw.process(port, frame)
+        check_sums(out[0][1], sums)
         start, n = time.perf_counter(), 0
-        while n == 0 or time.perf_counter() - start < seconds / 5:
+        while n == 0 or time.perf_counter() - start < seconds:
             for port, frame in plan:
                 sw.process(port, frame)
             n += len(plan)
-        rates.append(n / (time.perf_counter() - start))
-        sent += n
-    pps = float(np.median(rates))
-    return _row(INPROCESS, program, len(frames[0][1]), pps, sent, sent)
+        pps = n / (time.perf_counter() - start)
+        return _row(INPROCESS, program, len(frames[0][1]), pps, n, n)
+
+    def close(self) -> None:
+        self.switches.clear()
 
 
 def check_sums(frame: bytes, sums: np.ndarray) -> None:
@@ -219,26 +230,34 @@ def _row(target: str, program: Program, frame_bytes: int, pps: float, sent: int,
 # -- a switch process over veth ------------------------------------------------------------
 
 
-def _set_mtu(switch: VethSwitch, mtu: int) -> None:
-    for pair in switch.pairs.values():
-        for name in (pair.switch_end, pair.host_end):
-            subprocess.run(["ip", "link", "set", name, "mtu", str(mtu)], check=True)
+class VethBench:
+    """One switch process of `kind` on RANKS veth ports (MTU raised to the largest frame),
+    each program pushed over P4Runtime in turn; this process sends windows of one round of
+    every slot (SLOTS x RANKS blocks) from the ranks' ports and receives their sums."""
 
-
-def over_veth(kind: str, program: Program, seconds: float) -> Row:
-    """The switch process on RANKS veth ports, the program pushed over P4Runtime; windows
-    of one round of every slot (SLOTS x RANKS blocks) sent, then their sums received."""
-    frames, sums = round_frames(program.values)
-    frame_bytes = len(frames[0][1])
-    switch = VethSwitch(kind, n_ports=RANKS).start()
-    try:
-        if frame_bytes - ETH_HEADER > 9000:
-            _set_mtu(switch, frame_bytes - ETH_HEADER + VETH_MTU_HEADROOM)
-        conn = SwitchConnection(switch.grpc_addr).connect()
+    def __init__(self, kind: str, mtu: int) -> None:
+        self.target = kind
+        self.switch = VethSwitch(kind, n_ports=RANKS).start()
         try:
-            conn.set_pipeline(load_p4info(program.p4info), program.bmv2_json.encode())
+            for pair in self.switch.pairs.values():
+                for name in (pair.switch_end, pair.host_end):
+                    subprocess.run(["ip", "link", "set", name, "mtu", str(mtu)], check=True)
+            for sock in self.switch.sockets.values():
+                # our own frames are not read back: one recv per block that returns
+                sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        except BaseException:
+            self.switch.stop()
+            raise
+
+    def measure(self, program: Program, seconds: float) -> Row:
+        frames, sums = round_frames(program.values)
+        frame_bytes = len(frames[0][1])
+        conn = SwitchConnection(self.switch.grpc_addr).connect()
+        try:
+            conn.set_pipeline(program.p4info, program.bmv2_json.encode())
         finally:
             conn.close()
+        switch = self.switch
         sent, got = 0, 0
         start = time.perf_counter()
         while time.perf_counter() - start < seconds:
@@ -247,50 +266,63 @@ def over_veth(kind: str, program: Program, seconds: float) -> Row:
             sent += len(frames)
             for rank in range(RANKS):
                 for _ in range(SLOTS):
-                    out = switch.recv(rank + 1, 2.0)
-                    if out is None:
+                    if switch.recv(rank + 1, 1.0) is None:
                         break
                     got += 1
         elapsed = time.perf_counter() - start
         switch.drain()
-        check_sums(_serial_round(switch, frames, frame_bytes), sums)
-    finally:
-        switch.stop()
-    return _row(kind, program, frame_bytes, got / elapsed, sent, got)
+        check_sums(self._serial_round(frames, frame_bytes), sums)
+        return _row(self.target, program, frame_bytes, got / elapsed, sent, got)
 
+    def _serial_round(self, frames: list, frame_bytes: int) -> bytes:
+        """One round sent a block at a time, each block's sums awaited: the ports' threads
+        cannot reorder the contributors, so the last block's sums are the whole round's."""
+        out = None
+        for rank, frame in frames:
+            self.switch.send(rank + 1, frame)
+            out = self.switch.recv(rank + 1, 2.0)
+            if out is None:
+                raise RuntimeError(f"no {frame_bytes}-byte block came back")
+        return out
 
-def _serial_round(switch: VethSwitch, frames: list, frame_bytes: int) -> bytes:
-    """One round sent a block at a time, each block's sums awaited: the ports' threads
-    cannot reorder the contributors, so the last block's sums are the whole round's."""
-    out = None
-    for rank, frame in frames:
-        switch.send(rank + 1, frame)
-        out = switch.recv(rank + 1, 2.0)
-        if out is None:
-            raise RuntimeError(f"no {frame_bytes}-byte block came back")
-    return out
+    def close(self) -> None:
+        self.switch.stop()
 
 
 # -- the table -----------------------------------------------------------------------------
 
 
-def measure(targets, candidates, sizes, seconds: float) -> list[Row]:
+def measure(targets, candidates, sizes, seconds: float, repeat: int) -> list[Row]:
+    """Every (candidate, size) on every target, `repeat` interleaved passes of `seconds`
+    each; a cell keeps its median pass (a burst of load elsewhere lands on one pass)."""
+    programs = [load_program(c, v) for v in sizes for c in candidates]
+    mtu = max(frame_mtu(v) for v in sizes)
     rows = []
-    for values in sizes:
-        for candidate in candidates:
-            program = load_program(candidate, values)
-            for target in targets:
-                try:
-                    if target == INPROCESS:
-                        row = in_process(program, seconds)
-                    else:
-                        row = over_veth(target, program, seconds)
-                except (RuntimeError, AssertionError) as exc:
-                    print(f"  {target} {candidate} {values}: {exc}", file=sys.stderr)
-                    continue
+    for target in targets:
+        bench = InProcessBench() if target == INPROCESS else VethBench(target, mtu)
+        try:
+            passes: dict[tuple[str, int], list[Row]] = {}
+            for _ in range(repeat):
+                for program in programs:
+                    key = (program.candidate, program.values)
+                    try:
+                        passes.setdefault(key, []).append(bench.measure(program, seconds))
+                    except (RuntimeError, AssertionError, SwitchError) as exc:
+                        print(f"  {target} {key[0]} {key[1]}: {exc}", file=sys.stderr)
+            for runs in passes.values():
+                runs.sort(key=lambda r: r.packets_per_s)
+                row = runs[len(runs) // 2]
+                row.best_packets_per_s = runs[-1].packets_per_s
                 rows.append(row)
                 print_row(row)
+        finally:
+            bench.close()
     return rows
+
+
+def frame_mtu(values: int) -> int:
+    """The interface MTU a block of `values` needs (the frame less its Ethernet header)."""
+    return max(1500, BLOCK_HEADER + 4 * values + VETH_MTU_HEADROOM)
 
 
 def print_row(row: Row) -> None:
@@ -298,10 +330,31 @@ def print_row(row: Row) -> None:
     lost = f", {row.sent - row.returned} of {row.sent} lost" if row.returned < row.sent else ""
     print(
         f"  {row.target:18s} {row.candidate:7s} {row.values:5d} values {row.frame_bytes:6d} B"
-        f" {row.packets_per_s:9.0f} packets/s {row.values_per_s / 1e6:8.2f} M values/s"
+        f" {row.packets_per_s:8.0f} packets/s (best {row.best_packets_per_s:6.0f})"
+        f" {row.values_per_s / 1e6:7.2f} M values/s"
         f"{note}{lost}",
         flush=True,
     )
+
+
+def p4c_width_limit(p4c: str = "p4c-bm2-ss") -> str:
+    """What p4c-bm2-ss says of the wide candidate at 128 values (bit<4096>): its limit on
+    a type's width, found again on every run rather than written down."""
+    if not shutil.which(p4c):
+        return f"{p4c} not on PATH"
+    with tempfile.TemporaryDirectory() as tmp:
+        top = Path(tmp) / "wide_128.p4"
+        include = P4_DIR / "include" / "wide.p4"
+        top.write_text(f'#define VALUES 128\n#define WIDTH 4096\n#include "{include}"\n')
+        done = subprocess.run(
+            [p4c, "--arch", "v1model", "-o", str(Path(tmp) / "out.json"), str(top)],
+            capture_output=True,
+            text=True,
+        )
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    if done.returncode == 0:
+        return "bit<4096> compiles"
+    return errors[0] if errors else f"exit {done.returncode}"
 
 
 def _list(kind: type, allowed: tuple):
@@ -320,7 +373,8 @@ def main() -> int:
     ap.add_argument("--values", type=_list(int, SIZES), default=list(SIZES))
     ap.add_argument("--candidates", type=_list(str, CANDIDATES), default=list(CANDIDATES))
     ap.add_argument("--targets", type=_list(str, TARGETS), default=list(TARGETS))
-    ap.add_argument("--seconds", type=float, default=1.5, help="per measurement")
+    ap.add_argument("--seconds", type=float, default=0.5, help="per pass")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved passes per cell")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     targets = [
@@ -339,7 +393,9 @@ def main() -> int:
         f"wide-block candidates, {RANKS} ranks x {SLOTS} slots per round, "
         f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}"
     )
-    rows = measure(targets, args.candidates, args.values, args.seconds)
+    limit = p4c_width_limit()
+    print(f"p4c-bm2-ss on a 128-value wide block: {limit}")
+    rows = measure(targets, args.candidates, args.values, args.seconds, args.repeat)
     load_after = os.getloadavg()
     print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     if skipped:
@@ -348,6 +404,7 @@ def main() -> int:
         args.json.write_text(
             json.dumps(
                 {
+                    "p4c_width_limit": limit,
                     "load_before": load_before,
                     "load_after": load_after,
                     "rows": [asdict(r) for r in rows],
