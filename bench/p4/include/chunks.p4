@@ -37,19 +37,20 @@ control WideIngress(inout headers_t hdr, inout metadata_t meta,
 #define CHUNK_REGISTER(i) register<bit<2048>>(SLOTS) sums_##i;
     FOR_EACH_CHUNK(CHUNK_REGISTER)
 
+    /* per chunk: read, add into the header (the sum goes out in it), write it back */
     action add() {
-        bit<2048> value;
-        bit<32> slot = (bit<32>)hdr.block.slot;
+        bit<2048> stored;
 #define CHUNK_ADD(i)                                                           \
-        sums_##i.read(value, slot);                                            \
-        value = (hdr.block.first == 1) ? hdr.c##i.word : value + hdr.c##i.word;\
-        sums_##i.write(slot, value);                                           \
-        hdr.c##i.word = value;
+        sums_##i.read(stored, meta.slot_index);                                \
+        hdr.c##i.word = (hdr.block.first == 1) ? hdr.c##i.word                 \
+                                               : stored + hdr.c##i.word;       \
+        sums_##i.write(meta.slot_index, hdr.c##i.word);
         FOR_EACH_CHUNK(CHUNK_ADD)
     }
 
     apply {
         if (hdr.block.isValid()) {
+            meta.slot_index = (bit<32>)hdr.block.slot;
             add();
         }
         WIDE_FORWARD(standard_metadata)

@@ -26,9 +26,12 @@ header block_t {
     bit<8>  reserved;
 }
 
-/* chunks_left: the stack candidate's parser loop counter (softswitch cannot select on a
- * stack's lastIndex, an expression key). */
+/* slot_index: the slot's first register cell, computed once per packet (an index
+ * expression would be computed again before every register access); chunks_left: the
+ * stack candidate's parser loop counter (softswitch cannot select on a stack's lastIndex,
+ * an expression key). */
 struct metadata_t {
-    bit<8> chunks_left;
+    bit<32> slot_index;
+    bit<8>  chunks_left;
 }
 #endif

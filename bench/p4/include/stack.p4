@@ -43,20 +43,21 @@ control WideIngress(inout headers_t hdr, inout metadata_t meta,
                     inout standard_metadata_t standard_metadata) {
     register<bit<2048>>(SLOTS * CHUNKS) sums;
 
+    /* per chunk: read, add into the header (the sum goes out in it), write it back;
+     * the cell index slot x CHUNKS + i is an expression p4c computes into a temporary */
     action add() {
-        bit<2048> value;
-        bit<32> base = (bit<32>)hdr.block.slot * CHUNKS;
+        bit<2048> stored;
 #define STACK_ADD(i)                                                           \
-        sums.read(value, base + i);                                            \
-        value = (hdr.block.first == 1) ? hdr.chunks[i].word                    \
-                                       : value + hdr.chunks[i].word;           \
-        sums.write(base + i, value);                                           \
-        hdr.chunks[i].word = value;
+        sums.read(stored, meta.slot_index + i);                                \
+        hdr.chunks[i].word = (hdr.block.first == 1) ? hdr.chunks[i].word       \
+                                                    : stored + hdr.chunks[i].word; \
+        sums.write(meta.slot_index + i, hdr.chunks[i].word);
         FOR_EACH_CHUNK(STACK_ADD)
     }
 
     apply {
         if (hdr.block.isValid()) {
+            meta.slot_index = (bit<32>)hdr.block.slot * CHUNKS;
             add();
         }
         WIDE_FORWARD(standard_metadata)

@@ -35,16 +35,19 @@ control WideIngress(inout headers_t hdr, inout metadata_t meta,
                     inout standard_metadata_t standard_metadata) {
     register<bit<WIDTH>>(SLOTS) sums;
 
+    /* read, add into the header (the sum goes out in it), write it back: three
+     * primitives */
     action add() {
-        bit<WIDTH> value;
-        sums.read(value, (bit<32>)hdr.block.slot);
-        value = (hdr.block.first == 1) ? hdr.values.word : value + hdr.values.word;
-        sums.write((bit<32>)hdr.block.slot, value);
-        hdr.values.word = value;
+        bit<WIDTH> stored;
+        sums.read(stored, meta.slot_index);
+        hdr.values.word = (hdr.block.first == 1) ? hdr.values.word
+                                                 : stored + hdr.values.word;
+        sums.write(meta.slot_index, hdr.values.word);
     }
 
     apply {
         if (hdr.block.isValid()) {
+            meta.slot_index = (bit<32>)hdr.block.slot;
             add();
         }
         WIDE_FORWARD(standard_metadata)
