@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,8 @@ SLOTS = 8  # slots in flight (the programs have 32)
 RANKS = 4  # contributors per round, one port each
 VETH_MTU_HEADROOM = 64
 SOL_PACKET, PACKET_IGNORE_OUTGOING = 263, 23  # linux/socket.h, linux/if_packet.h
+SO_RCVBUFFORCE = 33  # asm-generic/socket.h (root may exceed net.core.rmem_max)
+RECV_BUFFER = 16 << 20
 INT_DIGITS_ENV = "PYTHONINTMAXSTRDIGITS"  # CPython's int <-> str digit limit (4300)
 
 
@@ -245,6 +248,8 @@ class VethBench:
             for sock in self.switch.sockets.values():
                 # our own frames are not read back: one recv per block that returns
                 sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+                # a window of 16 KB sums would overflow the default receive buffer
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECV_BUFFER)
         except BaseException:
             self.switch.stop()
             raise
