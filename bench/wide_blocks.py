@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import softswitch_pps  # bench/softswitch_pps.py, beside this script
 
 from controlplane.connection import SwitchConnection, SwitchError
 from p4net.switches import VethSwitch
@@ -400,6 +401,14 @@ def main() -> int:
     )
     limit = p4c_width_limit()
     print(f"p4c-bm2-ss on a 128-value wide block: {limit}")
+    reference = None
+    if INPROCESS in targets:
+        # the whole p4reduce program beside the candidates (its packed encoding, 64
+        # values): what a packet costs besides the values' add
+        reference = float(softswitch_pps.in_process(RANKS, SLOTS, 40, "packed")[RANKS])
+        print(
+            f"  inprocess          p4reduce program, packed, 64 values: {reference:8.0f} packets/s"
+        )
     rows = measure(targets, args.candidates, args.values, args.seconds, args.repeat)
     load_after = os.getloadavg()
     print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
@@ -410,6 +419,7 @@ def main() -> int:
             json.dumps(
                 {
                     "p4c_width_limit": limit,
+                    "p4reduce_packed_inprocess_packets_per_s": reference,
                     "load_before": load_before,
                     "load_after": load_after,
                     "rows": [asdict(r) for r in rows],
