@@ -21,7 +21,8 @@ rank's port (veth MTU raised to fit the frame) and counts the sums that come bac
 
     python bench/wide_blocks.py [--values 64,256,1024,2048,4096] [--candidates wide,chunks,stack]
                                 [--targets inprocess,softswitch,simple_switch_grpc]
-                                [--seconds 0.5] [--repeat 3] [--json out.json]
+                                [--seconds 0.5] [--repeat 3] [--json out.json] [--markdown]
+    python bench/wide_blocks.py --from-json out.json      # the Markdown table of a run
 """
 
 from __future__ import annotations
@@ -343,6 +344,36 @@ def print_row(row: Row) -> None:
     )
 
 
+def markdown_table(rows: list[Row]) -> str:
+    """The rows as docs/benchmarks.md shows them: a line per (size, candidate), per target
+    the median pass's packets/s and values/s."""
+    targets = [t for t in TARGETS if any(r.target == t for r in rows)]
+    cells = {(r.values, r.candidate, r.target): r for r in rows}
+    label = {
+        INPROCESS: "softswitch in-process",
+        SOFTSWITCH: "softswitch over veth",
+        SIMPLE_SWITCH_GRPC: "simple_switch_grpc over veth",
+    }
+    head = "| values | frame bytes | candidate |" + "".join(
+        f" {label[t]} packets/s | M values/s |" for t in targets
+    )
+    lines = [head, "|---:|---:|---|" + "---:|---:|" * len(targets)]
+    for values in sorted({r.values for r in rows}):
+        for candidate in CANDIDATES:
+            mine = [cells.get((values, candidate, t)) for t in targets]
+            if not any(mine):
+                continue
+            some = next(r for r in mine if r)
+            name = f"{candidate} (widened)" if some.widened else candidate
+            line = f"| {values} | {some.frame_bytes} | {name} |"
+            for r in mine:
+                line += (
+                    f" {r.packets_per_s:,.0f} | {r.values_per_s / 1e6:.1f} |" if r else " – | – |"
+                )
+            lines.append(line.replace(",", " "))
+    return "\n".join(lines)
+
+
 def p4c_width_limit(p4c: str = "p4c-bm2-ss") -> str:
     """What p4c-bm2-ss says of the wide candidate at 128 values (bit<4096>): its limit on
     a type's width, found again on every run rather than written down."""
@@ -374,15 +405,47 @@ def _list(kind: type, allowed: tuple):
     return parse
 
 
+def _sizes(text: str) -> list[int]:
+    sizes = [int(v) for v in text.split(",") if v]
+    bad = [v for v in sizes if v <= 0 or v % CHUNK_VALUES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad}: not positive multiples of {CHUNK_VALUES}")
+    return sizes
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--values", type=_list(int, SIZES), default=list(SIZES))
+    ap.add_argument(
+        "--values",
+        type=_sizes,
+        default=list(SIZES),
+        help="values per block (multiples of 64; the wide candidate takes any, the others "
+        f"the sizes of their programs: {', '.join(map(str, SIZES))})",
+    )
     ap.add_argument("--candidates", type=_list(str, CANDIDATES), default=list(CANDIDATES))
     ap.add_argument("--targets", type=_list(str, TARGETS), default=list(TARGETS))
     ap.add_argument("--seconds", type=float, default=0.5, help="per pass")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved passes per cell")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    ap.add_argument(
+        "--from-json",
+        type=Path,
+        help="print the Markdown table of an earlier run's --json and measure nothing",
+    )
     args = ap.parse_args()
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        print(markdown_table([Row(**r) for r in saved["rows"]]))
+        return 0
+    unbuilt = [
+        program_name(c, v)
+        for c in args.candidates
+        for v in args.values
+        if c != "wide" and not (BUILD / program_name(c, v)).is_dir()
+    ]
+    if unbuilt:
+        ap.error(f"no program for {', '.join(unbuilt)} in {BUILD} (the wide candidate only)")
     targets = [
         t
         for t in args.targets
@@ -414,6 +477,8 @@ def main() -> int:
     print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     if skipped:
         print(f"not measured (not root, or not on PATH): {', '.join(skipped)}")
+    if args.markdown:
+        print(markdown_table(rows))
     if args.json:
         args.json.write_text(
             json.dumps(
