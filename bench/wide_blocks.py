@@ -52,7 +52,7 @@ from softswitch.switch import Switch
 
 P4_DIR = Path(__file__).resolve().parent / "p4"
 BUILD = P4_DIR / "build"
-CANDIDATES = ("wide", "chunks", "stack")
+CANDIDATES = ("wide", "classes", "chunks", "stack")
 SIZES = (64, 256, 1024, 2048, 4096)
 INPROCESS = "inprocess"
 TARGETS = (INPROCESS, SOFTSWITCH, SIMPLE_SWITCH_GRPC)
@@ -123,6 +123,61 @@ def widen_json(bmv2_json: str, width: int, old: int = P4C_MAX_WIDTH) -> str:
     return json.dumps(walk(json.loads(bmv2_json)))
 
 
+def widen_classes(bmv2_json: str, p4info: p4info_pb2.P4Info) -> str:
+    """p4c's JSON of bench/p4/classes.p4 with each size's things made as wide as the size,
+    found by name: header type values<N>_t, register WideIngress.sums<N>, and in action
+    WideIngress.add<N> the locals and the all-ones mask of the addition; the P4Info's
+    register widths with them (`p4info` is changed in place)."""
+    program = json.loads(bmv2_json)
+    widths = {n: 32 * n for n in SIZES if n != CHUNK_VALUES}
+    types = {t["name"]: t for t in program["header_types"]}
+    for n, width in widths.items():
+        types[f"values{n}_t"]["fields"] = [
+            [f, width, s] for f, _, s in types[f"values{n}_t"]["fields"]
+        ]
+    for register in program["register_arrays"]:
+        n = _class_of(register["name"], "WideIngress.sums")
+        if n in widths:
+            register["bitwidth"] = widths[n]
+    scalars = next(h["header_type"] for h in program["headers"] if h["name"] == "scalars")
+    scalar_fields = types[scalars]["fields"]
+    for action in program["actions"]:
+        n = _class_of(action["name"], "WideIngress.add")
+        if n not in widths:
+            continue
+        locals_: set[str] = set()
+        action["primitives"] = _widen_action(action["primitives"], widths[n], locals_)
+        for field in scalar_fields:
+            if field[0] in locals_ and field[1] == P4C_MAX_WIDTH:
+                field[1] = widths[n]
+    for register in p4info.registers:
+        n = _class_of(register.preamble.name, "WideIngress.sums")
+        if n in widths:
+            register.type_spec.bitstring.bit.bitwidth = widths[n]
+    return json.dumps(program)
+
+
+def _widen_action(node: object, width: int, locals_: set[str]) -> object:
+    """An action's primitives with p4c's 2048-bit all-ones masks made `width` bits; the
+    locals (scalars) they use are added to `locals_`."""
+    if isinstance(node, dict):
+        if node.get("type") == "field" and node["value"][0] == "scalars":
+            locals_.add(node["value"][1])
+        if node.get("type") == "hexstr" and node["value"].lower() == "0x" + "f" * (
+            P4C_MAX_WIDTH // 4
+        ):
+            return {**node, "value": "0x" + "f" * (width // 4)}
+        return {k: _widen_action(v, width, locals_) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_widen_action(v, width, locals_) for v in node]
+    return node
+
+
+def _class_of(name: str, prefix: str) -> int | None:
+    tail = name[len(prefix) :] if name.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() else None
+
+
 def load_program(candidate: str, values: int) -> Program:
     """The committed p4c output of bench/p4/<candidate>_<values>.p4, or for a wide block
     beyond p4c's limit the widened 64-value one."""
@@ -133,6 +188,11 @@ def load_program(candidate: str, values: int) -> Program:
         for register in p4info.registers:
             register.type_spec.bitstring.bit.bitwidth = 32 * values
         return Program(candidate, values, widen_json(text, 32 * values), p4info, True)
+    if candidate == "classes":
+        base = BUILD / "classes"
+        p4info = load_p4info(base / "classes.p4info.txtpb")
+        text = widen_classes((base / "classes.json").read_text(), p4info)
+        return Program(candidate, values, text, p4info, values > CHUNK_VALUES)
     name = program_name(candidate, values)
     base = BUILD / name
     return Program(
@@ -145,9 +205,12 @@ def load_program(candidate: str, values: int) -> Program:
 
 
 def block_frame(slot: int, first: bool, values: np.ndarray, src: int = 1) -> bytes:
-    """Ethernet (ether type 0x88B5), the block header, the values big-endian."""
+    """Ethernet (ether type 0x88B5), the block header, the values big-endian. The size
+    class (which values header the classes candidate parses) follows from the values'
+    count: its index in SIZES, 255 (none) for another count."""
     eth = bytes(5) + b"\x02" + bytes(5) + bytes([src]) + ETHERTYPE_BLOCK.to_bytes(2, "big")
-    header = slot.to_bytes(2, "big") + bytes([1 if first else 0, 0])
+    size_class = SIZES.index(len(values)) if len(values) in SIZES else 255
+    header = slot.to_bytes(2, "big") + bytes([1 if first else 0, size_class])
     return eth + header + values.astype(">u4").tobytes()
 
 
@@ -442,7 +505,7 @@ def main() -> int:
         program_name(c, v)
         for c in args.candidates
         for v in args.values
-        if c != "wide" and not (BUILD / program_name(c, v)).is_dir()
+        if c in ("chunks", "stack") and not (BUILD / program_name(c, v)).is_dir()
     ]
     if unbuilt:
         ap.error(f"no program for {', '.join(unbuilt)} in {BUILD} (the wide candidate only)")

@@ -46,8 +46,8 @@ def test_every_build_has_its_program_and_every_cell_a_build() -> None:
     built = {d.name for d in (BENCH / "p4" / "build").iterdir() if d.is_dir()}
     assert built == {p.stem for p in PROGRAMS}
     # every cell but the wide ones p4c refuses has a program of its own
-    wanted = {wb.program_name(c, v) for c, v in CELLS if c != "wide" or v == wb.CHUNK_VALUES}
-    assert wanted == built
+    wanted = {wb.program_name(c, v) for c, v in CELLS if c in ("chunks", "stack")}
+    assert wanted | {"wide_64", "classes"} == built
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def _send(sw: Switch, port: int, frame: bytes) -> bytes:
 @pytest.mark.parametrize("candidate,values", CELLS, ids=[f"{c}-{v}" for c, v in CELLS])
 def test_candidate_sums_blocks(candidate: str, values: int, no_int_digit_limit) -> None:
     program = wb.load_program(candidate, values)
-    assert program.widened == (candidate == "wide" and values > 64)
+    assert program.widened == (candidate in ("wide", "classes") and values > 64)
     sw = Switch()
     sw.load_pipeline(program.bmv2_json)
     rng = np.random.default_rng(values)
@@ -95,6 +95,20 @@ def test_candidate_sums_blocks(candidate: str, values: int, no_int_digit_limit) 
     _send(sw, 1, wb.block_frame(7, True, top - 1))
     _, got = wb.block_sums(_send(sw, 2, wb.block_frame(7, False, np.ones(values, np.uint64))))
     np.testing.assert_array_equal(got, top.astype(np.uint32))
+
+
+def test_classes_serves_every_size_at_once(no_int_digit_limit) -> None:
+    """One switch, blocks of every size interleaved on the same slots: each size adds
+    into its own cells (jobs of different block sizes sharing a switch)."""
+    sw = Switch()
+    sw.load_pipeline(wb.load_program("classes", 64).bmv2_json)
+    rng = np.random.default_rng(1)
+    blocks = {n: rng.integers(0, 2**30, (2, n), dtype=np.uint64) for n in wb.SIZES}
+    for rank in range(2):
+        for n in wb.SIZES:
+            out = _send(sw, rank + 1, wb.block_frame(3, rank == 0, blocks[n][rank]))
+            _, got = wb.block_sums(out)
+            np.testing.assert_array_equal(got, blocks[n][: rank + 1].sum(axis=0))
 
 
 def test_a_frame_that_is_no_block_is_dropped() -> None:

@@ -19,11 +19,13 @@ header ethernet_t {
 }
 
 /* slot: the register cell(s) the block adds into; first == 1: the round's first
- * contributor, which overwrites what the slot holds (LANE_UPDATE of p4src). */
+ * contributor, which overwrites what the slot holds (LANE_UPDATE of p4src); size_class:
+ * which values header follows, in the classes candidate (0 = 64 values, 1 = 256, 2 =
+ * 1 024, 3 = 2 048, 4 = 4 096); the other candidates have one size and ignore it. */
 header block_t {
     bit<16> slot;
     bit<8>  first;
-    bit<8>  reserved;
+    bit<8>  size_class;
 }
 
 /* slot_index: the slot's first register cell, computed once per packet (an index
