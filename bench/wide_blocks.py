@@ -1,25 +1,30 @@
 #!/usr/bin/env python3
 """Packets/s and values/s of the wide-block candidates on the v1model switches.
 
-A block of VALUES 32-bit values can be held and added three ways (bench/p4/, one small
+A block of VALUES 32-bit values can be held and added several ways (bench/p4/, one small
 program per candidate and size doing only the aggregation's hot path: parse, read the
 slot's sums, add -- the round's first contributor overwrites --, write back, send the sums
 back out of the ingress port):
 
-* wide:   one bit<VALUES x 32> field and register cell per slot: one read-add-write. p4c
-          refuses types wider than 2048 bits, so only 64 values compile; the larger sizes
-          run p4c's 64-value JSON and P4Info with their widths rewritten (`widen_json`), which
-          is what a switch would run if p4c allowed them.
-* chunks: VALUES / 64 bit<2048> headers, one register array each: that many read-add-writes.
-* stack:  a header stack of VALUES / 64 bit<2048> chunks parsed in a loop, one register
-          array of VALUES / 64 cells per slot.
+* wide:    one bit<VALUES x 32> field and register cell per slot: one read-add-write. p4c
+           refuses types wider than 2048 bits, so only 64 values compile; the larger sizes
+           run p4c's 64-value JSON and P4Info with their widths rewritten (`widen_json`),
+           which is what a switch would run if p4c allowed them.
+* classes: wide for every size in one program (the parser chooses the values header by
+           the block header's size class, a register array per size), widened by name
+           (`widen_classes`): what a switch serving jobs of different sizes would run.
+* chunks:  VALUES / 64 bit<2048> headers, one register array each: that many
+           read-add-writes.
+* stack:   a header stack of VALUES / 64 bit<2048> chunks parsed in a loop, one register
+           array of VALUES / 64 cells per slot.
 
 Targets: softswitch in this process (`Switch.process`, the interpreter alone on one core),
 softswitch over veth (`python -m softswitch`) and simple_switch_grpc over veth (where it is
 on PATH; root needed for veth). Over veth this process sends a window of blocks from every
 rank's port (veth MTU raised to fit the frame) and counts the sums that come back.
 
-    python bench/wide_blocks.py [--values 64,256,1024,2048,4096] [--candidates wide,chunks,stack]
+    python bench/wide_blocks.py [--values 64,256,1024,2048,4096]
+                                [--candidates wide,classes,chunks,stack]
                                 [--targets inprocess,softswitch,simple_switch_grpc]
                                 [--seconds 0.5] [--repeat 3] [--json out.json] [--markdown]
     python bench/wide_blocks.py --from-json out.json      # the Markdown table of a run
@@ -505,7 +510,8 @@ def main() -> int:
         program_name(c, v)
         for c in args.candidates
         for v in args.values
-        if c in ("chunks", "stack") and not (BUILD / program_name(c, v)).is_dir()
+        if (c in ("chunks", "stack") and not (BUILD / program_name(c, v)).is_dir())
+        or (c == "classes" and v not in SIZES)
     ]
     if unbuilt:
         ap.error(f"no program for {', '.join(unbuilt)} in {BUILD} (the wide candidate only)")
