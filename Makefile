@@ -42,10 +42,11 @@ lint:
 	$(PY) -m ruff format --check .
 
 # Regenerate every committed p4c output (+ manifest) with the one p4src/compile.py:
-# p4src/build/ and each test program's tests/<suite>/p4/build/<name>/. Needs p4c-bm2-ss.
+# p4src/build/, each test program's tests/<suite>/p4/build/<name>/ and each benchmark
+# program's bench/p4/build/<name>/ (bench/wide_blocks.py). Needs p4c-bm2-ss.
 p4:
 	$(PYTHON) p4src/compile.py --p4c $(P4C)
-	for program in tests/*/p4/*.p4; do $(PYTHON) p4src/compile.py --p4c $(P4C) $$program || exit 1; done
+	for program in tests/*/p4/*.p4 bench/p4/*.p4; do $(PYTHON) p4src/compile.py --p4c $(P4C) $$program || exit 1; done
 
 # Regenerate p4src/build/tofino/ and tofino2/ (P4Info, bf-rt.json, context.json, resource
 # summary, manifest) from p4src/tna/; needs p4c's Tofino backend (docs/tofino.md).

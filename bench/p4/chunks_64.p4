@@ -1,0 +1,4 @@
+/* 64 values per block as 1 bit<2048> chunks (include/chunks.p4). */
+#define VALUES 64
+#define CHUNKS 1
+#include "include/chunks.p4"
