@@ -91,6 +91,7 @@ ifeq ($(QUICK),)
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
 	$(PY) bench/loss_recovery.py
 	$(PY) bench/fairness.py
+	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown
 	if command -v simple_switch_grpc >/dev/null; then \
 	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious && \
 	  $(PY) bench/fairness.py --target simple_switch_grpc; \
