@@ -8,12 +8,6 @@
 #include <t2na.p4>
 #else
 #include <tna.p4>
-
-/* Where egress finds what ingress decided for a packet to a worker */
-#define EGRESS_DEST_RANK hdr.bridge.dest_rank
-#define EGRESS_MULTICAST hdr.bridge.multicast
-/* Whether ResultDestination's action writes the sources (../common/result_destination.p4) */
-#define P4REDUCE_EGRESS_WRITES_SOURCE 0
 #endif
 
 /* tna.p4 declares PortId_t (bit<9>) and MulticastGroupId_t (bit<16>) */
@@ -46,4 +40,8 @@
 #define EGRESS_MULTICAST hdr.bridge.multicast
 /* Whether ResultDestination's action writes the sources (../common/result_destination.p4) */
 #define P4REDUCE_EGRESS_WRITES_SOURCE 0
+/* What Admission takes: the ingress port and whether the packet is addressed to the switch
+ * (its IPv4 destination xor the switch's, 0 when it is) */
+#define ADMISSION_INTRINSIC_PARAMS in ingress_intrinsic_metadata_t ig_intr_md,            \
+    in bit<32> dst_diff
 #endif

@@ -16,7 +16,7 @@
 #include "parser.p4"
 #include "validation.p4"
 #include "slot_index.p4"
-#include "admission.p4"
+#include "../common/admission.p4"
 #include "drop_simulator.p4"
 #include "contributor_bitmap.p4"
 #include "fingerprint.p4"

@@ -39,4 +39,6 @@ typedef bit<16> MulticastGroupId_t;
 #define EGRESS_MULTICAST meta.multicast
 /* Whether ResultDestination's action writes the sources (../common/result_destination.p4) */
 #define P4REDUCE_EGRESS_WRITES_SOURCE 1
+/* What Admission takes: the intrinsic metadata (../common/admission.p4) */
+#define ADMISSION_INTRINSIC_PARAMS inout standard_metadata_t standard_metadata
 #endif

@@ -8,7 +8,7 @@
 #include "parser.p4"
 #include "../common/identity.p4"
 #include "validation.p4"
-#include "admission.p4"
+#include "../common/admission.p4"
 #include "drop_simulator.p4"
 #include "contributor_bitmap.p4"
 #include "fingerprint.p4"
