@@ -162,24 +162,13 @@ def test_tna_program_type_checks_with_the_p4c_frontend(target, drop_simulator):
     assert out.returncode == 0 and not errors, "\n".join(errors[:20])
 
 
-def _json_diff_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "p4src_bmv2_json_diff", REPO / "p4src" / "bmv2_json_diff.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_pipeline_comparison_ignores_source_lines_and_finds_a_changed_constant():
     """p4src/bmv2_json_diff.py (how a refactoring of the P4 sources is checked to leave the
     v1model program as it was): source lines and p4c's line-numbered names are not a
     difference; a changed constant is."""
     import copy
 
-    diff = _json_diff_module()
+    diff = _compile_module()._sibling("bmv2_json_diff")
     program = json.loads((REPO / "p4src" / "build" / "p4reduce.json").read_text())
     moved = json.loads(
         json.dumps(program).replace('"line": 1', '"line": 7').replace("p4reduce5", "p4reduce9")
