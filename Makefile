@@ -48,13 +48,17 @@ p4:
 	$(PYTHON) p4src/compile.py --p4c $(P4C)
 	for program in tests/*/p4/*.p4 bench/p4/*.p4; do $(PYTHON) p4src/compile.py --p4c $(P4C) $$program || exit 1; done
 
-# Regenerate p4src/build/tofino/ and tofino2/ (P4Info, bf-rt.json, context.json, resource
-# summary, manifest) from p4src/tna/; needs p4c's Tofino backend (docs/tofino.md).
+# Regenerate p4src/build/tofino/ and tofino2/ (the production builds) and tofino-test/,
+# tofino2-test/ (the test builds, with the drop simulator): P4Info, bf-rt.json,
+# context.json, resource summary, manifest, from p4src/tna/; needs p4c's Tofino backend
+# (docs/tofino.md).
 # TOFINO_P4C: its `p4c` driver (default: the build docs/tofino.md describes, else PATH).
 TOFINO_P4C ?= $(firstword $(wildcard /opt/tofino/build-p4c/p4c) p4c)
 p4-tofino:
 	$(PYTHON) p4src/compile.py --target tofino --p4c $(TOFINO_P4C)
 	$(PYTHON) p4src/compile.py --target tofino2 --p4c $(TOFINO_P4C)
+	$(PYTHON) p4src/compile.py --target tofino --drop-simulator --p4c $(TOFINO_P4C)
+	$(PYTHON) p4src/compile.py --target tofino2 --drop-simulator --p4c $(TOFINO_P4C)
 
 # The end-to-end demo on the embedded default (softswitch unless simple_switch_grpc exists).
 # A bad value (SIZE <= 0, LOSS outside [0, 1), an unknown TARGET, ...) is one error line

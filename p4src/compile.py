@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -170,20 +171,36 @@ def check_manifest(program: Path, out_dir: Path, recompile: str | None = None) -
 # -- Tofino (bf-p4c) ------------------------------------------------------------------------
 
 
-def tofino_out_dir(target: str, build: Path = BUILD) -> Path:
-    return build / target
+# the test build's directory suffix and the define that builds the drop simulator in
+TEST_BUILD_SUFFIX = "-test"
+DROP_SIMULATOR_DEFINE = "-DP4REDUCE_DROP_SIMULATOR=1"
+
+
+def tofino_out_dir(target: str, build: Path = BUILD, drop_simulator: bool = False) -> Path:
+    """p4src/build/<target>/ (production) or <target>-test/ (with the drop simulator)."""
+    return build / (target + (TEST_BUILD_SUFFIX if drop_simulator else ""))
+
+
+def _sibling(name: str):
+    """A module beside this file, loaded by path: this script runs before any install and
+    is also loaded by path from the tests, so neither a package nor sys.path is assumed."""
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def check_tofino_manifest(
-    target: str, build: Path = BUILD, program: Path | None = None
+    target: str, build: Path = BUILD, program: Path | None = None, drop_simulator: bool = False
 ) -> list[str]:
-    """check_manifest for p4src/build/<target>/, naming `make p4-tofino` as the fix."""
+    """check_manifest for p4src/build/<target>[-test]/, naming `make p4-tofino` as the fix."""
     program = TNA_PROGRAM if program is None else program
+    option = " --drop-simulator" if drop_simulator else ""
     return check_manifest(
         program,
-        tofino_out_dir(target, build),
+        tofino_out_dir(target, build, drop_simulator),
         recompile=f"make p4-tofino (python p4src/compile.py --target "
-        f"{target}; needs bf-p4c, docs/tofino.md)",
+        f"{target}{option}; needs bf-p4c, docs/tofino.md)",
     )
 
 
@@ -199,15 +216,16 @@ def compile_tofino(
     program: Path = TNA_PROGRAM,
     build: Path = BUILD,
     scratch: Path = TOFINO_SCRATCH,
+    drop_simulator: bool = False,
 ) -> dict:
-    """Compile the TNA program for `target` with bf-p4c and commit-ready outputs."""
-    sys.path.insert(0, str(HERE))
-    import tofino_resources  # p4src/tofino_resources.py, beside this file
-
+    """Compile the TNA program for `target` with bf-p4c and commit-ready outputs: the
+    production build, or with `drop_simulator` the test build (docs/tofino.md)."""
+    tofino_resources = _sibling("tofino_resources")
     if target not in TOFINO_TARGETS:
         raise SystemExit(f"--target {target!r}: one of {', '.join(TOFINO_TARGETS)}")
     arch, stages = TOFINO_TARGETS[target]
-    work = scratch / target
+    out_dir = tofino_out_dir(target, build, drop_simulator)
+    work = scratch / out_dir.name
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -228,6 +246,7 @@ def compile_tofino(
         "--p4runtime-force-std-externs",
         "--bf-rt-schema",
         str(bfrt),
+        *([DROP_SIMULATOR_DEFINE] if drop_simulator else []),
         str(program),
     ]
     # the compiler's messages pass through as they come (a compile takes minutes); a
@@ -250,7 +269,6 @@ def compile_tofino(
             f"the compiler dropped parser match registers for {target} (p4lang/p4c#5753; "
             f"docs/tofino.md says how to build one that does not):\n  " + "\n  ".join(defects[:10])
         )
-    out_dir = tofino_out_dir(target, build)
     out_dir.mkdir(parents=True, exist_ok=True)
     context = next(work.glob("*/context.json"), None)
     if context is None:
@@ -265,6 +283,7 @@ def compile_tofino(
         "program": program.name,
         "target": target,
         "arch": arch,
+        "drop_simulator": drop_simulator,
         "compiler_version": _tofino_version(p4c, target),
         "command": ["p4c"] + [_shown(arg) for arg in cmd[1:]],
         "sources": {
@@ -286,16 +305,24 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(TOFINO_TARGETS),
         help="compile the TNA program for this Tofino target instead",
     )
+    ap.add_argument(
+        "--drop-simulator",
+        action="store_true",
+        help="with --target: the test build, with the drop simulator (into <target>-test/)",
+    )
     ap.add_argument("program", nargs="?", default=str(PROGRAM))
     ap.add_argument("out_dir", nargs="?")
     args = ap.parse_args(argv)
     if args.target:
-        manifest = compile_tofino(args.target, args.p4c or "p4c")
-        summary = json.loads((tofino_out_dir(args.target) / "resources.json").read_text())
+        manifest = compile_tofino(
+            args.target, args.p4c or "p4c", drop_simulator=args.drop_simulator
+        )
+        out_dir = tofino_out_dir(args.target, drop_simulator=args.drop_simulator)
+        summary = json.loads((out_dir / "resources.json").read_text())
         print(
             f"compiled {TNA_PROGRAM.name} for {args.target} with "
             f"{manifest['compiler_version']}: {summary.get('stages_used')} of "
-            f"{summary.get('stages_available')} stages -> {tofino_out_dir(args.target)}"
+            f"{summary.get('stages_available')} stages -> {out_dir}"
         )
         return 0
     args.p4c = args.p4c or "p4c-bm2-ss"

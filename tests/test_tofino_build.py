@@ -1,5 +1,7 @@
-"""The committed Tofino outputs (p4src/build/tofino/, tofino2/) belong to the committed TNA
-sources, and the controller drives the TNA program unchanged (P4Info parity).
+"""The committed Tofino outputs (p4src/build/tofino/, tofino2/: the production builds;
+tofino-test/, tofino2-test/: the test builds, with the drop simulator) belong to the
+committed TNA sources, and the controller drives the TNA program unchanged (P4Info parity:
+the test builds exactly, the production builds but for the drop simulator's table).
 
 Both checks skip, saying why, where the Tofino outputs have not been committed yet (they
 need bf-p4c, docs/tofino.md); where they are present, a disagreement fails. The parity
@@ -25,6 +27,11 @@ from controlplane.surface import differences, surface
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "p4src" / "build"
 TARGETS = ("tofino", "tofino2")
+# every committed build: (directory under p4src/build, target, with the drop simulator)
+BUILDS = [(t, t, False) for t in TARGETS] + [(f"{t}-test", t, True) for t in TARGETS]
+BUILD_IDS = [b[0] for b in BUILDS]
+# what the production build leaves out of the P4Info the controller relies on
+PRODUCTION_ONLY_DIFFERENCE = "tables.drop_simulator: no table named 'drop_simulator'"
 
 
 def _compile_module():
@@ -47,21 +54,23 @@ def _need_outputs(target: str, build: Path = BUILD) -> Path:
 # -- staleness -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_tofino_outputs_match_sources(target):
-    _need_outputs(target)
-    problems = _compile_module().check_tofino_manifest(target)
-    assert not problems, f"p4src/build/{target} is stale -- recompile:\n" + "\n".join(problems)
+@pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
+def test_tofino_outputs_match_sources(build, target, drop_simulator):
+    _need_outputs(build)
+    problems = _compile_module().check_tofino_manifest(target, drop_simulator=drop_simulator)
+    assert not problems, f"p4src/build/{build} is stale -- recompile:\n" + "\n".join(problems)
 
 
 def test_tofino_manifest_names_every_committed_output():
     compile_mod = _compile_module()
-    for target in TARGETS:
-        out = BUILD / target
+    for build, target, drop_simulator in BUILDS:
+        out = BUILD / build
         if (out / "MANIFEST.json").exists():
             manifest = json.loads((out / "MANIFEST.json").read_text())
             assert sorted(manifest["outputs"]) == sorted(compile_mod.TOFINO_OUTPUTS)
             assert manifest["target"] == target and manifest["compiler_version"] != "unknown"
+            assert manifest["drop_simulator"] is drop_simulator
+            assert (compile_mod.DROP_SIMULATOR_DEFINE in manifest["command"]) is drop_simulator
             on_disk = sorted(p.name for p in out.iterdir() if p.name != "MANIFEST.json")
             assert on_disk == sorted(compile_mod.TOFINO_OUTPUTS), f"{out}: stray files"
 
@@ -236,15 +245,36 @@ def test_a_pipe_prefix_does_not_count_as_a_difference():
     assert differences(surface(BMV2), surface(_mutated(prefix))) == []
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_tna_p4info_gives_the_controller_what_the_bmv2_one_does(target):
-    out = _need_outputs(target)
+@pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
+def test_tna_p4info_gives_the_controller_what_the_bmv2_one_does(build, target, drop_simulator):
+    """The test build: everything. The production build: everything but the drop
+    simulator's table (its per-job counters stay, never counted), and nothing else."""
+    out = _need_outputs(build)
     tna = P4InfoIndex.load(out / "p4reduce.p4info.txtpb")
-    problems = differences(surface(BMV2), surface(tna), names=("bmv2", target))
+    problems = differences(surface(BMV2), surface(tna), names=("bmv2", build))
+    if not drop_simulator:
+        missing = [p for p in problems if p.startswith(PRODUCTION_ONLY_DIFFERENCE)]
+        assert missing, f"p4src/build/{build} has a drop_simulator table: not a production build"
+        problems = [p for p in problems if p not in missing]
     assert not problems, (
-        f"the controller cannot drive p4src/build/{target} unchanged "
+        f"the controller cannot drive p4src/build/{build} unchanged "
         f"(p4src/tna/ and p4src/v1model/ disagree):\n" + "\n".join(problems)
     )
+
+
+def _registers(build: str) -> set[str]:
+    tna = P4InfoIndex.load(_need_outputs(build) / "p4reduce.p4info.txtpb")
+    return {r.name.rsplit(".", 1)[-1] for r in tna.registers.values()}
+
+
+@pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
+def test_which_build_has_the_winner_check_and_the_drop_simulator(build, target, drop_simulator):
+    """Production builds of both chips check the round's winner and have no drop simulator
+    (no sequence register); the test builds have the simulator, and on Tofino 1 no winner
+    check (both do not fit 12 stages beside the lane pass: docs/tofino.md)."""
+    registers = _registers(build)
+    assert ("ingress_sequence" in registers) is drop_simulator
+    assert ("round_winner" in registers) is (target == "tofino2" or not drop_simulator)
 
 
 def test_surface_is_json():
@@ -303,12 +333,12 @@ def test_a_parser_state_that_chooses_without_a_match_is_found():
     ]
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_the_committed_parsers_match_on_every_select(target):
+@pytest.mark.parametrize("build", BUILD_IDS)
+def test_the_committed_parsers_match_on_every_select(build):
     """The committed outputs were compiled by a compiler whose parsers keep their match
     registers: both parsers choose somewhere (harvest port, EtherType, protocol, message
     type), and never without a match."""
-    out = _need_outputs(target)
+    out = _need_outputs(build)
     parser = json.loads((out / "resources.json").read_text()).get("parser")
     assert parser, "resources.json has no parser summary: recompile (make p4-tofino)"
     assert set(parser) == {"ingress", "egress"}
@@ -326,7 +356,7 @@ def _declared_tables() -> set[str]:
     return {name for module in control_modules().values() for name in module.TABLES}
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", BUILD_IDS)
 def test_every_tna_table_the_controller_does_not_program_is_const(target):
     """The controller writes only the tables its modules declare; every other table of the
     TNA program must be const (its entries are the program's), or the switch would run it

@@ -1,39 +1,40 @@
 /* p4reduce constants shared by every control. docs/protocol.md explains each one. */
 #ifndef P4REDUCE_CONSTANTS_P4
 #define P4REDUCE_CONSTANTS_P4
+#include "types.p4"
 
 /* Protocol version carried in every p4reduce header. */
-const bit<4> PROTOCOL_VERSION = 2;
+const protocol_t PROTOCOL_VERSION = 2;
 
 /* Message types (p4reduce_t.msg_type). */
-const bit<4> MSG_ANNOUNCE = 1;   /* round 0 of a slot: header only, announces the first block */
-const bit<4> MSG_DATA     = 2;   /* a non-zero block of LANES values + announcement */
-const bit<4> MSG_SKIP     = 3;   /* the sender's block this round is zero: header only */
-const bit<4> MSG_RESULT   = 4;   /* switch -> workers: the round's sum + the next block */
-const bit<4> MSG_STATUS   = 5;   /* switch -> worker: your retransmission found the round
+const msg_type_t MSG_ANNOUNCE = 1;   /* round 0 of a slot: header only, announces the first block */
+const msg_type_t MSG_DATA     = 2;   /* a non-zero block of LANES values + announcement */
+const msg_type_t MSG_SKIP     = 3;   /* the sender's block this round is zero: header only */
+const msg_type_t MSG_RESULT   = 4;   /* switch -> workers: the round's sum + the next block */
+const msg_type_t MSG_STATUS   = 5;   /* switch -> worker: your retransmission found the round
                                     incomplete; here are the ranks that have contributed */
 
 /* Flags (p4reduce_t.flags, 7 bits). */
-const bit<7> FLAG_OVERFLOW   = 0x01;  /* an int32 partial sum of this round overflowed */
-const bit<7> FLAG_RETRANSMIT = 0x02;  /* worker -> switch: this packet is a retransmission */
-const bit<7> FLAG_CACHED     = 0x04;  /* switch -> worker: result served from the slot by unicast */
-const bit<7> FLAG_CONTINUED  = 0x08;  /* worker -> switch: the sender has had a result on this
+const flags_t FLAG_OVERFLOW   = 0x01;  /* an int32 partial sum of this round overflowed */
+const flags_t FLAG_RETRANSMIT = 0x02;  /* worker -> switch: this packet is a retransmission */
+const flags_t FLAG_CACHED     = 0x04;  /* switch -> worker: result served from the slot by unicast */
+const flags_t FLAG_CONTINUED  = 0x08;  /* worker -> switch: the sender has had a result on this
                                          slot in this job, so the slot must hold the job's state */
-const bit<7> FLAG_STATE_LOST = 0x10;  /* switch -> worker: the slot lost the job's state (switch
+const flags_t FLAG_STATE_LOST = 0x10;  /* switch -> worker: the slot lost the job's state (switch
                                          restart, pipeline replaced); the job cannot go on */
-const bit<7> FLAG_PACKED     = 0x20;  /* both ways: a packed-encoding job's packet (values are
+const flags_t FLAG_PACKED     = 0x20;  /* both ways: a packed-encoding job's packet (values are
                                        * bias-shifted lanes added as one bit<2048>) */
 
 /* A job's encoding (docs/protocol.md section 10), set at job creation in its admission
  * entry; every packet of the job carries it as FLAG_PACKED. */
-const bit<1> ENCODING_LANES  = 0;   /* 64 int32 lanes, added lane by lane, overflow detected */
-const bit<1> ENCODING_PACKED = 1;   /* lanes biased to stay >= 0: one 2048-bit add (v1model) */
+const encoding_t ENCODING_LANES  = 0;   /* 64 int32 lanes, added lane by lane, overflow detected */
+const encoding_t ENCODING_PACKED = 1;   /* lanes biased to stay >= 0: one 2048-bit add (v1model) */
 
 /* Block indices are 24-bit; END_OF_STREAM ends a slot (and marks the announce round's block). */
-const bit<32> END_OF_STREAM = 0x00FFFFFF;
+const block_t END_OF_STREAM = 0x00FFFFFF;
 
 /* UDP destination ports 0x5030..0x503F carry p4reduce. */
-const bit<16> P4REDUCE_UDP_BASE = 0x5030;
+const udp_port_t P4REDUCE_UDP_BASE = 0x5030;
 const bit<16> P4REDUCE_UDP_MASK = 0xFFF0;
 
 /* Values per packet (K). Changing it means editing lanes.p4 too. */
@@ -55,7 +56,7 @@ const bit<16> IPV4_LEN_WITH_STATUS      = 20 + UDP_LEN_WITH_STATUS;
 /* A job's epoch names one incarnation of it (the controller never reuses one while the
  * state file lives): 1..2^31-1. A slot whose epoch register holds epoch | EPOCH_LOST lost
  * that job's state and answers every packet of the job with FLAG_STATE_LOST. */
-const bit<32> EPOCH_LOST = 0x80000000;
+const epoch_t EPOCH_LOST = 0x80000000;
 /* What a slot's epoch step returns (common/bodies/contributor_bitmap.p4): the slot holds
  * this packet's epoch, or this epoch marked lost, or another epoch (replaced). */
 const bit<32> EPOCH_SAME = 0;
@@ -65,7 +66,7 @@ const bit<32> EPOCH_OTHER = 2;
 /* A contributor bitmap half whose round every rank has joined (common/bodies/
  * contributor_bitmap.p4): all ones, which no round in progress can hold (its completing
  * rank's bit is missing). */
-const bit<32> ROUND_COMPLETE = 0xFFFFFFFF;
+const bitmap_t ROUND_COMPLETE = 0xFFFFFFFF;
 
 /* State budget: POOL_SLOTS aggregation slots, each with two versions (shadow copies). */
 #define POOL_SLOTS 1024
@@ -89,5 +90,7 @@ const bit<32> PKT_INSTANCE_TYPE_REPLICATION = 5;
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_ARP  = 0x0806;
 const bit<8>  IP_PROTO_UDP   = 17;
+const bit<16> ARP_OPER_REQUEST = 1;
+const bit<16> ARP_OPER_REPLY   = 2;
 
 #endif

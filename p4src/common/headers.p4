@@ -3,12 +3,13 @@
  * them through the compiled JSON). */
 #ifndef P4REDUCE_HEADERS_P4
 #define P4REDUCE_HEADERS_P4
+#include "types.p4"
 #include "constants.p4"
 #include "lanes.p4"
 
 header ethernet_t {
-    bit<48> dst_addr;
-    bit<48> src_addr;
+    mac_t   dst_addr;
+    mac_t   src_addr;
     bit<16> ether_type;
 }
 
@@ -35,46 +36,46 @@ header ipv4_t {
     bit<8>  ttl;
     bit<8>  protocol;
     bit<16> hdr_checksum;
-    bit<32> src_addr;
-    bit<32> dst_addr;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
 }
 
 header udp_t {
-    bit<16> src_port;
-    bit<16> dst_port;
+    udp_port_t src_port;
+    udp_port_t dst_port;
     bit<16> length;
     bit<16> checksum;
 }
 
 /* 20 bytes, big-endian. */
 header p4reduce_t {
-    bit<4>  protocol;       /* PROTOCOL_VERSION */
-    bit<4>  msg_type;       /* MSG_* */
-    bit<1>  slot_version;   /* shadow copy: round r uses version r % 2 */
-    bit<7>  flags;          /* FLAG_* */
-    bit<16> job;            /* job id */
-    bit<16> slot;           /* slot index relative to the job's slot range */
-    bit<8>  rank;           /* sender (worker -> switch) or receiver (switch -> worker) */
-    bit<8>  next_exponent;  /* biased exponent (e + 128) of next_block, 2^e >= max |x| */
-    bit<32> epoch;          /* the job's incarnation (admission matches it) */
-    bit<32> block;          /* this round's block (END_OF_STREAM in the announce round) */
-    bit<32> next_block;     /* sender: its next non-zero block in this slot; result: the winner */
+    protocol_t protocol;    /* PROTOCOL_VERSION */
+    msg_type_t msg_type;    /* MSG_* */
+    version_t slot_version; /* shadow copy: round r uses version r % 2 */
+    flags_t flags;          /* FLAG_* */
+    job_t   job;            /* job id */
+    slot_t  slot;           /* slot index relative to the job's slot range */
+    rank_t  rank;           /* sender (worker -> switch) or receiver (switch -> worker) */
+    exponent_t next_exponent; /* biased exponent (e + 128) of next_block, 2^e >= max |x| */
+    epoch_t epoch;          /* the job's incarnation (admission matches it) */
+    block_t block;          /* this round's block (END_OF_STREAM in the announce round) */
+    block_t next_block;     /* sender: its next non-zero block in this slot; result: the winner */
 }
 
 /* ANNOUNCE and the RESULT of an announce round: what the ranks reduce (dtype, length).
  * A sender puts its own fingerprint in both fields; the result carries the minimum and
  * maximum over the round's ranks, so every rank sees the same disagreement. */
 header fingerprint_t {
-    bit<32> fingerprint_min;
-    bit<32> fingerprint_max;
+    fingerprint_value_t fingerprint_min;
+    fingerprint_value_t fingerprint_max;
 }
 
 /* STATUS: the bitmap of ranks that have contributed to the round so far. */
 header round_status_t {
-    bit<32> contributors;
+    bitmap_t contributors;
 }
 
-#define LANE_FIELD(i) bit<32> v##i;
+#define LANE_FIELD(i) lane_t v##i;
 header values_t {
     FOR_EACH_LANE(LANE_FIELD)
 }
@@ -123,8 +124,8 @@ struct pair_t {
 
 struct metadata_t {
     /* switch identity (SwitchIdentity) */
-    bit<48> switch_mac;
-    bit<32> switch_ip;
+    mac_t   switch_mac;
+    ipv4_addr_t switch_ip;
     /* validation (parser_error / checksum_error: from the architecture's parser) */
     bit<1>  parser_error;
     bit<1>  checksum_error;
@@ -132,21 +133,21 @@ struct metadata_t {
     /* admission */
     bit<1>  admitted;
     bit<1>  slot_in_range;
-    bit<8>  job_index;
-    bit<16> slot_base;
-    bit<16> slot_count;
+    job_index_t job_index;
+    slot_t  slot_base;
+    slot_t  slot_count;
     bit<8>  worker_count;
-    bit<16> mcast_grp;
-    bit<1>  encoding;        /* the job's encoding: ENCODING_LANES or ENCODING_PACKED */
+    group_t mcast_grp;
+    encoding_t encoding;       /* the job's encoding: ENCODING_LANES or ENCODING_PACKED */
     bit<32> bias;            /* packed jobs: what a rank adds to each lane (floor(M/N)) */
     bit<32> pool_slot;
     bit<32> slot_index;      /* pool_slot * 2 + slot_version */
     /* contributor bitmap / round counter */
-    bit<32> epoch_lost;        /* hdr.p4r.epoch | EPOCH_LOST */
-    bit<32> epoch_on_mismatch; /* what a slot holding another epoch gets: lost if CONTINUED */
+    epoch_t epoch_lost;        /* hdr.p4r.epoch | EPOCH_LOST */
+    epoch_t epoch_on_mismatch; /* what a slot holding another epoch gets: lost if CONTINUED */
     bit<1>  same_epoch;        /* the slot held this packet's epoch */
-    bit<32> rank_bit;          /* 1 << rank */
-    bit<32> others_mask;       /* the job's full mask (one bit per rank) without rank_bit */
+    bitmap_t rank_bit;         /* 1 << rank */
+    bitmap_t others_mask;      /* the job's full mask (one bit per rank) without rank_bit */
     bit<1>  in_round;          /* the packet's block is the one its version's round takes */
     bit<1>  first;           /* first contributor of this round in this version */
     bit<1>  duplicate;       /* sender already counted in this round */
@@ -154,7 +155,7 @@ struct metadata_t {
     bit<1>  round_done;      /* (duplicates) the round was already complete */
     bit<1>  stale;           /* a new contribution the round cannot take: dropped */
     bit<1>  state_lost;      /* the slot lost this job's state (ContributorBitmap) */
-    bit<32> contributors;    /* the version's bitmap after this packet */
+    bitmap_t contributors;   /* the version's bitmap after this packet */
     /* values */
     bit<1>  lane_overflow;   /* some lane's partial sum overflowed on this packet */
     bit<1>  round_overflow;
@@ -165,7 +166,7 @@ struct metadata_t {
     /* result: a packet going back to workers (RESULT or STATUS) */
     bit<1>  to_worker;
     bit<1>  multicast;
-    bit<8>  dest_rank;
+    rank_t  dest_rank;
     /* drop simulator */
     bit<1>  sim_drop;
     bit<16> sim_egress_threshold;

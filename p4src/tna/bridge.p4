@@ -6,6 +6,14 @@
  * so ingress holds these fields once (docs/tofino.md, "PHV"). Never sent on a wire. */
 #ifndef P4REDUCE_TNA_BRIDGE_P4
 #define P4REDUCE_TNA_BRIDGE_P4
+/* The drop simulator (drop_simulator.p4) is a compile-time option on TNA: the production
+ * build (p4src/build/tofino/, tofino2/) leaves it out, which frees its sequence ALU, its
+ * hash and the stages before the slot epoch that its verdict took; the test build
+ * (p4src/build/tofino-test/, tofino2-test/: `compile.py --target T --drop-simulator`)
+ * has it. */
+#ifndef P4REDUCE_DROP_SIMULATOR
+#define P4REDUCE_DROP_SIMULATOR 0
+#endif
 header bridge_t {
     /* Laid out for bridge_to_egress, which copies these from metadata in one action: a
      * Tofino ALU writes a container from at most two sources (one if a constant is among
@@ -30,9 +38,11 @@ header bridge_t {
                                    pass (Tofino 2) or the lane pass (Tofino 1); READ_LOW or
                                    READ_OUT in the read-out pass, which stores the round's
                                    winner (round_winner.p4) */
+#if P4REDUCE_DROP_SIMULATOR
     bit<16> sim_egress_threshold;
     bit<32> sim_seed;
     bit<32> sim_sequence;
+#endif
 }
 
 /* Pipe 0's recirculation port, where the harvest pass goes: dev port 68 on Tofino 1, dev
@@ -46,10 +56,11 @@ const bit<9> HARVEST_PORT = 68;
 
 #define P4REDUCE_ARCH_HEADERS bridge_t bridge;
 
-/* The winner check (round_winner.p4) is built for Tofino 2; with it, bf-p4c 9.13.4 did not
- * find a Tofino 1 placement in 12 stages beside the lane pass (docs/tofino.md, "Stray frames
- * on TNA"), so Tofino 1 passes IN_ROUND = true and rank_bit to the bitmap step. */
-#if __TARGET_TOFINO__ == 2
+/* The winner check (round_winner.p4) is built for Tofino 2, and for Tofino 1 without the
+ * drop simulator (the production build); with both, bf-p4c 9.13.4 did not find a Tofino 1
+ * placement in 12 stages beside the lane pass (docs/tofino.md, "Stray frames on TNA"), so
+ * Tofino 1's test build passes IN_ROUND = true and rank_bit to the bitmap step. */
+#if __TARGET_TOFINO__ == 2 || !P4REDUCE_DROP_SIMULATOR
 #define P4REDUCE_WINNER_CHECK 1
 #else
 #define P4REDUCE_WINNER_CHECK 0

@@ -63,7 +63,8 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     PAIR_ACTION(bit<16>, bitmap, version_1_reset,
                 BITMAP_BODY(hi, lo, false, true, meta.joining_bit))
 #else
-    /* Tofino 1: no winner check (IN_ROUND true), the ALU reads rank_bit and others_mask */
+    /* no winner check (Tofino 1's test build): IN_ROUND true, the ALU reads rank_bit and
+     * others_mask */
     PAIR_ACTION(bit<16>, bitmap, version_0_step, BITMAP_BODY(lo, hi, true, true, meta.rank_bit))
     PAIR_ACTION(bit<16>, bitmap, version_1_step, BITMAP_BODY(hi, lo, true, true, meta.rank_bit))
     PAIR_ACTION(bit<16>, bitmap, version_0_reset, BITMAP_BODY(lo, hi, false, true, meta.rank_bit))

@@ -3,6 +3,7 @@
  * shared body of ../common/bodies/drop_simulator.p4. */
 #ifndef P4REDUCE_TNA_DROP_SIMULATOR_P4
 #define P4REDUCE_TNA_DROP_SIMULATOR_P4
+#if P4REDUCE_DROP_SIMULATOR
 
 /* The table runs for every packet that is not a harvest pass (its entry only sets the
  * thresholds); the sequence step, the roll and the loss only for an admitted, well-formed
@@ -107,4 +108,23 @@ control DropSimulatorEgress(inout headers_t hdr, in egress_intrinsic_metadata_t 
         }
     }
 }
+#else
+/* The production build (bridge.p4): no table, no roll, no sequence step; the two counters
+ * stay, never counted, so that every build has the per-job counters the controller reads
+ * and zeroes (a job on a production build has no simulated drops: they read 0). The
+ * drop_simulator table is absent from its P4Info: a loss cannot be configured there. */
+control DropSimulator(inout headers_t hdr, inout metadata_t meta, in bit<32> dst_diff) {
+    Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) simulated_drops_ingress;
+    apply {
+        meta.sim_random = 0;        /* bridge_flags reads it */
+    }
+}
+
+control DropSimulatorEgress(inout headers_t hdr, in egress_intrinsic_metadata_t eg_intr_md,
+                            inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) simulated_drops_egress;
+    apply {
+    }
+}
+#endif
 #endif

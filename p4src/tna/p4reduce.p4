@@ -2,12 +2,7 @@
  * the same headers, constants and register-action bodies (../common/) and the same table,
  * action, counter and match-field names, so the controller drives either unchanged.
  * docs/tofino.md maps every control to its v1model counterpart and lists the differences. */
-#include <core.p4>
-#if __TARGET_TOFINO__ == 2
-#include <t2na.p4>
-#else
-#include <tna.p4>
-#endif
+#include "arch.p4"
 #include "bridge.p4"
 #include "values.p4"
 #include "../common/headers.p4"
@@ -21,7 +16,7 @@
 #include "parser.p4"
 #include "validation.p4"
 #include "slot_index.p4"
-#include "admission.p4"
+#include "../common/admission.p4"
 #include "drop_simulator.p4"
 #include "contributor_bitmap.p4"
 #include "fingerprint.p4"
@@ -29,8 +24,9 @@
 #include "next_block.p4"
 #include "round_winner.p4"
 #include "result.p4"
-#include "result_destination.p4"
-#include "forwarding.p4"
+#include "../common/result_destination.p4"
+#include "../common/identity.p4"
+#include "../common/forwarding.p4"
 
 /* Headers never valid together, which bf-p4c cannot prove because ValueAggregation and
  * Result validate values and round_status in actions: said here, so that they share PHV
@@ -56,9 +52,11 @@
 @pa_alias("ingress", "meta.job_index", "hdr.bridge.job_index")
 @pa_alias("ingress", "meta.mcast_grp", "hdr.bridge.mcast_grp")
 @pa_alias("ingress", "meta.slot_index_16", "hdr.bridge.slot_index")
+#if P4REDUCE_DROP_SIMULATOR
 @pa_alias("ingress", "meta.sim_egress_threshold", "hdr.bridge.sim_egress_threshold")
 @pa_alias("ingress", "meta.sim_seed", "hdr.bridge.sim_seed")
 @pa_alias("ingress", "meta.sim_sequence", "hdr.bridge.sim_sequence")
+#endif
 /* The job id apart from the first 16 bits of the p4reduce header, which the header-writing
  * actions rewrite but for slot_version (a write must leave one contiguous part of a
  * container alone). */
@@ -287,8 +285,10 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                     drop_counted(DROP_UNADMITTED);
                 } else if (meta.encoding_differs == 1 || meta.slot_count == 0) {
                     ig_dprsr_md.drop_ctl = 1;  /* counted per job by admission */
+#if P4REDUCE_DROP_SIMULATOR
                 } else if (meta.sim_keep == 0) {
                     ig_dprsr_md.drop_ctl = 1;  /* counted by the drop simulator */
+#endif
                 } else if (hdr.p4r.slot_version == 1 && hdr.p4r.flags[3:3] == 0
                            && hdr.p4r.msg_type == MSG_ANNOUNCE) {
                     /* an ANNOUNCE not CONTINUED: its sender is in the job's first round on
@@ -363,7 +363,7 @@ control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
              * goes with it (the harvest pass reads it) */
         } else {
             if (hdr.bridge.to_worker == 1) {
-                result_destination.apply(hdr, eg_intr_md, eg_dprsr_md);
+                result_destination.apply(hdr, meta, eg_intr_md, eg_dprsr_md);
                 drop_simulator_egress.apply(hdr, eg_intr_md, eg_dprsr_md);
             } else if (hdr.bridge.multicast == 1) {
                 if (eg_intr_md.egress_port == hdr.bridge.ingress_port) {

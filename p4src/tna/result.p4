@@ -124,7 +124,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
 #if P4REDUCE_WINNER_CHECK
 #define RESULT_WITHOUT_VALUES(MULTICAST) send_to_read_out();
 #else
-/* Tofino 1 (no winner check): a RESULT without values leaves at once (MULTICAST: how) */
+/* no winner check (Tofino 1's test build): a RESULT without values leaves at once
+ * (MULTICAST: how) */
 #define RESULT_WITHOUT_VALUES(MULTICAST) MULTICAST
 #endif
 

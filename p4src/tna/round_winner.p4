@@ -1,5 +1,6 @@
 /* The winner check on TNA (docs/protocol.md section 8, docs/tofino.md "Stray frames on
- * TNA"), built where P4REDUCE_WINNER_CHECK is set (bridge.p4: Tofino 2). v1model reads the other version's next_key cell before the bitmap; on a Tofino
+ * TNA"), built where P4REDUCE_WINNER_CHECK is set (bridge.p4: every build but Tofino 1's
+ * test build). v1model reads the other version's next_key cell before the bitmap; on a Tofino
  * pipeline next_key lives in one stage, after the bitmap (its minimum needs the bitmap's
  * answer), so the winner has a register of its own, `round_winner`, one 32-bit cell per pool
  * slot, in a stage before the bitmap:

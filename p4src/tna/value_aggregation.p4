@@ -17,6 +17,49 @@
 #define LANE_OP_READ_OUT 3w5     /* the read-out pass of a RESULT without values */
 
 /* The pairs, run with the bridge header's lane_op (LaneOp below decides it). */
+/* Tofino 1 with the winner check (the production build): the lane pass's 32 pairs are
+ * pinned to the stages around the first pass's stateful steps (winner check and slot epoch,
+ * bitmap, next key and fingerprint: stages 4 to 7), four per stage. Left to itself,
+ * bf-p4c 9.13.4 placed pairs beside those steps, ran out of stateful ALUs ("too many meter
+ * alu users") and retried placement for longer than 15 minutes. */
+#if P4REDUCE_LANE_PASS && P4REDUCE_WINNER_CHECK
+#define PAIR_STAGE_0 0
+#define PAIR_STAGE_1 0
+#define PAIR_STAGE_2 0
+#define PAIR_STAGE_3 0
+#define PAIR_STAGE_4 1
+#define PAIR_STAGE_5 1
+#define PAIR_STAGE_6 1
+#define PAIR_STAGE_7 1
+#define PAIR_STAGE_8 2
+#define PAIR_STAGE_9 2
+#define PAIR_STAGE_10 2
+#define PAIR_STAGE_11 2
+#define PAIR_STAGE_12 3
+#define PAIR_STAGE_13 3
+#define PAIR_STAGE_14 3
+#define PAIR_STAGE_15 3
+#define PAIR_STAGE_16 8
+#define PAIR_STAGE_17 8
+#define PAIR_STAGE_18 8
+#define PAIR_STAGE_19 8
+#define PAIR_STAGE_20 9
+#define PAIR_STAGE_21 9
+#define PAIR_STAGE_22 9
+#define PAIR_STAGE_23 9
+#define PAIR_STAGE_24 10
+#define PAIR_STAGE_25 10
+#define PAIR_STAGE_26 10
+#define PAIR_STAGE_27 10
+#define PAIR_STAGE_28 11
+#define PAIR_STAGE_29 11
+#define PAIR_STAGE_30 11
+#define PAIR_STAGE_31 11
+#define LANE_PAIR_STAGE(p) @stage(PAIR_STAGE_##p)
+#else
+#define LANE_PAIR_STAGE(p)
+#endif
+
 control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     /* What every pair does to this packet: one step per pair's table, as SwitchML's
      * Processor does. bf-p4c allows one stateful ALU operation per action, so each pair has
@@ -44,6 +87,7 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     action read_low_values_##p() {                                             \
         hdr.values_0.v##l = read_low_##p.execute(meta.slot_index_16);          \
     }                                                                          \
+    LANE_PAIR_STAGE(p)                                                         \
     table pair_##p {                                                           \
         key = { hdr.bridge.lane_op: exact; }                                              \
         actions = { first_values_##p; add_values_##p; read_high_values_##p;    \

@@ -2,22 +2,21 @@
  * One control per concern; docs/protocol.md is the specification this program implements.
  * Headers, constants and the register-action bodies are shared with the TNA program
  * (../common/, ../tna/). */
-#include <core.p4>
-#include <v1model.p4>
+#include "arch.p4"
 #define P4REDUCE_PACKED_VALUES     /* packed-encoding jobs: one bit<2048> add per packet */
 #include "../common/headers.p4"
 #include "parser.p4"
-#include "identity.p4"
+#include "../common/identity.p4"
 #include "validation.p4"
-#include "admission.p4"
+#include "../common/admission.p4"
 #include "drop_simulator.p4"
 #include "contributor_bitmap.p4"
 #include "fingerprint.p4"
 #include "value_aggregation.p4"
 #include "next_block.p4"
 #include "result.p4"
-#include "result_destination.p4"
-#include "forwarding.p4"
+#include "../common/result_destination.p4"
+#include "../common/forwarding.p4"
 
 control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                         inout standard_metadata_t standard_metadata) {
