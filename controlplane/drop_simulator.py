@@ -48,6 +48,12 @@ def loss_entry(
     """The job's `drop_simulator` entry."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 32:
         raise P4InfoError(f"drop simulator seed {seed!r} must be an integer in 0..2^32-1")
+    if not conn.p4.has_table("drop_simulator"):
+        raise P4InfoError(
+            f"job {job}: this switch's pipeline has no drop simulator (a production Tofino "
+            "build leaves it out; load the test build, p4src/build/tofino*-test, to "
+            "simulate loss)"
+        )
     return conn.p4.table_entry(
         "drop_simulator",
         {"job": job},

@@ -166,9 +166,7 @@ def reconcile(conn: SwitchConnection, desired: DesiredState) -> ReconcileReport:
     # a table the program lacks (a production Tofino build has no drop_simulator) has no
     # entries to order
     order = {
-        conn.p4.table(name).id: i
-        for i, name in enumerate(WRITE_ORDER)
-        if any(t.name == name or t.name.endswith("." + name) for t in conn.p4.tables.values())
+        conn.p4.table(name).id: i for i, name in enumerate(WRITE_ORDER) if conn.p4.has_table(name)
     }
 
     # multicast groups first: admission entries name them

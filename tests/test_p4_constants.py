@@ -1,10 +1,10 @@
 """Every constant the P4 program shares with the Python side equals what was compiled.
 
-The workers (hostlib.wire) and the switch agree on the wire format only through numbers
+The workers (p4reduce.wire) and the switch agree on the wire format only through numbers
 written twice: once in p4src/common/constants.p4, once in Python. These tests read the
 numbers back from the *compiled* program -- the bmv2 JSON's parser transitions, the
 constants its conditions compare header fields with and its actions assign, register
-widths, header layouts; the TNA P4Info's tables -- and compare them with hostlib.wire, so a
+widths, header layouts; the TNA P4Info's tables -- and compare them with p4reduce.wire, so a
 constant changed on one side only fails here, naming both values.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.p4rt import P4InfoIndex
-from hostlib import wire
+from p4reduce.p4rt import P4InfoIndex
+from p4reduce import wire
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "p4src" / "build"
@@ -161,7 +161,7 @@ def test_message_lengths(consts):
 
 def test_lanes_per_block(program):
     values = next(h for h in program["header_types"] if h["name"] == "values_t")
-    assert len(values["fields"]) == wire.LANES
+    assert len(values["fields"]) == wire.BLOCK_VALUES
     assert {f[1] for f in values["fields"]} == {32}
     packed = next(h for h in program["header_types"] if h["name"] == "packed_values_t")
     assert sum(f[1] for f in packed["fields"]) == 8 * wire.VALUE_BYTES
@@ -199,4 +199,4 @@ def test_tna_tables_carry_the_same_constants(target):
     tables = {t.name.rsplit(".", 1)[-1]: t for t in info.tables.values()}
     assert tables["rank_bit"].size == wire.MAX_WORKERS
     pairs = [n for n in tables if n.startswith("pair_")]
-    assert 2 * len(pairs) == wire.LANES
+    assert 2 * len(pairs) == wire.BLOCK_VALUES

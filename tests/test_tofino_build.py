@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from p4.config.v1 import p4info_pb2
 
-from p4reduce import target as build
+from p4reduce import target as targets
 from p4reduce.p4rt import P4InfoIndex, load_p4info
 from controlplane.surface import differences, surface
 
@@ -128,7 +128,7 @@ def test_tofino_manifest_detects_a_new_tna_include(tmp_path):
 
 # -- P4Info parity ---------------------------------------------------------------------------
 
-BMV2 = P4InfoIndex.load(build.DEFAULT_P4INFO)
+BMV2 = P4InfoIndex.load(targets.DEFAULT_P4INFO)
 
 
 def test_the_surface_covers_what_the_controller_programs_and_reads():
@@ -150,7 +150,7 @@ def test_the_surface_covers_what_the_controller_programs_and_reads():
 
 def _mutated(edit) -> P4InfoIndex:
     info = p4info_pb2.P4Info()
-    info.CopyFrom(load_p4info(build.DEFAULT_P4INFO))
+    info.CopyFrom(load_p4info(targets.DEFAULT_P4INFO))
     edit(info)
     return P4InfoIndex.from_proto(info)
 

@@ -292,6 +292,15 @@ class P4InfoIndex:
     def table(self, name: str) -> TableInfo:
         return self._find("table", self.tables, name)
 
+    def has_table(self, name: str) -> bool:
+        """Whether the program declares a table of this name: a build may leave a control
+        out (the production Tofino build has no drop simulator)."""
+        try:
+            self.table(name)
+        except P4InfoError:
+            return False
+        return True
+
     def is_const_table(self, table_id: int) -> bool:
         """Whether the program fixes this table's entries (P4Info `is_const_table`: the
         TNA program's rank_bit, bridge_flags, pair_*). A P4Runtime server reads them back

@@ -25,7 +25,7 @@ from p4reduce.addresses import WorkerAddress
 from controlplane.config import parse
 from controlplane.connection import SwitchConnection, SwitchError, same_p4info
 from controlplane.controller import PIPELINE_KEPT, PIPELINE_PUSHED, Controller
-from p4reduce.p4rt import P4InfoIndex, load_p4info
+from p4reduce.p4rt import P4InfoError, P4InfoIndex, load_p4info
 from controlplane.stats import read_counter
 
 from .conftest import SWITCH_IP, SWITCH_MAC, count_writes, host
@@ -167,6 +167,29 @@ def test_up_against_the_tna_p4info_never_writes_a_const_table(tmp_path, target):
     assert len(tofino.writes) == after_first
     (push,) = tofino.pushes
     assert same_p4info(push.config.p4info, load_p4info(tna_p4info))
+
+
+def test_loss_on_a_production_tofino_build_is_refused_by_name(tmp_path):
+    """The production Tofino build has no drop simulator: `up` and job creation work, and
+    asking for loss is one clear error (no write sent, the job keeps no loss)."""
+    tna_p4info = build.BUILD_DIR / "tofino" / "p4reduce.p4info.txtpb"
+    tna = P4InfoIndex.load(tna_p4info)
+    assert not tna.has_table("drop_simulator")
+    with RecordingServer(
+        context_const_entries(build.BUILD_DIR / "tofino" / "context.json", tna)
+    ) as sw:
+        ctl = Controller(_tofino_config(sw.grpc_addr, tmp_path / "tna", "tofino", tna_p4info))
+        try:
+            ctl.up()
+            writes = len(sw.writes)
+            with pytest.raises(
+                P4InfoError, match="job 7: this switch's pipeline has no drop simulator"
+            ):
+                ctl.jobs.set_loss(7, ingress=0.1)
+            assert len(sw.writes) == writes
+            assert ctl.jobs.get(7).loss is None
+        finally:
+            ctl.close()
 
 
 # -- real switches: a v1model program with const entries -------------------------------------
