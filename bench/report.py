@@ -116,6 +116,20 @@ class Index:
         return self.get(r.case.target, "gloo", r.case.workers, r.case.size, "ring")
 
 
+def gloo_name(r: Result) -> str:
+    """gloo's row: the MTU of the reported (faster) run and the other MTUs' times; a file
+    from before gloo ran at two MTUs ran it at 1 500 only."""
+    if not r.seconds_by_mtu:
+        return "gloo ring, MTU 1 500"
+    others = ", ".join(
+        f"{int(m):,} → {secs(s)} s".replace(",", " ")
+        for m, s in sorted(r.seconds_by_mtu.items(), key=lambda kv: int(kv[0]))
+        if int(m) != r.mtu
+    )
+    best = f"{r.mtu:,}".replace(",", " ")
+    return f"gloo ring, MTU {best} (the faster; MTU {others})" if others else f"gloo ring, MTU {best}"
+
+
 def sweep_density(r: Result) -> float:
     """Where a run sits on a density axis: nominal, or measured for the Zipf pattern."""
     return r.block_density if r.case.pattern == "zipf" else r.case.density
@@ -166,7 +180,7 @@ def compare_table(ix: Index, target: str) -> list[str]:
                 continue
             any_row = True
             name = (
-                "gloo ring"
+                gloo_name(r)
                 if r.case.system == "gloo"
                 else "p4reduce dense, per-lane path"
                 if r.case.encoding == "lanes"
@@ -220,7 +234,7 @@ def sweep_table(ix: Index, target: str, workers: int, size: int) -> list[str]:
         )
     if gloo:
         out.append(
-            f"| – | {PATTERN_LABEL['ring']} | 100 % | {secs(gloo.seconds)} | "
+            f"| – | {gloo_name(gloo)} | 100 % | {secs(gloo.seconds)} | "
             f"{mb(gloo.tx_bytes)} | {mb(gloo.rx_bytes)} | – | – | "
             f"{ratio(dense.seconds / gloo.seconds) if dense else '–'} | "
             f"{ratio(dense.tx_bytes / gloo.tx_bytes) if dense else '–'} | 1.00 |"
@@ -279,7 +293,7 @@ def scaling_table(ix: Index, target: str) -> list[str]:
     )
     for r in rows:
         name = (
-            "gloo ring"
+            gloo_name(r)
             if r.case.system == "gloo"
             else f"p4reduce 10 % sparse, {PATTERN_LABEL[r.case.pattern]}"
         )
@@ -402,6 +416,8 @@ def model_check_table(ix: Index, target: str, workers: int, size: int) -> list[s
 def markdown(data: dict, images: dict[str, str]) -> str:
     ix = Index(results_of(data))
     env = data["environment"]
+    from suite import wire_format
+
     L: list[str] = []
     kind = "QUICK run" if data["quick"] else "full run"
     how = f"`{data['command']}`"
@@ -420,6 +436,9 @@ def markdown(data: dict, images: dict[str, str]) -> str:
         f"* every job: float32, {slots_text(data['slots'])}; best of the stated repeats, each "
         f"timed at its slowest rank; bytes and packets are the host links' kernel counters "
         f"around the timed allreduces, per worker and per allreduce",
+        "* gloo: run with the links at MTU 1 500 and at 9 000 (both ends, set by "
+        "p4net.topology), the faster reported and its MTU named; p4reduce at 1 500 (its "
+        f"DATA frames are {(env.get('wire') or wire_format())['data_frame']} bytes)",
     ]
     for s in data["skipped"]:
         L.append(f"* not measured: {s}")
@@ -430,8 +449,6 @@ def markdown(data: dict, images: dict[str, str]) -> str:
             f"* FAILED: {c['target']} {c['system']} {c['workers']} workers "
             f"{c['size']} values {c['pattern']} {c['density']}: {r['error']}"
         )
-    from suite import wire_format
-
     L += ["", wire_paragraph(env.get("wire") or wire_format()), ""]
     for target in ix.targets():
         t = compare_table(ix, target)
