@@ -15,7 +15,8 @@ rank and the best repeat is kept. Bytes and packets per worker are the host link
 counters around the timed allreduces, divided by REPEAT.
 
     python bench/suite.py [--quick] [--targets softswitch,simple_switch_grpc] [--out DIR]
-                          [--docs]   # also rewrite the generated part of docs/benchmarks.md
+                          [--docs]   # also rewrite the generated parts of docs/benchmarks.md
+                                     # and README.md ("Numbers")
 
 Needs root and Debian's mininet; gloo rows need torch (make install-torch), plots need
 matplotlib (make install-bench). Without them those parts are skipped, saying so.
@@ -655,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--docs",
         action="store_true",
-        help="rewrite the generated part of docs/benchmarks.md (images in --out)",
+        help="rewrite the generated parts of docs/benchmarks.md (images in --out) and README.md",
     )
     ap.add_argument(
         "--from-json",
@@ -684,7 +685,12 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "results.json").write_text(json.dumps(data, indent=1))
     import report
 
-    report.write(data, args.out, docs=REPO / "docs" / "benchmarks.md" if args.docs else None)
+    report.write(
+        data,
+        args.out,
+        docs=REPO / "docs" / "benchmarks.md" if args.docs else None,
+        readme=REPO / "README.md" if args.docs else None,
+    )
     failed = [r for r in data["results"] if not r["ok"]]
     return 1 if failed else 0
 
