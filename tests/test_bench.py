@@ -244,3 +244,19 @@ def test_readme_numbers_block_is_what_the_committed_results_give():
     assert report.block_of(readme, report.README_BEGIN, report.README_END) == (
         report.readme_block(data)
     ), "README.md's numbers differ from docs/bench/results.json: run make bench"
+
+
+def test_benchmarks_md_block_is_what_the_committed_results_give():
+    """docs/benchmarks.md's generated section equals what docs/bench/results.json produces
+    with today's report code (and the committed plots)."""
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "results.json").read_text())
+    images = {p.stem: f"bench/{p.name}" for p in sorted((REPO / "docs" / "bench").glob("*.png"))}
+    docs = REPO / "docs" / "benchmarks.md"
+    text = report.markdown(data, images).strip("\n")
+    assert report.block_of(docs, report.BEGIN, report.END) == text, (
+        "docs/benchmarks.md's generated section differs from docs/bench/results.json: "
+        "run make bench (or bench/suite.py --from-json docs/bench/results.json --out "
+        "docs/bench --docs)"
+    )
