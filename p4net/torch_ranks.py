@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""torchrun for the Mininet topology: N ranks of a torch.distributed program whose p4reduce
-sockets are in N Mininet hosts behind the P4 switch.
+"""torchrun for the Mininet topology: N ranks of a torch.distributed program, each in its
+own Mininet host behind the P4 switch.
 
     python mininet/torch_ranks.py --workers 4 -- python examples/clicks_rank.py --backend p4reduce
     (or python -m p4net.torch_ranks ...)
