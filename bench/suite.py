@@ -9,10 +9,9 @@ gloo ranks (bench/gloo_rank.py) run `torch.distributed.all_reduce` in the same h
 the same links and switch (plain L2 forwarding), on the same tensors, once with the links at
 MTU 1 500 and once at 9 000 (p4net.topology sets both ends of every link); the faster is
 reported, with its MTU (p4reduce's frames are under 1 500 bytes: its runs are at 1 500).
-Every rank does an
-untimed small allreduce, then REPEAT timed ones; a repeat takes as long as its slowest
-rank and the best repeat is kept. Bytes and packets per worker are the host link's kernel
-counters around the timed allreduces, divided by REPEAT.
+Every rank does an untimed small allreduce, then REPEAT timed ones; a repeat takes as long
+as its slowest rank and the best repeat is kept. Bytes and packets per worker are the host
+link's kernel counters around the timed allreduces, divided by REPEAT.
 
     python bench/suite.py [--quick] [--targets softswitch,simple_switch_grpc] [--out DIR]
                           [--docs]   # also rewrite the generated parts of docs/benchmarks.md

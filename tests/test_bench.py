@@ -98,7 +98,10 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
         # the ring's payload crossed this host's link: 2(N-1)/N of the tensor each way
         assert ring["tx_bytes"] >= 2 * (workers - 1) / workers * 4 * size
         assert ring["rx_bytes"] >= 2 * (workers - 1) / workers * 4 * size
-        # gloo ran at both link MTUs and the faster is the result
+        # gloo ran at both link MTUs (the topology's) and the faster is the result
+        from p4net import topology
+
+        assert suite.GLOO_MTUS == (topology.DEFAULT_MTU, topology.JUMBO_MTU)
         assert set(ring["seconds_by_mtu"]) == {str(m) for m in suite.GLOO_MTUS}
         assert ring["seconds"] == min(ring["seconds_by_mtu"].values())
         assert ring["seconds_by_mtu"][str(ring["mtu"])] == ring["seconds"]
