@@ -5,7 +5,8 @@ ranks' own addresses), here over the same host links and the same P4 switch (ord
 forwarding) as p4reduce, on the same input tensor. Like p4net/worker.py: an untimed
 small allreduce first (connections up, start-up skew gone), then REPEAT timed allreduces,
 each started together after a barrier; the host link's kernel counters are read around the
-timed part. Writes the last result and a JSON report.
+timed part. Writes the last result and a JSON report (with the link's MTU, which the suite
+sets per run: gloo segments its TCP stream to it).
 
     python bench/gloo_rank.py RANK WORLD STORE INPUT.npy OUTPUT.npy REPORT.json [--repeat 3]
 """
@@ -71,6 +72,7 @@ def main() -> int:
             report["counters"] = delta(before, host_counters(link))
             report["times"] = times
             report["interface"] = link
+            report["mtu"] = int(Path(f"/sys/class/net/{link}/mtu").read_text())
             report["torch"] = torch.__version__
         finally:
             dist.destroy_process_group()

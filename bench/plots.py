@@ -128,13 +128,13 @@ def density(ix: Index, target: str, out: Path) -> Path | None:
                 g.seconds,
                 color=COLOR["ring"],
                 ls=STYLE.get(w, "-"),
-                label=f"gloo ring (dense), {w} workers",
+                label=f"gloo ring (dense), {w} workers, MTU {g.mtu or 1500}",
             )
             ax_b.axhline(
                 g.tx_bytes + g.rx_bytes,
                 color=COLOR["ring"],
                 ls=STYLE.get(w, "-"),
-                label=f"gloo ring (dense), {w} workers",
+                label=f"gloo ring (dense), {w} workers, MTU {g.mtu or 1500}",
             )
     size = groups[0][2]
     for ax, what, fmt in (

@@ -6,13 +6,16 @@ Every run is the whole system: Mininet hosts, the P4 program on the switch (soft
 simple_switch_grpc where installed), the controller, one process per rank. p4reduce ranks
 are the demo's workers (p4net.worker through p4net.demo's DemoNetwork);
 gloo ranks (bench/gloo_rank.py) run `torch.distributed.all_reduce` in the same hosts, over
-the same links and switch (plain L2 forwarding), on the same tensors. Every rank does an
-untimed small allreduce, then REPEAT timed ones; a repeat takes as long as its slowest
-rank and the best repeat is kept. Bytes and packets per worker are the host link's kernel
-counters around the timed allreduces, divided by REPEAT.
+the same links and switch (plain L2 forwarding), on the same tensors, once with the links at
+MTU 1 500 and once at 9 000 (p4net.topology sets both ends of every link); the faster is
+reported, with its MTU (p4reduce's frames are under 1 500 bytes: its runs are at 1 500).
+Every rank does an untimed small allreduce, then REPEAT timed ones; a repeat takes as long
+as its slowest rank and the best repeat is kept. Bytes and packets per worker are the host
+link's kernel counters around the timed allreduces, divided by REPEAT.
 
     python bench/suite.py [--quick] [--targets softswitch,simple_switch_grpc] [--out DIR]
-                          [--docs]   # also rewrite the generated part of docs/benchmarks.md
+                          [--docs]   # also rewrite the generated parts of docs/benchmarks.md
+                                     # and README.md ("Numbers")
 
 Needs root and Debian's mininet; gloo rows need torch (make install-torch), plots need
 matplotlib (make install-bench). Without them those parts are skipped, saying so.
@@ -50,6 +53,9 @@ REPO = BENCH.parent
 K = 1024
 M = 1024 * 1024
 DENSITIES = [1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001]
+# the link MTUs gloo is measured at (p4net.topology's DEFAULT_MTU and JUMBO_MTU, which this
+# module does not import: p4net loads Debian's mininet, which reading results does not need)
+GLOO_MTUS = (1500, 9000)
 PATTERN_LABEL = {
     "dense": "dense",
     "shared": "same blocks on every worker",
@@ -117,6 +123,10 @@ class Result:
     # report never reads today's default into an older run; 0: gloo, or a file written
     # before runs recorded it, whose run-wide "slots" bench/report.py reads instead)
     slots: int = 0
+    # gloo: the links' MTU of the reported (faster) run, and every MTU's best seconds
+    # (0 / empty: a file written before gloo ran at two MTUs, all its links at 1 500)
+    mtu: int = 0
+    seconds_by_mtu: dict = field(default_factory=dict)
 
 
 def human_size(n: int) -> str:
@@ -213,7 +223,7 @@ def estimate(c: Case) -> float:
     bmv2 = c.target != "softswitch"
     if c.system == "gloo":
         frames = 2 * (c.workers - 1) / c.workers * c.size * 4 / 1448 * c.workers * 1.5
-        return 1 + 1.3 * c.workers + (c.repeat + 1) * frames / 15000
+        return len(GLOO_MTUS) * (1 + 1.3 * c.workers + (c.repeat + 1) * frames / 15000)
     d = {
         "dense": 1.0,
         "shared": c.density,
@@ -335,6 +345,33 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
 
 
 def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
+    """gloo at each of GLOO_MTUS on the same links (set by p4net.topology, restored to the
+    default afterwards): its best setting is the one to compare with. The faster run is
+    the result; a failure at any MTU fails the case (a comparison must not silently lose
+    gloo's better setting)."""
+    from p4net import topology
+
+    runs: dict[int, Result] = {}
+    try:
+        for mtu in GLOO_MTUS:
+            topology.set_mtu(net.net, mtu)
+            runs[mtu] = run = run_gloo_once(net, c, inputs, workdir)
+            if run.ok and run.mtu != mtu:
+                run.ok, run.error = False, f"the ranks saw MTU {run.mtu}, not the {mtu} set"
+            run.mtu = mtu
+    finally:
+        topology.set_mtu(net.net, topology.DEFAULT_MTU)
+    failed = [r for r in runs.values() if not r.ok]
+    best = failed[0] if failed else min(runs.values(), key=lambda r: r.seconds)
+    if failed:
+        best.error = f"MTU {best.mtu}: {best.error}"
+    best.seconds_by_mtu = {str(m): r.seconds for m, r in runs.items() if r.ok}
+    best.wall = sum(r.wall for r in runs.values())
+    return best
+
+
+def run_gloo_once(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
+    """One gloo case at the links' current MTU."""
     run_dir = Path(tempfile.mkdtemp(prefix="gloo-", dir=workdir))
     procs = []
     t0 = time.perf_counter()
@@ -396,6 +433,10 @@ def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
             return r
     fill_times(r, [rep["times"] for rep in reports])
     fill_counters(r, [rep["counters"] for rep in reports])
+    r.mtu = reports[0].get("mtu", 0)
+    if any(rep.get("mtu") != r.mtu for rep in reports):
+        r.error = f"gloo ranks saw different link MTUs: {[rep.get('mtu') for rep in reports]}"
+        return r
     r.ok = True
     shutil.rmtree(run_dir, ignore_errors=True)
     return r
@@ -614,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--docs",
         action="store_true",
-        help="rewrite the generated part of docs/benchmarks.md (images in --out)",
+        help="rewrite the generated parts of docs/benchmarks.md (images in --out) and README.md",
     )
     ap.add_argument(
         "--from-json",
@@ -643,7 +684,12 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "results.json").write_text(json.dumps(data, indent=1))
     import report
 
-    report.write(data, args.out, docs=REPO / "docs" / "benchmarks.md" if args.docs else None)
+    report.write(
+        data,
+        args.out,
+        docs=REPO / "docs" / "benchmarks.md" if args.docs else None,
+        readme=REPO / "README.md" if args.docs else None,
+    )
     failed = [r for r in data["results"] if not r["ok"]]
     return 1 if failed else 0
 

@@ -4,12 +4,15 @@
     sudo .venv/bin/python examples/clicks_switch.py          # 4 ranks, 300 steps, softswitch
 
 Starts the Mininet topology (p4net.torch_ranks: the P4 switch, the controller, one host
-per rank), runs examples/clicks_rank.py on every rank twice -- once with
-`init_process_group("p4reduce")`, once with `init_process_group("gloo")`, same seed, same
-data -- and reports per backend: loss, time per step, bytes sent per step per worker, and
-the gradient block density per step; checks that the parameters are identical on every
-rank and that the two runs' losses agree within --loss-tolerance. Writes results.json
-and clicks.png (loss curves, their difference, density) into --out.
+per rank, every rank's process in its host), runs examples/clicks_rank.py on every rank
+with `init_process_group("p4reduce")` and with `init_process_group("gloo")`, same seed,
+same data, both through the same host links and P4 switch (gloo's TCP is forwarded as
+ordinary IPv4). gloo runs once per --gloo-mtus link MTU and its faster run (median time
+per step) is the one compared: its best setting on these links. Reports per backend:
+loss, time per step, bytes sent per step per worker, and the gradient block density per
+step; checks that the parameters are identical on every rank and that the losses agree
+within --loss-tolerance. Writes results.json and clicks.png (loss curves, their
+difference, density) into --out.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class Options:
     quiet: bool = False
     timeout: float = 3600.0  # per run (all ranks of one backend)
     pg_timeout: float = 1800.0  # a collective's wait before it fails (gloo, Worker)
+    mtu: int = 1500  # the links' MTU for p4reduce (Ethernet's default: its frames fit)
+    gloo_mtus: tuple[int, ...] = (1500, 9000)  # the link MTUs gloo runs at
 
 
 def run(opts: Options, cfg: Config) -> dict:
@@ -57,11 +62,16 @@ def run(opts: Options, cfg: Config) -> dict:
         for a in (f"--{f.name.replace('_', '-')}", str(getattr(cfg, f.name)))
     ]
     launches = {}
+    plan = [("p4reduce", "p4reduce", opts.mtu)] + [
+        ("gloo", f"gloo-mtu{m}", m) for m in opts.gloo_mtus
+    ]
     with torch_ranks.TorchNetwork(opts.workers, opts.target, opts.slots) as net:
-        for backend in BACKENDS:
+        for backend, name, mtu in plan:
+            net.set_mtu(mtu)
             if not opts.quiet:
                 print(
-                    f"== {backend}: {opts.workers} ranks, {cfg.steps} steps, switch {net.kind}",
+                    f"== {backend}: {opts.workers} ranks, {cfg.steps} steps, switch {net.kind}, "
+                    f"links at MTU {mtu}",
                     flush=True,
                 )
             res = net.run(
@@ -71,9 +81,9 @@ def run(opts: Options, cfg: Config) -> dict:
                     "--backend",
                     backend,
                     "--out",
-                    str(opts.out / f"{backend}-rank{{rank}}.json"),
+                    str(opts.out / f"{name}-rank{{rank}}.json"),
                     "--save-params",
-                    str(params_dir / f"{backend}-rank{{rank}}.pt"),
+                    str(params_dir / f"{name}-rank{{rank}}.pt"),
                     "--pg-timeout",
                     str(opts.pg_timeout),
                     *cfg_args,
@@ -83,18 +93,36 @@ def run(opts: Options, cfg: Config) -> dict:
                 stream_rank0=not opts.quiet,
             )
             if not res.ok:
-                raise RuntimeError(f"{backend} run failed:\n{res.failures()}")
-            launches[backend] = res
-    runs = {
-        b: [json.loads((opts.out / f"{b}-rank{r}.json").read_text()) for r in range(opts.workers)]
-        for b in BACKENDS
+                raise RuntimeError(f"{name} run failed:\n{res.failures()}")
+            launches[name] = res
+    by_name = {
+        name: [
+            json.loads((opts.out / f"{name}-rank{r}.json").read_text()) for r in range(opts.workers)
+        ]
+        for _, name, _ in plan
     }
+    gloo_ms = {m: median_step_ms(by_name[f"gloo-mtu{m}"]) for m in opts.gloo_mtus}
+    best = min(gloo_ms, key=gloo_ms.__getitem__)
+    for suffix in ("json", "pt"):
+        for r in range(opts.workers):
+            where = params_dir if suffix == "pt" else opts.out
+            (where / f"gloo-mtu{best}-rank{r}.{suffix}").replace(where / f"gloo-rank{r}.{suffix}")
+    runs = {"p4reduce": by_name["p4reduce"], "gloo": by_name[f"gloo-mtu{best}"]}
+    launches["gloo"] = launches[f"gloo-mtu{best}"]
     summary = summarize(runs, launches, opts, cfg)
+    summary["mtu"] = {"p4reduce": opts.mtu, "gloo": best}
+    summary["gloo_median_step_ms_by_mtu"] = {str(m): ms for m, ms in gloo_ms.items()}
     shutil.rmtree(params_dir)
     (opts.out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
     if opts.plot:
         summary["plot"] = plot(summary, opts.out / "clicks.png")
     return summary
+
+
+def median_step_ms(ranks: list[dict]) -> float:
+    """The run's median time per step (each step at its slowest rank, warm-up left out)."""
+    step_s = np.max([r["step_seconds"] for r in ranks], axis=0)
+    return 1000 * float(np.median(step_s[WARMUP:] if step_s.size > WARMUP else step_s))
 
 
 def _param_difference(opts: Options) -> float:
@@ -129,8 +157,7 @@ def summarize(runs: dict, launches: dict, opts: Options, cfg: Config) -> dict:
             "loss": loss.tolist(),
             "final_loss": float(loss[-min(20, steps) :].mean()),
             "step_seconds": step_s.tolist(),
-            "median_step_ms": 1000
-            * float(np.median(step_s[WARMUP:] if steps > WARMUP else step_s)),
+            "median_step_ms": median_step_ms(ranks),
             "mean_step_ms": 1000 * float(step_s.mean()),
             "tcp_bytes_per_step_per_worker": float(
                 np.mean([r["tcp_bytes_sent"] for r in ranks]) / steps
@@ -319,6 +346,13 @@ def print_summary(s: dict) -> None:
         f"{p['gloo_allreduces']} allreduces sent to gloo; TCP (gloo side) "
         f"{p['tcp_bytes_per_step_per_worker']:.0f} B/step"
     )
+    by_mtu = ", ".join(f"MTU {m}: {ms:.1f}" for m, ms in s["gloo_median_step_ms_by_mtu"].items())
+    print(
+        f"both through the switch {s['target']}: p4reduce {p['median_step_ms']:.1f} ms/step "
+        f"(MTU {s['mtu']['p4reduce']}), gloo {g['median_step_ms']:.1f} ms/step (its faster "
+        f"MTU, {s['mtu']['gloo']}; {by_mtu}); p4reduce ÷ gloo "
+        f"{p['median_step_ms'] / g['median_step_ms']:.2f}"
+    )
     print(
         f"max |loss difference| per step {s['max_loss_difference']:.2e} (tolerance "
         f"{s['loss_tolerance']}), max |parameter difference| on rank 0 "
@@ -337,12 +371,27 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, Config]:
     ap.add_argument("--slots", type=int, default=d.slots)
     ap.add_argument("--out", type=Path, default=d.out)
     ap.add_argument("--loss-tolerance", type=float, default=d.loss_tolerance)
+    ap.add_argument(
+        "--gloo-mtus",
+        type=lambda v: tuple(int(m) for m in v.split(",")),
+        default=d.gloo_mtus,
+        help="comma-separated link MTUs gloo runs at (the faster is compared)",
+    )
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--quiet", action="store_true")
     for f in fields(Config):
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     a = ap.parse_args(argv)
-    opts = Options(a.workers, a.target, a.slots, a.out, a.loss_tolerance, not a.no_plot, a.quiet)
+    opts = Options(
+        a.workers,
+        a.target,
+        a.slots,
+        a.out,
+        a.loss_tolerance,
+        not a.no_plot,
+        a.quiet,
+        gloo_mtus=a.gloo_mtus,
+    )
     return opts, Config(**{f.name: getattr(a, f.name) for f in fields(Config)})
 
 

@@ -27,7 +27,8 @@ class EngineParams:
     * `timeout` is the floor of the retransmission timer: a round trip through a switch on
       this machine is a fraction of a millisecond, so 2 ms never fires before an answer.
     * `initial_timeout` is the timer before anything was measured: the first window is
-      S x N packets through a switch of unknown speed (bmv2 serves ~1 800 packets/s), so
+      S x N packets through a switch of unknown speed (a software one such as bmv2 serves
+      thousands of packets/s, not millions: bench/softswitch_pps.py measures it), so
       a few-ms guess would retransmit every slot of a large window.
     * `max_timeout` caps the timer, its doubling and the silence probes: recovery stays
       within a second once the cause (a stalled rank, a congested switch) is gone.

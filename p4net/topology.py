@@ -22,6 +22,11 @@ from softswitch.runner import SwitchRunner
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"
+# Link MTUs the topology sets: Ethernet's default, and the jumbo size both switch kinds
+# forward (softswitch reads up to 256 KiB per frame, bmv2 captures whole frames) and TCP
+# programs such as gloo are measured at as well
+DEFAULT_MTU = 1500
+JUMBO_MTU = 9000
 
 
 class P4Switch(Switch):
@@ -89,10 +94,14 @@ class StarTopo(Topo):
 
 
 def build_network(
-    hosts: list[HostSpec], kind: str, cancelled: Callable[[], bool] | None = None
+    hosts: list[HostSpec],
+    kind: str,
+    cancelled: Callable[[], bool] | None = None,
+    mtu: int = DEFAULT_MTU,
 ) -> Mininet:
-    """A started Mininet with the P4 switch serving P4Runtime (not yet configured).
-    `cancelled` is polled while the switch starts (KeyboardInterrupt when it says so)."""
+    """A started Mininet with the P4 switch serving P4Runtime (not yet configured), its
+    links at `mtu` (set_mtu). `cancelled` is polled while the switch starts
+    (KeyboardInterrupt when it says so)."""
     topo = StarTopo(hosts=hosts)
     net = Mininet(
         topo=topo,
@@ -105,6 +114,7 @@ def build_network(
         net.start()
         for h in hosts:
             disable_offloads(net.get(h.name))
+        set_mtu(net, mtu)
     except BaseException:
         net.stop()
         raise
@@ -119,3 +129,29 @@ def disable_offloads(host) -> None:
     for intf in host.intfNames():
         if intf != "lo":
             host.cmd(f"ethtool -K {intf} tx off tso off gso off gro off >/dev/null 2>&1")
+
+
+def set_mtu(net: Mininet, mtu: int) -> None:
+    """Every host link at `mtu`, both ends: the host's interface (what its TCP segments to)
+    and the switch's port (what the switch process reads and sends). The one place a link's
+    MTU is set, so a comparison at two MTUs changes nothing else about the network."""
+    if not 68 <= mtu <= 65535:
+        raise ValueError(f"MTU {mtu}: outside 68..65535")
+    for host in net.hosts:
+        for intf in host.intfList():
+            if intf.name == "lo":
+                continue
+            for end in (intf, intf.link.intf1 if intf.link.intf2 is intf else intf.link.intf2):
+                out = end.node.cmd(f"ip link set dev {end.name} mtu {mtu}; echo $?").strip()
+                if not out.endswith("0"):
+                    raise RuntimeError(f"{end.name}: setting MTU {mtu} failed: {out}")
+
+
+def link_mtus(net: Mininet) -> dict[str, int]:
+    """Each host link's MTU as its host sees it (what a report states it measured at)."""
+    out = {}
+    for host in net.hosts:
+        for intf in host.intfList():
+            if intf.name != "lo":
+                out[intf.name] = int(host.cmd(f"cat /sys/class/net/{intf.name}/mtu").strip())
+    return out

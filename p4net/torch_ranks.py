@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
-"""torchrun for the Mininet topology: N ranks of a torch.distributed program whose p4reduce
-sockets are in N Mininet hosts behind the P4 switch.
+"""torchrun for the Mininet topology: N ranks of a torch.distributed program, each in its
+own Mininet host behind the P4 switch.
 
     python mininet/torch_ranks.py --workers 4 -- python examples/clicks_rank.py --backend p4reduce
     (or python -m p4net.torch_ranks ...)
 
 Starts the switch (softswitch, or simple_switch_grpc with --target), the controller and N
-hosts; creates a job of N ranks and writes its descriptors as `p4reduce-ctl job create
---descriptors DIR` does; starts the program N times with the variables torchrun sets
-(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: env:// rendezvous on loopback;
-OMP_NUM_THREADS=1 unless set) plus P4REDUCE_JOB and P4REDUCE_DESCRIPTOR_DIR (how a rank
-finds its job) and P4REDUCE_NETNS (its Mininet host), and PYTHONFAULTHANDLER=1: when one
-rank fails, the others get a grace period and are then stopped with SIGABRT, so a stuck
-rank's log shows every thread's Python stack. The processes run in the root
-namespace -- the store and gloo use loopback -- and only the p4reduce Worker's socket is
-opened in the host, so every allreduce through the switch crosses the host's link. The job
-is deleted and everything started is stopped afterwards, also after an error or Ctrl-C.
+hosts (links at --mtu); creates a job of N ranks and writes its descriptors as
+`p4reduce-ctl job create --descriptors DIR` does; starts the program N times, rank r in
+host h(r+1)'s network namespace, with the variables torchrun sets (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT: env:// rendezvous at rank 0's host address;
+OMP_NUM_THREADS=1 unless set), GLOO_SOCKET_IFNAME (the host's link: gloo binds it, as
+hostname resolution inside a host names no address the others reach), P4REDUCE_JOB and
+P4REDUCE_DESCRIPTOR_DIR (how a rank finds its job), P4REDUCE_NETNS (its Mininet host) and
+PYTHONFAULTHANDLER=1: when one rank fails, the others get a grace period and are then
+stopped with SIGABRT, so a stuck rank's log shows every thread's Python stack. Every
+socket a rank opens -- the store's, gloo's, the p4reduce Worker's -- is in its host, so
+whichever backend a program chooses, its traffic crosses the host's link and the P4 switch
+(which forwards ordinary IPv4 between the hosts: docs/protocol.md section 15). The job is
+deleted and everything started is stopped afterwards, also after an error or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -90,9 +93,16 @@ def _link_counters(host: topology.HostSpec) -> dict[str, int]:
 class TorchNetwork:
     """A started network with `hosts` hosts; `run()` runs one program per job."""
 
-    def __init__(self, hosts: int, target: str = "softswitch", slots: int | None = None):
+    def __init__(
+        self,
+        hosts: int,
+        target: str = "softswitch",
+        slots: int | None = None,
+        mtu: int = topology.DEFAULT_MTU,
+    ):
         self.demo = demo.DemoNetwork(target, hosts)
         self.slots = default_slots(self.kind) if slots is None else slots
+        self.mtu = mtu
 
     @property
     def kind(self) -> str:
@@ -100,7 +110,18 @@ class TorchNetwork:
 
     def __enter__(self) -> "TorchNetwork":
         self.demo.__enter__()
+        try:
+            self.set_mtu(self.mtu)
+        except BaseException:
+            self.demo.__exit__()
+            raise
         return self
+
+    def set_mtu(self, mtu: int) -> None:
+        """Every host link at `mtu` from the next run on (p4net.topology.set_mtu)."""
+        assert self.demo.net is not None
+        topology.set_mtu(self.demo.net, mtu)
+        self.mtu = mtu
 
     def __exit__(self, *exc) -> None:
         self.demo.__exit__(*exc)
@@ -143,9 +164,9 @@ class TorchNetwork:
             **(env or {}),
             "WORLD_SIZE": str(workers),
             "LOCAL_WORLD_SIZE": str(workers),
-            "MASTER_ADDR": "127.0.0.1",
+            # the store listens in rank 0's host; the others reach it through the switch
+            "MASTER_ADDR": hosts[0].ip,
             "MASTER_PORT": str(free_port()),
-            "GLOO_SOCKET_IFNAME": "lo",
             "P4REDUCE_JOB": str(job.job),
             "P4REDUCE_DESCRIPTOR_DIR": str(descriptors),
             "PYTHONUNBUFFERED": "1",
@@ -161,27 +182,23 @@ class TorchNetwork:
         start = time.perf_counter()
         try:
             for rank, h in enumerate(hosts):
+                node = d.net.get(h.name)
                 rank_env = {
                     **common,
                     "RANK": str(rank),
                     "LOCAL_RANK": str(rank),
-                    "P4REDUCE_NETNS": f"/proc/{d.net.get(h.name).pid}/ns/net",
+                    "GLOO_SOCKET_IFNAME": node.defaultIntf().name,
+                    "P4REDUCE_NETNS": f"/proc/{node.pid}/ns/net",
                 }
                 log_path = d.workdir / f"{demo.rank_stem(job.job, rank)}.log"
                 logs.append(log_path)
                 if stream_rank0 and rank == 0:
-                    p = subprocess.Popen(
-                        argv,
-                        env=rank_env,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT,
-                        text=True,
-                    )
+                    p = _in_host(node, argv, rank_env, subprocess.PIPE, text=True)
                     readers.append(threading.Thread(target=_tee, args=(p, log_path), daemon=True))
                     readers[-1].start()
                 else:
                     with open(log_path, "w") as f:
-                        p = subprocess.Popen(argv, env=rank_env, stdout=f, stderr=subprocess.STDOUT)
+                        p = _in_host(node, argv, rank_env, f)
                 procs.append(p)
             _wait_all(procs, timeout, grace)
             seconds = time.perf_counter() - start
@@ -204,6 +221,12 @@ class TorchNetwork:
                 )
             )
         return LaunchResult(self.kind, job.job, seconds, results, counters)
+
+
+def _in_host(node, argv: list[str], env: dict[str, str], stdout, **kw) -> subprocess.Popen:
+    """`argv` in the Mininet host's network namespace (mnexec attaches, then execs the
+    program: the Popen's pid is the rank's, which _stop signals)."""
+    return node.popen(argv, env=env, stdout=stdout, stderr=subprocess.STDOUT, **kw)
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -246,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--target", default="softswitch", help="softswitch, simple_switch_grpc or auto")
     ap.add_argument("--slots", type=int, default=None, help="default: the target's")
+    ap.add_argument(
+        "--mtu", type=int, default=topology.DEFAULT_MTU, help="the host links' MTU, both ends"
+    )
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- program and arguments (run once per rank)"
@@ -254,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         ap.error("give the program after --")
-    with TorchNetwork(args.workers, args.target, args.slots) as net:
+    with TorchNetwork(args.workers, args.target, args.slots, args.mtu) as net:
         res = net.run(command, args.workers, timeout=args.timeout, stream_rank0=True)
     for r in res.ranks:
         print(

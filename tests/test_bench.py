@@ -98,6 +98,13 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
         # the ring's payload crossed this host's link: 2(N-1)/N of the tensor each way
         assert ring["tx_bytes"] >= 2 * (workers - 1) / workers * 4 * size
         assert ring["rx_bytes"] >= 2 * (workers - 1) / workers * 4 * size
+        # gloo ran at both link MTUs (the topology's) and the faster is the result
+        from p4net import topology
+
+        assert suite.GLOO_MTUS == (topology.DEFAULT_MTU, topology.JUMBO_MTU)
+        assert set(ring["seconds_by_mtu"]) == {str(m) for m in suite.GLOO_MTUS}
+        assert ring["seconds"] == min(ring["seconds_by_mtu"].values())
+        assert ring["seconds_by_mtu"][str(ring["mtu"])] == ring["seconds"]
     data.update(command="pytest", skipped=["nothing"])
     report.write(data, tmp_path)
     tables = (tmp_path / "tables.md").read_text()
@@ -188,3 +195,71 @@ def test_skip_ratios_from_packet_rates():
 
     assert skip_ratios({4: 4.0, 1: 4.0}, 4) == pytest.approx((1.0, 1.0))
     assert skip_ratios({4: 4.0, 1: 2.0}, 4) == pytest.approx(((1.75 / 3) / 0.25, 2.0))
+
+
+REPO = BENCH.parent
+# a QUICK run's results.json (make bench QUICK=1), trimmed to one target's headline cases
+QUICK_RESULTS = Path(__file__).resolve().parent / "data" / "bench-results-quick.json"
+
+
+def _speed(gloo_seconds: float, seconds: float) -> str:
+    """gloo's time ÷ a run's, as the README states it (computed here, not by report)."""
+    x = gloo_seconds / seconds
+    return f"{x:.2f}× faster" if x >= 1 else f"{1 / x:.2f}× slower"
+
+
+def test_readme_numbers_are_the_results_they_come_from():
+    """The README's block states each headline run's time and its ratio to gloo's, gloo's
+    MTU and the other MTU's time, the command, commit and date that made them -- every
+    figure read from the results file."""
+    import report
+
+    data = json.loads(QUICK_RESULTS.read_text())
+    text = report.readme_block(data)
+    assert f"`{data['command']}`" in text
+    assert data["environment"]["commit"] in text and data["environment"]["date"] in text
+    runs = {
+        (r["case"]["target"], r["case"]["system"], r["case"]["pattern"], r["case"]["density"]): r
+        for r in data["results"]
+        if r["case"]["workers"] == 4 and r["ok"] and r["case"].get("encoding") != "lanes"
+    }
+    targets = sorted({t for t, *_ in runs})
+    assert targets
+    for target in targets:
+        gloo = runs[(target, "gloo", "ring", 1.0)]
+        (other,) = [m for m in gloo["seconds_by_mtu"] if int(m) != gloo["mtu"]]
+        mtu = f"{gloo['mtu']:,}".replace(",", " ")
+        assert f"{report.secs(gloo['seconds'])} at MTU {mtu}" in text
+        assert f": {report.secs(gloo['seconds_by_mtu'][other])}" in text
+        for key in (("dense", 1.0), ("shared", 0.1), ("zipf", 0.0)):
+            r = runs[(target, "p4reduce", *key)]
+            speed = _speed(gloo["seconds"], r["seconds"])
+            assert f"{report.secs(r['seconds'])} ({speed})" in text
+
+
+def test_readme_numbers_block_is_what_the_committed_results_give():
+    """README.md's generated block equals what docs/bench/results.json produces: no figure
+    in it was typed by hand or left behind by a newer run (make bench rewrites both)."""
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "results.json").read_text())
+    readme = REPO / "README.md"
+    assert report.block_of(readme, report.README_BEGIN, report.README_END) == (
+        report.readme_block(data)
+    ), "README.md's numbers differ from docs/bench/results.json: run make bench"
+
+
+def test_benchmarks_md_block_is_what_the_committed_results_give():
+    """docs/benchmarks.md's generated section equals what docs/bench/results.json produces
+    with today's report code (and the committed plots)."""
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "results.json").read_text())
+    images = {p.stem: f"bench/{p.name}" for p in sorted((REPO / "docs" / "bench").glob("*.png"))}
+    docs = REPO / "docs" / "benchmarks.md"
+    text = report.markdown(data, images).strip("\n")
+    assert report.block_of(docs, report.BEGIN, report.END) == text, (
+        "docs/benchmarks.md's generated section differs from docs/bench/results.json: "
+        "run make bench (or bench/suite.py --from-json docs/bench/results.json --out "
+        "docs/bench --docs)"
+    )

@@ -1,7 +1,8 @@
 """The README's example (examples/clicks_switch.py), tiny: a click model with a large
 embedding table trained for a few steps by 2 ranks in Mininet, through
-`init_process_group("p4reduce")` and through gloo. The parameters must be identical on
-every rank and close to gloo's; the gradients must really be block-sparse."""
+`init_process_group("p4reduce")` and through gloo, both through the same hosts and switch
+(gloo at MTU 1 500 and 9 000). The parameters must be identical on every rank and close to
+gloo's; the gradients must really be block-sparse; gloo's bytes must cross the links."""
 
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ def test_tiny_click_model_through_the_switch_matches_gloo(tmp_path):
     assert p["gloo_allreduces"] == 0  # every gradient through the switch
     assert 0 < p["mean_density_own"] < 0.6  # the embedding's untouched rows
     assert p["switch_packets_per_step_per_worker"] > 0
+    # gloo's ring crossed the hosts' links (so the switch), not loopback: each rank sends
+    # 2(N-1)/N of the dense gradient per step, at every MTU it ran at
+    ring = 2 * (opts.workers - 1) / opts.workers * s["dense_gradient_bytes"]
+    assert g["link_tx_bytes_per_step_per_worker"] >= ring
+    assert set(s["gloo_median_step_ms_by_mtu"]) == {"1500", "9000"}
+    assert g["median_step_ms"] == min(s["gloo_median_step_ms_by_mtu"].values())
     assert s["ok"]
     if plot:
         assert (tmp_path / "clicks.png").stat().st_size > 10_000
