@@ -106,7 +106,7 @@ def simulate(
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
 
-    pps: packets the switch serves per second (softswitch ~16 000, bmv2 ~1 800); it takes
+    pps: packets the switch serves per second (bench/softswitch_pps.py measures it); it takes
     up to `chunk` waiting packets at a time. delay: one-way link delay. start: when each
     rank begins its first call (start-up skew). loss: fraction lost each way (the P4
     drop simulator, deterministic for a seed). queue_limit: packets arriving while this
