@@ -145,6 +145,14 @@ def difference(a: list[float], b: list[float]) -> dict:
     return {"max": float(d.max()), "step": int(d.argmax()), "identical_steps": int((d == 0).sum())}
 
 
+def rank_losses(pattern: str, workers: int) -> list[float]:
+    """Mean loss over ranks per step of a clicks_rank.py run (its --out files, "{rank}")."""
+    ranks = [
+        json.loads(Path(pattern.replace("{rank}", str(r))).read_text()) for r in range(workers)
+    ]
+    return [float(x) for x in np.mean([r["loss"] for r in ranks], axis=0)]
+
+
 def param_difference(a: Trajectory, b: Trajectory) -> float:
     with torch.no_grad():
         return max(
@@ -167,7 +175,8 @@ def replay(cfg: Config, workers: int, slots: int, window: int | None, quiet: boo
                 worst = max(worst, check_sum(xs, sums[0], s))
                 step(runs["p4reduce"], sums[0])
                 xs = rank_gradients(runs["exact"])
-                step(runs["exact"], np.sum([x.astype(np.float64) for x in xs], 0, np.float32))
+                exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
+                step(runs["exact"], exact.astype(np.float32))
                 xs = rank_gradients(runs["float32"])
                 step(runs["float32"], np.add.reduce(xs, dtype=np.float32))
                 if not quiet and (s % 25 == 0 or s == cfg.steps - 1):
@@ -195,12 +204,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slots", type=int, default=64, help="the job's slots (softswitch's default)")
     ap.add_argument("--window", type=int, default=None, help="default: the Worker's")
     ap.add_argument("--out", type=Path, help="write the summary and losses as JSON")
+    ap.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="NAME=FILES",
+        help='a clicks_rank.py run to compare every trajectory with: its --out files, "{rank}" '
+        "in the path (e.g. gloo=examples/out/gloo-rank{rank}.json); repeatable",
+    )
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)  # as the example's ranks (OMP_NUM_THREADS=1)
     res = replay(Config(steps=a.steps), a.workers, a.slots, a.window, a.quiet)
-    if a.out:
-        a.out.write_text(json.dumps(res) + "\n")
     worst = res["max_error_over_bound"]
     print(f"every sum within section 10's bound (largest error/bound {worst:.3f})")
     for pair, d in res["loss_difference"].items():
@@ -209,6 +224,18 @@ def main(argv: list[str] | None = None) -> int:
             f"({d['identical_steps']} steps identical), max |parameter difference| "
             f"{res['parameter_difference'][pair]:.3g}"
         )
+    for spec in a.compare:
+        name, pattern = spec.split("=", 1)
+        other = rank_losses(pattern, a.workers)[: a.steps]
+        for k, mine in res["loss"].items():
+            d = difference(mine[: len(other)], other)
+            res["loss_difference"][f"{k}-{name}"] = d
+            print(
+                f"{k}-{name}: max |loss difference| {d['max']:.2e} at step {d['step']} "
+                f"({d['identical_steps']} steps identical)"
+            )
+    if a.out:
+        a.out.write_text(json.dumps(res) + "\n")
     return 0
 
 
