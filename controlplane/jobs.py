@@ -230,10 +230,22 @@ class JobManager:
             # of the deleted job that had the same index (no packet can count on this
             # index now: the old job's admission entries are gone)
             stats.zero_job_counters(self.conn, job.job_index)
-            self.install(job)
-            self.table.jobs[job_id] = job
-            self.table.save()
+            self._add(job)
         return job
+
+    def adopt(self, job: Job) -> None:
+        """Install and record a job whose index, slots and epoch were chosen elsewhere
+        (a test that places a job on chosen slots, or a new incarnation of a job on the
+        same slots): from then on it is the manager's like any created job (delete,
+        set_loss, the state file); a recorded job of the same id is replaced."""
+        with self.table.locked():
+            self._add(job)
+
+    def _add(self, job: Job) -> None:
+        """Write the job's entries, then record it (the table's lock held)."""
+        self.install(job)
+        self.table.jobs[job.job] = job
+        self.table.save()
 
     def install(self, job: Job) -> None:
         """Write every entry of `job`; on failure remove what was written."""

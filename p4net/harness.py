@@ -135,9 +135,9 @@ class SwitchSession:
         ports: list[int] | None = None,
         encoding: p.Encoding = p.Encoding.LANES,
     ) -> TestJob:
-        """A job whose index, slots and epoch the test chooses, installed by the
-        controller's `JobManager.install` (the entries a real job gets) and known to the
-        manager (so that `TestJob.remove` and `set_loss` are the controller's too)."""
+        """A job whose index, slots and epoch the test chooses, adopted by the controller's
+        `JobManager.adopt` (the entries a real job gets, and the manager knows it, so that
+        `TestJob.remove` and `set_loss` are the controller's too)."""
         ports = ports or list(range(1, n + 1))
         assert len(ports) == n
         spec = Job(
@@ -149,9 +149,7 @@ class SwitchSession:
             workers=[worker_address(rank, port) for rank, port in enumerate(ports)],
             encoding=p.Encoding(encoding).name.lower(),
         )
-        with self.jobs.table.locked():
-            self.jobs.install(spec)
-            self.jobs.table.jobs[job] = spec
+        self.jobs.adopt(spec)
         return TestJob(self, spec)
 
     def descriptors(self, job: Job) -> list[dict]:
