@@ -22,7 +22,11 @@ import numpy as np
 from p4reduce.wire import (  # noqa: F401 (re-exported: the one place these are defined)
     PROTOCOL_VERSION,
     BLOCK_VALUES,
+    MAX_BLOCK_VALUES,
     VALUE_BYTES,
+    values_bytes,
+    frame_bytes_with_values,
+    mtu_needed,
     HEADER_BYTES,
     FINGERPRINT_BYTES,
     STATUS_BYTES,

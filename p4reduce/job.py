@@ -110,6 +110,24 @@ def resolve_halves(target: Target, job: int, encoding: str, requested: bool | No
     return requested
 
 
+def resolve_block_values(target: Target, job: int, requested: int | None) -> int:
+    """A new job's values per block on `target`: `requested`, or the target's default when
+    None; JobError for a size the target's program does not carry (the v1model program keeps
+    a register per size; a TNA program's lanes are fixed when it is compiled)."""
+    if requested is None:
+        return target.default_block_values
+    if isinstance(requested, bool) or not isinstance(requested, int):
+        raise JobError(f"job {job}: block_values {requested!r} is not an integer")
+    if requested not in target.block_sizes:
+        sizes = ", ".join(str(k) for k in target.block_sizes)
+        raise JobError(
+            f"job {job}: {requested} values per block is not available on a {target.name} "
+            f"switch (the {target.arch} program carries {sizes}): create the job with "
+            f"block_values {'one of ' if len(target.block_sizes) > 1 else ''}{sizes}"
+        )
+    return requested
+
+
 def resolve_slots(target: Target, requested: int | None) -> int:
     """A new job's slot count: `requested`, or the target's default when None."""
     return target.default_slots if requested is None else requested
@@ -121,10 +139,11 @@ def descriptor_name(job: int, rank: int) -> str:
     return f"job{job}-rank{rank}.json"
 
 
-def block_count(elements: int, halves: bool) -> int:
-    """Blocks a tensor of `elements` values takes on the wire (at least one; twice as many
-    when int32 travels as halves: the high halves and the low halves of each block)."""
-    return max(1, -(-elements // p.BLOCK_VALUES)) * (2 if halves else 1)
+def block_count(elements: int, halves: bool, block_values: int = p.BLOCK_VALUES) -> int:
+    """Blocks a tensor of `elements` values takes on the wire in blocks of `block_values`
+    (at least one; twice as many when int32 travels as halves: the high halves and the low
+    halves of each block)."""
+    return max(1, -(-elements // block_values)) * (2 if halves else 1)
 
 
 def announce_rounds(blocks: int, slots: int) -> int:
@@ -216,6 +235,7 @@ class Job:
     # itself (state files written before the field existed hold None)
     int32_halves: bool | None = None
     loss: dict | None = None
+    block_values: int = p.BLOCK_VALUES  # K; state files written before the field: 64
 
     def __post_init__(self) -> None:
         if self.int32_halves is None:
@@ -239,6 +259,7 @@ class Job:
             slot_count=self.slot_count,
             switch=switch,
             worker=w.address,
+            block_values=self.block_values,
             encoding=encoding_named(self.encoding),
             int32_halves=bool(self.int32_halves),
         )
@@ -261,6 +282,7 @@ class Job:
             "loss": self.loss,
             "encoding": self.encoding,
             "int32_halves": self.int32_halves,
+            "block_values": self.block_values,
             "workers": [asdict(w) for w in self.workers],
         }
 
@@ -275,6 +297,7 @@ class Job:
             loss=data.get("loss"),
             encoding=data.get("encoding", UNRECORDED_ENCODING),
             int32_halves=data.get("int32_halves"),
+            block_values=data.get("block_values", p.BLOCK_VALUES),
             workers=[WorkerAddress(**w) for w in data["workers"]],
         )
 
@@ -374,11 +397,9 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
     proto = integer("protocol", 0, 15)
     if proto != p.PROTOCOL_VERSION:
         raise DescriptorError(f"field protocol={proto}: this worker speaks {p.PROTOCOL_VERSION}")
-    block_values = integer("block_values", 1, 1 << 16)
-    if block_values != p.BLOCK_VALUES:
-        raise DescriptorError(
-            f"field block_values={block_values}: this worker was built for {p.BLOCK_VALUES}"
-        )
+    # any K a switch program could carry: which sizes a switch takes is its controller's
+    # to check when the job is created (resolve_block_values)
+    block_values = integer("block_values", 1, p.MAX_BLOCK_VALUES)
     worker_count = integer("worker_count", 1, p.MAX_WORKERS)
     name = d.get("encoding", UNRECORDED_ENCODING)
     try:

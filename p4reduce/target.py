@@ -34,6 +34,10 @@ does). What genuinely differs, and is decided here and nowhere else:
   jobs send int32 as 16-bit halves that cannot overflow in the switch, and the workers
   check the exact sum (`int32_halves`, resolved by p4reduce.job.resolve_halves from
   `flags_int32_overflow`; docs/protocol.md section 10);
+* **block sizes**: the values per block (per DATA packet) a job may take, `block_sizes`.
+  The v1model program keeps one wide register per size and tells the size by the frame's
+  length, so a job chooses its own; the TNA program's lanes are stateful ALUs fixed when it
+  is compiled, so it carries one size (the rule: p4reduce.job.resolve_block_values);
 * **default slots**: `default_slots` per kind, and the target's own for a controller that
   cannot tell the kinds apart.
 
@@ -48,6 +52,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+
+from .wire import BLOCK_VALUES
 
 
 def _build_dir() -> Path:
@@ -85,6 +91,9 @@ def default_slots(kind: str) -> int:
         raise TargetError(f"unknown switch kind {kind!r} (one of {', '.join(KINDS)})") from None
 
 
+# values per block the v1model program takes (a wide register per size; the default first)
+V1MODEL_BLOCK_SIZES = (BLOCK_VALUES, 128, 256, 512, 1024, 2048, 4096)
+
 PORT_BITS = 9  # PortId_t / v1model's port width: every dev port fits
 
 
@@ -104,6 +113,13 @@ class Target:
     # the dev port the TNA program recirculates results on (HARVEST_PORT of
     # p4src/tna/bridge.p4); None: no recirculation (v1model)
     harvest_port: int | None = None
+    # values per block a job may take (BLOCK_SIZES of p4src/common/constants.p4 for the
+    # v1model program, the compiled lanes for TNA); the first is a job's default
+    block_sizes: tuple[int, ...] = (BLOCK_VALUES,)
+
+    @property
+    def default_block_values(self) -> int:
+        return self.block_sizes[0]
 
     @property
     def is_tofino(self) -> bool:
@@ -144,6 +160,7 @@ TARGETS: dict[str, Target] = {
         default_slots=_KIND_DEFAULT_SLOTS[SIMPLE_SWITCH_GRPC],
         p4info=DEFAULT_P4INFO,
         device_config=DEFAULT_DEVICE_CONFIG,
+        block_sizes=V1MODEL_BLOCK_SIZES,
     ),
     # HARVEST_PORT of p4src/tna/bridge.p4: pipe 0's recirculation port on each chip
     # (tests/controller_tests/test_target.py reads it there)

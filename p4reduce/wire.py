@@ -17,8 +17,13 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
 PROTOCOL_VERSION = 2
-BLOCK_VALUES = 64  # K: int32 values per block / per data packet
-VALUE_BYTES = 4 * BLOCK_VALUES
+# K, the int32 values per block (= per DATA packet), is a job's (JobConfig.block_values);
+# BLOCK_VALUES is a job's unless its creator names another, and the only size of a program
+# whose switch cannot take others (p4reduce.target.Target.block_sizes)
+BLOCK_VALUES = 64
+VALUE_BYTES = 4 * BLOCK_VALUES  # of a block of BLOCK_VALUES; values_bytes(k) for any K
+# the largest K any switch program could carry: its DATA frame stays under 65 535 bytes
+MAX_BLOCK_VALUES = 16_000
 HEADER_BYTES = 20
 FINGERPRINT_BYTES = 8  # ANNOUNCE and its RESULT: fingerprint_min, fingerprint_max
 STATUS_BYTES = 4  # STATUS: contributors
@@ -43,9 +48,26 @@ FRAME_BYTES_WITH_FINGERPRINT = EXTENSION_OFFSET + FINGERPRINT_BYTES  # 70
 FRAME_BYTES_WITH_STATUS = EXTENSION_OFFSET + STATUS_BYTES  # 66
 
 
+def values_bytes(block_values: int) -> int:
+    """Bytes of a block's values on the wire (K int32)."""
+    return 4 * block_values
+
+
+def frame_bytes_with_values(block_values: int) -> int:
+    """Bytes of a DATA frame (and a RESULT with values) of a job of `block_values` values
+    per block, Ethernet header included (62 + 4 K; 318 at K = 64)."""
+    return EXTENSION_OFFSET + values_bytes(block_values)
+
+
+def mtu_needed(block_values: int) -> int:
+    """The smallest interface MTU (IPv4 packet bytes) that carries a DATA frame of a job of
+    `block_values` values per block: 48 + 4 K (304 at K = 64, 8 240 at 2 048)."""
+    return frame_bytes_with_values(block_values) - ETH_BYTES
+
+
 class MsgType(IntEnum):
     ANNOUNCE = 1  # round 0 of a slot: header only, announces the first non-zero block
-    DATA = 2  # a non-zero block: header + BLOCK_VALUES int32 values
+    DATA = 2  # a non-zero block: header + the job's K int32 values
     SKIP = 3  # the sender's block of this round is zero: header only
     RESULT = 4  # switch -> workers: the round's sum (unless announce round) + next block
     STATUS = 5  # switch -> worker: the round is incomplete; who has contributed

@@ -120,3 +120,42 @@ def test_locate_reads_the_state_file_and_switch_address(tmp_path):
     cfg.write_text('[switch]\nstate_file = "s/jobs.json"\nmac = "ff:ff:ff:ff:ff:ff"\n')
     with pytest.raises(ValueError, match="broadcast"):
         locate(cfg)
+
+
+def test_block_values_resolve_per_target():
+    """A job's values per block: the target's default when unnamed, any of the v1model
+    program's sizes on bmv2, only the compiled size on Tofino, with an error naming both."""
+    from p4reduce.job import JobError, resolve_block_values
+    from p4reduce.target import target
+
+    bmv2, tofino = target("bmv2"), target("tofino2")
+    assert resolve_block_values(bmv2, 1, None) == bmv2.block_sizes[0]
+    for k in bmv2.block_sizes:
+        assert resolve_block_values(bmv2, 1, k) == k
+    with pytest.raises(JobError, match=r"job 3: 100 values per block .* bmv2"):
+        resolve_block_values(bmv2, 3, 100)
+    assert resolve_block_values(tofino, 1, None) == tofino.default_block_values
+    with pytest.raises(JobError, match=r"2048 values per block is not available on a tofino2"):
+        resolve_block_values(tofino, 1, 2048)
+
+
+def test_block_count_at_any_block_size():
+    from p4reduce.job import block_count
+
+    assert [block_count(n, False, 256) for n in (0, 1, 256, 257)] == [1, 1, 1, 2]
+    assert block_count(1000, True, 1000) == 2
+
+
+def test_job_keeps_its_block_values_in_state_and_descriptor():
+    from p4reduce.addresses import Address, WorkerAddress
+    from p4reduce.job import Job, load_descriptor
+
+    w = WorkerAddress(rank=0, port=1, mac="02:00:00:00:00:01", ip="10.0.0.1", udp_port=0x5030)
+    job = Job(1, 0, 0, 4, 1, [w], "packed", block_values=1024)
+    back = Job.from_json(job.to_json())
+    assert back.block_values == 1024
+    sw = Address(mac="02:00:00:00:01:00", ip="10.0.0.254", udp_port=0x5030)
+    assert load_descriptor(back.descriptor(0, sw)).block_values == 1024
+    old = job.to_json()
+    del old["block_values"]
+    assert Job.from_json(old).block_values == 64

@@ -97,7 +97,14 @@ def test_truncated_frame_is_rejected():
 
 
 @pytest.mark.parametrize(
-    "field,value", [("protocol", 1), ("block_values", 32), ("epoch", 0), ("epoch", 1 << 31)]
+    "field,value",
+    [
+        ("protocol", 1),
+        ("block_values", 0),
+        ("block_values", p.MAX_BLOCK_VALUES + 1),
+        ("epoch", 0),
+        ("epoch", 1 << 31),
+    ],
 )
 def test_descriptor_with_other_protocol_or_block_values_refused(field, value):
     from p4reduce.job import DescriptorError
@@ -142,8 +149,10 @@ def test_descriptor_names_the_block_values_and_still_reads_its_earlier_name():
     assert d["block_values"] == p.BLOCK_VALUES and "lanes" not in d
     d["lanes"] = d.pop("block_values")
     assert load_descriptor(d).block_values == p.BLOCK_VALUES
-    d["lanes"] = 32
-    with pytest.raises(DescriptorError, match="block_values=32"):
+    d["lanes"] = 256
+    assert load_descriptor(d).block_values == 256
+    d["lanes"] = 0
+    with pytest.raises(DescriptorError, match="block_values=0"):
         load_descriptor(d)
 
 
