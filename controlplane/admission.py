@@ -4,8 +4,8 @@ workers.
 The epoch in the key is the job's incarnation: a worker of a deleted job still sends its old
 epoch, which no entry matches, whatever ids and addresses a later job reuses. The action
 carries the job's parameters (job index, slot range, worker count, multicast group, value
-encoding and its bias), so admission is also where a job's slots are handed to the data
-plane.
+encoding and its bias, values per block), so admission is also where a job's slots are
+handed to the data plane.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class JobParameters:
     epoch: int
     encoding: int = 0  # wire.Encoding: LANES 0, PACKED 1
     bias: int = 0  # PACKED: floor((2^31 - 1) / worker_count), what a SKIP adds
+    block_values: int = wire.BLOCK_VALUES  # K, the values per block
 
 
 def job_parameters(job: Job) -> JobParameters:
@@ -53,6 +54,7 @@ def job_parameters(job: Job) -> JobParameters:
         epoch=job.epoch,
         encoding=int(encoding),
         bias=wire.packed_bias(job.worker_count) if packed else 0,
+        block_values=job.block_values,
     )
 
 
@@ -81,6 +83,7 @@ def admission_entry(
             "mcast_grp": job.mcast_grp,
             "encoding": job.encoding,
             "bias": job.bias,
+            "block_values": job.block_values,
         },
     )
 

@@ -23,7 +23,8 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
     PACKET_COUNTER(job_index_t, MAX_JOBS, wrong_encoding);
 
     action admit(job_index_t job_index, slot_t slot_base, slot_t slot_count,
-                 bit<8> worker_count, group_t mcast_grp, encoding_t encoding, bit<32> bias) {
+                 bit<8> worker_count, group_t mcast_grp, encoding_t encoding, bit<32> bias,
+                 block_values_t block_values) {
         meta.admitted = 1;
         meta.job_index = job_index;
 #if !P4REDUCE_GATEWAY_COMPARES_FIELDS
@@ -34,6 +35,7 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
         meta.mcast_grp = mcast_grp;
         meta.encoding = encoding;
         meta.bias = bias;
+        meta.block_values = block_values;
 #if P4REDUCE_GATEWAY_COMPARES_FIELDS
         /* the per-job checks, in the action: bmv2 pays per table applied */
         meta.slot_in_range = (hdr.p4r.slot < slot_count && hdr.p4r.flags[5:5] == encoding)

@@ -21,6 +21,7 @@ typedef bit<32> lane_t;         /* one value lane (int32 or a packed lane) */
 typedef bit<32> fingerprint_value_t; /* what the ranks reduce (dtype, length) */
 typedef bit<16> group_t;        /* a multicast group id */
 typedef bit<1>  encoding_t;     /* ENCODING_LANES or ENCODING_PACKED */
+typedef bit<16> block_values_t; /* a job's values per block (K): one of BLOCK_SIZES */
 typedef bit<48> mac_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<16> udp_port_t;
