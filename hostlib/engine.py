@@ -87,7 +87,13 @@ class AllreduceEngine:
         self.cfg = cfg
         self.payload = payload
         self.params = params or EngineParams()
-        self.builder = builder or FrameBuilder(cfg.to_switch())
+        self.block_values = k = cfg.block_values
+        self.builder = builder or FrameBuilder(cfg.to_switch(), k)
+        if payload.block_values != k or self.builder.block_values != k:
+            raise ValueError(
+                f"job {cfg.job} has {k} values per block: the payload has "
+                f"{payload.block_values}, the frame builder {self.builder.block_values}"
+            )
         self.stats = EngineStats()
         slot_count, blocks = cfg.slot_count, payload.nblocks
         # Slots >= blocks own no block of this rank. When all ranks agree on the block count
@@ -111,7 +117,7 @@ class AllreduceEngine:
         self.exponent = np.zeros(n, np.int64)  # E used by the outstanding packet
         self.my_next = first
         self.round = np.zeros(n, np.int64)
-        self.last_frames = np.zeros((n, p.FRAME_BYTES_WITH_VALUES), np.uint8)
+        self.last_frames = np.zeros((n, self.builder.width), np.uint8)
         self.last_lengths = np.zeros(n, np.int64)
         self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now)
         self.liveness = Liveness(
@@ -222,7 +228,7 @@ class AllreduceEngine:
                 self._pending.append(Batch(frames, self.last_lengths[due].copy()))
                 self.stats.retransmissions += int(due.size)
                 self.stats.timeouts_doubled += self.pacer.resent(due, now)
-        out = Batch.concat(self._pending)
+        out = Batch.concat(self._pending, self.builder.width)
         self._pending = []
         self.stats.packets_sent += len(out)
         self.stats.bytes_sent += int(out.lengths.sum())
@@ -232,7 +238,7 @@ class AllreduceEngine:
 
     def on_frames(self, frames: np.ndarray, lengths: np.ndarray, now: float) -> None:
         """Raw received frames (rows of a receive batch)."""
-        parsed = parse_batch(frames, lengths)
+        parsed = parse_batch(frames, lengths, self.block_values)
         self.stats.results_ignored += parsed.rejected
         self.stats.packets_received += int(np.asarray(lengths).shape[0])
         self.stats.bytes_received += int(np.asarray(lengths).sum())
@@ -259,7 +265,7 @@ class AllreduceEngine:
             else p.Extension.NONE
         )
         cols = {name: np.array([v], np.int64) for name, v in zip(p.FIELD_NAMES, header)}
-        vals = np.zeros((1, p.BLOCK_VALUES), np.int32)
+        vals = np.zeros((1, self.block_values), np.int32)
         if values is not None:
             vals[0] = values
         self.on_results(
@@ -480,6 +486,7 @@ class AllreduceEngine:
             raise overflow_error(
                 self.stats.overflowed_blocks,
                 "the switch flagged the round (FLAG_OVERFLOW), no wrong sum returned",
+                self.block_values,
             )
 
     def final_slot_versions(self, slot_versions: np.ndarray) -> np.ndarray:

@@ -1,36 +1,51 @@
 """Frames in bulk: build a batch from prebuilt templates, parse a batch into columns.
 
-A batch of frames is a (n, 318) uint8 matrix plus a length per row (62, 66, 70 or 318: one
-per `protocol.Extension`). Building one writes the 42-byte L2-L4 template, the packed
-headers and the extension (big-endian values or the fingerprint) with a handful of numpy
-assignments, however many rows there are; parsing reads the same columns back. No
-per-packet Python, no scapy (protocol.py is the one codec; this only arranges its pieces in
-matrices).
+A batch of frames is a (n, width) uint8 matrix plus a length per row: width is the job's
+DATA frame (62 + 4 K bytes, 318 at K = 64 values per block), and a row is 62, 66, 70 or
+that many bytes long (one per `protocol.Extension`). Building one writes the 42-byte L2-L4
+template, the packed headers and the extension (big-endian values or the fingerprint) with
+a handful of numpy assignments, however many rows there are; parsing reads the same
+columns back. No per-packet Python, no scapy (protocol.py is the one codec; this only
+arranges its pieces in matrices).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from . import protocol as p
 
-WIDTH = p.FRAME_BYTES_WITH_VALUES
 _EXT = p.EXTENSION_OFFSET
-_VALUE_COLS = slice(_EXT, _EXT + p.VALUE_BYTES)
 _HEADER_COLS = slice(p.P4R_OFFSET, _EXT)
 FLAGS_BYTE = p.P4R_OFFSET + 1  # slot_version (bit 7) | flags (bits 6..0)
+_MSG_TYPE_BYTE = p.P4R_OFFSET  # protocol (high nibble) | msg_type (low nibble)
+_BLOCK_COLS = slice(p.P4R_OFFSET + 12, p.P4R_OFFSET + 16)  # the header's block field
 _KINDS = list(p.Extension)
-_LENGTHS = np.array([p.EXTENSION_OFFSET + p.EXTENSION_BYTES[k] for k in _KINDS], np.int64)
-_UDP_LENGTH_KIND = {p.UDP_BYTES + p.HEADER_BYTES + p.EXTENSION_BYTES[k]: k for k in _KINDS}
+
+
+def frame_width(block_values: int = p.BLOCK_VALUES) -> int:
+    """Columns of a job's frame matrices: its largest frame, a DATA frame of K values (an
+    ANNOUNCE's, 70 bytes, when K is 1 or 2)."""
+    return max(p.frame_bytes_with_values(block_values), p.FRAME_BYTES_WITH_FINGERPRINT)
+
+
+WIDTH = frame_width()  # of a job of the default K (p.BLOCK_VALUES)
+
+
+@lru_cache(maxsize=None)
+def _lengths(block_values: int) -> np.ndarray:
+    """Frame bytes per protocol.Extension (its index) in a job of `block_values` values."""
+    return np.array([_EXT + p.extension_bytes(k, block_values) for k in _KINDS], np.int64)
 
 
 @dataclass
 class Batch:
     """Frames to send: rows of `frames` up to `lengths` bytes each."""
 
-    frames: np.ndarray  # (n, WIDTH) uint8
+    frames: np.ndarray  # (n, width) uint8: width = frame_width(K) of the job
     lengths: np.ndarray  # (n,) int64
 
     def __len__(self) -> int:
@@ -40,14 +55,15 @@ class Batch:
         return self.frames[i, : int(self.lengths[i])].tobytes()
 
     @staticmethod
-    def empty() -> "Batch":
-        return Batch(np.zeros((0, WIDTH), np.uint8), np.zeros(0, np.int64))
+    def empty(width: int = WIDTH) -> "Batch":
+        return Batch(np.zeros((0, width), np.uint8), np.zeros(0, np.int64))
 
     @staticmethod
-    def concat(batches: list["Batch"]) -> "Batch":
+    def concat(batches: list["Batch"], width: int = WIDTH) -> "Batch":
+        """The batches' frames in order (all of one job: one width; `width` when empty)."""
         batches = [b for b in batches if len(b)]
         if not batches:
-            return Batch.empty()
+            return Batch.empty(width)
         if len(batches) == 1:
             return batches[0]
         return Batch(
@@ -57,12 +73,16 @@ class Batch:
 
 
 class FrameBuilder:
-    """Builds batches for one direction (one Endpoints) from its prebuilt templates."""
+    """Builds batches for one direction (one Endpoints) of a job of `block_values` values
+    per block from its prebuilt templates."""
 
-    def __init__(self, ep: p.Endpoints):
+    def __init__(self, ep: p.Endpoints, block_values: int = p.BLOCK_VALUES):
         self.ep = ep
+        self.block_values = p.check_block_values(block_values)
+        self.width = frame_width(block_values)
+        self.lengths = _lengths(block_values)
         self.templates = np.stack(
-            [np.frombuffer(p.l2_l4_template(ep, k), np.uint8) for k in _KINDS]
+            [np.frombuffer(p.l2_l4_template(ep, k, block_values), np.uint8) for k in _KINDS]
         )
 
     def build(
@@ -78,14 +98,18 @@ class FrameBuilder:
         as both minimum and maximum (a sender announces its own)."""
         extension = np.asarray(extension, dtype=np.int64)
         n = extension.shape[0]
-        frames = np.zeros((n, WIDTH), np.uint8)
+        frames = np.zeros((n, self.width), np.uint8)
         frames[:, : p.L2_L4_BYTES] = self.templates[extension]
         frames[:, _HEADER_COLS] = p.pack_headers(columns, n).view(np.uint8).reshape(n, -1)
         with_values = extension == p.Extension.VALUES
         if values is not None and len(values):
-            frames[with_values, _VALUE_COLS] = (
-                np.asarray(values).astype(p.VALUES_DTYPE).view(np.uint8).reshape(-1, p.VALUE_BYTES)
-            )
+            values = np.asarray(values)
+            if values.shape[-1] != self.block_values:
+                raise p.ProtocolError(
+                    f"values of {values.shape[-1]} per block in a job of {self.block_values}"
+                )
+            end = _EXT + p.values_bytes(self.block_values)
+            frames[with_values, _EXT:end] = values.astype(p.VALUES_DTYPE).view(np.uint8)
         with_fp = extension == p.Extension.FINGERPRINT
         if with_fp.any():
             if fingerprint is None:
@@ -93,7 +117,7 @@ class FrameBuilder:
             fp = np.broadcast_to(np.asarray(fingerprint, np.int64), (n,))[with_fp]
             pair = np.stack([fp, fp], axis=1).astype(">u4").view(np.uint8).reshape(-1, 8)
             frames[with_fp, _EXT : _EXT + p.FINGERPRINT_BYTES] = pair
-        return Batch(frames, _LENGTHS[extension])
+        return Batch(frames, self.lengths[extension])
 
 
 @dataclass
@@ -114,21 +138,38 @@ class Parsed:
         return int(self.has_values.shape[0])
 
 
-def parse_batch(frames: np.ndarray, lengths: np.ndarray) -> Parsed:
-    """Vectorised parse_frame for a (n, >=318) uint8 matrix: checks Ethernet/IPv4/UDP
-    framing like protocol.parse_frame and splits headers and extensions into columns. A
-    frame whose UDP length is no p4reduce layout, or that is shorter than it, is rejected."""
+def parse_batch(
+    frames: np.ndarray, lengths: np.ndarray, block_values: int = p.BLOCK_VALUES
+) -> Parsed:
+    """Vectorised parse_frame for a (n, width) uint8 matrix of a job of `block_values`
+    values per block: checks Ethernet/IPv4/UDP framing like protocol.parse_frame and splits
+    headers and extensions into columns. What follows the header is read as parse_frame
+    reads it (protocol.extension_kind): values where a DATA, or a RESULT of a data round,
+    has the job's K of them; other lengths are what they are whatever the message (the
+    engine checks a message's layout where it matters). A frame whose UDP length is none
+    of these, or that is shorter than it, is rejected."""
     frames = np.asarray(frames)
     lengths = np.asarray(lengths)
     n = lengths.shape[0]
+    width = frame_width(block_values)
     f = frames[:n]
+    if f.shape[1] < width:  # a narrower matrix: its rows cannot hold values, pad them
+        f = np.pad(f, ((0, 0), (0, width - f.shape[1])))
     udp_len = f[:, 38].astype(np.int64) << 8 | f[:, 39]
+    ext_len = udp_len - (p.UDP_BYTES + p.HEADER_BYTES)
+    msg_type = f[:, _MSG_TYPE_BYTE] & 0x0F
+    block = np.ascontiguousarray(f[:, _BLOCK_COLS]).view(">u4").reshape(-1)
+    data_round = (msg_type == p.MsgType.DATA) | (
+        (msg_type == p.MsgType.RESULT) & (block != p.END_OF_STREAM) & (ext_len != 0)
+    )
     kind = np.full(n, -1, np.int64)
-    for ulen, k in _UDP_LENGTH_KIND.items():
-        kind[udp_len == ulen] = int(k)
+    for k in (p.Extension.NONE, p.Extension.STATUS, p.Extension.FINGERPRINT):
+        kind[ext_len == p.EXTENSION_BYTES[k]] = int(k)
+    kind[data_round & (ext_len == p.values_bytes(block_values))] = int(p.Extension.VALUES)
+    lengths_of = _lengths(block_values)
     ok = (
         (kind >= 0)
-        & (lengths >= _LENGTHS[np.maximum(kind, 0)])
+        & (lengths >= lengths_of[np.maximum(kind, 0)])
         & (f[:, 12] == 8)
         & (f[:, 13] == 0)
         & (f[:, 14] == 0x45)
@@ -139,7 +180,8 @@ def parse_batch(frames: np.ndarray, lengths: np.ndarray) -> Parsed:
     if not ok.all():
         f, kind = f[ok], kind[ok]
     hdr = np.ascontiguousarray(f[:, _HEADER_COLS]).view(p.HEADER_DTYPE).reshape(-1)
-    values = np.ascontiguousarray(f[:, _VALUE_COLS]).view(p.VALUES_DTYPE).astype(np.int32)
+    values = f[:, _EXT : _EXT + p.values_bytes(block_values)]
+    values = np.ascontiguousarray(values).view(p.VALUES_DTYPE).astype(np.int32)
     ext = np.ascontiguousarray(f[:, _EXT : _EXT + p.FINGERPRINT_BYTES]).view(">u4")
     ext = ext.reshape(-1, 2).astype(np.int64)
     src_ip = np.ascontiguousarray(f[:, 26:30]).view(">u4").reshape(-1).astype(np.uint32)

@@ -57,11 +57,12 @@ def split_halves(blocks: np.ndarray) -> np.ndarray:
     return out
 
 
-def overflow_error(blocks, why: str) -> OverflowError:
-    """The error for int32 blocks whose sum does not fit, naming them and their elements;
-    `why` says how it was seen (the switch's flag, or the exact sum of the halves)."""
+def overflow_error(blocks, why: str, block_values: int = p.BLOCK_VALUES) -> OverflowError:
+    """The error for int32 blocks (of `block_values` values) whose sum does not fit, naming
+    them and their elements; `why` says how it was seen (the switch's flag, or the exact
+    sum of the halves)."""
     blocks = sorted(int(b) for b in blocks)
-    lanes = p.BLOCK_VALUES
+    lanes = block_values
     shown = ", ".join(
         f"block {b} (elements {b * lanes}..{b * lanes + lanes - 1})" for b in blocks[:8]
     )
@@ -166,18 +167,24 @@ def relative_error_bound(worker_count: int) -> float:
     return worker_count**2 / float((1 << 31) - worker_count) * FLOAT64_SLACK
 
 
-# Rows of a tensor's (B, 64) view scanned at once: the temporaries of a whole-tensor pass
-# (|x|, x != 0, the halves) stay this size instead of the tensor's.
-CHUNK_ROWS = 1 << 12
+# Values of a tensor's (B, K) view scanned at once: the temporaries of a whole-tensor
+# pass (|x|, x != 0, the halves) stay this size instead of the tensor's, whatever K.
+CHUNK_VALUES = 1 << 18
+
+
+def chunk_rows(block_values: int) -> int:
+    """Rows of a (B, K) view in one chunk of about CHUNK_VALUES values (at least one)."""
+    return max(1, CHUNK_VALUES // block_values)
 
 
 def _per_block(full: np.ndarray, tail: np.ndarray, fn, dtype, width: int = 1) -> np.ndarray:
-    """fn over the tensor's blocks in chunks of CHUNK_ROWS rows: `full` (F, K), then the
+    """fn over the tensor's blocks in chunks of chunk_rows(K) rows: `full` (F, K), then the
     padded `tail` (0 or 1, K). fn maps (rows, K) to (rows,) or (rows, width)."""
     f = full.shape[0]
+    rows = chunk_rows(full.shape[1])
     out = np.empty((f + tail.shape[0], width) if width > 1 else f + tail.shape[0], dtype)
-    for start in range(0, f, CHUNK_ROWS):
-        stop = min(start + CHUNK_ROWS, f)
+    for start in range(0, f, rows):
+        stop = min(start + rows, f)
         out[start:stop] = fn(full[start:stop])
     if tail.shape[0]:
         out[f:] = fn(tail)
@@ -214,12 +221,17 @@ class Payload:
     def dtype(self) -> np.dtype:
         return self.full.dtype
 
+    @property
+    def block_values(self) -> int:
+        """K, the values per block of the job the payload was cut for."""
+        return int(self.full.shape[1])
+
     def tensor_rows(self, blocks: np.ndarray) -> np.ndarray:
         """The tensor's blocks `blocks` (tensor numbering) as a (len, K) array."""
         f = self.full.shape[0]
         if not self.tail.shape[0] or not blocks.size or int(blocks.max()) < f:
             return self.full[blocks]
-        out = np.empty((blocks.size, p.BLOCK_VALUES), self.full.dtype)
+        out = np.empty((blocks.size, self.block_values), self.full.dtype)
         inside = blocks < f
         out[inside] = self.full[blocks[inside]]
         out[~inside] = self.tail[0]
@@ -260,8 +272,11 @@ def make_payload(
     *,
     int32_halves: bool = False,
     announce_refusal: bool = False,
+    block_values: int = p.BLOCK_VALUES,
 ) -> Payload:
-    """Validate dtype and values, cut into blocks, find non-zero blocks and exponents.
+    """Validate dtype and values, cut into blocks of `block_values` (the job's K), find
+    the non-zero blocks (a block is zero when all its K values are) and exponents (one
+    per block: block floating point over K values).
     In a packed-encoding job, or with `int32_halves` (a lanes job on a switch that cannot
     flag an overflowed lane), an int32 tensor travels as twice as many blocks of 16-bit
     halves (split_halves): no lane can overflow, and the worker checks the exact sum.
@@ -275,16 +290,17 @@ def make_payload(
         raise TypeError(f"dtype {a.dtype} not supported: use int32, float32 or float64")
     flat = a.reshape(-1)  # copies only when a is not contiguous
     halves = a.dtype.kind != "f" and sends_halves(encoding, int32_halves)
-    nblocks = block_count(flat.size, halves)
+    k = p.check_block_values(block_values)
+    nblocks = block_count(flat.size, halves, k)
     if nblocks > p.MAX_BLOCK + 1:
         raise ValueError(
             f"tensor of {flat.size} values needs {nblocks} blocks; the protocol"
             f" allows at most {p.MAX_BLOCK + 1}"
         )
     is_float = a.dtype.kind == "f"
-    whole = flat.size // p.BLOCK_VALUES * p.BLOCK_VALUES
-    full = flat[:whole].reshape(-1, p.BLOCK_VALUES)
-    tail = to_blocks(flat[whole:]) if whole < flat.size or not flat.size else full[:0]
+    whole = flat.size // k * k
+    full = flat[:whole].reshape(-1, k)
+    tail = to_blocks(flat[whole:], k) if whole < flat.size or not flat.size else full[:0]
     common = dict(
         full=full,
         tail=tail,
@@ -331,9 +347,9 @@ def make_payload(
     )
 
 
-# Rows an Output collects before it stores them: a receive batch may hold a few results,
-# and the vectorised store costs the same for 1 row as for 256.
-STORE_ROWS = 256
+# Values an Output collects before it stores them (256 blocks of 64): a receive batch may
+# hold a few results, and the vectorised store costs the same for 1 row as for 256.
+STORE_VALUES = 256 * 64
 
 
 class Output:
@@ -349,8 +365,10 @@ class Output:
         self.divisor = divisor
         rows = payload.full.shape[0] + payload.tail.shape[0]
         dtype = payload.dtype if payload.is_float else np.dtype(np.int32)
-        self.array = np.zeros(rows * p.BLOCK_VALUES, dtype)
-        self.blocks = self.array.reshape(rows, p.BLOCK_VALUES)  # (B, K) view, tensor numbering
+        k = payload.block_values
+        self.array = np.zeros(rows * k, dtype)
+        self.blocks = self.array.reshape(rows, k)  # (B, K) view, tensor numbering
+        self.store_rows = max(1, STORE_VALUES // k)
         # halves: which of a block's two rounds came back (1: high, 2: low); the first
         # one's half sum waits in the block's row until the other arrives
         self.seen = np.zeros(rows, np.uint8) if payload.halves else None
@@ -363,7 +381,7 @@ class Output:
         each sent with biased exponent `exponent_biased` (arrays the caller leaves alone)."""
         self._pending.append((blocks, sums, exponent_biased))
         self._pending_rows += blocks.size
-        if self._pending_rows >= STORE_ROWS:
+        if self._pending_rows >= self.store_rows:
             self.flush()
 
     def flush(self) -> None:
@@ -422,12 +440,14 @@ class Output:
         self.flush()
         if self.seen is not None:
             only_high = np.flatnonzero(self.seen == 1)
-            for start in range(0, only_high.size, CHUNK_ROWS):
-                rows = only_high[start : start + CHUNK_ROWS]
+            step = chunk_rows(self.payload.block_values)
+            for start in range(0, only_high.size, step):
+                rows = only_high[start : start + step]
                 self._join(rows, self.blocks[rows], 0)
             if self.overflowed:
                 raise overflow_error(
                     np.concatenate(self.overflowed),
                     "the exact sum does not fit int32, no wrong sum returned",
+                    self.payload.block_values,
                 )
         return self.array[: self.payload.size]

@@ -235,16 +235,33 @@ def validate_header(h: Header, *, from_switch: bool) -> None:
 # Whole frames: Ethernet / IPv4 / UDP / p4reduce / values
 
 
-def l2_l4_template(ep: Endpoints, extension: Extension | bool) -> bytes:
+def extension_bytes(extension: Extension, block_values: int = BLOCK_VALUES) -> int:
+    """Bytes after the header of a frame with `extension`, in a job of `block_values` values
+    per block (only the values' length depends on the job)."""
+    if extension == Extension.VALUES:
+        return values_bytes(block_values)
+    return EXTENSION_BYTES[Extension(extension)]
+
+
+def check_block_values(block_values: int) -> int:
+    """`block_values`, or ProtocolError unless it is a K some switch program could carry."""
+    if isinstance(block_values, bool) or not 1 <= int(block_values) <= MAX_BLOCK_VALUES:
+        raise ProtocolError(f"block_values={block_values} not in 1..{MAX_BLOCK_VALUES}")
+    return int(block_values)
+
+
+def l2_l4_template(
+    ep: Endpoints, extension: Extension | bool, block_values: int = BLOCK_VALUES
+) -> bytes:
     """The 42 bytes before the p4reduce header, IPv4 checksum included.
 
-    Only four frame sizes exist (one per `Extension`), so a sender precomputes their
-    templates once and copies them in bulk; nothing per packet is recomputed. A bool is
-    read as "with values" or "header only".
+    A job's frames come in four sizes (one per `Extension`; the values' one is the job's
+    K), so a sender precomputes their templates once and copies them in bulk; nothing per
+    packet is recomputed. A bool is read as "with values" or "header only".
     """
     if isinstance(extension, bool):
         extension = Extension.VALUES if extension else Extension.NONE
-    payload = HEADER_BYTES + EXTENSION_BYTES[Extension(extension)]
+    payload = HEADER_BYTES + extension_bytes(Extension(extension), block_values)
     eth = mac_bytes(ep.dst_mac) + mac_bytes(ep.src_mac) + b"\x08\x00"
     ip_wo_csum = struct.pack(
         "!BBHHHBBH4s4s",
@@ -272,11 +289,13 @@ def build_frame(
     *,
     fingerprint: tuple[int, int] | None = None,
     contributors: int | None = None,
+    block_values: int | None = None,
 ) -> bytes:
     """One complete frame (tests, tools). The data path uses templates + pack_headers.
 
-    At most one extension: `values` (DATA, RESULT of a data round), `fingerprint`
-    (min, max) (ANNOUNCE, RESULT of an announce round) or `contributors` (STATUS).
+    At most one extension: `values` (DATA, RESULT of a data round: a block of any K
+    1..MAX_BLOCK_VALUES, exactly `block_values` when given), `fingerprint` (min, max)
+    (ANNOUNCE, RESULT of an announce round) or `contributors` (STATUS).
     """
     given = [x is not None for x in (values, fingerprint, contributors)]
     if sum(given) > 1:
@@ -285,8 +304,14 @@ def build_frame(
     extension = Extension.NONE
     if values is not None:
         values = np.asarray(values)
-        if values.shape != (BLOCK_VALUES,):
-            raise ProtocolError(f"values must have shape ({BLOCK_VALUES},), got {values.shape}")
+        k = values.shape[0] if values.ndim == 1 else -1
+        if values.ndim != 1 or not 1 <= k <= MAX_BLOCK_VALUES:
+            raise ProtocolError(
+                f"values must be one block of 1..{MAX_BLOCK_VALUES} values, got shape "
+                f"{values.shape}"
+            )
+        if block_values is not None and k != block_values:
+            raise ProtocolError(f"values must have shape ({block_values},), got {values.shape}")
         body += np.asarray(values, dtype=np.int64).astype(VALUES_DTYPE).tobytes()
         extension = Extension.VALUES
     elif fingerprint is not None:
@@ -298,7 +323,7 @@ def build_frame(
         _check_extension_field(STATUS_FIELDS[0], contributors)
         body += struct.pack("!I", contributors)
         extension = Extension.STATUS
-    return l2_l4_template(ep, extension) + body
+    return l2_l4_template(ep, extension, len(values) if values is not None else BLOCK_VALUES) + body
 
 
 def _check_extension_field(f: Field, value: int) -> None:
@@ -319,8 +344,64 @@ class Frame(NamedTuple):
     contributors: int | None = None
 
 
-def parse_frame(frame: bytes) -> Frame:
-    """Parse and check a p4reduce frame; ProtocolError names what is wrong."""
+def _carries_values(msg_type: int, block: int, extension: int) -> bool:
+    """Whether a message's bytes after the header are a block's values: a DATA's always,
+    a RESULT's when it answers a data round (its block is not END_OF_STREAM)."""
+    return msg_type == MsgType.DATA or (
+        msg_type == MsgType.RESULT and block != END_OF_STREAM and extension != 0
+    )
+
+
+# what may follow the header of each message besides values (docs/protocol.md section 2)
+_OTHER_EXTENSIONS = {
+    MsgType.ANNOUNCE: (Extension.FINGERPRINT,),
+    MsgType.DATA: (),
+    MsgType.SKIP: (Extension.NONE,),
+    MsgType.STATUS: (Extension.STATUS,),
+    MsgType.RESULT: (Extension.FINGERPRINT, Extension.NONE),
+}
+_NOT_VALUES = (Extension.NONE, Extension.STATUS, Extension.FINGERPRINT)
+
+
+def extension_kind(
+    msg_type: int, block: int, extension: int, block_values: int | None = None
+) -> Extension:
+    """What the `extension` bytes after a header are, from the message: DATA carries
+    values, ANNOUNCE a fingerprint, SKIP nothing, STATUS its bitmap; a RESULT carries the
+    round's sums (a data round: its block is not END_OF_STREAM), the fingerprint range (an
+    announce round) or nothing. Values are the job's K int32 (`block_values`), so a K of 1
+    or 2 is not taken for a STATUS or a fingerprint; None: any whole number 1..MAX of them
+    where the length is no other layout of the message. ProtocolError when the length fits
+    no layout of the message."""
+    carries = _carries_values(msg_type, block, extension)
+    if carries and block_values is not None and extension == values_bytes(block_values):
+        return Extension.VALUES
+    for kind in _OTHER_EXTENSIONS.get(msg_type, _NOT_VALUES):  # unknown types: by length
+        if EXTENSION_BYTES[kind] == extension:
+            return kind
+    if carries and block_values is None and extension % 4 == 0:
+        if 1 <= extension // 4 <= MAX_BLOCK_VALUES:
+            return Extension.VALUES
+    if carries:
+        want = "4 K bytes" if block_values is None else f"{values_bytes(block_values)} bytes"
+        raise ProtocolError(
+            f"{_with(msg_type, extension, block_values)} after the header (values: {want})"
+        )
+    raise ProtocolError(f"{_with(msg_type, extension, block_values)} after the header")
+
+
+def _with(msg_type: int, extension: int, block_values: int | None) -> str:
+    """The start of a layout error: `DATA message with none`, `... with 12 bytes`."""
+    name = MsgType(msg_type).name if msg_type in iter(MsgType) else f"msg_type {msg_type}"
+    what = {EXTENSION_BYTES[k]: k.name.lower() for k in _NOT_VALUES}.get(extension)
+    if block_values and extension == values_bytes(block_values):
+        what = "values"
+    return f"{name} message with {what or f'{extension} bytes'}"
+
+
+def parse_frame(frame: bytes, block_values: int | None = None) -> Frame:
+    """Parse and check a p4reduce frame; ProtocolError names what is wrong. Values are a
+    block of `block_values` (the job's K) or, when None, of as many as the frame carries."""
     n = len(frame)
     if n < L2_L4_BYTES:
         raise ProtocolError(f"truncated frame: {n} bytes, Ethernet/IPv4/UDP need {L2_L4_BYTES}")
@@ -335,32 +416,20 @@ def parse_frame(frame: bytes) -> Frame:
         raise ProtocolError(f"field udp dst_port={dst_port} not a p4reduce port")
     header = decode_header(frame, P4R_OFFSET)
     extension = udp_len - UDP_BYTES - HEADER_BYTES
-    kinds = {v: k for k, v in EXTENSION_BYTES.items()}
-    if extension not in kinds:
-        raise ProtocolError(
-            f"field udp length={udp_len}: no p4reduce layout has {extension} bytes after the header"
-        )
-    kind = kinds[extension]
+    if extension < 0:
+        raise ProtocolError(f"field udp length={udp_len}: shorter than the p4reduce header")
+    try:
+        kind = extension_kind(header.msg_type, header.block, extension, block_values)
+    except ProtocolError as e:
+        raise ProtocolError(f"{e} (udp length {udp_len})") from None
     if n < EXTENSION_OFFSET + extension:
         raise ProtocolError(
             f"truncated frame: {n} bytes, udp length {udp_len} needs {EXTENSION_OFFSET + extension}"
         )
-    expected = {
-        MsgType.DATA: (Extension.VALUES,),
-        MsgType.ANNOUNCE: (Extension.FINGERPRINT,),
-        MsgType.SKIP: (Extension.NONE,),
-        MsgType.STATUS: (Extension.STATUS,),
-        MsgType.RESULT: (Extension.VALUES, Extension.FINGERPRINT, Extension.NONE),
-    }
-    if header.msg_type in expected and kind not in expected[header.msg_type]:
-        raise ProtocolError(
-            f"{MsgType(header.msg_type).name} message with "
-            f"{kind.name.lower()} after the header (udp length {udp_len})"
-        )
     values = fingerprint = contributors = None
     if kind == Extension.VALUES:
         values = np.frombuffer(
-            frame, dtype=VALUES_DTYPE, count=BLOCK_VALUES, offset=EXTENSION_OFFSET
+            frame, dtype=VALUES_DTYPE, count=extension // 4, offset=EXTENSION_OFFSET
         ).astype(np.int32)
     elif kind == Extension.FINGERPRINT:
         fingerprint = struct.unpack_from("!II", frame, EXTENSION_OFFSET)
@@ -484,7 +553,10 @@ def _scapy_layers():
 
         def guess_payload_class(self, payload: bytes):
             n = len(payload)
-            if self.msg_type in (MsgType.DATA, MsgType.RESULT) and n >= VALUE_BYTES:
+            data_round = self.msg_type == MsgType.DATA or (
+                self.msg_type == MsgType.RESULT and self.block != END_OF_STREAM
+            )
+            if data_round and n >= 4:  # the job's K values: the rest of the payload
                 return P4ReduceValues
             if self.msg_type in (MsgType.ANNOUNCE, MsgType.RESULT) and n >= FINGERPRINT_BYTES:
                 return P4ReduceFingerprint
@@ -499,12 +571,8 @@ def _scapy_layers():
     class P4ReduceValues(_Extension):
         name = "p4reduce values"
         fields_desc = [
-            FieldListField(
-                "values",
-                [0] * BLOCK_VALUES,
-                SignedIntField("v", 0),
-                count_from=lambda pkt: BLOCK_VALUES,
-            )
+            # no count: the values fill the UDP payload (a job's K is its own)
+            FieldListField("values", [0] * BLOCK_VALUES, SignedIntField("v", 0))
         ]
 
     class P4ReduceFingerprint(_Extension):

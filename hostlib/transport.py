@@ -16,6 +16,11 @@ best first; "auto" takes the first that can be set up and `mode` says which one 
 
 PACKET_QDISC_BYPASS is set when the kernel has it (frames go straight to the driver; a
 tcpdump on the sending host does not see them).
+
+Every buffer is sized from the job's frame (62 + 4 K bytes for K values per block, up to
+64 KB): ring frames, buffer rows and the socket buffers. An interface whose MTU cannot carry
+the job's DATA frames is refused when the socket is made (MtuTooSmall), not discovered as
+silent loss mid-call.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Iterable
 import numpy as np
 
 from . import protocol as p
-from .framing import WIDTH, Batch
+from .framing import Batch, frame_width
 
 ETH_P_IP = 0x0800
 SOL_PACKET = 263
@@ -48,6 +53,7 @@ SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
 SIOCGIFADDR = 0x8915
 SIOCGIFHWADDR = 0x8927
+SIOCGIFMTU = 0x8921
 MSG_DONTWAIT = socket.MSG_DONTWAIT
 
 TP_STATUS_USER = 1  # rx: frame belongs to user space
@@ -55,11 +61,38 @@ TP_STATUS_SEND_REQUEST = 1  # tx: user asks the kernel to send the frame
 TP_STATUS_SENDING = 2
 TPACKET2_HDR = 32  # TPACKET_ALIGN(sizeof(struct tpacket2_hdr))
 TX_DATA_OFFSET = TPACKET2_HDR  # tp_hdrlen (52) - sizeof(sockaddr_ll) (20)
-RING_FRAME = 512  # >= 32 + 16 + 2 + 314 + slack; a page holds 8
-RX_FRAMES = 4096
-TX_FRAMES = 4096  # > netdev_max_backlog: a frame's pages are not
-# reused while a veth peer may still hold them
+# Bytes of a ring frame before a packet's first byte: an RX frame's packet starts at 66
+# (tpacket2_hdr, sockaddr_ll, aligned), a TX frame's at TX_DATA_OFFSET; the rest is slack
+RING_HEADROOM = 96
+MIN_RING_FRAME = 512  # a page holds 8 (K = 64: 96 + 318 bytes)
+RING_BYTES = 16 << 20  # of each ring, once frames grow past MIN_RING_FRAME
+MAX_RING_FRAMES = 4096
+# > netdev_max_backlog (1 000): a sent frame's pages are given back when the veth peer
+# takes the packet, and must not be rewritten while its backlog may still hold them
+MIN_RING_FRAMES = 1024
+MIN_SOCKET_BUFFER = 8 << 20
 MODES = ("ring", "mmsg", "plain")
+
+
+def ring_frame_bytes(width: int) -> int:
+    """Bytes of a PACKET_MMAP ring frame that holds a frame of `width` bytes: a power of
+    two, so a ring block (a power of two of pages) holds whole frames with no gap."""
+    need = RING_HEADROOM + width
+    return max(MIN_RING_FRAME, 1 << (need - 1).bit_length())
+
+
+def ring_frame_count(frame: int) -> int:
+    """Frames of each ring: MAX_RING_FRAMES of 512 bytes (2 MB), fewer as frames grow, so a
+    ring stays near RING_BYTES, and never fewer than MIN_RING_FRAMES."""
+    return min(MAX_RING_FRAMES, max(MIN_RING_FRAMES, RING_BYTES // frame))
+
+
+def socket_buffer_bytes(width: int) -> int:
+    """SO_RCVBUF / SO_SNDBUF for frames of `width` bytes: room for MIN_RING_FRAMES of them
+    at what the kernel charges each (its buffer, a power of two with the shared info,
+    and the sk_buff), at least MIN_SOCKET_BUFFER."""
+    truesize = (1 << (width + 320 - 1).bit_length()) + 256
+    return max(MIN_SOCKET_BUFFER, MIN_RING_FRAMES * truesize)
 
 
 # ---------------------------------------------------------------------------------------
@@ -97,6 +130,35 @@ def interface_for_ip(ip: str) -> str:
     except (OSError, subprocess.SubprocessError):
         pass
     raise OSError(f"no interface owns {ip} (descriptor worker.ip); give interface=")
+
+
+class MtuTooSmall(OSError):
+    """The interface's MTU is below what the job's DATA frames need (wire.mtu_needed)."""
+
+
+def interface_mtu(ifname: str) -> int:
+    """The MTU of `ifname` as this process's network namespace sees it (an ioctl: a
+    Mininet host shares the root's /sys, so /sys/class/net would name another interface)."""
+    import fcntl
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        res = fcntl.ioctl(s.fileno(), SIOCGIFMTU, struct.pack("16s16x", ifname.encode()[:15]))
+    return struct.unpack_from("i", res, 16)[0]
+
+
+def check_interface_mtu(ifname: str, block_values: int) -> None:
+    """MtuTooSmall unless `ifname` carries the DATA frames of a job of `block_values`
+    values per block: what a too-small MTU does instead is drop every DATA and RESULT
+    silently, and the call would fail only at its deadline, naming no cause."""
+    need, have = p.mtu_needed(block_values), interface_mtu(ifname)
+    if have < need:
+        raise MtuTooSmall(
+            f"interface {ifname} has MTU {have}, but the job's {block_values} values per "
+            f"block need MTU {need} (DATA frames of {p.frame_bytes_with_values(block_values)}"
+            f" bytes): raise it on both ends of the link (ip link set dev {ifname} mtu "
+            f"{need}; Mininet links: p4net.topology.set_mtu), or create the job with fewer "
+            f"values per block"
+        )
 
 
 def interface_mac(ifname: str) -> str:
@@ -219,7 +281,8 @@ class _MsgVec:
 
 
 class RawSocket:
-    """One interface, batched send/recv of p4reduce frames (see module docstring)."""
+    """One interface, batched send/recv of the frames of a job of `block_values` values
+    per block (see module docstring); MtuTooSmall if the interface cannot carry them."""
 
     def __init__(
         self,
@@ -229,11 +292,16 @@ class RawSocket:
         dst_ip: str | None = None,
         dst_port: int | None = None,
         batch: int = 256,
+        block_values: int = p.BLOCK_VALUES,
     ):
         if mode != "auto" and mode not in MODES:
             raise ValueError(f"transport mode {mode!r} not one of auto, {', '.join(MODES)}")
+        check_interface_mtu(ifname, block_values)
         self.ifname = ifname
         self.batch = batch
+        self.width = width = frame_width(block_values)
+        self.ring_frame = ring_frame_bytes(width)
+        self._empty = np.zeros((0, width), np.uint8), np.zeros(0, np.int64)
         self.mode = ""
         self.fallback_reasons: list[str] = []
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # receives nothing yet
@@ -246,7 +314,7 @@ class RawSocket:
                 pass
             for size_opt in (SO_RCVBUFFORCE, SO_SNDBUFFORCE):
                 try:
-                    sock.setsockopt(socket.SOL_SOCKET, size_opt, 8 << 20)
+                    sock.setsockopt(socket.SOL_SOCKET, size_opt, socket_buffer_bytes(width))
                 except OSError:
                     pass
             for m in MODES if mode == "auto" else (mode,):
@@ -272,22 +340,22 @@ class RawSocket:
         s = self.sock
         s.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
         s.setsockopt(SOL_PACKET, PACKET_LOSS, 1)  # tx: skip malformed frames
-        block = 4096
-        per_block = block // RING_FRAME
-        req = struct.pack("IIII", block, RX_FRAMES // per_block, RING_FRAME, RX_FRAMES)
+        frame = self.ring_frame
+        self.ring_frames = count = ring_frame_count(frame)
+        block = max(mmap.PAGESIZE, frame)  # both powers of two: whole frames per block
+        req = struct.pack("IIII", block, count // (block // frame), frame, count)
         s.setsockopt(SOL_PACKET, PACKET_RX_RING, req)
-        req = struct.pack("IIII", block, TX_FRAMES // per_block, RING_FRAME, TX_FRAMES)
         s.setsockopt(SOL_PACKET, PACKET_TX_RING, req)
-        rx_bytes, tx_bytes = RX_FRAMES * RING_FRAME, TX_FRAMES * RING_FRAME
+        ring_bytes = count * frame
         self._mm = mmap.mmap(
-            s.fileno(), rx_bytes + tx_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            s.fileno(), 2 * ring_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
         )
-        words = RING_FRAME // 4
-        rx8 = np.frombuffer(self._mm, np.uint8, rx_bytes).reshape(RX_FRAMES, RING_FRAME)
-        rx32 = np.frombuffer(self._mm, np.uint32, rx_bytes // 4).reshape(RX_FRAMES, words)
-        rx16 = np.frombuffer(self._mm, np.uint16, rx_bytes // 2).reshape(RX_FRAMES, words * 2)
-        tx8 = np.frombuffer(self._mm, np.uint8, tx_bytes, rx_bytes).reshape(TX_FRAMES, RING_FRAME)
-        tx32 = np.frombuffer(self._mm, np.uint32, tx_bytes // 4, rx_bytes).reshape(TX_FRAMES, words)
+        words = frame // 4
+        rx8 = np.frombuffer(self._mm, np.uint8, ring_bytes).reshape(count, frame)
+        rx32 = np.frombuffer(self._mm, np.uint32, ring_bytes // 4).reshape(count, words)
+        rx16 = np.frombuffer(self._mm, np.uint16, ring_bytes // 2).reshape(count, words * 2)
+        tx8 = np.frombuffer(self._mm, np.uint8, ring_bytes, ring_bytes).reshape(count, frame)
+        tx32 = np.frombuffer(self._mm, np.uint32, ring_bytes // 4, ring_bytes).reshape(count, words)
         self._rx8, self._rx_status, self._rx_snap, self._rx_mac = (
             rx8,
             rx32[:, 0],
@@ -297,20 +365,20 @@ class RawSocket:
         self._tx8, self._tx_status, self._tx_len = tx8, tx32[:, 0], tx32[:, 1]
         self._rx_head = self._tx_head = 0
         self._rx_ar = np.arange(max(self.batch, 1), dtype=np.int64)
-        self._tx_ar = np.arange(TX_FRAMES, dtype=np.int64)
+        self._tx_ar = np.arange(count, dtype=np.int64)
         self.send = self._send_ring  # type: ignore[method-assign]
         self.recv = self._recv_ring  # type: ignore[method-assign]
 
     def _setup_mmsg(self) -> None:
         if not _HAVE_MMSG:
             raise OSError("libc has no sendmmsg/recvmmsg")
-        self._txv = _MsgVec(self.batch, WIDTH)
-        self._rxv = _MsgVec(self.batch, WIDTH)
+        self._txv = _MsgVec(self.batch, self.width)
+        self._rxv = _MsgVec(self.batch, self.width)
         self.send = self._send_mmsg  # type: ignore[method-assign]
         self.recv = self._recv_mmsg  # type: ignore[method-assign]
 
     def _setup_plain(self) -> None:
-        self._rxbuf = np.zeros((self.batch, WIDTH), np.uint8)
+        self._rxbuf = np.zeros((self.batch, self.width), np.uint8)
         self.send = self._send_plain  # type: ignore[method-assign]
         self.recv = self._recv_plain  # type: ignore[method-assign]
 
@@ -354,33 +422,37 @@ class RawSocket:
 
     def _recv_ring(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
         max_n = min(max_n, self._rx_ar.size)
+        count, width, frame = self.ring_frames, self.width, self.ring_frame
         idx = self._rx_ar[:max_n] + self._rx_head
-        idx %= RX_FRAMES
+        idx %= count
         ready = (self._rx_status[idx] & TP_STATUS_USER) != 0
         if not ready[0]:
-            return _EMPTY_FRAMES, _EMPTY_LENGTHS
+            return self._empty
         if not ready.all():
             idx = idx[: int(np.argmin(ready))]
         mac = self._rx_mac[idx]
         m0 = int(mac[0])
-        if (mac == m0).all() and m0 + WIDTH <= RING_FRAME:
-            frames = self._rx8[idx, m0 : m0 + WIDTH]
+        if (mac == m0).all() and m0 + width <= frame:
+            frames = self._rx8[idx, m0 : m0 + width]
         else:  # VLAN-tagged or odd offsets: rare
-            frames = np.zeros((idx.size, WIDTH), np.uint8)
+            frames = np.zeros((idx.size, width), np.uint8)
             for i, (f, m) in enumerate(zip(idx, mac)):
-                k = min(WIDTH, RING_FRAME - int(m))
+                k = min(width, frame - int(m))
                 frames[i, :k] = self._rx8[f, m : m + k]
-        lengths = np.minimum(self._rx_snap[idx], WIDTH).astype(np.int64)
+        lengths = np.minimum(self._rx_snap[idx], width).astype(np.int64)
         self._rx_status[idx] = 0  # TP_STATUS_KERNEL: give frames back
-        self._rx_head = int(idx[-1] + 1) % RX_FRAMES
+        self._rx_head = int(idx[-1] + 1) % count
         return frames, lengths
 
     def _send_ring(self, batch: Batch) -> int:
-        n, done, stalls = len(batch), 0, 0
+        n, done, stalls, count = len(batch), 0, 0, self.ring_frames
+        width = batch.frames.shape[1]
+        if width > self.width:
+            raise ValueError(f"frames of {width} bytes on a socket made for {self.width}")
         while done < n:
-            k = min(n - done, TX_FRAMES)
+            k = min(n - done, count)
             idx = self._tx_ar[:k] + self._tx_head
-            idx %= TX_FRAMES
+            idx %= count
             free = self._tx_status[idx] == 0  # TP_STATUS_AVAILABLE
             m = k if free.all() else int(np.argmin(free))
             if m == 0:
@@ -392,10 +464,10 @@ class RawSocket:
                     raise OSError(errno.ENOBUFS, f"TX ring on {self.ifname} stays full")
                 continue
             idx = idx[:m]
-            self._tx8[idx, TX_DATA_OFFSET : TX_DATA_OFFSET + WIDTH] = batch.frames[done : done + m]
+            self._tx8[idx, TX_DATA_OFFSET : TX_DATA_OFFSET + width] = batch.frames[done : done + m]
             self._tx_len[idx] = batch.lengths[done : done + m]
             self._tx_status[idx] = TP_STATUS_SEND_REQUEST
-            self._tx_head = int(idx[-1] + 1) % TX_FRAMES
+            self._tx_head = int(idx[-1] + 1) % count
             done += m
             self._kick()
         return n
@@ -415,7 +487,7 @@ class RawSocket:
         v, fd, n, done, stalls = self._txv, self.sock.fileno(), len(batch), 0, 0
         while done < n:
             k = min(n - done, v.n)
-            v.buf[:k] = batch.frames[done : done + k]
+            v.buf[:k, : batch.frames.shape[1]] = batch.frames[done : done + k]
             v.iov_len[:k] = batch.lengths[done : done + k]
             r = _LIBC.sendmmsg(fd, v.msgs, k, 0)
             if r < 0:
@@ -436,7 +508,7 @@ class RawSocket:
             if r < 0 and ctypes.get_errno() not in (errno.EAGAIN, errno.EINTR):
                 err = ctypes.get_errno()
                 raise OSError(err, f"recvmmsg on {self.ifname}: {errno.errorcode.get(err)}")
-            return _EMPTY_FRAMES, _EMPTY_LENGTHS
+            return self._empty
         return v.buf[:r], v.msg_len[:r].astype(np.int64)
 
     # -- plain ---------------------------------------------------------------------------
@@ -451,16 +523,12 @@ class RawSocket:
         lengths = []
         for i in range(min(max_n, buf.shape[0])):
             try:
-                lengths.append(self.sock.recv_into(buf[i], WIDTH, MSG_DONTWAIT))
+                lengths.append(self.sock.recv_into(buf[i], self.width, MSG_DONTWAIT))
             except (BlockingIOError, InterruptedError):
                 break
         if not lengths:
-            return _EMPTY_FRAMES, _EMPTY_LENGTHS
+            return self._empty
         return buf[: len(lengths)], np.array(lengths, np.int64)
-
-
-_EMPTY_FRAMES = np.zeros((0, WIDTH), np.uint8)
-_EMPTY_LENGTHS = np.zeros(0, np.int64)
 
 
 def wait_any(socks: Iterable[RawSocket], timeout: float) -> None:

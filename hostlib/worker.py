@@ -100,16 +100,18 @@ class Worker:
 
             ifname = interface or interface_for_ip(self.cfg.worker.ip)
             check_interface_mac(ifname, self.cfg.worker.mac)
+            # RawSocket refuses an interface whose MTU is below the job's frames (MtuTooSmall)
             self.transport: Transport = RawSocket(
                 ifname,
                 mode=transport,
                 dst_ip=self.cfg.worker.ip,
                 dst_port=self.cfg.worker.udp_port,
                 batch=batch,
+                block_values=self.cfg.block_values,
             )
         else:
             self.transport = transport
-        self.builder = FrameBuilder(self.cfg.to_switch())
+        self.builder = FrameBuilder(self.cfg.to_switch(), self.cfg.block_values)
         self.slot_versions = np.zeros(self.cfg.slot_count, np.uint8)
         self.continued = np.zeros(self.cfg.slot_count, bool)
         self.rtt = RttEstimator()
@@ -182,6 +184,7 @@ class Worker:
             self.cfg.encoding,
             int32_halves=self.cfg.int32_halves,
             announce_refusal=True,
+            block_values=self.cfg.block_values,
         )
         output = Output(payload, divisor)
         t0 = time.monotonic()

@@ -63,8 +63,8 @@ def test_a_call_holds_its_output_and_no_other_copy_of_the_tensor(one_rank, dtype
     set-up's constant (frames, the switch's queue) cancels, both far larger than a scan's
     chunk and a store's rows (made small here to keep the call short). Before, the int32
     sums, their float64 dequantization and the halves' int64 join came on top: 5x, 8x."""
-    monkeypatch.setattr(nm, "CHUNK_ROWS", 64)
-    monkeypatch.setattr(nm, "STORE_ROWS", 16)
+    monkeypatch.setattr(nm, "CHUNK_VALUES", 64 * 64)
+    monkeypatch.setattr(nm, "STORE_VALUES", 16 * 64)
     small, large = tensor(16_384, dtype), tensor(81_920, dtype)
     for x in (small, large):  # exact results: the output is the sum
         assert np.array_equal(one_rank.allreduce(x), x)
