@@ -153,7 +153,8 @@ def parse_batch(
     n = lengths.shape[0]
     width = frame_width(block_values)
     f = frames[:n]
-    if f.shape[1] < width:  # a narrower matrix: its rows cannot hold values, pad them
+    if f.shape[1] < width:  # a narrower matrix: a row longer than it lost its end
+        lengths = np.minimum(lengths, f.shape[1])
         f = np.pad(f, ((0, 0), (0, width - f.shape[1])))
     udp_len = f[:, 38].astype(np.int64) << 8 | f[:, 39]
     ext_len = udp_len - (p.UDP_BYTES + p.HEADER_BYTES)

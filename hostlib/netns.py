@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 from p4reduce.addresses import Address
 from p4reduce.job import JobConfig
 
-from .protocol import UDP_PORT_BASE
+from .protocol import BLOCK_VALUES, UDP_PORT_BASE
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.250.0.254"
@@ -51,9 +51,12 @@ class Topology:
         job: int = 7,
         slot_count: int = 64,
         udp_port: int = UDP_PORT_BASE,
+        block_values: int = BLOCK_VALUES,
+        mtu: int | None = None,
     ):
         self.tag = "p4r" + secrets.token_hex(3)
         self.worker_count = worker_count
+        self.mtu = mtu  # of both ends of every veth pair; None: the kernel's (1 500)
         self.switch_ns = f"{self.tag}-sw"
         self.worker_ns = [f"{self.tag}-w{i}" for i in range(worker_count)]
         self.switch_if = [f"{self.tag}s{i}" for i in range(worker_count)]
@@ -68,6 +71,7 @@ class Topology:
                 slot_count=slot_count,
                 switch=Address(SWITCH_MAC, SWITCH_IP, UDP_PORT_BASE),
                 worker=Address(f"02:00:00:00:00:{i + 1:02x}", SUBNET.format(i + 1)[:-3], udp_port),
+                block_values=block_values,
             ).to_dict()
             for i in range(worker_count)
         ]
@@ -111,6 +115,8 @@ class Topology:
             _ip("-n", self.worker_ns[i], "link", "set", w, "up")
             _ip("-n", self.switch_ns, "link", "set", s, "address", SWITCH_MAC)
             _ip("-n", self.switch_ns, "link", "set", s, "up")
+            if self.mtu is not None:
+                self.set_mtu(i, self.mtu)
             for ns, dev in ((self.worker_ns[i], w), (self.switch_ns, s)):
                 subprocess.run(
                     [
@@ -126,6 +132,12 @@ class Topology:
                     check=False,
                     timeout=20,
                 )
+
+    def set_mtu(self, i: int, mtu: int) -> None:
+        """Both ends of worker i's veth pair at `mtu` (a job of K values per block needs
+        wire.mtu_needed(K))."""
+        _ip("-n", self.worker_ns[i], "link", "set", "dev", self.worker_if[i], "mtu", str(mtu))
+        _ip("-n", self.switch_ns, "link", "set", "dev", self.switch_if[i], "mtu", str(mtu))
 
     def delete(self) -> None:
         for ns in reversed(self._made):

@@ -571,8 +571,11 @@ def _scapy_layers():
     class P4ReduceValues(_Extension):
         name = "p4reduce values"
         fields_desc = [
-            # no count: the values fill the UDP payload (a job's K is its own)
-            FieldListField("values", [0] * BLOCK_VALUES, SignedIntField("v", 0))
+            # no count: the values fill the UDP payload (a job's K is its own); scapy
+            # stops a list at conf.max_list_count (100) unless told its own limit
+            FieldListField(
+                "values", [0] * BLOCK_VALUES, SignedIntField("v", 0), max_count=MAX_BLOCK_VALUES
+            )
         ]
 
     class P4ReduceFingerprint(_Extension):

@@ -17,6 +17,7 @@ def descriptor(
     job: int = 7,
     epoch: int = 1,
     encoding: str = "lanes",
+    block_values: int = p.BLOCK_VALUES,
 ) -> dict[str, Any]:
     """A descriptor as the controller writes one (JobConfig.to_dict, the one writer)."""
     return JobConfig(
@@ -29,6 +30,7 @@ def descriptor(
         switch=Address("02:00:00:00:01:00", "10.250.0.254"),
         worker=Address(f"02:00:00:00:00:{rank + 1:02x}", f"10.250.0.{rank + 1}"),
         encoding=p.Encoding[encoding.upper()],
+        block_values=block_values,
     ).to_dict()
 
 

@@ -127,3 +127,77 @@ def test_auto_falls_back_when_ring_unavailable_and_says_so(topo, monkeypatch):
             assert w.stats.transport == "mmsg"
             assert "ring: " in w.stats.transport_fallbacks
             assert "not supported" in w.stats.transport_fallbacks
+
+
+JUMBO_K = 2048  # 62 + 8 192-byte frames: a job that needs MTU 8 240
+
+
+@pytest.fixture(scope="module")
+def jumbo_topo():
+    with netns.Topology(1, block_values=JUMBO_K, mtu=9000) as t:
+        yield t
+
+
+@pytest.mark.parametrize("mode", ["ring", "mmsg", "plain"])
+def test_jumbo_frames_of_a_wide_job_cross_intact(jumbo_topo, mode):
+    """Every mode moves a job's 8 254-byte frames whole, in batches larger than a ring
+    block holds, and sizes its buffers from them."""
+    from hostlib.transport import RawSocket, ring_frame_bytes
+
+    topo = jumbo_topo
+    cfg = load_descriptor(topo.descriptors[0])
+    assert cfg.block_values == JUMBO_K
+    with netns.in_netns(topo.switch_ns):
+        sw = RawSocket(topo.switch_if[0], mode=mode, dst_ip=cfg.switch.ip, block_values=JUMBO_K)
+    with netns.in_netns(topo.worker_ns[0]):
+        wk = RawSocket(
+            topo.worker_if[0],
+            mode=mode,
+            dst_ip=cfg.worker.ip,
+            dst_port=cfg.worker.udp_port,
+            block_values=JUMBO_K,
+        )
+    try:
+        assert wk.width == p.frame_bytes_with_values(JUMBO_K) == 8254
+        assert ring_frame_bytes(wk.width) >= wk.width + 66
+        cols = {name: 0 for name in p.FIELD_NAMES}
+        cols.update(protocol=p.PROTOCOL_VERSION, msg_type=4, job=cfg.job, slot=np.arange(200))
+        cols.update(block=np.arange(200), next_block=p.END_OF_STREAM)
+        rng = np.random.default_rng(5)
+        vals = rng.integers(-(2**31), 2**31, (200, JUMBO_K)).astype(np.int32)
+        good = FrameBuilder(cfg.from_switch(), JUMBO_K).build(cols, np.ones(200, bool), vals)
+        sw.send(good)
+        frames, lengths = recv_all(wk, 200)
+        assert len(lengths) == 200, f"{mode}: got {len(lengths)} of 200"
+        assert (lengths == 8254).all()
+        got = {bytes(frames[i, : lengths[i]]) for i in range(200)}
+        assert got == {good.frame(i) for i in range(200)}
+    finally:
+        sw.close()
+        wk.close()
+
+
+def test_worker_on_a_link_too_small_for_its_jobs_frames_says_so(tmp_path):
+    """A job of 2 048 values per block on a 1 500-byte link fails when the Worker starts,
+    naming the interface, its MTU, the job's block size and the MTU it needs; at exactly
+    that MTU it starts."""
+    from hostlib import Worker
+    from hostlib.transport import MtuTooSmall
+
+    with netns.Topology(1, block_values=JUMBO_K) as topo:
+        need = p.mtu_needed(JUMBO_K)
+        assert need == 8240
+        with netns.in_netns(topo.worker_ns[0]):
+            with pytest.raises(MtuTooSmall) as err:
+                Worker(topo.descriptors[0])
+            msg = str(err.value)
+            for part in (topo.worker_if[0], "MTU 1500", f"{JUMBO_K} values per block", "8240"):
+                assert part in msg, (part, msg)
+        topo.set_mtu(0, need - 1)
+        with netns.in_netns(topo.worker_ns[0]):
+            with pytest.raises(MtuTooSmall, match=f"MTU {need - 1},"):
+                Worker(topo.descriptors[0])
+        topo.set_mtu(0, need)
+        with netns.in_netns(topo.worker_ns[0]):
+            with Worker(topo.descriptors[0]) as w:
+                assert w.cfg.block_values == JUMBO_K
