@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from clicks_model import Config  # beside this script
+from p4reduce.wire import BLOCK_VALUES
 
 HERE = Path(__file__).resolve().parent
 
@@ -47,6 +48,9 @@ class Options:
     pg_timeout: float = 1800.0  # a collective's wait before it fails (gloo, Worker)
     mtu: int = 1500  # the links' MTU for p4reduce (Ethernet's default: its frames fit)
     gloo_mtus: tuple[int, ...] = (1500, 9000)  # the link MTUs gloo runs at
+    # values per block of the p4reduce job (None: the target's default); the links are
+    # raised to carry its frames when `mtu` cannot
+    block_values: int | None = None
 
 
 def run(opts: Options, cfg: Config) -> dict:
@@ -65,6 +69,7 @@ def run(opts: Options, cfg: Config) -> dict:
     plan = [("p4reduce", "p4reduce", opts.mtu)] + [
         ("gloo", f"gloo-mtu{m}", m) for m in opts.gloo_mtus
     ]
+    p4reduce_mtu = opts.mtu
     with torch_ranks.TorchNetwork(opts.workers, opts.target, opts.slots) as net:
         for backend, name, mtu in plan:
             net.set_mtu(mtu)
@@ -91,7 +96,10 @@ def run(opts: Options, cfg: Config) -> dict:
                 opts.workers,
                 timeout=opts.timeout,
                 stream_rank0=not opts.quiet,
+                block_values=opts.block_values if backend == "p4reduce" else None,
             )
+            if backend == "p4reduce":
+                p4reduce_mtu = net.mtu  # raised if the job's frames needed it
             if not res.ok:
                 raise RuntimeError(f"{name} run failed:\n{res.failures()}")
             launches[name] = res
@@ -110,7 +118,7 @@ def run(opts: Options, cfg: Config) -> dict:
     runs = {"p4reduce": by_name["p4reduce"], "gloo": by_name[f"gloo-mtu{best}"]}
     launches["gloo"] = launches[f"gloo-mtu{best}"]
     summary = summarize(runs, launches, opts, cfg)
-    summary["mtu"] = {"p4reduce": opts.mtu, "gloo": best}
+    summary["mtu"] = {"p4reduce": p4reduce_mtu, "gloo": best}
     summary["gloo_median_step_ms_by_mtu"] = {str(m): ms for m, ms in gloo_ms.items()}
     shutil.rmtree(params_dir)
     (opts.out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -147,6 +155,7 @@ def summarize(runs: dict, launches: dict, opts: Options, cfg: Config) -> dict:
         "parameters": runs["gloo"][0]["parameters"],
         "dense_gradient_bytes": 4 * runs["gloo"][0]["parameters"],
         "loss_tolerance": opts.loss_tolerance,
+        "block_values": opts.block_values or BLOCK_VALUES,
         "backends": {},
     }
     for backend, ranks in runs.items():
@@ -297,7 +306,7 @@ def plot(s: dict, path: Path) -> str:
         lw=1.2,
         label="switch rounds / blocks (union of ranks + announces)",
     )
-    ax[2].set_ylabel("% of 64-value blocks")
+    ax[2].set_ylabel(f"% of {s.get('block_values', BLOCK_VALUES)}-value blocks")
     ax[2].set_xlabel("step")
     top = 100 * max(max(p["density_own"]), max(p["rounds_per_block"]))
     ax[2].set_ylim(0, 1.6 * top)
@@ -377,6 +386,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, Config]:
         default=d.gloo_mtus,
         help="comma-separated link MTUs gloo runs at (the faster is compared)",
     )
+    ap.add_argument(
+        "--block-values",
+        type=int,
+        default=d.block_values,
+        help="values per block of the p4reduce job (default: the target's)",
+    )
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--quiet", action="store_true")
     for f in fields(Config):
@@ -391,6 +406,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, Config]:
         not a.no_plot,
         a.quiet,
         gloo_mtus=a.gloo_mtus,
+        block_values=a.block_values,
     )
     return opts, Config(**{f.name: getattr(a, f.name) for f in fields(Config)})
 

@@ -76,7 +76,7 @@ class SwitchCounters:
     allreduces: int = 0  # Worker.allreduce calls
     tensors: int = 0  # torch tensors reduced (a coalesced call has several)
     values: int = 0
-    blocks: int = 0  # 64-value blocks of those tensors
+    blocks: int = 0  # blocks of those tensors (of the job's values per block)
     nonzero_blocks: int = 0  # ... of which this rank sent (non-zero here)
     seconds: float = 0.0  # in the Worker
 
@@ -464,9 +464,11 @@ def _open_channel(rank: int, size: int, options: P4ReduceOptions, timeout: timed
         ) from e
     cfg = worker.cfg
     log.info(
-        "p4reduce rank %d: job %d from %s, transport %s",
+        "p4reduce rank %d: job %d (%d ranks, %d values per block) from %s, transport %s",
         rank,
         cfg.job,
+        cfg.worker_count,
+        cfg.block_values,
         where,
         worker.stats.transport,
     )

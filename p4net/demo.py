@@ -38,8 +38,20 @@ from p4reduce.p4rt import P4InfoIndex
 from controlplane.stats import job_stats
 from hostlib import numerics, protocol
 from p4net import topology
-from p4reduce.job import ENCODINGS, descriptor_name, round_count
-from p4reduce.target import DEFAULT_P4INFO, SIMPLE_SWITCH_GRPC, SOFTSWITCH, default_slots
+from p4reduce.job import (
+    ENCODINGS,
+    JobError,
+    descriptor_name,
+    resolve_block_values,
+    round_count,
+)
+from p4reduce.target import (
+    DEFAULT_P4INFO,
+    SIMPLE_SWITCH_GRPC,
+    SOFTSWITCH,
+    default_slots,
+    target as target_named,
+)
 from softswitch.runner import resolve_kind
 
 
@@ -114,6 +126,9 @@ class Options:
     encoding: str | None = None
     job_slots: tuple[int, ...] = ()  # per job: its slots, instead of `slots` (benchmarks)
     job_repeats: tuple[int, ...] = ()  # per job: its timed allreduces, instead of `repeat`
+    # values per block (per DATA packet) of every job; None: the target's default. The
+    # links are raised to carry the job's frames (DemoNetwork.carry)
+    block_values: int | None = None
 
 
 @dataclass
@@ -150,8 +165,12 @@ class Summary:
         return bool(self.outcomes) and all(o.ok and o.matched for o in self.outcomes)
 
 
-def make_inputs(opts: Options, rng: np.random.Generator) -> list[np.ndarray]:
-    lanes = protocol.BLOCK_VALUES
+def make_inputs(
+    opts: Options, rng: np.random.Generator, block_values: int | None = None
+) -> list[np.ndarray]:
+    """Each rank's tensor: `density` of its blocks of K values non-zero (K: `block_values`,
+    else opts.block_values, else the default), the same blocks on every rank or not."""
+    lanes = block_values or opts.block_values or protocol.BLOCK_VALUES
     blocks = math.ceil(opts.size / lanes)
     chosen = max(1, round(opts.density * blocks)) if opts.density > 0 else 0
     shared = rng.choice(blocks, chosen, replace=False)
@@ -170,15 +189,21 @@ def make_inputs(opts: Options, rng: np.random.Generator) -> list[np.ndarray]:
     return tensors
 
 
-def check(result: np.ndarray, inputs: list[np.ndarray], dtype: str) -> bool:
+def check(
+    result: np.ndarray,
+    inputs: list[np.ndarray],
+    dtype: str,
+    block_values: int = protocol.BLOCK_VALUES,
+) -> bool:
     """int32: exact. Floats: within docs/protocol.md section 10's bound per element -- the
-    absolute one from each block's max over all ranks (it holds at every magnitude; the
-    relative form does not below 2^-129) -- plus rounding to the output dtype (half an ulp:
-    relative eps/2 for normal results, half the smallest subnormal below)."""
+    absolute one from each block's max over all ranks (blocks of the job's `block_values`;
+    it holds at every magnitude; the relative form does not below 2^-129) -- plus rounding
+    to the output dtype (half an ulp: relative eps/2 for normal results, half the smallest
+    subnormal below)."""
     exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
     if dtype == "int32":
         return result.dtype == np.int32 and np.array_equal(result, exact.astype(np.int64))
-    n, lanes = len(inputs), protocol.BLOCK_VALUES
+    n, lanes = len(inputs), block_values
     pad = (-len(exact)) % lanes
     peak = np.max(
         [np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, lanes).max(1) for x in inputs],
@@ -199,10 +224,12 @@ def _counters(intf: str) -> dict[str, int]:
 
 class DemoNetwork:
     """A started network, switch and controller; jobs can be run on it one after another.
-    `target`: a switch kind or "auto" (softswitch.runner.resolve_kind)."""
+    `target`: a switch kind or "auto" (softswitch.runner.resolve_kind); `mtu`: the links'
+    MTU to start with (a job whose frames need more raises it: `carry`)."""
 
-    def __init__(self, target: str, n_hosts: int):
+    def __init__(self, target: str, n_hosts: int, mtu: int = topology.DEFAULT_MTU):
         self.kind = resolve_kind(target)
+        self.mtu = mtu
         self.hosts = topology.host_specs(n_hosts)
         self.workdir = Path(tempfile.mkdtemp(prefix="p4reduce-demo-"))
         self.net = None
@@ -211,7 +238,7 @@ class DemoNetwork:
 
     def __enter__(self) -> "DemoNetwork":
         try:
-            self.net = topology.build_network(self.hosts, self.kind, STOP.requested)
+            self.net = topology.build_network(self.hosts, self.kind, STOP.requested, self.mtu)
             STOP.check()
             switch = self.net.get(topology.SWITCH_NAME)
             config = parse_config(
@@ -243,6 +270,18 @@ class DemoNetwork:
             self.net.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def carry(self, block_values: int) -> None:
+        """Raise every link's MTU (host and switch ends) to carry the frames of a job of
+        `block_values` values per block: to JUMBO_MTU when that is enough, else to what
+        the job needs (wire.mtu_needed). A link never shrinks: jobs of smaller blocks run
+        on it as they are."""
+        need = protocol.mtu_needed(block_values)
+        if need <= self.mtu or self.net is None:
+            return
+        mtu = topology.JUMBO_MTU if need <= topology.JUMBO_MTU else need
+        topology.set_mtu(self.net, mtu)
+        self.mtu = mtu
+
     def run_jobs(self, opts: Options, inputs: list[list[np.ndarray]] | None = None) -> Summary:
         """Create opts.jobs jobs of opts.workers hosts each, run them at once, check every
         worker's result, delete the jobs. `inputs` (per job, per rank) replaces the
@@ -262,6 +301,7 @@ class DemoNetwork:
                 STOP.check()
                 job_hosts = hosts[j * opts.workers : (j + 1) * opts.workers]
                 slots = _per_job(opts.job_slots, j, opts.slots)
+                sized = {} if opts.block_values is None else {"block_values": opts.block_values}
                 job = ctl.jobs.create(
                     self.next_job,
                     [
@@ -270,23 +310,25 @@ class DemoNetwork:
                     ],
                     default_slots(self.kind) if slots is None else slots,
                     opts.encoding,
+                    **sized,
                 )
                 self.next_job += 1
+                self.carry(job.block_values)
                 if opts.loss:
                     ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss, seed=opts.seed)
                 # the switch's per-job counters are indexed by job_index, which a later
                 # job reuses without a reset: report this job's share only
                 counted[job.job] = job_stats(ctl.conn, job.job_index)
-                plan.append(
-                    (job, job_hosts, inputs[j] if inputs is not None else make_inputs(opts, rng))
-                )
+                mine = inputs[j] if inputs is not None else make_inputs(opts, rng, job.block_values)
+                plan.append((job, job_hosts, mine))
             used = [h for _, job_hosts, _ in plan for h in job_hosts]
             repeats = {
                 job.job: _per_job(opts.job_repeats, j, opts.repeat)
                 for j, (job, *_) in enumerate(plan)
             }
             expected = {
-                h.name: expected_rounds(inputs, job.slot_count, job.int32_halves) * repeats[job.job]
+                h.name: expected_rounds(inputs, job.slot_count, job.int32_halves, job.block_values)
+                * repeats[job.job]
                 for job, job_hosts, inputs in plan
                 for h in job_hosts
             }
@@ -379,7 +421,9 @@ class DemoNetwork:
             out.calls = report.get("calls", [])
             out.report = report
             if out.ok:
-                out.matched = check(np.load(f"{stem}.out.npy"), inputs, opts.dtype)
+                out.matched = check(
+                    np.load(f"{stem}.out.npy"), inputs, opts.dtype, job.block_values
+                )
         else:
             out.error = "worker exited without a report"
         return out
@@ -402,14 +446,20 @@ def run(opts: Options) -> Summary:
         return demo.run_jobs(opts)
 
 
-def expected_rounds(inputs: list[np.ndarray], slots: int, int32_halves: bool = False) -> int:
-    """Rounds a job runs (docs/protocol.md section 6): per active slot, the blocks non-zero
-    in any rank plus the announce round. What the progress line counts results against.
-    A job with int32_halves sends int32 as two blocks of 16-bit halves per 64 values."""
+def expected_rounds(
+    inputs: list[np.ndarray],
+    slots: int,
+    int32_halves: bool = False,
+    block_values: int = protocol.BLOCK_VALUES,
+) -> int:
+    """Rounds a job runs (docs/protocol.md section 6): per active slot, the blocks (of
+    `block_values`) non-zero in any rank plus the announce round. What the progress line
+    counts results against. A job with int32_halves sends int32 as two blocks of 16-bit
+    halves per block of values."""
     halves = int32_halves and inputs[0].dtype.kind != "f"
     union = None
     for x in inputs:
-        rows = numerics.to_blocks(x)
+        rows = numerics.to_blocks(x, block_values)
         if halves:
             rows = numerics.split_halves(rows)
         nonzero = rows.any(axis=1)
@@ -438,7 +488,7 @@ def print_summary(s: Summary, opts: Options) -> None:
     print(
         f"\np4reduce demo on {s.kind}: {opts.jobs} job(s) x {opts.workers} workers, "
         f"{opts.size} {opts.dtype} values, density {opts.density} ({opts.overlap}), "
-        f"loss {opts.loss}"
+        f"loss {opts.loss}, {opts.block_values or protocol.BLOCK_VALUES} values per block"
     )
     print(
         f"{'job':>3} {'rank':>4} {'host':>5} {'time s':>7} {'tx pkts':>8} {'tx bytes':>10} "
@@ -493,6 +543,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 TARGETS = ("auto", "softswitch", "simple_switch_grpc", "bmv2")
+BMV2 = target_named("bmv2")  # the v1model program both switch kinds run
 MAX_HOSTS = 253  # 10.0.0.1 .. 10.0.0.253; .254 is the switch
 
 
@@ -527,6 +578,14 @@ def parse_args(argv: list[str] | None = None) -> Options:
         help="packed: one 2048-bit add per packet (the v1model target's default); lanes: "
         "64 int32 adds with switch overflow detection",
     )
+    ap.add_argument(
+        "--block-values",
+        type=int,
+        default=d.block_values,
+        help=f"values per block (per DATA packet) of the jobs: one of "
+        f"{', '.join(str(k) for k in BMV2.block_sizes)} (default "
+        f"{BMV2.default_block_values}); the links' MTU is raised to carry them",
+    )
     ap.add_argument("--jobs", type=int, default=d.jobs)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--deadline", type=float, default=d.deadline)
@@ -534,8 +593,14 @@ def parse_args(argv: list[str] | None = None) -> Options:
     a = ap.parse_args(argv)
     if not 1 <= a.workers <= 32:
         ap.bad("workers", a.workers, "must be 1..32")
-    if not 1 <= a.size <= protocol.END_OF_STREAM * protocol.BLOCK_VALUES:
-        ap.bad("size", a.size, f"must be 1..{protocol.END_OF_STREAM * protocol.BLOCK_VALUES}")
+    if a.block_values is not None:
+        try:
+            resolve_block_values(BMV2, 1, a.block_values)
+        except JobError as exc:
+            ap.bad("block-values", a.block_values, str(exc).split(": ", 1)[1])
+    most = protocol.END_OF_STREAM * (a.block_values or BMV2.default_block_values)
+    if not 1 <= a.size <= most:
+        ap.bad("size", a.size, f"must be 1..{most}")
     if not 0 <= a.density <= 1:  # also refuses NaN
         ap.bad("density", a.density, "must be in [0, 1]")
     if not 0 <= a.loss < 1:
@@ -575,6 +640,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         (),
         a.quiet,
         encoding=a.encoding,
+        block_values=a.block_values,
     )
 
 

@@ -6,7 +6,8 @@ own Mininet host behind the P4 switch.
     (or python -m p4net.torch_ranks ...)
 
 Starts the switch (softswitch, or simple_switch_grpc with --target), the controller and N
-hosts (links at --mtu); creates a job of N ranks and writes its descriptors as
+hosts (links at --mtu, raised to carry the job's frames when its --block-values need more);
+creates a job of N ranks and writes its descriptors as
 `p4reduce-ctl job create --descriptors DIR` does; starts the program N times, rank r in
 host h(r+1)'s network namespace, with the variables torchrun sets (RANK, WORLD_SIZE,
 LOCAL_RANK, MASTER_ADDR, MASTER_PORT: env:// rendezvous at rank 0's host address;
@@ -99,10 +100,12 @@ class TorchNetwork:
         target: str = "softswitch",
         slots: int | None = None,
         mtu: int = topology.DEFAULT_MTU,
+        block_values: int | None = None,
     ):
         self.demo = demo.DemoNetwork(target, hosts)
         self.slots = default_slots(self.kind) if slots is None else slots
         self.mtu = mtu
+        self.block_values = block_values  # of each run's job; None: the target's default
 
     @property
     def kind(self) -> str:
@@ -121,7 +124,7 @@ class TorchNetwork:
         """Every host link at `mtu` from the next run on (p4net.topology.set_mtu)."""
         assert self.demo.net is not None
         topology.set_mtu(self.demo.net, mtu)
-        self.mtu = mtu
+        self.mtu = self.demo.mtu = mtu
 
     def __exit__(self, *exc) -> None:
         self.demo.__exit__(*exc)
@@ -135,15 +138,19 @@ class TorchNetwork:
         timeout: float = 600.0,
         grace: float = 15.0,
         stream_rank0: bool = False,
+        block_values: int | None = None,
     ) -> LaunchResult:
-        """Run `argv` as ranks 0..workers-1 of a new job; wait for all of them (at most
-        `timeout` s). When a rank fails, the others get `grace` s to finish, then are
-        killed: they would otherwise wait in a collective for the failed one."""
+        """Run `argv` as ranks 0..workers-1 of a new job of `block_values` values per block
+        (None: the network's); wait for all of them (at most `timeout` s). When a rank
+        fails, the others get `grace` s to finish, then are killed: they would otherwise
+        wait in a collective for the failed one. The links' MTU is raised first if the
+        job's frames need it (DemoNetwork.carry)."""
         d = self.demo
         assert d.ctl is not None and d.net is not None
         if not 1 <= workers <= len(d.hosts):
             raise ValueError(f"{workers} ranks need 1..{len(d.hosts)} hosts")
         hosts = d.hosts[:workers]
+        k = self.block_values if block_values is None else block_values
         job = d.ctl.jobs.create(
             d.next_job,
             [
@@ -151,8 +158,11 @@ class TorchNetwork:
                 for r, h in enumerate(hosts)
             ],
             self.slots,
+            **({} if k is None else {"block_values": k}),
         )
         d.next_job += 1
+        d.carry(job.block_values)
+        self.mtu = d.mtu
         descriptors = d.workdir / f"job{job.job}-descriptors"
         descriptors.mkdir()
         for desc in job.descriptors(d.ctl.jobs.switch):
@@ -272,6 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--mtu", type=int, default=topology.DEFAULT_MTU, help="the host links' MTU, both ends"
     )
+    ap.add_argument(
+        "--block-values",
+        type=int,
+        default=None,
+        help="values per block of the job (default: the target's); the links' MTU is raised "
+        "to carry its frames",
+    )
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- program and arguments (run once per rank)"
@@ -280,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         ap.error("give the program after --")
-    with TorchNetwork(args.workers, args.target, args.slots, args.mtu) as net:
+    with TorchNetwork(args.workers, args.target, args.slots, args.mtu, args.block_values) as net:
         res = net.run(command, args.workers, timeout=args.timeout, stream_rank0=True)
     for r in res.ranks:
         print(
