@@ -24,10 +24,12 @@ import numpy as np
 from p4reduce.job import load_descriptor
 from hostlib.engine import AllreduceEngine, EngineStats
 from hostlib.timers import EngineParams, RttEstimator
-from hostlib.framing import Batch
+from hostlib.framing import WIDTH, Batch, frame_width
 from hostlib.loop import CallLoop
 from hostlib.numerics import make_payload
-from p4net.harness import SwitchSession, frame_rows
+from p4net.harness import SwitchSession
+
+from hostlib_helpers import frame_rows
 
 
 @dataclass
@@ -66,9 +68,10 @@ class SimTransport:
 
     mode = "simulated"
 
-    def __init__(self, on_send: Callable[[list[bytes]], None]):
+    def __init__(self, on_send: Callable[[list[bytes]], None], width: int = WIDTH):
         self.inbox: list[bytes] = []
         self.on_send = on_send
+        self.width = width  # of the job's frames (framing.frame_width of its K)
 
     def send(self, batch: Batch) -> int:
         self.on_send([batch.frame(i) for i in range(len(batch))])
@@ -76,7 +79,7 @@ class SimTransport:
 
     def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
         take, self.inbox[:] = self.inbox[:max_n], self.inbox[max_n:]
-        return frame_rows(take)
+        return frame_rows(take, self.width)
 
     def wait(self, timeout: float) -> None:
         raise AssertionError("a simulated rank sleeps between events, not in its transport")
@@ -102,6 +105,7 @@ def simulate(
     queue_limit: int | None = None,
     pauses: dict[int, tuple[float, float]] | None = None,
     drop: Callable[[int, str, bytes], bool] | None = None,
+    block_values: int | None = None,
 ) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
@@ -115,9 +119,11 @@ def simulate(
     wait for it); until = inf is a rank that died. A rank whose engine raises
     TimeoutError stops; `errors` records when and what (the others go on). drop(rank,
     "up" or "down", frame): a scripted loss -- True loses that frame on its way to or from
-    the switch. Every frame a rank sends is in `SimResult.sent`, with its virtual time."""
+    the switch. Every frame a rank sends is in `SimResult.sent`, with its virtual time.
+    block_values: the job's values per block (None: the target's default)."""
     n = len(tensors)
-    job = switch.create_job(n, slots, job_id)
+    sized = {} if block_values is None else {"block_values": block_values}
+    job = switch.create_job(n, slots, job_id, **sized)
     try:
         if loss:
             switch.set_loss(job.job, ingress=loss, egress=loss, seed=seed)
@@ -193,14 +199,14 @@ def _run(
 
         return on_send
 
-    transports = [SimTransport(sender(r)) for r in range(n)]
+    transports = [SimTransport(sender(r), frame_width(cfgs[r].block_values)) for r in range(n)]
     loops: list[CallLoop | None] = [None] * n
 
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
         engines[r] = AllreduceEngine(
             cfgs[r],
-            make_payload(x, n, cfgs[r].encoding),
+            make_payload(x, n, cfgs[r].encoding, block_values=cfgs[r].block_values),
             now,
             params,
             slot_versions[r],

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from hostlib import protocol as p
 from p4reduce.addresses import Address
 from p4reduce.job import JobConfig
-from hostlib.framing import Batch
+from hostlib.framing import Batch, frame_width
 
 
 def descriptor(
@@ -62,3 +64,35 @@ def make_engine(params, slot_versions=None, rtt=None, now=ENGINE_T0):
     return AllreduceEngine(
         cfg, make_payload(engine_tensor(), 2), now, params, slot_versions, rtt=rtt
     )
+
+
+class JobTransport:
+    """A rank's link to the in-process switch, its receive rows as wide as the job's
+    frames (hostlib.loop.Transport)."""
+
+    mode = "inprocess"
+
+    def __init__(self, session, port: int, block_values: int):
+        self.inner = session.transport(port)
+        self.width = frame_width(block_values)
+
+    def send(self, batch) -> int:
+        return self.inner.send(batch)
+
+    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
+        return frame_rows(self.inner.switch.take(self.inner.port, max_n), self.width)
+
+    def wait(self, timeout: float) -> None:
+        self.inner.wait(timeout)
+
+    def close(self) -> None:
+        pass
+
+
+def frame_rows(items: list[bytes], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Frames as a transport's recv returns them: a (n, width) uint8 matrix (width: the
+    job's frame_width) and their lengths."""
+    frames = np.zeros((len(items), width), np.uint8)
+    for i, f in enumerate(items):
+        frames[i, : min(len(f), width)] = np.frombuffer(f, np.uint8, min(len(f), width))
+    return frames, np.array([len(f) for f in items], np.int64)

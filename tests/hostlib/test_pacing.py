@@ -246,17 +246,17 @@ def switch():
         yield sw
 
 
-def job(n: int, blocks: int, density: float, calls: int, seed: int = 1):
-    """Per rank: a one-block warm-up call, then `calls` tensors whose non-zero blocks sit
-    at the same places on every rank."""
+def job(n: int, blocks: int, density: float, calls: int, seed: int = 1, k: int = 64):
+    """Per rank: a one-block warm-up call, then `calls` tensors of `blocks` blocks of k
+    values whose non-zero blocks sit at the same places on every rank."""
     rng = np.random.default_rng(seed)
     chosen = rng.choice(blocks, int(round(density * blocks)), replace=False)
     out = []
     for _ in range(n):
-        mine = [np.zeros(64, np.float32)]
+        mine = [np.zeros(k, np.float32)]
         for _ in range(calls):
-            x = np.zeros(blocks * 64, np.float32)
-            x.reshape(blocks, 64)[chosen] = rng.standard_normal((chosen.size, 64))
+            x = np.zeros(blocks * k, np.float32)
+            x.reshape(blocks, k)[chosen] = rng.standard_normal((chosen.size, k))
             mine.append(x)
         out.append(mine)
     return out

@@ -8,8 +8,9 @@ each rank's rint(x·⌊M/N⌋/2^E), the integer sum, scaled back and rounded to 
 computed here with numpy from the protocol text alone. The gradients are shaped like the
 click example's (examples/clicks_model.py): a dense MLP part, then an embedding table whose
 untouched rows are zero, rows of 32 values (two per block), large and tiny values in one
-block, pre-divided by N as DDP does; several calls in a row, any slot count and window,
-with and without packet loss.
+block, pre-divided by N as DDP does; several calls in a row, any slot count, window and
+block size (a job's values per block: 64 holds two rows, 2 048 sixty-four), with and
+without packet loss.
 """
 
 from __future__ import annotations
@@ -24,16 +25,18 @@ from hypothesis import strategies as st
 from hostlib import Worker
 from p4net.harness import SwitchSession
 
-LANES = 64
+from hostlib_helpers import JobTransport
+
 LEVEL_M = (1 << 31) - 1
 
 
-def section10_sum(xs: list[np.ndarray]) -> np.ndarray:
-    """The protocol's float32 sum of the ranks' tensors (docs/protocol.md section 10)."""
+def section10_sum(xs: list[np.ndarray], lanes: int = 64) -> np.ndarray:
+    """The protocol's float32 sum of the ranks' tensors (docs/protocol.md section 10) in a
+    job of `lanes` values per block."""
     n = len(xs)
     size = xs[0].size
-    pad = -size % LANES
-    blocks = [np.pad(x.astype(np.float64), (0, pad)).reshape(-1, LANES) for x in xs]
+    pad = -size % lanes
+    blocks = [np.pad(x.astype(np.float64), (0, pad)).reshape(-1, lanes) for x in xs]
     top = np.max([np.abs(b).max(axis=1) for b in blocks], axis=0)
     frac, k = np.frexp(top)
     exponent = np.maximum(np.where(frac == 0, -128, k - (frac == 0.5)), -128)[:, None]
@@ -69,8 +72,9 @@ def allreduce_all(session: SwitchSession, job, xs_per_call, **worker_kw) -> list
 
     def body(r: int) -> None:
         try:
+            port = job.workers[r].port
             with Worker(
-                descriptors[r], transport=session.transport(job.workers[r].port), **worker_kw
+                descriptors[r], transport=JobTransport(session, port, job.block_values), **worker_kw
             ) as w:
                 for xs in xs_per_call:
                     results[r].append(w.allreduce(xs[r]))
@@ -107,12 +111,13 @@ def switch():
     calls=st.integers(1, 3),
     loss=st.sampled_from([0.0, 0.0, 0.1]),
     seed=st.integers(0, 2**32 - 1),
+    block_values=st.sampled_from([64, 64, 256, 2048]),
 )
 def test_float32_sums_are_the_section_10_sums(
-    n, slots, window, rows, touched, calls, loss, seed, switch
+    n, slots, window, rows, touched, calls, loss, seed, block_values, switch
 ):
     xs_per_call = [click_gradients(seed + c, n, rows, touched) for c in range(calls)]
-    job = switch.create_job(n, slots, 7)
+    job = switch.create_job(n, slots, 7, block_values=block_values)
     try:
         if loss:
             switch.set_loss(job.job, ingress=loss, egress=loss, seed=seed % 1000 + 1)
@@ -121,7 +126,7 @@ def test_float32_sums_are_the_section_10_sums(
     finally:
         switch.jobs.delete(job.job)
     for c, xs in enumerate(xs_per_call):
-        expected = section10_sum(xs)
+        expected = section10_sum(xs, block_values)
         exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
         for r in range(n):
             got = results[r][c]
