@@ -57,7 +57,7 @@ def main() -> int:
         with Worker(args.descriptor, deadline=args.deadline) as worker:
             if args.warmup:
                 t0 = time.perf_counter()
-                worker.allreduce(np.zeros(64, dtype=tensor.dtype))
+                worker.allreduce(np.zeros(worker.cfg.block_values, dtype=tensor.dtype))
                 start = time.perf_counter()
                 account("warmup", start - t0)
                 report["warmup_stats"] = worker.stats.as_dict()
@@ -72,6 +72,7 @@ def main() -> int:
                 spans.append((began, time.monotonic()))
                 account("timed", spans[-1][1] - began)
             report["stats"] = worker.stats.as_dict()
+            report["block_values"] = worker.cfg.block_values
             report["counters"] = delta(counters, host_counters())
         report["seconds"] = time.perf_counter() - start
         report["times"] = [end - began for began, end in spans]

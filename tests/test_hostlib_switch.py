@@ -45,11 +45,12 @@ def _run(net, workers, inputs, **kw):
     return summary
 
 
-def _sparse(rng, n, size, density, dtype):
-    blocks = -(-size // BLOCK_VALUES)
+def _sparse(rng, n, size, density, dtype, k=BLOCK_VALUES):
+    """n tensors whose blocks of k values are non-zero with probability `density`."""
+    blocks = -(-size // k)
     out = []
     for _ in range(n):
-        mask = np.repeat(rng.random(blocks) < density, BLOCK_VALUES)[:size]
+        mask = np.repeat(rng.random(blocks) < density, k)[:size]
         if dtype == "int32":
             x = rng.integers(-(2**24), 2**24, size)
         else:
@@ -105,6 +106,22 @@ def test_loss_gives_exact_int_and_bounded_float(net, loss):
         if drops:
             assert retx > 0, (dtype, drops)
     assert total_drops > 0
+
+
+@pytest.mark.parametrize("k", [256, 2048])
+def test_wide_blocks_through_the_switch_with_loss(net, k):
+    """Jobs of K values per block (frames of 62 + 4K bytes: the demo raises the links'
+    MTU to carry them) at 5 % loss each way: exact int32 in both encodings and bounded
+    float32 sums, per block of K, recovered by retransmission."""
+    demo, network = net
+    rng = np.random.default_rng(k)
+    for dtype, encoding in (("int32", "lanes"), ("int32", "packed"), ("float32", "packed")):
+        xs = _sparse(rng, 3, 12 * k + 5, 0.5, dtype, k)
+        summary = _run(net, 3, xs, block_values=k, encoding=encoding, loss=0.05, seed=7)
+        assert network.mtu >= demo.protocol.mtu_needed(k)
+        blocks = -(-xs[0].size // k) * (2 if encoding == "packed" and dtype == "int32" else 1)
+        for o in summary.outcomes:
+            assert o.stats["last_blocks"] == blocks, (dtype, encoding, o.stats)
 
 
 def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
