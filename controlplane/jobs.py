@@ -29,6 +29,7 @@ from p4reduce.job import (
     Job,
     JobError,
     check_workers,
+    resolve_block_values,
     resolve_encoding,
     resolve_halves,
     resolve_slots,
@@ -201,16 +202,19 @@ class JobManager:
         slots: int | None = None,
         encoding: str | None = None,
         int32_halves: bool | None = None,
+        block_values: int | None = None,
     ) -> Job:
-        """A new job; `slots`, `encoding` and `int32_halves` None are the target's choice,
-        and what the target cannot run is a JobError (p4reduce.job's resolve_slots,
-        resolve_encoding, resolve_halves: Tofino has no packed encoding and cannot flag an
-        int32 overflow). On Tofino every rank's port must be in the pipe of the job's
-        read-out port (check_job_pipes)."""
+        """A new job; `slots`, `encoding`, `int32_halves` and `block_values` None are the
+        target's choice, and what the target cannot run is a JobError (p4reduce.job's
+        resolve_slots, resolve_encoding, resolve_halves, resolve_block_values: Tofino has no
+        packed encoding, cannot flag an int32 overflow and carries 64 values per block). On
+        Tofino every rank's port must be in the pipe of the job's read-out port
+        (check_job_pipes)."""
         validate_workers(job_id, workers, self.known_ports)
         slots = resolve_slots(self.target, slots)
         encoding = resolve_encoding(self.target, job_id, encoding)
         halves = resolve_halves(self.target, job_id, encoding, int32_halves)
+        block_values = resolve_block_values(self.target, job_id, block_values)
         check_job_pipes(self.target, self.conn.ports, job_id, workers)
         sizes = self.sizes
         with self.table.locked():
@@ -225,6 +229,7 @@ class JobManager:
                 workers=sorted(workers, key=lambda w: w.rank),
                 encoding=encoding,
                 int32_halves=halves,
+                block_values=block_values,
             )
             # before admission: a new job's statistics start at zero, not at the counts
             # of the deleted job that had the same index (no packet can count on this

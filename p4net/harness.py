@@ -26,6 +26,7 @@ from hostlib import protocol as p
 from hostlib.framing import WIDTH, Batch
 from hostlib.protocol import Endpoints, Frame, Header, MsgType
 from p4reduce.job import Job
+from p4reduce.wire import ipv4_checksum
 from softswitch.inprocess import InProcessSwitch
 
 from .switches import SwitchUnderTest
@@ -111,9 +112,10 @@ class SwitchSession:
         ports: list[int] | None = None,
         encoding: str = "packed",
         int32_halves: bool | None = None,
+        block_values: int | None = None,
     ) -> Job:
         """A job of `workers` ranks (rank r on ports[r], default r + 1), created as the
-        controller creates one."""
+        controller creates one (`block_values` None: the target's default size)."""
         ports = ports or list(range(1, workers + 1))
         return self.jobs.create(
             job,
@@ -121,6 +123,7 @@ class SwitchSession:
             slots,
             encoding,
             int32_halves,
+            block_values,
         )
 
     def add_job(
@@ -134,6 +137,7 @@ class SwitchSession:
         epoch: int = 1,
         ports: list[int] | None = None,
         encoding: p.Encoding = p.Encoding.LANES,
+        block_values: int = p.BLOCK_VALUES,
     ) -> TestJob:
         """A job whose index, slots and epoch the test chooses, adopted by the controller's
         `JobManager.adopt` (the entries a real job gets, and the manager knows it, so that
@@ -148,6 +152,7 @@ class SwitchSession:
             epoch=epoch,
             workers=[worker_address(rank, port) for rank, port in enumerate(ports)],
             encoding=p.Encoding(encoding).name.lower(),
+            block_values=block_values,
         )
         self.jobs.adopt(spec)
         return TestJob(self, spec)
@@ -169,6 +174,37 @@ class SwitchSession:
     def transport(self, port: int) -> "InProcessTransport":
         assert isinstance(self.proc, InProcessSwitch), "workers' transports are in-process"
         return InProcessTransport(self.proc, port)
+
+
+def values_frame(ep: Endpoints, header: Header, values: np.ndarray) -> bytes:
+    """A frame carrying a block of any number K of values (62 + 4K bytes): hostlib's
+    header-only frame with the values appended and the IPv4 and UDP lengths (and the IPv4
+    checksum) made to count them."""
+    frame = bytearray(p.build_frame(ep, header))
+    frame += (values & 0xFFFFFFFF).astype(">u4").tobytes()  # int32 or packed lanes
+    extra = 4 * len(values)
+    ip_len = int.from_bytes(frame[16:18], "big") + extra
+    frame[16:18] = ip_len.to_bytes(2, "big")
+    frame[24:26] = b"\0\0"
+    frame[24:26] = ipv4_checksum(bytes(frame[14:34])).to_bytes(2, "big")
+    frame[38:40] = (int.from_bytes(frame[38:40], "big") + extra).to_bytes(2, "big")
+    return bytes(frame)
+
+
+def parse_values_frame(raw: bytes) -> Frame:
+    """hostlib's parse_frame for a frame with a block of any number K of values: checked as
+    hostlib checks the header-only layout, then the K values (int32) attached."""
+    udp_len = int.from_bytes(raw[38:40], "big")
+    extra = udp_len - p.UDP_BYTES - p.HEADER_BYTES
+    if len(raw) < 40 or extra <= p.STATUS_BYTES or extra % 4 or extra == p.VALUE_BYTES:
+        return p.parse_frame(raw)  # K = 64 or no values: hostlib's own layouts
+    if len(raw) < p.EXTENSION_OFFSET + extra:
+        raise p.ProtocolError(f"truncated frame: {len(raw)} bytes, udp length {udp_len}")
+    head = bytearray(raw[: p.EXTENSION_OFFSET])
+    head[38:40] = (p.UDP_BYTES + p.HEADER_BYTES).to_bytes(2, "big")
+    parsed = p.parse_frame(bytes(head))
+    values = np.frombuffer(raw, ">i4", extra // 4, p.EXTENSION_OFFSET).astype(np.int32)
+    return parsed._replace(values=values)
 
 
 def frame_rows(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -264,9 +300,10 @@ class TestJob:
             next_exponent=next_exponent,
             epoch=self.params.epoch if epoch is None else epoch,
         )
-        vals = None if values is None else np.asarray(values, dtype=np.int64)
         fp = (fingerprint, fingerprint) if msg_type == MsgType.ANNOUNCE else None
-        return p.build_frame(self.endpoints(rank), header, vals, fingerprint=fp)
+        if values is None:
+            return p.build_frame(self.endpoints(rank), header, fingerprint=fp)
+        return values_frame(self.endpoints(rank), header, np.asarray(values, dtype=np.int64))
 
     def send(self, rank: int, msg_type: MsgType, **kw) -> None:
         self.switch.proc.send(self.by_rank[rank].port, self.frame(rank, msg_type, **kw))
@@ -279,7 +316,7 @@ class TestJob:
         port = self.by_rank[rank].port
         while (raw := self.switch.proc.recv(port, timeout)) is not None:
             try:
-                return p.parse_frame(raw)
+                return parse_values_frame(raw)
             except p.ProtocolError:
                 continue  # not p4reduce (e.g. a flooded frame): keep waiting
         return None

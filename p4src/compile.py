@@ -98,6 +98,123 @@ def _shown(arg: str) -> str:
     return arg
 
 
+# -- wide blocks (v1model) -------------------------------------------------------------------
+
+# p4c-bm2-ss: "Compiler only supports widths up to 2048"; a block of K 32-bit values is one
+# 32K-bit word, so the program writes every size at this width and `widen` fixes it after p4c
+P4C_MAX_WIDTH = 2048
+LANE_BITS = 32
+_BLOCK_SIZES = re.compile(r"^\s*#\s*define\s+FOR_EACH_BLOCK_SIZE\(X\)\s+(.*)$", re.MULTILINE)
+_P4INFO_REGISTER = re.compile(r"^registers \{\n.*?^\}\n", re.MULTILINE | re.DOTALL)
+
+
+def block_sizes(program: Path) -> tuple[int, ...]:
+    """The block sizes (values per block) the program's FOR_EACH_BLOCK_SIZE lists, or ()
+    for a program without one."""
+    for path in p4_sources(program):
+        m = _BLOCK_SIZES.search(path.read_text())
+        if m:
+            return tuple(int(k) for k in re.findall(r"X\((\d+)\)", m.group(1)))
+    return ()
+
+
+def _size_of(name: str, sizes: tuple[int, ...]) -> int | None:
+    """K when `name` (a P4 name, maybe dotted) ends in _K for a block size K."""
+    tail = name.rsplit(".", 1)[-1].removesuffix("_t").rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() and int(tail) in sizes else None
+
+
+def _lane_word(value: int, bits: int) -> int | None:
+    """The 32-bit lane a `bits`-wide constant repeats in every lane, or None."""
+    lane = value & ((1 << LANE_BITS) - 1)
+    ones = sum(1 << i for i in range(0, bits, LANE_BITS))
+    return lane if lane * ones == value else None
+
+
+def _widen_node(node: object, k: int, scalars: set[str]) -> object:
+    """An action's primitives with every P4C_MAX_WIDTH-bit lane-pattern constant (the lane
+    masks, LANE_ONES, p4c's all-ones masks, zero) repeated to k lanes; the scalars (locals)
+    the action uses are added to `scalars`."""
+    if isinstance(node, dict):
+        if node.get("type") == "field" and node["value"][0] == "scalars":
+            scalars.add(node["value"][1])
+        value = node.get("value")
+        if node.get("type") == "hexstr" and len(value) == 2 + P4C_MAX_WIDTH // 4:
+            lane = _lane_word(int(value, 16), P4C_MAX_WIDTH)
+            if lane is not None:
+                word = lane * sum(1 << (LANE_BITS * i) for i in range(k))
+                return {**node, "value": "0x" + format(word, f"0{k * LANE_BITS // 4}x")}
+        return {key: _widen_node(v, k, scalars) for key, v in node.items()}
+    if isinstance(node, list):
+        return [_widen_node(v, k, scalars) for v in node]
+    return node
+
+
+def widen(program: dict, sizes: tuple[int, ...]) -> dict[str, int]:
+    """Make each block size's things in p4c's JSON as wide as the size (K values: 32K bits),
+    found by name: header types values_K_t, register arrays named *_K, and in actions named
+    *_K the locals (scalars) and lane-pattern constants. Only what p4c wrote
+    P4C_MAX_WIDTH bits wide changes. Returns {name: new width} of the header types,
+    registers and locals widened."""
+    widened: dict[str, int] = {}
+    for header_type in program["header_types"]:
+        k = _size_of(header_type["name"], sizes)
+        if k is not None and header_type["name"].endswith("_t"):
+            for field in header_type["fields"]:
+                if field[1] == P4C_MAX_WIDTH and k * LANE_BITS != P4C_MAX_WIDTH:
+                    field[1] = k * LANE_BITS
+                    widened[f"{header_type['name']}.{field[0]}"] = field[1]
+    for register in program["register_arrays"]:
+        k = _size_of(register["name"], sizes)
+        if k is not None and register["bitwidth"] == P4C_MAX_WIDTH != k * LANE_BITS:
+            register["bitwidth"] = k * LANE_BITS
+            widened[register["name"]] = register["bitwidth"]
+    scalars_type = next(h["header_type"] for h in program["headers"] if h["name"] == "scalars")
+    scalars = next(h for h in program["header_types"] if h["name"] == scalars_type)
+    wide_locals = {f[0]: f for f in scalars["fields"] if f[1] == P4C_MAX_WIDTH}
+    locals_size: dict[str, int] = {}
+    for action in program["actions"]:
+        k = _size_of(action["name"], sizes)
+        if k is None:
+            continue
+        used: set[str] = set()
+        action["primitives"] = _widen_node(action["primitives"], k, used)
+        for name in used & set(wide_locals):
+            if locals_size.setdefault(name, k) != k:
+                raise SystemExit(f"local {name} is used by sizes {locals_size[name]} and {k}")
+    for name, k in locals_size.items():
+        if k * LANE_BITS != P4C_MAX_WIDTH:
+            wide_locals[name][1] = k * LANE_BITS
+            widened[f"scalars.{name}"] = k * LANE_BITS
+    return widened
+
+
+def widen_p4info(text: str, widened: dict[str, int]) -> str:
+    """The P4Info (text format) with the widened registers' bit widths."""
+
+    def one(m: re.Match) -> str:
+        block = m.group(0)
+        name = re.search(r'name: "([^"]+)"', block).group(1)
+        if name not in widened:
+            return block
+        return block.replace(f"bitwidth: {P4C_MAX_WIDTH}\n", f"bitwidth: {widened[name]}\n")
+
+    return _P4INFO_REGISTER.sub(one, text)
+
+
+def widen_outputs(program: Path, json_out: Path, p4info_out: Path) -> dict[str, int]:
+    """Widen the outputs of a program with block sizes (the v1model p4reduce program and
+    the test programs built on it) in place; nothing for other programs."""
+    sizes = block_sizes(program)
+    if not sizes:
+        return {}
+    compiled = json.loads(json_out.read_text())
+    widened = widen(compiled, sizes)
+    json_out.write_text(json.dumps(compiled, indent=2) + "\n")
+    p4info_out.write_text(widen_p4info(p4info_out.read_text(), widened))
+    return widened
+
+
 def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     base = _source_base(program, out_dir)
@@ -117,6 +234,7 @@ def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> di
         _shown(str(program.resolve())),
     ]
     subprocess.run(cmd, check=True, cwd=ROOT)
+    widened = widen_outputs(program, json_out, p4info_out)
     shown = subprocess.run([p4c, "--version"], check=True, capture_output=True, text=True)
     version = next(
         (
@@ -133,6 +251,8 @@ def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> di
         "sources": {_rel(p, base): sha256(p) for p in p4_sources(program)},
         "outputs": {p.name: sha256(p) for p in (json_out, p4info_out)},
     }
+    if widened:
+        manifest["widened"] = widened  # name -> bits: each block size's, after p4c
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 

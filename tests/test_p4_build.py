@@ -85,8 +85,9 @@ def test_p4_header_is_the_codec_field_table():
     types = {t["name"]: t for t in program["header_types"]}
     p4_fields = [(name, bits) for name, bits, *_ in types["p4reduce_t"]["fields"]]
     assert p4_fields == [(f.name, f.bits) for f in protocol.FIELDS]
-    lanes = types["values_t"]["fields"]
-    assert len(lanes) == protocol.BLOCK_VALUES and all(bits == 32 for _, bits, *_ in lanes)
+    # a job of the default size carries its block as one word of BLOCK_VALUES lanes
+    block = types[f"values_{protocol.BLOCK_VALUES}_t"]["fields"]
+    assert [bits for _, bits, *_ in block] == [8 * protocol.VALUE_BYTES]
     for p4_type, fields in (
         ("fingerprint_t", protocol.FINGERPRINT_FIELDS),
         ("round_status_t", protocol.STATUS_FIELDS),
@@ -179,3 +180,127 @@ def test_the_pipeline_comparison_ignores_source_lines_and_finds_a_changed_consta
     state["transitions"][0]["value"] = "0x5040"
     found = diff.differences(diff.normalized(program), diff.normalized(changed))
     assert found == [".parsers[0].parse_states[3].transitions[0].value: '0x5030' -> '0x5040'"]
+
+
+# -- the widened program (p4src/compile.py `widen`) ----------------------------------------
+
+
+def _widths(program: dict) -> dict[str, int]:
+    """Every header type field's and register array's width, by name."""
+    out = {}
+    for h in program["header_types"]:
+        for name, bits, *_ in h["fields"]:
+            out[f"{h['name']}.{name}"] = bits
+    for r in program["register_arrays"]:
+        out[r["name"]] = r["bitwidth"]
+    return out
+
+
+def _scalars_by_action(program: dict) -> dict[str, set[str]]:
+    """scalars field -> the actions that use it."""
+    used: dict[str, set[str]] = {}
+
+    def walk(node, action: str) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "field" and node["value"][0] == "scalars":
+                used.setdefault(node["value"][1], set()).add(action)
+            for v in node.values():
+                walk(v, action)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, action)
+
+    for action in program["actions"]:
+        walk(action["primitives"], action["name"])
+    return used
+
+
+def test_the_committed_program_is_widened_by_block_size():
+    """In the committed JSON every block size's header type and register, and every local
+    of its actions that p4c made P4C_MAX_WIDTH bits, is 32K bits for size K; nothing else is
+    wider than p4c allows; the manifest lists exactly what was widened; the P4Info's
+    register widths agree."""
+    compile_mod = _compile_module()
+    sizes = compile_mod.block_sizes(PROGRAM)
+    program = json.loads((BUILD / "p4reduce.json").read_text())
+    widths = _widths(program)
+    size_of = {f"values_{k}_t.word": k for k in sizes}
+    size_of |= {n: k for n in widths for k in sizes if n.endswith(f".sums_{k}")}
+    scalars_type = next(h["header_type"] for h in program["headers"] if h["name"] == "scalars")
+    for local, actions in _scalars_by_action(program).items():
+        ks = {compile_mod._size_of(a, sizes) for a in actions}
+        name = f"{scalars_type}.{local}"
+        if widths[name] > 32 and None not in ks:
+            assert len(ks) == 1, f"{local} is used by sizes {ks}"
+            size_of[name] = ks.pop()
+    assert len(size_of) >= 2 * len(sizes) + len(sizes)  # header, register, a local per size
+    for name, bits in widths.items():
+        if name in size_of:
+            assert bits == 32 * size_of[name], name
+        else:
+            assert bits <= compile_mod.P4C_MAX_WIDTH, f"{name} is {bits} bits: not a block"
+    manifest = json.loads((BUILD / "MANIFEST.json").read_text())
+    listed = {
+        n.replace("scalars.", f"{scalars_type}.", 1): b for n, b in manifest["widened"].items()
+    }
+    assert listed == {n: 32 * k for n, k in size_of.items() if 32 * k != 2048}
+    from p4reduce.p4rt import P4InfoIndex
+
+    info = P4InfoIndex.load(BUILD / "p4reduce.p4info.txtpb")
+    for register in info.registers.values():
+        assert register.bitwidth == widths[register.name], register.name
+
+
+def test_widening_changes_only_the_block_sizes(tmp_path):
+    """p4c's own output of the program against the committed one: the only differences
+    are the widths of each size's names (32K bits) and, in each size's actions, its
+    lane-pattern constants repeated to K lanes."""
+    import shutil
+    import subprocess
+
+    p4c = shutil.which("p4c-bm2-ss")
+    if p4c is None:
+        pytest.skip("p4c-bm2-ss is not installed")
+    compile_mod = _compile_module()
+    raw = tmp_path / "raw.json"
+    subprocess.run(
+        [p4c, "--arch", "v1model", "--std", "p4-16", "-o", str(raw)]
+        + [str(PROGRAM.relative_to(REPO))],
+        check=True,
+        cwd=REPO,
+        capture_output=True,
+    )
+    sizes = compile_mod.block_sizes(PROGRAM)
+    before = json.loads(raw.read_text())
+    after = json.loads((BUILD / "p4reduce.json").read_text())
+    differences: list[tuple[str, object, object]] = []
+    _diff(before, after, "", differences)
+    assert differences, "nothing was widened"
+    for path, old, new in differences:
+        action = re.search(r"actions\[(\d+)\]", path)
+        if isinstance(old, int):  # a width: of a name with a block size
+            assert old == compile_mod.P4C_MAX_WIDTH and new % 32 == 0, path
+            k = new // 32
+            assert k in sizes and k * 32 != old, path
+        else:  # a constant in an action of size K: the same lane, K times
+            assert action is not None, path
+            k = compile_mod._size_of(before["actions"][int(action.group(1))]["name"], sizes)
+            lane = compile_mod._lane_word(int(old, 16), compile_mod.P4C_MAX_WIDTH)
+            assert k is not None and lane is not None, path
+            assert int(new, 16) == lane * sum(1 << (32 * i) for i in range(k)), path
+            assert len(new) == 2 + 8 * k, path
+    compile_mod.widen(before, sizes)
+    assert before == after, "compile.py's widening of p4c's output is not what is committed"
+
+
+def _diff(a, b, path: str, out: list) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _diff(a[k], b[k], f"{path}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff(x, y, f"{path}[{i}]", out)
+    elif a != b:
+        out.append((path, a, b))

@@ -11,6 +11,7 @@ constant changed on one side only fails here, naming both values.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from p4reduce.p4rt import P4InfoIndex
 from p4reduce import wire
+from p4reduce.target import V1MODEL_BLOCK_SIZES
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "p4src" / "build"
@@ -137,34 +139,76 @@ def test_udp_port_range(program, consts):
     assert _values(consts, "udp.src_port", {"="}) == {wire.UDP_PORT_BASE}
 
 
-def test_encodings_choose_the_values_parser(program):
-    """DATA with FLAG_PACKED's bit equal to Encoding.PACKED is parsed as packed values, with
-    Encoding.LANES as lanes."""
-    by_next = {
-        nxt: value
-        for keys, value, _mask, nxt in transitions(program, "parse_p4reduce")
-        if keys[0] == "p4r.msg_type"
+def test_block_sizes_are_the_targets(program):
+    """constants.p4's FOR_EACH_BLOCK_SIZE is p4reduce.target's V1MODEL_BLOCK_SIZES, and the
+    compiled program has one values header and one register array per size, each a word
+    of K 32-bit lanes, one cell per slot entry."""
+    text = (REPO / "p4src" / "common" / "constants.p4").read_text()
+    listed = re.search(r"#define FOR_EACH_BLOCK_SIZE\(X\)\s+(.*)", text).group(1)
+    sizes = tuple(int(k) for k in re.findall(r"X\((\d+)\)", listed))
+    assert sizes == V1MODEL_BLOCK_SIZES
+    assert wire.BLOCK_VALUES in sizes and max(sizes) <= wire.MAX_BLOCK_VALUES
+    types = {h["name"]: h for h in program["header_types"]}
+    registers = {r["name"].rsplit(".", 1)[-1]: r for r in program["register_arrays"]}
+    slot_entries = registers["round_overflow"]["size"]
+    for k in sizes:
+        assert [f[1] for f in types[f"values_{k}_t"]["fields"]] == [32 * k], k
+        assert registers[f"sums_{k}"]["bitwidth"] == 32 * k, k
+        assert registers[f"sums_{k}"]["size"] == slot_entries, k
+
+
+def test_a_data_frames_length_chooses_its_values_header(program):
+    """DATA goes to the size parser, which picks values_K by the IPv4 total length of a
+    DATA of K values (wire.mtu_needed(K): 48 + 4K); ANNOUNCE to the fingerprint."""
+    by_next = {nxt: value for _keys, value, _mask, nxt in transitions(program, "parse_p4reduce")}
+    assert by_next["parse_values"] == int(wire.MsgType.DATA)
+    assert by_next["parse_fingerprint"] == int(wire.MsgType.ANNOUNCE)
+    by_length = {
+        nxt: (keys, value) for keys, value, _mask, nxt in transitions(program, "parse_values")
     }
-    data = int(wire.MsgType.DATA) << 8
-    assert by_next["parse_values"] == data | int(wire.Encoding.LANES)
-    assert by_next["parse_packed_values"] == data | int(wire.Encoding.PACKED)
-    assert by_next["parse_fingerprint"] == int(wire.MsgType.ANNOUNCE) << 8
+    assert set(by_length) == {f"parse_values_{k}" for k in V1MODEL_BLOCK_SIZES}
+    for k in V1MODEL_BLOCK_SIZES:
+        assert by_length[f"parse_values_{k}"] == (["ipv4.total_len"], wire.mtu_needed(k)), k
 
 
-def test_message_lengths(consts):
-    """The lengths the switch writes into its replies are the workers' layouts."""
+def test_message_lengths(consts, program):
+    """The lengths the switch writes into its replies are the workers' layouts: constants
+    for the header-only, fingerprint and status layouts, and for values the header-only
+    length plus 4 * the job's block_values (4K bytes)."""
     udp = {UDP_BYTES + wire.HEADER_BYTES + wire.EXTENSION_BYTES[e] for e in EXTENSIONS}
     udp.add(UDP_BYTES + wire.HEADER_BYTES + wire.STATUS_BYTES)
+    udp.discard(UDP_BYTES + wire.HEADER_BYTES + wire.VALUE_BYTES)
     assert _values(consts, "udp.length", {"="}) == udp
     assert _values(consts, "ipv4.total_len", {"="}) == {IPV4_BYTES + n for n in udp}
+    action = next(a for a in program["actions"] if a["name"].endswith(".set_lengths_with_values"))
+    sums = {}
+    for primitive in action["primitives"]:
+        target, expr = primitive["parameters"]
+        sums[".".join(target["value"])] = _length_plus_values(expr["value"])
+    assert sums == {
+        "ipv4.total_len": IPV4_BYTES + UDP_BYTES + wire.HEADER_BYTES,
+        "udp.length": UDP_BYTES + wire.HEADER_BYTES,
+    }
 
 
-def test_lanes_per_block(program):
-    values = next(h for h in program["header_types"] if h["name"] == "values_t")
-    assert len(values["fields"]) == wire.BLOCK_VALUES
-    assert {f[1] for f in values["fields"]} == {32}
-    packed = next(h for h in program["header_types"] if h["name"] == "packed_values_t")
-    assert sum(f[1] for f in packed["fields"]) == 8 * wire.VALUE_BYTES
+def _length_plus_values(expr: dict) -> int:
+    """C of an expression C + (meta.block_values << 2), under p4c's masks."""
+
+    def unmasked(e: dict) -> dict:
+        while True:
+            if e.get("type") == "expression":
+                e = e["value"]
+            elif e.get("op") == "&":
+                e = e["left"]
+            else:
+                return e
+
+    total = unmasked(expr)
+    assert total["op"] == "+", total
+    shift = unmasked(total["right"])
+    assert shift["op"] == "<<" and _constant(shift["right"]) == 2, shift
+    assert _field(unmasked(shift["left"])) == "scalars.metadata_t.block_values", shift
+    return _constant(total["left"])
 
 
 def test_header_layout(program):

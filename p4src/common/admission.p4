@@ -3,8 +3,9 @@
  * worker of a deleted job keeps its old epoch, so it can never touch a job created later
  * with the same id and addresses. The action hands the job's parameters to the rest of the
  * pipeline, so no later control needs a per-job table of its own. A packet whose
- * FLAG_PACKED disagrees with its job's encoding, or whose slot is outside the job's range,
- * is dropped and counted per job.
+ * FLAG_PACKED disagrees with its job's encoding, a DATA whose values are not the job's
+ * block size (v1model, whose parser takes every size), or a packet whose slot is outside
+ * the job's range, is dropped and counted per job (wrong_encoding, slot_out_of_range).
  *
  * One table, action and counters for both architectures; how the per-job checks run is the
  * architecture's (P4REDUCE_GATEWAY_COMPARES_FIELDS): v1model folds them into the action
@@ -38,7 +39,9 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
         meta.block_values = block_values;
 #if P4REDUCE_GATEWAY_COMPARES_FIELDS
         /* the per-job checks, in the action: bmv2 pays per table applied */
-        meta.slot_in_range = (hdr.p4r.slot < slot_count && hdr.p4r.flags[5:5] == encoding)
+        /* a DATA's values size (meta.data_values, the v1model parser's) must be the job's */
+        meta.slot_in_range = (hdr.p4r.slot < slot_count && hdr.p4r.flags[5:5] == encoding
+                              && (meta.data_values == 0 || meta.data_values == block_values))
                              ? 1w1 : 1w0;
         meta.pool_slot = (bit<32>)(slot_base + hdr.p4r.slot);
         meta.slot_index = (meta.pool_slot << 1) | (bit<32>)hdr.p4r.slot_version;
@@ -65,8 +68,10 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
     apply {
         admission.apply();
         if (meta.admitted == 1 && meta.slot_in_range == 0) {
-            if (hdr.p4r.flags[5:5] != meta.encoding) {
-                /* FLAG_PACKED disagrees with the job: its values would be added wrongly */
+            if (hdr.p4r.flags[5:5] != meta.encoding
+                    || (meta.data_values != 0 && meta.data_values != meta.block_values)) {
+                /* FLAG_PACKED or the values' size disagrees with the job: its values would
+                 * be added wrongly */
                 COUNT(wrong_encoding, meta.job_index);
             } else {
                 COUNT(slot_out_of_range, meta.job_index);

@@ -23,12 +23,12 @@ const flags_t FLAG_CONTINUED  = 0x08;  /* worker -> switch: the sender has had a
 const flags_t FLAG_STATE_LOST = 0x10;  /* switch -> worker: the slot lost the job's state (switch
                                          restart, pipeline replaced); the job cannot go on */
 const flags_t FLAG_PACKED     = 0x20;  /* both ways: a packed-encoding job's packet (values are
-                                       * bias-shifted lanes added as one bit<2048>) */
+                                       * bias-shifted lanes added as one word) */
 
 /* A job's encoding (docs/protocol.md section 10), set at job creation in its admission
  * entry; every packet of the job carries it as FLAG_PACKED. */
-const encoding_t ENCODING_LANES  = 0;   /* 64 int32 lanes, added lane by lane, overflow detected */
-const encoding_t ENCODING_PACKED = 1;   /* lanes biased to stay >= 0: one 2048-bit add (v1model) */
+const encoding_t ENCODING_LANES  = 0;   /* int32 lanes, added lane by lane, overflow detected */
+const encoding_t ENCODING_PACKED = 1;   /* lanes biased to stay >= 0: one wide add (v1model) */
 
 /* Block indices are 24-bit; END_OF_STREAM ends a slot (and marks the announce round's block). */
 const block_t END_OF_STREAM = 0x00FFFFFF;
@@ -37,10 +37,17 @@ const block_t END_OF_STREAM = 0x00FFFFFF;
 const udp_port_t P4REDUCE_UDP_BASE = 0x5030;
 const bit<16> P4REDUCE_UDP_MASK = 0xFFF0;
 
-/* Values per packet (K). Changing it means editing lanes.p4 too. */
+/* Values per packet (K) of the TNA program and of a job whose creator names no other size.
+ * Changing it means editing lanes.p4 too. */
 #define LANES 64
+/* The values per block a job may choose on the v1model program (docs/protocol.md section
+ * 1; p4reduce.target.V1MODEL_BLOCK_SIZES): X(K) per size. The v1model program has one
+ * values header and one register array per size, a block of K values being one 32K-bit
+ * word (p4src/compile.py widens each size's names after p4c). TNA carries LANES only. */
+#define FOR_EACH_BLOCK_SIZE(X) X(64) X(128) X(256) X(512) X(1024) X(2048) X(4096)
 /* Lengths of the four message layouts: header only (SKIP, RESULT of a lost slot), with
- * values (DATA, RESULT of a data round), with the fingerprint range (ANNOUNCE and its
+ * values (DATA, RESULT of a data round: LANES values here, K of a job's size on v1model,
+ * i.e. the header-only length + 4K), with the fingerprint range (ANNOUNCE and its
  * RESULT), with the round status (STATUS). Anything else is malformed. */
 #define P4R_HEADER_BYTES 20
 const bit<16> UDP_LEN_HEADER_ONLY      = 8 + P4R_HEADER_BYTES;

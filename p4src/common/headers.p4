@@ -80,19 +80,10 @@ header values_t {
     FOR_EACH_LANE(LANE_FIELD)
 }
 
-#ifdef P4REDUCE_PACKED_VALUES
-/* The same 256 bytes as one word, for a packed-encoding job's DATA and RESULT (v1model
- * only: docs/protocol.md section 10). Lane 0 is the most significant 32 bits, so adding
- * two words adds lane by lane as long as no lane's sum reaches 2^32. */
-header packed_values_t {
-    bit<2048> word;
-}
-#endif
-
 /* An architecture may put its own headers first (TNA: the metadata bridged from ingress to
  * egress) by defining P4REDUCE_ARCH_HEADERS before including this file, and carry the value
  * lanes in its own headers by defining P4REDUCE_ARCH_VALUES (TNA: two adjacent 32-lane
- * headers, the same bytes on the wire). */
+ * headers, the same bytes on the wire; v1model: one word per block size). */
 struct headers_t {
 #ifdef P4REDUCE_ARCH_HEADERS
     P4REDUCE_ARCH_HEADERS
@@ -108,9 +99,6 @@ struct headers_t {
     P4REDUCE_ARCH_VALUES
 #else
     values_t   values;
-#endif
-#ifdef P4REDUCE_PACKED_VALUES
-    packed_values_t packed_values;
 #endif
 }
 

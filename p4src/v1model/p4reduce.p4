@@ -3,7 +3,7 @@
  * Headers, constants and the register-action bodies are shared with the TNA program
  * (../common/, ../tna/). */
 #include "arch.p4"
-#define P4REDUCE_PACKED_VALUES     /* packed-encoding jobs: one bit<2048> add per packet */
+#include "values.p4"   /* one values header per block size, before the shared headers */
 #include "../common/headers.p4"
 #include "parser.p4"
 #include "../common/identity.p4"

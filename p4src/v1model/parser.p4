@@ -4,6 +4,7 @@
 #define P4REDUCE_PARSER_P4
 #include <core.p4>
 #include <v1model.p4>
+#include "values.p4"
 #include "../common/headers.p4"
 
 parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
@@ -39,11 +40,9 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
     }
     state parse_p4reduce {
         packet.extract(hdr.p4r);
-        /* flags[5:5] is FLAG_PACKED: a packed-encoding job's values are one word */
-        transition select(hdr.p4r.msg_type, hdr.p4r.flags[5:5]) {
-            (MSG_DATA, 1w0): parse_values;
-            (MSG_DATA, 1w1): parse_packed_values;
-            (MSG_ANNOUNCE, _): parse_fingerprint;
+        transition select(hdr.p4r.msg_type) {
+            MSG_DATA: parse_values;
+            MSG_ANNOUNCE: parse_fingerprint;
             default: accept;
         }
     }
@@ -51,14 +50,23 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         packet.extract(hdr.fingerprint);
         transition accept;
     }
+    /* a DATA's values header is the one of the size its length gives (IPv4 total length
+     * 48 + 4K); a length that is no size leaves data_values 0, which Validation drops as
+     * malformed, and Admission drops a size other than the job's */
     state parse_values {
-        packet.extract(hdr.values);
-        transition accept;
+#define VALUES_LENGTH(K) (IPV4_LEN_HEADER_ONLY + 4 * K): parse_values_##K;
+        transition select(hdr.ipv4.total_len) {
+            FOR_EACH_BLOCK_SIZE(VALUES_LENGTH)
+            default: accept;
+        }
     }
-    state parse_packed_values {
-        packet.extract(hdr.packed_values);
-        transition accept;
+#define VALUES_STATE(K)                                                        \
+    state parse_values_##K {                                                   \
+        packet.extract(hdr.values_##K);                                        \
+        meta.data_values = K;                                                  \
+        transition accept;                                                     \
     }
+    FOR_EACH_BLOCK_SIZE(VALUES_STATE)
 }
 
 control P4ReduceVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
@@ -90,8 +98,8 @@ control P4ReduceDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.p4r);
         packet.emit(hdr.fingerprint);
         packet.emit(hdr.round_status);
-        packet.emit(hdr.values);
-        packet.emit(hdr.packed_values);
+#define VALUES_EMIT(K) packet.emit(hdr.values_##K);
+        FOR_EACH_BLOCK_SIZE(VALUES_EMIT)
     }
 }
 #endif

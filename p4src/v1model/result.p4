@@ -35,8 +35,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.flags = 0;
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
-        hdr.values.setInvalid();
-        hdr.packed_values.setInvalid();
+        INVALIDATE_VALUES
         hdr.fingerprint.setInvalid();
         hdr.round_status.setValid();
         hdr.round_status.contributors = meta.contributors;
@@ -47,8 +46,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.flags = FLAG_STATE_LOST;
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
-        hdr.values.setInvalid();
-        hdr.packed_values.setInvalid();
+        INVALIDATE_VALUES
         hdr.fingerprint.setInvalid();
     }
     action reply_to_sender() {
@@ -56,9 +54,10 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.dest_rank = hdr.p4r.rank;
         standard_metadata.egress_spec = standard_metadata.ingress_port;
     }
+    /* a RESULT with values carries the job's K values: 62 + 4K bytes */
     action set_lengths_with_values() {
-        hdr.ipv4.total_len = IPV4_LEN_WITH_VALUES;
-        hdr.udp.length = UDP_LEN_WITH_VALUES;
+        hdr.ipv4.total_len = IPV4_LEN_HEADER_ONLY + (meta.block_values << 2);
+        hdr.udp.length = UDP_LEN_HEADER_ONLY + (meta.block_values << 2);
     }
     action set_lengths_with_fingerprint() {
         hdr.ipv4.total_len = IPV4_LEN_WITH_FINGERPRINT;
@@ -103,7 +102,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             mark_to_drop(standard_metadata);
         }
         if (meta.to_worker == 1) {
-            if (hdr.values.isValid() || hdr.packed_values.isValid()) {
+            if ANY_VALUES_VALID {
                 set_lengths_with_values();
             } else if (hdr.fingerprint.isValid()) {
                 set_lengths_with_fingerprint();

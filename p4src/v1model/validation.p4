@@ -2,7 +2,8 @@
  * (docs/protocol.md sections 1-3). A frame addressed to the switch's IPv4 that p4reduce
  * cannot read (IPv4 version other than 4, options, a fragment), a p4reduce header with
  * another protocol version, a message type workers do not send, a block index above 24
- * bits, or lengths (IPv4, UDP, the frame itself) other than the message type's layout is
+ * bits, or lengths (IPv4, UDP, the frame itself) other than the message type's layout (a
+ * DATA: 48 + 4K IPv4 bytes for K one of the block sizes, FOR_EACH_BLOCK_SIZE) is
  * malformed: dropped and counted, never aggregated -- trailing bytes would otherwise be
  * carried into results, and an over-long frame would make a result too large to send. */
 #ifndef P4REDUCE_VALIDATION_P4
@@ -22,7 +23,10 @@ control Validation(inout headers_t hdr, inout metadata_t meta,
                        || hdr.ipv4.flags[0:0] == 1 || hdr.ipv4.frag_offset != 0)) {
             meta.malformed = 1;
         } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
-            bit<16> ipv4_len = (hdr.p4r.msg_type == MSG_DATA) ? IPV4_LEN_WITH_VALUES
+            /* a DATA's length is one of the block sizes' exactly when the parser found
+             * its values header (data_values != 0: ../v1model/parser.p4) */
+            bit<16> ipv4_len = (hdr.p4r.msg_type == MSG_DATA)
+                ? ((meta.data_values != 0) ? hdr.ipv4.total_len : 16w0)
                 : ((hdr.p4r.msg_type == MSG_ANNOUNCE) ? IPV4_LEN_WITH_FINGERPRINT
                                                        : IPV4_LEN_HEADER_ONLY);
             if (hdr.p4r.protocol != PROTOCOL_VERSION

@@ -1,24 +1,31 @@
-/* Value aggregation (docs/protocol.md section 10), v1model: one register array per lane
- * (LANES of them), one cell per (slot, version). The first contributor of a round
- * overwrites its version's cells (a SKIP writes zeros), later contributors add; the packet
- * then carries the running sums, so the packet that completes the round carries the result.
- * A SKIP (header only) that completes a round, and a retransmission of a completed round,
- * get the values read back into a new values header. The stateful steps are the shared
- * bodies of common/bodies/value_aggregation.p4.
- *
- * int32 overflow is detected, not saturated: a lane's partial sum overflowed when both
- * operands have the same sign and the sum's sign differs. The per-round overflow bit is
- * sticky and travels in the result (FLAG_OVERFLOW); workers raise instead of returning a
- * wrong sum. Quantized floats cannot overflow by construction (docs/protocol.md). The check
- * needs each lane's stored value and sum, which v1model has in the action; it runs outside
- * the shared body.
+/* Value aggregation (docs/protocol.md section 10), v1model: per block size K one register
+ * array sums_K of SLOT_ENTRIES cells, each one word of K 32-bit lanes (values.p4), lane 0
+ * the most significant. A job uses the array of its size (meta.block_values); a packet
+ * costs one register read-add-write whatever K is. The first contributor of a round
+ * overwrites its version's cell (a lanes job's SKIP writes zeros), later contributors add;
+ * the packet then carries the running sums, so the packet that completes the round carries
+ * the result. A SKIP (header only) that completes a round, and a retransmission of a
+ * completed round, get the cell read back into the values header of the job's size.
  *
  * Packed-encoding jobs (quantized floats): each lane arrives as q + bias with
  * 0 <= q + bias <= 2 * bias and bias = floor(M/N), so no lane's N-way sum reaches 2^32 and
- * the whole block is added as one bit<2048> word -- one register read-add-write per
- * packet instead of 64, and no overflow check (none can happen). A SKIP adds the bias in
- * every lane (the rank's q is 0 there), so every round's sum is sum(q) + N * bias and the
- * workers remove N * bias without knowing who sent DATA. Same body, LANE_ADD_BODY. */
+ * the block is added as one word, with no overflow check (none can happen). A SKIP adds
+ * the bias in every lane (bias * ONES_K: the rank's q is 0 there), so every round's sum is
+ * sum(q) + N * bias and the workers remove N * bias without knowing who sent DATA.
+ *
+ * Lanes jobs (int32, exact): the same word added lane by lane without carries between
+ * lanes (SWAR): with H = 0x80000000 and L = 0x7FFFFFFF in every lane,
+ *     sum = ((a & L) + (b & L)) ^ ((a ^ b) & H)
+ * (the low 31 bits of each lane add without leaving it; the top bit is the xor of the
+ * operands' top bits and the carry into it). A lane overflowed (int32) when both operands
+ * have the same sign and the sum's sign differs: (~(a ^ b) & (a ^ sum) & H) != 0. The
+ * per-round overflow bit is sticky and travels in the result (FLAG_OVERFLOW); workers raise
+ * instead of returning a wrong sum. Quantized floats cannot overflow by construction
+ * (docs/protocol.md).
+ *
+ * Every word, register, local and lane-pattern constant here is written bit<2048> (the
+ * 64-value size, p4c's widest type); p4src/compile.py widens the ones of size K (names
+ * ending in _K) to 32K bits after p4c. */
 #ifndef P4REDUCE_VALUE_AGGREGATION_P4
 #define P4REDUCE_VALUE_AGGREGATION_P4
 #include "../common/headers.p4"
@@ -26,62 +33,55 @@
 #include "../common/bodies/read.p4"
 #include "register_step.p4"
 
-/* 0x00000001 in each of the 64 lanes: bias * PACKED_LANE_ONES puts bias in every lane. */
-const bit<2048> PACKED_LANE_ONES = 2048w0x00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001_00000001;
+/* 64 lanes of 0x00000001, 0x80000000 and 0x7FFFFFFF: a size's actions use them at 2048
+ * bits and compile.py repeats the lane to K lanes. bias * LANE_ONES puts bias in every
+ * lane. */
+#define LANE_ONES 2048w0x00000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001000000010000000100000001
+#define LANE_HIGH 2048w0x80000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000
+#define LANE_LOW 2048w0x7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF
+
+/* A lanes job's lane-wise int32 add (LANE_UPDATE's SWAR form; first contributor overwrites) */
+#define SWAR_ADD_BODY(IN)                                                      \
+    value = (meta.first == 1) ? IN                                             \
+          : ((value & LANE_LOW) + (IN & LANE_LOW)) ^ ((value ^ IN) & LANE_HIGH); \
+    rv = value;
+/* after the body: whether some lane's sum overflowed (0 for a first contributor, whose
+ * value is IN: ~(stored ^ IN) & (stored ^ IN) is 0) */
+#define SWAR_OVERFLOW(IN)                                                      \
+    meta.lane_overflow = ((~(stored ^ IN) & (stored ^ value) & LANE_HIGH) != 0) \
+                         ? 1w1 : 1w0;
+
+/* One block size's register and actions (K values per block). */
+#define SIZE_AGGREGATION(K)                                                    \
+    register<bit<2048>>(SLOT_ENTRIES) sums_##K;                                \
+    action add_lanes_##K() {                                                   \
+        REGISTER_STEP_THEN(sums_##K, meta.slot_index, bit<2048>,               \
+                           hdr.values_##K.word,                                \
+                           SWAR_ADD_BODY(hdr.values_##K.word),                 \
+                           SWAR_OVERFLOW(hdr.values_##K.word))                 \
+    }                                                                          \
+    action store_first_skip_##K() {                                            \
+        hdr.values_##K.setValid();                                             \
+        hdr.values_##K.word = 0;                                               \
+        sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
+    }                                                                          \
+    action read_##K() {                                                        \
+        hdr.values_##K.setValid();                                             \
+        sums_##K.read(hdr.values_##K.word, meta.slot_index);                   \
+    }                                                                          \
+    action add_packed_##K() {                                                  \
+        REGISTER_STEP(sums_##K, meta.slot_index, bit<2048>, hdr.values_##K.word, \
+                      LANE_ADD_BODY(hdr.values_##K.word))                      \
+    }                                                                          \
+    action add_packed_skip_##K() {                                             \
+        hdr.values_##K.setValid();                                             \
+        hdr.values_##K.word = ((bit<2048>)meta.bias) * LANE_ONES;              \
+        add_packed_##K();                                                      \
+    }
 
 control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
-#define LANE_REGISTER(i) register<bit<32>>(SLOT_ENTRIES) lane_##i;
-    FOR_EACH_LANE(LANE_REGISTER)
     register<bit<1>>(SLOT_ENTRIES) round_overflow;
-    register<bit<2048>>(SLOT_ENTRIES) packed_sums;
-
-    bit<32> overflow_bits;
-
-    action add_values() {
-        overflow_bits = 0;
-#define LANE_ADD(i)                                                            \
-        REGISTER_STEP_THEN(lane_##i, meta.slot_index, bit<32>, hdr.values.v##i,\
-            LANE_ADD_BODY(hdr.values.v##i),                                    \
-            overflow_bits = overflow_bits                                      \
-                | ((value ^ stored) & (value ^ hdr.values.v##i));)
-        FOR_EACH_LANE(LANE_ADD)
-        meta.lane_overflow = overflow_bits[31:31];
-    }
-    action store_first_skip() {
-        hdr.values.setValid();
-#define LANE_ZERO(i)                                                           \
-        REGISTER_STEP(lane_##i, meta.slot_index, bit<32>, hdr.values.v##i,     \
-                      LANE_ADD_BODY(32w0))
-        FOR_EACH_LANE(LANE_ZERO)
-        meta.lane_overflow = 0;
-    }
-    action read_values() {
-        hdr.values.setValid();
-#define LANE_READ(i)                                                           \
-        REGISTER_STEP(lane_##i, meta.slot_index, bit<32>, hdr.values.v##i, READ_BODY)
-        FOR_EACH_LANE(LANE_READ)
-        meta.lane_overflow = 0;
-    }
-    action no_values() {
-        meta.lane_overflow = 0;
-    }
-
-    action add_packed() {
-        REGISTER_STEP(packed_sums, meta.slot_index, bit<2048>, hdr.packed_values.word,
-                      LANE_ADD_BODY(hdr.packed_values.word))
-        meta.round_overflow = 0;
-    }
-    action add_packed_skip() {
-        hdr.packed_values.setValid();
-        hdr.packed_values.word = ((bit<2048>)meta.bias) * PACKED_LANE_ONES;
-        add_packed();
-    }
-    action read_packed() {
-        hdr.packed_values.setValid();
-        REGISTER_STEP(packed_sums, meta.slot_index, bit<2048>, hdr.packed_values.word,
-                      READ_BODY)
-        meta.round_overflow = 0;
-    }
+    FOR_EACH_BLOCK_SIZE(SIZE_AGGREGATION)
 
     action accumulate_overflow() {
         REGISTER_STEP(round_overflow, meta.slot_index, bit<1>, meta.round_overflow,
@@ -92,40 +92,42 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     }
 
     apply {
-        if (meta.encoding == ENCODING_PACKED) {
-            if (meta.duplicate == 1) {
-                /* only reached when the round is complete: serve the stored result */
-                if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
-                    read_packed();
-                } else {
-                    meta.round_overflow = 0;
-                }
-            } else if (hdr.p4r.msg_type == MSG_DATA) {
-                add_packed();
-            } else if (hdr.p4r.msg_type == MSG_SKIP) {
-                add_packed_skip();
-            } else {
-                meta.round_overflow = 0;
-            }
-        } else if (meta.duplicate == 1) {
+        /* meta.lane_overflow and meta.round_overflow start at 0 (v1model zeroes metadata) */
+        if (meta.duplicate == 1) {
             /* only reached when the round is complete: serve the stored result */
             if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
-                read_values();
+#define SIZE_ACTION read
+                CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
             }
-            read_overflow();
+            if (meta.encoding == ENCODING_LANES) {
+                read_overflow();
+            }
+        } else if (meta.encoding == ENCODING_PACKED) {
+            if (hdr.p4r.msg_type == MSG_DATA) {
+#define SIZE_ACTION add_packed
+                CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+            } else if (hdr.p4r.msg_type == MSG_SKIP) {
+#define SIZE_ACTION add_packed_skip
+                CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+            }
         } else {
             if (hdr.p4r.msg_type == MSG_DATA) {
-                add_values();
+#define SIZE_ACTION add_lanes
+                CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
             } else if (hdr.p4r.msg_type == MSG_SKIP) {
                 if (meta.first == 1) {
-                    store_first_skip();
+#define SIZE_ACTION store_first_skip
+                    CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
                 } else if (meta.complete == 1) {
-                    read_values();
-                } else {
-                    no_values();
+#define SIZE_ACTION read
+                    CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
                 }
-            } else {
-                no_values();
             }
             accumulate_overflow();
         }

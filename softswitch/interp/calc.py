@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import PipelineError, UnsupportedConstruct
 from . import hashes
-from .expr import X_PAYLOAD, parse_hexstr
+from .expr import X_PAYLOAD, mask_lit, parse_hexstr
 from .gen import Gen, ident
 
 
@@ -46,7 +46,7 @@ def calculation(g: Gen, name: str, where: str) -> str:
                 raise UnsupportedConstruct("$valid$ as calculation input", cw)
             i = g.L.field_index(h, f, cw)
             wd = g.L.widths[i]
-            val = f"(F[{i}] & {(1 << wd) - 1})" if g.L.signed[i] else f"F[{i}]"
+            val = f"(F[{i}] & {mask_lit(wd)})" if g.L.signed[i] else f"F[{i}]"
             s.emit(f"if V[{info.index}]:", 1)
             s.emit(f"acc = (acc << {wd}) | {val}", 2)
             s.emit(f"nb += {wd}", 2)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Union
 
 from ..errors import PipelineError, UnsupportedConstruct
 from .actions import has_exit
-from .expr import X_EXIT, parse_hexstr
+from .expr import X_EXIT, lit, mask_lit, parse_hexstr
 from .gen import Gen, ident
 from .tables import ActionRef, KeySpec, Table
 
@@ -243,9 +243,9 @@ class Controls:
                 wd = 1
             else:
                 wd = g.L.widths[g.L.field_index(tgt[0], tgt[1], where)]
-            src = e.src if e.bound is not None else f"({e.src} & {(1 << wd) - 1})"
+            src = e.src if e.bound is not None else f"({e.src} & {mask_lit(wd)})"
             if k.get("mask") is not None:
-                src = f"({src} & {parse_hexstr(k['mask'], where)})"
+                src = f"({src} & {lit(parse_hexstr(k['mask'], where))})"
             keys.append(KeySpec(mt, wd, name))
             key_src.append(src)
         if sum(1 for k in keys if k.match_type == "lpm") > 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedConstruct
 from .calc import calculation
-from .expr import DATA, X_PAYLOAD, Expr
+from .expr import DATA, X_PAYLOAD, Expr, mask_lit
 from .gen import Gen
 
 
@@ -33,7 +33,7 @@ def emit_checksums(g: Gen) -> list[str]:
         if c.get("verify", True):
             verify_lines += [
                 f"if V[{info.index}] and {cond}:",
-                f"    if {fn}(F, V, X) != (F[{t}] & {(1 << tw) - 1}):",
+                f"    if {fn}(F, V, X) != (F[{t}] & {mask_lit(tw)}):",
                 "        err = 1",
             ]
         if c.get("update", True):

@@ -33,6 +33,17 @@ class Expr:
     stack: str | None = None  # stack name when kind == STACK
 
 
+def lit(v: int) -> str:
+    """An int as a Python literal in generated code: hexadecimal, because CPython refuses
+    int -> decimal str conversions over 4 300 digits (a wide block's word has 39 457)."""
+    return hex(v)
+
+
+def mask_lit(w: int) -> str:
+    """The all-ones mask of ``w`` bits as a literal (`lit`)."""
+    return hex((1 << w) - 1)
+
+
 def parse_hexstr(v: Any, where: str) -> int:
     if isinstance(v, bool):
         raise PipelineError(f"expected hexstr, got bool in {where}")
@@ -79,7 +90,7 @@ class ExprCompiler:
         return Expr(f"F[{i}]", DATA, None if self.L.signed[i] else w)
 
     def const(self, v: int) -> Expr:
-        return Expr(repr(v), DATA, v.bit_length() if v >= 0 else None, const=v)
+        return Expr(lit(v), DATA, v.bit_length() if v >= 0 else None, const=v)
 
     # -- generic entry point -------------------------------------------------------------
     def compile(self, tv: Any, where: str) -> Expr:
@@ -238,9 +249,9 @@ class ExprCompiler:
             n = w.const
             if op == "two_comp_mod":
                 half, mask = 1 << (n - 1), (1 << n) - 1
-                return Expr(f"((({a.src} + {half}) & {mask}) - {half})", DATA, None)
+                return Expr(f"((({a.src} + {lit(half)}) & {lit(mask)}) - {lit(half)})", DATA, None)
             if op == "usat_cast":
-                return Expr(f"min(max({a.src}, 0), {(1 << n) - 1})", DATA, n)
+                return Expr(f"min(max({a.src}, 0), {mask_lit(n)})", DATA, n)
             return Expr(f"min(max({a.src}, {-(1 << (n - 1))}), {(1 << (n - 1)) - 1})", DATA, None)
         if op in ("last_stack_index", "size_stack"):
             s = self.compile(right, where)

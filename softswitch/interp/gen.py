@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from ..errors import PipelineError, UnsupportedConstruct
-from .expr import Expr, ExprCompiler
+from .expr import Expr, ExprCompiler, mask_lit
 from .layout import HeaderInfo, Layout
 
 CORE_ERRORS = [
@@ -198,7 +198,7 @@ class Gen:
             return f"F[{dst}] = _sfix({e.src}, {w})"
         if e.bound is not None and e.bound <= w:
             return f"F[{dst}] = {e.src}"
-        return f"F[{dst}] = {e.src} & {(1 << w) - 1}"
+        return f"F[{dst}] = {e.src} & {mask_lit(w)}"
 
     def lvalue(self, tv: Any, where: str) -> int:
         if (
@@ -257,7 +257,7 @@ class Gen:
         shift = h.nbits
         for k, (_n, wd, sg) in enumerate(h.fields):
             shift -= wd
-            v = f"(F[{h.base + k}] & {(1 << wd) - 1})" if sg else f"F[{h.base + k}]"
+            v = f"(F[{h.base + k}] & {mask_lit(wd)})" if sg else f"F[{h.base + k}]"
             parts.append(f"({v} << {shift})" if shift else v)
         return "(" + " | ".join(parts) + ")" if parts else "0"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import PipelineError, UnsupportedConstruct
-from .expr import DATA, X_STACK0, Expr, parse_hexstr
+from .expr import DATA, X_STACK0, Expr, lit, mask_lit, parse_hexstr
 from .gen import Gen, ident, sign_extend
 from .layout import HeaderInfo
 from .primitives import emit_primitive
@@ -73,7 +73,7 @@ def _emit_state(g: Gen, st: dict[str, Any], states: dict[str, str]) -> None:
         v = parse_hexstr(t["value"], where)
         if t.get("mask") is not None:
             m = parse_hexstr(t["mask"], where)
-            s.emit(f"if k & {m} == {v & m}:", 1)
+            s.emit(f"if k & {lit(m)} == {lit(v & m)}:", 1)
         else:
             s.emit(f"if k == {v}:", 1)
         s.emit(f"return {target(t)}, pos, {ok}", 2)
@@ -95,7 +95,7 @@ def _select_key(g: Gen, keys: list[dict[str, Any]], where: str) -> str:
             i = g.L.field_index(kv[0], kv[1], where) if kv[1] != "$valid$" else None
             wd = g.L.widths[i] if i is not None else 1
             nbits = ((wd + 7) // 8) * 8
-            src = e.src if e.bound is not None else f"({e.src} & {(1 << nbits) - 1})"
+            src = e.src if e.bound is not None else f"({e.src} & {mask_lit(nbits)})"
         elif kt == "lookahead":
             off, bw = kv
             var = f"_la{len(parts)}"
@@ -114,7 +114,7 @@ def _select_key(g: Gen, keys: list[dict[str, Any]], where: str) -> str:
             nbits = ((wd + 7) // 8) * 8
             var = f"_SF{len(g.env)}"
             g.env[var] = idxs
-            src = f"(F[{var}[X[{X_STACK0 + stk.index}] - 1]] & {(1 << nbits) - 1})"
+            src = f"(F[{var}[X[{X_STACK0 + stk.index}] - 1]] & {mask_lit(nbits)})"
         else:
             raise UnsupportedConstruct(f'transition key type "{kt}"', where)
         parts.append(f"({src} << {total})" if total else src)
@@ -144,7 +144,7 @@ def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
             shift -= wd
             v = f"(_v >> {shift})" if shift else "_v"
             if shift or wd < h.nbits:
-                v = f"({v} & {(1 << wd) - 1})"
+                v = f"({v} & {mask_lit(wd)})"
             if sg:
                 v = f"_sx({v}, {wd})"
             out.append(f"F[{h.base + k}] = {v}")
@@ -164,7 +164,7 @@ def _lookahead(g: Gen, off: int, bw: int, var: str, err_check: bool) -> list[str
     out.append(f"_b = data[pos + {byte_off}:pos + {byte_off + span}]")
     out.append(f"if len(_b) < {span}: _b = _b.ljust({span}, b'\\x00')")
     sh = span * 8 - bit_off - bw
-    out.append(f"{var} = (int.from_bytes(_b, 'big') >> {sh}) & {(1 << bw) - 1}")
+    out.append(f"{var} = (int.from_bytes(_b, 'big') >> {sh}) & {mask_lit(bw)}")
     return out
 
 

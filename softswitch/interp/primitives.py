@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..errors import PipelineError, UnsupportedConstruct
 from .calc import calculation
-from .expr import BOOL, DATA, X_EXIT, X_INLEN, X_PKTLEN, Expr
+from .expr import BOOL, DATA, X_EXIT, X_INLEN, X_PKTLEN, Expr, mask_lit
 from .gen import DROP_PORT, Gen
 
 REFUSED = {
@@ -160,7 +160,7 @@ def _register_read(g: Gen, args: list[Any], w: str) -> list[str]:
 def _register_write(g: Gen, args: list[Any], w: str) -> list[str]:
     var, size, bw = g.register(args[0], w)
     i, v = g.X.data(args[1], w), g.X.data(args[2], w)
-    val = v.src if v.bound is not None and v.bound <= bw else f"{v.src} & {(1 << bw) - 1}"
+    val = v.src if v.bound is not None and v.bound <= bw else f"{v.src} & {mask_lit(bw)}"
     return [f"_i = {i.src}", f"if {g.in_range('_i', i, size)}:", f"    {var}[_i] = {val}"]
 
 

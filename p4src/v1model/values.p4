@@ -1,0 +1,36 @@
+/* A block's values on v1model: one header per block size K (FOR_EACH_BLOCK_SIZE), each a
+ * single word of K 32-bit lanes, lane 0 the most significant. The parser extracts the one
+ * whose length a DATA frame has; a job's registers, its RESULTs and its SKIPs use the one of
+ * the job's size (meta.block_values). p4c-bm2-ss compiles no type wider than 2048 bits, so
+ * every word is written bit<2048> and p4src/compile.py widens, by name, each size's header
+ * type (values_K_t), register (sums_K), the locals and lane-pattern constants of its
+ * actions (*_K) to 32K bits: bmv2 and softswitch add a wide word in one operation, so a
+ * block costs one register read-add-write whatever its size. Included before
+ * ../common/headers.p4, which places these headers where the values go. */
+#ifndef P4REDUCE_V1MODEL_VALUES_P4
+#define P4REDUCE_V1MODEL_VALUES_P4
+#include "../common/types.p4"
+#include "../common/constants.p4"
+
+#define VALUES_HEADER_TYPE(K) header values_##K##_t { bit<2048> word; }
+FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)
+
+#define VALUES_HEADER(K) values_##K##_t values_##K;
+#define P4REDUCE_ARCH_VALUES FOR_EACH_BLOCK_SIZE(VALUES_HEADER)
+/* the size of a DATA's values header, set by the parser (0: none, or not a DATA) */
+#define P4REDUCE_ARCH_METADATA block_values_t data_values;
+
+/* CALL_FOR_JOB_SIZE calls action SIZE_ACTION_K (SIZE_ACTION defined by the caller) of the
+ * job's size K: bmv2 pays per table, an if chain is cheaper than a table keyed on the size,
+ * and the default size (64) comes first */
+#define SIZE_NAME_(A, K) A##_##K
+#define SIZE_NAME(A, K) SIZE_NAME_(A, K)
+#define CALL_IF_SIZE(K) if (meta.block_values == K) { SIZE_NAME(SIZE_ACTION, K)(); } else
+#define CALL_FOR_JOB_SIZE FOR_EACH_BLOCK_SIZE(CALL_IF_SIZE) {}
+
+/* whether the packet carries any block of values */
+#define VALUES_VALID_OR(K) hdr.values_##K.isValid() ||
+#define ANY_VALUES_VALID (FOR_EACH_BLOCK_SIZE(VALUES_VALID_OR) false)
+#define VALUES_INVALIDATE(K) hdr.values_##K.setInvalid();
+#define INVALIDATE_VALUES FOR_EACH_BLOCK_SIZE(VALUES_INVALIDATE)
+#endif
