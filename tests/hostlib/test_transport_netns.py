@@ -6,6 +6,7 @@ mode moves whole batches intact, and that a Worker finds its interface from work
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -177,7 +178,7 @@ def test_jumbo_frames_of_a_wide_job_cross_intact(jumbo_topo, mode):
         wk.close()
 
 
-def test_worker_on_a_link_too_small_for_its_jobs_frames_says_so(tmp_path):
+def test_worker_on_a_link_too_small_for_its_jobs_frames_says_so(capsys):
     """A job of 2 048 values per block on a 1 500-byte link fails when the Worker starts,
     naming the interface, its MTU, the job's block size and the MTU it needs; at exactly
     that MTU it starts."""
@@ -197,6 +198,13 @@ def test_worker_on_a_link_too_small_for_its_jobs_frames_says_so(tmp_path):
         with netns.in_netns(topo.worker_ns[0]):
             with pytest.raises(MtuTooSmall, match=f"MTU {need - 1},"):
                 Worker(topo.descriptors[0])
+            # the command line: a network setup error (exit 3), one line naming the MTU
+            from hostlib.__main__ import EXIT_NETWORK, main
+
+            assert main(["--descriptor", json.dumps(topo.descriptors[0])]) == EXIT_NETWORK
+        assert (
+            f"MTU {need - 1}, but the job's {JUMBO_K} values per block" in capsys.readouterr().err
+        )
         topo.set_mtu(0, need)
         with netns.in_netns(topo.worker_ns[0]):
             with Worker(topo.descriptors[0]) as w:
