@@ -208,11 +208,13 @@ def parse_values_frame(raw: bytes) -> Frame:
 
 
 def frame_rows(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Frames as a transport's recv returns them: a (n, WIDTH) uint8 matrix and lengths."""
-    frames = np.zeros((len(items), WIDTH), np.uint8)
+    """Frames as a transport's recv returns them: a (n, width) uint8 matrix, as wide as the
+    widest frame (a job's of K values: 62 + 4K bytes) and at least WIDTH, and lengths."""
+    width = max([WIDTH, *(len(f) for f in items)])
+    frames = np.zeros((len(items), width), np.uint8)
     lengths = np.zeros(len(items), np.int64)
     for i, f in enumerate(items):
-        n = min(len(f), WIDTH)
+        n = len(f)
         frames[i, :n] = np.frombuffer(f, np.uint8, n)
         lengths[i] = len(f)
     return frames, lengths
