@@ -187,6 +187,29 @@ def test_ddp_without_hook_reduces_through_the_switch(world_of_one):
         assert torch.allclose(a, p.grad, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("k", [256, 2048])
+def test_the_block_size_is_the_jobs(tmp_path, no_env, switch, k):
+    """The backend reduces in blocks of the job's values per block, from its descriptor:
+    a tensor of 5 000 values is ceil(5 000 / K) blocks, each one round of the switch."""
+    job = switch.create_job(1, slots=4, block_values=k)
+    opts = P4ReduceOptions(descriptor=switch.descriptors(job)[0], transport=switch.transport(1))
+    dist.init_process_group(
+        "p4reduce", init_method=f"file://{tmp_path}/store", rank=0, world_size=1, pg_options=opts
+    )
+    try:
+        x = torch.randn(5000, generator=torch.Generator().manual_seed(2))
+        t = x.clone()
+        dist.all_reduce(t)
+        assert dist.group.WORLD.worker.cfg.block_values == k
+        blocks = -(-5000 // k)
+        assert torch_backend.stats()["switch"]["blocks"] == blocks
+        assert switch.stats(job)["rounds_completed"] == min(4, blocks) + blocks
+        assert bool(((t - x).abs() <= x.abs().max() / 2**30).all())
+    finally:
+        dist.destroy_process_group()
+        switch.jobs.delete(job.job)
+
+
 def test_destroy_closes_the_worker(tmp_path, no_env, switch):
     job = switch.create_job(1)
     opts = {"descriptor": switch.descriptors(job)[0], "transport": switch.transport(1)}
