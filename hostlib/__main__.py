@@ -8,7 +8,8 @@ Exit codes: 0 done (stats as JSON on stdout, or in --stats); 1 the allreduce fai
 (deadline passed, overflow, values the protocol cannot carry); 2 usage error (a bad
 argument, a missing or invalid descriptor or input file); 3 network setup failed (no
 interface owns the descriptor's worker IP, the interface is missing or its MTU cannot carry
-the job's frames, no permission for raw sockets). Every error is one line on stderr: `python -m hostlib: error: ...`.
+the job's frames, no permission for raw sockets). Every error is one line on stderr:
+`python -m hostlib: error: ...`.
 """
 
 from __future__ import annotations

@@ -442,7 +442,7 @@ class AllreduceEngine:
         versions stay in step -- whatever each rank's block count (dtype, length,
         encoding, the refusal code). Which slots the others used cannot be known: the
         range names the extreme fingerprints, not the rank with the most blocks (a packed
-        int32 tensor has two half-blocks per 64 values; dtype codes order the range).
+        int32 tensor has two half-blocks per block of values; dtype codes order the range).
         Returns the results that go on."""
         ai, as_ = idx[announced], s[announced]
         if (

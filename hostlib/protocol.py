@@ -468,7 +468,9 @@ class DtypeCode(IntEnum):
     NONFINITE = 3
 
 
-MAX_ELEMENTS = (1 << 30) - 1  # 24-bit blocks of 64 values fit in 30 bits
+# a fingerprint holds 30 bits of length: 2^24 blocks of 64 values, and the most any tensor
+# has, whatever its job's block size
+MAX_ELEMENTS = (1 << 30) - 1
 _DTYPE_CODES = {
     np.dtype(np.int32): DtypeCode.INT32,
     np.dtype(np.float32): DtypeCode.FLOAT32,

@@ -22,7 +22,7 @@ def slot_streams(nonzero: np.ndarray, nblocks: int, slots: int) -> tuple[np.ndar
     block b (EOS: none), for every block b < nblocks, and each slot's first block (EOS:
     none). On the (rows, S) grid of block numbers a column is a stream, so a running
     minimum up the rows answers for every block at once: no sort, one int32 array of the
-    block count (4 bytes per 256-byte block; docs/hostlib.md, "Memory")."""
+    block count (4 bytes per block; docs/hostlib.md, "Memory")."""
     rows = -(-nblocks // slots)
     grid = np.full((rows + 1, slots), EOS, np.int32)  # row `rows`: the streams' ends
     grid.reshape(-1)[nonzero] = nonzero

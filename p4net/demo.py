@@ -598,7 +598,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
             resolve_block_values(BMV2, 1, a.block_values)
         except JobError as exc:
             ap.bad("block-values", a.block_values, str(exc).split(": ", 1)[1])
-    most = protocol.END_OF_STREAM * (a.block_values or BMV2.default_block_values)
+    k = a.block_values or BMV2.default_block_values
+    most = min(protocol.END_OF_STREAM * k, protocol.MAX_ELEMENTS)  # blocks; a fingerprint
     if not 1 <= a.size <= most:
         ap.bad("size", a.size, f"must be 1..{most}")
     if not 0 <= a.density <= 1:  # also refuses NaN
