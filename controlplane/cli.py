@@ -144,11 +144,15 @@ def _job_row(job) -> dict:
         "slots": f"{job.slot_base}..{job.slot_base + job.slot_count - 1}",
         "epoch": job.epoch,
         "index": job.job_index,
+        "block_values": job.block_values,
+        "encoding": job.encoding,
         "loss": "" if not job.loss else f"in {job.loss['ingress']} out {job.loss['egress']}",
     }
 
 
 _job_id = _int_in(0, MAX_JOB_ID, "job id")
+# what `job create` and `job list` show of a job
+JOB_COLUMNS = ("job", "worker_count", "slots", "epoch", "index", "block_values", "encoding")
 
 
 def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
@@ -213,9 +217,19 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
         choices=ENCODINGS,
         default=None,
         help="how values travel and are added: packed (the default on "
-        "bmv2; one 2048-bit add per packet; floats quantized, int32 as "
-        "two 16-bit halves) or lanes (64 int32 lanes added one by one; "
+        "bmv2; one wide add per packet; floats quantized, int32 as "
+        "two 16-bit halves) or lanes (int32 lanes added lane by lane, overflow flagged; "
         "the default, and the only encoding, on a Tofino target)",
+    )
+    create.add_argument(
+        "--block-values",
+        type=_int_in(1, wire.MAX_BLOCK_VALUES, "block values"),
+        default=None,
+        help="values per block, i.e. per DATA packet: fewer packets per tensor, but a block "
+        "is sent whenever any of its values is non-zero (one of "
+        f"{', '.join(map(str, TARGETS['bmv2'].block_sizes))} on bmv2 and softswitch, "
+        f"default {TARGETS['bmv2'].default_block_values}; only "
+        f"{TARGETS['tofino'].default_block_values} on a Tofino target)",
     )
     create.add_argument(
         "--int32-halves",
@@ -300,7 +314,14 @@ def _run_attached(args, ctl: Controller, out) -> int:
     jobs = ctl.jobs
     if args.command == "job":
         if args.job_command == "create":
-            job = jobs.create(args.job, args.worker, args.slots, args.encoding, args.int32_halves)
+            job = jobs.create(
+                args.job,
+                args.worker,
+                args.slots,
+                args.encoding,
+                args.int32_halves,
+                args.block_values,
+            )
             descriptors = job.descriptors(jobs.switch)
             if args.descriptors:
                 try:
@@ -319,7 +340,7 @@ def _run_attached(args, ctl: Controller, out) -> int:
                 print(json.dumps({"job": job.to_json(), "descriptors": descriptors}), file=out)
             else:
                 print(
-                    _table([_job_row(job)], ["job", "worker_count", "slots", "epoch", "index"]),
+                    _table([_job_row(job)], [*JOB_COLUMNS]),
                     file=out,
                 )
             return EXIT_OK
@@ -332,7 +353,7 @@ def _run_attached(args, ctl: Controller, out) -> int:
             return EXIT_OK
         if args.job_command == "list":
             rows = [_job_row(j) for j in jobs.jobs()]
-            columns = ["job", "worker_count", "slots", "epoch", "index", "loss"]
+            columns = [*JOB_COLUMNS, "loss"]
             print(json.dumps(rows) if args.json else _table(rows, columns), file=out)
             return EXIT_OK
         if args.job_command == "show":
@@ -348,13 +369,13 @@ def _run_attached(args, ctl: Controller, out) -> int:
         per_job = {j.job: switch_stats.job_stats(ctl.conn, j.job_index) for j in selected}
         switch = switch_stats.switch_stats(ctl.conn)
         if args.json:
-            print(
-                json.dumps({"jobs": {str(k): v for k, v in per_job.items()}, "switch": switch}),
-                file=out,
-            )
+            sizes = {j.job: j.block_values for j in selected}
+            jobs_json = {str(k): {"block_values": sizes[k], **v} for k, v in per_job.items()}
+            print(json.dumps({"jobs": jobs_json, "switch": switch}), file=out)
         else:
-            rows = [{"job": k, **v} for k, v in per_job.items()]
-            print(_table(rows, ["job", *switch_stats.JOB_COUNTERS]), file=out)
+            sizes = {j.job: j.block_values for j in selected}
+            rows = [{"job": k, "block_values": sizes[k], **v} for k, v in per_job.items()]
+            print(_table(rows, ["job", "block_values", *switch_stats.JOB_COUNTERS]), file=out)
             print(_table([switch], list(switch)), file=out)
         return EXIT_OK
     if args.command == "drop-sim":

@@ -23,6 +23,9 @@ wrong, because the person reading them is editing that file.
     encoding = "lanes"                     # optional; default: the target's (packed on bmv2)
     int32_halves = true                    # optional; int32 as 16-bit halves, overflow
                                            # checked by the workers (always on Tofino)
+    block_values = 2048                    # optional; values per block (DATA packet), one
+                                           # of the target's sizes (default 64, the only
+                                           # size on Tofino)
     workers = [
       { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },
       { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
@@ -74,6 +77,7 @@ from p4reduce.job import (
     MAX_JOB_ID,
     MAX_SLOT_COUNT,
     JobError,
+    resolve_block_values,
     resolve_encoding,
     resolve_halves,
 )
@@ -104,6 +108,7 @@ class StaticJob:
     workers: list[WorkerAddress]
     encoding: str | None = None  # None: the target's default
     int32_halves: bool | None = None  # None: the target's choice (p4reduce.job.resolve_halves)
+    block_values: int | None = None  # None: the target's default (resolve_block_values)
 
 
 @dataclass
@@ -359,15 +364,22 @@ def _jobs(raw: Any, cfg: SwitchConfig, ports: set[int]) -> list[StaticJob]:
 
 
 def _job(path: str, job: Any, cfg: SwitchConfig, ports: set[int], job_ids: set[int]) -> StaticJob:
-    """One [[jobs]] table: id, encoding and halves (as the target allows), slots, workers."""
+    """One [[jobs]] table: id, encoding, halves and block size (as the target allows),
+    slots, workers."""
     _check_keys(
         path,
         job,
-        {"job", "slots", "workers", "encoding", "int32_halves"},
+        {"job", "slots", "workers", "encoding", "int32_halves", "block_values"},
         {"job", "slots", "workers"},
     )
     job_id = _int(f"{path}.job", job["job"], 0, MAX_JOB_ID)
     encoding, halves = _job_encoding(path, job, cfg.target_info, job_id)
+    block_values = job.get("block_values")
+    if block_values is not None:
+        try:
+            resolve_block_values(cfg.target_info, job_id, block_values)
+        except JobError as exc:
+            raise ConfigError(f"{path}.block_values", str(exc)) from None
     if job_id in job_ids:
         raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
     slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)
@@ -381,7 +393,7 @@ def _job(path: str, job: Any, cfg: SwitchConfig, ports: set[int], job_ids: set[i
         check_job_pipes(cfg.target_info, PortMap(cfg.port_map), job_id, workers)
     except JobError as exc:
         raise ConfigError(f"{path}.workers", str(exc)) from None
-    return StaticJob(job_id, slots, workers, encoding, halves)
+    return StaticJob(job_id, slots, workers, encoding, halves, block_values)
 
 
 def _job_encoding(

@@ -211,7 +211,12 @@ class Controller:
         for static in self.config.jobs:
             if static.job not in existing:
                 self.jobs.create(
-                    static.job, static.workers, static.slots, static.encoding, static.int32_halves
+                    static.job,
+                    static.workers,
+                    static.slots,
+                    static.encoding,
+                    static.int32_halves,
+                    static.block_values,
                 )
 
     def _pipeline_ok(self) -> bool:

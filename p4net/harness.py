@@ -26,7 +26,7 @@ from hostlib import protocol as p
 from hostlib.framing import WIDTH, Batch
 from hostlib.protocol import Endpoints, Frame, Header, MsgType
 from p4reduce.job import Job
-from p4reduce.wire import ipv4_checksum
+from p4reduce.wire import ipv4_checksum, skip_carries_values
 from softswitch.inprocess import InProcessSwitch
 
 from .switches import SwitchUnderTest
@@ -196,8 +196,8 @@ def parse_values_frame(raw: bytes) -> Frame:
     hostlib checks the header-only layout, then the K values (int32) attached."""
     udp_len = int.from_bytes(raw[38:40], "big")
     extra = udp_len - p.UDP_BYTES - p.HEADER_BYTES
-    if len(raw) < 40 or extra <= p.STATUS_BYTES or extra % 4 or extra == p.VALUE_BYTES:
-        return p.parse_frame(raw)  # K = 64 or no values: hostlib's own layouts
+    if len(raw) < 40 or extra % 4 or extra in {*p.EXTENSION_BYTES.values(), p.STATUS_BYTES}:
+        return p.parse_frame(raw)  # hostlib's own layouts (K = 64, no values) and errors
     if len(raw) < p.EXTENSION_OFFSET + extra:
         raise p.ProtocolError(f"truncated frame: {len(raw)} bytes, udp length {udp_len}")
     head = bytearray(raw[: p.EXTENSION_OFFSET])
@@ -289,7 +289,10 @@ class TestJob:
         job: int | None = None,
         epoch: int | None = None,
         fingerprint: int = FINGERPRINT,
+        pad_skip: bool = True,
     ) -> bytes:
+        """One frame from `rank`. A SKIP of a job whose SKIPs carry a values block
+        (p4reduce.wire.skip_carries_values) gets one of zeros unless `pad_skip` is False."""
         header = Header.make(
             msg_type,
             job=self.params.job if job is None else job,
@@ -303,6 +306,8 @@ class TestJob:
             epoch=self.params.epoch if epoch is None else epoch,
         )
         fp = (fingerprint, fingerprint) if msg_type == MsgType.ANNOUNCE else None
+        if msg_type == MsgType.SKIP and pad_skip and skip_carries_values(self.job.block_values):
+            values = np.zeros(self.job.block_values, np.int64)
         if values is None:
             return p.build_frame(self.endpoints(rank), header, fingerprint=fp)
         return values_frame(self.endpoints(rank), header, np.asarray(values, dtype=np.int64))

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Protocol
 
 from softswitch.inprocess import INPROCESS, InProcessSwitch
-from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH
+from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH, V1MODEL_BLOCK_SIZES
+from p4reduce.wire import mtu_needed
 from softswitch.runner import SwitchRunner
 
 # every kind of switch under test, and those that run as a process on real interfaces
@@ -33,6 +34,8 @@ KINDS = (INPROCESS, SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 PROCESS_KINDS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+# the veths carry a DATA of the largest block size (16 432 bytes at 4 096 values)
+VETH_MTU = mtu_needed(max(V1MODEL_BLOCK_SIZES))
 
 
 class SwitchUnderTest(Protocol):
@@ -81,7 +84,7 @@ class VethPair:
         for name in (self.switch_end, self.host_end):
             # no IPv6 router/neighbour solicitations: the only frames are the test's own
             Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6").write_text("1")
-            _ip("link", "set", name, "mtu", "9000")
+            _ip("link", "set", name, "mtu", str(VETH_MTU))
             _ip("link", "set", name, "up")
 
     def delete(self) -> None:

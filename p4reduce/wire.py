@@ -65,6 +65,20 @@ def mtu_needed(block_values: int) -> int:
     return frame_bytes_with_values(block_values) - ETH_BYTES
 
 
+# The most values a header-only SKIP may come back as: the RESULT a completing SKIP
+# becomes grows the frame by 4 K bytes, and simple_switch gives a received frame 512 bytes
+# of room. A SKIP of a job of more values per block carries a block of its job's size
+# (zeros: a SKIP's values are ignored), so it is already as long as the RESULT; the
+# v1model program drops a header-only one (docs/protocol.md section 2).
+SKIP_GROWS_TO_VALUES = 128
+
+
+def skip_carries_values(block_values: int) -> bool:
+    """Whether a SKIP of a job of `block_values` values per block carries a values block
+    (ignored) rather than the header only."""
+    return block_values > SKIP_GROWS_TO_VALUES
+
+
 class MsgType(IntEnum):
     ANNOUNCE = 1  # round 0 of a slot: header only, announces the first non-zero block
     DATA = 2  # a non-zero block: header + the job's K int32 values

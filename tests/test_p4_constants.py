@@ -157,11 +157,24 @@ def test_block_sizes_are_the_targets(program):
         assert registers[f"sums_{k}"]["size"] == slot_entries, k
 
 
+def test_a_skip_grows_as_far_as_the_codec_says():
+    """The v1model program's SKIP_GROWS_TO_VALUES (a header-only SKIP's RESULT fits in
+    simple_switch's 512 bytes of room) is the workers' (wire.skip_carries_values)."""
+    text = (REPO / "p4src" / "v1model" / "values.p4").read_text()
+    grows = int(re.search(r"#define SKIP_GROWS_TO_VALUES (\d+)", text).group(1))
+    assert grows == wire.SKIP_GROWS_TO_VALUES and 4 * grows <= 512
+    assert not wire.skip_carries_values(grows) and wire.skip_carries_values(grows + 1)
+
+
 def test_a_data_frames_length_chooses_its_values_header(program):
-    """DATA goes to the size parser, which picks values_K by the IPv4 total length of a
-    DATA of K values (wire.mtu_needed(K): 48 + 4K); ANNOUNCE to the fingerprint."""
-    by_next = {nxt: value for _keys, value, _mask, nxt in transitions(program, "parse_p4reduce")}
-    assert by_next["parse_values"] == int(wire.MsgType.DATA)
+    """DATA and SKIP go to the size parser, which picks values_K by the IPv4 total length
+    of a frame of K values (wire.mtu_needed(K): 48 + 4K); ANNOUNCE to the fingerprint."""
+    chosen = [(value, nxt) for _keys, value, _mask, nxt in transitions(program, "parse_p4reduce")]
+    by_next = dict((nxt, value) for value, nxt in chosen)
+    assert {value for value, nxt in chosen if nxt == "parse_values"} == {
+        int(wire.MsgType.DATA),
+        int(wire.MsgType.SKIP),
+    }
     assert by_next["parse_fingerprint"] == int(wire.MsgType.ANNOUNCE)
     by_length = {
         nxt: (keys, value) for keys, value, _mask, nxt in transitions(program, "parse_values")

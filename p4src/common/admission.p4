@@ -3,9 +3,10 @@
  * worker of a deleted job keeps its old epoch, so it can never touch a job created later
  * with the same id and addresses. The action hands the job's parameters to the rest of the
  * pipeline, so no later control needs a per-job table of its own. A packet whose
- * FLAG_PACKED disagrees with its job's encoding, a DATA whose values are not the job's
- * block size (v1model, whose parser takes every size), or a packet whose slot is outside
- * the job's range, is dropped and counted per job (wrong_encoding, slot_out_of_range).
+ * FLAG_PACKED disagrees with its job's encoding, a DATA or SKIP whose values are not the
+ * job's block size (v1model, whose parser takes every size; values.p4 says when a SKIP
+ * must carry them), or a packet whose slot is outside the job's range, is dropped and
+ * counted per job (wrong_encoding, slot_out_of_range).
  *
  * One table, action and counters for both architectures; how the per-job checks run is the
  * architecture's (P4REDUCE_GATEWAY_COMPARES_FIELDS): v1model folds them into the action
@@ -39,9 +40,13 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
         meta.block_values = block_values;
 #if P4REDUCE_GATEWAY_COMPARES_FIELDS
         /* the per-job checks, in the action: bmv2 pays per table applied */
-        /* a DATA's values size (meta.data_values, the v1model parser's) must be the job's */
+        /* a values block (meta.data_values, the v1model parser's) must be the job's size,
+         * and a SKIP of a job above SKIP_GROWS_TO_VALUES must carry one (values.p4) */
         meta.slot_in_range = (hdr.p4r.slot < slot_count && hdr.p4r.flags[5:5] == encoding
-                              && (meta.data_values == 0 || meta.data_values == block_values))
+                              && (meta.data_values == block_values
+                                  || (meta.data_values == 0
+                                      && (block_values <= SKIP_GROWS_TO_VALUES
+                                          || hdr.p4r.msg_type != MSG_SKIP))))
                              ? 1w1 : 1w0;
         meta.pool_slot = (bit<32>)(slot_base + hdr.p4r.slot);
         meta.slot_index = (meta.pool_slot << 1) | (bit<32>)hdr.p4r.slot_version;
@@ -68,10 +73,9 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
     apply {
         admission.apply();
         if (meta.admitted == 1 && meta.slot_in_range == 0) {
-            if (hdr.p4r.flags[5:5] != meta.encoding
-                    || (meta.data_values != 0 && meta.data_values != meta.block_values)) {
+            if (hdr.p4r.slot < meta.slot_count) {
                 /* FLAG_PACKED or the values' size disagrees with the job: its values would
-                 * be added wrongly */
+                 * be added wrongly, or its RESULT would not fit */
                 COUNT(wrong_encoding, meta.job_index);
             } else {
                 COUNT(slot_out_of_range, meta.job_index);

@@ -42,6 +42,7 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         packet.extract(hdr.p4r);
         transition select(hdr.p4r.msg_type) {
             MSG_DATA: parse_values;
+            MSG_SKIP: parse_values;   /* header only, or padded to its job's size */
             MSG_ANNOUNCE: parse_fingerprint;
             default: accept;
         }
@@ -50,9 +51,10 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         packet.extract(hdr.fingerprint);
         transition accept;
     }
-    /* a DATA's values header is the one of the size its length gives (IPv4 total length
-     * 48 + 4K); a length that is no size leaves data_values 0, which Validation drops as
-     * malformed, and Admission drops a size other than the job's */
+    /* a DATA's (or SKIP's) values header is the one of the size its length gives (IPv4
+     * total length 48 + 4K); a length that is no size leaves data_values 0, which
+     * Validation drops as malformed unless it is a header-only SKIP, and Admission drops
+     * a size other than the job's */
     state parse_values {
 #define VALUES_LENGTH(K) (IPV4_LEN_HEADER_ONLY + 4 * K): parse_values_##K;
         transition select(hdr.ipv4.total_len) {

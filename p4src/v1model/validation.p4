@@ -3,8 +3,8 @@
  * cannot read (IPv4 version other than 4, options, a fragment), a p4reduce header with
  * another protocol version, a message type workers do not send, a block index above 24
  * bits, or lengths (IPv4, UDP, the frame itself) other than the message type's layout (a
- * DATA: 48 + 4K IPv4 bytes for K one of the block sizes, FOR_EACH_BLOCK_SIZE) is
- * malformed: dropped and counted, never aggregated -- trailing bytes would otherwise be
+ * DATA: 48 + 4K IPv4 bytes for K one of the block sizes, FOR_EACH_BLOCK_SIZE; a SKIP:
+ * header only, or the same for K above SKIP_GROWS_TO_VALUES) is malformed: dropped and counted, never aggregated -- trailing bytes would otherwise be
  * carried into results, and an over-long frame would make a result too large to send. */
 #ifndef P4REDUCE_VALIDATION_P4
 #define P4REDUCE_VALIDATION_P4
@@ -24,8 +24,10 @@ control Validation(inout headers_t hdr, inout metadata_t meta,
             meta.malformed = 1;
         } else if (hdr.p4r.isValid() && hdr.ipv4.dst_addr == meta.switch_ip) {
             /* a DATA's length is one of the block sizes' exactly when the parser found
-             * its values header (data_values != 0: ../v1model/parser.p4) */
-            bit<16> ipv4_len = (hdr.p4r.msg_type == MSG_DATA)
+             * its values header (data_values != 0: parser.p4), a DATA without one is
+             * malformed; a SKIP carries one only above SKIP_GROWS_TO_VALUES (values.p4) */
+            bit<16> ipv4_len = (hdr.p4r.msg_type == MSG_DATA
+                                || meta.data_values > SKIP_GROWS_TO_VALUES)
                 ? ((meta.data_values != 0) ? hdr.ipv4.total_len : 16w0)
                 : ((hdr.p4r.msg_type == MSG_ANNOUNCE) ? IPV4_LEN_WITH_FINGERPRINT
                                                        : IPV4_LEN_HEADER_ONLY);

@@ -15,9 +15,17 @@
 #define VALUES_HEADER_TYPE(K) header values_##K##_t { bit<2048> word; }
 FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)
 
+/* The most values a header-only frame (a SKIP) may become a RESULT of: simple_switch gives
+ * a received frame 512 bytes of room to grow (bmv2's packet buffer), 4 * 128. A SKIP of a
+ * job of more values per block carries a values block of its job's size (its contents
+ * ignored), so the frame has the result's length already; a header-only one is dropped
+ * and counted (wrong_encoding) -- on every v1model target alike. A SKIP of a smaller
+ * block is header only (one with values is malformed). */
+#define SKIP_GROWS_TO_VALUES 128
+
 #define VALUES_HEADER(K) values_##K##_t values_##K;
 #define P4REDUCE_ARCH_VALUES FOR_EACH_BLOCK_SIZE(VALUES_HEADER)
-/* the size of a DATA's values header, set by the parser (0: none, or not a DATA) */
+/* the size of a DATA's (or a padded SKIP's) values header, set by the parser (0: none) */
 #define P4REDUCE_ARCH_METADATA block_values_t data_values;
 
 /* CALL_FOR_JOB_SIZE calls action SIZE_ACTION_K (SIZE_ACTION defined by the caller) of the

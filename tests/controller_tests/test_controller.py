@@ -262,6 +262,24 @@ def test_cli_end_to_end(config, switch_process, tmp_path):
     assert halves.returncode == 0, halves.stderr
     assert json.loads(halves.stdout)["descriptors"][0]["int32_halves"] is True
     assert ctl("job", "delete", "5").returncode == 0
+    wide = ctl(
+        "--json",
+        *("job", "create", "--job", "6", "--block-values", "2048"),
+        *("--worker", "0:3:02:00:00:00:00:03:10.0.0.3"),
+    )
+    assert wide.returncode == 0, wide.stderr
+    assert json.loads(wide.stdout)["descriptors"][0]["block_values"] == 2048
+    listed = ctl("job", "list")
+    assert "block_values" in listed.stdout and "2048" in listed.stdout.splitlines()[-1]
+    assert (
+        json.loads(ctl("--json", "stats", "--job", "6").stdout)["jobs"]["6"]["block_values"] == 2048
+    )
+    refused = ctl(
+        *("job", "create", "--job", "7", "--block-values", "1000"),
+        *("--worker", "0:3:02:00:00:00:00:03:10.0.0.3"),
+    )
+    assert refused.returncode == 1 and "1000 values per block is not available" in refused.stderr
+    assert ctl("job", "delete", "6").returncode == 0
     assert ctl("drop-sim", "--job", "4", "--ingress", "0.1").returncode == 0
     stats = json.loads(ctl("--json", "stats").stdout)
     assert stats["jobs"]["4"]["aggregated"] == 0 and "drops_malformed" in stats["switch"]

@@ -132,6 +132,17 @@ def test_tofino_configuration_with_port_map_and_cpu_port(tmp_path):
         ),
         ({**_sw(), "jobs": [{**_job(), "int32_halves": "yes"}]}, "jobs[0].int32_halves", "'yes'"),
         (
+            {**_sw(target="tofino"), "jobs": [{**_job(), "block_values": 2048}]},
+            "jobs[0].block_values",
+            "2048 values per block is not available on a tofino switch (the tna program "
+            "carries 64): create the job with block_values 64",
+        ),
+        (
+            {**_sw(), "jobs": [{**_job(), "block_values": 1000}]},
+            "jobs[0].block_values",
+            "1000 values per block is not available on a bmv2 switch",
+        ),
+        (
             {**_sw(target="tofino", port_map={"1": 128, "2": 8, "3": 16}), "jobs": [_job()]},
             "jobs[0].workers",
             "job 1: rank 0's port 1 is dev port 128, in pipe 1; every rank of a tofino job "
@@ -235,6 +246,27 @@ def test_a_packed_job_is_refused_on_tofino_before_the_switch_is_touched():
         assert "create the job with encoding 'lanes'" in message
 
 
+def test_a_block_size_the_target_lacks_is_refused_before_the_switch_is_touched():
+    conn = SwitchConnection("127.0.0.1:1")  # never connected: a refusal must not need it
+    worker = [WorkerAddress(0, 1, *host(1), 0x5030)]
+    for name in ("tofino", "tofino2", "bmv2"):
+        target = TARGETS[name]
+        jobs = JobManager(conn, Address(SWITCH_MAC, SWITCH_IP), None, {1, 2}, target)
+        wide = 2048 if name != "bmv2" else 2000
+        with pytest.raises(JobError) as info:
+            jobs.create(5, worker, 4, "lanes", block_values=wide)
+        message = str(info.value)
+        assert f"{wide} values per block is not available on a {name} switch" in message
+        sizes = ", ".join(map(str, target.block_sizes))
+        assert f"create the job with block_values {'one of ' * (name == 'bmv2')}{sizes}" in message
+
+
+def test_a_static_jobs_block_size_reaches_the_job(tmp_path):
+    static = parse({**_sw(), "jobs": [{**_job(), "block_values": 2048}]})
+    assert static.jobs[0].block_values == 2048
+    assert parse({**_sw(), "jobs": [_job()]}).jobs[0].block_values is None  # the default
+
+
 def test_tofino_controller_needs_a_device_config(tmp_path):
     cfg = parse(_sw(target="tofino", state_file=str(tmp_path / "s.json")), tmp_path)
     ctl = Controller(cfg)
@@ -303,6 +335,14 @@ def test_entries_and_groups_carry_dev_ports(tofino_controller):
     with pytest.raises(JobError, match="int32_halves false needs a switch that flags"):
         ctl.jobs.create(10, _workers([14]), 4, "lanes", False)
     assert 10 not in ctl.jobs.table.jobs
+
+
+def test_a_tofino_job_has_64_values_per_block_and_no_other(tofino_controller):
+    job = tofino_controller.jobs.create(4, _workers([12]))
+    assert job.block_values == 64
+    with pytest.raises(JobError, match="4096 values per block is not available on a tofino"):
+        tofino_controller.jobs.create(5, _workers([13]), block_values=4096)
+    assert 5 not in tofino_controller.jobs.table.jobs
 
 
 def test_a_job_without_a_slot_count_gets_the_targets_default(tofino_controller):
