@@ -118,6 +118,7 @@ class AllreduceEngine:
         self.my_next = first
         self.round = np.zeros(n, np.int64)
         self.last_frames = np.zeros((n, self.builder.width), np.uint8)
+        self._padded_skips = p.skip_carries_values(k)  # SKIPs carry a block of zeros
         self.last_lengths = np.zeros(n, np.int64)
         self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now)
         self.liveness = Liveness(
@@ -408,18 +409,27 @@ class AllreduceEngine:
 
     def _release(self, s: np.ndarray, nb: np.ndarray, ne: np.ndarray) -> None:
         """The next round of slots `s`: block `nb` (exponent `ne`), DATA where it is this
-        rank's next non-zero block, else SKIP; in the other shadow-copy version."""
+        rank's next non-zero block, else SKIP; in the other shadow-copy version. A SKIP of
+        a job of more than SKIP_GROWS_TO_VALUES values per block carries a block of zeros
+        (docs/protocol.md section 2: the switch turns a completing SKIP into the RESULT,
+        and simple_switch cannot grow a received frame by more than 512 bytes)."""
         is_data = nb == self.my_next[s]
         new_next = self.my_next[s].copy()
         if is_data.any():
             new_next[is_data] = self._after[nb[is_data]]
         values = self.payload.values(nb[is_data], ne[is_data]) if is_data.any() else None
+        extension = is_data
+        if self._padded_skips and not is_data.all():
+            padded = np.zeros((s.size, self.block_values), np.int32)
+            if values is not None:
+                padded[is_data] = values
+            values, extension = padded, np.ones(s.size, bool)
         self.slot_version[s] ^= 1
         self.block[s] = nb
         self.exponent[s] = ne
         self.my_next[s] = new_next
         msg = np.where(is_data, p.MsgType.DATA, p.MsgType.SKIP)
-        self._emit(s, msg, self.slot_version[s], nb, new_next, values, is_data)
+        self._emit(s, msg, self.slot_version[s], nb, new_next, values, extension)
 
     # -- opening slots, disagreements, the end of the call ----------------------------------
 

@@ -27,6 +27,8 @@ from p4reduce.wire import (  # noqa: F401 (re-exported: the one place these are 
     values_bytes,
     frame_bytes_with_values,
     mtu_needed,
+    SKIP_GROWS_TO_VALUES,
+    skip_carries_values,
     HEADER_BYTES,
     FINGERPRINT_BYTES,
     STATUS_BYTES,
@@ -346,9 +348,11 @@ class Frame(NamedTuple):
 
 def _carries_values(msg_type: int, block: int, extension: int) -> bool:
     """Whether a message's bytes after the header are a block's values: a DATA's always,
-    a RESULT's when it answers a data round (its block is not END_OF_STREAM)."""
+    a RESULT's when it answers a data round (its block is not END_OF_STREAM), a SKIP's
+    when it has any (a job whose SKIPs carry a block: wire.skip_carries_values)."""
     return msg_type == MsgType.DATA or (
-        msg_type == MsgType.RESULT and block != END_OF_STREAM and extension != 0
+        extension != 0
+        and ((msg_type == MsgType.RESULT and block != END_OF_STREAM) or msg_type == MsgType.SKIP)
     )
 
 
@@ -367,13 +371,21 @@ def extension_kind(
     msg_type: int, block: int, extension: int, block_values: int | None = None
 ) -> Extension:
     """What the `extension` bytes after a header are, from the message: DATA carries
-    values, ANNOUNCE a fingerprint, SKIP nothing, STATUS its bitmap; a RESULT carries the
-    round's sums (a data round: its block is not END_OF_STREAM), the fingerprint range (an
-    announce round) or nothing. Values are the job's K int32 (`block_values`), so a K of 1
-    or 2 is not taken for a STATUS or a fingerprint; None: any whole number 1..MAX of them
-    where the length is no other layout of the message. ProtocolError when the length fits
+    values, ANNOUNCE a fingerprint, SKIP nothing (or, in a job of more than
+    SKIP_GROWS_TO_VALUES values per block, a block of zeros the switch ignores), STATUS its
+    bitmap; a RESULT carries the round's sums (a data round: its block is not
+    END_OF_STREAM), the fingerprint range (an announce round) or nothing. Values are the
+    job's K int32 (`block_values`), so a K of 1 or 2 is not taken for a STATUS or a
+    fingerprint; None: any whole number 1..MAX of them where the length is no other layout
+    of the message. ProtocolError when the length fits
     no layout of the message."""
     carries = _carries_values(msg_type, block, extension)
+    if msg_type == MsgType.SKIP and carries and block_values is not None:
+        if not skip_carries_values(block_values):
+            raise ProtocolError(
+                f"SKIP message with {extension} bytes after the header in a job of "
+                f"{block_values} values per block (its SKIPs are header only)"
+            )
     if carries and block_values is not None and extension == values_bytes(block_values):
         return Extension.VALUES
     for kind in _OTHER_EXTENSIONS.get(msg_type, _NOT_VALUES):  # unknown types: by length

@@ -265,3 +265,33 @@ def test_engine_sends_and_stores_blocks_of_the_jobs_k(rng):
     eng.on_result(h, 3 * frame.values, 0.003)
     assert eng.done
     assert np.array_equal(eng.output.finish(), 3 * x)
+
+
+@pytest.mark.parametrize("k", (64, 128, 256, 2048))
+def test_a_skip_carries_a_block_of_zeros_above_128_values(k):
+    """A SKIP that completes a round comes back as its RESULT, and simple_switch can grow a
+    received frame by 512 bytes only: a job of more than 128 values per block sends its
+    SKIPs as long as a DATA, with K zeros; up to 128 they are header only."""
+    cfg = load_descriptor(descriptor(0, 2, slot_count=4, block_values=k))
+    x = np.zeros(12 * k, np.int32)  # this rank has nothing: every round it takes is a SKIP
+    eng = AllreduceEngine(cfg, make_payload(x, 2, block_values=k), 0.0, EngineParams())
+    eng.packets_to_send(0.0)
+    fp = p.fingerprint(np.int32, x.size)
+    for slot in range(4):  # the other rank announced block 5 (slot 1); nothing elsewhere
+        nxt = 5 if slot == 1 else EOS
+        h = p.Header.make(p.MsgType.RESULT, job=7, slot=slot, rank=0, block=EOS, next_block=nxt)
+        eng.on_result(h, None, 0.001, fingerprint=(fp, fp))
+    (skip,) = [eng.packets_to_send(0.002).frame(0)]
+    padded = p.skip_carries_values(k)
+    assert padded == (k > 128)
+    assert len(skip) == (62 + 4 * k if padded else 62)
+    frame = p.parse_frame(skip, k)
+    assert frame.header.msg_type == p.MsgType.SKIP and frame.header.block == 5
+    if padded:
+        assert frame.values.shape == (k,) and not frame.values.any()
+        with pytest.raises(p.ProtocolError, match="its SKIPs are header only"):
+            p.parse_frame(skip, 64)
+    else:
+        assert frame.values is None
+    retransmitted = eng.packets_to_send(10.0)  # its timer expired: the same frame again
+    assert len(retransmitted) == 1 and int(retransmitted.lengths[0]) == len(skip)
