@@ -145,3 +145,22 @@ def test_jobs_without_slots_get_the_kinds_default(capsys):
     jobs = pool // default + 1  # one job more than the pool holds at the default
     err = _refused(capsys, ["--target", "softswitch", "--jobs", str(jobs), "--workers", "1"])
     assert f"--jobs {jobs} x --slots {default}" in err
+
+
+@quick
+@given(st.integers().filter(lambda k: k not in p4net.demo.BMV2.block_sizes))
+@example(0)
+@example(100)
+@example(8192)
+def test_block_values_must_be_a_size_the_switch_carries(capsys, k):
+    err = _refused(capsys, [f"--block-values={k}"])
+    assert "--block-values" in err and "64, 128, 256, 512, 1024, 2048, 4096" in err
+
+
+def test_block_values_reach_the_options_and_bound_the_size(capsys):
+    demo = p4net.demo
+    assert demo.parse_args([]).block_values is None  # `make run`: the target's default
+    assert demo.parse_args(["--block-values", "2048"]).block_values == 2048
+    assert "must be 1..1073741823" in _refused(
+        capsys, ["--block-values", "2048", "--size", str(2**30)]
+    )
