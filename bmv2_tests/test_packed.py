@@ -1,5 +1,5 @@
 """The packed value encoding (docs/protocol.md section 10): a packed job's DATA lanes carry
-q + bias, the switch adds the block as one 2048-bit word, a SKIP adds the bias in every
+q + bias, the switch adds the block as one word, a SKIP adds the bias in every
 lane, and every round's lanes come back as sum(q) + N * bias. Frames are built here by
 hand, biased with the specification's bias (packed_bias, below), not the worker's code.
 """

@@ -8,10 +8,10 @@
  * lanes of a pair are already two (SwitchML's write_read1/sum_read1). A stateful ALU of a Tofino-class
  * switch updates both 32-bit halves of one cell at once, so the TNA program keeps lanes in
  * pairs (pair_t cells, SwitchML's layout: 64 lanes in 32 ALUs) and runs LANE_PAIR_ADD_BODY;
- * bmv2 pays per primitive and per expression node, so the v1model program keeps one lane
- * per register (packing pairs into bit<64> cells made softswitch 40 % slower) and runs
- * LANE_ADD_BODY. Both are LANE_UPDATE. A Tofino ALU returns one value: rv is the high
- * lane's sum there, and the low halves are read in a second pass. */
+ * bmv2 pays per primitive, not per bit, so the v1model program keeps a whole block in one
+ * wide register cell and runs LANE_ADD_BODY on it (packed jobs) or its SWAR form (lanes
+ * jobs: v1model/value_aggregation.p4). Both are LANE_UPDATE. A Tofino ALU returns one
+ * value: rv is the high lane's sum there, and the low halves are read in a second pass. */
 #ifndef P4REDUCE_BODIES_VALUE_AGGREGATION_P4
 #define P4REDUCE_BODIES_VALUE_AGGREGATION_P4
 #define LANE_UPDATE(CELL, IN, FIRST)                                           \
