@@ -197,6 +197,38 @@ def test_skip_ratios_from_packet_rates():
     assert skip_ratios({4: 4.0, 1: 2.0}, 4) == pytest.approx(((1.75 / 3) / 0.25, 2.0))
 
 
+def test_round_cost_in_process_counts_every_packet_of_every_round():
+    """bench/round_cost.py's in-process part on a small job: the switch meter sees every
+    packet the four workers send, by type -- each rank's non-zero blocks as DATA, the other
+    blocks of the union as SKIPs, one ANNOUNCE per used slot -- plus one per
+    retransmission; and the ratio rows are per case other than the first."""
+    import numpy as np
+    import round_cost
+
+    specs = ["dense", "independent:0.25"]
+    cases = [round_cost.parse_case(s, 64 * 200) for s in specs]
+    rows = round_cost.in_process(cases, specs, passes=1, window=16)
+    assert [r.case for r in rows] == specs
+    for spec, c, row in zip(specs, cases, rows):
+        blocks = np.stack(
+            [np.asarray(x).reshape(-1, 64).any(axis=1) for x in round_cost.make_inputs(c)]
+        )
+        union, used = int(blocks.any(axis=0).sum()), min(64, blocks.shape[1])
+        n = {k: v * row.rounds for k, v in row.packets.items()}
+        assert row.rounds == union + used, spec
+        assert sum(n.values()) == pytest.approx(4 * row.rounds + row.retransmissions), spec
+        expected = {
+            "DATA": blocks.sum(),
+            "SKIP": 4 * union - blocks.sum(),
+            "ANNOUNCE": 4 * used,
+        }
+        for kind, count in expected.items():
+            got = n.get(kind, 0.0)
+            assert count <= got + 1e-6 <= count + row.retransmissions + 1e-6, (spec, kind)
+        assert row.wall > 0 and row.switch_cpu > 0 and row.worker_cpu > 0, spec
+    assert set(round_cost.ratios(rows, specs)) == {"independent:0.25"}
+
+
 REPO = BENCH.parent
 # a QUICK run's results.json (make bench QUICK=1), trimmed to one target's headline cases
 QUICK_RESULTS = Path(__file__).resolve().parent / "data" / "bench-results-quick.json"
