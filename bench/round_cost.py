@@ -50,8 +50,8 @@ from pathlib import Path
 import numpy as np
 
 from hostlib.worker import Worker
-from p4net.harness import SwitchSession
-from p4reduce.wire import P4R_OFFSET, MsgType
+from p4net.harness import SwitchSession, TestJob
+from p4reduce.wire import P4R_OFFSET, Flag, MsgType
 from suite import Case, make_inputs
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -185,6 +185,39 @@ def _in_process_call(spec: str, workers: list[Worker], meter: SwitchMeter, input
     )
 
 
+def packet_times(rounds: int = 60, slots: int = 32) -> dict[str, float]:
+    """Median switch time per packet (seconds) by kind, DATA or SKIP, and by whether it
+    completes its round (then it also multicasts the result): rounds of N DATA and
+    rounds of 1 DATA + N-1 SKIPs alternate on one job (bench/softswitch_pps.py's frames,
+    straight into `Switch.process`), each packet timed on its own, so that a burst of
+    load moves a few packets, not a median."""
+    from softswitch_pps import JOB as PPS_JOB
+    from softswitch_pps import frames_for
+
+    times: dict[str, list[float]] = {}
+    with SwitchSession.inprocess(ports=WORKERS) as session:
+        made = session.create_job(WORKERS, slots, PPS_JOB, encoding="packed")
+        job, sw = TestJob(session, made), session.device.active.switch
+        ports = [w.port for w in made.workers]
+        for rank, port in enumerate(ports):
+            for slot in range(slots):
+                announce = job.frame(
+                    rank, MsgType.ANNOUNCE, slot=slot, next_block=slot, flags=Flag.PACKED
+                )
+                sw.process(port, announce)
+        for r in range(2 * rounds):
+            data_ranks = WORKERS if r % 2 == 0 else 1
+            (rnd,) = frames_for(job, WORKERS, slots, 1, True, data_ranks, r)
+            for rank, frame in rnd:
+                t = time.perf_counter()
+                sw.process(ports[rank], frame)
+                dt = time.perf_counter() - t
+                kind = "DATA" if rank < data_ranks else "SKIP"
+                last = " completing" if rank == WORKERS - 1 else ""
+                times.setdefault(kind + last, []).append(dt)
+    return {k: statistics.median(v) for k, v in sorted(times.items())}
+
+
 # -- end to end on Mininet ----------------------------------------------------------------
 
 
@@ -271,10 +304,17 @@ def ratios(rows: list[Cost], specs: list[str]) -> dict[str, dict[str, float]]:
     out = {}
     for spec in specs[1:]:
         per_pass = [r.wall / d.wall for r, d in zip(by[spec], dense)]
+        cpu = [
+            (r.switch_cpu + r.worker_cpu) / (d.switch_cpu + d.worker_cpu)
+            for r, d in zip(by[spec], dense)
+        ]
         out[spec] = {
             "wall_median": statistics.median(per_pass),
             "wall_min": min(per_pass),
             "wall_max": max(per_pass),
+            "cpu_median": statistics.median(cpu),
+            "cpu_min": min(cpu),
+            "cpu_max": max(cpu),
             "wall_best": min(r.wall for r in by[spec]) / min(d.wall for d in dense),
             "switch_cpu": statistics.median(
                 r.switch_cpu / d.switch_cpu for r, d in zip(by[spec], dense)
@@ -291,37 +331,52 @@ def print_ratios(part: str, rs: dict[str, dict[str, float]], dense: str) -> None
         print(
             f"{part}: {spec} / {dense} per round: wall {r['wall_median']:.2f} (passes "
             f"{r['wall_min']:.2f}-{r['wall_max']:.2f}, best/best {r['wall_best']:.2f}), "
-            f"switch CPU {r['switch_cpu']:.2f}, worker CPU {r['worker_cpu']:.2f}"
+            f"CPU {r['cpu_median']:.2f} (switch {r['switch_cpu']:.2f}, workers "
+            f"{r['worker_cpu']:.2f})"
         )
+
+
+def _ratio(rs: dict[str, dict[str, float]], spec: str, what: str) -> str:
+    if spec not in rs:
+        return "1.00"
+    r = rs[spec]
+    return f"{r[what + '_median']:.2f} ({r[what + '_min']:.2f}–{r[what + '_max']:.2f})"
 
 
 def markdown(result: dict) -> str:
     """The docs' table: per part and case, the median over passes of the wall time and
-    the CPU per round, and the median per-pass ratio of each to the dense case's."""
+    the CPU per round, and the median (range) of the per-pass ratios to the dense case's
+    wall time and CPU (switch + workers) per round."""
     lines = [
         "| part | case | rounds | µs/round | ÷ dense | switch CPU µs/round | workers' CPU "
-        "µs/round | retransmissions per call |",
-        "|---|---|--:|--:|--:|--:|--:|--:|",
+        "µs/round | CPU ÷ dense | retransmissions per call |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for part in ("in-process", "mininet"):
         if part not in result:
             continue
         rows = [Cost(**r) for r in result[part]["rows"]]
         specs = list(dict.fromkeys(r.case for r in rows))
-        rs = result[part]["ratios"]
+        rs = ratios(rows, specs)
         for spec in specs:
             mine = [r for r in rows if r.case == spec]
-            ratio = rs[spec]["wall_median"] if spec in rs else 1.0
-            spread = (
-                f" ({rs[spec]['wall_min']:.2f}–{rs[spec]['wall_max']:.2f})" if spec in rs else ""
-            )
             lines.append(
                 f"| {part} | {spec} | {mine[0].rounds:.0f} | "
-                f"{statistics.median(r.wall for r in mine) * 1e6:.0f} | {ratio:.2f}{spread} | "
+                f"{statistics.median(r.wall for r in mine) * 1e6:.0f} | "
+                f"{_ratio(rs, spec, 'wall')} | "
                 f"{statistics.median(r.switch_cpu for r in mine) * 1e6:.0f} | "
                 f"{statistics.median(r.worker_cpu for r in mine) * 1e6:.0f} | "
+                f"{_ratio(rs, spec, 'cpu')} | "
                 f"{statistics.median(r.retransmissions for r in mine):.0f} |"
             )
+    if "packet_times" in result:
+        lines.append("")
+        lines.append(
+            "Switch time per packet (median, in-process, packed; rounds of 4 DATA and of "
+            "1 DATA + 3 SKIPs alternating): "
+            + ", ".join(f"{k} {v * 1e6:.1f} µs" for k, v in result["packet_times"].items())
+            + "."
+        )
     return "\n".join(lines)
 
 
@@ -368,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     parts = []
     if not args.no_inprocess:
+        per_packet = packet_times()
+        result["packet_times"] = per_packet
+        print(
+            "switch per packet (median, packed, rounds of 4 DATA and of 1 DATA + 3 SKIPs "
+            "alternating): " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in per_packet.items())
+        )
         parts.append(("in-process", in_process(cases, args.cases, args.passes, window)))
     if args.mininet:
         parts.append(("mininet", mininet(cases, args.cases, args.passes)))

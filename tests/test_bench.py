@@ -229,6 +229,15 @@ def test_round_cost_in_process_counts_every_packet_of_every_round():
     assert set(round_cost.ratios(rows, specs)) == {"independent:0.25"}
 
 
+def test_round_cost_times_each_kind_of_packet():
+    """Both kinds of packet, completing their round or not, are timed on the real program."""
+    import round_cost
+
+    times = round_cost.packet_times(rounds=2, slots=2)
+    assert set(times) == {"DATA", "DATA completing", "SKIP", "SKIP completing"}
+    assert all(t > 0 for t in times.values())
+
+
 REPO = BENCH.parent
 # a QUICK run's results.json (make bench QUICK=1), trimmed to one target's headline cases
 QUICK_RESULTS = Path(__file__).resolve().parent / "data" / "bench-results-quick.json"
