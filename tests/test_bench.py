@@ -229,6 +229,20 @@ def test_round_cost_in_process_counts_every_packet_of_every_round():
     assert set(round_cost.ratios(rows, specs)) == {"independent:0.25"}
 
 
+def test_suite_passes_keep_the_fastest_and_never_hide_a_failure():
+    """--passes: a case's result is its fastest pass, listing every pass's seconds; a
+    pass that failed is the result whatever the others measured."""
+    from suite import Case, Result, best_pass
+
+    c = Case("softswitch", "p4reduce", 4, 1024, "dense", 1.0, 1)
+    runs = [Result(c, ok=True, seconds=s) for s in (3.0, 2.0, 2.5)]
+    best = best_pass(runs)
+    assert best.seconds == 2.0 and best.passes == [3.0, 2.0, 2.5]
+    failed = Result(c, ok=False, error="rank 1: timed out", seconds=0.0)
+    assert best_pass([Result(c, ok=True, seconds=1.0), failed]) is failed
+    assert best_pass([Result(c, ok=True, seconds=1.0)]).passes == []
+
+
 def test_round_cost_times_each_kind_of_packet():
     """Both kinds of packet, completing their round or not, are timed on the real program."""
     import round_cost
