@@ -73,9 +73,13 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     ]
     if suite.have_torch():
         cases.append(suite.Case("softswitch", "gloo", workers, size, "ring", 1.0, 1))
-    data = suite.run_cases(cases, ["softswitch"])
+    data = suite.run_cases(cases, ["softswitch"], passes=2)
     bad = [(r["case"], r["error"]) for r in data["results"] if not r["ok"]]
     assert not bad
+    # two passes over the plan: one result per case, its fastest pass's
+    assert len(data["results"]) == len(cases) and data["environment"]["passes"] == 2
+    for r in data["results"]:
+        assert len(r["passes"]) == 2 and r["seconds"] == min(r["passes"]), r["case"]
     by = {(r["case"]["system"], r["case"]["pattern"]): r for r in data["results"]}
     blocks = size // protocol.BLOCK_VALUES
     dense = by[("p4reduce", "dense")]
