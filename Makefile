@@ -96,6 +96,8 @@ ifeq ($(QUICK),)
 	$(PY) bench/loss_recovery.py
 	$(PY) bench/fairness.py
 	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown
+	$(PY) bench/round_cost.py --mininet --cases dense dense:0.344 independent:0.1 zipf shared:0.1 \
+	  --json docs/bench/round_cost.json --markdown
 	if command -v simple_switch_grpc >/dev/null; then \
 	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious && \
 	  $(PY) bench/fairness.py --target simple_switch_grpc; \

@@ -464,9 +464,14 @@ def markdown(data: dict, images: dict[str, str]) -> str:
         f"* software: p4reduce {env['commit']}, Python {env['python']}, numpy "
         f"{env['numpy']}, torch {env.get('torch') or 'not installed'}"
         + (f", simple_switch_grpc {env['bmv2']}" if env.get("bmv2") else ""),
-        f"* every job: float32, {slots_text(data['slots'])}; best of the stated repeats, each "
-        f"timed at its slowest rank; bytes and packets are the host links' kernel counters "
-        f"around the timed allreduces, per worker and per allreduce",
+        f"* every job: float32, {slots_text(data['slots'])}; best of the stated repeats"
+        + (
+            f" and of {env['passes']} passes over all the cases (one after another)"
+            if env.get("passes", 1) > 1
+            else ""
+        )
+        + ", each timed at its slowest rank; bytes and packets are the host links' kernel "
+        "counters around the timed allreduces, per worker and per allreduce",
         gloo_mtu_line(ix, (env.get("wire") or wire_format())["data_frame"]),
     ]
     for s in data["skipped"]:

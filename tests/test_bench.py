@@ -73,9 +73,13 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     ]
     if suite.have_torch():
         cases.append(suite.Case("softswitch", "gloo", workers, size, "ring", 1.0, 1))
-    data = suite.run_cases(cases, ["softswitch"])
+    data = suite.run_cases(cases, ["softswitch"], passes=2)
     bad = [(r["case"], r["error"]) for r in data["results"] if not r["ok"]]
     assert not bad
+    # two passes over the plan: one result per case, its fastest pass's
+    assert len(data["results"]) == len(cases) and data["environment"]["passes"] == 2
+    for r in data["results"]:
+        assert len(r["passes"]) == 2 and r["seconds"] == min(r["passes"]), r["case"]
     by = {(r["case"]["system"], r["case"]["pattern"]): r for r in data["results"]}
     blocks = size // protocol.BLOCK_VALUES
     dense = by[("p4reduce", "dense")]
@@ -195,6 +199,61 @@ def test_skip_ratios_from_packet_rates():
 
     assert skip_ratios({4: 4.0, 1: 4.0}, 4) == pytest.approx((1.0, 1.0))
     assert skip_ratios({4: 4.0, 1: 2.0}, 4) == pytest.approx(((1.75 / 3) / 0.25, 2.0))
+
+
+def test_round_cost_in_process_counts_every_packet_of_every_round():
+    """bench/round_cost.py's in-process part on a small job: the switch meter sees every
+    packet the four workers send, by type -- each rank's non-zero blocks as DATA, the other
+    blocks of the union as SKIPs, one ANNOUNCE per used slot -- plus one per
+    retransmission; and the ratio rows are per case other than the first."""
+    import numpy as np
+    import round_cost
+
+    specs = ["dense", "independent:0.25"]
+    cases = [round_cost.parse_case(s, 64 * 200) for s in specs]
+    rows = round_cost.in_process(cases, specs, passes=1, window=16)
+    assert [r.case for r in rows] == specs
+    for spec, c, row in zip(specs, cases, rows):
+        blocks = np.stack(
+            [np.asarray(x).reshape(-1, 64).any(axis=1) for x in round_cost.make_inputs(c)]
+        )
+        union, used = int(blocks.any(axis=0).sum()), min(64, blocks.shape[1])
+        n = {k: v * row.rounds for k, v in row.packets.items()}
+        assert row.rounds == union + used, spec
+        assert sum(n.values()) == pytest.approx(4 * row.rounds + row.retransmissions), spec
+        expected = {
+            "DATA": blocks.sum(),
+            "SKIP": 4 * union - blocks.sum(),
+            "ANNOUNCE": 4 * used,
+        }
+        for kind, count in expected.items():
+            got = n.get(kind, 0.0)
+            assert count <= got + 1e-6 <= count + row.retransmissions + 1e-6, (spec, kind)
+        assert row.wall > 0 and row.switch_cpu > 0 and row.worker_cpu > 0, spec
+    assert set(round_cost.ratios(rows, specs)) == {"independent:0.25"}
+
+
+def test_suite_passes_keep_the_fastest_and_never_hide_a_failure():
+    """--passes: a case's result is its fastest pass, listing every pass's seconds; a
+    pass that failed is the result whatever the others measured."""
+    from suite import Case, Result, best_pass
+
+    c = Case("softswitch", "p4reduce", 4, 1024, "dense", 1.0, 1)
+    runs = [Result(c, ok=True, seconds=s) for s in (3.0, 2.0, 2.5)]
+    best = best_pass(runs)
+    assert best.seconds == 2.0 and best.passes == [3.0, 2.0, 2.5]
+    failed = Result(c, ok=False, error="rank 1: timed out", seconds=0.0)
+    assert best_pass([Result(c, ok=True, seconds=1.0), failed]) is failed
+    assert best_pass([Result(c, ok=True, seconds=1.0)]).passes == []
+
+
+def test_round_cost_times_each_kind_of_packet():
+    """Both kinds of packet, completing their round or not, are timed on the real program."""
+    import round_cost
+
+    times = round_cost.packet_times(rounds=2, slots=2)
+    assert set(times) == {"DATA", "DATA completing", "SKIP", "SKIP completing"}
+    assert all(t > 0 for t in times.values())
 
 
 REPO = BENCH.parent
