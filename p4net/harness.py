@@ -171,9 +171,11 @@ class SwitchSession:
     def switch_stats(self) -> dict[str, int]:
         return switch_stats(self.conn)
 
-    def transport(self, port: int) -> "InProcessTransport":
+    def transport(self, port: int, width: int = WIDTH) -> "InProcessTransport":
+        """Rank's link on `port`; `width`: the longest frame its job receives (a RESULT of
+        its K values: p4reduce.wire.frame_bytes_with_values)."""
         assert isinstance(self.proc, InProcessSwitch), "workers' transports are in-process"
-        return InProcessTransport(self.proc, port)
+        return InProcessTransport(self.proc, port, width)
 
 
 def values_frame(ep: Endpoints, header: Header, values: np.ndarray) -> bytes:
@@ -207,12 +209,13 @@ def parse_values_frame(raw: bytes) -> Frame:
     return parsed._replace(values=values)
 
 
-def frame_rows(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Frames as a transport's recv returns them: a (n, WIDTH) uint8 matrix and lengths."""
-    frames = np.zeros((len(items), WIDTH), np.uint8)
+def frame_rows(items: list[bytes], width: int = WIDTH) -> tuple[np.ndarray, np.ndarray]:
+    """Frames as a transport's recv returns them: a (n, width) uint8 matrix (longer frames
+    cut, as a socket's receive ring cuts them) and their lengths."""
+    frames = np.zeros((len(items), width), np.uint8)
     lengths = np.zeros(len(items), np.int64)
     for i, f in enumerate(items):
-        n = min(len(f), WIDTH)
+        n = min(len(f), width)
         frames[i, :n] = np.frombuffer(f, np.uint8, n)
         lengths[i] = len(f)
     return frames, lengths
@@ -224,8 +227,8 @@ class InProcessTransport:
 
     mode = "inprocess"
 
-    def __init__(self, switch: InProcessSwitch, port: int):
-        self.switch, self.port = switch, port
+    def __init__(self, switch: InProcessSwitch, port: int, width: int = WIDTH):
+        self.switch, self.port, self.width = switch, port, width
         self.drop_sends = 0  # tests: lose this many of the next sent frames
 
     def send(self, batch: Batch) -> int:
@@ -238,7 +241,7 @@ class InProcessTransport:
         return len(batch)
 
     def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
-        return frame_rows(self.switch.take(self.port, max_n))
+        return frame_rows(self.switch.take(self.port, max_n), self.width)
 
     def wait(self, timeout: float) -> None:
         self.switch.wait(self.port, timeout)
