@@ -5,7 +5,7 @@ and SKIP rounds, a SKIP that completes a round, retransmissions into an incomple
 bias removal, the largest lanes that must not carry) and lanes (int32 added lane by lane,
 overflow flagged) --, a DATA of another job's size dropped and counted, a DATA whose
 length is no size malformed, and jobs of different sizes side by side on one switch.
-Frames of K values are built here by hand (p4net.harness.values_frame)."""
+Frames of K values are built and parsed by hostlib's codec (hostlib.protocol)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_packed_rounds_at_every_size(switch, k):
     """A packed job of K values, N = 5 ranks: SKIPs first, in the middle and last, every
     round's lanes are sum(q) + N * bias; the largest lanes (every rank 2 * bias, i.e.
     q = +bias) next to the smallest (0) neither carry nor borrow; a retransmission into
-    the completed round gets the same K lanes back."""
+    the incomplete round gets the STATUS, one into the completed round the same K lanes."""
     n = 5
     job = switch.add_job(job=200 + k % 97, n=n, encoding=PACKED, block_values=k)
     bias = packed_bias(n)
@@ -114,9 +114,12 @@ def test_packed_rounds_at_every_size(switch, k):
         assert np.array_equal(_lanes(r) - n * bias, q[1] + q[3])
 
     top = np.where(np.arange(k) % 2 == 0, 2 * bias, 0)
-    res = job.round(
-        0, 1, {r: top for r in range(n)}, {r: (END, 0) for r in range(n)}, flags=Flag.PACKED
-    )
+    for flags in (Flag.PACKED, Flag.PACKED | Flag.RETRANSMIT):  # into the incomplete round
+        job.send(0, MsgType.DATA, version=0, block=1, next_block=END, values=top, flags=flags)
+    status = job.result(0)
+    assert status.header.msg_type == MsgType.STATUS and status.contributors == 0b00001
+    others = {r: top for r in range(1, n)}
+    res = job.round(0, 1, others, {r: (END, 0) for r in range(n)}, flags=Flag.PACKED)
     for r in res.values():
         lanes = _lanes(r)
         assert (lanes[0::2] == 2 * n * bias).all() and (lanes[1::2] == 0).all()

@@ -26,7 +26,7 @@ from hostlib import protocol as p
 from hostlib.framing import WIDTH, Batch
 from hostlib.protocol import Endpoints, Frame, Header, MsgType
 from p4reduce.job import Job
-from p4reduce.wire import ipv4_checksum, skip_carries_values
+from p4reduce.wire import skip_carries_values
 from softswitch.inprocess import InProcessSwitch
 
 from .switches import SwitchUnderTest
@@ -171,50 +171,23 @@ class SwitchSession:
     def switch_stats(self) -> dict[str, int]:
         return switch_stats(self.conn)
 
-    def transport(self, port: int) -> "InProcessTransport":
+    def transport(self, port: int, width: int = WIDTH) -> "InProcessTransport":
+        """Rank's link on `port`; `width`: the longest frame its job receives (a RESULT of
+        its K values: p4reduce.wire.frame_bytes_with_values)."""
         assert isinstance(self.proc, InProcessSwitch), "workers' transports are in-process"
-        return InProcessTransport(self.proc, port)
+        return InProcessTransport(self.proc, port, width)
 
 
-def values_frame(ep: Endpoints, header: Header, values: np.ndarray) -> bytes:
-    """A frame carrying a block of any number K of values (62 + 4K bytes): hostlib's
-    header-only frame with the values appended and the IPv4 and UDP lengths (and the IPv4
-    checksum) made to count them."""
-    frame = bytearray(p.build_frame(ep, header))
-    frame += (values & 0xFFFFFFFF).astype(">u4").tobytes()  # int32 or packed lanes
-    extra = 4 * len(values)
-    ip_len = int.from_bytes(frame[16:18], "big") + extra
-    frame[16:18] = ip_len.to_bytes(2, "big")
-    frame[24:26] = b"\0\0"
-    frame[24:26] = ipv4_checksum(bytes(frame[14:34])).to_bytes(2, "big")
-    frame[38:40] = (int.from_bytes(frame[38:40], "big") + extra).to_bytes(2, "big")
-    return bytes(frame)
-
-
-def parse_values_frame(raw: bytes) -> Frame:
-    """hostlib's parse_frame for a frame with a block of any number K of values: checked as
-    hostlib checks the header-only layout, then the K values (int32) attached."""
-    udp_len = int.from_bytes(raw[38:40], "big")
-    extra = udp_len - p.UDP_BYTES - p.HEADER_BYTES
-    if len(raw) < 40 or extra % 4 or extra in {*p.EXTENSION_BYTES.values(), p.STATUS_BYTES}:
-        return p.parse_frame(raw)  # hostlib's own layouts (K = 64, no values) and errors
-    if len(raw) < p.EXTENSION_OFFSET + extra:
-        raise p.ProtocolError(f"truncated frame: {len(raw)} bytes, udp length {udp_len}")
-    head = bytearray(raw[: p.EXTENSION_OFFSET])
-    head[38:40] = (p.UDP_BYTES + p.HEADER_BYTES).to_bytes(2, "big")
-    parsed = p.parse_frame(bytes(head))
-    values = np.frombuffer(raw, ">i4", extra // 4, p.EXTENSION_OFFSET).astype(np.int32)
-    return parsed._replace(values=values)
-
-
-def frame_rows(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Frames as a transport's recv returns them: a (n, width) uint8 matrix, as wide as the
-    widest frame (a job's of K values: 62 + 4K bytes) and at least WIDTH, and lengths."""
-    width = max([WIDTH, *(len(f) for f in items)])
+def frame_rows(items: list[bytes], width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Frames as a transport's recv returns them: a (n, width) uint8 matrix (longer frames
+    cut, as a socket's receive ring cuts them) and their lengths. Without a width, as wide
+    as the widest frame (a job's of K values: 62 + 4K bytes) and at least WIDTH."""
+    if width is None:
+        width = max([WIDTH, *(len(f) for f in items)])
     frames = np.zeros((len(items), width), np.uint8)
     lengths = np.zeros(len(items), np.int64)
     for i, f in enumerate(items):
-        n = len(f)
+        n = min(len(f), width)
         frames[i, :n] = np.frombuffer(f, np.uint8, n)
         lengths[i] = len(f)
     return frames, lengths
@@ -226,8 +199,8 @@ class InProcessTransport:
 
     mode = "inprocess"
 
-    def __init__(self, switch: InProcessSwitch, port: int):
-        self.switch, self.port = switch, port
+    def __init__(self, switch: InProcessSwitch, port: int, width: int = WIDTH):
+        self.switch, self.port, self.width = switch, port, width
         self.drop_sends = 0  # tests: lose this many of the next sent frames
 
     def send(self, batch: Batch) -> int:
@@ -240,7 +213,7 @@ class InProcessTransport:
         return len(batch)
 
     def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
-        return frame_rows(self.switch.take(self.port, max_n))
+        return frame_rows(self.switch.take(self.port, max_n), self.width)
 
     def wait(self, timeout: float) -> None:
         self.switch.wait(self.port, timeout)
@@ -310,7 +283,7 @@ class TestJob:
             values = np.zeros(self.job.block_values, np.int64)
         if values is None:
             return p.build_frame(self.endpoints(rank), header, fingerprint=fp)
-        return values_frame(self.endpoints(rank), header, np.asarray(values, dtype=np.int64))
+        return p.build_frame(self.endpoints(rank), header, np.asarray(values, dtype=np.int64))
 
     def send(self, rank: int, msg_type: MsgType, **kw) -> None:
         self.switch.proc.send(self.by_rank[rank].port, self.frame(rank, msg_type, **kw))
@@ -323,7 +296,7 @@ class TestJob:
         port = self.by_rank[rank].port
         while (raw := self.switch.proc.recv(port, timeout)) is not None:
             try:
-                return parse_values_frame(raw)
+                return p.parse_frame(raw)
             except p.ProtocolError:
                 continue  # not p4reduce (e.g. a flooded frame): keep waiting
         return None

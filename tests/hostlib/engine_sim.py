@@ -29,7 +29,7 @@ from hostlib.loop import CallLoop
 from hostlib.numerics import make_payload
 from p4net.harness import SwitchSession
 
-from hostlib_helpers import frame_rows
+from p4net.harness import frame_rows
 
 
 @dataclass

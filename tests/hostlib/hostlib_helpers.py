@@ -47,7 +47,6 @@ ENGINE_T0 = 100.0
 
 
 def engine_tensor():
-    import numpy as np
 
     x = np.zeros(12 * 64, np.int32)
     for b in (1, 4, 9):
@@ -66,33 +65,6 @@ def make_engine(params, slot_versions=None, rtt=None, now=ENGINE_T0):
     )
 
 
-class JobTransport:
-    """A rank's link to the in-process switch, its receive rows as wide as the job's
-    frames (hostlib.loop.Transport)."""
-
-    mode = "inprocess"
-
-    def __init__(self, session, port: int, block_values: int):
-        self.inner = session.transport(port)
-        self.width = frame_width(block_values)
-
-    def send(self, batch) -> int:
-        return self.inner.send(batch)
-
-    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
-        return frame_rows(self.inner.switch.take(self.inner.port, max_n), self.width)
-
-    def wait(self, timeout: float) -> None:
-        self.inner.wait(timeout)
-
-    def close(self) -> None:
-        pass
-
-
-def frame_rows(items: list[bytes], width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Frames as a transport's recv returns them: a (n, width) uint8 matrix (width: the
-    job's frame_width) and their lengths."""
-    frames = np.zeros((len(items), width), np.uint8)
-    for i, f in enumerate(items):
-        frames[i, : min(len(f), width)] = np.frombuffer(f, np.uint8, min(len(f), width))
-    return frames, np.array([len(f) for f in items], np.int64)
+def job_transport(session, port: int, block_values: int):
+    """A rank's link to the in-process switch, its receive rows as wide as the job's frames."""
+    return session.transport(port, frame_width(block_values))

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hostlib import Worker
 from p4net.harness import SwitchSession
 
-from hostlib_helpers import JobTransport
+from hostlib_helpers import job_transport
 
 LEVEL_M = (1 << 31) - 1
 
@@ -74,7 +74,9 @@ def allreduce_all(session: SwitchSession, job, xs_per_call, **worker_kw) -> list
         try:
             port = job.workers[r].port
             with Worker(
-                descriptors[r], transport=JobTransport(session, port, job.block_values), **worker_kw
+                descriptors[r],
+                transport=job_transport(session, port, job.block_values),
+                **worker_kw,
             ) as w:
                 for xs in xs_per_call:
                     results[r].append(w.allreduce(xs[r]))

@@ -20,7 +20,7 @@ from hostlib.timers import EngineParams
 from p4net.harness import SwitchSession
 
 from engine_sim import simulate
-from hostlib_helpers import JobTransport
+from hostlib_helpers import job_transport
 from test_pacing import job as pacing_job
 
 SIZES = (64, 256, 2048)
@@ -44,7 +44,7 @@ def run_job(switch, job, fn, *, timeout: float = 0.02, deadline: float = 60.0):
         try:
             with Worker(
                 descriptors[r],
-                transport=JobTransport(switch, port, job.block_values),
+                transport=job_transport(switch, port, job.block_values),
                 timeout=timeout,
                 deadline=deadline,
             ) as w:
