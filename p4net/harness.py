@@ -171,9 +171,9 @@ class SwitchSession:
     def switch_stats(self) -> dict[str, int]:
         return switch_stats(self.conn)
 
-    def transport(self, port: int, width: int = WIDTH) -> "InProcessTransport":
-        """Rank's link on `port`; `width`: the longest frame its job receives (a RESULT of
-        its K values: p4reduce.wire.frame_bytes_with_values)."""
+    def transport(self, port: int, width: int | None = None) -> "InProcessTransport":
+        """Rank's link on `port`; `width`: the longest frame it receives whole (a RESULT of
+        its job's K values: p4reduce.wire.frame_bytes_with_values), None: every frame whole."""
         assert isinstance(self.proc, InProcessSwitch), "workers' transports are in-process"
         return InProcessTransport(self.proc, port, width)
 
@@ -199,7 +199,7 @@ class InProcessTransport:
 
     mode = "inprocess"
 
-    def __init__(self, switch: InProcessSwitch, port: int, width: int = WIDTH):
+    def __init__(self, switch: InProcessSwitch, port: int, width: int | None = None):
         self.switch, self.port, self.width = switch, port, width
         self.drop_sends = 0  # tests: lose this many of the next sent frames
 
