@@ -170,7 +170,10 @@ def _table(info, short):
             lambda i: _action(i, "admit").params[5].__setattr__("bitwidth", 2),
             "admit.params.encoding: reference has 1, other has 2",
         ),
-        (lambda i: _action(i, "admit").params.pop(), "params.bias: in reference, not in other"),
+        (
+            lambda i: _action(i, "admit").params.pop(),
+            "params.block_values: in reference, not in other",
+        ),
         (
             lambda i: _table(i, "admission").match_fields[0].__setattr__("bitwidth", 16),
             "tables.admission.match[0].bits: reference has 9, other has 16",
