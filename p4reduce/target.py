@@ -26,7 +26,7 @@ does). What genuinely differs, and is decided here and nowhere else:
   job must be in that port's pipe (`check_pipes`: a job across pipes would get lanes from
   another pipe's registers);
 * **value encodings**: `packed` (a 2048-bit add per packet) exists only in the v1model
-  program; the TNA program adds 64 int32 lanes (two per stateful ALU). A job on a Tofino
+  program; the TNA program adds int32 lanes (two per stateful ALU). A job on a Tofino
   switch is created with `lanes` (the default there); asking for `packed` is refused
   (the rule: p4reduce.job.resolve_encoding, from `encodings` and `default_encoding`);
 * **int32 overflow**: the v1model program flags a round whose int32 lane overflowed. A
@@ -37,7 +37,8 @@ does). What genuinely differs, and is decided here and nowhere else:
 * **block sizes**: the values per block (per DATA packet) a job may take, `block_sizes`.
   The v1model program keeps one wide register per size and tells the size by the frame's
   length, so a job chooses its own; the TNA program's lanes are stateful ALUs fixed when it
-  is compiled, so it carries one size (the rule: p4reduce.job.resolve_block_values);
+  is compiled, so it carries one size, 64 on both chips (the rule:
+  p4reduce.job.resolve_block_values);
 * **default slots**: `default_slots` per kind, and the target's own for a controller that
   cannot tell the kinds apart.
 
@@ -136,7 +137,7 @@ class Target:
         }
 
 
-def _tofino(name: str, arch: str, harvest_port: int) -> Target:
+def _tofino(name: str, arch: str, harvest_port: int, block_values: int) -> Target:
     return Target(
         name=name,
         arch=arch,
@@ -147,8 +148,15 @@ def _tofino(name: str, arch: str, harvest_port: int) -> Target:
         p4info=BUILD_DIR / name / "p4reduce.p4info.txtpb",
         device_config=None,
         harvest_port=harvest_port,
+        block_sizes=(block_values,),
     )
 
+
+# values per block the TNA program carries (LANES of p4src/tna/values.p4, two per lane-pair
+# register: tests/test_tofino_build.py counts them in each compiled build). A one-pass
+# Tofino 1 program would carry 52 (docs/tofino.md, "What one pass would take").
+TOFINO_BLOCK_VALUES = BLOCK_VALUES
+TOFINO2_BLOCK_VALUES = BLOCK_VALUES
 
 TARGETS: dict[str, Target] = {
     "bmv2": Target(
@@ -164,8 +172,8 @@ TARGETS: dict[str, Target] = {
     ),
     # HARVEST_PORT of p4src/tna/bridge.p4: pipe 0's recirculation port on each chip
     # (tests/controller_tests/test_target.py reads it there)
-    "tofino": _tofino("tofino", "tna", 68),
-    "tofino2": _tofino("tofino2", "t2na", 6),
+    "tofino": _tofino("tofino", "tna", 68, TOFINO_BLOCK_VALUES),
+    "tofino2": _tofino("tofino2", "t2na", 6, TOFINO2_BLOCK_VALUES),
 }
 
 

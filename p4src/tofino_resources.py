@@ -255,6 +255,103 @@ def table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# -- passes per round and the per-worker rate (docs/tofino.md) ---------------------------------
+
+# a DATA frame's headers (Ethernet + IPv4 + UDP + p4reduce header; + 4 bytes per value:
+# p4reduce.wire.frame_bytes_with_values) and what a link adds per frame (FCS, preamble,
+# inter-frame gap)
+FRAME_BYTES_WITHOUT_VALUES = 62
+WIRE_GAP_BYTES = 4 + 8 + 12
+LINK_BITS_PER_S = 100e9
+# the bridge header a recirculated copy carries (p4src/tna/bridge.p4): 80 bits, 80 more
+# with the drop simulator's seed, sequence and egress threshold
+BRIDGE_BYTES = {False: 10, True: 20}
+# SwitchML's 256-byte packet (p4app-switchML dev_root/p4/headers.p4: Ethernet, IPv4, UDP,
+# switchml_h 8 B, 64 values, exponents 2 B), one recirculation per round
+SWITCHML_FRAME_BYTES = 14 + 20 + 8 + 8 + 256 + 2
+SWITCHML_VALUES = 64
+
+
+def alu_stages(summary: dict[str, Any]) -> dict[str, int]:
+    """The MAU stage of each register's stateful ALU, by the register's short name."""
+    return {
+        user.rsplit(".", 1)[-1]: s["stage"]
+        for s in summary["per_stage"]
+        for user in s.get("stateful_alu_users", [])
+    }
+
+
+def block_values(summary: dict[str, Any]) -> int:
+    """Values per packet the compiled program carries: two per lane-pair register."""
+    return 2 * sum(1 for name in alu_stages(summary) if name.startswith("lanes_"))
+
+
+def lane_pass(summary: dict[str, Any]) -> bool:
+    """True when some lane pair sits at or before the bitmap's stage: its step cannot be
+    chosen by the bitmap in that pass, so contributions take a lane pass."""
+    stages = alu_stages(summary)
+    return any(st <= stages["bitmap"] for name, st in stages.items() if name.startswith("lanes_"))
+
+
+def recirculations_per_round(summary: dict[str, Any], workers: int) -> int:
+    """Recirculated passes per dense round of a job: the completing packet's read-out pass,
+    and with a lane pass one more per contribution."""
+    return 1 + (workers if lane_pass(summary) else 0)
+
+
+def packets_per_s(frame_bytes: int) -> float:
+    """Frames of `frame_bytes` one 100 Gb/s port carries per second."""
+    return LINK_BITS_PER_S / ((frame_bytes + WIRE_GAP_BYTES) * 8)
+
+
+def per_worker_rate(summary: dict[str, Any], workers: int, drop_simulator: bool) -> float:
+    """DATA packets per second one worker can send, every job's rounds through one 100 Gb/s
+    recirculation port: min(the worker's link, the port's passes / passes per round)."""
+    frame = FRAME_BYTES_WITHOUT_VALUES + 4 * block_values(summary)
+    link = packets_per_s(frame)
+    recirculation = packets_per_s(frame + BRIDGE_BYTES[drop_simulator])
+    return min(link, recirculation / recirculations_per_round(summary, workers))
+
+
+def _rate(packets: float, values: int) -> str:
+    return f"{packets / 1e6:.2f} M ({packets * values / 1e9:.2f} G)"
+
+
+def rate_table(builds: dict[str, tuple[dict[str, Any], bool]], workers: list[int]) -> str:
+    """Markdown: per build (name -> (summary, drop_simulator)) and SwitchML's 256-byte
+    mode, the per-worker rate in M DATA/s and G values/s for each worker count."""
+    head = "| build | values per packet | recirculations per round | " + " | ".join(
+        f"N = {n}" for n in workers
+    )
+    lines = [head + " |", "|" + "---|" * (3 + len(workers))]
+    for name, (summary, simulator) in builds.items():
+        k = block_values(summary)
+        rates = [per_worker_rate(summary, n, simulator) for n in workers]
+        passes = "N + 1" if lane_pass(summary) else "1"
+        lines.append(
+            f"| {name} | {k} | {passes} | " + " | ".join(_rate(r, k) for r in rates) + " |"
+        )
+    sml = _rate(packets_per_s(SWITCHML_FRAME_BYTES), SWITCHML_VALUES)
+    lines.append(
+        f"| SwitchML, Tofino 1, 256 B | {SWITCHML_VALUES} | 1 | "
+        + " | ".join(sml for _ in workers)
+        + " |"
+    )
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     # python p4src/tofino_resources.py p4src/build/tofino/resources.json -> Markdown table
-    print(table(json.loads(Path(sys.argv[1]).read_text())))
+    # python p4src/tofino_resources.py --rates -> the per-worker rate of the committed builds
+    if sys.argv[1:] == ["--rates"]:
+        build = Path(__file__).resolve().parent / "build"
+        builds = {
+            name: (
+                json.loads((build / name / "resources.json").read_text()),
+                name.endswith("-test"),
+            )
+            for name in ("tofino", "tofino2", "tofino-test", "tofino2-test")
+        }
+        print(rate_table(builds, [2, 4, 8, 16, 32]))
+    else:
+        print(table(json.loads(Path(sys.argv[1]).read_text())))

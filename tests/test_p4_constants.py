@@ -19,7 +19,7 @@ import pytest
 
 from p4reduce.p4rt import P4InfoIndex
 from p4reduce import wire
-from p4reduce.target import V1MODEL_BLOCK_SIZES
+from p4reduce.target import TARGETS, V1MODEL_BLOCK_SIZES
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "p4src" / "build"
@@ -256,4 +256,4 @@ def test_tna_tables_carry_the_same_constants(target):
     tables = {t.name.rsplit(".", 1)[-1]: t for t in info.tables.values()}
     assert tables["rank_bit"].size == wire.MAX_WORKERS
     pairs = [n for n in tables if n.startswith("pair_")]
-    assert 2 * len(pairs) == wire.BLOCK_VALUES
+    assert (2 * len(pairs),) == TARGETS[target].block_sizes

@@ -170,7 +170,10 @@ def _table(info, short):
             lambda i: _action(i, "admit").params[5].__setattr__("bitwidth", 2),
             "admit.params.encoding: reference has 1, other has 2",
         ),
-        (lambda i: _action(i, "admit").params.pop(), "params.bias: in reference, not in other"),
+        (
+            lambda i: _action(i, "admit").params.pop(),
+            "params.block_values: in reference, not in other",
+        ),
         (
             lambda i: _table(i, "admission").match_fields[0].__setattr__("bitwidth", 16),
             "tables.admission.match[0].bits: reference has 9, other has 16",
@@ -271,10 +274,55 @@ def _registers(build: str) -> set[str]:
 def test_which_build_has_the_winner_check_and_the_drop_simulator(build, target, drop_simulator):
     """Production builds of both chips check the round's winner and have no drop simulator
     (no sequence register); the test builds have the simulator, and on Tofino 1 no winner
-    check (both do not fit 12 stages beside the lane pass: docs/tofino.md)."""
+    check (docs/tofino.md, "Tofino 1's test build")."""
     registers = _registers(build)
     assert ("ingress_sequence" in registers) is drop_simulator
     assert ("round_winner" in registers) is (target == "tofino2" or not drop_simulator)
+
+
+def _alu_stages(build: str) -> dict[str, int]:
+    """The MAU stage of each register's stateful ALU (short name), from resources.json."""
+    summary = json.loads((_need_outputs(build) / "resources.json").read_text())
+    return {
+        user.rsplit(".", 1)[-1]: stage["stage"]
+        for stage in summary["per_stage"]
+        for user in stage.get("stateful_alu_users", [])
+    }
+
+
+@pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
+def test_a_contribution_adds_its_values_in_the_pass_that_records_it(build, target, drop_simulator):
+    """The invariant of docs/tofino.md ("Drops and the invariant"): the bitmap step records
+    a rank's contribution, and every step that adds what the packet carries -- the next
+    key, the fingerprint range, each lane pair -- sits in a later stage of the same pass.
+    Tofino 2 holds it; Tofino 1 adds its lanes in a lane pass (docs/tofino.md, "What one
+    pass would take": what bf-p4c said), which this test records, so that a Tofino 1 build
+    that changes either way is noticed."""
+    stages = _alu_stages(build)
+    bitmap = stages["bitmap"]
+    assert stages["slot_epoch"] < bitmap
+    for name in ("next_key", "fingerprint_min", "fingerprint_max"):
+        assert stages[name] > bitmap, f"{build}: {name} in stage {stages[name]}, bitmap {bitmap}"
+    lanes = {name: stage for name, stage in stages.items() if name.startswith("lanes_")}
+    before = sorted(name for name, stage in lanes.items() if stage <= bitmap)
+    if target == "tofino":
+        assert before, f"{build}: every lane pair after the bitmap -- update docs/tofino.md"
+    else:
+        assert not before, f"{build}: lane pairs at or before the bitmap (stage {bitmap}): {before}"
+
+
+@pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
+def test_each_build_carries_its_targets_block_size(build, target, drop_simulator):
+    """The controller writes a Tofino job's block size from p4reduce/target.py
+    (Target.block_sizes) and its workers cut blocks of that many values: it must be what
+    the program carries, two values per lane-pair table and register."""
+    from p4reduce.target import TARGETS as CONTROLLER_TARGETS
+
+    tna = P4InfoIndex.load(_need_outputs(build) / "p4reduce.p4info.txtpb")
+    pairs = [t for t in tna.tables.values() if t.name.rsplit(".", 1)[-1].startswith("pair_")]
+    lanes = [r for r in _registers(build) if r.startswith("lanes_")]
+    assert len(lanes) == len(pairs)
+    assert CONTROLLER_TARGETS[target].block_sizes == (2 * len(pairs),)
 
 
 def test_surface_is_json():
@@ -396,3 +444,47 @@ def test_the_controller_reserves_the_programs_harvest_port_in_pipe_0(target):
     port = _harvest_ports()[target]
     assert port in CONTROLLER_TARGETS[target].reserved_ports
     assert port >> 7 == 0, f"{target}: HARVEST_PORT {port} is not in pipe 0"
+
+
+# -- passes per round and the per-worker rate (docs/tofino.md) -----------------------------
+
+
+def test_the_rate_arithmetic_uses_the_wire_format():
+    """The frame the rate table counts is the one a worker sends (p4reduce.wire)."""
+    from p4reduce import wire
+
+    res = _resources_module()
+    for k in (60, 64):
+        assert res.FRAME_BYTES_WITHOUT_VALUES + 4 * k == wire.frame_bytes_with_values(k)
+
+
+def test_a_lane_before_the_bitmap_means_a_lane_pass_per_contribution():
+    """The pass count is read from where the compiler put the ALUs: a lane pair at or
+    before the bitmap's stage cannot be chosen by it in the same pass."""
+    res = _resources_module()
+
+    def summary(lane_stage: int) -> dict:
+        users = {3: ["x.bitmap"], lane_stage: ["x.lanes_0", "x.lanes_1"]}
+        return {"per_stage": [{"stage": s, "stateful_alu_users": u} for s, u in users.items()]}
+
+    assert res.lane_pass(summary(0)) and res.recirculations_per_round(summary(0), 8) == 9
+    assert not res.lane_pass(summary(4)) and res.recirculations_per_round(summary(4), 8) == 1
+    assert res.block_values(summary(4)) == 4
+
+
+def test_the_documented_rate_table_is_the_committed_builds():
+    """docs/tofino.md's per-worker rate table is what `python p4src/tofino_resources.py
+    --rates` computes from the committed resources.json of the four builds."""
+    res = _resources_module()
+    builds = {}
+    for build, _target, simulator in BUILDS:
+        builds[build] = (
+            json.loads((_need_outputs(build) / "resources.json").read_text()),
+            simulator,
+        )
+    table = res.rate_table(
+        dict(sorted(builds.items(), key=lambda b: BUILD_IDS.index(b[0]))), [2, 4, 8, 16, 32]
+    )
+    assert table in (REPO / "docs" / "tofino.md").read_text(), (
+        "docs/tofino.md does not hold the rate table of the committed builds:\n" + table
+    )

@@ -46,7 +46,7 @@ header bridge_t {
 }
 
 /* Pipe 0's recirculation port, where the harvest pass goes: dev port 68 on Tofino 1, dev
- * port 6 on Tofino 2 (controlplane/target.py keeps both out of the operator's ports). */
+ * port 6 on Tofino 2 (p4reduce/target.py keeps both out of the operator's ports). */
 #if __TARGET_TOFINO__ == 2
 const bit<9> HARVEST_PORT = 6;
 #else

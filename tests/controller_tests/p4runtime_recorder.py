@@ -39,6 +39,13 @@ def entry_key(te: p4runtime_pb2.TableEntry) -> tuple:
     )
 
 
+def _match_field(info, name: str):
+    """A match field by the name context.json gives it (a slice key, `hdr.p4r.rank[4:0]`
+    in the P4Info, is `hdr.p4r.rank` there)."""
+    sliced = [mf for mf in info.match_fields if mf.name.startswith(name + "[")]
+    return sliced[0] if len(sliced) == 1 else info.field_named(name)
+
+
 def context_const_entries(context_json: Path, p4: P4InfoIndex) -> list[p4runtime_pb2.TableEntry]:
     """The const entries bf-p4c compiled into the program (context.json `static_entries`),
     as a P4Runtime server reads them back: match fields and action by P4Info id."""
@@ -52,9 +59,17 @@ def context_const_entries(context_json: Path, p4: P4InfoIndex) -> list[p4runtime
         for e in entries:
             te = p4runtime_pb2.TableEntry(table_id=info.id)
             for m in e["match_key_fields_values"]:
-                f = info.field_named(m["field_name"])
-                assert f.match_type == p4info_pb2.MatchField.EXACT, (info.name, f.name)
-                te.match.add(field_id=f.id).exact.value = encode(int(m["value"], 16), f.bitwidth)
+                f = _match_field(info, m["field_name"])
+                value = int(m["value"], 16)
+                if f.match_type == p4info_pb2.MatchField.EXACT:
+                    te.match.add(field_id=f.id).exact.value = encode(value, f.bitwidth)
+                    continue
+                assert f.match_type == p4info_pb2.MatchField.TERNARY, (info.name, f.name)
+                mask = int(m["mask"], 16) & ((1 << f.bitwidth) - 1)  # a slice: its bits
+                if mask:  # a don't-care field is left out, as P4Runtime reads it back
+                    t = te.match.add(field_id=f.id).ternary
+                    t.value, t.mask = encode(value & mask, f.bitwidth), encode(mask, f.bitwidth)
+                te.priority = len(entries) - e["priority"]  # context.json: 0 matches first
             action = p4.action(actions[e["action_handle"]])
             te.action.action.action_id = action.id
             for p in e["action_parameters_values"]:
