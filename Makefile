@@ -82,8 +82,9 @@ example:
 	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) $(EXAMPLE_ARGS)
 
 # p4reduce against gloo on the same Mininet hosts, density sweep, scaling, line-rate
-# projection: tables and plots. The full run rewrites the generated part of
-# docs/benchmarks.md and its images in docs/bench/; QUICK=1 (a few minutes) writes to
+# projection: tables and plots; the headline cases at each block size (README's numbers)
+# and the block density of two gradients at each size. The full run rewrites the generated
+# parts of docs/benchmarks.md and README.md and the images in docs/bench/; QUICK=1 (a few minutes) writes to
 # build/bench/ only. gloo needs `make install-torch`, plots `make install-bench`.
 QUICK ?=
 bench:
@@ -92,6 +93,8 @@ ifeq ($(QUICK),)
 	$(PY) bench/hostlib_pps.py
 	$(PY) bench/memory.py --json build/bench/memory.json
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
+	$(PY) bench/suite.py --headline --passes 2 --out docs/bench --docs --command 'make bench'
+	$(PY) bench/block_density.py --json docs/bench/block_density.json --markdown --command 'make bench'
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
 	$(PY) bench/loss_recovery.py
 	$(PY) bench/fairness.py
