@@ -38,6 +38,8 @@ HEADLINE = [
     ("p4reduce", "independent", 0.1, "p4reduce 10 % sparse, independent per worker"),
     ("p4reduce", "zipf", 0.0, "p4reduce embedding rows, Zipf"),
 ]
+# the best-block-size row of a case whose label states a density measured at 64 values
+PATTERN_NAME = {"zipf": "p4reduce embedding rows, Zipf"}
 PROJECTION = Network()  # the stated line-rate parameters (bench/model.py)
 
 
@@ -676,13 +678,19 @@ def readme_block(data: dict) -> str:
             cells = [
                 f"{gloo_speed(r, ix.get(t, 'gloo', w, size, 'ring'))} at "
                 f"{values_text(r.case.block_values)}"
+                + (
+                    f" ({pct(r.block_density)} per rank, {pct(r.union_density)} union)"
+                    if pattern == "zipf"
+                    else ""
+                )
                 if r
                 else "–"
                 for t, r in zip(targets, best)
             ]
             b = next(r for r in best if r is not None)
+            name = PATTERN_NAME.get(pattern, label.rsplit(", ", 1)[0])
             L.append(
-                f"| {label.rsplit(', ', 1)[0]}, at its best block size | "
+                f"| {name}, at its best block size | "
                 + " | ".join(cells)
                 + f" | {b.tx_bytes / (4 * size):.2f} |"
             )
