@@ -9,8 +9,9 @@ its values is, so a sparse gradient gets denser as blocks widen. Two gradients:
 * the Zipf embedding gradient of bench/suite.py (4 ranks, 1 M float32, rows of 64 values
   whatever the block size, the suite's seed): its density per rank and in the union;
 * the click model's gradient (examples/clicks_model.py, the example's configuration): a
-  few training steps in this process (examples/clicks_replay.py's model, data, DDP bucket
-  and Adam, exact sums, no network), each rank's flat gradient at every step.
+  few training steps in one process (examples/clicks_density.py: clicks_replay.py's
+  model, data, DDP bucket and Adam, exact sums, no network), each rank's flat gradient at
+  every step.
 
 Times: p4reduce's seconds for the Zipf case at each size and gloo's, from the headline
 run (docs/bench/headline.json, bench/suite.py --headline). Writes JSON and, with
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -57,32 +59,27 @@ def zipf_density(sizes: tuple[int, ...], workers: int = 4, size: int = suite.M) 
 
 def click_density(sizes: tuple[int, ...], steps: int, workers: int = 4) -> dict | None:
     """The click model's gradient, mean over `steps` training steps (exact sums), per rank
-    and union; None without torch."""
+    and union (examples/clicks_density.py, run as the script it is); None without torch."""
     try:
         import torch  # noqa: F401
     except ImportError:
         return None
-    sys.path.insert(0, str(REPO / "examples"))
-    try:
-        import clicks_replay
-        from clicks_model import Config
-    finally:
-        sys.path.remove(str(REPO / "examples"))
-    cfg = Config()
-    t = clicks_replay.start(cfg, workers)
-    per_step = []
-    for _ in range(steps):
-        xs = clicks_replay.rank_gradients(t)
-        per_step.append(densities(xs, sizes))
-        exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
-        clicks_replay.step(t, exact.astype(np.float32))
-    return {
-        "steps": steps,
-        "values": int(xs[0].size),
-        "density": {
-            str(k): [float(np.mean([s[k][i] for s in per_step])) for i in (0, 1)] for k in sizes
-        },
-    }
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "examples" / "clicks_density.py"),
+            "--steps",
+            str(steps),
+            "--workers",
+            str(workers),
+            "--sizes",
+            *map(str, sizes),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout)
 
 
 def headline_times(headline: dict) -> dict:
