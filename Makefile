@@ -76,14 +76,21 @@ run:
 
 # Train a click model through the switch and through gloo (4 ranks in Mininet), compare,
 # plot: examples/out/results.json, examples/out/clicks.png. Needs install-examples.
+# BLOCK_VALUES: the p4reduce job's values per block (empty: the target's default, 64).
+# 2 048 is faster per step on softswitch but its training drifts from gloo's past the
+# example's loss tolerance late in the run (docs/benchmarks.md, "The click example at each
+# block size"); a job of wider frames raises its links, and gloo runs at that MTU too.
 STEPS ?= 300
+BLOCK_VALUES ?=
 example:
 	$(PY) examples/clicks_switch.py --workers $(WORKERS) --steps $(STEPS) \
-	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) $(EXAMPLE_ARGS)
+	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
+	  $(if $(BLOCK_VALUES),--block-values $(BLOCK_VALUES)) $(EXAMPLE_ARGS)
 
 # p4reduce against gloo on the same Mininet hosts, density sweep, scaling, line-rate
-# projection: tables and plots. The full run rewrites the generated part of
-# docs/benchmarks.md and its images in docs/bench/; QUICK=1 (a few minutes) writes to
+# projection: tables and plots; the headline cases at each block size (README's numbers)
+# and the block density of two gradients at each size. The full run rewrites the generated
+# parts of docs/benchmarks.md and README.md and the images in docs/bench/; QUICK=1 (a few minutes) writes to
 # build/bench/ only. gloo needs `make install-torch`, plots `make install-bench`.
 QUICK ?=
 bench:
@@ -92,6 +99,8 @@ ifeq ($(QUICK),)
 	$(PY) bench/hostlib_pps.py
 	$(PY) bench/memory.py --json build/bench/memory.json
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
+	$(PY) bench/suite.py --headline --passes 2 --out docs/bench --docs --command 'make bench'
+	$(PY) bench/block_density.py --json docs/bench/block_density.json --markdown --command 'make bench'
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
 	$(PY) bench/loss_recovery.py
 	$(PY) bench/fairness.py

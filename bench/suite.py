@@ -8,7 +8,8 @@ are the demo's workers (p4net.worker through p4net.demo's DemoNetwork);
 gloo ranks (bench/gloo_rank.py) run `torch.distributed.all_reduce` in the same hosts, over
 the same links and switch (plain L2 forwarding), on the same tensors, once with the links at
 MTU 1 500 and once at 9 000 (p4net.topology sets both ends of every link); the faster is
-reported, with its MTU (p4reduce's frames are under 1 500 bytes: its runs are at 1 500).
+reported, with its MTU. p4reduce's links are at the smallest of those MTUs that carries its
+job's frames (1 500 up to 256 values per block, 9 000 above).
 Every rank does an untimed small allreduce, then REPEAT timed ones; a repeat takes as long
 as its slowest rank and the best repeat is kept. Bytes and packets per worker are the host
 link's kernel counters around the timed allreduces, divided by REPEAT.
@@ -16,7 +17,9 @@ link's kernel counters around the timed allreduces, divided by REPEAT.
     python bench/suite.py [--quick] [--targets softswitch,simple_switch_grpc] [--out DIR]
                           [--passes N]   # every case N times, pass after pass; its fastest
                           [--docs]   # also rewrite the generated parts of docs/benchmarks.md
-                                     # and README.md ("Numbers")
+                          [--headline]   # instead: the README's cases at each block size
+                                         # (headline.json; --docs: README.md's "Numbers"
+                                         # and docs/benchmarks.md's block-size section)
 
 Needs root and Debian's mininet; gloo rows need torch (make install-torch), plots need
 matplotlib (make install-bench). Without them those parts are skipped, saying so.
@@ -29,6 +32,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -54,6 +58,11 @@ REPO = BENCH.parent
 K = 1024
 M = 1024 * 1024
 DENSITIES = [1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001]
+# values per block of the headline runs (--headline): the default and the wider sizes the
+# v1model targets take (p4reduce.target.V1MODEL_BLOCK_SIZES); the 4 096-value frames need
+# links above the jumbo MTU, which gloo is not measured at
+HEADLINE_BLOCK_VALUES = (64, 256, 1024, 2048)
+HEADLINE_PATTERNS = (("dense", 1.0), ("shared", 0.1), ("independent", 0.1), ("zipf", 0.0))
 # the link MTUs gloo is measured at (p4net.topology's DEFAULT_MTU and JUMBO_MTU, which this
 # module does not import: p4net loads Debian's mininet, which reading results does not need)
 GLOO_MTUS = (1500, 9000)
@@ -78,6 +87,9 @@ class Case:
     density: float  # nominal fraction of non-zero blocks (zipf: see the result)
     repeat: int
     encoding: str = "packed"  # p4reduce: the job's value encoding (protocol.md section 10)
+    # p4reduce: the job's values per block (= per DATA frame); gloo: the block size its
+    # inputs' sparsity is drawn at (a ring case is dense: always the default)
+    block_values: int = protocol.BLOCK_VALUES
 
     @property
     def key(self) -> tuple:
@@ -89,14 +101,16 @@ class Case:
             self.pattern,
             self.density,
             self.encoding,
+            self.block_values,
         )
 
     def label(self) -> str:
         d = "" if self.pattern in ("dense", "ring", "zipf") else f" {self.density:g}"
         e = " lanes" if self.system == "p4reduce" and self.encoding == "lanes" else ""
+        k = "" if self.block_values == protocol.BLOCK_VALUES else f" K{self.block_values}"
         return (
             f"{self.target} {self.system} {self.workers}w {human_size(self.size)} "
-            f"{self.pattern}{d}{e}"
+            f"{self.pattern}{d}{e}{k}"
         )
 
 
@@ -125,7 +139,9 @@ class Result:
     # before runs recorded it, whose run-wide "slots" bench/report.py reads instead)
     slots: int = 0
     # gloo: the links' MTU of the reported (faster) run, and every MTU's best seconds
-    # (0 / empty: a file written before gloo ran at two MTUs, all its links at 1 500)
+    # (0 / empty: a file written before gloo ran at two MTUs, all its links at 1 500);
+    # p4reduce: the links' MTU its run had (the smallest that carries its job's frames:
+    # 1 500 up to 256 values per block, 9 000 above; 0: a file from before block sizes)
     mtu: int = 0
     seconds_by_mtu: dict = field(default_factory=dict)
     # with --passes: each pass's best seconds, in pass order (the result is the fastest
@@ -207,6 +223,22 @@ def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case],
     return list(cases.values()), skipped
 
 
+def headline_plan(targets: list[str], have_torch: bool) -> list[Case]:
+    """The README's cases (--headline): 4 workers, 1 M float32, per target gloo's ring and
+    p4reduce dense, 10 % shared, 10 % independent and the Zipf embedding gradient at each
+    of HEADLINE_BLOCK_VALUES, all on one network per target (one run: their ratios are
+    comparable)."""
+    cases = []
+    for target in targets:
+        if have_torch:
+            cases.append(Case(target, "gloo", 4, M, "ring", 1.0, repeats(M, target)))
+        for k in HEADLINE_BLOCK_VALUES:
+            for pattern, d in HEADLINE_PATTERNS:
+                n = repeats(M, target, d if pattern != "zipf" else 0.25)
+                cases.append(Case(target, "p4reduce", 4, M, pattern, d, n, block_values=k))
+    return cases
+
+
 def repeats(size: int, target: str, density: float = 1.0) -> int:
     """Timed calls of a case (its best is kept). A call that sends few blocks lasts well
     under a second, where one descheduling of the 4-6 processes sharing two cores costs
@@ -223,7 +255,7 @@ def repeats(size: int, target: str, density: float = 1.0) -> int:
 
 def estimate(c: Case) -> float:
     """Seconds a run should take on this 2-core machine (for the progress bar's ETA)."""
-    blocks = math.ceil(c.size / protocol.BLOCK_VALUES)
+    blocks = math.ceil(c.size / c.block_values)
     bmv2 = c.target != "softswitch"
     if c.system == "gloo":
         frames = 2 * (c.workers - 1) / c.workers * c.size * 4 / 1448 * c.workers * 1.5
@@ -235,14 +267,18 @@ def estimate(c: Case) -> float:
         "independent": 1 - (1 - c.density) ** c.workers,
     }[c.pattern]
     packets = round_count(d * blocks, blocks, default_slots(c.target)) * c.workers
-    return 0.5 + 0.1 * c.workers + c.repeat * packets / (1500 if bmv2 else 8000)
+    per_packet = 1 + c.block_values / 512  # a wide frame costs the switch more per packet
+    return 0.5 + 0.1 * c.workers + c.repeat * packets * per_packet / (1500 if bmv2 else 8000)
 
 
 # -- inputs ------------------------------------------------------------------------------
 
 
 def make_inputs(c: Case, seed: int = 1) -> list[np.ndarray]:
-    """The tensors of one run, one per rank (the same for gloo and p4reduce)."""
+    """The tensors of one run, one per rank (the same for gloo and p4reduce). Sparsity is
+    drawn in blocks of the case's size (10 % of the job's blocks non-zero, at the block
+    size used), except the Zipf gradient's: its rows are the model's, 64 values whatever
+    the block size."""
     from p4net import demo
 
     rng = np.random.default_rng(seed)
@@ -251,7 +287,7 @@ def make_inputs(c: Case, seed: int = 1) -> list[np.ndarray]:
     density = 1.0 if c.pattern in ("dense", "ring") else c.density
     overlap = "independent" if c.pattern == "independent" else "shared"
     opts = demo.Options(workers=c.workers, size=c.size, density=density, overlap=overlap)
-    return demo.make_inputs(opts, rng)
+    return demo.make_inputs(opts, rng, c.block_values)
 
 
 def zipf_inputs(
@@ -286,8 +322,11 @@ def zipf_inputs(
     return out
 
 
-def block_densities(inputs: list[np.ndarray]) -> tuple[float, float]:
-    lanes = protocol.BLOCK_VALUES
+def block_densities(
+    inputs: list[np.ndarray], lanes: int = protocol.BLOCK_VALUES
+) -> tuple[float, float]:
+    """(mean over ranks of the non-zero fraction of blocks of `lanes` values, the fraction
+    non-zero in any rank)."""
     blocks = math.ceil(inputs[0].size / lanes)
     nz = []
     for x in inputs:
@@ -301,10 +340,13 @@ def block_densities(inputs: list[np.ndarray]) -> tuple[float, float]:
 
 
 def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = None) -> Result:
-    """One p4reduce case on `net`; `slots` None: the switch kind's default."""
+    """One p4reduce case on `net`; `slots` None: the switch kind's default. The links start
+    at Ethernet's MTU and the demo raises them as far as the job's frames need (a wide job
+    run before, or gloo's jumbo run, must not leave this one on other links than its own)."""
     from p4net import demo
 
     slots = default_slots(c.target) if slots is None else slots
+    reset_mtu(net)
     opts = demo.Options(
         workers=c.workers,
         size=c.size,
@@ -316,10 +358,11 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
         repeat=c.repeat,
         warmup=True,
         encoding=c.encoding,
+        block_values=c.block_values,
     )
     t0 = time.perf_counter()
     s = net.run_jobs(opts, inputs=[inputs])
-    r = Result(c, ok=s.all_matched, wall=time.perf_counter() - t0, slots=slots)
+    r = Result(c, ok=s.all_matched, wall=time.perf_counter() - t0, slots=slots, mtu=net.mtu)
     bad = [
         f"rank {o.rank}: {o.error or 'result outside the quantization bound'}"
         for o in s.outcomes
@@ -348,6 +391,16 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
     return r
 
 
+def reset_mtu(net) -> None:
+    """Every link back at Ethernet's MTU (p4net.topology's default), and the network told
+    so: DemoNetwork.carry raises links from what it believes they are."""
+    from p4net import topology
+
+    if net.mtu != topology.DEFAULT_MTU:
+        topology.set_mtu(net.net, topology.DEFAULT_MTU)
+        net.mtu = topology.DEFAULT_MTU
+
+
 def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
     """gloo at each of GLOO_MTUS on the same links (set by p4net.topology, restored to the
     default afterwards): its best setting is the one to compare with. The faster run is
@@ -365,6 +418,7 @@ def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
             run.mtu = mtu
     finally:
         topology.set_mtu(net.net, topology.DEFAULT_MTU)
+        net.mtu = topology.DEFAULT_MTU
     failed = [r for r in runs.values() if not r.ok]
     best = failed[0] if failed else min(runs.values(), key=lambda r: r.seconds)
     if failed:
@@ -579,13 +633,16 @@ def run_all(args) -> dict:
     targets = args.targets or [SOFTSWITCH] + (
         [SIMPLE_SWITCH_GRPC] if shutil.which("simple_switch_grpc") else []
     )
-    cases, skipped = plan(targets, args.quick, have_torch())
+    if args.headline:
+        cases, skipped = headline_plan(targets, have_torch()), []
+    else:
+        cases, skipped = plan(targets, args.quick, have_torch())
     if args.only:
-        cases = [c for c in cases if any(s in c.label() for s in args.only)]
+        cases = [c for c in cases if any(re.search(s, c.label()) for s in args.only)]
     if not args.targets and not shutil.which("simple_switch_grpc"):
         skipped.append("simple_switch_grpc: not on PATH, only softswitch measured")
     data = run_cases(cases, targets, args.passes)
-    data.update(quick=args.quick, command=args.command, skipped=skipped)
+    data.update(quick=args.quick, command=args.command, skipped=skipped, headline=args.headline)
     return data
 
 
@@ -648,7 +705,7 @@ def run_cases(cases: list[Case], targets: list[str], passes: int = 1) -> dict:
 def run_case(net, c: Case, workdir: Path) -> Result:
     inputs = make_inputs(c)
     r = run_gloo(net, c, inputs, workdir) if c.system == "gloo" else run_p4reduce(net, c, inputs)
-    r.block_density, r.union_density = block_densities(inputs)
+    r.block_density, r.union_density = block_densities(inputs, c.block_values)
     if not r.ok:
         print(f"\n{c.label()}: FAILED: {r.error}", file=sys.stderr)
     return r
@@ -673,7 +730,20 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="comma-separated; default softswitch and, where installed, simple_switch_grpc",
     )
-    ap.add_argument("--only", nargs="+", help="run only cases whose label contains one of these")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        help="run only cases whose label matches one of these regular expressions "
+        "(re.search: a plain string is a substring; end one with $ to exclude longer labels)",
+    )
+    ap.add_argument(
+        "--headline",
+        action="store_true",
+        help="the README's cases instead of the suite: 4 workers, 1 M values, gloo and "
+        "p4reduce at each of HEADLINE_BLOCK_VALUES values per block; written to "
+        "headline.json, --docs rewrites README.md's numbers and docs/benchmarks.md's "
+        "block-size section",
+    )
     ap.add_argument(
         "--passes",
         type=int,
@@ -712,15 +782,15 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("bench/suite.py needs root and Debian's mininet (make install)")
         data = run_all(args)
         data["script"] = script
-        (args.out / "results.json").write_text(json.dumps(data, indent=1))
+        name = "headline.json" if args.headline else "results.json"
+        (args.out / name).write_text(json.dumps(data, indent=1))
     import report
 
-    report.write(
-        data,
-        args.out,
-        docs=REPO / "docs" / "benchmarks.md" if args.docs else None,
-        readme=REPO / "README.md" if args.docs else None,
-    )
+    docs = REPO / "docs" / "benchmarks.md" if args.docs else None
+    if data.get("headline"):
+        report.write_headline(data, args.out, docs, REPO / "README.md" if args.docs else None)
+    else:
+        report.write(data, args.out, docs=docs)
     failed = [r for r in data["results"] if not r["ok"]]
     return 1 if failed else 0
 

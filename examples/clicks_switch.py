@@ -7,8 +7,9 @@ Starts the Mininet topology (p4net.torch_ranks: the P4 switch, the controller, o
 per rank, every rank's process in its host), runs examples/clicks_rank.py on every rank
 with `init_process_group("p4reduce")` and with `init_process_group("gloo")`, same seed,
 same data, both through the same host links and P4 switch (gloo's TCP is forwarded as
-ordinary IPv4). gloo runs once per --gloo-mtus link MTU and its faster run (median time
-per step) is the one compared: its best setting on these links. Reports per backend:
+ordinary IPv4). gloo runs once per --gloo-mtus link MTU, and at the MTU p4reduce's links
+had when its job's frames (--block-values) needed more, and its fastest run (median time
+per step) is the one compared: its best setting on the links p4reduce had. Reports per backend:
 loss, time per step, bytes sent per step per worker, and the gradient block density per
 step; checks that the parameters are identical on every rank and that the losses agree
 within --loss-tolerance. Writes results.json and clicks.png (loss curves, their
@@ -47,7 +48,9 @@ class Options:
     timeout: float = 3600.0  # per run (all ranks of one backend)
     pg_timeout: float = 1800.0  # a collective's wait before it fails (gloo, Worker)
     mtu: int = 1500  # the links' MTU for p4reduce (Ethernet's default: its frames fit)
-    gloo_mtus: tuple[int, ...] = (1500, 9000)  # the link MTUs gloo runs at
+    # the link MTUs gloo runs at, and p4reduce's when its job's frames raised the links
+    # above them (a fair comparison: gloo has every link p4reduce had)
+    gloo_mtus: tuple[int, ...] = (1500, 9000)
     # values per block of the p4reduce job (None: the target's default); the links are
     # raised to carry its frames when `mtu` cannot
     block_values: int | None = None
@@ -66,12 +69,9 @@ def run(opts: Options, cfg: Config) -> dict:
         for a in (f"--{f.name.replace('_', '-')}", str(getattr(cfg, f.name)))
     ]
     launches = {}
-    plan = [("p4reduce", "p4reduce", opts.mtu)] + [
-        ("gloo", f"gloo-mtu{m}", m) for m in opts.gloo_mtus
-    ]
-    p4reduce_mtu = opts.mtu
     with torch_ranks.TorchNetwork(opts.workers, opts.target, opts.slots) as net:
-        for backend, name, mtu in plan:
+
+        def launch(backend: str, name: str, mtu: int) -> None:
             net.set_mtu(mtu)
             if not opts.quiet:
                 print(
@@ -98,18 +98,24 @@ def run(opts: Options, cfg: Config) -> dict:
                 stream_rank0=not opts.quiet,
                 block_values=opts.block_values if backend == "p4reduce" else None,
             )
-            if backend == "p4reduce":
-                p4reduce_mtu = net.mtu  # raised if the job's frames needed it
             if not res.ok:
                 raise RuntimeError(f"{name} run failed:\n{res.failures()}")
             launches[name] = res
+
+        launch("p4reduce", "p4reduce", opts.mtu)
+        p4reduce_mtu = net.mtu  # raised if the job's frames needed it
+        # gloo at each of its MTUs and at p4reduce's: it has every link p4reduce had
+        gloo_mtus = sorted(set(opts.gloo_mtus) | {p4reduce_mtu})
+        for m in gloo_mtus:
+            launch("gloo", f"gloo-mtu{m}", m)
+    plan = [("p4reduce", "p4reduce")] + [("gloo", f"gloo-mtu{m}") for m in gloo_mtus]
     by_name = {
         name: [
             json.loads((opts.out / f"{name}-rank{r}.json").read_text()) for r in range(opts.workers)
         ]
-        for _, name, _ in plan
+        for _, name in plan
     }
-    gloo_ms = {m: median_step_ms(by_name[f"gloo-mtu{m}"]) for m in opts.gloo_mtus}
+    gloo_ms = {m: median_step_ms(by_name[f"gloo-mtu{m}"]) for m in gloo_mtus}
     best = min(gloo_ms, key=gloo_ms.__getitem__)
     for suffix in ("json", "pt"):
         for r in range(opts.workers):

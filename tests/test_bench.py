@@ -69,6 +69,10 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     cases = [
         suite.Case("softswitch", "p4reduce", workers, size, "dense", 1.0, 1),
         suite.Case("softswitch", "p4reduce", workers, size, "shared", 0.25, 1),
+        # wide blocks: 2 of 2 048 values (frames above 1 500 bytes: jumbo links), then
+        # 16 of 256 values, a quarter non-zero, and a job of 64 after them
+        suite.Case("softswitch", "p4reduce", workers, size, "dense", 1.0, 1, block_values=2048),
+        suite.Case("softswitch", "p4reduce", workers, size, "shared", 0.25, 1, block_values=256),
         suite.Case("softswitch", "p4reduce", workers, size, "zipf", 0.0, 1),
     ]
     if suite.have_torch():
@@ -80,7 +84,12 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     assert len(data["results"]) == len(cases) and data["environment"]["passes"] == 2
     for r in data["results"]:
         assert len(r["passes"]) == 2 and r["seconds"] == min(r["passes"]), r["case"]
-    by = {(r["case"]["system"], r["case"]["pattern"]): r for r in data["results"]}
+    wide = {r["case"]["block_values"]: r for r in data["results"] if r["case"]["block_values"] > 64}
+    by = {
+        (r["case"]["system"], r["case"]["pattern"]): r
+        for r in data["results"]
+        if r["case"]["block_values"] == protocol.BLOCK_VALUES
+    }
     blocks = size // protocol.BLOCK_VALUES
     dense = by[("p4reduce", "dense")]
     # the job's slots are recorded per run: the kind's default, as nothing else was asked
@@ -97,6 +106,17 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     assert sparse["block_density"] == pytest.approx(0.25)
     assert sparse["tx_bytes"] < dense["tx_bytes"] / 2
     assert 0 < by[("p4reduce", "zipf")]["block_density"] < 1
+    # each job at its block size: its rounds, its frames, its links' MTU -- the smallest
+    # that carries them, lowered again for the 64-value job after the wide ones
+    from p4net import topology
+
+    assert wide[2048]["rounds"] == round_count(2, 2, wide[2048]["slots"])
+    assert wide[2048]["tx_bytes"] >= 2 * protocol.frame_bytes_with_values(2048)
+    assert wide[2048]["mtu"] == topology.JUMBO_MTU
+    assert wide[256]["block_density"] == pytest.approx(0.25)
+    assert wide[256]["rounds"] == round_count(4, 16, wide[256]["slots"])
+    assert wide[256]["mtu"] == topology.DEFAULT_MTU
+    assert by[("p4reduce", "zipf")]["mtu"] == topology.DEFAULT_MTU
     if ("gloo", "ring") in by:
         ring = by[("gloo", "ring")]
         # the ring's payload crossed this host's link: 2(N-1)/N of the tensor each way
@@ -297,15 +317,96 @@ def test_readme_numbers_are_the_results_they_come_from():
 
 
 def test_readme_numbers_block_is_what_the_committed_results_give():
-    """README.md's generated block equals what docs/bench/results.json produces: no figure
+    """README.md's generated block equals what docs/bench/headline.json produces: no figure
     in it was typed by hand or left behind by a newer run (make bench rewrites both)."""
     import report
 
-    data = json.loads((REPO / "docs" / "bench" / "results.json").read_text())
+    data = json.loads((REPO / "docs" / "bench" / "headline.json").read_text())
     readme = REPO / "README.md"
     assert report.block_of(readme, report.README_BEGIN, report.README_END) == (
         report.readme_block(data)
-    ), "README.md's numbers differ from docs/bench/results.json: run make bench"
+    ), "README.md's numbers differ from docs/bench/headline.json: run make bench"
+
+
+def test_readme_states_p4reduce_at_its_best_block_size_and_at_64():
+    """The headline run's README block: per target and case, p4reduce's time at 64 values
+    per block and at the fastest block size measured (named), each with its ratio to
+    gloo's time at gloo's faster MTU -- the best found here, not by report."""
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "headline.json").read_text())
+    text = report.readme_block(data)
+    runs = [r for r in data["results"] if r["ok"]]
+    gloo = {r["case"]["target"]: r for r in runs if r["case"]["system"] == "gloo"}
+    assert gloo
+    for target, g in gloo.items():
+        assert g["mtu"] == int(min(g["seconds_by_mtu"], key=g["seconds_by_mtu"].get))
+        for pattern in ("dense", "shared", "independent", "zipf"):
+            mine = [
+                r
+                for r in runs
+                if r["case"]["target"] == target
+                and r["case"]["system"] == "p4reduce"
+                and r["case"]["pattern"] == pattern
+            ]
+            assert {r["case"]["block_values"] for r in mine} >= {64, 2048}
+            at64 = next(r for r in mine if r["case"]["block_values"] == 64)
+            best = min(mine, key=lambda r: r["seconds"])
+            speed = _speed(g["seconds"], at64["seconds"])
+            assert f"{report.secs(at64['seconds'])} ({speed})" in text
+            k = f"{best['case']['block_values']:,}".replace(",", " ")
+            speed = _speed(g["seconds"], best["seconds"])
+            assert f"{report.secs(best['seconds'])} ({speed}) at {k} values" in text
+
+
+def test_benchmarks_md_block_size_section_is_what_the_headline_run_gives():
+    """docs/benchmarks.md's block-size section and its density table are what
+    docs/bench/headline.json and docs/bench/block_density.json give."""
+    import block_density
+    import report
+
+    docs = REPO / "docs" / "benchmarks.md"
+    data = json.loads((REPO / "docs" / "bench" / "headline.json").read_text())
+    assert report.block_of(docs, report.BLOCKS_BEGIN, report.BLOCKS_END) == (
+        report.blocks_markdown(data)
+    ), "docs/benchmarks.md's block-size section differs from docs/bench/headline.json"
+    density = json.loads((REPO / "docs" / "bench" / "block_density.json").read_text())
+    assert report.block_of(docs, block_density.BEGIN, block_density.END) == (
+        block_density.markdown(density)
+    ), "docs/benchmarks.md's density table differs from docs/bench/block_density.json"
+
+
+def test_block_density_grows_with_the_block_and_the_zipf_rows_stay_64_values():
+    """A wider block is non-zero when any of its values is: the Zipf gradient's density
+    grows with the block size, and at 64 values (one row per block) it is the fraction of
+    rows looked up."""
+    import block_density
+    import suite
+
+    d = block_density.zipf_density((64, 256, 2048), workers=2, size=64 * 1024)
+    own = [d[k][0] for k in ("64", "256", "2048")]
+    assert own == sorted(own) and own[0] < own[-1] <= 1
+    c = suite.Case("softswitch", "p4reduce", 2, 64 * 1024, "zipf", 0.0, 1, block_values=2048)
+    rows = suite.make_inputs(c)[0].reshape(-1, 64)
+    assert rows.any(axis=1).mean() == pytest.approx(d["64"][0], abs=0.05)
+
+
+def test_case_block_size_is_in_its_label_key_and_results():
+    """A case's block size: named in its label when not 64, part of its key, recorded in
+    the results; a file from before block sizes reads as 64."""
+    import report
+    import suite
+
+    c = suite.Case("softswitch", "p4reduce", 4, suite.M, "shared", 0.1, 1)
+    wide = suite.Case("softswitch", "p4reduce", 4, suite.M, "shared", 0.1, 1, block_values=2048)
+    assert c.label() == "softswitch p4reduce 4w 1 M shared 0.1"
+    assert wide.label() == "softswitch p4reduce 4w 1 M shared 0.1 K2048"
+    assert c.key != wide.key
+    old = _result("softswitch", 5)
+    (r,) = report.results_of({"results": [old]})
+    assert r.case.block_values == protocol.BLOCK_VALUES
+    plan = suite.headline_plan(["softswitch"], have_torch=False)
+    assert {x.block_values for x in plan} == set(suite.HEADLINE_BLOCK_VALUES)
 
 
 def test_benchmarks_md_block_is_what_the_committed_results_give():

@@ -57,3 +57,37 @@ def test_tiny_click_model_through_the_switch_matches_gloo(tmp_path):
     if plot:
         assert (tmp_path / "clicks.png").stat().st_size > 10_000
     assert (tmp_path / "results.json").exists()
+
+
+@pytest.mark.root
+@pytest.mark.mininet
+def test_gloo_runs_on_every_link_mtu_the_p4reduce_job_had(tmp_path):
+    """A job of 4 096 values per block raises its links above the jumbo MTU (frames of
+    16 446 bytes): gloo then runs at that MTU too, besides its own, and its fastest run is
+    the one compared -- p4reduce is never given links gloo did not have."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import clicks_switch
+        from clicks_model import Config
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    from p4reduce.wire import mtu_needed
+
+    opts = clicks_switch.Options(
+        workers=2,
+        target="softswitch",
+        slots=16,
+        out=tmp_path,
+        plot=False,
+        quiet=True,
+        timeout=130,
+        pg_timeout=90,
+        block_values=4096,
+    )
+    s = clicks_switch.run(opts, Config(steps=4, rows_per_field=250, batch=32))
+    wide = s["mtu"]["p4reduce"]
+    assert wide >= mtu_needed(4096) > 9000
+    assert set(s["gloo_median_step_ms_by_mtu"]) == {"1500", "9000", str(wide)}
+    g = s["backends"]["gloo"]
+    assert g["median_step_ms"] == min(s["gloo_median_step_ms_by_mtu"].values())
+    assert s["block_values"] == 4096 and s["backends"]["p4reduce"]["gloo_allreduces"] == 0
