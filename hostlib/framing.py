@@ -144,7 +144,7 @@ def parse_batch(
     """Vectorised parse_frame for a (n, width) uint8 matrix of a job of `block_values`
     values per block: checks Ethernet/IPv4/UDP framing like protocol.parse_frame and splits
     headers and extensions into columns. What follows the header is read as parse_frame
-    reads it (protocol.extension_kind): values where a DATA, a RESULT of a data round or a
+    reads it (protocol.carries_values): values where a DATA, a RESULT of a data round or a
     SKIP (of a job whose SKIPs carry a block) has the job's K of them; other lengths are
     what they are whatever the message (the engine checks a message's layout where it
     matters). A frame whose UDP length is none of these, or that is shorter, is rejected."""
@@ -160,13 +160,7 @@ def parse_batch(
     ext_len = udp_len - (p.UDP_BYTES + p.HEADER_BYTES)
     msg_type = f[:, _MSG_TYPE_BYTE] & 0x0F
     block = np.ascontiguousarray(f[:, _BLOCK_COLS]).view(">u4").reshape(-1)
-    data_round = (msg_type == p.MsgType.DATA) | (
-        (ext_len != 0)
-        & (
-            ((msg_type == p.MsgType.RESULT) & (block != p.END_OF_STREAM))
-            | (msg_type == p.MsgType.SKIP)
-        )
-    )
+    data_round = p.carries_values(msg_type, block, ext_len)
     kind = np.full(n, -1, np.int64)
     for k in (p.Extension.NONE, p.Extension.STATUS, p.Extension.FINGERPRINT):
         kind[ext_len == p.EXTENSION_BYTES[k]] = int(k)

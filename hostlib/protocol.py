@@ -346,13 +346,15 @@ class Frame(NamedTuple):
     contributors: int | None = None
 
 
-def _carries_values(msg_type: int, block: int, extension: int) -> bool:
+def carries_values(msg_type, block, extension):
     """Whether a message's bytes after the header are a block's values: a DATA's always,
     a RESULT's when it answers a data round (its block is not END_OF_STREAM), a SKIP's
-    when it has any (a job whose SKIPs carry a block: wire.skip_carries_values)."""
-    return msg_type == MsgType.DATA or (
-        extension != 0
-        and ((msg_type == MsgType.RESULT and block != END_OF_STREAM) or msg_type == MsgType.SKIP)
+    when it has any (a job whose SKIPs carry a block: wire.skip_carries_values). Written
+    with & and | so that one rule serves a frame (ints: a bool) and a batch's columns
+    (numpy arrays: a mask, framing.parse_batch)."""
+    return (msg_type == MsgType.DATA) | (
+        (extension != 0)
+        & (((msg_type == MsgType.RESULT) & (block != END_OF_STREAM)) | (msg_type == MsgType.SKIP))
     )
 
 
@@ -379,7 +381,7 @@ def extension_kind(
     fingerprint; None: any whole number 1..MAX of them where the length is no other layout
     of the message. ProtocolError when the length fits
     no layout of the message."""
-    carries = _carries_values(msg_type, block, extension)
+    carries = bool(carries_values(msg_type, block, extension))
     if msg_type == MsgType.SKIP and carries and block_values is not None:
         if not skip_carries_values(block_values):
             raise ProtocolError(
@@ -567,10 +569,7 @@ def _scapy_layers():
 
         def guess_payload_class(self, payload: bytes):
             n = len(payload)
-            data_round = self.msg_type == MsgType.DATA or (
-                self.msg_type == MsgType.RESULT and self.block != END_OF_STREAM
-            )
-            if data_round and n >= 4:  # the job's K values: the rest of the payload
+            if n >= 4 and carries_values(self.msg_type, self.block, n):  # the job's K values
                 return P4ReduceValues
             if self.msg_type in (MsgType.ANNOUNCE, MsgType.RESULT) and n >= FINGERPRINT_BYTES:
                 return P4ReduceFingerprint
