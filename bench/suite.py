@@ -392,13 +392,11 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
 
 
 def reset_mtu(net) -> None:
-    """Every link back at Ethernet's MTU (p4net.topology's default), and the network told
-    so: DemoNetwork.carry raises links from what it believes they are."""
+    """Every link back at Ethernet's MTU (p4net.topology's default)."""
     from p4net import topology
 
     if net.mtu != topology.DEFAULT_MTU:
-        topology.set_mtu(net.net, topology.DEFAULT_MTU)
-        net.mtu = topology.DEFAULT_MTU
+        net.set_mtu(topology.DEFAULT_MTU)
 
 
 def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
@@ -411,14 +409,13 @@ def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
     runs: dict[int, Result] = {}
     try:
         for mtu in GLOO_MTUS:
-            topology.set_mtu(net.net, mtu)
+            net.set_mtu(mtu)
             runs[mtu] = run = run_gloo_once(net, c, inputs, workdir)
             if run.ok and run.mtu != mtu:
                 run.ok, run.error = False, f"the ranks saw MTU {run.mtu}, not the {mtu} set"
             run.mtu = mtu
     finally:
-        topology.set_mtu(net.net, topology.DEFAULT_MTU)
-        net.mtu = topology.DEFAULT_MTU
+        net.set_mtu(topology.DEFAULT_MTU)
     failed = [r for r in runs.values() if not r.ok]
     best = failed[0] if failed else min(runs.values(), key=lambda r: r.seconds)
     if failed:

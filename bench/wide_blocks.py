@@ -12,7 +12,8 @@ back out of the ingress port):
            which is what a switch would run if p4c allowed them.
 * classes: wide for every size in one program (the parser chooses the values header by
            the block header's size class, a register array per size), widened by name
-           (`widen_classes`): what a switch serving jobs of different sizes would run.
+           when it is built (p4src/compile.py, as the p4reduce program is): what a switch
+           serving jobs of different sizes runs.
 * chunks:  VALUES / 64 bit<2048> headers, one register array each: that many
            read-add-writes.
 * stack:   a header stack of VALUES / 64 bit<2048> chunks parsed in a loop, one register
@@ -128,61 +129,6 @@ def widen_json(bmv2_json: str, width: int, old: int = P4C_MAX_WIDTH) -> str:
     return json.dumps(walk(json.loads(bmv2_json)))
 
 
-def widen_classes(bmv2_json: str, p4info: p4info_pb2.P4Info) -> str:
-    """p4c's JSON of bench/p4/classes.p4 with each size's things made as wide as the size,
-    found by name: header type values<N>_t, register WideIngress.sums<N>, and in action
-    WideIngress.add<N> the locals and the all-ones mask of the addition; the P4Info's
-    register widths with them (`p4info` is changed in place)."""
-    program = json.loads(bmv2_json)
-    widths = {n: 32 * n for n in SIZES if n != CHUNK_VALUES}
-    types = {t["name"]: t for t in program["header_types"]}
-    for n, width in widths.items():
-        types[f"values{n}_t"]["fields"] = [
-            [f, width, s] for f, _, s in types[f"values{n}_t"]["fields"]
-        ]
-    for register in program["register_arrays"]:
-        n = _class_of(register["name"], "WideIngress.sums")
-        if n in widths:
-            register["bitwidth"] = widths[n]
-    scalars = next(h["header_type"] for h in program["headers"] if h["name"] == "scalars")
-    scalar_fields = types[scalars]["fields"]
-    for action in program["actions"]:
-        n = _class_of(action["name"], "WideIngress.add")
-        if n not in widths:
-            continue
-        locals_: set[str] = set()
-        action["primitives"] = _widen_action(action["primitives"], widths[n], locals_)
-        for field in scalar_fields:
-            if field[0] in locals_ and field[1] == P4C_MAX_WIDTH:
-                field[1] = widths[n]
-    for register in p4info.registers:
-        n = _class_of(register.preamble.name, "WideIngress.sums")
-        if n in widths:
-            register.type_spec.bitstring.bit.bitwidth = widths[n]
-    return json.dumps(program)
-
-
-def _widen_action(node: object, width: int, locals_: set[str]) -> object:
-    """An action's primitives with p4c's 2048-bit all-ones masks made `width` bits; the
-    locals (scalars) they use are added to `locals_`."""
-    if isinstance(node, dict):
-        if node.get("type") == "field" and node["value"][0] == "scalars":
-            locals_.add(node["value"][1])
-        if node.get("type") == "hexstr" and node["value"].lower() == "0x" + "f" * (
-            P4C_MAX_WIDTH // 4
-        ):
-            return {**node, "value": "0x" + "f" * (width // 4)}
-        return {k: _widen_action(v, width, locals_) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_widen_action(v, width, locals_) for v in node]
-    return node
-
-
-def _class_of(name: str, prefix: str) -> int | None:
-    tail = name[len(prefix) :] if name.startswith(prefix) else ""
-    return int(tail) if tail.isdigit() else None
-
-
 def load_program(candidate: str, values: int) -> Program:
     """The committed p4c output of bench/p4/<candidate>_<values>.p4, or for a wide block
     beyond p4c's limit the widened 64-value one."""
@@ -193,10 +139,10 @@ def load_program(candidate: str, values: int) -> Program:
         for register in p4info.registers:
             register.type_spec.bitstring.bit.bitwidth = 32 * values
         return Program(candidate, values, widen_json(text, 32 * values), p4info, True)
-    if candidate == "classes":
+    if candidate == "classes":  # built widened by p4src/compile.py (its MANIFEST lists what)
         base = BUILD / "classes"
+        text = (base / "classes.json").read_text()
         p4info = load_p4info(base / "classes.p4info.txtpb")
-        text = widen_classes((base / "classes.json").read_text(), p4info)
         return Program(candidate, values, text, p4info, values > CHUNK_VALUES)
     name = program_name(candidate, values)
     base = BUILD / name
