@@ -270,17 +270,22 @@ class DemoNetwork:
             self.net.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def set_mtu(self, mtu: int) -> None:
+        """Every link's MTU (host and switch ends) to `mtu`, and `self.mtu` with it: the one
+        way a started network's MTU changes, so what `carry` compares with is the links'."""
+        assert self.net is not None, "the network is not started"
+        topology.set_mtu(self.net, mtu)
+        self.mtu = mtu
+
     def carry(self, block_values: int) -> None:
-        """Raise every link's MTU (host and switch ends) to carry the frames of a job of
-        `block_values` values per block: to JUMBO_MTU when that is enough, else to what
-        the job needs (wire.mtu_needed). A link never shrinks: jobs of smaller blocks run
-        on it as they are."""
+        """Raise every link's MTU to carry the frames of a job of `block_values` values per
+        block: to JUMBO_MTU when that is enough, else to what the job needs
+        (wire.mtu_needed). A link never shrinks: jobs of smaller blocks run on it as they
+        are."""
         need = protocol.mtu_needed(block_values)
         if need <= self.mtu or self.net is None:
             return
-        mtu = topology.JUMBO_MTU if need <= topology.JUMBO_MTU else need
-        topology.set_mtu(self.net, mtu)
-        self.mtu = mtu
+        self.set_mtu(topology.JUMBO_MTU if need <= topology.JUMBO_MTU else need)
 
     def run_jobs(self, opts: Options, inputs: list[list[np.ndarray]] | None = None) -> Summary:
         """Create opts.jobs jobs of opts.workers hosts each, run them at once, check every

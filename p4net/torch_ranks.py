@@ -102,29 +102,26 @@ class TorchNetwork:
         mtu: int = topology.DEFAULT_MTU,
         block_values: int | None = None,
     ):
-        self.demo = demo.DemoNetwork(target, hosts)
+        self.demo = demo.DemoNetwork(target, hosts, mtu)
         self.slots = default_slots(self.kind) if slots is None else slots
-        self.mtu = mtu
         self.block_values = block_values  # of each run's job; None: the target's default
 
     @property
     def kind(self) -> str:
         return self.demo.kind
 
+    @property
+    def mtu(self) -> int:
+        """The links' MTU now (raised by a run whose job's frames needed more)."""
+        return self.demo.mtu
+
     def __enter__(self) -> "TorchNetwork":
         self.demo.__enter__()
-        try:
-            self.set_mtu(self.mtu)
-        except BaseException:
-            self.demo.__exit__()
-            raise
         return self
 
     def set_mtu(self, mtu: int) -> None:
-        """Every host link at `mtu` from the next run on (p4net.topology.set_mtu)."""
-        assert self.demo.net is not None
-        topology.set_mtu(self.demo.net, mtu)
-        self.mtu = self.demo.mtu = mtu
+        """Every link at `mtu` from the next run on (DemoNetwork.set_mtu)."""
+        self.demo.set_mtu(mtu)
 
     def __exit__(self, *exc) -> None:
         self.demo.__exit__(*exc)
@@ -162,7 +159,6 @@ class TorchNetwork:
         )
         d.next_job += 1
         d.carry(job.block_values)
-        self.mtu = d.mtu
         descriptors = d.workdir / f"job{job.job}-descriptors"
         descriptors.mkdir()
         for desc in job.descriptors(d.ctl.jobs.switch):
