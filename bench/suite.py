@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from hostlib import protocol
+from hostlib.numerics import to_blocks
 from p4reduce.job import round_count
 from p4reduce.target import default_slots
 
@@ -299,14 +300,15 @@ def zipf_inputs(
 ) -> list[np.ndarray]:
     """The gradient of an embedding table under a skewed access pattern.
 
-    The table has ceil(size / K) rows of K = protocol.BLOCK_VALUES dimensions, so one row is one
-    block. Each worker's batch looks up lookups_per_row x rows rows drawn from a Zipf law
-    (probability of the i-th most popular row ~ 1 / i^exponent, the popularity order the
-    same on every worker: it is the data's); only looked-up rows get a gradient, so popular
-    rows are non-zero on every worker and the tail on few.
+    The table has ceil(size / 64) rows of 64 dimensions (protocol.BLOCK_VALUES: one row is
+    one block of the default size, whatever the job's). Each worker's batch looks up
+    lookups_per_row x rows rows drawn from a Zipf law (probability of the i-th most popular
+    row ~ 1 / i^exponent, the popularity order the same on every worker: it is the data's);
+    only looked-up rows get a gradient, so popular rows are non-zero on every worker and
+    the tail on few.
     """
-    lanes = protocol.BLOCK_VALUES
-    rows = math.ceil(size / lanes)
+    row_values = protocol.BLOCK_VALUES
+    rows = math.ceil(size / row_values)
     by_popularity = rng.permutation(rows)
     p = 1.0 / np.arange(1, rows + 1) ** exponent
     p /= p.sum()
@@ -314,25 +316,20 @@ def zipf_inputs(
     out = []
     for _ in range(workers):
         hit, counts = np.unique(by_popularity[rng.choice(rows, lookups, p=p)], return_counts=True)
-        grad = np.zeros((rows, lanes), dtype=np.float32)
+        grad = np.zeros((rows, row_values), dtype=np.float32)
         grad[hit] = (
-            rng.standard_normal((hit.size, lanes)) * 1e-2 * np.sqrt(counts)[:, None]
+            rng.standard_normal((hit.size, row_values)) * 1e-2 * np.sqrt(counts)[:, None]
         ).astype(np.float32)
         out.append(grad.reshape(-1)[:size].copy())
     return out
 
 
 def block_densities(
-    inputs: list[np.ndarray], lanes: int = protocol.BLOCK_VALUES
+    inputs: list[np.ndarray], block_values: int = protocol.BLOCK_VALUES
 ) -> tuple[float, float]:
-    """(mean over ranks of the non-zero fraction of blocks of `lanes` values, the fraction
-    non-zero in any rank)."""
-    blocks = math.ceil(inputs[0].size / lanes)
-    nz = []
-    for x in inputs:
-        padded = np.zeros(blocks * lanes, dtype=x.dtype)
-        padded[: x.size] = x
-        nz.append(padded.reshape(blocks, lanes).any(axis=1))
+    """(mean over ranks of the non-zero fraction of blocks of `block_values` values, the
+    fraction non-zero in any rank): blocks cut as the workers cut them (numerics.to_blocks)."""
+    nz = [to_blocks(x.reshape(-1), block_values).any(axis=1) for x in inputs]
     return float(np.mean([m.mean() for m in nz])), float(np.logical_or.reduce(nz).mean())
 
 

@@ -70,13 +70,13 @@ def overflow_error(blocks, why: str, block_values: int = p.BLOCK_VALUES) -> Over
     return OverflowError(f"int32 sum out of range in {len(blocks)} block(s): {shown}{more}; {why}")
 
 
-def to_blocks(flat: np.ndarray, lanes: int = p.BLOCK_VALUES) -> np.ndarray:
-    """(B, lanes) view or zero-padded copy of a 1-D array (section 5)."""
+def to_blocks(flat: np.ndarray, block_values: int = p.BLOCK_VALUES) -> np.ndarray:
+    """(B, K) view or zero-padded copy of a 1-D array, K = `block_values` (section 5)."""
     n = flat.size
-    nblocks = max(1, -(-n // lanes))
-    if n == nblocks * lanes:
-        return flat.reshape(nblocks, lanes)
-    out = np.zeros((nblocks, lanes), dtype=flat.dtype)
+    nblocks = max(1, -(-n // block_values))
+    if n == nblocks * block_values:
+        return flat.reshape(nblocks, block_values)
+    out = np.zeros((nblocks, block_values), dtype=flat.dtype)
     out.reshape(-1)[:n] = flat
     return out
 
