@@ -368,12 +368,11 @@ def _run_attached(args, ctl: Controller, out) -> int:
         selected = [jobs.get(args.job)] if args.job is not None else jobs.jobs()
         per_job = {j.job: switch_stats.job_stats(ctl.conn, j.job_index) for j in selected}
         switch = switch_stats.switch_stats(ctl.conn)
+        sizes = {j.job: j.block_values for j in selected}
         if args.json:
-            sizes = {j.job: j.block_values for j in selected}
             jobs_json = {str(k): {"block_values": sizes[k], **v} for k, v in per_job.items()}
             print(json.dumps({"jobs": jobs_json, "switch": switch}), file=out)
         else:
-            sizes = {j.job: j.block_values for j in selected}
             rows = [{"job": k, "block_values": sizes[k], **v} for k, v in per_job.items()]
             print(_table(rows, ["job", "block_values", *switch_stats.JOB_COUNTERS]), file=out)
             print(_table([switch], list(switch)), file=out)
