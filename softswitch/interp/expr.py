@@ -252,7 +252,9 @@ class ExprCompiler:
                 return Expr(f"((({a.src} + {lit(half)}) & {lit(mask)}) - {lit(half)})", DATA, None)
             if op == "usat_cast":
                 return Expr(f"min(max({a.src}, 0), {mask_lit(n)})", DATA, n)
-            return Expr(f"min(max({a.src}, {-(1 << (n - 1))}), {(1 << (n - 1)) - 1})", DATA, None)
+            return Expr(
+                f"min(max({a.src}, {lit(-(1 << (n - 1)))}), {lit((1 << (n - 1)) - 1)})", DATA, None
+            )
         if op in ("last_stack_index", "size_stack"):
             s = self.compile(right, where)
             if s.kind != STACK:
