@@ -170,8 +170,8 @@ def make_inputs(
 ) -> list[np.ndarray]:
     """Each rank's tensor: `density` of its blocks of K values non-zero (K: `block_values`,
     else opts.block_values, else the default), the same blocks on every rank or not."""
-    lanes = block_values or opts.block_values or protocol.BLOCK_VALUES
-    blocks = math.ceil(opts.size / lanes)
+    k = block_values or opts.block_values or protocol.BLOCK_VALUES
+    blocks = math.ceil(opts.size / k)
     chosen = max(1, round(opts.density * blocks)) if opts.density > 0 else 0
     shared = rng.choice(blocks, chosen, replace=False)
     tensors = []
@@ -179,12 +179,12 @@ def make_inputs(
         picked = shared if opts.overlap == "shared" else rng.choice(blocks, chosen, replace=False)
         mask = np.zeros(blocks, dtype=bool)
         mask[picked] = True
-        full = np.zeros(blocks * lanes, dtype=np.float64)
+        full = np.zeros(blocks * k, dtype=np.float64)
         if opts.dtype == "int32":
-            vals = rng.integers(-1_000_000, 1_000_000, blocks * lanes)
+            vals = rng.integers(-1_000_000, 1_000_000, blocks * k)
         else:
-            vals = rng.standard_normal(blocks * lanes) * 10.0 ** rng.integers(-3, 3, blocks * lanes)
-        full[np.repeat(mask, lanes)] = vals[np.repeat(mask, lanes)]
+            vals = rng.standard_normal(blocks * k) * 10.0 ** rng.integers(-3, 3, blocks * k)
+        full[np.repeat(mask, k)] = vals[np.repeat(mask, k)]
         tensors.append(full[: opts.size].astype(opts.dtype))
     return tensors
 
@@ -203,13 +203,13 @@ def check(
     exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
     if dtype == "int32":
         return result.dtype == np.int32 and np.array_equal(result, exact.astype(np.int64))
-    n, lanes = len(inputs), block_values
-    pad = (-len(exact)) % lanes
+    n, k = len(inputs), block_values
+    pad = (-len(exact)) % k
     peak = np.max(
-        [np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, lanes).max(1) for x in inputs],
+        [np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, k).max(1) for x in inputs],
         axis=0,
     )
-    bound = np.repeat(numerics.sum_error_bound(peak, n), lanes)[: len(exact)]
+    bound = np.repeat(numerics.sum_error_bound(peak, n), k)[: len(exact)]
     info = np.finfo(dtype)
     bound += np.abs(exact) * info.eps + float(info.smallest_subnormal)
     return bool(np.all(np.abs(result.astype(np.float64) - exact) <= bound))
@@ -580,8 +580,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "--encoding",
         choices=ENCODINGS,
         default=d.encoding,
-        help="packed: one 2048-bit add per packet (the v1model target's default); lanes: "
-        "64 int32 adds with switch overflow detection",
+        help="packed: one wide add per packet (the v1model target's default); lanes: "
+        "int32 lanes added lane by lane with switch overflow detection",
     )
     ap.add_argument(
         "--block-values",
