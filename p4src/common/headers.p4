@@ -5,7 +5,6 @@
 #define P4REDUCE_HEADERS_P4
 #include "types.p4"
 #include "constants.p4"
-#include "lanes.p4"
 
 header ethernet_t {
     mac_t   dst_addr;
@@ -75,15 +74,13 @@ header round_status_t {
     bitmap_t contributors;
 }
 
-#define LANE_FIELD(i) lane_t v##i;
-header values_t {
-    FOR_EACH_LANE(LANE_FIELD)
-}
-
 /* An architecture may put its own headers first (TNA: the metadata bridged from ingress to
- * egress) by defining P4REDUCE_ARCH_HEADERS before including this file, and carry the value
- * lanes in its own headers by defining P4REDUCE_ARCH_VALUES (TNA: two adjacent 32-lane
- * headers, the same bytes on the wire; v1model: one word per block size). */
+ * egress) by defining P4REDUCE_ARCH_HEADERS before including this file, and carries the
+ * values in its own headers, P4REDUCE_ARCH_VALUES (TNA: two adjacent 32-lane headers, the
+ * same bytes on the wire as 64 int32; v1model: one word per block size). */
+#ifndef P4REDUCE_ARCH_VALUES
+#error "define P4REDUCE_ARCH_VALUES (the architecture's values headers) before headers.p4"
+#endif
 struct headers_t {
 #ifdef P4REDUCE_ARCH_HEADERS
     P4REDUCE_ARCH_HEADERS
@@ -95,11 +92,7 @@ struct headers_t {
     p4reduce_t p4r;
     fingerprint_t fingerprint;
     round_status_t round_status;
-#ifdef P4REDUCE_ARCH_VALUES
     P4REDUCE_ARCH_VALUES
-#else
-    values_t   values;
-#endif
 }
 
 /* One register cell holding two 32-bit halves: a stateful ALU of a Tofino-class switch
