@@ -34,10 +34,11 @@ header bridge_t {
     bit<1>  harvest;            /* the packet goes to a recirculated pass (the harvest port);
                                    beside lane_op and deliver, which the same actions write */
     bit<1>  deliver;            /* LANE_PASS: after the lane pass, the harvest pass and out */
-    bit<3>  lane_op;            /* what the pairs do (value_aggregation.p4): in the first
-                                   pass (Tofino 2) or the lane pass (Tofino 1); READ_LOW or
+    bit<3>  lane_op;            /* what the pairs and the fingerprint range do in the
+                                   recirculated pass (value_aggregation.p4): READ_LOW or
                                    READ_OUT in the read-out pass, which stores the round's
-                                   winner (round_winner.p4) */
+                                   winner (round_winner.p4); ADD, FIRST or READ_HIGH in
+                                   the lane pass (Tofino 1's test build) */
 #if P4REDUCE_DROP_SIMULATOR
     bit<16> sim_egress_threshold;
     bit<32> sim_seed;
@@ -57,27 +58,55 @@ const bit<9> HARVEST_PORT = 68;
 #define P4REDUCE_ARCH_HEADERS bridge_t bridge;
 
 /* The winner check (round_winner.p4) is built for Tofino 2, and for Tofino 1 without the
- * drop simulator (the production build); with both, bf-p4c 9.13.4 did not find a Tofino 1
- * placement in 12 stages beside the lane pass (docs/tofino.md, "Stray frames on TNA"), so
- * Tofino 1's test build passes IN_ROUND = true and rank_bit to the bitmap step. */
+ * drop simulator (the production build); Tofino 1's test build passes IN_ROUND = true and
+ * rank_bit to the bitmap step (docs/tofino.md, "Stray frames on TNA"). */
 #if __TARGET_TOFINO__ == 2 || !P4REDUCE_DROP_SIMULATOR
 #define P4REDUCE_WINNER_CHECK 1
 #else
 #define P4REDUCE_WINNER_CHECK 0
 #endif
 
-/* Tofino 1 (12 stages) cannot run the 32 lane-pair ALUs (8 stages at 4 per stage) after
- * the protocol state (epoch, bitmap, next key: stages 5 to 9): there, a packet with
- * lanes takes a *lane pass* -- it recirculates once with the bridge header, whose lane_op
- * the first pass decided, and the pairs run in the second pass, in stages the first
- * pass's tables leave free. A packet that becomes a RESULT with values then takes the
- * harvest pass as everywhere. Tofino 2 (20 stages) runs the pairs in the first pass.
- * docs/tofino.md has the trade-off. */
-#if __TARGET_TOFINO__ == 2
-#define P4REDUCE_LANE_PASS 0
-#else
+/* Tofino 2 runs the lane pairs in the first pass, right after the bitmap step, each chosen
+ * by a table from the bitmap's answer (value_aggregation.p4). Tofino 1 does not fit that in
+ * 12 stages with bf-p4c 9.13.4 (docs/tofino.md, "One pass per contribution": what the
+ * compiler said): there a packet with lanes takes a *lane pass* -- it recirculates once
+ * with the bridge header, whose lane_op the first pass decided, and the pairs run in the
+ * second pass. docs/tofino.md has the trade-off. */
+#ifndef P4REDUCE_LANE_PASS
+#if __TARGET_TOFINO__ != 2 && P4REDUCE_DROP_SIMULATOR
 #define P4REDUCE_LANE_PASS 1
+#else
+#define P4REDUCE_LANE_PASS 0
 #endif
+#endif
+/* Pins for Tofino 1's production build: the winner check and the read-out pass's winner
+ * store (one register, so one stage) in stage 3, beside the slot epoch; unpinned, bf-p4c
+ * 9.13.4 placed the store four stages after the check, which the assembler refused ("No
+ * phv record meta.rank_bit"). -DP4REDUCE_LANE_PASS=0 -DP4REDUCE_PINNED=1 builds the
+ * one-pass Tofino 1 program that did not fit (52 values: slot epoch and winner 3, bitmap
+ * 4, next key and fingerprint 5, pairs four per stage from 5; docs/tofino.md). */
+#if __TARGET_TOFINO__ != 2 && !P4REDUCE_DROP_SIMULATOR
+#define WINNER_STAGE @stage(3)
+#else
+#define WINNER_STAGE
+#endif
+#ifndef P4REDUCE_PINNED
+#if __TARGET_TOFINO__ != 2 && !P4REDUCE_LANE_PASS
+#define P4REDUCE_PINNED 1
+#else
+#define P4REDUCE_PINNED 0
+#endif
+#endif
+#if P4REDUCE_PINNED
+#define SLOT_EPOCH_STAGE @stage(3)
+#define BITMAP_STAGE @stage(4)
+#define PROTOCOL_TAIL_STAGE @stage(5)
+#else
+#define SLOT_EPOCH_STAGE
+#define BITMAP_STAGE
+#define PROTOCOL_TAIL_STAGE
+#endif
+
 /* TNA's own metadata. pool_slot_16, slot_index_16: the pool slot and the register index
  * (pool_slot * 2 + slot_version < 2048) in 16 bits, instead of metadata_t's 32-bit
  * pool_slot and slot_index (v1model's), which would take PHV the value lanes need.
@@ -91,10 +120,11 @@ const bit<9> HARVEST_PORT = 68;
  * constant, not two 32-bit fields); winner_probe: version ++ block, what round_winner
  * holds for the round a contribution may join (round_winner.p4); joining_bit: what the
  * winner check returned, the sender's bit or 0 (no round takes the packet), the bitmap
- * step's input. Kept as
+ * step's input; lane_op: what the lane pairs and the fingerprint range do in this pass
+ * (value_aggregation.p4), the bridge's lane_op in a recirculated pass. Kept as
  * fields rather than flags derived from them, because every derived flag is one more MAU
  * stage. */
 #define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;                  \
     bit<32> epoch_verdict; bit<1> encoding_differs; bit<16> sim_keep;                     \
     bit<32> seen; bit<32> bitmap_before; bit<32> complete_diff;                          \
-    bit<32> winner_probe; bit<32> joining_bit;
+    bit<32> winner_probe; bit<32> joining_bit; bit<3> lane_op;

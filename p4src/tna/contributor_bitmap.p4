@@ -71,6 +71,76 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     PAIR_ACTION(bit<16>, bitmap, version_1_reset, BITMAP_BODY(hi, lo, false, true, meta.rank_bit))
 #endif
 
+    action take_epoch() {
+        meta.epoch_verdict = epoch_step.execute(meta.pool_slot_16);
+    }
+    action take_continued_epoch() {
+        meta.epoch_verdict = continued_epoch_step.execute(meta.pool_slot_16);
+    }
+    /* the step per FLAG_CONTINUED case (tables, not ifs, so that Tofino 1's production
+     * build can pin them: SLOT_EPOCH_STAGE, BITMAP_STAGE in bridge.p4) */
+    SLOT_EPOCH_STAGE
+    table slot_epoch_step {
+        key = { hdr.p4r.flags[3:3]: exact @name("continued"); }
+        actions = { take_epoch; take_continued_epoch; }
+        const entries = { 0: take_epoch(); 1: take_continued_epoch(); }
+        size = 2;
+    }
+    action step_0() {
+        meta.bitmap_before = version_0_step.execute(meta.pool_slot_16);
+    }
+    action step_1() {
+        meta.bitmap_before = version_1_step.execute(meta.pool_slot_16);
+    }
+    action reset_0() {
+        meta.bitmap_before = version_0_reset.execute(meta.pool_slot_16);
+    }
+    action reset_1() {
+        meta.bitmap_before = version_1_reset.execute(meta.pool_slot_16);
+    }
+    /* the step per version and epoch verdict: the slot held this epoch, or it is reset */
+    BITMAP_STAGE
+    table bitmap_step {
+        key = { meta.epoch_verdict: ternary @name("epoch_verdict");
+                hdr.p4r.slot_version: exact @name("slot_version"); }
+        actions = { step_0; step_1; reset_0; reset_1; }
+        const entries = {
+            (EPOCH_SAME, 0): step_0();
+            (EPOCH_SAME, 1): step_1();
+            (_, 0): reset_0();
+            (_, 1): reset_1();
+        }
+        size = 4;
+    }
+
+    /* The epoch and bitmap steps, then only what the tables after the bitmap key on
+     * (state_lost, in_round): Tofino 1 chains tables by next-table pointers, so a table
+     * applied after an if waits for it -- the flags the tables do not need come after them
+     * (ContributionFlags). */
+    apply {
+        slot_epoch_step.apply();
+        bitmap_step.apply();
+#if P4REDUCE_WINNER_CHECK
+        meta.in_round = 0;
+        if (meta.joining_bit != 0) {
+            meta.in_round = 1;
+        }
+#else
+        meta.in_round = 1;      /* no winner check: every new contribution joins */
+#endif
+        meta.same_epoch = 0;
+        meta.state_lost = 0;
+        if (meta.epoch_verdict == EPOCH_SAME) {
+            meta.same_epoch = 1;
+        } else if (meta.epoch_verdict == EPOCH_MARKED_LOST || hdr.p4r.flags[3:3] == 1) {
+            meta.state_lost = 1;
+        }
+    }
+}
+
+/* What Result (and the lane pass) read of the bitmap's answer, after the steps that the
+ * answer chooses. */
+control ContributionFlags(inout headers_t hdr, inout metadata_t meta) {
     /* mine & rank_bit, computed in an action (a gateway cannot AND two fields) */
     action check_seen() {
         meta.seen = meta.bitmap_before & meta.rank_bit;
@@ -79,39 +149,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         meta.complete_diff = meta.bitmap_before ^ meta.others_mask;
     }
 
-
     apply {
-#if P4REDUCE_WINNER_CHECK
-        meta.in_round = 0;
-        if (meta.joining_bit != 0) {
-            meta.in_round = 1;
-        }
-#endif
-        if (hdr.p4r.flags[3:3] == 1) {              /* FLAG_CONTINUED */
-            meta.epoch_verdict = continued_epoch_step.execute(meta.pool_slot_16);
-        } else {
-            meta.epoch_verdict = epoch_step.execute(meta.pool_slot_16);
-        }
-        if (meta.epoch_verdict == EPOCH_SAME) {
-            if (hdr.p4r.slot_version == 0) {
-                meta.bitmap_before = version_0_step.execute(meta.pool_slot_16);
-            } else {
-                meta.bitmap_before = version_1_step.execute(meta.pool_slot_16);
-            }
-        } else {
-            if (hdr.p4r.slot_version == 0) {
-                meta.bitmap_before = version_0_reset.execute(meta.pool_slot_16);
-            } else {
-                meta.bitmap_before = version_1_reset.execute(meta.pool_slot_16);
-            }
-        }
-        meta.same_epoch = 0;
-        meta.state_lost = 0;
-        if (meta.epoch_verdict == EPOCH_SAME) {
-            meta.same_epoch = 1;
-        } else if (meta.epoch_verdict == EPOCH_MARKED_LOST || hdr.p4r.flags[3:3] == 1) {
-            meta.state_lost = 1;
-        }
         /* the bitmap step returned 0 for a slot whose epoch changed */
         meta.first = 0;
         if (meta.bitmap_before == 0) {

@@ -1,33 +1,55 @@
-/* Fingerprint on TNA (../v1model/fingerprint.p4 explains it): two registers, so each
- * stateful ALU returns one of minimum and maximum; the steps are the shared bodies of
- * ../common/bodies/fingerprint.p4. */
+/* Fingerprint on TNA (../v1model/fingerprint.p4 explains it): the range of a round's
+ * fingerprints in one pair register, `fingerprint_range` (lo = minimum, hi = maximum), one
+ * stateful ALU updating both halves (FINGERPRINT_RANGE_BODY of
+ * ../common/bodies/fingerprint.p4). Its step is chosen by a table from the bitmap's answer
+ * in the stage after it, as the lane pairs' are (value_aggregation.p4). A Tofino 1 ALU
+ * returns one value: an ANNOUNCE's step returns the maximum, and the read-out pass of the
+ * round's RESULT (every RESULT takes one, round_winner.p4) reads the minimum; the RESULT
+ * leaves with both. Declared in P4ReduceIngress itself (FINGERPRINT_DECLARATIONS), as the
+ * pairs are: the first pass's table and the read-out pass's use the one register. */
 #ifndef P4REDUCE_TNA_FINGERPRINT_P4
 #define P4REDUCE_TNA_FINGERPRINT_P4
 
-control Fingerprint(inout headers_t hdr, inout metadata_t meta) {
-    Register<bit<32>, bit<16>>(SLOT_ENTRIES, 0) fingerprint_min;
-    Register<bit<32>, bit<16>>(SLOT_ENTRIES, 0) fingerprint_max;
-    REGISTER_ACTION(bit<32>, bit<16>, fingerprint_min, min_step, FINGERPRINT_MIN_BODY)
-    REGISTER_ACTION(bit<32>, bit<16>, fingerprint_max, max_step, FINGERPRINT_MAX_BODY)
-    REGISTER_ACTION(bit<32>, bit<16>, fingerprint_min, read_min_step, READ_BODY)
-    REGISTER_ACTION(bit<32>, bit<16>, fingerprint_max, read_max_step, READ_BODY)
-
-    apply {
-        if (hdr.fingerprint.isValid()) {
-            if (meta.seen == 0) {
-#if P4REDUCE_WINNER_CHECK
-                if (meta.in_round == 1) {                       /* not stale */
-#endif
-                    hdr.fingerprint.fingerprint_min = min_step.execute(meta.slot_index_16);
-                    hdr.fingerprint.fingerprint_max = max_step.execute(meta.slot_index_16);
-#if P4REDUCE_WINNER_CHECK
-                }
-#endif
-            } else {
-                hdr.fingerprint.fingerprint_min = read_min_step.execute(meta.slot_index_16);
-                hdr.fingerprint.fingerprint_max = read_max_step.execute(meta.slot_index_16);
-            }
-        }
+#define FINGERPRINT_DECLARATIONS                                               \
+    Register<pair_t, bit<16>>(SLOT_ENTRIES, {0, 0}) fingerprint_range;         \
+    PAIR_ACTION(bit<16>, fingerprint_range, range_first_step,                  \
+                FINGERPRINT_RANGE_BODY(1w1))                                   \
+    PAIR_ACTION(bit<16>, fingerprint_range, range_widen_step,                  \
+                FINGERPRINT_RANGE_BODY(1w0))                                   \
+    PAIR_ACTION(bit<16>, fingerprint_range, range_max_step, LANE_PAIR_READ_BODY) \
+    PAIR_ACTION(bit<16>, fingerprint_range, range_min_step,                    \
+                LANE_PAIR_READ_LOW_BODY)                                       \
+    action first_range() {                                                     \
+        hdr.fingerprint.fingerprint_max = range_first_step.execute(meta.slot_index_16); \
+    }                                                                          \
+    action widen_range() {                                                     \
+        hdr.fingerprint.fingerprint_max = range_widen_step.execute(meta.slot_index_16); \
+    }                                                                          \
+    action read_max() {                                                        \
+        hdr.fingerprint.fingerprint_max = range_max_step.execute(meta.slot_index_16); \
+    }                                                                          \
+    action read_min() {                                                        \
+        hdr.fingerprint.fingerprint_min = range_min_step.execute(meta.slot_index_16); \
+    }                                                                          \
+    /* an admitted ANNOUNCE (lane_op ANNOUNCE: its fingerprint is parsed) */   \
+    PROTOCOL_TAIL_STAGE                                                        \
+    table range_step {                                                         \
+        key = { CONTRIBUTION_KEY }                                             \
+        actions = { first_range; widen_range; read_max; NoAction; }            \
+        const entries = {                                                      \
+            CONTRIBUTION_ENTRIES(LANE_OP_ANNOUNCE, read_max, first_range,      \
+                                 widen_range)                                  \
+        }                                                                      \
+        const default_action = NoAction();                                     \
+        size = 40;                                                             \
+    }                                                                          \
+    /* the read-out pass of a RESULT without values (a header-only one reads into an  \
+     * invalid header) */                                                      \
+    table range_read_out {                                                     \
+        key = { meta.lane_op: exact; }                                         \
+        actions = { read_min; NoAction; }                                      \
+        const entries = { LANE_OP_READ_OUT: read_min(); }                      \
+        const default_action = NoAction();                                     \
+        size = 1;                                                              \
     }
-}
 #endif

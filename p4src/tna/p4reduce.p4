@@ -19,8 +19,8 @@
 #include "../common/admission.p4"
 #include "drop_simulator.p4"
 #include "contributor_bitmap.p4"
-#include "fingerprint.p4"
 #include "value_aggregation.p4"
+#include "fingerprint.p4"
 #include "next_block.p4"
 #include "round_winner.p4"
 #include "result.p4"
@@ -40,10 +40,15 @@
 @pa_mutually_exclusive("ingress", "hdr.arp", "hdr.ipv4")
 @pa_mutually_exclusive("ingress", "hdr.arp", "hdr.udp")
 @pa_mutually_exclusive("ingress", "hdr.arp", "hdr.p4r")
+#if __TARGET_TOFINO__ == 2
+/* (Tofino 2's 64 lanes need the room. Tofino 1's fewer lanes leave it, and there a value
+ * lane sharing a container with the fingerprint or the round status would tie its pair's
+ * table to the stages after the steps that write those.) */
 @pa_mutually_exclusive("ingress", "hdr.values_0", "hdr.fingerprint")
 @pa_mutually_exclusive("ingress", "hdr.values_0", "hdr.round_status")
 @pa_mutually_exclusive("ingress", "hdr.values_1", "hdr.fingerprint")
 @pa_mutually_exclusive("ingress", "hdr.values_1", "hdr.round_status")
+#endif
 @pa_mutually_exclusive("ingress", "hdr.fingerprint", "hdr.round_status")
 /* What ingress bridges to egress lives in the bridge header only: bf-p4c aliases a field
  * copied into a header in the action that validates it by itself, but not in a header the
@@ -61,6 +66,10 @@
  * actions rewrite but for slot_version (a write must leave one contiguous part of a
  * container alone). */
 @pa_container_size("ingress", "hdr.p4r.job", 16)
+/* lane_op alone in its container: bf-p4c packed it with bridge fields, which tied the
+ * contribution's lane_op (LaneOp) to the stage after bridge_to_egress and every table
+ * keyed by it (the next key, the fingerprint range, the pairs) one stage later */
+@pa_solitary("ingress", "meta.lane_op")
 #if P4REDUCE_WINNER_CHECK
 /* The winner check's operand and answer in 32-bit containers (left to itself, bf-p4c took
  * four 8-bit containers for the probe, which the lanes need). */
@@ -74,21 +83,82 @@
 #endif
 /* Value lanes in containers chosen here: left to itself, bf-p4c (9.13.4) spreads lanes over
  * 8-bit containers and then has none left for the 8-bit fields. Tofino 1 gives ingress at
- * most 48 of its 64 32-bit containers (egress needs a group of 16), so lanes 0..31 take
- * 32-bit containers, 40..63 two 16-bit ones and 32..39 four 8-bit ones (what was left). */
+ * most 48 of its 64 32-bit containers (egress needs a group of 16), so values_0's lanes take
+ * 32-bit containers and values_1's two 16-bit ones each (Tofino 1's 24 of them take 48 of
+ * the 16-bit containers); Tofino 2's 64 lanes put v32..v39 in four 8-bit containers each
+ * and v40..v63 in 16-bit ones (what was left). */
 #define P4REDUCE_STR(x) #x
-#define LANE_IN_32(i) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_0.v##i), 32)
-#define LANE_IN_16(i) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_1.v##i), 16)
-#define LANE_IN_8(i) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_1.v##i), 8)
-FOR_EACH_LANE_0(LANE_IN_32)
-LANE_IN_8(32) LANE_IN_8(33) LANE_IN_8(34) LANE_IN_8(35)
-LANE_IN_8(36) LANE_IN_8(37) LANE_IN_8(38) LANE_IN_8(39)
-LANE_IN_16(40) LANE_IN_16(41) LANE_IN_16(42) LANE_IN_16(43)
-LANE_IN_16(44) LANE_IN_16(45) LANE_IN_16(46) LANE_IN_16(47)
-LANE_IN_16(48) LANE_IN_16(49) LANE_IN_16(50) LANE_IN_16(51)
-LANE_IN_16(52) LANE_IN_16(53) LANE_IN_16(54) LANE_IN_16(55)
-LANE_IN_16(56) LANE_IN_16(57) LANE_IN_16(58) LANE_IN_16(59)
-LANE_IN_16(60) LANE_IN_16(61) LANE_IN_16(62) LANE_IN_16(63)
+#if __TARGET_TOFINO__ == 2
+#define LANE_1_BITS_32 8
+#define LANE_1_BITS_33 8
+#define LANE_1_BITS_34 8
+#define LANE_1_BITS_35 8
+#define LANE_1_BITS_36 8
+#define LANE_1_BITS_37 8
+#define LANE_1_BITS_38 8
+#define LANE_1_BITS_39 8
+#define LANE_1_BITS_40 16
+#define LANE_1_BITS_41 16
+#define LANE_1_BITS_42 16
+#define LANE_1_BITS_43 16
+#define LANE_1_BITS_44 16
+#define LANE_1_BITS_45 16
+#define LANE_1_BITS_46 16
+#define LANE_1_BITS_47 16
+#define LANE_1_BITS_48 16
+#define LANE_1_BITS_49 16
+#define LANE_1_BITS_50 16
+#define LANE_1_BITS_51 16
+#define LANE_1_BITS_52 16
+#define LANE_1_BITS_53 16
+#define LANE_1_BITS_54 16
+#define LANE_1_BITS_55 16
+#define LANE_1_BITS_56 16
+#define LANE_1_BITS_57 16
+#define LANE_1_BITS_58 16
+#define LANE_1_BITS_59 16
+#define LANE_1_BITS_60 16
+#define LANE_1_BITS_61 16
+#define LANE_1_BITS_62 16
+#define LANE_1_BITS_63 16
+#else
+#define LANE_1_BITS_32 16
+#define LANE_1_BITS_33 16
+#define LANE_1_BITS_34 16
+#define LANE_1_BITS_35 16
+#define LANE_1_BITS_36 16
+#define LANE_1_BITS_37 16
+#define LANE_1_BITS_38 16
+#define LANE_1_BITS_39 16
+#define LANE_1_BITS_40 16
+#define LANE_1_BITS_41 16
+#define LANE_1_BITS_42 16
+#define LANE_1_BITS_43 16
+#define LANE_1_BITS_44 16
+#define LANE_1_BITS_45 16
+#define LANE_1_BITS_46 16
+#define LANE_1_BITS_47 16
+#define LANE_1_BITS_48 16
+#define LANE_1_BITS_49 16
+#define LANE_1_BITS_50 16
+#define LANE_1_BITS_51 16
+#define LANE_1_BITS_52 16
+#define LANE_1_BITS_53 16
+#define LANE_1_BITS_54 16
+#define LANE_1_BITS_55 16
+#define LANE_1_BITS_56 16
+#define LANE_1_BITS_57 16
+#define LANE_1_BITS_58 16
+#define LANE_1_BITS_59 16
+#define LANE_1_BITS_60 16
+#define LANE_1_BITS_61 16
+#define LANE_1_BITS_62 16
+#define LANE_1_BITS_63 16
+#endif
+#define LANE_CONTAINERS(p, l, h)                                               \
+    @pa_container_size("ingress", P4REDUCE_STR(hdr.values_0.v##l), 32)         \
+    @pa_container_size("ingress", P4REDUCE_STR(hdr.values_1.v##h), LANE_1_BITS_##h)
+TNA_LANE_PAIRS(LANE_CONTAINERS)
 control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                         in ingress_intrinsic_metadata_t ig_intr_md,
                         in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -102,9 +172,15 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     DropSimulator() drop_simulator;
     RankMasks() rank_masks;
     ContributorBitmap() contributor_bitmap;
-    Fingerprint() fingerprint;
-    ValueAggregation() value_aggregation;
+    ContributionFlags() contribution_flags;
+    VALUE_AGGREGATION_DECLARATIONS
+    FINGERPRINT_DECLARATIONS
+    NEXT_KEY_DECLARATIONS
     LaneOp() lane_op;
+    SkipValues() skip_values;
+#if P4REDUCE_LANE_PASS
+    LanePassOp() lane_pass_op;
+#endif
     NextBlock() next_block;
     Result() result;
     Forwarding() forwarding;
@@ -129,6 +205,28 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     action store_winner() {
         winner_store.execute(meta.pool_slot_16);
     }
+    /* the check (first pass) and the store (read-out pass) as tables of one stage
+     * (WINNER_STAGE): one stateful ALU runs both */
+    WINNER_STAGE
+    table winner_check_step {
+        key = { hdr.p4r.flags[3:3]: ternary @name("continued");
+                hdr.p4r.msg_type: ternary @name("msg_type"); }
+        actions = { join_first_round; check_winner; NoAction; }
+        const entries = {
+            (0, MSG_ANNOUNCE): join_first_round();
+            (_, _): check_winner();
+        }
+        const default_action = NoAction();
+        size = 2;
+    }
+    WINNER_STAGE
+    table winner_store_step {
+        key = { hdr.bridge.lane_op[2:2]: exact @name("read_out"); }
+        actions = { store_winner; NoAction; }
+        const entries = { 1: store_winner(); }
+        const default_action = NoAction();
+        size = 1;
+    }
 #endif
 
     action drop_counted(bit<32> reason) {
@@ -148,7 +246,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         hdr.bridge.pad2 = 0;
         hdr.bridge.pad3 = 0;
         hdr.bridge.deliver = 0;
-        hdr.bridge.lane_op = LANE_OP_NONE;      /* LaneOp sets it for a packet with lanes */
+        hdr.bridge.lane_op = LANE_OP_NONE;      /* Result sets it for a read-out pass */
     }
     action bridge_fields() {
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
@@ -188,12 +286,39 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         ig_tm_md.ucast_egress_port = hdr.bridge.ingress_port;
     }
 
-    /* ValueAggregation is applied once, for both passes: a control applied twice is
-     * inlined with a copy of every header in and out of each call (the frontend cannot
-     * substitute the arguments of a control it inlines twice), which bf-p4c then has to
-     * place in PHV and copy in actions. */
+    /* a recirculated pass: what its pairs and fingerprint range do */
+    action take_lane_op() {
+        meta.lane_op = hdr.bridge.lane_op;
+    }
+    /* The read-out pass of an announce round's RESULT (fingerprint.p4): it arrives with the
+     * sender's own fingerprint as minimum and the round's maximum, and leaves with the
+     * round's minimum too. range_before: the two as it arrived (not 0: the range differs
+     * already, and ReadOut stored END_OF_STREAM as the winner); range_after: the round's
+     * range. */
+    bit<32> range_before;
+    bit<32> range_after;
+    bit<1> read_out_again;
+    action compare_range_before() {
+        range_before = hdr.fingerprint.fingerprint_min ^ hdr.fingerprint.fingerprint_max;
+    }
+    action compare_range_after() {
+        range_after = hdr.fingerprint.fingerprint_min ^ hdr.fingerprint.fingerprint_max;
+    }
+    action end_of_stream() {
+        hdr.p4r.next_block = END_OF_STREAM;
+        hdr.p4r.next_exponent = 0;
+    }
+    /* the RESULT goes round once more, its harvest flag still set: that pass stores
+     * END_OF_STREAM as the winner (round_winner.p4) */
+    action to_read_out_again() {
+        ig_tm_md.ucast_egress_port = HARVEST_PORT;
+    }
+
+    /* ValueAggregation and Fingerprint are applied once, for both passes: a control applied
+     * twice is inlined with a copy of every header in and out of each call (the frontend
+     * cannot substitute the arguments of a control it inlines twice), which bf-p4c then has
+     * to place in PHV and copy in actions. */
     bit<1> harvest_pass;
-    bit<1> reply;
     /* "addressed to the switch": a gateway cannot compare two 32-bit fields, so their xor */
     bit<32> dst_diff;
     action compare_dst() {
@@ -201,8 +326,8 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
 /* The end of a recirculated pass: the read-out pass delivers the result (after storing its
- * winner); the lane pass (Tofino 1) sends a RESULT on to its read-out pass and ends a
- * contribution. */
+ * winner); the lane pass (Tofino 1's test build) sends a RESULT on to its read-out pass and
+ * ends a contribution. */
 #define P4REDUCE_DELIVER                                                       \
     if (hdr.bridge.lane_op[2:2] == 1) {        /* READ_LOW or READ_OUT */      \
         end_harvest();                                                         \
@@ -220,42 +345,71 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
 #define P4REDUCE_BRIDGE_OUT                                                    \
     bridge_flags.apply();
 
+    /* The two passes are the two branches of the first if: a recirculated pass (the
+     * read-out pass; on Tofino 1's test build also the lane pass) and a first pass. In a
+     * first pass, the steps that add a contribution (next key, fingerprint range, the lane
+     * pairs) run in the stages right after the bitmap step, each a table keyed by the
+     * bitmap's answer, and Result after them. */
     apply {
         meta.to_worker = 0;
         meta.multicast = 0;
         meta.state_lost = 0;
         meta.parser_error = 0;
+        meta.lane_op = LANE_OP_NONE;
         harvest_pass = 0;
-        reply = 0;
+        read_out_again = 0;
         if (ig_prsr_md.parser_err != 0) {
             meta.parser_error = 1;
         }
         identity.apply(hdr, meta);
         if (hdr.bridge.isValid()) {
-            /* a recirculated pass (the bridge header came back with the packet): the lane
-             * pass (Tofino 1) or the read-out pass (the winner, the low lanes if any), then
-             * where it goes */
+            /* a recirculated pass (the bridge header came back with the packet): the
+             * read-out pass (the winner, the low lanes or the fingerprint minimum), or the
+             * lane pass (Tofino 1's test build); then where it goes */
             harvest_pass = 1;
+            take_lane_op();
+            compare_range_before();
 #if P4REDUCE_WINNER_CHECK
             if (hdr.bridge.lane_op[2:2] == 1) {
                 /* the read-out pass: the round's winner is stored before the RESULT
                  * leaves (round_winner.p4) */
-                read_out.apply(hdr, meta);
-                store_winner();
+                read_out.apply(hdr, meta, range_before);
+                winner_store_step.apply();
             }
 #endif
-#if P4REDUCE_LANE_PASS
-            value_aggregation.apply(hdr, meta);
-            P4REDUCE_DELIVER
+            VALUE_READ_OUT_APPLY
+            range_read_out.apply();
+            if (hdr.fingerprint.isValid()) {
+                /* an announce round's RESULT on its read-out pass, its range now whole */
+                compare_range_after();
+                if (range_after != 0) {
+#if P4REDUCE_WINNER_CHECK
+                    if (range_before == 0) {
+                        /* the winner stored this pass was the RESULT's next block: the
+                         * range differs, so END_OF_STREAM must be, in one more pass */
+                        end_of_stream();
+                        read_out_again = 1;
+                    }
+#else
+                    end_of_stream();
 #endif
+                }
+            }
+            if (read_out_again == 1) {
+                to_read_out_again();
+            } else {
+                P4REDUCE_DELIVER
+            }
         } else {
             /* Everything that only reads the packet runs first, for every packet (the
              * admission and drop-simulator lookups, the validation rules, the address
-             * comparison); the decisions below read their results. A stateful step can
-             * then run in the fifth MAU stage instead of after a chain of flags. */
+             * comparison); the decisions read their results. */
             bridge_to_egress();
             bridge_fields();
             compare_dst();
+            /* a SKIP's zero lanes, for every SKIP: a worker's SKIP carries none (anything
+             * else is malformed), and the pairs read them right after the bitmap */
+            skip_values.apply(hdr, meta);
             meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
 #if P4REDUCE_WINNER_CHECK
             winner_probe.apply(hdr, meta);
@@ -268,11 +422,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
              * that its answer is ready for the bitmap step */
 #if P4REDUCE_WINNER_CHECK
             if (hdr.p4r.isValid()) {
-                if (hdr.p4r.flags[3:3] == 0 && hdr.p4r.msg_type == MSG_ANNOUNCE) {
-                    join_first_round();
-                } else {
-                    check_winner();
-                }
+                winner_check_step.apply();
             }
 #endif
             /* one if-else chain, so that bf-p4c sees forwarding and the p4reduce path as
@@ -294,44 +444,34 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                     /* an ANNOUNCE not CONTINUED: its sender is in the job's first round on
                      * the slot, which is version 0 -- a stray (docs/protocol.md section 8) */
                     meta.stale = 1;
-#if P4REDUCE_LANE_PASS
                     result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
-#else
-                    reply = 1;
-#endif
                 } else {
+                    /* a contribution: its lane_op (from the message type) and the epoch and
+                     * bitmap steps; the next key, the fingerprint range and the pairs take
+                     * their steps from the bitmap's answer in the stages after it */
+                    lane_op.apply(hdr, meta);
+                    next_block.apply(hdr, meta);
                     contributor_bitmap.apply(hdr, meta);
-                    if (meta.state_lost == 0) {
-                        fingerprint.apply(hdr, meta);
-                        next_block.apply(hdr, meta);
-                        lane_op.apply(hdr, meta);
-                    }
-#if P4REDUCE_LANE_PASS
-                    result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
-#else
-                    reply = 1;
+                    next_key_step.apply();
+                    range_step.apply();
+#if !P4REDUCE_LANE_PASS
+                    VALUE_AGGREGATION_APPLY
 #endif
+                    contribution_flags.apply(hdr, meta);
+#if P4REDUCE_LANE_PASS
+                    if (meta.state_lost == 0) {
+                        lane_pass_op.apply(hdr, meta);
+                    }
+#endif
+                    result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
                 }
             } else if (hdr.ipv4.isValid() && dst_diff == 0 && meta.malformed == 1) {
                 drop_counted(DROP_MALFORMED);
             } else {
                 forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
             }
-#if P4REDUCE_LANE_PASS
-            P4REDUCE_BRIDGE_OUT
-#endif
-        }
-#if !P4REDUCE_LANE_PASS
-        value_aggregation.apply(hdr, meta);          /* the first pass or the harvest pass */
-        if (harvest_pass == 1) {
-            P4REDUCE_DELIVER
-        } else {
-            if (reply == 1) {
-                result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
-            }
             P4REDUCE_BRIDGE_OUT
         }
-#endif
     }
 }
 

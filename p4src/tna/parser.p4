@@ -70,7 +70,7 @@ parser P4ReduceIngressParser(packet_in pkt, out headers_t hdr, out metadata_t me
      * in its UDP length (result.p4, send_to_lane_pass). */
     state parse_by_length {
         transition select(hdr.udp.length) {
-            UDP_LEN_WITH_VALUES: parse_values;
+            TNA_UDP_LEN_WITH_VALUES: parse_values;
             UDP_LEN_WITH_FINGERPRINT: parse_fingerprint;
             default: accept;
         }

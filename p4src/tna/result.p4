@@ -1,7 +1,7 @@
 /* Result and replication on TNA (../v1model/result.p4 explains them; same counters). A
- * RESULT that carries values first takes the harvest pass (recirculation) for the low
- * lanes of its pairs; the harvest pass then multicasts it, or unicasts it to the port
- * the request came from. */
+ * RESULT leaves through one recirculated pass, the read-out pass (round_winner.p4), which
+ * reads the low lanes of its pairs (or the fingerprint minimum) and then multicasts it, or
+ * unicasts it to the port the request came from. */
 #ifndef P4REDUCE_TNA_RESULT_P4
 #define P4REDUCE_TNA_RESULT_P4
 
@@ -54,6 +54,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.protocol = PROTOCOL_VERSION;
         hdr.p4r.msg_type = MSG_RESULT;
         hdr.p4r.flags = FLAG_STATE_LOST;
+        hdr.p4r.next_block = hdr.p4r.next_block >> 8;      /* NextBlock's key: back to the block */
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         hdr.values_0.setInvalid();
@@ -90,7 +91,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
      * (its values are added there) and ends */
     action send_to_lane_pass() {
         hdr.bridge.harvest = 1;
-        hdr.udp.length = UDP_LEN_WITH_VALUES;   /* a SKIP's zero lanes: parsed on the lane pass */
+        hdr.udp.length = TNA_UDP_LEN_WITH_VALUES;   /* a SKIP's zero lanes: parsed on the lane pass */
         ig_tm_md.ucast_egress_port = HARVEST_PORT;
         hdr.bridge.deliver = 0;
     }
@@ -111,7 +112,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
 #define SEND_RESULT(MULTICAST)                                                 \
             from_switch();                                                     \
             if (hdr.values_0.isValid()) {                                      \
-                set_lengths(UDP_LEN_WITH_VALUES);                              \
+                set_lengths(TNA_UDP_LEN_WITH_VALUES);                              \
                 send_to_harvest();                                             \
             } else {                                                           \
                 if (hdr.fingerprint.isValid()) {                               \
@@ -124,9 +125,15 @@ control Result(inout headers_t hdr, inout metadata_t meta,
 #if P4REDUCE_WINNER_CHECK
 #define RESULT_WITHOUT_VALUES(MULTICAST) send_to_read_out();
 #else
-/* no winner check (Tofino 1's test build): a RESULT without values leaves at once
- * (MULTICAST: how) */
-#define RESULT_WITHOUT_VALUES(MULTICAST) MULTICAST
+/* no winner check (Tofino 1's test build): an announce round's RESULT takes the read-out
+ * pass for the fingerprint minimum (fingerprint.p4); one without an extension leaves at
+ * once (MULTICAST: how) */
+#define RESULT_WITHOUT_VALUES(MULTICAST)                                       \
+                if (hdr.fingerprint.isValid()) {                               \
+                    send_to_read_out();                                        \
+                } else {                                                       \
+                    MULTICAST                                                  \
+                }
 #endif
 
     /* Each branch writes its whole reply (no flag read a stage later): the round is

@@ -33,9 +33,11 @@
     if (value == meta.winner_probe) {                                          \
         rv = meta.rank_bit;                                                    \
     }
-/* read-out pass: the winner of the round this RESULT reports, with the next round's version */
+/* read-out pass: the winner of the round this RESULT reports, with the next round's version
+ * (the probe carries the RESULT's own version: bit 24 flips here, so that the probe needs no
+ * stage to compute the next version first) */
 #define WINNER_STORE_BODY                                                      \
-    value = meta.winner_probe;                                                 \
+    value = meta.winner_probe ^ 32w0x01000000;                                 \
     rv = 0;
 
 /* A contribution's probe: version ++ block, through an identity hash. (An ALU shift of the
@@ -51,34 +53,27 @@ control WinnerProbe(inout headers_t hdr, inout metadata_t meta) {
     }
 }
 
-/* The read-out pass's probe: the next round's version ++ the RESULT's next block --
- * END_OF_STREAM for an announce round whose fingerprint range differs -- and the pool slot,
- * which the bridge carries as the register index (pool_slot * 2 + slot_version). */
-control ReadOut(inout headers_t hdr, inout metadata_t meta) {
+/* The read-out pass's probe: the RESULT's version ++ its next block -- END_OF_STREAM for an
+ * announce round whose fingerprint range differs (range_diff, its fingerprint minimum xor
+ * maximum as it arrived, not 0) -- and the pool slot, which the bridge carries as the
+ * register index (pool_slot * 2 + slot_version). The store flips the version. All of it
+ * within two stages, so that the store runs in the winner check's stage. */
+control ReadOut(inout headers_t hdr, inout metadata_t meta, in bit<32> range_diff) {
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) probe_hash;
-    bit<32> range_diff;
-    bit<1> next_version;
     action read_out_slot() {
         meta.pool_slot_16 = hdr.bridge.slot_index >> 1;
-        range_diff = hdr.fingerprint.fingerprint_min ^ hdr.fingerprint.fingerprint_max;
+        meta.winner_probe = probe_hash.get({ hdr.p4r.slot_version, hdr.p4r.next_block[23:0] });
     }
     action no_next_block() {
         hdr.p4r.next_block = END_OF_STREAM;
         hdr.p4r.next_exponent = 0;
-    }
-    action probe() {
-        meta.winner_probe = probe_hash.get({ next_version, hdr.p4r.next_block[23:0] });
+        meta.winner_probe = meta.winner_probe | (bit<32>)END_OF_STREAM;
     }
     apply {
         read_out_slot();
-        next_version = 0;
-        if (hdr.p4r.slot_version == 0) {
-            next_version = 1;
-        }
         if (hdr.fingerprint.isValid() && range_diff != 0) {
             no_next_block();
         }
-        probe();
     }
 }
 #endif

@@ -25,8 +25,8 @@ control Validation(inout headers_t hdr, inout metadata_t meta) {
                 } else if (hdr.p4r.block[31:24] != 0 || hdr.p4r.next_block[31:24] != 0) {
                     meta.malformed = 1;
                 } else if (hdr.p4r.msg_type == MSG_DATA) {
-                    if (hdr.udp.length != UDP_LEN_WITH_VALUES
-                            || hdr.ipv4.total_len != IPV4_LEN_WITH_VALUES) {
+                    if (hdr.udp.length != TNA_UDP_LEN_WITH_VALUES
+                            || hdr.ipv4.total_len != TNA_IPV4_LEN_WITH_VALUES) {
                         meta.malformed = 1;
                     }
                 } else if (hdr.p4r.msg_type == MSG_ANNOUNCE) {

@@ -1,72 +1,177 @@
 /* Value aggregation on TNA (../v1model/value_aggregation.p4 explains the protocol side).
- * Lanes come in pairs: one Register of pair_t per pair, 32 stateful ALUs for 64 lanes, as
- * SwitchML does; pair p adds lane p (values_0) and lane p + 32 (values_1). The steps are
- * the shared bodies of ../common/bodies/value_aggregation.p4 (LANE_UPDATE, the same
- * arithmetic the v1model program runs per lane). An ALU returns one value: the
- * contribution pass puts each pair's high sum into the packet, and a packet that becomes a
- * RESULT with values takes a second pass (`harvest`) that reads the low halves. int32
- * overflow is not detected here (an ALU cannot return the sum and the overflow bit of both
- * lanes): see docs/tofino.md for what the TNA program does instead. */
+ * Lanes come in pairs: one Register of pair_t per pair, LANES/2 stateful ALUs, as SwitchML
+ * does; pair p adds lane p (values_0) and lane p + LANES/2 (values_1). The steps are the
+ * shared bodies of ../common/bodies/value_aggregation.p4 (LANE_UPDATE, the same arithmetic
+ * the v1model program runs per lane). An ALU returns one value: the contribution pass puts
+ * each pair's high sum into the packet, and a packet that becomes a RESULT with values takes
+ * the read-out pass (`harvest`), which reads the low halves. int32 overflow is not detected
+ * here (an ALU cannot return the sum and the overflow bit of both lanes): see docs/tofino.md
+ * for what the TNA program does instead. */
 #ifndef P4REDUCE_TNA_VALUE_AGGREGATION_P4
 #define P4REDUCE_TNA_VALUE_AGGREGATION_P4
+/* What the pairs (and the fingerprint range) do to a packet: meta.lane_op, copied from the
+ * bridge header in a recirculated pass. The first three are decided by the first pass for
+ * the lane pass (P4REDUCE_LANE_PASS: Tofino 1's test build); CONTRIBUTE and ANNOUNCE mark
+ * an admitted contribution whose step the pair's table chooses from the bitmap's answer;
+ * bit 2 of the bridge's lane_op marks the read-out pass (round_winner.p4). */
 #define LANE_OP_NONE 3w0
 #define LANE_OP_ADD 3w1
 #define LANE_OP_FIRST 3w2
 #define LANE_OP_READ_HIGH 3w3
-#define LANE_OP_READ_LOW 3w4     /* bit 2: the read-out pass (round_winner.p4) */
+#define LANE_OP_READ_LOW 3w4     /* the read-out pass of a RESULT with values */
 #define LANE_OP_READ_OUT 3w5     /* the read-out pass of a RESULT without values */
+#define LANE_OP_CONTRIBUTE 3w6   /* first pass: a DATA or SKIP that passed admission */
+#define LANE_OP_ANNOUNCE 3w7     /* first pass: an ANNOUNCE that passed admission */
 
-/* The pairs, run with the bridge header's lane_op (LaneOp below decides it). */
-/* Tofino 1 with the winner check (the production build): the lane pass's 32 pairs are
- * pinned to the stages around the first pass's stateful steps (winner check and slot epoch,
- * bitmap, next key and fingerprint: stages 4 to 7), four per stage. Left to itself,
- * bf-p4c 9.13.4 placed pairs beside those steps, ran out of stateful ALUs ("too many meter
- * alu users") and retried placement for longer than 15 minutes. */
-#if P4REDUCE_LANE_PASS && P4REDUCE_WINNER_CHECK
-#define PAIR_STAGE_0 0
-#define PAIR_STAGE_1 0
-#define PAIR_STAGE_2 0
-#define PAIR_STAGE_3 0
-#define PAIR_STAGE_4 1
-#define PAIR_STAGE_5 1
-#define PAIR_STAGE_6 1
-#define PAIR_STAGE_7 1
-#define PAIR_STAGE_8 2
-#define PAIR_STAGE_9 2
-#define PAIR_STAGE_10 2
-#define PAIR_STAGE_11 2
-#define PAIR_STAGE_12 3
-#define PAIR_STAGE_13 3
-#define PAIR_STAGE_14 3
-#define PAIR_STAGE_15 3
-#define PAIR_STAGE_16 8
-#define PAIR_STAGE_17 8
-#define PAIR_STAGE_18 8
-#define PAIR_STAGE_19 8
-#define PAIR_STAGE_20 9
-#define PAIR_STAGE_21 9
-#define PAIR_STAGE_22 9
-#define PAIR_STAGE_23 9
-#define PAIR_STAGE_24 10
-#define PAIR_STAGE_25 10
-#define PAIR_STAGE_26 10
-#define PAIR_STAGE_27 10
-#define PAIR_STAGE_28 11
-#define PAIR_STAGE_29 11
-#define PAIR_STAGE_30 11
-#define PAIR_STAGE_31 11
+/* The step of a contribution, from the bitmap step's answer in the stage right after it
+ * (SwitchML's Processor keys its table on bitmap_before the same way): a key of
+ * (lane_op, state_lost, in_round, rank, bitmap_before) and constant ternary entries, so
+ * that no stage is spent turning the answer into flags first. Highest priority first:
+ * the slot lost the job's state: nothing; the sender's bit is in the round's bitmap (a
+ * duplicate; a complete round holds every bit): read; the winner check refused it (stale):
+ * nothing; the round's first contributor (bitmap 0, also after an epoch reset):
+ * overwrite; else add. DUPLICATE_r is rank r's entry. */
+#define DUPLICATE_0(OP, ACTION) (OP, _, _, 5w0, 32w1 &&& 32w1): ACTION();
+#define DUPLICATE_1(OP, ACTION) (OP, _, _, 5w1, 32w2 &&& 32w2): ACTION();
+#define DUPLICATE_2(OP, ACTION) (OP, _, _, 5w2, 32w4 &&& 32w4): ACTION();
+#define DUPLICATE_3(OP, ACTION) (OP, _, _, 5w3, 32w8 &&& 32w8): ACTION();
+#define DUPLICATE_4(OP, ACTION) (OP, _, _, 5w4, 32w16 &&& 32w16): ACTION();
+#define DUPLICATE_5(OP, ACTION) (OP, _, _, 5w5, 32w32 &&& 32w32): ACTION();
+#define DUPLICATE_6(OP, ACTION) (OP, _, _, 5w6, 32w64 &&& 32w64): ACTION();
+#define DUPLICATE_7(OP, ACTION) (OP, _, _, 5w7, 32w128 &&& 32w128): ACTION();
+#define DUPLICATE_8(OP, ACTION) (OP, _, _, 5w8, 32w256 &&& 32w256): ACTION();
+#define DUPLICATE_9(OP, ACTION) (OP, _, _, 5w9, 32w512 &&& 32w512): ACTION();
+#define DUPLICATE_10(OP, ACTION) (OP, _, _, 5w10, 32w1024 &&& 32w1024): ACTION();
+#define DUPLICATE_11(OP, ACTION) (OP, _, _, 5w11, 32w2048 &&& 32w2048): ACTION();
+#define DUPLICATE_12(OP, ACTION) (OP, _, _, 5w12, 32w4096 &&& 32w4096): ACTION();
+#define DUPLICATE_13(OP, ACTION) (OP, _, _, 5w13, 32w8192 &&& 32w8192): ACTION();
+#define DUPLICATE_14(OP, ACTION) (OP, _, _, 5w14, 32w16384 &&& 32w16384): ACTION();
+#define DUPLICATE_15(OP, ACTION) (OP, _, _, 5w15, 32w32768 &&& 32w32768): ACTION();
+#define DUPLICATE_16(OP, ACTION) (OP, _, _, 5w16, 32w65536 &&& 32w65536): ACTION();
+#define DUPLICATE_17(OP, ACTION) (OP, _, _, 5w17, 32w131072 &&& 32w131072): ACTION();
+#define DUPLICATE_18(OP, ACTION) (OP, _, _, 5w18, 32w262144 &&& 32w262144): ACTION();
+#define DUPLICATE_19(OP, ACTION) (OP, _, _, 5w19, 32w524288 &&& 32w524288): ACTION();
+#define DUPLICATE_20(OP, ACTION) (OP, _, _, 5w20, 32w1048576 &&& 32w1048576): ACTION();
+#define DUPLICATE_21(OP, ACTION) (OP, _, _, 5w21, 32w2097152 &&& 32w2097152): ACTION();
+#define DUPLICATE_22(OP, ACTION) (OP, _, _, 5w22, 32w4194304 &&& 32w4194304): ACTION();
+#define DUPLICATE_23(OP, ACTION) (OP, _, _, 5w23, 32w8388608 &&& 32w8388608): ACTION();
+#define DUPLICATE_24(OP, ACTION) (OP, _, _, 5w24, 32w16777216 &&& 32w16777216): ACTION();
+#define DUPLICATE_25(OP, ACTION) (OP, _, _, 5w25, 32w33554432 &&& 32w33554432): ACTION();
+#define DUPLICATE_26(OP, ACTION) (OP, _, _, 5w26, 32w67108864 &&& 32w67108864): ACTION();
+#define DUPLICATE_27(OP, ACTION) (OP, _, _, 5w27, 32w134217728 &&& 32w134217728): ACTION();
+#define DUPLICATE_28(OP, ACTION) (OP, _, _, 5w28, 32w268435456 &&& 32w268435456): ACTION();
+#define DUPLICATE_29(OP, ACTION) (OP, _, _, 5w29, 32w536870912 &&& 32w536870912): ACTION();
+#define DUPLICATE_30(OP, ACTION) (OP, _, _, 5w30, 32w1073741824 &&& 32w1073741824): ACTION();
+#define DUPLICATE_31(OP, ACTION) (OP, _, _, 5w31, 32w2147483648 &&& 32w2147483648): ACTION();
+#define DUPLICATES(OP, ACTION) DUPLICATE_0(OP, ACTION) DUPLICATE_1(OP, ACTION) DUPLICATE_2(OP, ACTION) DUPLICATE_3(OP, ACTION) DUPLICATE_4(OP, ACTION) DUPLICATE_5(OP, ACTION) DUPLICATE_6(OP, ACTION) DUPLICATE_7(OP, ACTION) DUPLICATE_8(OP, ACTION) DUPLICATE_9(OP, ACTION) DUPLICATE_10(OP, ACTION) DUPLICATE_11(OP, ACTION) DUPLICATE_12(OP, ACTION) DUPLICATE_13(OP, ACTION) DUPLICATE_14(OP, ACTION) DUPLICATE_15(OP, ACTION) DUPLICATE_16(OP, ACTION) DUPLICATE_17(OP, ACTION) DUPLICATE_18(OP, ACTION) DUPLICATE_19(OP, ACTION) DUPLICATE_20(OP, ACTION) DUPLICATE_21(OP, ACTION) DUPLICATE_22(OP, ACTION) DUPLICATE_23(OP, ACTION) DUPLICATE_24(OP, ACTION) DUPLICATE_25(OP, ACTION) DUPLICATE_26(OP, ACTION) DUPLICATE_27(OP, ACTION) DUPLICATE_28(OP, ACTION) DUPLICATE_29(OP, ACTION) DUPLICATE_30(OP, ACTION) DUPLICATE_31(OP, ACTION)
+#define CONTRIBUTION_ENTRIES(OP, READ, FIRST, UPDATE)                          \
+    (OP, 1w1, _, _, _): NoAction();                                            \
+    (OP, 1w0, _, _, ROUND_COMPLETE): READ();                                   \
+    DUPLICATES(OP, NoAction)                                                   \
+    (OP, 1w0, 1w0, _, _): NoAction();                                          \
+    (OP, 1w0, 1w1, _, 32w0): FIRST();                                          \
+    (OP, 1w0, 1w1, _, _): UPDATE();
+#define CONTRIBUTION_KEY                                                       \
+        meta.lane_op: ternary;                                                 \
+        meta.state_lost: ternary;                                              \
+        meta.in_round: ternary;                                                \
+        hdr.p4r.rank[4:0]: ternary;                                            \
+        meta.bitmap_before: ternary;
+
+/* Tofino 1's production build (P4REDUCE_PINNED, bridge.p4): the pairs are pinned four per
+ * stage after the bitmap (stage 4), two beside the next key and the fingerprint range in
+ * stage 5. Left to itself, bf-p4c 9.13.4 placed pairs beside the protocol's stateful steps,
+ * ran out of stateful ALUs ("too many meter alu users") and retried placement for
+ * minutes. */
+#if P4REDUCE_PINNED
+#define PAIR_STAGE_0 5
+#define PAIR_STAGE_1 5
+#define PAIR_STAGE_2 6
+#define PAIR_STAGE_3 6
+#define PAIR_STAGE_4 6
+#define PAIR_STAGE_5 6
+#define PAIR_STAGE_6 7
+#define PAIR_STAGE_7 7
+#define PAIR_STAGE_8 7
+#define PAIR_STAGE_9 7
+#define PAIR_STAGE_10 8
+#define PAIR_STAGE_11 8
+#define PAIR_STAGE_12 8
+#define PAIR_STAGE_13 8
+#define PAIR_STAGE_14 9
+#define PAIR_STAGE_15 9
+#define PAIR_STAGE_16 9
+#define PAIR_STAGE_17 9
+#define PAIR_STAGE_18 10
+#define PAIR_STAGE_19 10
+#define PAIR_STAGE_20 10
+#define PAIR_STAGE_21 10
+#define PAIR_STAGE_22 11
+#define PAIR_STAGE_23 11
+#define PAIR_STAGE_24 11
+#define PAIR_STAGE_25 11
 #define LANE_PAIR_STAGE(p) @stage(PAIR_STAGE_##p)
 #else
 #define LANE_PAIR_STAGE(p)
 #endif
 
-control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
-    /* What every pair does to this packet: one step per pair's table, as SwitchML's
-     * Processor does. bf-p4c allows one stateful ALU operation per action, so each pair has
-     * its own actions and its own (constant) table choosing among them. The first
-     * contributor's step (overwrite) and a later one's (add) are two steps of the same
-     * body: a Tofino ALU reads at most two PHV fields, here the pair's two lanes, so
-     * meta.first chooses the step instead of being read by it. */
+/* The pairs' declarations and their tables, expanded in P4ReduceIngress itself
+ * (VALUE_AGGREGATION_DECLARATIONS).
+ *
+ * One step per table, as SwitchML's Processor does: bf-p4c allows one stateful ALU
+ * operation per action, so each pair has its own actions and its own (constant) table
+ * choosing among them. The first contributor's step (overwrite) and a later one's (add) are
+ * two steps of the same body: a Tofino ALU reads at most two PHV fields, here the pair's
+ * two lanes, so the table chooses the step instead of the step reading meta.first.
+ *
+ * A first pass's contribution (lane_op CONTRIBUTE) takes its step from the bitmap's answer
+ * in pair_p, inside the contribution branch, right after the bitmap; the recirculated pass
+ * runs low_p, which reads the low lanes (READ_LOW). In the lane-pass build (Tofino 1's
+ * test build) pair_p runs in the recirculated pass only, with the step its first pass chose
+ * (FIRST, ADD, READ_HIGH) or READ_LOW. A table is applied in one place: Tofino 1 chains
+ * tables by next-table pointers, so a table after an if waits for the tables inside it,
+ * and the two passes are the two branches of the program's first if. */
+#if P4REDUCE_LANE_PASS
+#define PAIR_TABLES(p)                                                         \
+    LANE_PAIR_STAGE(p)                                                         \
+    table pair_##p {                                                           \
+        key = { meta.lane_op: exact; }                                         \
+        actions = { first_values_##p; add_values_##p; read_high_values_##p;    \
+                    read_low_values_##p; NoAction; }                           \
+        const entries = {                                                      \
+            LANE_OP_FIRST: first_values_##p();                                 \
+            LANE_OP_ADD: add_values_##p();                                     \
+            LANE_OP_READ_HIGH: read_high_values_##p();                         \
+            LANE_OP_READ_LOW: read_low_values_##p();                           \
+        }                                                                      \
+        const default_action = NoAction();                                     \
+        size = 4;                                                              \
+    }
+#define READ_OUT_PAIR_TABLE(p) pair_##p
+#else
+#define PAIR_TABLES(p)                                                         \
+    LANE_PAIR_STAGE(p)                                                         \
+    table pair_##p {                                                           \
+        key = { CONTRIBUTION_KEY }                                             \
+        actions = { first_values_##p; add_values_##p; read_high_values_##p;    \
+                    NoAction; }                                                \
+        const entries = {                                                      \
+            CONTRIBUTION_ENTRIES(LANE_OP_CONTRIBUTE, read_high_values_##p,     \
+                                 first_values_##p, add_values_##p)             \
+        }                                                                      \
+        const default_action = NoAction();                                     \
+        size = 40;                                                             \
+    }                                                                          \
+    table low_##p {                                                            \
+        key = { meta.lane_op: exact; }                                         \
+        actions = { read_low_values_##p; NoAction; }                           \
+        const entries = { LANE_OP_READ_LOW: read_low_values_##p(); }           \
+        const default_action = NoAction();                                     \
+        size = 1;                                                              \
+    }
+#define READ_OUT_PAIR_TABLE(p) low_##p
+#endif
+
 #define LANE_PAIR_STEPS(p, l, h)                                               \
     Register<pair_t, bit<16>>(SLOT_ENTRIES, {0, 0}) lanes_##p;                 \
     PAIR_ACTION(bit<16>, lanes_##p, first_##p,                                 \
@@ -87,62 +192,83 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     action read_low_values_##p() {                                             \
         hdr.values_0.v##l = read_low_##p.execute(meta.slot_index_16);          \
     }                                                                          \
-    LANE_PAIR_STAGE(p)                                                         \
-    table pair_##p {                                                           \
-        key = { hdr.bridge.lane_op: exact; }                                              \
-        actions = { first_values_##p; add_values_##p; read_high_values_##p;    \
-                    read_low_values_##p; NoAction; }                           \
-        const entries = {                                                      \
-            LANE_OP_FIRST: first_values_##p();                                 \
-            LANE_OP_ADD: add_values_##p();                                     \
-            LANE_OP_READ_HIGH: read_high_values_##p();                         \
-            LANE_OP_READ_LOW: read_low_values_##p();                           \
-        }                                                                      \
-        const default_action = NoAction();                                     \
-        size = 5;                                                              \
+    PAIR_TABLES(p)
+#define VALUE_AGGREGATION_DECLARATIONS TNA_LANE_PAIRS(LANE_PAIR_STEPS)
+#define LANE_PAIR_APPLY(p, l, h) pair_##p.apply();
+#define LANE_READ_OUT_APPLY(p, l, h) READ_OUT_PAIR_TABLE(p).apply();
+/* the first pass (one-pass builds) */
+#define VALUE_AGGREGATION_APPLY TNA_LANE_PAIRS(LANE_PAIR_APPLY)
+/* the recirculated pass: the read-out pass, or the lane pass */
+#define VALUE_READ_OUT_APPLY TNA_LANE_PAIRS(LANE_READ_OUT_APPLY)
+
+/* An admitted contribution's lane_op, set before the bitmap step (it reads only the
+ * message type): the pairs' and the fingerprint's tables then choose the step from the
+ * bitmap's answer. A SKIP contributes zeros: its lanes are made valid and zero here, so
+ * that as a round's first contribution it stores zeros and as a duplicate carries the
+ * round's high sums. */
+control LaneOp(inout headers_t hdr, inout metadata_t meta) {
+    action contribute() {
+        meta.lane_op = LANE_OP_CONTRIBUTE;
     }
-    FOR_EACH_LANE_PAIR(LANE_PAIR_STEPS)
+    action announce() {
+        meta.lane_op = LANE_OP_ANNOUNCE;
+    }
+    /* a table, not an if (Tofino 1 places every table applied after an if later), applied
+     * for every first pass as it reads only the message type: only the contribution
+     * branch's tables read meta.lane_op */
+    table lane_op {
+        key = { hdr.p4r.msg_type: exact @name("msg_type"); }
+        actions = { contribute; announce; NoAction; }
+        const entries = {
+            MSG_DATA: contribute();
+            MSG_SKIP: contribute();
+            MSG_ANNOUNCE: announce();
+        }
+        const default_action = NoAction();
+        size = 3;
+    }
 
     apply {
-#define LANE_PAIR_APPLY(p, l, h) pair_##p.apply();
-        FOR_EACH_LANE_PAIR(LANE_PAIR_APPLY)
+        lane_op.apply();
     }
 }
 
-/* What the pairs do to this packet (hdr.bridge.lane_op), decided in its first pass. On
- * Tofino 2 the pairs run later in the same pass; on Tofino 1 in the lane pass
- * (P4REDUCE_LANE_PASS, bridge.p4). */
-control LaneOp(inout headers_t hdr, inout metadata_t meta) {
+/* A SKIP contributes zeros: its lanes are made valid and zero in the contribution branch,
+ * so that as a round's first contribution it stores zeros and as a duplicate carries the
+ * round's high sums. */
+control SkipValues(inout headers_t hdr, inout metadata_t meta) {
     action zero_values() {
         hdr.values_0.setValid();
         hdr.values_1.setValid();
-#define LANE_ZERO_0(i) hdr.values_0.v##i = 0;
-#define LANE_ZERO_1(i) hdr.values_1.v##i = 0;
-        FOR_EACH_LANE_0(LANE_ZERO_0)
-        FOR_EACH_LANE_1(LANE_ZERO_1)
+#define LANE_ZERO(p, l, h) hdr.values_0.v##l = 0; hdr.values_1.v##h = 0;
+        TNA_LANE_PAIRS(LANE_ZERO)
     }
-    action set_lane_op(bit<3> op) {
-        hdr.bridge.lane_op = op;
+    table skip_values {
+        key = { hdr.p4r.msg_type: exact @name("msg_type"); }
+        actions = { zero_values; NoAction; }
+        const entries = { MSG_SKIP: zero_values(); }
+        const default_action = NoAction();
+        size = 1;
     }
 
     apply {
-        meta.lane_overflow = 0;
-        meta.round_overflow = 0;
-        /* Decided from the bitmap alone (not from the round count, a stage later): a SKIP
-         * adds zeros (a no-op, except for the first contributor, who stores them), and a
-         * duplicate reads the high sums whether its round is done (a cached RESULT) or not
-         * (a STATUS, which carries no values). A DATA duplicate's low lanes are its own
-         * values until the harvest pass overwrites them. */
+        skip_values.apply();
+    }
+}
+
+#if P4REDUCE_LANE_PASS
+/* The lane pass (Tofino 1's test build): the first pass decides the step from the bitmap
+ * and bridges it; the pairs run in the recirculated pass. */
+control LanePassOp(inout headers_t hdr, inout metadata_t meta) {
+    action set_lane_op(bit<3> op) {
+        hdr.bridge.lane_op = op;
+    }
+    apply {
         if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
-            if (hdr.p4r.msg_type == MSG_SKIP) {
-                zero_values();
-            }
             if (meta.seen != 0) {
                 set_lane_op(LANE_OP_READ_HIGH);
-#if P4REDUCE_WINNER_CHECK
             } else if (meta.in_round == 0) {
                 /* stale: the lanes are left alone (lane_op stays NONE) */
-#endif
             } else if (meta.first == 1) {
                 set_lane_op(LANE_OP_FIRST);
             } else {
@@ -151,4 +277,5 @@ control LaneOp(inout headers_t hdr, inout metadata_t meta) {
         }
     }
 }
+#endif
 #endif
