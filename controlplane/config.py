@@ -26,6 +26,8 @@ wrong, because the person reading them is editing that file.
     block_values = 2048                    # optional; values per block (DATA packet), one
                                            # of the target's sizes (default 64, the only
                                            # size on Tofino)
+    round_mode = "every_rank"              # optional; "silent" or "every_rank" (default:
+                                           # the target's first; every_rank only on Tofino)
     workers = [
       { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },
       { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
@@ -69,6 +71,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from p4reduce import wire
@@ -78,6 +81,7 @@ from p4reduce.job import (
     MAX_SLOT_COUNT,
     JobError,
     resolve_block_values,
+    resolve_round_mode,
     resolve_encoding,
     resolve_halves,
 )
@@ -109,6 +113,7 @@ class StaticJob:
     encoding: str | None = None  # None: the target's default
     int32_halves: bool | None = None  # None: the target's choice (p4reduce.job.resolve_halves)
     block_values: int | None = None  # None: the target's default (resolve_block_values)
+    round_mode: str | None = None  # None: the target's default (resolve_round_mode)
 
 
 @dataclass
@@ -363,23 +368,39 @@ def _jobs(raw: Any, cfg: SwitchConfig, ports: set[int]) -> list[StaticJob]:
     return jobs
 
 
+def _target_takes(
+    path: str,
+    job: dict,
+    key: str,
+    resolve: Callable[[Target, int, Any], Any],
+    cfg: SwitchConfig,
+    job_id: int,
+) -> Any:
+    """The job table's `key` as written (None when absent: the target's default, chosen
+    when the job is created), refused here with the field's path when the target cannot
+    take it (p4reduce.job's resolve_* rule for that field)."""
+    value = job.get(key)
+    if value is not None:
+        try:
+            resolve(cfg.target_info, job_id, value)
+        except JobError as exc:
+            raise ConfigError(f"{path}.{key}", str(exc)) from None
+    return value
+
+
 def _job(path: str, job: Any, cfg: SwitchConfig, ports: set[int], job_ids: set[int]) -> StaticJob:
     """One [[jobs]] table: id, encoding, halves and block size (as the target allows),
     slots, workers."""
     _check_keys(
         path,
         job,
-        {"job", "slots", "workers", "encoding", "int32_halves", "block_values"},
+        {"job", "slots", "workers", "encoding", "int32_halves", "block_values", "round_mode"},
         {"job", "slots", "workers"},
     )
     job_id = _int(f"{path}.job", job["job"], 0, MAX_JOB_ID)
     encoding, halves = _job_encoding(path, job, cfg.target_info, job_id)
-    block_values = job.get("block_values")
-    if block_values is not None:
-        try:
-            resolve_block_values(cfg.target_info, job_id, block_values)
-        except JobError as exc:
-            raise ConfigError(f"{path}.block_values", str(exc)) from None
+    block_values = _target_takes(path, job, "block_values", resolve_block_values, cfg, job_id)
+    round_mode = _target_takes(path, job, "round_mode", resolve_round_mode, cfg, job_id)
     if job_id in job_ids:
         raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
     slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)
@@ -393,7 +414,7 @@ def _job(path: str, job: Any, cfg: SwitchConfig, ports: set[int], job_ids: set[i
         check_job_pipes(cfg.target_info, PortMap(cfg.port_map), job_id, workers)
     except JobError as exc:
         raise ConfigError(f"{path}.workers", str(exc)) from None
-    return StaticJob(job_id, slots, workers, encoding, halves, block_values)
+    return StaticJob(job_id, slots, workers, encoding, halves, block_values, round_mode)
 
 
 def _job_encoding(
