@@ -37,7 +37,8 @@ does). What genuinely differs, and is decided here and nowhere else:
 * **block sizes**: the values per block (per DATA packet) a job may take, `block_sizes`.
   The v1model program keeps one wide register per size and tells the size by the frame's
   length, so a job chooses its own; the TNA program's lanes are stateful ALUs fixed when it
-  is compiled, so it carries one size, 64 on both chips (the rule:
+  is compiled, so it carries one size per chip: 64 on Tofino 2, TOFINO_BLOCK_VALUES on
+  Tofino 1, what its 12 stages add in one pass (the rule:
   p4reduce.job.resolve_block_values);
 * **default slots**: `default_slots` per kind, and the target's own for a controller that
   cannot tell the kinds apart.
@@ -159,10 +160,11 @@ def _tofino(name: str, arch: str, harvest_port: int, block_values: int) -> Targe
     )
 
 
-# values per block the TNA program carries (LANES of p4src/tna/values.p4, two per lane-pair
-# register: tests/test_tofino_build.py counts them in each compiled build). A one-pass
-# Tofino 1 program would carry 52 (docs/tofino.md, "What one pass would take").
-TOFINO_BLOCK_VALUES = BLOCK_VALUES
+# values per block the TNA program carries (TNA_BLOCK_VALUES of p4src/tna/values.p4, two
+# per lane-pair register: tests/test_tofino_build.py counts them in each compiled build).
+# Tofino 1 carries fewer than the protocol's 64: the pairs that fit its 12 stages after the
+# bitmap step in the same pass (docs/tofino.md, "One pass on Tofino 1": the arithmetic).
+TOFINO_BLOCK_VALUES = 28
 TOFINO2_BLOCK_VALUES = BLOCK_VALUES
 
 TARGETS: dict[str, Target] = {

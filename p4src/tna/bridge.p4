@@ -66,12 +66,12 @@ const bit<9> HARVEST_PORT = 68;
 #define P4REDUCE_WINNER_CHECK 0
 #endif
 
-/* Tofino 2 runs the lane pairs in the first pass, right after the bitmap step, each chosen
- * by a table from the bitmap's answer (value_aggregation.p4). Tofino 1 does not fit that in
- * 12 stages with bf-p4c 9.13.4 (docs/tofino.md, "One pass per contribution": what the
- * compiler said): there a packet with lanes takes a *lane pass* -- it recirculates once
- * with the bridge header, whose lane_op the first pass decided, and the pairs run in the
- * second pass. docs/tofino.md has the trade-off. */
+/* Every build but one runs the lane pairs in the first pass, after the bitmap step, each
+ * chosen by a table from the bitmap's answer (value_aggregation.p4); Tofino 1 carries
+ * TNA_BLOCK_VALUES_T1 values for that (values.p4). Tofino 1's test build, whose drop
+ * simulator takes two more stages before the bitmap, has a *lane pass*: a packet with lanes
+ * recirculates once with the bridge header, whose lane_op the first pass decided, and the
+ * pairs run in the second pass (docs/tofino.md, "The lane pass: Tofino 1's test build"). */
 #ifndef P4REDUCE_LANE_PASS
 #if __TARGET_TOFINO__ != 2 && P4REDUCE_DROP_SIMULATOR
 #define P4REDUCE_LANE_PASS 1
@@ -82,9 +82,9 @@ const bit<9> HARVEST_PORT = 68;
 /* Pins for Tofino 1's production build: the winner check and the read-out pass's winner
  * store (one register, so one stage) in stage 3, beside the slot epoch; unpinned, bf-p4c
  * 9.13.4 placed the store four stages after the check, which the assembler refused ("No
- * phv record meta.rank_bit"). -DP4REDUCE_LANE_PASS=0 -DP4REDUCE_PINNED=1 builds the
- * one-pass Tofino 1 program that did not fit (52 values: slot epoch and winner 3, bitmap
- * 4, next key and fingerprint 5, pairs four per stage from 5; docs/tofino.md). */
+ * phv record meta.rank_bit"). With the pins below (P4REDUCE_PINNED: Tofino 1's one-pass
+ * build) the slot epoch and winner run in stage 3, the bitmap in 4, and the next key, the
+ * fingerprint range and the first pairs in 5 (docs/tofino.md, "One pass on Tofino 1"). */
 #if __TARGET_TOFINO__ != 2 && !P4REDUCE_DROP_SIMULATOR
 #define WINNER_STAGE @stage(3)
 #else

@@ -31,25 +31,19 @@
     action read_min() {                                                        \
         hdr.fingerprint.fingerprint_min = range_min_step.execute(meta.slot_index_16); \
     }                                                                          \
-    /* an admitted ANNOUNCE (lane_op ANNOUNCE: its fingerprint is parsed) */   \
+    /* an admitted ANNOUNCE (lane_op ANNOUNCE: its fingerprint is parsed), or the  \
+     * read-out pass of a RESULT without values (READ_OUT; a header-only one reads  \
+     * into an invalid header) */                                              \
     PROTOCOL_TAIL_STAGE                                                        \
     table range_step {                                                         \
         key = { CONTRIBUTION_KEY }                                             \
-        actions = { first_range; widen_range; read_max; NoAction; }            \
+        actions = { first_range; widen_range; read_max; read_min; NoAction; }  \
         const entries = {                                                      \
             CONTRIBUTION_ENTRIES(LANE_OP_ANNOUNCE, read_max, first_range,      \
                                  widen_range)                                  \
+            (LANE_OP_READ_OUT, _, _, _, _): read_min();                        \
         }                                                                      \
         const default_action = NoAction();                                     \
         size = 40;                                                             \
-    }                                                                          \
-    /* the read-out pass of a RESULT without values (a header-only one reads into an  \
-     * invalid header) */                                                      \
-    table range_read_out {                                                     \
-        key = { meta.lane_op: exact; }                                         \
-        actions = { read_min; NoAction; }                                      \
-        const entries = { LANE_OP_READ_OUT: read_min(); }                      \
-        const default_action = NoAction();                                     \
-        size = 1;                                                              \
     }
 #endif

@@ -319,6 +319,8 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
      * cannot substitute the arguments of a control it inlines twice), which bf-p4c then has
      * to place in PHV and copy in actions. */
     bit<1> harvest_pass;
+    bit<1> reply;           /* a first pass that Result answers */
+    bit<1> contribution;    /* ... after the epoch and bitmap steps */
     /* "addressed to the switch": a gateway cannot compare two 32-bit fields, so their xor */
     bit<32> dst_diff;
     action compare_dst() {
@@ -345,27 +347,34 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
 #define P4REDUCE_BRIDGE_OUT                                                    \
     bridge_flags.apply();
 
-    /* The two passes are the two branches of the first if: a recirculated pass (the
-     * read-out pass; on Tofino 1's test build also the lane pass) and a first pass. In a
-     * first pass, the steps that add a contribution (next key, fingerprint range, the lane
-     * pairs) run in the stages right after the bitmap step, each a table keyed by the
-     * bitmap's answer, and Result after them. */
+    /* Three phases, so that each lane pair, the next key and the fingerprint range have one
+     * table for every pass, in the stages right after the bitmap step: (A) what decides a
+     * step -- a recirculated pass's lane_op from the bridge and its winner store, or a first
+     * pass's lookups, checks and, for a contribution, the slot epoch and bitmap steps; (B)
+     * the steps, each one table keyed by lane_op and the bitmap's answer (a table applied
+     * in two places would need two tables, and Tofino 1 has 16 per stage); (C) what the
+     * packet becomes. Tofino 1 chains tables by next-table pointers: a table after an if
+     * waits for the tables inside it, so (A) holds only what (B) reads. */
     apply {
         meta.to_worker = 0;
         meta.multicast = 0;
         meta.state_lost = 0;
         meta.parser_error = 0;
+        meta.stale = 0;
         meta.lane_op = LANE_OP_NONE;
         harvest_pass = 0;
+        reply = 0;
+        contribution = 0;
         read_out_again = 0;
         if (ig_prsr_md.parser_err != 0) {
             meta.parser_error = 1;
         }
         identity.apply(hdr, meta);
+        /* (A) */
         if (hdr.bridge.isValid()) {
             /* a recirculated pass (the bridge header came back with the packet): the
              * read-out pass (the winner, the low lanes or the fingerprint minimum), or the
-             * lane pass (Tofino 1's test build); then where it goes */
+             * lane pass (Tofino 1's test build) */
             harvest_pass = 1;
             take_lane_op();
             compare_range_before();
@@ -377,8 +386,66 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                 winner_store_step.apply();
             }
 #endif
-            VALUE_READ_OUT_APPLY
-            range_read_out.apply();
+        } else {
+            /* Everything that only reads the packet runs first, for every packet (the
+             * admission and drop-simulator lookups, the validation rules, the address
+             * comparison); the decisions read their results. */
+            bridge_to_egress();
+            bridge_fields();
+            compare_dst();
+            /* a SKIP's zero lanes, for every SKIP: a worker's SKIP carries none (anything
+             * else is malformed), and the pairs read them two stages after the bitmap */
+            skip_values.apply(hdr, meta);
+            meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
+#if P4REDUCE_WINNER_CHECK
+            winner_probe.apply(hdr, meta);
+#endif
+            validation.apply(hdr, meta);
+            admission.apply(hdr, meta, ig_intr_md, dst_diff);
+            rank_masks.apply(hdr, meta);
+            drop_simulator.apply(hdr, meta, dst_diff);
+            /* the winner check only reads its cell: it runs for every p4reduce packet, so
+             * that its answer is ready for the bitmap step */
+#if P4REDUCE_WINNER_CHECK
+            if (hdr.p4r.isValid()) {
+                winner_check_step.apply();
+            }
+#endif
+            if (meta.parser_error == 0 && meta.checksum_error == 0 && hdr.ipv4.isValid()
+                    && hdr.p4r.isValid() && dst_diff == 0 && meta.malformed == 0
+                    && meta.admitted == 1 && meta.encoding_differs == 0
+                    && meta.slot_count != 0) {
+#if P4REDUCE_DROP_SIMULATOR
+                if (meta.sim_keep != 0) {
+#endif
+                    if (hdr.p4r.slot_version == 1 && hdr.p4r.flags[3:3] == 0
+                            && hdr.p4r.msg_type == MSG_ANNOUNCE) {
+                        /* an ANNOUNCE not CONTINUED: its sender is in the job's first
+                         * round on the slot, which is version 0 -- a stray
+                         * (docs/protocol.md section 8) */
+                        meta.stale = 1;
+                        reply = 1;
+                    } else {
+                        /* a contribution: its lane_op (from the message type), then the
+                         * epoch and bitmap steps */
+                        lane_op.apply(hdr, meta);
+                        next_block.apply(hdr, meta);
+                        contributor_bitmap.apply(hdr, meta);
+                        reply = 1;
+                        contribution = 1;
+                    }
+#if P4REDUCE_DROP_SIMULATOR
+                }
+#endif
+            }
+        }
+        /* (B) the next key, the fingerprint range and the pairs, from the bitmap's answer in
+         * the stage after it (a first pass), or the read-out pass's reads */
+        next_key_step.apply();
+        range_step.apply();
+        VALUE_AGGREGATION_APPLY
+        /* (C) */
+        if (harvest_pass == 1) {
             if (hdr.fingerprint.isValid()) {
                 /* an announce round's RESULT on its read-out pass, its range now whole */
                 compare_range_after();
@@ -401,69 +468,28 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                 P4REDUCE_DELIVER
             }
         } else {
-            /* Everything that only reads the packet runs first, for every packet (the
-             * admission and drop-simulator lookups, the validation rules, the address
-             * comparison); the decisions read their results. */
-            bridge_to_egress();
-            bridge_fields();
-            compare_dst();
-            /* a SKIP's zero lanes, for every SKIP: a worker's SKIP carries none (anything
-             * else is malformed), and the pairs read them right after the bitmap */
-            skip_values.apply(hdr, meta);
-            meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
-#if P4REDUCE_WINNER_CHECK
-            winner_probe.apply(hdr, meta);
-#endif
-            validation.apply(hdr, meta);
-            admission.apply(hdr, meta, ig_intr_md, dst_diff);
-            rank_masks.apply(hdr, meta);
-            drop_simulator.apply(hdr, meta, dst_diff);
-            /* the winner check only reads its cell: it runs for every p4reduce packet, so
-             * that its answer is ready for the bitmap step */
-#if P4REDUCE_WINNER_CHECK
-            if (hdr.p4r.isValid()) {
-                winner_check_step.apply();
-            }
-#endif
             /* one if-else chain, so that bf-p4c sees forwarding and the p4reduce path as
              * exclusive (they write the same intrinsic metadata) */
             if (meta.parser_error == 1 || meta.checksum_error == 1) {
                 drop_counted(DROP_MALFORMED);
-            } else if (hdr.ipv4.isValid() && hdr.p4r.isValid() && dst_diff == 0
-                       && meta.malformed == 0) {
-                if (meta.admitted == 0) {
-                    drop_counted(DROP_UNADMITTED);
-                } else if (meta.encoding_differs != 0 || meta.slot_count == 0) {
-                    ig_dprsr_md.drop_ctl = 1;  /* counted per job by admission */
-#if P4REDUCE_DROP_SIMULATOR
-                } else if (meta.sim_keep == 0) {
-                    ig_dprsr_md.drop_ctl = 1;  /* counted by the drop simulator */
-#endif
-                } else if (hdr.p4r.slot_version == 1 && hdr.p4r.flags[3:3] == 0
-                           && hdr.p4r.msg_type == MSG_ANNOUNCE) {
-                    /* an ANNOUNCE not CONTINUED: its sender is in the job's first round on
-                     * the slot, which is version 0 -- a stray (docs/protocol.md section 8) */
-                    meta.stale = 1;
-                    result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
-                } else {
-                    /* a contribution: its lane_op (from the message type) and the epoch and
-                     * bitmap steps; the next key, the fingerprint range and the pairs take
-                     * their steps from the bitmap's answer in the stages after it */
-                    lane_op.apply(hdr, meta);
-                    next_block.apply(hdr, meta);
-                    contributor_bitmap.apply(hdr, meta);
-                    next_key_step.apply();
-                    range_step.apply();
-#if !P4REDUCE_LANE_PASS
-                    VALUE_AGGREGATION_APPLY
-#endif
+            } else if (reply == 1) {
+                if (contribution == 1) {
                     contribution_flags.apply(hdr, meta);
 #if P4REDUCE_LANE_PASS
                     if (meta.state_lost == 0) {
                         lane_pass_op.apply(hdr, meta);
                     }
 #endif
-                    result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+                }
+                result.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+            } else if (hdr.ipv4.isValid() && hdr.p4r.isValid() && dst_diff == 0
+                       && meta.malformed == 0) {
+                if (meta.admitted == 0) {
+                    drop_counted(DROP_UNADMITTED);
+                } else {
+                    /* counted per job by admission (encoding, slot range) or by the drop
+                     * simulator */
+                    ig_dprsr_md.drop_ctl = 1;
                 }
             } else if (hdr.ipv4.isValid() && dst_diff == 0 && meta.malformed == 1) {
                 drop_counted(DROP_MALFORMED);

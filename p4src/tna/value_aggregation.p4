@@ -78,11 +78,13 @@
         hdr.p4r.rank[4:0]: ternary;                                            \
         meta.bitmap_before: ternary;
 
-/* Tofino 1's production build (P4REDUCE_PINNED, bridge.p4): the pairs are pinned four per
- * stage after the bitmap (stage 4), two beside the next key and the fingerprint range in
- * stage 5. Left to itself, bf-p4c 9.13.4 placed pairs beside the protocol's stateful steps,
- * ran out of stateful ALUs ("too many meter alu users") and retried placement for
- * minutes. */
+/* Tofino 1's production build (P4REDUCE_PINNED, bridge.p4): pins asking for the pairs four
+ * per stage after the bitmap (stage 4), two beside the next key and the fingerprint range in
+ * stage 5. bf-p4c 9.13.4 keeps the pins of pairs 0 and 1 and places the others after
+ * Result's stages (a table sequence cannot run on while an if's branches are still being
+ * placed on Tofino 1): resources.json records where each pair is. Left without pins, it
+ * placed pairs beside the protocol's stateful steps, ran out of stateful ALUs ("too many
+ * meter alu users") and retried placement for minutes. */
 #if P4REDUCE_PINNED
 #define PAIR_STAGE_0 5
 #define PAIR_STAGE_1 5
@@ -116,7 +118,8 @@
 #endif
 
 /* The pairs' declarations and their tables, expanded in P4ReduceIngress itself
- * (VALUE_AGGREGATION_DECLARATIONS).
+ * (VALUE_AGGREGATION_DECLARATIONS, applied by VALUE_AGGREGATION_APPLY after the passes'
+ * branches, p4reduce.p4).
  *
  * One step per table, as SwitchML's Processor does: bf-p4c allows one stateful ALU
  * operation per action, so each pair has its own actions and its own (constant) table
@@ -124,52 +127,19 @@
  * two steps of the same body: a Tofino ALU reads at most two PHV fields, here the pair's
  * two lanes, so the table chooses the step instead of the step reading meta.first.
  *
- * A first pass's contribution (lane_op CONTRIBUTE) takes its step from the bitmap's answer
- * in pair_p, inside the contribution branch, right after the bitmap; the recirculated pass
- * runs low_p, which reads the low lanes (READ_LOW). In the lane-pass build (Tofino 1's
- * test build) pair_p runs in the recirculated pass only, with the step its first pass chose
- * (FIRST, ADD, READ_HIGH) or READ_LOW. A table is applied in one place: Tofino 1 chains
- * tables by next-table pointers, so a table after an if waits for the tables inside it,
- * and the two passes are the two branches of the program's first if. */
+ * Each pair's table runs in every pass: a first pass's contribution (lane_op CONTRIBUTE)
+ * takes its step from the bitmap's answer, a read-out pass (READ_LOW) reads the low lanes,
+ * and in the lane-pass build (Tofino 1's test build) the lane pass runs the step its first
+ * pass chose (FIRST, ADD, READ_HIGH). */
 #if P4REDUCE_LANE_PASS
-#define PAIR_TABLES(p)                                                         \
-    LANE_PAIR_STAGE(p)                                                         \
-    table pair_##p {                                                           \
-        key = { meta.lane_op: exact; }                                         \
-        actions = { first_values_##p; add_values_##p; read_high_values_##p;    \
-                    read_low_values_##p; NoAction; }                           \
-        const entries = {                                                      \
-            LANE_OP_FIRST: first_values_##p();                                 \
-            LANE_OP_ADD: add_values_##p();                                     \
-            LANE_OP_READ_HIGH: read_high_values_##p();                         \
-            LANE_OP_READ_LOW: read_low_values_##p();                           \
-        }                                                                      \
-        const default_action = NoAction();                                     \
-        size = 4;                                                              \
-    }
-#define READ_OUT_PAIR_TABLE(p) pair_##p
+#define PAIR_ENTRIES(p)                                                        \
+            (LANE_OP_FIRST, _, _, _, _): first_values_##p();                   \
+            (LANE_OP_ADD, _, _, _, _): add_values_##p();                       \
+            (LANE_OP_READ_HIGH, _, _, _, _): read_high_values_##p();
 #else
-#define PAIR_TABLES(p)                                                         \
-    LANE_PAIR_STAGE(p)                                                         \
-    table pair_##p {                                                           \
-        key = { CONTRIBUTION_KEY }                                             \
-        actions = { first_values_##p; add_values_##p; read_high_values_##p;    \
-                    NoAction; }                                                \
-        const entries = {                                                      \
+#define PAIR_ENTRIES(p)                                                        \
             CONTRIBUTION_ENTRIES(LANE_OP_CONTRIBUTE, read_high_values_##p,     \
-                                 first_values_##p, add_values_##p)             \
-        }                                                                      \
-        const default_action = NoAction();                                     \
-        size = 40;                                                             \
-    }                                                                          \
-    table low_##p {                                                            \
-        key = { meta.lane_op: exact; }                                         \
-        actions = { read_low_values_##p; NoAction; }                           \
-        const entries = { LANE_OP_READ_LOW: read_low_values_##p(); }           \
-        const default_action = NoAction();                                     \
-        size = 1;                                                              \
-    }
-#define READ_OUT_PAIR_TABLE(p) low_##p
+                                 first_values_##p, add_values_##p)
 #endif
 
 #define LANE_PAIR_STEPS(p, l, h)                                               \
@@ -192,20 +162,26 @@
     action read_low_values_##p() {                                             \
         hdr.values_0.v##l = read_low_##p.execute(meta.slot_index_16);          \
     }                                                                          \
-    PAIR_TABLES(p)
+    LANE_PAIR_STAGE(p)                                                         \
+    table pair_##p {                                                           \
+        key = { CONTRIBUTION_KEY }                                             \
+        actions = { first_values_##p; add_values_##p; read_high_values_##p;    \
+                    read_low_values_##p; NoAction; }                           \
+        const entries = {                                                      \
+            PAIR_ENTRIES(p)                                                    \
+            (LANE_OP_READ_LOW, _, _, _, _): read_low_values_##p();             \
+        }                                                                      \
+        const default_action = NoAction();                                     \
+        size = 40;                                                             \
+    }
 #define VALUE_AGGREGATION_DECLARATIONS TNA_LANE_PAIRS(LANE_PAIR_STEPS)
 #define LANE_PAIR_APPLY(p, l, h) pair_##p.apply();
-#define LANE_READ_OUT_APPLY(p, l, h) READ_OUT_PAIR_TABLE(p).apply();
-/* the first pass (one-pass builds) */
 #define VALUE_AGGREGATION_APPLY TNA_LANE_PAIRS(LANE_PAIR_APPLY)
-/* the recirculated pass: the read-out pass, or the lane pass */
-#define VALUE_READ_OUT_APPLY TNA_LANE_PAIRS(LANE_READ_OUT_APPLY)
 
-/* An admitted contribution's lane_op, set before the bitmap step (it reads only the
- * message type): the pairs' and the fingerprint's tables then choose the step from the
- * bitmap's answer. A SKIP contributes zeros: its lanes are made valid and zero here, so
- * that as a round's first contribution it stores zeros and as a duplicate carries the
- * round's high sums. */
+/* An admitted contribution's lane_op (p4reduce.p4 applies it in the contribution branch,
+ * beside the slot epoch step: it reads only the message type): the next key's, the
+ * fingerprint range's and the pairs' tables then choose the step from the bitmap's answer.
+ * Every other first pass keeps lane_op NONE, which no entry of those tables matches. */
 control LaneOp(inout headers_t hdr, inout metadata_t meta) {
     action contribute() {
         meta.lane_op = LANE_OP_CONTRIBUTE;
@@ -213,9 +189,7 @@ control LaneOp(inout headers_t hdr, inout metadata_t meta) {
     action announce() {
         meta.lane_op = LANE_OP_ANNOUNCE;
     }
-    /* a table, not an if (Tofino 1 places every table applied after an if later), applied
-     * for every first pass as it reads only the message type: only the contribution
-     * branch's tables read meta.lane_op */
+    /* a table, not an if (Tofino 1 places every table applied after an if later) */
     table lane_op {
         key = { hdr.p4r.msg_type: exact @name("msg_type"); }
         actions = { contribute; announce; NoAction; }

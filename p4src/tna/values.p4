@@ -13,7 +13,7 @@
 #define P4REDUCE_TNA_VALUES_P4
 #include "../common/types.p4"
 #ifndef TNA_BLOCK_VALUES_T1
-#define TNA_BLOCK_VALUES_T1 48
+#define TNA_BLOCK_VALUES_T1 28
 #endif
 #if __TARGET_TOFINO__ == 2
 #define TNA_BLOCK_VALUES 64
