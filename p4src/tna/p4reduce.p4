@@ -354,7 +354,9 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
      * the steps, each one table keyed by lane_op and the bitmap's answer (a table applied
      * in two places would need two tables, and Tofino 1 has 16 per stage); (C) what the
      * packet becomes. Tofino 1 chains tables by next-table pointers: a table after an if
-     * waits for the tables inside it, so (A) holds only what (B) reads. */
+     * waits for the tables inside it, so (A) holds only what (B) reads. The lane-pass build
+     * (Tofino 1's test build) runs its pairs in (A)'s recirculated branch instead, beside
+     * the first pass's stages. */
     apply {
         meta.to_worker = 0;
         meta.multicast = 0;
@@ -385,6 +387,11 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                 read_out.apply(hdr, meta, range_before);
                 winner_store_step.apply();
             }
+#endif
+#if P4REDUCE_LANE_PASS
+            /* the lane pass's and the read-out pass's pairs (Tofino 1's test build): in this
+             * branch, exclusive with the first pass's, so they share its stages */
+            VALUE_AGGREGATION_APPLY
 #endif
         } else {
             /* Everything that only reads the packet runs first, for every packet (the
@@ -443,7 +450,9 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
          * the stage after it (a first pass), or the read-out pass's reads */
         next_key_step.apply();
         range_step.apply();
+#if !P4REDUCE_LANE_PASS
         VALUE_AGGREGATION_APPLY
+#endif
         /* (C) */
         if (harvest_pass == 1) {
             if (hdr.fingerprint.isValid()) {
