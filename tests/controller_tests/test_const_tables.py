@@ -15,6 +15,7 @@ one fails -- so a controller that deleted what it did not want would fail on the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -133,15 +134,32 @@ def _tofino_config(grpc_addr: str, tmp_path: Path, target: str, p4info: Path):
     return parse({"switch": sw, "jobs": [_static_job()]}, tmp_path)
 
 
+def _tables_made_gateways(context_json: Path) -> set[str]:
+    """Tables of context.json with no static entries and a `-gateway` condition attached:
+    bf-p4c compiled their const entry into the gateway."""
+    tables = json.loads(context_json.read_text())["tables"]
+    attached = {t.get("attached_to") for t in tables if t.get("table_type") == "condition"}
+    return {
+        t["name"]
+        for t in tables
+        if t.get("table_type") == "match" and not t.get("static_entries") and t["name"] in attached
+    }
+
+
 @pytest.mark.parametrize("target", ["tofino", "tofino2"])
 def test_up_against_the_tna_p4info_never_writes_a_const_table(tmp_path, target):
     tna_p4info = build.BUILD_DIR / target / "p4reduce.p4info.txtpb"
     tna = P4InfoIndex.load(tna_p4info)
     const = context_const_entries(build.BUILD_DIR / target / "context.json", tna)
     const_tables = {t.id for t in tna.tables.values() if t.is_const}
-    # the compiler's const entries are those of the P4Info's tables with initial entries
+    # the compiler's const entries are those of the P4Info's tables with initial entries,
+    # but for a table whose one entry bf-p4c turned into a gateway (the driver holds the
+    # table with no entries: nothing to read back)
+    gateways = _tables_made_gateways(build.BUILD_DIR / target / "context.json")
     assert {e.table_id for e in const} == {
-        t.preamble.id for t in tna.proto.tables if t.has_initial_entries
+        t.preamble.id
+        for t in tna.proto.tables
+        if t.has_initial_entries and t.preamble.name not in gateways
     }
 
     with RecordingServer(const) as tofino:
