@@ -88,77 +88,22 @@
  * the 16-bit containers); Tofino 2's 64 lanes put v32..v39 in four 8-bit containers each
  * and v40..v63 in 16-bit ones (what was left). */
 #define P4REDUCE_STR(x) #x
+#define LANE_0_IN_32(p, l, h) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_0.v##l), 32)
+#define LANE_1_IN(h, bits) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_1.v##h), bits)
+TNA_LANE_PAIRS(LANE_0_IN_32)
 #if __TARGET_TOFINO__ == 2
-#define LANE_1_BITS_32 8
-#define LANE_1_BITS_33 8
-#define LANE_1_BITS_34 8
-#define LANE_1_BITS_35 8
-#define LANE_1_BITS_36 8
-#define LANE_1_BITS_37 8
-#define LANE_1_BITS_38 8
-#define LANE_1_BITS_39 8
-#define LANE_1_BITS_40 16
-#define LANE_1_BITS_41 16
-#define LANE_1_BITS_42 16
-#define LANE_1_BITS_43 16
-#define LANE_1_BITS_44 16
-#define LANE_1_BITS_45 16
-#define LANE_1_BITS_46 16
-#define LANE_1_BITS_47 16
-#define LANE_1_BITS_48 16
-#define LANE_1_BITS_49 16
-#define LANE_1_BITS_50 16
-#define LANE_1_BITS_51 16
-#define LANE_1_BITS_52 16
-#define LANE_1_BITS_53 16
-#define LANE_1_BITS_54 16
-#define LANE_1_BITS_55 16
-#define LANE_1_BITS_56 16
-#define LANE_1_BITS_57 16
-#define LANE_1_BITS_58 16
-#define LANE_1_BITS_59 16
-#define LANE_1_BITS_60 16
-#define LANE_1_BITS_61 16
-#define LANE_1_BITS_62 16
-#define LANE_1_BITS_63 16
+LANE_1_IN(32, 8) LANE_1_IN(33, 8) LANE_1_IN(34, 8) LANE_1_IN(35, 8)
+LANE_1_IN(36, 8) LANE_1_IN(37, 8) LANE_1_IN(38, 8) LANE_1_IN(39, 8)
+LANE_1_IN(40, 16) LANE_1_IN(41, 16) LANE_1_IN(42, 16) LANE_1_IN(43, 16)
+LANE_1_IN(44, 16) LANE_1_IN(45, 16) LANE_1_IN(46, 16) LANE_1_IN(47, 16)
+LANE_1_IN(48, 16) LANE_1_IN(49, 16) LANE_1_IN(50, 16) LANE_1_IN(51, 16)
+LANE_1_IN(52, 16) LANE_1_IN(53, 16) LANE_1_IN(54, 16) LANE_1_IN(55, 16)
+LANE_1_IN(56, 16) LANE_1_IN(57, 16) LANE_1_IN(58, 16) LANE_1_IN(59, 16)
+LANE_1_IN(60, 16) LANE_1_IN(61, 16) LANE_1_IN(62, 16) LANE_1_IN(63, 16)
 #else
-#define LANE_1_BITS_32 16
-#define LANE_1_BITS_33 16
-#define LANE_1_BITS_34 16
-#define LANE_1_BITS_35 16
-#define LANE_1_BITS_36 16
-#define LANE_1_BITS_37 16
-#define LANE_1_BITS_38 16
-#define LANE_1_BITS_39 16
-#define LANE_1_BITS_40 16
-#define LANE_1_BITS_41 16
-#define LANE_1_BITS_42 16
-#define LANE_1_BITS_43 16
-#define LANE_1_BITS_44 16
-#define LANE_1_BITS_45 16
-#define LANE_1_BITS_46 16
-#define LANE_1_BITS_47 16
-#define LANE_1_BITS_48 16
-#define LANE_1_BITS_49 16
-#define LANE_1_BITS_50 16
-#define LANE_1_BITS_51 16
-#define LANE_1_BITS_52 16
-#define LANE_1_BITS_53 16
-#define LANE_1_BITS_54 16
-#define LANE_1_BITS_55 16
-#define LANE_1_BITS_56 16
-#define LANE_1_BITS_57 16
-#define LANE_1_BITS_58 16
-#define LANE_1_BITS_59 16
-#define LANE_1_BITS_60 16
-#define LANE_1_BITS_61 16
-#define LANE_1_BITS_62 16
-#define LANE_1_BITS_63 16
+#define LANE_1_IN_16(p, l, h) LANE_1_IN(h, 16)
+TNA_LANE_PAIRS(LANE_1_IN_16)
 #endif
-#define LANE_CONTAINERS(p, l, h)                                               \
-    @pa_container_size("ingress", P4REDUCE_STR(hdr.values_0.v##l), 32)         \
-    @pa_container_size("ingress", P4REDUCE_STR(hdr.values_1.v##h), LANE_1_BITS_##h)
-TNA_LANE_PAIRS(LANE_CONTAINERS)
 control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                         in ingress_intrinsic_metadata_t ig_intr_md,
                         in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
