@@ -1,0 +1,140 @@
+"""A job across a two-level fabric in one process: three in-process softswitches joined by
+links, each programmed over its own P4Runtime session by the fabric controller, hostlib
+workers on the leaves' ports, exact int32 sums checked against numpy."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from controlplane.config import parse
+from controlplane.fabric import FabricController, common_slot_base
+from controlplane.jobs import JobTable
+from hostlib import Worker
+from p4net.harness import InProcessTransport
+from p4reduce.addresses import WorkerAddress
+from p4reduce.job import Job, JobError
+from p4reduce.wire import UDP_PORT_BASE
+
+from .conftest import HOSTS, LEAVES, fabric_config, host_ip, host_mac
+
+
+def ranks(per_leaf: int) -> list[WorkerAddress]:
+    """`per_leaf` ranks on each leaf's first ports, l1's first."""
+    out = []
+    for leaf in range(1, len(LEAVES) + 1):
+        for port in range(1, per_leaf + 1):
+            out.append(
+                WorkerAddress(
+                    len(out), port, host_mac(leaf, port), host_ip(leaf, port), UDP_PORT_BASE
+                )
+            )
+    return out
+
+
+def allreduce(fab, ctl, job, workers, tensors) -> list[np.ndarray]:
+    """Every rank's allreduce, each a hostlib Worker on its leaf's port."""
+    descriptors = job.descriptors(ctl.jobs.switch)
+    results: list = [None] * len(workers)
+
+    def body(r: int) -> None:
+        leaf = LEAVES[0] if host_mac(1, workers[r].port) == workers[r].mac else LEAVES[1]
+        transport = InProcessTransport(fab.switch(leaf), workers[r].port)
+        try:
+            with Worker(descriptors[r], transport=transport, timeout=0.05, deadline=30) as w:
+                results[r] = w.allreduce(tensors[r])
+        except BaseException as exc:  # shown by the assertion below
+            results[r] = exc
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def test_job_across_the_fabric(inprocess_fabric, tmp_path):
+    fab = inprocess_fabric
+    config = parse(fabric_config(fab, tmp_path))
+    ctl = FabricController(config)
+    try:
+        assert ctl.up(retries=3) == {"l1": "pushed", "l2": "pushed", "s": "pushed"}
+        workers = ranks(4)
+        job = ctl.jobs.create(9, workers, slots=4)
+        # on the spine, each rank is the port towards its leaf
+        assert [w.port for w in job.workers] == [1] * 4 + [2] * 4
+        rng = np.random.default_rng(5)
+        tensors = [rng.integers(-1000, 1000, 700).astype(np.int32) for _ in workers]
+        tensors[3][:128] = 0  # a block some ranks skip
+        results = allreduce(fab, ctl, job, workers, tensors)
+        exact = np.sum(tensors, axis=0, dtype=np.int64)
+        for r, got in enumerate(results):
+            assert isinstance(got, np.ndarray), f"rank {r}: {got!r}"
+            assert np.array_equal(got, exact), f"rank {r}"
+        # every switch forwarded what it got: nothing unrouted on any of them
+        assert all(s["unrouted"] == 0 for s in ctl.switch_stats().values())
+
+        # a leaf restarts: ensure() restores it alone, and a new job (a worker's session
+        # holds its slots' versions, so a new session is a new job) runs through it again
+        fab.switch("l2").restart()
+        assert ctl.ensure() == ["l2"]
+        ctl.jobs.delete(job.job)
+        job = ctl.jobs.create(10, workers, slots=4)
+        again = allreduce(fab, ctl, job, workers, tensors)
+        assert all(np.array_equal(got, exact) for got in again), again
+    finally:
+        ctl.close()
+
+
+def test_fabric_refusals(inprocess_fabric, tmp_path):
+    ctl = FabricController(parse(fabric_config(inprocess_fabric, tmp_path)))
+    try:
+        ctl.up(retries=3)
+        too_many = ranks(HOSTS)  # 34 ranks: more than one bitmap
+        with pytest.raises(JobError, match="34 ranks; a job aggregates on s alone"):
+            ctl.jobs.create(1, too_many)
+        wrong_port = ranks(2)
+        wrong_port[1] = WorkerAddress(1, 3, wrong_port[1].mac, wrong_port[1].ip, UDP_PORT_BASE)
+        with pytest.raises(JobError, match="is on l1:2, not port 3"):
+            ctl.jobs.create(1, wrong_port)
+        assert ctl.jobs.jobs() == []
+    finally:
+        ctl.close()
+
+
+def test_static_job_of_the_fabric_configuration(inprocess_fabric, tmp_path):
+    workers = [
+        {
+            "rank": r,
+            "switch": LEAVES[r % 2],
+            "port": 1 + r // 2,
+            "mac": host_mac(1 + r % 2, 1 + r // 2),
+            "ip": host_ip(1 + r % 2, 1 + r // 2),
+        }
+        for r in range(4)
+    ]
+    data = fabric_config(inprocess_fabric, tmp_path, [{"job": 3, "slots": 2, "workers": workers}])
+    ctl = FabricController(parse(data))
+    try:
+        ctl.up(retries=3)
+        (job,) = ctl.jobs.jobs()
+        assert job.job == 3 and [w.port for w in job.workers] == [1, 2, 1, 2]
+    finally:
+        ctl.close()
+
+
+def job_on(slots: tuple[int, int], job: int = 1) -> Job:
+    return Job(job, job, slots[0], slots[1] - slots[0], 1, [], "lanes")
+
+
+def test_slots_are_free_on_every_switch_a_job_crosses():
+    spine = JobTable(jobs={1: job_on((0, 4))})
+    leaf = JobTable(jobs={2: job_on((6, 10), 2)})
+    assert common_slot_base([spine], 4, 16) == 4
+    assert common_slot_base([spine, leaf], 4, 16) == 10
+    assert common_slot_base([spine, leaf], 2, 16) == 4
+    with pytest.raises(JobError, match="slot pool exhausted"):
+        common_slot_base([spine, leaf], 7, 16)
