@@ -22,7 +22,14 @@ from typing import NoReturn
 
 from p4reduce import version, wire
 from p4reduce.addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
-from p4reduce.job import ENCODINGS, MAX_JOB_ID, MAX_SLOT_COUNT, JobError, descriptor_name
+from p4reduce.job import (
+    ENCODINGS,
+    MAX_JOB_ID,
+    MAX_SLOT_COUNT,
+    ROUND_MODES,
+    JobError,
+    descriptor_name,
+)
 from p4reduce.p4rt import P4InfoError
 from p4reduce.target import TARGETS
 
@@ -147,13 +154,23 @@ def _job_row(job) -> dict:
         "index": job.job_index,
         "block_values": job.block_values,
         "encoding": job.encoding,
+        "round_mode": job.round_mode,
         "loss": "" if not job.loss else f"in {job.loss['ingress']} out {job.loss['egress']}",
     }
 
 
 _job_id = _int_in(0, MAX_JOB_ID, "job id")
 # what `job create` and `job list` show of a job
-JOB_COLUMNS = ("job", "worker_count", "slots", "epoch", "index", "block_values", "encoding")
+JOB_COLUMNS = (
+    "job",
+    "worker_count",
+    "slots",
+    "epoch",
+    "index",
+    "block_values",
+    "encoding",
+    "round_mode",
+)
 
 
 def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
@@ -231,6 +248,16 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
         f"{', '.join(map(str, TARGETS['bmv2'].block_sizes))} on bmv2 and softswitch, "
         f"default {TARGETS['bmv2'].default_block_values}; only "
         f"{TARGETS['tofino'].default_block_values} on a Tofino target)",
+    )
+    create.add_argument(
+        "--round-mode",
+        choices=ROUND_MODES,
+        default=None,
+        help="who sends in a round: silent (a rank sends only for its own non-zero blocks, "
+        "plus each slot's announce and closing rounds) or every_rank (every rank sends one "
+        "packet per slot per round); default: the target's first "
+        f"({TARGETS['bmv2'].default_round_mode} on bmv2 and softswitch, "
+        f"{TARGETS['tofino'].default_round_mode}, the only one, on a Tofino target)",
     )
     create.add_argument(
         "--int32-halves",
@@ -358,6 +385,7 @@ def _run_attached(args, ctl: Controller | FabricController, out) -> int:
                 args.encoding,
                 args.int32_halves,
                 args.block_values,
+                args.round_mode,
             )
             descriptors = job.descriptors(jobs.switch)
             if args.descriptors:

@@ -26,6 +26,8 @@ wrong, because the person reading them is editing that file.
     block_values = 2048                    # optional; values per block (DATA packet), one
                                            # of the target's sizes (default 64, the only
                                            # size on Tofino)
+    round_mode = "every_rank"              # optional; "silent" or "every_rank" (default:
+                                           # the target's first; every_rank only on Tofino)
     workers = [
       { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },
       { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
@@ -90,6 +92,7 @@ from p4reduce.job import (
     MAX_SLOT_COUNT,
     JobError,
     resolve_block_values,
+    resolve_round_mode,
     resolve_encoding,
     resolve_halves,
 )
@@ -121,6 +124,7 @@ class StaticJob:
     encoding: str | None = None  # None: the target's default
     int32_halves: bool | None = None  # None: the target's choice (p4reduce.job.resolve_halves)
     block_values: int | None = None  # None: the target's default (resolve_block_values)
+    round_mode: str | None = None  # None: the target's default (resolve_round_mode)
 
 
 @dataclass
@@ -420,7 +424,7 @@ def _job(
     _check_keys(
         path,
         job,
-        {"job", "slots", "workers", "encoding", "int32_halves", "block_values"},
+        {"job", "slots", "workers", "encoding", "int32_halves", "block_values", "round_mode"},
         {"job", "slots", "workers"},
     )
     job_id = _int(f"{path}.job", job["job"], 0, MAX_JOB_ID)
@@ -431,6 +435,12 @@ def _job(
             resolve_block_values(cfg.target_info, job_id, block_values)
         except JobError as exc:
             raise ConfigError(f"{path}.block_values", str(exc)) from None
+    round_mode = job.get("round_mode")
+    if round_mode is not None:
+        try:
+            resolve_round_mode(cfg.target_info, job_id, round_mode)
+        except JobError as exc:
+            raise ConfigError(f"{path}.round_mode", str(exc)) from None
     if job_id in job_ids:
         raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
     slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)
@@ -445,7 +455,7 @@ def _job(
             check_job_pipes(cfg.target_info, PortMap(cfg.port_map), job_id, workers)
         except JobError as exc:
             raise ConfigError(f"{path}.workers", str(exc)) from None
-    return StaticJob(job_id, slots, workers, encoding, halves, block_values)
+    return StaticJob(job_id, slots, workers, encoding, halves, block_values, round_mode)
 
 
 def _job_encoding(

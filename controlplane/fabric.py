@@ -33,6 +33,7 @@ from p4reduce.job import (
     resolve_block_values,
     resolve_encoding,
     resolve_halves,
+    resolve_round_mode,
     resolve_slots,
 )
 from p4reduce.p4rt import P4InfoError
@@ -110,6 +111,7 @@ class FabricJobManager(JobManager):
         encoding: str | None = None,
         int32_halves: bool | None = None,
         block_values: int | None = None,
+        round_mode: str | None = None,
     ) -> Job:
         """A job of `workers` (each port that of its leaf, each MAC a host of the fabric),
         aggregated on the root: its ranks there are the root's ports towards their leaves."""
@@ -123,6 +125,7 @@ class FabricJobManager(JobManager):
         encoding = resolve_encoding(self.target, job_id, encoding)
         halves = resolve_halves(self.target, job_id, encoding, int32_halves)
         block_values = resolve_block_values(self.target, job_id, block_values)
+        round_mode = resolve_round_mode(self.target, job_id, round_mode)
         sizes = self.sizes
         with contextlib.ExitStack() as held:
             for name in placement.switches:  # sorted: every process locks in one order
@@ -140,6 +143,7 @@ class FabricJobManager(JobManager):
                 encoding=encoding,
                 int32_halves=halves,
                 block_values=block_values,
+                round_mode=round_mode,
             )
             stats.zero_job_counters(self.conn, job.job_index)
             self._add(job)

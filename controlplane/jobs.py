@@ -30,6 +30,7 @@ from p4reduce.job import (
     JobError,
     check_workers,
     resolve_block_values,
+    resolve_round_mode,
     resolve_encoding,
     resolve_halves,
     resolve_slots,
@@ -203,11 +204,13 @@ class JobManager:
         encoding: str | None = None,
         int32_halves: bool | None = None,
         block_values: int | None = None,
+        round_mode: str | None = None,
     ) -> Job:
-        """A new job; `slots`, `encoding`, `int32_halves` and `block_values` None are the
-        target's choice, and what the target cannot run is a JobError (p4reduce.job's
-        resolve_slots, resolve_encoding, resolve_halves, resolve_block_values: Tofino has no
-        packed encoding, cannot flag an int32 overflow and carries 64 values per block). On
+        """A new job; `slots`, `encoding`, `int32_halves`, `block_values` and `round_mode`
+        None are the target's choice, and what the target cannot run is a JobError
+        (p4reduce.job's resolve_slots, resolve_encoding, resolve_halves,
+        resolve_block_values, resolve_round_mode: Tofino has no packed encoding, cannot flag
+        an int32 overflow, carries one block size and runs every-rank rounds only). On
         Tofino every rank's port must be in the pipe of the job's read-out port
         (check_job_pipes)."""
         validate_workers(job_id, workers, self.known_ports)
@@ -215,6 +218,7 @@ class JobManager:
         encoding = resolve_encoding(self.target, job_id, encoding)
         halves = resolve_halves(self.target, job_id, encoding, int32_halves)
         block_values = resolve_block_values(self.target, job_id, block_values)
+        round_mode = resolve_round_mode(self.target, job_id, round_mode)
         check_job_pipes(self.target, self.conn.ports, job_id, workers)
         sizes = self.sizes
         with self.table.locked():
@@ -230,6 +234,7 @@ class JobManager:
                 encoding=encoding,
                 int32_halves=halves,
                 block_values=block_values,
+                round_mode=round_mode,
             )
             # before admission: a new job's statistics start at zero, not at the counts
             # of the deleted job that had the same index (no packet can count on this

@@ -347,7 +347,8 @@ class Placement:
 
 def place_job(fab: Fabric, ranks: Iterable[tuple[int, str, int]]) -> Placement:
     """Place a job's ranks, each (rank, host MAC, port on its leaf): FabricError when a rank
-    is not on a known host of that port, a rank appears behind two leaves or twice, a leaf
+    is not on a known host of that port, a rank appears behind two leaves or twice, the
+    ranks are not 0..N-1, a leaf
     holds more than MAX_WORKERS of the job's ranks, or the job has more than
     MAX_JOB_RANKS."""
     root = fab.root.name
@@ -364,6 +365,10 @@ def place_job(fab: Fabric, ranks: Iterable[tuple[int, str, int]]) -> Placement:
             what = "two leaves" if first.switch != host.at.switch else "two ports"
             raise FabricError(where, f"rank {rank} is behind {what}: {first} and {host.at}")
         places[rank] = RankPlace(rank, host, fab.port_toward_host(root, host))
+    if sorted(places) != list(range(len(places))):
+        raise FabricError(
+            "ranks", f"ranks must be 0..{len(places) - 1} without gaps, got {sorted(places)}"
+        )
     if len(places) > MAX_JOB_RANKS:
         raise FabricError("ranks", f"{len(places)} ranks: a job has at most {MAX_JOB_RANKS}")
     placement = Placement(root, tuple(places[r] for r in sorted(places)))
