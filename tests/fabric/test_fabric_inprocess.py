@@ -5,6 +5,7 @@ workers on the leaves' ports, exact int32 sums checked against numpy."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -138,3 +139,53 @@ def test_slots_are_free_on_every_switch_a_job_crosses():
     assert common_slot_base([spine, leaf], 2, 16) == 4
     with pytest.raises(JobError, match="slot pool exhausted"):
         common_slot_base([spine, leaf], 7, 16)
+
+
+def test_the_largest_job_today_spans_both_leaves(inprocess_fabric, tmp_path):
+    """32 ranks (16 per leaf): the spine's bitmap full, every rank's frames across a leaf."""
+    fab = inprocess_fabric
+    ctl = FabricController(parse(fabric_config(fab, tmp_path)))
+    try:
+        ctl.up(retries=3)
+        workers = ranks(16)
+        job = ctl.jobs.create(4, workers, slots=4, encoding="packed")
+        rng = np.random.default_rng(11)
+        tensors = [rng.integers(-3000, 3000, 300).astype(np.int32) for _ in workers]
+        exact = np.sum(tensors, axis=0, dtype=np.int64)
+        results = allreduce(fab, ctl, job, workers, tensors)
+        bad = [r for r, got in enumerate(results) if not np.array_equal(got, exact)]
+        assert not bad, [results[r] for r in bad[:2]]
+    finally:
+        ctl.close()
+
+
+def test_watch_restores_a_restarted_leaf(inprocess_fabric, tmp_path):
+    """`up --watch`'s loop: a leaf that restarts (no pipeline, no entries) is configured
+    again while the others are left alone, and a job runs through it afterwards."""
+    fab = inprocess_fabric
+    ctl = FabricController(parse(fabric_config(fab, tmp_path)))
+    watcher = threading.Thread(target=ctl.watch, kwargs={"interval": 0.1})
+    try:
+        ctl.up(retries=3)
+        kept = {n: c.jobs.table.pipeline_cookie for n, c in ctl.controllers.items()}
+        watcher.start()
+        fab.switch("l1").restart()
+        leaf = ctl.controllers["l1"]
+        deadline = time.monotonic() + 20
+        while leaf.jobs.table.pipeline_cookie == kept["l1"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ctl.stop()
+        watcher.join(10)
+        now = {n: c.jobs.table.pipeline_cookie for n, c in ctl.controllers.items()}
+        assert now["l1"] != kept["l1"], "the restarted leaf was not pushed a pipeline again"
+        assert now["l2"] == kept["l2"] and now["s"] == kept["s"]
+        workers = ranks(2)
+        job = ctl.jobs.create(6, workers, slots=2)
+        tensors = [np.full(100, r + 1, np.int32) for r in range(len(workers))]
+        results = allreduce(fab, ctl, job, workers, tensors)
+        assert all(np.array_equal(got, np.full(100, 10)) for got in results), results
+    finally:
+        ctl.stop()
+        if watcher.is_alive():
+            watcher.join(10)
+        ctl.close()
