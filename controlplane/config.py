@@ -543,9 +543,12 @@ def _fabric_switch(where: str, sw: Any, base_dir: Path, default_state: Path | No
     if sw["role"] not in ROLES:
         raise ConfigError(f"{where}.role", f"{sw['role']!r} is not one of {', '.join(ROLES)}")
     # each switch keeps its own state (its pipeline's cookie; the spine's also the jobs)
+    # beside the file's default: what p4reduce.state.default_state_file(file, name) names
     own_state = (
-        default_state.with_name(f"{default_state.stem.removesuffix('.state')}.{name}.state.json")
-        if default_state
+        default_state.with_name(
+            default_state.name.removesuffix(".state.json") + f".{name}.state.json"
+        )
+        if default_state is not None
         else None
     )
     cfg, _ = _switch(sw, where, base_dir, own_state)

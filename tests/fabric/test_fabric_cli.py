@@ -123,3 +123,25 @@ def test_fabric_job_errors(inprocess_fabric, tmp_path):
         ConfigError, match=r"jobs\[0\].workers: ranks\[2\]: rank 3 is behind|without gaps"
     ):
         parse(data)
+
+
+def test_a_rank_finds_the_fabric_jobs_where_the_controller_keeps_them(inprocess_fabric, tmp_path):
+    """p4reduce.state.locate (what a rank reads its job through) and the controller agree
+    on a fabric file's state file (the spine's, beside the file by default) and address."""
+    from controlplane.config import load
+    from p4reduce.state import locate
+
+    data = fabric_config(inprocess_fabric, tmp_path)
+    for sw in data["switches"]:
+        del sw["state_file"]
+    path = tmp_path / "fabric.toml"
+    write_toml(path, data)
+    config = load(path)
+    state, switch = locate(path)
+    assert state == config.switch.state_file == tmp_path / "fabric.s.state.json"
+    assert (switch.mac, switch.ip) == (config.switch.mac, config.switch.ip)
+    assert sorted(sw.state_file.name for sw in config.switches) == [
+        "fabric.l1.state.json",
+        "fabric.l2.state.json",
+        "fabric.s.state.json",
+    ]
