@@ -26,16 +26,7 @@ from pathlib import Path
 from p4reduce import wire
 from p4reduce.addresses import Address, WorkerAddress
 from p4reduce.fabric import Fabric, FabricError, Placement, place_job
-from p4reduce.job import (
-    Job,
-    JobError,
-    check_job_id,
-    resolve_block_values,
-    resolve_encoding,
-    resolve_halves,
-    resolve_round_mode,
-    resolve_slots,
-)
+from p4reduce.job import Job, JobError, check_job_id
 from p4reduce.p4rt import P4InfoError
 from p4reduce.target import Target
 
@@ -114,40 +105,38 @@ class FabricJobManager(JobManager):
         round_mode: str | None = None,
     ) -> Job:
         """A job of `workers` (each port that of its leaf, each MAC a host of the fabric),
-        aggregated on the root: its ranks there are the root's ports towards their leaves."""
+        aggregated on the root: its ranks there are the root's ports towards their leaves.
+        Otherwise created as one switch's job (JobManager.create), under the lock of every
+        switch the job crosses and with slots free on each."""
         placement = self.place(job_id, workers)
         udp = {w.rank: w.udp_port for w in workers}
         at_root = [
             WorkerAddress(r.rank, r.root_port, r.host.mac, r.host.ip, udp[r.rank])
             for r in placement.ranks
         ]
-        slots = resolve_slots(self.target, slots)
-        encoding = resolve_encoding(self.target, job_id, encoding)
-        halves = resolve_halves(self.target, job_id, encoding, int32_halves)
-        block_values = resolve_block_values(self.target, job_id, block_values)
-        round_mode = resolve_round_mode(self.target, job_id, round_mode)
-        sizes = self.sizes
+        return super().create(
+            job_id, at_root, slots, encoding, int32_halves, block_values, round_mode
+        )
+
+    def _crossed(self, workers: list[WorkerAddress]) -> list[str]:
+        """The switches a job of these ranks crosses, by name (its ranks' leaves and the
+        root): the order every process locks their state files in."""
+        leaves = {self.fabric.host_by_mac(w.mac).at.switch for w in workers}  # type: ignore[union-attr]
+        return sorted({self.root, *leaves})
+
+    def _check_workers(self, job_id: int, workers: list[WorkerAddress]) -> None:
+        """Placed already (`place`): on the root, ranks behind one leaf share its port."""
+
+    @contextlib.contextmanager
+    def _locked(self, workers: list[WorkerAddress]):
         with contextlib.ExitStack() as held:
-            for name in placement.switches:  # sorted: every process locks in one order
+            for name in self._crossed(workers):
                 held.enter_context(self.tables[name].locked())
-            if job_id in self.table.jobs:
-                raise JobError(f"job {job_id} already exists")
-            crossed = [self.tables[name] for name in placement.switches]
-            job = Job(
-                job=job_id,
-                job_index=self.table.allocate_index(sizes.max_jobs),
-                slot_base=common_slot_base(crossed, slots, sizes.pool_slots),
-                slot_count=slots,
-                epoch=self.table.next_epoch(),
-                workers=at_root,
-                encoding=encoding,
-                int32_halves=halves,
-                block_values=block_values,
-                round_mode=round_mode,
-            )
-            stats.zero_job_counters(self.conn, job.job_index)
-            self._add(job)
-        return job
+            yield self.table
+
+    def _allocate_slots(self, workers: list[WorkerAddress], count: int, pool_slots: int) -> int:
+        crossed = [self.tables[name] for name in self._crossed(workers)]
+        return common_slot_base(crossed, count, pool_slots)
 
 
 class FabricController:
