@@ -164,6 +164,8 @@ class Summary:
     values: int = 0
     # per switch, per port: its link's traffic during the run, as the switch saw it
     links: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
+    # per switch of a fabric: its switch counters' change during the run (drops, unrouted)
+    fabric_counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def all_matched(self) -> bool:
@@ -292,6 +294,13 @@ class DemoNetwork:
             out[label] = {port: _counters(name) for port, name in switch.port_map().items()}
         return out
 
+    def fabric_counters(self) -> dict[str, dict[str, int]]:
+        """Each switch's counters now, by role, in a two-level network (none in a star:
+        its one switch's are the jobs' table)."""
+        if not isinstance(self.ctl, FabricController):
+            return {}
+        return {_switch_label(name): counters for name, counters in self.ctl.switch_stats().items()}
+
     def __exit__(self, *exc) -> None:
         if self.ctl is not None:
             self.ctl.close()
@@ -368,6 +377,7 @@ class DemoNetwork:
             }
             before = {h.name: _counters(h.link) for h in used}
             links_before = self.switch_links()
+            counters_before = self.fabric_counters()
             start = time.perf_counter()
             for job, job_hosts, inputs in plan:
                 for d, h, x in zip(job.descriptors(ctl.jobs.switch), job_hosts, inputs):
@@ -412,6 +422,10 @@ class DemoNetwork:
                 print(file=sys.stderr)
             summary = Summary(self.kind, seconds, values=opts.size)
             summary.links = _link_deltas(links_before, self.switch_links())
+            summary.fabric_counters = {
+                sw: {k: v - counters_before[sw][k] for k, v in now.items()}
+                for sw, now in self.fabric_counters().items()
+            }
             for job, job_hosts, inputs in plan:
                 for rank, h in enumerate(job_hosts):
                     summary.outcomes.append(self._outcome(job, rank, h, inputs, before, opts))
@@ -580,6 +594,8 @@ def print_links(s: Summary) -> None:
                 f"{switch:>7} {port:>4} {c['rx_packets']:>8} {c['rx_bytes']:>10} "
                 f"{c['tx_packets']:>8} {c['tx_bytes']:>10}"
             )
+    for switch, counters in sorted(s.fabric_counters.items()):
+        print(f"{switch}: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
 
 
 # The options `make run` sets, each from the make variable of its name in capitals
