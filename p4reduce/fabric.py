@@ -125,10 +125,6 @@ class Fabric:
             if name in (link.a.switch, link.b.switch)
         ]
 
-    def uplink(self, leaf: str) -> Link:
-        """The leaf's one link to the spine."""
-        return next(link for link in self.links if leaf in (link.a.switch, link.b.switch))
-
     def host_by_mac(self, mac: str) -> Host | None:
         return next((h for h in self.hosts if h.mac == mac), None)
 
