@@ -21,7 +21,9 @@ def host_ip(leaf: int, port: int) -> str:
     return f"10.0.{leaf}.{port}"
 
 
-def fabric_config(fab: InProcessFabric, tmp_path, jobs: list | None = None) -> dict:
+def fabric_config(
+    fab: InProcessFabric, tmp_path, jobs: list | None = None, leaves: tuple[str, ...] = LEAVES
+) -> dict:
     """The fabric's configuration file as a dict (controlplane.config's format)."""
     switches = [
         {
@@ -30,7 +32,7 @@ def fabric_config(fab: InProcessFabric, tmp_path, jobs: list | None = None) -> d
             "grpc_addr": fab.switch("s").grpc_addr,
             "mac": "02:00:00:00:01:00",
             "ip": "10.0.0.254",
-            "ports": [1, 2],
+            "ports": list(range(1, len(leaves) + 1)),
             "state_file": str(tmp_path / "s.json"),
         }
     ]
@@ -41,16 +43,16 @@ def fabric_config(fab: InProcessFabric, tmp_path, jobs: list | None = None) -> d
             "grpc_addr": fab.switch(name).grpc_addr,
             "device_id": i + 2,
             "mac": f"02:00:00:00:01:{i + 1:02x}",
-            "ip": f"10.0.0.{251 + i}",
+            "ip": f"10.0.0.{240 + i}",
             "ports": list(range(1, UPLINK + 1)),
             "state_file": str(tmp_path / f"{name}.json"),
         }
-        for i, name in enumerate(LEAVES)
+        for i, name in enumerate(leaves)
     ]
-    links = [{"a": f"{name}:{UPLINK}", "b": f"s:{i + 1}"} for i, name in enumerate(LEAVES)]
+    links = [{"a": f"{name}:{UPLINK}", "b": f"s:{i + 1}"} for i, name in enumerate(leaves)]
     hosts = [
         {"switch": name, "port": port, "mac": host_mac(i + 1, port), "ip": host_ip(i + 1, port)}
-        for i, name in enumerate(LEAVES)
+        for i, name in enumerate(leaves)
         for port in range(1, HOSTS + 1)
     ]
     data = {"switches": switches, "links": links, "hosts": hosts}
@@ -59,11 +61,16 @@ def fabric_config(fab: InProcessFabric, tmp_path, jobs: list | None = None) -> d
     return data
 
 
+def new_fabric(leaves: tuple[str, ...]) -> InProcessFabric:
+    """The spine `s` and `leaves` (not started), each leaf's uplink on the spine's port of
+    its order."""
+    return InProcessFabric(
+        {"s": len(leaves), **{name: UPLINK for name in leaves}},
+        [((name, UPLINK), ("s", i + 1)) for i, name in enumerate(leaves)],
+    )
+
+
 @pytest.fixture
 def inprocess_fabric():
-    fab = InProcessFabric(
-        {"s": 2, **{name: UPLINK for name in LEAVES}},
-        [((name, UPLINK), ("s", i + 1)) for i, name in enumerate(LEAVES)],
-    )
-    with fab:
+    with new_fabric(LEAVES) as fab:
         yield fab

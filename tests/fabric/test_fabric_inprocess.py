@@ -19,13 +19,13 @@ from p4reduce.addresses import WorkerAddress
 from p4reduce.job import Job, JobError
 from p4reduce.wire import UDP_PORT_BASE
 
-from .conftest import HOSTS, LEAVES, fabric_config, host_ip, host_mac
+from .conftest import HOSTS, LEAVES, fabric_config, host_ip, host_mac, new_fabric
 
 
-def ranks(per_leaf: int) -> list[WorkerAddress]:
+def ranks(per_leaf: int, leaves: int = len(LEAVES)) -> list[WorkerAddress]:
     """`per_leaf` ranks on each leaf's first ports, l1's first."""
     out = []
-    for leaf in range(1, len(LEAVES) + 1):
+    for leaf in range(1, leaves + 1):
         for port in range(1, per_leaf + 1):
             out.append(
                 WorkerAddress(
@@ -41,8 +41,8 @@ def allreduce(fab, ctl, job, workers, tensors) -> list[np.ndarray]:
     results: list = [None] * len(workers)
 
     def body(r: int) -> None:
-        leaf = LEAVES[0] if host_mac(1, workers[r].port) == workers[r].mac else LEAVES[1]
-        transport = InProcessTransport(fab.switch(leaf), workers[r].port)
+        leaf = int(workers[r].mac.split(":")[4], 16)  # host_mac's leaf number
+        transport = InProcessTransport(fab.switch(f"l{leaf}"), workers[r].port)
         try:
             with Worker(descriptors[r], transport=transport, timeout=0.05, deadline=30) as w:
                 results[r] = w.allreduce(tensors[r])
@@ -157,6 +157,26 @@ def test_the_largest_job_today_spans_both_leaves(inprocess_fabric, tmp_path):
         assert not bad, [results[r] for r in bad[:2]]
     finally:
         ctl.close()
+
+
+def test_four_leaves(tmp_path):
+    """8 ranks on each of 4 leaves: every leaf's frames reach the spine through its own
+    uplink and the results come back down each."""
+    leaves = ("l1", "l2", "l3", "l4")
+    with new_fabric(leaves) as fab:
+        ctl = FabricController(parse(fabric_config(fab, tmp_path, leaves=leaves)))
+        try:
+            ctl.up(retries=3)
+            workers = ranks(8, len(leaves))
+            job = ctl.jobs.create(2, workers, slots=4)
+            assert sorted({w.port for w in job.workers}) == [1, 2, 3, 4]
+            rng = np.random.default_rng(3)
+            tensors = [rng.integers(-500, 500, 200).astype(np.int32) for _ in workers]
+            exact = np.sum(tensors, axis=0, dtype=np.int64)
+            results = allreduce(fab, ctl, job, workers, tensors)
+            assert all(np.array_equal(got, exact) for got in results), results[:2]
+        finally:
+            ctl.close()
 
 
 def test_watch_restores_a_restarted_leaf(inprocess_fabric, tmp_path):
