@@ -329,6 +329,17 @@ class Placement:
             out.setdefault(r.leaf, []).append(r.rank)
         return out
 
+    def leaf_order(self) -> list[str]:
+        """The job's leaves in the order of their first rank: leaf i is rank i of the
+        spine's job in the leaf role (docs/fabric.md)."""
+        return list(self.by_leaf())
+
+    def index_on_leaf(self, rank: int) -> int:
+        """Rank `rank`'s index among its leaf's ranks of the job (0..31): its bit in the
+        leaf's bitmap and its rank on the wire to the leaf, in the leaf role."""
+        place = next(r for r in self.ranks if r.rank == rank)
+        return self.by_leaf()[place.leaf].index(rank)
+
     @property
     def switches(self) -> list[str]:
         """Every switch the job's frames cross: its leaves and its root."""

@@ -164,6 +164,11 @@ def test_place_job_across_leaves():
     assert placement.by_leaf() == {"l1": [0, 1, 2, 3], "l2": [4, 5, 6, 7]}
     assert [r.root_port for r in placement.ranks] == [1] * 4 + [2] * 4
     assert placement.aggregated_at_root
+    # the indices the leaf role numbers ranks and leaves by: interleaved ranks
+    mixed = place_job(fab, [(r, fab.hosts[(r % 2) * 4 + r // 2].mac, 1 + r // 2) for r in range(8)])
+    assert mixed.by_leaf() == {"l1": [0, 2, 4, 6], "l2": [1, 3, 5, 7]}
+    assert mixed.leaf_order() == ["l1", "l2"]
+    assert [mixed.index_on_leaf(r) for r in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
 def test_place_job_refusals():
