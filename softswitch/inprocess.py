@@ -16,11 +16,13 @@ a spine): a frame a switch sends out of a linked port enters the switch at the l
 other end, within the same `send`, so a frame crosses the whole fabric before `send`
 returns. One lock serves every switch of a fabric (the frames of one send may pass
 through all of them); frames between switches are passed along a queue, not by
-recursion, so a long path never deepens the stack.
+recursion, so a long path never deepens the stack. Each link end counts what it sent
+(frames, bytes) and can lose frames at a seeded rate (`InProcessFabric.set_loss`).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -101,7 +103,8 @@ class InProcessSwitch:
         # called by device.receive, i.e. with self.lock held by `send_many`
         peer = self.wiring.peers.get((self, port))
         if peer is not None:
-            self.wiring.in_flight.append((peer[0], peer[1], frame))
+            if self.wiring.carry((self, port), frame):
+                self.wiring.in_flight.append((peer[0], peer[1], frame))
         elif port in self.queues:
             self.queues[port].append(frame)
 
@@ -169,6 +172,32 @@ class Wiring:
         default_factory=dict
     )
     in_flight: deque[tuple[InProcessSwitch, int, bytes]] = field(default_factory=deque)
+    # per link end: what it sent onto the link (frames, bytes, lost) and its loss
+    counts: dict[tuple[InProcessSwitch, int], LinkCount] = field(default_factory=dict)
+    loss: dict[tuple[InProcessSwitch, int], tuple[float, random.Random]] = field(
+        default_factory=dict
+    )
+
+    def carry(self, end: tuple[InProcessSwitch, int], frame: bytes) -> bool:
+        """Whether a frame sent out of `end` onto its link arrives (the link's simulated
+        loss, drawn from the link's own seeded generator), counted either way."""
+        count = self.counts.setdefault(end, LinkCount())
+        rate, draw = self.loss.get(end, (0.0, None))
+        if draw is not None and draw.random() < rate:
+            count.lost += 1
+            return False
+        count.frames += 1
+        count.bytes += len(frame)
+        return True
+
+
+@dataclass
+class LinkCount:
+    """Frames one end of a link sent onto it: carried (and their bytes) and lost."""
+
+    frames: int = 0
+    bytes: int = 0
+    lost: int = 0
 
 
 class InProcessFabric:
@@ -195,6 +224,26 @@ class InProcessFabric:
                 if (sw, port) in self.wiring.peers:
                     raise ValueError(f"link {a} - {b}: port {port} is linked twice")
                 self.wiring.peers[(sw, port)] = peer
+
+    def set_loss(self, rate: float, seed: int = 1) -> None:
+        """Every link loses frames with probability `rate`, each way (0: none): each end
+        draws from its own generator seeded from `seed`, so a run is repeatable."""
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"a loss rate is in [0, 1), not {rate}")
+        with self.wiring.lock:
+            self.wiring.loss = {
+                end: (rate, random.Random(seed * 1_000_003 + i))
+                for i, end in enumerate(self.wiring.peers)
+            }
+
+    def link_counts(self) -> dict[tuple[str, int], LinkCount]:
+        """What each link end (switch name, port) sent onto its link so far."""
+        names = {sw: name for name, sw in self.switches.items()}
+        with self.wiring.lock:
+            return {
+                (names[sw], port): LinkCount(c.frames, c.bytes, c.lost)
+                for (sw, port), c in self.wiring.counts.items()
+            }
 
     def switch(self, name: str) -> InProcessSwitch:
         try:

@@ -13,6 +13,7 @@ import pytest
 from controlplane.config import parse
 from controlplane.fabric import FabricController, common_slot_base
 from controlplane.jobs import JobTable
+from controlplane.stats import job_stats
 from hostlib import Worker
 from p4net.harness import InProcessTransport
 from p4reduce.addresses import WorkerAddress
@@ -208,4 +209,30 @@ def test_watch_restores_a_restarted_leaf(inprocess_fabric, tmp_path):
         ctl.stop()
         if watcher.is_alive():
             watcher.join(10)
+        ctl.close()
+
+
+def test_loss_on_every_link_and_what_each_uplink_carries(inprocess_fabric, tmp_path):
+    """Every uplink loses 5 % of its frames each way: the workers' retransmissions repair
+    every loss (exact sums). What each uplink carried is counted per end: today every rank's
+    contribution goes up and every rank's copy of each result comes down."""
+    fab = inprocess_fabric
+    ctl = FabricController(parse(fabric_config(fab, tmp_path)))
+    try:
+        ctl.up(retries=3)
+        workers = ranks(4)
+        job = ctl.jobs.create(8, workers, slots=4)
+        rng = np.random.default_rng(21)
+        tensors = [rng.integers(-1000, 1000, 64 * 40).astype(np.int32) for _ in workers]
+        exact = np.sum(tensors, axis=0, dtype=np.int64)
+        fab.set_loss(0.05, seed=3)
+        results = allreduce(fab, ctl, job, workers, tensors)
+        assert all(np.array_equal(got, exact) for got in results), results[:2]
+        counts = fab.link_counts()
+        assert all(counts[end].lost > 0 for end in counts), counts
+        rounds = job_stats(ctl.conn, job.job_index)["rounds_completed"]
+        for i, leaf in enumerate(LEAVES):
+            up, down = counts[(leaf, HOSTS + 1)], counts[("s", i + 1)]
+            assert up.frames >= 4 * rounds and down.frames >= 4 * rounds, (up, down, rounds)
+    finally:
         ctl.close()
