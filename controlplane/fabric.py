@@ -29,6 +29,7 @@ from p4reduce.fabric import Fabric, FabricError, Placement, place_job
 from p4reduce.job import Job, JobError, check_job_id
 from p4reduce.p4rt import P4InfoError
 from p4reduce.target import Target
+from p4reduce.wire import MAX_EPOCH
 
 from . import stats
 from .config import Config, SwitchConfig
@@ -137,6 +138,17 @@ class FabricJobManager(JobManager):
     def _allocate_slots(self, workers: list[WorkerAddress], count: int, pool_slots: int) -> int:
         crossed = [self.tables[name] for name in self._crossed(workers)]
         return common_slot_base(crossed, count, pool_slots)
+
+    def _next_epoch(self, workers: list[WorkerAddress]) -> int:
+        """An epoch new on every switch the job crosses (after each one's last), recorded in
+        each state file: the job's one incarnation wherever it holds slots."""
+        crossed = [self.tables[name] for name in self._crossed(workers)]
+        epoch = max(t.last_epoch for t in crossed) % MAX_EPOCH + 1
+        for table in crossed:
+            table.last_epoch = epoch
+            if table is not self.table:  # the root's is saved with the job
+                table.save()
+        return epoch
 
 
 class FabricController:

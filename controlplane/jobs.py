@@ -229,7 +229,7 @@ class JobManager:
                 job_index=self.table.allocate_index(sizes.max_jobs),
                 slot_base=self._allocate_slots(workers, slots, sizes.pool_slots),
                 slot_count=slots,
-                epoch=self.table.next_epoch(),
+                epoch=self._next_epoch(workers),
                 workers=sorted(workers, key=lambda w: w.rank),
                 encoding=encoding,
                 int32_halves=halves,
@@ -244,8 +244,8 @@ class JobManager:
         return job
 
     # What a manager of jobs across several switches (controlplane/fabric.py) does its own
-    # way: which ranks a job may have, whose state files a creation locks, and where its
-    # slots are free.
+    # way: which ranks a job may have, whose state files a creation locks, where its slots
+    # are free and which epoch is new.
     def _check_workers(self, job_id: int, workers: list[WorkerAddress]) -> None:
         validate_workers(job_id, workers, self.known_ports)
 
@@ -259,6 +259,9 @@ class JobManager:
         pool_slots: int,
     ) -> int:
         return self.table.allocate_slots(count, pool_slots)
+
+    def _next_epoch(self, workers: list[WorkerAddress]) -> int:  # noqa: ARG002 -- its own
+        return self.table.next_epoch()
 
     def adopt(self, job: Job) -> None:
         """Install and record a job whose index, slots and epoch were chosen elsewhere

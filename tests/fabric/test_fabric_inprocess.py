@@ -68,6 +68,9 @@ def test_job_across_the_fabric(inprocess_fabric, tmp_path):
         job = ctl.jobs.create(9, workers, slots=4)
         # on the spine, each rank is the port towards its leaf
         assert [w.port for w in job.workers] == [1] * 4 + [2] * 4
+        # the job's epoch is new on every switch it crosses, and each records it
+        epochs = {n: c.jobs.table.last_epoch for n, c in ctl.controllers.items()}
+        assert epochs == {"l1": job.epoch, "l2": job.epoch, "s": job.epoch}
         rng = np.random.default_rng(5)
         tensors = [rng.integers(-1000, 1000, 700).astype(np.int32) for _ in workers]
         tensors[3][:128] = 0  # a block some ranks skip
