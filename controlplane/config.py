@@ -59,6 +59,30 @@ must name one or keeps jobs in memory only.
 
 Addresses are validated strictly (p4reduce/addresses.py): canonical spelling, and
 worker, host and switch addresses must be unicast (no broadcast, multicast, zero, loopback).
+
+A fabric of several switches (docs/fabric.md; p4reduce/fabric.py checks its shape) names
+`[[switches]]` instead of `[switch]`:
+
+    [[switches]]                           # a [switch] table (no hosts) with:
+    name = "leaf1"
+    role = "leaf"                          # leaf or spine (single: a one-switch fabric)
+    ...                                    # state_file default: <stem>.<name>.state.json
+
+    [[links]]
+    a = "leaf1:5"                          # switch:port, joining a leaf to the spine
+    b = "spine:1"
+
+    [[hosts]]                              # the ranks' hosts, each on a leaf's port
+    switch = "leaf1"
+    port = 1
+    mac = "02:00:00:00:00:01"
+    ip = "10.0.0.1"
+
+    [[jobs]]                               # as above; each worker also names its switch
+    workers = [{ rank = 0, switch = "leaf1", port = 1, mac = "...", ip = "..." }]
+
+Every switch's L2 entries come from the fabric (every host and switch out of the port
+towards it); `Config.switch` is the spine, where jobs are created and aggregate.
 """
 
 from __future__ import annotations
