@@ -95,6 +95,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from p4reduce import wire
@@ -435,6 +436,26 @@ def _jobs(raw: Any, cfg: SwitchConfig, ports: set[int]) -> list[StaticJob]:
     return jobs
 
 
+def _target_takes(
+    path: str,
+    job: dict,
+    key: str,
+    resolve: Callable[[Target, int, Any], Any],
+    cfg: SwitchConfig,
+    job_id: int,
+) -> Any:
+    """The job table's `key` as written (None when absent: the target's default, chosen
+    when the job is created), refused here with the field's path when the target cannot
+    take it (p4reduce.job's resolve_* rule for that field)."""
+    value = job.get(key)
+    if value is not None:
+        try:
+            resolve(cfg.target_info, job_id, value)
+        except JobError as exc:
+            raise ConfigError(f"{path}.{key}", str(exc)) from None
+    return value
+
+
 def _job(
     path: str,
     job: Any,
@@ -453,18 +474,8 @@ def _job(
     )
     job_id = _int(f"{path}.job", job["job"], 0, MAX_JOB_ID)
     encoding, halves = _job_encoding(path, job, cfg.target_info, job_id)
-    block_values = job.get("block_values")
-    if block_values is not None:
-        try:
-            resolve_block_values(cfg.target_info, job_id, block_values)
-        except JobError as exc:
-            raise ConfigError(f"{path}.block_values", str(exc)) from None
-    round_mode = job.get("round_mode")
-    if round_mode is not None:
-        try:
-            resolve_round_mode(cfg.target_info, job_id, round_mode)
-        except JobError as exc:
-            raise ConfigError(f"{path}.round_mode", str(exc)) from None
+    block_values = _target_takes(path, job, "block_values", resolve_block_values, cfg, job_id)
+    round_mode = _target_takes(path, job, "round_mode", resolve_round_mode, cfg, job_id)
     if job_id in job_ids:
         raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
     slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)

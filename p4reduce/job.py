@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, TypeVar
 
 from . import wire as p
 from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unicast_mac
@@ -55,20 +55,27 @@ def check_job_id(job: object) -> int:
     return job
 
 
+_Member = TypeVar("_Member", p.Encoding, p.RoundMode)
+
+
+def _named(kind: type[_Member], what: str, name: object) -> _Member:
+    """The member of `kind` called `name` (lower case, as descriptors and state files write
+    it); JobError naming `what` and the names there are."""
+    for m in kind:
+        if name == m.name.lower():
+            return m
+    names = ", ".join(m.name.lower() for m in kind)
+    raise JobError(f"{what} {name!r} is not one of {names}")
+
+
 def encoding_named(name: object) -> p.Encoding:
     """The encoding called `name` (lower case, as descriptors and state files write it)."""
-    for e in p.Encoding:
-        if name == e.name.lower():
-            return e
-    raise JobError(f"encoding {name!r} is not one of {', '.join(ENCODINGS)}")
+    return _named(p.Encoding, "encoding", name)
 
 
 def round_mode_named(name: object) -> p.RoundMode:
     """The round mode called `name` (lower case, as descriptors and state files write it)."""
-    for m in p.RoundMode:
-        if name == m.name.lower():
-            return m
-    raise JobError(f"round mode {name!r} is not one of {', '.join(ROUND_MODES)}")
+    return _named(p.RoundMode, "round mode", name)
 
 
 def resolve_round_mode(target: Target, job: int, requested: str | None) -> str:
