@@ -598,7 +598,7 @@ def _fabric_switch_model(cfg: SwitchConfig) -> FabricSwitch:
 
 
 def _endpoint(path: str, value: Any) -> Endpoint:
-    """ "switch:port" -> Endpoint."""
+    """A link's end, written "switch:port"."""
     name, sep, port = value.rpartition(":") if isinstance(value, str) else ("", "", "")
     if not sep or not name or not port.isascii() or not port.isdigit():
         raise ConfigError(path, f'expected "switch:port", got {value!r}')
