@@ -59,3 +59,20 @@ def test_two_level_int32_exact(target):
         assert links["spine"][i + 1]["rx_packets"] == up["tx_packets"]
         assert links["spine"][i + 1]["tx_packets"] == up["rx_packets"]
     assert _interfaces() == before, "the demo left interfaces behind"
+
+
+def test_a_restarted_leaf_is_restored_alone(target):
+    """A leaf's switch process reboots (no pipeline, no entries): the fabric controller's
+    ensure() restores that switch alone over its own P4Runtime session, and a new job
+    runs exact through it again."""
+    opts = p4net.demo.Options(
+        workers=8, size=2000, dtype="int32", target=target, slots=4, deadline=60.0, quiet=True
+    )
+    with p4net.demo.DemoNetwork(target, 8, topo=topology.TWO_LEVEL) as net:
+        first = net.run_jobs(opts)
+        assert first.all_matched, [(o.rank, o.error) for o in first.outcomes]
+        leaf = topology.LEAF_NAMES[1]
+        net.net.get(leaf).runner.restart()
+        assert net.ctl.ensure() == [leaf]
+        again = net.run_jobs(opts)
+        assert again.all_matched, [(o.rank, o.error) for o in again.outcomes]
