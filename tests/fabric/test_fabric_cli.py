@@ -72,6 +72,12 @@ def test_up_job_and_stats(inprocess_fabric, tmp_path, capsys):
     assert code == 0, err
     stats = json.loads(out)
     assert sorted(stats["switches"]) == ["l1", "l2", "s"] and "5" in stats["jobs"]
+    code, out, err = ctl("-c", str(path), "stats", capsys=capsys)
+    assert code == 0, err
+    rows = {line.split()[0] for line in out.splitlines() if line.strip()}
+    assert {"job", "5", "switch", "l1", "l2", "s"} <= rows, out
+    code, out, err = ctl("-c", str(path), "job", "delete", "5", capsys=capsys)
+    assert code == 0 and "deleted job 5" in out, err
 
 
 def test_a_wrong_fabric_file_names_the_field(inprocess_fabric, tmp_path, capsys):
