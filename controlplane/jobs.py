@@ -213,7 +213,7 @@ class JobManager:
         an int32 overflow, carries one block size and runs every-rank rounds only). On
         Tofino every rank's port must be in the pipe of the job's read-out port
         (check_job_pipes)."""
-        validate_workers(job_id, workers, self.known_ports)
+        self._check_workers(job_id, workers)
         slots = resolve_slots(self.target, slots)
         encoding = resolve_encoding(self.target, job_id, encoding)
         halves = resolve_halves(self.target, job_id, encoding, int32_halves)
@@ -221,15 +221,15 @@ class JobManager:
         round_mode = resolve_round_mode(self.target, job_id, round_mode)
         check_job_pipes(self.target, self.conn.ports, job_id, workers)
         sizes = self.sizes
-        with self.table.locked():
+        with self._locked(workers):
             if job_id in self.table.jobs:
                 raise JobError(f"job {job_id} already exists")
             job = Job(
                 job=job_id,
                 job_index=self.table.allocate_index(sizes.max_jobs),
-                slot_base=self.table.allocate_slots(slots, sizes.pool_slots),
+                slot_base=self._allocate_slots(workers, slots, sizes.pool_slots),
                 slot_count=slots,
-                epoch=self.table.next_epoch(),
+                epoch=self._next_epoch(workers),
                 workers=sorted(workers, key=lambda w: w.rank),
                 encoding=encoding,
                 int32_halves=halves,
@@ -242,6 +242,26 @@ class JobManager:
             stats.zero_job_counters(self.conn, job.job_index)
             self._add(job)
         return job
+
+    # What a manager of jobs across several switches (controlplane/fabric.py) does its own
+    # way: which ranks a job may have, whose state files a creation locks, where its slots
+    # are free and which epoch is new.
+    def _check_workers(self, job_id: int, workers: list[WorkerAddress]) -> None:
+        validate_workers(job_id, workers, self.known_ports)
+
+    def _locked(self, workers: list[WorkerAddress]):  # noqa: ARG002 -- one switch: its own
+        return self.table.locked()
+
+    def _allocate_slots(
+        self,
+        workers: list[WorkerAddress],  # noqa: ARG002 -- one switch: its own pool
+        count: int,
+        pool_slots: int,
+    ) -> int:
+        return self.table.allocate_slots(count, pool_slots)
+
+    def _next_epoch(self, workers: list[WorkerAddress]) -> int:  # noqa: ARG002 -- its own
+        return self.table.next_epoch()
 
     def adopt(self, job: Job) -> None:
         """Install and record a job whose index, slots and epoch were chosen elsewhere

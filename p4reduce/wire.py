@@ -34,6 +34,10 @@ END_OF_STREAM = 0x00FFFFFF  # next_block that ends a slot; block of the announce
 MAX_BLOCK = END_OF_STREAM - 1
 EXPONENT_BIAS = 128  # next_exponent = e + 128, 2^e >= max |x| of the block
 MAX_WORKERS = 32  # width of the switch's contributor bitmap
+# a job across a fabric (p4reduce.fabric): MAX_WORKERS ranks per leaf on at most MAX_LEAVES
+# leaves, the spine's bitmap counting leaves
+MAX_LEAVES = 32
+MAX_JOB_RANKS = MAX_WORKERS * MAX_LEAVES
 MAX_EPOCH = (1 << 31) - 1  # epochs 1..2^31-1; the switch marks lost slots with bit 31
 
 ETH_BYTES = 14
