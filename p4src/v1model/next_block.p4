@@ -55,8 +55,17 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
         REGISTER_STEP(next_key, meta.slot_index, bit<32>, meta.next_key, READ_BODY)
     }
 
+    /* a leaf keeps the spine's winner (uplink.p4): the next round's stale check and a
+     * cached answer use the job's, not the leaf's */
+    action store_winner() {
+        meta.next_key = hdr.p4r.next_block[23:0] ++ (~hdr.p4r.next_exponent);
+        next_key.write(meta.slot_index, meta.next_key);
+    }
+
     apply {
-        if (meta.duplicate == 0) {
+        if (meta.store_result == 1) {
+            store_winner();
+        } else if (meta.duplicate == 0) {
             take_minimum();
         } else {
             read_minimum();

@@ -14,6 +14,7 @@
 #include "fingerprint.p4"
 #include "value_aggregation.p4"
 #include "next_block.p4"
+#include "uplink.p4"
 #include "result.p4"
 #include "../common/result_destination.p4"
 #include "../common/forwarding.p4"
@@ -31,6 +32,8 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     ValueAggregation() value_aggregation;
     RoundWinner() round_winner;
     NextBlock() next_block;
+    Uplink() uplink;
+    LeafRound() leaf_round;
     Result() result;
     Forwarding() forwarding;
 
@@ -57,17 +60,27 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                 if (meta.sim_drop == 1) {
                     mark_to_drop(standard_metadata);
                 } else {
-                    round_winner.apply(hdr, meta);    /* the block a new contribution must carry */
-                    contributor_bitmap.apply(hdr, meta);
-                    /* a duplicate of an incomplete round only gets a STATUS back, a stale
-                     * contribution nothing */
-                    if (meta.state_lost == 0 && meta.stale == 0
-                        && (meta.duplicate == 0 || meta.round_done == 1)) {
-                        fingerprint.apply(hdr, meta);
-                        value_aggregation.apply(hdr, meta);
-                        next_block.apply(hdr, meta);
+                    uplink.apply(hdr, meta, standard_metadata);   /* a leaf's job? */
+                    if (meta.downlink == 1 && meta.from_uplink == 0) {
+                        drop_counted(DROP_MALFORMED);   /* only a spine sends these */
+                    } else {
+                        if (meta.downlink == 0) {
+                            round_winner.apply(hdr, meta);    /* the block a new contribution must carry */
+                            contributor_bitmap.apply(hdr, meta);
+                            leaf_round.apply(hdr, meta);
+                        }
+                        /* a duplicate of an incomplete round only gets a STATUS back, a
+                         * stale contribution nothing; a spine's RESULT is stored as the
+                         * round's (uplink.p4) */
+                        if (meta.store_result == 1
+                            || (meta.downlink == 0 && meta.state_lost == 0 && meta.stale == 0
+                                && (meta.duplicate == 0 || meta.round_done == 1))) {
+                            fingerprint.apply(hdr, meta);
+                            value_aggregation.apply(hdr, meta);
+                            next_block.apply(hdr, meta);
+                        }
+                        result.apply(hdr, meta, standard_metadata);
                     }
-                    result.apply(hdr, meta, standard_metadata);
                 }
             }
         } else {

@@ -43,11 +43,41 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     action make_state_lost() {
         meta.to_worker = 1;
         hdr.p4r.msg_type = MSG_RESULT;
-        hdr.p4r.flags = FLAG_STATE_LOST;
+        /* the job's encoding and mode stay: a leaf admits the spine's STATE_LOST by them */
+        hdr.p4r.flags = FLAG_STATE_LOST | (hdr.p4r.flags & (FLAG_PACKED | FLAG_SILENT));
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         INVALIDATE_VALUES
         hdr.fingerprint.setInvalid();
+    }
+    /* a leaf's round (uplink.p4): the completing packet, or a retransmission finding no
+     * result held, goes up as the leaf's contribution to the spine's round -- its values
+     * the leaf's sums, its next block the leaf's minimum, its fingerprint the leaf's range,
+     * its rank the leaf's in the spine's job */
+    action make_partial(flags_t extra_flags) {
+        hdr.p4r.msg_type = hdr.fingerprint.isValid() ? MSG_ANNOUNCE : MSG_DATA;
+        hdr.p4r.rank = meta.uplink_rank;
+        hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
+        hdr.p4r.next_exponent = ~meta.next_key[7:0];
+        hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
+                        | (hdr.p4r.flags & (FLAG_CONTINUED | FLAG_PACKED | FLAG_SILENT));
+        hdr.ethernet.dst_addr = meta.uplink_mac;
+        hdr.ethernet.src_addr = meta.switch_mac;
+        hdr.ipv4.dst_addr = meta.uplink_ip;
+        hdr.ipv4.src_addr = meta.switch_ip;
+        hdr.udp.src_port = P4REDUCE_UDP_BASE;
+        hdr.udp.dst_port = P4REDUCE_UDP_BASE;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        standard_metadata.egress_spec = meta.uplink_port;
+    }
+    /* the spine's RESULT (stored by the round, or STATE_LOST) goes to the leaf's ranks */
+    action pass_down() {
+        meta.to_worker = 1;
+        meta.multicast = 1;
+        standard_metadata.mcast_grp = meta.mcast_grp;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
     }
     action reply_to_sender() {
         meta.multicast = 0;
@@ -73,10 +103,30 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
+        bit<1> sent_up = 0;
         if (meta.state_lost == 1) {
             state_lost.count((bit<32>)meta.job_index);
             make_state_lost();
             reply_to_sender();
+        } else if (meta.downlink == 1) {
+            /* from the spine: a RESULT the round stores, or STATE_LOST, goes to the ranks;
+             * a STATUS, or a RESULT the round already holds, ends here */
+            if (meta.store_result == 1 || (hdr.p4r.flags & FLAG_STATE_LOST) != 0) {
+                pass_down();
+            } else {
+                duplicates.count((bit<32>)meta.job_index);
+                mark_to_drop(standard_metadata);
+            }
+        } else if (meta.send_up == 1) {
+            if (meta.complete == 1) {
+                aggregated.count((bit<32>)meta.job_index);
+                rounds_completed.count((bit<32>)meta.job_index);
+                make_partial(0);
+            } else {
+                retransmissions_served.count((bit<32>)meta.job_index);
+                make_partial(FLAG_RETRANSMIT);
+            }
+            sent_up = 1;
         } else if (meta.complete == 1) {
             aggregated.count((bit<32>)meta.job_index);
             rounds_completed.count((bit<32>)meta.job_index);
@@ -101,7 +151,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             aggregated.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);
         }
-        if (meta.to_worker == 1) {
+        if (meta.to_worker == 1 || sent_up == 1) {
             if ANY_VALUES_VALID {
                 set_lengths_with_values();
             } else if (hdr.fingerprint.isValid()) {

@@ -26,13 +26,18 @@ control Validation(inout headers_t hdr, inout metadata_t meta,
             /* a DATA's length is one of the block sizes' exactly when the parser found
              * its values header (data_values != 0: parser.p4), a DATA without one is
              * malformed; a SKIP carries one only above SKIP_GROWS_TO_VALUES (values.p4) */
+            /* a RESULT or STATUS (a spine's, at a leaf: uplink.p4) has its message's
+             * layout here; Uplink finds out whether the spine sent it */
             bit<16> ipv4_len = (hdr.p4r.msg_type == MSG_DATA
-                                || meta.data_values > SKIP_GROWS_TO_VALUES)
+                                || meta.data_values > SKIP_GROWS_TO_VALUES
+                                || (hdr.p4r.msg_type == MSG_RESULT && meta.data_values != 0))
                 ? ((meta.data_values != 0) ? hdr.ipv4.total_len : 16w0)
-                : ((hdr.p4r.msg_type == MSG_ANNOUNCE) ? IPV4_LEN_WITH_FINGERPRINT
-                                                       : IPV4_LEN_HEADER_ONLY);
+                : ((hdr.p4r.msg_type == MSG_ANNOUNCE || hdr.fingerprint.isValid())
+                   ? IPV4_LEN_WITH_FINGERPRINT
+                   : ((hdr.p4r.msg_type == MSG_STATUS) ? IPV4_LEN_WITH_STATUS
+                                                      : IPV4_LEN_HEADER_ONLY));
             if (hdr.p4r.protocol != PROTOCOL_VERSION
-                    || hdr.p4r.msg_type == 0 || hdr.p4r.msg_type > MSG_SKIP
+                    || hdr.p4r.msg_type == 0 || hdr.p4r.msg_type > MSG_STATUS
                     || hdr.p4r.block[31:24] != 0 || hdr.p4r.next_block[31:24] != 0
                     || hdr.ipv4.total_len != ipv4_len
                     || hdr.udp.length != ipv4_len - 20

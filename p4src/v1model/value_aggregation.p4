@@ -65,6 +65,9 @@
         hdr.values_##K.word = 0;                                               \
         sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
     }                                                                          \
+    action store_##K() {                                                       \
+        sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
+    }                                                                          \
     action read_##K() {                                                        \
         hdr.values_##K.setValid();                                             \
         sums_##K.read(hdr.values_##K.word, meta.slot_index);                   \
@@ -84,6 +87,8 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     FOR_EACH_BLOCK_SIZE(SIZE_AGGREGATION)
 
     action accumulate_overflow() {
+        /* a leaf's partial carries its own overflow (uplink.p4) */
+        meta.lane_overflow = meta.lane_overflow | hdr.p4r.flags[0:0];
         REGISTER_STEP(round_overflow, meta.slot_index, bit<1>, meta.round_overflow,
                       ROUND_OVERFLOW_BODY)
     }
@@ -91,9 +96,23 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
         REGISTER_STEP(round_overflow, meta.slot_index, bit<1>, meta.round_overflow, READ_BODY)
     }
 
+    /* a spine's RESULT at a leaf (uplink.p4): its overflow bit is the round's */
+    action store_overflow() {
+        meta.round_overflow = hdr.p4r.flags[0:0];
+        round_overflow.write(meta.slot_index, meta.round_overflow);
+    }
+
     apply {
         /* meta.lane_overflow and meta.round_overflow start at 0 (v1model zeroes metadata) */
-        if (meta.duplicate == 1) {
+        if (meta.store_result == 1) {
+            /* the spine's sums become the round's cached result */
+            if (hdr.p4r.msg_type != MSG_ANNOUNCE && !hdr.fingerprint.isValid()) {
+#define SIZE_ACTION store
+                CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+            }
+            store_overflow();
+        } else if (meta.duplicate == 1) {
             /* only reached when the round is complete: serve the stored result */
             if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
 #define SIZE_ACTION read
