@@ -203,7 +203,7 @@ class AllreduceEngine:
             | (int(p.Flag.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0),
             "job": self.cfg.job,
             "slot": slots,
-            "rank": self.cfg.rank,
+            "rank": self.cfg.rank_on_wire,
             "next_exponent": self._announce_exponent(next_block),
             "epoch": self.cfg.epoch,
             "block": block,
@@ -326,7 +326,7 @@ class AllreduceEngine:
             (c["protocol"] == p.PROTOCOL_VERSION)
             & (c["job"] == self.cfg.job)
             & (c["epoch"] == self.cfg.epoch)
-            & (c["rank"] == self.cfg.rank)
+            & (c["rank"] == self.cfg.rank_on_wire)
             & (slot < self.slot_count)
         )
         lost = ours & ((c["flags"] & p.Flag.STATE_LOST) != 0)
