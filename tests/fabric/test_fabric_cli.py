@@ -67,7 +67,9 @@ def test_up_job_and_stats(inprocess_fabric, tmp_path, capsys):
     )
     assert code == 0, err
     created = json.loads(out)
-    assert [d["switch"]["ip"] for d in created["descriptors"]] == ["10.0.0.254"] * 4
+    # each rank sends to its leaf (the leaf role), its index there on the wire
+    assert [d["switch"]["ip"] for d in created["descriptors"]] == ["10.0.0.240", "10.0.0.241"] * 2
+    assert [d["wire_rank"] for d in created["descriptors"]] == [0, 0, 1, 1]
     code, out, err = ctl("-c", str(path), "--json", "stats", capsys=capsys)
     assert code == 0, err
     stats = json.loads(out)
