@@ -252,3 +252,37 @@ def test_loss_on_every_link_and_what_each_uplink_carries(inprocess_fabric, tmp_p
             assert rounds * 0.9 <= down.frames < 2 * rounds, (down, rounds)
     finally:
         ctl.close()
+
+
+def test_64_ranks_on_four_leaves_with_loss_on_every_link(tmp_path):
+    """The leaf role at scale: 64 ranks, 16 on each of 4 leaves, exact int32 sums; then
+    5 % loss on every link at once -- each rank's link both ways (the leaves' drop
+    simulators) and each uplink both ways (the fabric's links) -- repaired by the ranks'
+    retransmissions, the sums still exact."""
+    leaves = ("l1", "l2", "l3", "l4")
+    with new_fabric(leaves) as fab:
+        ctl = FabricController(parse(fabric_config(fab, tmp_path, leaves=leaves)))
+        try:
+            ctl.up(retries=3)
+            workers = ranks(16, len(leaves))
+            rng = np.random.default_rng(64)
+            tensors = [rng.integers(-1000, 1000, 64 * 6).astype(np.int32) for _ in workers]
+            tensors[5][64:128] = 0  # a block one rank skips
+            exact = np.sum(tensors, axis=0, dtype=np.int64)
+            job = ctl.jobs.create(12, workers, slots=4)
+            assert job.worker_count == 64 and len(job.workers) == 4  # the spine's: leaves
+            results = allreduce(fab, ctl, job, workers, tensors)
+            assert all(np.array_equal(got, exact) for got in results), results[:2]
+            ctl.jobs.delete(job.job)
+
+            job = ctl.jobs.create(13, workers, slots=4)
+            for leaf in leaves:
+                ctl.controllers[leaf].jobs.set_loss(job.job, ingress=0.05, egress=0.05, seed=7)
+            fab.set_loss(0.05, seed=9)
+            results = allreduce(fab, ctl, job, workers, tensors)
+            bad = [r for r, got in enumerate(results) if not np.array_equal(got, exact)]
+            assert not bad, [results[r] for r in bad[:2]]
+            counts = fab.link_counts()
+            assert all(c.lost > 0 for c in counts.values()), counts
+        finally:
+            ctl.close()
