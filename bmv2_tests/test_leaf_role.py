@@ -273,3 +273,22 @@ def test_the_spine_role_takes_the_leaves_overflow_and_fingerprint_ranges(switch)
 def _announce_range(job: harness.TestJob, rank: int, fp: tuple[int, int]) -> bytes:
     header = Header.make(MsgType.ANNOUNCE, job=job.params.job, slot=0, rank=rank, epoch=1)
     return p.build_frame(job.endpoints(rank), header, fingerprint=fp)
+
+
+def test_a_restarted_leaf_sends_state_lost_up_and_the_spine_tells_every_leaf(switch):
+    """A rank's CONTINUED packet on a slot this leaf never held (it restarted): the leaf
+    sends it up flagged STATE_LOST instead of answering the rank alone. As a spine, the
+    switch marks the slot lost and multicasts STATE_LOST to all its leaves."""
+    job = leaf_job(switch, 50)
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.ones(K), flags=Flag.CONTINUED)
+    lost = up(job)
+    assert lost is not None and lost.header.flags & Flag.STATE_LOST
+    assert lost.header.rank == LEAF_RANK and lost.header.msg_type == MsgType.DATA
+    job.assert_silent()
+    spine = switch.add_job(job=51, n=3, job_index=5, slot_base=8)
+    for rank in range(3):
+        spine.send(rank, MsgType.ANNOUNCE, next_block=0)
+    spine.results()
+    spine.send(2, MsgType.DATA, version=1, block=0, values=np.ones(K), flags=Flag.STATE_LOST)
+    for res in spine.results().values():
+        assert res.header.flags & Flag.STATE_LOST

@@ -23,6 +23,9 @@
  * every later packet of the job on it is answered with FLAG_STATE_LOST, so every rank
  * fails at once instead of some ranks waiting for a round whose result died.
  *
+ * A contribution flagged STATE_LOST (a restarted leaf's, uplink.p4) marks the slot lost
+ * here too, and its answer goes to the whole job (Result).
+ *
  * The stateful steps are the shared bodies of common/bodies/contributor_bitmap.p4. */
 #ifndef P4REDUCE_CONTRIBUTOR_BITMAP_P4
 #define P4REDUCE_CONTRIBUTOR_BITMAP_P4
@@ -74,8 +77,18 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         contributions_seen();
     }
 
+    /* a leaf's contribution flagged STATE_LOST (uplink.p4: the leaf restarted and lost
+     * the slot): the slot is lost at this level too, and every leaf is told */
+    action mark_lost() {
+        slot_epoch.write(meta.pool_slot, meta.epoch_lost);
+        meta.state_lost = 1;
+    }
+
     apply {
         check_epoch();
+        if (hdr.p4r.flags[4:4] == 1 && meta.state_lost == 0) {
+            mark_lost();
+        }
         if (hdr.p4r.slot_version == 0) {
             update_version_0();
         } else {

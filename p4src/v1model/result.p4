@@ -55,7 +55,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
      * the leaf's sums, its next block the leaf's minimum, its fingerprint the leaf's range,
      * its rank the leaf's in the spine's job */
     action make_partial(flags_t extra_flags) {
-        hdr.p4r.msg_type = hdr.fingerprint.isValid() ? MSG_ANNOUNCE : MSG_DATA;
+        hdr.p4r.msg_type = hdr.fingerprint.isValid() ? MSG_ANNOUNCE
+                         : (ANY_VALUES_VALID ? MSG_DATA : MSG_SKIP);
         hdr.p4r.rank = meta.uplink_rank;
         hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
         hdr.p4r.next_exponent = ~meta.next_key[7:0];
@@ -106,8 +107,19 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         bit<1> sent_up = 0;
         if (meta.state_lost == 1) {
             state_lost.count((bit<32>)meta.job_index);
-            make_state_lost();
-            reply_to_sender();
+            if (meta.has_uplink == 1) {
+                /* a leaf: the spine marks the slot lost and tells every leaf's ranks */
+                make_partial(FLAG_STATE_LOST);
+                sent_up = 1;
+            } else if (hdr.p4r.flags[4:4] == 1) {
+                /* a leaf's STATE_LOST: every leaf hears it */
+                make_state_lost();
+                meta.multicast = 1;
+                standard_metadata.mcast_grp = meta.mcast_grp;
+            } else {
+                make_state_lost();
+                reply_to_sender();
+            }
         } else if (meta.downlink == 1) {
             /* from the spine: a RESULT the round stores, or STATE_LOST, goes to the ranks;
              * a STATUS, or a RESULT the round already holds, ends here */

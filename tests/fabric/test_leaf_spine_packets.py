@@ -138,3 +138,16 @@ def test_a_restarted_spine_answers_state_lost_to_every_rank(job_ranks):
     for r in rs:
         (res,) = r.received()
         assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
+
+
+def test_a_restarted_leaf_makes_every_rank_fail_at_once(job_ranks):
+    """l1 restarts: its rank's CONTINUED packet finds the slot lost; l1 sends STATE_LOST up,
+    the spine marks the slot lost and tells every leaf, so l2's ranks (whose leaf and
+    spine are fine) fail at once too instead of waiting for l1's partial."""
+    fab, ctl, rs = job_ranks
+    fab.switch("l1").restart()
+    assert ctl.ensure() == ["l1"]
+    rs[0].send(MsgType.DATA, np.ones(K), Flag.CONTINUED, slot_version=1, block=0, next_block=END)
+    for r in rs:
+        (res,) = r.received()
+        assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
