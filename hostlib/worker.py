@@ -18,7 +18,7 @@ import numpy as np
 
 from p4reduce.job import JobConfig, load_descriptor
 
-from .engine import AllreduceEngine, SwitchStateLost
+from .engine import AllreduceEngine, SwitchStateLost, new_engine
 from .framing import FrameBuilder
 from .loop import CallLoop, Transport
 from .timers import EngineParams, RttEstimator
@@ -188,7 +188,7 @@ class Worker:
         )
         output = Output(payload, divisor)
         t0 = time.monotonic()
-        eng = AllreduceEngine(
+        eng = new_engine(
             self.cfg,
             payload,
             t0,

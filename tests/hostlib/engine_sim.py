@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from p4reduce.job import load_descriptor
-from hostlib.engine import AllreduceEngine, EngineStats
+from hostlib.engine import AllreduceEngine, EngineStats, new_engine
 from hostlib.timers import EngineParams, RttEstimator
 from hostlib.framing import WIDTH, Batch, frame_width
 from hostlib.loop import CallLoop
@@ -204,7 +204,7 @@ def _run(
 
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
-        engines[r] = AllreduceEngine(
+        engines[r] = new_engine(
             cfgs[r],
             make_payload(x, n, cfgs[r].encoding, block_values=cfgs[r].block_values),
             now,
