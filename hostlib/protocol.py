@@ -352,7 +352,8 @@ def carries_values(msg_type, block, extension):
     a RESULT's when it answers a data round (its block is not END_OF_STREAM), a SKIP's
     when it has any (a job whose SKIPs carry a block: wire.skip_carries_values); a
     REWIND's as a RESULT's (the switch's: the completed round's sums) or as a SKIP's (a
-    rank's request: K zeros), never when it is a fingerprint. Written
+    rank's request: K zeros), never when it is a fingerprint; a silent job's closing
+    RESULT (block END_OF_STREAM) when it kept the K zeros of the SKIPs it was made from. Written
     with & and | so that one rule serves a frame (ints: a bool) and a batch's columns
     (numpy arrays: a mask, framing.parse_batch)."""
     rewind = msg_type == MsgType.REWIND
@@ -361,6 +362,7 @@ def carries_values(msg_type, block, extension):
         (extension != 0)
         & (
             (sums & (block != END_OF_STREAM))
+            | (sums & (extension > FINGERPRINT_BYTES))  # a closing RESULT made from K zeros
             | (msg_type == MsgType.SKIP)
             | (rewind & (extension != FINGERPRINT_BYTES))
         )

@@ -50,6 +50,8 @@ class SilentEngine(AllreduceEngine):
         self.mine = np.zeros(n, bool)
         self.want_rewind = np.zeros(n, bool)
         self.queries = np.zeros(n, np.int64)
+        # the last result taken: version, message type, block and next block
+        self.last_key = np.full(n, -1, np.int64)
         super().__init__(cfg, payload, now, *args, **kwargs)
 
     # -- packets ---------------------------------------------------------------------------
@@ -62,6 +64,7 @@ class SilentEngine(AllreduceEngine):
         self.mine[slots] = True
         self.want_rewind[slots] = False
         self.queries[slots] = 0
+        self.last_key[slots] = -1
         super()._announce(slots)
 
     def _header_only(
@@ -112,21 +115,26 @@ class SilentEngine(AllreduceEngine):
             )
 
     def _resending(self, due: np.ndarray) -> None:
-        """A silent rank's timer expired: its kept frame is a query (a SKIP naming the
-        round it waits for); after QUERIES_BEFORE_REWIND of them went unanswered it asks
-        for a rewind instead (the kept frame becomes a REWIND request)."""
-        silent = due[~self.mine[due]]
-        asking = silent[self.want_rewind[silent]]
-        ask = silent[~self.want_rewind[silent]]
-        give_up = ask[(self.queries[ask] >= QUERIES_BEFORE_REWIND) & (self.cover[ask] != EOS)]
-        if give_up.size:
-            self.want_rewind[give_up] = True
-            self._header_only(
-                give_up, p.MsgType.REWIND, self.block[give_up], self.cover[give_up], False
-            )
-        self.queries[ask] += 1
-        self.stats.queries += int(ask.size - give_up.size)
-        self.stats.rewind_requests += int(asking.size + give_up.size)
+        """Timers of slots `due` expired. A silent rank's kept frame is a query (a SKIP
+        naming the round it waits for). After QUERIES_BEFORE_REWIND resends without an
+        answer (no STATUS, no result) the round's result is neither pending nor cached
+        any more -- rounds that did not need this rank reused its version -- so the rank
+        asks for a rewind: a silent one instead of its query, a contributing one beside
+        its contribution (which the round may still wait for). With full coverage the
+        request names END_OF_STREAM (nothing to re-run): it only makes the switch say
+        where the slot is. The closing round needs none: its result cannot be
+        overwritten before every rank has it."""
+        silent = ~self.mine[due]
+        unanswered = (self.queries[due] >= QUERIES_BEFORE_REWIND) & ~self.want_rewind[due]
+        give_up = due[unanswered & (self.kind[due] != CLOSING_ROUND)]
+        self.want_rewind[give_up] = True
+        quiet = due[silent & self.want_rewind[due]]
+        self._header_only(quiet, p.MsgType.REWIND, self.block[quiet], self.cover[quiet], False)
+        loud = due[~silent & self.want_rewind[due] & (self.kind[due] != CLOSING_ROUND)]
+        self._request_rewind(loud, np.zeros(loud.size, bool))
+        self.stats.queries += int((silent & ~self.want_rewind[due]).sum())
+        self.stats.rewind_requests += int(quiet.size)
+        self.queries[due] += 1
 
     # -- results ---------------------------------------------------------------------------
 
@@ -155,19 +163,30 @@ class SilentEngine(AllreduceEngine):
 
     def _take(self, r: Parsed, idx: np.ndarray, now: float) -> int:
         """Results `idx` (one per slot): the round the slot waits for (`match`), or a
-        later round of a slot waiting for a data round (the chain has a gap). Anything
-        else is a duplicate or a stale copy and is ignored. Returns how many were used."""
+        later round (the chain has a gap): any multicast one that is not the round
+        waited for (the switch multicasts a slot's results in order, and none of the next
+        call's before this rank's announce), or, once the rank asked for a rewind, a
+        cached one other than the last it took (the switch answers a rank that a round in
+        progress lacks with the last completed round; its frames to a rank are not
+        reordered, so such a copy is never older than the last result taken). Anything
+        else is a duplicate or a stale cached copy (of the previous call, too), and is
+        ignored: a query it answered goes on unanswered. Returns how many were used."""
         c = r.cols
         s, ver, b = c["slot"][idx], c["slot_version"][idx], c["block"][idx]
         kind = self.kind[s]
         match = (ver == self.slot_version[s]) & (b == self.block[s])
-        later = ~match & (kind == DATA_ROUND) & (b != EOS) & (b > self.block[s])
+        rewind = c["msg_type"][idx] == p.MsgType.REWIND
+        cached = (c["flags"][idx] & p.Flag.CACHED) != 0
+        key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
+        news = ~cached | (self.want_rewind[s] & (key != self.last_key[s]))
+        later = ~match & (kind != CLOSING_ROUND) & news
         use = match | later
         if not use.any():
             return 0
         idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
+        rewind = rewind[use]
         n, ne = c["next_block"][idx], c["next_exponent"][idx]
-        rewind = c["msg_type"][idx] == p.MsgType.REWIND
+        self.last_key[s] = key[use]
         self.queries[s] = 0
         self.continued[s] = True
         announced = match & (kind == ANNOUNCE_ROUND)
@@ -175,7 +194,8 @@ class SilentEngine(AllreduceEngine):
             self._check_ranges(r, idx[announced], now)
         self._check_next(s, b, n, kind, rewind)
         self._cover(r, idx, s, b, n, kind, match, rewind)
-        closed = match & (kind == CLOSING_ROUND) & ~rewind
+        self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
+        closed = ~rewind & ((match & (kind == CLOSING_ROUND)) | self._closing_result(r, idx))
         self._completed(s, closed, now)
         go = ~closed
         s, n, ne, rewind = s[go], n[go], ne[go], rewind[go]
@@ -186,6 +206,15 @@ class SilentEngine(AllreduceEngine):
         data = ~rewind & ~closing
         self._data_round(s[data], n[data], ne[data])
         return int(idx.size)
+
+    @staticmethod
+    def _closing_result(r: Parsed, idx: np.ndarray) -> np.ndarray:
+        """Which RESULTs `idx` end their slot: a closing round's (block END_OF_STREAM
+        with no fingerprint range; an announce round's has one). A rank lost in the
+        chain may get it as a later round (the closing round took its REWIND request as
+        its closing contribution)."""
+        ext = r.extension[idx] if r.extension is not None else np.zeros(idx.size, np.int64)
+        return (r.cols["block"][idx] == EOS) & (ext != p.Extension.FINGERPRINT)
 
     def _check_ranges(self, r: Parsed, ai: np.ndarray, now: float) -> None:
         """An announce round's RESULT carries the fingerprint range. Where it differs the

@@ -38,7 +38,7 @@ def make_engine(slot_count: int = 4) -> SilentEngine:
     return eng
 
 
-def feed(e, slot, version, block, nxt, *, msg=R, values=None, fp=None, now=T0):
+def feed(e, slot, version, block, nxt, *, msg=R, values=None, fp=None, now=T0, flags=0):
     """One packet from the switch; announce-like results carry the fingerprint range."""
     h = p.Header.make(
         msg,
@@ -46,7 +46,7 @@ def feed(e, slot, version, block, nxt, *, msg=R, values=None, fp=None, now=T0):
         slot=slot,
         rank=0,
         slot_version=version,
-        flags=int(p.Flag.SILENT),
+        flags=int(p.Flag.SILENT) | flags,
         block=block,
         next_block=nxt,
     )
@@ -148,8 +148,9 @@ def test_duplicates_and_stale_copies_are_ignored():
     feed(e, 2, 0, EOS, 2, fp=(FP, FP))
     feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
     ignored = e.stats.results_ignored
-    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))  # a cached copy, answered late
-    feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    cached = int(p.Flag.CACHED)  # copies answering retransmissions sent before the results
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32), flags=cached)
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP), flags=cached)
     assert e.stats.results_ignored == ignored + 2
     assert only(e, 2) == [] and e.cover[2] == 6 and not e.want_rewind[2]
 
