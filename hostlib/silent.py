@@ -174,8 +174,13 @@ class SilentEngine(AllreduceEngine):
         c = r.cols
         s, ver, b = c["slot"][idx], c["slot_version"][idx], c["block"][idx]
         kind = self.kind[s]
-        match = (ver == self.slot_version[s]) & (b == self.block[s])
         rewind = c["msg_type"][idx] == p.MsgType.REWIND
+        after_closing = self._closing_result(r, idx)
+        closing = ~rewind & after_closing
+        # a closing round's RESULT or REWIND in the version of an announce this rank
+        # waits for is of a slot whose rounds went on without it, not the announce's
+        match = (ver == self.slot_version[s]) & (b == self.block[s])
+        match &= ~(after_closing & (kind == ANNOUNCE_ROUND))
         cached = (c["flags"][idx] & p.Flag.CACHED) != 0
         key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
         news = ~cached | (self.want_rewind[s] & (key != self.last_key[s]))
@@ -184,7 +189,7 @@ class SilentEngine(AllreduceEngine):
         if not use.any():
             return 0
         idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
-        rewind = rewind[use]
+        rewind, closing = rewind[use], closing[use]
         n, ne = c["next_block"][idx], c["next_exponent"][idx]
         self.last_key[s] = key[use]
         self.queries[s] = 0
@@ -195,24 +200,23 @@ class SilentEngine(AllreduceEngine):
         self._check_next(s, b, n, kind, rewind)
         self._cover(r, idx, s, b, n, kind, match, rewind)
         self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
-        closed = ~rewind & ((match & (kind == CLOSING_ROUND)) | self._closing_result(r, idx))
-        self._completed(s, closed, now)
-        go = ~closed
+        self._completed(s, closing, now)
+        go = ~closing
         s, n, ne, rewind = s[go], n[go], ne[go], rewind[go]
         self.slot_version[s] = c["slot_version"][idx[go]] ^ 1
         self._rewind(s[rewind], n[rewind])
-        closing = ~rewind & (n == EOS)
-        self._closing(s[closing])
-        data = ~rewind & ~closing
+        last = ~rewind & (n == EOS)
+        self._closing(s[last])
+        data = ~rewind & ~last
         self._data_round(s[data], n[data], ne[data])
         return int(idx.size)
 
     @staticmethod
     def _closing_result(r: Parsed, idx: np.ndarray) -> np.ndarray:
-        """Which RESULTs `idx` end their slot: a closing round's (block END_OF_STREAM
-        with no fingerprint range; an announce round's has one). A rank lost in the
-        chain may get it as a later round (the closing round took its REWIND request as
-        its closing contribution)."""
+        """Which of results `idx` complete a closing round (block END_OF_STREAM with no
+        fingerprint range; an announce round's has one): a RESULT ends the slot. A rank
+        lost in the chain may get it as a later round (the closing round took its
+        REWIND request as its closing contribution)."""
         ext = r.extension[idx] if r.extension is not None else np.zeros(idx.size, np.int64)
         return (r.cols["block"][idx] == EOS) & (ext != p.Extension.FINGERPRINT)
 
