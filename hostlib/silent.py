@@ -184,7 +184,10 @@ class SilentEngine(AllreduceEngine):
         cached = (c["flags"][idx] & p.Flag.CACHED) != 0
         key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
         news = ~cached | (self.want_rewind[s] & (key != self.last_key[s]))
-        later = ~match & (kind != CLOSING_ROUND) & news
+        # in a call's announce round a closing RESULT is the last call's: this call's
+        # closing round would have needed this rank's closing packet, and a REWIND
+        # request taken as one (coverage is never full here) completes it as a REWIND
+        later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
         use = match | later
         if not use.any():
             return 0

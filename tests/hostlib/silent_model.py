@@ -193,13 +193,13 @@ class SilentSwitchModel:
 
 @dataclass
 class ModelRun:
-    sums: list[np.ndarray]
-    stats: list  # EngineStats per rank
+    sums: list[list[np.ndarray]]  # per rank, per call
+    stats: list[list]  # EngineStats per rank, per call
     switch: SilentSwitchModel
 
 
 def run_model(
-    tensors: list[np.ndarray],
+    tensors: list[np.ndarray] | list[list[np.ndarray]],
     *,
     slots: int = 4,
     loss: float = 0.0,
@@ -208,28 +208,51 @@ def run_model(
     tick: float = 0.001,
     limit: float = 60.0,
 ) -> ModelRun:
-    """One silent allreduce of `tensors` (one per rank, int32) through the model, each
-    frame lost with probability `loss` on its way up and down; rounds the clock by
-    `tick` per step. Returns every rank's sum and engine stats."""
-    n = len(tensors)
+    """Silent allreduces of `tensors` (per rank one int32 tensor, or a list of them: one
+    per call) through the model, each frame lost with probability `loss` on its way up
+    and down; the clock moves by `tick` per step. A rank starts its next call as soon as
+    its last one is done, carrying slot versions and CONTINUED like a Worker (frames of
+    its last call may still arrive). Returns every rank's sums and engine stats."""
+    calls = [x if isinstance(x, list) else [x] for x in tensors]
+    n = len(calls)
     rng = np.random.default_rng(seed)
     cfgs = [
         load_descriptor(descriptor(r, n, slot_count=slots, round_mode="silent", block_values=k))
         for r in range(n)
     ]
     params = EngineParams(timeout=0.004, initial_timeout=0.02, max_timeout=0.05, deadline=limit)
-    engines = [
-        new_engine(c, make_payload(x, n, block_values=k), 0.0, params)
-        for c, x in zip(cfgs, tensors)
-    ]
+    sums: list[list[np.ndarray]] = [[] for _ in range(n)]
+    stats: list[list] = [[] for _ in range(n)]
+
+    def start(r: int, now: float, prev=None):
+        versions = (
+            np.zeros(slots, np.uint8)
+            if prev is None
+            else prev.final_slot_versions(prev_versions[r])
+        )
+        prev_versions[r] = versions
+        x = calls[r][len(sums[r])]
+        return new_engine(
+            cfgs[r],
+            make_payload(x, n, block_values=k),
+            now,
+            params,
+            versions,
+            continued=None if prev is None else prev.continued,
+        )
+
+    prev_versions = [np.zeros(slots, np.uint8) for _ in range(n)]
+    engines = [start(r, 0.0) for r in range(n)]
     sw = SilentSwitchModel(n, slots, k, [c.from_switch() for c in cfgs], cfgs[0].job)
     inbox: list[list[bytes]] = [[] for _ in range(n)]
     now = 0.0
-    while not all(e.done for e in engines):
+    while any(e is not None for e in engines):
         now += tick
         if now > limit:
             raise TimeoutError("the model run did not finish")
         for r, e in enumerate(engines):
+            if e is None:
+                continue
             if inbox[r]:
                 e.on_frames(*frame_rows(inbox[r], e.builder.width), now)
                 inbox[r] = []
@@ -244,4 +267,8 @@ def run_model(
                             inbox[dest].append(
                                 frame if to is not None else sw.copy_for(frame, dest)
                             )
-    return ModelRun([e.output.finish() for e in engines], [e.stats for e in engines], sw)
+            if e.done:
+                sums[r].append(e.output.finish())
+                stats[r].append(e.stats)
+                engines[r] = start(r, now, e) if len(sums[r]) < len(calls[r]) else None
+    return ModelRun(sums, stats, sw)

@@ -18,11 +18,16 @@ K = 4
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases, loss=st.sampled_from([0.0, 0.0, 0.1, 0.25]), seed=st.integers(0, 99))
 def test_silent_rounds_give_numpy_sums_within_the_packet_budget(case, loss, seed):
+    """Two calls per rank (the second's tensors another pattern draw): slot versions
+    and stray frames of the first call carry over, as in a Worker."""
     pattern, n, nblocks, slots, tseed = case
-    xs = tensors(pattern, n, nblocks, K, tseed)
-    res = run_model(xs, slots=slots, loss=loss, seed=seed, k=K)
-    want = np.sum([x.astype(np.int64) for x in xs], axis=0)
-    for got in res.sums:
-        np.testing.assert_array_equal(got, want)
-    for x, stats in zip(xs, res.stats):
-        check_budget(stats, nonzero_blocks(x, K), min(slots, nblocks), loss == 0.0)
+    first, second = (
+        tensors(pattern, n, nblocks, K, tseed),
+        tensors(pattern, n, nblocks, K, tseed + 1),
+    )
+    res = run_model([[a, b] for a, b in zip(first, second)], slots=slots, loss=loss, seed=seed, k=K)
+    for call, xs in enumerate((first, second)):
+        want = np.sum([x.astype(np.int64) for x in xs], axis=0)
+        for r, x in enumerate(xs):
+            np.testing.assert_array_equal(res.sums[r][call], want)
+            check_budget(res.stats[r][call], nonzero_blocks(x, K), min(slots, nblocks), loss == 0)
