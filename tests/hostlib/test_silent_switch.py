@@ -8,16 +8,19 @@ slots without loss). Also float32, a K whose SKIPs carry zeros, and a dead rank.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_sim import simulate
+from hostlib import Worker
 from hostlib.liveness import RankSilent
 from hostlib.numerics import error_bound, negotiated_exponent
 from hostlib.timers import EngineParams
-from p4net.harness import SwitchSession
+from p4net.harness import SwitchSession, worker_address
 from silent_patterns import cases, check_budget, nonzero_blocks, tensors
 
 K = 64
@@ -127,3 +130,66 @@ def test_a_dead_rank_is_named(switch):
     for r in (0, 1):
         _, err = res.errors[r]
         assert isinstance(err, RankSilent) and err.ranks == [2]
+
+
+def _workers(switch, job, fn, **kw):
+    """Every rank's Worker on its own thread, on the wall clock (as an application runs
+    them); returns each rank's result, re-raising the first error."""
+    descriptors = switch.descriptors(job)
+    out: list[object] = [None] * len(descriptors)
+    errors: list[BaseException] = []
+
+    def body(r: int) -> None:
+        try:
+            port = job.workers[r].port
+            with Worker(descriptors[r], transport=switch.transport(port), **kw) as w:
+                out[r] = fn(w, r)
+        except BaseException as e:  # re-raised in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(descriptors))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    if errors:
+        raise errors[0]
+    return out
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.05])
+def test_workers_on_the_wall_clock(switch, loss):
+    """Three Worker threads, three calls each of int32 tensors of every pattern, the
+    drop simulator's loss both ways: numpy's sums, and without loss each call's packets
+    are the rank's non-zero blocks + 2 x slots."""
+    n, slots = 3, 4
+    job = switch.jobs.create(
+        68, [worker_address(r) for r in range(n)], slots, None, None, K, round_mode="silent"
+    )
+    try:
+        if loss:
+            switch.set_loss(job.job, ingress=loss, egress=loss, seed=9)
+        calls = [
+            tensors(pat, n, 30, K, 20 + i)
+            for i, pat in enumerate(("independent", "one_rank", "last_block"))
+        ]
+
+        def run(w, r):
+            got = []
+            for xs in calls:
+                got.append((w.allreduce(xs[r]), dict(w.stats.last_sent_by_type)))
+            return got
+
+        # without loss a timer long enough that thread start-up skew resends nothing
+        out = _workers(switch, job, run, timeout=0.005 if loss else 5.0, deadline=30.0)
+        for c, xs in enumerate(calls):
+            want = np.sum([x.astype(np.int64) for x in xs], axis=0)
+            for r in range(n):
+                total, sent = out[r][c]
+                np.testing.assert_array_equal(total, want)
+                if not loss:
+                    nz = nonzero_blocks(xs[r], K)
+                    expect = {"ANNOUNCE": slots, "DATA": nz, "SKIP": slots}
+                    assert sent == {k: v for k, v in expect.items() if v}
+    finally:
+        switch.jobs.delete(job.job)
