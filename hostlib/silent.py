@@ -68,24 +68,31 @@ class SilentEngine(AllreduceEngine):
         super()._announce(slots)
 
     def _header_only(
-        self, s: np.ndarray, msg: int, block: np.ndarray, next_block: np.ndarray, send: bool
+        self,
+        s: np.ndarray,
+        msg: int,
+        block: np.ndarray,
+        next_block: np.ndarray,
+        send: bool = True,
+        keep: bool = True,
     ) -> None:
         """SKIP-layout packets (a closing SKIP, a query, a REWIND request): header only, or
         a block of zeros in a job whose SKIPs carry one (wire.skip_carries_values). Sent
-        and kept for retransmission (`send`), or only kept (a query goes on a timer)."""
+        now (`send`) and/or kept as the slot's frame for its timer (`keep`): a query is
+        only kept, a REWIND request beside a DATA only sent."""
         if not s.size:
             return
         padded = self._padded_skips
         values = np.zeros((s.size, self.block_values), np.int32) if padded else None
         ext = np.full(s.size, int(p.Extension.VALUES if padded else p.Extension.NONE))
-        msgs = np.full(s.size, msg)
-        version = self.slot_version[s]
+        batch = self._build(
+            s, np.full(s.size, msg), self.slot_version[s], block, next_block, values, ext
+        )
+        if keep:
+            self.last_frames[s] = batch.frames
+            self.last_lengths[s] = batch.lengths
         if send:
-            self._emit(s, msgs, version, block, next_block, values, ext)
-            return
-        batch = self._build(s, msgs, version, block, next_block, values, ext)
-        self.last_frames[s] = batch.frames
-        self.last_lengths[s] = batch.lengths
+            self._pending.append(batch)
 
     def _request_rewind(self, s: np.ndarray, keep: np.ndarray) -> None:
         """REWIND requests for slots `s`: the round in progress, and P = the coverage. Kept
@@ -94,25 +101,9 @@ class SilentEngine(AllreduceEngine):
         if not s.size:
             return
         self.stats.rewind_requests += int(s.size)
-        kept = s[keep]
-        self._header_only(kept, p.MsgType.REWIND, self.block[kept], self.cover[kept], True)
-        extra = s[~keep]
-        if extra.size:
-            msgs = np.full(extra.size, p.MsgType.REWIND)
-            padded = self._padded_skips
-            values = np.zeros((extra.size, self.block_values), np.int32) if padded else None
-            ext = np.full(extra.size, int(p.Extension.VALUES if padded else p.Extension.NONE))
-            self._pending.append(
-                self._build(
-                    extra,
-                    msgs,
-                    self.slot_version[extra],
-                    self.block[extra],
-                    self.cover[extra],
-                    values,
-                    ext,
-                )
-            )
+        kept, extra = s[keep], s[~keep]
+        self._header_only(kept, p.MsgType.REWIND, self.block[kept], self.cover[kept])
+        self._header_only(extra, p.MsgType.REWIND, self.block[extra], self.cover[extra], keep=False)
 
     def _resending(self, due: np.ndarray) -> None:
         """Timers of slots `due` expired. A silent rank's kept frame is a query (a SKIP
@@ -129,7 +120,7 @@ class SilentEngine(AllreduceEngine):
         give_up = due[unanswered & (self.kind[due] != CLOSING_ROUND)]
         self.want_rewind[give_up] = True
         quiet = due[silent & self.want_rewind[due]]
-        self._header_only(quiet, p.MsgType.REWIND, self.block[quiet], self.cover[quiet], False)
+        self._header_only(quiet, p.MsgType.REWIND, self.block[quiet], self.cover[quiet], send=False)
         loud = due[~silent & self.want_rewind[due] & (self.kind[due] != CLOSING_ROUND)]
         self._request_rewind(loud, np.zeros(loud.size, bool))
         self.stats.queries += int((silent & ~self.want_rewind[due]).sum())
@@ -203,6 +194,9 @@ class SilentEngine(AllreduceEngine):
         self._check_next(s, b, n, kind, rewind)
         self._cover(r, idx, s, b, n, kind, match, rewind)
         self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
+        # a slot ends in its closing round's version (the next call announces in the
+        # other), also when the closing RESULT came as a later round
+        self.slot_version[s[closing]] = c["slot_version"][idx[closing]]
         self._completed(s, closing, now)
         go = ~closing
         s, n, ne, rewind = s[go], n[go], ne[go], rewind[go]
@@ -336,7 +330,7 @@ class SilentEngine(AllreduceEngine):
         self.mine[s] = True
         full = self.cover[s] == EOS
         done = s[full]
-        self._header_only(done, p.MsgType.SKIP, self.block[done], self.block[done], True)
+        self._header_only(done, p.MsgType.SKIP, self.block[done], self.block[done])
         self._request_rewind(s[~full], np.ones(int((~full).sum()), bool))
 
     def _data_round(self, s: np.ndarray, nb: np.ndarray, ne: np.ndarray) -> None:
@@ -364,6 +358,6 @@ class SilentEngine(AllreduceEngine):
                 np.full(ds.size, p.Extension.VALUES),
             )
         quiet = s[~is_data]
-        self._header_only(quiet, p.MsgType.SKIP, self.block[quiet], self.my_next[quiet], False)
+        self._header_only(quiet, p.MsgType.SKIP, self.block[quiet], self.my_next[quiet], send=False)
         asking = self.want_rewind[s]
         self._request_rewind(s[asking], ~is_data[asking])

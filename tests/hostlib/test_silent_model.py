@@ -15,7 +15,7 @@ from silent_patterns import cases, check_budget, nonzero_blocks, tensors
 K = 4
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases, loss=st.sampled_from([0.0, 0.0, 0.1, 0.25]), seed=st.integers(0, 99))
 def test_silent_rounds_give_numpy_sums_within_the_packet_budget(case, loss, seed):
     """Two calls per rank (the second's tensors another pattern draw): slot versions
