@@ -46,7 +46,12 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         continued = ((hdr.p4r.flags & FLAG_CONTINUED) != 0) ? 1w1 : 1w0;
         meta.epoch_on_mismatch = (continued == 1) ? meta.epoch_lost : hdr.p4r.epoch;
         meta.rank_bit = 32w1 << hdr.p4r.rank;
-        meta.others_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0] & ~meta.rank_bit;
+        meta.full_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
+        /* a round completes when every rank it expects has joined: the job's full mask, or
+         * in a silent job the set ExpectedRanks read */
+        meta.expected = (meta.round_mode == ROUND_MODE_SILENT) ? meta.expected
+                                                                : meta.full_mask;
+        meta.others_mask = meta.expected & ~meta.rank_bit;
         REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
         meta.same_epoch = (epoch_verdict == EPOCH_SAME) ? 1w1 : 1w0;
         meta.state_lost = (epoch_verdict == EPOCH_MARKED_LOST
@@ -61,19 +66,63 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         joined = (meta.duplicate == 0) ? joined : 1w0;
         meta.first = (joined == 1 && mine == 0) ? 1w1 : 1w0;
         meta.complete = (joined == 1 && mine == meta.others_mask) ? 1w1 : 1w0;
-        meta.contributors = mine | meta.rank_bit;
+        /* silent: the ranks the round does not wait for count as heard from */
+        meta.contributors = mine | meta.rank_bit | (meta.full_mask & ~meta.expected);
+    }
+
+    /* A query (silent: a SKIP outside the closing round) joins no round; it is answered
+     * like a retransmission: the cached result of its version's round when that one is
+     * complete (which may be a later round than the sender waits for: the RESULT's block
+     * says which), a STATUS while it is in progress and does not wait for the sender, and
+     * otherwise -- a round the sender does not know about, or one waiting for the sender,
+     * which therefore missed the result that named it -- the cached result of the other
+     * version's round, the last one completed. Nothing is complete: stale. */
+    action answer_query() {
+        bit<1> waits_for_sender = ((meta.expected & ~mine & meta.rank_bit) != 0) ? 1w1 : 1w0;
+        meta.first = 0;
+        meta.complete = 0;
+        if (mine == ROUND_COMPLETE) {
+            meta.duplicate = 1;
+            meta.round_done = 1;
+            meta.stale = 0;
+            hdr.p4r.block = (bit<32>)meta.winner_key[31:8];
+        } else if (meta.block_matches == 1 && waits_for_sender == 0) {
+            meta.duplicate = 1;
+            meta.round_done = 0;
+            meta.stale = 0;
+        } else if (meta.other_done == 1) {
+            meta.duplicate = 1;
+            meta.round_done = 1;
+            meta.stale = 0;
+            hdr.p4r.slot_version = ~hdr.p4r.slot_version;
+            meta.slot_index = meta.slot_index ^ 1;
+            hdr.p4r.block = (bit<32>)meta.own_key[31:8];
+        } else {
+            meta.duplicate = 0;
+            meta.round_done = 0;
+            meta.stale = 1;
+        }
+    }
+    /* A REWIND request's position is taken unless the sender's bit is set (a copy of its
+     * closing contribution); one that did not join the closing round is consumed. */
+    action take_rewind() {
+        meta.rewind_taken = ~meta.duplicate;
+        meta.rewind_only = meta.stale;
+        meta.stale = 0;
     }
 
     action update_version_0() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
                   BITMAP_BODY(lo, hi, meta.same_epoch == 1, meta.in_round == 1,
-                              meta.rank_bit), )
+                              meta.rank_bit),
+                  meta.other_done = (stored.hi == ROUND_COMPLETE) ? 1w1 : 1w0;)
         contributions_seen();
     }
     action update_version_1() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
                   BITMAP_BODY(hi, lo, meta.same_epoch == 1, meta.in_round == 1,
-                              meta.rank_bit), )
+                              meta.rank_bit),
+                  meta.other_done = (stored.lo == ROUND_COMPLETE) ? 1w1 : 1w0;)
         contributions_seen();
     }
 
@@ -93,6 +142,13 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             update_version_0();
         } else {
             update_version_1();
+        }
+        if (meta.round_mode == ROUND_MODE_SILENT) {
+            if (meta.query == 1) {
+                answer_query();
+            } else if (hdr.p4r.msg_type == MSG_REWIND) {
+                take_rewind();
+            }
         }
     }
 }

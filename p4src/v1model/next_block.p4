@@ -12,7 +12,11 @@
  * The job's first round on a slot has no earlier round to match: an ANNOUNCE that is not
  * CONTINUED belongs to it (its sender has had no result on the slot), so it is taken in
  * version 0 and stale in version 1. next_key is therefore declared outside both controls, and it is
- * the one register v1model accesses twice per packet (two cells, the first read-only). */
+ * the one register v1model accesses twice per packet (two cells, the first read-only).
+ *
+ * A job of silent rounds keeps its rounds' keys in RankNext (rank_next.p4) instead of
+ * NextBlock: next_key holds a version's winner from the completion of its round on, which
+ * is what RoundWinner reads in both modes. */
 #ifndef P4REDUCE_NEXT_BLOCK_P4
 #define P4REDUCE_NEXT_BLOCK_P4
 #include "../common/headers.p4"
@@ -27,6 +31,7 @@ control RoundWinner(inout headers_t hdr, inout metadata_t meta) {
         REGISTER_STEP(next_key, meta.slot_index ^ 1, bit<32>, meta.winner_key, READ_BODY)
         bit<1> continued = hdr.p4r.flags[3:3];
         bit<1> first_round = (continued == 0 && hdr.p4r.msg_type == MSG_ANNOUNCE) ? 1w1 : 1w0;
+        meta.first_round = first_round;
         meta.in_round = ((first_round == 0 || hdr.p4r.slot_version == 0)
                          && (hdr.p4r.block == (bit<32>)meta.winner_key[31:8]
                              || first_round == 1))

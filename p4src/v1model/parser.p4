@@ -43,6 +43,7 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         transition select(hdr.p4r.msg_type) {
             MSG_DATA: parse_values;
             MSG_SKIP: parse_values;   /* header only, or padded to its job's size */
+            MSG_REWIND: parse_values; /* a SKIP's layout */
             MSG_ANNOUNCE: parse_fingerprint;
             MSG_RESULT: parse_result;   /* a spine's, at a leaf (uplink.p4) */
             MSG_STATUS: parse_status;

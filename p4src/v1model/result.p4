@@ -4,10 +4,18 @@
  * incomplete round gets a STATUS back (the ranks that have contributed), so a waiting rank
  * knows its packet arrived and whom the round waits for. A packet on a slot that lost the
  * job's state gets FLAG_STATE_LOST back; a contribution no round can take (stale) is
- * dropped and counted. Every other contribution is consumed here. */
+ * dropped and counted. Every other contribution is consumed here.
+ *
+ * Silent rounds: a round whose completion applied a pending rewind leaves as MSG_REWIND
+ * (its cached copies too: meta.rewound), a query is answered as a retransmission is
+ * (ContributorBitmap chose which round), a REWIND request that is no closing contribution
+ * is consumed (Rewind counts it), and everything the switch sends carries FLAG_SILENT. */
 #ifndef P4REDUCE_RESULT_P4
 #define P4REDUCE_RESULT_P4
 #include "../common/headers.p4"
+
+/* what every packet the switch sends for a job of silent rounds carries */
+#define SILENT_FLAG ((meta.round_mode == ROUND_MODE_SILENT) ? FLAG_SILENT : 7w0)
 
 control Result(inout headers_t hdr, inout metadata_t meta,
                inout standard_metadata_t standard_metadata) {
@@ -21,18 +29,19 @@ control Result(inout headers_t hdr, inout metadata_t meta,
 
     action make_result(bit<7> extra_flags) {
         meta.to_worker = 1;
-        hdr.p4r.msg_type = MSG_RESULT;
+        hdr.p4r.msg_type = (meta.rewound == 1) ? MSG_REWIND : MSG_RESULT;
         hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
         hdr.p4r.next_exponent = ~meta.next_key[7:0];
         hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
-                        | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0);
+                        | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0)
+                        | SILENT_FLAG;
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
     }
     action make_status() {
         meta.to_worker = 1;
         hdr.p4r.msg_type = MSG_STATUS;
-        hdr.p4r.flags = 0;
+        hdr.p4r.flags = SILENT_FLAG;
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         INVALIDATE_VALUES
@@ -43,8 +52,9 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     action make_state_lost() {
         meta.to_worker = 1;
         hdr.p4r.msg_type = MSG_RESULT;
-        /* the job's encoding and mode stay: a leaf admits the spine's STATE_LOST by them */
-        hdr.p4r.flags = FLAG_STATE_LOST | (hdr.p4r.flags & (FLAG_PACKED | FLAG_SILENT));
+        /* the job's encoding stays too: a leaf admits the spine's STATE_LOST by it */
+        hdr.p4r.flags = FLAG_STATE_LOST | SILENT_FLAG
+                        | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0);
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         INVALIDATE_VALUES
@@ -156,6 +166,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             duplicates.count((bit<32>)meta.job_index);
             make_status();
             reply_to_sender();
+        } else if (meta.rewind_only == 1) {
+            mark_to_drop(standard_metadata);   /* counted by Rewind */
         } else if (meta.stale == 1) {
             stale.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);

@@ -11,7 +11,10 @@
  * 0 <= q + bias <= 2 * bias and bias = floor(M/N), so no lane's N-way sum reaches 2^32 and
  * the block is added as one word, with no overflow check (none can happen). A SKIP adds
  * the bias in every lane (bias * ONES_K: the rank's q is 0 there), so every round's sum is
- * sum(q) + N * bias and the workers remove N * bias without knowing who sent DATA.
+ * sum(q) + N * bias and the workers remove N * bias without knowing who sent DATA. In a
+ * silent data round the ranks without the block send nothing; the round's first DATA adds
+ * their bias instead (count_silent_ranks), so the sum is the same. A REWIND that is a
+ * closing contribution (silent rounds) adds like a SKIP.
  *
  * Lanes jobs (int32, exact): the same word added lane by lane without carries between
  * lanes (SWAR): with H = 0x80000000 and L = 0x7FFFFFFF in every lane,
@@ -80,6 +83,11 @@
         hdr.values_##K.setValid();                                             \
         hdr.values_##K.word = ((bit<2048>)meta.bias) * LANE_ONES;              \
         add_packed_##K();                                                      \
+    }                                                                          \
+    action add_packed_fill_##K() {                                             \
+        hdr.values_##K.word = hdr.values_##K.word                              \
+                              + ((bit<2048>)meta.missing_bias) * LANE_ONES;    \
+        add_packed_##K();                                                      \
     }
 
 control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
@@ -95,6 +103,14 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     action read_overflow() {
         REGISTER_STEP(round_overflow, meta.slot_index, bit<1>, meta.round_overflow, READ_BODY)
     }
+    /* a silent data round's first DATA of a packed job adds the bias of every rank the
+     * round does not expect, so the result is sum(q) + N * bias as in every round */
+#define EXPECTED_COUNT(i) + (bit<8>)meta.expected[i:i]
+    action count_silent_ranks() {
+        bit<8> count = 8w0 FOR_EACH_RANK(EXPECTED_COUNT);
+        meta.missing_bias = (bit<32>)(meta.worker_count - count) * meta.bias;
+    }
+#undef EXPECTED_COUNT
 
     /* a spine's RESULT at a leaf (uplink.p4): its overflow bit is the round's */
     action store_overflow() {
@@ -124,10 +140,17 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
             }
         } else if (meta.encoding == ENCODING_PACKED) {
             if (hdr.p4r.msg_type == MSG_DATA) {
-#define SIZE_ACTION add_packed
-                CALL_FOR_JOB_SIZE
+                if (meta.first == 1 && meta.expected != meta.full_mask) {
+                    count_silent_ranks();
+#define SIZE_ACTION add_packed_fill
+                    CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
-            } else if (hdr.p4r.msg_type == MSG_SKIP) {
+                } else {
+#define SIZE_ACTION add_packed
+                    CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+                }
+            } else if (hdr.p4r.msg_type == MSG_SKIP || hdr.p4r.msg_type == MSG_REWIND) {
 #define SIZE_ACTION add_packed_skip
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
@@ -137,7 +160,7 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
 #define SIZE_ACTION add_lanes
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
-            } else if (hdr.p4r.msg_type == MSG_SKIP) {
+            } else if (hdr.p4r.msg_type == MSG_SKIP || hdr.p4r.msg_type == MSG_REWIND) {
                 if (meta.first == 1) {
 #define SIZE_ACTION store_first_skip
                     CALL_FOR_JOB_SIZE

@@ -22,12 +22,12 @@ from typing import Callable
 import numpy as np
 
 from p4reduce.job import load_descriptor
-from hostlib.engine import AllreduceEngine, EngineStats
+from hostlib.engine import AllreduceEngine, EngineStats, new_engine
 from hostlib.timers import EngineParams, RttEstimator
 from hostlib.framing import WIDTH, Batch, frame_width
 from hostlib.loop import CallLoop
 from hostlib.numerics import make_payload
-from p4net.harness import SwitchSession
+from p4net.harness import SwitchSession, worker_address
 
 from p4net.harness import frame_rows
 
@@ -106,6 +106,7 @@ def simulate(
     pauses: dict[int, tuple[float, float]] | None = None,
     drop: Callable[[int, str, bytes], bool] | None = None,
     block_values: int | None = None,
+    round_mode: str | None = None,
 ) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
@@ -120,10 +121,10 @@ def simulate(
     TimeoutError stops; `errors` records when and what (the others go on). drop(rank,
     "up" or "down", frame): a scripted loss -- True loses that frame on its way to or from
     the switch. Every frame a rank sends is in `SimResult.sent`, with its virtual time.
-    block_values: the job's values per block (None: the target's default)."""
+    block_values: the job's values per block (None: the target's default). round_mode:
+    the job's ("every_rank" or "silent"; None: the target's default)."""
     n = len(tensors)
-    sized = {} if block_values is None else {"block_values": block_values}
-    job = switch.create_job(n, slots, job_id, **sized)
+    job = _create_job(switch, n, slots, job_id, block_values, round_mode)
     try:
         if loss:
             switch.set_loss(job.job, ingress=loss, egress=loss, seed=seed)
@@ -144,6 +145,18 @@ def simulate(
         )
     finally:
         switch.jobs.delete(job.job)
+
+
+def _create_job(switch: SwitchSession, n, slots, job_id, block_values, round_mode):
+    """The job, created as the controller creates one (SwitchSession.create_job's
+    addresses and encoding; `round_mode` None: the target's default)."""
+    if round_mode is None:
+        sized = {} if block_values is None else {"block_values": block_values}
+        return switch.create_job(n, slots, job_id, **sized)
+    workers = [worker_address(r) for r in range(n)]
+    return switch.jobs.create(
+        job_id, workers, slots, "packed", None, block_values, round_mode=round_mode
+    )
 
 
 def _run(
@@ -204,7 +217,7 @@ def _run(
 
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
-        engines[r] = AllreduceEngine(
+        engines[r] = new_engine(
             cfgs[r],
             make_payload(x, n, cfgs[r].encoding, block_values=cfgs[r].block_values),
             now,

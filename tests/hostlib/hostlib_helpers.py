@@ -20,6 +20,7 @@ def descriptor(
     epoch: int = 1,
     encoding: str = "lanes",
     block_values: int = p.BLOCK_VALUES,
+    round_mode: str = "every_rank",
 ) -> dict[str, Any]:
     """A descriptor as the controller writes one (JobConfig.to_dict, the one writer)."""
     return JobConfig(
@@ -33,6 +34,7 @@ def descriptor(
         worker=Address(f"02:00:00:00:00:{rank + 1:02x}", f"10.250.0.{rank + 1}"),
         encoding=p.Encoding[encoding.upper()],
         block_values=block_values,
+        round_mode=p.RoundMode[round_mode.upper()],
     ).to_dict()
 
 
