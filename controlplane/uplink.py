@@ -8,8 +8,7 @@ the spine's job, is admitted with the job's parameters (so it reaches the job's 
 and stored as the round's result. A job without them is a one-switch job.
 
 The uplink table is the v1model program's only: the TNA program has no leaf role yet, so
-this module declares no SECTION and the P4Info parity of controlplane/surface.py does not
-compare it.
+this module is V1MODEL_ONLY and the P4Info parity of controlplane/surface.py leaves it out.
 """
 
 from __future__ import annotations
@@ -20,6 +19,12 @@ from p4reduce.job import Job, Uplink
 
 from . import admission
 from .connection import SwitchConnection, table_entity
+
+SECTION = "Across two levels"  # docs/protocol.md, in section 13
+TABLES = ("uplink",)
+JOB_COUNTERS: tuple[str, ...] = ()
+SWITCH_COUNTERS: tuple[str, ...] = ()
+V1MODEL_ONLY = True  # the TNA program has no leaf role (surface.py)
 
 
 def spine_as_sender(uplink: Uplink) -> WorkerAddress:
