@@ -52,6 +52,7 @@ class SilentEngine(AllreduceEngine):
         self.queries = np.zeros(n, np.int64)
         # the last result taken: version, message type, block and next block
         self.last_key = np.full(n, -1, np.int64)
+        self.last_data = np.full(n, EOS, np.int64)  # block of this rank's latest DATA
         super().__init__(cfg, payload, now, *args, **kwargs)
 
     # -- packets ---------------------------------------------------------------------------
@@ -65,6 +66,7 @@ class SilentEngine(AllreduceEngine):
         self.want_rewind[slots] = False
         self.queries[slots] = 0
         self.last_key[slots] = -1
+        self.last_data[slots] = EOS
         super()._announce(slots)
 
     def _header_only(
@@ -339,6 +341,7 @@ class SilentEngine(AllreduceEngine):
         before = pos - self.cfg.slot_count
         nxt = np.where(before >= 0, self._after[np.maximum(before, 0)], self._first[s])
         self.my_next[s] = EOS if self.mismatch is not None else nxt
+        self.last_data[s] = EOS
         self.mine[s] = True
         k = s.size
         self._emit(
@@ -377,6 +380,10 @@ class SilentEngine(AllreduceEngine):
         self.kind[s] = DATA_ROUND
         self.block[s] = nb
         self.exponent[s] = ne
+        # a round named again (the same RESULT taken twice: a copy whose block the
+        # switch left as a request named it) still wants the DATA this rank sent for it
+        again = nb == self.last_data[s]
+        self.my_next[s[again]] = nb[again]
         is_data = nb == self.my_next[s]
         self.mine[s] = is_data
         # a REWIND request before the DATA: the switch takes a request only from a rank
@@ -387,6 +394,7 @@ class SilentEngine(AllreduceEngine):
         if ds.size:
             after = self._after[dn].astype(np.int64)
             self.my_next[ds] = after
+            self.last_data[ds] = dn
             self._emit(
                 ds,
                 np.full(ds.size, p.MsgType.DATA),
