@@ -38,20 +38,21 @@ class SilentEngine(AllreduceEngine):
     (slot_version, block, exponent of the round in progress) and cursor (`my_next`, the
     next non-zero block of this rank not yet sent): the round's `kind`, whether this rank
     contributes to it (`mine`: its frame is kept for retransmission, else the kept frame
-    is a query), the coverage `cover`, how far sums are stored (`stored_to`, so a rewind's
-    re-run stores no block twice), a rewind asked for (`want_rewind`) and the queries
+    is a query), the coverage `cover`, the blocks whose sums are stored (`stored`, so a
+    rewind's re-run stores no block twice), a rewind asked for (`want_rewind`) and the queries
     sent since the switch last answered (`queries`)."""
 
     def __init__(self, cfg, payload, now, *args, **kwargs):
         n = cfg.slot_count
         self.kind = np.zeros(n, np.int8)
         self.cover = np.full(n, EOS, np.int64)
-        self.stored_to = np.zeros(n, np.int64)
+        self.stored = np.zeros(payload.nblocks, bool)  # blocks whose sum is stored
         self.mine = np.zeros(n, bool)
         self.want_rewind = np.zeros(n, bool)
         self.queries = np.zeros(n, np.int64)
         # the last result taken: version, message type, block and next block
         self.last_key = np.full(n, -1, np.int64)
+        self.last_data = np.full(n, EOS, np.int64)  # block of this rank's latest DATA
         super().__init__(cfg, payload, now, *args, **kwargs)
 
     # -- packets ---------------------------------------------------------------------------
@@ -60,11 +61,12 @@ class SilentEngine(AllreduceEngine):
         """A slot's first round in the call: coverage starts at its first block (the
         slot's number)."""
         self.kind[slots] = ANNOUNCE_ROUND
-        self.cover[slots] = self.stored_to[slots] = slots
+        self.cover[slots] = slots
         self.mine[slots] = True
         self.want_rewind[slots] = False
         self.queries[slots] = 0
         self.last_key[slots] = -1
+        self.last_data[slots] = EOS
         super()._announce(slots)
 
     def _header_only(
@@ -94,37 +96,54 @@ class SilentEngine(AllreduceEngine):
         if send:
             self._pending.append(batch)
 
+    def _named_block(self, s: np.ndarray) -> np.ndarray:
+        """The block a query or REWIND request of slots `s` names: the round's, except
+        END_OF_STREAM outside the closing round (an announce round's) -- a SKIP or REWIND
+        naming END_OF_STREAM is a closing packet to the switch -- which names the slot's
+        first block instead (no round's block, or the one the switch is at: either way
+        it answers where the slot is)."""
+        blk = self.block[s]
+        return np.where((blk == EOS) & (self.kind[s] != CLOSING_ROUND), s, blk)
+
     def _request_rewind(self, s: np.ndarray, keep: np.ndarray) -> None:
         """REWIND requests for slots `s`: the round in progress, and P = the coverage. Kept
-        as the slot's frame where `keep` (this rank sends nothing else in the round), else
-        an extra packet beside its DATA."""
+        as the slot's frame where `keep` (the closing round: it is the rank's closing
+        packet), else an extra packet."""
         if not s.size:
             return
         self.stats.rewind_requests += int(s.size)
-        kept, extra = s[keep], s[~keep]
-        self._header_only(kept, p.MsgType.REWIND, self.block[kept], self.cover[kept])
-        self._header_only(extra, p.MsgType.REWIND, self.block[extra], self.cover[extra], keep=False)
+        named = self._named_block(s)
+        self._header_only(s[keep], p.MsgType.REWIND, named[keep], self.cover[s[keep]])
+        extra = ~keep
+        self._header_only(
+            s[extra], p.MsgType.REWIND, named[extra], self.cover[s[extra]], keep=False
+        )
+
+    def _query(self, s: np.ndarray, send: bool) -> None:
+        """Queries for slots `s` (a SKIP naming the round, next_block the rank's own next):
+        kept as a silent slot's frame (`send` False: its timer sends it), or sent once
+        beside a contribution whose resends go unanswered."""
+        self._header_only(s, p.MsgType.SKIP, self._named_block(s), self.my_next[s], send, not send)
 
     def _resending(self, due: np.ndarray) -> None:
-        """Timers of slots `due` expired. A silent rank's kept frame is a query (a SKIP
-        naming the round it waits for). After QUERIES_BEFORE_REWIND resends without an
-        answer (no STATUS, no result) the round's result is neither pending nor cached
-        any more -- rounds that did not need this rank reused its version -- so the rank
-        asks for a rewind: a silent one instead of its query, a contributing one beside
-        its contribution (which the round may still wait for). With full coverage the
-        request names END_OF_STREAM (nothing to re-run): it only makes the switch say
-        where the slot is. The closing round needs none: its result cannot be
-        overwritten before every rank has it."""
-        silent = ~self.mine[due]
+        """Timers of slots `due` expired. A silent rank's kept frame is its query. After
+        QUERIES_BEFORE_REWIND resends without an answer (no STATUS, no result) the round's
+        result is neither pending nor cached any more -- rounds that did not need this
+        rank reused its version, and this rank may be awaited in a round it has not
+        heard of -- so on every timer from then on it also sends a query (if its kept
+        frame is a contribution: the switch answers a query with the last completed
+        round when the round in progress is not the one named, or waits for the sender)
+        and a REWIND request for its coverage (none with full coverage: nothing to
+        re-run). The closing round needs neither: it needs every rank, so its result
+        cannot be overwritten before every rank has it."""
         unanswered = (self.queries[due] >= QUERIES_BEFORE_REWIND) & ~self.want_rewind[due]
-        give_up = due[unanswered & (self.kind[due] != CLOSING_ROUND)]
-        self.want_rewind[give_up] = True
-        quiet = due[silent & self.want_rewind[due]]
-        self._header_only(quiet, p.MsgType.REWIND, self.block[quiet], self.cover[quiet], send=False)
-        loud = due[~silent & self.want_rewind[due] & (self.kind[due] != CLOSING_ROUND)]
-        self._request_rewind(loud, np.zeros(loud.size, bool))
-        self.stats.queries += int((silent & ~self.want_rewind[due]).sum())
-        self.stats.rewind_requests += int(quiet.size)
+        open_ = self.kind[due] != CLOSING_ROUND
+        self.want_rewind[due[unanswered & open_]] = True
+        lost = due[self.want_rewind[due] & open_]
+        self._query(lost[self.mine[lost]], True)
+        asking = lost[self.cover[lost] != EOS]
+        self._request_rewind(asking, np.zeros(asking.size, bool))
+        self.stats.queries += int((~self.mine[due]).sum() + self.mine[lost].sum())
         self.queries[due] += 1
 
     # -- results ---------------------------------------------------------------------------
@@ -166,15 +185,17 @@ class SilentEngine(AllreduceEngine):
         s, ver, b = c["slot"][idx], c["slot_version"][idx], c["block"][idx]
         kind = self.kind[s]
         rewind = c["msg_type"][idx] == p.MsgType.REWIND
-        after_closing = self._closing_result(r, idx)
-        closing = ~rewind & after_closing
-        # a closing round's RESULT or REWIND in the version of an announce this rank
-        # waits for is of a slot whose rounds went on without it, not the announce's
+        nature = self._nature(r, idx)
+        closing = ~rewind & (nature == CLOSING_ROUND)
+        # the round waited for: its version and block, and a result of its kind (a
+        # closing round's RESULT in the version of an announce this rank waits for is of
+        # a slot whose rounds went on without it; a rewind round at a block is no data
+        # round of that block)
         match = (ver == self.slot_version[s]) & (b == self.block[s])
-        match &= ~(after_closing & (kind == ANNOUNCE_ROUND))
+        match &= nature == np.where(kind == REWIND_ROUND, ANNOUNCE_ROUND, kind)
         cached = (c["flags"][idx] & p.Flag.CACHED) != 0
         key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
-        news = ~cached | (self.want_rewind[s] & (key != self.last_key[s]))
+        news = ~cached | (key != self.last_key[s])
         # in a call's announce round a closing RESULT is the last call's: this call's
         # closing round would have needed this rank's closing packet, and a REWIND
         # request taken as one (coverage is never full here) completes it as a REWIND
@@ -191,7 +212,7 @@ class SilentEngine(AllreduceEngine):
         announced = match & (kind == ANNOUNCE_ROUND)
         if announced.any():
             self._check_ranges(r, idx[announced], now)
-        self._check_next(s, b, n, kind, rewind)
+        self._check_next(s, b, n, np.where(match, kind, -1), rewind)
         self._cover(r, idx, s, b, n, kind, match, rewind)
         self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
         # a slot ends in its closing round's version (the next call announces in the
@@ -209,13 +230,19 @@ class SilentEngine(AllreduceEngine):
         return int(idx.size)
 
     @staticmethod
-    def _closing_result(r: Parsed, idx: np.ndarray) -> np.ndarray:
-        """Which of results `idx` complete a closing round (block END_OF_STREAM with no
-        fingerprint range; an announce round's has one): a RESULT ends the slot. A rank
-        lost in the chain may get it as a later round (the closing round took its
-        REWIND request as its closing contribution)."""
+    def _nature(r: Parsed, idx: np.ndarray) -> np.ndarray:
+        """The kind of round results `idx` complete, from their layout: an announce or
+        rewind round's carries the fingerprint range (ANNOUNCE_ROUND), a data round's
+        its block's sums, a closing round's (block END_OF_STREAM) none or zeros. A rank
+        lost in the chain may get a closing RESULT as a later round (the closing round
+        took its REWIND request as its closing contribution): it ends the slot too."""
         ext = r.extension[idx] if r.extension is not None else np.zeros(idx.size, np.int64)
-        return (r.cols["block"][idx] == EOS) & (ext != p.Extension.FINGERPRINT)
+        eos = r.cols["block"][idx] == EOS
+        return np.where(
+            ext == p.Extension.FINGERPRINT,
+            ANNOUNCE_ROUND,
+            np.where(eos, CLOSING_ROUND, DATA_ROUND),
+        )
 
     def _check_ranges(self, r: Parsed, ai: np.ndarray, now: float) -> None:
         """An announce round's RESULT carries the fingerprint range. Where it differs the
@@ -233,18 +260,17 @@ class SilentEngine(AllreduceEngine):
         low, high = r.fingerprint[ai, 0], r.fingerprint[ai, 1]
         differ = low != high
         if differ.any():
+            self.my_next[r.cols["slot"][ai][differ]] = EOS  # the switch names EOS next
             self._note_mismatch(low, high, differ, now)
 
     def _check_next(
         self, s: np.ndarray, b: np.ndarray, n: np.ndarray, kind: np.ndarray, rewind: np.ndarray
     ) -> None:
-        """The block a RESULT names next must be a block of the slot's stream; after a
-        data round a later one; not past this rank's own next non-zero block (the
-        switch's minimum includes this rank's latest announcement). A REWIND names the
-        position to re-run from (never END_OF_STREAM)."""
+        """The block a RESULT names next must be a block of the slot's stream, and after a
+        data round a later one (a block past this rank's own next is a gap: _cover). A
+        REWIND names the position to re-run from (never END_OF_STREAM)."""
         cont = n != EOS
         bad = cont & ((n % self.cfg.slot_count != s) | (n >= self.payload.nblocks))
-        bad |= cont & ~rewind & (n > self.my_next[s])
         bad |= cont & ~rewind & (kind == DATA_ROUND) & (n <= b)
         bad |= rewind & ~cont
         if bad.any():
@@ -275,21 +301,31 @@ class SilentEngine(AllreduceEngine):
         else (not the closing round, c not at the end) is a gap: ask for a rewind to c.
         A REWIND names the rewind position, not the next block: its data round covers up
         to its own block only (c = the position after it), its announce round nothing."""
+        # a RESULT naming a block past this rank's own announced next block: the switch
+        # took a stale packet of this rank for its announcement and the winner skipped
+        # its block: the rank asks for a rewind to that block at the latest
+        skipped = ~rewind & (n > self.my_next[s])
+        self.cover[s[skipped]] = np.minimum(self.cover[s[skipped]], self.my_next[s[skipped]])
         cov = self.cover[s]
         start = np.where(kind == ANNOUNCE_ROUND, s, b)
         data = kind == DATA_ROUND
-        contiguous = match & (kind != CLOSING_ROUND) & np.where(data, b == cov, start <= cov)
-        store = contiguous & data & (b >= self.stored_to[s])
-        if store.any():
-            self._store_sums(r, idx[store], s[store])
+        contiguous = np.where(data, b == cov, start <= cov)
+        contiguous &= match & ~skipped & (kind != CLOSING_ROUND)
+        self._store(r, idx[contiguous & data], s[contiguous & data])
         gap = ~contiguous & (kind != CLOSING_ROUND) & (cov != EOS)
         self.want_rewind[s[gap]] = True
         after = b + self.cfg.slot_count
         after = np.where(after < self.payload.nblocks, after, EOS)
         n = np.where(rewind, np.where(data, after, cov), n)
-        sc, nc = s[contiguous], n[contiguous]
-        self.cover[sc] = nc
-        self.stored_to[sc] = np.maximum(self.stored_to[sc], nc)
+        self.cover[s[contiguous]] = n[contiguous]
+
+    def _store(self, r: Parsed, idx: np.ndarray, s: np.ndarray) -> None:
+        """Contiguous data rounds' sums, each block once: a rewind re-runs blocks already
+        stored (the same sums; an int32 half stored twice would be joined with itself)."""
+        fresh = ~self.stored[self.block[s]]
+        if fresh.any():
+            self._store_sums(r, idx[fresh], s[fresh])
+            self.stored[self.block[s[fresh]]] = True
 
     def _rewind(self, s: np.ndarray, pos: np.ndarray) -> None:
         """A REWIND from the switch: the next round re-runs slots `s` from `pos`. The
@@ -305,6 +341,7 @@ class SilentEngine(AllreduceEngine):
         before = pos - self.cfg.slot_count
         nxt = np.where(before >= 0, self._after[np.maximum(before, 0)], self._first[s])
         self.my_next[s] = EOS if self.mismatch is not None else nxt
+        self.last_data[s] = EOS
         self.mine[s] = True
         k = s.size
         self._emit(
@@ -331,7 +368,8 @@ class SilentEngine(AllreduceEngine):
         full = self.cover[s] == EOS
         done = s[full]
         self._header_only(done, p.MsgType.SKIP, self.block[done], self.block[done])
-        self._request_rewind(s[~full], np.ones(int((~full).sum()), bool))
+        lacking = s[~full]
+        self._request_rewind(lacking, np.ones(lacking.size, bool))
 
     def _data_round(self, s: np.ndarray, nb: np.ndarray, ne: np.ndarray) -> None:
         """A data round of block `nb` (exponent `ne`): DATA where it is this rank's next
@@ -342,12 +380,21 @@ class SilentEngine(AllreduceEngine):
         self.kind[s] = DATA_ROUND
         self.block[s] = nb
         self.exponent[s] = ne
+        # a round named again (the same RESULT taken twice: a copy whose block the
+        # switch left as a request named it) still wants the DATA this rank sent for it
+        again = nb == self.last_data[s]
+        self.my_next[s[again]] = nb[again]
         is_data = nb == self.my_next[s]
         self.mine[s] = is_data
+        # a REWIND request before the DATA: the switch takes a request only from a rank
+        # whose bit the round has not set
+        asking = s[self.want_rewind[s]]
+        self._request_rewind(asking, np.zeros(asking.size, bool))
         ds, dn = s[is_data], nb[is_data]
         if ds.size:
             after = self._after[dn].astype(np.int64)
             self.my_next[ds] = after
+            self.last_data[ds] = dn
             self._emit(
                 ds,
                 np.full(ds.size, p.MsgType.DATA),
@@ -357,7 +404,4 @@ class SilentEngine(AllreduceEngine):
                 self.payload.values(dn, ne[is_data]),
                 np.full(ds.size, p.Extension.VALUES),
             )
-        quiet = s[~is_data]
-        self._header_only(quiet, p.MsgType.SKIP, self.block[quiet], self.my_next[quiet], send=False)
-        asking = self.want_rewind[s]
-        self._request_rewind(s[asking], ~is_data[asking])
+        self._query(s[~is_data], False)

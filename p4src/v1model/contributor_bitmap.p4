@@ -32,26 +32,32 @@
 #include "../common/headers.p4"
 #include "../common/bodies/contributor_bitmap.p4"
 #include "register_step.p4"
+#include "expected_ranks.p4"
+#include "rewind.p4"
+#include "value_aggregation.p4"
 
 control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
+    Rewind() rewind;              /* silent rounds: the pending rewind position */
+    SilentBias() silent_bias;     /* silent rounds: the bias of ranks a round does not expect */
     register<bit<32>>(POOL_SLOTS) slot_epoch;
     register<bit<64>>(POOL_SLOTS) bitmap;
 
     bit<32> epoch_verdict;
     bit<32> mine;
     bit<1> continued;
+    bit<1> announce_round;   /* a query is answered from an announce or rewind round */
 
     action check_epoch() {
         meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
         continued = ((hdr.p4r.flags & FLAG_CONTINUED) != 0) ? 1w1 : 1w0;
         meta.epoch_on_mismatch = (continued == 1) ? meta.epoch_lost : hdr.p4r.epoch;
         meta.rank_bit = 32w1 << hdr.p4r.rank;
-        meta.full_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
         /* a round completes when every rank it expects has joined: the job's full mask, or
          * in a silent job the set ExpectedRanks read */
-        meta.expected = (meta.round_mode == ROUND_MODE_SILENT) ? meta.expected
-                                                                : meta.full_mask;
-        meta.others_mask = meta.expected & ~meta.rank_bit;
+        meta.others_mask = ((meta.round_mode == ROUND_MODE_SILENT)
+                            ? meta.expected
+                            : (((bit<64>)1 << meta.worker_count) - 1)[31:0])
+                           & ~meta.rank_bit;
         REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
         meta.same_epoch = (epoch_verdict == EPOCH_SAME) ? 1w1 : 1w0;
         meta.state_lost = (epoch_verdict == EPOCH_MARKED_LOST
@@ -67,7 +73,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         meta.first = (joined == 1 && mine == 0) ? 1w1 : 1w0;
         meta.complete = (joined == 1 && mine == meta.others_mask) ? 1w1 : 1w0;
         /* silent: the ranks the round does not wait for count as heard from */
-        meta.contributors = mine | meta.rank_bit | (meta.full_mask & ~meta.expected);
+        meta.contributors = mine | meta.rank_bit | meta.unexpected;
     }
 
     /* A query (silent: a SKIP outside the closing round) joins no round; it is answered
@@ -79,6 +85,11 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
      * version's round, the last one completed. Nothing is complete: stale. */
     action answer_query() {
         bit<1> waits_for_sender = ((meta.expected & ~mine & meta.rank_bit) != 0) ? 1w1 : 1w0;
+        /* the other version's half (read again: only queries and requests need it) */
+        bit<64> halves;
+        bitmap.read(halves, meta.pool_slot);
+        bitmap_t other = (hdr.p4r.slot_version == 0) ? halves[63:32] : halves[31:0];
+        meta.other_done = (other == ROUND_COMPLETE) ? 1w1 : 1w0;
         meta.first = 0;
         meta.complete = 0;
         if (mine == ROUND_COMPLETE) {
@@ -102,27 +113,46 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             meta.round_done = 0;
             meta.stale = 1;
         }
+        bit<2> kind;
+        round_kind.read(kind, meta.slot_index);
+        announce_round = (meta.round_done == 1
+                          && kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE] == 1) ? 1w1 : 1w0;
     }
-    /* A REWIND request's position is taken unless the sender's bit is set (a copy of its
-     * closing contribution); one that did not join the closing round is consumed. */
+    /* an announce or rewind round's result is the fingerprint range, not values */
+    action serve_announce_round() {
+        INVALIDATE_VALUES
+        hdr.fingerprint.setValid();
+    }
+    /* A REWIND's position is taken unless it is a copy of the sender's closing
+     * contribution (block END_OF_STREAM, its bit set); one that joins no round -- every
+     * REWIND of another block, whatever the sender contributed -- is consumed. */
     action take_rewind() {
-        meta.rewind_taken = ~meta.duplicate;
-        meta.rewind_only = meta.stale;
+        bit<1> request = (hdr.p4r.block != END_OF_STREAM) ? 1w1 : 1w0;
+        meta.rewind_taken = ~meta.duplicate | request;
+        meta.rewind_only = meta.stale | request;
+        meta.stale = 0;
+    }
+    /* ... and answered as a query would be, except that it gets no STATUS: a rank asking
+     * for a rewind may have missed the result that told it the round in progress waits
+     * for it (a rewind round, or its block), and the rewind applies only when that round
+     * completes; the cached result of the last completed round tells it. */
+    action answer_rewind_request() {
+        answer_query();
+        meta.rewind_only = ~meta.round_done;
+        meta.duplicate = meta.round_done;
         meta.stale = 0;
     }
 
     action update_version_0() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
                   BITMAP_BODY(lo, hi, meta.same_epoch == 1, meta.in_round == 1,
-                              meta.rank_bit),
-                  meta.other_done = (stored.hi == ROUND_COMPLETE) ? 1w1 : 1w0;)
+                              meta.rank_bit), )
         contributions_seen();
     }
     action update_version_1() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
                   BITMAP_BODY(hi, lo, meta.same_epoch == 1, meta.in_round == 1,
-                              meta.rank_bit),
-                  meta.other_done = (stored.lo == ROUND_COMPLETE) ? 1w1 : 1w0;)
+                              meta.rank_bit), )
         contributions_seen();
     }
 
@@ -146,8 +176,23 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         if (meta.round_mode == ROUND_MODE_SILENT) {
             if (meta.query == 1) {
                 answer_query();
+                if (announce_round == 1) {
+                    serve_announce_round();
+                }
             } else if (hdr.p4r.msg_type == MSG_REWIND) {
                 take_rewind();
+                if (meta.rewind_only == 1) {
+                    answer_rewind_request();
+                    if (announce_round == 1) {
+                        serve_announce_round();
+                    }
+                }
+            }
+            /* the rest of a silent packet's decisions, here so that an every-rank packet
+             * passes one test of the round mode after the bitmap */
+            if (meta.state_lost == 0) {
+                rewind.apply(hdr, meta);
+                silent_bias.apply(hdr, meta);
             }
         }
     }

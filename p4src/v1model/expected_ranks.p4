@@ -19,13 +19,23 @@
 #include "next_block.p4"
 
 register<bit<32>>(SLOT_ENTRIES) expected;
+/* What a completed round of a silent job was, per (slot, version), written at its
+ * completion (RankNext): bit 0 its result applied a rewind (it and its copies leave as
+ * MSG_REWIND), bit 1 it was an announce or rewind round (its result carries the
+ * fingerprint range, not values). A query answered from it needs both. */
+register<bit<2>>(SLOT_ENTRIES) round_kind;
+#define ROUND_KIND_REWOUND 0
+#define ROUND_KIND_ANNOUNCE 1
 
 control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
     action read_expected() {
-        bitmap_t full = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
+        meta.full_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
+        meta.first_round = (hdr.p4r.flags[3:3] == 0 && hdr.p4r.msg_type == MSG_ANNOUNCE)
+                           ? 1w1 : 1w0;
         bitmap_t stored;
         expected.read(stored, meta.slot_index);
-        meta.expected = (meta.first_round == 1) ? full : stored;
+        meta.expected = (meta.first_round == 1) ? meta.full_mask : stored;
+        meta.unexpected = meta.full_mask & ~meta.expected;
         next_key.read(meta.own_key, meta.slot_index);
         meta.block_matches = meta.in_round;
         meta.query = (hdr.p4r.msg_type == MSG_SKIP && hdr.p4r.block != END_OF_STREAM)

@@ -15,7 +15,6 @@
 #include "value_aggregation.p4"
 #include "next_block.p4"
 #include "expected_ranks.p4"
-#include "rewind.p4"
 #include "rank_next.p4"
 #include "uplink.p4"
 #include "result.p4"
@@ -36,7 +35,6 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     RoundWinner() round_winner;
     NextBlock() next_block;
     ExpectedRanks() expected_ranks;
-    Rewind() rewind;
     RankNext() rank_next;
     Uplink() uplink;
     LeafRound() leaf_round;
@@ -75,10 +73,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                             if (meta.round_mode == ROUND_MODE_SILENT) {
                                 expected_ranks.apply(hdr, meta);   /* whom the round waits for */
                             }
-                            contributor_bitmap.apply(hdr, meta);
-                            if (meta.round_mode == ROUND_MODE_SILENT && meta.state_lost == 0) {
-                                rewind.apply(hdr, meta);   /* the pending rewind position */
-                            }
+                            contributor_bitmap.apply(hdr, meta);   /* silent: and Rewind */
                             leaf_round.apply(hdr, meta);
                         }
                         /* a duplicate of an incomplete round only gets a STATUS back, a

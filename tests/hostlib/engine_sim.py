@@ -27,7 +27,7 @@ from hostlib.timers import EngineParams, RttEstimator
 from hostlib.framing import WIDTH, Batch, frame_width
 from hostlib.loop import CallLoop
 from hostlib.numerics import make_payload
-from p4net.harness import SwitchSession, worker_address
+from p4net.harness import SwitchSession
 
 from p4net.harness import frame_rows
 
@@ -124,7 +124,8 @@ def simulate(
     block_values: the job's values per block (None: the target's default). round_mode:
     the job's ("every_rank" or "silent"; None: the target's default)."""
     n = len(tensors)
-    job = _create_job(switch, n, slots, job_id, block_values, round_mode)
+    sized = {} if block_values is None else {"block_values": block_values}
+    job = switch.create_job(n, slots, job_id, round_mode=round_mode, **sized)
     try:
         if loss:
             switch.set_loss(job.job, ingress=loss, egress=loss, seed=seed)
@@ -145,18 +146,6 @@ def simulate(
         )
     finally:
         switch.jobs.delete(job.job)
-
-
-def _create_job(switch: SwitchSession, n, slots, job_id, block_values, round_mode):
-    """The job, created as the controller creates one (SwitchSession.create_job's
-    addresses and encoding; `round_mode` None: the target's default)."""
-    if round_mode is None:
-        sized = {} if block_values is None else {"block_values": block_values}
-        return switch.create_job(n, slots, job_id, **sized)
-    workers = [worker_address(r) for r in range(n)]
-    return switch.jobs.create(
-        job_id, workers, slots, "packed", None, block_values, round_mode=round_mode
-    )
 
 
 def _run(

@@ -70,3 +70,18 @@ def make_engine(params, slot_versions=None, rtt=None, now=ENGINE_T0):
 def job_transport(session, port: int, block_values: int):
     """A rank's link to the in-process switch, its receive rows as wide as the job's frames."""
     return session.transport(port, frame_width(block_values))
+
+
+def allow_silent(session) -> bool:
+    """Let `session`'s JobManager create jobs of silent rounds when the loaded program runs
+    them (its P4Info has the REWIND step) although the target does not list them yet (the
+    default round mode flips once both sides work). False: this build cannot."""
+    import dataclasses
+
+    target = session.jobs.target
+    if "silent" in target.round_modes:
+        return True
+    if "rewind" not in target.p4info.read_text():
+        return False
+    session.jobs.target = dataclasses.replace(target, round_modes=(*target.round_modes, "silent"))
+    return True

@@ -56,15 +56,23 @@ class SilentSwitchModel:
         self.rewinds = 0
 
     def handle(self, f: p.Frame) -> list[tuple[int | None, bytes]]:
-        """One packet from a rank: the frames it causes, (rank or None: every rank, frame)."""
+        """One packet from a rank: the frames it causes, (rank or None: every rank, frame).
+        The rules are the v1model program's (docs/protocol.md), plus one it is asked to
+        keep: a contribution counts only in a round of its kind."""
         h = f.header
         sl, half = self.slots[h.slot], self.slots[h.slot].halves[h.slot_version]
         bit = 1 << h.rank
-        if h.msg_type == p.MsgType.REWIND:
-            return self._rewind_request(h, sl)
+        complete = half.bitmap == half.expected and half.result is not None
+        closing_packet = h.block == EOS and h.msg_type in (p.MsgType.SKIP, p.MsgType.REWIND)
+        if h.msg_type == p.MsgType.SKIP and h.block != EOS:
+            return self._query(h, sl, half, complete)
+        if h.msg_type == p.MsgType.REWIND and not (half.bitmap & bit):
+            sl.rewind = min(sl.rewind, h.next_block)
+            self.rewinds += 1
+            if not (closing_packet and half.closing and not complete):
+                return []  # a request only
         if h.block != half.block:
             return []  # stale
-        complete = half.bitmap == half.expected and half.result is not None
         if complete:
             return [(h.rank, self._frame(h.slot, h.slot_version, half, h.rank, cached=True))]
         # each kind of round takes one kind of contribution: a DATA sent before a
@@ -75,11 +83,12 @@ class SilentSwitchModel:
             if announcing
             else h.msg_type == p.MsgType.DATA
             if not half.closing
-            else h.msg_type in (p.MsgType.SKIP, p.MsgType.REWIND)
+            else closing_packet
         )
-        if not contribution or half.bitmap & bit:
-            heard = half.bitmap | (self.full & ~half.expected)
-            return [(h.rank, self._status(h, heard))]
+        if not contribution:
+            return []
+        if half.bitmap & bit:
+            return [(h.rank, self._status(h, half.bitmap | (self.full & ~half.expected)))]
         if not half.bitmap:
             half.sums, half.fp = np.zeros(self.k, np.int64), None
         half.bitmap |= bit
@@ -94,28 +103,20 @@ class SilentSwitchModel:
             return []
         return [(None, self._complete(h.slot, h.slot_version))]
 
-    def _rewind_request(self, h: p.Header, sl: SlotModel) -> list[tuple[int | None, bytes]]:
-        """A rank's REWIND: the position is taken (the minimum with what is pending).
-        If the round in progress lacks the sender it missed results since (whatever
-        round it names): a closing round takes the REWIND as its closing contribution;
-        any other round answers with the cached result of the last completed round (the
-        other half), so the sender learns where the slot is (and sends what that round
-        needs from it)."""
+    def _query(self, h: p.Header, sl: SlotModel, half: Half, complete: bool):
+        """A query (a SKIP outside the closing round; joins nothing): the named version's
+        cached result if that round completed; a STATUS if its round is the one named and
+        does not wait for the sender; else the last completed round (the other version),
+        so a rank that missed results learns where the slot is."""
+        if complete:
+            return [(h.rank, self._frame(h.slot, h.slot_version, half, h.rank, cached=True))]
         bit = 1 << h.rank
-        sl.rewind = min(sl.rewind, h.next_block)
-        self.rewinds += 1
-        for v, half in enumerate(sl.halves):
-            done = sl.halves[1 - v]
-            waits = half.bitmap != half.expected and done.result is not None
-            if not waits or half.bitmap & bit or not half.expected & bit:
-                continue
-            if not half.closing:
-                return [(h.rank, self._frame(h.slot, 1 - v, done, h.rank, cached=True))]
-            half.bitmap |= bit
-            if half.bitmap != half.expected:
-                return []
-            return [(None, self._complete(h.slot, v))]
-        return []
+        if h.block == half.block and not (half.expected & bit & ~half.bitmap):
+            return [(h.rank, self._status(h, half.bitmap | (self.full & ~half.expected)))]
+        other = sl.halves[1 - h.slot_version]
+        if other.result is None or other.bitmap != other.expected:
+            return []
+        return [(h.rank, self._frame(h.slot, 1 - h.slot_version, other, h.rank, cached=True))]
 
     def _complete(self, s: int, v: int) -> bytes:
         sl = self.slots[s]

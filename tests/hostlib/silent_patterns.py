@@ -55,8 +55,8 @@ def nonzero_blocks(x: np.ndarray, k: int) -> int:
 
 def check_budget(st_: EngineStats, nonzero: int, slots_used: int, lossless: bool) -> None:
     """Without loss a rank sends exactly one ANNOUNCE and one closing SKIP per slot used
-    and one DATA per non-zero block; under loss, besides those, only resends, rewind
-    requests, and per rewind its ANNOUNCE, the DATA it sends again and a closing packet
+    and one DATA per non-zero block; under loss, besides those, only resends, queries,
+    rewind requests, and per rewind its ANNOUNCE, the DATA it sends again and a closing packet
     again."""
     counts = st_.sent_counts()
     if lossless:
@@ -64,5 +64,5 @@ def check_budget(st_: EngineStats, nonzero: int, slots_used: int, lossless: bool
         assert counts == {k: v for k, v in want.items() if v}, counts
         assert st_.retransmissions == 0 and st_.rewind_requests == 0
         return
-    first = st_.packets_sent - st_.retransmissions - st_.rewind_requests
+    first = st_.packets_sent - st_.retransmissions - st_.queries - st_.rewind_requests
     assert first <= nonzero + 2 * slots_used + st_.rewinds * (2 + nonzero), counts

@@ -143,16 +143,22 @@ def test_a_rewind_re_runs_blocks_already_stored_without_storing_them_twice():
 
 
 def test_duplicates_and_stale_copies_are_ignored():
+    """Cached copies of the last result taken (answers to resends sent before it), and
+    in the announce round the previous call's closing RESULT (the switch's last
+    completed round), change nothing."""
     e = make_engine()
     sent(e)
+    cached = int(p.Flag.CACHED)
+    feed(e, 2, 1, EOS, EOS, flags=cached)  # the last call's closing round, version 1
+    assert e.kind[2] == 0 and e.active[2]
     feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP), flags=cached)
     feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
     ignored = e.stats.results_ignored
-    cached = int(p.Flag.CACHED)  # copies answering retransmissions sent before the results
     feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32), flags=cached)
-    feed(e, 2, 0, EOS, 2, fp=(FP, FP), flags=cached)
-    assert e.stats.results_ignored == ignored + 2
+    assert e.stats.results_ignored == ignored + 1
     assert only(e, 2) == [] and e.cover[2] == 6 and not e.want_rewind[2]
+    assert e.block[2] == 6 and e.slot_version[2] == 0
 
 
 def test_unanswered_queries_turn_into_a_rewind_request():
@@ -167,13 +173,14 @@ def test_unanswered_queries_turn_into_a_rewind_request():
     feed(e, 2, 0, EOS, 2, fp=(FP, FP))
     feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
     sent(e)
-    kinds = []
+    per_timer = []
     t = T0
-    for _ in range(QUERIES_BEFORE_REWIND + 2):
+    for _ in range(QUERIES_BEFORE_REWIND + 1):
         t += 10.0
-        for f in decode(e.packets_to_send(t)):
-            if f.header.slot == 2:
-                kinds.append((f.header.msg_type, f.header.flags & p.Flag.RETRANSMIT != 0))
-    assert kinds[:QUERIES_BEFORE_REWIND] == [(SKIP, True)] * QUERIES_BEFORE_REWIND
-    assert kinds[QUERIES_BEFORE_REWIND][0] == RW
-    assert e.stats.queries == QUERIES_BEFORE_REWIND and e.want_rewind[2]
+        frames = [f for f in decode(e.packets_to_send(t)) if f.header.slot == 2]
+        per_timer.append(sorted((f.header.msg_type, f.header.next_block) for f in frames))
+    # queries name the round (block 6) and the rank's own next (EOS: nothing in slot 2)
+    assert per_timer[:QUERIES_BEFORE_REWIND] == [[(SKIP, EOS)]] * QUERIES_BEFORE_REWIND
+    # then the query goes on, with a REWIND request for the coverage (block 6) beside it
+    assert per_timer[QUERIES_BEFORE_REWIND] == [(SKIP, EOS), (RW, 6)]
+    assert e.stats.queries == QUERIES_BEFORE_REWIND + 1 and e.want_rewind[2]
