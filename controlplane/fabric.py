@@ -140,11 +140,13 @@ class FabricJobManager(JobManager):
         free and the epoch new on each. Silent rounds across two levels are not built:
         refused."""
         placement = self.place(job_id, workers)
+        every_rank = wire.RoundMode.EVERY_RANK.name.lower()
         if round_mode == wire.RoundMode.SILENT.name.lower():
             raise JobError(
                 f"job {job_id}: silent rounds across a fabric's leaves and spine are not "
                 f"built; a fabric's job runs every-rank rounds (docs/fabric.md)"
             )
+        round_mode = round_mode or every_rank  # whatever a single switch's default is
         spine = [
             WorkerAddress(
                 i,
