@@ -409,3 +409,24 @@ def test_a_query_answered_from_an_announce_round_gets_its_fingerprint_range(swit
     assert res is not None and res.header.flags & Flag.CACHED
     assert (res.header.slot_version, res.header.block, res.header.next_block) == (0, END, 0)
     assert res.values is None and res.fingerprint is not None
+
+
+def test_only_skips_close_and_only_announces_open_a_call(switch):
+    """Both a closing round and the next call's announce round aggregate END_OF_STREAM;
+    the switch tells them apart by the round before, so a stray ANNOUNCE is no closing
+    contribution and a stray closing SKIP joins no announce round: both stale."""
+    job = silent_job(switch, 56, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=END)
+    check_all(job.results(), MsgType.RESULT, END, END, 0)
+    job.send(0, MsgType.ANNOUNCE, version=1, next_block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # the closing round (v1) takes SKIPs only
+    for r in range(2):
+        job.send(r, MsgType.SKIP, version=1, block=END, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, END, 1)
+    job.send(1, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # the next call's announce round (v0) takes ANNOUNCEs only
+    assert job.stats()["stale"] == 2
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=3, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, 3, 0)

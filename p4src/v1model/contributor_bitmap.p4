@@ -113,7 +113,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             meta.round_done = 0;
             meta.stale = 1;
         }
-        bit<2> kind;
+        bit<3> kind;
         round_kind.read(kind, meta.slot_index);
         announce_round = (meta.round_done == 1
                           && kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE] == 1) ? 1w1 : 1w0;

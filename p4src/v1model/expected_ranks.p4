@@ -22,10 +22,12 @@ register<bit<32>>(SLOT_ENTRIES) expected;
 /* What a completed round of a silent job was, per (slot, version), written at its
  * completion (RankNext): bit 0 its result applied a rewind (it and its copies leave as
  * MSG_REWIND), bit 1 it was an announce or rewind round (its result carries the
- * fingerprint range, not values). A query answered from it needs both. */
-register<bit<2>>(SLOT_ENTRIES) round_kind;
+ * fingerprint range, not values), bit 2 it was a closing round. A query answered from it
+ * needs the first two; the round after it, the third. */
+register<bit<3>>(SLOT_ENTRIES) round_kind;
 #define ROUND_KIND_REWOUND 0
 #define ROUND_KIND_ANNOUNCE 1
+#define ROUND_KIND_CLOSING 2
 
 control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
     action read_expected() {
@@ -42,7 +44,18 @@ control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
                      ? 1w1 : 1w0;
         bit<1> request = (hdr.p4r.msg_type == MSG_REWIND
                           && hdr.p4r.block != END_OF_STREAM) ? 1w1 : 1w0;
+        /* a round of block END_OF_STREAM is a closing round unless the round before it
+         * was one (then it is the next call's announce round): only SKIPs and REWINDs
+         * join the first, only ANNOUNCEs the second */
+        bit<3> before;
+        round_kind.read(before, meta.slot_index ^ 1);
+        bit<1> closing = (meta.winner_key[31:8] == END_OF_STREAM[23:0]
+                          && before[ROUND_KIND_CLOSING:ROUND_KIND_CLOSING] == 0) ? 1w1 : 1w0;
+        bit<1> announce = (hdr.p4r.msg_type == MSG_ANNOUNCE) ? 1w1 : 1w0;
+        bit<1> other_kind = (hdr.p4r.block == END_OF_STREAM && meta.first_round == 0
+                             && announce == closing) ? 1w1 : 1w0;
         meta.in_round = (meta.in_round == 1 && meta.query == 0 && request == 0
+                         && other_kind == 0
                          && (meta.expected & (32w1 << hdr.p4r.rank)) != 0) ? 1w1 : 1w0;
     }
 

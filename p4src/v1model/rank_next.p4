@@ -72,11 +72,13 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
                        (meta.first_round == 1) ? END_OF_STREAM[23:0] ++ 8w0xFF : earlier);
         expected.write(meta.slot_index ^ 1, meta.next_expected);
         bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
-        round_kind.write(meta.slot_index, announce_round ++ meta.rewound);
+        bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
+                               ? 1w1 : 1w0;
+        round_kind.write(meta.slot_index, closing_round ++ announce_round ++ meta.rewound);
     }
     action read_stored() {
         next_key.read(meta.next_key, meta.slot_index);
-        bit<2> kind;
+        bit<3> kind;
         round_kind.read(kind, meta.slot_index);
         meta.rewound = kind[ROUND_KIND_REWOUND:ROUND_KIND_REWOUND];
     }
