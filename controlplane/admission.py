@@ -54,7 +54,7 @@ def job_parameters(job: Job) -> JobParameters:
         mcast_grp=job_group(job.job_index),
         epoch=job.epoch,
         encoding=int(encoding),
-        bias=wire.packed_bias(job.worker_count) if packed else 0,
+        bias=wire.packed_bias(job.ranks_in_all) if packed else 0,  # N: the whole job's
         block_values=job.block_values,
         round_mode=int(round_mode_named(job.round_mode)),
     )

@@ -433,16 +433,20 @@ def _run_attached(args, ctl: Controller | FabricController, out) -> int:
         selected = [jobs.get(args.job)] if args.job is not None else jobs.jobs()
         per_job = {j.job: switch_stats.job_stats(ctl.conn, j.job_index) for j in selected}
         switch = switch_stats.switch_stats(ctl.conn)
-        sizes = {j.job: j.block_values for j in selected}
-        # a fabric: every switch's counters (the jobs' are the root's, where they aggregate)
+        # what each job's counters are counted in: its block size and round mode
+        shape = {
+            j.job: {"block_values": j.block_values, "round_mode": j.round_mode} for j in selected
+        }
+        # a fabric: every switch's counters (the jobs' are the root's)
         per_switch = ctl.switch_stats() if isinstance(ctl, FabricController) else {}
         if args.json:
-            jobs_json = {str(k): {"block_values": sizes[k], **v} for k, v in per_job.items()}
+            jobs_json = {str(k): {**shape[k], **v} for k, v in per_job.items()}
             extra = {"switches": per_switch} if per_switch else {}
             print(json.dumps({"jobs": jobs_json, "switch": switch, **extra}), file=out)
         else:
-            rows = [{"job": k, "block_values": sizes[k], **v} for k, v in per_job.items()]
-            print(_table(rows, ["job", "block_values", *switch_stats.JOB_COUNTERS]), file=out)
+            rows = [{"job": k, **shape[k], **v} for k, v in per_job.items()]
+            columns = ["job", "block_values", "round_mode", *switch_stats.JOB_COUNTERS]
+            print(_table(rows, columns), file=out)
             if per_switch:
                 rows = [{"switch": name, **counters} for name, counters in per_switch.items()]
                 print(_table(rows, ["switch", *switch]), file=out)

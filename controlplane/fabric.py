@@ -7,13 +7,15 @@ and a switch has not: L2 entries that carry a job's frames across the links (fro
 fabric's model, p4reduce.fabric: each switch forwards every host and every other switch
 out of the port towards it), and jobs placed on the fabric.
 
-A job aggregates today on the fabric's root (the spine): its ranks send to the spine's
-address, the leaves forward those frames at layer 2 (the P4 program takes a frame as
-p4reduce only when it is addressed to the switch's own IPv4), and the spine's admission
-knows each rank by the spine port towards its leaf. So a job holds at most MAX_WORKERS
-ranks until the leaf role exists in the P4 program (docs/fabric.md). Its slots are a
-range free on every switch the job crosses (`common_slot_base`), under the lock of each of
-their state files, so the leaves' tables can later hold the same range.
+A job runs in the leaf and spine roles (docs/fabric.md): each leaf aggregates its own
+ranks (they send to the leaf's address, carrying their index on the leaf as their rank)
+and sends one contribution per round up its uplink; the spine's job has the leaves as its
+ranks. So a job holds up to MAX_WORKERS ranks per leaf on up to MAX_LEAVES leaves. Every
+switch keeps the job as it runs it in its own state file (the spine: the leaves as
+workers; a leaf: its ranks, its uplink and each rank's place in the whole job), so each
+is reconciled and restored alone like one switch. The slots are a range free on every
+switch the job crosses (`common_slot_base`) and the epoch is new on each, under the lock
+of each of their state files.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from p4reduce import wire
 from p4reduce.addresses import Address, WorkerAddress
 from p4reduce.fabric import Fabric, FabricError, Placement, place_job
-from p4reduce.job import Job, JobError, check_job_id
+from p4reduce.job import Job, JobError, Uplink, check_job_id
 from p4reduce.p4rt import P4InfoError
 from p4reduce.target import Target
 from p4reduce.wire import MAX_EPOCH
@@ -50,9 +52,39 @@ def common_slot_base(tables: list[JobTable], count: int, pool_slots: int) -> int
     return every.allocate_slots(count, pool_slots)
 
 
+class FabricJob(Job):
+    """A job of the fabric as its ranks see it: the spine's record with each leaf's part
+    (`parts`: leaf name -> (the leaf's job, the leaf's address)); a descriptor names the
+    rank's leaf as its switch and carries its index there (Job.job_config)."""
+
+    parts: dict[str, tuple[Job, Address]]
+
+    def __init__(self, spine_job: Job, parts: dict[str, tuple[Job, Address]]):
+        super().__init__(**vars(spine_job))
+        self.parts = parts
+
+    def _part_of(self, rank: int) -> tuple[Job, int, Address]:
+        for job, address in self.parts.values():
+            if job.ranks_in_job and rank in job.ranks_in_job:
+                return job, job.ranks_in_job.index(rank), address
+        raise JobError(f"job {self.job} has no rank {rank}")
+
+    @property
+    def worker_count(self) -> int:
+        return self.ranks_in_all
+
+    def descriptor(self, rank: int, switch: Address) -> dict:  # noqa: ARG002 -- its leaf's
+        job, index, address = self._part_of(rank)
+        return job.descriptor(index, address)
+
+    def descriptors(self, switch: Address) -> list[dict]:
+        return [self.descriptor(r, switch) for r in range(self.worker_count)]
+
+
 class FabricJobManager(JobManager):
-    """The fabric's jobs, kept (like one switch's) in the root's state file and installed
-    on the root; `create` takes each rank's port on its leaf and places the job."""
+    """The fabric's jobs: the spine's part kept in the root's state file and installed on
+    the root, each leaf's part in that leaf's (`leaves`: every other switch's manager);
+    `create` takes each rank's port on its leaf and places the job."""
 
     def __init__(
         self,
@@ -61,12 +93,14 @@ class FabricJobManager(JobManager):
         state_path: Path | None,
         target: Target,
         fabric: Fabric,
-        tables: dict[str, JobTable],
+        leaves: dict[str, JobManager],
     ):
         super().__init__(conn, switch, state_path, None, target)
         self.fabric = fabric
         self.root = fabric.root.name
-        self.tables = {**tables, self.root: self.table}  # every switch's, by name
+        self.leaves = leaves
+        self.tables = {**{n: m.table for n, m in leaves.items()}, self.root: self.table}
+        self._placing: tuple[Placement, list[WorkerAddress]] | None = None
 
     def place(self, job_id: int, workers: list[WorkerAddress]) -> Placement:
         """The job's placement (JobError saying what is wrong), each rank's address that of
@@ -87,12 +121,6 @@ class FabricJobManager(JobManager):
                 raise JobError(
                     f"job {job_id} rank {w.rank}: udp_port {w.udp_port} is not p4reduce's"
                 )
-        if not placement.aggregated_at_root:
-            raise JobError(
-                f"job {job_id}: {len(workers)} ranks; a job aggregates on {self.root} alone "
-                f"until the P4 program has the leaf role, and its contributor bitmap holds "
-                f"{wire.MAX_WORKERS}"
-            )
         return placement
 
     def create(
@@ -105,25 +133,115 @@ class FabricJobManager(JobManager):
         block_values: int | None = None,
         round_mode: str | None = None,
     ) -> Job:
-        """A job of `workers` (each port that of its leaf, each MAC a host of the fabric),
-        aggregated on the root: its ranks there are the root's ports towards their leaves.
-        Otherwise created as one switch's job (JobManager.create), under the lock of every
-        switch the job crosses and with slots free on each."""
+        """A job of `workers` (each port that of its leaf, each MAC a host of the fabric)
+        in the leaf and spine roles: created on the spine with its leaves as ranks (leaf
+        i the one of the i-th lowest first rank), then on each leaf with its ranks and
+        its uplink (`_add`), under the lock of every switch the job crosses, with slots
+        free and the epoch new on each. Silent rounds across two levels are not built:
+        refused."""
         placement = self.place(job_id, workers)
-        udp = {w.rank: w.udp_port for w in workers}
-        at_root = [
-            WorkerAddress(r.rank, r.root_port, r.host.mac, r.host.ip, udp[r.rank])
-            for r in placement.ranks
+        every_rank = wire.RoundMode.EVERY_RANK.name.lower()
+        if round_mode == wire.RoundMode.SILENT.name.lower():
+            raise JobError(
+                f"job {job_id}: silent rounds across a fabric's leaves and spine are not "
+                f"built; a fabric's job runs every-rank rounds (docs/fabric.md)"
+            )
+        round_mode = round_mode or every_rank  # whatever a single switch's default is
+        spine = [
+            WorkerAddress(
+                i,
+                self._port_to(leaf),
+                self.fabric.switch(leaf).mac,
+                self.fabric.switch(leaf).ip,
+                wire.UDP_PORT_BASE,
+            )
+            for i, leaf in enumerate(placement.leaf_order())
         ]
-        return super().create(
-            job_id, at_root, slots, encoding, int32_halves, block_values, round_mode
-        )
+        self._placing = (placement, workers)
+        try:
+            super().create(job_id, spine, slots, encoding, int32_halves, block_values, round_mode)
+        finally:
+            self._placing = None
+        return self.get(job_id)
 
-    def _crossed(self, workers: list[WorkerAddress]) -> list[str]:
-        """The switches a job of these ranks crosses, by name (its ranks' leaves and the
+    def _port_to(self, leaf: str) -> int:
+        port = self.fabric.port_toward(self.root, leaf)
+        assert port is not None  # a placed job's leaves are joined to the root
+        return port
+
+    def _add(self, job: Job) -> None:
+        """The spine's part, then each leaf's (a job being created); an adopted job is the
+        root's alone."""
+        if self._placing is None:
+            super()._add(job)
+            return
+        placement, workers = self._placing
+        job.job_ranks = len(placement.ranks)  # the packed bias's N: every rank
+        super()._add(job)
+        by_rank = {w.rank: w for w in workers}
+        for index, leaf in enumerate(placement.leaf_order()):
+            ranks = placement.by_leaf()[leaf]
+            manager = self.leaves[leaf]
+            part = Job(
+                job=job.job,
+                job_index=manager.table.allocate_index(manager.sizes.max_jobs),
+                slot_base=job.slot_base,
+                slot_count=job.slot_count,
+                epoch=job.epoch,
+                workers=[
+                    WorkerAddress(
+                        i, by_rank[r].port, by_rank[r].mac, by_rank[r].ip, by_rank[r].udp_port
+                    )
+                    for i, r in enumerate(ranks)
+                ],
+                encoding=job.encoding,
+                int32_halves=job.int32_halves,
+                block_values=job.block_values,
+                round_mode=job.round_mode,
+                uplink=self._uplink(leaf, index),
+                ranks_in_job=ranks,
+                job_ranks=job.job_ranks,
+            )
+            stats.zero_job_counters(manager.conn, part.job_index)
+            manager._add(part)
+
+    def _uplink(self, leaf: str, index: int) -> Uplink:
+        port = self.fabric.port_toward(leaf, self.root)
+        assert port is not None
+        root = self.fabric.switch(self.root)
+        return Uplink(port=port, mac=root.mac, ip=root.ip, rank=index)
+
+    def get(self, job_id: int) -> Job:
+        """The job as its ranks see it (FabricJob: its descriptors name their leaves)."""
+        return self._whole(super().get(job_id))
+
+    def jobs(self) -> list[Job]:
+        return [self._whole(j) for j in super().jobs()]
+
+    def _whole(self, job: Job) -> Job:
+        parts = {}
+        for name, manager in self.leaves.items():
+            manager.table.reload()
+            part = manager.table.jobs.get(job.job)
+            if part is not None and part.epoch == job.epoch:
+                sw = self.fabric.switch(name)
+                parts[name] = (part, Address(sw.mac, sw.ip))
+        return FabricJob(job, parts) if parts else job
+
+    def delete(self, job_id: int) -> Job:
+        """Each leaf's part first (no rank's packet then reaches a spine entry that is
+        gone), then the spine's."""
+        for manager in self.leaves.values():
+            manager.table.reload()
+            if job_id in manager.table.jobs:
+                manager.delete(job_id)
+        return super().delete(job_id)
+
+    def _crossed(self, workers: list[WorkerAddress]) -> list[str]:  # noqa: ARG002
+        """The switches the job being created crosses, by name (its ranks' leaves and the
         root): the order every process locks their state files in."""
-        leaves = {self.fabric.host_by_mac(w.mac).at.switch for w in workers}  # type: ignore[union-attr]
-        return sorted({self.root, *leaves})
+        assert self._placing is not None  # only while creating
+        return self._placing[0].switches
 
     def _check_workers(self, job_id: int, workers: list[WorkerAddress]) -> None:
         """Placed already (`place`): on the root, ranks behind one leaf share its port."""
@@ -170,7 +288,7 @@ class FabricController:
             root_sw.state_file,
             root_sw.target_info,
             config.fabric,
-            {n: c.jobs.table for n, c in self.controllers.items() if c is not self.root},
+            {n: c.jobs for n, c in self.controllers.items() if c is not self.root},
         )
         self._stop = threading.Event()
 

@@ -40,7 +40,7 @@ from p4reduce.state import State, read_state, write_state
 from p4reduce.target import TARGETS, PortMap, Target, TargetError, check_pipes
 from p4reduce.wire import MAX_EPOCH
 
-from . import admission, drop_simulator, replication, result_destination, stats
+from . import admission, drop_simulator, replication, result_destination, stats, uplink
 from .admission import job_parameters
 from .connection import SwitchConnection, SwitchError
 
@@ -298,6 +298,8 @@ class JobManager:
             )
             admission.admit(self.conn, job_parameters(job), job.workers)
             done.append(lambda: admission.revoke(self.conn, job_parameters(job), job.workers))
+            uplink.add(self.conn, job)  # a leaf's job (the leaf role)
+            done.append(lambda: uplink.remove(self.conn, job))
             if job.loss:
                 drop_simulator.set_loss(self.conn, job.job, **job.loss)
         except Exception:
@@ -317,6 +319,7 @@ class JobManager:
             job = self._get(job_id)
             # admission first: from here on no packet of the job touches its slots
             _gone_ok(lambda: admission.revoke(self.conn, job_parameters(job), job.workers))
+            _gone_ok(lambda: uplink.remove(self.conn, job))
             _gone_ok(
                 lambda: result_destination.remove_destinations(self.conn, job.job, job.workers)
             )

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
-from . import admission, drop_simulator, forwarding, identity, result_destination
+from . import admission, drop_simulator, forwarding, identity, result_destination, uplink
 from p4reduce.job import Job
 
 from .config import SwitchConfig
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 # Tables in the order missing entries are written (what an entry refers to first: a
 # result needs its destinations before admission lets the job's packets in); stale
 # entries are removed in the reverse order.
-WRITE_ORDER = ("result_destination", "drop_simulator", "l2_forward", "admission")
+WRITE_ORDER = ("result_destination", "drop_simulator", "l2_forward", "uplink", "admission")
 
 EntryKey = tuple
 Replicas = list[tuple[int, int]]
@@ -83,7 +83,7 @@ def job_entries(conn: SwitchConnection, job: Job) -> list[p4runtime_pb2.TableEnt
     entries += [
         admission.admission_entry(conn, admission.job_parameters(job), w) for w in job.workers
     ]
-    return entries
+    return entries + uplink.job_entries(conn, job)
 
 
 def desired_state(conn: SwitchConnection, sw: SwitchConfig, jobs: Iterable[Job]) -> DesiredState:

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
 
-from . import admission, drop_simulator, forwarding, pipeline, result, result_destination
+from . import (
+    admission,
+    drop_simulator,
+    forwarding,
+    pipeline,
+    result,
+    result_destination,
+    rewind,
+)
 from .connection import SwitchConnection
 
 # Each controller module names the counters its P4 control declares; these are the lists
 # of all of them (tests/controller_tests/test_control_modules.py checks against the P4Info)
-JOB_COUNTERS = result.JOB_COUNTERS + admission.JOB_COUNTERS + drop_simulator.JOB_COUNTERS
+JOB_COUNTERS = (
+    result.JOB_COUNTERS + admission.JOB_COUNTERS + drop_simulator.JOB_COUNTERS + rewind.JOB_COUNTERS
+)
 DROP_REASONS = pipeline.DROP_REASONS
 SWITCH_COUNTERS = forwarding.SWITCH_COUNTERS + result_destination.SWITCH_COUNTERS
 

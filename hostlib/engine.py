@@ -32,8 +32,15 @@ from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
 
 EOS = p.END_OF_STREAM
+MSG_TYPE_BYTE = p.P4R_OFFSET  # protocol (high nibble) | msg_type (low nibble)
 
-__all__ = ["AllreduceEngine", "EngineStats", "FingerprintMismatch", "SwitchStateLost"]
+__all__ = [
+    "AllreduceEngine",
+    "EngineStats",
+    "FingerprintMismatch",
+    "SwitchStateLost",
+    "new_engine",
+]
 
 
 class SwitchStateLost(RuntimeError):
@@ -59,6 +66,27 @@ class EngineStats:
     timeouts_doubled: int = 0
     probes: int = 0  # retransmissions sent as silence probes (one per timer)
     overflowed_blocks: list[int] = field(default_factory=list)
+    # silent rounds (silent.SilentEngine): what loss recovery cost
+    queries: int = 0  # SKIPs with FLAG_RETRANSMIT asking for a round this rank waits for
+    rewind_requests: int = 0  # REWINDs sent (a gap in the chain, or queries unanswered)
+    rewinds: int = 0  # REWINDs from the switch taken (the slot re-ran from a position)
+    # packets sent by message type (index: protocol.MsgType), retransmissions included
+    sent_by_type: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
+
+    def sent_counts(self) -> dict[str, int]:
+        """Packets sent per message type name (ANNOUNCE, DATA, SKIP, REWIND): what a
+        bench reports per rank per call."""
+        return {m.name: int(self.sent_by_type[m]) for m in p.MsgType if self.sent_by_type[m]}
+
+
+def new_engine(cfg: JobConfig, payload: Payload, now: float, *args, **kwargs) -> "AllreduceEngine":
+    """The engine of the job's round mode: AllreduceEngine for every-rank rounds,
+    silent.SilentEngine for silent ones (same arguments)."""
+    if cfg.round_mode == p.RoundMode.SILENT:
+        from .silent import SilentEngine
+
+        return SilentEngine(cfg, payload, now, *args, **kwargs)
+    return AllreduceEngine(cfg, payload, now, *args, **kwargs)
 
 
 class AllreduceEngine:
@@ -116,6 +144,7 @@ class AllreduceEngine:
         self.block = np.full(n, EOS, np.int64)  # block of the outstanding packet
         self.exponent = np.zeros(n, np.int64)  # E used by the outstanding packet
         self.my_next = first
+        self._first = first.copy()  # each slot's first non-zero block of this rank
         self.round = np.zeros(n, np.int64)
         self.last_frames = np.zeros((n, self.builder.width), np.uint8)
         self._padded_skips = p.skip_carries_values(k)  # SKIPs carry a block of zeros
@@ -195,24 +224,39 @@ class AllreduceEngine:
         values: np.ndarray | None,
         extension: np.ndarray,
     ) -> None:
+        """Send packets on `slots`, each kept as its slot's frame for retransmission."""
+        batch = self._build(slots, msg_type, slot_version, block, next_block, values, extension)
+        self.last_frames[slots] = batch.frames
+        self.last_lengths[slots] = batch.lengths
+        self._pending.append(batch)
+
+    def _build(
+        self,
+        slots: np.ndarray,
+        msg_type: np.ndarray,
+        slot_version: np.ndarray,
+        block: np.ndarray,
+        next_block: np.ndarray,
+        values: np.ndarray | None,
+        extension: np.ndarray,
+    ) -> Batch:
+        """Frames of this rank for `slots` (the job's flags: CONTINUED, PACKED, SILENT)."""
         cols = {
             "protocol": p.PROTOCOL_VERSION,
             "msg_type": msg_type,
             "slot_version": slot_version,
             "flags": np.where(self.continued[slots], int(p.Flag.CONTINUED), 0)
-            | (int(p.Flag.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0),
+            | (int(p.Flag.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0)
+            | (int(p.Flag.SILENT) if self.cfg.round_mode == p.RoundMode.SILENT else 0),
             "job": self.cfg.job,
             "slot": slots,
-            "rank": self.cfg.rank,
+            "rank": self.cfg.rank_on_wire,
             "next_exponent": self._announce_exponent(next_block),
             "epoch": self.cfg.epoch,
             "block": block,
             "next_block": next_block,
         }
-        batch = self.builder.build(cols, extension, values, self.payload.fingerprint)
-        self.last_frames[slots] = batch.frames
-        self.last_lengths[slots] = batch.lengths
-        self._pending.append(batch)
+        return self.builder.build(cols, extension, values, self.payload.fingerprint)
 
     def packets_to_send(self, now: float, expire: bool = True) -> Batch:
         """New packets released by results since the last call, plus (with `expire`)
@@ -224,6 +268,7 @@ class AllreduceEngine:
             due = self.pacer.due(now)
             self.stats.probes += self.pacer.probes - probes
             if due.size:
+                self._resending(due)
                 frames = self.last_frames[due]
                 frames[:, FLAGS_BYTE] |= int(p.Flag.RETRANSMIT)
                 self._pending.append(Batch(frames, self.last_lengths[due].copy()))
@@ -233,7 +278,14 @@ class AllreduceEngine:
         self._pending = []
         self.stats.packets_sent += len(out)
         self.stats.bytes_sent += int(out.lengths.sum())
+        if len(out):
+            kinds = out.frames[:, MSG_TYPE_BYTE] & 0x0F
+            self.stats.sent_by_type += np.bincount(kinds, minlength=8)[:8]
         return out
+
+    def _resending(self, due: np.ndarray) -> None:
+        """Slots `due` are about to resend their kept frame (a hook: silent rounds turn
+        unanswered queries into rewind requests there)."""
 
     # -- input ---------------------------------------------------------------------------
 
@@ -320,13 +372,23 @@ class AllreduceEngine:
         """Which of the batch answer this rank's outstanding packet of their slot (a
         RESULT or a STATUS for its round); raises SwitchStateLost first if the switch
         says it lost the job's state on any slot."""
+        answers = self._ours(r)
+        c, slot = r.cols, r.cols["slot"]
+        answers[answers] &= (c["slot_version"][answers] == self.slot_version[slot[answers]]) & (
+            c["block"][answers] == self.block[slot[answers]]
+        )
+        return answers
+
+    def _ours(self, r: Parsed) -> np.ndarray:
+        """Which of the batch are for this rank's job, epoch and active slots; raises
+        SwitchStateLost if the switch says it lost the job's state on any slot."""
         c = r.cols
         slot = c["slot"]
         ours = (
             (c["protocol"] == p.PROTOCOL_VERSION)
             & (c["job"] == self.cfg.job)
             & (c["epoch"] == self.cfg.epoch)
-            & (c["rank"] == self.cfg.rank)
+            & (c["rank"] == self.cfg.rank_on_wire)
             & (slot < self.slot_count)
         )
         lost = ours & ((c["flags"] & p.Flag.STATE_LOST) != 0)
@@ -338,11 +400,7 @@ class AllreduceEngine:
                 f"its pipeline was replaced while the job ran, and rounds whose results died "
                 f"with it cannot complete; delete the job and create it again"
             )
-        answers = ours & self.slots.active[np.minimum(slot, self.slot_count - 1)]
-        answers[answers] &= (c["slot_version"][answers] == self.slot_version[slot[answers]]) & (
-            c["block"][answers] == self.block[slot[answers]]
-        )
-        return answers
+        return ours & self.slots.active[np.minimum(slot, self.slot_count - 1)]
 
     def _take_statuses(self, r: Parsed, answers: np.ndarray, now: float) -> None:
         """STATUS replies: the switch holds these rounds' packets (timers), and says
@@ -467,13 +525,7 @@ class AllreduceEngine:
         differ = low != high
         if not differ.any():
             return idx, s
-        if self.mismatch is None:
-            k = int(np.argmax(differ))
-            self.mismatch = (int(low[k]), int(high[k]))
-            extra = self.slots.unopened()
-            if extra.size:
-                self.my_next[extra] = EOS
-                self._open(extra, now)
+        self._note_mismatch(low, high, differ, now)
         ended = as_[differ]
         self.slots.finish(ended)  # nothing waits: every slot is open now
         self.round[ended] += 1
@@ -481,6 +533,20 @@ class AllreduceEngine:
         keep = np.ones(idx.shape, bool)
         keep[np.flatnonzero(announced)[differ]] = False
         return idx[keep], s[keep]
+
+    def _note_mismatch(
+        self, low: np.ndarray, high: np.ndarray, differ: np.ndarray, now: float
+    ) -> None:
+        """Announce results whose fingerprint range (`low`, `high`) `differ`: keep the
+        first range, and announce on every slot of the job not opened yet."""
+        if self.mismatch is not None:
+            return
+        k = int(np.argmax(differ))
+        self.mismatch = (int(low[k]), int(high[k]))
+        extra = self.slots.unopened()
+        if extra.size:
+            self.my_next[extra] = EOS
+            self._open(extra, now)
 
     def raise_if_mismatched(self) -> None:
         if self.mismatch is not None:

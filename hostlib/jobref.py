@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from p4reduce.job import DescriptorError, JobError, descriptor_name, load_descriptor
-from p4reduce.state import locate, read_state
+from p4reduce.state import locate, locate_leaves, read_state
 
 ENV = {
     "descriptor": "P4REDUCE_DESCRIPTOR",
@@ -181,11 +181,25 @@ def _from_controller(path: Path, job: int, rank: int) -> tuple[dict[str, Any], s
             raise JobLookupError(
                 f"controller state file {state} has no job {job} (jobs: {sorted(jobs)})"
             )
-        desc = found.descriptor(rank, switch)
+        desc = (
+            found.descriptor(rank, switch)
+            if found.job_ranks is None
+            else _from_leaf(path, found.job, found.epoch, rank)
+        )
     except JobError as e:
         raise JobLookupError(f"controller state file {state}: {e}") from None
     where = f"job {job} in controller state file {state}"
     return _validated(desc, where), where
+
+
+def _from_leaf(path: Path, job: int, epoch: int, rank: int) -> dict[str, Any]:
+    """A fabric's job in the leaf role: the rank's descriptor is its leaf's part (the
+    spine's record has the leaves as its ranks; docs/fabric.md)."""
+    for state, leaf in locate_leaves(path):
+        part = read_state(state).jobs.get(job) if state.is_file() else None
+        if part is not None and part.epoch == epoch and rank in (part.ranks_in_job or []):
+            return part.descriptor(part.ranks_in_job.index(rank), leaf)  # type: ignore[union-attr]
+    raise JobError(f"job {job}: no leaf's state file has rank {rank}")
 
 
 def open_worker(

@@ -53,6 +53,7 @@ from p4reduce.wire import (  # noqa: F401 (re-exported: the one place these are 
     MsgType,
     Flag,
     Encoding,
+    RoundMode,
     Extension,
     EXTENSION_BYTES,
     ProtocolError,
@@ -221,9 +222,9 @@ def validate_header(h: Header, *, from_switch: bool) -> None:
     if h.protocol != PROTOCOL_VERSION:
         raise ProtocolError(f"field protocol={h.protocol}, expected {PROTOCOL_VERSION}")
     allowed = (
-        (MsgType.RESULT, MsgType.STATUS)
+        (MsgType.RESULT, MsgType.STATUS, MsgType.REWIND)
         if from_switch
-        else (MsgType.ANNOUNCE, MsgType.DATA, MsgType.SKIP)
+        else (MsgType.ANNOUNCE, MsgType.DATA, MsgType.SKIP, MsgType.REWIND)
     )
     if h.msg_type not in allowed:
         raise ProtocolError(f"field msg_type={h.msg_type} not one of {[m.name for m in allowed]}")
@@ -349,12 +350,22 @@ class Frame(NamedTuple):
 def carries_values(msg_type, block, extension):
     """Whether a message's bytes after the header are a block's values: a DATA's always,
     a RESULT's when it answers a data round (its block is not END_OF_STREAM), a SKIP's
-    when it has any (a job whose SKIPs carry a block: wire.skip_carries_values). Written
+    when it has any (a job whose SKIPs carry a block: wire.skip_carries_values); a
+    REWIND's as a RESULT's (the switch's: the completed round's sums) or as a SKIP's (a
+    rank's request: K zeros), never when it is a fingerprint; a silent job's closing
+    RESULT (block END_OF_STREAM) when it kept the K zeros of the SKIPs it was made from. Written
     with & and | so that one rule serves a frame (ints: a bool) and a batch's columns
     (numpy arrays: a mask, framing.parse_batch)."""
+    rewind = msg_type == MsgType.REWIND
+    sums = (msg_type == MsgType.RESULT) | rewind
     return (msg_type == MsgType.DATA) | (
         (extension != 0)
-        & (((msg_type == MsgType.RESULT) & (block != END_OF_STREAM)) | (msg_type == MsgType.SKIP))
+        & (
+            (sums & (block != END_OF_STREAM))
+            | (sums & (extension > FINGERPRINT_BYTES))  # a closing RESULT made from K zeros
+            | (msg_type == MsgType.SKIP)
+            | (rewind & (extension != FINGERPRINT_BYTES))
+        )
     )
 
 
@@ -365,6 +376,7 @@ _OTHER_EXTENSIONS = {
     MsgType.SKIP: (Extension.NONE,),
     MsgType.STATUS: (Extension.STATUS,),
     MsgType.RESULT: (Extension.FINGERPRINT, Extension.NONE),
+    MsgType.REWIND: (Extension.FINGERPRINT, Extension.NONE),
 }
 _NOT_VALUES = (Extension.NONE, Extension.STATUS, Extension.FINGERPRINT)
 
@@ -571,7 +583,8 @@ def _scapy_layers():
             n = len(payload)
             if n >= 4 and carries_values(self.msg_type, self.block, n):  # the job's K values
                 return P4ReduceValues
-            if self.msg_type in (MsgType.ANNOUNCE, MsgType.RESULT) and n >= FINGERPRINT_BYTES:
+            fingerprinted = (MsgType.ANNOUNCE, MsgType.RESULT, MsgType.REWIND)
+            if self.msg_type in fingerprinted and n >= FINGERPRINT_BYTES:
                 return P4ReduceFingerprint
             if self.msg_type == MsgType.STATUS and n >= STATUS_BYTES:
                 return P4ReduceStatus

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
 
 from p4reduce.job import JobConfig, load_descriptor
 
-from .engine import AllreduceEngine, SwitchStateLost
+from .engine import AllreduceEngine, SwitchStateLost, new_engine
 from .framing import FrameBuilder
 from .loop import CallLoop, Transport
 from .timers import EngineParams, RttEstimator
@@ -45,11 +45,19 @@ class WorkerStats:
     last_packets_sent: int = 0
     last_blocks: int = 0
     last_nonzero_blocks: int = 0
+    # the latest call's packets by message type (ANNOUNCE, DATA, SKIP, REWIND), and what
+    # silent rounds' loss recovery cost over the Worker's life
+    last_sent_by_type: dict[str, int] = field(default_factory=dict)
+    queries: int = 0
+    rewind_requests: int = 0
+    rewinds: int = 0
     srtt: float = 0.0  # smoothed round time of clean rounds (s)
     rto: float = 0.0  # the retransmission timer after the latest call (s)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+        out = dict(vars(self))
+        out["last_sent_by_type"] = dict(self.last_sent_by_type)
+        return out
 
 
 class WorkerBroken(RuntimeError):
@@ -188,7 +196,7 @@ class Worker:
         )
         output = Output(payload, divisor)
         t0 = time.monotonic()
-        eng = AllreduceEngine(
+        eng = new_engine(
             self.cfg,
             payload,
             t0,
@@ -246,3 +254,7 @@ class Worker:
         s.last_packets_sent = e.packets_sent
         s.last_blocks = payload.nblocks
         s.last_nonzero_blocks = int(payload.nonzero.size)
+        s.last_sent_by_type = e.sent_counts()
+        s.queries += e.queries
+        s.rewind_requests += e.rewind_requests
+        s.rewinds += e.rewinds

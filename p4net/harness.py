@@ -26,7 +26,7 @@ from hostlib import protocol as p
 from hostlib.framing import WIDTH, Batch
 from hostlib.protocol import Endpoints, Frame, Header, MsgType
 from p4reduce.job import Job
-from p4reduce.wire import skip_carries_values
+from p4reduce.wire import Flag, RoundMode, skip_carries_values
 from softswitch.inprocess import InProcessSwitch
 
 from .switches import SwitchUnderTest
@@ -113,9 +113,10 @@ class SwitchSession:
         encoding: str = "packed",
         int32_halves: bool | None = None,
         block_values: int | None = None,
+        round_mode: str | None = None,
     ) -> Job:
         """A job of `workers` ranks (rank r on ports[r], default r + 1), created as the
-        controller creates one (`block_values` None: the target's default size)."""
+        controller creates one (`block_values`, `round_mode` None: the target's default)."""
         ports = ports or list(range(1, workers + 1))
         return self.jobs.create(
             job,
@@ -124,6 +125,7 @@ class SwitchSession:
             encoding,
             int32_halves,
             block_values,
+            round_mode,
         )
 
     def add_job(
@@ -138,6 +140,7 @@ class SwitchSession:
         ports: list[int] | None = None,
         encoding: p.Encoding = p.Encoding.LANES,
         block_values: int = p.BLOCK_VALUES,
+        round_mode: RoundMode = RoundMode.EVERY_RANK,
     ) -> TestJob:
         """A job whose index, slots and epoch the test chooses, adopted by the controller's
         `JobManager.adopt` (the entries a real job gets, and the manager knows it, so that
@@ -153,6 +156,7 @@ class SwitchSession:
             workers=[worker_address(rank, port) for rank, port in enumerate(ports)],
             encoding=p.Encoding(encoding).name.lower(),
             block_values=block_values,
+            round_mode=RoundMode(round_mode).name.lower(),
         )
         self.jobs.adopt(spec)
         return TestJob(self, spec)
@@ -243,6 +247,11 @@ class TestJob:
     def workers(self) -> list[WorkerAddress]:
         return self.job.workers
 
+    @property
+    def silent(self) -> bool:
+        """A job of silent rounds: its frames carry FLAG_SILENT (`frame` adds it)."""
+        return self.job.round_mode == RoundMode.SILENT.name.lower()
+
     def endpoints(self, rank: int) -> Endpoints:
         w, switch = self.by_rank[rank], self.switch.address
         return Endpoints(w.mac, switch.mac, w.ip, switch.ip, w.udp_port, p.UDP_PORT_BASE)
@@ -263,9 +272,13 @@ class TestJob:
         epoch: int | None = None,
         fingerprint: int = FINGERPRINT,
         pad_skip: bool = True,
+        mode_flag: bool = True,
     ) -> bytes:
-        """One frame from `rank`. A SKIP of a job whose SKIPs carry a values block
-        (p4reduce.wire.skip_carries_values) gets one of zeros unless `pad_skip` is False."""
+        """One frame from `rank`. A SKIP or REWIND of a job whose SKIPs carry a values
+        block (p4reduce.wire.skip_carries_values) gets one of zeros unless `pad_skip` is
+        False; a silent job's frame gets FLAG_SILENT unless `mode_flag` is False."""
+        if mode_flag and self.silent:
+            flags |= Flag.SILENT
         header = Header.make(
             msg_type,
             job=self.params.job if job is None else job,
@@ -279,7 +292,8 @@ class TestJob:
             epoch=self.params.epoch if epoch is None else epoch,
         )
         fp = (fingerprint, fingerprint) if msg_type == MsgType.ANNOUNCE else None
-        if msg_type == MsgType.SKIP and pad_skip and skip_carries_values(self.job.block_values):
+        header_only = msg_type in (MsgType.SKIP, MsgType.REWIND)
+        if header_only and pad_skip and skip_carries_values(self.job.block_values):
             values = np.zeros(self.job.block_values, np.int64)
         if values is None:
             return p.build_frame(self.endpoints(rank), header, fingerprint=fp)

@@ -212,6 +212,14 @@ class JobConfig:
     int32_halves: bool = False
     # who sends in a round (protocol.md section 6); every packet says it with FLAG_SILENT
     round_mode: p.RoundMode = p.RoundMode.EVERY_RANK
+    # a job of a fabric in the leaf role (docs/fabric.md): the rank's index among its
+    # leaf's ranks, which its packets carry; None: `rank` itself (one switch holds the job)
+    wire_rank: int | None = None
+
+    @property
+    def rank_on_wire(self) -> int:
+        """The `rank` field of this rank's packets: its bit in its switch's bitmap."""
+        return self.rank if self.wire_rank is None else self.wire_rank
 
     def to_switch(self) -> p.Endpoints:
         """Addresses of this rank's packets to the switch (what admission checks)."""
@@ -251,7 +259,18 @@ class JobConfig:
             "round_mode": self.round_mode.name.lower(),
             "switch": vars(self.switch).copy(),
             "worker": vars(self.worker).copy(),
-        }
+        } | ({} if self.wire_rank is None else {"wire_rank": self.wire_rank})
+
+
+@dataclass(frozen=True)
+class Uplink:
+    """A leaf's way to the spine for one job (the leaf role, docs/fabric.md): its port
+    towards the spine, the spine's MAC and IPv4, and the leaf's rank in the spine's job."""
+
+    port: int
+    mac: str
+    ip: str
+    rank: int
 
 
 @dataclass
@@ -273,6 +292,12 @@ class Job:
     loss: dict | None = None
     block_values: int = p.BLOCK_VALUES  # K; state files written before the field: 64
     round_mode: str = UNRECORDED_ROUND_MODE  # wire.RoundMode name, lower case
+    # the leaf role (docs/fabric.md): on a leaf, its uplink to the spine and each
+    # worker's rank in the whole job (workers' ranks are their indices on the leaf); on
+    # every switch of such a job, the whole job's ranks (the packed bias's N)
+    uplink: Uplink | None = None
+    ranks_in_job: list[int] | None = None
+    job_ranks: int | None = None
 
     def __post_init__(self) -> None:
         if self.int32_halves is None:
@@ -282,16 +307,24 @@ class Job:
     def worker_count(self) -> int:
         return len(self.workers)
 
+    @property
+    def ranks_in_all(self) -> int:
+        """The whole job's ranks: worker_count, or all leaves' in the leaf role."""
+        return self.job_ranks or self.worker_count
+
     def job_config(self, rank: int, switch: Address) -> JobConfig:
-        """Worker `rank`'s configuration, as it parses it from the descriptor."""
+        """Worker `rank`'s configuration, as it parses it from the descriptor (on a leaf:
+        the worker of index `rank` there, its rank the job-wide one)."""
         w = next((w for w in self.workers if w.rank == rank), None)
         if w is None:
             raise JobError(f"job {self.job} has no rank {rank}")
+        on_leaf = self.ranks_in_job is not None
         return JobConfig(
             job=self.job,
             epoch=self.epoch,
-            rank=rank,
-            worker_count=self.worker_count,
+            rank=self.ranks_in_job[rank] if self.ranks_in_job is not None else rank,
+            wire_rank=rank if on_leaf else None,
+            worker_count=self.ranks_in_all,
             slot_base=self.slot_base,
             slot_count=self.slot_count,
             switch=switch,
@@ -323,7 +356,18 @@ class Job:
             "block_values": self.block_values,
             "round_mode": self.round_mode,
             "workers": [asdict(w) for w in self.workers],
-        }
+        } | self._leaf_role_json()
+
+    def _leaf_role_json(self) -> dict:
+        """The leaf role's fields, only where set: other records stay as they were."""
+        out: dict[str, Any] = {}
+        if self.uplink is not None:
+            out["uplink"] = asdict(self.uplink)
+        if self.ranks_in_job is not None:
+            out["ranks_in_job"] = list(self.ranks_in_job)
+        if self.job_ranks is not None:
+            out["job_ranks"] = self.job_ranks
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "Job":
@@ -339,6 +383,9 @@ class Job:
             block_values=data.get("block_values", p.BLOCK_VALUES),
             round_mode=data.get("round_mode", UNRECORDED_ROUND_MODE),
             workers=[WorkerAddress(**w) for w in data["workers"]],
+            uplink=Uplink(**data["uplink"]) if data.get("uplink") else None,
+            ranks_in_job=data.get("ranks_in_job"),
+            job_ranks=data.get("job_ranks"),
         )
 
 
@@ -440,7 +487,11 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
     # any K a switch program could carry: which sizes a switch takes is its controller's
     # to check when the job is created (resolve_block_values)
     block_values = integer("block_values", 1, p.MAX_BLOCK_VALUES)
-    worker_count = integer("worker_count", 1, p.MAX_WORKERS)
+    # more than one switch's MAX_WORKERS only in the leaf role, where a rank's packets
+    # carry its index on its leaf (wire_rank)
+    leaf_role = "wire_rank" in d
+    worker_count = integer("worker_count", 1, p.MAX_JOB_RANKS if leaf_role else p.MAX_WORKERS)
+    wire_rank = integer("wire_rank", 0, p.MAX_WORKERS - 1) if leaf_role else None
     name = d.get("encoding", UNRECORDED_ENCODING)
     try:
         encoding = encoding_named(name)
@@ -472,4 +523,5 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
         encoding=encoding,
         int32_halves=int32_halves,
         round_mode=round_mode,
+        wire_rank=wire_rank,
     )

@@ -156,11 +156,9 @@ def locate(config_path: Path) -> tuple[Path, Address]:
     switch's address there: what a rank needs to read its job and build its descriptor.
     Reads only `switch.state_file`, `switch.mac` and `switch.ip` (the controller checks
     the whole file when it loads it); ValueError saying which of them is wrong. In a fabric
-    file the same fields of its spine's [[switches]] table, where its jobs aggregate."""
-    try:
-        data = tomllib.loads(config_path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"not valid TOML: {exc}") from None
+    file the same fields of its spine's [[switches]] table, where its jobs are recorded
+    (each leaf's part of a job in the leaf's: `locate_leaves`)."""
+    data = _config(config_path)
     sw = data.get("switch")
     name = None
     if "switches" in data:  # a fabric: its jobs are the spine's (docs/fabric.md)
@@ -168,6 +166,28 @@ def locate(config_path: Path) -> tuple[Path, Address]:
         name = sw.get("name")
     if not isinstance(sw, dict):
         raise ValueError("no [switch] table")
+    return _state_and_address(config_path, sw, name)
+
+
+def locate_leaves(config_path: Path) -> list[tuple[Path, Address]]:
+    """Each leaf's state file and address in a fabric file (none in a one-switch file):
+    where a rank's part of a job in the leaf role is recorded (docs/fabric.md)."""
+    switches = _config(config_path).get("switches")
+    return [
+        _state_and_address(config_path, sw, sw.get("name"))
+        for sw in (switches if isinstance(switches, list) else [])
+        if isinstance(sw, dict) and sw.get("role") == "leaf"
+    ]
+
+
+def _config(config_path: Path) -> dict:
+    try:
+        return tomllib.loads(config_path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"not valid TOML: {exc}") from None
+
+
+def _state_and_address(config_path: Path, sw: dict, name: str | None) -> tuple[Path, Address]:
     state_file = sw.get("state_file")
     if state_file is None:
         path = default_state_file(config_path, name)

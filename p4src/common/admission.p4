@@ -44,12 +44,16 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
         /* the per-job checks, in the action: bmv2 pays per table applied */
         /* a values block (meta.data_values, the v1model parser's) must be the job's size,
          * and a SKIP of a job above SKIP_GROWS_TO_VALUES must carry one (values.p4) */
+        /* a REWIND (a SKIP's layout) belongs to silent rounds only */
         meta.slot_in_range = (hdr.p4r.slot < slot_count
                               && hdr.p4r.flags[6:5] == round_mode ++ encoding
+                              && (hdr.p4r.msg_type != MSG_REWIND
+                                  || round_mode == ROUND_MODE_SILENT)
                               && (meta.data_values == block_values
                                   || (meta.data_values == 0
                                       && (block_values <= SKIP_GROWS_TO_VALUES
-                                          || hdr.p4r.msg_type != MSG_SKIP))))
+                                          || (hdr.p4r.msg_type != MSG_SKIP
+                                              && hdr.p4r.msg_type != MSG_REWIND)))))
                              ? 1w1 : 1w0;
         meta.pool_slot = (bit<32>)(slot_base + hdr.p4r.slot);
         meta.slot_index = (meta.pool_slot << 1) | (bit<32>)hdr.p4r.slot_version;
@@ -77,9 +81,10 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
         admission.apply();
         if (meta.admitted == 1 && meta.slot_in_range == 0) {
             if (hdr.p4r.slot < meta.slot_count) {
-                /* FLAG_PACKED, FLAG_SILENT or the values' size disagrees with the job:
-                 * its values would be added wrongly, its round taken by the other mode's
-                 * rules, or its RESULT would not fit */
+                /* FLAG_PACKED, FLAG_SILENT or the values' size disagrees with the job,
+                 * or a REWIND comes for an every-rank job: its values would be added
+                 * wrongly, its round taken by the other mode's rules, or its RESULT would
+                 * not fit */
                 COUNT(wrong_encoding, meta.job_index);
             } else {
                 COUNT(slot_out_of_range, meta.job_index);

@@ -89,6 +89,11 @@ const bitmap_t ROUND_COMPLETE = 0xFFFFFFFF;
 #define SLOT_ENTRIES (POOL_SLOTS * 2)   /* index = pool_slot * 2 + slot_version */
 #define MAX_JOBS 64         /* per-job counters are indexed by the job's index 0..63 */
 #define MAX_WORKERS 32      /* width of the contributor bitmap */
+/* X(i) for every rank 0..MAX_WORKERS-1: what a silent round's completion unrolls (the
+ * minimum over every rank's announced key, v1model/rank_next.p4) */
+#define FOR_EACH_RANK(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) \
+    X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25) \
+    X(26) X(27) X(28) X(29) X(30) X(31)
 
 /* Table sizes: admission and result destinations hold one entry per worker of every job. */
 #define ADMISSION_ENTRIES (MAX_JOBS * MAX_WORKERS * 2)

@@ -142,6 +142,22 @@ struct metadata_t {
     /* values */
     bit<1>  lane_overflow;   /* some lane's partial sum overflowed on this packet */
     bit<1>  round_overflow;
+    /* silent rounds (docs/protocol.md section 6): ExpectedRanks, RankNext, Rewind */
+    bitmap_t full_mask;        /* the job's full mask: one bit per rank */
+    bitmap_t expected;         /* the ranks the packet's round waits for */
+    bitmap_t unexpected;       /* the job's ranks it does not wait for (0: every-rank) */
+    bit<1>  first_round;       /* an ANNOUNCE that is not CONTINUED: the job's first round */
+    bit<32> own_key;           /* the key the packet's version stored (silent): the block of
+                                  the other version's round */
+    bit<1>  block_matches;     /* the packet's block is its version's round's block */
+    bit<1>  other_done;        /* the other version's half holds a complete round */
+    bit<1>  query;             /* a SKIP outside the closing round: asks, never contributes */
+    bit<1>  rewind_taken;      /* a REWIND whose position joins the slot's pending one */
+    bit<1>  rewind_only;       /* ... and that is no closing contribution: consumed */
+    block_t rewind_position;   /* the slot's pending rewind position (END_OF_STREAM: none) */
+    bit<1>  rewound;           /* the round answers as MSG_REWIND */
+    bit<32> missing_bias;      /* packed silent data round: the silent ranks' bias */
+    bitmap_t next_expected;    /* the ranks the next round expects (RankNext) */
     /* next block */
     bit<32> announced_key;   /* this packet's next_block[23:0] ++ ~next_exponent */
     bit<32> next_key;        /* the round's minimum key: gives next block and exponent */

@@ -23,27 +23,41 @@
  * every later packet of the job on it is answered with FLAG_STATE_LOST, so every rank
  * fails at once instead of some ranks waiting for a round whose result died.
  *
+ * A contribution flagged STATE_LOST (a restarted leaf's, uplink.p4) marks the slot lost
+ * here too, and its answer goes to the whole job (Result).
+ *
  * The stateful steps are the shared bodies of common/bodies/contributor_bitmap.p4. */
 #ifndef P4REDUCE_CONTRIBUTOR_BITMAP_P4
 #define P4REDUCE_CONTRIBUTOR_BITMAP_P4
 #include "../common/headers.p4"
 #include "../common/bodies/contributor_bitmap.p4"
 #include "register_step.p4"
+#include "expected_ranks.p4"
+#include "rewind.p4"
+#include "value_aggregation.p4"
 
 control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
+    Rewind() rewind;              /* silent rounds: the pending rewind position */
+    SilentBias() silent_bias;     /* silent rounds: the bias of ranks a round does not expect */
     register<bit<32>>(POOL_SLOTS) slot_epoch;
     register<bit<64>>(POOL_SLOTS) bitmap;
 
     bit<32> epoch_verdict;
     bit<32> mine;
     bit<1> continued;
+    bit<1> announce_round;   /* a query is answered from an announce or rewind round */
 
     action check_epoch() {
         meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
         continued = ((hdr.p4r.flags & FLAG_CONTINUED) != 0) ? 1w1 : 1w0;
         meta.epoch_on_mismatch = (continued == 1) ? meta.epoch_lost : hdr.p4r.epoch;
         meta.rank_bit = 32w1 << hdr.p4r.rank;
-        meta.others_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0] & ~meta.rank_bit;
+        /* a round completes when every rank it expects has joined: the job's full mask, or
+         * in a silent job the set ExpectedRanks read */
+        meta.others_mask = ((meta.round_mode == ROUND_MODE_SILENT)
+                            ? meta.expected
+                            : (((bit<64>)1 << meta.worker_count) - 1)[31:0])
+                           & ~meta.rank_bit;
         REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
         meta.same_epoch = (epoch_verdict == EPOCH_SAME) ? 1w1 : 1w0;
         meta.state_lost = (epoch_verdict == EPOCH_MARKED_LOST
@@ -58,7 +72,75 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         joined = (meta.duplicate == 0) ? joined : 1w0;
         meta.first = (joined == 1 && mine == 0) ? 1w1 : 1w0;
         meta.complete = (joined == 1 && mine == meta.others_mask) ? 1w1 : 1w0;
-        meta.contributors = mine | meta.rank_bit;
+        /* silent: the ranks the round does not wait for count as heard from */
+        meta.contributors = mine | meta.rank_bit | meta.unexpected;
+    }
+
+    /* A query (silent: a SKIP outside the closing round) joins no round; it is answered
+     * like a retransmission: the cached result of its version's round when that one is
+     * complete (which may be a later round than the sender waits for: the RESULT's block
+     * says which), a STATUS while it is in progress and does not wait for the sender, and
+     * otherwise -- a round the sender does not know about, or one waiting for the sender,
+     * which therefore missed the result that named it -- the cached result of the other
+     * version's round, the last one completed. Nothing is complete: stale. */
+    action answer_query() {
+        bit<1> waits_for_sender = ((meta.expected & ~mine & meta.rank_bit) != 0) ? 1w1 : 1w0;
+        /* the other version's half (read again: only queries and requests need it) */
+        bit<64> halves;
+        bitmap.read(halves, meta.pool_slot);
+        bitmap_t other = (hdr.p4r.slot_version == 0) ? halves[63:32] : halves[31:0];
+        meta.other_done = (other == ROUND_COMPLETE) ? 1w1 : 1w0;
+        meta.first = 0;
+        meta.complete = 0;
+        if (mine == ROUND_COMPLETE) {
+            meta.duplicate = 1;
+            meta.round_done = 1;
+            meta.stale = 0;
+            hdr.p4r.block = (bit<32>)meta.winner_key[31:8];
+        } else if (meta.block_matches == 1 && waits_for_sender == 0) {
+            meta.duplicate = 1;
+            meta.round_done = 0;
+            meta.stale = 0;
+        } else if (meta.other_done == 1) {
+            meta.duplicate = 1;
+            meta.round_done = 1;
+            meta.stale = 0;
+            hdr.p4r.slot_version = ~hdr.p4r.slot_version;
+            meta.slot_index = meta.slot_index ^ 1;
+            hdr.p4r.block = (bit<32>)meta.own_key[31:8];
+        } else {
+            meta.duplicate = 0;
+            meta.round_done = 0;
+            meta.stale = 1;
+        }
+        bit<3> kind;
+        round_kind.read(kind, meta.slot_index);
+        announce_round = (meta.round_done == 1
+                          && kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE] == 1) ? 1w1 : 1w0;
+    }
+    /* an announce or rewind round's result is the fingerprint range, not values */
+    action serve_announce_round() {
+        INVALIDATE_VALUES
+        hdr.fingerprint.setValid();
+    }
+    /* A REWIND's position is taken unless it is a copy of the sender's closing
+     * contribution (block END_OF_STREAM, its bit set); one that joins no round -- every
+     * REWIND of another block, whatever the sender contributed -- is consumed. */
+    action take_rewind() {
+        bit<1> request = (hdr.p4r.block != END_OF_STREAM) ? 1w1 : 1w0;
+        meta.rewind_taken = ~meta.duplicate | request;
+        meta.rewind_only = meta.stale | request;
+        meta.stale = 0;
+    }
+    /* ... and answered as a query would be, except that it gets no STATUS: a rank asking
+     * for a rewind may have missed the result that told it the round in progress waits
+     * for it (a rewind round, or its block), and the rewind applies only when that round
+     * completes; the cached result of the last completed round tells it. */
+    action answer_rewind_request() {
+        answer_query();
+        meta.rewind_only = ~meta.round_done;
+        meta.duplicate = meta.round_done;
+        meta.stale = 0;
     }
 
     action update_version_0() {
@@ -74,12 +156,44 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         contributions_seen();
     }
 
+    /* a leaf's contribution flagged STATE_LOST (uplink.p4: the leaf restarted and lost
+     * the slot): the slot is lost at this level too, and every leaf is told */
+    action mark_lost() {
+        slot_epoch.write(meta.pool_slot, meta.epoch_lost);
+        meta.state_lost = 1;
+    }
+
     apply {
         check_epoch();
+        if (hdr.p4r.flags[4:4] == 1 && meta.state_lost == 0) {
+            mark_lost();
+        }
         if (hdr.p4r.slot_version == 0) {
             update_version_0();
         } else {
             update_version_1();
+        }
+        if (meta.round_mode == ROUND_MODE_SILENT) {
+            if (meta.query == 1) {
+                answer_query();
+                if (announce_round == 1) {
+                    serve_announce_round();
+                }
+            } else if (hdr.p4r.msg_type == MSG_REWIND) {
+                take_rewind();
+                if (meta.rewind_only == 1) {
+                    answer_rewind_request();
+                    if (announce_round == 1) {
+                        serve_announce_round();
+                    }
+                }
+            }
+            /* the rest of a silent packet's decisions, here so that an every-rank packet
+             * passes one test of the round mode after the bitmap */
+            if (meta.state_lost == 0) {
+                rewind.apply(hdr, meta);
+                silent_bias.apply(hdr, meta);
+            }
         }
     }
 }

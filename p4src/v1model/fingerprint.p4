@@ -29,9 +29,16 @@ control Fingerprint(inout headers_t hdr, inout metadata_t meta) {
                       hdr.fingerprint.fingerprint_max, READ_BODY)
     }
 
+    action store_range() {
+        fingerprint_min.write(meta.slot_index, hdr.fingerprint.fingerprint_min);
+        fingerprint_max.write(meta.slot_index, hdr.fingerprint.fingerprint_max);
+    }
+
     apply {
         if (hdr.fingerprint.isValid()) {
-            if (meta.duplicate == 0) {
+            if (meta.store_result == 1) {
+                store_range();   /* a leaf keeps the spine's range (uplink.p4) */
+            } else if (meta.duplicate == 0) {
                 widen_range();
             } else {
                 read_range();

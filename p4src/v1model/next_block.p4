@@ -12,7 +12,11 @@
  * The job's first round on a slot has no earlier round to match: an ANNOUNCE that is not
  * CONTINUED belongs to it (its sender has had no result on the slot), so it is taken in
  * version 0 and stale in version 1. next_key is therefore declared outside both controls, and it is
- * the one register v1model accesses twice per packet (two cells, the first read-only). */
+ * the one register v1model accesses twice per packet (two cells, the first read-only).
+ *
+ * A job of silent rounds keeps its rounds' keys in RankNext (rank_next.p4) instead of
+ * NextBlock: next_key holds a version's winner from the completion of its round on, which
+ * is what RoundWinner reads in both modes. */
 #ifndef P4REDUCE_NEXT_BLOCK_P4
 #define P4REDUCE_NEXT_BLOCK_P4
 #include "../common/headers.p4"
@@ -55,8 +59,17 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
         REGISTER_STEP(next_key, meta.slot_index, bit<32>, meta.next_key, READ_BODY)
     }
 
+    /* a leaf keeps the spine's winner (uplink.p4): the next round's stale check and a
+     * cached answer use the job's, not the leaf's */
+    action store_winner() {
+        meta.next_key = hdr.p4r.next_block[23:0] ++ (~hdr.p4r.next_exponent);
+        next_key.write(meta.slot_index, meta.next_key);
+    }
+
     apply {
-        if (meta.duplicate == 0) {
+        if (meta.store_result == 1) {
+            store_winner();
+        } else if (meta.duplicate == 0) {
             take_minimum();
         } else {
             read_minimum();

@@ -14,6 +14,9 @@
 #include "fingerprint.p4"
 #include "value_aggregation.p4"
 #include "next_block.p4"
+#include "expected_ranks.p4"
+#include "rank_next.p4"
+#include "uplink.p4"
 #include "result.p4"
 #include "../common/result_destination.p4"
 #include "../common/forwarding.p4"
@@ -31,6 +34,10 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     ValueAggregation() value_aggregation;
     RoundWinner() round_winner;
     NextBlock() next_block;
+    ExpectedRanks() expected_ranks;
+    RankNext() rank_next;
+    Uplink() uplink;
+    LeafRound() leaf_round;
     Result() result;
     Forwarding() forwarding;
 
@@ -57,17 +64,36 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                 if (meta.sim_drop == 1) {
                     mark_to_drop(standard_metadata);
                 } else {
-                    round_winner.apply(hdr, meta);    /* the block a new contribution must carry */
-                    contributor_bitmap.apply(hdr, meta);
-                    /* a duplicate of an incomplete round only gets a STATUS back, a stale
-                     * contribution nothing */
-                    if (meta.state_lost == 0 && meta.stale == 0
-                        && (meta.duplicate == 0 || meta.round_done == 1)) {
-                        fingerprint.apply(hdr, meta);
-                        value_aggregation.apply(hdr, meta);
-                        next_block.apply(hdr, meta);
+                    uplink.apply(hdr, meta, standard_metadata);   /* a leaf's job? */
+                    if (meta.downlink == 1 && meta.from_uplink == 0) {
+                        drop_counted(DROP_MALFORMED);   /* only a spine sends these */
+                    } else {
+                        if (meta.downlink == 0) {
+                            round_winner.apply(hdr, meta);    /* the block a new contribution must carry */
+                            if (meta.round_mode == ROUND_MODE_SILENT) {
+                                expected_ranks.apply(hdr, meta);   /* whom the round waits for */
+                            }
+                            contributor_bitmap.apply(hdr, meta);   /* silent: and Rewind */
+                            leaf_round.apply(hdr, meta);
+                        }
+                        /* a duplicate of an incomplete round only gets a STATUS back, a
+                         * stale contribution or a consumed REWIND request nothing; a
+                         * spine's RESULT is stored as the round's (uplink.p4: every-rank
+                         * rounds only, a fabric's job has no silent rounds) */
+                        if (meta.store_result == 1
+                            || (meta.downlink == 0 && meta.state_lost == 0 && meta.stale == 0
+                                && meta.rewind_only == 0
+                                && (meta.duplicate == 0 || meta.round_done == 1))) {
+                            fingerprint.apply(hdr, meta);
+                            value_aggregation.apply(hdr, meta);
+                            if (meta.round_mode == ROUND_MODE_SILENT) {
+                                rank_next.apply(hdr, meta);
+                            } else {
+                                next_block.apply(hdr, meta);
+                            }
+                        }
+                        result.apply(hdr, meta, standard_metadata);
                     }
-                    result.apply(hdr, meta, standard_metadata);
                 }
             }
         } else {

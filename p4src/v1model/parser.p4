@@ -43,9 +43,24 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         transition select(hdr.p4r.msg_type) {
             MSG_DATA: parse_values;
             MSG_SKIP: parse_values;   /* header only, or padded to its job's size */
+            MSG_REWIND: parse_values; /* a SKIP's layout */
             MSG_ANNOUNCE: parse_fingerprint;
+            MSG_RESULT: parse_result;   /* a spine's, at a leaf (uplink.p4) */
+            MSG_STATUS: parse_status;
             default: accept;
         }
+    }
+    /* a RESULT carries the fingerprint range (an announce round's), values (a data
+     * round's: the size its length gives) or nothing (STATE_LOST) */
+    state parse_result {
+        transition select(hdr.ipv4.total_len) {
+            IPV4_LEN_WITH_FINGERPRINT: parse_fingerprint;
+            default: parse_values;
+        }
+    }
+    state parse_status {
+        packet.extract(hdr.round_status);
+        transition accept;
     }
     state parse_fingerprint {
         packet.extract(hdr.fingerprint);

@@ -4,10 +4,18 @@
  * incomplete round gets a STATUS back (the ranks that have contributed), so a waiting rank
  * knows its packet arrived and whom the round waits for. A packet on a slot that lost the
  * job's state gets FLAG_STATE_LOST back; a contribution no round can take (stale) is
- * dropped and counted. Every other contribution is consumed here. */
+ * dropped and counted. Every other contribution is consumed here.
+ *
+ * Silent rounds: a round whose completion applied a pending rewind leaves as MSG_REWIND
+ * (its cached copies too: meta.rewound), a query is answered as a retransmission is
+ * (ContributorBitmap chose which round), a REWIND request that is no closing contribution
+ * is consumed (Rewind counts it), and everything the switch sends carries FLAG_SILENT. */
 #ifndef P4REDUCE_RESULT_P4
 #define P4REDUCE_RESULT_P4
 #include "../common/headers.p4"
+
+/* what every packet the switch sends for a job of silent rounds carries */
+#define SILENT_FLAG ((meta.round_mode == ROUND_MODE_SILENT) ? FLAG_SILENT : 7w0)
 
 control Result(inout headers_t hdr, inout metadata_t meta,
                inout standard_metadata_t standard_metadata) {
@@ -21,18 +29,19 @@ control Result(inout headers_t hdr, inout metadata_t meta,
 
     action make_result(bit<7> extra_flags) {
         meta.to_worker = 1;
-        hdr.p4r.msg_type = MSG_RESULT;
+        hdr.p4r.msg_type = (meta.rewound == 1) ? MSG_REWIND : MSG_RESULT;
         hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
         hdr.p4r.next_exponent = ~meta.next_key[7:0];
         hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
-                        | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0);
+                        | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0)
+                        | SILENT_FLAG;
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
     }
     action make_status() {
         meta.to_worker = 1;
         hdr.p4r.msg_type = MSG_STATUS;
-        hdr.p4r.flags = 0;
+        hdr.p4r.flags = SILENT_FLAG;
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         INVALIDATE_VALUES
@@ -43,11 +52,43 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     action make_state_lost() {
         meta.to_worker = 1;
         hdr.p4r.msg_type = MSG_RESULT;
-        hdr.p4r.flags = FLAG_STATE_LOST;
+        /* the job's encoding stays too: a leaf admits the spine's STATE_LOST by it */
+        hdr.p4r.flags = FLAG_STATE_LOST | SILENT_FLAG
+                        | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0);
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         INVALIDATE_VALUES
         hdr.fingerprint.setInvalid();
+    }
+    /* a leaf's round (uplink.p4): the completing packet, or a retransmission finding no
+     * result held, goes up as the leaf's contribution to the spine's round -- its values
+     * the leaf's sums, its next block the leaf's minimum, its fingerprint the leaf's range,
+     * its rank the leaf's in the spine's job */
+    action make_partial(flags_t extra_flags) {
+        hdr.p4r.msg_type = hdr.fingerprint.isValid() ? MSG_ANNOUNCE
+                         : (ANY_VALUES_VALID ? MSG_DATA : MSG_SKIP);
+        hdr.p4r.rank = meta.uplink_rank;
+        hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
+        hdr.p4r.next_exponent = ~meta.next_key[7:0];
+        hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
+                        | (hdr.p4r.flags & (FLAG_CONTINUED | FLAG_PACKED | FLAG_SILENT));
+        hdr.ethernet.dst_addr = meta.uplink_mac;
+        hdr.ethernet.src_addr = meta.switch_mac;
+        hdr.ipv4.dst_addr = meta.uplink_ip;
+        hdr.ipv4.src_addr = meta.switch_ip;
+        hdr.udp.src_port = P4REDUCE_UDP_BASE;
+        hdr.udp.dst_port = P4REDUCE_UDP_BASE;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        standard_metadata.egress_spec = meta.uplink_port;
+    }
+    /* the spine's RESULT (stored by the round, or STATE_LOST) goes to the leaf's ranks */
+    action pass_down() {
+        meta.to_worker = 1;
+        meta.multicast = 1;
+        standard_metadata.mcast_grp = meta.mcast_grp;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
     }
     action reply_to_sender() {
         meta.multicast = 0;
@@ -73,10 +114,41 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
+        bit<1> sent_up = 0;
         if (meta.state_lost == 1) {
             state_lost.count((bit<32>)meta.job_index);
-            make_state_lost();
-            reply_to_sender();
+            if (meta.has_uplink == 1) {
+                /* a leaf: the spine marks the slot lost and tells every leaf's ranks */
+                make_partial(FLAG_STATE_LOST);
+                sent_up = 1;
+            } else if (hdr.p4r.flags[4:4] == 1) {
+                /* a leaf's STATE_LOST: every leaf hears it */
+                make_state_lost();
+                meta.multicast = 1;
+                standard_metadata.mcast_grp = meta.mcast_grp;
+            } else {
+                make_state_lost();
+                reply_to_sender();
+            }
+        } else if (meta.downlink == 1) {
+            /* from the spine: a RESULT the round stores, or STATE_LOST, goes to the ranks;
+             * a STATUS, or a RESULT the round already holds, ends here */
+            if (meta.store_result == 1 || (hdr.p4r.flags & FLAG_STATE_LOST) != 0) {
+                pass_down();
+            } else {
+                duplicates.count((bit<32>)meta.job_index);
+                mark_to_drop(standard_metadata);
+            }
+        } else if (meta.send_up == 1) {
+            if (meta.complete == 1) {
+                aggregated.count((bit<32>)meta.job_index);
+                rounds_completed.count((bit<32>)meta.job_index);
+                make_partial(0);
+            } else {
+                retransmissions_served.count((bit<32>)meta.job_index);
+                make_partial(FLAG_RETRANSMIT);
+            }
+            sent_up = 1;
         } else if (meta.complete == 1) {
             aggregated.count((bit<32>)meta.job_index);
             rounds_completed.count((bit<32>)meta.job_index);
@@ -94,6 +166,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             duplicates.count((bit<32>)meta.job_index);
             make_status();
             reply_to_sender();
+        } else if (meta.rewind_only == 1) {
+            mark_to_drop(standard_metadata);   /* counted by Rewind */
         } else if (meta.stale == 1) {
             stale.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);
@@ -101,7 +175,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             aggregated.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);
         }
-        if (meta.to_worker == 1) {
+        if (meta.to_worker == 1 || sent_up == 1) {
             if ANY_VALUES_VALID {
                 set_lengths_with_values();
             } else if (hdr.fingerprint.isValid()) {

@@ -1,9 +1,11 @@
 /* Validation: what the switch accepts as a p4reduce packet before admission looks at it
  * (docs/protocol.md sections 1-3). A frame addressed to the switch's IPv4 that p4reduce
  * cannot read (IPv4 version other than 4, options, a fragment), a p4reduce header with
- * another protocol version, a message type workers do not send, a block index above 24
- * bits, or lengths (IPv4, UDP, the frame itself) other than the message type's layout (a
- * DATA: 48 + 4K IPv4 bytes for K one of the block sizes, FOR_EACH_BLOCK_SIZE; a SKIP:
+ * another protocol version, a message type workers do not send, a block index (or a
+ * next_block: a REWIND's position) above 24 bits, or lengths (IPv4, UDP, the frame
+ * itself) other than the message type's layout (a
+ * DATA: 48 + 4K IPv4 bytes for K one of the block sizes, FOR_EACH_BLOCK_SIZE; a SKIP or
+ * a REWIND:
  * header only, or the same for K above SKIP_GROWS_TO_VALUES) is malformed: dropped and counted, never aggregated -- trailing bytes would otherwise be
  * carried into results, and an over-long frame would make a result too large to send. */
 #ifndef P4REDUCE_VALIDATION_P4
@@ -26,13 +28,18 @@ control Validation(inout headers_t hdr, inout metadata_t meta,
             /* a DATA's length is one of the block sizes' exactly when the parser found
              * its values header (data_values != 0: parser.p4), a DATA without one is
              * malformed; a SKIP carries one only above SKIP_GROWS_TO_VALUES (values.p4) */
+            /* a RESULT or STATUS (a spine's, at a leaf: uplink.p4) has its message's
+             * layout here; Uplink finds out whether the spine sent it */
             bit<16> ipv4_len = (hdr.p4r.msg_type == MSG_DATA
-                                || meta.data_values > SKIP_GROWS_TO_VALUES)
+                                || meta.data_values > SKIP_GROWS_TO_VALUES
+                                || (hdr.p4r.msg_type == MSG_RESULT && meta.data_values != 0))
                 ? ((meta.data_values != 0) ? hdr.ipv4.total_len : 16w0)
-                : ((hdr.p4r.msg_type == MSG_ANNOUNCE) ? IPV4_LEN_WITH_FINGERPRINT
-                                                       : IPV4_LEN_HEADER_ONLY);
+                : ((hdr.p4r.msg_type == MSG_ANNOUNCE || hdr.fingerprint.isValid())
+                   ? IPV4_LEN_WITH_FINGERPRINT
+                   : ((hdr.p4r.msg_type == MSG_STATUS) ? IPV4_LEN_WITH_STATUS
+                                                      : IPV4_LEN_HEADER_ONLY));
             if (hdr.p4r.protocol != PROTOCOL_VERSION
-                    || hdr.p4r.msg_type == 0 || hdr.p4r.msg_type > MSG_SKIP
+                    || hdr.p4r.msg_type == 0 || hdr.p4r.msg_type > MSG_REWIND
                     || hdr.p4r.block[31:24] != 0 || hdr.p4r.next_block[31:24] != 0
                     || hdr.ipv4.total_len != ipv4_len
                     || hdr.udp.length != ipv4_len - 20

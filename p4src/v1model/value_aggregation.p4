@@ -11,7 +11,10 @@
  * 0 <= q + bias <= 2 * bias and bias = floor(M/N), so no lane's N-way sum reaches 2^32 and
  * the block is added as one word, with no overflow check (none can happen). A SKIP adds
  * the bias in every lane (bias * ONES_K: the rank's q is 0 there), so every round's sum is
- * sum(q) + N * bias and the workers remove N * bias without knowing who sent DATA.
+ * sum(q) + N * bias and the workers remove N * bias without knowing who sent DATA. In a
+ * silent data round the ranks without the block send nothing; the round's first DATA
+ * brings their bias instead (SilentBias), so the sum is the same. A REWIND that is a
+ * closing contribution (silent rounds) adds like a SKIP.
  *
  * Lanes jobs (int32, exact): the same word added lane by lane without carries between
  * lanes (SWAR): with H = 0x80000000 and L = 0x7FFFFFFF in every lane,
@@ -65,6 +68,9 @@
         hdr.values_##K.word = 0;                                               \
         sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
     }                                                                          \
+    action store_##K() {                                                       \
+        sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
+    }                                                                          \
     action read_##K() {                                                        \
         hdr.values_##K.setValid();                                             \
         sums_##K.read(hdr.values_##K.word, meta.slot_index);                   \
@@ -79,11 +85,43 @@
         add_packed_##K();                                                      \
     }
 
+/* Silent rounds (ContributorBitmap applies it, after the bitmap): a silent data round's
+ * first DATA of a packed job carries, before ValueAggregation adds it, the bias of every
+ * rank the round does not expect, so the result is sum(q) + N * bias as in every round. */
+#define SIZE_SILENT_BIAS(K)                                                    \
+    action add_bias_##K() {                                                    \
+        hdr.values_##K.word = hdr.values_##K.word                              \
+                              + ((bit<2048>)meta.missing_bias) * LANE_ONES;    \
+    }
+
+control SilentBias(inout headers_t hdr, inout metadata_t meta) {
+    FOR_EACH_BLOCK_SIZE(SIZE_SILENT_BIAS)
+
+#define EXPECTED_COUNT(i) + (bit<8>)meta.expected[i:i]
+    action count_silent_ranks() {
+        bit<8> count = 8w0 FOR_EACH_RANK(EXPECTED_COUNT);
+        meta.missing_bias = (bit<32>)(meta.worker_count - count) * meta.bias;
+    }
+#undef EXPECTED_COUNT
+
+    apply {
+        if (meta.first == 1 && meta.unexpected != 0 && meta.encoding == ENCODING_PACKED
+            && hdr.p4r.msg_type == MSG_DATA) {
+            count_silent_ranks();
+#define SIZE_ACTION add_bias
+            CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+        }
+    }
+}
+
 control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     register<bit<1>>(SLOT_ENTRIES) round_overflow;
     FOR_EACH_BLOCK_SIZE(SIZE_AGGREGATION)
 
     action accumulate_overflow() {
+        /* a leaf's partial carries its own overflow (uplink.p4) */
+        meta.lane_overflow = meta.lane_overflow | hdr.p4r.flags[0:0];
         REGISTER_STEP(round_overflow, meta.slot_index, bit<1>, meta.round_overflow,
                       ROUND_OVERFLOW_BODY)
     }
@@ -91,11 +129,25 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
         REGISTER_STEP(round_overflow, meta.slot_index, bit<1>, meta.round_overflow, READ_BODY)
     }
 
+    /* a spine's RESULT at a leaf (uplink.p4): its overflow bit is the round's */
+    action store_overflow() {
+        meta.round_overflow = hdr.p4r.flags[0:0];
+        round_overflow.write(meta.slot_index, meta.round_overflow);
+    }
+
     apply {
         /* meta.lane_overflow and meta.round_overflow start at 0 (v1model zeroes metadata) */
-        if (meta.duplicate == 1) {
+        if (meta.store_result == 1) {
+            /* the spine's sums become the round's cached result */
+            if (hdr.p4r.msg_type != MSG_ANNOUNCE && !hdr.fingerprint.isValid()) {
+#define SIZE_ACTION store
+                CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+            }
+            store_overflow();
+        } else if (meta.duplicate == 1) {
             /* only reached when the round is complete: serve the stored result */
-            if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
+            if (!hdr.fingerprint.isValid()) {   /* not an announce round's */
 #define SIZE_ACTION read
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
@@ -108,7 +160,7 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
 #define SIZE_ACTION add_packed
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
-            } else if (hdr.p4r.msg_type == MSG_SKIP) {
+            } else if (hdr.p4r.msg_type == MSG_SKIP || hdr.p4r.msg_type == MSG_REWIND) {
 #define SIZE_ACTION add_packed_skip
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
@@ -118,7 +170,7 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
 #define SIZE_ACTION add_lanes
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
-            } else if (hdr.p4r.msg_type == MSG_SKIP) {
+            } else if (hdr.p4r.msg_type == MSG_SKIP || hdr.p4r.msg_type == MSG_REWIND) {
                 if (meta.first == 1) {
 #define SIZE_ACTION store_first_skip
                     CALL_FOR_JOB_SIZE

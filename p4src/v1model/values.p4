@@ -25,8 +25,20 @@ FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)
 
 #define VALUES_HEADER(K) values_##K##_t values_##K;
 #define P4REDUCE_ARCH_VALUES FOR_EACH_BLOCK_SIZE(VALUES_HEADER)
-/* the size of a DATA's (or a padded SKIP's) values header, set by the parser (0: none) */
-#define P4REDUCE_ARCH_METADATA block_values_t data_values;
+/* the size of a DATA's (or a padded SKIP's) values header, set by the parser (0: none);
+ * then the leaf role's fields (uplink.p4) */
+#define P4REDUCE_ARCH_METADATA block_values_t data_values; P4REDUCE_UPLINK_METADATA
+#define P4REDUCE_UPLINK_METADATA                                               \
+    bit<1> has_uplink;        /* the job has an uplink entry here: a leaf's job */ \
+    PortId_t uplink_port;                                                      \
+    mac_t uplink_mac;         /* the spine's */                               \
+    ipv4_addr_t uplink_ip;                                                     \
+    rank_t uplink_rank;       /* this leaf's rank in the spine's job */       \
+    bit<1> from_uplink;       /* arrived by the uplink from the spine */      \
+    bit<1> downlink;          /* a RESULT or STATUS (only the spine sends one) */ \
+    bit<1> store_result;      /* a spine's RESULT the round waits for */       \
+    bit<1> result_was_held;   /* result_held as read */                       \
+    bit<1> send_up;           /* the packet leaves by the uplink as the leaf's partial */
 
 /* CALL_FOR_JOB_SIZE calls action SIZE_ACTION_K (SIZE_ACTION defined by the caller) of the
  * job's size K: bmv2 pays per table, an if chain is cheaper than a table keyed on the size,

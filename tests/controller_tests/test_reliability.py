@@ -53,7 +53,8 @@ def _toml(path, switch_process, extra=""):
 
 def test_recreated_job_counters_start_at_zero(controller, switch_process):
     switch_process.drain()
-    job = controller.jobs.create(7, workers([1, 2]), slots=4)
+    # every-rank rounds: SKIPs that contribute (in silent rounds they would be queries)
+    job = controller.jobs.create(7, workers([1, 2]), slots=4, round_mode="every_rank")
     descriptors = job.descriptors(controller.jobs.switch)
     # three rounds of one slot: the announce round, then two rounds of SKIPs, each taking
     # the block its previous round named (docs/protocol.md section 8)

@@ -67,7 +67,9 @@ def test_up_job_and_stats(inprocess_fabric, tmp_path, capsys):
     )
     assert code == 0, err
     created = json.loads(out)
-    assert [d["switch"]["ip"] for d in created["descriptors"]] == ["10.0.0.254"] * 4
+    # each rank sends to its leaf (the leaf role), its index there on the wire
+    assert [d["switch"]["ip"] for d in created["descriptors"]] == ["10.0.0.240", "10.0.0.241"] * 2
+    assert [d["wire_rank"] for d in created["descriptors"]] == [0, 0, 1, 1]
     code, out, err = ctl("-c", str(path), "--json", "stats", capsys=capsys)
     assert code == 0, err
     stats = json.loads(out)
@@ -151,3 +153,37 @@ def test_a_rank_finds_the_fabric_jobs_where_the_controller_keeps_them(inprocess_
         "fabric.l2.state.json",
         "fabric.s.state.json",
     ]
+
+
+def test_a_rank_looks_its_fabric_job_up_through_the_configuration(inprocess_fabric, tmp_path):
+    """The torch backend's lookup (hostlib.jobref, `controller_config`): a fabric's job in
+    the leaf role gives each rank the descriptor of its leaf's part."""
+    from controlplane.config import load
+    from controlplane.fabric import FabricController
+    from hostlib.jobref import _from_controller
+    from p4reduce.addresses import WorkerAddress
+    from p4reduce.wire import UDP_PORT_BASE
+
+    path = tmp_path / "fabric.toml"
+    write_toml(path, fabric_config(inprocess_fabric, tmp_path))
+    ctl = FabricController(load(path))
+    try:
+        ctl.up(retries=3)
+        workers = [
+            WorkerAddress(
+                r,
+                1 + r // 2,
+                host_mac(1 + r % 2, 1 + r // 2),
+                host_ip(1 + r % 2, 1 + r // 2),
+                UDP_PORT_BASE,
+            )
+            for r in range(4)
+        ]
+        job = ctl.jobs.create(6, workers, slots=2)
+        for rank in range(4):
+            desc, where = _from_controller(path, 6, rank)
+            assert desc == job.descriptor(rank, ctl.jobs.switch), where
+            assert desc["rank"] == rank and desc["wire_rank"] == rank // 2
+            assert desc["switch"]["ip"] == ("10.0.0.240", "10.0.0.241")[rank % 2]
+    finally:
+        ctl.close()

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from p4reduce.job import load_descriptor
-from hostlib.engine import AllreduceEngine, EngineStats
+from hostlib.engine import AllreduceEngine, EngineStats, new_engine
 from hostlib.timers import EngineParams, RttEstimator
 from hostlib.framing import WIDTH, Batch, frame_width
 from hostlib.loop import CallLoop
@@ -106,6 +106,7 @@ def simulate(
     pauses: dict[int, tuple[float, float]] | None = None,
     drop: Callable[[int, str, bytes], bool] | None = None,
     block_values: int | None = None,
+    round_mode: str | None = None,
 ) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
@@ -120,10 +121,11 @@ def simulate(
     TimeoutError stops; `errors` records when and what (the others go on). drop(rank,
     "up" or "down", frame): a scripted loss -- True loses that frame on its way to or from
     the switch. Every frame a rank sends is in `SimResult.sent`, with its virtual time.
-    block_values: the job's values per block (None: the target's default)."""
+    block_values: the job's values per block (None: the target's default). round_mode:
+    the job's ("every_rank" or "silent"; None: the target's default)."""
     n = len(tensors)
     sized = {} if block_values is None else {"block_values": block_values}
-    job = switch.create_job(n, slots, job_id, **sized)
+    job = switch.create_job(n, slots, job_id, round_mode=round_mode, **sized)
     try:
         if loss:
             switch.set_loss(job.job, ingress=loss, egress=loss, seed=seed)
@@ -204,7 +206,7 @@ def _run(
 
     def start_call(r: int, now: float) -> None:
         x = tensors[r][len(calls[r])]
-        engines[r] = AllreduceEngine(
+        engines[r] = new_engine(
             cfgs[r],
             make_payload(x, n, cfgs[r].encoding, block_values=cfgs[r].block_values),
             now,

@@ -20,6 +20,7 @@ def descriptor(
     epoch: int = 1,
     encoding: str = "lanes",
     block_values: int = p.BLOCK_VALUES,
+    round_mode: str = "every_rank",
 ) -> dict[str, Any]:
     """A descriptor as the controller writes one (JobConfig.to_dict, the one writer)."""
     return JobConfig(
@@ -33,6 +34,7 @@ def descriptor(
         worker=Address(f"02:00:00:00:00:{rank + 1:02x}", f"10.250.0.{rank + 1}"),
         encoding=p.Encoding[encoding.upper()],
         block_values=block_values,
+        round_mode=p.RoundMode[round_mode.upper()],
     ).to_dict()
 
 
@@ -68,3 +70,18 @@ def make_engine(params, slot_versions=None, rtt=None, now=ENGINE_T0):
 def job_transport(session, port: int, block_values: int):
     """A rank's link to the in-process switch, its receive rows as wide as the job's frames."""
     return session.transport(port, frame_width(block_values))
+
+
+def allow_silent(session) -> bool:
+    """Let `session`'s JobManager create jobs of silent rounds when the loaded program runs
+    them (its P4Info has the REWIND step) although the target does not list them yet (the
+    default round mode flips once both sides work). False: this build cannot."""
+    import dataclasses
+
+    target = session.jobs.target
+    if "silent" in target.round_modes:
+        return True
+    if "rewind" not in target.p4info.read_text():
+        return False
+    session.jobs.target = dataclasses.replace(target, round_modes=(*target.round_modes, "silent"))
+    return True

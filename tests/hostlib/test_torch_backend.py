@@ -14,8 +14,8 @@ import torch.distributed as dist  # noqa: E402
 
 from hostlib import torch_backend  # noqa: E402
 from hostlib.jobref import ENV, JobLookupError, P4ReduceOptions  # noqa: E402
-from hostlib_helpers import descriptor  # noqa: E402
-from p4net.harness import SwitchSession  # noqa: E402
+from hostlib_helpers import allow_silent, descriptor  # noqa: E402
+from p4net.harness import SwitchSession, worker_address  # noqa: E402
 
 
 @pytest.fixture
@@ -286,3 +286,27 @@ def test_gloo_served_collectives_do_not_deadlock(tmp_path):
     except subprocess.TimeoutExpired as e:
         raise AssertionError(f"gloo-served collectives deadlocked ({e})") from None
     assert res.returncode == 0 and "done 500" in res.stdout, res.stdout + res.stderr
+
+
+def test_a_silent_job_sends_only_its_blocks(tmp_path, no_env, switch):
+    """A job of silent rounds through the backend: the sum is the tensor (N = 1), and the
+    rank sends an ANNOUNCE and a closing SKIP per slot used plus one DATA per non-zero
+    block."""
+    if not allow_silent(switch):
+        pytest.skip("this build of the v1model program runs every-rank rounds only")
+    job = switch.jobs.create(71, [worker_address(0)], 4, None, None, 64, round_mode="silent")
+    opts = P4ReduceOptions(descriptor=switch.descriptors(job)[0], transport=switch.transport(1))
+    dist.init_process_group(
+        "p4reduce", init_method=f"file://{tmp_path}/store", rank=0, world_size=1, pg_options=opts
+    )
+    try:
+        x = torch.zeros(40, 64, dtype=torch.int32)
+        x[[3, 17, 38]] = torch.arange(64, dtype=torch.int32) + 1
+        t = x.clone()
+        dist.all_reduce(t)
+        assert torch.equal(t, x)
+        w = torch_backend.stats()["worker"]
+        assert w["last_sent_by_type"] == {"ANNOUNCE": 4, "DATA": 3, "SKIP": 4}
+    finally:
+        dist.destroy_process_group()
+        switch.jobs.delete(job.job)

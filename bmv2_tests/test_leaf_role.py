@@ -1,0 +1,294 @@
+"""The leaf and spine roles (docs/fabric.md), packet by packet, on every switch kind.
+
+The switch under test is a **leaf**: a job of three ranks (ports 1-3) with an uplink entry
+(port 9, towards a spine this test plays: it reads what the leaf sends up and sends the
+spine's RESULTs down). Each loss between the levels is made by not delivering a frame,
+and repaired by the ranks' ordinary retransmissions. The **spine** role is an ordinary
+job whose ranks are leaves: what it adds for them (a partial's overflow and fingerprint
+range) is checked on the same switch, and a two-switch run in one process
+(InProcessFabric) closes the loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hostlib import protocol as p
+from hostlib.protocol import END_OF_STREAM as END, Flag, Header, MsgType
+from p4net import harness
+from p4net.harness import FINGERPRINT as FP, worker_address
+from p4reduce import wire
+from p4reduce.addresses import Address
+from p4reduce.job import Job, Uplink
+
+K = p.BLOCK_VALUES
+UPLINK_PORT = 9
+SPINE = Address("02:00:00:00:0f:00", "10.0.9.254")
+LEAF_RANK = 1  # the leaf's rank in the spine's job
+
+
+def leaf_job(switch, job: int, n: int = 3, encoding: str = "lanes", job_ranks: int = 8):
+    """A leaf's part of a job of `job_ranks` ranks: `n` of them here, on ports 1..n."""
+    spec = Job(
+        job=job,
+        job_index=job % 64,
+        slot_base=0,
+        slot_count=4,
+        epoch=3,
+        workers=[worker_address(r, r + 1) for r in range(n)],
+        encoding=encoding,
+        uplink=Uplink(UPLINK_PORT, SPINE.mac, SPINE.ip, LEAF_RANK),
+        ranks_in_job=[2 * r for r in range(n)],
+        job_ranks=job_ranks,
+    )
+    switch.jobs.adopt(spec)
+    return harness.TestJob(switch, spec)
+
+
+def up(job: harness.TestJob, timeout: float = 3.0) -> p.Frame | None:
+    """The next frame the leaf sends up its uplink, parsed."""
+    raw = job.switch.proc.recv(UPLINK_PORT, timeout)
+    return None if raw is None else p.parse_frame(raw)
+
+
+def down(job: harness.TestJob, msg_flags: int = 0, **kw) -> None:
+    """The spine's RESULT to the leaf (`kw`: header fields, values or fingerprint)."""
+    values, fingerprint = kw.pop("values", None), kw.pop("fingerprint", None)
+    ep = p.Endpoints(
+        SPINE.mac,
+        job.switch.address.mac,
+        SPINE.ip,
+        job.switch.address.ip,
+        p.UDP_PORT_BASE,
+        p.UDP_PORT_BASE,
+    )
+    header = Header.make(
+        kw.pop("msg_type", MsgType.RESULT),
+        job=job.params.job,
+        rank=kw.pop("rank", LEAF_RANK),
+        epoch=kw.pop("epoch", job.params.epoch),
+        flags=msg_flags,
+        **kw,
+    )
+    if values is not None:
+        frame = p.build_frame(ep, header, np.asarray(values, np.int64))
+    else:
+        frame = p.build_frame(ep, header, fingerprint=fingerprint)
+    job.switch.proc.send(UPLINK_PORT, frame)
+
+
+def announce(job: harness.TestJob, nexts=(4, 2, 9)) -> p.Frame:
+    """Every rank announces; the leaf's partial (its minimum) goes up, nothing to ranks."""
+    for rank, nb in enumerate(nexts):
+        job.send(rank, MsgType.ANNOUNCE, next_block=nb)
+    partial = up(job)
+    assert partial is not None, "the leaf sent nothing up"
+    job.assert_silent()
+    return partial
+
+
+def spine_announce_result(job: harness.TestJob, winner: int = 1) -> dict[int, p.Frame]:
+    down(job, slot=0, slot_version=0, next_block=winner, fingerprint=(FP, FP))
+    return job.results()
+
+
+def test_partial_goes_up_and_the_spines_result_comes_down(switch):
+    job = leaf_job(switch, 60)
+    partial = announce(job)
+    h = partial.header
+    assert (h.msg_type, h.rank, h.next_block, h.epoch) == (MsgType.ANNOUNCE, LEAF_RANK, 2, 3)
+    assert partial.fingerprint == (FP, FP)
+    assert partial.dst_ip == p.ip_bytes(SPINE.ip) and partial.dst_mac == p.mac_bytes(SPINE.mac)
+    assert partial.src_ip == p.ip_bytes(switch.address.ip)
+    # the spine's winner (another leaf's block 1) is the job's: every rank gets it
+    for rank, res in spine_announce_result(job, winner=1).items():
+        assert res.header.msg_type == MsgType.RESULT and res.header.next_block == 1
+        assert res.header.rank == rank and res.fingerprint == (FP, FP)
+    # a data round of the job's winner: the leaf's sum goes up as one DATA
+    a, b = np.arange(K), np.full(K, 7)
+    job.send(0, MsgType.DATA, version=1, block=1, values=a, next_block=5)
+    job.send(1, MsgType.DATA, version=1, block=1, values=b, next_block=3)
+    job.send(2, MsgType.SKIP, version=1, block=1, next_block=END)
+    partial = up(job)
+    assert partial is not None and partial.header.msg_type == MsgType.DATA
+    assert np.array_equal(partial.values, a + b) and partial.header.next_block == 3
+    assert partial.header.block == 1 and partial.header.rank == LEAF_RANK
+    job.assert_silent()
+    # the spine's sum (this leaf's and the others') is what the ranks get, and keep
+    total = a + b + 1000
+    down(job, slot=0, slot_version=1, block=1, next_block=2, values=total)
+    for res in job.results().values():
+        assert np.array_equal(res.values, total) and res.header.next_block == 2
+    job.send(2, MsgType.SKIP, version=1, block=1, next_block=END, flags=Flag.RETRANSMIT)
+    cached = job.result(2)
+    assert cached is not None and cached.header.flags & Flag.CACHED
+    assert np.array_equal(cached.values, total) and cached.header.next_block == 2
+    assert up(job, 0.3) is None  # held: nothing goes up again
+    # the next round's winner is the spine's (2), not the leaf's minimum (3)
+    job.send(0, MsgType.DATA, version=0, block=2, values=a, next_block=END)
+    job.send(1, MsgType.SKIP, version=0, block=2, next_block=END)
+    job.send(2, MsgType.SKIP, version=0, block=2, next_block=END)
+    partial = up(job)
+    assert partial is not None and partial.header.block == 2
+    assert job.stats()["rounds_completed"] == 3 and job.stats()["stale"] == 0
+
+
+def test_a_lost_partial_is_sent_again_on_a_ranks_retransmission(switch):
+    job = leaf_job(switch, 61)
+    first = announce(job)  # ... and "lost" on the way up: the spine never saw it
+    job.send(1, MsgType.ANNOUNCE, next_block=2, flags=Flag.RETRANSMIT)
+    again = up(job)
+    assert again is not None and again.header.flags & Flag.RETRANSMIT
+    assert again.header[:2] == first.header[:2] and again.header.next_block == 2
+    assert again.fingerprint == first.fingerprint
+    assert job.result(1, 0.3) is None  # the rank waits for the spine's result
+    assert len(spine_announce_result(job)) == 3
+
+
+def test_a_lost_result_is_repaired_by_the_spines_cached_answer(switch):
+    job = leaf_job(switch, 62)
+    announce(job)
+    spine_announce_result(job)
+    x = np.arange(K) - 20
+    for rank in range(3):
+        job.send(rank, MsgType.DATA, version=1, block=1, values=x, next_block=END)
+    partial = up(job)
+    assert partial is not None
+    # the spine's result to this leaf is lost: a rank retransmits, the partial goes up
+    # again, and the spine's cached answer (unicast, FLAG_CACHED) is stored and passed on
+    job.send(0, MsgType.DATA, version=1, block=1, values=x, next_block=END, flags=Flag.RETRANSMIT)
+    again = up(job)
+    assert again is not None and np.array_equal(again.values, 3 * x)
+    down(job, Flag.CACHED, slot=0, slot_version=1, block=1, next_block=END, values=6 * x)
+    for res in job.results().values():
+        assert np.array_equal(res.values, 6 * x)
+    # a late copy of the same result changes nothing and reaches no rank
+    down(job, slot=0, slot_version=1, block=1, next_block=END, values=7 * x)
+    job.assert_silent()
+    job.send(2, MsgType.DATA, version=1, block=1, values=x, next_block=END, flags=Flag.RETRANSMIT)
+    cached = job.result(2)
+    assert cached is not None and np.array_equal(cached.values, 6 * x)
+
+
+def test_a_lost_copy_to_a_rank_is_served_from_the_leaf(switch):
+    job = leaf_job(switch, 63)
+    announce(job)
+    spine_announce_result(job, winner=4)
+    job.send(1, MsgType.ANNOUNCE, next_block=2, flags=Flag.RETRANSMIT)
+    cached = job.result(1)
+    assert cached is not None and cached.header.flags & Flag.CACHED
+    assert cached.header.next_block == 4 and cached.fingerprint == (FP, FP)
+    assert up(job, 0.3) is None
+
+
+def test_status_of_an_incomplete_round_and_the_spines_status(switch):
+    job = leaf_job(switch, 44)
+    job.send(0, MsgType.ANNOUNCE, next_block=1)
+    job.send(2, MsgType.ANNOUNCE, next_block=1)
+    job.send(2, MsgType.ANNOUNCE, next_block=1, flags=Flag.RETRANSMIT)
+    status = job.result(2)
+    assert status is not None and status.header.msg_type == MsgType.STATUS
+    assert status.contributors == 0b101  # the leaf's ranks, by their index here
+    assert up(job, 0.3) is None
+    # a STATUS from the spine ends at the leaf (its bitmap counts leaves)
+    ep = p.Endpoints(SPINE.mac, switch.address.mac, SPINE.ip, switch.address.ip, 0x5030, 0x5030)
+    header = Header.make(MsgType.STATUS, job=44, slot=0, rank=LEAF_RANK, epoch=3)
+    switch.proc.send(UPLINK_PORT, p.build_frame(ep, header, contributors=0b1))
+    job.assert_silent()
+
+
+def test_the_spines_state_lost_reaches_every_rank(switch):
+    job = leaf_job(switch, 45)
+    announce(job)
+    down(job, Flag.STATE_LOST, slot=0, slot_version=0)
+    for res in job.results().values():
+        assert res.header.flags & Flag.STATE_LOST and res.values is None
+
+
+def test_results_not_from_the_uplink_are_malformed(switch):
+    job = leaf_job(switch, 46)
+    announce(job)
+    stats = switch.switch_stats()
+    # a rank's own RESULT (admitted by its entry: not from the uplink)
+    job.send_frame(0, _as_result(job.frame(0, MsgType.ANNOUNCE)))
+    # the spine's addresses on a rank's port: no admission entry has them there
+    ep = p.Endpoints(SPINE.mac, switch.address.mac, SPINE.ip, switch.address.ip, 0x5030, 0x5030)
+    header = Header.make(MsgType.RESULT, job=46, slot=0, rank=LEAF_RANK, epoch=3, next_block=1)
+    switch.proc.send(1, p.build_frame(ep, header, fingerprint=(FP, FP)))
+    job.assert_silent()
+    now = switch.switch_stats()
+    assert now["drops_malformed"] == stats["drops_malformed"] + 1
+    assert now["drops_unadmitted"] == stats["drops_unadmitted"] + 1
+    # another epoch's RESULT from the spine is not admitted
+    before = now["drops_unadmitted"]
+    down(job, slot=0, slot_version=0, next_block=1, fingerprint=(FP, FP), epoch=2)
+    job.assert_silent()
+    assert switch.switch_stats()["drops_unadmitted"] == before + 1
+
+
+def _as_result(frame: bytes) -> bytes:
+    out = bytearray(frame)
+    out[p.P4R_OFFSET] = (p.PROTOCOL_VERSION << 4) | MsgType.RESULT
+    return bytes(out)
+
+
+def test_a_packed_leaf_adds_the_whole_jobs_bias(switch):
+    """Every switch of the job carries the bias of all N ranks: a SKIP adds B(N)."""
+    job = leaf_job(switch, 47, encoding="packed", job_ranks=8)
+    bias = wire.packed_bias(8)
+    for rank in range(3):
+        job.send(rank, MsgType.ANNOUNCE, next_block=0, flags=Flag.PACKED)
+    assert up(job) is not None
+    down(job, Flag.PACKED, slot=0, slot_version=0, next_block=0, fingerprint=(FP, FP))
+    job.results()
+    q = np.full(K, 5, np.int64)
+    job.send(0, MsgType.DATA, version=1, block=0, values=q + bias, flags=Flag.PACKED)
+    job.send(1, MsgType.SKIP, version=1, block=0, flags=Flag.PACKED)
+    job.send(2, MsgType.SKIP, version=1, block=0, flags=Flag.PACKED)
+    partial = up(job)
+    assert partial is not None and partial.header.flags & Flag.PACKED
+    assert np.array_equal(partial.values.astype(np.int64) & 0xFFFFFFFF, q + 3 * bias)
+
+
+def test_the_spine_role_takes_the_leaves_overflow_and_fingerprint_ranges(switch):
+    """The spine's job: its ranks are leaves; a partial's OVERFLOW is the round's, and
+    the fingerprint range is the minimum of the minima and the maximum of the maxima."""
+    job = switch.add_job(job=48, n=2)
+    for rank, fp in ((0, (5, 9)), (1, (3, 6))):
+        frame = _announce_range(job, rank, fp)
+        job.send_frame(rank, frame)
+    for res in job.results().values():
+        assert res.fingerprint == (3, 9) and res.header.next_block == END  # ranges differ
+    job2 = switch.add_job(job=49, n=2, job_index=1, slot_base=4)
+    for rank in range(2):
+        job2.send(rank, MsgType.ANNOUNCE, next_block=0)
+    job2.results()
+    x = np.ones(K)
+    job2.send(0, MsgType.DATA, version=1, block=0, values=x, flags=Flag.OVERFLOW)
+    job2.send(1, MsgType.DATA, version=1, block=0, values=x)
+    for res in job2.results().values():
+        assert res.header.flags & Flag.OVERFLOW and np.array_equal(res.values, 2 * x)
+
+
+def _announce_range(job: harness.TestJob, rank: int, fp: tuple[int, int]) -> bytes:
+    header = Header.make(MsgType.ANNOUNCE, job=job.params.job, slot=0, rank=rank, epoch=1)
+    return p.build_frame(job.endpoints(rank), header, fingerprint=fp)
+
+
+def test_a_restarted_leaf_sends_state_lost_up_and_the_spine_tells_every_leaf(switch):
+    """A rank's CONTINUED packet on a slot this leaf never held (it restarted): the leaf
+    sends it up flagged STATE_LOST instead of answering the rank alone. As a spine, the
+    switch marks the slot lost and multicasts STATE_LOST to all its leaves."""
+    job = leaf_job(switch, 50)
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.ones(K), flags=Flag.CONTINUED)
+    lost = up(job)
+    assert lost is not None and lost.header.flags & Flag.STATE_LOST
+    assert lost.header.rank == LEAF_RANK and lost.header.msg_type == MsgType.DATA
+    job.assert_silent()
+    spine = switch.add_job(job=51, n=3, job_index=5, slot_base=8)
+    for rank in range(3):
+        spine.send(rank, MsgType.ANNOUNCE, next_block=0)
+    spine.results()
+    spine.send(2, MsgType.DATA, version=1, block=0, values=np.ones(K), flags=Flag.STATE_LOST)
+    for res in spine.results().values():
+        assert res.header.flags & Flag.STATE_LOST

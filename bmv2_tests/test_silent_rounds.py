@@ -1,0 +1,432 @@
+"""Silent rounds (docs/protocol.md sections 6 and 13): a rank sends only for its own
+non-zero blocks, plus an announce and a closing packet per slot per call; the switch keeps
+every rank's next block, picks the minimum, and waits only for the ranks that have it.
+Queries, REWIND requests and rewinds recover what a silent rank lost. Frames are built by
+hand (the harness's codec), the ranks' streams chosen here, and every sum checked against
+numpy.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from hostlib import protocol as p
+from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
+from p4reduce.wire import RoundMode
+
+SILENT = RoundMode.SILENT
+Streams = dict[int, dict[int, np.ndarray]]  # rank -> {block: values}
+
+
+def silent_job(switch, job: int, n: int, **kw):
+    return switch.add_job(job=job, n=n, round_mode=SILENT, **kw)
+
+
+def next_after(stream: dict[int, np.ndarray], block: int) -> int:
+    """The rank's next non-zero block after `block` (-1: its first), END_OF_STREAM if none."""
+    return min((b for b in stream if b > block), default=END)
+
+
+def check_all(results, msg_type: MsgType, block: int, next_block: int, version: int) -> None:
+    """Every rank got the same answer, flagged SILENT, of that round."""
+    for res in results.values():
+        h = res.header
+        assert (h.msg_type, h.block, h.next_block, h.slot_version) == (
+            msg_type,
+            block,
+            next_block,
+            version,
+        )
+        assert h.flags & Flag.SILENT
+
+
+def run_call(job, streams: Streams, version: int = 0, continued: bool = False, slot: int = 0):
+    """One call on `slot` as silent ranks play it: an announce round, a data round per
+    block some rank has (only those ranks send), the closing round. Returns the sums by
+    block, the packets each rank sent and the version the next call starts in."""
+    flags = Flag.CONTINUED if continued else 0
+    cursor = {r: next_after(s, -1) for r, s in streams.items()}
+    sent: Counter[int] = Counter()
+    for r in streams:
+        job.send(r, MsgType.ANNOUNCE, slot=slot, version=version, next_block=cursor[r], flags=flags)
+        sent[r] += 1
+    results = job.results()
+    check_all(results, MsgType.RESULT, END, min(cursor.values()), version)
+    sums: dict[int, np.ndarray] = {}
+    while (block := results[0].header.next_block) != END:
+        version ^= 1
+        for r in (r for r in streams if cursor[r] == block):
+            cursor[r] = next_after(streams[r], block)
+            values = streams[r][block]
+            job.send(r, MsgType.DATA, slot=slot, version=version, block=block, values=values,
+                     next_block=cursor[r], flags=Flag.CONTINUED)  # fmt: skip
+            sent[r] += 1
+        results = job.results()
+        check_all(results, MsgType.RESULT, block, min(cursor.values()), version)
+        sums[block] = results[0].values
+        assert all(np.array_equal(res.values, sums[block]) for res in results.values())
+    version ^= 1
+    for r in streams:
+        job.send(r, MsgType.SKIP, slot=slot, version=version, block=END, flags=Flag.CONTINUED)
+        sent[r] += 1
+    check_all(job.results(), MsgType.RESULT, END, END, version)
+    return sums, sent, version ^ 1
+
+
+def numpy_sums(streams: Streams) -> dict[int, np.ndarray]:
+    union = sorted({b for s in streams.values() for b in s})
+    return {b: sum(s[b] for s in streams.values() if b in s) for b in union}
+
+
+def random_streams(rng, n: int, blocks: int, k: int, density: list[float]) -> Streams:
+    return {
+        r: {b: rng.integers(-1000, 1000, k) for b in range(blocks) if rng.random() < density[r]}
+        for r in range(n)
+    }
+
+
+@pytest.mark.parametrize("block_values", [64, 2048])
+def test_a_call_sends_only_non_zero_blocks_and_sums_them(switch, block_values):
+    """Four ranks of different sparsity (one all-zero): each sends its non-zero blocks
+    plus two packets, and every block of the union comes back summed."""
+    job = silent_job(switch, 40, 4, block_values=block_values)
+    streams = random_streams(np.random.default_rng(7), 4, 24, block_values, [0.3, 0.15, 0.5, 0])
+    sums, sent, _ = run_call(job, streams)
+    expected = numpy_sums(streams)
+    assert sorted(sums) == sorted(expected)
+    for b, s in expected.items():
+        assert np.array_equal(sums[b], s)
+    for r, s in streams.items():
+        assert sent[r] == len(s) + 2
+    job.assert_silent(0.2)
+    stats = job.stats()
+    assert stats["aggregated"] == sum(sent.values())
+    assert stats["rounds_completed"] == len(expected) + 2
+    assert stats["stale"] == stats["duplicates"] == stats["wrong_encoding"] == 0
+
+
+def test_ranks_silent_for_many_rounds_and_one_whose_next_block_is_the_last(switch):
+    """Rank 0 alone has blocks 0..10; rank 1 only the last one (11); ranks 2 and 3 none:
+    three ranks stay silent for eleven rounds and still receive every result."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 41, 4)
+    streams = {0: {b: np.full(k, b + 1) for b in range(12)}, 1: {11: np.full(k, 100)}, 2: {}, 3: {}}
+    sums, sent, _ = run_call(job, streams)
+    assert [int(sums[b][0]) for b in range(12)] == [*range(1, 12), 112]
+    assert dict(sent) == {0: 14, 1: 3, 2: 2, 3: 2}
+
+
+def test_calls_follow_each_other_in_alternating_versions(switch):
+    """The closing round's winner is END_OF_STREAM with every rank expected: the next
+    call's announce round (CONTINUED) runs in the version after it, on any slot."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 42, 3, slot_count=2)
+    for slot in (0, 1):
+        version = 0
+        for call in range(3):
+            streams = {0: {call: np.full(k, 1)}, 1: {}, 2: {call + 1: np.full(k, 2)}}
+            sums, _, version = run_call(job, streams, version, continued=call > 0, slot=slot)
+            assert {b: int(v[0]) for b, v in sums.items()} == {call: 1, call + 1: 2}
+
+
+def test_a_lost_packet_naming_a_ranks_next_block_is_sent_again(switch):
+    """The one DATA that tells the switch rank 1's next block is lost: the round waits for
+    rank 1 (no result), its retransmission completes it, and the winner is that block."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 43, 3)
+    for r, nb in {0: 0, 1: 0, 2: 9}.items():
+        job.send(r, MsgType.ANNOUNCE, next_block=nb)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=6)
+    job.assert_silent(0.3)  # rank 1's DATA (block 0, next 2) was lost
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=2,
+             flags=Flag.RETRANSMIT)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, 2, 1)
+    job.send(1, MsgType.DATA, version=0, block=2, values=np.ones(k), next_block=END)
+    results = job.results()  # only rank 1 had block 2
+    check_all(results, MsgType.RESULT, 2, 6, 0)
+    assert np.array_equal(results[2].values, np.ones(k))
+
+
+def _three_rounds(job):
+    """Announce (v0), round A (v1, block 0: ranks 0, 1), round B (v0, block 1: rank 0);
+    returns B's values. Rank 2's first block is 5, rank 1's next after 0 is 5."""
+    k = p.BLOCK_VALUES
+    for r, nb in {0: 0, 1: 0, 2: 5}.items():
+        job.send(r, MsgType.ANNOUNCE, next_block=nb)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.full(k, 1), next_block=1)
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.full(k, 2), next_block=5)
+    check_all(job.results(), MsgType.RESULT, 0, 1, 1)
+    return np.full(k, 30)
+
+
+def test_queries_get_a_status_naming_only_the_ranks_the_round_waits_for(switch):
+    job = silent_job(switch, 44, 3)
+    _three_rounds(job)
+    # round B (v0, block 1) waits for rank 0 only; ranks 1 and 2 ask
+    for r in (1, 2):
+        job.send(r, MsgType.SKIP, version=0, block=1, next_block=5, flags=Flag.RETRANSMIT)
+        status = job.result(r)
+        assert status is not None and status.header.msg_type == MsgType.STATUS
+        assert status.header.flags & Flag.SILENT
+        assert status.contributors == 0b110  # rank 0 is the one not heard from
+    job.assert_silent(0.2)  # a query joins nothing: the round still waits
+    assert job.stats()["duplicates"] == 2
+
+
+def test_queries_into_completed_rounds_get_the_cached_result_of_the_right_block(switch):
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 45, 3)
+    b_values = _three_rounds(job)
+    job.send(0, MsgType.DATA, version=0, block=1, values=b_values, next_block=END)
+    check_all(job.results(), MsgType.RESULT, 1, 5, 0)
+    # rank 2 asks for round B after it completed: the cached copy, by unicast
+    job.send(2, MsgType.SKIP, version=0, block=1, next_block=5, flags=Flag.RETRANSMIT)
+    res = job.result(2)
+    assert res is not None and res.header.flags & Flag.CACHED and res.header.flags & Flag.SILENT
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (0, 1, 5)
+    assert np.array_equal(res.values, b_values)
+    # rank 2 believes it still waits for round A (v1, block 0): v1 holds round C now, which
+    # waits for rank 2 (block 5): the answer is the last completed round, B, in v0
+    job.send(2, MsgType.SKIP, version=1, block=0, next_block=5, flags=Flag.RETRANSMIT)
+    res = job.result(2)
+    assert res is not None and res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (0, 1, 5)
+    assert np.array_equal(res.values, b_values)
+    job.assert_silent(0.2)  # unicast only
+    # round C (block 5) waits for ranks 1 and 2
+    job.send(1, MsgType.DATA, version=1, block=5, values=np.full(k, 4), next_block=END)
+    job.send(2, MsgType.DATA, version=1, block=5, values=np.full(k, 5), next_block=END)
+    results = job.results()
+    check_all(results, MsgType.RESULT, 5, END, 1)
+    assert np.array_equal(results[0].values, np.full(k, 9))
+    # v0 now holds the closing round, in progress; a query for B gets the last round, C
+    job.send(2, MsgType.SKIP, version=0, block=1, next_block=END, flags=Flag.RETRANSMIT)
+    res = job.result(2)
+    assert res is not None and (res.header.slot_version, res.header.block) == (1, 5)
+    assert job.stats()["retransmissions_served"] == 3
+
+
+def test_a_query_with_nothing_to_answer_is_stale(switch):
+    job = silent_job(switch, 46, 2)
+    job.send(0, MsgType.ANNOUNCE, next_block=0)  # the first round, in progress
+    job.send(1, MsgType.SKIP, version=0, block=3, next_block=3, flags=Flag.RETRANSMIT)
+    job.assert_silent(0.3)
+    assert job.stats()["stale"] == 1
+
+
+def _rewind_round(job, position: int, version: int, nexts: dict[int, int]):
+    """Every rank announces at the rewind position (CONTINUED); returns the results."""
+    for r, nb in nexts.items():
+        job.send(r, MsgType.ANNOUNCE, version=version, block=position, next_block=nb,
+                 flags=Flag.CONTINUED)  # fmt: skip
+    results = job.results()
+    check_all(results, MsgType.RESULT, position, min(nexts.values()), version)
+    return results
+
+
+@pytest.mark.parametrize("block_values", [64, 2048])
+def test_rewind_requests_take_the_minimum_and_apply_at_completion(switch, block_values):
+    k = block_values
+    job = silent_job(switch, 47, 3, block_values=k)
+    for r in range(3):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    a = {r: np.full(k, r + 1) for r in range(3)}
+    for r, nb in {0: 2, 1: 2, 2: 4}.items():
+        job.send(r, MsgType.DATA, version=1, block=0, values=a[r], next_block=nb)
+    check_all(job.results(), MsgType.RESULT, 0, 2, 1)
+    # round B (v0, block 2) waits for ranks 0 and 1; ranks 2 and 1 ask for rewinds
+    job.send(2, MsgType.REWIND, version=0, block=2, next_block=4)
+    job.assert_silent(0.3)  # consumed
+    job.send(1, MsgType.REWIND, version=0, block=2, next_block=0)
+    # B waits for rank 1, which may have missed the result naming its block: it gets the
+    # last completed round's (A) by unicast
+    res = job.result(1)
+    assert res is not None and res.header.msg_type == MsgType.RESULT
+    assert res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (1, 0, 2)
+    job.assert_silent(0.2)
+    b = {0: np.full(k, 7), 1: np.full(k, 8)}
+    job.send(0, MsgType.DATA, version=0, block=2, values=b[0], next_block=END)
+    job.send(1, MsgType.DATA, version=0, block=2, values=b[1], next_block=END)
+    results = job.results()
+    check_all(results, MsgType.REWIND, 2, 0, 0)  # B's sum, and the rewind to position 0
+    assert all(np.array_equal(res.values, np.full(k, 15)) for res in results.values())
+    # a copy of B's result answers as a REWIND too
+    job.send(0, MsgType.DATA, version=0, block=2, values=b[0], next_block=END,
+             flags=Flag.RETRANSMIT)  # fmt: skip
+    res = job.result(0)
+    assert res is not None and res.header.msg_type == MsgType.REWIND
+    assert res.header.flags & Flag.CACHED and res.header.next_block == 0
+    # the rewind round (v1, block 0): every rank announces its first block >= 0
+    _rewind_round(job, 0, 1, {0: 0, 1: 0, 2: 0})
+    for r in range(3):  # re-aggregated: the same sum as the first time
+        job.send(r, MsgType.DATA, version=0, block=0, values=a[r], next_block=END,
+                 flags=Flag.CONTINUED)  # fmt: skip
+    results = job.results()
+    check_all(results, MsgType.RESULT, 0, END, 0)
+    assert np.array_equal(results[0].values, np.full(k, 6))
+    stats = job.stats()
+    assert stats["rewinds"] == 2 and stats["stale"] == 0
+
+
+def test_a_rewind_request_in_the_closing_round_is_the_senders_closing_contribution(switch):
+    job = silent_job(switch, 48, 3)
+    for r in range(3):
+        job.send(r, MsgType.ANNOUNCE, next_block=END)  # every rank's slot is zero
+    check_all(job.results(), MsgType.RESULT, END, END, 0)
+    job.send(0, MsgType.SKIP, version=1, block=END)
+    job.send(2, MsgType.REWIND, version=1, block=END, next_block=3)
+    job.assert_silent(0.3)
+    job.send(2, MsgType.REWIND, version=1, block=END, next_block=3, flags=Flag.RETRANSMIT)
+    status = job.result(2)  # its bit is set: a copy, answered with a STATUS
+    assert status is not None and status.header.msg_type == MsgType.STATUS
+    assert status.contributors == 0b101
+    job.send(1, MsgType.SKIP, version=1, block=END)
+    check_all(job.results(), MsgType.REWIND, END, 3, 1)
+    _rewind_round(job, 3, 0, {0: END, 1: END, 2: END})
+    assert job.stats()["rewinds"] == 1
+
+
+def test_a_new_incarnation_forgets_a_pending_rewind(switch):
+    old = silent_job(switch, 49, 2, slot_count=1, epoch=5)
+    for r in range(2):
+        old.send(r, MsgType.ANNOUNCE, next_block=r * 5)
+    old.results()
+    old.send(1, MsgType.REWIND, version=1, block=0, next_block=0)  # pending, never applied
+    old.assert_silent(0.3)
+    old.remove()
+    new = silent_job(switch, 49, 2, slot_count=1, epoch=6)
+    for r in range(2):
+        new.send(r, MsgType.ANNOUNCE, next_block=4)
+    check_all(new.results(), MsgType.RESULT, END, 4, 0)
+
+
+def test_a_slot_that_lost_the_jobs_state_answers_state_lost_flagged_silent(switch):
+    job = silent_job(switch, 50, 2, slot_count=1, epoch=9)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    job.results()
+    switch.conn.push_pipeline()  # the switch forgot everything
+    switch.configure_identity()
+    job = silent_job(switch, 50, 2, slot_count=1, epoch=9)
+    job.send(1, MsgType.SKIP, version=1, block=0, next_block=END,
+             flags=Flag.CONTINUED | Flag.RETRANSMIT)  # fmt: skip
+    lost = job.result(1)
+    assert lost is not None and lost.header.flags & Flag.STATE_LOST
+    assert lost.header.flags & Flag.SILENT
+    assert job.stats()["state_lost"] == 1
+
+
+@pytest.mark.parametrize("expected_ranks", [[0], [1, 3], [0, 1, 2, 3]])
+def test_a_packed_silent_round_carries_every_ranks_bias(switch, expected_ranks):
+    """Lanes come back as sum(q) + N * bias whoever sent: the switch adds the silent
+    ranks' bias."""
+    n, k = 4, p.BLOCK_VALUES
+    bias = ((1 << 31) - 1) // n
+    job = silent_job(switch, 51, n, encoding=p.Encoding.PACKED)
+    for r in range(n):
+        job.send(r, MsgType.ANNOUNCE, next_block=2 if r in expected_ranks else END,
+                 flags=Flag.PACKED)  # fmt: skip
+    job.results()
+    rng = np.random.default_rng(3)
+    q = {r: rng.integers(-bias, bias + 1, k) for r in expected_ranks}
+    for r in expected_ranks:
+        job.send(r, MsgType.DATA, version=1, block=2, values=q[r] + bias, next_block=END,
+                 flags=Flag.PACKED)  # fmt: skip
+    results = job.results()
+    for res in results.values():
+        assert res.header.flags == Flag.PACKED | Flag.SILENT and res.header.block == 2
+        lanes = res.values.view(np.uint32).astype(np.int64)
+        assert np.array_equal(lanes - n * bias, sum(q.values()))
+
+
+def test_the_two_round_modes_never_mix(switch):
+    """A FLAG_SILENT packet in an every-rank job, a packet without it in a silent job and a
+    REWIND in an every-rank job are dropped and counted in wrong_encoding; a REWIND whose
+    position does not fit 24 bits is malformed."""
+    every = switch.add_job(job=52, n=2, job_index=0, slot_base=0)
+    silent = silent_job(switch, 53, 2, job_index=1, slot_base=4, ports=[3, 4])
+    every.send(0, MsgType.ANNOUNCE, next_block=0, flags=Flag.SILENT)
+    every.send(0, MsgType.REWIND, version=1, block=0, next_block=0)
+    silent.send(0, MsgType.ANNOUNCE, next_block=0, mode_flag=False)
+    every.assert_silent(0.3)
+    silent.assert_silent(0.1)
+    assert every.stats()["wrong_encoding"] == 2 and silent.stats()["wrong_encoding"] == 1
+    before = switch.switch_stats()["drops_malformed"]
+    silent.send(1, MsgType.REWIND, version=1, block=0, next_block=1 << 24)
+    silent.assert_silent(0.3)
+    assert switch.switch_stats()["drops_malformed"] == before + 1
+    # neither job's rounds were touched
+    for job in (every, silent):
+        for r in range(2):
+            job.send(r, MsgType.ANNOUNCE, next_block=1)
+        assert all(res.header.next_block == 1 for res in job.results().values())
+
+
+def test_a_rank_that_missed_a_rewind_learns_it_from_its_own_rewind_request(switch):
+    """Rank 1 lost the REWIND that started a rewind round, which now waits for it; it asks
+    for a rewind itself (naming the round it believes in progress) and gets the last
+    completed round's REWIND back, announces, and its own request applies next."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 54, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=3)
+    job.send(0, MsgType.REWIND, version=1, block=0, next_block=0)  # after its DATA
+    job.assert_silent(0.3)
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=3)
+    check_all(job.results(), MsgType.REWIND, 0, 0, 1)  # rank 1's copy is "lost"
+    job.send(0, MsgType.ANNOUNCE, block=0, next_block=0, flags=Flag.CONTINUED)
+    job.send(1, MsgType.REWIND, version=0, block=3, next_block=3, flags=Flag.CONTINUED)
+    res = job.result(1)
+    assert res is not None and res.header.msg_type == MsgType.REWIND
+    assert res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (1, 0, 0)
+    assert np.array_equal(res.values, np.full(k, 2))
+    job.assert_silent(0.2)
+    job.send(1, MsgType.ANNOUNCE, block=0, next_block=0, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.REWIND, 0, 3, 0)  # rank 1's request, applied
+    assert job.stats()["rewinds"] == 2
+
+
+def test_a_query_answered_from_an_announce_round_gets_its_fingerprint_range(switch):
+    """Rank 1 missed the announce round's result, which named its block: the round in
+    progress waits for it, and its query gets the announce round's result back, as an
+    announce round's result is: the fingerprint range, no values."""
+    job = silent_job(switch, 55, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(1, MsgType.SKIP, version=1, block=7, next_block=0, flags=Flag.RETRANSMIT)
+    res = job.result(1)
+    assert res is not None and res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (0, END, 0)
+    assert res.values is None and res.fingerprint is not None
+
+
+def test_only_skips_close_and_only_announces_open_a_call(switch):
+    """Both a closing round and the next call's announce round aggregate END_OF_STREAM;
+    the switch tells them apart by the round before, so a stray ANNOUNCE is no closing
+    contribution and a stray closing SKIP joins no announce round: both stale."""
+    job = silent_job(switch, 56, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=END)
+    check_all(job.results(), MsgType.RESULT, END, END, 0)
+    job.send(0, MsgType.ANNOUNCE, version=1, next_block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # the closing round (v1) takes SKIPs only
+    for r in range(2):
+        job.send(r, MsgType.SKIP, version=1, block=END, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, END, 1)
+    job.send(1, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # the next call's announce round (v0) takes ANNOUNCEs only
+    assert job.stats()["stale"] == 2
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=3, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, 3, 0)

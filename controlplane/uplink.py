@@ -1,0 +1,77 @@
+"""Programs Uplink (p4src/v1model/uplink.p4): a job's way from a leaf to the spine in the
+leaf role (docs/fabric.md, "The leaf and spine roles").
+
+A leaf's job has one `uplink` entry (job -> the leaf's port towards the spine, the spine's
+MAC and IPv4, the leaf's rank in the spine's job) and one more admission entry: the
+spine's RESULT arriving on that port from the spine's addresses, with the leaf's rank in
+the spine's job, is admitted with the job's parameters (so it reaches the job's slots)
+and stored as the round's result. A job without them is a one-switch job.
+
+The uplink table is the v1model program's only: the TNA program has no leaf role yet, so
+this module is V1MODEL_ONLY and the P4Info parity of controlplane/surface.py leaves it out.
+"""
+
+from __future__ import annotations
+
+from p4reduce.addresses import WorkerAddress, ip_int, mac_int
+from p4reduce.wire import UDP_PORT_BASE
+from p4reduce.job import Job, Uplink
+
+from . import admission
+from .connection import SwitchConnection, table_entity
+
+SECTION = "Across two levels"  # docs/protocol.md, in section 13
+TABLES = ("uplink",)
+JOB_COUNTERS: tuple[str, ...] = ()
+SWITCH_COUNTERS: tuple[str, ...] = ()
+V1MODEL_ONLY = True  # the TNA program has no leaf role (surface.py)
+
+
+def spine_as_sender(uplink: Uplink) -> WorkerAddress:
+    """The spine as admission sees its RESULTs at the leaf: on the uplink port, from the
+    spine's addresses, with the leaf's rank in the spine's job."""
+    return WorkerAddress(uplink.rank, uplink.port, uplink.mac, uplink.ip, UDP_PORT_BASE)
+
+
+def uplink_entry(conn: SwitchConnection, job: int, uplink: Uplink, with_action: bool = True):
+    match = {"job": job}
+    if not with_action:
+        return conn.p4.table_entry("uplink", match)
+    return conn.p4.table_entry(
+        "uplink",
+        match,
+        "set_uplink",
+        {
+            "port": conn.ports(uplink.port),
+            "spine_mac": mac_int(uplink.mac),
+            "spine_ip": ip_int(uplink.ip),
+            "rank": uplink.rank,
+        },
+    )
+
+
+def job_entries(conn: SwitchConnection, job: Job) -> list:
+    """A leaf's job's entries of the leaf role (none for any other job)."""
+    if job.uplink is None:
+        return []
+    params = admission.job_parameters(job)
+    return [
+        uplink_entry(conn, job.job, job.uplink),
+        admission.admission_entry(conn, params, spine_as_sender(job.uplink)),
+    ]
+
+
+def add(conn: SwitchConnection, job: Job) -> None:
+    entries = job_entries(conn, job)
+    if entries:
+        conn.insert(*(table_entity(e) for e in entries))
+
+
+def remove(conn: SwitchConnection, job: Job) -> None:
+    if job.uplink is None:
+        return
+    params = admission.job_parameters(job)
+    conn.delete(
+        table_entity(uplink_entry(conn, job.job, job.uplink, False)),
+        table_entity(admission.admission_entry(conn, params, spine_as_sender(job.uplink), False)),
+    )

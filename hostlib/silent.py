@@ -1,0 +1,407 @@
+"""The worker's side of silent rounds (docs/protocol.md, docs/hostlib.md "Silent rounds").
+
+In a job of silent rounds a rank sends only for its own non-zero blocks, plus each slot's
+announce and closing packets: the switch keeps every rank's next block and names the
+next round's block in each RESULT, which is multicast to every rank. A rank that has
+nothing for a round stays silent and only listens, so it must itself notice a RESULT it
+missed: each RESULT names the next one's block (the chain), and the rank keeps, per slot,
+its **coverage** c -- every block of the slot's stream before c has a known sum. A gap
+(a RESULT that is not the one the chain expects, or one that does not start at c) makes
+the rank ask the switch for a rewind to c; the slot's closing packet goes only with full
+coverage. So no sum can go missing silently, and without loss no rank sends more than
+its non-zero blocks plus two packets per slot.
+
+Why a subclass of the every-rank engine: the frames, timers (timers.Pacer), liveness,
+fingerprints, STATE_LOST and the slot window are the same; only what a result releases
+differs, and every-rank jobs must keep behaving exactly as they do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import protocol as p
+from .engine import EOS, AllreduceEngine
+from .framing import Parsed
+
+# the kind of the round a slot waits for
+ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, REWIND_ROUND = 0, 1, 2, 3
+# unanswered queries of a silent rank before it asks for a rewind instead: the round's
+# result is then neither cached (a query gets it) nor pending (a query gets a STATUS)
+QUERIES_BEFORE_REWIND = 2
+
+__all__ = ["SilentEngine"]
+
+
+class SilentEngine(AllreduceEngine):
+    """AllreduceEngine of a job of silent rounds. Per slot, besides the base's round
+    (slot_version, block, exponent of the round in progress) and cursor (`my_next`, the
+    next non-zero block of this rank not yet sent): the round's `kind`, whether this rank
+    contributes to it (`mine`: its frame is kept for retransmission, else the kept frame
+    is a query), the coverage `cover`, the blocks whose sums are stored (`stored`, so a
+    rewind's re-run stores no block twice), a rewind asked for (`want_rewind`) and the queries
+    sent since the switch last answered (`queries`)."""
+
+    def __init__(self, cfg, payload, now, *args, **kwargs):
+        n = cfg.slot_count
+        self.kind = np.zeros(n, np.int8)
+        self.cover = np.full(n, EOS, np.int64)
+        self.stored = np.zeros(payload.nblocks, bool)  # blocks whose sum is stored
+        self.mine = np.zeros(n, bool)
+        self.want_rewind = np.zeros(n, bool)
+        self.queries = np.zeros(n, np.int64)
+        # the last result taken: version, message type, block and next block
+        self.last_key = np.full(n, -1, np.int64)
+        self.last_data = np.full(n, EOS, np.int64)  # block of this rank's latest DATA
+        super().__init__(cfg, payload, now, *args, **kwargs)
+
+    # -- packets ---------------------------------------------------------------------------
+
+    def _announce(self, slots: np.ndarray) -> None:
+        """A slot's first round in the call: coverage starts at its first block (the
+        slot's number)."""
+        self.kind[slots] = ANNOUNCE_ROUND
+        self.cover[slots] = slots
+        self.mine[slots] = True
+        self.want_rewind[slots] = False
+        self.queries[slots] = 0
+        self.last_key[slots] = -1
+        self.last_data[slots] = EOS
+        super()._announce(slots)
+
+    def _header_only(
+        self,
+        s: np.ndarray,
+        msg: int,
+        block: np.ndarray,
+        next_block: np.ndarray,
+        send: bool = True,
+        keep: bool = True,
+    ) -> None:
+        """SKIP-layout packets (a closing SKIP, a query, a REWIND request): header only, or
+        a block of zeros in a job whose SKIPs carry one (wire.skip_carries_values). Sent
+        now (`send`) and/or kept as the slot's frame for its timer (`keep`): a query is
+        only kept, a REWIND request beside a DATA only sent."""
+        if not s.size:
+            return
+        padded = self._padded_skips
+        values = np.zeros((s.size, self.block_values), np.int32) if padded else None
+        ext = np.full(s.size, int(p.Extension.VALUES if padded else p.Extension.NONE))
+        batch = self._build(
+            s, np.full(s.size, msg), self.slot_version[s], block, next_block, values, ext
+        )
+        if keep:
+            self.last_frames[s] = batch.frames
+            self.last_lengths[s] = batch.lengths
+        if send:
+            self._pending.append(batch)
+
+    def _named_block(self, s: np.ndarray) -> np.ndarray:
+        """The block a query or REWIND request of slots `s` names: the round's, except
+        END_OF_STREAM outside the closing round (an announce round's) -- a SKIP or REWIND
+        naming END_OF_STREAM is a closing packet to the switch -- which names the slot's
+        first block instead (no round's block, or the one the switch is at: either way
+        it answers where the slot is)."""
+        blk = self.block[s]
+        return np.where((blk == EOS) & (self.kind[s] != CLOSING_ROUND), s, blk)
+
+    def _request_rewind(self, s: np.ndarray, keep: np.ndarray) -> None:
+        """REWIND requests for slots `s`: the round in progress, and P = the coverage. Kept
+        as the slot's frame where `keep` (the closing round: it is the rank's closing
+        packet), else an extra packet."""
+        if not s.size:
+            return
+        self.stats.rewind_requests += int(s.size)
+        named = self._named_block(s)
+        self._header_only(s[keep], p.MsgType.REWIND, named[keep], self.cover[s[keep]])
+        extra = ~keep
+        self._header_only(
+            s[extra], p.MsgType.REWIND, named[extra], self.cover[s[extra]], keep=False
+        )
+
+    def _query(self, s: np.ndarray, send: bool) -> None:
+        """Queries for slots `s` (a SKIP naming the round, next_block the rank's own next):
+        kept as a silent slot's frame (`send` False: its timer sends it), or sent once
+        beside a contribution whose resends go unanswered."""
+        self._header_only(s, p.MsgType.SKIP, self._named_block(s), self.my_next[s], send, not send)
+
+    def _resending(self, due: np.ndarray) -> None:
+        """Timers of slots `due` expired. A silent rank's kept frame is its query. After
+        QUERIES_BEFORE_REWIND resends without an answer (no STATUS, no result) the round's
+        result is neither pending nor cached any more -- rounds that did not need this
+        rank reused its version, and this rank may be awaited in a round it has not
+        heard of -- so on every timer from then on it also sends a query (if its kept
+        frame is a contribution: the switch answers a query with the last completed
+        round when the round in progress is not the one named, or waits for the sender)
+        and a REWIND request for its coverage (none with full coverage: nothing to
+        re-run). The closing round needs neither: it needs every rank, so its result
+        cannot be overwritten before every rank has it."""
+        unanswered = (self.queries[due] >= QUERIES_BEFORE_REWIND) & ~self.want_rewind[due]
+        open_ = self.kind[due] != CLOSING_ROUND
+        self.want_rewind[due[unanswered & open_]] = True
+        lost = due[self.want_rewind[due] & open_]
+        self._query(lost[self.mine[lost]], True)
+        asking = lost[self.cover[lost] != EOS]
+        self._request_rewind(asking, np.zeros(asking.size, bool))
+        self.stats.queries += int((~self.mine[due]).sum() + self.mine[lost].sum())
+        self.queries[due] += 1
+
+    # -- results ---------------------------------------------------------------------------
+
+    def on_results(self, r: Parsed, now: float) -> None:
+        """A batch of RESULTs, REWINDs and STATUSes. A silent rank may receive several
+        results of one slot in a batch (rounds it had nothing for), so they are taken in
+        waves: the first remaining one of every slot at a time, in arrival order (the
+        switch does not reorder a slot's results)."""
+        ours = self._ours(r)
+        c = r.cols
+        msg, slot = c["msg_type"], c["slot"]
+        status = ours & (msg == p.MsgType.STATUS)
+        status[status] &= (c["slot_version"][status] == self.slot_version[slot[status]]) & (
+            c["block"][status] == self.block[slot[status]]
+        )
+        self._take_statuses(r, status, now)
+        self.queries[slot[status]] = 0
+        rows = np.flatnonzero(ours & ((msg == p.MsgType.RESULT) | (msg == p.MsgType.REWIND)))
+        taken = 0
+        while rows.size:
+            _, first = np.unique(slot[rows], return_index=True)
+            taken += self._take(r, rows[first], now)
+            rows = np.delete(rows, first)
+            rows = rows[self.slots.active[slot[rows]]]
+        self.stats.results_ignored += len(r) - taken - int(status.sum())
+
+    def _take(self, r: Parsed, idx: np.ndarray, now: float) -> int:
+        """Results `idx` (one per slot): the round the slot waits for (`match`), or a
+        later round (the chain has a gap): any multicast one that is not the round
+        waited for (the switch multicasts a slot's results in order, and none of the next
+        call's before this rank's announce), or, once the rank asked for a rewind, a
+        cached one other than the last it took (the switch answers a rank that a round in
+        progress lacks with the last completed round; its frames to a rank are not
+        reordered, so such a copy is never older than the last result taken). Anything
+        else is a duplicate or a stale cached copy (of the previous call, too), and is
+        ignored: a query it answered goes on unanswered. Returns how many were used."""
+        c = r.cols
+        s, ver, b = c["slot"][idx], c["slot_version"][idx], c["block"][idx]
+        kind = self.kind[s]
+        rewind = c["msg_type"][idx] == p.MsgType.REWIND
+        nature = self._nature(r, idx)
+        closing = ~rewind & (nature == CLOSING_ROUND)
+        # the round waited for: its version and block, and a result of its kind (a
+        # closing round's RESULT in the version of an announce this rank waits for is of
+        # a slot whose rounds went on without it; a rewind round at a block is no data
+        # round of that block)
+        match = (ver == self.slot_version[s]) & (b == self.block[s])
+        match &= nature == np.where(kind == REWIND_ROUND, ANNOUNCE_ROUND, kind)
+        cached = (c["flags"][idx] & p.Flag.CACHED) != 0
+        key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
+        news = ~cached | (key != self.last_key[s])
+        # in a call's announce round a closing RESULT is the last call's: this call's
+        # closing round would have needed this rank's closing packet, and a REWIND
+        # request taken as one (coverage is never full here) completes it as a REWIND
+        later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
+        use = match | later
+        if not use.any():
+            return 0
+        idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
+        rewind, closing = rewind[use], closing[use]
+        n, ne = c["next_block"][idx], c["next_exponent"][idx]
+        self.last_key[s] = key[use]
+        self.queries[s] = 0
+        self.continued[s] = True
+        announced = match & (kind == ANNOUNCE_ROUND)
+        if announced.any():
+            self._check_ranges(r, idx[announced], now)
+        self._check_next(s, b, n, np.where(match, kind, -1), rewind)
+        self._cover(r, idx, s, b, n, kind, match, rewind)
+        self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
+        # a slot ends in its closing round's version (the next call announces in the
+        # other), also when the closing RESULT came as a later round
+        self.slot_version[s[closing]] = c["slot_version"][idx[closing]]
+        self._completed(s, closing, now)
+        go = ~closing
+        s, n, ne, rewind = s[go], n[go], ne[go], rewind[go]
+        self.slot_version[s] = c["slot_version"][idx[go]] ^ 1
+        self._rewind(s[rewind], n[rewind])
+        last = ~rewind & (n == EOS)
+        self._closing(s[last])
+        data = ~rewind & ~last
+        self._data_round(s[data], n[data], ne[data])
+        return int(idx.size)
+
+    @staticmethod
+    def _nature(r: Parsed, idx: np.ndarray) -> np.ndarray:
+        """The kind of round results `idx` complete, from their layout: an announce or
+        rewind round's carries the fingerprint range (ANNOUNCE_ROUND), a data round's
+        its block's sums, a closing round's (block END_OF_STREAM) none or zeros. A rank
+        lost in the chain may get a closing RESULT as a later round (the closing round
+        took its REWIND request as its closing contribution): it ends the slot too."""
+        ext = r.extension[idx] if r.extension is not None else np.zeros(idx.size, np.int64)
+        eos = r.cols["block"][idx] == EOS
+        return np.where(
+            ext == p.Extension.FINGERPRINT,
+            ANNOUNCE_ROUND,
+            np.where(eos, CLOSING_ROUND, DATA_ROUND),
+        )
+
+    def _check_ranges(self, r: Parsed, ai: np.ndarray, now: float) -> None:
+        """An announce round's RESULT carries the fingerprint range. Where it differs the
+        switch names END_OF_STREAM next, so the slot goes on to its closing round like
+        any other (ending it after the announce, as every-rank rounds do, would leave the
+        switch in a closing round the next call's announce would fall into); the rank
+        announces on every slot it has not opened (engine._note_mismatch)."""
+        if r.extension is None or r.fingerprint is None:
+            raise p.ProtocolError("RESULT of an announce round carries no fingerprint range")
+        if (r.extension[ai] != p.Extension.FINGERPRINT).any():
+            s = int(r.cols["slot"][ai][0])
+            raise p.ProtocolError(
+                f"RESULT of the announce round of slot {s} carries no fingerprint range"
+            )
+        low, high = r.fingerprint[ai, 0], r.fingerprint[ai, 1]
+        differ = low != high
+        if differ.any():
+            self.my_next[r.cols["slot"][ai][differ]] = EOS  # the switch names EOS next
+            self._note_mismatch(low, high, differ, now)
+
+    def _check_next(
+        self, s: np.ndarray, b: np.ndarray, n: np.ndarray, kind: np.ndarray, rewind: np.ndarray
+    ) -> None:
+        """The block a RESULT names next must be a block of the slot's stream, and after a
+        data round a later one (a block past this rank's own next is a gap: _cover). A
+        REWIND names the position to re-run from (never END_OF_STREAM)."""
+        cont = n != EOS
+        bad = cont & ((n % self.cfg.slot_count != s) | (n >= self.payload.nblocks))
+        bad |= cont & ~rewind & (kind == DATA_ROUND) & (n <= b)
+        bad |= rewind & ~cont
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise p.ProtocolError(
+                f"{'REWIND' if rewind[i] else 'RESULT'} for slot {int(s[i])} names "
+                f"next_block={int(n[i])}, which is not the next block of its stream (this "
+                f"rank's next is {int(self.my_next[s[i]])}, {self.payload.nblocks} blocks, "
+                f"{self.cfg.slot_count} slots)"
+            )
+
+    def _cover(
+        self,
+        r: Parsed,
+        idx: np.ndarray,
+        s: np.ndarray,
+        b: np.ndarray,
+        n: np.ndarray,
+        kind: np.ndarray,
+        match: np.ndarray,
+        rewind: np.ndarray,
+    ) -> None:
+        """The coverage rule. A data round's RESULT of block b is contiguous when b == c;
+        an announce or rewind round's (starting at the slot's first block, or at the
+        rewind position) when it starts at or before c; then c moves to the next block it
+        names (every rank's next non-zero block is at or after it). A contiguous data
+        round's sum is stored unless a rewind re-ran a block already stored. Anything
+        else (not the closing round, c not at the end) is a gap: ask for a rewind to c.
+        A REWIND names the rewind position, not the next block: its data round covers up
+        to its own block only (c = the position after it), its announce round nothing."""
+        # a RESULT naming a block past this rank's own announced next block: the switch
+        # took a stale packet of this rank for its announcement and the winner skipped
+        # its block: the rank asks for a rewind to that block at the latest
+        skipped = ~rewind & (n > self.my_next[s])
+        self.cover[s[skipped]] = np.minimum(self.cover[s[skipped]], self.my_next[s[skipped]])
+        cov = self.cover[s]
+        start = np.where(kind == ANNOUNCE_ROUND, s, b)
+        data = kind == DATA_ROUND
+        contiguous = np.where(data, b == cov, start <= cov)
+        contiguous &= match & ~skipped & (kind != CLOSING_ROUND)
+        self._store(r, idx[contiguous & data], s[contiguous & data])
+        gap = ~contiguous & (kind != CLOSING_ROUND) & (cov != EOS)
+        self.want_rewind[s[gap]] = True
+        after = b + self.cfg.slot_count
+        after = np.where(after < self.payload.nblocks, after, EOS)
+        n = np.where(rewind, np.where(data, after, cov), n)
+        self.cover[s[contiguous]] = n[contiguous]
+
+    def _store(self, r: Parsed, idx: np.ndarray, s: np.ndarray) -> None:
+        """Contiguous data rounds' sums, each block once: a rewind re-runs blocks already
+        stored (the same sums; an int32 half stored twice would be joined with itself)."""
+        fresh = ~self.stored[self.block[s]]
+        if fresh.any():
+            self._store_sums(r, idx[fresh], s[fresh])
+            self.stored[self.block[s[fresh]]] = True
+
+    def _rewind(self, s: np.ndarray, pos: np.ndarray) -> None:
+        """A REWIND from the switch: the next round re-runs slots `s` from `pos`. The
+        cursor goes back to this rank's first non-zero block at or after it, and the rank
+        announces it (the rewind round, which every rank joins)."""
+        if not s.size:
+            return
+        self.stats.rewinds += int(s.size)
+        self.kind[s] = REWIND_ROUND
+        self.block[s] = pos
+        self.exponent[s] = 0
+        self.want_rewind[s] = False
+        before = pos - self.cfg.slot_count
+        nxt = np.where(before >= 0, self._after[np.maximum(before, 0)], self._first[s])
+        self.my_next[s] = EOS if self.mismatch is not None else nxt
+        self.last_data[s] = EOS
+        self.mine[s] = True
+        k = s.size
+        self._emit(
+            s,
+            np.full(k, p.MsgType.ANNOUNCE),
+            self.slot_version[s],
+            pos,
+            self.my_next[s],
+            None,
+            np.full(k, p.Extension.FINGERPRINT),
+        )
+
+    def _closing(self, s: np.ndarray) -> None:
+        """The switch named END_OF_STREAM: the closing round, which needs every rank. A
+        rank with full coverage sends its closing SKIP; any other sends a REWIND request
+        in its place (its closing contribution, which the switch also takes as the
+        request)."""
+        if not s.size:
+            return
+        self.kind[s] = CLOSING_ROUND
+        self.block[s] = EOS
+        self.exponent[s] = 0
+        self.mine[s] = True
+        full = self.cover[s] == EOS
+        done = s[full]
+        self._header_only(done, p.MsgType.SKIP, self.block[done], self.block[done])
+        lacking = s[~full]
+        self._request_rewind(lacking, np.ones(lacking.size, bool))
+
+    def _data_round(self, s: np.ndarray, nb: np.ndarray, ne: np.ndarray) -> None:
+        """A data round of block `nb` (exponent `ne`): DATA where it is this rank's next
+        non-zero block, else silence -- the kept frame is then a query for the round.
+        A rank wanting a rewind asks again with every result until the REWIND comes."""
+        if not s.size:
+            return
+        self.kind[s] = DATA_ROUND
+        self.block[s] = nb
+        self.exponent[s] = ne
+        # a round named again (the same RESULT taken twice: a copy whose block the
+        # switch left as a request named it) still wants the DATA this rank sent for it
+        again = nb == self.last_data[s]
+        self.my_next[s[again]] = nb[again]
+        is_data = nb == self.my_next[s]
+        self.mine[s] = is_data
+        # a REWIND request before the DATA: the switch takes a request only from a rank
+        # whose bit the round has not set
+        asking = s[self.want_rewind[s]]
+        self._request_rewind(asking, np.zeros(asking.size, bool))
+        ds, dn = s[is_data], nb[is_data]
+        if ds.size:
+            after = self._after[dn].astype(np.int64)
+            self.my_next[ds] = after
+            self.last_data[ds] = dn
+            self._emit(
+                ds,
+                np.full(ds.size, p.MsgType.DATA),
+                self.slot_version[ds],
+                dn,
+                after,
+                self.payload.values(dn, ne[is_data]),
+                np.full(ds.size, p.Extension.VALUES),
+            )
+        self._query(s[~is_data], False)

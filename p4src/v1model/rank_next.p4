@@ -1,0 +1,98 @@
+/* Rank next (docs/protocol.md sections 6 and 11, silent rounds), v1model. A job of silent
+ * rounds keeps, per pool slot, every rank's latest announced key (`rank_next`, one cell per
+ * (pool slot, rank): next_block[23:0] ++ ~next_exponent, as NextBlock's key), written by
+ * every contribution of the rank on the slot -- ANNOUNCE, DATA, closing SKIP -- so a rank
+ * that stays silent keeps what it announced last. The packet that completes a round reads
+ * the job's cells (unrolled over MAX_WORKERS, masked by the job's full mask) and takes
+ * their minimum: the winner, i.e. the next round's block and exponent, stored in next_key
+ * as NextBlock stores it (RoundWinner's stale check reads it in both modes). It also stores
+ * the next round's expected ranks in the other version (ExpectedRanks reads them): the
+ * ranks whose cell's block is the winner's, or every rank when the winner is
+ * END_OF_STREAM (the closing round, or the next call's announce round). An announce round
+ * whose fingerprints differ wins END_OF_STREAM, as in NextBlock.
+ *
+ * A pending rewind (Rewind: meta.rewound) replaces the winner: the next round is a rewind
+ * round at the pending position, every rank expected, and the round's result and its
+ * cached copies (round_kind, expected_ranks.p4) leave as MSG_REWIND. */
+#ifndef P4REDUCE_RANK_NEXT_P4
+#define P4REDUCE_RANK_NEXT_P4
+#include "../common/headers.p4"
+#include "next_block.p4"
+#include "expected_ranks.p4"
+
+/* Cell i of the slot, one action call per rank (one action folding all of them makes p4c
+ * substitute the running minimum into itself, an expression doubling per rank; one action
+ * called with the rank keeps a single local for every rank): a smaller key is the new
+ * winner, expected alone; an equal block joins the expected ranks. */
+#define CALL_RANK_CELL(i)                                                      \
+    if (meta.full_mask[i:i] == 1) {                                            \
+        rank_cell(i);                                                          \
+    }
+
+control RankNext(inout headers_t hdr, inout metadata_t meta) {
+    register<bit<32>>(POOL_SLOTS * MAX_WORKERS) rank_next;
+
+    action announce() {
+        meta.announced_key = hdr.p4r.next_block[23:0] ++ (~hdr.p4r.next_exponent);
+        rank_next.write((meta.pool_slot << 5) | (bit<32>)hdr.p4r.rank, meta.announced_key);
+        meta.next_key = 0xFFFFFFFF;
+        meta.next_expected = 0;
+    }
+    action rank_cell(bit<32> i) {
+        bit<32> cell;
+        rank_next.read(cell, (meta.pool_slot << 5) | i);
+        if (cell < meta.next_key) {
+            if (cell[31:8] != meta.next_key[31:8]) {
+                meta.next_expected = 0;
+            }
+            meta.next_key = cell;
+        }
+        if (cell[31:8] == meta.next_key[31:8]) {
+            meta.next_expected = meta.next_expected | (32w1 << (bit<8>)i);
+        }
+    }
+    action store_winner() {
+        if (hdr.fingerprint.isValid()
+            && hdr.fingerprint.fingerprint_min != hdr.fingerprint.fingerprint_max) {
+            meta.next_key = END_OF_STREAM[23:0] ++ 8w0xFF;
+        }
+        if (meta.next_key[31:8] == END_OF_STREAM[23:0]) {
+            meta.next_expected = meta.full_mask;
+        }
+        if (meta.rewound == 1) {
+            meta.next_key = meta.rewind_position[23:0] ++ 8w0xFF;
+            meta.next_expected = meta.full_mask;
+        }
+        next_key.write(meta.slot_index, meta.next_key);
+        /* the job's first round has no earlier round: its block is END_OF_STREAM, which
+         * a query answered from it reads where the earlier round's winner would be */
+        bit<32> earlier;
+        next_key.read(earlier, meta.slot_index ^ 1);
+        next_key.write(meta.slot_index ^ 1,
+                       (meta.first_round == 1) ? END_OF_STREAM[23:0] ++ 8w0xFF : earlier);
+        expected.write(meta.slot_index ^ 1, meta.next_expected);
+        bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
+        bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
+                               ? 1w1 : 1w0;
+        round_kind.write(meta.slot_index, closing_round ++ announce_round ++ meta.rewound);
+    }
+    action read_stored() {
+        next_key.read(meta.next_key, meta.slot_index);
+        bit<3> kind;
+        round_kind.read(kind, meta.slot_index);
+        meta.rewound = kind[ROUND_KIND_REWOUND:ROUND_KIND_REWOUND];
+    }
+
+    apply {
+        if (meta.duplicate == 0) {
+            announce();
+            if (meta.complete == 1) {
+                FOR_EACH_RANK(CALL_RANK_CELL)
+                store_winner();
+            }
+        } else {
+            read_stored();
+        }
+    }
+}
+#endif

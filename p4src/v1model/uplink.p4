@@ -1,0 +1,92 @@
+/* The leaf role (docs/fabric.md, "The leaf and spine roles"): a job with an uplink entry
+ * on this switch is one level of a two-level job. The switch aggregates its own ranks as
+ * ever, but the packet that completes a round leaves by the uplink as the switch's
+ * contribution to the spine's round (Result.make_partial), and the spine's RESULT, arriving
+ * from the uplink, becomes the round's cached result here and goes to the ranks.
+ *
+ * Per (slot, version) one bit beside the bitmap, result_held: 1 once the round's result
+ * (the spine's) is stored, 0 from the round's completion here until then. A rank's
+ * retransmission to a complete round therefore gets the cached RESULT (held) or makes the
+ * switch send its partial up again (not held): that repairs a partial lost on the way up
+ * and a result lost on the way down (the spine answers the repeated partial from its
+ * cache). A RESULT from the spine is stored only by a round waiting for it, so a late
+ * copy of one already stored changes nothing.
+ *
+ * A job without an uplink entry never reads or writes result_held: the switch completes
+ * its rounds itself. A RESULT or STATUS not from the job's uplink (port and spine's IPv4)
+ * is malformed, as a RESULT from a worker always was. */
+#ifndef P4REDUCE_UPLINK_P4
+#define P4REDUCE_UPLINK_P4
+#include "../common/headers.p4"
+#include "../common/bodies/read.p4"
+#include "register_step.p4"
+
+register<bit<1>>(SLOT_ENTRIES) result_held;
+
+/* The job's uplink, and for a packet from it whether it is a result to store. Applied to
+ * every admitted p4reduce packet, before the bitmap. */
+control Uplink(inout headers_t hdr, inout metadata_t meta,
+               inout standard_metadata_t standard_metadata) {
+    action set_uplink(PortId_t port, mac_t spine_mac, ipv4_addr_t spine_ip, rank_t rank) {
+        meta.has_uplink = 1;
+        meta.uplink_port = port;
+        meta.uplink_mac = spine_mac;
+        meta.uplink_ip = spine_ip;
+        meta.uplink_rank = rank;
+        meta.from_uplink = (standard_metadata.ingress_port == port
+                            && hdr.ipv4.src_addr == spine_ip) ? 1w1 : 1w0;
+    }
+    action no_uplink() {
+        meta.has_uplink = 0;
+    }
+    table uplink {
+        key = { hdr.p4r.job: exact @name("job"); }
+        actions = { set_uplink; no_uplink; }
+        default_action = no_uplink();
+        size = MAX_JOBS;
+    }
+
+    /* a RESULT with the round's values (or fingerprint range) is stored by a round that
+     * holds none yet; one flagged STATE_LOST is only passed on */
+    action take_result() {
+        REGISTER_STEP(result_held, meta.slot_index, bit<1>, meta.result_was_held,
+                      rv = value; value = 1;)
+        meta.store_result = ~meta.result_was_held;
+    }
+
+    apply {
+        if (hdr.p4r.msg_type == MSG_RESULT || hdr.p4r.msg_type == MSG_STATUS) {
+            meta.downlink = 1;
+        }
+        uplink.apply();
+        if (meta.downlink == 1 && meta.from_uplink == 1 && hdr.p4r.msg_type == MSG_RESULT
+                && (hdr.p4r.flags & FLAG_STATE_LOST) == 0) {
+            take_result();
+        }
+    }
+}
+
+/* What a leaf does with a round complete here (after the bitmap): the completing packet
+ * goes up and the round holds no result yet; a retransmission finds out whether the
+ * result is held (cached answer) or not (the partial goes up again). */
+control LeafRound(inout headers_t hdr, inout metadata_t meta) {
+    action round_completed() {
+        result_held.write(meta.slot_index, 0);
+        meta.send_up = 1;
+    }
+    action ask_held() {
+        REGISTER_STEP(result_held, meta.slot_index, bit<1>, meta.result_was_held, READ_BODY)
+        meta.send_up = ~meta.result_was_held;
+    }
+
+    apply {
+        if (meta.has_uplink == 1 && meta.state_lost == 0) {
+            if (meta.complete == 1) {
+                round_completed();
+            } else if (meta.duplicate == 1 && meta.round_done == 1) {
+                ask_held();
+            }
+        }
+    }
+}
+#endif

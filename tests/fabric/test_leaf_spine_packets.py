@@ -1,0 +1,153 @@
+"""The leaf and spine roles on two levels of real switches, frame by frame: the in-process
+fabric (a spine, two leaves), programmed by the fabric controller; each rank's frames are
+built from its descriptor and sent into its leaf's port. A link end that loses every
+frame makes each loss between the levels; the ranks' retransmissions repair it."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from controlplane.config import parse
+from controlplane.fabric import FabricController
+from hostlib import protocol as p
+from hostlib.protocol import END_OF_STREAM as END, Flag, Header, MsgType
+from p4reduce.job import JobConfig, load_descriptor
+
+from .conftest import UPLINK, fabric_config
+from .test_fabric_inprocess import ranks
+
+K = p.BLOCK_VALUES
+FP = p.fingerprint(np.int32, 4 * K)
+
+
+class Rank:
+    """One rank as the test drives it: its descriptor, its leaf and port."""
+
+    def __init__(self, fab, desc: dict, port: int):
+        self.cfg: JobConfig = load_descriptor(desc)
+        self.leaf = fab.switch({"10.0.0.240": "l1", "10.0.0.241": "l2"}[self.cfg.switch.ip])
+        self.port = port
+
+    def send(self, msg_type: MsgType, values=None, flags: int = 0, **kw) -> None:
+        header = Header.make(
+            msg_type,
+            job=self.cfg.job,
+            rank=self.cfg.rank_on_wire,
+            epoch=self.cfg.epoch,
+            flags=flags,
+            slot=0,
+            **kw,
+        )
+        ep = self.cfg.to_switch()
+        if values is not None:
+            frame = p.build_frame(ep, header, np.asarray(values, np.int64))
+        else:
+            fp = (FP, FP) if msg_type == MsgType.ANNOUNCE else None
+            frame = p.build_frame(ep, header, fingerprint=fp)
+        self.leaf.send(self.port, frame)
+
+    def received(self) -> list[p.Frame]:
+        return [p.parse_frame(f) for f in self.leaf.recv_all(self.port)]
+
+
+def lose(fab, end: tuple[str, int] | None) -> None:
+    """Every frame sent out of link end `end` is lost (None: no loss anywhere)."""
+    with fab.wiring.lock:
+        fab.wiring.loss = (
+            {} if end is None else {(fab.switch(end[0]), end[1]): (1.0, random.Random(1))}
+        )
+
+
+@pytest.fixture
+def job_ranks(inprocess_fabric, tmp_path):
+    """Job 9: ranks 0, 1 on l1 and 2, 3 on l2, announced (the winner block 0)."""
+    fab = inprocess_fabric
+    ctl = FabricController(parse(fabric_config(fab, tmp_path)))
+    try:
+        ctl.up(retries=3)
+        workers = ranks(2)  # l1 ports 1, 2 then l2 ports 1, 2
+        job = ctl.jobs.create(9, workers, slots=2, encoding="lanes")
+        rs = [Rank(fab, d, w.port) for d, w in zip(job.descriptors(ctl.jobs.switch), workers)]
+        for r in rs:
+            r.send(MsgType.ANNOUNCE, next_block=0)
+        for r in rs:
+            (res,) = r.received()
+            assert res.header.msg_type == MsgType.RESULT and res.header.next_block == 0
+            assert res.header.rank == r.cfg.rank_on_wire and res.fingerprint == (FP, FP)
+        yield fab, ctl, rs
+    finally:
+        ctl.close()
+
+
+def data_round(rs, values, version=1, block=0, only=None, flags=0) -> None:
+    for i, r in enumerate(rs):
+        if only is None or i in only:
+            r.send(
+                MsgType.DATA, values[i], flags, slot_version=version, block=block, next_block=END
+            )
+
+
+def test_a_round_crosses_both_levels_once_per_link(job_ranks):
+    fab, ctl, rs = job_ranks
+    before = fab.link_counts()
+    x = [np.arange(K) * (i + 1) for i in range(4)]
+    data_round(rs, x)
+    for r in rs:
+        (res,) = r.received()
+        assert np.array_equal(res.values, sum(x)) and res.header.next_block == END
+    after = fab.link_counts()
+    for end in [("l1", UPLINK), ("l2", UPLINK), ("s", 1), ("s", 2)]:
+        assert after[end].frames - before[end].frames == 1, end  # one partial, one result
+
+
+def test_a_lost_partial_is_repaired(job_ranks):
+    fab, _, rs = job_ranks
+    x = [np.full(K, i + 1) for i in range(4)]
+    lose(fab, ("l1", UPLINK))
+    data_round(rs, x)
+    assert all(not r.received() for r in rs)
+    lose(fab, None)
+    rs[1].send(MsgType.DATA, x[1], Flag.RETRANSMIT, slot_version=1, block=0, next_block=END)
+    for r in rs:
+        (res,) = r.received()
+        assert np.array_equal(res.values, np.full(K, 10))
+
+
+def test_a_lost_result_is_repaired_from_the_spines_cache(job_ranks):
+    fab, _, rs = job_ranks
+    x = [np.full(K, i + 1) for i in range(4)]
+    lose(fab, ("s", 2))  # the spine's port towards l2
+    data_round(rs, x)
+    assert [len(r.received()) for r in rs] == [1, 1, 0, 0]
+    lose(fab, None)
+    rs[3].send(MsgType.DATA, x[3], Flag.RETRANSMIT, slot_version=1, block=0, next_block=END)
+    for r in rs[2:]:
+        (res,) = r.received()
+        assert np.array_equal(res.values, np.full(K, 10)) and res.header.flags & Flag.CACHED
+
+
+def test_a_restarted_spine_answers_state_lost_to_every_rank(job_ranks):
+    fab, ctl, rs = job_ranks
+    fab.switch("s").restart()
+    assert ctl.ensure() == ["s"]  # the spine's part restored from its state file
+    x = [np.ones(K)] * 4
+    data_round(rs, x, flags=Flag.CONTINUED)
+    for r in rs:
+        (res,) = r.received()
+        assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
+
+
+def test_a_restarted_leaf_makes_every_rank_fail_at_once(job_ranks):
+    """l1 restarts: its rank's CONTINUED packet finds the slot lost; l1 sends STATE_LOST up,
+    the spine marks the slot lost and tells every leaf, so l2's ranks (whose leaf and
+    spine are fine) fail at once too instead of waiting for l1's partial."""
+    fab, ctl, rs = job_ranks
+    fab.switch("l1").restart()
+    assert ctl.ensure() == ["l1"]
+    rs[0].send(MsgType.DATA, np.ones(K), Flag.CONTINUED, slot_version=1, block=0, next_block=END)
+    for r in rs:
+        (res,) = r.received()
+        assert res.header.flags & Flag.STATE_LOST, r.cfg.rank

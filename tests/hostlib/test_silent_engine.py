@@ -1,0 +1,186 @@
+"""The worker's silent rounds, driven by crafted RESULT and REWIND packets.
+
+Rank 0 of a 2-rank silent job with 4 slots; its tensor has 12 blocks of which 1, 4 and 9
+are non-zero (slot s owns blocks s, s+4, s+8). The crafted results play a switch whose
+other rank has blocks 2, 6 and 10 (slot 2) besides. Every packet the engine emits is
+decoded with the reference codec (protocol.parse_frame): the tests check bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hostlib import protocol as p
+from hostlib.engine import new_engine
+from hostlib.numerics import make_payload
+from hostlib.silent import QUERIES_BEFORE_REWIND, SilentEngine
+from hostlib.timers import EngineParams
+from hostlib_helpers import decode, descriptor, engine_tensor
+from p4reduce.job import load_descriptor
+
+EOS = p.END_OF_STREAM
+T0 = 100.0
+PARAMS = EngineParams(timeout=0.005, max_timeout=0.02, double_after=2, deadline=5.0)
+FP = p.fingerprint(np.int32, 12 * 64)
+R, DATA, SKIP, ANN, RW = (
+    p.MsgType.RESULT,
+    p.MsgType.DATA,
+    p.MsgType.SKIP,
+    p.MsgType.ANNOUNCE,
+    p.MsgType.REWIND,
+)
+
+
+def make_engine(slot_count: int = 4) -> SilentEngine:
+    cfg = load_descriptor(descriptor(0, 2, slot_count=slot_count, round_mode="silent"))
+    eng = new_engine(cfg, make_payload(engine_tensor(), 2), T0, PARAMS)
+    assert isinstance(eng, SilentEngine)
+    return eng
+
+
+def feed(e, slot, version, block, nxt, *, msg=R, values=None, fp=None, now=T0, flags=0):
+    """One packet from the switch; announce-like results carry the fingerprint range."""
+    h = p.Header.make(
+        msg,
+        job=7,
+        slot=slot,
+        rank=0,
+        slot_version=version,
+        flags=int(p.Flag.SILENT) | flags,
+        block=block,
+        next_block=nxt,
+    )
+    e.on_result(h, values, now, fingerprint=fp)
+
+
+def sent(e, now=T0):
+    return [
+        (f.header.msg_type, f.header.slot_version, f.header.block, f.header.next_block, f)
+        for f in decode(e.packets_to_send(now, expire=False))
+    ]
+
+
+def only(e, slot, now=T0):
+    out = [x[:4] for x in sent(e, now) if x[4].header.slot == slot]
+    return out
+
+
+def test_every_packet_is_flagged_silent_and_announces_each_slot():
+    e = make_engine()
+    frames = decode(e.packets_to_send(T0, expire=False))
+    assert [f.header.slot for f in frames] == [0, 1, 2, 3]
+    assert all(f.header.flags & p.Flag.SILENT for f in frames)
+    assert [f.header.next_block for f in frames] == [4, 1, EOS, EOS]
+
+
+def test_a_slot_costs_an_announce_its_data_and_a_closing_skip():
+    e = make_engine()
+    sent(e)
+    feed(e, 1, 0, EOS, 1, fp=(FP, FP))
+    assert only(e, 1) == [(DATA, 1, 1, 9)]
+    # the other rank's block 5 is zero here: rank 0 is silent for it (its kept frame is a
+    # query), then sends block 9 when the RESULT of block 5 names it
+    feed(e, 1, 1, 1, 5, values=np.full(64, 3, np.int32))
+    assert only(e, 1) == []
+    feed(e, 1, 0, 5, 9, values=np.full(64, 7, np.int32))
+    assert only(e, 1) == [(DATA, 1, 9, EOS)]
+    feed(e, 1, 1, 9, EOS, values=np.full(64, 11, np.int32))
+    assert only(e, 1) == [(SKIP, 0, EOS, EOS)]
+    assert e.active[1]
+    feed(e, 1, 0, EOS, EOS)  # the closing RESULT: the slot is done
+    assert not e.active[1] and e.cover[1] == EOS
+    out = e.output.finish().reshape(12, 64)
+    assert (out[1] == 3).all() and (out[5] == 7).all() and (out[9] == 11).all()
+    assert e.stats.sent_counts() == {"ANNOUNCE": 4, "DATA": 2, "SKIP": 1}
+
+
+def test_a_gap_in_the_chain_rewinds_and_nothing_is_missing():
+    """Rank 0 is silent on slot 2 (the other rank has 2, 6, 10). It misses the RESULT of
+    block 6: the RESULT of block 10 is a gap, so its closing packet is a REWIND(P=6); the
+    switch answers with a REWIND, rank 0 announces from 6 and re-runs the rest."""
+    e = make_engine()
+    sent(e)
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    assert only(e, 2) == []
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
+    # (the RESULT of block 6, version 0, is lost)
+    feed(e, 2, 1, 10, EOS, values=np.full(64, 10, np.int32))
+    assert only(e, 2) == [(RW, 0, EOS, 6)]
+    assert e.stats.rewind_requests == 1
+    feed(e, 2, 0, EOS, 6, msg=RW)  # the closing round completed as a REWIND to 6
+    assert only(e, 2) == [(ANN, 1, 6, EOS)]
+    feed(e, 2, 1, 6, 6, fp=(FP, FP))  # the rewind round: every rank's first block >= 6
+    feed(e, 2, 0, 6, 10, values=np.full(64, 6, np.int32))
+    feed(e, 2, 1, 10, EOS, values=np.full(64, 10, np.int32))
+    assert only(e, 2) == [(SKIP, 0, EOS, EOS)]
+    feed(e, 2, 0, EOS, EOS)
+    assert not e.active[2]
+    out = e.output.finish().reshape(12, 64)
+    assert (out[2] == 2).all() and (out[6] == 6).all() and (out[10] == 10).all()
+    assert e.stats.rewinds == 1
+
+
+def test_a_rewind_re_runs_blocks_already_stored_without_storing_them_twice():
+    """Another rank's rewind to block 1 after rank 0 stored blocks 1 and 5: rank 0 goes
+    back (its cursor to block 1: it sends DATA(1) again) and stores from block 9 on only.
+    (The re-run's sums differ here so that a second store would show.)"""
+    e = make_engine()
+    sent(e)
+    feed(e, 1, 0, EOS, 1, fp=(FP, FP))
+    feed(e, 1, 1, 1, 5, values=np.full(64, 3, np.int32))
+    feed(e, 1, 0, 5, 1, msg=RW, values=np.full(64, 7, np.int32))  # sums of 5, rewind to 1
+    assert only(e, 1) == [(DATA, 1, 1, 9), (ANN, 1, 1, 1)]
+    feed(e, 1, 1, 1, 1, fp=(FP, FP))
+    assert only(e, 1) == [(DATA, 0, 1, 9)]
+    feed(e, 1, 0, 1, 5, values=np.full(64, -1, np.int32))
+    feed(e, 1, 1, 5, 9, values=np.full(64, -1, np.int32))
+    assert only(e, 1) == [(DATA, 0, 9, EOS)]
+    feed(e, 1, 0, 9, EOS, values=np.full(64, 11, np.int32))
+    feed(e, 1, 1, EOS, EOS)
+    assert not e.active[1]
+    out = e.output.finish().reshape(12, 64)
+    assert (out[1] == 3).all() and (out[5] == 7).all() and (out[9] == 11).all()
+
+
+def test_duplicates_and_stale_copies_are_ignored():
+    """Cached copies of the last result taken (answers to resends sent before it), and
+    in the announce round the previous call's closing RESULT (the switch's last
+    completed round), change nothing."""
+    e = make_engine()
+    sent(e)
+    cached = int(p.Flag.CACHED)
+    feed(e, 2, 1, EOS, EOS, flags=cached)  # the last call's closing round, version 1
+    assert e.kind[2] == 0 and e.active[2]
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP), flags=cached)
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
+    ignored = e.stats.results_ignored
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32), flags=cached)
+    assert e.stats.results_ignored == ignored + 1
+    assert only(e, 2) == [] and e.cover[2] == 6 and not e.want_rewind[2]
+    assert e.block[2] == 6 and e.slot_version[2] == 0
+
+
+def test_unanswered_queries_turn_into_a_rewind_request():
+    e = make_engine(slot_count=4)
+    sent(e)
+    for s, nxt in ((0, 4), (1, 1), (3, EOS)):  # the other slots run to their end
+        feed(e, s, 0, EOS, nxt, fp=(FP, FP))
+        if nxt != EOS:
+            feed(e, s, 1, nxt, EOS, values=np.ones(64, np.int32))
+        feed(e, s, 1 if nxt == EOS else 0, EOS, EOS)
+    assert list(np.flatnonzero(e.active)) == [2]
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
+    sent(e)
+    per_timer = []
+    t = T0
+    for _ in range(QUERIES_BEFORE_REWIND + 1):
+        t += 10.0
+        frames = [f for f in decode(e.packets_to_send(t)) if f.header.slot == 2]
+        per_timer.append(sorted((f.header.msg_type, f.header.next_block) for f in frames))
+    # queries name the round (block 6) and the rank's own next (EOS: nothing in slot 2)
+    assert per_timer[:QUERIES_BEFORE_REWIND] == [[(SKIP, EOS)]] * QUERIES_BEFORE_REWIND
+    # then the query goes on, with a REWIND request for the coverage (block 6) beside it
+    assert per_timer[QUERIES_BEFORE_REWIND] == [(SKIP, EOS), (RW, 6)]
+    assert e.stats.queries == QUERIES_BEFORE_REWIND + 1 and e.want_rewind[2]

@@ -1,0 +1,199 @@
+"""Silent rounds through the real P4 program: softswitch in this process, programmed by the
+controller (p4net.harness), the ranks' engines in virtual time (engine_sim). Sparsity
+patterns per rank drawn by hypothesis (independent, shared, all-zero ranks, a single
+non-zero rank, the last block only), with and without the P4 drop simulator's loss on
+ingress and egress, two calls per job: every rank's sum is numpy's, and each rank keeps
+to its packet budget (silent_patterns.check_budget: exactly its non-zero blocks + 2 x
+slots without loss). Also float32, a K whose SKIPs carry zeros, and a dead rank."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine_sim import simulate
+from hostlib import Worker
+from hostlib.liveness import RankSilent
+from hostlib import protocol as p
+from hostlib.numerics import error_bound, make_payload, negotiated_exponent
+from hostlib.timers import EngineParams
+from p4net.harness import SwitchSession, worker_address
+from hostlib_helpers import allow_silent
+from silent_patterns import cases, check_budget, nonzero_blocks, tensors
+
+K = 64
+
+
+@pytest.fixture(scope="module")
+def switch():
+    with SwitchSession.inprocess() as sw:
+        if not allow_silent(sw):
+            pytest.skip("this build of the v1model program runs every-rank rounds only")
+        yield sw
+
+
+def _check(res, calls: list[list[np.ndarray]], slots: int, k: int, lossless: bool) -> None:
+    """Every rank's sum of every call is numpy's; every rank kept to its budget (its
+    blocks on the wire: a packed job carries int32 as two half-blocks per K values)."""
+    for c, xs in enumerate(calls):
+        want = np.sum([x.astype(np.int64) for x in xs], axis=0)
+        for r, x in enumerate(xs):
+            np.testing.assert_array_equal(res.sums[r][c], want)
+            wire = make_payload(x, len(xs), p.Encoding.PACKED, block_values=k)
+            used = min(slots, wire.nblocks)
+            check_budget(res.calls[r][c].stats, wire.nonzero.size, used, lossless)
+
+
+def _run(switch, case, loss: float, seed: int, job_id: int):
+    pattern, n, nblocks, slots, tseed = case
+    calls = [tensors(pattern, n, nblocks, K, tseed + c) for c in range(2)]
+    per_rank = [[calls[c][r] for c in range(2)] for r in range(n)]
+    res = simulate(
+        switch, per_rank, slots=slots, loss=loss, seed=seed, job_id=job_id, round_mode="silent"
+    )
+    _check(res, calls, slots, K, loss == 0.0)
+    return res
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases)
+def test_patterns_without_loss_cost_exactly_their_blocks_and_two_per_slot(switch, case):
+    _run(switch, case, 0.0, 1, 61)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases, seed=st.integers(1, 1000))
+def test_patterns_under_loss_give_exact_sums(switch, case, seed):
+    _run(switch, case, 0.1, seed, 62)
+
+
+def test_heavy_loss_recovers_with_rewinds(switch):
+    """Ranks silent for many rounds (one rank holds most blocks) at 20 % loss each way:
+    rounds they miss show as gaps, and rewinds recover them."""
+    res = _run(switch, ("one_rank", 4, 48, 2, 5), 0.2, 3, 63)
+    stats = [c.stats for calls in res.calls for c in calls]
+    assert sum(s.rewinds for s in stats) > 0 or sum(s.queries for s in stats) > 0
+
+
+def test_float32_within_the_error_bound(switch):
+    rng = np.random.default_rng(7)
+    n, nblocks = 3, 20
+    xs = []
+    for _ in range(n):
+        x = rng.normal(size=(nblocks, K)).astype(np.float32)
+        x[rng.random(nblocks) < 0.6] = 0
+        xs.append(x.reshape(-1))
+    res = simulate(switch, [[x] for x in xs], slots=4, job_id=64, round_mode="silent")
+    exact = np.sum([x.astype(np.float64) for x in xs], axis=0).reshape(nblocks, K)
+    blockmax = np.max([np.abs(x.reshape(nblocks, K)).max(axis=1) for x in xs], axis=0)
+    bound = error_bound(negotiated_exponent(blockmax), n)[:, None]
+    for r in range(n):
+        got = res.sums[r][0].reshape(nblocks, K).astype(np.float64)
+        assert (np.abs(got - exact) <= bound + 1e-6 * np.abs(exact)).all()
+        assert res.calls[r][0].stats.sent_counts()["DATA"] == nonzero_blocks(xs[r], K)
+
+
+def test_wide_blocks_whose_skips_carry_zeros(switch):
+    """K = 256: closing SKIPs, queries and REWIND requests carry a block of zeros."""
+    k = 256
+    calls = [tensors("independent", 3, 9, k, 11 + c) for c in range(2)]
+    per_rank = [[calls[c][r] for c in range(2)] for r in range(3)]
+    for loss, job in ((0.0, 65), (0.1, 66)):
+        res = simulate(
+            switch,
+            per_rank,
+            slots=3,
+            loss=loss,
+            seed=2,
+            job_id=job,
+            block_values=k,
+            round_mode="silent",
+        )
+        _check(res, calls, 3, k, loss == 0.0)
+
+
+def test_a_dead_rank_is_named(switch):
+    """Rank 2 stops before the call: the others wait in rounds that need it, their
+    resends get STATUS replies without it, and RankSilent names it."""
+    xs = tensors("independent", 3, 12, K, 4)
+    params = EngineParams(max_timeout=0.05, deadline=30.0)
+    res = simulate(
+        switch,
+        [[x] for x in xs],
+        slots=2,
+        job_id=67,
+        round_mode="silent",
+        params=params,
+        pauses={2: (0.0, float("inf"))},
+        limit=60.0,
+    )
+    for r in (0, 1):
+        _, err = res.errors[r]
+        assert isinstance(err, RankSilent) and err.ranks == [2]
+
+
+def _workers(switch, job, fn, **kw):
+    """Every rank's Worker on its own thread, on the wall clock (as an application runs
+    them); returns each rank's result, re-raising the first error."""
+    descriptors = switch.descriptors(job)
+    out: list[object] = [None] * len(descriptors)
+    errors: list[BaseException] = []
+
+    def body(r: int) -> None:
+        try:
+            port = job.workers[r].port
+            with Worker(descriptors[r], transport=switch.transport(port), **kw) as w:
+                out[r] = fn(w, r)
+        except BaseException as e:  # re-raised in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(descriptors))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    if errors:
+        raise errors[0]
+    return out
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.05])
+def test_workers_on_the_wall_clock(switch, loss):
+    """Three Worker threads, three calls each of int32 tensors of every pattern, the
+    drop simulator's loss both ways: numpy's sums, and without loss each call's packets
+    are the rank's non-zero blocks + 2 x slots."""
+    n, slots = 3, 4
+    job = switch.jobs.create(
+        68, [worker_address(r) for r in range(n)], slots, "lanes", None, K, round_mode="silent"
+    )
+    try:
+        if loss:
+            switch.set_loss(job.job, ingress=loss, egress=loss, seed=9)
+        calls = [
+            tensors(pat, n, 30, K, 20 + i)
+            for i, pat in enumerate(("independent", "one_rank", "last_block"))
+        ]
+
+        def run(w, r):
+            got = []
+            for xs in calls:
+                got.append((w.allreduce(xs[r]), dict(w.stats.last_sent_by_type)))
+            return got
+
+        # without loss a timer long enough that thread start-up skew resends nothing
+        out = _workers(switch, job, run, timeout=0.005 if loss else 5.0, deadline=30.0)
+        for c, xs in enumerate(calls):
+            want = np.sum([x.astype(np.int64) for x in xs], axis=0)
+            for r in range(n):
+                total, sent = out[r][c]
+                np.testing.assert_array_equal(total, want)
+                if not loss:
+                    nz = nonzero_blocks(xs[r], K)
+                    expect = {"ANNOUNCE": slots, "DATA": nz, "SKIP": slots}
+                    assert sent == {k: v for k, v in expect.items() if v}
+    finally:
+        switch.jobs.delete(job.job)
