@@ -242,8 +242,15 @@ def test_rewind_requests_take_the_minimum_and_apply_at_completion(switch, block_
     check_all(job.results(), MsgType.RESULT, 0, 2, 1)
     # round B (v0, block 2) waits for ranks 0 and 1; ranks 2 and 1 ask for rewinds
     job.send(2, MsgType.REWIND, version=0, block=2, next_block=4)
-    job.send(1, MsgType.REWIND, version=0, block=2, next_block=0)
     job.assert_silent(0.3)  # consumed
+    job.send(1, MsgType.REWIND, version=0, block=2, next_block=0)
+    # B waits for rank 1, which may have missed the result naming its block: it gets the
+    # last completed round's (A) by unicast
+    res = job.result(1)
+    assert res is not None and res.header.msg_type == MsgType.RESULT
+    assert res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (1, 0, 2)
+    job.assert_silent(0.2)
     b = {0: np.full(k, 7), 1: np.full(k, 8)}
     job.send(0, MsgType.DATA, version=0, block=2, values=b[0], next_block=END)
     job.send(1, MsgType.DATA, version=0, block=2, values=b[1], next_block=END)
@@ -289,9 +296,10 @@ def test_a_rewind_request_in_the_closing_round_is_the_senders_closing_contributi
 def test_a_new_incarnation_forgets_a_pending_rewind(switch):
     old = silent_job(switch, 49, 2, slot_count=1, epoch=5)
     for r in range(2):
-        old.send(r, MsgType.ANNOUNCE, next_block=0)
+        old.send(r, MsgType.ANNOUNCE, next_block=r * 5)
     old.results()
     old.send(1, MsgType.REWIND, version=1, block=0, next_block=0)  # pending, never applied
+    old.assert_silent(0.3)
     old.remove()
     new = silent_job(switch, 49, 2, slot_count=1, epoch=6)
     for r in range(2):
@@ -359,3 +367,45 @@ def test_the_two_round_modes_never_mix(switch):
         for r in range(2):
             job.send(r, MsgType.ANNOUNCE, next_block=1)
         assert all(res.header.next_block == 1 for res in job.results().values())
+
+
+def test_a_rank_that_missed_a_rewind_learns_it_from_its_own_rewind_request(switch):
+    """Rank 1 lost the REWIND that started a rewind round, which now waits for it; it asks
+    for a rewind itself (naming the round it believes in progress) and gets the last
+    completed round's REWIND back, announces, and its own request applies next."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 54, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=3)
+    job.send(0, MsgType.REWIND, version=1, block=0, next_block=0)  # after its DATA
+    job.assert_silent(0.3)
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=3)
+    check_all(job.results(), MsgType.REWIND, 0, 0, 1)  # rank 1's copy is "lost"
+    job.send(0, MsgType.ANNOUNCE, block=0, next_block=0, flags=Flag.CONTINUED)
+    job.send(1, MsgType.REWIND, version=0, block=3, next_block=3, flags=Flag.CONTINUED)
+    res = job.result(1)
+    assert res is not None and res.header.msg_type == MsgType.REWIND
+    assert res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (1, 0, 0)
+    assert np.array_equal(res.values, np.full(k, 2))
+    job.assert_silent(0.2)
+    job.send(1, MsgType.ANNOUNCE, block=0, next_block=0, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.REWIND, 0, 3, 0)  # rank 1's request, applied
+    assert job.stats()["rewinds"] == 2
+
+
+def test_a_query_answered_from_an_announce_round_gets_its_fingerprint_range(switch):
+    """Rank 1 missed the announce round's result, which named its block: the round in
+    progress waits for it, and its query gets the announce round's result back, as an
+    announce round's result is: the fingerprint range, no values."""
+    job = silent_job(switch, 55, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(1, MsgType.SKIP, version=1, block=7, next_block=0, flags=Flag.RETRANSMIT)
+    res = job.result(1)
+    assert res is not None and res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (0, END, 0)
+    assert res.values is None and res.fingerprint is not None

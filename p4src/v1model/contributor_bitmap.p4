@@ -29,6 +29,7 @@
 #include "../common/headers.p4"
 #include "../common/bodies/contributor_bitmap.p4"
 #include "register_step.p4"
+#include "expected_ranks.p4"
 
 control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(POOL_SLOTS) slot_epoch;
@@ -37,6 +38,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     bit<32> epoch_verdict;
     bit<32> mine;
     bit<1> continued;
+    bit<1> announce_round;   /* a query is answered from an announce or rewind round */
 
     action check_epoch() {
         meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
@@ -99,12 +101,33 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             meta.round_done = 0;
             meta.stale = 1;
         }
+        bit<2> kind;
+        round_kind.read(kind, meta.slot_index);
+        announce_round = (meta.round_done == 1
+                          && kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE] == 1) ? 1w1 : 1w0;
     }
-    /* A REWIND request's position is taken unless the sender's bit is set (a copy of its
-     * closing contribution); one that did not join the closing round is consumed. */
+    /* an announce or rewind round's result is the fingerprint range, not values */
+    action serve_announce_round() {
+        INVALIDATE_VALUES
+        hdr.fingerprint.setValid();
+    }
+    /* A REWIND's position is taken unless it is a copy of the sender's closing
+     * contribution (block END_OF_STREAM, its bit set); one that joins no round -- every
+     * REWIND of another block, whatever the sender contributed -- is consumed. */
     action take_rewind() {
-        meta.rewind_taken = ~meta.duplicate;
-        meta.rewind_only = meta.stale;
+        bit<1> request = (hdr.p4r.block != END_OF_STREAM) ? 1w1 : 1w0;
+        meta.rewind_taken = ~meta.duplicate | request;
+        meta.rewind_only = meta.stale | request;
+        meta.stale = 0;
+    }
+    /* ... and answered as a query would be, except that it gets no STATUS: a rank asking
+     * for a rewind may have missed the result that told it the round in progress waits
+     * for it (a rewind round, or its block), and the rewind applies only when that round
+     * completes; the cached result of the last completed round tells it. */
+    action answer_rewind_request() {
+        answer_query();
+        meta.rewind_only = ~meta.round_done;
+        meta.duplicate = meta.round_done;
         meta.stale = 0;
     }
 
@@ -133,8 +156,17 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         if (meta.round_mode == ROUND_MODE_SILENT) {
             if (meta.query == 1) {
                 answer_query();
+                if (announce_round == 1) {
+                    serve_announce_round();
+                }
             } else if (hdr.p4r.msg_type == MSG_REWIND) {
                 take_rewind();
+                if (meta.rewind_only == 1) {
+                    answer_rewind_request();
+                    if (announce_round == 1) {
+                        serve_announce_round();
+                    }
+                }
             }
         }
     }

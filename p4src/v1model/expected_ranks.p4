@@ -19,6 +19,13 @@
 #include "next_block.p4"
 
 register<bit<32>>(SLOT_ENTRIES) expected;
+/* What a completed round of a silent job was, per (slot, version), written at its
+ * completion (RankNext): bit 0 its result applied a rewind (it and its copies leave as
+ * MSG_REWIND), bit 1 it was an announce or rewind round (its result carries the
+ * fingerprint range, not values). A query answered from it needs both. */
+register<bit<2>>(SLOT_ENTRIES) round_kind;
+#define ROUND_KIND_REWOUND 0
+#define ROUND_KIND_ANNOUNCE 1
 
 control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
     action read_expected() {

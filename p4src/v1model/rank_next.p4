@@ -13,7 +13,7 @@
  *
  * A pending rewind (Rewind: meta.rewound) replaces the winner: the next round is a rewind
  * round at the pending position, every rank expected, and the round's result and its
- * cached copies (`rewound`, one bit per version) leave as MSG_REWIND. */
+ * cached copies (round_kind, expected_ranks.p4) leave as MSG_REWIND. */
 #ifndef P4REDUCE_RANK_NEXT_P4
 #define P4REDUCE_RANK_NEXT_P4
 #include "../common/headers.p4"
@@ -44,7 +44,6 @@
 
 control RankNext(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(POOL_SLOTS * MAX_WORKERS) rank_next;
-    register<bit<1>>(SLOT_ENTRIES) rewound;
 
     action announce() {
         meta.announced_key = hdr.p4r.next_block[23:0] ++ (~hdr.p4r.next_exponent);
@@ -66,12 +65,21 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
             meta.next_expected = meta.full_mask;
         }
         next_key.write(meta.slot_index, meta.next_key);
+        /* the job's first round has no earlier round: its block is END_OF_STREAM, which
+         * a query answered from it reads where the earlier round's winner would be */
+        bit<32> earlier;
+        next_key.read(earlier, meta.slot_index ^ 1);
+        next_key.write(meta.slot_index ^ 1,
+                       (meta.first_round == 1) ? END_OF_STREAM[23:0] ++ 8w0xFF : earlier);
         expected.write(meta.slot_index ^ 1, meta.next_expected);
-        rewound.write(meta.slot_index, meta.rewound);
+        bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
+        round_kind.write(meta.slot_index, announce_round ++ meta.rewound);
     }
     action read_stored() {
         next_key.read(meta.next_key, meta.slot_index);
-        rewound.read(meta.rewound, meta.slot_index);
+        bit<2> kind;
+        round_kind.read(kind, meta.slot_index);
+        meta.rewound = kind[ROUND_KIND_REWOUND:ROUND_KIND_REWOUND];
     }
 
     apply {

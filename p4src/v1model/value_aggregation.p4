@@ -111,7 +111,7 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
         /* meta.lane_overflow and meta.round_overflow start at 0 (v1model zeroes metadata) */
         if (meta.duplicate == 1) {
             /* only reached when the round is complete: serve the stored result */
-            if (hdr.p4r.msg_type != MSG_ANNOUNCE) {
+            if (!hdr.fingerprint.isValid()) {   /* not an announce round's */
 #define SIZE_ACTION read
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION

@@ -16,6 +16,7 @@ from controlplane.controller import Controller
 from p4reduce.job import JobError
 from p4reduce.target import TARGETS
 from controlplane import forwarding
+from controlplane.stats import job_stats
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Endpoints, Header, MsgType
 
@@ -199,6 +200,41 @@ def test_switch_restart_gets_its_state_back(controller, switch_process):
         switch_process, job.descriptors(controller.jobs.switch), MsgType.ANNOUNCE, nxt=2
     )
     assert all(r is not None and r.header.next_block == 2 for r in res.values())
+
+
+def test_a_silent_job_is_created_and_runs_silent_rounds(controller, switch_process):
+    """`round_mode` "silent": the descriptors say so, admission takes FLAG_SILENT, and a
+    data round of a block only rank 0 has completes on rank 0's DATA alone, its result
+    (packed: the silent rank's bias filled in by the switch) reaching both ranks."""
+    if "silent" not in TARGETS["bmv2"].round_modes:
+        pytest.skip("this build of the v1model program runs every-rank rounds only")
+    job = controller.jobs.create(13, workers([1, 2]), slots=4, round_mode="silent")
+    assert job.round_mode == "silent"
+    descriptors = job.descriptors(controller.jobs.switch)
+    assert all(d["round_mode"] == "silent" for d in descriptors)
+    silent = p.Flag.SILENT
+    # rank 1's slot is all zero: it announces END_OF_STREAM and waits
+    assert (
+        run_round(switch_process, descriptors[1:], MsgType.ANNOUNCE, nxt=END, flags=silent)[1]
+        is None
+    )
+    res = run_round(switch_process, descriptors[:1], MsgType.ANNOUNCE, nxt=0, flags=silent)
+    assert res[0].header.next_block == 0 and res[0].header.flags & silent
+    vals = {0: np.arange(p.BLOCK_VALUES) - 7}
+    res = run_round(switch_process, descriptors[:1], MsgType.DATA, vals, 1, 0, END, silent)
+    assert np.array_equal(res[0].values, vals[0]) and res[0].header.next_block == END
+    bias = ((1 << 31) - 1) // 2
+    got = [p.parse_frame(switch_process.recv(2, 3.0)) for _ in range(2)]  # rank 1's copies
+    assert [g.header.block for g in got] == [END, 0]
+    assert np.array_equal(got[1].values.view(np.uint32).astype(np.int64) - 2 * bias, vals[0])
+    stats = job_stats(controller.jobs.conn, job.job_index)
+    assert stats["rounds_completed"] == 2 and stats["rewinds"] == 0
+    every = run_round(  # FLAG_SILENT missing: the other mode's packet, dropped
+        switch_process, descriptors, MsgType.SKIP, version=0, block=END, nxt=END
+    )
+    assert all(r is None for r in every.values())
+    assert job_stats(controller.jobs.conn, job.job_index)["wrong_encoding"] == 2
+    controller.jobs.delete(13)
 
 
 def test_controller_restart_keeps_jobs_and_allocation(config, controller):

@@ -352,6 +352,22 @@ def test_a_tofino_job_has_64_values_per_block_and_no_other(tofino_controller):
     assert 5 not in tofino_controller.jobs.table.jobs
 
 
+def test_a_silent_job_is_refused_on_tofino(tofino_controller):
+    """The TNA program runs every-rank rounds only: a silent job is refused before any
+    entry is written, naming the mode the target runs."""
+    ctl = tofino_controller
+    with pytest.raises(JobError) as info:
+        ctl.jobs.create(6, _workers([13]), round_mode="silent")
+    message = str(info.value)
+    assert "round mode 'silent' is not available on a tofino switch" in message
+    assert "create the job with round mode 'every_rank'" in message
+    assert 6 not in ctl.jobs.table.jobs
+    assert not [
+        e for e in read_entries(ctl.conn) if "admission" in ctl.conn.p4.describe_entry(e)["table"]
+    ]
+    assert ctl.jobs.create(6, _workers([13]), round_mode="every_rank").round_mode == "every_rank"
+
+
 def test_a_job_without_a_slot_count_gets_the_targets_default(tofino_controller):
     job = tofino_controller.jobs.create(3, _workers([12]))
     assert job.slot_count == 64
