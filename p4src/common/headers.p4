@@ -144,7 +144,8 @@ struct metadata_t {
     bit<1>  round_overflow;
     /* silent rounds (docs/protocol.md section 6): ExpectedRanks, RankNext, Rewind */
     bitmap_t full_mask;        /* the job's full mask: one bit per rank */
-    bitmap_t expected;         /* the ranks the packet's round waits for (full: every-rank) */
+    bitmap_t expected;         /* the ranks the packet's round waits for */
+    bitmap_t unexpected;       /* the job's ranks it does not wait for (0: every-rank) */
     bit<1>  first_round;       /* an ANNOUNCE that is not CONTINUED: the job's first round */
     bit<32> own_key;           /* the key the packet's version stored (silent): the block of
                                   the other version's round */

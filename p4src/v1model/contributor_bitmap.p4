@@ -30,8 +30,12 @@
 #include "../common/bodies/contributor_bitmap.p4"
 #include "register_step.p4"
 #include "expected_ranks.p4"
+#include "rewind.p4"
+#include "value_aggregation.p4"
 
 control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
+    Rewind() rewind;              /* silent rounds: the pending rewind position */
+    SilentBias() silent_bias;     /* silent rounds: the bias of ranks a round does not expect */
     register<bit<32>>(POOL_SLOTS) slot_epoch;
     register<bit<64>>(POOL_SLOTS) bitmap;
 
@@ -45,12 +49,12 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         continued = ((hdr.p4r.flags & FLAG_CONTINUED) != 0) ? 1w1 : 1w0;
         meta.epoch_on_mismatch = (continued == 1) ? meta.epoch_lost : hdr.p4r.epoch;
         meta.rank_bit = 32w1 << hdr.p4r.rank;
-        meta.full_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
         /* a round completes when every rank it expects has joined: the job's full mask, or
          * in a silent job the set ExpectedRanks read */
-        meta.expected = (meta.round_mode == ROUND_MODE_SILENT) ? meta.expected
-                                                                : meta.full_mask;
-        meta.others_mask = meta.expected & ~meta.rank_bit;
+        meta.others_mask = ((meta.round_mode == ROUND_MODE_SILENT)
+                            ? meta.expected
+                            : (((bit<64>)1 << meta.worker_count) - 1)[31:0])
+                           & ~meta.rank_bit;
         REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
         meta.same_epoch = (epoch_verdict == EPOCH_SAME) ? 1w1 : 1w0;
         meta.state_lost = (epoch_verdict == EPOCH_MARKED_LOST
@@ -66,7 +70,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         meta.first = (joined == 1 && mine == 0) ? 1w1 : 1w0;
         meta.complete = (joined == 1 && mine == meta.others_mask) ? 1w1 : 1w0;
         /* silent: the ranks the round does not wait for count as heard from */
-        meta.contributors = mine | meta.rank_bit | (meta.full_mask & ~meta.expected);
+        meta.contributors = mine | meta.rank_bit | meta.unexpected;
     }
 
     /* A query (silent: a SKIP outside the closing round) joins no round; it is answered
@@ -78,6 +82,11 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
      * version's round, the last one completed. Nothing is complete: stale. */
     action answer_query() {
         bit<1> waits_for_sender = ((meta.expected & ~mine & meta.rank_bit) != 0) ? 1w1 : 1w0;
+        /* the other version's half (read again: only queries and requests need it) */
+        bit<64> halves;
+        bitmap.read(halves, meta.pool_slot);
+        bitmap_t other = (hdr.p4r.slot_version == 0) ? halves[63:32] : halves[31:0];
+        meta.other_done = (other == ROUND_COMPLETE) ? 1w1 : 1w0;
         meta.first = 0;
         meta.complete = 0;
         if (mine == ROUND_COMPLETE) {
@@ -134,15 +143,13 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     action update_version_0() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
                   BITMAP_BODY(lo, hi, meta.same_epoch == 1, meta.in_round == 1,
-                              meta.rank_bit),
-                  meta.other_done = (stored.hi == ROUND_COMPLETE) ? 1w1 : 1w0;)
+                              meta.rank_bit), )
         contributions_seen();
     }
     action update_version_1() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
                   BITMAP_BODY(hi, lo, meta.same_epoch == 1, meta.in_round == 1,
-                              meta.rank_bit),
-                  meta.other_done = (stored.lo == ROUND_COMPLETE) ? 1w1 : 1w0;)
+                              meta.rank_bit), )
         contributions_seen();
     }
 
@@ -167,6 +174,12 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
                         serve_announce_round();
                     }
                 }
+            }
+            /* the rest of a silent packet's decisions, here so that an every-rank packet
+             * passes one test of the round mode after the bitmap */
+            if (meta.state_lost == 0) {
+                rewind.apply(hdr, meta);
+                silent_bias.apply(hdr, meta);
             }
         }
     }

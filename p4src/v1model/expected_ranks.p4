@@ -29,10 +29,13 @@ register<bit<2>>(SLOT_ENTRIES) round_kind;
 
 control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
     action read_expected() {
-        bitmap_t full = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
+        meta.full_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
+        meta.first_round = (hdr.p4r.flags[3:3] == 0 && hdr.p4r.msg_type == MSG_ANNOUNCE)
+                           ? 1w1 : 1w0;
         bitmap_t stored;
         expected.read(stored, meta.slot_index);
-        meta.expected = (meta.first_round == 1) ? full : stored;
+        meta.expected = (meta.first_round == 1) ? meta.full_mask : stored;
+        meta.unexpected = meta.full_mask & ~meta.expected;
         next_key.read(meta.own_key, meta.slot_index);
         meta.block_matches = meta.in_round;
         meta.query = (hdr.p4r.msg_type == MSG_SKIP && hdr.p4r.block != END_OF_STREAM)

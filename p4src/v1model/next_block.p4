@@ -31,7 +31,6 @@ control RoundWinner(inout headers_t hdr, inout metadata_t meta) {
         REGISTER_STEP(next_key, meta.slot_index ^ 1, bit<32>, meta.winner_key, READ_BODY)
         bit<1> continued = hdr.p4r.flags[3:3];
         bit<1> first_round = (continued == 0 && hdr.p4r.msg_type == MSG_ANNOUNCE) ? 1w1 : 1w0;
-        meta.first_round = first_round;
         meta.in_round = ((first_round == 0 || hdr.p4r.slot_version == 0)
                          && (hdr.p4r.block == (bit<32>)meta.winner_key[31:8]
                              || first_round == 1))

@@ -15,7 +15,6 @@
 #include "value_aggregation.p4"
 #include "next_block.p4"
 #include "expected_ranks.p4"
-#include "rewind.p4"
 #include "rank_next.p4"
 #include "result.p4"
 #include "../common/result_destination.p4"
@@ -35,7 +34,6 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     RoundWinner() round_winner;
     NextBlock() next_block;
     ExpectedRanks() expected_ranks;
-    Rewind() rewind;
     RankNext() rank_next;
     Result() result;
     Forwarding() forwarding;
@@ -67,10 +65,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                     if (meta.round_mode == ROUND_MODE_SILENT) {
                         expected_ranks.apply(hdr, meta);   /* whom the round waits for */
                     }
-                    contributor_bitmap.apply(hdr, meta);
-                    if (meta.round_mode == ROUND_MODE_SILENT && meta.state_lost == 0) {
-                        rewind.apply(hdr, meta);   /* the pending rewind position */
-                    }
+                    contributor_bitmap.apply(hdr, meta);   /* silent: and Rewind */
                     /* a duplicate of an incomplete round only gets a STATUS back, a stale
                      * contribution or a consumed REWIND request nothing */
                     if (meta.state_lost == 0 && meta.stale == 0 && meta.rewind_only == 0

@@ -20,26 +20,13 @@
 #include "next_block.p4"
 #include "expected_ranks.p4"
 
-/* Cell i of the slot, one action per rank (one action folding all of them makes p4c
- * substitute the running minimum into itself, an expression doubling per rank): a smaller
- * key is the new winner, expected alone; an equal block joins the expected ranks. */
-#define RANK_CELL(i)                                                           \
-    action rank_cell_##i() {                                                   \
-        bit<32> cell;                                                          \
-        rank_next.read(cell, (meta.pool_slot << 5) | i);                       \
-        if (cell < meta.next_key) {                                            \
-            if (cell[31:8] != meta.next_key[31:8]) {                           \
-                meta.next_expected = 0;                                        \
-            }                                                                  \
-            meta.next_key = cell;                                              \
-        }                                                                      \
-        if (cell[31:8] == meta.next_key[31:8]) {                               \
-            meta.next_expected = meta.next_expected | (32w1 << i);             \
-        }                                                                      \
-    }
+/* Cell i of the slot, one action call per rank (one action folding all of them makes p4c
+ * substitute the running minimum into itself, an expression doubling per rank; one action
+ * called with the rank keeps a single local for every rank): a smaller key is the new
+ * winner, expected alone; an equal block joins the expected ranks. */
 #define CALL_RANK_CELL(i)                                                      \
     if (meta.full_mask[i:i] == 1) {                                            \
-        rank_cell_##i();                                                       \
+        rank_cell(i);                                                          \
     }
 
 control RankNext(inout headers_t hdr, inout metadata_t meta) {
@@ -51,7 +38,19 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
         meta.next_key = 0xFFFFFFFF;
         meta.next_expected = 0;
     }
-    FOR_EACH_RANK(RANK_CELL)
+    action rank_cell(bit<32> i) {
+        bit<32> cell;
+        rank_next.read(cell, (meta.pool_slot << 5) | i);
+        if (cell < meta.next_key) {
+            if (cell[31:8] != meta.next_key[31:8]) {
+                meta.next_expected = 0;
+            }
+            meta.next_key = cell;
+        }
+        if (cell[31:8] == meta.next_key[31:8]) {
+            meta.next_expected = meta.next_expected | (32w1 << (bit<8>)i);
+        }
+    }
     action store_winner() {
         if (hdr.fingerprint.isValid()
             && hdr.fingerprint.fingerprint_min != hdr.fingerprint.fingerprint_max) {

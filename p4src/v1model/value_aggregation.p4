@@ -12,8 +12,8 @@
  * the block is added as one word, with no overflow check (none can happen). A SKIP adds
  * the bias in every lane (bias * ONES_K: the rank's q is 0 there), so every round's sum is
  * sum(q) + N * bias and the workers remove N * bias without knowing who sent DATA. In a
- * silent data round the ranks without the block send nothing; the round's first DATA adds
- * their bias instead (count_silent_ranks), so the sum is the same. A REWIND that is a
+ * silent data round the ranks without the block send nothing; the round's first DATA
+ * brings their bias instead (SilentBias), so the sum is the same. A REWIND that is a
  * closing contribution (silent rounds) adds like a SKIP.
  *
  * Lanes jobs (int32, exact): the same word added lane by lane without carries between
@@ -80,12 +80,37 @@
         hdr.values_##K.setValid();                                             \
         hdr.values_##K.word = ((bit<2048>)meta.bias) * LANE_ONES;              \
         add_packed_##K();                                                      \
-    }                                                                          \
-    action add_packed_fill_##K() {                                             \
+    }
+
+/* Silent rounds (ContributorBitmap applies it, after the bitmap): a silent data round's
+ * first DATA of a packed job carries, before ValueAggregation adds it, the bias of every
+ * rank the round does not expect, so the result is sum(q) + N * bias as in every round. */
+#define SIZE_SILENT_BIAS(K)                                                    \
+    action add_bias_##K() {                                                    \
         hdr.values_##K.word = hdr.values_##K.word                              \
                               + ((bit<2048>)meta.missing_bias) * LANE_ONES;    \
-        add_packed_##K();                                                      \
     }
+
+control SilentBias(inout headers_t hdr, inout metadata_t meta) {
+    FOR_EACH_BLOCK_SIZE(SIZE_SILENT_BIAS)
+
+#define EXPECTED_COUNT(i) + (bit<8>)meta.expected[i:i]
+    action count_silent_ranks() {
+        bit<8> count = 8w0 FOR_EACH_RANK(EXPECTED_COUNT);
+        meta.missing_bias = (bit<32>)(meta.worker_count - count) * meta.bias;
+    }
+#undef EXPECTED_COUNT
+
+    apply {
+        if (meta.first == 1 && meta.unexpected != 0 && meta.encoding == ENCODING_PACKED
+            && hdr.p4r.msg_type == MSG_DATA) {
+            count_silent_ranks();
+#define SIZE_ACTION add_bias
+            CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+        }
+    }
+}
 
 control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     register<bit<1>>(SLOT_ENTRIES) round_overflow;
@@ -98,14 +123,6 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
     action read_overflow() {
         REGISTER_STEP(round_overflow, meta.slot_index, bit<1>, meta.round_overflow, READ_BODY)
     }
-    /* a silent data round's first DATA of a packed job adds the bias of every rank the
-     * round does not expect, so the result is sum(q) + N * bias as in every round */
-#define EXPECTED_COUNT(i) + (bit<8>)meta.expected[i:i]
-    action count_silent_ranks() {
-        bit<8> count = 8w0 FOR_EACH_RANK(EXPECTED_COUNT);
-        meta.missing_bias = (bit<32>)(meta.worker_count - count) * meta.bias;
-    }
-#undef EXPECTED_COUNT
 
     apply {
         /* meta.lane_overflow and meta.round_overflow start at 0 (v1model zeroes metadata) */
@@ -121,16 +138,9 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
             }
         } else if (meta.encoding == ENCODING_PACKED) {
             if (hdr.p4r.msg_type == MSG_DATA) {
-                if (meta.first == 1 && meta.expected != meta.full_mask) {
-                    count_silent_ranks();
-#define SIZE_ACTION add_packed_fill
-                    CALL_FOR_JOB_SIZE
-#undef SIZE_ACTION
-                } else {
 #define SIZE_ACTION add_packed
-                    CALL_FOR_JOB_SIZE
+                CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
-                }
             } else if (hdr.p4r.msg_type == MSG_SKIP || hdr.p4r.msg_type == MSG_REWIND) {
 #define SIZE_ACTION add_packed_skip
                 CALL_FOR_JOB_SIZE
