@@ -22,6 +22,7 @@ __all__ = [
     "RankSilent",
     "FingerprintMismatch",
     "SwitchStateLost",
+    "IncompleteSum",
 ]
 
 _HOME = {
@@ -31,11 +32,13 @@ _HOME = {
     "RankSilent": "liveness",
     "FingerprintMismatch": "engine",
     "SwitchStateLost": "engine",
+    "IncompleteSum": "silent",
 }
 
 if TYPE_CHECKING:
     from .engine import FingerprintMismatch, SwitchStateLost
     from .liveness import RankSilent
+    from .silent import IncompleteSum
     from .worker import Worker, WorkerBroken, WorkerStats
 
 

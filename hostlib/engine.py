@@ -557,6 +557,10 @@ class AllreduceEngine:
                 f"{low:#x}..{high:#x}); no rank returns a sum"
             )
 
+    def raise_if_incomplete(self) -> None:
+        """Every-rank rounds close a slot only with every sum (silent rounds check it:
+        silent.SilentEngine)."""
+
     def raise_if_overflowed(self) -> None:
         if self.stats.overflowed_blocks:
             raise overflow_error(

@@ -30,7 +30,14 @@ ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, REWIND_ROUND = 0, 1, 2, 3
 # result is then neither cached (a query gets it) nor pending (a query gets a STATUS)
 QUERIES_BEFORE_REWIND = 2
 
-__all__ = ["SilentEngine"]
+__all__ = ["IncompleteSum", "SilentEngine"]
+
+
+class IncompleteSum(RuntimeError):
+    """A slot's closing round completed while this rank still lacked the sum of some of
+    its blocks: the switch counted another packet of this rank as its closing one (this
+    rank sends its closing SKIP only with every sum, else a REWIND). No sum is returned
+    rather than a wrong one."""
 
 
 class SilentEngine(AllreduceEngine):
@@ -53,6 +60,7 @@ class SilentEngine(AllreduceEngine):
         # the last result taken: version, message type, block and next block
         self.last_key = np.full(n, -1, np.int64)
         self.last_data = np.full(n, EOS, np.int64)  # block of this rank's latest DATA
+        self.incomplete: list[int] = []  # slots closed while this rank lacked a sum
         super().__init__(cfg, payload, now, *args, **kwargs)
 
     # -- packets ---------------------------------------------------------------------------
@@ -146,6 +154,15 @@ class SilentEngine(AllreduceEngine):
         self.stats.queries += int((~self.mine[due]).sum() + self.mine[lost].sum())
         self.queries[due] += 1
 
+    def raise_if_incomplete(self) -> None:
+        """IncompleteSum if a slot closed while this rank lacked a sum."""
+        if self.incomplete:
+            raise IncompleteSum(
+                f"job {self.cfg.job} rank {self.cfg.rank}: slot(s) {sorted(self.incomplete)[:8]} "
+                f"closed while this rank lacked the sums of some of their blocks (the switch "
+                f"took another packet of this rank for its closing one); no sum returned"
+            )
+
     # -- results ---------------------------------------------------------------------------
 
     def on_results(self, r: Parsed, now: float) -> None:
@@ -218,6 +235,8 @@ class SilentEngine(AllreduceEngine):
         # a slot ends in its closing round's version (the next call announces in the
         # other), also when the closing RESULT came as a later round
         self.slot_version[s[closing]] = c["slot_version"][idx[closing]]
+        lacking = s[closing & (self.cover[s] != EOS)]
+        self.incomplete.extend(int(x) for x in lacking)
         self._completed(s, closing, now)
         go = ~closing
         s, n, ne, rewind = s[go], n[go], ne[go], rewind[go]

@@ -234,6 +234,7 @@ class Worker:
             )
         eng.raise_if_mismatched()
         eng.raise_if_overflowed()
+        eng.raise_if_incomplete()
         return output.finish()
 
     def _account(self, eng: AllreduceEngine, elapsed: float, payload) -> None:

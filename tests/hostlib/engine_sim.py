@@ -106,7 +106,7 @@ def simulate(
     pauses: dict[int, tuple[float, float]] | None = None,
     drop: Callable[[int, str, bytes], bool] | None = None,
     block_values: int | None = None,
-    round_mode: str | None = None,
+    round_mode: str = "every_rank",
 ) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
@@ -122,7 +122,7 @@ def simulate(
     "up" or "down", frame): a scripted loss -- True loses that frame on its way to or from
     the switch. Every frame a rank sends is in `SimResult.sent`, with its virtual time.
     block_values: the job's values per block (None: the target's default). round_mode:
-    the job's ("every_rank" or "silent"; None: the target's default)."""
+    the job's ("every_rank", what the pacing tests were written for, or "silent")."""
     n = len(tensors)
     sized = {} if block_values is None else {"block_values": block_values}
     job = switch.create_job(n, slots, job_id, round_mode=round_mode, **sized)

@@ -9,11 +9,12 @@ decoded with the reference codec (protocol.parse_frame): the tests check bytes.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hostlib import protocol as p
 from hostlib.engine import new_engine
 from hostlib.numerics import make_payload
-from hostlib.silent import QUERIES_BEFORE_REWIND, SilentEngine
+from hostlib.silent import QUERIES_BEFORE_REWIND, IncompleteSum, SilentEngine
 from hostlib.timers import EngineParams
 from hostlib_helpers import decode, descriptor, engine_tensor
 from p4reduce.job import load_descriptor
@@ -184,3 +185,16 @@ def test_unanswered_queries_turn_into_a_rewind_request():
     # then the query goes on, with a REWIND request for the coverage (block 6) beside it
     assert per_timer[QUERIES_BEFORE_REWIND] == [(SKIP, EOS), (RW, 6)]
     assert e.stats.queries == QUERIES_BEFORE_REWIND + 1 and e.want_rewind[2]
+
+
+def test_a_slot_closed_while_a_sum_is_missing_raises():
+    """A closing RESULT while the rank lacks a sum (the switch took another packet of it
+    for its closing one): the call raises instead of returning the sum without it."""
+    e = make_engine()
+    sent(e)
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP))  # cover 2: block 2's sum is next
+    e.raise_if_incomplete()
+    feed(e, 2, 1, EOS, EOS)  # a closing RESULT, multicast: the slot is closed
+    assert not e.active[2]
+    with pytest.raises(IncompleteSum, match=r"slot\(s\) \[2\] closed while this rank lacked"):
+        e.raise_if_incomplete()

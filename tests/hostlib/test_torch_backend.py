@@ -191,7 +191,7 @@ def test_ddp_without_hook_reduces_through_the_switch(world_of_one):
 def test_the_block_size_is_the_jobs(tmp_path, no_env, switch, k):
     """The backend reduces in blocks of the job's values per block, from its descriptor:
     a tensor of 5 000 values is ceil(5 000 / K) blocks, each one round of the switch."""
-    job = switch.create_job(1, slots=4, block_values=k)
+    job = switch.create_job(1, slots=4, block_values=k, round_mode="every_rank")
     opts = P4ReduceOptions(descriptor=switch.descriptors(job)[0], transport=switch.transport(1))
     dist.init_process_group(
         "p4reduce", init_method=f"file://{tmp_path}/store", rank=0, world_size=1, pg_options=opts

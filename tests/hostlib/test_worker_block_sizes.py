@@ -93,7 +93,7 @@ def nonzero_union(xs: list[np.ndarray], k: int, halves: bool) -> np.ndarray:
 def test_int32_exact_one_packet_per_round_at_k(k, encoding, rng, switch):
     n, slots = 3, 8
     xs = block_sparse(rng, n, 9 * k + k // 3, k, 0.5, np.int32)
-    job = switch.create_job(n, slots, 7, encoding=encoding, block_values=k)
+    job = switch.create_job(n, slots, 7, encoding=encoding, block_values=k, round_mode="every_rank")
     try:
         res, errs = run_job(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats))
     finally:
@@ -118,7 +118,7 @@ def test_float32_within_the_bound_of_each_block_of_k(k, rng, switch):
     for xs in calls:
         for x in xs:
             x[2 * k : 3 * k] = 0  # block 2: zero everywhere
-    job = switch.create_job(n, 4, 7, block_values=k)
+    job = switch.create_job(n, 4, 7, block_values=k, round_mode="every_rank")
     try:
         res, errs = run_job(switch, job, lambda w, r: [w.allreduce(xs[r]) for xs in calls])
     finally:
@@ -144,7 +144,7 @@ def test_loss_is_recovered_at_k(k, rng, switch):
     n = 3
     ints = block_sparse(rng, n, 24 * k, k, 0.5, np.int32)
     floats = block_sparse(rng, n, 24 * k, k, 0.5, np.float32)
-    job = switch.create_job(n, 8, 7, block_values=k)
+    job = switch.create_job(n, 8, 7, block_values=k, round_mode="every_rank")
     switch.set_loss(job.job, ingress=0.1, egress=0.1, seed=3)
     try:
         res, errs = run_job(
@@ -174,8 +174,12 @@ def test_jobs_of_different_sizes_side_by_side(rng, switch):
     """A job of 64 and one of 2 048 values per block at once on one switch, on their own
     ports and slots: each gets its own exact sums."""
     jobs = {
-        64: switch.create_job(2, 8, 7, ports=[1, 2], encoding="lanes", block_values=64),
-        2048: switch.create_job(2, 8, 8, ports=[3, 4], encoding="packed", block_values=2048),
+        64: switch.create_job(
+            2, 8, 7, ports=[1, 2], encoding="lanes", block_values=64, round_mode="every_rank"
+        ),
+        2048: switch.create_job(
+            2, 8, 8, ports=[3, 4], encoding="packed", block_values=2048, round_mode="every_rank"
+        ),
     }
     xs = {k: block_sparse(rng, 2, 10 * 2048, k, 0.7, np.int32) for k in jobs}
     out: dict[int, tuple] = {}
@@ -210,10 +214,21 @@ def test_wide_blocks_pace_like_narrow_ones(switch, k):
     tensor's in blocks of K."""
     tensors = pacing_job(4, 128, 0.25, calls=2, k=k)
     start = [0.0, 0.05, 0.1, 0.15]
-    clean = simulate(switch, tensors, slots=32, pps=16_000, start=start, block_values=k)
+    clean = simulate(
+        switch, tensors, slots=32, pps=16_000, start=start, block_values=k, round_mode="every_rank"
+    )
     sent_, retx = clean.totals()
     assert retx <= 0.01 * sent_, (retx, sent_)
-    lossy = simulate(switch, tensors, slots=32, pps=16_000, loss=0.1, seed=3, block_values=k)
+    lossy = simulate(
+        switch,
+        tensors,
+        slots=32,
+        pps=16_000,
+        loss=0.1,
+        seed=3,
+        block_values=k,
+        round_mode="every_rank",
+    )
     assert lossy.counters["simulated_drops_ingress"] > 0
     prm = EngineParams()
     rto_clean = max(r.rto(prm.timeout, prm.max_timeout) for r in clean.rtt)

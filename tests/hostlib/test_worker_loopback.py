@@ -35,7 +35,9 @@ def job_of(switch):
     made = []
 
     def make(n: int, slots: int = 8, job: int = 7, encoding: str = "packed", int32_halves=None):
-        j = switch.create_job(n, slots, job, encoding=encoding, int32_halves=int32_halves)
+        j = switch.create_job(
+            n, slots, job, encoding=encoding, int32_halves=int32_halves, round_mode="every_rank"
+        )
         made.append(j.job)
         return j
 
@@ -394,7 +396,7 @@ def _mismatch_then_exact(switch, n, slots, encoding, specs, later, seed=0):
     int32 tensor of `later[c]` elements. Returns per rank (call 0's error, later sums),
     the expected sums and the job's deadline."""
     enc, halves = ENCODINGS[encoding]
-    job = switch.create_job(n, slots, 7, encoding=enc, int32_halves=halves)
+    job = switch.create_job(n, slots, 7, encoding=enc, int32_halves=halves, round_mode="every_rank")
     rng = np.random.default_rng(seed)
     goods = [[rng.integers(-1000, 1000, size).astype(np.int32) for _ in range(n)] for size in later]
     deadline = 5.0
