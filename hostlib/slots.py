@@ -47,12 +47,13 @@ def fifo_share(slots: int, other_slots: int, window: int) -> float:
 
 # How many slots a call uses (slots_for_call). Each slot a call uses costs rounds that
 # carry no block (its announce round, and its closing round), so a call should use as few
-# as keep the switch busy. Measured end to end (Mininet, 4 ranks, 1 M float32, dense, the
-# job's slot count varied; docs/hostlib.md, "Slots per call"): 8 slots outstanding per rank
-# are as fast as 16 to 64 on softswitch and simple_switch_grpc at 2 048 and 4 096 values
-# per block, 4 are 18-70 % slower. BLOCKS_PER_SLOT keeps the slot rounds of a long call
-# below 1/64 of its rounds.
-BUSY_SLOTS = 8
+# as keep the switch busy. Measured end to end (bench/slot_window.py: Mininet, 4 ranks, 1 M
+# float32, the job's slot count varied; docs/hostlib.md, "Slots per call"): 16 slots per
+# rank in flight are as fast as 64 on softswitch and simple_switch_grpc at 2 048 and 4 096
+# values per block, 8 are up to 1.5x and 4 up to 2.5x slower; 16 is also the window that
+# gives a job its fair share of the switch (FAIR_SLOTS). BLOCKS_PER_SLOT keeps the slot
+# rounds of a long call below 1/64 of its rounds.
+BUSY_SLOTS = FAIR_SLOTS
 BLOCKS_PER_SLOT = 64
 
 
