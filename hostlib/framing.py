@@ -29,12 +29,11 @@ _KINDS = list(p.Extension)
 _FIXED_COLS = np.array([12, 13, 14, 23, 36, 37])
 _FIXED_MASK = np.array([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xF0], np.uint8)
 _FIXED_BYTES = np.array([0x08, 0x00, 0x45, 17, 0x50, 0x30], np.uint8)
-# the extension other than values that an extension length means (-1: none; the last
-# entry, -1, also stands for every length beyond the table and below zero)
-_OTHER_LONGEST = max(p.EXTENSION_BYTES[k] for k in p.Extension if k != p.Extension.VALUES)
-_OTHER_KIND = np.full(_OTHER_LONGEST + 2, -1, np.int64)
+# the extension other than values that a UDP length means (-1: none), for every UDP
+# length a frame can state: one lookup per batch
+_KIND_BY_UDP_LENGTH = np.full(1 << 16, -1, np.int8)
 for _k in (p.Extension.NONE, p.Extension.STATUS, p.Extension.FINGERPRINT):
-    _OTHER_KIND[p.EXTENSION_BYTES[_k]] = int(_k)
+    _KIND_BY_UDP_LENGTH[p.UDP_BYTES + p.HEADER_BYTES + p.EXTENSION_BYTES[_k]] = int(_k)
 
 
 def frame_width(block_values: int = p.BLOCK_VALUES) -> int:
@@ -172,9 +171,7 @@ def parse_batch(
     msg_type = f[:, _MSG_TYPE_BYTE] & 0x0F
     block = np.ascontiguousarray(f[:, _BLOCK_COLS]).view(">u4").reshape(-1)
     data_round = p.carries_values(msg_type, block, ext_len)
-    # what follows the header, by its length (a lookup: the lengths are a few dozen bytes
-    # or a block's values); -1: no extension has that length
-    kind = _OTHER_KIND[np.clip(ext_len, -1, _OTHER_KIND.size - 1)]
+    kind = _KIND_BY_UDP_LENGTH[udp_len]  # what follows the header, by its length
     kind[data_round & (ext_len == p.values_bytes(block_values))] = int(p.Extension.VALUES)
     lengths_of = _lengths(block_values)
     ok = (
