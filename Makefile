@@ -95,7 +95,7 @@ example:
 QUICK ?=
 bench:
 ifeq ($(QUICK),)
-	$(PY) bench/softswitch_pps.py
+	$(PY) bench/softswitch_pps.py --json docs/bench/softswitch_pps.json --markdown --command 'make bench'
 	$(PY) bench/hostlib_pps.py
 	$(PY) bench/memory.py --json build/bench/memory.json
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'

@@ -427,3 +427,44 @@ def test_benchmarks_md_block_is_what_the_committed_results_give():
         "run make bench (or bench/suite.py --from-json docs/bench/results.json --out "
         "docs/bench --docs)"
     )
+
+
+def test_benchmarks_md_pps_table_is_what_the_committed_run_gives():
+    """docs/benchmarks.md's packets/s table equals what bench/softswitch_pps.py makes of
+    docs/bench/softswitch_pps.json (make bench rewrites both): no hand-copied figure."""
+    import report
+    import softswitch_pps
+
+    data = json.loads((REPO / "docs" / "bench" / "softswitch_pps.json").read_text())
+    text = softswitch_pps.markdown(data)
+    for enc in data["encodings"]:
+        for by_enc in data["rows"].values():
+            assert f"{by_enc[enc]:,.0f}".replace(",", " ") in text
+    docs = REPO / "docs" / "benchmarks.md"
+    assert report.block_of(docs, softswitch_pps.BEGIN, softswitch_pps.END) == text, (
+        "docs/benchmarks.md's packets/s table differs from docs/bench/softswitch_pps.json: "
+        "run bench/softswitch_pps.py --from-json docs/bench/softswitch_pps.json --markdown"
+    )
+
+
+def test_softswitch_pps_markdown_names_every_row_and_what_was_not_measured():
+    import softswitch_pps
+
+    data = {
+        "command": "x",
+        "date": "d",
+        "load": [2.0, 1.0],
+        "workers": 4,
+        "slots": 32,
+        "rounds": 7,
+        "block_values": 64,
+        "encodings": ["packed"],
+        "rows": {"a": {"packed": 1234.4}, "b": {"packed": 99.6}},
+        "skip_ratios": {"packed": [1.5, 0.5]},
+        "missing": ["simple_switch_grpc: not on PATH"],
+    }
+    text = softswitch_pps.markdown(data)
+    assert "| a | 1 234 |" in text and "| b | 100 |" in text
+    assert "load average 1.0–2.0" in text and "7 rounds" in text
+    assert "1.50× a DATA" in text and "0.50× a dense one" in text
+    assert "not measured: simple_switch_grpc" in text
