@@ -731,20 +731,21 @@ def blocks_markdown(data: dict) -> str:
             + (gloo_speed(gloo, None) if gloo else "not measured")
             + ".",
             "",
-            "| values per block | links' MTU | dense | 10 % same blocks | "
+            "| values per block | links' MTU | job's slots | dense | 10 % same blocks | "
             "10 % independent | Zipf rows | Zipf blocks non-zero, per rank / union | "
             "dense ÷ 10 % same (1 / density: 10) |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for k in sizes:
             runs = [by_case[c].get(k) for c in by_case]
             cells = [gloo_speed(r, gloo) if r else "–" for r in runs]
             mtu = next((r.mtu for r in runs if r and r.mtu), 0)
+            slots = next((r.slots for r in runs if r and r.slots), 0)
             zipf, dense, shared = runs[3], runs[0], runs[1]
             zd = f"{pct(zipf.block_density)} / {pct(zipf.union_density)}" if zipf else "–"
             sd = ratio(dense.seconds / shared.seconds) if dense and shared else "–"
             L.append(
-                f"| {mtu_text(k)} | {mtu_text(mtu) if mtu else '–'} | "
+                f"| {mtu_text(k)} | {mtu_text(mtu) if mtu else '–'} | {slots or '–'} | "
                 + " | ".join(cells)
                 + f" | {zd} | {sd} |"
             )

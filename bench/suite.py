@@ -48,7 +48,8 @@ import numpy as np
 
 from hostlib import protocol
 from hostlib.numerics import to_blocks
-from p4reduce.job import round_count
+from hostlib.slots import slots_for_call
+from p4reduce.job import block_count, round_count
 from p4reduce.target import default_slots
 
 # p4net.demo (the runs) is imported where a run starts: it loads Debian's mininet, which
@@ -637,7 +638,7 @@ def run_all(args) -> dict:
         cases = [c for c in cases if any(re.search(s, c.label()) for s in args.only)]
     if not args.targets and not shutil.which("simple_switch_grpc"):
         skipped.append("simple_switch_grpc: not on PATH, only softswitch measured")
-    data = run_cases(cases, targets, args.passes)
+    data = run_cases(cases, targets, args.passes, call_slots=args.headline)
     data.update(quick=args.quick, command=args.command, skipped=skipped, headline=args.headline)
     return data
 
@@ -650,13 +651,23 @@ def have_torch() -> bool:
     return True
 
 
-def run_cases(cases: list[Case], targets: list[str], passes: int = 1) -> dict:
+def job_slots(c: Case) -> int:
+    """A headline case's job: as many slots as hostlib.slots.slots_for_call gives its call
+    (the tensor's blocks at the case's size, out of the switch kind's default), so every
+    slot the job has is one its calls use (docs/hostlib.md, "Slots per call")."""
+    return slots_for_call(block_count(c.size, False, c.block_values), default_slots(c.target))
+
+
+def run_cases(
+    cases: list[Case], targets: list[str], passes: int = 1, call_slots: bool = False
+) -> dict:
     """Run the cases, one network per target (as many hosts as its largest job); the
     results with the machine and software they were measured on. With `passes` > 1 every
     case of a target runs once per pass, the passes one after another, and each case keeps
     its fastest pass (`Result.passes` lists them all): a ratio between two cases is then
     taken from runs minutes apart at most, not from whatever the load on the shared cores
-    did between a case early in the plan and one late in it."""
+    did between a case early in the plan and one late in it. `call_slots`: each p4reduce
+    job gets job_slots(case) slots instead of the switch kind's default."""
     from p4net import demo
 
     env = environment(targets)
@@ -681,7 +692,7 @@ def run_cases(cases: list[Case], targets: list[str], passes: int = 1) -> dict:
                     for _ in range(passes):
                         for c in mine:
                             progress.begin(c)
-                            runs[c.key].append(run_case(net, c, workdir))
+                            runs[c.key].append(run_case(net, c, workdir, call_slots))
                             progress.end(c)
                 results.extend(best_pass(runs[c.key]) for c in mine)
     finally:
@@ -698,9 +709,12 @@ def run_cases(cases: list[Case], targets: list[str], passes: int = 1) -> dict:
     }
 
 
-def run_case(net, c: Case, workdir: Path) -> Result:
+def run_case(net, c: Case, workdir: Path, call_slots: bool = False) -> Result:
     inputs = make_inputs(c)
-    r = run_gloo(net, c, inputs, workdir) if c.system == "gloo" else run_p4reduce(net, c, inputs)
+    if c.system == "gloo":
+        r = run_gloo(net, c, inputs, workdir)
+    else:
+        r = run_p4reduce(net, c, inputs, job_slots(c) if call_slots else None)
     r.block_density, r.union_density = block_densities(inputs, c.block_values)
     if not r.ok:
         print(f"\n{c.label()}: FAILED: {r.error}", file=sys.stderr)
