@@ -64,15 +64,17 @@ p4-tofino:
 # A bad value (SIZE <= 0, LOSS outside [0, 1), an unknown TARGET, ...) is one error line
 # naming the variable, exit code 2 from demo.py; `--x='$(X)'` (each option from the variable
 # of its name in capitals: demo.py's MAKE_RUN) so that negative values reach the check.
-WORKERS ?= 4
+WORKERS ?= $(if $(filter two-level,$(TOPO)),8,4)
 SIZE ?= 1000000
 DENSITY ?= 0.1
 DTYPE ?= float32
 LOSS ?= 0
 TARGET ?= auto
+# TOPO: star (one switch) or two-level (a spine and two leaves; docs/fabric.md)
+TOPO ?= star
 run:
 	$(PY) mininet/demo.py --workers='$(WORKERS)' --size='$(SIZE)' --density='$(DENSITY)' \
-	  --dtype='$(DTYPE)' --loss='$(LOSS)' --target='$(TARGET)' $(RUN_ARGS)
+	  --dtype='$(DTYPE)' --loss='$(LOSS)' --target='$(TARGET)' --topo='$(TOPO)' $(RUN_ARGS)
 
 # Train a click model through the switch and through gloo (4 ranks in Mininet), compare,
 # plot: examples/out/results.json, examples/out/clicks.png. Needs install-examples.

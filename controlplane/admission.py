@@ -4,7 +4,7 @@ workers.
 The epoch in the key is the job's incarnation: a worker of a deleted job still sends its old
 epoch, which no entry matches, whatever ids and addresses a later job reuses. The action
 carries the job's parameters (job index, slot range, worker count, multicast group, value
-encoding and its bias, values per block), so admission is also where a job's slots are
+encoding and its bias, values per block, round mode), so admission is also where a job's slots are
 handed to the data plane.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from p4reduce import wire
 from p4reduce.addresses import WorkerAddress, ip_int, mac_int
-from p4reduce.job import Job, encoding_named
+from p4reduce.job import Job, encoding_named, round_mode_named
 
 from .connection import SwitchConnection, table_entity
 from .replication import job_group
@@ -37,6 +37,7 @@ class JobParameters:
     encoding: int = 0  # wire.Encoding: LANES 0, PACKED 1
     bias: int = 0  # PACKED: floor((2^31 - 1) / worker_count), what a SKIP adds
     block_values: int = wire.BLOCK_VALUES  # K, the values per block
+    round_mode: int = 0  # wire.RoundMode: EVERY_RANK 0, SILENT 1
 
 
 def job_parameters(job: Job) -> JobParameters:
@@ -55,6 +56,7 @@ def job_parameters(job: Job) -> JobParameters:
         encoding=int(encoding),
         bias=wire.packed_bias(job.worker_count) if packed else 0,
         block_values=job.block_values,
+        round_mode=int(round_mode_named(job.round_mode)),
     )
 
 
@@ -84,6 +86,7 @@ def admission_entry(
             "encoding": job.encoding,
             "bias": job.bias,
             "block_values": job.block_values,
+            "round_mode": job.round_mode,
         },
     )
 

@@ -22,7 +22,14 @@ from typing import NoReturn
 
 from p4reduce import version, wire
 from p4reduce.addresses import AddressError, WorkerAddress, unicast_ipv4, unicast_mac
-from p4reduce.job import ENCODINGS, MAX_JOB_ID, MAX_SLOT_COUNT, JobError, descriptor_name
+from p4reduce.job import (
+    ENCODINGS,
+    MAX_JOB_ID,
+    MAX_SLOT_COUNT,
+    ROUND_MODES,
+    JobError,
+    descriptor_name,
+)
 from p4reduce.p4rt import P4InfoError
 from p4reduce.target import TARGETS
 
@@ -30,6 +37,7 @@ from . import stats as switch_stats
 from .config import ConfigError, load
 from .connection import MastershipError, SwitchError
 from .controller import Controller
+from .fabric import FabricController
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SWITCH = 0, 1, 2, 3
 PROG = "p4reduce-ctl"
@@ -146,13 +154,23 @@ def _job_row(job) -> dict:
         "index": job.job_index,
         "block_values": job.block_values,
         "encoding": job.encoding,
+        "round_mode": job.round_mode,
         "loss": "" if not job.loss else f"in {job.loss['ingress']} out {job.loss['egress']}",
     }
 
 
 _job_id = _int_in(0, MAX_JOB_ID, "job id")
 # what `job create` and `job list` show of a job
-JOB_COLUMNS = ("job", "worker_count", "slots", "epoch", "index", "block_values", "encoding")
+JOB_COLUMNS = (
+    "job",
+    "worker_count",
+    "slots",
+    "epoch",
+    "index",
+    "block_values",
+    "encoding",
+    "round_mode",
+)
 
 
 def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
@@ -232,6 +250,16 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
         f"{TARGETS['tofino'].default_block_values} on a Tofino target)",
     )
     create.add_argument(
+        "--round-mode",
+        choices=ROUND_MODES,
+        default=None,
+        help="who sends in a round: silent (a rank sends only for its own non-zero blocks, "
+        "plus each slot's announce and closing rounds) or every_rank (every rank sends one "
+        "packet per slot per round); default: the target's first "
+        f"({TARGETS['bmv2'].default_round_mode} on bmv2 and softswitch, "
+        f"{TARGETS['tofino'].default_round_mode}, the only one, on a Tofino target)",
+    )
+    create.add_argument(
         "--int32-halves",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -276,21 +304,32 @@ READ_ONLY = {("job", "list"), ("job", "show"), ("stats", None)}
 def run(args: argparse.Namespace, out=sys.stdout) -> int:
     config = load(args.config)
     if args.election_id is not None:
-        config.switch.election_id = args.election_id
-    ctl = Controller(config)
-    ctl.conn.timeout = args.timeout
+        for sw in config.switches:
+            sw.election_id = args.election_id
+    ctl: Controller | FabricController
+    if config.is_fabric:
+        ctl = FabricController(config)
+        ctl.set_timeout(args.timeout)
+    else:
+        ctl = Controller(config)
+        ctl.conn.timeout = args.timeout
     try:
         if args.command == "up":
-            outcome = ctl.up(retries=3, reset=args.reset)
-            n = len(ctl.jobs.jobs())
-            changed = asdict(ctl.reconciled)
-            print(
-                json.dumps({"status": "up", "jobs": n, "pipeline": outcome, "reconciled": changed})
-                if args.json
-                else f"switch {config.switch.grpc_addr} up, {n} job(s), pipeline {outcome}, "
-                f"{ctl.reconciled.changes} table/group change(s)",
-                file=out,
-            )
+            if isinstance(ctl, FabricController):
+                _fabric_up(ctl, args, out)
+            else:
+                outcome = ctl.up(retries=3, reset=args.reset)
+                n = len(ctl.jobs.jobs())
+                changed = asdict(ctl.reconciled)
+                print(
+                    json.dumps(
+                        {"status": "up", "jobs": n, "pipeline": outcome, "reconciled": changed}
+                    )
+                    if args.json
+                    else f"switch {config.switch.grpc_addr} up, {n} job(s), pipeline {outcome}, "
+                    f"{ctl.reconciled.changes} table/group change(s)",
+                    file=out,
+                )
             if args.watch:
                 signal.signal(signal.SIGTERM, lambda *_: ctl.stop())
                 try:
@@ -310,7 +349,32 @@ def run(args: argparse.Namespace, out=sys.stdout) -> int:
         ctl.close()
 
 
-def _run_attached(args, ctl: Controller, out) -> int:
+def _fabric_up(ctl: FabricController, args, out) -> None:
+    """`up` of a fabric: every switch, one line (or one JSON object) each."""
+    outcomes = ctl.up(retries=3, reset=args.reset)
+    n = len(ctl.jobs.jobs())
+    switches = {
+        name: {
+            "grpc_addr": ctl.controllers[name].config.switch.grpc_addr,
+            "role": ctl.controllers[name].config.switch.role,
+            "pipeline": outcome,
+            "reconciled": asdict(ctl.controllers[name].reconciled),
+        }
+        for name, outcome in outcomes.items()
+    }
+    if args.json:
+        print(json.dumps({"status": "up", "jobs": n, "switches": switches}), file=out)
+        return
+    for name, sw in switches.items():
+        print(
+            f"{sw['role']} {name} {sw['grpc_addr']} up, pipeline {sw['pipeline']}, "
+            f"{ctl.controllers[name].reconciled.changes} table/group change(s)",
+            file=out,
+        )
+    print(f"fabric up: {len(switches)} switch(es), {n} job(s)", file=out)
+
+
+def _run_attached(args, ctl: Controller | FabricController, out) -> int:
     jobs = ctl.jobs
     if args.command == "job":
         if args.job_command == "create":
@@ -321,6 +385,7 @@ def _run_attached(args, ctl: Controller, out) -> int:
                 args.encoding,
                 args.int32_halves,
                 args.block_values,
+                args.round_mode,
             )
             descriptors = job.descriptors(jobs.switch)
             if args.descriptors:
@@ -369,13 +434,20 @@ def _run_attached(args, ctl: Controller, out) -> int:
         per_job = {j.job: switch_stats.job_stats(ctl.conn, j.job_index) for j in selected}
         switch = switch_stats.switch_stats(ctl.conn)
         sizes = {j.job: j.block_values for j in selected}
+        # a fabric: every switch's counters (the jobs' are the root's, where they aggregate)
+        per_switch = ctl.switch_stats() if isinstance(ctl, FabricController) else {}
         if args.json:
             jobs_json = {str(k): {"block_values": sizes[k], **v} for k, v in per_job.items()}
-            print(json.dumps({"jobs": jobs_json, "switch": switch}), file=out)
+            extra = {"switches": per_switch} if per_switch else {}
+            print(json.dumps({"jobs": jobs_json, "switch": switch, **extra}), file=out)
         else:
             rows = [{"job": k, "block_values": sizes[k], **v} for k, v in per_job.items()]
             print(_table(rows, ["job", "block_values", *switch_stats.JOB_COUNTERS]), file=out)
-            print(_table([switch], list(switch)), file=out)
+            if per_switch:
+                rows = [{"switch": name, **counters} for name, counters in per_switch.items()]
+                print(_table(rows, ["switch", *switch]), file=out)
+            else:
+                print(_table([switch], list(switch)), file=out)
         return EXIT_OK
     if args.command == "drop-sim":
         jobs.set_loss(args.job, args.ingress, args.egress, args.seed, args.random)

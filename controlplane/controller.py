@@ -217,6 +217,7 @@ class Controller:
                     static.encoding,
                     static.int32_halves,
                     static.block_values,
+                    static.round_mode,
                 )
 
     def _pipeline_ok(self) -> bool:

@@ -30,6 +30,7 @@ from p4reduce.job import (
     JobError,
     check_workers,
     resolve_block_values,
+    resolve_round_mode,
     resolve_encoding,
     resolve_halves,
     resolve_slots,
@@ -203,33 +204,37 @@ class JobManager:
         encoding: str | None = None,
         int32_halves: bool | None = None,
         block_values: int | None = None,
+        round_mode: str | None = None,
     ) -> Job:
-        """A new job; `slots`, `encoding`, `int32_halves` and `block_values` None are the
-        target's choice, and what the target cannot run is a JobError (p4reduce.job's
-        resolve_slots, resolve_encoding, resolve_halves, resolve_block_values: Tofino has no
-        packed encoding, cannot flag an int32 overflow and carries 64 values per block). On
+        """A new job; `slots`, `encoding`, `int32_halves`, `block_values` and `round_mode`
+        None are the target's choice, and what the target cannot run is a JobError
+        (p4reduce.job's resolve_slots, resolve_encoding, resolve_halves,
+        resolve_block_values, resolve_round_mode: Tofino has no packed encoding, cannot flag
+        an int32 overflow, carries one block size and runs every-rank rounds only). On
         Tofino every rank's port must be in the pipe of the job's read-out port
         (check_job_pipes)."""
-        validate_workers(job_id, workers, self.known_ports)
+        self._check_workers(job_id, workers)
         slots = resolve_slots(self.target, slots)
         encoding = resolve_encoding(self.target, job_id, encoding)
         halves = resolve_halves(self.target, job_id, encoding, int32_halves)
         block_values = resolve_block_values(self.target, job_id, block_values)
+        round_mode = resolve_round_mode(self.target, job_id, round_mode)
         check_job_pipes(self.target, self.conn.ports, job_id, workers)
         sizes = self.sizes
-        with self.table.locked():
+        with self._locked(workers):
             if job_id in self.table.jobs:
                 raise JobError(f"job {job_id} already exists")
             job = Job(
                 job=job_id,
                 job_index=self.table.allocate_index(sizes.max_jobs),
-                slot_base=self.table.allocate_slots(slots, sizes.pool_slots),
+                slot_base=self._allocate_slots(workers, slots, sizes.pool_slots),
                 slot_count=slots,
-                epoch=self.table.next_epoch(),
+                epoch=self._next_epoch(workers),
                 workers=sorted(workers, key=lambda w: w.rank),
                 encoding=encoding,
                 int32_halves=halves,
                 block_values=block_values,
+                round_mode=round_mode,
             )
             # before admission: a new job's statistics start at zero, not at the counts
             # of the deleted job that had the same index (no packet can count on this
@@ -237,6 +242,26 @@ class JobManager:
             stats.zero_job_counters(self.conn, job.job_index)
             self._add(job)
         return job
+
+    # What a manager of jobs across several switches (controlplane/fabric.py) does its own
+    # way: which ranks a job may have, whose state files a creation locks, where its slots
+    # are free and which epoch is new.
+    def _check_workers(self, job_id: int, workers: list[WorkerAddress]) -> None:
+        validate_workers(job_id, workers, self.known_ports)
+
+    def _locked(self, workers: list[WorkerAddress]):  # noqa: ARG002 -- one switch: its own
+        return self.table.locked()
+
+    def _allocate_slots(
+        self,
+        workers: list[WorkerAddress],  # noqa: ARG002 -- one switch: its own pool
+        count: int,
+        pool_slots: int,
+    ) -> int:
+        return self.table.allocate_slots(count, pool_slots)
+
+    def _next_epoch(self, workers: list[WorkerAddress]) -> int:  # noqa: ARG002 -- its own
+        return self.table.next_epoch()
 
     def adopt(self, job: Job) -> None:
         """Install and record a job whose index, slots and epoch were chosen elsewhere

@@ -33,6 +33,7 @@ import numpy as np
 from p4reduce.addresses import WorkerAddress
 from controlplane.config import parse as parse_config
 from controlplane.controller import Controller
+from controlplane.fabric import FabricController
 from controlplane.jobs import PoolSizes
 from p4reduce.p4rt import P4InfoIndex
 from controlplane.stats import job_stats
@@ -129,6 +130,8 @@ class Options:
     # values per block (per DATA packet) of every job; None: the target's default. The
     # links are raised to carry the job's frames (DemoNetwork.carry)
     block_values: int | None = None
+    # the network's shape (p4net.topology): one switch, or a spine and two leaves
+    topo: str = topology.STAR
 
 
 @dataclass
@@ -159,6 +162,10 @@ class Summary:
     outcomes: list[WorkerOutcome] = field(default_factory=list)
     switch_counters: dict = field(default_factory=dict)
     values: int = 0
+    # per switch, per port: its link's traffic during the run, as the switch saw it
+    links: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
+    # per switch of a fabric: its switch counters' change during the run (drops, unrouted)
+    fabric_counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def all_matched(self) -> bool:
@@ -227,41 +234,72 @@ class DemoNetwork:
     `target`: a switch kind or "auto" (softswitch.runner.resolve_kind); `mtu`: the links'
     MTU to start with (a job whose frames need more raises it: `carry`)."""
 
-    def __init__(self, target: str, n_hosts: int, mtu: int = topology.DEFAULT_MTU):
+    def __init__(
+        self,
+        target: str,
+        n_hosts: int,
+        mtu: int = topology.DEFAULT_MTU,
+        topo: str = topology.STAR,
+    ):
         self.kind = resolve_kind(target)
         self.mtu = mtu
-        self.hosts = topology.host_specs(n_hosts)
+        self.topo = topo
+        self.hosts = topology.host_specs(n_hosts, topo)
         self.workdir = Path(tempfile.mkdtemp(prefix="p4reduce-demo-"))
         self.net = None
-        self.ctl: Controller | None = None
+        self.ctl: Controller | FabricController | None = None
         self.next_job = 1
 
     def __enter__(self) -> "DemoNetwork":
         try:
-            self.net = topology.build_network(self.hosts, self.kind, STOP.requested, self.mtu)
-            STOP.check()
-            switch = self.net.get(topology.SWITCH_NAME)
-            config = parse_config(
-                {
-                    "switch": {
-                        "grpc_addr": switch.grpc_addr,
-                        "mac": topology.SWITCH_MAC,
-                        "ip": topology.SWITCH_IP,
-                        "ports": [h.port for h in self.hosts],
-                        # L2 entries: ordinary traffic between the hosts (e.g. gloo's TCP, which the
-                        # benchmarks run on the same hosts) crosses the switch too
-                        "hosts": [{"mac": h.mac, "port": h.port} for h in self.hosts],
-                        "state_file": str(self.workdir / "jobs.json"),
-                    }
-                }
+            self.net = topology.build_network(
+                self.hosts, self.kind, STOP.requested, self.mtu, self.topo
             )
-            self.ctl = Controller(config)
+            STOP.check()
+            if self.topo == topology.TWO_LEVEL:
+                fabric = topology.fabric_config(self.net, self.hosts, self.workdir)
+                self.ctl = FabricController(parse_config(fabric))
+            else:
+                self.ctl = Controller(parse_config(self._star_config()))
             self.ctl.up()
             STOP.check()
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    def _star_config(self) -> dict:
+        """The one switch's configuration."""
+        switch = self.net.get(topology.SWITCH_NAME)
+        return {
+            "switch": {
+                "grpc_addr": switch.grpc_addr,
+                "mac": topology.SWITCH_MAC,
+                "ip": topology.SWITCH_IP,
+                "ports": [h.port for h in self.hosts],
+                # L2 entries: ordinary traffic between the hosts (e.g. gloo's TCP, which the
+                # benchmarks run on the same hosts) crosses the switch too
+                "hosts": [{"mac": h.mac, "port": h.port} for h in self.hosts],
+                "state_file": str(self.workdir / "jobs.json"),
+            }
+        }
+
+    def switch_links(self) -> dict[str, dict[int, dict[str, int]]]:
+        """Every switch's ports' counters now ({switch: {port: counters}}), the switches
+        named by role in a two-level network."""
+        assert self.net is not None
+        out = {}
+        for switch in self.net.switches:
+            label = _switch_label(switch.name)
+            out[label] = {port: _counters(name) for port, name in switch.port_map().items()}
+        return out
+
+    def fabric_counters(self) -> dict[str, dict[str, int]]:
+        """Each switch's counters now, by role, in a two-level network (none in a star:
+        its one switch's are the jobs' table)."""
+        if not isinstance(self.ctl, FabricController):
+            return {}
+        return {_switch_label(name): counters for name, counters in self.ctl.switch_stats().items()}
 
     def __exit__(self, *exc) -> None:
         if self.ctl is not None:
@@ -337,7 +375,9 @@ class DemoNetwork:
                 for job, job_hosts, inputs in plan
                 for h in job_hosts
             }
-            before = {h.name: _counters(f"{topology.SWITCH_NAME}-eth{h.port}") for h in used}
+            before = {h.name: _counters(h.link) for h in used}
+            links_before = self.switch_links()
+            counters_before = self.fabric_counters()
             start = time.perf_counter()
             for job, job_hosts, inputs in plan:
                 for d, h, x in zip(job.descriptors(ctl.jobs.switch), job_hosts, inputs):
@@ -381,6 +421,11 @@ class DemoNetwork:
             if not opts.quiet:
                 print(file=sys.stderr)
             summary = Summary(self.kind, seconds, values=opts.size)
+            summary.links = _link_deltas(links_before, self.switch_links())
+            summary.fabric_counters = {
+                sw: {k: v - counters_before[sw][k] for k, v in now.items()}
+                for sw, now in self.fabric_counters().items()
+            }
             for job, job_hosts, inputs in plan:
                 for rank, h in enumerate(job_hosts):
                     summary.outcomes.append(self._outcome(job, rank, h, inputs, before, opts))
@@ -399,7 +444,7 @@ class DemoNetwork:
 
     def _outcome(self, job, rank: int, h, inputs, before, opts: Options) -> WorkerOutcome:
         stem = self.workdir / rank_stem(job.job, rank)
-        after, b = _counters(f"{topology.SWITCH_NAME}-eth{h.port}"), before[h.name]
+        after, b = _counters(h.link), before[h.name]
         out = WorkerOutcome(
             job.job,
             rank,
@@ -446,8 +491,25 @@ def rank_stem(job: int, rank: int) -> str:
     return Path(descriptor_name(job, rank)).stem
 
 
+def _switch_label(name: str) -> str:
+    """A switch's name in the demo's tables: its role in a two-level network."""
+    if name in topology.LEAF_NAMES:
+        return f"leaf{topology.LEAF_NAMES.index(name) + 1}"
+    return "spine" if name == topology.SWITCH_NAME else name
+
+
+def _link_deltas(before: dict, after: dict) -> dict[str, dict[int, dict[str, int]]]:
+    return {
+        sw: {
+            port: {k: v - before[sw][port][k] for k, v in counters.items()}
+            for port, counters in ports.items()
+        }
+        for sw, ports in after.items()
+    }
+
+
 def run(opts: Options) -> Summary:
-    with DemoNetwork(opts.target, opts.workers * opts.jobs) as demo:
+    with DemoNetwork(opts.target, opts.workers * opts.jobs, topo=opts.topo) as demo:
         return demo.run_jobs(opts)
 
 
@@ -476,10 +538,7 @@ def _progress(procs, hosts, before, expected: dict[str, int], elapsed: float) ->
     done = sum(p.poll() is not None for *_, p in procs)
     parts = []
     for h in hosts[:8]:
-        got = (
-            _counters(f"{topology.SWITCH_NAME}-eth{h.port}")["tx_packets"]
-            - before[h.name]["tx_packets"]
-        )
+        got = _counters(h.link)["tx_packets"] - before[h.name]["tx_packets"]
         parts.append(f"{h.name} {min(100, 100 * got // max(1, expected[h.name])):3d}%")
     print(
         f"\r[{elapsed:6.1f}s] workers done {done}/{len(procs)}  results: " + "  ".join(parts),
@@ -493,7 +552,8 @@ def print_summary(s: Summary, opts: Options) -> None:
     print(
         f"\np4reduce demo on {s.kind}: {opts.jobs} job(s) x {opts.workers} workers, "
         f"{opts.size} {opts.dtype} values, density {opts.density} ({opts.overlap}), "
-        f"loss {opts.loss}, {opts.block_values or protocol.BLOCK_VALUES} values per block"
+        f"loss {opts.loss}, {opts.block_values or protocol.BLOCK_VALUES} values per block, "
+        f"{opts.topo} network"
     )
     print(
         f"{'job':>3} {'rank':>4} {'host':>5} {'time s':>7} {'tx pkts':>8} {'tx bytes':>10} "
@@ -515,15 +575,33 @@ def print_summary(s: Summary, opts: Options) -> None:
         )
     for job, counters in s.switch_counters.items():
         print(f"switch, job {job}: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    if len(s.links) > 1:  # a fabric: what each switch's ports carried
+        print_links(s)
     print(
         f"total {s.seconds:.2f}s; every worker's result matched: {'yes' if s.all_matched else 'NO'}"
     )
 
 
+def print_links(s: Summary) -> None:
+    """The table per switch: each port's frames and bytes in (rx) and out (tx), as the
+    switch's end of the link counted them (a leaf's last port is its uplink)."""
+    print(
+        f"{'switch':>7} {'port':>4} {'rx pkts':>8} {'rx bytes':>10} {'tx pkts':>8} {'tx bytes':>10}"
+    )
+    for switch, ports in sorted(s.links.items()):
+        for port, c in sorted(ports.items()):
+            print(
+                f"{switch:>7} {port:>4} {c['rx_packets']:>8} {c['rx_bytes']:>10} "
+                f"{c['tx_packets']:>8} {c['tx_bytes']:>10}"
+            )
+    for switch, counters in sorted(s.fabric_counters.items()):
+        print(f"{switch}: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+
+
 # The options `make run` sets, each from the make variable of its name in capitals
 # (--workers='$(WORKERS)' ...: the Makefile's run recipe; tests/test_demo_args.py checks
 # that the two agree).
-MAKE_RUN = ("workers", "size", "density", "dtype", "loss", "target")
+MAKE_RUN = ("workers", "size", "density", "dtype", "loss", "target", "topo")
 
 
 def make_variable(option: str) -> str:
@@ -591,6 +669,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
         f"{', '.join(str(k) for k in BMV2.block_sizes)} (default "
         f"{BMV2.default_block_values}); the links' MTU is raised to carry them",
     )
+    ap.add_argument(
+        "--topo",
+        choices=topology.TOPOLOGIES,
+        default=d.topo,
+        help="star: one switch; two-level: a spine and two leaves, the workers split "
+        "between the leaves, every job aggregated on the spine (docs/fabric.md)",
+    )
     ap.add_argument("--jobs", type=int, default=d.jobs)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--deadline", type=float, default=d.deadline)
@@ -621,9 +706,11 @@ def parse_args(argv: list[str] | None = None) -> Options:
     if a.slots is not None and not 1 <= a.slots <= sizes.pool_slots:
         ap.bad("slots", a.slots, f"must be 1..{sizes.pool_slots}")
     slots = default_slots(kind) if a.slots is None else a.slots
-    if not 1 <= a.jobs <= sizes.max_jobs or a.jobs * a.workers > MAX_HOSTS:
+    # a two-level network's leaves take 10.0.0.252 and .253 (p4net.topology.LEAF_IPS)
+    most_hosts = MAX_HOSTS - (len(topology.LEAF_IPS) if a.topo == topology.TWO_LEVEL else 0)
+    if not 1 <= a.jobs <= sizes.max_jobs or a.jobs * a.workers > most_hosts:
         ap.bad(
-            "jobs", a.jobs, f"must be 1..{sizes.max_jobs}, with jobs x workers at most {MAX_HOSTS}"
+            "jobs", a.jobs, f"must be 1..{sizes.max_jobs}, with jobs x workers at most {most_hosts}"
         )
     if a.jobs * slots > sizes.pool_slots:
         ap.error(f"--jobs {a.jobs} x --slots {slots} exceed the switch's {sizes.pool_slots} slots")
@@ -647,6 +734,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         a.quiet,
         encoding=a.encoding,
         block_values=a.block_values,
+        topo=a.topo,
     )
 
 

@@ -1,9 +1,12 @@
-"""A Mininet network of one P4 switch and N worker hosts, no OpenFlow anywhere.
+"""A Mininet network of P4 switches and N worker hosts, no OpenFlow anywhere.
 
-The switch node runs `simple_switch_grpc` where it is installed and softswitch otherwise
-(or whichever `kind` forces), in the root namespace, with each Mininet link's switch end
-as a port. The P4 switch is the only switch: no OVS, no OpenFlow controller. Mininet's
-hosts are network namespaces joined to the switch by veth pairs.
+Two shapes: a star (one switch, every host on its own port) and a two-level fabric (a
+spine and two leaves, the hosts split between the leaves, each leaf's last port its
+uplink to the spine: p4reduce.fabric's shape). Every switch node runs
+`simple_switch_grpc` where it is installed and softswitch otherwise (or whichever `kind`
+forces), in the root namespace, with each Mininet link's switch end as a port and its own
+gRPC and Thrift ports. The P4 switches are the only switches: no OVS, no OpenFlow
+controller. Mininet's hosts are network namespaces joined to the switches by veth pairs.
 """
 
 from __future__ import annotations
@@ -66,21 +69,55 @@ class P4Switch(Switch):
         super().stop(deleteIntfs)
 
 
+# The switch's name: its links are `<name>-eth<port>` in the root namespace, so two networks
+# built side by side (parallel test runs) must not share it. Unique per process. In a
+# two-level network it is the spine's (where jobs aggregate), and LEAF_NAMES the leaves'.
+SWITCH_NAME = f"s{os.getpid()}"
+LEAF_NAMES = (f"a{os.getpid()}", f"b{os.getpid()}")
+STAR, TWO_LEVEL = "star", "two-level"
+TOPOLOGIES = (STAR, TWO_LEVEL)
+# the two-level network's switch addresses: the spine is the star's switch; leaves beside it
+LEAF_MACS = ("02:00:00:00:01:01", "02:00:00:00:01:02")
+LEAF_IPS = ("10.0.0.252", "10.0.0.253")
+
+
 @dataclass(frozen=True)
 class HostSpec:
     name: str
     port: int
     mac: str
     ip: str
+    switch: str = SWITCH_NAME  # the switch the host's link ends on (a leaf in two levels)
+
+    @property
+    def link(self) -> str:
+        """The switch-side end of the host's link (its counters are the host's traffic)."""
+        return f"{self.switch}-eth{self.port}"
 
 
-def host_specs(n: int) -> list[HostSpec]:
-    return [HostSpec(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}") for i in range(1, n + 1)]
+def host_specs(n: int, topo: str = STAR) -> list[HostSpec]:
+    """Hosts h1..hn (10.0.0.i): on ports 1..n of the star's switch, or the first half on
+    ports 1.. of the first leaf and the rest on the second's."""
+    if topo == STAR:
+        return [
+            HostSpec(f"h{i}", i, f"02:00:00:00:00:{i:02x}", f"10.0.0.{i}") for i in range(1, n + 1)
+        ]
+    per_leaf = leaf_hosts(n)
+    return [
+        HostSpec(
+            f"h{i}",
+            (i - 1) % per_leaf + 1,
+            f"02:00:00:00:00:{i:02x}",
+            f"10.0.0.{i}",
+            LEAF_NAMES[(i - 1) // per_leaf],
+        )
+        for i in range(1, n + 1)
+    ]
 
 
-# The switch's name: its links are `<name>-eth<port>` in the root namespace, so two networks
-# built side by side (parallel test runs) must not share it. Unique per process.
-SWITCH_NAME = f"s{os.getpid()}"
+def leaf_hosts(n: int) -> int:
+    """Host ports of each leaf in a two-level network of n hosts (its uplink is the next)."""
+    return max(1, -(-n // len(LEAF_NAMES)))
 
 
 class StarTopo(Topo):
@@ -93,18 +130,73 @@ class StarTopo(Topo):
             self.addLink(node, switch, port2=h.port)
 
 
+class TwoLevelTopo(Topo):
+    """A spine (SWITCH_NAME) and two leaves; leaf i's uplink (its port after its hosts')
+    is the spine's port i + 1. Each switch gets its own datapath id (Mininet derives one
+    from the name's digits, the same pid in all three)."""
+
+    def build(self, hosts: list[HostSpec]) -> None:  # type: ignore[override]
+        spine = self.addSwitch(SWITCH_NAME, dpid="1")
+        uplink = leaf_hosts(len(hosts)) + 1
+        for i, name in enumerate(LEAF_NAMES):
+            leaf = self.addSwitch(name, dpid=str(i + 2))
+            self.addLink(leaf, spine, port1=uplink, port2=i + 1)
+        for h in hosts:
+            node = self.addHost(h.name, ip=f"{h.ip}/24", mac=h.mac)
+            self.addLink(node, h.switch, port2=h.port)
+
+
+def fabric_config(net: Mininet, hosts: list[HostSpec], state_dir: Path) -> dict:
+    """The controller's configuration of a started two-level network
+    (controlplane.config's [[switches]], [[links]] and [[hosts]])."""
+    uplink = leaf_hosts(len(hosts)) + 1
+    switches = [
+        {
+            "name": SWITCH_NAME,
+            "role": "spine",
+            "grpc_addr": net.get(SWITCH_NAME).grpc_addr,
+            "mac": SWITCH_MAC,
+            "ip": SWITCH_IP,
+            "ports": list(range(1, len(LEAF_NAMES) + 1)),
+            "state_file": str(state_dir / f"{SWITCH_NAME}.json"),
+        }
+    ]
+    switches += [
+        {
+            "name": name,
+            "role": "leaf",
+            "grpc_addr": net.get(name).grpc_addr,
+            "mac": LEAF_MACS[i],
+            "ip": LEAF_IPS[i],
+            "ports": list(range(1, uplink + 1)),
+            "state_file": str(state_dir / f"{name}.json"),
+        }
+        for i, name in enumerate(LEAF_NAMES)
+    ]
+    return {
+        "switches": switches,
+        "links": [
+            {"a": f"{name}:{uplink}", "b": f"{SWITCH_NAME}:{i + 1}"}
+            for i, name in enumerate(LEAF_NAMES)
+        ],
+        "hosts": [{"switch": h.switch, "port": h.port, "mac": h.mac, "ip": h.ip} for h in hosts],
+    }
+
+
 def build_network(
     hosts: list[HostSpec],
     kind: str,
     cancelled: Callable[[], bool] | None = None,
     mtu: int = DEFAULT_MTU,
+    topo: str = STAR,
 ) -> Mininet:
-    """A started Mininet with the P4 switch serving P4Runtime (not yet configured), its
-    links at `mtu` (set_mtu). `cancelled` is polled while the switch starts
+    """A started Mininet with the P4 switches serving P4Runtime (not yet configured), its
+    links at `mtu` (set_mtu). `cancelled` is polled while a switch starts
     (KeyboardInterrupt when it says so)."""
-    topo = StarTopo(hosts=hosts)
+    topo_class = {STAR: StarTopo, TWO_LEVEL: TwoLevelTopo}[topo]
+    topology = topo_class(hosts=hosts)
     net = Mininet(
-        topo=topo,
+        topo=topology,
         switch=lambda name, **kw: P4Switch(name, kind=kind, cancelled=cancelled, **kw),
         controller=None,
         autoSetMacs=False,
@@ -137,9 +229,9 @@ def set_mtu(net: Mininet, mtu: int) -> None:
     MTU is set, so a comparison at two MTUs changes nothing else about the network."""
     if not 68 <= mtu <= 65535:
         raise ValueError(f"MTU {mtu}: outside 68..65535")
-    for host in net.hosts:
-        for intf in host.intfList():
-            if intf.name == "lo":
+    for node in net.hosts + net.switches:  # a two-level network's uplinks too
+        for intf in node.intfList():
+            if intf.name == "lo" or intf.link is None:
                 continue
             for end in (intf, intf.link.intf1 if intf.link.intf2 is intf else intf.link.intf2):
                 out = end.node.cmd(f"ip link set dev {end.name} mtu {mtu}; echo $?").strip()

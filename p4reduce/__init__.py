@@ -2,7 +2,8 @@
 
 The wire format (`wire`), the P4Runtime codec and P4Info index (`p4rt`), the switch targets
 and where their compiled programs are (`target`), the job model and its descriptor (`job`),
-addresses (`addresses`) and the controller's state file (`state`). hostlib, controlplane
+addresses (`addresses`), the controller's state file (`state`) and the fabric of several
+switches (`fabric`). hostlib, controlplane
 and softswitch import this package and not one another; it imports none of them (only the
 standard library, and protobuf and the p4runtime protos for `p4rt`), so each of them
 loads it without the others' dependencies (numpy, scapy, gRPC sessions).

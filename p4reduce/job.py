@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, TypeVar
 
 from . import wire as p
 from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unicast_mac
@@ -34,6 +34,10 @@ ENCODINGS = tuple(e.name.lower() for e in p.Encoding)
 # the encoding of a descriptor or state-file record that names none: such records were
 # written before encodings existed, when every job added int32 lanes
 UNRECORDED_ENCODING = p.Encoding.LANES.name.lower()
+ROUND_MODES = tuple(m.name.lower() for m in p.RoundMode)
+# the round mode of a descriptor or state-file record that names none: such records were
+# written before silent rounds existed, when every rank sent in every round
+UNRECORDED_ROUND_MODE = p.RoundMode.EVERY_RANK.name.lower()
 
 
 class JobError(ValueError):
@@ -51,12 +55,41 @@ def check_job_id(job: object) -> int:
     return job
 
 
+_Member = TypeVar("_Member", p.Encoding, p.RoundMode)
+
+
+def _named(kind: type[_Member], what: str, name: object) -> _Member:
+    """The member of `kind` called `name` (lower case, as descriptors and state files write
+    it); JobError naming `what` and the names there are."""
+    for m in kind:
+        if name == m.name.lower():
+            return m
+    names = ", ".join(m.name.lower() for m in kind)
+    raise JobError(f"{what} {name!r} is not one of {names}")
+
+
 def encoding_named(name: object) -> p.Encoding:
     """The encoding called `name` (lower case, as descriptors and state files write it)."""
-    for e in p.Encoding:
-        if name == e.name.lower():
-            return e
-    raise JobError(f"encoding {name!r} is not one of {', '.join(ENCODINGS)}")
+    return _named(p.Encoding, "encoding", name)
+
+
+def round_mode_named(name: object) -> p.RoundMode:
+    """The round mode called `name` (lower case, as descriptors and state files write it)."""
+    return _named(p.RoundMode, "round mode", name)
+
+
+def resolve_round_mode(target: Target, job: int, requested: str | None) -> str:
+    """A new job's round mode on `target`: `requested`, or the target's default when None;
+    JobError for a mode that does not exist or that the target's program does not run."""
+    mode = target.default_round_mode if requested is None else requested
+    round_mode_named(mode)
+    if mode not in target.round_modes:
+        raise JobError(
+            f"job {job}: round mode {mode!r} is not available on a {target.name} switch "
+            f"(the {target.arch} program runs {', '.join(target.round_modes)}): create the "
+            f"job with round mode {' or '.join(repr(m) for m in target.round_modes)}"
+        )
+    return mode
 
 
 def resolve_encoding(target: Target, job: int, requested: str | None) -> str:
@@ -177,6 +210,8 @@ class JobConfig:
     # always in a packed job, and in a lanes job on a switch that cannot flag an
     # overflowed lane (Tofino: its ALUs return one value, the sum; protocol.md section 10)
     int32_halves: bool = False
+    # who sends in a round (protocol.md section 6); every packet says it with FLAG_SILENT
+    round_mode: p.RoundMode = p.RoundMode.EVERY_RANK
 
     def to_switch(self) -> p.Endpoints:
         """Addresses of this rank's packets to the switch (what admission checks)."""
@@ -213,6 +248,7 @@ class JobConfig:
             "block_values": self.block_values,
             "encoding": self.encoding.name.lower(),
             "int32_halves": self.int32_halves,
+            "round_mode": self.round_mode.name.lower(),
             "switch": vars(self.switch).copy(),
             "worker": vars(self.worker).copy(),
         }
@@ -236,6 +272,7 @@ class Job:
     int32_halves: bool | None = None
     loss: dict | None = None
     block_values: int = p.BLOCK_VALUES  # K; state files written before the field: 64
+    round_mode: str = UNRECORDED_ROUND_MODE  # wire.RoundMode name, lower case
 
     def __post_init__(self) -> None:
         if self.int32_halves is None:
@@ -262,6 +299,7 @@ class Job:
             block_values=self.block_values,
             encoding=encoding_named(self.encoding),
             int32_halves=bool(self.int32_halves),
+            round_mode=round_mode_named(self.round_mode),
         )
 
     def descriptor(self, rank: int, switch: Address) -> dict:
@@ -283,6 +321,7 @@ class Job:
             "encoding": self.encoding,
             "int32_halves": self.int32_halves,
             "block_values": self.block_values,
+            "round_mode": self.round_mode,
             "workers": [asdict(w) for w in self.workers],
         }
 
@@ -298,6 +337,7 @@ class Job:
             encoding=data.get("encoding", UNRECORDED_ENCODING),
             int32_halves=data.get("int32_halves"),
             block_values=data.get("block_values", p.BLOCK_VALUES),
+            round_mode=data.get("round_mode", UNRECORDED_ROUND_MODE),
             workers=[WorkerAddress(**w) for w in data["workers"]],
         )
 
@@ -411,6 +451,13 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
     int32_halves = d.get("int32_halves", False)  # older descriptors: the switch flags it
     if not isinstance(int32_halves, bool):
         raise DescriptorError(f"field int32_halves={int32_halves!r} is not true or false")
+    mode = d.get("round_mode", UNRECORDED_ROUND_MODE)
+    try:
+        round_mode = round_mode_named(mode)
+    except JobError:
+        raise DescriptorError(
+            f"field round_mode={mode!r} not one of {', '.join(ROUND_MODES)}"
+        ) from None
     return JobConfig(
         job=integer("job", 0, MAX_JOB_ID),
         epoch=integer("epoch", 1, p.MAX_EPOCH),
@@ -424,4 +471,5 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
         block_values=block_values,
         encoding=encoding,
         int32_halves=int32_halves,
+        round_mode=round_mode,
     )

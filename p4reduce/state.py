@@ -132,26 +132,45 @@ def _check_job(j: Job) -> None:
         raise ValueError(f"job {j.job}: no workers")
 
 
-def default_state_file(config_path: Path) -> Path:
-    """Where a configuration file without `switch.state_file` keeps its jobs."""
-    return config_path.resolve().with_name(config_path.stem + ".state.json")
+def default_state_file(config_path: Path, switch: str | None = None) -> Path:
+    """Where a configuration file without `switch.state_file` keeps its jobs; in a fabric
+    file, where switch `switch` keeps its state (`<stem>.<switch>.state.json`)."""
+    middle = f".{switch}" if switch is not None else ""
+    return config_path.resolve().with_name(f"{config_path.stem}{middle}.state.json")
+
+
+def _spine(switches: object) -> dict:
+    """The [[switches]] table of a fabric file's spine (ValueError when there is none)."""
+    spines = [
+        sw
+        for sw in (switches if isinstance(switches, list) else [])
+        if isinstance(sw, dict) and sw.get("role") == "spine" and isinstance(sw.get("name"), str)
+    ]
+    if len(spines) != 1:
+        raise ValueError('a fabric file names one spine ([[switches]] with role = "spine")')
+    return spines[0]
 
 
 def locate(config_path: Path) -> tuple[Path, Address]:
     """The state file a controller configuration file names (or its default) and the
     switch's address there: what a rank needs to read its job and build its descriptor.
     Reads only `switch.state_file`, `switch.mac` and `switch.ip` (the controller checks
-    the whole file when it loads it); ValueError saying which of them is wrong."""
+    the whole file when it loads it); ValueError saying which of them is wrong. In a fabric
+    file the same fields of its spine's [[switches]] table, where its jobs aggregate."""
     try:
         data = tomllib.loads(config_path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"not valid TOML: {exc}") from None
     sw = data.get("switch")
+    name = None
+    if "switches" in data:  # a fabric: its jobs are the spine's (docs/fabric.md)
+        sw = _spine(data["switches"])
+        name = sw.get("name")
     if not isinstance(sw, dict):
         raise ValueError("no [switch] table")
     state_file = sw.get("state_file")
     if state_file is None:
-        path = default_state_file(config_path)
+        path = default_state_file(config_path, name)
     elif isinstance(state_file, str) and state_file.strip():
         path = (config_path.parent / state_file).resolve()
     else:

@@ -117,10 +117,17 @@ class Target:
     # values per block a job may take (BLOCK_SIZES of p4src/common/constants.p4 for the
     # v1model program, the compiled lanes for TNA); the first is a job's default
     block_sizes: tuple[int, ...] = (BLOCK_VALUES,)
+    # p4reduce.wire.RoundMode names, lower case, the program runs; the first is a job's
+    # default (docs/protocol.md section 6)
+    round_modes: tuple[str, ...] = ("every_rank",)
 
     @property
     def default_block_values(self) -> int:
         return self.block_sizes[0]
+
+    @property
+    def default_round_mode(self) -> str:
+        return self.round_modes[0]
 
     @property
     def is_tofino(self) -> bool:

@@ -34,6 +34,10 @@ END_OF_STREAM = 0x00FFFFFF  # next_block that ends a slot; block of the announce
 MAX_BLOCK = END_OF_STREAM - 1
 EXPONENT_BIAS = 128  # next_exponent = e + 128, 2^e >= max |x| of the block
 MAX_WORKERS = 32  # width of the switch's contributor bitmap
+# a job across a fabric (p4reduce.fabric): MAX_WORKERS ranks per leaf on at most MAX_LEAVES
+# leaves, the spine's bitmap counting leaves
+MAX_LEAVES = 32
+MAX_JOB_RANKS = MAX_WORKERS * MAX_LEAVES
 MAX_EPOCH = (1 << 31) - 1  # epochs 1..2^31-1; the switch marks lost slots with bit 31
 
 ETH_BYTES = 14
@@ -85,6 +89,10 @@ class MsgType(IntEnum):
     SKIP = 3  # the sender's block of this round is zero: header only
     RESULT = 4  # switch -> workers: the round's sum (unless announce round) + next block
     STATUS = 5  # switch -> worker: the round is incomplete; who has contributed
+    # silent rounds only (RoundMode.SILENT): worker -> switch, "I lack the result of block
+    # next_block: re-aggregate this slot from there"; switch -> workers, a RESULT whose next
+    # round is a rewind round from next_block (docs/protocol.md)
+    REWIND = 6
 
 
 class Flag(IntFlag):
@@ -95,6 +103,7 @@ class Flag(IntFlag):
     STATE_LOST = 0x10  # switch -> worker: the slot lost the job's state (switch restart)
     PACKED = 0x20  # both ways: the packet belongs to a packed-encoding job (values are
     # bias-shifted lanes the switch adds as one 2048-bit word)
+    SILENT = 0x40  # both ways: the packet belongs to a job of silent rounds (RoundMode)
 
 
 class Encoding(IntEnum):
@@ -107,6 +116,21 @@ class Encoding(IntEnum):
 
     LANES = 0
     PACKED = 1
+
+
+class RoundMode(IntEnum):
+    """Who sends in a round (chosen at job creation, the job's admission entry; every packet
+    of the job says it with FLAG_SILENT, like FLAG_PACKED says the encoding, so the two
+    never mix in a job: a packet of the other mode is dropped and counted).
+
+    EVERY_RANK: every rank sends one packet per slot per round (DATA, or a SKIP announcing
+    its next non-zero block). SILENT: a rank sends only for its own non-zero blocks, plus
+    each slot's announce and closing rounds; the switch keeps every rank's next block and
+    takes their minimum (docs/protocol.md).
+    """
+
+    EVERY_RANK = 0
+    SILENT = 1
 
 
 class Extension(IntEnum):

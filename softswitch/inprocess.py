@@ -10,12 +10,22 @@ A frame sent is processed before `send` returns (one pipeline, as softswitch's s
 thread), so an empty queue after a send means nothing more is coming for it. Readers that
 run in other threads (a worker's transport) wait on `wait(port, timeout)`, woken by every
 send. The P4 program's frames come only from frames sent (p4reduce uses no PacketOut).
+
+`InProcessFabric` joins several such switches by links (p4reduce.fabric's shape: leaves and
+a spine): a frame a switch sends out of a linked port enters the switch at the link's
+other end, within the same `send`, so a frame crosses the whole fabric before `send`
+returns. One lock serves every switch of a fabric (the frames of one send may pass
+through all of them); frames between switches are passed along a queue, not by
+recursion, so a long path never deepens the stack. Each link end counts what it sent
+(frames, bytes) and can lose frames at a seeded rate (`InProcessFabric.set_loss`).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from softswitch.p4runtime_server import Device, P4RuntimeServer
@@ -31,13 +41,21 @@ class InProcessSwitch:
 
     kind = INPROCESS
 
-    def __init__(self, n_ports: int = 32, device_id: int = 1, grpc_port: int = 0):
+    def __init__(
+        self,
+        n_ports: int = 32,
+        device_id: int = 1,
+        grpc_port: int = 0,
+        wiring: "Wiring | None" = None,
+    ):
         self.n_ports = n_ports
         self.device_id = device_id
         self.grpc_port = grpc_port  # 0: a free port, kept across restarts
         self.device: Device | None = None
         self.server: P4RuntimeServer | None = None
-        self.lock = threading.Condition()
+        # a switch of a fabric shares the fabric's lock and passes frames along its links
+        self.wiring = wiring if wiring is not None else Wiring()
+        self.lock = self.wiring.lock
         self.queues: dict[int, deque[bytes]] = {}
 
     # ---- life cycle ------------------------------------------------------------------
@@ -83,8 +101,17 @@ class InProcessSwitch:
 
     def _transmit(self, port: int, frame: bytes) -> None:
         # called by device.receive, i.e. with self.lock held by `send_many`
-        if port in self.queues:
+        peer = self.wiring.peers.get((self, port))
+        if peer is not None:
+            if self.wiring.carry((self, port), frame):
+                self.wiring.in_flight.append((peer[0], peer[1], frame))
+        elif port in self.queues:
             self.queues[port].append(frame)
+
+    def _receive(self, port: int, frame: bytes) -> None:
+        """A frame entering on `port` (self.lock held); a stopped switch loses it."""
+        if self.device is not None and self.server is not None:
+            self.device.receive(port, frame)
 
     def send_many(self, port: int, frames: Iterable[bytes]) -> None:
         """Frames entering on `port`, processed one by one; then every waiting reader is
@@ -92,8 +119,12 @@ class InProcessSwitch:
         self._check(port)
         assert self.device is not None, "not started"
         with self.lock:
+            in_flight = self.wiring.in_flight
             for frame in frames:
                 self.device.receive(port, bytes(frame))
+                while in_flight:  # frames on their way along the fabric's links
+                    switch, at, passed = in_flight.popleft()
+                    switch._receive(at, passed)
             self.lock.notify_all()
 
     def send(self, port: int, frame: bytes) -> None:
@@ -129,3 +160,118 @@ class InProcessSwitch:
         with self.lock:
             for q in self.queues.values():
                 q.clear()
+
+
+@dataclass(eq=False)
+class Wiring:
+    """What the switches of one fabric share: the lock every frame is processed under, the
+    links ((switch, port) -> (switch, port), both ways) and the frames now on a link."""
+
+    lock: threading.Condition = field(default_factory=threading.Condition)
+    peers: dict[tuple[InProcessSwitch, int], tuple[InProcessSwitch, int]] = field(
+        default_factory=dict
+    )
+    in_flight: deque[tuple[InProcessSwitch, int, bytes]] = field(default_factory=deque)
+    # per link end: what it sent onto the link (frames, bytes, lost) and its loss
+    counts: dict[tuple[InProcessSwitch, int], LinkCount] = field(default_factory=dict)
+    loss: dict[tuple[InProcessSwitch, int], tuple[float, random.Random]] = field(
+        default_factory=dict
+    )
+
+    def carry(self, end: tuple[InProcessSwitch, int], frame: bytes) -> bool:
+        """Whether a frame sent out of `end` onto its link arrives (the link's simulated
+        loss, drawn from the link's own seeded generator), counted either way."""
+        count = self.counts.setdefault(end, LinkCount())
+        rate, draw = self.loss.get(end, (0.0, None))
+        if draw is not None and draw.random() < rate:
+            count.lost += 1
+            return False
+        count.frames += 1
+        count.bytes += len(frame)
+        return True
+
+
+@dataclass
+class LinkCount:
+    """Frames one end of a link sent onto it: carried (and their bytes) and lost."""
+
+    frames: int = 0
+    bytes: int = 0
+    lost: int = 0
+
+
+class InProcessFabric:
+    """In-process switches joined by links: `switches` names each and its port count,
+    `links` are ((name, port), (name, port)) pairs. Every switch serves P4Runtime on its own
+    loopback port and is configured like any other; frames are sent into and taken from a
+    named switch's ports (`switch(name)`)."""
+
+    def __init__(
+        self,
+        switches: dict[str, int],
+        links: Iterable[tuple[tuple[str, int], tuple[str, int]]] = (),
+    ):
+        self.wiring = Wiring()
+        self.switches = {
+            name: InProcessSwitch(n_ports, device_id=i + 1, wiring=self.wiring)
+            for i, (name, n_ports) in enumerate(switches.items())
+        }
+        for a, b in links:
+            ends = [(self.switch(name), port) for name, port in (a, b)]
+            for (sw, port), peer in ((ends[0], ends[1]), (ends[1], ends[0])):
+                if not 1 <= port <= sw.n_ports:
+                    raise ValueError(f"link {a} - {b}: port {port} is not 1..{sw.n_ports}")
+                if (sw, port) in self.wiring.peers:
+                    raise ValueError(f"link {a} - {b}: port {port} is linked twice")
+                self.wiring.peers[(sw, port)] = peer
+
+    def set_loss(self, rate: float, seed: int = 1) -> None:
+        """Every link loses frames with probability `rate`, each way (0: none): each end
+        draws from its own generator seeded from `seed`, so a run is repeatable."""
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"a loss rate is in [0, 1), not {rate}")
+        with self.wiring.lock:
+            self.wiring.loss = {
+                end: (rate, random.Random(seed * 1_000_003 + i))
+                for i, end in enumerate(self.wiring.peers)
+            }
+
+    def link_counts(self) -> dict[tuple[str, int], LinkCount]:
+        """What each link end (switch name, port) sent onto its link so far."""
+        names = {sw: name for name, sw in self.switches.items()}
+        with self.wiring.lock:
+            return {
+                (names[sw], port): LinkCount(c.frames, c.bytes, c.lost)
+                for (sw, port), c in self.wiring.counts.items()
+            }
+
+    def switch(self, name: str) -> InProcessSwitch:
+        try:
+            return self.switches[name]
+        except KeyError:
+            raise ValueError(
+                f"no switch {name!r} in this fabric ({', '.join(self.switches)})"
+            ) from None
+
+    def start(self) -> "InProcessFabric":
+        try:
+            for sw in self.switches.values():
+                sw.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for sw in self.switches.values():
+            sw.stop()
+
+    def __enter__(self) -> "InProcessFabric":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def drain(self) -> None:
+        for sw in self.switches.values():
+            sw.drain()

@@ -159,3 +159,40 @@ def test_job_keeps_its_block_values_in_state_and_descriptor():
     old = job.to_json()
     del old["block_values"]
     assert Job.from_json(old).block_values == 64
+
+
+def test_round_mode_resolves_per_target():
+    """A job's round mode: the target's first when unnamed; a mode the target's program does
+    not run, or a name that is no mode, is an error naming the job, the target and the
+    modes it runs."""
+    from p4reduce.job import resolve_round_mode
+
+    for t in TARGETS.values():
+        assert resolve_round_mode(t, 1, None) == t.round_modes[0]
+        for m in t.round_modes:
+            assert resolve_round_mode(t, 1, m) == m
+    assert TOFINO.round_modes == ("every_rank",)
+    with pytest.raises(JobError, match=r"job 4: round mode 'silent' is not available on a tofino"):
+        resolve_round_mode(TOFINO, 4, "silent")
+    with pytest.raises(JobError, match=r"round mode 'loud' is not one of every_rank, silent"):
+        resolve_round_mode(BMV2, 4, "loud")
+
+
+def test_job_keeps_its_round_mode_in_state_and_descriptor():
+    """The mode travels from the controller's state file to the worker's descriptor; records
+    written before it existed are every-rank jobs; a descriptor naming no mode is refused
+    by name."""
+    job = _job(round_mode="silent")
+    back = Job.from_json(job.to_json())
+    assert back.round_mode == "silent"
+    sw = Address(mac="02:00:00:00:01:00", ip="10.0.0.254", udp_port=0x5030)
+    d = back.descriptor(0, sw)
+    assert d["round_mode"] == "silent"
+    assert load_descriptor(d).round_mode == wire.RoundMode.SILENT
+    old = job.to_json()
+    del old["round_mode"]
+    assert Job.from_json(old).round_mode == "every_rank"
+    del d["round_mode"]
+    assert load_descriptor(d).round_mode == wire.RoundMode.EVERY_RANK
+    with pytest.raises(ValueError, match=r"field round_mode='quiet' not one of"):
+        load_descriptor({**d, "round_mode": "quiet"})

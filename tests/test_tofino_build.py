@@ -172,7 +172,7 @@ def _table(info, short):
         ),
         (
             lambda i: _action(i, "admit").params.pop(),
-            "params.block_values: in reference, not in other",
+            "params.round_mode: in reference, not in other",
         ),
         (
             lambda i: _table(i, "admission").match_fields[0].__setattr__("bitwidth", 16),

@@ -3,7 +3,8 @@
  * worker of a deleted job keeps its old epoch, so it can never touch a job created later
  * with the same id and addresses. The action hands the job's parameters to the rest of the
  * pipeline, so no later control needs a per-job table of its own. A packet whose
- * FLAG_PACKED disagrees with its job's encoding, a DATA or SKIP whose values are not the
+ * FLAG_PACKED disagrees with its job's encoding or whose FLAG_SILENT disagrees with its
+ * job's round mode (the two modes never mix in a job), a DATA or SKIP whose values are not the
  * job's block size (v1model, whose parser takes every size; values.p4 says when a SKIP
  * must carry them), or a packet whose slot is outside the job's range, is dropped and
  * counted per job (wrong_encoding, slot_out_of_range).
@@ -26,7 +27,7 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
 
     action admit(job_index_t job_index, slot_t slot_base, slot_t slot_count,
                  bit<8> worker_count, group_t mcast_grp, encoding_t encoding, bit<32> bias,
-                 block_values_t block_values) {
+                 block_values_t block_values, round_mode_t round_mode) {
         meta.admitted = 1;
         meta.job_index = job_index;
 #if !P4REDUCE_GATEWAY_COMPARES_FIELDS
@@ -38,11 +39,13 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
         meta.encoding = encoding;
         meta.bias = bias;
         meta.block_values = block_values;
+        meta.round_mode = round_mode;
 #if P4REDUCE_GATEWAY_COMPARES_FIELDS
         /* the per-job checks, in the action: bmv2 pays per table applied */
         /* a values block (meta.data_values, the v1model parser's) must be the job's size,
          * and a SKIP of a job above SKIP_GROWS_TO_VALUES must carry one (values.p4) */
-        meta.slot_in_range = (hdr.p4r.slot < slot_count && hdr.p4r.flags[5:5] == encoding
+        meta.slot_in_range = (hdr.p4r.slot < slot_count
+                              && hdr.p4r.flags[6:5] == round_mode ++ encoding
                               && (meta.data_values == block_values
                                   || (meta.data_values == 0
                                       && (block_values <= SKIP_GROWS_TO_VALUES
@@ -74,8 +77,9 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
         admission.apply();
         if (meta.admitted == 1 && meta.slot_in_range == 0) {
             if (hdr.p4r.slot < meta.slot_count) {
-                /* FLAG_PACKED or the values' size disagrees with the job: its values would
-                 * be added wrongly, or its RESULT would not fit */
+                /* FLAG_PACKED, FLAG_SILENT or the values' size disagrees with the job:
+                 * its values would be added wrongly, its round taken by the other mode's
+                 * rules, or its RESULT would not fit */
                 COUNT(wrong_encoding, meta.job_index);
             } else {
                 COUNT(slot_out_of_range, meta.job_index);
@@ -90,7 +94,7 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
      * the job's as an xor. */
     action compare_slot() {
         meta.slot_count = meta.slot_count |-| hdr.p4r.slot;
-        meta.encoding_differs = hdr.p4r.flags[5:5] ^ meta.encoding;
+        meta.encoding_differs = hdr.p4r.flags[6:5] ^ (meta.round_mode ++ meta.encoding);
         meta.pool_slot_16 = meta.slot_base + hdr.p4r.slot;
     }
 
@@ -101,8 +105,9 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
         if (hdr.p4r.isValid() && hdr.ipv4.isValid()) {
             if (dst_diff == 0) {
                 if (meta.malformed == 0 && meta.admitted == 1) {
-                    if (meta.encoding_differs == 1) {
-                        /* FLAG_PACKED disagrees with the job: its values would be added wrongly */
+                    if (meta.encoding_differs != 0) {
+                        /* FLAG_PACKED or FLAG_SILENT disagrees with the job: its values
+                         * would be added wrongly, or its round taken by the other rules */
                         COUNT(wrong_encoding, meta.job_index);
                     } else if (meta.slot_count != 0) {
                         slot_index.apply(meta, hdr.p4r.slot_version);

@@ -13,6 +13,9 @@ const msg_type_t MSG_SKIP     = 3;   /* the sender's block this round is zero: h
 const msg_type_t MSG_RESULT   = 4;   /* switch -> workers: the round's sum + the next block */
 const msg_type_t MSG_STATUS   = 5;   /* switch -> worker: your retransmission found the round
                                     incomplete; here are the ranks that have contributed */
+const msg_type_t MSG_REWIND   = 6;   /* silent rounds: worker -> switch "re-aggregate the slot
+                                    from next_block"; switch -> workers a RESULT whose next
+                                    round is that rewind round */
 
 /* Flags (p4reduce_t.flags, 7 bits). */
 const flags_t FLAG_OVERFLOW   = 0x01;  /* an int32 partial sum of this round overflowed */
@@ -24,11 +27,17 @@ const flags_t FLAG_STATE_LOST = 0x10;  /* switch -> worker: the slot lost the jo
                                          restart, pipeline replaced); the job cannot go on */
 const flags_t FLAG_PACKED     = 0x20;  /* both ways: a packed-encoding job's packet (values are
                                        * bias-shifted lanes added as one word) */
+const flags_t FLAG_SILENT     = 0x40;  /* both ways: a packet of a job of silent rounds */
 
 /* A job's encoding (docs/protocol.md section 10), set at job creation in its admission
  * entry; every packet of the job carries it as FLAG_PACKED. */
 const encoding_t ENCODING_LANES  = 0;   /* int32 lanes, added lane by lane, overflow detected */
 const encoding_t ENCODING_PACKED = 1;   /* lanes biased to stay >= 0: one wide add (v1model) */
+
+/* A job's round mode (docs/protocol.md section 6), set at job creation in its admission
+ * entry; every packet of a job of silent rounds carries FLAG_SILENT. */
+const round_mode_t ROUND_MODE_EVERY_RANK = 0; /* every rank sends once per slot per round */
+const round_mode_t ROUND_MODE_SILENT     = 1; /* a rank sends only for its non-zero blocks */
 
 /* Block indices are 24-bit; END_OF_STREAM ends a slot (and marks the announce round's block). */
 const block_t END_OF_STREAM = 0x00FFFFFF;

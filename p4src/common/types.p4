@@ -22,6 +22,7 @@ typedef bit<32> fingerprint_value_t; /* what the ranks reduce (dtype, length) */
 typedef bit<16> group_t;        /* a multicast group id */
 typedef bit<1>  encoding_t;     /* ENCODING_LANES or ENCODING_PACKED */
 typedef bit<16> block_values_t; /* a job's values per block (K): one of BLOCK_SIZES */
+typedef bit<1>  round_mode_t;   /* who sends in a round: ROUND_MODE_EVERY_RANK or _SILENT */
 typedef bit<48> mac_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<16> udp_port_t;

@@ -82,7 +82,8 @@ const bit<9> HARVEST_PORT = 68;
  * (pool_slot * 2 + slot_version < 2048) in 16 bits, instead of metadata_t's 32-bit
  * pool_slot and slot_index (v1model's), which would take PHV the value lanes need.
  * epoch_verdict: what the slot epoch step returned (EPOCH_SAME, ...), read by the bitmap
- * step; encoding_differs: FLAG_PACKED disagrees with the job's encoding; sim_keep: the drop
+ * step; encoding_differs: FLAG_SILENT ++ FLAG_PACKED xor the job's round mode ++ encoding
+ * (not 0: the packet is not of its job's framing); sim_keep: the drop
  * simulator's verdict (0: the packet is lost); seen: the sender's bit in the round's bitmap
  * (not 0: a duplicate), which the fingerprint, next key and lanes read a stage before
  * meta.duplicate exists; bitmap_before: the round's bitmap before this packet
@@ -95,6 +96,6 @@ const bit<9> HARVEST_PORT = 68;
  * fields rather than flags derived from them, because every derived flag is one more MAU
  * stage. */
 #define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;                  \
-    bit<32> epoch_verdict; bit<1> encoding_differs; bit<16> sim_keep;                     \
+    bit<32> epoch_verdict; bit<2> encoding_differs; bit<16> sim_keep;                     \
     bit<32> seen; bit<32> bitmap_before; bit<32> complete_diff;                          \
     bit<32> winner_probe; bit<32> joining_bit;

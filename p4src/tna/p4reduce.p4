@@ -283,7 +283,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                        && meta.malformed == 0) {
                 if (meta.admitted == 0) {
                     drop_counted(DROP_UNADMITTED);
-                } else if (meta.encoding_differs == 1 || meta.slot_count == 0) {
+                } else if (meta.encoding_differs != 0 || meta.slot_count == 0) {
                     ig_dprsr_md.drop_ctl = 1;  /* counted per job by admission */
 #if P4REDUCE_DROP_SIMULATOR
                 } else if (meta.sim_keep == 0) {

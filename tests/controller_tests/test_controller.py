@@ -14,6 +14,7 @@ from p4reduce.addresses import WorkerAddress
 from controlplane.connection import NotPrimaryError, SwitchConnection
 from controlplane.controller import Controller
 from p4reduce.job import JobError
+from p4reduce.target import TARGETS
 from controlplane import forwarding
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Endpoints, Header, MsgType
@@ -269,8 +270,12 @@ def test_cli_end_to_end(config, switch_process, tmp_path):
     )
     assert wide.returncode == 0, wide.stderr
     assert json.loads(wide.stdout)["descriptors"][0]["block_values"] == 2048
+    # the job's round mode: the target's default, in the descriptor and the job list
+    mode = TARGETS["bmv2"].default_round_mode
+    assert json.loads(wide.stdout)["descriptors"][0]["round_mode"] == mode
     listed = ctl("job", "list")
     assert "block_values" in listed.stdout and "2048" in listed.stdout.splitlines()[-1]
+    assert "round_mode" in listed.stdout and mode in listed.stdout.splitlines()[-1]
     assert (
         json.loads(ctl("--json", "stats", "--job", "6").stdout)["jobs"]["6"]["block_values"] == 2048
     )

@@ -138,6 +138,13 @@ def test_tofino_configuration_with_port_map_and_cpu_port(tmp_path):
             "carries 64): create the job with block_values 64",
         ),
         (
+            {**_sw(target="tofino"), "jobs": [{**_job(), "round_mode": "silent"}]},
+            "jobs[0].round_mode",
+            "round mode 'silent' is not available on a tofino switch (the tna program runs "
+            "every_rank)",
+        ),
+        ({**_sw(), "jobs": [{**_job(), "round_mode": "quiet"}]}, "jobs[0].round_mode", "'quiet'"),
+        (
             {**_sw(), "jobs": [{**_job(), "block_values": 1000}]},
             "jobs[0].block_values",
             "1000 values per block is not available on a bmv2 switch",

@@ -1,0 +1,241 @@
+"""A job across a two-level fabric in one process: three in-process softswitches joined by
+links, each programmed over its own P4Runtime session by the fabric controller, hostlib
+workers on the leaves' ports, exact int32 sums checked against numpy."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from controlplane.config import parse
+from controlplane.fabric import FabricController, common_slot_base
+from controlplane.jobs import JobTable
+from controlplane.stats import job_stats
+from hostlib import Worker
+from p4net.harness import InProcessTransport
+from p4reduce.addresses import WorkerAddress
+from p4reduce.job import Job, JobError
+from p4reduce.wire import UDP_PORT_BASE
+
+from .conftest import HOSTS, LEAVES, fabric_config, host_ip, host_mac, new_fabric
+
+
+def ranks(per_leaf: int, leaves: int = len(LEAVES)) -> list[WorkerAddress]:
+    """`per_leaf` ranks on each leaf's first ports, l1's first."""
+    out = []
+    for leaf in range(1, leaves + 1):
+        for port in range(1, per_leaf + 1):
+            out.append(
+                WorkerAddress(
+                    len(out), port, host_mac(leaf, port), host_ip(leaf, port), UDP_PORT_BASE
+                )
+            )
+    return out
+
+
+def allreduce(fab, ctl, job, workers, tensors) -> list[np.ndarray]:
+    """Every rank's allreduce, each a hostlib Worker on its leaf's port."""
+    descriptors = job.descriptors(ctl.jobs.switch)
+    results: list = [None] * len(workers)
+
+    def body(r: int) -> None:
+        leaf = int(workers[r].mac.split(":")[4], 16)  # host_mac's leaf number
+        transport = InProcessTransport(fab.switch(f"l{leaf}"), workers[r].port)
+        try:
+            with Worker(descriptors[r], transport=transport, timeout=0.05, deadline=30) as w:
+                results[r] = w.allreduce(tensors[r])
+        except BaseException as exc:  # shown by the assertion below
+            results[r] = exc
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def test_job_across_the_fabric(inprocess_fabric, tmp_path):
+    fab = inprocess_fabric
+    config = parse(fabric_config(fab, tmp_path))
+    ctl = FabricController(config)
+    try:
+        assert ctl.up(retries=3) == {"l1": "pushed", "l2": "pushed", "s": "pushed"}
+        workers = ranks(4)
+        job = ctl.jobs.create(9, workers, slots=4)
+        # on the spine, each rank is the port towards its leaf
+        assert [w.port for w in job.workers] == [1] * 4 + [2] * 4
+        # the job's epoch is new on every switch it crosses, and each records it
+        epochs = {n: c.jobs.table.last_epoch for n, c in ctl.controllers.items()}
+        assert epochs == {"l1": job.epoch, "l2": job.epoch, "s": job.epoch}
+        rng = np.random.default_rng(5)
+        tensors = [rng.integers(-1000, 1000, 700).astype(np.int32) for _ in workers]
+        tensors[3][:128] = 0  # a block some ranks skip
+        results = allreduce(fab, ctl, job, workers, tensors)
+        exact = np.sum(tensors, axis=0, dtype=np.int64)
+        for r, got in enumerate(results):
+            assert isinstance(got, np.ndarray), f"rank {r}: {got!r}"
+            assert np.array_equal(got, exact), f"rank {r}"
+        # every switch forwarded what it got: nothing unrouted on any of them
+        assert all(s["unrouted"] == 0 for s in ctl.switch_stats().values())
+
+        # a leaf restarts: ensure() restores it alone, and a new job (a worker's session
+        # holds its slots' versions, so a new session is a new job) runs through it again
+        fab.switch("l2").restart()
+        assert ctl.ensure() == ["l2"]
+        ctl.jobs.delete(job.job)
+        job = ctl.jobs.create(10, workers, slots=4)
+        again = allreduce(fab, ctl, job, workers, tensors)
+        assert all(np.array_equal(got, exact) for got in again), again
+    finally:
+        ctl.close()
+
+
+def test_fabric_refusals(inprocess_fabric, tmp_path):
+    ctl = FabricController(parse(fabric_config(inprocess_fabric, tmp_path)))
+    try:
+        ctl.up(retries=3)
+        too_many = ranks(HOSTS)  # 34 ranks: more than one bitmap
+        with pytest.raises(JobError, match="34 ranks; a job aggregates on s alone"):
+            ctl.jobs.create(1, too_many)
+        wrong_port = ranks(2)
+        wrong_port[1] = WorkerAddress(1, 3, wrong_port[1].mac, wrong_port[1].ip, UDP_PORT_BASE)
+        with pytest.raises(JobError, match="is on l1:2, not port 3"):
+            ctl.jobs.create(1, wrong_port)
+        assert ctl.jobs.jobs() == []
+    finally:
+        ctl.close()
+
+
+def test_static_job_of_the_fabric_configuration(inprocess_fabric, tmp_path):
+    workers = [
+        {
+            "rank": r,
+            "switch": LEAVES[r % 2],
+            "port": 1 + r // 2,
+            "mac": host_mac(1 + r % 2, 1 + r // 2),
+            "ip": host_ip(1 + r % 2, 1 + r // 2),
+        }
+        for r in range(4)
+    ]
+    data = fabric_config(inprocess_fabric, tmp_path, [{"job": 3, "slots": 2, "workers": workers}])
+    ctl = FabricController(parse(data))
+    try:
+        ctl.up(retries=3)
+        (job,) = ctl.jobs.jobs()
+        assert job.job == 3 and [w.port for w in job.workers] == [1, 2, 1, 2]
+    finally:
+        ctl.close()
+
+
+def job_on(slots: tuple[int, int], job: int = 1) -> Job:
+    return Job(job, job, slots[0], slots[1] - slots[0], 1, [], "lanes")
+
+
+def test_slots_are_free_on_every_switch_a_job_crosses():
+    spine = JobTable(jobs={1: job_on((0, 4))})
+    leaf = JobTable(jobs={2: job_on((6, 10), 2)})
+    assert common_slot_base([spine], 4, 16) == 4
+    assert common_slot_base([spine, leaf], 4, 16) == 10
+    assert common_slot_base([spine, leaf], 2, 16) == 4
+    with pytest.raises(JobError, match="slot pool exhausted"):
+        common_slot_base([spine, leaf], 7, 16)
+
+
+def test_the_largest_job_today_spans_both_leaves(inprocess_fabric, tmp_path):
+    """32 ranks (16 per leaf): the spine's bitmap full, every rank's frames across a leaf."""
+    fab = inprocess_fabric
+    ctl = FabricController(parse(fabric_config(fab, tmp_path)))
+    try:
+        ctl.up(retries=3)
+        workers = ranks(16)
+        job = ctl.jobs.create(4, workers, slots=4, encoding="packed")
+        rng = np.random.default_rng(11)
+        tensors = [rng.integers(-3000, 3000, 300).astype(np.int32) for _ in workers]
+        exact = np.sum(tensors, axis=0, dtype=np.int64)
+        results = allreduce(fab, ctl, job, workers, tensors)
+        bad = [r for r, got in enumerate(results) if not np.array_equal(got, exact)]
+        assert not bad, [results[r] for r in bad[:2]]
+    finally:
+        ctl.close()
+
+
+def test_four_leaves(tmp_path):
+    """8 ranks on each of 4 leaves: every leaf's frames reach the spine through its own
+    uplink and the results come back down each."""
+    leaves = ("l1", "l2", "l3", "l4")
+    with new_fabric(leaves) as fab:
+        ctl = FabricController(parse(fabric_config(fab, tmp_path, leaves=leaves)))
+        try:
+            ctl.up(retries=3)
+            workers = ranks(8, len(leaves))
+            job = ctl.jobs.create(2, workers, slots=4)
+            assert sorted({w.port for w in job.workers}) == [1, 2, 3, 4]
+            rng = np.random.default_rng(3)
+            tensors = [rng.integers(-500, 500, 200).astype(np.int32) for _ in workers]
+            exact = np.sum(tensors, axis=0, dtype=np.int64)
+            results = allreduce(fab, ctl, job, workers, tensors)
+            assert all(np.array_equal(got, exact) for got in results), results[:2]
+        finally:
+            ctl.close()
+
+
+def test_watch_restores_a_restarted_leaf(inprocess_fabric, tmp_path):
+    """`up --watch`'s loop: a leaf that restarts (no pipeline, no entries) is configured
+    again while the others are left alone, and a job runs through it afterwards."""
+    fab = inprocess_fabric
+    ctl = FabricController(parse(fabric_config(fab, tmp_path)))
+    watcher = threading.Thread(target=ctl.watch, kwargs={"interval": 0.1})
+    try:
+        ctl.up(retries=3)
+        kept = {n: c.jobs.table.pipeline_cookie for n, c in ctl.controllers.items()}
+        watcher.start()
+        fab.switch("l1").restart()
+        leaf = ctl.controllers["l1"]
+        deadline = time.monotonic() + 20
+        while leaf.jobs.table.pipeline_cookie == kept["l1"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ctl.stop()
+        watcher.join(10)
+        now = {n: c.jobs.table.pipeline_cookie for n, c in ctl.controllers.items()}
+        assert now["l1"] != kept["l1"], "the restarted leaf was not pushed a pipeline again"
+        assert now["l2"] == kept["l2"] and now["s"] == kept["s"]
+        workers = ranks(2)
+        job = ctl.jobs.create(6, workers, slots=2)
+        tensors = [np.full(100, r + 1, np.int32) for r in range(len(workers))]
+        results = allreduce(fab, ctl, job, workers, tensors)
+        assert all(np.array_equal(got, np.full(100, 10)) for got in results), results
+    finally:
+        ctl.stop()
+        if watcher.is_alive():
+            watcher.join(10)
+        ctl.close()
+
+
+def test_loss_on_every_link_and_what_each_uplink_carries(inprocess_fabric, tmp_path):
+    """Every uplink loses 5 % of its frames each way: the workers' retransmissions repair
+    every loss (exact sums). What each uplink carried is counted per end: today every rank's
+    contribution goes up and every rank's copy of each result comes down."""
+    fab = inprocess_fabric
+    ctl = FabricController(parse(fabric_config(fab, tmp_path)))
+    try:
+        ctl.up(retries=3)
+        workers = ranks(4)
+        job = ctl.jobs.create(8, workers, slots=4)
+        rng = np.random.default_rng(21)
+        tensors = [rng.integers(-1000, 1000, 64 * 40).astype(np.int32) for _ in workers]
+        exact = np.sum(tensors, axis=0, dtype=np.int64)
+        fab.set_loss(0.05, seed=3)
+        results = allreduce(fab, ctl, job, workers, tensors)
+        assert all(np.array_equal(got, exact) for got in results), results[:2]
+        counts = fab.link_counts()
+        assert all(counts[end].lost > 0 for end in counts), counts
+        rounds = job_stats(ctl.conn, job.job_index)["rounds_completed"]
+        for i, leaf in enumerate(LEAVES):
+            up, down = counts[(leaf, HOSTS + 1)], counts[("s", i + 1)]
+            assert up.frames >= 4 * rounds and down.frames >= 4 * rounds, (up, down, rounds)
+    finally:
+        ctl.close()

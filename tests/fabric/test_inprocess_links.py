@@ -1,0 +1,70 @@
+"""softswitch.inprocess.InProcessFabric's links: a frame crosses the fabric along the
+controller's forwarding within one send, link ends count and lose frames as told, and a
+fabric with a wrong link is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.config import parse
+from controlplane.fabric import FabricController
+from softswitch.inprocess import InProcessFabric
+
+from .conftest import HOSTS, fabric_config, host_mac, new_fabric
+
+
+def l2_frame(dst: str, src: str, n: int) -> bytes:
+    """An ordinary (not p4reduce) Ethernet frame: forwarded by l2_forward alone."""
+    mac = lambda text: bytes.fromhex(text.replace(":", ""))  # noqa: E731
+    return mac(dst) + mac(src) + b"\x88\xb5" + n.to_bytes(4, "big") + bytes(46)
+
+
+def crossed(fab: InProcessFabric, frames: int) -> int:
+    """Frames from l1's host 1 to l2's host 1 that arrive (each crosses both uplinks)."""
+    for n in range(frames):
+        fab.switch("l1").send(1, l2_frame(host_mac(2, 1), host_mac(1, 1), n))
+    return len(fab.switch("l2").recv_all(1))
+
+
+@pytest.fixture
+def programmed(tmp_path):
+    """A two-leaf fabric, its forwarding programmed by the fabric controller."""
+    with new_fabric(("l1", "l2")) as fab:
+        ctl = FabricController(parse(fabric_config(fab, tmp_path)))
+        try:
+            ctl.up(retries=3)
+            yield fab
+        finally:
+            ctl.close()
+
+
+def test_a_frame_crosses_both_uplinks_within_one_send(programmed):
+    fab = programmed
+    assert crossed(fab, 5) == 5
+    counts = fab.link_counts()
+    assert counts[("l1", HOSTS + 1)].frames == 5  # up from l1
+    assert counts[("s", 2)].frames == 5  # down to l2
+    assert ("l2", HOSTS + 1) not in counts or counts[("l2", HOSTS + 1)].frames == 0
+
+
+def test_loss_is_seeded(programmed):
+    fab = programmed
+    fab.set_loss(0.3, seed=7)
+    first = crossed(fab, 200)
+    lost = {end: c.lost for end, c in fab.link_counts().items()}
+    assert 0 < first < 200 and sum(lost.values()) == 200 - first
+    fab.set_loss(0.3, seed=7)  # the same draws again
+    assert crossed(fab, 200) == first
+    fab.set_loss(0.0)
+    assert crossed(fab, 10) == 10
+
+
+def test_wrong_links_are_refused():
+    with pytest.raises(ValueError, match=r"port 9 is not 1..2"):
+        InProcessFabric({"s": 2, "l1": 3}, [(("l1", 3), ("s", 9))])
+    with pytest.raises(ValueError, match="linked twice"):
+        InProcessFabric({"s": 2, "l1": 3}, [(("l1", 3), ("s", 1)), (("l1", 2), ("s", 1))])
+    with pytest.raises(ValueError, match="no switch 'x'"):
+        InProcessFabric({"s": 2}, [(("x", 1), ("s", 1))])
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        InProcessFabric({"s": 2}).set_loss(1.0)
