@@ -468,3 +468,44 @@ def test_softswitch_pps_markdown_names_every_row_and_what_was_not_measured():
     assert "load average 1.0–2.0" in text and "7 rounds" in text
     assert "1.50× a DATA" in text and "0.50× a dense one" in text
     assert "not measured: simple_switch_grpc" in text
+
+
+def test_benchmarks_md_memory_table_is_what_the_committed_run_gives():
+    """docs/benchmarks.md's worker-memory table equals what bench/memory.py makes of
+    docs/bench/memory.json (make bench rewrites both)."""
+    import memory
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "memory.json").read_text())
+    text = memory.markdown(data)
+    for case in data["cases"]:
+        for path in ("in_process", "raw_socket"):
+            if path in case and case[path]["ratio"] == case[path]["ratio"]:
+                assert f"{case[path]['ratio']:.2f}" in text
+    docs = REPO / "docs" / "benchmarks.md"
+    assert report.block_of(docs, memory.BEGIN, memory.END) == text, (
+        "docs/benchmarks.md's memory table differs from docs/bench/memory.json: "
+        "run bench/memory.py --from-json docs/bench/memory.json --markdown"
+    )
+
+
+def test_memory_markdown_shows_missing_paths_as_dashes():
+    import memory
+
+    nan = float("nan")
+    data = {
+        "command": "c",
+        "date": "d",
+        "load": [1.0, 3.0],
+        "slots": 256,
+        "raw_not_run": "needs root",
+        "cases": [
+            {"size": 1000000, "dtype": "float32", "density": 0.1, "in_process": {"ratio": 2.5}},
+            {"size": 20, "dtype": "int32", "density": 1.0, "in_process": {"ratio": nan}},
+        ],
+    }
+    text = memory.markdown(data)
+    assert "| 1 000 000 | float32 | 0.1 | 2.50 | – |" in text
+    assert "| 20 | int32 | 1 | – | – |" in text
+    assert "Raw-socket cases not run: needs root." in text
+    assert "load average 1.0–3.0" in text
