@@ -8,15 +8,14 @@ block."""
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 import pytest
 
-from hostlib import Worker
-from hostlib.framing import frame_width
 from hostlib.slots import BLOCKS_PER_SLOT, BUSY_SLOTS, slots_for_call
 from p4net.harness import SwitchSession
+
+from test_worker_block_sizes import run_job
 
 
 @pytest.mark.parametrize("slot_count", [1, 2, 7, BUSY_SLOTS, 16, 32, 64, 1024])
@@ -64,25 +63,8 @@ def test_a_dense_call_on_those_slots_takes_one_round_per_block_plus_one_per_slot
     xs = [rng.standard_normal(blocks * k).astype(np.float32) for _ in range(ranks)]
     with SwitchSession.inprocess() as sw:
         job = sw.create_job(ranks, used, 7, encoding="packed", block_values=k)
-        ds = sw.descriptors(job)
-        stats: list[object] = [None] * ranks
-        errors: list[BaseException | None] = [None] * ranks
-
-        def body(r: int) -> None:
-            try:
-                transport = sw.transport(job.workers[r].port, frame_width(k))
-                with Worker(ds[r], transport=transport, timeout=0.05, deadline=60) as w:
-                    out = w.allreduce(xs[r])
-                    assert np.allclose(out, np.sum(xs, axis=0), atol=1e-4)
-                    stats[r] = w.stats
-            except BaseException as e:  # re-raised below
-                errors[r] = e
-
-        threads = [threading.Thread(target=body, args=(r,)) for r in range(ranks)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-    assert errors == [None] * ranks
-    for s in stats:
-        assert s.last_packets_sent - s.retransmissions == blocks + used
+        res, errs = run_job(sw, job, lambda w, r: (w.allreduce(xs[r]), w.stats))
+    assert errs == [None] * ranks
+    for out, stats in res:
+        assert np.allclose(out, np.sum(xs, axis=0), atol=1e-4)
+        assert stats.last_packets_sent - stats.retransmissions == blocks + used
