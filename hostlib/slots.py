@@ -50,7 +50,7 @@ def fifo_share(slots: int, other_slots: int, window: int) -> float:
 # as keep the switch busy. Measured end to end (bench/slot_window.py: Mininet, 4 ranks, 1 M
 # float32, the job's slot count varied; docs/hostlib.md, "Slots per call"): 16 slots per
 # rank in flight are as fast as 64 on softswitch and simple_switch_grpc at 2 048 and 4 096
-# values per block, 8 are up to 1.5x and 4 up to 2.5x slower; 16 is also the window that
+# values per block, 8 are up to 1.4x and 4 1.7-2.3x slower; 16 is also the window that
 # gives a job its fair share of the switch (FAIR_SLOTS). BLOCKS_PER_SLOT keeps the slot
 # rounds of a long call below 1/64 of its rounds.
 BUSY_SLOTS = FAIR_SLOTS
