@@ -97,9 +97,9 @@ example:
 QUICK ?=
 bench:
 ifeq ($(QUICK),)
-	$(PY) bench/softswitch_pps.py
+	$(PY) bench/softswitch_pps.py --json docs/bench/softswitch_pps.json --markdown --command 'make bench'
 	$(PY) bench/hostlib_pps.py
-	$(PY) bench/memory.py --json build/bench/memory.json
+	$(PY) bench/memory.py --json docs/bench/memory.json --markdown --command 'make bench'
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
 	$(PY) bench/suite.py --headline --passes 2 --out docs/bench --docs --command 'make bench'
 	$(PY) bench/block_density.py --json docs/bench/block_density.json --markdown --command 'make bench'

@@ -32,7 +32,7 @@ BLOCKS_BEGIN = (
 BLOCKS_END = "<!-- blocks:end -->"
 # the cases the headline shows, in order: (system, pattern, density, label)
 HEADLINE = [
-    ("gloo", "ring", 1.0, "gloo ring allreduce, at its faster link MTU"),
+    ("gloo", "ring", 1.0, "gloo ring allreduce, at its fastest link MTU"),
     ("p4reduce", "dense", 1.0, "p4reduce dense"),
     ("p4reduce", "shared", 0.1, "p4reduce 10 % sparse, same blocks on every worker"),
     ("p4reduce", "independent", 0.1, "p4reduce 10 % sparse, independent per worker"),
@@ -171,7 +171,10 @@ def gloo_name(r: Result) -> str:
     )
     best = mtu_text(r.mtu)
     return (
-        f"gloo ring, MTU {best} (the faster; MTU {others})" if others else f"gloo ring, MTU {best}"
+        f"gloo ring, MTU {best} (the {'faster' if len(r.seconds_by_mtu) == 2 else 'fastest'};"
+        f" MTU {others})"
+        if others
+        else f"gloo ring, MTU {best}"
     )
 
 
@@ -183,9 +186,12 @@ def gloo_mtu_line(ix: Index, data_frame: int) -> str:
         return (
             "* gloo: with the links at MTU 1 500 only (these results predate its runs at two MTUs)"
         )
+    shown = [mtu_text(m) for m in mtus]
+    listed = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
     return (
-        f"* gloo: run with the links at MTU {' and at '.join(mtu_text(m) for m in mtus)} "
-        "(both ends, set by p4net.topology), the faster reported and its MTU named; "
+        f"* gloo: run with the links at MTU {listed} "
+        f"(both ends, set by p4net.topology), the {'faster' if len(mtus) == 2 else 'fastest'} "
+        "reported and its MTU named; "
         f"p4reduce at 1 500 (its DATA frames are {data_frame} bytes)"
     )
 
@@ -725,20 +731,21 @@ def blocks_markdown(data: dict) -> str:
             + (gloo_speed(gloo, None) if gloo else "not measured")
             + ".",
             "",
-            "| values per block | links' MTU | dense | 10 % same blocks | "
+            "| values per block | links' MTU | job's slots | dense | 10 % same blocks | "
             "10 % independent | Zipf rows | Zipf blocks non-zero, per rank / union | "
             "dense ÷ 10 % same (1 / density: 10) |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for k in sizes:
             runs = [by_case[c].get(k) for c in by_case]
             cells = [gloo_speed(r, gloo) if r else "–" for r in runs]
             mtu = next((r.mtu for r in runs if r and r.mtu), 0)
+            slots = next((r.slots for r in runs if r and r.slots), 0)
             zipf, dense, shared = runs[3], runs[0], runs[1]
             zd = f"{pct(zipf.block_density)} / {pct(zipf.union_density)}" if zipf else "–"
             sd = ratio(dense.seconds / shared.seconds) if dense and shared else "–"
             L.append(
-                f"| {mtu_text(k)} | {mtu_text(mtu) if mtu else '–'} | "
+                f"| {mtu_text(k)} | {mtu_text(mtu) if mtu else '–'} | {slots or '–'} | "
                 + " | ".join(cells)
                 + f" | {zd} | {sd} |"
             )

@@ -6,10 +6,11 @@ Every run is the whole system: Mininet hosts, the P4 program on the switch (soft
 simple_switch_grpc where installed), the controller, one process per rank. p4reduce ranks
 are the demo's workers (p4net.worker through p4net.demo's DemoNetwork);
 gloo ranks (bench/gloo_rank.py) run `torch.distributed.all_reduce` in the same hosts, over
-the same links and switch (plain L2 forwarding), on the same tensors, once with the links at
-MTU 1 500 and once at 9 000 (p4net.topology sets both ends of every link); the faster is
-reported, with its MTU. p4reduce's links are at the smallest of those MTUs that carries its
-job's frames (1 500 up to 256 values per block, 9 000 above).
+the same links and switch (plain L2 forwarding), on the same tensors, with the links at
+each of GLOO_MTUS (1 500, 9 000 and the 16 432 that 4 096-value frames need; p4net.topology
+sets both ends of every link); the fastest is reported, with its MTU. p4reduce's links are
+at the smallest of those MTUs that carries its job's frames (1 500 up to 256 values per
+block, 9 000 up to 2 048, 16 432 at 4 096).
 Every rank does an untimed small allreduce, then REPEAT timed ones; a repeat takes as long
 as its slowest rank and the best repeat is kept. Bytes and packets per worker are the host
 link's kernel counters around the timed allreduces, divided by REPEAT.
@@ -47,7 +48,8 @@ import numpy as np
 
 from hostlib import protocol
 from hostlib.numerics import to_blocks
-from p4reduce.job import round_count
+from hostlib.slots import slots_for_call
+from p4reduce.job import block_count, round_count
 from p4reduce.target import default_slots
 
 # p4net.demo (the runs) is imported where a run starts: it loads Debian's mininet, which
@@ -60,13 +62,14 @@ K = 1024
 M = 1024 * 1024
 DENSITIES = [1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001]
 # values per block of the headline runs (--headline): the default and the wider sizes the
-# v1model targets take (p4reduce.target.V1MODEL_BLOCK_SIZES); the 4 096-value frames need
-# links above the jumbo MTU, which gloo is not measured at
-HEADLINE_BLOCK_VALUES = (64, 256, 1024, 2048)
+# v1model targets take (p4reduce.target.V1MODEL_BLOCK_SIZES), up to the widest, whose
+# frames need links above the jumbo MTU (gloo is measured at that MTU too)
+HEADLINE_BLOCK_VALUES = (64, 256, 1024, 2048, 4096)
 HEADLINE_PATTERNS = (("dense", 1.0), ("shared", 0.1), ("independent", 0.1), ("zipf", 0.0))
-# the link MTUs gloo is measured at (p4net.topology's DEFAULT_MTU and JUMBO_MTU, which this
-# module does not import: p4net loads Debian's mininet, which reading results does not need)
-GLOO_MTUS = (1500, 9000)
+# the link MTUs gloo is measured at: p4net.topology's DEFAULT_MTU and JUMBO_MTU (not
+# imported: p4net loads Debian's mininet, which reading results does not need) and the MTU
+# the widest headline block needs, so gloo has every link setting p4reduce has
+GLOO_MTUS = (1500, 9000, protocol.mtu_needed(max(HEADLINE_BLOCK_VALUES)))
 PATTERN_LABEL = {
     "dense": "dense",
     "shared": "same blocks on every worker",
@@ -398,7 +401,7 @@ def reset_mtu(net) -> None:
 
 def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
     """gloo at each of GLOO_MTUS on the same links (set by p4net.topology, restored to the
-    default afterwards): its best setting is the one to compare with. The faster run is
+    default afterwards): its best setting is the one to compare with. The fastest run is
     the result; a failure at any MTU fails the case (a comparison must not silently lose
     gloo's better setting)."""
     from p4net import topology
@@ -635,7 +638,7 @@ def run_all(args) -> dict:
         cases = [c for c in cases if any(re.search(s, c.label()) for s in args.only)]
     if not args.targets and not shutil.which("simple_switch_grpc"):
         skipped.append("simple_switch_grpc: not on PATH, only softswitch measured")
-    data = run_cases(cases, targets, args.passes)
+    data = run_cases(cases, targets, args.passes, call_slots=args.headline)
     data.update(quick=args.quick, command=args.command, skipped=skipped, headline=args.headline)
     return data
 
@@ -648,13 +651,23 @@ def have_torch() -> bool:
     return True
 
 
-def run_cases(cases: list[Case], targets: list[str], passes: int = 1) -> dict:
+def job_slots(c: Case) -> int:
+    """A headline case's job: as many slots as hostlib.slots.slots_for_call gives its call
+    (the tensor's blocks at the case's size, out of the switch kind's default), so every
+    slot the job has is one its calls use (docs/hostlib.md, "Slots per call")."""
+    return slots_for_call(block_count(c.size, False, c.block_values), default_slots(c.target))
+
+
+def run_cases(
+    cases: list[Case], targets: list[str], passes: int = 1, call_slots: bool = False
+) -> dict:
     """Run the cases, one network per target (as many hosts as its largest job); the
     results with the machine and software they were measured on. With `passes` > 1 every
     case of a target runs once per pass, the passes one after another, and each case keeps
     its fastest pass (`Result.passes` lists them all): a ratio between two cases is then
     taken from runs minutes apart at most, not from whatever the load on the shared cores
-    did between a case early in the plan and one late in it."""
+    did between a case early in the plan and one late in it. `call_slots`: each p4reduce
+    job gets job_slots(case) slots instead of the switch kind's default."""
     from p4net import demo
 
     env = environment(targets)
@@ -679,7 +692,7 @@ def run_cases(cases: list[Case], targets: list[str], passes: int = 1) -> dict:
                     for _ in range(passes):
                         for c in mine:
                             progress.begin(c)
-                            runs[c.key].append(run_case(net, c, workdir))
+                            runs[c.key].append(run_case(net, c, workdir, call_slots))
                             progress.end(c)
                 results.extend(best_pass(runs[c.key]) for c in mine)
     finally:
@@ -696,9 +709,12 @@ def run_cases(cases: list[Case], targets: list[str], passes: int = 1) -> dict:
     }
 
 
-def run_case(net, c: Case, workdir: Path) -> Result:
+def run_case(net, c: Case, workdir: Path, call_slots: bool = False) -> Result:
     inputs = make_inputs(c)
-    r = run_gloo(net, c, inputs, workdir) if c.system == "gloo" else run_p4reduce(net, c, inputs)
+    if c.system == "gloo":
+        r = run_gloo(net, c, inputs, workdir)
+    else:
+        r = run_p4reduce(net, c, inputs, job_slots(c) if call_slots else None)
     r.block_density, r.union_density = block_densities(inputs, c.block_values)
     if not r.ok:
         print(f"\n{c.label()}: FAILED: {r.error}", file=sys.stderr)

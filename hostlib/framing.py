@@ -24,6 +24,16 @@ FLAGS_BYTE = p.P4R_OFFSET + 1  # slot_version (bit 7) | flags (bits 6..0)
 _MSG_TYPE_BYTE = p.P4R_OFFSET  # protocol (high nibble) | msg_type (low nibble)
 _BLOCK_COLS = slice(p.P4R_OFFSET + 12, p.P4R_OFFSET + 16)  # the header's block field
 _KINDS = list(p.Extension)
+# Bytes every p4reduce frame has, checked at once: EtherType IPv4, version 4 / IHL 5, UDP,
+# the p4reduce port (0x5030..0x503F: the high byte and the high nibble of the low one)
+_FIXED_COLS = np.array([12, 13, 14, 23, 36, 37])
+_FIXED_MASK = np.array([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xF0], np.uint8)
+_FIXED_BYTES = np.array([0x08, 0x00, 0x45, 17, 0x50, 0x30], np.uint8)
+# the extension other than values that a UDP length means (-1: none), for every UDP
+# length a frame can state: one lookup per batch
+_KIND_BY_UDP_LENGTH = np.full(1 << 16, -1, np.int8)
+for _k in (p.Extension.NONE, p.Extension.STATUS, p.Extension.FINGERPRINT):
+    _KIND_BY_UDP_LENGTH[p.UDP_BYTES + p.HEADER_BYTES + p.EXTENSION_BYTES[_k]] = int(_k)
 
 
 def frame_width(block_values: int = p.BLOCK_VALUES) -> int:
@@ -148,7 +158,7 @@ def parse_batch(
     SKIP (of a job whose SKIPs carry a block) has the job's K of them; other lengths are
     what they are whatever the message (the engine checks a message's layout where it
     matters). A frame whose UDP length is none of these, or that is shorter, is rejected."""
-    frames = np.asarray(frames)
+    frames = np.ascontiguousarray(frames)  # rows' bytes are viewed as wider types below
     lengths = np.asarray(lengths)
     n = lengths.shape[0]
     width = frame_width(block_values)
@@ -161,29 +171,22 @@ def parse_batch(
     msg_type = f[:, _MSG_TYPE_BYTE] & 0x0F
     block = np.ascontiguousarray(f[:, _BLOCK_COLS]).view(">u4").reshape(-1)
     data_round = p.carries_values(msg_type, block, ext_len)
-    kind = np.full(n, -1, np.int64)
-    for k in (p.Extension.NONE, p.Extension.STATUS, p.Extension.FINGERPRINT):
-        kind[ext_len == p.EXTENSION_BYTES[k]] = int(k)
+    kind = _KIND_BY_UDP_LENGTH[udp_len]  # what follows the header, by its length
     kind[data_round & (ext_len == p.values_bytes(block_values))] = int(p.Extension.VALUES)
     lengths_of = _lengths(block_values)
     ok = (
         (kind >= 0)
         & (lengths >= lengths_of[np.maximum(kind, 0)])
-        & (f[:, 12] == 8)
-        & (f[:, 13] == 0)
-        & (f[:, 14] == 0x45)
-        & (f[:, 23] == 17)
-        & ((f[:, 36] & 0xFF) == 0x50)
-        & ((f[:, 37] & 0xF0) == 0x30)
+        & ((f[:, _FIXED_COLS] & _FIXED_MASK) == _FIXED_BYTES).all(axis=1)
     )
     if not ok.all():
         f, kind = f[ok], kind[ok]
     hdr = np.ascontiguousarray(f[:, _HEADER_COLS]).view(p.HEADER_DTYPE).reshape(-1)
-    values = f[:, _EXT : _EXT + p.values_bytes(block_values)]
-    values = np.ascontiguousarray(values).view(p.VALUES_DTYPE).astype(np.int32)
-    ext = np.ascontiguousarray(f[:, _EXT : _EXT + p.FINGERPRINT_BYTES]).view(">u4")
-    ext = ext.reshape(-1, 2).astype(np.int64)
-    src_ip = np.ascontiguousarray(f[:, 26:30]).view(">u4").reshape(-1).astype(np.uint32)
+    # one pass: the values' big-endian bytes to native int32 (a strided view, no copy)
+    values = f[:, _EXT : _EXT + p.values_bytes(block_values)].view(p.VALUES_DTYPE)
+    values = values.astype(np.int32)
+    ext = f[:, _EXT : _EXT + p.FINGERPRINT_BYTES].view(">u4").astype(np.int64)
+    src_ip = f[:, 26:30].view(">u4").reshape(-1).astype(np.uint32)
     return Parsed(
         cols=p.unpack_headers(hdr),
         has_values=kind == p.Extension.VALUES,

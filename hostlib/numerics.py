@@ -36,9 +36,10 @@ def to_packed(lanes: np.ndarray, worker_count: int) -> np.ndarray:
 
 
 def from_packed(sums: np.ndarray, worker_count: int) -> np.ndarray:
-    """A packed round's lanes (sum of N biased lanes, < 2^32) -> the exact int32 sums."""
-    unbiased = sums.view(np.uint32).astype(np.int64) - worker_count * packed_bias(worker_count)
-    return unbiased.astype(np.int32)
+    """A packed round's lanes (sum of N biased lanes, < 2^32) -> the exact int32 sums: the
+    N biases subtracted modulo 2^32 (one pass; the wrap is the int32 the sum is)."""
+    bias = np.uint32(worker_count * packed_bias(worker_count) % (1 << 32))
+    return (sums.view(np.uint32) - bias).view(np.int32)
 
 
 def half(blocks: np.ndarray, low: bool) -> np.ndarray:
@@ -119,19 +120,34 @@ def nonfinite_reason(flat: np.ndarray, maxabs: float | None = None) -> str:
     return ""
 
 
+def _scaled(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
+    """rint(x * floor(M/N) / 2^E) per row in float64, in two passes: x times the row's
+    floor(M/N) * 2^-E (exact: a power of two scales a float64 exactly in this range) is
+    the same rounded product as x * floor(M/N) scaled afterwards."""
+    scale = np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
+    scaled = np.multiply(blocks, scale[:, None], dtype=np.float64)
+    return np.rint(scaled, out=scaled)
+
+
 def quantize(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
     """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32."""
-    scaled = np.ldexp(
-        blocks.astype(np.float64) * float(level(worker_count)), -exponents.astype(np.int32)[:, None]
-    )
-    return np.rint(scaled).astype(np.int32)
+    return _scaled(blocks, exponents, worker_count).astype(np.int32)
+
+
+def quantize_packed(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
+    """to_packed(quantize(...)) in one pass less: the bias is added to the float64 q (exact,
+    q + bias < 2^32) before the one cast to the wire's 32 bits."""
+    scaled = _scaled(blocks, exponents, worker_count)
+    scaled += packed_bias(worker_count)
+    return scaled.astype(np.uint32).view(np.int32)
 
 
 def dequantize(sums: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
-    """sum / s = sum * 2^E / floor(M/N) per row (float64)."""
-    return np.ldexp(sums.astype(np.float64), exponents.astype(np.int32)[:, None]) / float(
-        level(worker_count)
-    )
+    """sum / s = sum * 2^E / floor(M/N) per row (float64): the sum divided by floor(M/N),
+    then scaled by the row's 2^E (exact, so the same rounded quotient as scaling first)."""
+    res = np.divide(sums, float(level(worker_count)), dtype=np.float64)
+    res *= np.ldexp(1.0, exponents.astype(np.int32))[:, None]
+    return res
 
 
 # float64 evaluation of quantize (x * floor(M/N) is rounded) and dequantize (the division
@@ -257,12 +273,12 @@ class Payload:
                 f"block {int(rows[i])} is below this rank's {int(mine[i]) - p.EXPONENT_BIAS}"
                 f" (its values would overflow)"
             )
-        q = quantize(
+        quantized = quantize_packed if self.encoding == p.Encoding.PACKED else quantize
+        return quantized(
             self.tensor_rows(rows),
             switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS,
             self.worker_count,
         )
-        return to_packed(q, self.worker_count) if self.encoding == p.Encoding.PACKED else q
 
 
 def make_payload(

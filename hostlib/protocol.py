@@ -159,6 +159,16 @@ def check_field(name: str, value: int) -> None:
         raise ProtocolError(f"field {name}={value} out of range 0..{limit}")
 
 
+# pack_headers / unpack_headers work on a (field, row) matrix, a fixed handful of numpy
+# calls per batch whatever its size: a worker packs and parses a batch per receive, often of
+# one frame, where a call per field (eleven) would cost more than the frame itself.
+_FIELD_GROUP = np.array([g for g, (_, _, members) in enumerate(_GROUPS) for _ in members], np.intp)
+_FIELD_SHIFT = np.array([shift for _, _, members in _GROUPS for _, shift in members], np.int64)
+_FIELD_LIMIT = np.array([_LIMITS[f.name] for _, _, members in _GROUPS for f, _ in members])
+_GROUP_START = np.flatnonzero(np.diff(_FIELD_GROUP, prepend=-1))
+assert [f.name for _, _, members in _GROUPS for f, _ in members] == list(FIELD_NAMES)
+
+
 def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None) -> np.ndarray:
     """Build `count` headers (an array of HEADER_DTYPE) from per-field columns or scalars.
 
@@ -176,29 +186,28 @@ def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None)
         count = sizes.pop() if sizes else 1
         if sizes:
             raise ProtocolError("header columns have different lengths")
-    out = np.zeros(count, dtype=HEADER_DTYPE)
-    for name, _size, members in _GROUPS:
-        word = np.zeros(count, dtype=np.uint64)
-        for field, shift in members:
-            col = np.asarray(columns[field.name], dtype=np.int64)
-            if col.size and (col.min() < 0 or col.max() > _LIMITS[field.name]):
-                bad = col[(col < 0) | (col > _LIMITS[field.name])].flat[0]
-                raise ProtocolError(
-                    f"field {field.name}={bad} out of range 0..{_LIMITS[field.name]}"
-                )
-            word |= col.astype(np.uint64) << np.uint64(shift)
-        out[name] = word
+    cols = np.empty((len(FIELD_NAMES), count), np.int64)
+    for i, name in enumerate(FIELD_NAMES):
+        cols[i] = columns[name]
+    bad = (cols < 0) | (cols > _FIELD_LIMIT[:, None])
+    if bad.any():
+        i = int(np.argmax(bad.any(axis=1)))
+        name = FIELD_NAMES[i]
+        raise ProtocolError(f"field {name}={cols[i][bad[i]][0]} out of range 0..{_LIMITS[name]}")
+    words = np.bitwise_or.reduceat(cols << _FIELD_SHIFT[:, None], _GROUP_START, axis=0)
+    out = np.empty(count, dtype=HEADER_DTYPE)
+    for g, (name, _size, _members) in enumerate(_GROUPS):
+        out[name] = words[g]
     return out
 
 
 def unpack_headers(headers: np.ndarray) -> dict[str, np.ndarray]:
     """Split an array of HEADER_DTYPE into per-field columns (vectorised)."""
-    cols: dict[str, np.ndarray] = {}
-    for name, _size, members in _GROUPS:
-        word = headers[name].astype(np.int64)
-        for field, shift in members:
-            cols[field.name] = (word >> shift) & _LIMITS[field.name]
-    return cols
+    words = np.empty((len(_GROUPS), headers.shape[0]), np.int64)
+    for g, (name, _size, _members) in enumerate(_GROUPS):
+        words[g] = headers[name]
+    cols = (words[_FIELD_GROUP] >> _FIELD_SHIFT[:, None]) & _FIELD_LIMIT[:, None]
+    return dict(zip(FIELD_NAMES, cols))
 
 
 def encode_header(header: Header) -> bytes:

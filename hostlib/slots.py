@@ -45,6 +45,30 @@ def fifo_share(slots: int, other_slots: int, window: int) -> float:
     return mine / (mine + theirs)
 
 
+# How many slots a call uses (slots_for_call). Each slot a call uses costs rounds that
+# carry no block (its announce round, and its closing round), so a call should use as few
+# as keep the switch busy. Measured end to end (bench/slot_window.py: Mininet, 4 ranks, 1 M
+# float32, the job's slot count varied; docs/hostlib.md, "Slots per call"): 16 slots per
+# rank in flight are as fast as 64 on softswitch and simple_switch_grpc at 2 048 and 4 096
+# values per block, 8 are up to 1.4x and 4 1.7-2.3x slower; 16 is also the window that
+# gives a job its fair share of the switch (FAIR_SLOTS). BLOCKS_PER_SLOT keeps the slot
+# rounds of a long call below 1/64 of its rounds.
+BUSY_SLOTS = FAIR_SLOTS
+BLOCKS_PER_SLOT = 64
+
+
+def slots_for_call(blocks: int, slot_count: int) -> int:
+    """The slots a call of `blocks` blocks uses in a job of `slot_count` slots: enough to
+    keep BUSY_SLOTS packets per rank in flight, more only as the call grows (one slot per
+    BLOCKS_PER_SLOT blocks), never more than the job's slots or the call's blocks, at
+    least one. A function of the call's block count and the job's slot count only, so
+    every rank of the call picks the same slots (0 .. n-1) and the same streams."""
+    if slot_count < 1:
+        raise ValueError(f"a job has at least one slot, not {slot_count}")
+    wanted = max(BUSY_SLOTS, -(-blocks // BLOCKS_PER_SLOT))
+    return max(1, min(slot_count, blocks, wanted))
+
+
 class SlotWindow:
     """The slots of one call: `active` ones have a packet outstanding, `waiting` ones hold
     blocks of this rank but wait for the window, `touched` ones were opened in this call

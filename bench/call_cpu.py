@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""CPU seconds of one allreduce in-process: the ranks' threads and the softswitch together.
+
+Not a test: a measurement (no root). The real P4 program on an in-process softswitch
+(p4net.harness), a job of --ranks ranks, each a hostlib Worker in its own thread of this
+process; after a warm-up call, --calls dense calls of --values float32 each, and the
+process's CPU time of each call (time.process_time between two barriers) -- wall time on
+this shared machine moves with everybody else's load, a call's CPU much less. With one
+rank and one slot every round is its own receive turn, so the figure / rounds is the
+cost of a turn of the worker plus one packet of the switch.
+
+    python bench/call_cpu.py [--block-values 2048] [--slots 16] [--ranks 4] [--calls 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+
+import numpy as np
+
+from hostlib import Worker
+from hostlib.framing import frame_width
+from p4net.harness import SwitchSession
+
+
+def call_cpu(block_values: int, slots: int, ranks: int, values: int, calls: int) -> list[float]:
+    """Per timed call, the process's CPU seconds."""
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(values).astype(np.float32) for _ in range(ranks)]
+    cpu: list[float] = []
+    errors: list[BaseException] = []
+    with SwitchSession.inprocess() as sw:
+        job = sw.create_job(ranks, slots, 7, encoding="packed", block_values=block_values)
+        descriptors = sw.descriptors(job)
+        barrier = threading.Barrier(ranks)
+
+        def body(r: int) -> None:
+            try:
+                transport = sw.transport(job.workers[r].port, frame_width(block_values))
+                with Worker(descriptors[r], transport=transport, deadline=120) as w:
+                    w.allreduce(xs[r][: 2 * block_values])
+                    for _ in range(calls):
+                        if barrier.wait() == 0:
+                            cpu.append(time.process_time())
+                        w.allreduce(xs[r])
+                        if barrier.wait() == 0:
+                            cpu[-1] = time.process_time() - cpu[-1]
+            except BaseException as e:  # reported below
+                errors.append(e)
+                barrier.abort()
+
+        threads = [threading.Thread(target=body, args=(r,)) for r in range(ranks)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    return cpu
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--block-values", type=int, default=2048)
+    ap.add_argument("--slots", type=int, default=16)
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--values", type=int, default=1 << 20)
+    ap.add_argument("--calls", type=int, default=3)
+    a = ap.parse_args()
+    cpu = call_cpu(a.block_values, a.slots, a.ranks, a.values, a.calls)
+    print(
+        f"K={a.block_values} slots={a.slots} ranks={a.ranks} values={a.values}: CPU per call "
+        f"{min(cpu) * 1e3:.0f} ms (best of {len(cpu)}; all: "
+        + ", ".join(f"{c * 1e3:.0f}" for c in cpu)
+        + " ms)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

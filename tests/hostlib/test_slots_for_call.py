@@ -1,0 +1,70 @@
+"""How many slots a call uses (hostlib.slots.slots_for_call, docs/hostlib.md "Slots per
+call"): a function of the call's block count and the job's slot count, bounded by both,
+never fewer than keep BUSY_SLOTS packets per rank in flight when the call has that many
+blocks, growing by one slot per BLOCKS_PER_SLOT blocks; and a dense call through the real
+P4 program on that many slots takes one announce round per slot used plus one round per
+block."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hostlib.slots import BLOCKS_PER_SLOT, BUSY_SLOTS, slots_for_call
+from p4net.harness import SwitchSession
+
+from test_worker_block_sizes import run_job
+
+
+@pytest.mark.parametrize("slot_count", [1, 2, 7, BUSY_SLOTS, 16, 32, 64, 1024])
+def test_bounded_by_the_job_and_the_call(slot_count):
+    for blocks in range(0, 40 * BLOCKS_PER_SLOT, 7):
+        n = slots_for_call(blocks, slot_count)
+        assert 1 <= n <= slot_count
+        assert n <= max(1, blocks)  # a slot without a block of the call is never used
+
+
+@pytest.mark.parametrize("slot_count", [BUSY_SLOTS, 16, 64, 1024])
+def test_busy_window_then_one_slot_per_blocks_per_slot(slot_count):
+    for blocks in range(1, 40 * BLOCKS_PER_SLOT, 5):
+        n = slots_for_call(blocks, slot_count)
+        if blocks <= BUSY_SLOTS:
+            assert n == blocks  # a short call: every block in its own slot, one round
+        elif slot_count >= math.ceil(blocks / BLOCKS_PER_SLOT):
+            assert n == max(BUSY_SLOTS, math.ceil(blocks / BLOCKS_PER_SLOT))
+        else:
+            assert n == slot_count
+
+
+def test_monotone_in_blocks_and_slots():
+    prev = 0
+    for blocks in range(0, 50 * BLOCKS_PER_SLOT, 3):
+        n = slots_for_call(blocks, 64)
+        assert n >= prev
+        prev = n
+    for blocks in (1, 9, 300, 5000):
+        got = [slots_for_call(blocks, s) for s in range(1, 200)]
+        assert got == sorted(got)
+
+
+def test_refuses_a_job_without_slots():
+    with pytest.raises(ValueError, match="at least one slot"):
+        slots_for_call(10, 0)
+
+
+def test_a_dense_call_on_those_slots_takes_one_round_per_block_plus_one_per_slot(rng):
+    """The rule's slots as the job's (the engine uses every slot of a job whose count is at
+    most the call's blocks): 3 ranks, 40 blocks of 64 values, through the P4 program."""
+    k, ranks, blocks = 64, 3, 40
+    used = slots_for_call(blocks, 64)
+    assert used < 64
+    xs = [rng.standard_normal(blocks * k).astype(np.float32) for _ in range(ranks)]
+    with SwitchSession.inprocess() as sw:
+        job = sw.create_job(ranks, used, 7, encoding="packed", block_values=k)
+        res, errs = run_job(sw, job, lambda w, r: (w.allreduce(xs[r]), w.stats))
+    assert errs == [None] * ranks
+    for out, stats in res:
+        assert np.allclose(out, np.sum(xs, axis=0), atol=1e-4)
+        assert stats.last_packets_sent - stats.retransmissions == blocks + used
