@@ -41,7 +41,18 @@ control RankMasks(inout headers_t hdr, inout metadata_t meta) {
     }
 }
 
+/* Rewind: silent rounds' REWIND requests (../v1model/rewind.p4). A Tofino job runs
+ * every-rank rounds only (the controller refuses silent ones), so there is no pending
+ * position here and `rewinds` stays 0; the control is declared where v1model has it so
+ * that the controller reads the same per-job counters by the same names on both
+ * architectures. */
+control Rewind() {
+    Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) rewinds;
+    apply { }
+}
+
 control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
+    Rewind() rewind;
     Register<bit<32>, bit<16>>(POOL_SLOTS, 0) slot_epoch;
     Register<pair_t, bit<16>>(POOL_SLOTS, {0, 0}) bitmap;
     /* one step per FLAG_CONTINUED case, so that the ALU reads two 32-bit inputs (the
@@ -118,6 +129,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
      * applied after an if waits for it -- the flags the tables do not need come after them
      * (ContributionFlags). */
     apply {
+        rewind.apply();
         slot_epoch_step.apply();
         bitmap_step.apply();
 #if P4REDUCE_WINNER_CHECK

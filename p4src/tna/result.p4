@@ -16,10 +16,6 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) overflows;
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) state_lost;
     Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) stale;
-    /* REWIND requests of silent rounds (v1model's Rewind control): a Tofino job runs
-     * every-rank rounds only (the controller refuses silent ones), so this stays 0; declared
-     * so that the controller reads the same per-job counters on both architectures */
-    Counter<bit<32>, bit<8>>(MAX_JOBS, CounterType_t.PACKETS) rewinds;
 
     /* NextBlock left the round's key (next_block[23:0] ++ ~next_exponent) in next_block.
      * A Tofino ALU writes a container with one kind of instruction per action: the
