@@ -430,3 +430,27 @@ def test_only_skips_close_and_only_announces_open_a_call(switch):
     for r in range(2):
         job.send(r, MsgType.ANNOUNCE, next_block=3, flags=Flag.CONTINUED)
     check_all(job.results(), MsgType.RESULT, END, 3, 0)
+
+
+def test_a_late_first_announce_is_stale_once_a_round_has_run_in_version_1(switch):
+    """Rank 1 missed the announce round's result and sends its ANNOUNCE again (not
+    CONTINUED: it has had no result) after the round of block 0 ran in version 1 without
+    it; version 0 now runs block 1, which waits for rank 1. The late ANNOUNCE must not set
+    rank 1's bit there (the round would then never complete): it is stale, and rank 1's
+    DATA of block 1 completes the round."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 58, 2)
+    job.send(0, MsgType.ANNOUNCE, next_block=0)
+    job.send(1, MsgType.ANNOUNCE, next_block=1)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=END,
+             flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, 1, 1)
+    stale = job.stats()["stale"]
+    job.send(1, MsgType.ANNOUNCE, next_block=1, flags=Flag.RETRANSMIT)
+    job.assert_silent(0.3)
+    assert job.stats()["stale"] == stale + 1
+    job.send(1, MsgType.DATA, version=0, block=1, values=np.full(k, 2), next_block=END)
+    results = job.results()
+    check_all(results, MsgType.RESULT, 1, END, 0)
+    assert np.array_equal(results[0].values, np.full(k, 2))

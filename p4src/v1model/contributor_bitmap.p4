@@ -156,6 +156,20 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         contributions_seen();
     }
 
+    /* Silent: an ANNOUNCE that is not CONTINUED belongs to the job's first round on the
+     * slot (RoundWinner takes it in version 0 whatever its block) only while nothing has
+     * run in version 1: the first round fills version 0, and a new epoch empties version 1.
+     * Once a round has run there, such an ANNOUNCE is a late copy from a rank that missed
+     * the first round's result, and taking it would set the rank's bit in a round of
+     * another kind that then never completes; it is stale (the rank's REWIND request gets
+     * it the last completed round's result). Every-rank rounds cannot meet it: the first
+     * round's next round waits for every rank. */
+    action check_first_round() {
+        bit<64> halves;
+        bitmap.read(halves, meta.pool_slot);
+        meta.in_round = (halves[63:32] == 0) ? meta.in_round : 1w0;
+    }
+
     /* a leaf's contribution flagged STATE_LOST (uplink.p4: the leaf restarted and lost
      * the slot): the slot is lost at this level too, and every leaf is told */
     action mark_lost() {
@@ -167,6 +181,10 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         check_epoch();
         if (hdr.p4r.flags[4:4] == 1 && meta.state_lost == 0) {
             mark_lost();
+        }
+        if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
+            && meta.same_epoch == 1) {
+            check_first_round();
         }
         if (hdr.p4r.slot_version == 0) {
             update_version_0();
