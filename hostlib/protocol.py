@@ -39,6 +39,8 @@ from p4reduce.wire import (  # noqa: F401 (re-exported: the one place these are 
     MAX_BLOCK,
     EXPONENT_BIAS,
     MAX_WORKERS,
+    MAX_LEAVES,
+    MAX_JOB_RANKS,
     MAX_EPOCH,
     ETH_BYTES,
     IPV4_BYTES,
