@@ -252,8 +252,7 @@ def main() -> int:
     text = markdown(data)
     print(text)
     if a.markdown:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import report
+        import report  # bench/, the script's own directory, is on the path
 
         report.replace_block(REPO / "docs" / "benchmarks.md", BEGIN, END, text)
     return 0

@@ -149,7 +149,7 @@ def in_process(cases: list[Case], specs: list[str], passes: int, window: int) ->
     out = []
     with SwitchSession.inprocess(ports=WORKERS) as session:
         meter = SwitchMeter(session.device)
-        job = session.create_job(WORKERS, 64, JOB)
+        job = session.create_job(WORKERS, 64, JOB, round_mode="every_rank")
         workers = [
             Worker(d, transport=session.transport(w.port), deadline=120.0, window=window)
             for d, w in zip(session.descriptors(job), job.workers)
@@ -196,7 +196,9 @@ def packet_times(rounds: int = 60, slots: int = 32) -> dict[str, float]:
 
     times: dict[str, list[float]] = {}
     with SwitchSession.inprocess(ports=WORKERS) as session:
-        made = session.create_job(WORKERS, slots, PPS_JOB, encoding="packed")
+        made = session.create_job(
+            WORKERS, slots, PPS_JOB, encoding="packed", round_mode="every_rank"
+        )
         job, sw = TestJob(session, made), session.device.active.switch
         ports = [w.port for w in made.workers]
         for rank, port in enumerate(ports):

@@ -107,7 +107,7 @@ def in_process(workers: int, slots: int, rounds: int, encoding: str) -> dict[int
     Packets/s per number of DATA ranks in a round: `workers` (dense) and 1 (the others
     SKIP; the last SKIP completes the round)."""
     with SwitchSession.inprocess(ports=workers) as isw:
-        made = isw.create_job(workers, slots, JOB, encoding=encoding)
+        made = isw.create_job(workers, slots, JOB, encoding=encoding, round_mode="every_rank")
         job = TestJob(isw, made)  # its frames; they go to Switch.process() below
         return _run_in_process(
             isw.device.active.switch,

@@ -185,10 +185,13 @@ def announce_rounds(blocks: int, slots: int) -> int:
     return min(slots, blocks)
 
 
-def round_count(nonzero_blocks: int, blocks: int, slots: int) -> int:
+def round_count(
+    nonzero_blocks: int, blocks: int, slots: int, round_mode: str = "every_rank"
+) -> int:
     """Rounds a call takes: one per block that is non-zero in any rank, plus the active
-    slots' announce rounds."""
-    return nonzero_blocks + announce_rounds(blocks, slots)
+    slots' announce rounds, and in silent rounds their closing rounds too."""
+    per_slot = 2 if round_mode_named(round_mode) == p.RoundMode.SILENT else 1
+    return nonzero_blocks + per_slot * announce_rounds(blocks, slots)
 
 
 @dataclass(frozen=True)

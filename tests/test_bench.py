@@ -17,6 +17,10 @@ sys.path.insert(0, str(BENCH))
 
 from hostlib import protocol  # noqa: E402
 from p4reduce.job import round_count  # noqa: E402
+from p4reduce.target import TARGETS  # noqa: E402
+
+# the suite creates its jobs in the target's default round mode
+MODE = TARGETS["bmv2"].default_round_mode
 from model import (  # noqa: E402
     Network,
     allreduce_seconds,
@@ -96,8 +100,9 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     from p4reduce.target import default_slots
 
     assert dense["slots"] == default_slots("softswitch")
-    # every block once plus one announce per slot, per worker, by the worker's own count
-    assert dense["rounds"] == round_count(blocks, blocks, dense["slots"])
+    # every block once plus one announce (and closing, in silent rounds) per slot, per worker,
+    # by the worker's own count
+    assert dense["rounds"] == round_count(blocks, blocks, dense["slots"], MODE)
     assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
@@ -110,11 +115,11 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     # that carries them, lowered again for the 64-value job after the wide ones
     from p4net import topology
 
-    assert wide[2048]["rounds"] == round_count(2, 2, wide[2048]["slots"])
+    assert wide[2048]["rounds"] == round_count(2, 2, wide[2048]["slots"], MODE)
     assert wide[2048]["tx_bytes"] >= 2 * protocol.frame_bytes_with_values(2048)
     assert wide[2048]["mtu"] == topology.JUMBO_MTU
     assert wide[256]["block_density"] == pytest.approx(0.25)
-    assert wide[256]["rounds"] == round_count(4, 16, wide[256]["slots"])
+    assert wide[256]["rounds"] == round_count(4, 16, wide[256]["slots"], MODE)
     assert wide[256]["mtu"] == topology.DEFAULT_MTU
     assert by[("p4reduce", "zipf")]["mtu"] == topology.DEFAULT_MTU
     if ("gloo", "ring") in by:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from controlplane.admission import job_parameters
 from controlplane.reconcile import read_entries
 from controlplane.replication import read_groups
-from hostlib.protocol import Encoding
+from hostlib.protocol import Encoding, RoundMode
 from p4net.harness import SwitchSession
 
 
@@ -41,6 +41,7 @@ def test_a_job_the_harness_adds_holds_the_entries_the_controller_creates():
             epoch=job.epoch,
             ports=[2, 3, 4],
             encoding=Encoding.LANES,
+            round_mode=RoundMode[job.round_mode.upper()],
         )
         assert _entries(added) == want
         test_job.remove()

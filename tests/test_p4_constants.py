@@ -128,7 +128,9 @@ def test_flags(consts):
     every = int(sum(wire.Flag))
     for value in tested | masks:
         assert value & ~every == 0, f"P4 uses flag bits {value:#x} outside wire.Flag"
-    assert tested == {int(wire.Flag.CONTINUED), int(wire.Flag.PACKED)}
+    # PACKED's shift reads FLAG_SILENT beside it (admission compares the two bits at once);
+    # STATE_LOST is tested on a leaf's partial that reports a restarted leaf (uplink.p4)
+    assert tested == {int(wire.Flag.CONTINUED), int(wire.Flag.PACKED), int(wire.Flag.STATE_LOST)}
     assert int(wire.Flag.STATE_LOST) in masks and int(wire.Flag.CONTINUED) in masks
 
 
@@ -167,13 +169,15 @@ def test_a_skip_grows_as_far_as_the_codec_says():
 
 
 def test_a_data_frames_length_chooses_its_values_header(program):
-    """DATA and SKIP go to the size parser, which picks values_K by the IPv4 total length
-    of a frame of K values (wire.mtu_needed(K): 48 + 4K); ANNOUNCE to the fingerprint."""
+    """DATA, SKIP and REWIND (a SKIP's layout) go to the size parser, which picks values_K
+    by the IPv4 total length of a frame of K values (wire.mtu_needed(K): 48 + 4K);
+    ANNOUNCE to the fingerprint."""
     chosen = [(value, nxt) for _keys, value, _mask, nxt in transitions(program, "parse_p4reduce")]
     by_next = dict((nxt, value) for value, nxt in chosen)
     assert {value for value, nxt in chosen if nxt == "parse_values"} == {
         int(wire.MsgType.DATA),
         int(wire.MsgType.SKIP),
+        int(wire.MsgType.REWIND),
     }
     assert by_next["parse_fingerprint"] == int(wire.MsgType.ANNOUNCE)
     by_length = {

@@ -364,7 +364,7 @@ def test_a_silent_job_is_refused_on_tofino(tofino_controller):
     with pytest.raises(JobError) as info:
         ctl.jobs.create(6, _workers([13]), round_mode="silent")
     message = str(info.value)
-    assert "round mode 'silent' is not available on a tofino switch" in message
+    assert "round mode 'silent' is not available on a tofino2 switch" in message
     assert "create the job with round mode 'every_rank'" in message
     assert 6 not in ctl.jobs.table.jobs
     assert not [
