@@ -68,7 +68,7 @@ def test_egress_loss_of_each_copy_is_decided_before_replication(switch):
     the job's sequence number of the packet that completed the round and the copy's rank
     -- not on the order in which a target's egress threads handle the copies (bmv2 runs
     several). The same rounds reach the same ranks on every target."""
-    n, rounds, seed, fraction = 3, 40, 4242, 0.3
+    n, rounds, seed, fraction = 3, 20, 4242, 0.3
     job = switch.add_job(job=53, n=n)
     switch.set_loss(53, egress=fraction, seed=seed)
     threshold = round(fraction * 65536)
