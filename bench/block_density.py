@@ -154,12 +154,12 @@ def main(argv: list[str] | None = None) -> int:
             "headline_command": f"`{headline['command']}`",
             "headline_date": headline["environment"]["date"],
         }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(data, indent=1) + "\n")
-    text = markdown(data)
-    print(text)
-    if args.markdown:
-        report.replace_block(REPO / "docs" / "benchmarks.md", BEGIN, END, text)
+    report.publish(
+        data,
+        markdown(data),
+        None if args.from_json else args.json,
+        (BEGIN, END) if args.markdown else None,
+    )
     return 0
 
 

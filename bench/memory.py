@@ -242,19 +242,15 @@ def main() -> int:
     ap.add_argument("--from-json", type=Path, help="no runs: the table of an earlier run")
     ap.add_argument("--command", default=None, help="the command to state in the docs")
     a = ap.parse_args()
-    if a.from_json:
-        data = json.loads(a.from_json.read_text())
-    else:
-        data = measure_all(a)
-        if a.json:
-            Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(a.json).write_text(json.dumps(data, indent=1))
-    text = markdown(data)
-    print(text)
-    if a.markdown:
-        import report  # bench/, the script's own directory, is on the path
+    import report  # beside this script
 
-        report.replace_block(REPO / "docs" / "benchmarks.md", BEGIN, END, text)
+    data = json.loads(a.from_json.read_text()) if a.from_json else measure_all(a)
+    report.publish(
+        data,
+        markdown(data),
+        None if a.from_json or not a.json else Path(a.json),
+        (BEGIN, END) if a.markdown else None,
+    )
     return 0
 
 

@@ -289,19 +289,15 @@ def main() -> int:
     if args.command is None:
         args.command = "python bench/softswitch_pps.py " + " ".join(sys.argv[1:])
         args.command = args.command.strip()
-    if args.from_json:
-        data = json.loads(args.from_json.read_text())
-    else:
-        data = measure(args)
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(data, indent=1))
-    text = markdown(data)
-    print(text)
-    if args.markdown:
-        import report
+    import report  # beside this script
 
-        report.replace_block(REPO / "docs" / "benchmarks.md", BEGIN, END, text)
+    data = json.loads(args.from_json.read_text()) if args.from_json else measure(args)
+    report.publish(
+        data,
+        markdown(data),
+        None if args.from_json else args.json,
+        (BEGIN, END) if args.markdown else None,
+    )
     return 0
 
 
