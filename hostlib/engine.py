@@ -436,20 +436,30 @@ class AllreduceEngine:
         """The switch's next block for each slot must be the next of the slot's stream
         that some rank announced: in the slot, past the current block, not past this
         rank's own next non-zero block."""
-        slot_count = self.cfg.slot_count
         cont = nb != EOS
-        bad = cont & (
-            (nb % slot_count != s)
-            | (nb >= self.payload.nblocks)
-            | (data_round & (nb <= self.block[s]))
-            | (nb > self.my_next[s])
+        bad = self._outside_stream(s, nb) | (
+            cont & ((data_round & (nb <= self.block[s])) | (nb > self.my_next[s]))
         )
+        self._refuse_next(s, nb, bad)
+
+    def _outside_stream(self, s: np.ndarray, nb: np.ndarray) -> np.ndarray:
+        """Which blocks `nb` named for slots `s` are no block of the slot's stream
+        (protocol.md section 5; END_OF_STREAM is none of them)."""
+        return (nb != EOS) & ((nb % self.cfg.slot_count != s) | (nb >= self.payload.nblocks))
+
+    def _refuse_next(
+        self, s: np.ndarray, nb: np.ndarray, bad: np.ndarray, rewind: np.ndarray | None = None
+    ) -> None:
+        """ProtocolError naming the first slot whose named next block is `bad` (a REWIND
+        where `rewind` says so, else a RESULT)."""
         if bad.any():
             i = int(np.argmax(bad))
+            what = "REWIND" if rewind is not None and rewind[i] else "RESULT"
             raise p.ProtocolError(
-                f"RESULT for slot {int(s[i])} names next_block={int(nb[i])}, which is not "
-                f"the next block of its stream (this rank announced {int(self.my_next[s[i]])}"
-                f", {self.payload.nblocks} blocks, {slot_count} slots)"
+                f"{what} for slot {int(s[i])} names next_block={int(nb[i])}, which is not "
+                f"the next block of its stream (this rank announced "
+                f"{int(self.my_next[s[i]])}, {self.payload.nblocks} blocks, "
+                f"{self.cfg.slot_count} slots)"
             )
 
     def _completed(self, s: np.ndarray, finished: np.ndarray, now: float) -> None:

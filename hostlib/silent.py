@@ -289,17 +289,10 @@ class SilentEngine(AllreduceEngine):
         data round a later one (a block past this rank's own next is a gap: _cover). A
         REWIND names the position to re-run from (never END_OF_STREAM)."""
         cont = n != EOS
-        bad = cont & ((n % self.cfg.slot_count != s) | (n >= self.payload.nblocks))
+        bad = self._outside_stream(s, n)
         bad |= cont & ~rewind & (kind == DATA_ROUND) & (n <= b)
         bad |= rewind & ~cont
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise p.ProtocolError(
-                f"{'REWIND' if rewind[i] else 'RESULT'} for slot {int(s[i])} names "
-                f"next_block={int(n[i])}, which is not the next block of its stream (this "
-                f"rank's next is {int(self.my_next[s[i]])}, {self.payload.nblocks} blocks, "
-                f"{self.cfg.slot_count} slots)"
-            )
+        self._refuse_next(s, n, bad, rewind)
 
     def _cover(
         self,
