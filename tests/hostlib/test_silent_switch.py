@@ -8,15 +8,12 @@ slots without loss). Also float32, a K whose SKIPs carry zeros, and a dead rank.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_sim import simulate
-from hostlib import Worker
 from hostlib.liveness import RankSilent
 from hostlib import protocol as p
 from hostlib.numerics import error_bound, make_payload, negotiated_exponent
@@ -24,6 +21,7 @@ from hostlib.timers import EngineParams
 from p4net.harness import SwitchSession, worker_address
 from hostlib_helpers import allow_silent
 from silent_patterns import cases, check_budget, nonzero_blocks, tensors
+from test_worker_block_sizes import run_job
 
 K = 64
 
@@ -143,31 +141,6 @@ def test_a_dead_rank_is_named(switch):
         assert isinstance(err, RankSilent) and err.ranks == [2]
 
 
-def _workers(switch, job, fn, **kw):
-    """Every rank's Worker on its own thread, on the wall clock (as an application runs
-    them); returns each rank's result, re-raising the first error."""
-    descriptors = switch.descriptors(job)
-    out: list[object] = [None] * len(descriptors)
-    errors: list[BaseException] = []
-
-    def body(r: int) -> None:
-        try:
-            port = job.workers[r].port
-            with Worker(descriptors[r], transport=switch.transport(port), **kw) as w:
-                out[r] = fn(w, r)
-        except BaseException as e:  # re-raised in the test's thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(descriptors))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    if errors:
-        raise errors[0]
-    return out
-
-
 @pytest.mark.parametrize("loss", [0.0])
 def test_workers_on_the_wall_clock(switch, loss):
     """Three Worker threads, three calls each of int32 tensors of three patterns: numpy's
@@ -192,7 +165,10 @@ def test_workers_on_the_wall_clock(switch, loss):
             return got
 
         # without loss a timer long enough that thread start-up skew resends nothing
-        out = _workers(switch, job, run, timeout=0.005 if loss else 5.0, deadline=30.0)
+        out, errors = run_job(switch, job, run, timeout=0.005 if loss else 5.0, deadline=30.0)
+        for e in errors:
+            if e is not None:
+                raise e
         for c, xs in enumerate(calls):
             want = np.sum([x.astype(np.int64) for x in xs], axis=0)
             for r in range(n):
