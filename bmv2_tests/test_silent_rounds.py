@@ -454,3 +454,63 @@ def test_a_late_first_announce_is_stale_once_a_round_has_run_in_version_1(switch
     results = job.results()
     check_all(results, MsgType.RESULT, 1, END, 0)
     assert np.array_equal(results[0].values, np.full(k, 2))
+
+
+def test_a_late_copy_answered_from_a_later_round_says_that_rounds_block(switch):
+    """Rank 0 sends DATA of block 0 and loses every result after it; rank 1 alone has
+    blocks 1 and 2, so their rounds run without rank 0 and the second reuses version 1.
+    Rank 0's copy of its DATA (version 1, block 0) then finds version 1 complete with the
+    round of block 2: the cached answer must say block 2 (it carries block 2's sum), or
+    rank 0 would take block 2's sum for block 0's and skip blocks 1 and 2 unnoticed."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 59, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.full(k, 1), next_block=END,
+             flags=Flag.CONTINUED)  # fmt: skip
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.full(k, 2), next_block=1,
+             flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, 1, 1)
+    for version, block, nxt in ((0, 1, 2), (1, 2, END)):
+        job.send(1, MsgType.DATA, version=version, block=block, values=np.full(k, 10 * block),
+                 next_block=nxt, flags=Flag.CONTINUED)  # fmt: skip
+        check_all(job.results(), MsgType.RESULT, block, nxt, version)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.full(k, 1), next_block=END,
+             flags=Flag.CONTINUED | Flag.RETRANSMIT)  # fmt: skip
+    res = job.result(0)
+    assert res is not None and res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (1, 2, END)
+    assert np.array_equal(res.values, np.full(k, 20))
+
+
+def test_a_data_copy_does_not_join_a_rewind_round_at_its_block(switch):
+    """A rewind round at position 0 runs in version 1, where rank 1 had sent DATA of block
+    0. A copy of that DATA names the round's version and block, but a rewind round takes
+    ANNOUNCEs only: the copy is stale, and the round waits for rank 1's ANNOUNCE (taken,
+    the copy would have set rank 1's bit and added its values to the round's cell)."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 60, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    for r, nb in {0: 2, 1: 4}.items():
+        job.send(r, MsgType.DATA, version=1, block=0, values=np.full(k, r + 1), next_block=nb,
+                 flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, 2, 1)
+    job.send(1, MsgType.REWIND, version=0, block=2, next_block=0, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # a request only: consumed
+    job.send(0, MsgType.DATA, version=0, block=2, values=np.full(k, 7), next_block=END,
+             flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.REWIND, 2, 0, 0)
+    stale = job.stats()["stale"]
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.full(k, 2), next_block=4,
+             flags=Flag.CONTINUED | Flag.RETRANSMIT)  # fmt: skip
+    job.assert_silent(0.3)
+    assert job.stats()["stale"] == stale + 1
+    job.send(0, MsgType.ANNOUNCE, version=1, block=0, next_block=0, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # the rewind round still waits for rank 1
+    job.send(1, MsgType.ANNOUNCE, version=1, block=0, next_block=0, flags=Flag.CONTINUED)
+    results = job.results()
+    check_all(results, MsgType.RESULT, 0, 0, 1)
+    assert all(res.fingerprint is not None and res.values is None for res in results.values())

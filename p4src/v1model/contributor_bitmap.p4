@@ -123,6 +123,20 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         INVALIDATE_VALUES
         hdr.fingerprint.setValid();
     }
+    /* A copy of a contribution (ANNOUNCE, DATA, closing SKIP or REWIND) whose version's
+     * half is complete gets that half's cached result. In silent rounds the half may hold
+     * a later round than the copy's: rounds that did not expect the sender ran in both
+     * versions while its copy was on the way. So the answer says which round it is, as a
+     * query's does: that round's block, and its layout (the fingerprint range of an
+     * announce or rewind round, else values). Labelled with the copy's block it would
+     * hand the sender another block's sum as its own. */
+    action serve_completed_round() {
+        hdr.p4r.block = (bit<32>)meta.winner_key[31:8];
+        bit<3> kind;
+        round_kind.read(kind, meta.slot_index);
+        announce_round = kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE];
+        hdr.fingerprint.setInvalid();
+    }
     /* A REWIND's position is taken unless it is a copy of the sender's closing
      * contribution (block END_OF_STREAM, its bit set); one that joins no round -- every
      * REWIND of another block, whatever the sender contributed -- is consumed. */
@@ -192,19 +206,21 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             update_version_1();
         }
         if (meta.round_mode == ROUND_MODE_SILENT) {
+            announce_round = 0;
             if (meta.query == 1) {
                 answer_query();
-                if (announce_round == 1) {
-                    serve_announce_round();
-                }
             } else if (hdr.p4r.msg_type == MSG_REWIND) {
                 take_rewind();
                 if (meta.rewind_only == 1) {
                     answer_rewind_request();
-                    if (announce_round == 1) {
-                        serve_announce_round();
-                    }
+                } else if (meta.duplicate == 1 && meta.round_done == 1) {
+                    serve_completed_round();
                 }
+            } else if (meta.duplicate == 1 && meta.round_done == 1) {
+                serve_completed_round();
+            }
+            if (announce_round == 1) {
+                serve_announce_round();
             }
             /* the rest of a silent packet's decisions, here so that an every-rank packet
              * passes one test of the round mode after the bitmap */

@@ -44,16 +44,24 @@ control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
                      ? 1w1 : 1w0;
         bit<1> request = (hdr.p4r.msg_type == MSG_REWIND
                           && hdr.p4r.block != END_OF_STREAM) ? 1w1 : 1w0;
-        /* a round of block END_OF_STREAM is a closing round unless the round before it
-         * was one (then it is the next call's announce round): only SKIPs and REWINDs
-         * join the first, only ANNOUNCEs the second */
+        /* A contribution joins only a round of its kind. The round before says which
+         * kind the packet's round is: a rewind round if its result applied a rewind;
+         * else, of block END_OF_STREAM, a closing round unless the round before was one
+         * (then it is the next call's announce round); else a data round. Only ANNOUNCEs
+         * join announce and rewind rounds, only DATA data rounds, only SKIPs and REWINDs
+         * closing rounds. A copy of another kind whose block is the round's -- a DATA
+         * resent into a rewind round at its own block, an ANNOUNCE into a data round at
+         * the rewind position -- would set its sender's bit and add to a round it is no
+         * part of. */
         bit<3> before;
         round_kind.read(before, meta.slot_index ^ 1);
         bit<1> closing = (meta.winner_key[31:8] == END_OF_STREAM[23:0]
                           && before[ROUND_KIND_CLOSING:ROUND_KIND_CLOSING] == 0) ? 1w1 : 1w0;
+        bit<1> announce_kind = (before[ROUND_KIND_REWOUND:ROUND_KIND_REWOUND] == 1
+                                || (meta.winner_key[31:8] == END_OF_STREAM[23:0]
+                                    && closing == 0)) ? 1w1 : 1w0;
         bit<1> announce = (hdr.p4r.msg_type == MSG_ANNOUNCE) ? 1w1 : 1w0;
-        bit<1> other_kind = (hdr.p4r.block == END_OF_STREAM && meta.first_round == 0
-                             && announce == closing) ? 1w1 : 1w0;
+        bit<1> other_kind = (meta.first_round == 0 && announce != announce_kind) ? 1w1 : 1w0;
         meta.in_round = (meta.in_round == 1 && meta.query == 0 && request == 0
                          && other_kind == 0
                          && (meta.expected & (32w1 << hdr.p4r.rank)) != 0) ? 1w1 : 1w0;
