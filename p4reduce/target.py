@@ -178,7 +178,7 @@ TARGETS: dict[str, Target] = {
         p4info=DEFAULT_P4INFO,
         device_config=DEFAULT_DEVICE_CONFIG,
         block_sizes=V1MODEL_BLOCK_SIZES,
-        round_modes=("every_rank", "silent"),
+        round_modes=("silent", "every_rank"),
     ),
     # HARVEST_PORT of p4src/tna/bridge.p4: pipe 0's recirculation port on each chip
     # (tests/controller_tests/test_target.py reads it there)
