@@ -207,19 +207,38 @@ def check(
     it holds at every magnitude; the relative form does not below 2^-129) -- plus rounding
     to the output dtype (half an ulp: relative eps/2 for normal results, half the smallest
     subnormal below)."""
+    return not wrong_blocks(result, inputs, dtype, block_values).size
+
+
+def wrong_blocks(
+    result: np.ndarray,
+    inputs: list[np.ndarray],
+    dtype: str,
+    block_values: int = protocol.BLOCK_VALUES,
+) -> np.ndarray:
+    """The blocks (of `block_values` values) where `result` fails `check`'s rule; all of
+    them when it has the wrong dtype or shape. Why: a rank whose sum is wrong is reported
+    with the blocks, which say which slot's stream (block mod slots) went wrong."""
     exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
-    if dtype == "int32":
-        return result.dtype == np.int32 and np.array_equal(result, exact.astype(np.int64))
     n, k = len(inputs), block_values
-    pad = (-len(exact)) % k
-    peak = np.max(
-        [np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, k).max(1) for x in inputs],
-        axis=0,
-    )
-    bound = np.repeat(numerics.sum_error_bound(peak, n), k)[: len(exact)]
-    info = np.finfo(dtype)
-    bound += np.abs(exact) * info.eps + float(info.smallest_subnormal)
-    return bool(np.all(np.abs(result.astype(np.float64) - exact) <= bound))
+    every = np.arange(-(-len(exact) // k))
+    if result.shape != exact.shape:
+        return every
+    if dtype == "int32":
+        if result.dtype != np.int32:
+            return every
+        bad = result.astype(np.int64) != exact.astype(np.int64)
+    else:
+        pad = (-len(exact)) % k
+        peak = np.max(
+            [np.abs(np.pad(x.astype(np.float64), (0, pad))).reshape(-1, k).max(1) for x in inputs],
+            axis=0,
+        )
+        bound = np.repeat(numerics.sum_error_bound(peak, n), k)[: len(exact)]
+        info = np.finfo(dtype)
+        bound += np.abs(exact) * info.eps + float(info.smallest_subnormal)
+        bad = ~(np.abs(result.astype(np.float64) - exact) <= bound)
+    return np.unique(np.flatnonzero(bad) // k)
 
 
 def _counters(intf: str) -> dict[str, int]:
@@ -471,9 +490,16 @@ class DemoNetwork:
             out.calls = report.get("calls", [])
             out.report = report
             if out.ok:
-                out.matched = check(
+                wrong = wrong_blocks(
                     np.load(f"{stem}.out.npy"), inputs, opts.dtype, job.block_values
                 )
+                out.matched = not wrong.size
+                if wrong.size:
+                    shown = ", ".join(str(b) for b in wrong[:8])
+                    out.error = (
+                        f"wrong sum in {wrong.size} block(s) of {job.block_values} values: "
+                        f"{shown}{' ...' if wrong.size > 8 else ''}"
+                    )
         else:
             out.error = "worker exited without a report"
         return out

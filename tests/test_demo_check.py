@@ -36,3 +36,5 @@ def test_wrong_sum_fails(scale):
     result = switch_sum(inputs)
     result[77] += 1e-6 * scale if scale > 1e-290 else 1e-40  # beyond the bound
     assert not p4net.demo.check(result, inputs, "float64")
+    # a rank's outcome names the wrong block (element 77 is in block 1 of 64 values)
+    assert p4net.demo.wrong_blocks(result, inputs, "float64").tolist() == [1]
