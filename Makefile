@@ -104,14 +104,16 @@ ifeq ($(QUICK),)
 	$(PY) bench/suite.py --headline --passes 2 --out docs/bench --docs --command 'make bench'
 	$(PY) bench/block_density.py --json docs/bench/block_density.json --markdown --command 'make bench'
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
-	$(PY) bench/loss_recovery.py
-	$(PY) bench/fairness.py
+	$(PY) bench/loss_recovery.py --markdown --json docs/bench/loss_recovery_softswitch.json --command 'make bench'
+	$(PY) bench/fairness.py --markdown --json docs/bench/fairness_softswitch.json --command 'make bench'
 	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown
 	$(PY) bench/round_cost.py --mininet --cases dense dense:0.344 independent:0.1 zipf shared:0.1 \
 	  --json docs/bench/round_cost.json --markdown
 	if command -v simple_switch_grpc >/dev/null; then \
-	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious && \
-	  $(PY) bench/fairness.py --target simple_switch_grpc; \
+	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious --markdown \
+	    --json docs/bench/loss_recovery_simple_switch_grpc.json --command 'make bench' && \
+	  $(PY) bench/fairness.py --target simple_switch_grpc --markdown \
+	    --json docs/bench/fairness_simple_switch_grpc.json --command 'make bench'; \
 	else echo "simple_switch_grpc not on PATH: loss and fairness benchmarks on softswitch only"; fi
 else
 	$(PY) bench/suite.py --quick --out build/bench --command 'make bench QUICK=1'

@@ -885,7 +885,8 @@ def goals_table(ix: Index, target: str, w: int, size: int) -> list[str]:
 
     def vs_gloo(p: str, d: float) -> tuple[float | None, str]:
         r = best(p, d)
-        return _fraction(gloo, r), f" at {values_text(r.case.block_values)}" if r else ""
+        v = _fraction(gloo, r)
+        return v, f" at {values_text(r.case.block_values)}" if r and v is not None else ""
 
     runs = [r for k, m, rs in headline_rows(ix, target, w, size) if m == mode for r in rs if r]
     over = [r.tx_packets - packet_bound(r) for r in runs]

@@ -576,3 +576,37 @@ def test_projection_counts_a_silent_calls_closing_rounds():
     assert [report.control_rounds(r) for r in runs] == [slots, 2 * slots]
     assert report.projected(runs[0]) == pytest.approx(report.projected(runs[1]))
     assert report.packet_bound(replace(runs[1], nonzero_blocks=100.0)) == 100 + 2 * slots
+
+
+@pytest.mark.root
+@pytest.mark.mininet
+def test_loss_recovery_and_fairness_publish_their_sections(tmp_path):
+    """Both scripts measure each configuration in both round modes on a tiny job and
+    write their JSON; report.publish puts each one's table between its target's markers
+    of docs/benchmarks.md (a copy here), and the table is what the JSON gives."""
+    import shutil
+
+    import fairness
+    import loss_recovery
+    import report
+
+    docs = tmp_path / "benchmarks.md"
+    shutil.copy(REPO / "docs" / "benchmarks.md", docs)
+    tiny = ["--workers", "2", "--size", "4096", "--dtypes", "float32", "--densities", "0.25"]
+    loss_args = [*tiny, "--losses", "0", "0.05", "--repeat", "1"]
+    loss_args += ["--slot-counts", "4", "--spurious-densities", "0.25"]
+    fair_args = ["--workers", "2", "--size", "4096", "--pairs", "2:8", "--repeat", "1"]
+    fair_args += ["--seconds", "0.5", "--rounds", "2"]
+    for script, args in ((loss_recovery, loss_args), (fairness, fair_args)):
+        out = tmp_path / f"{script.__name__}.json"
+        assert script.main([*args, "--json", str(out)]) == 0
+        data = json.loads(out.read_text())
+        rows = data.get("rows") or data["loss"] + data["spurious"]
+        assert {r["round_mode"] for r in rows} == {"silent", "every_rank"}, script.__name__
+        text = script.markdown(data)
+        assert all(f"| {m} |" in text for m in ("silent", "every_rank"))
+        report.publish(data, text, None, script.markers(data["target"]), docs=docs)
+        assert report.block_of(docs, *script.markers(data["target"])) == text
+    loss = json.loads((tmp_path / "loss_recovery.json").read_text())["loss"]
+    # each configuration against its own round mode's lossless median
+    assert [r["ratio"] for r in loss if r["loss"] == 0] == [1.0, 1.0]
