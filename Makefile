@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 P4C ?= p4c-bm2-ss
 DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
 
-.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-peers clean
+.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-example bench-peers clean
 
 install:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -106,6 +106,7 @@ ifeq ($(QUICK),)
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
 	$(PY) bench/loss_recovery.py --markdown --json docs/bench/loss_recovery_softswitch.json --command 'make bench'
 	$(PY) bench/fairness.py --markdown --json docs/bench/fairness_softswitch.json --command 'make bench'
+	$(MAKE) bench-example
 	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown
 	$(PY) bench/round_cost.py --mininet --cases dense dense:0.344 independent:0.1 zipf shared:0.1 \
 	  --json docs/bench/round_cost.json --markdown
@@ -118,6 +119,13 @@ ifeq ($(QUICK),)
 else
 	$(PY) bench/suite.py --quick --out build/bench --command 'make bench QUICK=1'
 endif
+
+# The click example as a benchmark (run by `make bench`): both backends through the same
+# hosts and switch, p4reduce in silent rounds; rewrites docs/pytorch.md's generated section
+# from docs/bench/clicks.json. Needs install-torch.
+bench-example:
+	$(PY) bench/clicks.py --steps 100 --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
+	  --json docs/bench/clicks.json --markdown --command 'make bench-example'
 
 # A public course-lab solution and p4reduce (packed and lanes) on the same simple_switch_grpc,
 # one table (docs/course-baseline.md). PEER: a checkout of the peer's repository (its code is
