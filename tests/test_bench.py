@@ -610,3 +610,19 @@ def test_loss_recovery_and_fairness_publish_their_sections(tmp_path):
     loss = json.loads((tmp_path / "loss_recovery.json").read_text())["loss"]
     # each configuration against its own round mode's lossless median
     assert [r["ratio"] for r in loss if r["loss"] == 0] == [1.0, 1.0]
+
+
+def test_pytorch_md_click_section_is_what_the_committed_run_gives():
+    """docs/pytorch.md's generated section is what docs/bench/clicks.json gives
+    (make bench-example rewrites both), and it states p4reduce's packets per step against
+    the rank's non-zero blocks + control and both backends' time per step."""
+    import clicks
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "clicks.json").read_text())
+    text = clicks.markdown(data)
+    assert report.block_of(clicks.DOCS, clicks.BEGIN, clicks.END) == text
+    p = data["backends"]["p4reduce"]
+    bound = p["nonzero_blocks_per_step_per_rank"] + p["control_packets_per_step_per_rank"]
+    assert p["packets_over_bound"] == pytest.approx(p["packets_per_step_per_rank"] / bound)
+    assert f"{p['packets_over_bound']:.3f}" in text and data["round_mode"] == "silent"
