@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -134,24 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="softswitch")
     ap.add_argument("--block-values", type=int, default=None)
     ap.add_argument("--round-mode", choices=("silent", "every_rank"), default="silent")
-    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
-    ap.add_argument("--from-json", type=Path, help="no run: the section from a JSON")
-    ap.add_argument("--markdown", action="store_true", help="rewrite docs/pytorch.md's section")
-    ap.add_argument("--command", default=None, help="the command to state in the docs")
+    report.publish_args(ap)
     args = ap.parse_args(argv)
-    if args.from_json:
-        data = json.loads(args.from_json.read_text())
-    else:
-        data = measure(args)
-        data["command"] = args.command or shlex.join(
-            ["python", "bench/clicks.py"] + list(argv if argv is not None else sys.argv[1:])
-        )
-    report.publish(
-        data,
-        markdown(data),
-        None if args.from_json else args.json,
-        (BEGIN, END) if args.markdown else None,
-        docs=DOCS,
+    data = report.run_and_publish(
+        args, argv, "bench/clicks.py", measure, markdown, lambda _: (BEGIN, END), docs=DOCS
     )
     return 0 if data.get("example_ok", True) else 1
 

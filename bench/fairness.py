@@ -29,15 +29,12 @@ mode is named, never the target's default).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import shlex
 import statistics
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
@@ -193,25 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=8.0, help="length of a run together")
     ap.add_argument("--rounds", type=int, default=16, help="least blocks per slot")
     ap.add_argument("--round-modes", nargs="+", choices=ROUND_MODES, default=list(ROUND_MODES))
-    ap.add_argument("--json", type=Path, help="also write the results here")
-    ap.add_argument("--from-json", type=Path, help="no runs: the table from a JSON")
-    ap.add_argument(
-        "--markdown", action="store_true", help="rewrite the target's docs/benchmarks.md section"
-    )
-    ap.add_argument("--command", default=None, help="the command to state in the docs")
+    report.publish_args(ap)
     args = ap.parse_args(argv)
-    if args.from_json:
-        data = json.loads(args.from_json.read_text())
-    else:
-        data = measure(args)
-        data["command"] = args.command or shlex.join(
-            ["python", "bench/fairness.py"] + list(argv if argv is not None else sys.argv[1:])
-        )
-    report.publish(
-        data,
-        markdown(data),
-        None if args.from_json else args.json,
-        markers(data["target"]) if args.markdown else None,
+    report.run_and_publish(
+        args, argv, "bench/fairness.py", measure, markdown, lambda data: markers(data["target"])
     )
     return 0
 

@@ -35,14 +35,11 @@ default: the mode is named, never the target's default).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shlex
 import statistics
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from p4reduce.target import default_slots
 
@@ -214,25 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-loss", action="store_true")
     ap.add_argument("--skip-spurious", action="store_true")
     ap.add_argument("--round-modes", nargs="+", choices=ROUND_MODES, default=list(ROUND_MODES))
-    ap.add_argument("--json", type=Path, help="also write the results here")
-    ap.add_argument("--from-json", type=Path, help="no runs: the tables from a JSON")
-    ap.add_argument(
-        "--markdown", action="store_true", help="rewrite the target's docs/benchmarks.md section"
-    )
-    ap.add_argument("--command", default=None, help="the command to state in the docs")
+    report.publish_args(ap)
     args = ap.parse_args(argv)
-    if args.from_json:
-        data = json.loads(args.from_json.read_text())
-    else:
-        data = measure(args)
-        data["command"] = args.command or shlex.join(
-            ["python", "bench/loss_recovery.py"] + list(argv if argv is not None else sys.argv[1:])
-        )
-    report.publish(
-        data,
-        markdown(data),
-        None if args.from_json else args.json,
-        markers(data["target"]) if args.markdown else None,
+    report.run_and_publish(
+        args,
+        argv,
+        "bench/loss_recovery.py",
+        measure,
+        markdown,
+        lambda data: markers(data["target"]),
     )
     return 0
 

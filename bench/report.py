@@ -8,11 +8,15 @@ measured counters, so the text stays right when the wire format changes.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
+import shlex
+import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -1025,6 +1029,40 @@ def publish(
     print(text)
     if block is not None:
         replace_block(docs, *block, text)
+
+
+def publish_args(ap: argparse.ArgumentParser) -> None:
+    """The options of a script whose results `run_and_publish` handles."""
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--from-json", type=Path, help="no runs: the tables from a JSON")
+    ap.add_argument(
+        "--markdown", action="store_true", help="rewrite its generated section of the docs"
+    )
+    ap.add_argument("--command", default=None, help="the command to state in the docs")
+
+
+def run_and_publish(
+    args: argparse.Namespace,
+    argv: list[str] | None,
+    script: str,
+    measure: Callable[[argparse.Namespace], dict],
+    markdown: Callable[[dict], str],
+    markers: Callable[[dict], tuple[str, str]],
+    docs: Path = REPO / "docs" / "benchmarks.md",
+) -> dict:
+    """A make-bench script's main after its own options (publish_args'): its results
+    measured (or read back with --from-json), the command that made them recorded, then
+    published: JSON, table, and with --markdown the section between `markers(data)`."""
+    if args.from_json:
+        data = json.loads(args.from_json.read_text())
+    else:
+        data = measure(args)
+        data["command"] = args.command or shlex.join(
+            ["python", script] + list(argv if argv is not None else sys.argv[1:])
+        )
+    block = markers(data) if args.markdown else None
+    publish(data, markdown(data), None if args.from_json else args.json, block, docs)
+    return data
 
 
 def replace_block(path: Path, begin: str, end: str, text: str) -> None:
