@@ -626,3 +626,23 @@ def test_pytorch_md_click_section_is_what_the_committed_run_gives():
     bound = p["nonzero_blocks_per_step_per_rank"] + p["control_packets_per_step_per_rank"]
     assert p["packets_over_bound"] == pytest.approx(p["packets_per_step_per_rank"] / bound)
     assert f"{p['packets_over_bound']:.3f}" in text and data["round_mode"] == "silent"
+
+
+def test_loss_and_fairness_sections_are_what_their_committed_runs_give():
+    """Each target's loss-recovery and fairness section of docs/benchmarks.md is what its
+    committed JSON gives (make bench rewrites both); a target not yet run has none."""
+    import fairness
+    import loss_recovery
+    import report
+
+    docs = REPO / "docs" / "benchmarks.md"
+    found = 0
+    for script, stem in ((loss_recovery, "loss_recovery"), (fairness, "fairness")):
+        for target in ("softswitch", "simple_switch_grpc"):
+            path = REPO / "docs" / "bench" / f"{stem}_{target}.json"
+            if not path.exists():
+                continue
+            found += 1
+            data = json.loads(path.read_text())
+            assert report.block_of(docs, *script.markers(target)) == script.markdown(data)
+    assert found
