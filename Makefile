@@ -90,8 +90,9 @@ example:
 	  $(if $(BLOCK_VALUES),--block-values $(BLOCK_VALUES)) $(EXAMPLE_ARGS)
 
 # p4reduce against gloo on the same Mininet hosts, density sweep, scaling, line-rate
-# projection: tables and plots; the headline cases at each block size (README's numbers)
-# and the block density of two gradients at each size. The full run rewrites the generated
+# projection: tables and plots; the headline cases at each block size and round mode
+# (README's numbers), the block density of two gradients at each size, loss recovery and
+# fairness (their sections of docs/benchmarks.md) and the click example (bench-example). The full run rewrites the generated
 # parts of docs/benchmarks.md and README.md and the images in docs/bench/; QUICK=1 (a few minutes) writes to
 # build/bench/ only. gloo needs `make install-torch`, plots `make install-bench`.
 QUICK ?=
