@@ -646,3 +646,34 @@ def test_loss_and_fairness_sections_are_what_their_committed_runs_give():
             data = json.loads(path.read_text())
             assert report.block_of(docs, *script.markers(target)) == script.markdown(data)
     assert found
+
+
+def test_goals_table_reads_each_goal_from_its_runs():
+    """The headline's goals: gloo ÷ p4reduce at the best block size, dense ÷ sparse at 64
+    values against its bound (0.8 / union density for Zipf), each met or not by the
+    measured value -- worked out here from made-up runs."""
+    import report
+    import suite
+
+    def run(system, pattern, density, k, seconds, **kw) -> suite.Result:
+        c = suite.Case("softswitch", system, 4, suite.M, pattern, density, 1, block_values=k)
+        mode = suite.SILENT if system == "p4reduce" else suite.EVERY_RANK
+        return suite.Result(replace(c, round_mode=mode), ok=True, seconds=seconds, **kw)
+
+    runs = [
+        run("gloo", "ring", 1.0, 64, 1.0),
+        run("p4reduce", "dense", 1.0, 64, 10.0, rounds=16_512, slots=64),
+        run("p4reduce", "dense", 1.0, 2048, 0.5, rounds=544, slots=16),
+        run("p4reduce", "shared", 0.1, 64, 1.0, rounds=1_766, slots=64),
+        run("p4reduce", "independent", 0.1, 64, 2.0, rounds=5_700, slots=64),
+        run("p4reduce", "zipf", 0.0, 64, 1.0, union_density=0.125, slots=64),
+    ]
+    text = "\n".join(report.goals_table(report.Index(runs), "softswitch", 4, suite.M))
+    assert "| dense, gloo ÷ p4reduce (best block size) | 2.00 at 2 048 values | 1.00 | yes |" in (
+        text
+    )
+    assert "| 10 % independent, dense ÷ sparse at 64 values | 5.00 | 7.00 | no |" in text
+    assert "| 10 % same blocks, dense ÷ sparse at 64 values | 10.00 | 9.00 | yes |" in text
+    assert "| Zipf, dense ÷ sparse at 64 values | 10.00 | 6.40 | yes |" in text
+    # time per round: independent 2.0 s / 5 700 against dense 10 s / 16 512
+    assert f"| {report.ratio((2.0 / 5_700) / (10.0 / 16_512))} | at most 1.00 | yes |" in text
