@@ -66,9 +66,6 @@ class RttEstimator:
         self.srtt: float | None = None
         self.rttvar = 0.0
         self.samples = 0
-        # the fastest round answered to a packet sent once (Pacer.answered; a job behind
-        # a leaf times its waits by it: Pacer.recent_timeout)
-        self.fastest: float | None = None
 
     def update(self, samples: np.ndarray) -> None:
         if not samples.size:
@@ -109,7 +106,7 @@ class Pacer:
         self.params, self.rtt, self.slots = params, rtt, slots
         # a rank of a job in the leaf role (docs/fabric.md, "Loss recovery across
         # levels"): every slot not held is resent once its wait exceeds the recent timer
-        # (`due`), timed by the fastest round (`recent_timeout`)
+        # (`due`), twice the smoothed clean round (`recent_timeout`)
         self.behind_leaf = behind_leaf
         n = slots.count
         self.sent_at = np.full(n, now, np.float64)  # first transmission of the round
@@ -216,13 +213,17 @@ class Pacer:
         not the timer alone: it is smoothed over rounds that queued behind a whole
         window, while a call's tail of a few slots runs at the switch's idle speed --
         there a lossy round waited one full timer (20x its own time) per attempt. Behind
-        a leaf: twice the fastest round answered to a packet sent once (below the cap), as
-        every round of a large two-level job waits for some repair and the latest
-        round, and the estimator, grow with the loss (5 % on every link: 12 s against 4.6
-        s for 64 ranks)."""
+        a leaf: twice the smoothed clean round (`RttEstimator.srtt`), not the latest
+        answered round: in a large two-level job nearly every round waits for some
+        repair, and the latest round grew the timer with the loss; a clean round is one
+        this rank did not resend, so with every waiting slot resent at this timer
+        (`due`) no round longer than it feeds the estimate. (Twice the fastest round
+        instead: 64 ranks in one process faster at 5 % loss, but on bmv2 a lossless job
+        of 8 ranks resent 4x its packets, its rounds' times spread by the switch's
+        queue.)"""
         base = self.rto()
-        if self.behind_leaf and self.rtt.fastest is not None:
-            return min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.fastest))
+        if self.behind_leaf and self.rtt.srtt is not None:
+            return min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.srtt))
         if self.answered_rtt <= 0:
             return base
         return min(base, max(self.params.timeout, 2 * self.answered_rtt))
@@ -339,9 +340,6 @@ class Pacer:
             latest = float(xmit[fresh].max())
             if latest >= self.answered_xmit:
                 self.answered_xmit, self.answered_rtt = latest, now - latest
-            fastest = float(now - latest)
-            if self.rtt.fastest is None or fastest < self.rtt.fastest:
-                self.rtt.fastest = fastest
         # The reordering allowance counts from when a slot was first overtaken, not from
         # its own transmission: a rank descheduled between two batches sends them far
         # apart, yet the rounds complete when the *last* rank's packets arrive, so the
