@@ -104,6 +104,7 @@ ifeq ($(QUICK),)
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
 	$(PY) bench/suite.py --headline --passes 2 --out docs/bench --docs --command 'make bench'
 	$(PY) bench/block_density.py --json docs/bench/block_density.json --markdown --command 'make bench'
+	$(PY) bench/fabric.py --mininet --json docs/bench/fabric.json --markdown --command 'make bench'
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
 	$(PY) bench/loss_recovery.py --markdown --json docs/bench/loss_recovery_softswitch.json --command 'make bench'
 	$(PY) bench/fairness.py --markdown --json docs/bench/fairness_softswitch.json --command 'make bench'
