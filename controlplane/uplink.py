@@ -39,8 +39,8 @@ def check_leaf_role(conn: SwitchConnection, job: Job) -> None:
     raise JobError(
         f"job {job.job}: the switch at {conn.grpc_addr} runs a {arch} build without the "
         f"leaf role (its P4Info has no uplink table), so it cannot be this job's leaf: "
-        f"load a build with the leaf role (docs/tofino.md, 'The leaf role on TNA': every "
-        f"build but Tofino 1's test build) or make this switch the job's only one"
+        f"load a build with the leaf role (the v1model program, or Tofino 2's: "
+        f"docs/tofino.md, 'The leaf role on TNA') or make this switch the job's only one"
     )
 
 

@@ -32,9 +32,9 @@ BUILDS = [(t, t, False) for t in TARGETS] + [(f"{t}-test", t, True) for t in TAR
 BUILD_IDS = [b[0] for b in BUILDS]
 # what the production build leaves out of the P4Info the controller relies on
 PRODUCTION_ONLY_DIFFERENCE = "tables.drop_simulator: no table named 'drop_simulator'"
-# the builds with the leaf role (p4src/tna/uplink.p4; P4REDUCE_LEAF_ROLE in bridge.p4: every
-# one-pass build), and what a build without it leaves out
-LEAF_ROLE_BUILDS = ("tofino", "tofino2", "tofino2-test")
+# the builds with the leaf role (p4src/tna/uplink.p4; P4REDUCE_LEAF_ROLE in bridge.p4: Tofino
+# 2's, docs/tofino.md "The leaf role on TNA"), and what a build without it leaves out
+LEAF_ROLE_BUILDS = ("tofino2", "tofino2-test")
 NO_LEAF_ROLE_DIFFERENCE = "tables.uplink: no table named 'uplink'"
 
 

@@ -134,15 +134,16 @@ const bit<9> HARVEST_PORT = 68;
     bit<32> seen; bit<32> bitmap_before; bit<32> complete_diff;                          \
     bit<32> winner_probe; bit<32> joining_bit; bit<3> lane_op; P4REDUCE_UPLINK_METADATA
 
-/* The leaf role (uplink.p4, docs/tofino.md "The leaf role on TNA"): built where
- * P4REDUCE_LEAF_ROLE is set. It stores the spine's RESULT in the first pass with the lane
- * pairs' overwrite step, which only the one-pass builds run there (a lane-pass build's
- * pairs run in the recirculated pass). */
+/* The leaf role (uplink.p4, docs/tofino.md "The leaf role on TNA"): built for Tofino 2,
+ * both builds. Tofino 1's production build with it needs 15 of 12 stages (the arithmetic:
+ * docs/tofino.md, "Fit"); its test build has no winner check, which the role reads, and
+ * stores the spine's RESULT with the pairs' overwrite step in the first pass, which a
+ * lane-pass build does not run there. */
 #ifndef P4REDUCE_LEAF_ROLE
-#if P4REDUCE_LANE_PASS
-#define P4REDUCE_LEAF_ROLE 0
-#else
+#if __TARGET_TOFINO__ == 2
 #define P4REDUCE_LEAF_ROLE 1
+#else
+#define P4REDUCE_LEAF_ROLE 0
 #endif
 #endif
 /* The uplink entry (the leaf's port towards the spine, the spine's addresses, the leaf's

@@ -86,30 +86,24 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         meta.epoch_verdict = epoch_step.execute(meta.pool_slot_16);
     }
 #if P4REDUCE_LEAF_ROLE
-    /* the spine's RESULT or STATUS (uplink.p4) leaves the slot epoch alone: it only reads
-     * its version's half of the bitmap (read_0, read_1), the round it answers */
+    /* the spine's RESULT or STATUS (uplink.p4) leaves the slot epoch alone, and its
+     * bitmap step only reads its version's half, the round it answers: the same step as a
+     * contribution's, whose bit the winner check leaves 0 for it (round_winner.p4), so
+     * that nothing changes (a register takes at most 4 RegisterActions: no read step) */
     action same_verdict() {
         meta.epoch_verdict = EPOCH_SAME;
     }
-    PAIR_ACTION(bit<16>, bitmap, version_0_read, LANE_PAIR_READ_LOW_BODY)
-    PAIR_ACTION(bit<16>, bitmap, version_1_read, LANE_PAIR_READ_BODY)
-    action read_0() {
-        meta.bitmap_before = version_0_read.execute(meta.pool_slot_16);
-    }
-    action read_1() {
-        meta.bitmap_before = version_1_read.execute(meta.pool_slot_16);
-    }
 #define DOWNLINK_KEY meta.downlink: exact @name("downlink");
 #define DOWNLINK(d) d,
-#define DOWNLINK_ACTIONS same_verdict; read_0; read_1;
+#define DOWNLINK_ACTIONS same_verdict;
 #define DOWNLINK_EPOCH_ENTRIES (1, 0): same_verdict(); (1, 1): same_verdict();
-#define DOWNLINK_BITMAP_ENTRIES (1, _, 0): read_0(); (1, _, 1): read_1();
+#define EPOCH_STEP_SIZE 4
 #else
+#define EPOCH_STEP_SIZE 2
 #define DOWNLINK_KEY
 #define DOWNLINK(d)
 #define DOWNLINK_ACTIONS
 #define DOWNLINK_EPOCH_ENTRIES
-#define DOWNLINK_BITMAP_ENTRIES
 #endif
     action take_continued_epoch() {
         meta.epoch_verdict = continued_epoch_step.execute(meta.pool_slot_16);
@@ -125,7 +119,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             (DOWNLINK(0) 0): take_epoch();
             (DOWNLINK(0) 1): take_continued_epoch();
         }
-        size = 4;
+        size = EPOCH_STEP_SIZE;
     }
     action step_0() {
         meta.bitmap_before = version_0_step.execute(meta.pool_slot_16);
@@ -142,18 +136,16 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     /* the step per version and epoch verdict: the slot held this epoch, or it is reset */
     BITMAP_STAGE
     table bitmap_step {
-        key = { DOWNLINK_KEY
-                meta.epoch_verdict: ternary @name("epoch_verdict");
+        key = { meta.epoch_verdict: ternary @name("epoch_verdict");
                 hdr.p4r.slot_version: exact @name("slot_version"); }
-        actions = { step_0; step_1; reset_0; reset_1; DOWNLINK_ACTIONS }
+        actions = { step_0; step_1; reset_0; reset_1; }
         const entries = {
-            DOWNLINK_BITMAP_ENTRIES
-            (DOWNLINK(0) EPOCH_SAME, 0): step_0();
-            (DOWNLINK(0) EPOCH_SAME, 1): step_1();
-            (DOWNLINK(0) _, 0): reset_0();
-            (DOWNLINK(0) _, 1): reset_1();
+            (EPOCH_SAME, 0): step_0();
+            (EPOCH_SAME, 1): step_1();
+            (_, 0): reset_0();
+            (_, 1): reset_1();
         }
-        size = 8;
+        size = 4;
     }
 
     /* The epoch and bitmap steps, then only what the tables after the bitmap key on

@@ -154,6 +154,19 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     action check_winner() {
         meta.joining_bit = winner_check.execute(meta.pool_slot_16);
     }
+#if P4REDUCE_LEAF_ROLE
+    /* the spine's RESULT or STATUS joins no round: its bitmap step only reads (uplink.p4) */
+    action join_none() {
+        meta.joining_bit = 0;
+    }
+#define JOIN_NONE_ACTION join_none;
+#define JOIN_NONE_ENTRIES (_, MSG_RESULT): join_none(); (_, MSG_STATUS): join_none();
+#define WINNER_CHECK_SIZE 4
+#else
+#define WINNER_CHECK_SIZE 2
+#define JOIN_NONE_ACTION
+#define JOIN_NONE_ENTRIES
+#endif
     action store_winner() {
         winner_store.execute(meta.pool_slot_16);
     }
@@ -163,21 +176,28 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     table winner_check_step {
         key = { hdr.p4r.flags[3:3]: ternary @name("continued");
                 hdr.p4r.msg_type: ternary @name("msg_type"); }
-        actions = { join_first_round; check_winner; NoAction; }
+        actions = { join_first_round; check_winner; JOIN_NONE_ACTION NoAction; }
         const entries = {
             (0, MSG_ANNOUNCE): join_first_round();
+            JOIN_NONE_ENTRIES
             (_, _): check_winner();
         }
         const default_action = NoAction();
-        size = 2;
+        size = WINNER_CHECK_SIZE;
     }
     WINNER_STAGE
     table winner_store_step {
+#if P4REDUCE_LEAF_ROLE
         key = { hdr.bridge.lane_op[2:2]: exact @name("read_out");
                 hdr.bridge.up: exact @name("up"); }
         actions = { store_winner; NoAction; }
         /* a leaf's partial stores none: the spine's RESULT will (uplink.p4) */
         const entries = { (1, 0): store_winner(); }
+#else
+        key = { hdr.bridge.lane_op[2:2]: exact @name("read_out"); }
+        actions = { store_winner; NoAction; }
+        const entries = { 1: store_winner(); }
+#endif
         const default_action = NoAction();
         size = 1;
     }
