@@ -83,7 +83,7 @@ def _silent_limit(target: Target) -> str:
     limit = target.silent_rank_limit
     if limit is None:
         return ""
-    fits = f"jobs of at most {limit} ranks" if limit else "no job"
+    fits = f"jobs of at most {limit} rank{'s' if limit > 1 else ''}" if limit else "no job"
     return (
         f"; silent rounds read one register per rank in every round's completing packet "
         f"and take an N-way minimum, which by the compiled build's stages and stateful "

@@ -615,7 +615,7 @@ def test_the_controller_refuses_silent_rounds_naming_the_builds_limit(target):
     assert targets.TARGETS[target].silent_rank_limit == limit
     with pytest.raises(JobError) as refused:
         resolve_round_mode(targets.TARGETS[target], 5, "silent")
-    said = f"at most {limit} ranks" if limit else "fits no job"
+    said = f"at most {limit} rank" if limit else "fits no job"
     assert said in str(refused.value) and "Silent rounds on TNA" in str(refused.value)
 
 
