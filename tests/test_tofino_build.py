@@ -628,3 +628,17 @@ def test_the_documented_silent_table_is_the_committed_builds():
     assert table in (REPO / "docs" / "tofino.md").read_text(), (
         "docs/tofino.md does not hold the silent-rounds table of the committed builds:\n" + table
     )
+
+
+@pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
+def test_the_leaf_role_adds_no_register(build, target, drop_simulator):
+    """docs/tofino.md, "The leaf role on TNA": the role reads whether a round holds the
+    spine's result from round_winner and the bitmap, so a build with it has the stateful
+    ALUs of one without: the lane pairs, the five protocol registers (four without the
+    winner check) and, in a test build, the drop simulator's sequence."""
+    names = set(_alu_stages(build))
+    protocol = {"slot_epoch", "bitmap", "next_key", "fingerprint_range", "round_winner"}
+    if build == LANE_PASS_BUILD:
+        protocol.discard("round_winner")
+    expected = protocol | ({"ingress_sequence"} if drop_simulator else set())
+    assert {n for n in names if not n.startswith("lanes_")} == expected, build
