@@ -20,6 +20,7 @@ from __future__ import annotations
 from p4reduce.addresses import WorkerAddress, ip_int, mac_int
 from p4reduce.wire import UDP_PORT_BASE
 from p4reduce.job import Job, JobError, Uplink
+from p4reduce.target import TARGETS
 
 from . import admission
 from .connection import SwitchConnection, table_entity
@@ -32,13 +33,14 @@ SWITCH_COUNTERS: tuple[str, ...] = ()
 
 def check_leaf_role(conn: SwitchConnection, job: Job) -> None:
     """JobError for a leaf's job on a switch whose program has no leaf role (no `uplink`
-    table in its P4Info), naming the program's architecture and the builds that have it."""
+    table in its P4Info), naming the target (from the P4Info's architecture) and the builds that have it."""
     if job.uplink is None or conn.p4.has_table("uplink"):
         return
     arch = conn.p4.proto.pkg_info.arch or "unknown"
+    target = next((t.name for t in TARGETS.values() if t.arch == arch), "unknown")
     raise JobError(
-        f"job {job.job}: the switch at {conn.grpc_addr} runs a {arch} build without the "
-        f"leaf role (its P4Info has no uplink table), so it cannot be this job's leaf: "
+        f"job {job.job}: the switch at {conn.grpc_addr} runs a {target} ({arch}) build "
+        f"without the leaf role (its P4Info has no uplink table), so it cannot be this job's leaf: "
         f"load a build with the leaf role (the v1model program, or Tofino 2's: "
         f"docs/tofino.md, 'The leaf role on TNA') or make this switch the job's only one"
     )

@@ -321,7 +321,7 @@ def test_a_leaf_job_is_refused_on_a_build_without_the_leaf_role(build):
         encoding="lanes",
         uplink=Uplink(port=9, mac="02:00:00:00:00:09", ip="10.0.9.1", rank=2),
     )
-    with pytest.raises(JobError, match="runs a tna build without the leaf role"):
+    with pytest.raises(JobError, match="runs a tofino \\(tna\\) build without the leaf role"):
         uplink.job_entries(conn, leaf)
     alone = Job(
         job=7, job_index=0, slot_base=0, slot_count=4, epoch=1, workers=[worker], encoding="lanes"
