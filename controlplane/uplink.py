@@ -33,7 +33,8 @@ SWITCH_COUNTERS: tuple[str, ...] = ()
 
 def check_leaf_role(conn: SwitchConnection, job: Job) -> None:
     """JobError for a leaf's job on a switch whose program has no leaf role (no `uplink`
-    table in its P4Info), naming the target (from the P4Info's architecture) and the builds that have it."""
+    table in its P4Info), naming the target (from the P4Info's architecture) and the
+    builds that have the role."""
     if job.uplink is None or conn.p4.has_table("uplink"):
         return
     arch = conn.p4.proto.pkg_info.arch or "unknown"
