@@ -78,6 +78,19 @@ def round_mode_named(name: object) -> p.RoundMode:
     return _named(p.RoundMode, "round mode", name)
 
 
+def _silent_limit(target: Target) -> str:
+    """Why a chip runs no silent rounds: the largest job they could fit there."""
+    limit = target.silent_rank_limit
+    if limit is None:
+        return ""
+    fits = f"jobs of at most {limit} rank{'s' if limit > 1 else ''}" if limit else "no job"
+    return (
+        f"; silent rounds read one register per rank in every round's completing packet "
+        f"and take an N-way minimum, which by the compiled build's stages and stateful "
+        f"ALUs fits {fits} on {target.name}: docs/tofino.md, 'Silent rounds on TNA'"
+    )
+
+
 def resolve_round_mode(target: Target, job: int, requested: str | None) -> str:
     """A new job's round mode on `target`: `requested`, or the target's default when None;
     JobError for a mode that does not exist or that the target's program does not run."""
@@ -86,7 +99,8 @@ def resolve_round_mode(target: Target, job: int, requested: str | None) -> str:
     if mode not in target.round_modes:
         raise JobError(
             f"job {job}: round mode {mode!r} is not available on a {target.name} switch "
-            f"(the {target.arch} program runs {', '.join(target.round_modes)}): create the "
+            f"(the {target.arch} program runs {', '.join(target.round_modes)}"
+            f"{_silent_limit(target) if mode == 'silent' else ''}): create the "
             f"job with round mode {' or '.join(repr(m) for m in target.round_modes)}"
         )
     return mode
