@@ -313,7 +313,9 @@ QUICK_RESULTS = Path(__file__).resolve().parent / "data" / "bench-results-quick.
 def _speed(gloo_seconds: float, seconds: float) -> str:
     """gloo's time ÷ a run's, as the README states it (computed here, not by report)."""
     x = gloo_seconds / seconds
-    return f"{x:.2f}× faster" if x >= 1 else f"{1 / x:.2f}× slower"
+    y = x if x >= 1 else 1 / x
+    n = f"{y:.2f}" if y < 100 else f"{y:.0f}"  # two decimals below 100×, none above
+    return f"{n}× faster" if x >= 1 else f"{n}× slower"
 
 
 def test_readme_numbers_are_the_results_they_come_from():
