@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 P4C ?= p4c-bm2-ss
 DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
 
-.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-peers clean
+.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-example bench-peers clean
 
 install:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -90,8 +90,9 @@ example:
 	  $(if $(BLOCK_VALUES),--block-values $(BLOCK_VALUES)) $(EXAMPLE_ARGS)
 
 # p4reduce against gloo on the same Mininet hosts, density sweep, scaling, line-rate
-# projection: tables and plots; the headline cases at each block size (README's numbers)
-# and the block density of two gradients at each size. The full run rewrites the generated
+# projection: tables and plots; the headline cases at each block size and round mode
+# (README's numbers), the block density of two gradients at each size, loss recovery and
+# fairness (their sections of docs/benchmarks.md) and the click example (bench-example). The full run rewrites the generated
 # parts of docs/benchmarks.md and README.md and the images in docs/bench/; QUICK=1 (a few minutes) writes to
 # build/bench/ only. gloo needs `make install-torch`, plots `make install-bench`.
 QUICK ?=
@@ -103,19 +104,30 @@ ifeq ($(QUICK),)
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
 	$(PY) bench/suite.py --headline --passes 2 --out docs/bench --docs --command 'make bench'
 	$(PY) bench/block_density.py --json docs/bench/block_density.json --markdown --command 'make bench'
+	$(PY) bench/fabric.py --mininet --json docs/bench/fabric.json --markdown --command 'make bench'
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
-	$(PY) bench/loss_recovery.py
-	$(PY) bench/fairness.py
+	$(PY) bench/loss_recovery.py --markdown --json docs/bench/loss_recovery_softswitch.json --command 'make bench'
+	$(PY) bench/fairness.py --markdown --json docs/bench/fairness_softswitch.json --command 'make bench'
+	$(MAKE) bench-example
 	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown
 	$(PY) bench/round_cost.py --mininet --cases dense dense:0.344 independent:0.1 zipf shared:0.1 \
 	  --json docs/bench/round_cost.json --markdown
 	if command -v simple_switch_grpc >/dev/null; then \
-	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious && \
-	  $(PY) bench/fairness.py --target simple_switch_grpc; \
+	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious --markdown \
+	    --json docs/bench/loss_recovery_simple_switch_grpc.json --command 'make bench' && \
+	  $(PY) bench/fairness.py --target simple_switch_grpc --markdown \
+	    --json docs/bench/fairness_simple_switch_grpc.json --command 'make bench'; \
 	else echo "simple_switch_grpc not on PATH: loss and fairness benchmarks on softswitch only"; fi
 else
 	$(PY) bench/suite.py --quick --out build/bench --command 'make bench QUICK=1'
 endif
+
+# The click example as a benchmark (run by `make bench`): both backends through the same
+# hosts and switch, p4reduce in silent rounds; rewrites docs/pytorch.md's generated section
+# from docs/bench/clicks.json. Needs install-torch.
+bench-example:
+	$(PY) bench/clicks.py --steps 100 --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
+	  --json docs/bench/clicks.json --markdown --command 'make bench-example'
 
 # A public course-lab solution and p4reduce (packed and lanes) on the same simple_switch_grpc,
 # one table (docs/course-baseline.md). PEER: a checkout of the peer's repository (its code is

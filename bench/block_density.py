@@ -99,7 +99,13 @@ def headline_times(headline: dict) -> dict:
 def markdown(data: dict) -> str:
     head = (
         f"Made by `{data['command']}` on {data['date']}; times from the headline run "
-        f"({data['headline_command']}, {data['headline_date']}). Block density: non-zero "
+        f"({data['headline_command']}, {data['headline_date']}"
+        + (
+            f", p4reduce in {report.mode_text(data['headline_round_mode'])}"
+            if "headline_round_mode" in data
+            else ""
+        )
+        + "). Block density: non-zero "
         "blocks ÷ blocks, mean over the ranks / in the union of the ranks."
     )
     targets = list(data["times"])
@@ -153,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             "times": headline_times(headline),
             "headline_command": f"`{headline['command']}`",
             "headline_date": headline["environment"]["date"],
+            "headline_round_mode": report.Index(report.results_of(headline)).mode,
         }
     report.publish(
         data,

@@ -8,18 +8,22 @@ measured counters, so the text stays right when the wire format changes.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
+import shlex
+import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from hostlib import protocol
-from p4reduce.job import announce_rounds
+from p4reduce.job import block_count, round_count
 from model import Network, allreduce_seconds, p4reduce_round_trips, ring_round_trips
-from suite import PATTERN_LABEL, Case, Result, human_size
+from suite import EVERY_RANK, PATTERN_LABEL, ROUND_MODES, SILENT, Case, Result, human_size
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -94,9 +98,14 @@ class Index:
     The suite's tables (sweeps, scaling, projection) are of 64-value blocks; the headline's
     compare block sizes."""
 
-    def __init__(self, results: list[Result]):
+    def __init__(self, results: list[Result], mode: str | None = None):
+        """`mode`: the round mode of the p4reduce rows get() returns when not told (None:
+        silent where the results have silent runs, else every-rank: a file from before
+        round modes)."""
         self.results = results
         self.by = {r.case.key: r for r in results}
+        modes = {r.case.round_mode for r in results if r.case.system == "p4reduce"}
+        self.mode = mode or (SILENT if SILENT in modes else EVERY_RANK)
 
     def get(
         self,
@@ -108,19 +117,32 @@ class Index:
         density=1.0,
         encoding="packed",
         block_values=protocol.BLOCK_VALUES,
+        round_mode=None,
     ) -> Result | None:
+        """One run; a p4reduce one in `round_mode` (None: the index's mode)."""
+        mode = EVERY_RANK if system == "gloo" else round_mode or self.mode
         return self.by.get(
-            (target, system, workers, size, pattern, density, encoding, block_values)
+            (target, system, workers, size, pattern, density, encoding, block_values, mode)
         )
 
-    def block_sizes(self, target, workers, size, pattern, density) -> dict[int, Result]:
-        """A packed p4reduce case's runs by values per block, smallest first."""
+    def modes(self) -> list[str]:
+        """The round modes the p4reduce runs used, in ROUND_MODES' order."""
+        used = {r.case.round_mode for r in self.results if r.case.system == "p4reduce"}
+        return [m for m in ROUND_MODES if m in used]
+
+    def block_sizes(
+        self, target, workers, size, pattern, density, round_mode=None
+    ) -> dict[int, Result]:
+        """A packed p4reduce case's runs in `round_mode` (None: the index's) by values per
+        block, smallest first."""
+        mode = round_mode or self.mode
         runs = {
             r.case.block_values: r
             for r in self.results
             if (r.case.target, r.case.system, r.case.workers, r.case.size)
             == (target, "p4reduce", workers, size)
             and (r.case.pattern, r.case.density, r.case.encoding) == (pattern, density, "packed")
+            and r.case.round_mode == mode
         }
         return dict(sorted(runs.items()))
 
@@ -149,6 +171,7 @@ class Index:
             and r.case.pattern == pattern
             and r.case.encoding == "packed"
             and r.case.block_values == protocol.BLOCK_VALUES
+            and r.case.round_mode == self.mode
         ]
         dense = self.get(target, "p4reduce", workers, size, "dense")
         if pattern in ("shared", "independent") and dense is not None:
@@ -156,7 +179,19 @@ class Index:
         return sorted(rows, key=lambda r: -r.case.density)
 
     def dense(self, r: Result) -> Result | None:
-        return self.get(r.case.target, "p4reduce", r.case.workers, r.case.size, "dense")
+        """The dense run beside `r`: same target, job size, block size and round mode."""
+        c = r.case
+        return self.get(
+            c.target,
+            "p4reduce",
+            c.workers,
+            c.size,
+            "dense",
+            1.0,
+            c.encoding,
+            c.block_values,
+            c.round_mode,
+        )
 
     def gloo(self, r: Result) -> Result | None:
         return self.get(r.case.target, "gloo", r.case.workers, r.case.size, "ring")
@@ -266,12 +301,30 @@ def compare_table(ix: Index, target: str) -> list[str]:
     return out if any_row else []
 
 
+def other_mode(ix: Index) -> str:
+    """The round mode shown beside the index's own."""
+    return EVERY_RANK if ix.mode == SILENT else SILENT
+
+
+def mode_text(mode: str) -> str:
+    return "silent rounds" if mode == SILENT else "every-rank rounds"
+
+
+def packets_cell(r: Result) -> str:
+    """A p4reduce run's packets per rank per call: the link's counter / the engine's."""
+    engine = count_text(engine_packets(r)) if r.sent_by_type else "–"
+    return f"{count_text(r.tx_packets)} / {engine}"
+
+
 def sweep_table(ix: Index, target: str, workers: int, size: int) -> list[str]:
+    other = other_mode(ix)
     out = [
         "| density | pattern | non-zero blocks, per worker / union | seconds | "
         "sent per worker | received per worker | rounds per worker | retransmissions | "
-        "dense ÷ this, time | dense ÷ this, bytes | gloo ÷ this, time |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "packets per rank, link / engine | non-zero blocks + 2 × slots | "
+        "dense ÷ this, time | dense ÷ this, bytes | gloo ÷ this, time | "
+        f"{mode_text(other)}: seconds |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     dense = ix.get(target, "p4reduce", workers, size, "dense")
     gloo = ix.get(target, "gloo", workers, size, "ring")
@@ -295,18 +348,21 @@ def sweep_table(ix: Index, target: str, workers: int, size: int) -> list[str]:
             else ("–", "–")
         )
         vs_g = ratio(gloo.seconds / r.seconds) if gloo else "–"
+        c = r.case
+        twin = ix.get(target, "p4reduce", workers, size, c.pattern, c.density, round_mode=other)
         out.append(
             f"| {d} | {PATTERN_LABEL[r.case.pattern]} | {pct(r.block_density)} / "
             f"{pct(r.union_density)} | {secs(r.seconds)} | {mb(r.tx_bytes)} | "
             f"{mb(r.rx_bytes)} | {r.rounds:,.0f} | {r.retransmissions:,.1f} | "
-            f"{vs_d[0]} | {vs_d[1]} | {vs_g} |"
+            f"{packets_cell(r)} | {count_text(packet_bound(r))} | "
+            f"{vs_d[0]} | {vs_d[1]} | {vs_g} | {secs(twin.seconds) if twin else '–'} |"
         )
     if gloo:
         out.append(
             f"| – | {gloo_name(gloo)} | 100 % | {secs(gloo.seconds)} | "
-            f"{mb(gloo.tx_bytes)} | {mb(gloo.rx_bytes)} | – | – | "
+            f"{mb(gloo.tx_bytes)} | {mb(gloo.rx_bytes)} | – | – | – | – | "
             f"{ratio(dense.seconds / gloo.seconds) if dense else '–'} | "
-            f"{ratio(dense.tx_bytes / gloo.tx_bytes) if dense else '–'} | 1.00 |"
+            f"{ratio(dense.tx_bytes / gloo.tx_bytes) if dense else '–'} | 1.00 | – |"
         )
     return out
 
@@ -341,6 +397,7 @@ def scaling_rows(ix: Index, target: str) -> dict[tuple[str, str], list[Result]]:
                 and r.case.pattern == pattern
                 and r.case.density == d
                 and r.case.block_values == protocol.BLOCK_VALUES
+                and r.case.round_mode in (EVERY_RANK if system == "gloo" else ix.mode,)
             ),
             key=lambda r: r.case.workers,
         )
@@ -386,11 +443,31 @@ def projected(r: Result, net: Network = PROJECTION) -> float:
     """The model's seconds for a measured run (p4reduce: its rounds spread over net.slots)."""
     if r.case.system == "gloo":
         return allreduce_seconds(r.tx_bytes, r.rx_bytes, ring_round_trips(r.case.workers), net)
-    blocks = math.ceil(r.case.size / r.case.block_values)
-    data_rounds = max(0.0, r.rounds - announce_rounds(blocks, r.slots))
+    data_rounds = max(0.0, r.rounds - control_rounds(r))
     return allreduce_seconds(
         r.tx_bytes, r.rx_bytes, p4reduce_round_trips(data_rounds, net.slots), net
     )
+
+
+def control_rounds(r: Result) -> int:
+    """The rounds of a p4reduce call that carry no block: one announce round per active
+    slot, and in silent rounds one closing round per active slot too
+    (p4reduce.job.round_count with no non-zero block)."""
+    blocks = block_count(r.case.size, False, r.case.block_values)
+    return round_count(0, blocks, r.slots, r.case.round_mode)
+
+
+def engine_packets(r: Result) -> float:
+    """Packets a rank's engine sent per call, all message types (its sent_counts)."""
+    return float(sum(r.sent_by_type.values()))
+
+
+def packet_bound(r: Result) -> float:
+    """What a silent call may send per rank (docs/protocol.md): its non-zero blocks plus
+    an announce and a closing packet per slot."""
+    blocks = block_count(r.case.size, False, r.case.block_values)
+    nonzero = r.nonzero_blocks or r.block_density * blocks
+    return nonzero + 2 * r.slots
 
 
 def projection_table(ix: Index, target: str, workers: int, size: int) -> list[str]:
@@ -512,6 +589,12 @@ def markdown(data: dict, images: dict[str, str]) -> str:
         + ", each timed at its slowest rank; bytes and packets are the host links' kernel "
         "counters around the timed allreduces, per worker and per allreduce",
         gloo_mtu_line(ix, (env.get("wire") or wire_format())["data_frame"]),
+        f"* p4reduce's rows: jobs of {mode_text(ix.mode)}"
+        + (
+            f"; the density sweeps show the same cases in {mode_text(other_mode(ix))} beside"
+            if len(ix.modes()) > 1
+            else ""
+        ),
     ]
     for s in data["skipped"]:
         L.append(f"* not measured: {s}")
@@ -601,6 +684,11 @@ def mtu_text(mtu: int | str) -> str:
     return f"{int(mtu):,}".replace(",", " ")
 
 
+def count_text(n: float) -> str:
+    """A count rounded to a whole number, thousands apart by a space (as the docs write)."""
+    return f"{n:,.0f}".replace(",", " ")
+
+
 def gloo_speed(r: Result, gloo: Result | None) -> str:
     """A run's time and how many times gloo's time it is faster (or slower); gloo's own:
     its MTU and the other MTUs' times."""
@@ -643,11 +731,16 @@ def run_head(data: dict) -> str:
     )
 
 
+def mode_columns(ix: Index, targets: list[str]) -> list[tuple[str, str]]:
+    """(target, round mode) of every column of the headline's tables."""
+    return [(t, m) for t in targets for m in ix.modes()]
+
+
 def readme_block(data: dict) -> str:
-    """README's numbers: per target, the headline cases' seconds against gloo's (at its
-    faster MTU) on the same hosts and switch -- p4reduce at 64 values per block and, where
-    the run measured wider blocks, at its best block size (the fastest, named) -- and the
-    bytes each sends, with where they come from. Everything is read from the results."""
+    """README's numbers: per target and round mode, the headline cases' seconds against
+    gloo's (at its fastest MTU) on the same hosts and switch -- p4reduce at 64 values per
+    block and, where the run measured wider blocks, at its best block size (the fastest,
+    named) -- with where they come from. Everything is read from the results."""
     ix = Index(results_of(data))
     group = headline_group(ix)
     head = run_head(data) + " Every table, plot and the line-rate projection: docs/benchmarks.md."
@@ -655,61 +748,221 @@ def readme_block(data: dict) -> str:
         return head + "\n\nNo density sweep with gloo beside it in these results."
     w, size = group
     targets = [t for t in ix.targets() if ix.get(t, "gloo", w, size, "ring")]
+    cols = mode_columns(ix, targets)
+    gloo = {t: ix.get(t, "gloo", w, size, "ring") for t in targets}
     L = [
         head,
         "",
         f"{w} workers, {human_size(size)} float32 values, both systems through the same "
-        "Mininet hosts and P4 switch; seconds per allreduce (gloo's time ÷ this):",
+        "Mininet hosts and P4 switch; seconds per allreduce (gloo's time ÷ this), p4reduce "
+        "in each round mode (silent: a rank sends only for its own non-zero blocks; "
+        "every-rank: every rank sends in every round):",
         "",
-        "| | " + " | ".join(targets) + " | sent per worker ÷ tensor |",
-        "|---|" + "---:|" * (len(targets) + 1),
+        "| | " + " | ".join(f"{t}, {mode_text(m)}" for t, m in cols) + " |",
+        "|---|" + "---:|" * len(cols),
+        f"| {HEADLINE[0][3]} | " + " | ".join(gloo_speed(gloo[t], None) for t, _ in cols) + " |",
     ]
-    for system, pattern, density, label in HEADLINE:
-        runs = [ix.get(t, system, w, size, pattern, density) for t in targets]
+    for _, pattern, density, label in HEADLINE[1:]:
+        runs = [ix.get(t, "p4reduce", w, size, pattern, density, round_mode=m) for t, m in cols]
         if all(r is None for r in runs):
             continue
-        cells = [
-            gloo_speed(r, ix.get(t, "gloo", w, size, "ring")) if r else "–"
-            for t, r in zip(targets, runs)
-        ]
         first = next(r for r in runs if r is not None)
         if pattern == "zipf":
             label += f" ({pct(first.block_density)} per rank, {pct(first.union_density)} union)"
-        wide = system == "p4reduce" and any(
-            best_block(ix.block_sizes(t, w, size, pattern, density)) for t in targets
+        cells = [gloo_speed(r, gloo[t]) if r else "–" for (t, _), r in zip(cols, runs)]
+        L.append(
+            f"| {label}, {values_text(protocol.BLOCK_VALUES)} per block | "
+            + " | ".join(cells)
+            + " |"
         )
-        if wide:
-            label += f", {values_text(protocol.BLOCK_VALUES)} per block"
-        sent = f"{first.tx_bytes / (4 * size):.2f}"
-        L.append(f"| {label} | " + " | ".join(cells) + f" | {sent} |")
-        if wide:
-            best = [best_block(ix.block_sizes(t, w, size, pattern, density)) for t in targets]
-            cells = [
-                f"{gloo_speed(r, ix.get(t, 'gloo', w, size, 'ring'))} at "
-                f"{values_text(r.case.block_values)}"
-                + (
-                    f" ({pct(r.block_density)} per rank, {pct(r.union_density)} union)"
-                    if pattern == "zipf"
-                    else ""
-                )
-                if r
-                else "–"
-                for t, r in zip(targets, best)
-            ]
-            b = next(r for r in best if r is not None)
-            name = PATTERN_NAME.get(pattern, label.rsplit(", ", 1)[0])
-            L.append(
-                f"| {name}, at its best block size | "
-                + " | ".join(cells)
-                + f" | {b.tx_bytes / (4 * size):.2f} |"
+        best = [best_block(ix.block_sizes(t, w, size, pattern, density, m)) for t, m in cols]
+        if all(r is None for r in best):
+            continue
+        cells = [
+            f"{gloo_speed(r, gloo[t])} at {values_text(r.case.block_values)}"
+            + (
+                f" ({pct(r.block_density)} per rank, {pct(r.union_density)} union)"
+                if pattern == "zipf"
+                else ""
             )
+            if r
+            else "–"
+            for (t, _), r in zip(cols, best)
+        ]
+        name = PATTERN_NAME.get(pattern, label)
+        L.append(f"| {name}, at its best block size | " + " | ".join(cells) + " |")
     return "\n".join(L)
+
+
+HEADLINE_CASES = (("dense", 1.0), ("shared", 0.1), ("independent", 0.1), ("zipf", 0.0))
+
+
+def _fraction(a: Result | None, b: Result | None) -> float | None:
+    """a's seconds ÷ b's (None when either is missing)."""
+    return a.seconds / b.seconds if a and b else None
+
+
+def _per_round(r: Result | None) -> float | None:
+    return r.seconds / r.rounds if r and r.rounds else None
+
+
+def _x(v: float | None) -> str:
+    return ratio(v) if v is not None else "–"
+
+
+def packets_bound_cell(r: Result | None) -> str:
+    """Packets per rank per call, the link's counter / the engine's, and the bound."""
+    if r is None:
+        return "–"
+    return f"{packets_cell(r)} (≤ {count_text(packet_bound(r))})"
+
+
+def headline_seconds_table(ix: Index, target: str, w: int, size: int) -> list[str]:
+    """Per block size and round mode: each case's seconds against gloo's."""
+    gloo = ix.get(target, "gloo", w, size, "ring")
+    L = [
+        "| values per block | round mode | links' MTU | job's slots | dense | "
+        "10 % same blocks | 10 % independent | Zipf rows | Zipf blocks non-zero, per rank / "
+        "union |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for k, mode, runs in headline_rows(ix, target, w, size):
+        cells = [gloo_speed(r, gloo) if r else "–" for r in runs]
+        mtu = next((r.mtu for r in runs if r and r.mtu), 0)
+        slots = next((r.slots for r in runs if r and r.slots), 0)
+        zipf = runs[3]
+        zd = f"{pct(zipf.block_density)} / {pct(zipf.union_density)}" if zipf else "–"
+        L.append(
+            f"| {mtu_text(k)} | {mode_text(mode)} | {mtu_text(mtu) if mtu else '–'} | "
+            f"{slots or '–'} | " + " | ".join(cells) + f" | {zd} |"
+        )
+    return L
+
+
+def headline_rows(ix: Index, target: str, w: int, size: int):
+    """(values per block, round mode, [dense, same, independent, Zipf runs]) of a target."""
+    by = {
+        (p, d, m): ix.block_sizes(target, w, size, p, d, m)
+        for p, d in HEADLINE_CASES
+        for m in ix.modes()
+    }
+    sizes = sorted({k for runs in by.values() for k in runs})
+    for k in sizes:
+        for m in ix.modes():
+            yield k, m, [by[(p, d, m)].get(k) for p, d in HEADLINE_CASES]
+
+
+def headline_packets_table(ix: Index, target: str, w: int, size: int) -> list[str]:
+    """Per block size and round mode: each case's packets per rank per call against its
+    non-zero blocks + 2 × slots, and the sparse cases' speed over dense beside what the
+    density allows."""
+    L = [
+        "| values per block | round mode | packets per rank per call, link / engine "
+        "(≤ non-zero blocks + 2 × slots): dense | 10 % same | 10 % independent | Zipf | "
+        "dense ÷ 10 % same (1 / density: 10) | dense ÷ 10 % independent | "
+        "dense ÷ Zipf (0.8 / union density) | independent ÷ dense, time per round |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for k, mode, (dense, same, indep, zipf) in headline_rows(ix, target, w, size):
+        limit = f" ({ratio(0.8 / zipf.union_density)})" if zipf and zipf.union_density else ""
+        per_round = _per_round(indep), _per_round(dense)
+        L.append(
+            f"| {mtu_text(k)} | {mode_text(mode)} | "
+            + " | ".join(packets_bound_cell(r) for r in (dense, same, indep, zipf))
+            + f" | {_x(_fraction(dense, same))} | {_x(_fraction(dense, indep))} | "
+            f"{_x(_fraction(dense, zipf))}{limit} | "
+            f"{_x(per_round[0] / per_round[1] if all(per_round) else None)} |"
+        )
+    return L
+
+
+def goals_table(ix: Index, target: str, w: int, size: int) -> list[str]:
+    """The goals the headline is held to, each with its measured value (silent rounds)."""
+    gloo = ix.get(target, "gloo", w, size, "ring")
+    mode = SILENT if SILENT in ix.modes() else ix.mode
+
+    def at64(p: str, d: float) -> Result | None:
+        return ix.get(target, "p4reduce", w, size, p, d, round_mode=mode)
+
+    def best(p: str, d: float) -> Result | None:
+        return best_block(ix.block_sizes(target, w, size, p, d, mode)) or at64(p, d)
+
+    def vs_gloo(p: str, d: float) -> tuple[float | None, str]:
+        r = best(p, d)
+        v = _fraction(gloo, r)
+        return v, f" at {values_text(r.case.block_values)}" if r and v is not None else ""
+
+    runs = [r for k, m, rs in headline_rows(ix, target, w, size) if m == mode for r in rs if r]
+    over = [r.tx_packets - packet_bound(r) for r in runs]
+    rounds = [
+        (_per_round(rs[2]), _per_round(rs[0]))
+        for k, m, rs in headline_rows(ix, target, w, size)
+        if m == mode
+    ]
+    per_round = [a / b for a, b in rounds if a and b]
+    shared = [
+        _fraction(rs[0], rs[1]) * 0.1
+        for k, m, rs in headline_rows(ix, target, w, size)
+        if m == mode and rs[0] and rs[1]
+    ]
+    dense64, zipf64 = at64("dense", 1.0), at64("zipf", 0.0)
+    rows = [
+        ("dense, gloo ÷ p4reduce (best block size)", *vs_gloo("dense", 1.0), 1.0),
+        ("10 % same blocks, gloo ÷ p4reduce (best block size)", *vs_gloo("shared", 0.1), 8.0),
+        ("Zipf, gloo ÷ p4reduce (best block size)", *vs_gloo("zipf", 0.0), 3.0),
+        (
+            "10 % independent, dense ÷ sparse at 64 values",
+            _fraction(dense64, at64("independent", 0.1)),
+            "",
+            7.0,
+        ),
+        (
+            "10 % same blocks, dense ÷ sparse at 64 values",
+            _fraction(dense64, at64("shared", 0.1)),
+            "",
+            9.0,
+        ),
+        (
+            "Zipf, dense ÷ sparse at 64 values",
+            _fraction(dense64, zipf64),
+            "",
+            0.8 / zipf64.union_density if zipf64 and zipf64.union_density else None,
+        ),
+    ]
+    L = [
+        f"Goals, {mode_text(mode)}:",
+        "",
+        "| goal | measured | at least | met |",
+        "|---|---:|---:|---|",
+    ]
+    for name, v, where, least in rows:
+        met = "–" if v is None or least is None else "yes" if v >= least else "no"
+        L.append(f"| {name} | {_x(v)}{where} | {_x(least)} | {met} |")
+    if per_round:
+        worst = max(per_round)
+        L.append(
+            f"| 10 % independent ÷ dense, time per round (every block size, largest) | "
+            f"{ratio(worst)} | at most 1.00 | {'yes' if worst <= 1 else 'no'} |"
+        )
+    if shared:
+        off = max(abs(x - 1) for x in shared)
+        L.append(
+            f"| 10 % same blocks, dense ÷ sparse against 1 / density (every block size, "
+            f"largest deviation) | {pct(off)} | at most 10 % | {'yes' if off <= 0.1 else 'no'} |"
+        )
+    if over:
+        L.append(
+            f"| packets per rank (link) − (non-zero blocks + 2 × slots), every case, largest |"
+            f" {count_text(max(over))} | a constant | – |"
+        )
+    return L
 
 
 def blocks_markdown(data: dict) -> str:
     """docs/benchmarks.md's block-size section: per target, each headline case's seconds at
-    every block size the run measured, against gloo's; the Zipf gradient's block density
-    at each size; and the sparse/dense ratio beside 1 / density."""
+    every block size and round mode the run measured, against gloo's; its packets per rank
+    against non-zero blocks + 2 × slots; the sparse/dense ratios beside what the density
+    allows; and the goals with their measured values."""
     ix = Index(results_of(data))
     groups = {(r.case.workers, r.case.size) for r in ix.results if r.case.system == "p4reduce"}
     group = min(groups, key=lambda g: (g[0], -g[1])) if groups else None
@@ -718,14 +971,9 @@ def blocks_markdown(data: dict) -> str:
         return L[0] + "\n\nNo headline cases in these results."
     w, size = group
     for target in ix.targets():
-        gloo = ix.get(target, "gloo", w, size, "ring")
-        by_case = {
-            (p, d): ix.block_sizes(target, w, size, p, d)
-            for p, d in (("dense", 1.0), ("shared", 0.1), ("independent", 0.1), ("zipf", 0.0))
-        }
-        sizes = sorted({k for runs in by_case.values() for k in runs})
-        if not sizes:
+        if not list(headline_rows(ix, target, w, size)):
             continue
+        gloo = ix.get(target, "gloo", w, size, "ring")
         L += [
             "",
             f"#### {target}, {w} workers, {human_size(size)} float32 values",
@@ -734,24 +982,15 @@ def blocks_markdown(data: dict) -> str:
             + (gloo_speed(gloo, None) if gloo else "not measured")
             + ".",
             "",
-            "| values per block | links' MTU | job's slots | dense | 10 % same blocks | "
-            "10 % independent | Zipf rows | Zipf blocks non-zero, per rank / union | "
-            "dense ÷ 10 % same (1 / density: 10) |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            *headline_seconds_table(ix, target, w, size),
+            "",
+            "Packets per rank per call (the rank's link counter / its engine's sent_counts) "
+            "and sparse against dense:",
+            "",
+            *headline_packets_table(ix, target, w, size),
+            "",
+            *goals_table(ix, target, w, size),
         ]
-        for k in sizes:
-            runs = [by_case[c].get(k) for c in by_case]
-            cells = [gloo_speed(r, gloo) if r else "–" for r in runs]
-            mtu = next((r.mtu for r in runs if r and r.mtu), 0)
-            slots = next((r.slots for r in runs if r and r.slots), 0)
-            zipf, dense, shared = runs[3], runs[0], runs[1]
-            zd = f"{pct(zipf.block_density)} / {pct(zipf.union_density)}" if zipf else "–"
-            sd = ratio(dense.seconds / shared.seconds) if dense and shared else "–"
-            L.append(
-                f"| {mtu_text(k)} | {mtu_text(mtu) if mtu else '–'} | {slots or '–'} | "
-                + " | ".join(cells)
-                + f" | {zd} | {sd} |"
-            )
     return "\n".join(L)
 
 
@@ -790,6 +1029,40 @@ def publish(
     print(text)
     if block is not None:
         replace_block(docs, *block, text)
+
+
+def publish_args(ap: argparse.ArgumentParser) -> None:
+    """The options of a script whose results `run_and_publish` handles."""
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--from-json", type=Path, help="no runs: the tables from a JSON")
+    ap.add_argument(
+        "--markdown", action="store_true", help="rewrite its generated section of the docs"
+    )
+    ap.add_argument("--command", default=None, help="the command to state in the docs")
+
+
+def run_and_publish(
+    args: argparse.Namespace,
+    argv: list[str] | None,
+    script: str,
+    measure: Callable[[argparse.Namespace], dict],
+    markdown: Callable[[dict], str],
+    markers: Callable[[dict], tuple[str, str]],
+    docs: Path = REPO / "docs" / "benchmarks.md",
+) -> dict:
+    """A make-bench script's main after its own options (publish_args'): its results
+    measured (or read back with --from-json), the command that made them recorded, then
+    published: JSON, table, and with --markdown the section between `markers(data)`."""
+    if args.from_json:
+        data = json.loads(args.from_json.read_text())
+    else:
+        data = measure(args)
+        data["command"] = args.command or shlex.join(
+            ["python", script] + list(argv if argv is not None else sys.argv[1:])
+        )
+    block = markers(data) if args.markdown else None
+    publish(data, markdown(data), None if args.from_json else args.json, block, docs)
+    return data
 
 
 def replace_block(path: Path, begin: str, end: str, text: str) -> None:

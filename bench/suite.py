@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +70,9 @@ HEADLINE_PATTERNS = (("dense", 1.0), ("shared", 0.1), ("independent", 0.1), ("zi
 # imported: p4net loads Debian's mininet, which reading results does not need) and the MTU
 # the widest headline block needs, so gloo has every link setting p4reduce has
 GLOO_MTUS = (1500, 9000, protocol.mtu_needed(max(HEADLINE_BLOCK_VALUES)))
+# the round modes every p4reduce case is measured in (both run on the v1model targets)
+EVERY_RANK, SILENT = "every_rank", "silent"
+ROUND_MODES = (SILENT, EVERY_RANK)
 PATTERN_LABEL = {
     "dense": "dense",
     "shared": "same blocks on every worker",
@@ -94,6 +97,9 @@ class Case:
     # p4reduce: the job's values per block (= per DATA frame); gloo: the block size its
     # inputs' sparsity is drawn at (a ring case is dense: always the default)
     block_values: int = protocol.BLOCK_VALUES
+    # p4reduce: the job's round mode, always given (never the target's default, which may
+    # change): every_rank, or silent (a rank sends only for its own non-zero blocks)
+    round_mode: str = EVERY_RANK
 
     @property
     def key(self) -> tuple:
@@ -106,15 +112,17 @@ class Case:
             self.density,
             self.encoding,
             self.block_values,
+            self.round_mode,
         )
 
     def label(self) -> str:
         d = "" if self.pattern in ("dense", "ring", "zipf") else f" {self.density:g}"
         e = " lanes" if self.system == "p4reduce" and self.encoding == "lanes" else ""
         k = "" if self.block_values == protocol.BLOCK_VALUES else f" K{self.block_values}"
+        m = " silent" if self.round_mode == SILENT else ""
         return (
             f"{self.target} {self.system} {self.workers}w {human_size(self.size)} "
-            f"{self.pattern}{d}{e}{k}"
+            f"{self.pattern}{d}{e}{k}{m}"
         )
 
 
@@ -151,6 +159,11 @@ class Result:
     # with --passes: each pass's best seconds, in pass order (the result is the fastest
     # pass's; empty: one pass)
     passes: list = field(default_factory=list)
+    # p4reduce, per rank per timed call (mean over ranks): the packets the engine sent by
+    # message type (EngineStats.sent_counts: ANNOUNCE, DATA, SKIP, REWIND) and the rank's
+    # non-zero blocks (the bound on a silent call's packets is these + 2 x slots)
+    sent_by_type: dict = field(default_factory=dict)
+    nonzero_blocks: float = 0.0
 
 
 def human_size(n: int) -> str:
@@ -168,7 +181,9 @@ def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case],
     def add(c: Case) -> None:
         if c.system == "gloo" and not have_torch:
             return
-        cases.setdefault(c.key, c)
+        for mode in ROUND_MODES if c.system == "p4reduce" else (EVERY_RANK,):
+            m = replace(c, round_mode=mode)
+            cases.setdefault(m.key, m)
 
     for target in targets:
         bmv2 = target != "softswitch"
@@ -230,8 +245,8 @@ def plan(targets: list[str], quick: bool, have_torch: bool) -> tuple[list[Case],
 def headline_plan(targets: list[str], have_torch: bool) -> list[Case]:
     """The README's cases (--headline): 4 workers, 1 M float32, per target gloo's ring and
     p4reduce dense, 10 % shared, 10 % independent and the Zipf embedding gradient at each
-    of HEADLINE_BLOCK_VALUES, all on one network per target (one run: their ratios are
-    comparable)."""
+    of HEADLINE_BLOCK_VALUES in each of ROUND_MODES, all on one network per target (one
+    run: their ratios are comparable)."""
     cases = []
     for target in targets:
         if have_torch:
@@ -239,7 +254,9 @@ def headline_plan(targets: list[str], have_torch: bool) -> list[Case]:
         for k in HEADLINE_BLOCK_VALUES:
             for pattern, d in HEADLINE_PATTERNS:
                 n = repeats(M, target, d if pattern != "zipf" else 0.25)
-                cases.append(Case(target, "p4reduce", 4, M, pattern, d, n, block_values=k))
+                for mode in ROUND_MODES:
+                    c = Case(target, "p4reduce", 4, M, pattern, d, n, block_values=k)
+                    cases.append(replace(c, round_mode=mode))
     return cases
 
 
@@ -270,7 +287,7 @@ def estimate(c: Case) -> float:
         "zipf": 0.25,
         "independent": 1 - (1 - c.density) ** c.workers,
     }[c.pattern]
-    packets = round_count(d * blocks, blocks, default_slots(c.target)) * c.workers
+    packets = round_count(d * blocks, blocks, default_slots(c.target), c.round_mode) * c.workers
     per_packet = 1 + c.block_values / 512  # a wide frame costs the switch more per packet
     return 0.5 + 0.1 * c.workers + c.repeat * packets * per_packet / (1500 if bmv2 else 8000)
 
@@ -359,6 +376,7 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
         warmup=True,
         encoding=c.encoding,
         block_values=c.block_values,
+        round_mode=c.round_mode,
     )
     t0 = time.perf_counter()
     s = net.run_jobs(opts, inputs=[inputs])
@@ -375,6 +393,7 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
     spans = np.array([o.report["spans"] for o in s.outcomes])  # (rank, repeat, begin/end)
     r.start_skew = float(np.ptp(spans[:, :, 0], axis=0).max())
     fill_counters(r, [o.report["counters"] for o in s.outcomes])
+    fill_sent(r, [o.calls for o in s.outcomes])
     warm = [o.report.get("warmup_stats", {}) for o in s.outcomes]
     r.rounds = float(
         np.mean(
@@ -389,6 +408,17 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
         / c.repeat
     )
     return r
+
+
+def fill_sent(r: Result, per_rank: list[list[dict]]) -> None:
+    """Packets per rank per timed call by message type, and the rank's non-zero blocks,
+    as each rank's Worker counted them (means over ranks and calls)."""
+    timed = [c for calls in per_rank for c in calls if c["kind"] == "timed"]
+    types = sorted({t for c in timed for t in c.get("sent_by_type", {})})
+    r.sent_by_type = {
+        t: float(np.mean([c.get("sent_by_type", {}).get(t, 0) for c in timed])) for t in types
+    }
+    r.nonzero_blocks = float(np.mean([c.get("nonzero_blocks", 0) for c in timed]))
 
 
 def reset_mtu(net) -> None:

@@ -52,8 +52,10 @@ def up(job: harness.TestJob, timeout: float = 3.0) -> p.Frame | None:
 
 
 def down(job: harness.TestJob, msg_flags: int = 0, **kw) -> None:
-    """The spine's RESULT to the leaf (`kw`: header fields, values or fingerprint)."""
+    """The spine's RESULT (or `msg_type`) to the leaf (`kw`: header fields, values,
+    fingerprint or contributors)."""
     values, fingerprint = kw.pop("values", None), kw.pop("fingerprint", None)
+    contributors = kw.pop("contributors", None)
     ep = p.Endpoints(
         SPINE.mac,
         job.switch.address.mac,
@@ -73,7 +75,7 @@ def down(job: harness.TestJob, msg_flags: int = 0, **kw) -> None:
     if values is not None:
         frame = p.build_frame(ep, header, np.asarray(values, np.int64))
     else:
-        frame = p.build_frame(ep, header, fingerprint=fingerprint)
+        frame = p.build_frame(ep, header, fingerprint=fingerprint, contributors=contributors)
     job.switch.proc.send(UPLINK_PORT, frame)
 
 
@@ -181,7 +183,7 @@ def test_a_lost_copy_to_a_rank_is_served_from_the_leaf(switch):
     assert up(job, 0.3) is None
 
 
-def test_status_of_an_incomplete_round_and_the_spines_status(switch):
+def test_status_of_an_incomplete_round(switch):
     job = leaf_job(switch, 44)
     job.send(0, MsgType.ANNOUNCE, next_block=1)
     job.send(2, MsgType.ANNOUNCE, next_block=1)
@@ -189,12 +191,40 @@ def test_status_of_an_incomplete_round_and_the_spines_status(switch):
     status = job.result(2)
     assert status is not None and status.header.msg_type == MsgType.STATUS
     assert status.contributors == 0b101  # the leaf's ranks, by their index here
+    assert not status.header.flags & Flag.RELAYED  # the leaf's own
     assert up(job, 0.3) is None
-    # a STATUS from the spine ends at the leaf (its bitmap counts leaves)
-    ep = p.Endpoints(SPINE.mac, switch.address.mac, SPINE.ip, switch.address.ip, 0x5030, 0x5030)
-    header = Header.make(MsgType.STATUS, job=44, slot=0, rank=LEAF_RANK, epoch=3)
-    switch.proc.send(UPLINK_PORT, p.build_frame(ep, header, contributors=0b1))
+
+
+def test_the_spines_status_reaches_every_rank_of_the_leaf(switch):
+    """A rank's retransmission into a round complete here sends the partial up again; the
+    spine, still waiting for another leaf, answers with its STATUS, which the leaf relays
+    to every one of its ranks (flagged RELAYED, the spine's bitmap of leaves): each learns
+    the round waits above its leaf. The spine's RESULT then completes the round as ever."""
+    job = leaf_job(switch, 46)
+    partial = announce(job)
+    job.send(1, MsgType.ANNOUNCE, next_block=2, flags=Flag.RETRANSMIT)
+    again = up(job)
+    assert again is not None and again.header.flags & Flag.RETRANSMIT
     job.assert_silent()
+    h = partial.header
+    down(
+        job,
+        msg_type=MsgType.STATUS,
+        slot=h.slot,
+        slot_version=h.slot_version,
+        block=h.block,
+        contributors=0b101,  # the spine heard leaves 0 and 2, not this one's partial
+    )
+    statuses = job.results()
+    assert sorted(statuses) == [0, 1, 2]
+    for rank, f in statuses.items():
+        assert f.header.msg_type == MsgType.STATUS and f.header.flags & Flag.RELAYED
+        assert f.header.rank == rank and f.contributors == 0b101
+        assert (f.header.slot, f.header.block) == (h.slot, h.block)
+    assert up(job, 0.3) is None
+    results = spine_announce_result(job)
+    assert sorted(results) == [0, 1, 2]
+    assert all(f.header.msg_type == MsgType.RESULT for f in results.values())
 
 
 def test_the_spines_state_lost_reaches_every_rank(switch):

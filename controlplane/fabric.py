@@ -237,6 +237,25 @@ class FabricJobManager(JobManager):
                 manager.delete(job_id)
         return super().delete(job_id)
 
+    def set_loss(
+        self,
+        job_id: int,
+        ingress: float = 0.0,
+        egress: float = 0.0,
+        seed: int = 1,
+        use_random: bool = False,
+    ) -> None:
+        """The drop simulator on every switch holding the job: each leaf's (its ranks'
+        links both ways, and the spine's results as they enter it) and the spine's (the
+        leaves' partials as they enter it, its results to the leaves), so a loss rate
+        covers every link of the job. Each switch draws from its own seed (`seed` + its
+        order), so their losses are independent."""
+        for i, manager in enumerate(self.leaves.values(), 1):
+            manager.table.reload()
+            if job_id in manager.table.jobs:
+                manager.set_loss(job_id, ingress, egress, (seed + i) % 2**32, use_random)
+        super().set_loss(job_id, ingress, egress, seed, use_random)
+
     def _crossed(self, workers: list[WorkerAddress]) -> list[str]:  # noqa: ARG002
         """The switches the job being created crosses, by name (its ranks' leaves and the
         root): the order every process locks their state files in."""

@@ -9,8 +9,8 @@ per-job counters are smaller would still load, and fail (or worse, be programmed
 only on a Tofino switch, which these machines do not have. `surface()` describes what the
 controller uses, derived from the controller's own declarations, never from a copied list:
 
-* tables: every table a control module declares (its `TABLES`; not a module marked
-  V1MODEL_ONLY, whose role the TNA program does not have yet), with its match fields
+* tables: every table a control module declares (its `TABLES`; the leaf role's `uplink`
+  too, which both programs have), with its match fields
   (name, match kind, bit width), its actions (name, parameters and their widths, scope),
   whether it is const, and its size (the other pipeline's may be larger, not smaller);
 * counters: every counter a control module declares (`JOB_COUNTERS`, `SWITCH_COUNTERS`),
@@ -114,8 +114,6 @@ def surface(p4: P4InfoIndex, modules: dict[str, ModuleType] | None = None) -> di
             out[section][key] = {"missing": str(exc)}
 
     for module in modules.values():
-        if getattr(module, "V1MODEL_ONLY", False):
-            continue  # a role only the v1model program has (controlplane/uplink.py)
         for name in module.TABLES:
             record("tables", name, lambda name=name: _table(p4, name))
         for name in module.JOB_COUNTERS + module.SWITCH_COUNTERS:

@@ -54,6 +54,9 @@ class Options:
     # values per block of the p4reduce job (None: the target's default); the links are
     # raised to carry its frames when `mtu` cannot
     block_values: int | None = None
+    # the p4reduce job's round mode, named (never the target's default): silent, a rank
+    # sends only for its own non-zero blocks plus an announce and a closing packet per slot
+    round_mode: str = "silent"
 
 
 def run(opts: Options, cfg: Config) -> dict:
@@ -97,6 +100,7 @@ def run(opts: Options, cfg: Config) -> dict:
                 timeout=opts.timeout,
                 stream_rank0=not opts.quiet,
                 block_values=opts.block_values if backend == "p4reduce" else None,
+                round_mode=opts.round_mode if backend == "p4reduce" else None,
             )
             if not res.ok:
                 raise RuntimeError(f"{name} run failed:\n{res.failures()}")
@@ -123,7 +127,7 @@ def run(opts: Options, cfg: Config) -> dict:
             (where / f"gloo-mtu{best}-rank{r}.{suffix}").replace(where / f"gloo-rank{r}.{suffix}")
     runs = {"p4reduce": by_name["p4reduce"], "gloo": by_name[f"gloo-mtu{best}"]}
     launches["gloo"] = launches[f"gloo-mtu{best}"]
-    summary = summarize(runs, launches, opts, cfg)
+    summary = summarize(runs, launches, opts, cfg, net.slots)
     summary["mtu"] = {"p4reduce": p4reduce_mtu, "gloo": best}
     summary["gloo_median_step_ms_by_mtu"] = {str(m): ms for m, ms in gloo_ms.items()}
     shutil.rmtree(params_dir)
@@ -152,7 +156,40 @@ def _deltas(records: list[dict], key: str, first: dict) -> np.ndarray:
     return np.diff(np.asarray(values, dtype=np.float64))
 
 
-def summarize(runs: dict, launches: dict, opts: Options, cfg: Config) -> dict:
+def packet_bound(ranks: list[dict], slots: int) -> dict:
+    """Per step per rank, means over steps and ranks: the packets the Worker sent, its
+    non-zero blocks, and the control packets a silent call adds (an announce and a
+    closing packet per slot the call uses: hostlib.slots.slots_for_call of its blocks)."""
+    from hostlib.slots import slots_for_call
+
+    per_rank = []
+    for r in ranks:
+        calls = _deltas(r["switch"], "allreduces", r["switch_before"])
+        blocks = _deltas(r["switch"], "blocks", r["switch_before"])
+        used = [
+            2 * n * slots_for_call(max(1, int(b // n)), slots) if n else 0
+            for n, b in zip(calls, blocks)
+        ]
+        per_rank.append(
+            (
+                _deltas(r["switch"], "packets_sent", r["switch_before"]).mean(),
+                _deltas(r["switch"], "nonzero_blocks", r["switch_before"]).mean(),
+                float(np.mean(used)),
+                calls.mean(),
+            )
+        )
+    sent, nonzero, control, calls = np.mean(per_rank, axis=0)
+    return {
+        "packets_per_step_per_rank": float(sent),
+        "nonzero_blocks_per_step_per_rank": float(nonzero),
+        "control_packets_per_step_per_rank": float(control),
+        "allreduces_per_step": float(calls),
+        "packets_over_bound": float(sent / (nonzero + control)) if nonzero + control else 0.0,
+    }
+
+
+def summarize(runs: dict, launches: dict, opts: Options, cfg: Config, slots: int) -> dict:
+    """Both backends' figures per step; `slots`: the p4reduce job's."""
     steps = cfg.steps
     out: dict = {
         "config": cfg.as_dict(),
@@ -162,6 +199,8 @@ def summarize(runs: dict, launches: dict, opts: Options, cfg: Config) -> dict:
         "dense_gradient_bytes": 4 * runs["gloo"][0]["parameters"],
         "loss_tolerance": opts.loss_tolerance,
         "block_values": opts.block_values or BLOCK_VALUES,
+        "round_mode": opts.round_mode,
+        "slots": slots,
         "backends": {},
     }
     for backend, ranks in runs.items():
@@ -180,6 +219,9 @@ def summarize(runs: dict, launches: dict, opts: Options, cfg: Config) -> dict:
             "params_identical_on_every_rank": len({r["params_sha256"] for r in ranks}) == 1,
             "link_tx_bytes_per_step_per_worker": float(
                 np.mean([r.link["tx_bytes"] for r in launches[backend].ranks]) / steps
+            ),
+            "link_tx_packets_per_step_per_worker": float(
+                np.mean([r.link["tx_packets"] for r in launches[backend].ranks]) / steps
             ),
         }
         if ranks[0]["switch"]:
@@ -200,6 +242,7 @@ def summarize(runs: dict, launches: dict, opts: Options, cfg: Config) -> dict:
             packets = np.mean(
                 [_deltas(r["switch"], "packets_sent", r["switch_before"]) for r in ranks], axis=0
             )
+            b.update(packet_bound(ranks, slots))
             b.update(
                 {
                     "density_own": own.tolist(),
@@ -369,6 +412,14 @@ def print_summary(s: dict) -> None:
         f"{p['median_step_ms'] / g['median_step_ms']:.2f}"
     )
     print(
+        f"p4reduce ({s.get('round_mode', '?')} rounds): {p['packets_per_step_per_rank']:.1f} "
+        f"packets per step per rank against {p['nonzero_blocks_per_step_per_rank']:.1f} "
+        f"non-zero blocks + {p['control_packets_per_step_per_rank']:.1f} control "
+        f"({p['packets_over_bound']:.3f} ×); link packets per step per rank: p4reduce "
+        f"{p['link_tx_packets_per_step_per_worker']:.1f}, gloo "
+        f"{g['link_tx_packets_per_step_per_worker']:.1f}"
+    )
+    print(
         f"max |loss difference| per step {s['max_loss_difference']:.2e} (tolerance "
         f"{s['loss_tolerance']}), max |parameter difference| on rank 0 "
         f"{s['max_param_difference_rank0']:.2e}"
@@ -398,6 +449,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, Config]:
         default=d.block_values,
         help="values per block of the p4reduce job (default: the target's)",
     )
+    ap.add_argument(
+        "--round-mode",
+        choices=("silent", "every_rank"),
+        default=d.round_mode,
+        help="the p4reduce job's round mode",
+    )
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--quiet", action="store_true")
     for f in fields(Config):
@@ -413,6 +470,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, Config]:
         a.quiet,
         gloo_mtus=a.gloo_mtus,
         block_values=a.block_values,
+        round_mode=a.round_mode,
     )
     return opts, Config(**{f.name: getattr(a, f.name) for f in fields(Config)})
 

@@ -149,7 +149,8 @@ class AllreduceEngine:
         self.last_frames = np.zeros((n, self.builder.width), np.uint8)
         self._padded_skips = p.skip_carries_values(k)  # SKIPs carry a block of zeros
         self.last_lengths = np.zeros(n, np.int64)
-        self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now)
+        behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
+        self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now, behind_leaf)
         self.liveness = Liveness(
             cfg, self.params, self.slots, self.pacer, self.round, self.block, now
         )
@@ -409,8 +410,11 @@ class AllreduceEngine:
         if not status.any() or r.contributors is None:
             return
         slots = r.cols["slot"][status]
+        relayed = None  # the leaf role: the spine's STATUS, relayed by the leaf
+        if self.cfg.wire_rank is not None:
+            relayed = (r.cols["flags"][status] & p.Flag.RELAYED) != 0
         self.pacer.held_by_switch(slots, now)
-        self.liveness.statuses(slots, r.contributors[status], now)
+        self.liveness.statuses(slots, r.contributors[status], now, relayed)
         self.stats.statuses += int(status.sum())
 
     def _store_sums(self, r: Parsed, di: np.ndarray, ds: np.ndarray) -> None:

@@ -58,6 +58,8 @@ class Liveness:
         self.round, self.block = round_, block
         self.last_heard = np.full(slots.count, now, np.float64)  # last progress (a result)
         self.contributors = np.zeros(slots.count, np.int64)  # the latest STATUS's bitmap
+        # the leaf role: the latest STATUS was the spine's, relayed (its bitmap: leaves)
+        self.above = np.zeros(slots.count, bool)
         # STATUS replies since the last progress of any slot (_note_statuses): when the
         # first came, how many, and the ranks none of them had heard from
         self.quiet_from = -np.inf
@@ -68,10 +70,24 @@ class Liveness:
         """`slots` completed a round (or opened): the deadline counts from now."""
         self.last_heard[slots] = now
 
-    def statuses(self, slots: np.ndarray, bitmaps: np.ndarray, now: float) -> None:
-        """STATUS replies for `slots`' rounds, each with the ranks the switch has heard."""
+    def statuses(
+        self, slots: np.ndarray, bitmaps: np.ndarray, now: float, relayed: np.ndarray | None = None
+    ) -> None:
+        """STATUS replies for `slots`' rounds, each with the ranks the switch has heard.
+        In the leaf role a `relayed` one is the spine's: the round is complete at this
+        rank's leaf (every rank there is heard) and its bitmap counts the job's leaves, so
+        it is kept apart (`above`) and read as every rank of the leaf heard."""
+        if relayed is not None and relayed.any():
+            bitmaps = np.where(relayed, self._everyone(), bitmaps)
         self.contributors[slots] = bitmaps
+        self.above[slots] = relayed if relayed is not None else False
         self._note_statuses(bitmaps, now)
+
+    def _everyone(self) -> int:
+        """Every rank a STATUS bitmap can name: the job's, or in the leaf role the ranks
+        of this rank's leaf (a leaf's STATUS names them by their index there)."""
+        n = len(self.cfg.leaf_ranks) if self.cfg.leaf_ranks else self.cfg.worker_count
+        return (1 << n) - 1
 
     @property
     def deadline(self) -> float:
@@ -84,7 +100,7 @@ class Liveness:
         """Count STATUS replies (answers to this rank's retransmissions, for the
         outstanding rounds) since the last progress of any slot, and keep the ranks that
         none of them had heard from. A result on any slot starts the count again."""
-        everyone = (1 << self.cfg.worker_count) - 1
+        everyone = self._everyone()
         if self.quiet_from < float(self.last_heard.max()):
             self.quiet_from, self.quiet_statuses, self.quiet_missing = now, 0, everyone
         self.quiet_statuses += int(bitmaps.size)
@@ -126,7 +142,9 @@ class Liveness:
         return self._ranks_in(self.quiet_missing)
 
     def _ranks_in(self, bitmap: int) -> list[int]:
-        return [k for k in range(self.cfg.worker_count) if (bitmap >> k) & 1]
+        """The job-wide ranks of a bitmap's bits (in the leaf role: by index on the leaf)."""
+        ranks = self.cfg.leaf_ranks or range(self.cfg.worker_count)
+        return [r for k, r in enumerate(ranks) if (bitmap >> k) & 1]
 
     def _waited_for(self) -> list[int]:
         """The ranks the switch has not heard from, by the latest STATUS of every active
@@ -137,7 +155,7 @@ class Liveness:
         reported = self.slots.active & (self.pacer.status_at > self.last_heard)
         if not reported.any():
             return []
-        everyone = (1 << self.cfg.worker_count) - 1
+        everyone = self._everyone()
         heard = self.contributors[reported]
         always = everyone & ~int(np.bitwise_or.reduce(heard))
         anywhere = everyone & ~int(np.bitwise_and.reduce(heard))
@@ -148,7 +166,9 @@ class Liveness:
         for sl in slots[:8]:
             blk = int(self.block[sl])
             what = "announce" if blk == EOS else f"block {blk}"
-            if self.pacer.status_at[sl] > self.last_heard[sl]:
+            if self.pacer.status_at[sl] > self.last_heard[sl] and self.above[sl]:
+                heard = "its leaf has every rank's packet, the spine waits for other leaves"
+            elif self.pacer.status_at[sl] > self.last_heard[sl]:
                 waits = self._ranks_in(~int(self.contributors[sl]))
                 heard = f"the switch waits for rank(s) {waits}"
             else:

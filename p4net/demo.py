@@ -130,6 +130,8 @@ class Options:
     # values per block (per DATA packet) of every job; None: the target's default. The
     # links are raised to carry the job's frames (DemoNetwork.carry)
     block_values: int | None = None
+    # every job's round mode ("every_rank" or "silent"); None: the target's default
+    round_mode: str | None = None
     # the network's shape (p4net.topology): one switch, or a spine and two leaves
     topo: str = topology.STAR
 
@@ -364,6 +366,8 @@ class DemoNetwork:
                 job_hosts = hosts[j * opts.workers : (j + 1) * opts.workers]
                 slots = _per_job(opts.job_slots, j, opts.slots)
                 sized = {} if opts.block_values is None else {"block_values": opts.block_values}
+                if opts.round_mode is not None:
+                    sized["round_mode"] = opts.round_mode
                 job = ctl.jobs.create(
                     self.next_job,
                     [

@@ -101,10 +101,12 @@ class TorchNetwork:
         slots: int | None = None,
         mtu: int = topology.DEFAULT_MTU,
         block_values: int | None = None,
+        round_mode: str | None = None,
     ):
         self.demo = demo.DemoNetwork(target, hosts, mtu)
         self.slots = default_slots(self.kind) if slots is None else slots
         self.block_values = block_values  # of each run's job; None: the target's default
+        self.round_mode = round_mode  # of each run's job; None: the target's default
 
     @property
     def kind(self) -> str:
@@ -136,6 +138,7 @@ class TorchNetwork:
         grace: float = 15.0,
         stream_rank0: bool = False,
         block_values: int | None = None,
+        round_mode: str | None = None,
     ) -> LaunchResult:
         """Run `argv` as ranks 0..workers-1 of a new job of `block_values` values per block
         (None: the network's); wait for all of them (at most `timeout` s). When a rank
@@ -148,6 +151,7 @@ class TorchNetwork:
             raise ValueError(f"{workers} ranks need 1..{len(d.hosts)} hosts")
         hosts = d.hosts[:workers]
         k = self.block_values if block_values is None else block_values
+        mode = self.round_mode if round_mode is None else round_mode
         job = d.ctl.jobs.create(
             d.next_job,
             [
@@ -156,6 +160,7 @@ class TorchNetwork:
             ],
             self.slots,
             **({} if k is None else {"block_values": k}),
+            **({} if mode is None else {"round_mode": mode}),
         )
         d.next_job += 1
         d.carry(job.block_values)
@@ -285,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
         help="values per block of the job (default: the target's); the links' MTU is raised "
         "to carry its frames",
     )
+    ap.add_argument(
+        "--round-mode",
+        choices=("silent", "every_rank"),
+        default=None,
+        help="the job's round mode (default: the target's)",
+    )
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- program and arguments (run once per rank)"
@@ -293,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         ap.error("give the program after --")
-    with TorchNetwork(args.workers, args.target, args.slots, args.mtu, args.block_values) as net:
+    with TorchNetwork(
+        args.workers, args.target, args.slots, args.mtu, args.block_values, args.round_mode
+    ) as net:
         res = net.run(command, args.workers, timeout=args.timeout, stream_rank0=True)
     for r in res.ranks:
         print(

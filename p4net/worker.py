@@ -50,6 +50,8 @@ def main() -> int:
                     "kind": kind,
                     "seconds": seconds,
                     "packets_sent": st.last_packets_sent,
+                    "sent_by_type": dict(st.last_sent_by_type),
+                    "nonzero_blocks": st.last_nonzero_blocks,
                     "retransmissions": st.retransmissions - done,
                 }
             )

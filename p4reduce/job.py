@@ -78,6 +78,19 @@ def round_mode_named(name: object) -> p.RoundMode:
     return _named(p.RoundMode, "round mode", name)
 
 
+def _silent_limit(target: Target) -> str:
+    """Why a chip runs no silent rounds: the largest job they could fit there."""
+    limit = target.silent_rank_limit
+    if limit is None:
+        return ""
+    fits = f"jobs of at most {limit} rank{'s' if limit > 1 else ''}" if limit else "no job"
+    return (
+        f"; silent rounds read one register per rank in every round's completing packet "
+        f"and take an N-way minimum, which by the compiled build's stages and stateful "
+        f"ALUs fits {fits} on {target.name}: docs/tofino.md, 'Silent rounds on TNA'"
+    )
+
+
 def resolve_round_mode(target: Target, job: int, requested: str | None) -> str:
     """A new job's round mode on `target`: `requested`, or the target's default when None;
     JobError for a mode that does not exist or that the target's program does not run."""
@@ -86,7 +99,8 @@ def resolve_round_mode(target: Target, job: int, requested: str | None) -> str:
     if mode not in target.round_modes:
         raise JobError(
             f"job {job}: round mode {mode!r} is not available on a {target.name} switch "
-            f"(the {target.arch} program runs {', '.join(target.round_modes)}): create the "
+            f"(the {target.arch} program runs {', '.join(target.round_modes)}"
+            f"{_silent_limit(target) if mode == 'silent' else ''}): create the "
             f"job with round mode {' or '.join(repr(m) for m in target.round_modes)}"
         )
     return mode
@@ -218,6 +232,9 @@ class JobConfig:
     # a job of a fabric in the leaf role (docs/fabric.md): the rank's index among its
     # leaf's ranks, which its packets carry; None: `rank` itself (one switch holds the job)
     wire_rank: int | None = None
+    # in the leaf role: the job-wide rank of each of its leaf's ranks, by index there (a
+    # leaf's STATUS names its ranks by that index: hostlib's liveness reads it so)
+    leaf_ranks: tuple[int, ...] | None = None
 
     @property
     def rank_on_wire(self) -> int:
@@ -262,7 +279,16 @@ class JobConfig:
             "round_mode": self.round_mode.name.lower(),
             "switch": vars(self.switch).copy(),
             "worker": vars(self.worker).copy(),
-        } | ({} if self.wire_rank is None else {"wire_rank": self.wire_rank})
+        } | self._leaf_role()
+
+    def _leaf_role(self) -> dict[str, Any]:
+        """The leaf role's fields, only where set: other descriptors stay as they were."""
+        if self.wire_rank is None:
+            return {}
+        out: dict[str, Any] = {"wire_rank": self.wire_rank}
+        if self.leaf_ranks is not None:
+            out["leaf_ranks"] = list(self.leaf_ranks)
+        return out
 
 
 @dataclass(frozen=True)
@@ -327,6 +353,7 @@ class Job:
             epoch=self.epoch,
             rank=self.ranks_in_job[rank] if self.ranks_in_job is not None else rank,
             wire_rank=rank if on_leaf else None,
+            leaf_ranks=tuple(self.ranks_in_job) if self.ranks_in_job is not None else None,
             worker_count=self.ranks_in_all,
             slot_base=self.slot_base,
             slot_count=self.slot_count,
@@ -527,4 +554,29 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
         int32_halves=int32_halves,
         round_mode=round_mode,
         wire_rank=wire_rank,
+        leaf_ranks=_leaf_ranks(d, worker_count, wire_rank),
     )
+
+
+def _leaf_ranks(d: dict, worker_count: int, wire_rank: int | None) -> tuple[int, ...] | None:
+    """The descriptor's `leaf_ranks` (the leaf role's job-wide rank of each of the leaf's
+    ranks, by index there), checked; None where absent (older descriptors: liveness then
+    names a leaf's ranks by their index)."""
+    v = d.get("leaf_ranks")
+    if v is None:
+        return None
+    if (
+        wire_rank is None
+        or not isinstance(v, list)
+        or not 0 < len(v) <= p.MAX_WORKERS
+        or any(isinstance(x, bool) or not isinstance(x, int) for x in v)
+        or any(not 0 <= x < worker_count for x in v)
+        or len(set(v)) != len(v)
+        or wire_rank >= len(v)
+        or v[wire_rank] != d.get("rank")
+    ):
+        raise DescriptorError(
+            f"field leaf_ranks={v!r}: not the distinct ranks (0..{worker_count - 1}) of the "
+            f"leaf of rank {d.get('rank')} with index {wire_rank} there"
+        )
+    return tuple(v)

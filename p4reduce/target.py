@@ -121,6 +121,11 @@ class Target:
     # p4reduce.wire.RoundMode names, lower case, the program runs; the first is a job's
     # default (docs/protocol.md section 6)
     round_modes: tuple[str, ...] = ("every_rank",)
+    # silent rounds on a program that does not run them: the largest job (ranks) whose
+    # silent rounds the chip could fit, counted from the compiled build's resources (0:
+    # none; p4src/tofino_resources.py silent_rank_limit, docs/tofino.md "Silent rounds on
+    # TNA"); None where the program runs them or nothing was counted
+    silent_rank_limit: int | None = None
 
     @property
     def default_block_values(self) -> int:
@@ -145,7 +150,9 @@ class Target:
         }
 
 
-def _tofino(name: str, arch: str, harvest_port: int, block_values: int) -> Target:
+def _tofino(
+    name: str, arch: str, harvest_port: int, block_values: int, silent_rank_limit: int
+) -> Target:
     return Target(
         name=name,
         arch=arch,
@@ -157,6 +164,7 @@ def _tofino(name: str, arch: str, harvest_port: int, block_values: int) -> Targe
         device_config=None,
         harvest_port=harvest_port,
         block_sizes=(block_values,),
+        silent_rank_limit=silent_rank_limit,
     )
 
 
@@ -166,6 +174,10 @@ def _tofino(name: str, arch: str, harvest_port: int, block_values: int) -> Targe
 # bitmap step in the same pass (docs/tofino.md, "One pass on Tofino 1": the arithmetic).
 TOFINO_BLOCK_VALUES = 28
 TOFINO2_BLOCK_VALUES = BLOCK_VALUES
+# the largest job whose silent rounds each chip could fit beside today's program (0: none),
+# from the committed builds (tests/test_tofino_build.py recounts them)
+TOFINO_SILENT_RANK_LIMIT = 0
+TOFINO2_SILENT_RANK_LIMIT = 1
 
 TARGETS: dict[str, Target] = {
     "bmv2": Target(
@@ -182,8 +194,8 @@ TARGETS: dict[str, Target] = {
     ),
     # HARVEST_PORT of p4src/tna/bridge.p4: pipe 0's recirculation port on each chip
     # (tests/controller_tests/test_target.py reads it there)
-    "tofino": _tofino("tofino", "tna", 68, TOFINO_BLOCK_VALUES),
-    "tofino2": _tofino("tofino2", "t2na", 6, TOFINO2_BLOCK_VALUES),
+    "tofino": _tofino("tofino", "tna", 68, TOFINO_BLOCK_VALUES, TOFINO_SILENT_RANK_LIMIT),
+    "tofino2": _tofino("tofino2", "t2na", 6, TOFINO2_BLOCK_VALUES, TOFINO2_SILENT_RANK_LIMIT),
 }
 
 

@@ -99,6 +99,9 @@ class Flag(IntFlag):
     OVERFLOW = 0x01  # an int32 partial sum of the round overflowed
     RETRANSMIT = 0x02  # worker -> switch: this is a retransmission
     CACHED = 0x04  # switch -> worker: result served from the slot by unicast
+    # switch -> worker, on a STATUS only (CACHED's bit): the spine's STATUS relayed by the
+    # rank's leaf (docs/fabric.md): the round is complete there, its bitmap counts leaves
+    RELAYED = 0x04
     CONTINUED = 0x08  # worker -> switch: the sender had a result on this slot in this job
     STATE_LOST = 0x10  # switch -> worker: the slot lost the job's state (switch restart)
     PACKED = 0x20  # both ways: the packet belongs to a packed-encoding job (values are

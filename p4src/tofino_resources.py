@@ -16,6 +16,7 @@ containers that stage's match or actions read or write (from phv.json), "PHV occ
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -340,9 +341,79 @@ def rate_table(builds: dict[str, tuple[dict[str, Any], bool]], workers: list[int
     return "\n".join(lines)
 
 
+# -- silent rounds on TNA (docs/tofino.md, "Silent rounds on TNA") --------------------------
+
+# the registers silent rounds add besides the per-rank keys (v1model's expected_ranks.p4:
+# `expected`, `round_kind`; rewind.p4: the pending rewind position), one stateful ALU each
+SILENT_SLOT_REGISTERS = ("expected", "round_kind", "rewind")
+# ranks per job on one switch (MAX_WORKERS of p4src/common/constants.p4: the 32-bit bitmap)
+MAX_WORKERS = 32
+
+
+def silent_dependent_stages(workers: int) -> int:
+    """MAU stages the completing packet of a silent round needs between reading the N
+    per-rank keys and storing the next round's key: their minimum as a tree of two-input
+    minimums, one level per stage (a stage's actions read what the stage before wrote), then
+    the expected ranks, each rank's key's block compared with that minimum (one stage)."""
+    return math.ceil(math.log2(workers)) + 1
+
+
+def silent_free_alus(summary: dict[str, Any]) -> int:
+    """Stateful ALUs left free in the stages where a per-rank register could run: the slot
+    epoch's stage (the first that has the register index) and every later one used."""
+    first = alu_stages(summary)["slot_epoch"]
+    return sum(
+        STATEFUL_ALUS_PER_STAGE - s["stateful_alus"]
+        for s in summary["per_stage"]
+        if s["stage"] >= first
+    )
+
+
+def silent_stages_needed(summary: dict[str, Any], workers: int) -> int:
+    """Stages the program with silent rounds for jobs of `workers` ranks needs, counted from
+    the build: its stages, plus the dependent stages of the N-way minimum and the expected
+    ranks, plus the stages that N per-rank registers (a register array is accessed once per
+    pass, so one array and one stateful ALU per rank) and the three slot registers take
+    beyond the stateful ALUs the build leaves free."""
+    alus = workers + len(SILENT_SLOT_REGISTERS)
+    more = max(0, math.ceil((alus - silent_free_alus(summary)) / STATEFUL_ALUS_PER_STAGE))
+    return summary["stages_used"] + silent_dependent_stages(workers) + more
+
+
+def silent_rank_limit(summary: dict[str, Any]) -> int:
+    """The largest N (at most MAX_WORKERS) whose silent rounds fit the build's chip by
+    silent_stages_needed; 0 when no N does."""
+    fitting = [
+        n
+        for n in range(1, MAX_WORKERS + 1)
+        if silent_stages_needed(summary, n) <= summary["stages_available"]
+    ]
+    return max(fitting, default=0)
+
+
+def silent_table(builds: dict[str, dict[str, Any]], workers: list[int]) -> str:
+    """Markdown: per build, its stages, the free stateful ALUs, the stages silent rounds
+    need for each N, and the largest N that fits."""
+    head = "| build | stages used of | free stateful ALUs | " + " | ".join(
+        f"N = {n}" for n in workers
+    )
+    lines = [head + " | largest N |", "|" + "---|" * (4 + len(workers))]
+    for name, summary in builds.items():
+        needed = [silent_stages_needed(summary, n) for n in workers]
+        limit = silent_rank_limit(summary)
+        lines.append(
+            f"| {name} | {summary['stages_used']} of {summary['stages_available']} | "
+            f"{silent_free_alus(summary)} | "
+            + " | ".join(str(k) for k in needed)
+            + f" | {limit if limit else 'none'} |"
+        )
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     # python p4src/tofino_resources.py p4src/build/tofino/resources.json -> Markdown table
     # python p4src/tofino_resources.py --rates -> the per-worker rate of the committed builds
+    # python p4src/tofino_resources.py --silent -> what silent rounds need on each chip
     if sys.argv[1:] == ["--rates"]:
         build = Path(__file__).resolve().parent / "build"
         builds = {
@@ -353,5 +424,16 @@ if __name__ == "__main__":
             for name in ("tofino", "tofino2", "tofino-test", "tofino2-test")
         }
         print(rate_table(builds, [2, 4, 8, 16, 32]))
+    elif sys.argv[1:] == ["--silent"]:
+        build = Path(__file__).resolve().parent / "build"
+        print(
+            silent_table(
+                {
+                    name: json.loads((build / name / "resources.json").read_text())
+                    for name in ("tofino", "tofino2")
+                },
+                [2, 4, 8, 16, 32],
+            )
+        )
     else:
         print(table(json.loads(Path(sys.argv[1]).read_text())))

@@ -275,3 +275,72 @@ class InProcessFabric:
     def drain(self) -> None:
         for sw in self.switches.values():
             sw.drain()
+
+
+# ---- a two-level fabric of in-process switches and its configuration --------------------
+# (tests/fabric and bench/fabric.py build theirs here: spine `s`, leaves with `hosts` host
+# ports each, each leaf's uplink on its port hosts + 1 to the spine's port of its order)
+
+
+def two_level(leaves: tuple[str, ...], hosts: int) -> InProcessFabric:
+    """The spine `s` and `leaves` (not started), each with `hosts` host ports and an uplink
+    on port hosts + 1 to the spine's port of the leaf's order."""
+    return InProcessFabric(
+        {"s": len(leaves), **{name: hosts + 1 for name in leaves}},
+        [((name, hosts + 1), ("s", i + 1)) for i, name in enumerate(leaves)],
+    )
+
+
+def host_mac(leaf: int, port: int) -> str:
+    """The MAC of the host on port `port` of leaf number `leaf` (1, 2, ...)."""
+    return f"02:00:00:10:{leaf:02x}:{port:02x}"
+
+
+def host_ip(leaf: int, port: int) -> str:
+    return f"10.0.{leaf}.{port}"
+
+
+def two_level_config(
+    fab: InProcessFabric,
+    state_dir,
+    leaves: tuple[str, ...],
+    hosts: int,
+    jobs: list | None = None,
+) -> dict:
+    """`two_level`'s configuration file as a dict (controlplane.config's fabric format):
+    every switch's P4Runtime address, the links, a host on every leaf port but the uplink;
+    each switch's state file in `state_dir`."""
+    switches = [
+        {
+            "name": "s",
+            "role": "spine",
+            "grpc_addr": fab.switch("s").grpc_addr,
+            "mac": "02:00:00:00:01:00",
+            "ip": "10.0.0.254",
+            "ports": list(range(1, len(leaves) + 1)),
+            "state_file": str(state_dir / "s.json"),
+        }
+    ]
+    switches += [
+        {
+            "name": name,
+            "role": "leaf",
+            "grpc_addr": fab.switch(name).grpc_addr,
+            "device_id": i + 2,
+            "mac": f"02:00:00:00:01:{i + 1:02x}",
+            "ip": f"10.0.0.{240 + i}",
+            "ports": list(range(1, hosts + 2)),
+            "state_file": str(state_dir / f"{name}.json"),
+        }
+        for i, name in enumerate(leaves)
+    ]
+    links = [{"a": f"{name}:{hosts + 1}", "b": f"s:{i + 1}"} for i, name in enumerate(leaves)]
+    host_list = [
+        {"switch": name, "port": port, "mac": host_mac(i + 1, port), "ip": host_ip(i + 1, port)}
+        for i, name in enumerate(leaves)
+        for port in range(1, hosts + 1)
+    ]
+    data = {"switches": switches, "links": links, "hosts": host_list}
+    if jobs:
+        data["jobs"] = jobs
+    return data

@@ -5,9 +5,11 @@ byte counts, and the tables (and plots, with matplotlib). Nothing here asserts a
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,10 +19,6 @@ sys.path.insert(0, str(BENCH))
 
 from hostlib import protocol  # noqa: E402
 from p4reduce.job import round_count  # noqa: E402
-from p4reduce.target import TARGETS  # noqa: E402
-
-# the suite creates its jobs in the target's default round mode
-MODE = TARGETS["bmv2"].default_round_mode
 from model import (  # noqa: E402
     Network,
     allreduce_seconds,
@@ -70,7 +68,7 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     import suite
 
     size, workers = 4096, 2  # 64 blocks, one per slot
-    cases = [
+    p4reduce_cases = [
         suite.Case("softswitch", "p4reduce", workers, size, "dense", 1.0, 1),
         suite.Case("softswitch", "p4reduce", workers, size, "shared", 0.25, 1),
         # wide blocks: 2 of 2 048 values (frames above 1 500 bytes: jumbo links), then
@@ -78,6 +76,10 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
         suite.Case("softswitch", "p4reduce", workers, size, "dense", 1.0, 1, block_values=2048),
         suite.Case("softswitch", "p4reduce", workers, size, "shared", 0.25, 1, block_values=256),
         suite.Case("softswitch", "p4reduce", workers, size, "zipf", 0.0, 1),
+    ]
+    # every case in both round modes, named explicitly (never the target's default)
+    cases = [
+        replace(c, round_mode=m) for c in p4reduce_cases for m in (suite.SILENT, suite.EVERY_RANK)
     ]
     if suite.have_torch():
         cases.append(suite.Case("softswitch", "gloo", workers, size, "ring", 1.0, 1))
@@ -88,10 +90,34 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     assert len(data["results"]) == len(cases) and data["environment"]["passes"] == 2
     for r in data["results"]:
         assert len(r["passes"]) == 2 and r["seconds"] == min(r["passes"]), r["case"]
-    wide = {r["case"]["block_values"]: r for r in data["results"] if r["case"]["block_values"] > 64}
+    for mode in (suite.SILENT, suite.EVERY_RANK):
+        mine = [r for r in data["results"] if r["case"]["round_mode"] == mode]
+        check_tiny_job(mine, mode, size, workers)
+    data.update(command="pytest", skipped=["nothing"])
+    report.write(data, tmp_path)
+    tables = (tmp_path / "tables.md").read_text()
+    assert (
+        f"{protocol.VALUE_BYTES} bytes of values ({protocol.BLOCK_VALUES} int32 lanes) in "
+        f"{protocol.FRAME_BYTES_WITH_VALUES} bytes"
+    ) in tables
+    assert "Density sweep, softswitch, 2 workers, 4 K values" in tables
+    assert "every-rank rounds: seconds" in tables  # silent rows, every-rank beside
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "density-softswitch.png").stat().st_size > 10_000
+
+
+def check_tiny_job(results: list[dict], mode: str, size: int, workers: int) -> None:
+    """One round mode's results of the tiny suite run: rounds, frames, links, packets."""
+    import report
+    import suite
+
+    wide = {r["case"]["block_values"]: r for r in results if r["case"]["block_values"] > 64}
     by = {
         (r["case"]["system"], r["case"]["pattern"]): r
-        for r in data["results"]
+        for r in results
         if r["case"]["block_values"] == protocol.BLOCK_VALUES
     }
     blocks = size // protocol.BLOCK_VALUES
@@ -102,24 +128,33 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     assert dense["slots"] == default_slots("softswitch")
     # every block once plus one announce (and closing, in silent rounds) per slot, per worker,
     # by the worker's own count
-    assert dense["rounds"] == round_count(blocks, blocks, dense["slots"], MODE)
+    assert dense["rounds"] == round_count(blocks, blocks, dense["slots"], mode)
     assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
     assert dense["rx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
     sparse = by[("p4reduce", "shared")]
     assert sparse["block_density"] == pytest.approx(0.25)
+    # the engine's own count per type, and the rank's non-zero blocks, per call
+    assert sparse["nonzero_blocks"] == blocks // 4
+    assert sparse["sent_by_type"]["DATA"] >= blocks // 4
+    if mode == suite.SILENT:  # a rank sends its non-zero blocks + 2 per slot, no more
+        r = report.results_of({"results": [sparse]})[0]
+        assert r.tx_packets <= report.packet_bound(r) + 2  # + ARP, IPv6 noise
+        assert sum(sparse["sent_by_type"].values()) <= report.packet_bound(r)
+    else:  # one packet per rank per round
+        assert sum(sparse["sent_by_type"].values()) >= sparse["rounds"]
     assert sparse["tx_bytes"] < dense["tx_bytes"] / 2
     assert 0 < by[("p4reduce", "zipf")]["block_density"] < 1
     # each job at its block size: its rounds, its frames, its links' MTU -- the smallest
     # that carries them, lowered again for the 64-value job after the wide ones
     from p4net import topology
 
-    assert wide[2048]["rounds"] == round_count(2, 2, wide[2048]["slots"], MODE)
+    assert wide[2048]["rounds"] == round_count(2, 2, wide[2048]["slots"], mode)
     assert wide[2048]["tx_bytes"] >= 2 * protocol.frame_bytes_with_values(2048)
     assert wide[2048]["mtu"] == topology.JUMBO_MTU
     assert wide[256]["block_density"] == pytest.approx(0.25)
-    assert wide[256]["rounds"] == round_count(4, 16, wide[256]["slots"], MODE)
+    assert wide[256]["rounds"] == round_count(4, 16, wide[256]["slots"], mode)
     assert wide[256]["mtu"] == topology.DEFAULT_MTU
     assert by[("p4reduce", "zipf")]["mtu"] == topology.DEFAULT_MTU
     if ("gloo", "ring") in by:
@@ -136,19 +171,6 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
         assert set(ring["seconds_by_mtu"]) == {str(m) for m in suite.GLOO_MTUS}
         assert ring["seconds"] == min(ring["seconds_by_mtu"].values())
         assert ring["seconds_by_mtu"][str(ring["mtu"])] == ring["seconds"]
-    data.update(command="pytest", skipped=["nothing"])
-    report.write(data, tmp_path)
-    tables = (tmp_path / "tables.md").read_text()
-    assert (
-        f"{protocol.VALUE_BYTES} bytes of values ({protocol.BLOCK_VALUES} int32 lanes) in "
-        f"{protocol.FRAME_BYTES_WITH_VALUES} bytes"
-    ) in tables
-    assert "Density sweep, softswitch, 2 workers, 4 K values" in tables
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return
-    assert (tmp_path / "density-softswitch.png").stat().st_size > 10_000
 
 
 def _result(target: str, slots: int | None) -> dict:
@@ -291,7 +313,9 @@ QUICK_RESULTS = Path(__file__).resolve().parent / "data" / "bench-results-quick.
 def _speed(gloo_seconds: float, seconds: float) -> str:
     """gloo's time ÷ a run's, as the README states it (computed here, not by report)."""
     x = gloo_seconds / seconds
-    return f"{x:.2f}× faster" if x >= 1 else f"{1 / x:.2f}× slower"
+    y = x if x >= 1 else 1 / x
+    n = f"{y:.2f}" if y < 100 else f"{y:.0f}"  # two decimals below 100×, none above
+    return f"{n}× faster" if x >= 1 else f"{n}× slower"
 
 
 def test_readme_numbers_are_the_results_they_come_from():
@@ -338,9 +362,9 @@ def test_readme_numbers_block_is_what_the_committed_results_give():
 
 
 def test_readme_states_p4reduce_at_its_best_block_size_and_at_64():
-    """The headline run's README block: per target and case, p4reduce's time at 64 values
-    per block and at the fastest block size measured (named), each with its ratio to
-    gloo's time at gloo's faster MTU -- the best found here, not by report."""
+    """The headline run's README block: per target, round mode and case, p4reduce's time at
+    64 values per block and at the fastest block size measured (named), each with its
+    ratio to gloo's time at gloo's faster MTU -- the best found here, not by report."""
     import report
 
     data = json.loads((REPO / "docs" / "bench" / "headline.json").read_text())
@@ -348,7 +372,8 @@ def test_readme_states_p4reduce_at_its_best_block_size_and_at_64():
     runs = [r for r in data["results"] if r["ok"]]
     gloo = {r["case"]["target"]: r for r in runs if r["case"]["system"] == "gloo"}
     assert gloo
-    for target, g in gloo.items():
+    modes = {r["case"].get("round_mode", "every_rank") for r in runs}
+    for (target, g), mode in itertools.product(gloo.items(), modes):
         assert g["mtu"] == int(min(g["seconds_by_mtu"], key=g["seconds_by_mtu"].get))
         for pattern in ("dense", "shared", "independent", "zipf"):
             mine = [
@@ -357,6 +382,7 @@ def test_readme_states_p4reduce_at_its_best_block_size_and_at_64():
                 if r["case"]["target"] == target
                 and r["case"]["system"] == "p4reduce"
                 and r["case"]["pattern"] == pattern
+                and r["case"].get("round_mode", "every_rank") == mode
             ]
             assert {r["case"]["block_values"] for r in mine} >= {64, 2048}
             at64 = next(r for r in mine if r["case"]["block_values"] == 64)
@@ -514,3 +540,142 @@ def test_memory_markdown_shows_missing_paths_as_dashes():
     assert "| 20 | int32 | 1 | – | – |" in text
     assert "Raw-socket cases not run: needs root." in text
     assert "load average 1.0–3.0" in text
+
+
+def test_every_p4reduce_case_runs_in_both_round_modes_named():
+    """The suite and the headline measure each p4reduce case in silent and every-rank
+    rounds, the mode part of the case's key and label (never the target's default)."""
+    import suite
+
+    for plan in (
+        suite.headline_plan(["softswitch"], have_torch=False),
+        suite.plan(["softswitch"], quick=True, have_torch=False)[0],
+    ):
+        modes: dict[tuple, set] = {}
+        for c in plan:
+            if c.system == "p4reduce":
+                modes.setdefault(replace(c, round_mode="").key, set()).add(c.round_mode)
+        assert modes and all(m == {suite.SILENT, suite.EVERY_RANK} for m in modes.values())
+    c = suite.Case("softswitch", "p4reduce", 4, suite.M, "dense", 1.0, 1)
+    silent = replace(c, round_mode=suite.SILENT)
+    assert silent.key != c.key and silent.label() == c.label() + " silent"
+
+
+def test_projection_counts_a_silent_calls_closing_rounds():
+    """A silent call's rounds are its blocks plus an announce and a closing round per
+    slot: the projection's data rounds are the same as an every-rank call's of the same
+    blocks (one announce round per slot), so the two project to the same time."""
+    import report
+    import suite
+
+    blocks, slots = 16 * 1024, 16
+    every = suite.Case("softswitch", "p4reduce", 4, 64 * blocks, "dense", 1.0, 1)
+    silent = replace(every, round_mode=suite.SILENT)
+    runs = [
+        suite.Result(c, ok=True, rounds=blocks + k * slots, slots=slots, tx_bytes=1e6, rx_bytes=1e6)
+        for c, k in ((every, 1), (silent, 2))
+    ]
+    assert [report.control_rounds(r) for r in runs] == [slots, 2 * slots]
+    assert report.projected(runs[0]) == pytest.approx(report.projected(runs[1]))
+    assert report.packet_bound(replace(runs[1], nonzero_blocks=100.0)) == 100 + 2 * slots
+
+
+@pytest.mark.root
+@pytest.mark.mininet
+def test_loss_recovery_and_fairness_publish_their_sections(tmp_path):
+    """Both scripts measure each configuration in both round modes on a tiny job and
+    write their JSON; report.publish puts each one's table between its target's markers
+    of docs/benchmarks.md (a copy here), and the table is what the JSON gives."""
+    import shutil
+
+    import fairness
+    import loss_recovery
+    import report
+
+    docs = tmp_path / "benchmarks.md"
+    shutil.copy(REPO / "docs" / "benchmarks.md", docs)
+    tiny = ["--workers", "2", "--size", "4096", "--dtypes", "float32", "--densities", "0.25"]
+    loss_args = [*tiny, "--losses", "0", "0.05", "--repeat", "1"]
+    loss_args += ["--slot-counts", "4", "--spurious-densities", "0.25"]
+    fair_args = ["--workers", "2", "--size", "4096", "--pairs", "2:8", "--repeat", "1"]
+    fair_args += ["--seconds", "0.5", "--rounds", "2"]
+    for script, args in ((loss_recovery, loss_args), (fairness, fair_args)):
+        out = tmp_path / f"{script.__name__}.json"
+        assert script.main([*args, "--json", str(out)]) == 0
+        data = json.loads(out.read_text())
+        rows = data.get("rows") or data["loss"] + data["spurious"]
+        assert {r["round_mode"] for r in rows} == {"silent", "every_rank"}, script.__name__
+        text = script.markdown(data)
+        assert all(f"| {m} |" in text for m in ("silent", "every_rank"))
+        report.publish(data, text, None, script.markers(data["target"]), docs=docs)
+        assert report.block_of(docs, *script.markers(data["target"])) == text
+    loss = json.loads((tmp_path / "loss_recovery.json").read_text())["loss"]
+    # each configuration against its own round mode's lossless median
+    assert [r["ratio"] for r in loss if r["loss"] == 0] == [1.0, 1.0]
+
+
+def test_pytorch_md_click_section_is_what_the_committed_run_gives():
+    """docs/pytorch.md's generated section is what docs/bench/clicks.json gives
+    (make bench-example rewrites both), and it states p4reduce's packets per step against
+    the rank's non-zero blocks + control and both backends' time per step."""
+    import clicks
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "clicks.json").read_text())
+    text = clicks.markdown(data)
+    assert report.block_of(clicks.DOCS, clicks.BEGIN, clicks.END) == text
+    p = data["backends"]["p4reduce"]
+    bound = p["nonzero_blocks_per_step_per_rank"] + p["control_packets_per_step_per_rank"]
+    assert p["packets_over_bound"] == pytest.approx(p["packets_per_step_per_rank"] / bound)
+    assert f"{p['packets_over_bound']:.3f}" in text and data["round_mode"] == "silent"
+
+
+def test_loss_and_fairness_sections_are_what_their_committed_runs_give():
+    """Each target's loss-recovery and fairness section of docs/benchmarks.md is what its
+    committed JSON gives (make bench rewrites both); a target not yet run has none."""
+    import fairness
+    import loss_recovery
+    import report
+
+    docs = REPO / "docs" / "benchmarks.md"
+    found = 0
+    for script, stem in ((loss_recovery, "loss_recovery"), (fairness, "fairness")):
+        for target in ("softswitch", "simple_switch_grpc"):
+            path = REPO / "docs" / "bench" / f"{stem}_{target}.json"
+            if not path.exists():
+                continue
+            found += 1
+            data = json.loads(path.read_text())
+            assert report.block_of(docs, *script.markers(target)) == script.markdown(data)
+    assert found
+
+
+def test_goals_table_reads_each_goal_from_its_runs():
+    """The headline's goals: gloo ÷ p4reduce at the best block size, dense ÷ sparse at 64
+    values against its bound (0.8 / union density for Zipf), each met or not by the
+    measured value -- worked out here from made-up runs."""
+    import report
+    import suite
+
+    def run(system, pattern, density, k, seconds, **kw) -> suite.Result:
+        c = suite.Case("softswitch", system, 4, suite.M, pattern, density, 1, block_values=k)
+        mode = suite.SILENT if system == "p4reduce" else suite.EVERY_RANK
+        return suite.Result(replace(c, round_mode=mode), ok=True, seconds=seconds, **kw)
+
+    runs = [
+        run("gloo", "ring", 1.0, 64, 1.0),
+        run("p4reduce", "dense", 1.0, 64, 10.0, rounds=16_512, slots=64),
+        run("p4reduce", "dense", 1.0, 2048, 0.5, rounds=544, slots=16),
+        run("p4reduce", "shared", 0.1, 64, 1.0, rounds=1_766, slots=64),
+        run("p4reduce", "independent", 0.1, 64, 2.0, rounds=5_700, slots=64),
+        run("p4reduce", "zipf", 0.0, 64, 1.0, union_density=0.125, slots=64),
+    ]
+    text = "\n".join(report.goals_table(report.Index(runs), "softswitch", 4, suite.M))
+    assert "| dense, gloo ÷ p4reduce (best block size) | 2.00 at 2 048 values | 1.00 | yes |" in (
+        text
+    )
+    assert "| 10 % independent, dense ÷ sparse at 64 values | 5.00 | 7.00 | no |" in text
+    assert "| 10 % same blocks, dense ÷ sparse at 64 values | 10.00 | 9.00 | yes |" in text
+    assert "| Zipf, dense ÷ sparse at 64 values | 10.00 | 6.40 | yes |" in text
+    # time per round: independent 2.0 s / 5 700 against dense 10 s / 16 512
+    assert f"| {report.ratio((2.0 / 5_700) / (10.0 / 16_512))} | at most 1.00 | yes |" in text

@@ -32,6 +32,10 @@ BUILDS = [(t, t, False) for t in TARGETS] + [(f"{t}-test", t, True) for t in TAR
 BUILD_IDS = [b[0] for b in BUILDS]
 # what the production build leaves out of the P4Info the controller relies on
 PRODUCTION_ONLY_DIFFERENCE = "tables.drop_simulator: no table named 'drop_simulator'"
+# the builds with the leaf role (p4src/tna/uplink.p4; P4REDUCE_LEAF_ROLE in bridge.p4: Tofino
+# 2's, docs/tofino.md "The leaf role on TNA"), and what a build without it leaves out
+LEAF_ROLE_BUILDS = ("tofino2", "tofino2-test")
+NO_LEAF_ROLE_DIFFERENCE = "tables.uplink: no table named 'uplink'"
 
 
 def _compile_module():
@@ -139,6 +143,7 @@ def test_the_surface_covers_what_the_controller_programs_and_reads():
         "l2_forward",
         "switch_identity",
         "result_destination",
+        "uplink",
     }
     admit = s["tables"]["admission"]["actions"]["P4ReduceIngress.admission.admit"]
     assert admit["params"]["encoding"] == 1 and admit["params"]["bias"] == 32
@@ -251,18 +256,77 @@ def test_a_pipe_prefix_does_not_count_as_a_difference():
 @pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
 def test_tna_p4info_gives_the_controller_what_the_bmv2_one_does(build, target, drop_simulator):
     """The test build: everything. The production build: everything but the drop
-    simulator's table (its per-job counters stay, never counted), and nothing else."""
+    simulator's table (its per-job counters stay, never counted), and nothing else. A
+    build without the leaf role lacks the uplink table too, and nothing else."""
     out = _need_outputs(build)
     tna = P4InfoIndex.load(out / "p4reduce.p4info.txtpb")
     problems = differences(surface(BMV2), surface(tna), names=("bmv2", build))
-    if not drop_simulator:
-        missing = [p for p in problems if p.startswith(PRODUCTION_ONLY_DIFFERENCE)]
-        assert missing, f"p4src/build/{build} has a drop_simulator table: not a production build"
+    allowed = [] if drop_simulator else [PRODUCTION_ONLY_DIFFERENCE]
+    if build not in LEAF_ROLE_BUILDS:
+        allowed.append(NO_LEAF_ROLE_DIFFERENCE)
+    for difference in allowed:
+        missing = [p for p in problems if p.startswith(difference)]
+        assert missing, f"p4src/build/{build} was expected to lack: {difference}"
         problems = [p for p in problems if p not in missing]
     assert not problems, (
         f"the controller cannot drive p4src/build/{build} unchanged "
         f"(p4src/tna/ and p4src/v1model/ disagree):\n" + "\n".join(problems)
     )
+
+
+def _by_short_name(index: dict, short: str):
+    return next(o for o in index.values() if o.name.rsplit(".", 1)[-1] == short)
+
+
+@pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
+def test_the_leaf_role_has_v1models_uplink_table_with_its_ids(build):
+    """The leaf role's table and actions are v1model's: the actions by name, id and
+    parameters, the table by name, key and size, so controlplane/uplink.py writes the same
+    entry to either program. (Table ids are each backend's own -- bf-p4c's differ from
+    p4c-bm2-ss's for every table, admission's too -- and the controller resolves tables by
+    name; action ids agree.)"""
+    tna = P4InfoIndex.load(_need_outputs(build) / "p4reduce.p4info.txtpb")
+    table, bmv2_table = _by_short_name(tna.tables, "uplink"), _by_short_name(BMV2.tables, "uplink")
+    assert table.name == bmv2_table.name and table.match_fields == bmv2_table.match_fields
+    assert table.size == bmv2_table.size and not table.is_const
+    assert sorted(table.action_scopes) == sorted(bmv2_table.action_scopes)
+    for short in ("set_uplink", "no_uplink"):
+        action, bmv2_action = (
+            _by_short_name(tna.actions, short),
+            _by_short_name(BMV2.actions, short),
+        )
+        assert (action.id, action.name) == (bmv2_action.id, bmv2_action.name), short
+        assert action.params == bmv2_action.params, short
+
+
+@pytest.mark.parametrize("build", [b for b in BUILD_IDS if b not in LEAF_ROLE_BUILDS])
+def test_a_leaf_job_is_refused_on_a_build_without_the_leaf_role(build):
+    """A build without the leaf role has no uplink table; the controller refuses a leaf's
+    job there, naming the architecture, instead of admitting it as a one-switch job."""
+    from controlplane import uplink
+    from controlplane.connection import SwitchConnection
+    from p4reduce.addresses import WorkerAddress
+    from p4reduce.job import Job, JobError, Uplink
+
+    conn = SwitchConnection("127.0.0.1:1")  # never dialled: only its P4Info is read
+    conn.objects = P4InfoIndex.load(_need_outputs(build) / "p4reduce.p4info.txtpb")
+    worker = WorkerAddress(0, 1, "02:00:00:00:00:01", "10.0.0.1", 40000)
+    leaf = Job(
+        job=7,
+        job_index=0,
+        slot_base=0,
+        slot_count=4,
+        epoch=1,
+        workers=[worker],
+        encoding="lanes",
+        uplink=Uplink(port=9, mac="02:00:00:00:00:09", ip="10.0.9.1", rank=2),
+    )
+    with pytest.raises(JobError, match="runs a tofino \\(tna\\) build without the leaf role"):
+        uplink.job_entries(conn, leaf)
+    alone = Job(
+        job=7, job_index=0, slot_base=0, slot_count=4, epoch=1, workers=[worker], encoding="lanes"
+    )
+    assert uplink.job_entries(conn, alone) == []
 
 
 def _registers(build: str) -> set[str]:
@@ -505,3 +569,76 @@ def test_the_documented_rate_table_is_the_committed_builds():
     assert table in (REPO / "docs" / "tofino.md").read_text(), (
         "docs/tofino.md does not hold the rate table of the committed builds:\n" + table
     )
+
+
+# -- silent rounds on TNA (docs/tofino.md, "Silent rounds on TNA") ---------------------------
+
+
+def test_the_silent_count_adds_the_minimum_tree_and_the_registers_beyond_the_free_alus():
+    """silent_stages_needed on a made-up build: 8 of 12 stages used, the slot epoch in
+    stage 2, 5 stateful ALUs free from there on."""
+    res = _resources_module()
+    users = {1: ["x.a"], 2: ["x.slot_epoch", "x.bitmap"], 3: ["x.b", "x.c", "x.d", "x.e"]}
+    summary = {
+        "stages_used": 8,
+        "stages_available": 12,
+        "per_stage": [
+            {
+                "stage": s,
+                "stateful_alus": len(users.get(s, [])),
+                "stateful_alu_users": users.get(s, []),
+            }
+            for s in range(8)
+        ],
+    }
+    # stages 2..7: (4-2) + (4-4) + 4 * 4 = 18 free
+    assert res.silent_free_alus(summary) == 18
+    assert res.silent_dependent_stages(1) == 1 and res.silent_dependent_stages(8) == 4
+    # N = 8: 8 + 3 registers fit the 18 free ALUs; 8 + log2(8) + 1 = 12 stages
+    assert res.silent_stages_needed(summary, 8) == 12
+    # N = 16: 19 ALUs, one stage more for them; 8 + 5 + 1 = 14
+    assert res.silent_stages_needed(summary, 16) == 14
+    assert res.silent_rank_limit(summary) == 8
+    summary["stages_used"] = 12
+    assert res.silent_rank_limit(summary) == 0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_controller_refuses_silent_rounds_naming_the_builds_limit(target):
+    """The limit the controller's refusal names is the one the committed production
+    build's resources give."""
+    from p4reduce.job import JobError, resolve_round_mode
+
+    res = _resources_module()
+    summary = json.loads((_need_outputs(target) / "resources.json").read_text())
+    limit = res.silent_rank_limit(summary)
+    assert targets.TARGETS[target].silent_rank_limit == limit
+    with pytest.raises(JobError) as refused:
+        resolve_round_mode(targets.TARGETS[target], 5, "silent")
+    said = f"at most {limit} rank" if limit else "fits no job"
+    assert said in str(refused.value) and "Silent rounds on TNA" in str(refused.value)
+
+
+def test_the_documented_silent_table_is_the_committed_builds():
+    """docs/tofino.md's silent-rounds table is what `python p4src/tofino_resources.py
+    --silent` computes from the committed production builds."""
+    res = _resources_module()
+    builds = {t: json.loads((_need_outputs(t) / "resources.json").read_text()) for t in TARGETS}
+    table = res.silent_table(builds, [2, 4, 8, 16, 32])
+    assert table in (REPO / "docs" / "tofino.md").read_text(), (
+        "docs/tofino.md does not hold the silent-rounds table of the committed builds:\n" + table
+    )
+
+
+@pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
+def test_the_leaf_role_adds_no_register(build, target, drop_simulator):
+    """docs/tofino.md, "The leaf role on TNA": the role reads whether a round holds the
+    spine's result from round_winner and the bitmap, so a build with it has the stateful
+    ALUs of one without: the lane pairs, the five protocol registers (four without the
+    winner check) and, in a test build, the drop simulator's sequence."""
+    names = set(_alu_stages(build))
+    protocol = {"slot_epoch", "bitmap", "next_key", "fingerprint_range", "round_winner"}
+    if build == LANE_PASS_BUILD:
+        protocol.discard("round_winner")
+    expected = protocol | ({"ingress_sequence"} if drop_simulator else set())
+    assert {n for n in names if not n.startswith("lanes_")} == expected, build

@@ -22,7 +22,9 @@ header bridge_t {
     bit<1>  to_worker;
     bit<1>  multicast;
     bit<1>  sim_random;
-    bit<5>  pad;
+    bit<1>  up;                 /* leaf role: a leaf's own RESULT, its partial: the read-out
+                                   pass sends it up by the uplink (uplink.p4) */
+    bit<4>  pad;
     bit<8>  dest_rank;          /* unicast replies: the sender; multicast: from the rid */
     bit<8>  job_index;
     bit<7>  pad2;
@@ -30,7 +32,9 @@ header bridge_t {
                                    pass unicasts a cached result back out of it */
     bit<16> mcast_grp;          /* the harvest pass multicasts a completed round here */
     bit<16> slot_index;         /* the lane registers' index (pool_slot * 2 + slot_version) */
-    bit<3>  pad3;
+    bit<1>  continued;          /* leaf role: the first pass's FLAG_CONTINUED, which the
+                                   partial the read-out pass sends up carries */
+    bit<2>  pad3;
     bit<1>  harvest;            /* the packet goes to a recirculated pass (the harvest port);
                                    beside lane_op and deliver, which the same actions write */
     bit<1>  deliver;            /* LANE_PASS: after the lane pass, the harvest pass and out */
@@ -128,4 +132,32 @@ const bit<9> HARVEST_PORT = 68;
 #define P4REDUCE_ARCH_METADATA bit<16> pool_slot_16; bit<16> slot_index_16;                  \
     bit<32> epoch_verdict; bit<2> encoding_differs; bit<16> sim_keep;                     \
     bit<32> seen; bit<32> bitmap_before; bit<32> complete_diff;                          \
-    bit<32> winner_probe; bit<32> joining_bit; bit<3> lane_op;
+    bit<32> winner_probe; bit<32> joining_bit; bit<3> lane_op; P4REDUCE_UPLINK_METADATA
+
+/* The leaf role (uplink.p4, docs/tofino.md "The leaf role on TNA"): built for Tofino 2,
+ * both builds. Tofino 1's production build with it needs 15 of 12 stages (the arithmetic:
+ * docs/tofino.md, "Fit"); its test build has no winner check, which the role reads, and
+ * stores the spine's RESULT with the pairs' overwrite step in the first pass, which a
+ * lane-pass build does not run there. */
+#ifndef P4REDUCE_LEAF_ROLE
+#if __TARGET_TOFINO__ == 2
+#define P4REDUCE_LEAF_ROLE 1
+#else
+#define P4REDUCE_LEAF_ROLE 0
+#endif
+#endif
+/* The uplink entry (the leaf's port towards the spine, the spine's addresses, the leaf's
+ * rank in the spine's job: what the partial the read-out pass sends up carries) and, for a
+ * first pass, downlink: a RESULT or STATUS, which only the spine sends. A first pass turns
+ * uplink_port and uplink_ip into their xor with the packet's ingress port and IPv4 source,
+ * both 0 exactly when the packet comes from the uplink (a gateway compares a field with a
+ * constant); the read-out pass reads them as the entry has them. */
+#if P4REDUCE_LEAF_ROLE && !P4REDUCE_WINNER_CHECK
+#error "the leaf role reads whether a round holds its result from the winner check"
+#endif
+#if P4REDUCE_LEAF_ROLE
+#define P4REDUCE_UPLINK_METADATA bit<1> has_uplink; bit<9> uplink_port; mac_t uplink_mac;   \
+    ipv4_addr_t uplink_ip; rank_t uplink_rank; bit<1> downlink;
+#else
+#define P4REDUCE_UPLINK_METADATA
+#endif

@@ -85,6 +85,26 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     action take_epoch() {
         meta.epoch_verdict = epoch_step.execute(meta.pool_slot_16);
     }
+#if P4REDUCE_LEAF_ROLE
+    /* the spine's RESULT or STATUS (uplink.p4) leaves the slot epoch alone, and its
+     * bitmap step only reads its version's half, the round it answers: the same step as a
+     * contribution's, whose bit the winner check leaves 0 for it (round_winner.p4), so
+     * that nothing changes (a register takes at most 4 RegisterActions: no read step) */
+    action same_verdict() {
+        meta.epoch_verdict = EPOCH_SAME;
+    }
+#define DOWNLINK_KEY meta.downlink: exact @name("downlink");
+#define DOWNLINK(d) d,
+#define DOWNLINK_ACTIONS same_verdict;
+#define DOWNLINK_EPOCH_ENTRIES (1, 0): same_verdict(); (1, 1): same_verdict();
+#define EPOCH_STEP_SIZE 4
+#else
+#define EPOCH_STEP_SIZE 2
+#define DOWNLINK_KEY
+#define DOWNLINK(d)
+#define DOWNLINK_ACTIONS
+#define DOWNLINK_EPOCH_ENTRIES
+#endif
     action take_continued_epoch() {
         meta.epoch_verdict = continued_epoch_step.execute(meta.pool_slot_16);
     }
@@ -92,10 +112,14 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
      * build can pin them: SLOT_EPOCH_STAGE, BITMAP_STAGE in bridge.p4) */
     SLOT_EPOCH_STAGE
     table slot_epoch_step {
-        key = { hdr.p4r.flags[3:3]: exact @name("continued"); }
-        actions = { take_epoch; take_continued_epoch; }
-        const entries = { 0: take_epoch(); 1: take_continued_epoch(); }
-        size = 2;
+        key = { DOWNLINK_KEY hdr.p4r.flags[3:3]: exact @name("continued"); }
+        actions = { take_epoch; take_continued_epoch; DOWNLINK_ACTIONS }
+        const entries = {
+            DOWNLINK_EPOCH_ENTRIES
+            (DOWNLINK(0) 0): take_epoch();
+            (DOWNLINK(0) 1): take_continued_epoch();
+        }
+        size = EPOCH_STEP_SIZE;
     }
     action step_0() {
         meta.bitmap_before = version_0_step.execute(meta.pool_slot_16);

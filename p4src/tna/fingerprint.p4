@@ -42,6 +42,7 @@
             CONTRIBUTION_ENTRIES(LANE_OP_ANNOUNCE, read_max, first_range,      \
                                  widen_range)                                  \
             (LANE_OP_READ_OUT, _, _, _, _): read_min();                        \
+            STORE_ENTRY(first_range)                                           \
         }                                                                      \
         const default_action = NoAction();                                     \
         size = 40;                                                             \

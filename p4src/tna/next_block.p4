@@ -49,6 +49,7 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
                                  minimum_key)                                  \
             CONTRIBUTION_ENTRIES(LANE_OP_ANNOUNCE, read_key, first_key,        \
                                  minimum_key)                                  \
+            STORE_ENTRY(first_key)                                             \
         }                                                                      \
         const default_action = NoAction();                                     \
         size = 80;                                                             \

@@ -23,6 +23,7 @@
 #include "fingerprint.p4"
 #include "next_block.p4"
 #include "round_winner.p4"
+#include "uplink.p4"
 #include "result.p4"
 #include "../common/result_destination.p4"
 #include "../common/identity.p4"
@@ -129,6 +130,12 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     NextBlock() next_block;
     Result() result;
     Forwarding() forwarding;
+#if P4REDUCE_LEAF_ROLE
+    Uplink() uplink;
+    FromUplink() from_uplink;
+    LEAF_ROLE_DECLARATIONS
+    bit<1> spine_result;     /* a first pass: the spine's RESULT or STATUS, from the uplink */
+#endif
 #if P4REDUCE_WINNER_CHECK
     WinnerProbe() winner_probe;
     ReadOut() read_out;
@@ -147,6 +154,19 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     action check_winner() {
         meta.joining_bit = winner_check.execute(meta.pool_slot_16);
     }
+#if P4REDUCE_LEAF_ROLE
+    /* the spine's RESULT or STATUS joins no round: its bitmap step only reads (uplink.p4) */
+    action join_none() {
+        meta.joining_bit = 0;
+    }
+#define JOIN_NONE_ACTION join_none;
+#define JOIN_NONE_ENTRIES (_, MSG_RESULT): join_none(); (_, MSG_STATUS): join_none();
+#define WINNER_CHECK_SIZE 4
+#else
+#define WINNER_CHECK_SIZE 2
+#define JOIN_NONE_ACTION
+#define JOIN_NONE_ENTRIES
+#endif
     action store_winner() {
         winner_store.execute(meta.pool_slot_16);
     }
@@ -156,19 +176,28 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     table winner_check_step {
         key = { hdr.p4r.flags[3:3]: ternary @name("continued");
                 hdr.p4r.msg_type: ternary @name("msg_type"); }
-        actions = { join_first_round; check_winner; NoAction; }
+        actions = { join_first_round; check_winner; JOIN_NONE_ACTION NoAction; }
         const entries = {
             (0, MSG_ANNOUNCE): join_first_round();
+            JOIN_NONE_ENTRIES
             (_, _): check_winner();
         }
         const default_action = NoAction();
-        size = 2;
+        size = WINNER_CHECK_SIZE;
     }
     WINNER_STAGE
     table winner_store_step {
+#if P4REDUCE_LEAF_ROLE
+        key = { hdr.bridge.lane_op[2:2]: exact @name("read_out");
+                hdr.bridge.up: exact @name("up"); }
+        actions = { store_winner; NoAction; }
+        /* a leaf's partial stores none: the spine's RESULT will (uplink.p4) */
+        const entries = { (1, 0): store_winner(); }
+#else
         key = { hdr.bridge.lane_op[2:2]: exact @name("read_out"); }
         actions = { store_winner; NoAction; }
         const entries = { 1: store_winner(); }
+#endif
         const default_action = NoAction();
         size = 1;
     }
@@ -188,8 +217,10 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         hdr.bridge.setValid();
         hdr.bridge.harvest = 0;
         hdr.bridge.pad = 0;
+        hdr.bridge.up = 0;
         hdr.bridge.pad2 = 0;
         hdr.bridge.pad3 = 0;
+        hdr.bridge.continued = 0;
         hdr.bridge.deliver = 0;
         hdr.bridge.lane_op = LANE_OP_NONE;      /* Result sets it for a read-out pass */
     }
@@ -317,6 +348,10 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             meta.parser_error = 1;
         }
         identity.apply(hdr, meta);
+#if P4REDUCE_LEAF_ROLE
+        spine_result = 0;
+        uplink.apply(hdr, meta);      /* every pass: the read-out pass addresses the partial */
+#endif
         /* (A) */
         if (hdr.bridge.isValid()) {
             /* a recirculated pass (the bridge header came back with the packet): the
@@ -353,6 +388,14 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             winner_probe.apply(hdr, meta);
 #endif
             validation.apply(hdr, meta);
+#if P4REDUCE_LEAF_ROLE
+            from_uplink.apply(hdr, meta, ig_intr_md.ingress_port);
+            if (meta.downlink == 1 && meta.has_uplink == 1 && meta.uplink_port == 0) {
+                if (meta.uplink_ip == 0) {
+                    spine_result = 1;
+                }
+            }
+#endif
             admission.apply(hdr, meta, ig_intr_md, dst_diff);
             rank_masks.apply(hdr, meta);
             drop_simulator.apply(hdr, meta, dst_diff);
@@ -382,9 +425,23 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                          * epoch and bitmap steps */
                         lane_op.apply(hdr, meta);
                         next_block.apply(hdr, meta);
+#if P4REDUCE_LEAF_ROLE
+                        /* the spine's RESULT: stored by a complete round (uplink.p4);
+                         * anything else from the uplink only reaches Result, and from
+                         * elsewhere is malformed (below). Its bitmap step only reads. */
+                        if (spine_result == 1 && hdr.p4r.msg_type == MSG_RESULT
+                                && hdr.p4r.flags[4:4] == 0) {
+                            store_result();
+                        }
                         contributor_bitmap.apply(hdr, meta);
-                        reply = 1;
+                        if (meta.downlink == 0) {
+                            contribution = 1;
+                        }
+#else
+                        contributor_bitmap.apply(hdr, meta);
                         contribution = 1;
+#endif
+                        reply = 1;
                     }
 #if P4REDUCE_DROP_SIMULATOR
                 }
@@ -400,6 +457,16 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
 #endif
         /* (C) */
         if (harvest_pass == 1) {
+#if P4REDUCE_LEAF_ROLE
+            if (hdr.bridge.up == 1) {
+                /* a leaf's completed round, or a cached one whose result it does not
+                 * hold: the partial goes up (uplink.p4) */
+                end_harvest_up();
+                send_up();
+                not_to_worker();
+                partial_header.apply();
+            } else {
+#endif
             if (hdr.fingerprint.isValid()) {
                 /* an announce round's RESULT on its read-out pass, its range now whole */
                 compare_range_after();
@@ -421,11 +488,18 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             } else {
                 P4REDUCE_DELIVER
             }
+#if P4REDUCE_LEAF_ROLE
+            }
+#endif
         } else {
             /* one if-else chain, so that bf-p4c sees forwarding and the p4reduce path as
              * exclusive (they write the same intrinsic metadata) */
             if (meta.parser_error == 1 || meta.checksum_error == 1) {
                 drop_counted(DROP_MALFORMED);
+#if P4REDUCE_LEAF_ROLE
+            } else if (reply == 1 && meta.downlink == 1 && spine_result == 0) {
+                drop_counted(DROP_MALFORMED);   /* only the spine sends these */
+#endif
             } else if (reply == 1) {
                 if (contribution == 1) {
                     contribution_flags.apply(hdr, meta);

@@ -27,6 +27,9 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.next_exponent = ~hdr.p4r.next_block[7:0];
     }
     action make_result(bit<7> extra_flags) {
+#if P4REDUCE_LEAF_ROLE
+        hdr.bridge.continued = hdr.p4r.flags[3:3];     /* a leaf's partial carries it */
+#endif
         meta.to_worker = 1;
         hdr.p4r.protocol = PROTOCOL_VERSION;
         hdr.p4r.msg_type = MSG_RESULT;
@@ -100,6 +103,31 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ethernet.src_addr = meta.switch_mac;
         hdr.ipv4.src_addr = meta.switch_ip;
     }
+#if P4REDUCE_LEAF_ROLE
+    /* the spine's RESULT that the round stored (uplink.p4): to the ranks through the
+     * read-out pass, as the round's own RESULT goes (its flags the spine's) */
+    action pass_down() {
+        meta.to_worker = 1;
+        meta.multicast = 1;
+        hdr.p4r.next_block = hdr.p4r.next_block >> 8;     /* NextBlock's key: back to the block */
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+    }
+    /* a leaf's completed round, or its cached one without the spine's result (in_round:
+     * round_winner still names the round): the read-out pass sends it up (uplink.p4) */
+    action mark_up() {
+        hdr.bridge.up = 1;
+    }
+    /* the spine's STATE_LOST: to the ranks at once (it stores nothing) */
+    action state_lost_down() {
+        meta.to_worker = 1;
+        meta.multicast = 1;
+        hdr.p4r.next_block = hdr.p4r.next_block >> 8;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        ig_tm_md.mcast_grp_a = meta.mcast_grp;
+    }
+#endif
     action set_lengths(bit<16> udp_len) {
         hdr.udp.length = udp_len;
         hdr.ipv4.total_len = udp_len + 20;
@@ -141,6 +169,24 @@ control Result(inout headers_t hdr, inout metadata_t meta,
      * rank's bit) or found it completed (a duplicate: a cached RESULT). */
     apply {
         bit<8> job = meta.job_index;   /* per-job counters are indexed by 8 bits: no 32-bit copy */
+#if P4REDUCE_LEAF_ROLE
+        if (meta.downlink == 1) {
+            /* from the spine (p4reduce.p4 dropped one from anywhere else): a RESULT the
+             * round stored, or STATE_LOST, goes to the ranks; a STATUS, or a RESULT the
+             * round already holds, ends here */
+            if (meta.lane_op == LANE_OP_STORE && meta.bitmap_before == ROUND_COMPLETE) {
+                invert_exponent();
+                pass_down();
+                SEND_RESULT(multicast_result();)
+            } else if (hdr.p4r.msg_type == MSG_RESULT && hdr.p4r.flags[4:4] == 1) {
+                state_lost_down();
+                from_switch();
+            } else {
+                duplicates.count(job);
+                ig_dprsr_md.drop_ctl = 1;
+            }
+        } else
+#endif
         if (meta.state_lost == 1) {
             state_lost.count(job);
             make_state_lost();
@@ -156,12 +202,22 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             rounds_completed.count(job);
             make_result(0);
             meta.multicast = 1;
+#if P4REDUCE_LEAF_ROLE
+            if (meta.has_uplink == 1) {
+                mark_up();
+            }
+#endif
             SEND_RESULT(multicast_result();)
         } else if (meta.bitmap_before == ROUND_COMPLETE) {     /* a cached RESULT */
             invert_exponent();
             retransmissions_served.count(job);
             make_result(FLAG_CACHED);
             reply_to_sender();
+#if P4REDUCE_LEAF_ROLE
+            if (meta.has_uplink == 1 && meta.in_round == 1) {
+                mark_up();
+            }
+#endif
             SEND_RESULT()
         } else if (meta.duplicate == 1) {
             duplicates.count(job);

@@ -22,6 +22,17 @@
 #define LANE_OP_READ_OUT 3w5     /* the read-out pass of a RESULT without values */
 #define LANE_OP_CONTRIBUTE 3w6   /* first pass: a DATA or SKIP that passed admission */
 #define LANE_OP_ANNOUNCE 3w7     /* first pass: an ANNOUNCE that passed admission */
+/* leaf role (uplink.p4): the first pass of the spine's RESULT that a round stores -- its
+ * lanes, key and fingerprint range overwrite the round's. Only one-pass builds have the
+ * role, whose first pass never carries the lane pass's READ_HIGH: so its value. */
+#define LANE_OP_STORE 3w3
+/* ... and the entry of each step's table that stores it: the RESULT's round is complete
+ * here (its bitmap half, which the RESULT's bitmap step only reads: uplink.p4) */
+#if P4REDUCE_LEAF_ROLE
+#define STORE_ENTRY(STORE) (LANE_OP_STORE, _, _, _, ROUND_COMPLETE): STORE();
+#else
+#define STORE_ENTRY(STORE)
+#endif
 
 /* The step of a contribution, from the bitmap step's answer in the stage right after it
  * (SwitchML's Processor keys its table on bitmap_before the same way): a key of
@@ -169,6 +180,7 @@
                     read_low_values_##p; NoAction; }                           \
         const entries = {                                                      \
             PAIR_ENTRIES(p)                                                    \
+            STORE_ENTRY(first_values_##p)                                      \
             (LANE_OP_READ_LOW, _, _, _, _): read_low_values_##p();             \
         }                                                                      \
         const default_action = NoAction();                                     \

@@ -132,9 +132,14 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             }
         } else if (meta.downlink == 1) {
             /* from the spine: a RESULT the round stores, or STATE_LOST, goes to the ranks;
-             * a STATUS, or a RESULT the round already holds, ends here */
+             * so does a STATUS (the round is complete here and waits for the spine: every
+             * rank of this leaf is told so, FLAG_RELAYED, and stops asking); a RESULT the
+             * round already holds ends here */
             if (meta.store_result == 1 || (hdr.p4r.flags & FLAG_STATE_LOST) != 0) {
                 pass_down();
+            } else if (hdr.p4r.msg_type == MSG_STATUS) {
+                pass_down();
+                hdr.p4r.flags = hdr.p4r.flags | FLAG_RELAYED;
             } else {
                 duplicates.count((bit<32>)meta.job_index);
                 mark_to_drop(standard_metadata);

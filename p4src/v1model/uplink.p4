@@ -12,6 +12,11 @@
  * cache). A RESULT from the spine is stored only by a round waiting for it, so a late
  * copy of one already stored changes nothing.
  *
+ * The spine's STATUS (it answers a partial sent again into a round the spine has not
+ * completed) goes to the leaf's ranks flagged FLAG_RELAYED: every one of them has
+ * contributed, so each learns that the round waits above its leaf, for the leaves the
+ * bitmap lacks, and stops asking as it does after its leaf's own STATUS.
+ *
  * A job without an uplink entry never reads or writes result_held: the switch completes
  * its rounds itself. A RESULT or STATUS not from the job's uplink (port and spine's IPv4)
  * is malformed, as a RESULT from a worker always was. */
@@ -22,6 +27,11 @@
 #include "register_step.p4"
 
 register<bit<1>>(SLOT_ENTRIES) result_held;
+
+/* switch -> worker, on a STATUS only (the bit FLAG_CACHED has on a RESULT): the spine's
+ * STATUS, relayed by the rank's leaf to its ranks -- the round is complete at the leaf and
+ * waits for the spine, whose bitmap counts the job's leaves (p4reduce.wire.Flag.RELAYED) */
+const flags_t FLAG_RELAYED = 0x04;
 
 /* The job's uplink, and for a packet from it whether it is a result to store. Applied to
  * every admitted p4reduce packet, before the bitmap. */

@@ -13,6 +13,7 @@ from ..errors import UnsupportedConstruct
 from .calc import calculation
 from .expr import DATA, X_PAYLOAD, Expr, mask_lit
 from .gen import Gen
+from .layout import HeaderInfo
 
 
 def emit_checksums(g: Gen) -> list[str]:
@@ -50,6 +51,26 @@ def emit_checksums(g: Gen) -> list[str]:
     return update_lines
 
 
+# A header of one unsigned field at least this wide (a p4reduce block's values: 256 bytes
+# and up) is deparsed through a one-entry cache (emit_wide_field).
+WIDE_BYTES = 256
+
+
+def emit_wide_field(g: Gen, h: HeaderInfo) -> None:
+    """Emit a wide one-field header through a cache of its last (int, bytes). Why: the
+    copies of a multicast share their ingress PHV's int objects, so every copy after the
+    first deparses the same int again -- a 2 048-value block's 8 KiB `to_bytes` costs
+    about as much as the rest of a packet's egress. The cache holds the int it was made
+    from, so an `is` match means the same value (a held object's id cannot be reused)."""
+    var = f"_WIDE{h.index}"
+    g.env[var] = [None, b""]
+    s = g.src
+    s.emit(f"v = F[{h.base}]", 2)
+    s.emit(f"if v is not {var}[0]:", 2)
+    s.emit(f"{var}[0], {var}[1] = v, v.to_bytes({h.nbytes}, 'big')", 3)
+    s.emit(f"out.append({var}[1])", 2)
+
+
 def emit_deparser(g: Gen, update_lines: list[str]) -> None:
     deps = g.j.get("deparsers", [])
     if len(deps) > 1:
@@ -73,6 +94,8 @@ def emit_deparser(g: Gen, update_lines: list[str]) -> None:
         n = len(h.fields)
         if st is not None and not any(sg for _n, _w, sg in h.fields):
             s.emit(f"out.append({st}.pack(*F[{h.base}:{h.base + n}]))", 2)
+        elif n == 1 and h.nbytes >= WIDE_BYTES and not h.fields[0][2]:
+            emit_wide_field(g, h)
         else:
             s.emit(f"out.append({g.header_int(h)}.to_bytes({h.nbytes}, 'big'))", 2)
     s.emit(f"out.append(X[{X_PAYLOAD}])", 1)

@@ -141,7 +141,7 @@ def test_tofino_configuration_with_port_map_and_cpu_port(tmp_path):
             {**_sw(target="tofino"), "jobs": [{**_job(), "round_mode": "silent"}]},
             "jobs[0].round_mode",
             "round mode 'silent' is not available on a tofino switch (the tna program runs "
-            "every_rank)",
+            "every_rank; silent rounds read one register per rank",
         ),
         ({**_sw(), "jobs": [{**_job(), "round_mode": "quiet"}]}, "jobs[0].round_mode", "'quiet'"),
         (

@@ -129,6 +129,26 @@ def test_a_lost_result_is_repaired_from_the_spines_cache(job_ranks):
         assert np.array_equal(res.values, np.full(K, 10)) and res.header.flags & Flag.CACHED
 
 
+def test_the_spines_status_reaches_every_rank_of_a_complete_leaf(job_ranks):
+    """l1's ranks have contributed, l2's not: a retransmission of an l1 rank sends l1's
+    partial up again, the spine (waiting for l2) answers with its STATUS, and l1 relays
+    it to both its ranks (RELAYED, the spine's bitmap: l1 only); nothing reaches l2's."""
+    fab, _, rs = job_ranks
+    x = [np.full(K, i + 1) for i in range(4)]
+    data_round(rs, x, only=(0, 1))
+    assert all(not r.received() for r in rs)
+    rs[0].send(MsgType.DATA, x[0], Flag.RETRANSMIT, slot_version=1, block=0, next_block=END)
+    for r in rs[:2]:
+        (status,) = r.received()
+        assert status.header.msg_type == MsgType.STATUS and status.header.flags & Flag.RELAYED
+        assert status.contributors == 0b01 and status.header.rank == r.cfg.rank_on_wire
+    assert all(not r.received() for r in rs[2:])
+    data_round(rs, x, only=(2, 3))
+    for r in rs:
+        (res,) = r.received()
+        assert np.array_equal(res.values, np.full(K, 10))
+
+
 def test_a_restarted_spine_answers_state_lost_to_every_rank(job_ranks):
     fab, ctl, rs = job_ranks
     fab.switch("s").restart()

@@ -1,0 +1,70 @@
+"""bench/fabric.py (run by `make bench`): its quick run measures a two-level job in one
+process -- lossless and with 5 % loss on every link, exact both times, each uplink
+carrying one contribution up and one result down per round -- its model reproduces the
+line-rate projection's function, and docs/benchmarks.md's fabric section is what
+docs/bench/fabric.json gives."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import model  # noqa: E402
+import report  # noqa: E402
+
+
+def _load_bench():
+    """bench/fabric.py by its path (`fabric` is also this test folder's package name)."""
+    spec = importlib.util.spec_from_file_location("bench_fabric", REPO / "bench" / "fabric.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+fabric = _load_bench()
+
+
+def test_quick_run_measures_both_jobs_and_each_uplink(tmp_path):
+    out = tmp_path / "fabric.json"
+    assert fabric.main(["--quick", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    lossless, lossy = data["inprocess"]["runs"]
+    assert (lossless["loss"], lossy["loss"]) == (0, fabric.LOSS)
+    assert lossless["exact"] and lossy["exact"]
+    assert lossy["seconds"] > 0 and lossless["seconds"] > 0
+    rounds = lossless["rounds"]
+    for u in lossless["uplinks"]:
+        # the leaf role: one partial up, one result down per round, nothing else lossless
+        assert u["frames_up"] == u["frames_down"] == rounds, u
+    rank0 = lossless["rank0"]
+    assert rank0["packets_sent"] == rounds and rank0["retransmissions"] == 0
+    text = fabric.markdown(data)
+    assert f"| l1's uplink | {rounds} |" in text
+    assert "yes |" in text
+
+
+def test_the_model_is_the_projection_function():
+    rows = fabric.model_rows()
+    m = fabric.MODEL
+    net = model.Network(link_gbps=m["link_gbps"], rtt_us=m["rtt_us"], slots=m["slots"])
+    for r in rows:
+        assert r["p4reduce_seconds"] == model.allreduce_seconds(
+            r["p4reduce_bytes"], r["p4reduce_bytes"], r["p4reduce_rounds"], net
+        )
+        assert r["ring_seconds"] > r["p4reduce_seconds"]
+        assert r["ring_bytes"] > r["p4reduce_bytes"]  # 2(N-1)/N x 4 bytes a value vs ~1.3
+    small = rows[0]
+    assert small["ring_seconds"] >= (m["ranks"] - 1) * m["rtt_us"] * 1e-6  # latency-bound
+
+
+def test_benchmarks_md_fabric_section_is_the_json():
+    docs = REPO / "docs" / "benchmarks.md"
+    data = json.loads((REPO / "docs" / "bench" / "fabric.json").read_text())
+    assert report.block_of(docs, fabric.BEGIN, fabric.END) == fabric.markdown(data)

@@ -1,0 +1,118 @@
+"""A rank behind a leaf (the leaf role, docs/fabric.md), as its worker engine sees it: its
+descriptor names its leaf's ranks; its leaf's STATUS names them by their index there and
+the spine's, relayed by the leaf, says the round waits above the leaf; and its timers
+resend every waiting slot the switch has not said it holds (crafted packets, no switch:
+the engine is the thing under test)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hostlib import protocol as p
+from hostlib.engine import AllreduceEngine
+from hostlib.liveness import SILENT_STATUSES, SILENT_TIMERS, RankSilent
+from hostlib.numerics import make_payload
+from hostlib.timers import EngineParams
+from p4reduce.addresses import Address, WorkerAddress
+from p4reduce.job import DescriptorError, Job, load_descriptor
+
+EOS = p.END_OF_STREAM
+T0 = 100.0
+SLOTS = 4
+LEAF_RANKS = [4, 5, 9]  # the job-wide ranks behind this leaf, by index there
+PARAMS = EngineParams(timeout=0.005, max_timeout=1.0, deadline=30.0)
+
+
+def leaf_descriptor(index: int = 1, ranks: list[int] = LEAF_RANKS) -> dict:
+    """What the controller writes for the rank of `index` on a leaf of a 12-rank job."""
+    job = Job(
+        job=7,
+        job_index=7,
+        slot_base=0,
+        slot_count=SLOTS,
+        epoch=1,
+        workers=[
+            WorkerAddress(i, i + 1, f"02:00:00:00:00:{i + 1:02x}", f"10.0.1.{i + 1}", 0x5030)
+            for i in range(len(ranks))
+        ],
+        encoding="lanes",
+        ranks_in_job=ranks,
+        job_ranks=12,
+    )
+    return job.descriptor(index, Address("02:00:00:00:01:01", "10.0.0.240"))
+
+
+def engine(params: EngineParams = PARAMS) -> AllreduceEngine:
+    cfg = load_descriptor(leaf_descriptor())
+    x = np.zeros(12 * 64, np.int32)
+    x[:] = 7
+    return AllreduceEngine(cfg, make_payload(x, cfg.worker_count), T0, params)
+
+
+def header(msg_type, slot, block, flags=0, next_block=EOS) -> p.Header:
+    return p.Header.make(
+        msg_type, job=7, slot=slot, rank=1, flags=flags, block=block, next_block=next_block
+    )
+
+
+def fp() -> tuple[int, int]:
+    x = p.fingerprint(np.int32, 12 * 64)
+    return (x, x)
+
+
+def test_the_descriptor_names_the_leafs_ranks():
+    d = leaf_descriptor()
+    assert (d["rank"], d["wire_rank"], d["leaf_ranks"]) == (5, 1, LEAF_RANKS)
+    cfg = load_descriptor(d)
+    assert cfg.leaf_ranks == tuple(LEAF_RANKS) and cfg.rank_on_wire == 1
+    for bad in ([4, 6, 9], [4, 5, 5], [4, 5, 12], "4,5,9"):
+        with pytest.raises(DescriptorError, match="leaf_ranks"):
+            load_descriptor(d | {"leaf_ranks": bad})
+
+
+def test_a_leafs_status_names_job_wide_ranks():
+    """The leaf's STATUS bitmap counts the ranks by their index on the leaf: index 2 is
+    rank 9 of the job, and that is the rank named silent."""
+    e = engine()
+    e.packets_to_send(T0)
+    e.on_result(header(p.MsgType.RESULT, 0, EOS, next_block=0), None, T0 + 0.01, fingerprint=fp())
+    status = header(p.MsgType.STATUS, 1, EOS)
+    for k in range(SILENT_STATUSES):
+        e.on_result(status, None, T0 + 0.02 + 0.5 * k, contributors=0b011)
+    with pytest.raises(RankSilent, match=r"rank\(s\) \[9\] sent nothing") as info:
+        e.check(T0 + 0.01 + SILENT_TIMERS * PARAMS.max_timeout + 1e-6)
+    assert info.value.ranks == [9]
+
+
+def test_the_spines_status_relayed_names_no_rank_of_the_leaf():
+    """The spine's STATUS (relayed, its bitmap counts leaves) says every rank of this
+    leaf is heard: no rank is named silent from it, the round is held (no resend before
+    its backed-off timer) and the deadline's message says the spine waits."""
+    e = engine()
+    e.packets_to_send(T0)
+    e.on_result(header(p.MsgType.RESULT, 0, EOS, next_block=0), None, T0 + 0.01, fingerprint=fp())
+    relayed = header(p.MsgType.STATUS, 1, EOS, flags=p.Flag.RELAYED)
+    for k in range(SILENT_STATUSES):
+        e.on_result(relayed, None, T0 + 0.02 + 0.5 * k, contributors=0b1)
+    assert e.pacer.held()[1]
+    e.check(T0 + 0.01 + SILENT_TIMERS * PARAMS.max_timeout + 1e-6)  # no RankSilent
+    with pytest.raises(TimeoutError, match="the spine waits for other leaves") as info:
+        e.check(T0 + PARAMS.deadline + 1)
+    assert not isinstance(info.value, RankSilent)
+
+
+def test_behind_a_leaf_every_waiting_slot_is_resent_once_its_timer_expires():
+    """No answer on any slot for the recent timer: a rank behind a leaf resends every
+    slot not held (one lost packet among them is found at once), a rank of a one-switch
+    job only the silence probe's lowest slot."""
+    leaf = engine()
+    cfg = load_descriptor(leaf_descriptor())
+    flat_cfg = type(cfg)(**{**vars(cfg), "wire_rank": None, "leaf_ranks": None})
+    x = np.zeros(12 * 64, np.int32)
+    flat = AllreduceEngine(flat_cfg, make_payload(x, flat_cfg.worker_count), T0, PARAMS)
+    first = {len(e.packets_to_send(T0)) for e in (leaf, flat)}
+    assert first == {SLOTS}
+    later = T0 + PARAMS.initial_timeout + 0.01
+    assert len(leaf.packets_to_send(later)) == SLOTS
+    assert len(flat.packets_to_send(later)) == 1
