@@ -82,6 +82,27 @@ def test_all_zero_tensor(net):
         assert o.packets_sent - o.retransmissions == per_slot * 8, o
 
 
+HOST_FRAMES = 16
+
+
+def test_a_silent_rank_sends_its_non_zero_blocks_and_two_packets_per_slot(net):
+    """Idle ranks send nothing (docs/protocol.md, "Silent rounds"): what a rank's link
+    carried to the switch, counted by the interface and not by the worker, is its own
+    non-zero blocks plus one ANNOUNCE and one closing SKIP per slot, plus what its timers
+    resent while it waited (a rank that finished its blocks waits for the closing round of
+    ranks still sending), plus the host kernel's own frames on a new link (IPv6 neighbour
+    discovery and multicast listener reports, HOST_FRAMES at most)."""
+    rng = np.random.default_rng(25)
+    slots, workers = 8, 4
+    xs = _sparse(rng, workers, BLOCK_VALUES * 400, 0.1, "float32")
+    summary = _run(net, workers, xs, slots=slots, round_mode="silent")
+    for o, x in zip(summary.outcomes, xs):
+        nonzero = int(np.count_nonzero(np.abs(x.reshape(-1, BLOCK_VALUES)).sum(axis=1)))
+        assert o.stats["last_nonzero_blocks"] == nonzero, o
+        assert o.packets_sent == nonzero + 2 * slots + o.retransmissions, o
+        assert o.packets_sent <= o.tx_packets <= o.packets_sent + HOST_FRAMES, o
+
+
 def test_smaller_than_one_block_and_odd_length(net):
     rng = np.random.default_rng(3)
     _run(net, 2, [rng.integers(-5, 5, 10).astype("int32") for _ in range(2)])
