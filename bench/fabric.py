@@ -24,8 +24,6 @@ leaves at line rate next to a flat ring over the same fabric.
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import sys
 import tempfile
 import threading
@@ -349,36 +347,26 @@ def _model_text(m: dict, rows: list[dict]) -> str:
     return "\n".join(L)
 
 
+def measure(args: argparse.Namespace) -> dict:
+    """One run: the in-process two-level job (quick or full), Mininet when asked, the
+    model's rows."""
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "inprocess": inprocess(QUICK if args.quick else FULL),
+        "mininet": mininet(args.targets) if args.mininet else None,
+        "model": MODEL,
+        "model_rows": model_rows(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 leaves of 3 ranks (a test's run)")
     ap.add_argument("--mininet", action="store_true", help="also Mininet, each switch kind")
     ap.add_argument("--targets", nargs="+", default=["softswitch", "simple_switch_grpc"])
-    ap.add_argument("--json", type=Path, default=REPO / "docs" / "bench" / "fabric.json")
-    ap.add_argument("--from-json", type=Path, help="no run: the text from a JSON")
-    ap.add_argument("--markdown", action="store_true", help="rewrite docs/benchmarks.md's part")
-    ap.add_argument("--command", default=None, help="the command to state (make passes its own)")
+    report.publish_args(ap)
     args = ap.parse_args(argv)
-    if args.command is None:
-        given = list(argv if argv is not None else sys.argv[1:])
-        args.command = shlex.join(["python", "bench/fabric.py"] + given)
-    if args.from_json:
-        data = json.loads(args.from_json.read_text())
-    else:
-        data = {
-            "command": args.command,
-            "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-            "inprocess": inprocess(QUICK if args.quick else FULL),
-            "mininet": mininet(args.targets) if args.mininet else None,
-            "model": MODEL,
-            "model_rows": model_rows(),
-        }
-    report.publish(
-        data,
-        markdown(data),
-        None if args.from_json else args.json,
-        (BEGIN, END) if args.markdown else None,
-    )
+    report.run_and_publish(args, argv, "bench/fabric.py", measure, markdown, lambda _: (BEGIN, END))
     return 0
 
 
