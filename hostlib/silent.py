@@ -62,6 +62,7 @@ class SilentEngine(AllreduceEngine):
         self.last_data = np.full(n, EOS, np.int64)  # block of this rank's latest DATA
         self.incomplete: list[int] = []  # slots closed while this rank lacked a sum
         super().__init__(cfg, payload, now, *args, **kwargs)
+        self.pacer.contributes = self.mine  # RACK only where this rank's packet is awaited
 
     # -- packets ---------------------------------------------------------------------------
 

@@ -130,6 +130,9 @@ class Pacer:
         self.silence_probed = False  # a silence timer expired since the latest batch
         self.probed = np.zeros(n, bool)  # probe sent, no answer yet
         self.expired_in_row = np.zeros(n, np.int64)  # held timers expired in a row
+        # silent rounds: the slots whose round waits for this rank's own packet (None:
+        # every slot, as in every-rank rounds); see _overtaken
+        self.contributes: np.ndarray | None = None
 
     def started(self, slots: np.ndarray, now: float) -> None:
         """A new round's packet went out on `slots` (an announce, or the next round)."""
@@ -177,8 +180,13 @@ class Pacer:
         return self.rtt.rto(prm.timeout, prm.max_timeout, prm.initial_timeout)
 
     def _overtaken(self) -> np.ndarray:
-        """Active slots whose packet was sent before the latest packet the switch answered."""
-        return self.slots.active & (self.xmit_at < self.answered_xmit)
+        """Active slots whose packet was sent before the latest packet the switch answered.
+        Only where the round waits for this rank's packet: in silent rounds a slot where
+        the rank sends nothing waits for other ranks' DATA, so a later packet answered
+        on another slot says nothing of a loss (that slot asks on its held timer or the
+        silence probe instead)."""
+        o = self.slots.active & (self.xmit_at < self.answered_xmit)
+        return o if self.contributes is None else o & self.contributes
 
     def held(self) -> np.ndarray:
         """Active slots whose latest transmission the switch holds: a STATUS for the round
