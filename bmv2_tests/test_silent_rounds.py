@@ -514,3 +514,36 @@ def test_a_data_copy_does_not_join_a_rewind_round_at_its_block(switch):
     results = job.results()
     check_all(results, MsgType.RESULT, 0, 0, 1)
     assert all(res.fingerprint is not None and res.values is None for res in results.values())
+
+
+def test_a_header_only_copy_is_not_answered_with_a_wider_block_than_a_frame_can_grow(switch):
+    """simple_switch lets a received frame grow by only 512 bytes (wire.SKIP_GROWS_TO_VALUES).
+    In a job's second call, rank 0's copy of its ANNOUNCE (header and fingerprint only)
+    finds the announce round's version complete with the data round of block 1, at 256
+    values per block: a cached answer would grow the frame by 1 KiB, so the copy is stale
+    instead of crashing the switch; rank 0's query, which carries its job's block of
+    zeros, then gets that round's result."""
+    k = 256
+    job = silent_job(switch, 61, 2, block_values=k)
+    _, _, v = run_call(job, {r: {0: np.full(k, r + 1)} for r in range(2)})
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, version=v, next_block=0, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, 0, v)
+    job.send(0, MsgType.DATA, version=v ^ 1, block=0, values=np.full(k, 1), next_block=END,
+             flags=Flag.CONTINUED)  # fmt: skip
+    job.send(1, MsgType.DATA, version=v ^ 1, block=0, values=np.full(k, 2), next_block=1,
+             flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, 1, v ^ 1)
+    job.send(1, MsgType.DATA, version=v, block=1, values=np.full(k, 5), next_block=END,
+             flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 1, END, v)
+    stale = job.stats()["stale"]
+    job.send(0, MsgType.ANNOUNCE, version=v, next_block=0, flags=Flag.CONTINUED | Flag.RETRANSMIT)
+    job.assert_silent(0.3)
+    assert job.stats()["stale"] == stale + 1
+    job.send(0, MsgType.SKIP, version=v, block=0, values=np.zeros(k), next_block=0,
+             flags=Flag.CONTINUED | Flag.RETRANSMIT)  # fmt: skip
+    res = job.result(0)
+    assert res is not None and res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (v, 1, END)
+    assert np.array_equal(res.values, np.full(k, 5))

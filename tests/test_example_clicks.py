@@ -48,13 +48,15 @@ def test_tiny_click_model_through_the_switch_matches_gloo(tmp_path):
     assert 0 < p["mean_density_own"] < 0.6  # the embedding's untouched rows
     assert p["switch_packets_per_step_per_worker"] > 0
     # silent rounds (the example's mode, named): a rank sends its non-zero blocks and an
-    # announce and a closing packet per slot a call uses, retransmissions aside
+    # announce and a closing packet per slot a call uses, retransmissions aside -- and a
+    # resend of its own packet that went unanswered twice goes with a query and a REWIND
+    # request (hostlib/silent.py, _resending): at most 3 packets per retransmission
     assert s["round_mode"] == "silent" and p["allreduces_per_step"] >= 1
     assert p["nonzero_blocks_per_step_per_rank"] > 0
     assert p["control_packets_per_step_per_rank"] <= 2 * opts.slots * p["allreduces_per_step"]
     lower = p["nonzero_blocks_per_step_per_rank"] + p["control_packets_per_step_per_rank"]
     retx = p["retransmissions"] / opts.workers / 6
-    assert lower <= p["packets_per_step_per_rank"] + 1e-9 <= lower + retx + 1e-9
+    assert lower <= p["packets_per_step_per_rank"] + 1e-9 <= lower + 3 * retx + 1e-9
     # gloo's ring crossed the hosts' links (so the switch), not loopback: each rank sends
     # 2(N-1)/N of the dense gradient per step, at every MTU it ran at
     ring = 2 * (opts.workers - 1) / opts.workers * s["dense_gradient_bytes"]
