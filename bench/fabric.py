@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,11 +37,9 @@ import report
 from controlplane.config import parse
 from controlplane.fabric import FabricController
 from controlplane.stats import job_stats
-from hostlib import Worker
-from p4net.harness import InProcessTransport
+from p4net.harness import allreduce_on_leaves
 from p4reduce import wire
-from p4reduce.addresses import WorkerAddress
-from softswitch.inprocess import host_ip, host_mac, two_level, two_level_config
+from softswitch.inprocess import two_level, two_level_config, two_level_ranks
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -66,40 +63,6 @@ class Shape:
 
 FULL = Shape(leaves=4, per_leaf=16, values=2560, slots=8, timeout=0.05)
 QUICK = Shape(leaves=2, per_leaf=3, values=640, slots=4, timeout=0.05)
-
-
-def rank_addresses(shape: Shape) -> list[WorkerAddress]:
-    """`per_leaf` ranks on each leaf's first ports, leaf 1's first."""
-    out: list[WorkerAddress] = []
-    for leaf in range(1, shape.leaves + 1):
-        for port in range(1, shape.per_leaf + 1):
-            mac, ip = host_mac(leaf, port), host_ip(leaf, port)
-            out.append(WorkerAddress(len(out), port, mac, ip, wire.UDP_PORT_BASE))
-    return out
-
-
-def run_ranks(fab, descriptors, workers, tensors, timeout: float) -> tuple[float, list, list]:
-    """Every rank's allreduce in its own thread: (seconds, results, worker stats)."""
-    results: list = [None] * len(workers)
-    stats: list = [None] * len(workers)
-
-    def body(r: int) -> None:
-        leaf = int(workers[r].mac.split(":")[4], 16)  # host_mac's leaf number
-        transport = InProcessTransport(fab.switch(f"l{leaf}"), workers[r].port)
-        try:
-            with Worker(descriptors[r], transport=transport, timeout=timeout, deadline=60) as w:
-                results[r] = w.allreduce(tensors[r])
-                stats[r] = w.stats
-        except BaseException as exc:  # reported as not exact
-            results[r] = exc
-
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(workers))]
-    start = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    return time.monotonic() - start, results, stats
 
 
 def uplink_traffic(before: dict, after: dict, shape: Shape) -> list[dict]:
@@ -132,15 +95,15 @@ _ZERO = _Zero()
 
 def one_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> dict:
     """One allreduce of every rank on a fresh job, `loss` on every link."""
-    workers = rank_addresses(shape)
+    workers = two_level_ranks(shape.leaves, shape.per_leaf)
     job = ctl.jobs.create(job_id, workers, slots=shape.slots)
     try:
         if loss:
             ctl.jobs.set_loss(job.job, ingress=loss, egress=loss, seed=7)
         fab.set_loss(loss, seed=9)
         before = fab.link_counts()
-        seconds, results, stats = run_ranks(
-            fab, job.descriptors(ctl.jobs.switch), workers, tensors, shape.timeout
+        seconds, results, stats = allreduce_on_leaves(
+            fab, job.descriptors(ctl.jobs.switch), workers, tensors, shape.timeout, 60, 120
         )
         after = fab.link_counts()
         exact = np.sum(tensors, axis=0, dtype=np.int64)

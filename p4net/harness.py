@@ -27,7 +27,7 @@ from hostlib.framing import WIDTH, Batch
 from hostlib.protocol import Endpoints, Frame, Header, MsgType
 from p4reduce.job import Job
 from p4reduce.wire import Flag, RoundMode, skip_carries_values
-from softswitch.inprocess import InProcessSwitch
+from softswitch.inprocess import InProcessFabric, InProcessSwitch, host_leaf
 
 from .switches import SwitchUnderTest
 
@@ -224,6 +224,46 @@ class InProcessTransport:
 
     def close(self) -> None:
         pass
+
+
+def allreduce_on_leaves(
+    fab: InProcessFabric,
+    descriptors: list[dict],
+    workers: list[WorkerAddress],
+    tensors: list[np.ndarray],
+    timeout: float,
+    deadline: float,
+    join: float,
+) -> tuple[float, list, list]:
+    """Every rank's allreduce on a two-level in-process fabric (softswitch.inprocess
+    two_level), each a hostlib Worker in its own thread on its leaf's port: (seconds,
+    each rank's result or the exception it raised, each rank's WorkerStats or None)."""
+    import threading
+    import time
+
+    from hostlib import Worker
+
+    results: list = [None] * len(workers)
+    stats: list = [None] * len(workers)
+
+    def body(r: int) -> None:
+        transport = InProcessTransport(fab.switch(host_leaf(workers[r].mac)), workers[r].port)
+        try:
+            with Worker(
+                descriptors[r], transport=transport, timeout=timeout, deadline=deadline
+            ) as w:
+                results[r] = w.allreduce(tensors[r])
+                stats[r] = w.stats
+        except BaseException as exc:  # the caller checks every result
+            results[r] = exc
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(workers))]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join)
+    return time.monotonic() - start, results, stats
 
 
 @dataclass

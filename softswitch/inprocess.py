@@ -28,6 +28,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from p4reduce.addresses import WorkerAddress
+from p4reduce.wire import UDP_PORT_BASE
 from softswitch.p4runtime_server import Device, P4RuntimeServer
 
 INPROCESS = "inprocess"
@@ -298,6 +300,27 @@ def host_mac(leaf: int, port: int) -> str:
 
 def host_ip(leaf: int, port: int) -> str:
     return f"10.0.{leaf}.{port}"
+
+
+def two_level_ranks(leaves: int, per_leaf: int) -> list[WorkerAddress]:
+    """A job's ranks on a `two_level` fabric of leaves l1, l2, ...: `per_leaf` on each
+    leaf's first ports, l1's first."""
+    return [
+        WorkerAddress(
+            (leaf - 1) * per_leaf + port - 1,
+            port,
+            host_mac(leaf, port),
+            host_ip(leaf, port),
+            UDP_PORT_BASE,
+        )
+        for leaf in range(1, leaves + 1)
+        for port in range(1, per_leaf + 1)
+    ]
+
+
+def host_leaf(mac: str) -> str:
+    """The leaf (l1, l2, ...) of a host whose MAC host_mac gave."""
+    return f"l{int(mac.split(':')[4], 16)}"
 
 
 def two_level_config(

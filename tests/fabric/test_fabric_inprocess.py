@@ -15,48 +15,24 @@ from controlplane.config import parse
 from controlplane.fabric import FabricController, common_slot_base
 from controlplane.jobs import JobTable
 from controlplane.stats import job_stats
-from hostlib import Worker
-from p4net.harness import InProcessTransport
+from p4net.harness import allreduce_on_leaves
 from p4reduce.addresses import WorkerAddress
 from p4reduce.job import Job, JobError
 from p4reduce.wire import UDP_PORT_BASE
+from softswitch.inprocess import two_level_ranks
 
 from .conftest import HOSTS, LEAVES, fabric_config, host_ip, host_mac, new_fabric
 
 
 def ranks(per_leaf: int, leaves: int = len(LEAVES)) -> list[WorkerAddress]:
     """`per_leaf` ranks on each leaf's first ports, l1's first."""
-    out = []
-    for leaf in range(1, leaves + 1):
-        for port in range(1, per_leaf + 1):
-            out.append(
-                WorkerAddress(
-                    len(out), port, host_mac(leaf, port), host_ip(leaf, port), UDP_PORT_BASE
-                )
-            )
-    return out
+    return two_level_ranks(leaves, per_leaf)
 
 
 def allreduce(fab, ctl, job, workers, tensors) -> list[np.ndarray]:
     """Every rank's allreduce, each a hostlib Worker on its leaf's port."""
     descriptors = job.descriptors(ctl.jobs.switch)
-    results: list = [None] * len(workers)
-
-    def body(r: int) -> None:
-        leaf = int(workers[r].mac.split(":")[4], 16)  # host_mac's leaf number
-        transport = InProcessTransport(fab.switch(f"l{leaf}"), workers[r].port)
-        try:
-            with Worker(descriptors[r], transport=transport, timeout=0.05, deadline=30) as w:
-                results[r] = w.allreduce(tensors[r])
-        except BaseException as exc:  # shown by the assertion below
-            results[r] = exc
-
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(workers))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return results
+    return allreduce_on_leaves(fab, descriptors, workers, tensors, 0.05, 30, 60)[1]
 
 
 def test_job_across_the_fabric(inprocess_fabric, tmp_path):
