@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import report
+from p4reduce.job import ROUND_MODES
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "pytorch.md"
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--target", default="softswitch")
     ap.add_argument("--block-values", type=int, default=None)
-    ap.add_argument("--round-mode", choices=("silent", "every_rank"), default="silent")
+    ap.add_argument("--round-mode", choices=ROUND_MODES, default="silent")
     report.publish_args(ap)
     args = ap.parse_args(argv)
     data = report.run_and_publish(

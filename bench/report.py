@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from hostlib import protocol
-from p4reduce.job import block_count, round_count
+from p4reduce.job import announce_rounds, block_count, round_count
 from model import Network, allreduce_seconds, p4reduce_round_trips, ring_round_trips
 from suite import EVERY_RANK, PATTERN_LABEL, ROUND_MODES, SILENT, Case, Result, human_size
 
@@ -464,10 +464,10 @@ def engine_packets(r: Result) -> float:
 
 def packet_bound(r: Result) -> float:
     """What a silent call may send per rank (docs/protocol.md): its non-zero blocks plus
-    an announce and a closing packet per slot."""
+    an announce and a closing packet per slot it uses (p4reduce.job.announce_rounds)."""
     blocks = block_count(r.case.size, False, r.case.block_values)
     nonzero = r.nonzero_blocks or r.block_density * blocks
-    return nonzero + 2 * r.slots
+    return nonzero + 2 * announce_rounds(blocks, r.slots)
 
 
 def projection_table(ix: Index, target: str, workers: int, size: int) -> list[str]:

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from clicks_model import Config  # beside this script
+from p4reduce.job import ROUND_MODES, announce_rounds
 from p4reduce.wire import BLOCK_VALUES
 
 HERE = Path(__file__).resolve().parent
@@ -159,15 +160,14 @@ def _deltas(records: list[dict], key: str, first: dict) -> np.ndarray:
 def packet_bound(ranks: list[dict], slots: int) -> dict:
     """Per step per rank, means over steps and ranks: the packets the Worker sent, its
     non-zero blocks, and the control packets a silent call adds (an announce and a
-    closing packet per slot the call uses: hostlib.slots.slots_for_call of its blocks)."""
-    from hostlib.slots import slots_for_call
-
+    closing packet per slot the call uses: p4reduce.job.announce_rounds of its blocks,
+    from the step's mean blocks per call)."""
     per_rank = []
     for r in ranks:
         calls = _deltas(r["switch"], "allreduces", r["switch_before"])
         blocks = _deltas(r["switch"], "blocks", r["switch_before"])
         used = [
-            2 * n * slots_for_call(max(1, int(b // n)), slots) if n else 0
+            2 * n * announce_rounds(max(1, int(b // n)), slots) if n else 0
             for n, b in zip(calls, blocks)
         ]
         per_rank.append(
@@ -451,7 +451,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, Config]:
     )
     ap.add_argument(
         "--round-mode",
-        choices=("silent", "every_rank"),
+        choices=ROUND_MODES,
         default=d.round_mode,
         help="the p4reduce job's round mode",
     )

@@ -40,7 +40,7 @@ from p4reduce.addresses import WorkerAddress
 from controlplane.stats import job_stats
 from hostlib import protocol
 from p4net import demo, topology
-from p4reduce.job import descriptor_name
+from p4reduce.job import ROUND_MODES, descriptor_name
 from p4reduce.target import default_slots
 
 
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--round-mode",
-        choices=("silent", "every_rank"),
+        choices=ROUND_MODES,
         default=None,
         help="the job's round mode (default: the target's)",
     )
