@@ -892,19 +892,11 @@ def goals_table(ix: Index, target: str, w: int, size: int) -> list[str]:
         v = _fraction(gloo, r)
         return v, f" at {values_text(r.case.block_values)}" if r and v is not None else ""
 
-    runs = [r for k, m, rs in headline_rows(ix, target, w, size) if m == mode for r in rs if r]
-    over = [r.tx_packets - packet_bound(r) for r in runs]
-    rounds = [
-        (_per_round(rs[2]), _per_round(rs[0]))
-        for k, m, rs in headline_rows(ix, target, w, size)
-        if m == mode
-    ]
+    sizes = [rs for _, m, rs in headline_rows(ix, target, w, size) if m == mode]
+    over = [r.tx_packets - packet_bound(r) for rs in sizes for r in rs if r]
+    rounds = [(_per_round(rs[2]), _per_round(rs[0])) for rs in sizes]
     per_round = [a / b for a, b in rounds if a and b]
-    shared = [
-        _fraction(rs[0], rs[1]) * 0.1
-        for k, m, rs in headline_rows(ix, target, w, size)
-        if m == mode and rs[0] and rs[1]
-    ]
+    shared = [_fraction(rs[0], rs[1]) * 0.1 for rs in sizes if rs[0] and rs[1]]
     dense64, zipf64 = at64("dense", 1.0), at64("zipf", 0.0)
     rows = [
         ("dense, gloo ÷ p4reduce (best block size)", *vs_gloo("dense", 1.0), 1.0),
@@ -958,6 +950,13 @@ def goals_table(ix: Index, target: str, w: int, size: int) -> list[str]:
     return L
 
 
+def blocks_group(ix: Index) -> tuple[int, int] | None:
+    """The (workers, size) of the headline's block-size cases: the fewest workers, the
+    largest tensor (None: no p4reduce run)."""
+    groups = {(r.case.workers, r.case.size) for r in ix.results if r.case.system == "p4reduce"}
+    return min(groups, key=lambda g: (g[0], -g[1])) if groups else None
+
+
 def blocks_markdown(data: dict) -> str:
     """docs/benchmarks.md's block-size section: per target, each headline case's seconds at
     every block size and round mode the run measured, against gloo's; its packets per rank
@@ -965,8 +964,7 @@ def blocks_markdown(data: dict) -> str:
     density allows. The docs state what was measured; the goals a run is held to go to
     the console (goals_text)."""
     ix = Index(results_of(data))
-    groups = {(r.case.workers, r.case.size) for r in ix.results if r.case.system == "p4reduce"}
-    group = min(groups, key=lambda g: (g[0], -g[1])) if groups else None
+    group = blocks_group(ix)
     L = [run_head(data)]
     if group is None:
         return L[0] + "\n\nNo headline cases in these results."
@@ -997,10 +995,10 @@ def goals_text(data: dict) -> str:
     """Per target, the goals the headline run is held to with their measured values: for
     whoever runs the benchmark (printed, not written into the docs)."""
     ix = Index(results_of(data))
-    groups = {(r.case.workers, r.case.size) for r in ix.results if r.case.system == "p4reduce"}
-    if not groups:
+    group = blocks_group(ix)
+    if group is None:
         return ""
-    w, size = min(groups, key=lambda g: (g[0], -g[1]))
+    w, size = group
     L: list[str] = []
     for target in ix.targets():
         if list(headline_rows(ix, target, w, size)):
