@@ -269,13 +269,13 @@ class Pacer:
         one timer and not held, the same on every rank, so a round that lost packets of
         several ranks completes -- and the silence timer doubles up to max_timeout until
         a result arrives. A probe also ends a tail loss (nothing left to overtake it)."""
-        held = self.held()
-        lost = self._overtaken() & ~held
+        holding = self.held()
+        lost = self._overtaken() & ~holding
         if lost.any():
             lost[lost] = self._lost_at(lost) <= now
+        held = holding.copy()
         if held.any():
             held[held] = self._held_until(held) <= now
-        expired = self.slots.active & ~self.held() & (self.xmit_at + self.recent_timeout() <= now)
         if self.behind_leaf:
             # Behind a leaf every expired slot not held is resent, not one probe per
             # silence: a job of many ranks on two levels loses a frame in nearly every
@@ -285,9 +285,10 @@ class Pacer:
             # found a rank's own lost packet or result only after several probes: ~1 s a
             # round, 40x the lossless time. A resend into a round that only waits gets a
             # STATUS (the leaf's, or the spine's relayed) and is then held.
-            return np.flatnonzero(lost | held | expired)
+            return np.flatnonzero(lost | held | self._expired(holding, now))
         if lost.any() or held.any():
             return np.flatnonzero(lost | held)
+        expired = self._expired(holding, now)
         if now < self.probe_at or not expired.any():
             return _NONE
         if now >= self.probe_at and self.probes_in_row:
@@ -305,6 +306,11 @@ class Pacer:
             self.params.max_timeout, self._silence_timeout() * 2**self.probes_in_row
         )
         return probe
+
+    def _expired(self, holding: np.ndarray, now: float) -> np.ndarray:
+        """Active slots not held (`holding`: held()) whose latest transmission is older
+        than the recent timer."""
+        return self.slots.active & ~holding & (self.xmit_at + self.recent_timeout() <= now)
 
     def _silence_timeout(self) -> float:
         """How long the job may go without any result before a probe. Once results have
