@@ -177,7 +177,7 @@ TOFINO2_BLOCK_VALUES = BLOCK_VALUES
 # the largest job whose silent rounds each chip could fit beside today's program (0: none),
 # from the committed builds (tests/test_tofino_build.py recounts them)
 TOFINO_SILENT_RANK_LIMIT = 0
-TOFINO2_SILENT_RANK_LIMIT = 1
+TOFINO2_SILENT_RANK_LIMIT = 8
 
 TARGETS: dict[str, Target] = {
     "bmv2": Target(

@@ -12,6 +12,7 @@ find what it is meant to find before it is trusted with the TNA one.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import json
 import shutil
@@ -299,33 +300,48 @@ def test_the_leaf_role_has_v1models_uplink_table_with_its_ids(build):
         assert action.params == bmv2_action.params, short
 
 
+def _leaf_and_alone(build: str):
+    """A connection that only knows the build's P4Info (never dialled), a leaf's job and
+    a one-switch job."""
+    from controlplane.connection import SwitchConnection
+    from p4reduce.addresses import WorkerAddress
+    from p4reduce.job import Job, Uplink
+
+    conn = SwitchConnection("127.0.0.1:1")
+    conn.objects = P4InfoIndex.load(_need_outputs(build) / "p4reduce.p4info.txtpb")
+    worker = WorkerAddress(0, 1, "02:00:00:00:00:01", "10.0.0.1", 40000)
+    alone = Job(
+        job=7, job_index=0, slot_base=0, slot_count=4, epoch=1, workers=[worker], encoding="lanes"
+    )
+    leaf = dataclasses.replace(
+        alone, uplink=Uplink(port=9, mac="02:00:00:00:00:09", ip="10.0.9.1", rank=2)
+    )
+    return conn, leaf, alone
+
+
 @pytest.mark.parametrize("build", [b for b in BUILD_IDS if b not in LEAF_ROLE_BUILDS])
 def test_a_leaf_job_is_refused_on_a_build_without_the_leaf_role(build):
     """A build without the leaf role has no uplink table; the controller refuses a leaf's
     job there, naming the architecture, instead of admitting it as a one-switch job."""
     from controlplane import uplink
-    from controlplane.connection import SwitchConnection
-    from p4reduce.addresses import WorkerAddress
-    from p4reduce.job import Job, JobError, Uplink
+    from p4reduce.job import JobError
 
-    conn = SwitchConnection("127.0.0.1:1")  # never dialled: only its P4Info is read
-    conn.objects = P4InfoIndex.load(_need_outputs(build) / "p4reduce.p4info.txtpb")
-    worker = WorkerAddress(0, 1, "02:00:00:00:00:01", "10.0.0.1", 40000)
-    leaf = Job(
-        job=7,
-        job_index=0,
-        slot_base=0,
-        slot_count=4,
-        epoch=1,
-        workers=[worker],
-        encoding="lanes",
-        uplink=Uplink(port=9, mac="02:00:00:00:00:09", ip="10.0.9.1", rank=2),
-    )
+    conn, leaf, alone = _leaf_and_alone(build)
     with pytest.raises(JobError, match="runs a tofino \\(tna\\) build without the leaf role"):
         uplink.job_entries(conn, leaf)
-    alone = Job(
-        job=7, job_index=0, slot_base=0, slot_count=4, epoch=1, workers=[worker], encoding="lanes"
-    )
+    assert uplink.job_entries(conn, alone) == []
+
+
+@pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
+def test_a_leaf_job_is_programmed_on_a_build_with_the_leaf_role(build):
+    """A build with the role takes a leaf's job: its uplink entry (the spine's addresses,
+    the leaf's rank) and the admission entry for the spine's RESULTs."""
+    from controlplane import uplink
+
+    conn, leaf, alone = _leaf_and_alone(build)
+    entries = uplink.job_entries(conn, leaf)
+    tables = [conn.p4.tables[e.table_id].name for e in entries]
+    assert [_short(t) for t in tables] == ["uplink", "admission"]
     assert uplink.job_entries(conn, alone) == []
 
 
@@ -642,3 +658,133 @@ def test_the_leaf_role_adds_no_register(build, target, drop_simulator):
         protocol.discard("round_winner")
     expected = protocol | ({"ingress_sequence"} if drop_simulator else set())
     assert {n for n in names if not n.startswith("lanes_")} == expected, build
+
+
+# -- the leaf role's relay and lost state, read from the compiled program --------------------
+# (docs/tofino.md, "The leaf role on TNA"; context.json holds every table's const entries and
+# every action's primitives as bf-p4c placed them)
+
+
+def _context(build: str) -> dict:
+    return json.loads((_need_outputs(build) / "context.json").read_text())
+
+
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def _entries(context: dict, table: str) -> list[tuple[dict[str, int], str, dict[str, int]]]:
+    """A const table's entries: (key field -> value (0 where the mask ignores it), the
+    action's short name, its parameters)."""
+    found = next(
+        t for t in context["tables"] if _short(t["name"]) == table and t["table_type"] == "match"
+    )
+    actions = {a["handle"]: _short(a["name"]) for a in found["actions"]}
+    rows = []
+    for entry in found["static_entries"]:
+        key = {
+            f["field_name"]: int(f["value"], 16) if int(f.get("mask", "0x1"), 16) else None
+            for f in entry["match_key_fields_values"]
+        }
+        params = {
+            p["parameter_name"]: int(p["value"], 16) for p in entry["action_parameters_values"]
+        }
+        rows.append((key, actions[entry["action_handle"]], params))
+    return rows
+
+
+def _writes(context: dict, action: str) -> list[dict[tuple[str, str], str]]:
+    """Each placement of an action (one per table it runs from): destination field ->
+    (operation, its sources)."""
+    placed = []
+    for table in context["tables"]:
+        for a in table.get("actions", []):
+            if _short(a["name"]) != action or not a.get("primitives"):
+                continue
+            placed.append(
+                {
+                    p["dst"]["name"]: (
+                        p.get("operation"),
+                        tuple(p[s]["name"] for s in ("src1", "src2") if s in p),
+                    )
+                    for p in a["primitives"]
+                    if "dst" in p
+                }
+            )
+    return placed
+
+
+def _first_match(rows, key: dict[str, int]) -> tuple[str, dict[str, int]]:
+    """The action a packet with these key values gets (const entries match in order)."""
+    for fields, action, params in rows:
+        if all(v is None or key.get(f) == v for f, v in fields.items()):
+            return action, params
+    raise AssertionError(f"no entry matches {key}")
+
+
+@pytest.mark.parametrize("build", BUILD_IDS)
+def test_a_leafs_state_lost_marks_the_spines_slot_and_reaches_every_leaf(build):
+    """Every build can be a spine: a contribution flagged STATE_LOST (a restarted leaf's)
+    takes the slot-epoch step that marks the slot lost whatever it held, and its answer is
+    multicast to the job's group (every leaf), flagged STATE_LOST; any other packet on a
+    lost slot is answered to its sender alone."""
+    from p4reduce.wire import Flag
+
+    context = _context(build)
+    epoch = _entries(context, "slot_epoch_step")
+    for lost in (0, 1):
+        for continued in (0, 1):
+            key = {"downlink": 0, "state_lost": lost, "continued": continued}
+            action, _ = _first_match(epoch, key)
+            assert (action == "take_lost_epoch") is bool(lost), (build, key, action)
+    (marking,) = _writes(context, "take_lost_epoch")
+    assert any("slot_epoch" in dst for dst in marking), marking
+
+    reply = _entries(context, "lost_reply")
+    key = {"has_uplink": 0, "announce": 0, "continued": 1}
+    assert _first_match(reply, {**key, "state_lost": 1})[0] == "lost_to_job"
+    assert _first_match(reply, {**key, "state_lost": 0})[0] == "lost_to_sender"
+    (to_job,) = _writes(context, "lost_to_job")
+    assert to_job["ig_intr_md_for_tm.mcast_grp_a"] == ("set", ("meta.mcast_grp",))
+    assert to_job["hdr.p4r.flags"] == ("set", (f"7w{Flag.STATE_LOST:#x}",))
+    (to_sender,) = _writes(context, "lost_to_sender")
+    assert "ig_intr_md_for_tm.mcast_grp_a" not in to_sender
+    assert to_sender["ig_intr_md_for_tm.ucast_egress_port"][1] == ("ig_intr_md.ingress_port",)
+
+
+@pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
+def test_a_tna_leaf_relays_the_spines_status_and_sends_its_lost_state_up(build):
+    """What v1model's leaf does on each level (bmv2_tests/test_leaf_role.py): the spine's
+    STATUS goes to every rank of the leaf flagged RELAYED; a packet on a slot the leaf lost
+    goes up by the uplink as the leaf's contribution flagged STATE_LOST (its rank in the
+    spine's job, FLAG_CONTINUED as it came), ANNOUNCE or DATA by what it carries."""
+    from p4reduce.wire import Flag, MsgType
+
+    context = _context(build)
+    relays = [
+        w
+        for w in _writes(context, "down_at_once")
+        if w.get("hdr.p4r.flags") == ("or", ("hdr.p4r.flags", f"7w{Flag.RELAYED:#x}"))
+    ]
+    assert len(relays) == 1, _writes(context, "down_at_once")
+    assert relays[0]["ig_intr_md_for_tm.mcast_grp_a"] == ("set", ("meta.mcast_grp",))
+    assert relays[0]["meta.to_worker"] == ("set", ("1w1",))
+
+    reply = _entries(context, "lost_reply")
+    for announce, msg_type in ((1, MsgType.ANNOUNCE), (0, MsgType.DATA)):
+        for continued in (0, 1):
+            key = {"has_uplink": 1, "announce": announce, "continued": continued, "state_lost": 0}
+            action, params = _first_match(reply, key)
+            assert action == "lost_up", key
+            assert params["msg_type"] == msg_type
+            assert params["flags"] == Flag.STATE_LOST | (Flag.CONTINUED if continued else 0)
+    (up,) = _writes(context, "lost_up")
+    assert up["hdr.p4r.rank"] == ("set", ("meta.uplink_rank",))
+    assert up["hdr.ethernet.dst_addr"] == ("set", ("meta.uplink_mac",))
+    # the first pass holds the uplink's port and IPv4 xored with the packet's (FromUplink)
+    assert up["ig_intr_md_for_tm.ucast_egress_port"] == (
+        "xor",
+        ("meta.uplink_port", "ig_intr_md.ingress_port"),
+    )
+    assert up["hdr.ipv4.dst_addr"] == ("xor", ("meta.uplink_ip", "hdr.ipv4.src_addr"))
+    assert "meta.to_worker" not in up

@@ -60,6 +60,11 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, epoch_step, SLOT_EPOCH_BODY(hdr.p4r.epoch))
     REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, continued_epoch_step,
                     SLOT_EPOCH_BODY(meta.epoch_lost))
+    /* a leaf's contribution flagged STATE_LOST (the leaf restarted and lost the slot,
+     * uplink.p4): the slot is lost at this level too, whatever it held (v1model's
+     * ContributorBitmap.mark_lost), and Result tells every leaf */
+    REGISTER_ACTION(bit<32>, bit<16>, slot_epoch, lost_epoch_step,
+                    value = meta.epoch_lost; rv = EPOCH_MARKED_LOST;)
     /* one step per version and epoch case, so that the ALU reads two 32-bit inputs
      * (joining_bit, others_mask). The bit is what the winner check returned
      * (round_winner.p4): the sender's bit if the packet's block and version are those of the
@@ -96,10 +101,11 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
 #define DOWNLINK_KEY meta.downlink: exact @name("downlink");
 #define DOWNLINK(d) d,
 #define DOWNLINK_ACTIONS same_verdict;
-#define DOWNLINK_EPOCH_ENTRIES (1, 0): same_verdict(); (1, 1): same_verdict();
-#define EPOCH_STEP_SIZE 4
+#define DOWNLINK_EPOCH_ENTRIES (1, 0, 0): same_verdict(); (1, 0, 1): same_verdict();   \
+    (1, 1, 0): same_verdict(); (1, 1, 1): same_verdict();
+#define EPOCH_STEP_SIZE 8
 #else
-#define EPOCH_STEP_SIZE 2
+#define EPOCH_STEP_SIZE 4
 #define DOWNLINK_KEY
 #define DOWNLINK(d)
 #define DOWNLINK_ACTIONS
@@ -108,16 +114,23 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     action take_continued_epoch() {
         meta.epoch_verdict = continued_epoch_step.execute(meta.pool_slot_16);
     }
-    /* the step per FLAG_CONTINUED case (tables, not ifs, so that Tofino 1's production
-     * build can pin them: SLOT_EPOCH_STAGE, BITMAP_STAGE in bridge.p4) */
+    action take_lost_epoch() {
+        meta.epoch_verdict = lost_epoch_step.execute(meta.pool_slot_16);
+    }
+    /* the step per FLAG_STATE_LOST and FLAG_CONTINUED case (tables, not ifs, so that
+     * Tofino 1's production build can pin them: SLOT_EPOCH_STAGE, BITMAP_STAGE in
+     * bridge.p4) */
     SLOT_EPOCH_STAGE
     table slot_epoch_step {
-        key = { DOWNLINK_KEY hdr.p4r.flags[3:3]: exact @name("continued"); }
-        actions = { take_epoch; take_continued_epoch; DOWNLINK_ACTIONS }
+        key = { DOWNLINK_KEY hdr.p4r.flags[4:4]: exact @name("state_lost");
+                hdr.p4r.flags[3:3]: exact @name("continued"); }
+        actions = { take_epoch; take_continued_epoch; take_lost_epoch; DOWNLINK_ACTIONS }
         const entries = {
             DOWNLINK_EPOCH_ENTRIES
-            (DOWNLINK(0) 0): take_epoch();
-            (DOWNLINK(0) 1): take_continued_epoch();
+            (DOWNLINK(0) 0, 0): take_epoch();
+            (DOWNLINK(0) 0, 1): take_continued_epoch();
+            (DOWNLINK(0) 1, 0): take_lost_epoch();
+            (DOWNLINK(0) 1, 1): take_lost_epoch();
         }
         size = EPOCH_STEP_SIZE;
     }

@@ -103,6 +103,10 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ethernet.src_addr = meta.switch_mac;
         hdr.ipv4.src_addr = meta.switch_ip;
     }
+    action set_lengths(bit<16> udp_len) {
+        hdr.udp.length = udp_len;
+        hdr.ipv4.total_len = udp_len + 20;
+    }
 #if P4REDUCE_LEAF_ROLE
     /* the spine's RESULT that the round stored (uplink.p4): to the ranks through the
      * read-out pass, as the round's own RESULT goes (its flags the spine's) */
@@ -118,19 +122,85 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     action mark_up() {
         hdr.bridge.up = 1;
     }
-    /* the spine's STATE_LOST: to the ranks at once (it stores nothing) */
-    action state_lost_down() {
+    /* the spine's STATE_LOST, or its STATUS (RELAYED: the round is complete here and
+     * waits for the spine, whose bitmap counts the job's leaves), goes to the ranks at
+     * once: it stores nothing */
+    action down_at_once(flags_t relayed) {
         meta.to_worker = 1;
         meta.multicast = 1;
         hdr.p4r.next_block = hdr.p4r.next_block >> 8;
+        hdr.p4r.flags = hdr.p4r.flags | relayed;
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         ig_tm_md.mcast_grp_a = meta.mcast_grp;
     }
+    /* A leaf's packet on a slot it lost (it restarted) goes up flagged STATE_LOST, as the
+     * leaf's contribution (its rank, the uplink's addresses, FLAG_CONTINUED as it came),
+     * instead of back to the rank alone: the spine marks the slot lost and tells every
+     * leaf, whose ranks all fail at once (v1model: Result.make_partial(FLAG_STATE_LOST)).
+     * Its content is the packet's (DATA: a SKIP carries its zero lanes on TNA); the spine
+     * reads only the flag. The first pass holds the uplink's port and IPv4 as their xor
+     * with the packet's (FromUplink): xored again here. */
+    action lost_up(msg_type_t msg_type, flags_t flags, bit<16> udp_len) {
+        hdr.p4r.protocol = PROTOCOL_VERSION;
+        hdr.p4r.msg_type = msg_type;
+        hdr.p4r.flags = flags;
+        hdr.p4r.rank = meta.uplink_rank;
+        hdr.p4r.next_block = hdr.p4r.next_block >> 8;      /* NextBlock's key: back to the block */
+        hdr.ethernet.dst_addr = meta.uplink_mac;
+        hdr.ipv4.dst_addr = meta.uplink_ip ^ hdr.ipv4.src_addr;
+        hdr.udp.src_port = P4REDUCE_UDP_BASE;
+        hdr.udp.dst_port = P4REDUCE_UDP_BASE;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        ig_tm_md.ucast_egress_port = meta.uplink_port ^ ig_intr_md.ingress_port;
+        from_switch();
+        set_lengths(udp_len);
+    }
+#define LOST_UP_KEY meta.has_uplink: ternary @name("has_uplink");                 \
+                    hdr.fingerprint.isValid(): ternary @name("announce");       \
+                    hdr.p4r.flags[3:3]: ternary @name("continued");
+#define LOST_UP(h, a, c) h, a, c,
+#define LOST_UP_ACTION lost_up;
+#define LOST_UP_ENTRIES                                                        \
+    (1, true, 0, _): lost_up(MSG_ANNOUNCE, FLAG_STATE_LOST, UDP_LEN_WITH_FINGERPRINT); \
+    (1, true, 1, _): lost_up(MSG_ANNOUNCE, FLAG_STATE_LOST | FLAG_CONTINUED,   \
+                             UDP_LEN_WITH_FINGERPRINT);                        \
+    (1, false, 0, _): lost_up(MSG_DATA, FLAG_STATE_LOST, TNA_UDP_LEN_WITH_VALUES); \
+    (1, false, 1, _): lost_up(MSG_DATA, FLAG_STATE_LOST | FLAG_CONTINUED,      \
+                              TNA_UDP_LEN_WITH_VALUES);
+#else
+#define LOST_UP_KEY
+#define LOST_UP(h, a, c)
+#define LOST_UP_ACTION
+#define LOST_UP_ENTRIES
 #endif
-    action set_lengths(bit<16> udp_len) {
-        hdr.udp.length = udp_len;
-        hdr.ipv4.total_len = udp_len + 20;
+    /* a packet on a slot that lost the job's state gets STATE_LOST back; one flagged
+     * STATE_LOST (a restarted leaf's, which marked the slot lost: ContributorBitmap) makes
+     * every leaf of the job hear it (v1model's Result does the same) */
+    action lost_to_sender() {
+        make_state_lost();
+        reply_to_sender();
+        from_switch();
+        set_lengths(UDP_LEN_HEADER_ONLY);
+    }
+    action lost_to_job() {
+        make_state_lost();
+        meta.multicast = 1;
+        multicast_result();
+        from_switch();
+        set_lengths(UDP_LEN_HEADER_ONLY);
+    }
+    /* the answer per case as a const table, not ifs (one table in Result's chain) */
+    table lost_reply {
+        key = { LOST_UP_KEY hdr.p4r.flags[4:4]: ternary @name("state_lost"); }
+        actions = { lost_to_sender; lost_to_job; LOST_UP_ACTION }
+        const entries = {
+            LOST_UP_ENTRIES
+            (LOST_UP(_, _, _) 1): lost_to_job();
+            (LOST_UP(_, _, _) _): lost_to_sender();
+        }
+        size = 6;
     }
 
     /* A RESULT's way out: always through the read-out pass (round_winner.p4), which
@@ -172,14 +242,17 @@ control Result(inout headers_t hdr, inout metadata_t meta,
 #if P4REDUCE_LEAF_ROLE
         if (meta.downlink == 1) {
             /* from the spine (p4reduce.p4 dropped one from anywhere else): a RESULT the
-             * round stored, or STATE_LOST, goes to the ranks; a STATUS, or a RESULT the
-             * round already holds, ends here */
+             * round stored, STATE_LOST, or a STATUS (flagged RELAYED) goes to the ranks; a
+             * RESULT the round already holds ends here */
             if (meta.lane_op == LANE_OP_STORE && meta.bitmap_before == ROUND_COMPLETE) {
                 invert_exponent();
                 pass_down();
                 SEND_RESULT(multicast_result();)
             } else if (hdr.p4r.msg_type == MSG_RESULT && hdr.p4r.flags[4:4] == 1) {
-                state_lost_down();
+                down_at_once(0);
+                from_switch();
+            } else if (hdr.p4r.msg_type == MSG_STATUS) {
+                down_at_once(FLAG_RELAYED);
                 from_switch();
             } else {
                 duplicates.count(job);
@@ -189,10 +262,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
 #endif
         if (meta.state_lost == 1) {
             state_lost.count(job);
-            make_state_lost();
-            reply_to_sender();
-            from_switch();
-            set_lengths(UDP_LEN_HEADER_ONLY);
+            lost_reply.apply();
         } else if (meta.stale == 1) {
             stale.count(job);
             ig_dprsr_md.drop_ctl = 1;

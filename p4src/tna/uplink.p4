@@ -25,6 +25,10 @@
 #define P4REDUCE_TNA_UPLINK_P4
 #if P4REDUCE_LEAF_ROLE
 
+/* switch -> worker, on a STATUS only (the bit FLAG_CACHED has on a RESULT): the spine's
+ * STATUS, relayed by the rank's leaf to its ranks (../v1model/uplink.p4 defines the same) */
+const flags_t FLAG_RELAYED = 0x04;
+
 /* The job's uplink: looked up for every pass (the read-out pass addresses the partial) */
 control Uplink(inout headers_t hdr, inout metadata_t meta) {
     action set_uplink(PortId_t port, mac_t spine_mac, ipv4_addr_t spine_ip, rank_t rank) {
