@@ -42,8 +42,9 @@ def check_leaf_role(conn: SwitchConnection, job: Job) -> None:
     raise JobError(
         f"job {job.job}: the switch at {conn.grpc_addr} runs a {target} ({arch}) build "
         f"without the leaf role (its P4Info has no uplink table), so it cannot be this job's leaf: "
-        f"load a build with the leaf role (the v1model program, or Tofino 2's: "
-        f"docs/tofino.md, 'The leaf role on TNA') or make this switch the job's only one"
+        f"load a build with the leaf role (the v1model program, or a Tofino build with the "
+        f"winner check -- either production build, Tofino 2's test build: docs/tofino.md, "
+        f"'The leaf role on TNA') or make this switch the job's only one"
     )
 
 

@@ -33,9 +33,10 @@ BUILDS = [(t, t, False) for t in TARGETS] + [(f"{t}-test", t, True) for t in TAR
 BUILD_IDS = [b[0] for b in BUILDS]
 # what the production build leaves out of the P4Info the controller relies on
 PRODUCTION_ONLY_DIFFERENCE = "tables.drop_simulator: no table named 'drop_simulator'"
-# the builds with the leaf role (p4src/tna/uplink.p4; P4REDUCE_LEAF_ROLE in bridge.p4: Tofino
-# 2's, docs/tofino.md "The leaf role on TNA"), and what a build without it leaves out
-LEAF_ROLE_BUILDS = ("tofino2", "tofino2-test")
+# the builds with the leaf role (p4src/tna/uplink.p4; P4REDUCE_LEAF_ROLE in bridge.p4: every
+# build with the winner check, docs/tofino.md "The leaf role on TNA"), and what a build
+# without it leaves out
+LEAF_ROLE_BUILDS = ("tofino", "tofino2", "tofino2-test")
 NO_LEAF_ROLE_DIFFERENCE = "tables.uplink: no table named 'uplink'"
 
 
@@ -343,6 +344,23 @@ def test_a_leaf_job_is_programmed_on_a_build_with_the_leaf_role(build):
     tables = [conn.p4.tables[e.table_id].name for e in entries]
     assert [_short(t) for t in tables] == ["uplink", "admission"]
     assert uplink.job_entries(conn, alone) == []
+
+
+@pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
+def test_every_build_with_the_winner_check_has_the_leaf_role_and_fits(
+    build, target, drop_simulator
+):
+    """The leaf role reads whether a round holds the spine's result from the winner check,
+    so it is built exactly where that is (both production builds, Tofino 2's test build) --
+    and each such build fits its chip's stages with it (Tofino 1: 12 of 12)."""
+    tna = P4InfoIndex.load(_need_outputs(build) / "p4reduce.p4info.txtpb")
+    has_role = tna.has_table("uplink")
+    assert has_role is ("round_winner" in _registers(build)), build
+    assert has_role is (build in LEAF_ROLE_BUILDS)
+    summary = json.loads((_need_outputs(build) / "resources.json").read_text())
+    assert (
+        summary["stages_used"] <= summary["stages_available"] == (12 if target == "tofino" else 20)
+    )
 
 
 def _registers(build: str) -> set[str]:

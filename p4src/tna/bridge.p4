@@ -134,13 +134,13 @@ const bit<9> HARVEST_PORT = 68;
     bit<32> seen; bit<32> bitmap_before; bit<32> complete_diff;                          \
     bit<32> winner_probe; bit<32> joining_bit; bit<3> lane_op; P4REDUCE_UPLINK_METADATA
 
-/* The leaf role (uplink.p4, docs/tofino.md "The leaf role on TNA"): built for Tofino 2,
- * both builds. Tofino 1's production build with it needs 15 of 12 stages (the arithmetic:
- * docs/tofino.md, "Fit"); its test build has no winner check, which the role reads, and
- * stores the spine's RESULT with the pairs' overwrite step in the first pass, which a
- * lane-pass build does not run there. */
+/* The leaf role (uplink.p4, docs/tofino.md "The leaf role on TNA"): built wherever the
+ * winner check is -- both Tofino 2 builds and Tofino 1's production build (docs/tofino.md,
+ * "Fit"). Tofino 1's test build has no winner check, which the role reads, and stores the
+ * spine's RESULT with the pairs' overwrite step in the first pass, which a lane-pass build
+ * does not run there. */
 #ifndef P4REDUCE_LEAF_ROLE
-#if __TARGET_TOFINO__ == 2
+#if P4REDUCE_WINNER_CHECK
 #define P4REDUCE_LEAF_ROLE 1
 #else
 #define P4REDUCE_LEAF_ROLE 0
@@ -157,7 +157,8 @@ const bit<9> HARVEST_PORT = 68;
 #endif
 #if P4REDUCE_LEAF_ROLE
 #define P4REDUCE_UPLINK_METADATA bit<1> has_uplink; bit<9> uplink_port; mac_t uplink_mac;   \
-    ipv4_addr_t uplink_ip; rank_t uplink_rank; bit<1> downlink;
+    ipv4_addr_t uplink_ip; rank_t uplink_rank; bit<1> downlink; bit<1> spine_result; \
+    bit<1> up_if_cached;
 #else
 #define P4REDUCE_UPLINK_METADATA
 #endif

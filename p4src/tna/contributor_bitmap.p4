@@ -174,6 +174,13 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         if (meta.joining_bit != 0) {
             meta.in_round = 1;
         }
+#if P4REDUCE_LEAF_ROLE
+        /* a cached RESULT on a leaf's round that waits for the spine goes up (Result) */
+        meta.up_if_cached = 0;
+        if (meta.joining_bit != 0 && meta.has_uplink == 1) {
+            meta.up_if_cached = 1;
+        }
+#endif
 #else
         meta.in_round = 1;      /* no winner check: every new contribution joins */
 #endif

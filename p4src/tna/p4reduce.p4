@@ -256,10 +256,20 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         ig_tm_md.ucast_egress_port = HARVEST_PORT;
     }
     action harvest_multicast() {
+        end_harvest();
         ig_tm_md.mcast_grp_a = hdr.bridge.mcast_grp;
     }
     action harvest_unicast() {
+        end_harvest();
         ig_tm_md.ucast_egress_port = hdr.bridge.ingress_port;
+    }
+    /* the read-out pass's way out: one table, not an if and two actions (Tofino 1's
+     * logical tables in the stages after the pairs: docs/tofino.md, "Fit") */
+    table delivery {
+        key = { hdr.bridge.multicast: exact @name("multicast"); }
+        actions = { harvest_multicast; harvest_unicast; }
+        const entries = { 1: harvest_multicast(); 0: harvest_unicast(); }
+        size = 2;
     }
 
     /* a recirculated pass: what its pairs and fingerprint range do */
@@ -308,12 +318,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
  * ends a contribution. */
 #define P4REDUCE_DELIVER                                                       \
     if (hdr.bridge.lane_op[2:2] == 1) {        /* READ_LOW or READ_OUT */      \
-        end_harvest();                                                         \
-        if (hdr.bridge.multicast == 1) {                                       \
-            harvest_multicast();                                               \
-        } else {                                                               \
-            harvest_unicast();                                                 \
-        }                                                                      \
+        delivery.apply();                                                      \
     } else if (hdr.bridge.deliver == 1) {                                      \
         to_read_low();                                                         \
     } else {                                                                   \
@@ -390,11 +395,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             validation.apply(hdr, meta);
 #if P4REDUCE_LEAF_ROLE
             from_uplink.apply(hdr, meta, ig_intr_md.ingress_port);
-            if (meta.downlink == 1 && meta.has_uplink == 1 && meta.uplink_port == 0) {
-                if (meta.uplink_ip == 0) {
-                    spine_result = 1;
-                }
-            }
+            spine_result = meta.spine_result;
 #endif
             admission.apply(hdr, meta, ig_intr_md, dst_diff);
             rank_masks.apply(hdr, meta);
@@ -461,9 +462,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
             if (hdr.bridge.up == 1) {
                 /* a leaf's completed round, or a cached one whose result it does not
                  * hold: the partial goes up (uplink.p4) */
-                end_harvest_up();
                 send_up();
-                not_to_worker();
                 partial_header.apply();
             } else {
 #endif

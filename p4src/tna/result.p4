@@ -107,6 +107,12 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.udp.length = udp_len;
         hdr.ipv4.total_len = udp_len + 20;
     }
+    action status_to_sender() {
+        make_status();
+        reply_to_sender();
+        from_switch();
+        set_lengths(UDP_LEN_WITH_STATUS);
+    }
 #if P4REDUCE_LEAF_ROLE
     /* the spine's RESULT that the round stored (uplink.p4): to the ranks through the
      * read-out pass, as the round's own RESULT goes (its flags the spine's) */
@@ -116,11 +122,6 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.next_block = hdr.p4r.next_block >> 8;     /* NextBlock's key: back to the block */
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
-    }
-    /* a leaf's completed round, or its cached one without the spine's result (in_round:
-     * round_winner still names the round): the read-out pass sends it up (uplink.p4) */
-    action mark_up() {
-        hdr.bridge.up = 1;
     }
     /* the spine's STATE_LOST, or its STATUS (RELAYED: the round is complete here and
      * waits for the spine, whose bitmap counts the job's leaves), goes to the ranks at
@@ -133,6 +134,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         ig_tm_md.mcast_grp_a = meta.mcast_grp;
+        from_switch();
     }
     /* A leaf's packet on a slot it lost (it restarted) goes up flagged STATE_LOST, as the
      * leaf's contribution (its rank, the uplink's addresses, FLAG_CONTINUED as it came),
@@ -203,42 +205,84 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         size = 6;
     }
 
-    /* A RESULT's way out: always through the read-out pass (round_winner.p4), which
-     * stores the round's winner and then multicasts or unicasts it (p4reduce.p4) -- no
-     * group here, or the TM would send copies before the winner is stored (and, with
-     * values, without the low lanes); with values, that pass is the harvest pass. */
-#define SEND_RESULT(MULTICAST)                                                 \
-            from_switch();                                                     \
-            if (hdr.values_0.isValid()) {                                      \
-                set_lengths(TNA_UDP_LEN_WITH_VALUES);                              \
-                send_to_harvest();                                             \
-            } else {                                                           \
-                if (hdr.fingerprint.isValid()) {                               \
-                    set_lengths(UDP_LEN_WITH_FINGERPRINT);                     \
-                } else {                                                       \
-                    set_lengths(UDP_LEN_HEADER_ONLY);                          \
-                }                                                              \
-                RESULT_WITHOUT_VALUES(MULTICAST)                               \
-            }
-#if P4REDUCE_WINNER_CHECK
-#define RESULT_WITHOUT_VALUES(MULTICAST) send_to_read_out();
+    /* A RESULT's way out, chosen once after Result's branches (send_result): through the
+     * read-out pass (round_winner.p4), which stores the round's winner and then multicasts
+     * or unicasts it (p4reduce.p4) -- no group here, or the TM would send copies before
+     * the winner is stored (and, with values, without the low lanes); with values, that
+     * pass is the harvest pass. One const table rather than the same ifs in each branch:
+     * on Tofino 1 every action under an if is a logical table of its own, and Result's
+     * branches filled the stages after the pairs (docs/tofino.md, "Fit"). */
+    bit<1> send_result;
+    action send_values() {
+        from_switch();
+        set_lengths(TNA_UDP_LEN_WITH_VALUES);
+        send_to_harvest();
+    }
+    action send_fingerprint() {
+        from_switch();
+        set_lengths(UDP_LEN_WITH_FINGERPRINT);
+        send_to_read_out();
+    }
+    action send_header_only() {
+        from_switch();
+        set_lengths(UDP_LEN_HEADER_ONLY);
+        send_to_read_out();
+    }
+#if !P4REDUCE_WINNER_CHECK
+    /* no winner check (Tofino 1's test build): a RESULT without an extension leaves at
+     * once, to the job's group or back to its sender (reply_to_sender chose the port) */
+    action header_only_now() {
+        from_switch();
+        set_lengths(UDP_LEN_HEADER_ONLY);
+    }
+    action header_only_to_group() {
+        header_only_now();
+        multicast_result();
+    }
+#define HEADER_ONLY_ACTIONS header_only_now; header_only_to_group;
+#define HEADER_ONLY_ENTRIES (false, false, 1): header_only_to_group();         \
+                            (false, false, 0): header_only_now();
 #else
-/* no winner check (Tofino 1's test build): an announce round's RESULT takes the read-out
- * pass for the fingerprint minimum (fingerprint.p4); one without an extension leaves at
- * once (MULTICAST: how) */
-#define RESULT_WITHOUT_VALUES(MULTICAST)                                       \
-                if (hdr.fingerprint.isValid()) {                               \
-                    send_to_read_out();                                        \
-                } else {                                                       \
-                    MULTICAST                                                  \
-                }
+#define HEADER_ONLY_ACTIONS
+#define HEADER_ONLY_ENTRIES (false, false, _): send_header_only();
 #endif
-
+    table result_way {
+        key = { hdr.values_0.isValid(): ternary @name("values");
+                hdr.fingerprint.isValid(): ternary @name("announce");
+                meta.multicast: ternary @name("multicast"); }
+        actions = { send_values; send_fingerprint; send_header_only; HEADER_ONLY_ACTIONS }
+        const entries = {
+            (true, _, _): send_values();
+            (false, true, _): send_fingerprint();
+            HEADER_ONLY_ENTRIES
+        }
+        size = 4;
+    }
+    /* the completing packet: the RESULT to the job's group, or on a leaf up (uplink.p4) */
+    action completed_result() {
+        make_result(0);
+        meta.multicast = 1;
+#if P4REDUCE_LEAF_ROLE
+        hdr.bridge.up = meta.has_uplink;
+#endif
+        send_result = 1;
+    }
+    /* a retransmission to a complete round: the cached RESULT back to its sender, or on a
+     * leaf whose round waits for the spine the partial up again (up_if_cached: in_round) */
+    action cached_result() {
+        make_result(FLAG_CACHED);
+        reply_to_sender();
+#if P4REDUCE_LEAF_ROLE
+        hdr.bridge.up = meta.up_if_cached;
+#endif
+        send_result = 1;
+    }
     /* Each branch writes its whole reply (no flag read a stage later): the round is
      * complete when this packet completed it (a new contributor that found every other
      * rank's bit) or found it completed (a duplicate: a cached RESULT). */
     apply {
         bit<8> job = meta.job_index;   /* per-job counters are indexed by 8 bits: no 32-bit copy */
+        send_result = 0;
 #if P4REDUCE_LEAF_ROLE
         if (meta.downlink == 1) {
             /* from the spine (p4reduce.p4 dropped one from anywhere else): a RESULT the
@@ -247,13 +291,11 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             if (meta.lane_op == LANE_OP_STORE && meta.bitmap_before == ROUND_COMPLETE) {
                 invert_exponent();
                 pass_down();
-                SEND_RESULT(multicast_result();)
+                send_result = 1;
             } else if (hdr.p4r.msg_type == MSG_RESULT && hdr.p4r.flags[4:4] == 1) {
                 down_at_once(0);
-                from_switch();
             } else if (hdr.p4r.msg_type == MSG_STATUS) {
                 down_at_once(FLAG_RELAYED);
-                from_switch();
             } else {
                 duplicates.count(job);
                 ig_dprsr_md.drop_ctl = 1;
@@ -270,31 +312,14 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             invert_exponent();
             aggregated.count(job);
             rounds_completed.count(job);
-            make_result(0);
-            meta.multicast = 1;
-#if P4REDUCE_LEAF_ROLE
-            if (meta.has_uplink == 1) {
-                mark_up();
-            }
-#endif
-            SEND_RESULT(multicast_result();)
+            completed_result();
         } else if (meta.bitmap_before == ROUND_COMPLETE) {     /* a cached RESULT */
             invert_exponent();
             retransmissions_served.count(job);
-            make_result(FLAG_CACHED);
-            reply_to_sender();
-#if P4REDUCE_LEAF_ROLE
-            if (meta.has_uplink == 1 && meta.in_round == 1) {
-                mark_up();
-            }
-#endif
-            SEND_RESULT()
+            cached_result();
         } else if (meta.duplicate == 1) {
             duplicates.count(job);
-            make_status();
-            reply_to_sender();
-            from_switch();
-            set_lengths(UDP_LEN_WITH_STATUS);
+            status_to_sender();
         } else {
             aggregated.count(job);
 #if P4REDUCE_LANE_PASS
@@ -310,6 +335,9 @@ control Result(inout headers_t hdr, inout metadata_t meta,
 #else
             ig_dprsr_md.drop_ctl = 1;
 #endif
+        }
+        if (send_result == 1) {
+            result_way.apply();
         }
     }
 }

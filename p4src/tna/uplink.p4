@@ -61,12 +61,26 @@ control FromUplink(inout headers_t hdr, inout metadata_t meta, in PortId_t ingre
         meta.uplink_ip = meta.uplink_ip ^ hdr.ipv4.src_addr;
     }
 
+    action from_spine() {
+        meta.spine_result = 1;
+    }
+    /* a RESULT or STATUS from the uplink: one const table, not two gateways */
+    table spine_check {
+        key = { meta.downlink: exact; meta.has_uplink: exact; meta.uplink_port: exact;
+                meta.uplink_ip: exact; }
+        actions = { from_spine; NoAction; }
+        const entries = { (1, 1, 0, 0): from_spine(); }
+        const default_action = NoAction();
+        size = 1;
+    }
     apply {
         meta.downlink = 0;
         if (hdr.p4r.msg_type == MSG_RESULT || hdr.p4r.msg_type == MSG_STATUS) {
             meta.downlink = 1;
         }
         compare_uplink();
+        meta.spine_result = 0;
+        spine_check.apply();
     }
 }
 
@@ -87,12 +101,8 @@ control FromUplink(inout headers_t hdr, inout metadata_t meta, in PortId_t ingre
         hdr.udp.src_port = P4REDUCE_UDP_BASE;                                  \
         hdr.udp.dst_port = P4REDUCE_UDP_BASE;                                  \
         ig_tm_md.ucast_egress_port = meta.uplink_port;                         \
-    }                                                                          \
-    action not_to_worker() {                                                   \
         hdr.bridge.to_worker = 0;                                              \
         hdr.bridge.multicast = 0;                                              \
-    }                                                                          \
-    action end_harvest_up() {                                                  \
         hdr.bridge.harvest = 0;                                                \
     }                                                                          \
     /* the partial's message type and flags, from what it carries, whether it \

@@ -16,6 +16,33 @@
 control Validation(inout headers_t hdr, inout metadata_t meta) {
     /* The rules of ../v1model/validation.p4, as conditions a Tofino gateway can evaluate:
      * each compares fields with constants and reads at most 4 bytes (+12 bits). */
+    action length_ok() {
+        meta.malformed = 0;
+    }
+    action length_wrong() {
+        meta.malformed = 1;
+    }
+    /* each message type's lengths as one const table (fewer gateways in stages 0-2) */
+    table message_length {
+        key = { hdr.p4r.msg_type: exact @name("msg_type");
+                hdr.udp.length: exact @name("udp_length");
+                hdr.ipv4.total_len: exact @name("ipv4_length"); }
+        actions = { length_ok; length_wrong; }
+        const entries = {
+            (MSG_DATA, TNA_UDP_LEN_WITH_VALUES, TNA_IPV4_LEN_WITH_VALUES): length_ok();
+            (MSG_ANNOUNCE, UDP_LEN_WITH_FINGERPRINT, IPV4_LEN_WITH_FINGERPRINT): length_ok();
+            (MSG_SKIP, UDP_LEN_HEADER_ONLY, IPV4_LEN_HEADER_ONLY): length_ok();
+#if P4REDUCE_LEAF_ROLE
+            (MSG_RESULT, TNA_UDP_LEN_WITH_VALUES, TNA_IPV4_LEN_WITH_VALUES): length_ok();
+            (MSG_RESULT, UDP_LEN_WITH_FINGERPRINT, IPV4_LEN_WITH_FINGERPRINT): length_ok();
+            (MSG_RESULT, UDP_LEN_HEADER_ONLY, IPV4_LEN_HEADER_ONLY): length_ok();
+            (MSG_STATUS, UDP_LEN_WITH_STATUS, IPV4_LEN_WITH_STATUS): length_ok();
+#endif
+        }
+        const default_action = length_wrong();
+        size = 8;
+    }
+
     apply {
         meta.malformed = 0;
         if (meta.parser_error == 1 || meta.checksum_error == 1) {
@@ -30,33 +57,8 @@ control Validation(inout headers_t hdr, inout metadata_t meta) {
                     meta.malformed = 1;
                 } else if (hdr.p4r.block[31:24] != 0 || hdr.p4r.next_block[31:24] != 0) {
                     meta.malformed = 1;
-                } else if (hdr.p4r.msg_type == MSG_DATA) {
-                    if (hdr.udp.length != TNA_UDP_LEN_WITH_VALUES
-                            || hdr.ipv4.total_len != TNA_IPV4_LEN_WITH_VALUES) {
-                        meta.malformed = 1;
-                    }
-                } else if (hdr.p4r.msg_type == MSG_ANNOUNCE) {
-                    if (hdr.udp.length != UDP_LEN_WITH_FINGERPRINT
-                            || hdr.ipv4.total_len != IPV4_LEN_WITH_FINGERPRINT) {
-                        meta.malformed = 1;
-                    }
-#if P4REDUCE_LEAF_ROLE
-                } else if (hdr.p4r.msg_type == MSG_RESULT) {
-                    /* the spine's (p4reduce.p4 drops one from anywhere else): with values,
-                     * a fingerprint range, or header only (STATE_LOST) */
-                    if (hdr.udp.length != TNA_UDP_LEN_WITH_VALUES
-                            && hdr.udp.length != UDP_LEN_WITH_FINGERPRINT
-                            && hdr.udp.length != UDP_LEN_HEADER_ONLY) {
-                        meta.malformed = 1;
-                    }
-                } else if (hdr.p4r.msg_type == MSG_STATUS) {
-                    if (hdr.udp.length != UDP_LEN_WITH_STATUS) {
-                        meta.malformed = 1;
-                    }
-#endif
-                } else if (hdr.udp.length != UDP_LEN_HEADER_ONLY
-                           || hdr.ipv4.total_len != IPV4_LEN_HEADER_ONLY) {
-                    meta.malformed = 1;
+                } else {
+                    message_length.apply();
                 }
             }
         }
