@@ -99,8 +99,9 @@ def one_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> dict:
     job = ctl.jobs.create(job_id, workers, slots=shape.slots)
     try:
         if loss:
+            # each link once each way: the drop simulators (FabricJobManager.set_loss),
+            # not the fabric's links as well (an uplink then lost about twice the rate)
             ctl.jobs.set_loss(job.job, ingress=loss, egress=loss, seed=7)
-        fab.set_loss(loss, seed=9)
         before = fab.link_counts()
         seconds, results, stats = allreduce_on_leaves(
             fab, job.descriptors(ctl.jobs.switch), workers, tensors, shape.timeout, 60, 120
@@ -125,7 +126,6 @@ def one_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> dict:
             "uplinks": uplink_traffic(before, after, shape),
         }
     finally:
-        fab.set_loss(0.0)
         ctl.jobs.delete(job.job)
 
 

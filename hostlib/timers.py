@@ -64,6 +64,7 @@ class RttEstimator:
 
     def __init__(self) -> None:
         self.srtt: float | None = None
+        self.srtt_low: float | None = None  # the lowest SRTT reached (behind a leaf)
         self.rttvar = 0.0
         self.samples = 0
 
@@ -77,6 +78,7 @@ class RttEstimator:
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - x)
             self.srtt = 0.875 * self.srtt + 0.125 * x
+        self.srtt_low = self.srtt if self.srtt_low is None else min(self.srtt_low, self.srtt)
 
     def rto(self, floor: float, cap: float, initial: float | None = None) -> float:
         """The retransmission timer; `initial` (at least `floor`) before any sample."""
@@ -165,7 +167,9 @@ class Pacer:
         free = self.slots.active & ~held
         t = float("inf")
         if free.any():
-            t = max(float(self.xmit_at[free].min()) + self.recent_timeout(), self.probe_at)
+            t = float(self.xmit_at[free].min()) + self.recent_timeout()
+            if not self.behind_leaf:  # behind a leaf `due` resends without a probe
+                t = max(t, self.probe_at)
         o = self._overtaken() & ~held
         if o.any():
             t = min(t, float(self._lost_at(o).min()))
@@ -230,8 +234,8 @@ class Pacer:
         of 8 ranks resent 4x its packets, its rounds' times spread by the switch's
         queue.)"""
         base = self.rto()
-        if self.behind_leaf and self.rtt.srtt is not None:
-            return min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.srtt))
+        if self.behind_leaf and self.rtt.srtt_low is not None:
+            return min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.srtt_low))
         if self.answered_rtt <= 0:
             return base
         return min(base, max(self.params.timeout, 2 * self.answered_rtt))
