@@ -64,7 +64,6 @@ class RttEstimator:
 
     def __init__(self) -> None:
         self.srtt: float | None = None
-        self.srtt_low: float | None = None  # the lowest SRTT reached (behind a leaf)
         self.rttvar = 0.0
         self.samples = 0
 
@@ -78,7 +77,6 @@ class RttEstimator:
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - x)
             self.srtt = 0.875 * self.srtt + 0.125 * x
-        self.srtt_low = self.srtt if self.srtt_low is None else min(self.srtt_low, self.srtt)
 
     def rto(self, floor: float, cap: float, initial: float | None = None) -> float:
         """The retransmission timer; `initial` (at least `floor`) before any sample."""
@@ -160,7 +158,10 @@ class Pacer:
     def next_timer(self) -> float:
         """When packets_to_send may next retransmit without a result arriving first (inf
         when done): the earliest RACK deadline of an overtaken slot, held timer of a held
-        one, or the silence probe."""
+        one, or the silence probe -- behind a leaf the recent timer of the oldest waiting
+        slot instead, since `due` resends every expired slot there without a probe
+        (waiting for the probe's timer, four gaps between results, held rounds ~0.4 s
+        past their resend)."""
         if self.slots.done:
             return float("inf")
         held = self.held()
@@ -234,8 +235,8 @@ class Pacer:
         of 8 ranks resent 4x its packets, its rounds' times spread by the switch's
         queue.)"""
         base = self.rto()
-        if self.behind_leaf and self.rtt.srtt_low is not None:
-            return min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.srtt_low))
+        if self.behind_leaf and self.rtt.srtt is not None:
+            return min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.srtt))
         if self.answered_rtt <= 0:
             return base
         return min(base, max(self.params.timeout, 2 * self.answered_rtt))
@@ -340,13 +341,16 @@ class Pacer:
         round-time estimator with the clean rounds, advance `answered_xmit`, reset the
         silence probe. A round is clean when this rank did
         not retransmit it (Karn), no packet this rank transmitted later was answered in
-        an earlier batch (it then waited for somebody's retransmission), and it did not
-        live through a silence probe (start-up skew, a stalled rank: not a round time)."""
+        an earlier batch (it then waited for somebody's retransmission), it did not
+        live through a silence probe (start-up skew, a stalled rank: not a round time),
+        and no STATUS held it (behind a leaf the spine's, relayed to ranks that did not
+        ask: the round waited for another leaf's repair)."""
         xmit = self.xmit_at[s]
         clean = (
             ~self.retransmitted[s]
             & (xmit >= self.answered_xmit)
             & (self.sent_at[s] > self.last_probe_at)
+            & (self.status_at[s] < self.sent_at[s])
         )
         self.rtt.update(now - self.sent_at[s[clean]])
         # Only answers to packets sent once move the overtaking mark: an answered
