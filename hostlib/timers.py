@@ -350,7 +350,7 @@ class Pacer:
             ~self.retransmitted[s]
             & (xmit >= self.answered_xmit)
             & (self.sent_at[s] > self.last_probe_at)
-            & (self.status_at[s] < self.sent_at[s])
+            & (self.status_at[s] <= self.sent_at[s])  # (one at its start: the last round's)
         )
         self.rtt.update(now - self.sent_at[s[clean]])
         # Only answers to packets sent once move the overtaking mark: an answered
