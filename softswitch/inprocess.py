@@ -8,8 +8,9 @@ out is queued per port in this process.
 
 A frame sent is processed before `send` returns (one pipeline, as softswitch's single port
 thread), so an empty queue after a send means nothing more is coming for it. Readers that
-run in other threads (a worker's transport) wait on `wait(port, timeout)`, woken by every
-send. The P4 program's frames come only from frames sent (p4reduce uses no PacketOut).
+run in other threads (a worker's transport) wait on `wait(port, timeout)`, woken by a
+send that queued a frame on their port. The P4 program's frames come only from frames
+sent (p4reduce uses no PacketOut).
 
 `InProcessFabric` joins several such switches by links (p4reduce.fabric's shape: leaves and
 a spine): a frame a switch sends out of a linked port enters the switch at the link's
