@@ -12,6 +12,7 @@ import pytest
 
 from controlplane.config import parse
 from controlplane.fabric import FabricController
+from controlplane.stats import job_stats
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Flag, Header, MsgType
 from p4reduce.job import JobConfig, load_descriptor
@@ -209,3 +210,21 @@ def test_the_spines_status_is_relayed_in_either_encoding(inprocess_fabric, tmp_p
             assert status.header.msg_type == MsgType.STATUS and status.header.flags & Flag.RELAYED
     finally:
         ctl.close()
+
+
+def test_a_fabric_loss_rate_hits_each_link_once(job_ranks):
+    """`set_loss` on a fabric job: the leaves lose result copies to their ranks (egress),
+    the spine's results to the leaves are lost only as they enter a leaf (ingress), never
+    also as they leave the spine (that doubled each downlink's rate)."""
+    fab, ctl, rs = job_ranks
+    job_id = rs[0].cfg.job
+    ctl.jobs.set_loss(job_id, ingress=0.0, egress=0.99, seed=5)
+    data_round(rs, [np.full(K, i + 1) for i in range(4)])
+    counts = {
+        name: job_stats(c.conn, c.jobs.table.jobs[job_id].job_index)
+        for name, c in ctl.controllers.items()
+    }
+    assert counts["s"]["simulated_drops_egress"] == 0
+    assert counts["s"]["rounds_completed"] >= 2  # the announce round and this one
+    for leaf in ("l1", "l2"):
+        assert counts[leaf]["simulated_drops_egress"] >= 1, counts[leaf]
