@@ -5,10 +5,11 @@ leaves at line rate next to a flat ring over the same fabric.
 
 * **In one process** (softswitch.inprocess.two_level, no root): a spine and 4 leaves, 16
   ranks on each (64), int32 tensors, hostlib workers in threads. One job lossless, then
-  one with 5 % loss on every link at once -- each rank's link both ways (the leaves' drop
-  simulators) and each uplink both ways (the fabric's links) -- sums checked against
-  numpy. Per uplink: frames and bytes each way, measured at the link's ends, beside one
-  rank's packets and bytes as its worker counted them.
+  one with 5 % loss on every link at once, once each way -- each rank's link and each
+  uplink, by the drop simulators of the switches (FabricJobManager.set_loss) -- sums
+  checked against numpy. Per uplink: frames and bytes each way, measured at the link's
+  ends, beside one rank's packets and bytes as its worker counted them; where the time
+  goes: the process's CPU, every rank's packets and resends, each switch's counters.
 * **In Mininet** (--mininet, root): `p4net.demo` on the two-level network (2 leaves, a
   spine, 4 ranks per leaf), each switch kind installed, lossless then 5 % (the drop
   simulator of every switch holding the job, FabricJobManager.set_loss).
@@ -99,18 +100,27 @@ def one_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> dict:
     job = ctl.jobs.create(job_id, workers, slots=shape.slots)
     try:
         if loss:
+            # each link once each way: the drop simulators (FabricJobManager.set_loss),
+            # not the fabric's links as well (an uplink then lost about twice the rate)
             ctl.jobs.set_loss(job.job, ingress=loss, egress=loss, seed=7)
-        fab.set_loss(loss, seed=9)
         before = fab.link_counts()
+        cpu = time.process_time()
         seconds, results, stats = allreduce_on_leaves(
             fab, job.descriptors(ctl.jobs.switch), workers, tensors, shape.timeout, 60, 120
         )
+        cpu = time.process_time() - cpu
         after = fab.link_counts()
         exact = np.sum(tensors, axis=0, dtype=np.int64)
         s0 = stats[0]
         return {
             "loss": loss,
             "seconds": seconds,
+            # where the time goes: the process's CPU (every rank and switch is a thread of
+            # it), every rank's packets and resends, each switch's counters of the job
+            "cpu_seconds": cpu,
+            "packets_sent": sum(s.packets_sent for s in stats if s is not None),
+            "retransmissions": sum(s.retransmissions for s in stats if s is not None),
+            "switches": switch_counters(ctl, job.job),
             "exact": all(isinstance(x, np.ndarray) and np.array_equal(x, exact) for x in results),
             "rounds": job_stats(ctl.conn, job.job_index)["rounds_completed"],
             "rank0": None
@@ -125,8 +135,20 @@ def one_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> dict:
             "uplinks": uplink_traffic(before, after, shape),
         }
     finally:
-        fab.set_loss(0.0)
         ctl.jobs.delete(job.job)
+
+
+def switch_counters(ctl: FabricController, job_id: int) -> dict[str, dict[str, int]]:
+    """Per switch: the job's counters that are not zero (its drop simulator's drops, the
+    duplicates it answered, what it served from its cache, what it dropped as not the
+    job's encoding)."""
+    out = {}
+    for name, c in ctl.controllers.items():
+        part = c.jobs.table.jobs.get(job_id)
+        if part is not None:
+            counts = job_stats(c.conn, part.job_index)
+            out[name] = {k: v for k, v in counts.items() if v}
+    return out
 
 
 def inprocess(shape: Shape) -> dict:
@@ -262,9 +284,10 @@ def markdown(data: dict) -> str:
         )
     L += [
         "",
-        "5 % loss on every link at once (each rank's link both ways and each uplink both "
-        "ways), the same tensors; in Mininet the drop simulator of every switch holding the "
-        "job (a result from the spine can be lost leaving the spine or entering the leaf):",
+        "5 % loss on every link at once, once each way (each rank's link and each uplink), "
+        "the same tensors; in one process and in Mininet alike by the drop simulator of "
+        "every switch holding the job (FabricJobManager.set_loss: a frame is lost as it "
+        "enters a switch, a result copy as a leaf sends it to a rank):",
         "",
         "| where | lossless | 5 % on every link | ratio | exact |",
         "|---|---:|---:|---:|---|",
@@ -273,8 +296,42 @@ def markdown(data: dict) -> str:
     for m in data.get("mininet") or []:
         a, b = m["runs"]
         L.append(_loss_row(f"Mininet, 8 ranks on 2 leaves, {m['target']}", a, b))
+    if "cpu_seconds" in lossy:
+        L += ["", *_where_text(ip)]
     L += ["", _model_text(data["model"], data["model_rows"])]
     return "\n".join(L)
+
+
+def _count(run: dict, where: str, name: str) -> int:
+    """A counter summed over the run's switches whose name starts with `where`."""
+    return sum(c.get(name, 0) for sw, c in run["switches"].items() if sw.startswith(where))
+
+
+def _where_text(ip: dict) -> list[str]:
+    """Where the in-process run's time goes, lossless and lossy: the process's CPU, every
+    rank's packets and resends, and the switches' counters by level."""
+    n = ip["ranks"]
+    L = [
+        "Where the time goes in one process (every rank's packets and resends from its "
+        "worker's stats; drops and answers from the switches' counters of the job; "
+        "CPU: the process's, which every rank thread and switch shares):",
+        "",
+        "| run | seconds | CPU | packets per rank | resends per rank | dropped: ranks → "
+        "leaf and spine → leaf (leaves' ingress) | leaf → ranks (leaves' egress) | "
+        "leaf → spine (spine's ingress) | duplicates answered by the spine | spine's "
+        "answers dropped by a leaf (wrong encoding) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in ip["runs"]:
+        L.append(
+            f"| {run['loss'] * 100:g} % | {run['seconds']:.2f} s | {run['cpu_seconds']:.2f} s | "
+            f"{run['packets_sent'] / n:.0f} | {run['retransmissions'] / n:.0f} | "
+            f"{_count(run, 'l', 'simulated_drops_ingress')} | "
+            f"{_count(run, 'l', 'simulated_drops_egress')} | "
+            f"{_count(run, 's', 'simulated_drops_ingress')} | {_count(run, 's', 'duplicates')} | "
+            f"{_count(run, 'l', 'wrong_encoding')} |"
+        )
+    return L
 
 
 def _loss_row(where: str, lossless: dict, lossy: dict) -> str:

@@ -245,16 +245,19 @@ class FabricJobManager(JobManager):
         seed: int = 1,
         use_random: bool = False,
     ) -> None:
-        """The drop simulator on every switch holding the job: each leaf's (its ranks'
-        links both ways, and the spine's results as they enter it) and the spine's (the
-        leaves' partials as they enter it, its results to the leaves), so a loss rate
-        covers every link of the job. Each switch draws from its own seed (`seed` + its
-        order), so their losses are independent."""
+        """The drop simulator on every switch holding the job, so that each link of the
+        job loses at the given rate once each way: `ingress` is every frame entering a
+        switch of the job -- a rank's packet entering its leaf, a leaf's partial entering
+        the spine, the spine's result or STATUS entering a leaf -- and `egress` the copies
+        a leaf sends its ranks. The spine's own egress stays lossless: its results to a
+        leaf already cross that leaf's ingress, and losing them at both ends made the
+        downlink lose twice the rate (~10 % for 5 %). Each switch draws from its own seed
+        (`seed` + its order), so their losses are independent."""
         for i, manager in enumerate(self.leaves.values(), 1):
             manager.table.reload()
             if job_id in manager.table.jobs:
                 manager.set_loss(job_id, ingress, egress, (seed + i) % 2**32, use_random)
-        super().set_loss(job_id, ingress, egress, seed, use_random)
+        super().set_loss(job_id, ingress, 0.0, seed, use_random)
 
     def _crossed(self, workers: list[WorkerAddress]) -> list[str]:  # noqa: ARG002
         """The switches the job being created crosses, by name (its ranks' leaves and the

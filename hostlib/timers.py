@@ -158,14 +158,19 @@ class Pacer:
     def next_timer(self) -> float:
         """When packets_to_send may next retransmit without a result arriving first (inf
         when done): the earliest RACK deadline of an overtaken slot, held timer of a held
-        one, or the silence probe."""
+        one, or the silence probe -- behind a leaf the recent timer of the oldest waiting
+        slot instead, since `due` resends every expired slot there without a probe
+        (waiting for the probe's timer, four gaps between results, held rounds ~0.4 s
+        past their resend)."""
         if self.slots.done:
             return float("inf")
         held = self.held()
         free = self.slots.active & ~held
         t = float("inf")
         if free.any():
-            t = max(float(self.xmit_at[free].min()) + self.recent_timeout(), self.probe_at)
+            t = float(self.xmit_at[free].min()) + self.recent_timeout()
+            if not self.behind_leaf:  # behind a leaf `due` resends without a probe
+                t = max(t, self.probe_at)
         o = self._overtaken() & ~held
         if o.any():
             t = min(t, float(self._lost_at(o).min()))
@@ -336,13 +341,16 @@ class Pacer:
         round-time estimator with the clean rounds, advance `answered_xmit`, reset the
         silence probe. A round is clean when this rank did
         not retransmit it (Karn), no packet this rank transmitted later was answered in
-        an earlier batch (it then waited for somebody's retransmission), and it did not
-        live through a silence probe (start-up skew, a stalled rank: not a round time)."""
+        an earlier batch (it then waited for somebody's retransmission), it did not
+        live through a silence probe (start-up skew, a stalled rank: not a round time),
+        and no STATUS held it (behind a leaf the spine's, relayed to ranks that did not
+        ask: the round waited for another leaf's repair)."""
         xmit = self.xmit_at[s]
         clean = (
             ~self.retransmitted[s]
             & (xmit >= self.answered_xmit)
             & (self.sent_at[s] > self.last_probe_at)
+            & (self.status_at[s] <= self.sent_at[s])  # (one at its start: the last round's)
         )
         self.rtt.update(now - self.sent_at[s[clean]])
         # Only answers to packets sent once move the overtaking mark: an answered

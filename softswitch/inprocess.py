@@ -8,8 +8,9 @@ out is queued per port in this process.
 
 A frame sent is processed before `send` returns (one pipeline, as softswitch's single port
 thread), so an empty queue after a send means nothing more is coming for it. Readers that
-run in other threads (a worker's transport) wait on `wait(port, timeout)`, woken by every
-send. The P4 program's frames come only from frames sent (p4reduce uses no PacketOut).
+run in other threads (a worker's transport) wait on `wait(port, timeout)`, woken by a
+send that queued a frame on their port. The P4 program's frames come only from frames
+sent (p4reduce uses no PacketOut).
 
 `InProcessFabric` joins several such switches by links (p4reduce.fabric's shape: leaves and
 a spine): a frame a switch sends out of a linked port enters the switch at the link's
@@ -59,6 +60,10 @@ class InProcessSwitch:
         self.wiring = wiring if wiring is not None else Wiring()
         self.lock = self.wiring.lock
         self.queues: dict[int, deque[bytes]] = {}
+        # a reader of port p waits on ready[p]; kept across restarts (a reader may wait)
+        self.ready = {
+            port: threading.Condition(self.wiring.mutex) for port in range(1, n_ports + 1)
+        }
 
     # ---- life cycle ------------------------------------------------------------------
 
@@ -109,6 +114,7 @@ class InProcessSwitch:
                 self.wiring.in_flight.append((peer[0], peer[1], frame))
         elif port in self.queues:
             self.queues[port].append(frame)
+            self.wiring.woken.add(self.ready[port])
 
     def _receive(self, port: int, frame: bytes) -> None:
         """A frame entering on `port` (self.lock held); a stopped switch loses it."""
@@ -116,8 +122,8 @@ class InProcessSwitch:
             self.device.receive(port, frame)
 
     def send_many(self, port: int, frames: Iterable[bytes]) -> None:
-        """Frames entering on `port`, processed one by one; then every waiting reader is
-        woken."""
+        """Frames entering on `port`, processed one by one; then the readers of the ports
+        that got frames are woken."""
         self._check(port)
         assert self.device is not None, "not started"
         with self.lock:
@@ -127,7 +133,10 @@ class InProcessSwitch:
                 while in_flight:  # frames on their way along the fabric's links
                     switch, at, passed = in_flight.popleft()
                     switch._receive(at, passed)
-            self.lock.notify_all()
+            woken = self.wiring.woken
+            for ready in woken:
+                ready.notify_all()
+            woken.clear()
 
     def send(self, port: int, frame: bytes) -> None:
         self.send_many(port, (frame,))
@@ -143,7 +152,7 @@ class InProcessSwitch:
         thread than the senders)."""
         with self.lock:
             if not self.queues[port]:
-                self.lock.wait(timeout)
+                self.ready[port].wait(timeout)
 
     def recv(self, port: int, timeout: float = 2.0) -> bytes | None:  # noqa: ARG002
         """Next frame the switch sent out of `port`, or None. Never waits: every frame the
@@ -166,10 +175,14 @@ class InProcessSwitch:
 
 @dataclass(eq=False)
 class Wiring:
-    """What the switches of one fabric share: the lock every frame is processed under, the
-    links ((switch, port) -> (switch, port), both ways) and the frames now on a link."""
+    """What the switches of one fabric share: the lock every frame is processed under
+    (`mutex`, and `lock`, a condition over it), the links ((switch, port) -> (switch,
+    port), both ways), the frames now on a link and the readers' conditions to wake once
+    a send is done (`woken`)."""
 
-    lock: threading.Condition = field(default_factory=threading.Condition)
+    mutex: threading.RLock = field(default_factory=threading.RLock)
+    lock: threading.Condition = field(init=False)
+    woken: set[threading.Condition] = field(default_factory=set)
     peers: dict[tuple[InProcessSwitch, int], tuple[InProcessSwitch, int]] = field(
         default_factory=dict
     )
@@ -179,6 +192,9 @@ class Wiring:
     loss: dict[tuple[InProcessSwitch, int], tuple[float, random.Random]] = field(
         default_factory=dict
     )
+
+    def __post_init__(self) -> None:
+        self.lock = threading.Condition(self.mutex)
 
     def carry(self, end: tuple[InProcessSwitch, int], frame: bytes) -> bool:
         """Whether a frame sent out of `end` onto its link arrives (the link's simulated

@@ -1,8 +1,11 @@
 """softswitch.inprocess.InProcessFabric's links: a frame crosses the fabric along the
-controller's forwarding within one send, link ends count and lose frames as told, and a
-fabric with a wrong link is refused."""
+controller's forwarding within one send, link ends count and lose frames as told, a reader
+is woken by frames for its own port only, and a fabric with a wrong link is refused."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 
@@ -57,6 +60,36 @@ def test_loss_is_seeded(programmed):
     assert crossed(fab, 200) == first
     fab.set_loss(0.0)
     assert crossed(fab, 10) == 10
+
+
+def test_a_reader_is_woken_by_its_own_ports_frames_only(programmed):
+    """A reader waiting on l2's port 1 sleeps through frames queued on l2's port 2 (each
+    port has its own condition: one for all woke every reader per frame) and wakes as soon
+    as a frame for its port is queued."""
+    fab = programmed
+    l1, l2 = fab.switch("l1"), fab.switch("l2")
+    woke: list[float] = []
+    started = threading.Event()
+
+    def reader() -> None:
+        started.set()
+        t0 = time.monotonic()
+        while not l2.queues[1]:
+            l2.wait(1, 5.0)
+            woke.append(time.monotonic() - t0)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    started.wait()
+    time.sleep(0.05)
+    for n in range(20):  # to l2's host 2: not the reader's port
+        l1.send(1, l2_frame(host_mac(2, 2), host_mac(1, 1), n))
+    time.sleep(0.2)
+    assert woke == [] and len(l2.recv_all(2)) == 20
+    l1.send(1, l2_frame(host_mac(2, 1), host_mac(1, 1), 99))
+    t.join(5.0)
+    assert not t.is_alive() and len(woke) == 1 and woke[0] < 1.0
+    assert len(l2.recv_all(1)) == 1
 
 
 def test_wrong_links_are_refused():

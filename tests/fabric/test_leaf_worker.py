@@ -116,3 +116,38 @@ def test_behind_a_leaf_every_waiting_slot_is_resent_once_its_timer_expires():
     later = T0 + PARAMS.initial_timeout + 0.01
     assert len(leaf.packets_to_send(later)) == SLOTS
     assert len(flat.packets_to_send(later)) == 1
+
+
+def test_behind_a_leaf_the_timer_is_its_own_not_the_silence_probes():
+    """Results far apart make the silence probe's timer long (four gaps between results),
+    but behind a leaf no probe is sent: every expired slot is resent at the recent timer,
+    so the rank must wake at that timer, not sleep until the probe's (it did: rounds
+    waited up to 0.8 s each for a resend due long before)."""
+    e = engine()
+    e.packets_to_send(T0)
+    e.on_result(header(p.MsgType.RESULT, 0, EOS, next_block=0), None, T0 + 0.01, fingerprint=fp())
+    e.packets_to_send(T0 + 0.01)
+    now = T0 + 0.51
+    e.on_result(header(p.MsgType.RESULT, 1, EOS, next_block=1), None, now, fingerprint=fp())
+    e.packets_to_send(now)
+    pacer = e.pacer
+    assert pacer.probe_at > now + 0.5  # the silence probe: a second away
+    waiting = pacer.slots.active & ~pacer.held()
+    due = float(pacer.xmit_at[waiting].min()) + pacer.recent_timeout()
+    assert pacer.next_timer() == pytest.approx(due) and due < pacer.probe_at
+
+
+def test_a_round_held_by_the_spines_status_gives_no_round_time():
+    """A round the relayed STATUS held waited for other leaves: its time includes somebody
+    else's repair, so it does not feed the round-time estimator (it would raise the timer
+    of every later round); a round nobody held does."""
+    e = engine()
+    e.packets_to_send(T0)
+    e.on_result(header(p.MsgType.RESULT, 0, EOS, next_block=0), None, T0 + 0.01, fingerprint=fp())
+    samples, srtt = e.rtt.samples, e.rtt.srtt
+    relayed = header(p.MsgType.STATUS, 1, EOS, flags=p.Flag.RELAYED)
+    e.on_result(relayed, None, T0 + 0.02, contributors=0b1)
+    e.on_result(header(p.MsgType.RESULT, 1, EOS, next_block=1), None, T0 + 0.6, fingerprint=fp())
+    assert (e.rtt.samples, e.rtt.srtt) == (samples, srtt)
+    e.on_result(header(p.MsgType.RESULT, 2, EOS, next_block=2), None, T0 + 0.61, fingerprint=fp())
+    assert e.rtt.samples == samples + 1
