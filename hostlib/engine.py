@@ -157,6 +157,7 @@ class AllreduceEngine:
         self.mismatch: tuple[int, int] | None = None  # fingerprint (min, max) if ranks differ
         self.output = output if output is not None else Output(payload)  # the sums
         self._pending: list[Batch] = []
+        self._nothing = Batch.empty(self.builder.width)  # packets_to_send with none to send
 
         self._announce(np.flatnonzero(self.slots.active))
 
@@ -275,6 +276,8 @@ class AllreduceEngine:
                 self._pending.append(Batch(frames, self.last_lengths[due].copy()))
                 self.stats.retransmissions += int(due.size)
                 self.stats.timeouts_doubled += self.pacer.resent(due, now)
+        if not self._pending:  # a busy poll's turn, mostly: nothing to build or count
+            return self._nothing
         out = Batch.concat(self._pending, self.builder.width)
         self._pending = []
         self.stats.packets_sent += len(out)
