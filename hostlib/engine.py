@@ -157,6 +157,7 @@ class AllreduceEngine:
         self.mismatch: tuple[int, int] | None = None  # fingerprint (min, max) if ranks differ
         self.output = output if output is not None else Output(payload)  # the sums
         self._pending: list[Batch] = []
+        self._nothing = Batch.empty(self.builder.width)  # packets_to_send with none to send
 
         self._announce(np.flatnonzero(self.slots.active))
 
@@ -207,12 +208,12 @@ class AllreduceEngine:
         k = slots.size
         self._emit(
             slots,
-            np.full(k, p.MsgType.ANNOUNCE),
+            np.full(k, p.MSG.ANNOUNCE),
             self.slot_version[slots],
             np.full(k, EOS, np.int64),
             self.my_next[slots],
             None,
-            np.full(k, p.Extension.FINGERPRINT),
+            np.full(k, p.EXT.FINGERPRINT),
         )
 
     def _emit(
@@ -246,9 +247,9 @@ class AllreduceEngine:
             "protocol": p.PROTOCOL_VERSION,
             "msg_type": msg_type,
             "slot_version": slot_version,
-            "flags": np.where(self.continued[slots], int(p.Flag.CONTINUED), 0)
-            | (int(p.Flag.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0)
-            | (int(p.Flag.SILENT) if self.cfg.round_mode == p.RoundMode.SILENT else 0),
+            "flags": np.where(self.continued[slots], int(p.FLAG.CONTINUED), 0)
+            | (int(p.FLAG.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0)
+            | (int(p.FLAG.SILENT) if self.cfg.round_mode == p.RoundMode.SILENT else 0),
             "job": self.cfg.job,
             "slot": slots,
             "rank": self.cfg.rank_on_wire,
@@ -271,10 +272,12 @@ class AllreduceEngine:
             if due.size:
                 self._resending(due)
                 frames = self.last_frames[due]
-                frames[:, FLAGS_BYTE] |= int(p.Flag.RETRANSMIT)
+                frames[:, FLAGS_BYTE] |= int(p.FLAG.RETRANSMIT)
                 self._pending.append(Batch(frames, self.last_lengths[due].copy()))
                 self.stats.retransmissions += int(due.size)
                 self.stats.timeouts_doubled += self.pacer.resent(due, now)
+        if not self._pending:  # a busy poll's turn, mostly: nothing to build or count
+            return self._nothing
         out = Batch.concat(self._pending, self.builder.width)
         self._pending = []
         self.stats.packets_sent += len(out)
@@ -310,13 +313,13 @@ class AllreduceEngine:
     ) -> None:
         """One result or status (unit tests drive the engine with crafted packets)."""
         extension = (
-            p.Extension.VALUES
+            p.EXT.VALUES
             if values is not None
-            else p.Extension.FINGERPRINT
+            else p.EXT.FINGERPRINT
             if fingerprint is not None
-            else p.Extension.STATUS
-            if header.msg_type == p.MsgType.STATUS
-            else p.Extension.NONE
+            else p.EXT.STATUS
+            if header.msg_type == p.MSG.STATUS
+            else p.EXT.NONE
         )
         cols = {name: np.array([v], np.int64) for name, v in zip(p.FIELD_NAMES, header)}
         vals = np.zeros((1, self.block_values), np.int32)
@@ -344,12 +347,12 @@ class AllreduceEngine:
         (slot_version, block) pair names the round, since blocks grow within a slot."""
         answers = self._answers(r)
         self._take_statuses(r, answers, now)
-        idx = np.flatnonzero(answers & (r.cols["msg_type"] == p.MsgType.RESULT))
+        idx = np.flatnonzero(answers & (r.cols["msg_type"] == p.MSG.RESULT))
         s = r.cols["slot"][idx]
         if idx.size > 1:  # a slot answered twice in one batch
             s, first = np.unique(s, return_index=True)
             idx = idx[first]
-        statuses = int((answers & (r.cols["msg_type"] == p.MsgType.STATUS)).sum())
+        statuses = int((answers & (r.cols["msg_type"] == p.MSG.STATUS)).sum())
         self.stats.results_ignored += int(r.has_values.shape[0]) - int(idx.size) - statuses
         if not idx.size:
             return
@@ -392,7 +395,7 @@ class AllreduceEngine:
             & (c["rank"] == self.cfg.rank_on_wire)
             & (slot < self.slot_count)
         )
-        lost = ours & ((c["flags"] & p.Flag.STATE_LOST) != 0)
+        lost = ours & ((c["flags"] & p.FLAG.STATE_LOST) != 0)
         if lost.any():
             slots = sorted({int(x) for x in slot[lost]})
             raise SwitchStateLost(
@@ -406,13 +409,13 @@ class AllreduceEngine:
     def _take_statuses(self, r: Parsed, answers: np.ndarray, now: float) -> None:
         """STATUS replies: the switch holds these rounds' packets (timers), and says
         which ranks it has heard from (liveness)."""
-        status = answers & (r.cols["msg_type"] == p.MsgType.STATUS)
+        status = answers & (r.cols["msg_type"] == p.MSG.STATUS)
         if not status.any() or r.contributors is None:
             return
         slots = r.cols["slot"][status]
         relayed = None  # the leaf role: the spine's STATUS, relayed by the leaf
         if self.cfg.wire_rank is not None:
-            relayed = (r.cols["flags"][status] & p.Flag.RELAYED) != 0
+            relayed = (r.cols["flags"][status] & p.FLAG.RELAYED) != 0
         self.pacer.held_by_switch(slots, now)
         self.liveness.statuses(slots, r.contributors[status], now, relayed)
         self.stats.statuses += int(status.sum())
@@ -432,7 +435,7 @@ class AllreduceEngine:
             else r.values[di],
             self.exponent[ds],
         )
-        over = (r.cols["flags"][di] & p.Flag.OVERFLOW) != 0
+        over = (r.cols["flags"][di] & p.FLAG.OVERFLOW) != 0
         if over.any():
             self.stats.overflowed_blocks.extend(int(b) for b in blocks[over])
 
@@ -500,7 +503,7 @@ class AllreduceEngine:
         self.block[s] = nb
         self.exponent[s] = ne
         self.my_next[s] = new_next
-        msg = np.where(is_data, p.MsgType.DATA, p.MsgType.SKIP)
+        msg = np.where(is_data, p.MSG.DATA, p.MSG.SKIP)
         self._emit(s, msg, self.slot_version[s], nb, new_next, values, extension)
 
     # -- opening slots, disagreements, the end of the call ----------------------------------
@@ -530,7 +533,7 @@ class AllreduceEngine:
         if (
             r.extension is None
             or r.fingerprint is None
-            or (r.extension[ai] != p.Extension.FINGERPRINT).any()
+            or (r.extension[ai] != p.EXT.FINGERPRINT).any()
         ):
             raise p.ProtocolError(
                 f"RESULT of the announce round of slot {int(as_[0])} carries no fingerprint range"

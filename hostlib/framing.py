@@ -32,7 +32,7 @@ _FIXED_BYTES = np.array([0x08, 0x00, 0x45, 17, 0x50, 0x30], np.uint8)
 # the extension other than values that a UDP length means (-1: none), for every UDP
 # length a frame can state: one lookup per batch
 _KIND_BY_UDP_LENGTH = np.full(1 << 16, -1, np.int8)
-for _k in (p.Extension.NONE, p.Extension.STATUS, p.Extension.FINGERPRINT):
+for _k in (p.EXT.NONE, p.EXT.STATUS, p.EXT.FINGERPRINT):
     _KIND_BY_UDP_LENGTH[p.UDP_BYTES + p.HEADER_BYTES + p.EXTENSION_BYTES[_k]] = int(_k)
 
 
@@ -111,7 +111,7 @@ class FrameBuilder:
         frames = np.zeros((n, self.width), np.uint8)
         frames[:, : p.L2_L4_BYTES] = self.templates[extension]
         frames[:, _HEADER_COLS] = p.pack_headers(columns, n).view(np.uint8).reshape(n, -1)
-        with_values = extension == p.Extension.VALUES
+        with_values = extension == p.EXT.VALUES
         if values is not None and len(values):
             values = np.asarray(values)
             if values.shape[-1] != self.block_values:
@@ -120,7 +120,7 @@ class FrameBuilder:
                 )
             end = _EXT + p.values_bytes(self.block_values)
             frames[with_values, _EXT:end] = values.astype(p.VALUES_DTYPE).view(np.uint8)
-        with_fp = extension == p.Extension.FINGERPRINT
+        with_fp = extension == p.EXT.FINGERPRINT
         if with_fp.any():
             if fingerprint is None:
                 raise p.ProtocolError("an ANNOUNCE needs its sender's fingerprint")
@@ -172,7 +172,7 @@ def parse_batch(
     block = np.ascontiguousarray(f[:, _BLOCK_COLS]).view(">u4").reshape(-1)
     data_round = p.carries_values(msg_type, block, ext_len)
     kind = _KIND_BY_UDP_LENGTH[udp_len]  # what follows the header, by its length
-    kind[data_round & (ext_len == p.values_bytes(block_values))] = int(p.Extension.VALUES)
+    kind[data_round & (ext_len == p.values_bytes(block_values))] = int(p.EXT.VALUES)
     lengths_of = _lengths(block_values)
     ok = (
         (kind >= 0)
@@ -189,7 +189,7 @@ def parse_batch(
     src_ip = f[:, 26:30].view(">u4").reshape(-1).astype(np.uint32)
     return Parsed(
         cols=p.unpack_headers(hdr),
-        has_values=kind == p.Extension.VALUES,
+        has_values=kind == p.EXT.VALUES,
         values=values,
         src_ip=src_ip,
         src_mac=f[:, 6:12],

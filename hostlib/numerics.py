@@ -143,11 +143,12 @@ def quantize_packed(blocks: np.ndarray, exponents: np.ndarray, worker_count: int
 
 
 def dequantize(sums: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
-    """sum / s = sum * 2^E / floor(M/N) per row (float64): the sum divided by floor(M/N),
-    then scaled by the row's 2^E (exact, so the same rounded quotient as scaling first)."""
-    res = np.divide(sums, float(level(worker_count)), dtype=np.float64)
-    res *= np.ldexp(1.0, exponents.astype(np.int32))[:, None]
-    return res
+    """sum / s = sum * 2^E / floor(M/N) per row (float64), in one pass: the sum divided by
+    the row's floor(M/N) * 2^-E (exact: a power of two scales a float64 exactly here), the
+    same correctly rounded quotient as dividing by floor(M/N) and scaling by 2^E after (no
+    quotient comes near float64's subnormals: |sum| >= 1, E >= -128)."""
+    divisor = np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
+    return np.divide(sums, divisor[:, None], dtype=np.float64)
 
 
 # float64 evaluation of quantize (x * floor(M/N) is rounded) and dequantize (the division

@@ -95,7 +95,7 @@ class SilentEngine(AllreduceEngine):
             return
         padded = self._padded_skips
         values = np.zeros((s.size, self.block_values), np.int32) if padded else None
-        ext = np.full(s.size, int(p.Extension.VALUES if padded else p.Extension.NONE))
+        ext = np.full(s.size, int(p.EXT.VALUES if padded else p.EXT.NONE))
         batch = self._build(
             s, np.full(s.size, msg), self.slot_version[s], block, next_block, values, ext
         )
@@ -122,17 +122,15 @@ class SilentEngine(AllreduceEngine):
             return
         self.stats.rewind_requests += int(s.size)
         named = self._named_block(s)
-        self._header_only(s[keep], p.MsgType.REWIND, named[keep], self.cover[s[keep]])
+        self._header_only(s[keep], p.MSG.REWIND, named[keep], self.cover[s[keep]])
         extra = ~keep
-        self._header_only(
-            s[extra], p.MsgType.REWIND, named[extra], self.cover[s[extra]], keep=False
-        )
+        self._header_only(s[extra], p.MSG.REWIND, named[extra], self.cover[s[extra]], keep=False)
 
     def _query(self, s: np.ndarray, send: bool) -> None:
         """Queries for slots `s` (a SKIP naming the round, next_block the rank's own next):
         kept as a silent slot's frame (`send` False: its timer sends it), or sent once
         beside a contribution whose resends go unanswered."""
-        self._header_only(s, p.MsgType.SKIP, self._named_block(s), self.my_next[s], send, not send)
+        self._header_only(s, p.MSG.SKIP, self._named_block(s), self.my_next[s], send, not send)
 
     def _resending(self, due: np.ndarray) -> None:
         """Timers of slots `due` expired. A silent rank's kept frame is its query. After
@@ -174,13 +172,13 @@ class SilentEngine(AllreduceEngine):
         ours = self._ours(r)
         c = r.cols
         msg, slot = c["msg_type"], c["slot"]
-        status = ours & (msg == p.MsgType.STATUS)
+        status = ours & (msg == p.MSG.STATUS)
         status[status] &= (c["slot_version"][status] == self.slot_version[slot[status]]) & (
             c["block"][status] == self.block[slot[status]]
         )
         self._take_statuses(r, status, now)
         self.queries[slot[status]] = 0
-        rows = np.flatnonzero(ours & ((msg == p.MsgType.RESULT) | (msg == p.MsgType.REWIND)))
+        rows = np.flatnonzero(ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND)))
         taken = 0
         while rows.size:
             _, first = np.unique(slot[rows], return_index=True)
@@ -202,7 +200,7 @@ class SilentEngine(AllreduceEngine):
         c = r.cols
         s, ver, b = c["slot"][idx], c["slot_version"][idx], c["block"][idx]
         kind = self.kind[s]
-        rewind = c["msg_type"][idx] == p.MsgType.REWIND
+        rewind = c["msg_type"][idx] == p.MSG.REWIND
         nature = self._nature(r, idx)
         closing = ~rewind & (nature == CLOSING_ROUND)
         # the round waited for: its version and block, and a result of its kind (a
@@ -211,7 +209,7 @@ class SilentEngine(AllreduceEngine):
         # round of that block)
         match = (ver == self.slot_version[s]) & (b == self.block[s])
         match &= nature == np.where(kind == REWIND_ROUND, ANNOUNCE_ROUND, kind)
-        cached = (c["flags"][idx] & p.Flag.CACHED) != 0
+        cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
         key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
         news = ~cached | (key != self.last_key[s])
         # in a call's announce round a closing RESULT is the last call's: this call's
@@ -259,7 +257,7 @@ class SilentEngine(AllreduceEngine):
         ext = r.extension[idx] if r.extension is not None else np.zeros(idx.size, np.int64)
         eos = r.cols["block"][idx] == EOS
         return np.where(
-            ext == p.Extension.FINGERPRINT,
+            ext == p.EXT.FINGERPRINT,
             ANNOUNCE_ROUND,
             np.where(eos, CLOSING_ROUND, DATA_ROUND),
         )
@@ -272,7 +270,7 @@ class SilentEngine(AllreduceEngine):
         announces on every slot it has not opened (engine._note_mismatch)."""
         if r.extension is None or r.fingerprint is None:
             raise p.ProtocolError("RESULT of an announce round carries no fingerprint range")
-        if (r.extension[ai] != p.Extension.FINGERPRINT).any():
+        if (r.extension[ai] != p.EXT.FINGERPRINT).any():
             s = int(r.cols["slot"][ai][0])
             raise p.ProtocolError(
                 f"RESULT of the announce round of slot {s} carries no fingerprint range"
@@ -359,12 +357,12 @@ class SilentEngine(AllreduceEngine):
         k = s.size
         self._emit(
             s,
-            np.full(k, p.MsgType.ANNOUNCE),
+            np.full(k, p.MSG.ANNOUNCE),
             self.slot_version[s],
             pos,
             self.my_next[s],
             None,
-            np.full(k, p.Extension.FINGERPRINT),
+            np.full(k, p.EXT.FINGERPRINT),
         )
 
     def _closing(self, s: np.ndarray) -> None:
@@ -380,7 +378,7 @@ class SilentEngine(AllreduceEngine):
         self.mine[s] = True
         full = self.cover[s] == EOS
         done = s[full]
-        self._header_only(done, p.MsgType.SKIP, self.block[done], self.block[done])
+        self._header_only(done, p.MSG.SKIP, self.block[done], self.block[done])
         lacking = s[~full]
         self._request_rewind(lacking, np.ones(lacking.size, bool))
 
@@ -410,11 +408,11 @@ class SilentEngine(AllreduceEngine):
             self.last_data[ds] = dn
             self._emit(
                 ds,
-                np.full(ds.size, p.MsgType.DATA),
+                np.full(ds.size, p.MSG.DATA),
                 self.slot_version[ds],
                 dn,
                 after,
                 self.payload.values(dn, ne[is_data]),
-                np.full(ds.size, p.Extension.VALUES),
+                np.full(ds.size, p.EXT.VALUES),
             )
         self._query(s[~is_data], False)

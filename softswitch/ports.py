@@ -43,10 +43,10 @@ TP_STATUS_VLAN_TPID_VALID = 1 << 6
 _AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
 _RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
 SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>
-# Frames read from one socket per poll round: the ports are served round robin, this many
-# each, so a port with a deep backlog (a job with many slots) delays another port's next
-# frame by at most this many frames per busy port, not by its whole backlog
-# (docs/reliability.md, "Jobs share the switch").
+# Frames read from one socket per poll round: the ports are served round robin, one frame
+# each at a time and this many each at most, so a port with a deep backlog (a job with
+# many slots) delays another port's next frame by at most one frame per busy port, not by
+# its whole backlog (docs/reliability.md, "Jobs share the switch").
 _RX_BATCH = 16
 
 
@@ -297,28 +297,35 @@ class AfPacketPorts(Ports):
         rxbuf = memoryview(bytearray(_RECV_BUFSIZE))
         try:
             while not self._stop.is_set():
-                for key, _ in sel.select(timeout=1.0):
-                    if key.data is None:
-                        continue  # wake-up pipe
-                    port = key.data
-                    sock = self._socks[port]
-                    for _ in range(_RX_BATCH):
-                        try:
-                            n, anc, flags, addr = sock.recvmsg_into([rxbuf], ancbuf)
-                            data = bytes(rxbuf[:n])
-                        except (BlockingIOError, InterruptedError):
-                            break
-                        except OSError as exc:
-                            self._count(port, "rx_errors")
-                            log.warning("port %d: receive failed: %s", port, exc)
-                            break
-                        frame = self._frame(port, data, anc, flags, addr)
-                        if frame is not None:
-                            self._deliver(port, frame)
+                ready = [key.data for key, _ in sel.select(timeout=1.0) if key.data is not None]
+                # one frame of each ready port after another, up to _RX_BATCH each: the
+                # packets of one round, one from each rank's port, are taken together, so
+                # the round completes (and its result goes out to the ranks) before the
+                # next rounds' packets of the first port, not after all of them
+                for _ in range(_RX_BATCH):
+                    if not ready:
+                        break
+                    ready = [port for port in ready if self._take_one(port, rxbuf, ancbuf)]
         except Exception:
             log.exception("port loop crashed")
         finally:
             sel.close()
+
+    def _take_one(self, port: int, rxbuf: memoryview, ancbuf: int) -> bool:
+        """Read and deliver one frame of `port`; False when it had none (or failed)."""
+        try:
+            n, anc, flags, addr = self._socks[port].recvmsg_into([rxbuf], ancbuf)
+            data = bytes(rxbuf[:n])
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            self._count(port, "rx_errors")
+            log.warning("port %d: receive failed: %s", port, exc)
+            return False
+        frame = self._frame(port, data, anc, flags, addr)
+        if frame is not None:
+            self._deliver(port, frame)
+        return True
 
     def _frame(
         self, port: int, data: bytes, anc: list[tuple[int, int, bytes]], flags: int, addr: Any

@@ -35,6 +35,23 @@ def calculation(g: Gen, name: str, where: str) -> str:
     s.emit("acc = 0", 1)
     s.emit("nb = 0", 1)
     payload = False
+    # consecutive fields of one header: one validity test, one shift of acc
+    run: list[tuple[str, int]] = []  # (value, width)
+    run_header = -1
+
+    def flush_run() -> None:
+        nonlocal run
+        if run:
+            bits = sum(wd for _, wd in run)
+            terms, shift = [], bits
+            for val, wd in run:
+                shift -= wd
+                terms.append(f"({val} << {shift})" if shift else val)
+            s.emit(f"if V[{run_header}]:", 1)
+            s.emit(f"acc = (acc << {bits}) | {' | '.join(terms)}", 2)
+            s.emit(f"nb += {bits}", 2)
+        run = []
+
     for inp in c.get("input", []):
         t = inp.get("type")
         if payload:
@@ -47,10 +64,14 @@ def calculation(g: Gen, name: str, where: str) -> str:
             i = g.L.field_index(h, f, cw)
             wd = g.L.widths[i]
             val = f"(F[{i}] & {mask_lit(wd)})" if g.L.signed[i] else f"F[{i}]"
-            s.emit(f"if V[{info.index}]:", 1)
-            s.emit(f"acc = (acc << {wd}) | {val}", 2)
-            s.emit(f"nb += {wd}", 2)
-        elif t == "hexstr":
+            if info.index != run_header:
+                flush_run()
+                run_header = info.index
+            run.append((val, wd))
+            continue
+        flush_run()
+        run_header = -1
+        if t == "hexstr":
             bw = inp.get("bitwidth")
             if not isinstance(bw, int) or bw <= 0:
                 raise PipelineError(f"{cw}: hexstr input needs a bitwidth")
@@ -66,10 +87,17 @@ def calculation(g: Gen, name: str, where: str) -> str:
             payload = True
         else:
             raise UnsupportedConstruct(f'calculation input type "{t}"', cw)
-    s.emit("buf = (acc << (-nb % 8)).to_bytes((nb + 7) // 8, 'big')", 1)
-    if payload:
-        s.emit(f"buf += X[{X_PAYLOAD}]", 1)
-    s.emit(f"return {alg}(buf)", 1)
+    flush_run()
+    if algo in hashes.ON_INT and not payload:
+        # the algorithm on the bit string as an integer: no bytes built (a checksum of
+        # 16-bit words is the integer's residue mod 0xFFFF, hashes.csum16_of_int)
+        g.env[alg + "_int"] = hashes.ON_INT[algo]
+        s.emit(f"return {alg}_int(acc, nb)", 1)
+    else:
+        s.emit("buf = (acc << (-nb % 8)).to_bytes((nb + 7) // 8, 'big')", 1)
+        if payload:
+            s.emit(f"buf += X[{X_PAYLOAD}]", 1)
+        s.emit(f"return {alg}(buf)", 1)
     s.emit("")
     g.calc_names[name] = fname
     return fname

@@ -1,11 +1,12 @@
 """Ingress and egress controls -> one generated function per control node, plus tables.
 
 ``N<k>(F, V, X) -> next node`` for every conditional, action call and table of the JSON's
-pipelines.  To cut Python calls per packet, a node with a single predecessor is inlined
-into it (up to a depth), and p4c's keyless const-default "dummy tables" (its encoding of
-a direct action call) become plain calls.  Tables are ``interp.tables.Table`` objects the
-generated code looks up; their actions and next nodes are bound after the module exists
-(``Controls.finish``), together with default actions and const entries.
+pipelines.  To cut Python calls per packet, a node with a single predecessor, or a small
+one, is inlined into its predecessors (up to a depth), and p4c's keyless const-default
+"dummy tables" (its encoding of a direct action call) become plain calls.  Tables are
+``interp.tables.Table`` objects the generated code looks up; their actions and next nodes
+are bound after the module exists (``Controls.finish``), together with default actions and
+const entries.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from .gen import Gen, ident
 from .tables import ActionRef, KeySpec, Table
 
 _MAX_INLINE_DEPTH = 25
+# A node of several predecessors whose body (with what it inlines) has at most this many
+# lines is inlined into each of them too: a p4reduce packet passes some twenty such join
+# nodes, each a Python call and a turn of the node loop otherwise
+_SMALL_NODE_LINES = 12
 
 
 @dataclass(frozen=True)
@@ -110,11 +115,33 @@ class Controls:
                 if n is not None:
                     preds[n] = preds.get(n, 0) + 1
         s = self.g.src
+        sizes: dict[str, int] = {}
+
+        def inlined(name: str) -> bool:
+            """Whether a reference to `name` becomes its body: a node of one predecessor,
+            or a small one (its code written again at each predecessor saves a call)."""
+            return preds.get(name, 0) == 1 or size(name) <= _SMALL_NODE_LINES
+
+        def ref_size(name: str | None) -> int:
+            return size(name) if name is not None and inlined(name) else 1
+
+        def size(name: str) -> int:
+            """Lines of `name`'s body with what it inlines (memoised: the graph is a DAG)."""
+            if name not in sizes:
+                info = self.nodes[name]
+                if isinstance(info, CondNode):
+                    n = 3 + ref_size(info.true_next) + ref_size(info.false_next)
+                elif isinstance(info, CallNode):
+                    n = 2 + 2 * info.may_exit + ref_size(info.next)
+                else:
+                    n = 1 + len(info.lines)
+                sizes[name] = n
+            return sizes[name]
 
         def succ(name: str | None, ind: int, depth: int) -> None:
             if name is None:
                 s.emit("return None", ind)
-            elif preds.get(name, 0) == 1 and depth < _MAX_INLINE_DEPTH:
+            elif inlined(name) and depth < _MAX_INLINE_DEPTH:
                 body(name, ind, depth + 1)
             else:
                 s.emit(f"return {self.node_names[name]}", ind)

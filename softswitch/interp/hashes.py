@@ -65,6 +65,19 @@ def csum16_full(data: bytes) -> int:
     return _fold(data)
 
 
+def csum16_of_int(value: int, nbits: int) -> int:
+    """csum16_full of the `nbits`-bit string `value` (MSB first), without building its
+    bytes: big-endian 16-bit words w_i make value * 2^pad = sum w_i * 2^(16 i), and
+    2^16 = 1 (mod 0xFFFF), so the words' ones' complement sum is that residue (0xFFFF
+    for a non-zero multiple of 0xFFFF: folding never yields 0 from a non-zero sum; 0 for
+    an all-zero string, whose checksum is then 0xFFFF, as csum16_full's)."""
+    v = value << (-nbits % 16)
+    if not v:
+        return 0xFFFF
+    r = v % 0xFFFF
+    return 0xFFFF - r if r else 0
+
+
 def identity(data: bytes) -> int:
     """bmv2 'identity': the first (up to) 8 bytes read as a big-endian integer."""
     return int.from_bytes(data[:8], "big")
@@ -77,4 +90,11 @@ ALGORITHMS: dict[str, Callable[[bytes], int]] = {
     "csum16": csum16_full,
     "cksum16": csum16_full,
     "identity": identity,
+}
+
+# Algorithms that have a form over the input as an integer (value, bits), which a
+# calculation without payload uses instead of building the input's bytes.
+ON_INT: dict[str, Callable[[int, int], int]] = {
+    "csum16": csum16_of_int,
+    "cksum16": csum16_of_int,
 }

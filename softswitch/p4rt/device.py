@@ -127,14 +127,20 @@ class Device:
                 "Switch.process raised for a %d-byte frame on port %d", len(frame), ingress_port
             )
             return
+        transmit, cpu_port, sent, unattached = self.transmit, self.cpu_port, 0, 0
         for port, out in outs:
-            if self.cpu_port is not None and port == self.cpu_port:
+            if cpu_port is not None and port == cpu_port:
                 self._packet_in(out)
-            elif self.transmit is not None:
-                self.count("tx_frames")
-                self.transmit(port, out)
+            elif transmit is not None:
+                sent += 1
+                transmit(port, out)
             else:
-                self.count("tx_unattached")
+                unattached += 1
+        # counted once per frame in, not per copy out: the lock is taken once
+        if sent:
+            self.count("tx_frames", sent)
+        if unattached:
+            self.count("tx_unattached", unattached)
 
     def _packet_in(self, frame: bytes) -> None:
         """A frame egressed on the CPU port: strip the packet_in header (PI packet_io_mgr)."""

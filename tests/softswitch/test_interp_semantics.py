@@ -9,11 +9,14 @@ import struct
 import zlib
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from jsonbuild import Program, assign, ex, f, hx, prim, rd
 from softswitch.errors import InvalidArgument
+from softswitch.interp.hashes import csum16_of_int
 from softswitch.switch import Switch
 
 STD = "standard_metadata"
@@ -518,6 +521,31 @@ def crc16_arc_bitwise(data: bytes) -> int:
 
 def test_crc16_reference_check_value() -> None:
     assert crc16_arc_bitwise(b"123456789") == 0xBB3D  # published CRC-16/ARC check value
+
+
+def rfc1071_bitwise(value: int, nbits: int) -> int:
+    """The checksum of an nbits-bit string as RFC 1071 states it: zero-padded to 16-bit
+    words, summed with end-around carry one word at a time, complemented."""
+    data = (value << (-nbits % 16)).to_bytes(-(-nbits // 16) * 2, "big")
+    total = 0
+    for (word,) in struct.iter_unpack("!H", data):
+        total += word
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+@given(st.integers(0, 400).flatmap(lambda n: st.tuples(st.integers(0, (1 << n) - 1), st.just(n))))
+@example((0, 0))
+@example((0, 160))
+@example((0xFFFF, 16))
+@example((0xFFFF << 16 | 0xFFFF, 32))
+@example((0x1234 << 16 | (0xFFFF - 0x1234), 32))  # words summing to 0xFFFF: checksum 0
+@example((0x5, 3))
+def test_csum16_on_the_integer_is_rfc1071_on_its_bytes(case: tuple[int, int]) -> None:
+    """The calculations' checksum over the packed fields as one integer (no bytes built)
+    equals RFC 1071's word-by-word sum, zero and all-ones sums included."""
+    value, nbits = case
+    assert csum16_of_int(value, nbits) == rfc1071_bitwise(value, nbits)
 
 
 @pytest.mark.parametrize("algo", ["crc32", "crc16", "csum16", "identity"])
