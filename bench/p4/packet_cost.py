@@ -20,7 +20,7 @@ block (frames of the same size in every case):
 Per case: frames into the switch per second (wall time of the run, this process sending
 and receiving), and the switch process's CPU per ingress frame (utime + stime from
 /proc/PID/stat, every bmv2 thread), which the other work on the shared cores moves less.
-Cases run in interleaved passes; each keeps its median pass.
+Cases run in passes; each keeps its pass of least switch CPU per frame.
 
     python bench/p4/packet_cost.py [--values 64,2048] [--rounds 40] [--passes 3]
                                    [--cases forward,dense,...] [--json OUT]
@@ -316,25 +316,26 @@ def run_case(bench: Bench, case: str, values: int, rounds: int) -> Row:
 def measure(
     builds: list[Path], values: list[int], cases: list[str], rounds: int, passes: int
 ) -> list[Row]:
-    """Every (build, case, size), in `passes` interleaved passes: a pass runs every build,
-    so a burst of load elsewhere hits each build alike."""
-    bench = Bench(values)
+    """Every (build, case, size) in `passes` passes, each build on a switch of its own and
+    the builds taking turns case by case, so a burst of load elsewhere hits them alike.
+    A cell keeps its pass of least switch CPU per frame: other work on the cores only
+    ever adds to it."""
+    benches: list[Bench] = []
     try:
+        for build in builds:
+            benches.append(Bench(values))
+            benches[-1].load(build)
         runs: dict[tuple[str, str, int], list[Row]] = {}
         for _ in range(passes):
-            for build in builds:
-                bench.load(build)
-                for v in values:
-                    for case in cases:
+            for v in values:
+                for case in cases:
+                    for bench in benches:
                         row = run_case(bench, case, v, rounds)
                         runs.setdefault((row.build, case, v), []).append(row)
     finally:
-        bench.close()
-    rows = []
-    for got in runs.values():
-        got.sort(key=lambda r: r.frames_per_s)
-        rows.append(got[len(got) // 2])
-    return rows
+        for bench in benches:
+            bench.close()
+    return [min(got, key=lambda r: r.cpu_us_per_frame) for got in runs.values()]
 
 
 def trace(build: Path, values: list[int], cases: list[str], rounds: int) -> dict[str, dict]:
