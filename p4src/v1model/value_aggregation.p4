@@ -96,24 +96,24 @@
  * rank the round does not expect, so the result is sum(q) + N * bias as in every round. */
 #define SIZE_SILENT_BIAS(K)                                                    \
     action add_bias_##K() {                                                    \
+        count_silent_ranks();                                                  \
         hdr.values_##K.word = hdr.values_##K.word                              \
                               + ((bit<2048>)meta.missing_bias) * LANE_ONES;    \
     }
 
 control SilentBias(inout headers_t hdr, inout metadata_t meta) {
-    FOR_EACH_BLOCK_SIZE(SIZE_SILENT_BIAS)
-
 #define EXPECTED_COUNT(i) + (bit<8>)meta.expected[i:i]
     action count_silent_ranks() {
         bit<8> count = 8w0 FOR_EACH_RANK(EXPECTED_COUNT);
         meta.missing_bias = (bit<32>)(meta.worker_count - count) * meta.bias;
     }
 #undef EXPECTED_COUNT
+    /* each size's add counts the silent ranks first: one action, one table in bmv2 */
+    FOR_EACH_BLOCK_SIZE(SIZE_SILENT_BIAS)
 
     apply {
         if (meta.first == 1 && meta.unexpected != 0 && meta.encoding == ENCODING_PACKED
             && hdr.p4r.msg_type == MSG_DATA) {
-            count_silent_ranks();
 #define SIZE_ACTION add_bias
             CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
