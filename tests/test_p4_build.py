@@ -241,7 +241,9 @@ def test_the_committed_program_is_widened_by_block_size():
         if widths[name] > 32 and None not in ks:
             assert len(ks) == 1, f"{local} is used by sizes {ks}"
             size_of[name] = ks.pop()
-    assert len(size_of) >= 2 * len(sizes) + len(sizes)  # header, register, a local per size
+    # a header type and a register per size (the actions hold the register cell in a
+    # header, held_K, so a size may have no wide local)
+    assert len(size_of) >= 2 * len(sizes)
     for name, bits in widths.items():
         if name in size_of:
             assert bits == 32 * size_of[name], name

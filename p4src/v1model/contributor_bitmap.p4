@@ -48,6 +48,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     bit<1> announce_round;   /* a query is answered from an announce or rewind round */
 
     action check_epoch() {
+        announce_round = 0;
         meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
         continued = ((hdr.p4r.flags & FLAG_CONTINUED) != 0) ? 1w1 : 1w0;
         meta.epoch_on_mismatch = (continued == 1) ? meta.epoch_lost : hdr.p4r.epoch;
@@ -191,22 +192,40 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         meta.state_lost = 1;
     }
 
-    apply {
+    /* the epoch check and the bitmap as one action, for a packet that needs nothing in
+     * between (bmv2 pays per table, and each action called from apply is one) */
+    action check_and_update_version_0() {
         check_epoch();
-        if (hdr.p4r.flags[4:4] == 1 && meta.state_lost == 0) {
-            mark_lost();
-        }
-        if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
-            && meta.same_epoch == 1) {
-            check_first_round();
-        }
-        if (hdr.p4r.slot_version == 0) {
-            update_version_0();
+        update_version_0();
+    }
+    action check_and_update_version_1() {
+        check_epoch();
+        update_version_1();
+    }
+
+    apply {
+        if (hdr.p4r.flags[4:4] == 1 || meta.first_round == 1) {
+            /* a leaf's STATE_LOST, or a silent job's first ANNOUNCE (ExpectedRanks: an
+             * every-rank job's first_round stays 0) */
+            check_epoch();
+            if (hdr.p4r.flags[4:4] == 1 && meta.state_lost == 0) {
+                mark_lost();
+            }
+            if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
+                && meta.same_epoch == 1) {
+                check_first_round();
+            }
+            if (hdr.p4r.slot_version == 0) {
+                update_version_0();
+            } else {
+                update_version_1();
+            }
+        } else if (hdr.p4r.slot_version == 0) {
+            check_and_update_version_0();
         } else {
-            update_version_1();
+            check_and_update_version_1();
         }
         if (meta.round_mode == ROUND_MODE_SILENT) {
-            announce_round = 0;
             if (meta.query == 1) {
                 answer_query();
             } else if (hdr.p4r.msg_type == MSG_REWIND) {

@@ -23,11 +23,13 @@
 /* Cell i of the slot, one action call per rank (one action folding all of them makes p4c
  * substitute the running minimum into itself, an expression doubling per rank; one action
  * called with the rank keeps a single local for every rank): a smaller key is the new
- * winner, expected alone; an equal block joins the expected ranks. */
+ * winner, expected alone; an equal block joins the expected ranks. The calls nest: the
+ * job's ranks are 0..N-1 (full_mask's low N bits), so the first rank outside the job ends
+ * the walk, and bmv2 evaluates N + 1 conditions instead of MAX_WORKERS. */
 #define CALL_RANK_CELL(i)                                                      \
     if (meta.full_mask[i:i] == 1) {                                            \
-        rank_cell(i);                                                          \
-    }
+        rank_cell(i);
+#define END_RANK_CELL(i) }
 
 control RankNext(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(POOL_SLOTS * MAX_WORKERS) rank_next;
@@ -37,10 +39,15 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
         rank_next.write((meta.pool_slot << 5) | (bit<32>)hdr.p4r.rank, meta.announced_key);
         meta.next_key = 0xFFFFFFFF;
         meta.next_expected = 0;
+        meta.rank_cell_index = meta.pool_slot << 5;   /* rank 0's cell */
     }
     action rank_cell(bit<32> i) {
+        /* the cell of rank i: the walk visits ranks 0, 1, ... in order (apply), so the
+         * index is a field stepped once per cell -- an expression as the index would cost
+         * every call site a local of its own, which bmv2 zeroes on every packet */
         bit<32> cell;
-        rank_next.read(cell, (meta.pool_slot << 5) | i);
+        rank_next.read(cell, meta.rank_cell_index);
+        meta.rank_cell_index = meta.rank_cell_index + 1;
         if (cell < meta.next_key) {
             if (cell[31:8] != meta.next_key[31:8]) {
                 meta.next_expected = 0;
@@ -88,6 +95,7 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
             announce();
             if (meta.complete == 1) {
                 FOR_EACH_RANK(CALL_RANK_CELL)
+                FOR_EACH_RANK(END_RANK_CELL)
                 store_winner();
             }
         } else {

@@ -65,6 +65,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
      * the leaf's sums, its next block the leaf's minimum, its fingerprint the leaf's range,
      * its rank the leaf's in the spine's job */
     action make_partial(flags_t extra_flags) {
+        meta.send_up = 1;   /* the lengths are set below, as for a packet to a worker */
         hdr.p4r.msg_type = hdr.fingerprint.isValid() ? MSG_ANNOUNCE
                          : (ANY_VALUES_VALID ? MSG_DATA : MSG_SKIP);
         hdr.p4r.rank = meta.uplink_rank;
@@ -95,6 +96,25 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.dest_rank = hdr.p4r.rank;
         standard_metadata.egress_spec = standard_metadata.ingress_port;
     }
+    /* The three answers as one action each (counter, message, destination): bmv2 pays
+     * per table, and each statement of a control's body is one. */
+    action multicast_result() {
+        aggregated.count((bit<32>)meta.job_index);
+        rounds_completed.count((bit<32>)meta.job_index);
+        make_result(0);
+        meta.multicast = 1;
+        standard_metadata.mcast_grp = meta.mcast_grp;
+    }
+    action serve_cached_result() {
+        retransmissions_served.count((bit<32>)meta.job_index);
+        make_result(FLAG_CACHED);
+        reply_to_sender();
+    }
+    action answer_status() {
+        duplicates.count((bit<32>)meta.job_index);
+        make_status();
+        reply_to_sender();
+    }
     /* a RESULT with values carries the job's K values: 62 + 4K bytes */
     action set_lengths_with_values() {
         hdr.ipv4.total_len = IPV4_LEN_HEADER_ONLY + (meta.block_values << 2);
@@ -114,13 +134,11 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        bit<1> sent_up = 0;
         if (meta.state_lost == 1) {
             state_lost.count((bit<32>)meta.job_index);
             if (meta.has_uplink == 1) {
                 /* a leaf: the spine marks the slot lost and tells every leaf's ranks */
                 make_partial(FLAG_STATE_LOST);
-                sent_up = 1;
             } else if (hdr.p4r.flags[4:4] == 1) {
                 /* a leaf's STATE_LOST: every leaf hears it */
                 make_state_lost();
@@ -153,16 +171,11 @@ control Result(inout headers_t hdr, inout metadata_t meta,
                 retransmissions_served.count((bit<32>)meta.job_index);
                 make_partial(FLAG_RETRANSMIT);
             }
-            sent_up = 1;
         } else if (meta.complete == 1) {
-            aggregated.count((bit<32>)meta.job_index);
-            rounds_completed.count((bit<32>)meta.job_index);
+            multicast_result();
             if (meta.round_overflow == 1) {
                 overflows.count((bit<32>)meta.job_index);
             }
-            make_result(0);
-            meta.multicast = 1;
-            standard_metadata.mcast_grp = meta.mcast_grp;
         } else if (meta.duplicate == 1 && meta.round_done == 1 && meta.data_values == 0
                    && !hdr.fingerprint.isValid()
                    && meta.block_values > SKIP_GROWS_TO_VALUES) {
@@ -173,13 +186,9 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             stale.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);
         } else if (meta.duplicate == 1 && meta.round_done == 1) {
-            retransmissions_served.count((bit<32>)meta.job_index);
-            make_result(FLAG_CACHED);
-            reply_to_sender();
+            serve_cached_result();
         } else if (meta.duplicate == 1) {
-            duplicates.count((bit<32>)meta.job_index);
-            make_status();
-            reply_to_sender();
+            answer_status();
         } else if (meta.rewind_only == 1) {
             mark_to_drop(standard_metadata);   /* counted by Rewind */
         } else if (meta.stale == 1) {
@@ -189,7 +198,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             aggregated.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);
         }
-        if (meta.to_worker == 1 || sent_up == 1) {
+        if (meta.to_worker == 1 || meta.send_up == 1) {
             if ANY_VALUES_VALID {
                 set_lengths_with_values();
             } else if (hdr.fingerprint.isValid()) {

@@ -43,25 +43,26 @@
 #define LANE_HIGH 2048w0x80000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000
 #define LANE_LOW 2048w0x7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF
 
-/* A lanes job's lane-wise int32 add (LANE_UPDATE's SWAR form; first contributor overwrites) */
-#define SWAR_ADD_BODY(IN)                                                      \
-    value = (meta.first == 1) ? IN                                             \
-          : ((value & LANE_LOW) + (IN & LANE_LOW)) ^ ((value ^ IN) & LANE_HIGH); \
-    rv = value;
-/* after the body: whether some lane's sum overflowed (0 for a first contributor, whose
- * value is IN: ~(stored ^ IN) & (stored ^ IN) is 0) */
-#define SWAR_OVERFLOW(IN)                                                      \
-    meta.lane_overflow = ((~(stored ^ IN) & (stored ^ value) & LANE_HIGH) != 0) \
-                         ? 1w1 : 1w0;
+/* A lanes job's lane-wise int32 sum of words A and B (LANE_UPDATE's SWAR form), and
+ * whether some lane of it overflowed */
+#define SWAR_SUM(A, B) (((A & LANE_LOW) + (B & LANE_LOW)) ^ ((A ^ B) & LANE_HIGH))
+#define SWAR_OVERFLOWS(A, B) ((~(A ^ B) & (A ^ SWAR_SUM(A, B)) & LANE_HIGH) != 0)
 
-/* One block size's register and actions (K values per block). */
+/* One block size's register and actions (K values per block). An add reads the cell into
+ * held_K (values.p4: a scratch header, never valid), adds it into the packet's word
+ * (the first contributor keeps its own: it overwrites the cell) and writes the word back:
+ * three primitives on the wide word, and no wide local, which bmv2 would zero on every
+ * packet and copy into every result copy (user metadata; docs/protocol.md section 10). */
 #define SIZE_AGGREGATION(K)                                                    \
     register<bit<2048>>(SLOT_ENTRIES) sums_##K;                                \
     action add_lanes_##K() {                                                   \
-        REGISTER_STEP_THEN(sums_##K, meta.slot_index, bit<2048>,               \
-                           hdr.values_##K.word,                                \
-                           SWAR_ADD_BODY(hdr.values_##K.word),                 \
-                           SWAR_OVERFLOW(hdr.values_##K.word))                 \
+        sums_##K.read(hdr.held_##K.word, meta.slot_index);                     \
+        meta.lane_overflow = (meta.first == 0                                  \
+                              && SWAR_OVERFLOWS(hdr.held_##K.word,             \
+                                                hdr.values_##K.word)) ? 1w1 : 1w0; \
+        hdr.values_##K.word = (meta.first == 1) ? hdr.values_##K.word          \
+                            : SWAR_SUM(hdr.held_##K.word, hdr.values_##K.word); \
+        sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
     }                                                                          \
     action store_first_skip_##K() {                                            \
         hdr.values_##K.setValid();                                             \
@@ -76,13 +77,18 @@
         sums_##K.read(hdr.values_##K.word, meta.slot_index);                   \
     }                                                                          \
     action add_packed_##K() {                                                  \
-        REGISTER_STEP(sums_##K, meta.slot_index, bit<2048>, hdr.values_##K.word, \
-                      LANE_ADD_BODY(hdr.values_##K.word))                      \
+        sums_##K.read(hdr.held_##K.word, meta.slot_index);                     \
+        hdr.values_##K.word = (meta.first == 1) ? hdr.values_##K.word          \
+                            : hdr.values_##K.word + hdr.held_##K.word;         \
+        sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
     }                                                                          \
     action add_packed_skip_##K() {                                             \
+        sums_##K.read(hdr.held_##K.word, meta.slot_index);                     \
+        hdr.held_##K.word = ((bit<2048>)meta.bias) * LANE_ONES                 \
+                          + ((meta.first == 1) ? 0 : hdr.held_##K.word);       \
+        sums_##K.write(meta.slot_index, hdr.held_##K.word);                    \
         hdr.values_##K.setValid();                                             \
-        hdr.values_##K.word = ((bit<2048>)meta.bias) * LANE_ONES;              \
-        add_packed_##K();                                                      \
+        hdr.values_##K.word = hdr.held_##K.word;                               \
     }
 
 /* Silent rounds (ContributorBitmap applies it, after the bitmap): a silent data round's
@@ -90,24 +96,24 @@
  * rank the round does not expect, so the result is sum(q) + N * bias as in every round. */
 #define SIZE_SILENT_BIAS(K)                                                    \
     action add_bias_##K() {                                                    \
+        count_silent_ranks();                                                  \
         hdr.values_##K.word = hdr.values_##K.word                              \
                               + ((bit<2048>)meta.missing_bias) * LANE_ONES;    \
     }
 
 control SilentBias(inout headers_t hdr, inout metadata_t meta) {
-    FOR_EACH_BLOCK_SIZE(SIZE_SILENT_BIAS)
-
 #define EXPECTED_COUNT(i) + (bit<8>)meta.expected[i:i]
     action count_silent_ranks() {
         bit<8> count = 8w0 FOR_EACH_RANK(EXPECTED_COUNT);
         meta.missing_bias = (bit<32>)(meta.worker_count - count) * meta.bias;
     }
 #undef EXPECTED_COUNT
+    /* each size's add counts the silent ranks first: one action, one table in bmv2 */
+    FOR_EACH_BLOCK_SIZE(SIZE_SILENT_BIAS)
 
     apply {
         if (meta.first == 1 && meta.unexpected != 0 && meta.encoding == ENCODING_PACKED
             && hdr.p4r.msg_type == MSG_DATA) {
-            count_silent_ranks();
 #define SIZE_ACTION add_bias
             CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION

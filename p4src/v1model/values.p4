@@ -23,11 +23,19 @@ FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)
  * block is header only (one with values is malformed). */
 #define SKIP_GROWS_TO_VALUES 128
 
-#define VALUES_HEADER(K) values_##K##_t values_##K;
+/* held_K: the register cell an add reads (value_aggregation.p4). A header, not a local:
+ * bmv2 zeroes all user metadata (locals included) when a packet arrives and copies it into
+ * every multicast copy, at a cost that grows with the width (32K bits per size). The
+ * header is never made valid, so neither happens; bmv2 and softswitch keep what an action
+ * writes into a field of an invalid header, and the deparser never emits it. */
+#define VALUES_HEADER(K) values_##K##_t values_##K; values_##K##_t held_##K;
 #define P4REDUCE_ARCH_VALUES FOR_EACH_BLOCK_SIZE(VALUES_HEADER)
 /* the size of a DATA's (or a padded SKIP's) values header, set by the parser (0: none);
  * then the leaf role's fields (uplink.p4) */
-#define P4REDUCE_ARCH_METADATA block_values_t data_values; P4REDUCE_UPLINK_METADATA
+#define P4REDUCE_ARCH_METADATA                                                 \
+    block_values_t data_values;                                                \
+    bit<32> rank_cell_index;  /* RankNext: the next rank's cell of the slot */   \
+    P4REDUCE_UPLINK_METADATA
 #define P4REDUCE_UPLINK_METADATA                                               \
     bit<1> has_uplink;        /* the job has an uplink entry here: a leaf's job */ \
     PortId_t uplink_port;                                                      \
