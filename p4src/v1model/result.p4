@@ -41,7 +41,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     action make_status() {
         meta.to_worker = 1;
         hdr.p4r.msg_type = MSG_STATUS;
-        hdr.p4r.flags = SILENT_FLAG;
+        /* the job's encoding stays: a leaf admits the spine's STATUS by it */
+        hdr.p4r.flags = SILENT_FLAG | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0);
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         INVALIDATE_VALUES

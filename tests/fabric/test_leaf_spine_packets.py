@@ -178,15 +178,7 @@ def test_a_restarted_leaf_makes_every_rank_fail_at_once(job_ranks):
     "encoding",
     [
         "lanes",
-        pytest.param(
-            "packed",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the spine's STATUS carries no FLAG_PACKED (v1model result.p4's "
-                "make_status sets the flags to SILENT_FLAG only), so the leaf's admission "
-                "drops it as wrong_encoding and no rank hears that the round waits above",
-            ),
-        ),
+        "packed",
     ],
 )
 def test_the_spines_status_is_relayed_in_either_encoding(inprocess_fabric, tmp_path, encoding):
