@@ -36,6 +36,7 @@ Needs root (veth) and simple_switch_grpc on PATH.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import select
@@ -47,6 +48,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -59,8 +61,19 @@ from p4reduce.wire import Endpoints, RoundMode, mtu_needed, packed_bias
 
 from controlplane import forwarding
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import primitives  # noqa: E402  bench/primitives.py: bmv2 trace lines by kind
+
+def _load_primitives() -> ModuleType:
+    """bench/primitives.py (bmv2 trace lines by kind), a sibling of this script's folder:
+    loaded by its path, since bench/ is scripts, not a package, and no code edits sys.path."""
+    path = Path(__file__).resolve().parent.parent / "primitives.py"
+    spec = importlib.util.spec_from_file_location("primitives", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+primitives = _load_primitives()
 
 RANKS = 4
 SLOTS = 16  # below bmv2's ~32 frames of backlog per port (docs/benchmarks.md)
