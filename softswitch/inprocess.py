@@ -61,9 +61,7 @@ class InProcessSwitch:
         self.lock = self.wiring.lock
         self.queues: dict[int, deque[bytes]] = {}
         # a reader of port p waits on ready[p]; kept across restarts (a reader may wait)
-        self.ready = {
-            port: threading.Condition(self.wiring.mutex) for port in range(1, n_ports + 1)
-        }
+        self.ready = {port: threading.Condition(self.wiring.lock) for port in range(1, n_ports + 1)}
 
     # ---- life cycle ------------------------------------------------------------------
 
@@ -176,12 +174,11 @@ class InProcessSwitch:
 @dataclass(eq=False)
 class Wiring:
     """What the switches of one fabric share: the lock every frame is processed under
-    (`mutex`, and `lock`, a condition over it), the links ((switch, port) -> (switch,
-    port), both ways), the frames now on a link and the readers' conditions to wake once
-    a send is done (`woken`)."""
+    (each port's reader waits on a condition over it), the links ((switch, port) ->
+    (switch, port), both ways), the frames now on a link and the readers' conditions to
+    wake once a send is done (`woken`)."""
 
-    mutex: threading.RLock = field(default_factory=threading.RLock)
-    lock: threading.Condition = field(init=False)
+    lock: threading.RLock = field(default_factory=threading.RLock)
     woken: set[threading.Condition] = field(default_factory=set)
     peers: dict[tuple[InProcessSwitch, int], tuple[InProcessSwitch, int]] = field(
         default_factory=dict
@@ -192,9 +189,6 @@ class Wiring:
     loss: dict[tuple[InProcessSwitch, int], tuple[float, random.Random]] = field(
         default_factory=dict
     )
-
-    def __post_init__(self) -> None:
-        self.lock = threading.Condition(self.mutex)
 
     def carry(self, end: tuple[InProcessSwitch, int], frame: bytes) -> bool:
         """Whether a frame sent out of `end` onto its link arrives (the link's simulated
