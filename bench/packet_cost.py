@@ -22,7 +22,7 @@ and receiving), and the switch process's CPU per ingress frame (utime + stime fr
 /proc/PID/stat, every bmv2 thread), which the other work on the shared cores moves less.
 Cases run in passes; each keeps its pass of least switch CPU per frame.
 
-    python bench/p4/packet_cost.py [--values 64,2048] [--rounds 40] [--passes 3]
+    python bench/packet_cost.py [--values 64,2048] [--rounds 40] [--passes 3]
                                    [--cases forward,dense,...] [--json OUT]
                                    [--build DIR --build DIR2 ...] [--trace]
 
@@ -36,7 +36,6 @@ Needs root (veth) and simple_switch_grpc on PATH.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import select
@@ -48,7 +47,6 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 
@@ -61,26 +59,14 @@ from p4reduce.wire import Endpoints, RoundMode, mtu_needed, packed_bias
 
 from controlplane import forwarding
 
-
-def _load_primitives() -> ModuleType:
-    """bench/primitives.py (bmv2 trace lines by kind), a sibling of this script's folder:
-    loaded by its path, since bench/ is scripts, not a package, and no code edits sys.path."""
-    path = Path(__file__).resolve().parent.parent / "primitives.py"
-    spec = importlib.util.spec_from_file_location("primitives", path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-primitives = _load_primitives()
+import primitives  # beside this script: bmv2 trace lines by kind
+from round_cost import process_cpu
 
 RANKS = 4
 SLOTS = 16  # below bmv2's ~32 frames of backlog per port (docs/benchmarks.md)
 CASES = ("forward", "dense", "silent_dense", "silent_one", "announce")
 PLAIN_UDP_PORT = 9999  # outside p4reduce's 0x5030..0x503F
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-DEFAULT_BUILD = Path(__file__).resolve().parents[2] / "p4src" / "build"
+DEFAULT_BUILD = Path(__file__).resolve().parents[1] / "p4src" / "build"
 
 
 @dataclass
@@ -108,12 +94,6 @@ class Row:
 Batch = tuple[list[tuple[int, bytes]], dict[int, int]]
 
 
-def process_cpu(pid: int) -> float:
-    """utime + stime of the whole process (every thread), seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
 class Bench:
     """The switch, its session and the frame loop."""
 
@@ -126,8 +106,7 @@ class Bench:
                 for name in (pair.switch_end, pair.host_end):
                     subprocess.run(["ip", "link", "set", name, "mtu", mtu], check=True)
             self.session = SwitchSession(self.proc)
-            for port in range(1, RANKS + 1):
-                forwarding.add_host(self.session.conn, host_mac(port), port)
+            self._add_hosts()
         except BaseException:
             self.proc.stop()
             raise
@@ -142,10 +121,14 @@ class Bench:
         conn = self.session.conn
         conn.push_pipeline(build / "p4reduce.p4info.txtpb", build / "p4reduce.json")
         self.session.configure_identity()
-        for port in range(1, RANKS + 1):
-            forwarding.add_host(conn, host_mac(port), port)
+        self._add_hosts()
         self.proc.drain()
         self.build = str(build)
+
+    def _add_hosts(self) -> None:
+        """The hosts' L2 entries (the plain forwarding path gloo's frames take)."""
+        for port in range(1, RANKS + 1):
+            forwarding.add_host(self.session.conn, host_mac(port), port)
 
     def close(self) -> None:
         self.session.close()
@@ -214,8 +197,9 @@ def forward_batches(values: int, rounds: int) -> list[Batch]:
         frames = []
         for port in range(1, RANKS + 1):
             dst = port % RANKS + 1
-            ep = Endpoints(host_mac(port), host_mac(dst), host_ip(port), host_ip(dst))
-            ep = Endpoints(ep.src_mac, ep.dst_mac, ep.src_ip, ep.dst_ip, 0x5031, PLAIN_UDP_PORT)
+            ep = Endpoints(
+                host_mac(port), host_mac(dst), host_ip(port), host_ip(dst), 0x5031, PLAIN_UDP_PORT
+            )
             header = p.Header.make(MsgType.DATA, job=0, slot=k % SLOTS, rank=port, block=k)
             frame = p.build_frame(ep, header, payload)
             frames += [(port, frame)] * SLOTS
