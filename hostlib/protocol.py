@@ -368,14 +368,14 @@ def carries_values(msg_type, block, extension):
     RESULT (block END_OF_STREAM) when it kept the K zeros of the SKIPs it was made from. Written
     with & and | so that one rule serves a frame (ints: a bool) and a batch's columns
     (numpy arrays: a mask, framing.parse_batch)."""
-    rewind = msg_type == _REWIND
-    sums = (msg_type == _RESULT) | rewind
-    return (msg_type == _DATA) | (
+    rewind = msg_type == MSG.REWIND
+    sums = (msg_type == MSG.RESULT) | rewind
+    return (msg_type == MSG.DATA) | (
         (extension != 0)
         & (
             (sums & (block != END_OF_STREAM))
             | (sums & (extension > FINGERPRINT_BYTES))  # a closing RESULT made from K zeros
-            | (msg_type == _SKIP)
+            | (msg_type == MSG.SKIP)
             | (rewind & (extension != FINGERPRINT_BYTES))
         )
     )
@@ -388,7 +388,6 @@ def carries_values(msg_type, block, extension):
 MSG = SimpleNamespace(**{name: int(m) for name, m in MsgType.__members__.items()})
 EXT = SimpleNamespace(**{name: int(m) for name, m in Extension.__members__.items()})
 FLAG = SimpleNamespace(**{name: int(m) for name, m in Flag.__members__.items()})
-_DATA, _SKIP, _RESULT, _REWIND = MSG.DATA, MSG.SKIP, MSG.RESULT, MSG.REWIND
 
 
 # what may follow the header of each message besides values (docs/protocol.md section 2)
