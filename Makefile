@@ -116,8 +116,9 @@ ifeq ($(QUICK),)
 	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious --markdown \
 	    --json docs/bench/loss_recovery_simple_switch_grpc.json --command 'make bench' && \
 	  $(PY) bench/fairness.py --target simple_switch_grpc --markdown \
-	    --json docs/bench/fairness_simple_switch_grpc.json --command 'make bench'; \
-	else echo "simple_switch_grpc not on PATH: loss and fairness benchmarks on softswitch only"; fi
+	    --json docs/bench/fairness_simple_switch_grpc.json --command 'make bench' && \
+	  $(PY) bench/primitives.py --json docs/bench/primitives.json --markdown --command 'make bench'; \
+	else echo "simple_switch_grpc not on PATH: loss and fairness benchmarks on softswitch only, no per-packet counts"; fi
 else
 	$(PY) bench/suite.py --quick --out build/bench --command 'make bench QUICK=1'
 endif

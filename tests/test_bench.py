@@ -520,6 +520,24 @@ def test_benchmarks_md_memory_table_is_what_the_committed_run_gives():
     )
 
 
+def test_benchmarks_md_per_packet_counts_are_what_the_committed_run_gives():
+    """docs/benchmarks.md's per-packet trace counts equal what bench/primitives.py makes of
+    docs/bench/primitives.json (make bench rewrites both), each encoding's mean shown."""
+    import primitives
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "primitives.json").read_text())
+    text = primitives.markdown(data)
+    for enc, r in data["encodings"].items():
+        assert f"| {enc} | {r['primitive_consumed']:.0f} / " in text
+        assert f"{r['register_per_data_packet']:.1f} |" in text
+    docs = REPO / "docs" / "benchmarks.md"
+    assert report.block_of(docs, *primitives.MARKERS) == text, (
+        "docs/benchmarks.md's per-packet counts differ from docs/bench/primitives.json: "
+        "run bench/primitives.py --from-json docs/bench/primitives.json --markdown"
+    )
+
+
 def test_memory_markdown_shows_missing_paths_as_dashes():
     import memory
 
