@@ -109,9 +109,10 @@ ifeq ($(QUICK),)
 	$(PY) bench/loss_recovery.py --markdown --json docs/bench/loss_recovery_softswitch.json --command 'make bench'
 	$(PY) bench/fairness.py --markdown --json docs/bench/fairness_softswitch.json --command 'make bench'
 	$(MAKE) bench-example
-	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown
+	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown \
+	  --command 'make bench'
 	$(PY) bench/round_cost.py --mininet --cases dense dense:0.344 independent:0.1 zipf shared:0.1 \
-	  --json docs/bench/round_cost.json --markdown
+	  --json docs/bench/round_cost.json --markdown --command 'make bench'
 	if command -v simple_switch_grpc >/dev/null; then \
 	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious --markdown \
 	    --json docs/bench/loss_recovery_simple_switch_grpc.json --command 'make bench' && \

@@ -538,6 +538,51 @@ def test_benchmarks_md_per_packet_counts_are_what_the_committed_run_gives():
     )
 
 
+def test_benchmarks_md_round_cost_section_is_what_the_committed_run_gives():
+    """docs/benchmarks.md's SKIP-round section equals what bench/round_cost.py makes of
+    docs/bench/round_cost.json (make bench rewrites both): each case's rounds and each
+    kind of packet's switch time, from the run's rows, and the run's command and date."""
+    import statistics
+
+    import report
+    import round_cost
+
+    data = json.loads((REPO / "docs" / "bench" / "round_cost.json").read_text())
+    text = round_cost.markdown(data)
+    assert f"`{data['command']}` on {data['date']}" in text
+    for part in ("in-process", "mininet"):
+        for case in {r["case"] for r in data.get(part, {}).get("rows", [])}:
+            rows = [r for r in data[part]["rows"] if r["case"] == case]
+            wall = statistics.median(r["wall"] for r in rows) * 1e6
+            assert f"| {part} | {case} | {rows[0]['rounds']:.0f} | {wall:.0f} |" in text
+    for kind, seconds in data.get("packet_times", {}).items():
+        assert f"{kind} {seconds * 1e6:.1f} µs" in text
+    docs = REPO / "docs" / "benchmarks.md"
+    assert report.block_of(docs, round_cost.BEGIN, round_cost.END) == text, (
+        "docs/benchmarks.md's SKIP-round section differs from docs/bench/round_cost.json: "
+        "run bench/round_cost.py --from-json docs/bench/round_cost.json --markdown"
+    )
+
+
+def test_benchmarks_md_wide_blocks_section_is_what_the_committed_run_gives():
+    """docs/benchmarks.md's wide-block table equals what bench/wide_blocks.py makes of
+    docs/bench/wide_blocks.json (make bench rewrites both): every measured cell's packets/s
+    from the run's rows, and the run's command and date."""
+    import report
+    import wide_blocks
+
+    data = json.loads((REPO / "docs" / "bench" / "wide_blocks.json").read_text())
+    text = wide_blocks.markdown(data)
+    assert f"`{data['command']}` on {data['date']}" in text
+    for r in data["rows"]:
+        assert f"| {r['packets_per_s']:,.0f} |".replace(",", " ") in text
+    docs = REPO / "docs" / "benchmarks.md"
+    assert report.block_of(docs, wide_blocks.BEGIN, wide_blocks.END) == text, (
+        "docs/benchmarks.md's wide-block table differs from docs/bench/wide_blocks.json: "
+        "run bench/wide_blocks.py --from-json docs/bench/wide_blocks.json --markdown"
+    )
+
+
 def test_memory_markdown_shows_missing_paths_as_dashes():
     import memory
 
