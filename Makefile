@@ -99,7 +99,7 @@ QUICK ?=
 bench:
 ifeq ($(QUICK),)
 	$(PY) bench/softswitch_pps.py --json docs/bench/softswitch_pps.json --markdown --command 'make bench'
-	$(PY) bench/hostlib_pps.py
+	$(PY) bench/hostlib_pps.py --json docs/bench/hostlib_pps.json --markdown --command 'make bench'
 	$(PY) bench/memory.py --json docs/bench/memory.json --markdown --command 'make bench'
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
 	$(PY) bench/suite.py --headline --passes 2 --out docs/bench --docs --command 'make bench'

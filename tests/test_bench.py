@@ -583,6 +583,25 @@ def test_benchmarks_md_wide_blocks_section_is_what_the_committed_run_gives():
     )
 
 
+def test_hostlib_md_worker_loop_table_is_what_the_committed_run_gives():
+    """docs/hostlib.md's worker-loop table equals what bench/hostlib_pps.py makes of
+    docs/bench/hostlib_pps.json (make bench rewrites both): each loop's rate and its share
+    of the C loop's, from the run's rates."""
+    import hostlib_pps
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "hostlib_pps.json").read_text())
+    text = hostlib_pps.markdown(data)
+    base = data["rates"][hostlib_pps.C_ROW]
+    for rate in data["rates"].values():
+        assert f"| {hostlib_pps.count_text(rate)} | {rate / base:.2f} |" in text
+    docs = REPO / "docs" / "hostlib.md"
+    assert report.block_of(docs, hostlib_pps.BEGIN, hostlib_pps.END) == text, (
+        "docs/hostlib.md's worker-loop table differs from docs/bench/hostlib_pps.json: "
+        "run bench/hostlib_pps.py --from-json docs/bench/hostlib_pps.json --markdown"
+    )
+
+
 def test_memory_markdown_shows_missing_paths_as_dashes():
     import memory
 
