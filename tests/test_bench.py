@@ -602,6 +602,26 @@ def test_hostlib_md_worker_loop_table_is_what_the_committed_run_gives():
     )
 
 
+def test_hostlib_md_slot_window_table_is_what_the_committed_run_gives():
+    """docs/hostlib.md's table of calls at each slot count equals what bench/slot_window.py
+    makes of docs/bench/slot_window.json (make bench rewrites both), every measured call's
+    seconds in it."""
+    import report
+    import slot_window
+
+    data = json.loads((REPO / "docs" / "bench" / "slot_window.json").read_text())
+    text = slot_window.markdown(data)
+    rows = text.splitlines()[4:]
+    assert len(rows) == len(data["targets"]) * len(data["block_values"]) * 2
+    for seconds in data["seconds"].values():
+        assert f" {seconds:.3f} |" in text
+    docs = REPO / "docs" / "hostlib.md"
+    assert report.block_of(docs, slot_window.BEGIN, slot_window.END) == text, (
+        "docs/hostlib.md's slot-count table differs from docs/bench/slot_window.json: "
+        "run bench/slot_window.py --from-json docs/bench/slot_window.json --markdown"
+    )
+
+
 def test_memory_markdown_shows_missing_paths_as_dashes():
     import memory
 
