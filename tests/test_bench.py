@@ -538,17 +538,30 @@ def test_benchmarks_md_per_packet_counts_are_what_the_committed_run_gives():
     )
 
 
+def committed_run(script, doc: str, name: str) -> tuple[dict, str]:
+    """A make-bench script's committed results (docs/bench/<name>.json) and the section it
+    makes of them, after checking that `doc` holds exactly that section between the
+    script's markers: no figure there that the committed run does not give."""
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / f"{name}.json").read_text())
+    text = script.markdown(data)
+    assert report.block_of(REPO / "docs" / doc, script.BEGIN, script.END) == text, (
+        f"docs/{doc}'s section differs from docs/bench/{name}.json: run "
+        f"bench/{script.__name__}.py --from-json docs/bench/{name}.json --markdown"
+    )
+    return data, text
+
+
 def test_benchmarks_md_round_cost_section_is_what_the_committed_run_gives():
     """docs/benchmarks.md's SKIP-round section equals what bench/round_cost.py makes of
     docs/bench/round_cost.json (make bench rewrites both): each case's rounds and each
     kind of packet's switch time, from the run's rows, and the run's command and date."""
     import statistics
 
-    import report
     import round_cost
 
-    data = json.loads((REPO / "docs" / "bench" / "round_cost.json").read_text())
-    text = round_cost.markdown(data)
+    data, text = committed_run(round_cost, "benchmarks.md", "round_cost")
     assert f"`{data['command']}` on {data['date']}" in text
     for part in ("in-process", "mininet"):
         for case in {r["case"] for r in data.get(part, {}).get("rows", [])}:
@@ -557,30 +570,18 @@ def test_benchmarks_md_round_cost_section_is_what_the_committed_run_gives():
             assert f"| {part} | {case} | {rows[0]['rounds']:.0f} | {wall:.0f} |" in text
     for kind, seconds in data.get("packet_times", {}).items():
         assert f"{kind} {seconds * 1e6:.1f} µs" in text
-    docs = REPO / "docs" / "benchmarks.md"
-    assert report.block_of(docs, round_cost.BEGIN, round_cost.END) == text, (
-        "docs/benchmarks.md's SKIP-round section differs from docs/bench/round_cost.json: "
-        "run bench/round_cost.py --from-json docs/bench/round_cost.json --markdown"
-    )
 
 
 def test_benchmarks_md_wide_blocks_section_is_what_the_committed_run_gives():
     """docs/benchmarks.md's wide-block table equals what bench/wide_blocks.py makes of
     docs/bench/wide_blocks.json (make bench rewrites both): every measured cell's packets/s
     from the run's rows, and the run's command and date."""
-    import report
     import wide_blocks
 
-    data = json.loads((REPO / "docs" / "bench" / "wide_blocks.json").read_text())
-    text = wide_blocks.markdown(data)
+    data, text = committed_run(wide_blocks, "benchmarks.md", "wide_blocks")
     assert f"`{data['command']}` on {data['date']}" in text
     for r in data["rows"]:
         assert f"| {r['packets_per_s']:,.0f} |".replace(",", " ") in text
-    docs = REPO / "docs" / "benchmarks.md"
-    assert report.block_of(docs, wide_blocks.BEGIN, wide_blocks.END) == text, (
-        "docs/benchmarks.md's wide-block table differs from docs/bench/wide_blocks.json: "
-        "run bench/wide_blocks.py --from-json docs/bench/wide_blocks.json --markdown"
-    )
 
 
 def test_hostlib_md_worker_loop_table_is_what_the_committed_run_gives():
@@ -588,38 +589,24 @@ def test_hostlib_md_worker_loop_table_is_what_the_committed_run_gives():
     docs/bench/hostlib_pps.json (make bench rewrites both): each loop's rate and its share
     of the C loop's, from the run's rates."""
     import hostlib_pps
-    import report
 
-    data = json.loads((REPO / "docs" / "bench" / "hostlib_pps.json").read_text())
-    text = hostlib_pps.markdown(data)
+    data, text = committed_run(hostlib_pps, "hostlib.md", "hostlib_pps")
     base = data["rates"][hostlib_pps.C_ROW]
     for rate in data["rates"].values():
         assert f"| {hostlib_pps.count_text(rate)} | {rate / base:.2f} |" in text
-    docs = REPO / "docs" / "hostlib.md"
-    assert report.block_of(docs, hostlib_pps.BEGIN, hostlib_pps.END) == text, (
-        "docs/hostlib.md's worker-loop table differs from docs/bench/hostlib_pps.json: "
-        "run bench/hostlib_pps.py --from-json docs/bench/hostlib_pps.json --markdown"
-    )
 
 
 def test_hostlib_md_slot_window_table_is_what_the_committed_run_gives():
     """docs/hostlib.md's table of calls at each slot count equals what bench/slot_window.py
     makes of docs/bench/slot_window.json (make bench rewrites both), every measured call's
     seconds in it."""
-    import report
     import slot_window
 
-    data = json.loads((REPO / "docs" / "bench" / "slot_window.json").read_text())
-    text = slot_window.markdown(data)
+    data, text = committed_run(slot_window, "hostlib.md", "slot_window")
     rows = text.splitlines()[4:]
     assert len(rows) == len(data["targets"]) * len(data["block_values"]) * 2
     for seconds in data["seconds"].values():
         assert f" {seconds:.3f} |" in text
-    docs = REPO / "docs" / "hostlib.md"
-    assert report.block_of(docs, slot_window.BEGIN, slot_window.END) == text, (
-        "docs/hostlib.md's slot-count table differs from docs/bench/slot_window.json: "
-        "run bench/slot_window.py --from-json docs/bench/slot_window.json --markdown"
-    )
 
 
 def test_memory_markdown_shows_missing_paths_as_dashes():
