@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 P4C ?= p4c-bm2-ss
 DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
 
-.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-example bench-peers clean
+.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-example bench-example-blocks bench-peers clean
 
 install:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -109,6 +109,7 @@ ifeq ($(QUICK),)
 	$(PY) bench/loss_recovery.py --markdown --json docs/bench/loss_recovery_softswitch.json --command 'make bench'
 	$(PY) bench/fairness.py --markdown --json docs/bench/fairness_softswitch.json --command 'make bench'
 	$(MAKE) bench-example
+	$(MAKE) bench-example-blocks
 	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown \
 	  --command 'make bench'
 	$(PY) bench/round_cost.py --mininet --cases dense dense:0.344 independent:0.1 zipf shared:0.1 \
@@ -139,6 +140,11 @@ bench-example:
 PEER ?=
 IMPL ?= j-udp
 PEER_VENV := build/peer-venv
+bench-example-blocks:
+	$(PY) bench/clicks.py --steps 40 --block-sizes 64 256 1024 2048 4096 \
+	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
+	  --json docs/bench/clicks_blocks.json --markdown --command 'make bench-example-blocks'
+
 bench-peers: $(PEER_VENV)/bin/python
 	@test -n '$(PEER)' || { echo "usage: make bench-peers PEER=<checkout of the peer's repository> [IMPL=j-udp|y-udp|y-eth]"; exit 2; }
 	$(PY) bench/course_lab.py --peer '$(PEER)' --impl '$(IMPL)' $(if $(filter j-udp,$(IMPL)),--no-log) \

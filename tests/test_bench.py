@@ -609,6 +609,38 @@ def test_hostlib_md_slot_window_table_is_what_the_committed_run_gives():
         assert f" {seconds:.3f} |" in text
 
 
+def test_benchmarks_md_click_block_sizes_section_is_the_committed_sweep_or_says_none():
+    """docs/benchmarks.md's click example at each block size is what bench/clicks.py makes
+    of docs/bench/clicks_blocks.json, or, before a sweep was committed, says so: never a
+    hand-written figure."""
+    import clicks
+    import report
+
+    block = report.block_of(REPO / "docs" / "benchmarks.md", clicks.SWEEP_BEGIN, clicks.SWEEP_END)
+    sweep = REPO / "docs" / "bench" / "clicks_blocks.json"
+    if sweep.exists():
+        assert block == clicks.markdown_sweep(json.loads(sweep.read_text()))
+    else:
+        assert block == clicks.NOT_MEASURED
+
+
+def test_click_sweep_table_has_a_row_per_run_from_its_counters():
+    """bench/clicks.py's block-size table, made from the committed run of the example
+    (docs/bench/clicks.json) as one run of a sweep: a row with its block size, both
+    backends' time per step and their ratio, the Worker's packets and density."""
+    import clicks
+    import report
+
+    run = json.loads((REPO / "docs" / "bench" / "clicks.json").read_text())
+    p, g = run["backends"]["p4reduce"], run["backends"]["gloo"]
+    text = clicks.markdown_sweep({"command": "c", "date": "d", "load": [1.0, 2.0], "runs": [run]})
+    row = text.splitlines()[-1]
+    assert row.startswith(f"| {report.mtu_text(run['block_values'])} |")
+    assert f"| {report.count_text(p['median_step_ms'])} |" in row
+    assert f"| {p['median_step_ms'] / g['median_step_ms']:.2f} |" in row
+    assert f"| {report.pct(p['mean_density_own'])} |" in row
+
+
 def test_memory_markdown_shows_missing_paths_as_dashes():
     import memory
 
