@@ -8,9 +8,10 @@ leaves at line rate next to a flat ring over the same fabric.
   one with 5 % loss on every link at once, once each way -- each rank's link and each
   uplink, by the drop simulators of the switches (FabricJobManager.set_loss) -- sums
   checked against numpy; then a running job: the same workers make a lossless call and
-  two with the loss, their timers starting from lossless rounds. Per uplink: frames and bytes each way, measured at the link's
-  ends, beside one rank's packets and bytes as its worker counted them; where the time
-  goes: the process's CPU, every rank's packets and resends, each switch's counters.
+  two with the loss, their timers starting from lossless rounds. Per uplink: frames and
+  bytes each way, measured at the link's ends, beside one rank's packets and bytes as
+  its worker counted them; where the time goes: the process's CPU, every rank's packets
+  and resends, each switch's counters.
 * **In Mininet** (--mininet, root): `p4net.demo` on the two-level network (2 leaves, a
   spine, 4 ranks per leaf), each switch kind installed, lossless then 5 % (the drop
   simulator of every switch holding the job, FabricJobManager.set_loss).

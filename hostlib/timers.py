@@ -91,8 +91,17 @@ class RttEstimator:
         round waits for a rank that sends later (a slower host, a thread run late): no
         loss, yet taken for one -- with a rank 3 ms late, ~1 resend per slot per call.
         So the reordering window doubles, up to REORDER_MAX half rounds (as RFC 8985
-        widens it on a DSACK), and stays so for the Worker's later calls."""
+        widens it on a DSACK), kept for the Worker's later calls until a resend RACK
+        made is answered with a result (`resend_answered`)."""
         self.reorder = min(2 * self.reorder, REORDER_MAX)
+
+    def resend_answered(self) -> None:
+        """A resend RACK made in silent rounds was answered with the round's result: the
+        packet was likely lost (or the round completed as it went), so the window halves
+        back towards half a smoothed round, as RFC 8985 resets it after recoveries: kept
+        wide under loss it slowed recovery (virtual time, 4 ranks, 1-5 % loss: calls
+        15-20 % longer)."""
+        self.reorder = max(1, self.reorder // 2)
 
     def rto(self, floor: float, cap: float, initial: float | None = None) -> float:
         """The retransmission timer; `initial` (at least `floor`) before any sample."""
@@ -393,6 +402,8 @@ class Pacer:
         if self.behind_leaf and self.rtt.srtt is not None:
             took = np.minimum(took, CLEAN_GROWTH * self.rtt.srtt)
         self.rtt.update(took)
+        if self.contributes is not None and self.rack_resent[s].any():
+            self.rtt.resend_answered()
         # Only answers to packets sent once move the overtaking mark: an answered
         # retransmission (a probe into a round that a late rank then completed, a cached
         # copy) says nothing about the packets sent before it, which may be waiting for
