@@ -8,7 +8,6 @@ slots without loss). Also float32, a K whose SKIPs carry zeros, and a dead rank.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -21,9 +20,8 @@ from hostlib.liveness import RankSilent
 from hostlib import protocol as p
 from hostlib.numerics import error_bound, make_payload, negotiated_exponent
 from hostlib.timers import EngineParams
-from hostlib.worker import Worker
 from p4net.harness import SwitchSession, worker_address
-from hostlib_helpers import allow_silent, job_transport
+from hostlib_helpers import allow_silent
 from silent_patterns import cases, check_budget, nonzero_blocks, tensors
 from test_worker_block_sizes import block_sparse, run_job
 
@@ -220,38 +218,26 @@ def test_a_lossless_call_with_a_late_rank_resends_little(switch):
     job = switch.jobs.create(
         69, [worker_address(r) for r in range(n)], slots, "lanes", None, K, round_mode="silent"
     )
-    descriptors = switch.descriptors(job)
     rng = np.random.default_rng(40)
     xs = [block_sparse(rng, n, K * 4000, K, 0.1, "int32") for _ in range(calls)]
-    resent = np.zeros((n, calls))
-    errors: list[BaseException] = []
 
-    def body(r: int) -> None:
-        link = job_transport(switch, job.workers[r].port, K)
-        try:
-            with Worker(
-                descriptors[r],
-                transport=_LateRank(link, 0.003) if r == n - 1 else link,
-                timeout=0.002,
-                deadline=60.0,
-            ) as w:
-                for c, x in enumerate(xs):
-                    before = w.stats.retransmissions
-                    got = w.allreduce(x[r])
-                    want = np.sum(np.stack(x).astype(np.int64), axis=0)
-                    np.testing.assert_array_equal(got, want)
-                    resent[r, c] = w.stats.retransmissions - before
-        except BaseException as e:  # re-raised below
-            errors.append(e)
+    def run(w, r):
+        if r == n - 1:
+            w.transport = _LateRank(w.transport, 0.003)
+        resent = []
+        for x in xs:
+            before = w.stats.retransmissions
+            got = w.allreduce(x[r])
+            np.testing.assert_array_equal(got, np.sum(np.stack(x).astype(np.int64), axis=0))
+            resent.append(w.stats.retransmissions - before)
+        return resent
 
     try:
-        threads = [threading.Thread(target=body, args=(r,)) for r in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        if errors:
-            raise errors[0]
+        out, errors = run_job(switch, job, run, timeout=0.002, deadline=60.0)
+        for e in errors:
+            if e is not None:
+                raise e
+        resent = np.array(out, float)  # rank x call
         assert resent[: n - 1].mean() <= slots / 8, resent
     finally:
         switch.jobs.delete(job.job)
