@@ -194,8 +194,8 @@ class Pacer:
         when done): the earliest RACK deadline of an overtaken slot, held timer of a held
         one, or the silence probe -- behind a leaf the recent timer of the oldest waiting
         slot instead, since `due` resends every expired slot there without a probe
-        (waiting for the probe's timer, four gaps between results, held rounds ~0.4 s
-        past their resend)."""
+        (waiting for the probe's timer, four gaps between results, would keep held rounds
+        waiting long past their resend)."""
         if self.slots.done:
             return float("inf")
         held = self.held()
@@ -323,8 +323,8 @@ class Pacer:
             # round (64 ranks, 5 % on each link: 1 - 0.95^130), so all of a rank's slots
             # stall at once, nothing overtakes the lost packet (RACK), and the silence
             # probe -- the lowest slot, one per silence timer of 4 gaps between results --
-            # found a rank's own lost packet or result only after several probes: ~1 s a
-            # round, 40x the lossless time. A resend into a round that only waits gets a
+            # would find a rank's own lost packet or result only after several probes,
+            # many lossless rounds later. A resend into a round that only waits gets a
             # STATUS (the leaf's, or the spine's relayed) and is then held.
             return np.flatnonzero(lost | held | self._expired(holding, now))
         if lost.any() or held.any():
