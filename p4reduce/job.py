@@ -79,11 +79,18 @@ def round_mode_named(name: object) -> p.RoundMode:
 
 
 def _silent_limit(target: Target) -> str:
-    """Why a chip runs no silent rounds: the largest job they could fit there."""
+    """Why a chip runs no silent rounds: the largest job they could fit there, and what
+    its build lacks."""
     limit = target.silent_rank_limit
     if limit is None:
         return ""
     fits = f"jobs of at most {limit} rank{'s' if limit > 1 else ''}" if limit else "no job"
+    if target.silent_path:
+        return (
+            f"; its production build holds silent rounds' per-rank keys, minimum and "
+            f"expected ranks for {fits}, but not yet the queries and rewinds that recover "
+            f"a silent rank's lost result: docs/tofino.md, 'Silent rounds on TNA'"
+        )
     return (
         f"; silent rounds read one register per rank in every round's completing packet "
         f"and take an N-way minimum, which by the compiled build's stages and stateful "

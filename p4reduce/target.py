@@ -122,10 +122,14 @@ class Target:
     # default (docs/protocol.md section 6)
     round_modes: tuple[str, ...] = ("every_rank",)
     # silent rounds on a program that does not run them: the largest job (ranks) whose
-    # silent rounds the chip could fit, counted from the compiled build's resources (0:
-    # none; p4src/tofino_resources.py silent_rank_limit, docs/tofino.md "Silent rounds on
-    # TNA"); None where the program runs them or nothing was counted
+    # silent rounds the chip could fit (0: none; p4src/tofino_resources.py
+    # silent_rank_limit, docs/tofino.md "Silent rounds on TNA"): the ranks the build's
+    # silent path holds where it has one (silent_path), else counted from its resources;
+    # None where the program runs them or nothing was counted
     silent_rank_limit: int | None = None
+    # the build has silent rounds' data path (per-rank keys, minimum, expected ranks) but
+    # not their loss recovery (queries, rewinds), so the controller does not run them yet
+    silent_path: bool = False
 
     @property
     def default_block_values(self) -> int:
@@ -151,7 +155,12 @@ class Target:
 
 
 def _tofino(
-    name: str, arch: str, harvest_port: int, block_values: int, silent_rank_limit: int
+    name: str,
+    arch: str,
+    harvest_port: int,
+    block_values: int,
+    silent_rank_limit: int,
+    silent_path: bool = False,
 ) -> Target:
     return Target(
         name=name,
@@ -165,6 +174,7 @@ def _tofino(
         harvest_port=harvest_port,
         block_sizes=(block_values,),
         silent_rank_limit=silent_rank_limit,
+        silent_path=silent_path,
     )
 
 
@@ -174,8 +184,10 @@ def _tofino(
 # bitmap step in the same pass (docs/tofino.md, "One pass on Tofino 1": the arithmetic).
 TOFINO_BLOCK_VALUES = 28
 TOFINO2_BLOCK_VALUES = BLOCK_VALUES
-# the largest job whose silent rounds each chip could fit beside today's program (0: none),
-# from the committed builds (tests/test_tofino_build.py recounts them)
+# the largest silent job on each chip (0: none): Tofino 2's production build holds silent
+# rounds' keys for 8 ranks (SILENT_RANKS of p4src/tna/bridge.p4), Tofino 1 has no stage for
+# them; from the committed builds (tests/test_tofino_build.py counts their rank_next
+# registers)
 TOFINO_SILENT_RANK_LIMIT = 0
 TOFINO2_SILENT_RANK_LIMIT = 8
 
@@ -195,7 +207,9 @@ TARGETS: dict[str, Target] = {
     # HARVEST_PORT of p4src/tna/bridge.p4: pipe 0's recirculation port on each chip
     # (tests/controller_tests/test_target.py reads it there)
     "tofino": _tofino("tofino", "tna", 68, TOFINO_BLOCK_VALUES, TOFINO_SILENT_RANK_LIMIT),
-    "tofino2": _tofino("tofino2", "t2na", 6, TOFINO2_BLOCK_VALUES, TOFINO2_SILENT_RANK_LIMIT),
+    "tofino2": _tofino(
+        "tofino2", "t2na", 6, TOFINO2_BLOCK_VALUES, TOFINO2_SILENT_RANK_LIMIT, silent_path=True
+    ),
 }
 
 

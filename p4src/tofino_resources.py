@@ -265,8 +265,10 @@ FRAME_BYTES_WITHOUT_VALUES = 62
 WIRE_GAP_BYTES = 4 + 8 + 12
 LINK_BITS_PER_S = 100e9
 # the bridge header a recirculated copy carries (p4src/tna/bridge.p4): 80 bits, 80 more
-# with the drop simulator's seed, sequence and egress threshold
+# with the drop simulator's seed, sequence and egress threshold, 8 more with silent rounds'
+# expected ranks
 BRIDGE_BYTES = {False: 10, True: 20}
+SILENT_BRIDGE_BYTES = 1
 # SwitchML's 256-byte packet (p4app-switchML dev_root/p4/headers.p4: Ethernet, IPv4, UDP,
 # switchml_h 8 B, 64 values, exponents 2 B), one recirculation per round
 SWITCHML_FRAME_BYTES = 14 + 20 + 8 + 8 + 256 + 2
@@ -310,7 +312,10 @@ def per_worker_rate(summary: dict[str, Any], workers: int, drop_simulator: bool)
     recirculation port: min(the worker's link, the port's passes / passes per round)."""
     frame = FRAME_BYTES_WITHOUT_VALUES + 4 * block_values(summary)
     link = packets_per_s(frame)
-    recirculation = packets_per_s(frame + BRIDGE_BYTES[drop_simulator])
+    bridge = BRIDGE_BYTES[drop_simulator] + (
+        SILENT_BRIDGE_BYTES if silent_ranks_built(summary) else 0
+    )
+    recirculation = packets_per_s(frame + bridge)
     return min(link, recirculation / recirculations_per_round(summary, workers))
 
 
@@ -380,9 +385,19 @@ def silent_stages_needed(summary: dict[str, Any], workers: int) -> int:
     return summary["stages_used"] + silent_dependent_stages(workers) + more
 
 
+def silent_ranks_built(summary: dict[str, Any]) -> int:
+    """Ranks the build's silent path holds: its per-rank key registers (rank_next_r, one
+    stateful ALU each: p4src/tna/rank_next.p4); 0 for a build without silent rounds."""
+    return sum(1 for name in alu_stages(summary) if name.startswith("rank_next_"))
+
+
 def silent_rank_limit(summary: dict[str, Any]) -> int:
-    """The largest N (at most MAX_WORKERS) whose silent rounds fit the build's chip by
+    """The largest N (at most MAX_WORKERS) of a silent job on the build's chip: the ranks
+    its silent path holds, or for a build without one the largest N that fits by
     silent_stages_needed; 0 when no N does."""
+    built = silent_ranks_built(summary)
+    if built:
+        return built
     fitting = [
         n
         for n in range(1, MAX_WORKERS + 1)
@@ -392,14 +407,19 @@ def silent_rank_limit(summary: dict[str, Any]) -> int:
 
 
 def silent_table(builds: dict[str, dict[str, Any]], workers: list[int]) -> str:
-    """Markdown: per build, its stages, the free stateful ALUs, the stages silent rounds
-    need for each N, and the largest N that fits."""
+    """Markdown: per build, its stages, the free stateful ALUs, and for each N the stages
+    silent rounds need by the count (a build without them) or "built" (N within the ranks
+    its silent path holds, in the stages it uses); the largest N."""
     head = "| build | stages used of | free stateful ALUs | " + " | ".join(
         f"N = {n}" for n in workers
     )
     lines = [head + " | largest N |", "|" + "---|" * (4 + len(workers))]
     for name, summary in builds.items():
-        needed = [silent_stages_needed(summary, n) for n in workers]
+        built = silent_ranks_built(summary)
+        needed = [
+            ("built" if n <= built else "—") if built else silent_stages_needed(summary, n)
+            for n in workers
+        ]
         limit = silent_rank_limit(summary)
         lines.append(
             f"| {name} | {summary['stages_used']} of {summary['stages_available']} | "

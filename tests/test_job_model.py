@@ -178,6 +178,23 @@ def test_round_mode_resolves_per_target():
         resolve_round_mode(BMV2, 4, "loud")
 
 
+def test_tofino2_refuses_a_silent_job_naming_the_ranks_its_build_holds_and_what_it_lacks():
+    """Tofino 2's production build holds silent rounds' keys for 8 ranks but not their loss
+    recovery:
+    a silent job is refused there, naming both; Tofino 1's refusal says no job fits."""
+    from p4reduce.job import resolve_round_mode
+
+    tofino2 = TARGETS["tofino2"]
+    assert tofino2.round_modes == ("every_rank",) and tofino2.silent_path
+    with pytest.raises(JobError) as refused:
+        resolve_round_mode(tofino2, 4, "silent")
+    said = str(refused.value)
+    assert "job 4: round mode 'silent' is not available on a tofino2 switch" in said
+    assert "for jobs of at most 8 ranks" in said and "queries and rewinds" in said
+    with pytest.raises(JobError, match="fits no job on tofino"):
+        resolve_round_mode(TOFINO, 4, "silent")
+
+
 def test_job_keeps_its_round_mode_in_state_and_descriptor():
     """The mode travels from the controller's state file to the worker's descriptor; records
     written before it existed are every-rank jobs; a descriptor naming no mode is refused

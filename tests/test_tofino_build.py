@@ -38,6 +38,11 @@ PRODUCTION_ONLY_DIFFERENCE = "tables.drop_simulator: no table named 'drop_simula
 # without it leaves out
 LEAF_ROLE_BUILDS = ("tofino", "tofino2", "tofino2-test")
 NO_LEAF_ROLE_DIFFERENCE = "tables.uplink: no table named 'uplink'"
+# the builds with silent rounds' data path (p4src/tna/rank_next.p4; P4REDUCE_SILENT_ROUNDS in
+# bridge.p4: Tofino 2's production build), the ranks it holds, and the registers it adds
+SILENT_BUILDS = ("tofino2",)
+SILENT_RANKS = 8
+SILENT_REGISTERS = {f"rank_next_{r}" for r in range(SILENT_RANKS)} | {"expected"}
 
 
 def _compile_module():
@@ -653,6 +658,43 @@ def test_the_controller_refuses_silent_rounds_naming_the_builds_limit(target):
     assert said in str(refused.value) and "Silent rounds on TNA" in str(refused.value)
 
 
+@pytest.mark.parametrize("build,target,drop_simulator", BUILDS, ids=BUILD_IDS)
+def test_the_silent_path_is_in_tofino2s_builds_and_in_no_other(build, target, drop_simulator):
+    """docs/tofino.md, "Silent rounds on TNA": Tofino 2's production build runs one
+    rank_next register per rank and the expected ranks, each its own stateful ALU, and fits
+    its 20 stages; the other builds have none of them. The limit the controller names is the
+    ranks the production build holds."""
+    res = _resources_module()
+    summary = json.loads((_need_outputs(build) / "resources.json").read_text())
+    names = set(_alu_stages(build))
+    tables = {_short(t["name"]) for t in _context(build)["tables"]}
+    silent_tables = {f"rank_next_step_{r}" for r in range(SILENT_RANKS)} | {"expected_step"}
+    if build in SILENT_BUILDS:
+        assert SILENT_REGISTERS <= names, sorted(SILENT_REGISTERS - names)
+        assert silent_tables <= tables, sorted(silent_tables - tables)
+        assert res.silent_ranks_built(summary) == SILENT_RANKS
+        assert summary["stages_used"] <= summary["stages_available"]
+        assert targets.TARGETS[target].silent_rank_limit == SILENT_RANKS
+    else:
+        assert not {n for n in names if n.startswith("rank_next_") or n == "expected"}
+        assert not tables & silent_tables
+        assert res.silent_ranks_built(summary) == 0
+
+
+@pytest.mark.parametrize("build", SILENT_BUILDS)
+def test_the_silent_winner_reads_every_ranks_key_in_the_pass_that_records_it(build):
+    """A silent round's completing packet takes the minimum of every rank's key and
+    compares each with it: every rank_next step sits in a stage before the next key's step
+    (which stores the winner) and the expected ranks' step, all in the one pass whose bitmap
+    step records the packet -- so a packet lost after the MAU leaves every register as if
+    the pass ran, and one lost before it, none."""
+    stages = _alu_stages(build)
+    keys = [stages[f"rank_next_{r}"] for r in range(SILENT_RANKS)]
+    assert max(keys) < stages["next_key"], (keys, stages["next_key"])
+    assert max(keys) < stages["expected"], (keys, stages["expected"])
+    assert stages["round_winner"] < min(keys)
+
+
 def test_the_documented_silent_table_is_the_committed_builds():
     """docs/tofino.md's silent-rounds table is what `python p4src/tofino_resources.py
     --silent` computes from the committed production builds."""
@@ -675,6 +717,8 @@ def test_the_leaf_role_adds_no_register(build, target, drop_simulator):
     if build == LANE_PASS_BUILD:
         protocol.discard("round_winner")
     expected = protocol | ({"ingress_sequence"} if drop_simulator else set())
+    if build in SILENT_BUILDS:
+        expected |= SILENT_REGISTERS
     assert {n for n in names if not n.startswith("lanes_")} == expected, build
 
 
@@ -764,7 +808,9 @@ def test_a_leafs_state_lost_marks_the_spines_slot_and_reaches_every_leaf(build):
     assert _first_match(reply, {**key, "state_lost": 0})[0] == "lost_to_sender"
     (to_job,) = _writes(context, "lost_to_job")
     assert to_job["ig_intr_md_for_tm.mcast_grp_a"] == ("set", ("meta.mcast_grp",))
-    assert to_job["hdr.p4r.flags"] == ("set", (f"7w{Flag.STATE_LOST:#x}",))
+    # with silent rounds built, a reply keeps FLAG_SILENT (bit 6) and writes bits 5..0
+    width = 6 if build in SILENT_BUILDS else 7
+    assert to_job["hdr.p4r.flags"] == ("set", (f"{width}w{Flag.STATE_LOST:#x}",))
     (to_sender,) = _writes(context, "lost_to_sender")
     assert "ig_intr_md_for_tm.mcast_grp_a" not in to_sender
     assert to_sender["ig_intr_md_for_tm.ucast_egress_port"][1] == ("ig_intr_md.ingress_port",)

@@ -14,6 +14,21 @@
 #ifndef P4REDUCE_DROP_SIMULATOR
 #define P4REDUCE_DROP_SIMULATOR 0
 #endif
+/* Silent rounds (rank_next.p4, docs/tofino.md "Silent rounds on TNA"): a job's round mode
+ * is in its admission entry on every build; the silent path -- one rank_next register and
+ * stateful ALU per rank, the minimum of their keys as a tree, the expected ranks -- is built
+ * in Tofino 2's production build, for jobs of at most SILENT_RANKS ranks (Tofino 1 has no
+ * stage left; Tofino 2's test build keeps the drop simulator's PHV and stages). */
+#ifndef P4REDUCE_SILENT_ROUNDS
+#if __TARGET_TOFINO__ == 2 && !P4REDUCE_DROP_SIMULATOR
+#define P4REDUCE_SILENT_ROUNDS 1
+#else
+#define P4REDUCE_SILENT_ROUNDS 0
+#endif
+#endif
+#ifndef SILENT_RANKS
+#define SILENT_RANKS 8
+#endif
 header bridge_t {
     /* Laid out for bridge_to_egress, which copies these from metadata in one action: a
      * Tofino ALU writes a container from at most two sources (one if a constant is among
@@ -43,6 +58,10 @@ header bridge_t {
                                    READ_OUT in the read-out pass, which stores the round's
                                    winner (round_winner.p4); ADD, FIRST or READ_HIGH in
                                    the lane pass (Tofino 1's test build) */
+#if P4REDUCE_SILENT_ROUNDS
+    bit<8>  expected;           /* silent rounds: the next round's expected ranks, which the
+                                   read-out pass stores with the winner (rank_next.p4) */
+#endif
 #if P4REDUCE_DROP_SIMULATOR
     bit<16> sim_egress_threshold;
     bit<32> sim_seed;

@@ -31,6 +31,7 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
     REGISTER_ACTION(bit<32>, bit<16>, next_key, minimum_step,                  \
                     NEXT_KEY_STEP_BODY(hdr.p4r.next_block, 1w0))               \
     REGISTER_ACTION(bit<32>, bit<16>, next_key, read_step, READ_BODY)          \
+    SILENT_WINNER_STEP                                                         \
     action first_key() {                                                       \
         hdr.p4r.next_block = first_step.execute(meta.slot_index_16);           \
     }                                                                          \
@@ -40,18 +41,70 @@ control NextBlock(inout headers_t hdr, inout metadata_t meta) {
     action read_key() {                                                        \
         hdr.p4r.next_block = read_step.execute(meta.slot_index_16);            \
     }                                                                          \
+    SILENT_WINNER_KEY                                                          \
     PROTOCOL_TAIL_STAGE                                                        \
     table next_key_step {                                                      \
-        key = { CONTRIBUTION_KEY }                                             \
-        actions = { first_key; minimum_key; read_key; NoAction; }              \
+        key = { NEXT_KEY_KEY }                                                 \
+        actions = { first_key; minimum_key; read_key; SILENT_WINNER_ACTION NoAction; } \
         const entries = {                                                      \
-            CONTRIBUTION_ENTRIES(LANE_OP_CONTRIBUTE, read_key, first_key,      \
-                                 minimum_key)                                  \
-            CONTRIBUTION_ENTRIES(LANE_OP_ANNOUNCE, read_key, first_key,        \
-                                 minimum_key)                                  \
-            STORE_ENTRY(first_key)                                             \
+            CONTRIBUTION_ENTRIES(KEY_OP(LANE_OP_CONTRIBUTE), read_key,         \
+                                 first_key, minimum_key)                       \
+            CONTRIBUTION_ENTRIES(KEY_OP(LANE_OP_ANNOUNCE), read_key,           \
+                                 first_key, minimum_key)                       \
+            SILENT_KEY_ENTRIES                                                 \
+            NEXT_KEY_STORE_ENTRY                                               \
         }                                                                      \
         const default_action = NoAction();                                     \
-        size = 80;                                                             \
+        size = NEXT_KEY_SIZE;                                                  \
     }
+
+/* Silent rounds (rank_next.p4): a silent job's contribution carries the winner of the keys
+ * in next_block, not its own key, and overwrites the cell (the completing packet's
+ * overwrite is the round's); the table's first key field is then key_op, the sender's
+ * silent_step ++ lane_op (one field: an entry's ops are single values). */
+#if P4REDUCE_SILENT_ROUNDS
+#define NEXT_KEY_KEY                                                           \
+        key_op: ternary @name("lane_op");                                      \
+        meta.state_lost: ternary;                                              \
+        meta.in_round: ternary;                                                \
+        hdr.p4r.rank[4:0]: ternary;                                            \
+        meta.bitmap_before: ternary;
+#define KEY_OP(op) (1w0 ++ op)
+#define SILENT_KEY_OP(op) (1w1 ++ op)
+#define SILENT_KEY_ENTRIES                                                     \
+    CONTRIBUTION_ENTRIES(SILENT_KEY_OP(LANE_OP_CONTRIBUTE), read_key,          \
+                         winner_key, winner_key)                               \
+    CONTRIBUTION_ENTRIES(SILENT_KEY_OP(LANE_OP_ANNOUNCE), read_key,            \
+                         winner_key, winner_key)
+/* the winner of the keys (rank_next.p4) overwrites the cell and comes back into next_block
+ * (a stateful ALU's output: a move from silent_winner would tie next_block's containers to
+ * the minimum tree's) */
+#define SILENT_WINNER_STEP                                                     \
+    RegisterAction<bit<32>, bit<16>, bit<32>>(next_key) winner_step = {        \
+        void apply(inout bit<32> value, out bit<32> rv) {                      \
+            value = silent_winner;                                             \
+            rv = value;                                                        \
+        }                                                                      \
+    };
+#define SILENT_WINNER_KEY                                                      \
+    action winner_key() {                                                      \
+        hdr.p4r.next_block = winner_step.execute(meta.slot_index_16);          \
+    }
+#define SILENT_WINNER_ACTION winner_key;
+#if P4REDUCE_LEAF_ROLE
+#define NEXT_KEY_STORE_ENTRY ((1w0 ++ LANE_OP_STORE), _, _, _, ROUND_COMPLETE): first_key();
+#else
+#define NEXT_KEY_STORE_ENTRY
+#endif
+#define NEXT_KEY_SIZE 160
+#else
+#define NEXT_KEY_KEY CONTRIBUTION_KEY
+#define SILENT_WINNER_STEP
+#define SILENT_WINNER_KEY
+#define SILENT_WINNER_ACTION
+#define KEY_OP(op) op
+#define SILENT_KEY_ENTRIES
+#define NEXT_KEY_STORE_ENTRY STORE_ENTRY(first_key)
+#define NEXT_KEY_SIZE 80
+#endif
 #endif

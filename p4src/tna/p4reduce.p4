@@ -23,6 +23,7 @@
 #include "fingerprint.p4"
 #include "next_block.p4"
 #include "round_winner.p4"
+#include "rank_next.p4"
 #include "uplink.p4"
 #include "result.p4"
 #include "../common/result_destination.p4"
@@ -92,6 +93,17 @@
 #define LANE_0_IN_32(p, l, h) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_0.v##l), 32)
 #define LANE_1_IN(h, bits) @pa_container_size("ingress", P4REDUCE_STR(hdr.values_1.v##h), bits)
 TNA_LANE_PAIRS(LANE_0_IN_32)
+#if P4REDUCE_SILENT_ROUNDS
+/* Silent rounds' keys and minimum tree (rank_next.p4) need normal 32-bit containers, which
+ * the lanes fill: six of values_0's lanes go to mocha containers, which a stateful ALU's
+ * output, a constant and the deparser use whole, as the lanes are used. */
+@pa_container_type("ingress", "hdr.values_0.v26", "mocha")
+@pa_container_type("ingress", "hdr.values_0.v27", "mocha")
+@pa_container_type("ingress", "hdr.values_0.v28", "mocha")
+@pa_container_type("ingress", "hdr.values_0.v29", "mocha")
+@pa_container_type("ingress", "hdr.values_0.v30", "mocha")
+@pa_container_type("ingress", "hdr.values_0.v31", "mocha")
+#endif
 #if __TARGET_TOFINO__ == 2
 LANE_1_IN(32, 8) LANE_1_IN(33, 8) LANE_1_IN(34, 8) LANE_1_IN(35, 8)
 LANE_1_IN(36, 8) LANE_1_IN(37, 8) LANE_1_IN(38, 8) LANE_1_IN(39, 8)
@@ -121,6 +133,14 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     ContributionFlags() contribution_flags;
     VALUE_AGGREGATION_DECLARATIONS
     FINGERPRINT_DECLARATIONS
+#if P4REDUCE_SILENT_ROUNDS
+    SILENT_DECLARATIONS
+    bit<4> key_op;          /* silent_step ++ lane_op: the next key's step (next_block.p4) */
+    Hash<bit<4>>(HashAlgorithm_t.IDENTITY) key_op_hash;
+    action take_key_op() {
+        key_op = key_op_hash.get({ silent_step, meta.lane_op });
+    }
+#endif
     NEXT_KEY_DECLARATIONS
     LaneOp() lane_op;
     SkipValues() skip_values;
@@ -143,9 +163,36 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     /* The winner a new contribution must carry (round_winner.p4): checked by a first pass
      * before the bitmap, stored by a read-out pass -- the two branches of the if below, so
      * one stateful ALU runs both. */
+#if P4REDUCE_SILENT_ROUNDS
+    /* with silent rounds a cell is a pair: lo the winner as below, hi the expected ranks of
+     * the round it names (rank_next.p4) */
+    Register<pair_t, bit<16>>(POOL_SLOTS, {0, 0}) round_winner;
+    PAIR_ACTION(bit<16>, round_winner, winner_check, WINNER_CHECK_PAIR_BODY)
+    PAIR_ACTION(bit<16>, round_winner, silent_check, SILENT_CHECK_BODY)
+    PAIR_ACTION(bit<16>, round_winner, winner_store, WINNER_STORE_PAIR_BODY)
+    bit<1> silent_checked;
+    action check_silent() {
+        meta.joining_bit = silent_check.execute(meta.pool_slot_16);
+        silent_checked = 1;
+    }
+    /* the check's answer (the expected ranks, or 0) as the bitmap step's two inputs: the
+     * sender's bit if expected, and the expected ranks of the job (others_mask: the job's
+     * ranks without the sender, RankMasks) without the sender */
+    action round_expected() {
+        meta.others_mask = meta.joining_bit & meta.others_mask;
+        meta.joining_bit = meta.joining_bit & meta.rank_bit;
+    }
+#define SILENT_CHECK_ACTION_NAME check_silent;
+#define MODE_KEY meta.round_mode: ternary @name("round_mode");
+#define MODE(m) , m
+#else
     Register<bit<32>, bit<16>>(POOL_SLOTS, 0) round_winner;
     REGISTER_ACTION(bit<32>, bit<16>, round_winner, winner_check, WINNER_CHECK_BODY)
     REGISTER_ACTION(bit<32>, bit<16>, round_winner, winner_store, WINNER_STORE_BODY)
+#define SILENT_CHECK_ACTION_NAME
+#define MODE_KEY
+#define MODE(m)
+#endif
     /* an ANNOUNCE not CONTINUED is in the job's first round on the slot, which has no
      * earlier round to match (version 1: stale, below) */
     action join_first_round() {
@@ -160,10 +207,10 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         meta.joining_bit = 0;
     }
 #define JOIN_NONE_ACTION join_none;
-#define JOIN_NONE_ENTRIES (_, MSG_RESULT): join_none(); (_, MSG_STATUS): join_none();
-#define WINNER_CHECK_SIZE 4
+#define JOIN_NONE_ENTRIES (_, MSG_RESULT MODE(_)): join_none(); (_, MSG_STATUS MODE(_)): join_none();
+#define WINNER_CHECK_SIZE 5
 #else
-#define WINNER_CHECK_SIZE 2
+#define WINNER_CHECK_SIZE 3
 #define JOIN_NONE_ACTION
 #define JOIN_NONE_ENTRIES
 #endif
@@ -175,12 +222,16 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     WINNER_STAGE
     table winner_check_step {
         key = { hdr.p4r.flags[3:3]: ternary @name("continued");
-                hdr.p4r.msg_type: ternary @name("msg_type"); }
-        actions = { join_first_round; check_winner; JOIN_NONE_ACTION NoAction; }
+                hdr.p4r.msg_type: ternary @name("msg_type"); MODE_KEY }
+        actions = { join_first_round; check_winner; SILENT_CHECK_ACTION_NAME
+                    JOIN_NONE_ACTION NoAction; }
         const entries = {
-            (0, MSG_ANNOUNCE): join_first_round();
+            (0, MSG_ANNOUNCE MODE(_)): join_first_round();
             JOIN_NONE_ENTRIES
-            (_, _): check_winner();
+#if P4REDUCE_SILENT_ROUNDS
+            (_, _, ROUND_MODE_SILENT): check_silent();
+#endif
+            (_, _ MODE(_)): check_winner();
         }
         const default_action = NoAction();
         size = WINNER_CHECK_SIZE;
@@ -220,6 +271,9 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         hdr.bridge.up = 0;
         hdr.bridge.pad2 = 0;
         hdr.bridge.pad3 = 0;
+#if P4REDUCE_SILENT_ROUNDS
+        hdr.bridge.expected = 0;
+#endif
         hdr.bridge.continued = 0;
         hdr.bridge.deliver = 0;
         hdr.bridge.lane_op = LANE_OP_NONE;      /* Result sets it for a read-out pass */
@@ -346,6 +400,10 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         meta.stale = 0;
         meta.lane_op = LANE_OP_NONE;
         harvest_pass = 0;
+#if P4REDUCE_SILENT_ROUNDS
+        silent_step = 0;
+        silent_checked = 0;
+#endif
         reply = 0;
         contribution = 0;
         read_out_again = 0;
@@ -405,6 +463,11 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
 #if P4REDUCE_WINNER_CHECK
             if (hdr.p4r.isValid()) {
                 winner_check_step.apply();
+#if P4REDUCE_SILENT_ROUNDS
+                if (silent_checked == 1) {
+                    round_expected();
+                }
+#endif
             }
 #endif
             if (meta.parser_error == 0 && meta.checksum_error == 0 && hdr.ipv4.isValid()
@@ -442,6 +505,9 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                         contributor_bitmap.apply(hdr, meta);
                         contribution = 1;
 #endif
+#if P4REDUCE_SILENT_ROUNDS
+                        SILENT_KEYS_APPLY
+#endif
                         reply = 1;
                     }
 #if P4REDUCE_DROP_SIMULATOR
@@ -451,6 +517,10 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
         }
         /* (B) the next key, the fingerprint range and the pairs, from the bitmap's answer in
          * the stage after it (a first pass), or the read-out pass's reads */
+#if P4REDUCE_SILENT_ROUNDS
+        SILENT_WINNER_APPLY
+        take_key_op();
+#endif
         next_key_step.apply();
         range_step.apply();
 #if !P4REDUCE_LANE_PASS

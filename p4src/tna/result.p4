@@ -5,6 +5,15 @@
 #ifndef P4REDUCE_TNA_RESULT_P4
 #define P4REDUCE_TNA_RESULT_P4
 
+/* A reply's flags. Every packet of a silent job carries FLAG_SILENT both ways
+ * (docs/protocol.md section 6): with silent rounds built, a reply keeps the admitted
+ * packet's bit 6 and writes the rest (a lanes job's FLAG_PACKED, bit 5, is 0). */
+#if P4REDUCE_SILENT_ROUNDS
+#define SET_REPLY_FLAGS(F) hdr.p4r.flags[5:0] = (F)[5:0];
+#else
+#define SET_REPLY_FLAGS(F) hdr.p4r.flags = F;
+#endif
+
 control Result(inout headers_t hdr, inout metadata_t meta,
                in ingress_intrinsic_metadata_t ig_intr_md,
                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
@@ -34,7 +43,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.protocol = PROTOCOL_VERSION;
         hdr.p4r.msg_type = MSG_RESULT;
         hdr.p4r.next_block = hdr.p4r.next_block >> 8;
-        hdr.p4r.flags = extra_flags;
+        SET_REPLY_FLAGS(extra_flags)
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
     }
@@ -42,7 +51,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.to_worker = 1;
         hdr.p4r.protocol = PROTOCOL_VERSION;
         hdr.p4r.msg_type = MSG_STATUS;
-        hdr.p4r.flags = 0;
+        SET_REPLY_FLAGS(0)
         hdr.p4r.next_block = hdr.p4r.next_block >> 8;      /* NextBlock's key: back to the block */
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
@@ -56,7 +65,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.to_worker = 1;
         hdr.p4r.protocol = PROTOCOL_VERSION;
         hdr.p4r.msg_type = MSG_RESULT;
-        hdr.p4r.flags = FLAG_STATE_LOST;
+        SET_REPLY_FLAGS(FLAG_STATE_LOST)
         hdr.p4r.next_block = hdr.p4r.next_block >> 8;      /* NextBlock's key: back to the block */
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;

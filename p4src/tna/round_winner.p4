@@ -40,6 +40,33 @@
     value = meta.winner_probe ^ 32w0x01000000;                                 \
     rv = 0;
 
+/* Silent rounds (rank_next.p4): the cell is a pair, lo the winner as above, hi the expected
+ * ranks of the round it names. The every-rank check and the store read and write lo as the
+ * bodies above do the cell; the store also writes hi, the mask the RESULT's read-out pass
+ * carries in the bridge (0 for an every-rank job, which never reads it), which ReadOut puts
+ * in rank_bit (unused in a read-out pass): a stateful ALU reads two PHV inputs, and the
+ * check reads the probe and rank_bit. */
+#define WINNER_CHECK_PAIR_BODY                                                 \
+    rv = 0;                                                                    \
+    if (value.lo == meta.winner_probe) {                                       \
+        rv = meta.rank_bit;                                                    \
+    }
+#define WINNER_STORE_PAIR_BODY                                                 \
+    value.lo = meta.winner_probe ^ 32w0x01000000;                              \
+    value.hi = meta.rank_bit;                                                  \
+    rv = 0;
+/* A silent job's check: the round's expected ranks if the cell names this packet's block
+ * and version, else 0. (A stateful ALU on a pair cell outputs a half or a result it writes
+ * back, not hi & rank_bit: p4reduce.p4's round_expected turns the answer into the sender's
+ * bit -- 0 for a rank the round does not expect, which joins nothing -- and the expected
+ * ranks without the sender, what the bitmap step completes the round against, in the next
+ * stage.) */
+#define SILENT_CHECK_BODY                                                      \
+    rv = 0;                                                                    \
+    if (value.lo == meta.winner_probe) {                                       \
+        rv = value.hi;                                                         \
+    }
+
 /* A contribution's probe: version ++ block, through an identity hash. (An ALU shift of the
  * block would tie the probe to the block's 8-bit containers, which the value lanes need; the
  * hash unit assembles any bytes into one 32-bit field.) */
@@ -60,10 +87,21 @@ control WinnerProbe(inout headers_t hdr, inout metadata_t meta) {
  * within two stages, so that the store runs in the winner check's stage. */
 control ReadOut(inout headers_t hdr, inout metadata_t meta, in bit<32> range_diff) {
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) probe_hash;
+#if P4REDUCE_SILENT_ROUNDS
+    /* through the hash unit, as the probe: a move would tie rank_bit's containers to the
+     * bridge's */
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) mask_hash;
+#endif
     action read_out_slot() {
         meta.pool_slot_16 = hdr.bridge.slot_index >> 1;
         meta.winner_probe = probe_hash.get({ hdr.p4r.slot_version, hdr.p4r.next_block[23:0] });
     }
+#if P4REDUCE_SILENT_ROUNDS
+    /* an action of its own: a table's hash results take at most 32 bits */
+    action read_out_mask() {
+        meta.rank_bit = mask_hash.get({ hdr.bridge.expected });
+    }
+#endif
     action no_next_block() {
         hdr.p4r.next_block = END_OF_STREAM;
         hdr.p4r.next_exponent = 0;
@@ -71,6 +109,9 @@ control ReadOut(inout headers_t hdr, inout metadata_t meta, in bit<32> range_dif
     }
     apply {
         read_out_slot();
+#if P4REDUCE_SILENT_ROUNDS
+        read_out_mask();
+#endif
         if (hdr.fingerprint.isValid() && range_diff != 0) {
             no_next_block();
         }
