@@ -4,7 +4,8 @@ One Worker = one rank of one job. It keeps what must survive between allreduce c
 transport, each slot's shadow-copy version, cumulative stats) and runs one
 `AllreduceEngine` per call through `loop.CallLoop`'s turns (take a batch of results, hand
 it over, send what the engine releases) on the wall clock: when the ring is empty it spins
-briefly, then sleeps in poll() until the next retransmission timer.
+briefly, then sleeps in poll() until the next retransmission timer (and, woken early with
+many slots outstanding, a little longer: GATHER).
 """
 
 from __future__ import annotations
@@ -60,6 +61,18 @@ class WorkerStats:
         return out
 
 
+# After poll() ends early because a frame came, a rank with at least GATHER_SLOTS slots
+# outstanding sleeps GATHER seconds more (never past its next timer) before its turn. A
+# turn's Python costs the same whatever it receives; on cores shared with the switch the
+# ranks spent more CPU on turns than on values (bench/call_breakdown.py: 4 ranks of a
+# dense 1 M-value call at 4 096 values per block used 2-3x the switch process's CPU);
+# gathered, the results of more slots share one turn, and the switch, with the other
+# slots' packets queued, has the cores meanwhile. Calls with few slots outstanding
+# (short, latency-bound) are not delayed (docs/hostlib.md, "How the data path works").
+GATHER = 1e-3
+GATHER_SLOTS = 16
+
+
 class WorkerBroken(RuntimeError):
     """A previous allreduce timed out or found the switch's state lost: slot states across
     ranks are unknown, so this job cannot go on (create a new one)."""
@@ -76,6 +89,9 @@ class Worker:
     timing knobs (the retransmission timer's floor, value before the first measured round
     and cap, the stall deadline, the most slots outstanding); None keeps EngineParams's
     default, which says why.
+    `busy_poll`: seconds the loop spins on an empty ring before it sleeps in poll();
+    `gather`: seconds it sleeps more when woken early with many slots outstanding (GATHER;
+    0: never).
     """
 
     def __init__(
@@ -91,6 +107,7 @@ class Worker:
         window: int | None = None,
         batch: int = 256,
         busy_poll: float = 50e-6,
+        gather: float = GATHER,
     ):
         self.cfg: JobConfig = load_descriptor(descriptor)
         given = {
@@ -103,6 +120,7 @@ class Worker:
         self.params = EngineParams(**{k: v for k, v in given.items() if v is not None})
         self.batch = batch
         self.busy_poll = busy_poll
+        self.gather = gather
         if isinstance(transport, str):
             from .transport import RawSocket, check_interface_mac, interface_for_ip
 
@@ -217,6 +235,7 @@ class Worker:
                     idle_since = turn.now
                 elif turn.now - idle_since > self.busy_poll:
                     self.transport.wait(max(0.0, turn.wake_at - turn.now))
+                    self._gather(eng, turn.wake_at)
         except TimeoutError as e:
             self._broken = f"a previous allreduce timed out ({e}); create a new job"
             raise
@@ -236,6 +255,15 @@ class Worker:
         eng.raise_if_overflowed()
         eng.raise_if_incomplete()
         return output.finish()
+
+    def _gather(self, eng: AllreduceEngine, wake_at: float) -> None:
+        """Sleep up to `gather` seconds (GATHER) after a wake-up, when the call has at least
+        GATHER_SLOTS slots outstanding and its next timer is later."""
+        if self.gather <= 0 or int(np.count_nonzero(eng.active)) < GATHER_SLOTS:
+            return
+        left = wake_at - time.monotonic()
+        if left > 0:
+            time.sleep(min(self.gather, left))
 
     def _account(self, eng: AllreduceEngine, elapsed: float, payload) -> None:
         s, e = self.stats, eng.stats
