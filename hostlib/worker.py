@@ -62,7 +62,8 @@ class WorkerStats:
 
 
 # After poll() ends early because a frame came, a rank with at least GATHER_SLOTS slots
-# outstanding sleeps GATHER seconds more (never past its next timer) before its turn. A
+# outstanding sleeps GATHER seconds more (never past its next timer) before its turn, and
+# such a rank sleeps in poll() at its first empty turn instead of spinning first. A
 # turn's Python costs the same whatever it receives; on cores shared with the switch the
 # ranks spent more CPU on turns than on values (bench/call_breakdown.py: 4 ranks of a
 # dense 1 M-value call at 4 096 values per block used 2-3x the switch process's CPU);
@@ -231,11 +232,14 @@ class Worker:
             while not (turn := loop.turn()).done:
                 if turn.received:
                     idle_since = None
-                elif idle_since is None:
+                    continue
+                gathering = self._gathering(eng)
+                if idle_since is None and not gathering:
                     idle_since = turn.now
-                elif turn.now - idle_since > self.busy_poll:
+                elif gathering or turn.now - idle_since > self.busy_poll:
                     self.transport.wait(max(0.0, turn.wake_at - turn.now))
-                    self._gather(eng, turn.wake_at)
+                    if gathering:
+                        self._gather(turn.wake_at)
         except TimeoutError as e:
             self._broken = f"a previous allreduce timed out ({e}); create a new job"
             raise
@@ -256,11 +260,15 @@ class Worker:
         eng.raise_if_incomplete()
         return output.finish()
 
-    def _gather(self, eng: AllreduceEngine, wake_at: float) -> None:
-        """Sleep up to `gather` seconds (GATHER) after a wake-up, when the call has at least
-        GATHER_SLOTS slots outstanding and its next timer is later."""
-        if self.gather <= 0 or int(np.count_nonzero(eng.active)) < GATHER_SLOTS:
-            return
+    def _gathering(self, eng: AllreduceEngine) -> bool:
+        """Whether the call gathers (GATHER): at least GATHER_SLOTS slots outstanding. Such
+        a rank also skips the busy poll: its next results are a round of the switch
+        away, and a spinning rank takes the core from the switch that makes them."""
+        return self.gather > 0 and int(np.count_nonzero(eng.active)) >= GATHER_SLOTS
+
+    def _gather(self, wake_at: float) -> None:
+        """Sleep up to `gather` seconds after a wake-up, never past `wake_at` (the next
+        timer)."""
         left = wake_at - time.monotonic()
         if left > 0:
             time.sleep(min(self.gather, left))

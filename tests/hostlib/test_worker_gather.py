@@ -75,25 +75,25 @@ def engine_with(switch, slots: int, blocks: int):
 def test_gathers_with_many_slots_outstanding(switch, slept):
     w, eng = engine_with(switch, worker_mod.GATHER_SLOTS, 4 * worker_mod.GATHER_SLOTS)
     assert int(np.count_nonzero(eng.active)) == worker_mod.GATHER_SLOTS
-    w._gather(eng, time.monotonic() + 1.0)
+    assert w._gathering(eng)
+    w._gather(time.monotonic() + 1.0)
     assert slept == [worker_mod.GATHER]
 
 
 def test_never_past_the_next_timer(switch, slept):
-    w, eng = engine_with(switch, worker_mod.GATHER_SLOTS, 4 * worker_mod.GATHER_SLOTS)
-    w._gather(eng, time.monotonic() + worker_mod.GATHER / 4)
+    w, _ = engine_with(switch, worker_mod.GATHER_SLOTS, 4 * worker_mod.GATHER_SLOTS)
+    w._gather(time.monotonic() + worker_mod.GATHER / 4)
     assert len(slept) == 1 and 0 < slept[0] <= worker_mod.GATHER / 4
-    w._gather(eng, time.monotonic() - 1e-3)  # the timer is due: no sleep at all
+    w._gather(time.monotonic() - 1e-3)  # the timer is due: no sleep at all
     assert len(slept) == 1
 
 
-def test_no_gather_with_few_slots_or_when_off(switch, slept):
+def test_no_gather_with_few_slots_or_when_off(switch):
     w, eng = engine_with(switch, worker_mod.GATHER_SLOTS - 1, 4 * worker_mod.GATHER_SLOTS)
-    w._gather(eng, time.monotonic() + 1.0)
+    assert not w._gathering(eng)
     w2, eng2 = engine_with(switch, worker_mod.GATHER_SLOTS, 4 * worker_mod.GATHER_SLOTS)
     w2.gather = 0.0
-    w2._gather(eng2, time.monotonic() + 1.0)
-    assert slept == []
+    assert not w2._gathering(eng2)
 
 
 def test_sums_with_gather(switch):
