@@ -64,12 +64,12 @@ class WorkerStats:
 # After poll() ends early because a frame came, a rank with at least GATHER_SLOTS slots
 # outstanding sleeps GATHER seconds more (never past its next timer) before its turn, and
 # such a rank sleeps in poll() at its first empty turn instead of spinning first. A
-# turn's Python costs the same whatever it receives; on cores shared with the switch the
-# ranks spent more CPU on turns than on values (bench/call_breakdown.py: 4 ranks of a
-# dense 1 M-value call at 4 096 values per block used 2-3x the switch process's CPU);
-# gathered, the results of more slots share one turn, and the switch, with the other
-# slots' packets queued, has the cores meanwhile. Calls with few slots outstanding
-# (short, latency-bound) are not delayed (docs/hostlib.md, "How the data path works").
+# turn's Python costs the same whatever it receives; on cores shared with the switch,
+# ranks taking a turn per wake-up spent more CPU on turns than on values
+# (bench/call_breakdown.py); gathered, the results of more slots share one turn, and the
+# switch, with the other slots' packets queued, has the cores meanwhile. Calls with few
+# slots outstanding (short, latency-bound) are not delayed (docs/hostlib.md, "How the data
+# path works").
 GATHER = 1e-3
 GATHER_SLOTS = 16
 
