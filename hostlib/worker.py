@@ -68,10 +68,12 @@ class WorkerStats:
 # ranks taking a turn per wake-up spent more CPU on turns than on values
 # (bench/call_breakdown.py); gathered, the results of more slots share one turn, and the
 # switch, with the other slots' packets queued, has the cores meanwhile. Calls with few
-# slots outstanding (short, latency-bound) are not delayed (docs/hostlib.md, "How the data
-# path works").
+# slots outstanding, or whose rank has fewer than GATHER_ROUNDS non-zero blocks per such
+# slot (short, latency-bound), are not delayed (docs/hostlib.md, "How the data path
+# works").
 GATHER = 1e-3
 GATHER_SLOTS = 16
+GATHER_ROUNDS = 4
 
 
 class WorkerBroken(RuntimeError):
@@ -122,6 +124,7 @@ class Worker:
         self.batch = batch
         self.busy_poll = busy_poll
         self.gather = gather
+        self._long_call = False  # of the call in progress: _gathering
         if isinstance(transport, str):
             from .transport import RawSocket, check_interface_mac, interface_for_ip
 
@@ -227,6 +230,7 @@ class Worker:
             output,
         )
         loop = CallLoop(eng, self.transport, time.monotonic, self.batch)
+        self._long_call = payload.nonzero.size >= GATHER_ROUNDS * GATHER_SLOTS
         try:
             idle_since = None
             while not (turn := loop.turn()).done:
@@ -261,10 +265,16 @@ class Worker:
         return output.finish()
 
     def _gathering(self, eng: AllreduceEngine) -> bool:
-        """Whether the call gathers (GATHER): at least GATHER_SLOTS slots outstanding. Such
-        a rank also skips the busy poll: its next results are a round of the switch
-        away, and a spinning rank takes the core from the switch that makes them."""
-        return self.gather > 0 and int(np.count_nonzero(eng.active)) >= GATHER_SLOTS
+        """Whether the call gathers (GATHER) now: a long call (GATHER_ROUNDS non-zero
+        blocks of this rank per GATHER_SLOTS) with at least GATHER_SLOTS slots
+        outstanding. Such a rank also skips the busy poll: its next results are a round
+        of the switch away, and a spinning rank takes the core from the switch that makes
+        them."""
+        return (
+            self.gather > 0
+            and self._long_call
+            and int(np.count_nonzero(eng.active)) >= GATHER_SLOTS
+        )
 
     def _gather(self, wake_at: float) -> None:
         """Sleep up to `gather` seconds after a wake-up, never past `wake_at` (the next

@@ -44,7 +44,8 @@ def slept(monkeypatch):
 
 
 def engine_with(switch, slots: int, blocks: int):
-    """A real engine of a job of `slots` slots, for a call of `blocks` blocks."""
+    """A real engine of a job of `slots` slots, for a call of `blocks` non-zero blocks,
+    and the Worker as its call would leave it (a long call or not)."""
     job = switch.create_job(1, slots, 11, encoding="packed")
     try:
         w = Worker(switch.descriptors(job)[0], transport=switch.transport(job.workers[0].port))
@@ -69,6 +70,7 @@ def engine_with(switch, slots: int, blocks: int):
             np.zeros(slots, bool),
             Output(payload),
         )
+        w._long_call = payload.nonzero.size >= worker_mod.GATHER_ROUNDS * worker_mod.GATHER_SLOTS
         return w, eng
 
 
@@ -94,6 +96,14 @@ def test_no_gather_with_few_slots_or_when_off(switch):
     w2, eng2 = engine_with(switch, worker_mod.GATHER_SLOTS, 4 * worker_mod.GATHER_SLOTS)
     w2.gather = 0.0
     assert not w2._gathering(eng2)
+
+
+def test_no_gather_in_a_short_call(switch):
+    """A call of fewer than GATHER_ROUNDS non-zero blocks per slot is bound by latency."""
+    short = worker_mod.GATHER_ROUNDS * worker_mod.GATHER_SLOTS - 1
+    w, eng = engine_with(switch, worker_mod.GATHER_SLOTS, short)
+    assert int(np.count_nonzero(eng.active)) == worker_mod.GATHER_SLOTS
+    assert not w._gathering(eng)
 
 
 def test_sums_with_gather(switch):
