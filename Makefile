@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 P4C ?= p4c-bm2-ss
 DEBIAN_PACKAGES := python3-venv python3-dev iproute2 mininet ethtool tcpdump gcc
 
-.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-example bench-peers clean
+.PHONY: install install-torch install-examples install-bench test lint p4 p4-tofino run example bench bench-example bench-example-blocks bench-peers clean
 
 install:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -89,17 +89,20 @@ example:
 	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
 	  $(if $(BLOCK_VALUES),--block-values $(BLOCK_VALUES)) $(EXAMPLE_ARGS)
 
-# p4reduce against gloo on the same Mininet hosts, density sweep, scaling, line-rate
-# projection: tables and plots; the headline cases at each block size and round mode
-# (README's numbers), the block density of two gradients at each size, loss recovery and
-# fairness (their sections of docs/benchmarks.md) and the click example (bench-example). The full run rewrites the generated
-# parts of docs/benchmarks.md and README.md and the images in docs/bench/; QUICK=1 (a few minutes) writes to
-# build/bench/ only. gloo needs `make install-torch`, plots `make install-bench`.
+# Every figure the docs state: p4reduce against gloo on the same Mininet hosts, density
+# sweep, scaling, line-rate projection (tables and plots); the headline cases at each block
+# size and round mode (README's numbers), the block density of two gradients at each size,
+# the switches' and the worker's packet rates, memory, loss recovery, fairness, the wide-block
+# candidates, a SKIP round's cost, the slot window, bmv2's work per packet, and the click
+# example (bench-example, and at each block size). The full run rewrites the generated parts
+# of docs/benchmarks.md, docs/hostlib.md, docs/pytorch.md and README.md, their results in
+# docs/bench/ and the images there; QUICK=1 (a few minutes) writes to build/bench/ only. gloo
+# needs `make install-torch`, plots `make install-bench`.
 QUICK ?=
 bench:
 ifeq ($(QUICK),)
 	$(PY) bench/softswitch_pps.py --json docs/bench/softswitch_pps.json --markdown --command 'make bench'
-	$(PY) bench/hostlib_pps.py
+	$(PY) bench/hostlib_pps.py --json docs/bench/hostlib_pps.json --markdown --command 'make bench'
 	$(PY) bench/memory.py --json docs/bench/memory.json --markdown --command 'make bench'
 	$(PY) bench/suite.py --out docs/bench --docs --command 'make bench'
 	$(PY) bench/suite.py --headline --passes 2 --out docs/bench --docs --command 'make bench'
@@ -109,15 +112,19 @@ ifeq ($(QUICK),)
 	$(PY) bench/loss_recovery.py --markdown --json docs/bench/loss_recovery_softswitch.json --command 'make bench'
 	$(PY) bench/fairness.py --markdown --json docs/bench/fairness_softswitch.json --command 'make bench'
 	$(MAKE) bench-example
-	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown
+	$(MAKE) bench-example-blocks
+	$(PY) bench/wide_blocks.py --seconds 1 --repeat 5 --json docs/bench/wide_blocks.json --markdown \
+	  --command 'make bench'
 	$(PY) bench/round_cost.py --mininet --cases dense dense:0.344 independent:0.1 zipf shared:0.1 \
-	  --json docs/bench/round_cost.json --markdown
+	  --json docs/bench/round_cost.json --markdown --command 'make bench'
+	$(PY) bench/slot_window.py --json docs/bench/slot_window.json --markdown --command 'make bench'
 	if command -v simple_switch_grpc >/dev/null; then \
 	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious --markdown \
 	    --json docs/bench/loss_recovery_simple_switch_grpc.json --command 'make bench' && \
 	  $(PY) bench/fairness.py --target simple_switch_grpc --markdown \
-	    --json docs/bench/fairness_simple_switch_grpc.json --command 'make bench'; \
-	else echo "simple_switch_grpc not on PATH: loss and fairness benchmarks on softswitch only"; fi
+	    --json docs/bench/fairness_simple_switch_grpc.json --command 'make bench' && \
+	  $(PY) bench/primitives.py --json docs/bench/primitives.json --markdown --command 'make bench'; \
+	else echo "simple_switch_grpc not on PATH: loss and fairness benchmarks on softswitch only, no per-packet counts"; fi
 else
 	$(PY) bench/suite.py --quick --out build/bench --command 'make bench QUICK=1'
 endif
@@ -136,6 +143,11 @@ bench-example:
 PEER ?=
 IMPL ?= j-udp
 PEER_VENV := build/peer-venv
+bench-example-blocks:
+	$(PY) bench/clicks.py --steps 40 --block-sizes 64 256 1024 2048 4096 \
+	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
+	  --json docs/bench/clicks_blocks.json --markdown --command 'make bench-example-blocks'
+
 bench-peers: $(PEER_VENV)/bin/python
 	@test -n '$(PEER)' || { echo "usage: make bench-peers PEER=<checkout of the peer's repository> [IMPL=j-udp|y-udp|y-eth]"; exit 2; }
 	$(PY) bench/course_lab.py --peer '$(PEER)' --impl '$(IMPL)' $(if $(filter j-udp,$(IMPL)),--no-log) \

@@ -111,7 +111,8 @@ IMPLS = {
         2047 * 32,
         (_Y_WORKERS,),
     ),
-    # y-eth: ~36 ms per 32 values (scapy srp), so a shorter default vector
+    # y-eth: a scapy srp() per 32 values (a sniffer started per chunk), so a shorter
+    # default vector
     "y-eth": Impl(
         "y-eth",
         "yssamtu/advanced_computer_networks",

@@ -47,10 +47,9 @@ def fifo_share(slots: int, other_slots: int, window: int) -> float:
 
 # How many slots a call uses (slots_for_call). Each slot a call uses costs rounds that
 # carry no block (its announce round, and its closing round), so a call should use as few
-# as keep the switch busy. Measured end to end (bench/slot_window.py: Mininet, 4 ranks, 1 M
-# float32, the job's slot count varied; docs/hostlib.md, "Slots per call"): 16 slots per
-# rank in flight are as fast as 64 on softswitch and simple_switch_grpc at 2 048 and 4 096
-# values per block, 8 are up to 1.4x and 4 1.7-2.3x slower; 16 is also the window that
+# as keep the switch busy: with fewer, the round trip through the switch and the workers
+# sets the pace. bench/slot_window.py measures calls at several slot counts end to end
+# (docs/hostlib.md, "Slots per call", has its latest table); 16 is also the window that
 # gives a job its fair share of the switch (FAIR_SLOTS). BLOCKS_PER_SLOT keeps the slot
 # rounds of a long call below 1/64 of its rounds.
 BUSY_SLOTS = FAIR_SLOTS

@@ -520,6 +520,127 @@ def test_benchmarks_md_memory_table_is_what_the_committed_run_gives():
     )
 
 
+def test_benchmarks_md_per_packet_counts_are_what_the_committed_run_gives():
+    """docs/benchmarks.md's per-packet trace counts equal what bench/primitives.py makes of
+    docs/bench/primitives.json (make bench rewrites both), each encoding's mean shown."""
+    import primitives
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / "primitives.json").read_text())
+    text = primitives.markdown(data)
+    for enc, r in data["encodings"].items():
+        assert f"| {enc} | {r['primitive_consumed']:.0f} / " in text
+        assert f"{r['register_per_data_packet']:.1f} |" in text
+    docs = REPO / "docs" / "benchmarks.md"
+    assert report.block_of(docs, *primitives.MARKERS) == text, (
+        "docs/benchmarks.md's per-packet counts differ from docs/bench/primitives.json: "
+        "run bench/primitives.py --from-json docs/bench/primitives.json --markdown"
+    )
+
+
+def committed_run(script, doc: str, name: str) -> tuple[dict, str]:
+    """A make-bench script's committed results (docs/bench/<name>.json) and the section it
+    makes of them, after checking that `doc` holds exactly that section between the
+    script's markers: no figure there that the committed run does not give."""
+    import report
+
+    data = json.loads((REPO / "docs" / "bench" / f"{name}.json").read_text())
+    text = script.markdown(data)
+    assert report.block_of(REPO / "docs" / doc, script.BEGIN, script.END) == text, (
+        f"docs/{doc}'s section differs from docs/bench/{name}.json: run "
+        f"bench/{script.__name__}.py --from-json docs/bench/{name}.json --markdown"
+    )
+    return data, text
+
+
+def test_benchmarks_md_round_cost_section_is_what_the_committed_run_gives():
+    """docs/benchmarks.md's SKIP-round section equals what bench/round_cost.py makes of
+    docs/bench/round_cost.json (make bench rewrites both): each case's rounds and each
+    kind of packet's switch time, from the run's rows, and the run's command and date."""
+    import statistics
+
+    import round_cost
+
+    data, text = committed_run(round_cost, "benchmarks.md", "round_cost")
+    assert f"`{data['command']}` on {data['date']}" in text
+    for part in ("in-process", "mininet"):
+        for case in {r["case"] for r in data.get(part, {}).get("rows", [])}:
+            rows = [r for r in data[part]["rows"] if r["case"] == case]
+            wall = statistics.median(r["wall"] for r in rows) * 1e6
+            assert f"| {part} | {case} | {rows[0]['rounds']:.0f} | {wall:.0f} |" in text
+    for kind, seconds in data.get("packet_times", {}).items():
+        assert f"{kind} {seconds * 1e6:.1f} µs" in text
+
+
+def test_benchmarks_md_wide_blocks_section_is_what_the_committed_run_gives():
+    """docs/benchmarks.md's wide-block table equals what bench/wide_blocks.py makes of
+    docs/bench/wide_blocks.json (make bench rewrites both): every measured cell's packets/s
+    from the run's rows, and the run's command and date."""
+    import wide_blocks
+
+    data, text = committed_run(wide_blocks, "benchmarks.md", "wide_blocks")
+    assert f"`{data['command']}` on {data['date']}" in text
+    for r in data["rows"]:
+        assert f"| {r['packets_per_s']:,.0f} |".replace(",", " ") in text
+
+
+def test_hostlib_md_worker_loop_table_is_what_the_committed_run_gives():
+    """docs/hostlib.md's worker-loop table equals what bench/hostlib_pps.py makes of
+    docs/bench/hostlib_pps.json (make bench rewrites both): each loop's rate and its share
+    of the C loop's, from the run's rates."""
+    import hostlib_pps
+
+    data, text = committed_run(hostlib_pps, "hostlib.md", "hostlib_pps")
+    base = data["rates"][hostlib_pps.C_ROW]
+    for rate in data["rates"].values():
+        assert f"| {hostlib_pps.count_text(rate)} | {rate / base:.2f} |" in text
+
+
+def test_hostlib_md_slot_window_table_is_what_the_committed_run_gives():
+    """docs/hostlib.md's table of calls at each slot count equals what bench/slot_window.py
+    makes of docs/bench/slot_window.json (make bench rewrites both), every measured call's
+    seconds in it."""
+    import slot_window
+
+    data, text = committed_run(slot_window, "hostlib.md", "slot_window")
+    rows = text.splitlines()[4:]
+    assert len(rows) == len(data["targets"]) * len(data["block_values"]) * 2
+    for seconds in data["seconds"].values():
+        assert f" {seconds:.3f} |" in text
+
+
+def test_benchmarks_md_click_block_sizes_section_is_the_committed_sweep_or_says_none():
+    """docs/benchmarks.md's click example at each block size is what bench/clicks.py makes
+    of docs/bench/clicks_blocks.json, or, before a sweep was committed, says so: never a
+    hand-written figure."""
+    import clicks
+    import report
+
+    block = report.block_of(REPO / "docs" / "benchmarks.md", clicks.SWEEP_BEGIN, clicks.SWEEP_END)
+    sweep = REPO / "docs" / "bench" / "clicks_blocks.json"
+    if sweep.exists():
+        assert block == clicks.markdown_sweep(json.loads(sweep.read_text()))
+    else:
+        assert block == clicks.NOT_MEASURED
+
+
+def test_click_sweep_table_has_a_row_per_run_from_its_counters():
+    """bench/clicks.py's block-size table, made from the committed run of the example
+    (docs/bench/clicks.json) as one run of a sweep: a row with its block size, both
+    backends' time per step and their ratio, the Worker's packets and density."""
+    import clicks
+    import report
+
+    run = json.loads((REPO / "docs" / "bench" / "clicks.json").read_text())
+    p, g = run["backends"]["p4reduce"], run["backends"]["gloo"]
+    text = clicks.markdown_sweep({"command": "c", "date": "d", "load": [1.0, 2.0], "runs": [run]})
+    row = text.splitlines()[-1]
+    assert row.startswith(f"| {report.mtu_text(run['block_values'])} |")
+    assert f"| {report.count_text(p['median_step_ms'])} |" in row
+    assert f"| {p['median_step_ms'] / g['median_step_ms']:.2f} |" in row
+    assert f"| {report.pct(p['mean_density_own'])} |" in row
+
+
 def test_memory_markdown_shows_missing_paths_as_dashes():
     import memory
 
