@@ -84,14 +84,15 @@ def step(t: Trajectory, summed: np.ndarray) -> None:
     t.opt.step()
 
 
-def check_sum(xs: list[np.ndarray], got: np.ndarray, step_no: int) -> float:
+def check_sum(xs: list[np.ndarray], got: np.ndarray, step_no: int, block: int) -> float:
     """Raises if `got` is further from the exact sum than section 10's bound plus float32's
     rounding, or is non-zero where every rank's value is zero; returns the largest
-    |error| / bound."""
+    |error| / bound. The bound is per block of `block` values (the job's): one exponent per
+    block, so a wider block bounds a small value's error by a larger block maximum."""
     exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
-    pad = -exact.size % 64
-    blockmax = np.max([np.abs(np.pad(x, (0, pad))).reshape(-1, 64).max(1) for x in xs], axis=0)
-    bound = np.repeat(numerics.sum_error_bound(blockmax.astype(np.float64), len(xs)), 64)
+    pad = -exact.size % block
+    blockmax = np.max([np.abs(np.pad(x, (0, pad))).reshape(-1, block).max(1) for x in xs], axis=0)
+    bound = np.repeat(numerics.sum_error_bound(blockmax.astype(np.float64), len(xs)), block)
     bound = bound[: exact.size] + np.abs(exact) * 2.0**-24 * (1 + 2.0**-20)
     err = np.abs(got.astype(np.float64) - exact)
     bad = np.flatnonzero((err > bound) | ((exact == 0) & (got != 0)))
@@ -107,8 +108,16 @@ def check_sum(xs: list[np.ndarray], got: np.ndarray, step_no: int) -> float:
 class SwitchSum:
     """N Workers on the in-process switch; `__call__` reduces one tensor per rank."""
 
-    def __init__(self, session: SwitchSession, workers: int, slots: int, window: int | None):
-        job = session.create_job(workers, slots, 7)
+    def __init__(
+        self,
+        session: SwitchSession,
+        workers: int,
+        slots: int,
+        window: int | None,
+        block_values: int | None = None,
+    ):
+        job = session.create_job(workers, slots, 7, block_values=block_values)
+        self.block_values = job.block_values
         kw = {"window": window} if window else {}
         self.workers = [
             Worker(d, transport=session.transport(job.workers[r].port), deadline=120.0, **kw)
@@ -160,19 +169,26 @@ def param_difference(a: Trajectory, b: Trajectory) -> float:
         )
 
 
-def replay(cfg: Config, workers: int, slots: int, window: int | None, quiet: bool) -> dict:
+def replay(
+    cfg: Config,
+    workers: int,
+    slots: int,
+    window: int | None,
+    quiet: bool,
+    block_values: int | None = None,
+) -> dict:
     torch.manual_seed(cfg.seed)
     runs = {name: start(cfg, workers) for name in TRAJECTORIES}
     worst = 0.0
     with SwitchSession.inprocess() as session:
-        switch_sum = SwitchSum(session, workers, slots, window)
+        switch_sum = SwitchSum(session, workers, slots, window, block_values)
         try:
             for s in range(cfg.steps):
                 xs = rank_gradients(runs["p4reduce"])
                 sums = switch_sum(xs)
                 if any(not np.array_equal(o, sums[0]) for o in sums):
                     raise AssertionError(f"step {s}: the ranks' sums differ")
-                worst = max(worst, check_sum(xs, sums[0], s))
+                worst = max(worst, check_sum(xs, sums[0], s, switch_sum.block_values))
                 step(runs["p4reduce"], sums[0])
                 xs = rank_gradients(runs["exact"])
                 exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
@@ -190,6 +206,7 @@ def replay(cfg: Config, workers: int, slots: int, window: int | None, quiet: boo
         "steps": cfg.steps,
         "slots": slots,
         "window": window,
+        "block_values": switch_sum.block_values,
         "max_error_over_bound": worst,
         "loss": {k: v.loss for k, v in runs.items()},
         "loss_difference": {f"{a}-{b}": difference(runs[a].loss, runs[b].loss) for a, b in pairs},
@@ -203,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=Config.steps)
     ap.add_argument("--slots", type=int, default=64, help="the job's slots (softswitch's default)")
     ap.add_argument("--window", type=int, default=None, help="default: the Worker's")
+    ap.add_argument(
+        "--block-values", type=int, default=None, help="values per block (the target's default)"
+    )
     ap.add_argument("--out", type=Path, help="write the summary and losses as JSON")
     ap.add_argument(
         "--compare",
@@ -215,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)  # as the example's ranks (OMP_NUM_THREADS=1)
-    res = replay(Config(steps=a.steps), a.workers, a.slots, a.window, a.quiet)
+    res = replay(Config(steps=a.steps), a.workers, a.slots, a.window, a.quiet, a.block_values)
     worst = res["max_error_over_bound"]
     print(f"every sum within section 10's bound (largest error/bound {worst:.3f})")
     for pair, d in res["loss_difference"].items():

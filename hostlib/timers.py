@@ -18,6 +18,10 @@ import numpy as np
 from .slots import FAIR_SLOTS, SlotWindow
 
 _NONE = np.zeros(0, np.int64)
+REORDER_MAX = 16  # RACK's reordering window at most 8 smoothed rounds (RttEstimator.reorder)
+# behind a leaf a clean round feeds the estimate as at most this many smoothed rounds
+# (Pacer.answered: a round another rank's resend completed looks clean to this rank)
+CLEAN_GROWTH = 1.25
 
 
 @dataclass
@@ -66,6 +70,8 @@ class RttEstimator:
         self.srtt: float | None = None
         self.rttvar = 0.0
         self.samples = 0
+        # RACK's reordering window, in half smoothed rounds (RFC 8985's reo_wnd_mult)
+        self.reorder = 1
 
     def update(self, samples: np.ndarray) -> None:
         if not samples.size:
@@ -77,6 +83,25 @@ class RttEstimator:
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - x)
             self.srtt = 0.875 * self.srtt + 0.125 * x
+
+    def spurious_resend(self) -> None:
+        """A resend RACK made was answered with a STATUS in silent rounds: the round had
+        this rank's packet and waited for another rank. There a later packet of this
+        rank is answered at once when its block was nobody else's next, while an earlier
+        round waits for a rank that sends later (a slower host, a thread run late): no
+        loss, yet taken for one -- with a rank 3 ms late, ~1 resend per slot per call.
+        So the reordering window doubles, up to REORDER_MAX half rounds (as RFC 8985
+        widens it on a DSACK), kept for the Worker's later calls until a resend RACK
+        made is answered with a result (`resend_answered`)."""
+        self.reorder = min(2 * self.reorder, REORDER_MAX)
+
+    def resend_answered(self) -> None:
+        """A resend RACK made in silent rounds was answered with the round's result: the
+        packet was likely lost (or the round completed as it went), so the window halves
+        back towards half a smoothed round, as RFC 8985 resets it after recoveries: kept
+        wide under loss it slowed recovery (virtual time, 4 ranks, 1-5 % loss: calls
+        15-20 % longer)."""
+        self.reorder = max(1, self.reorder // 2)
 
     def rto(self, floor: float, cap: float, initial: float | None = None) -> float:
         """The retransmission timer; `initial` (at least `floor`) before any sample."""
@@ -112,6 +137,7 @@ class Pacer:
         self.sent_at = np.full(n, now, np.float64)  # first transmission of the round
         self.xmit_at = np.full(n, now, np.float64)  # latest transmission of its packet
         self.retransmitted = np.zeros(n, bool)
+        self.rack_resent = np.zeros(n, bool)  # latest transmission: a resend RACK made
         # the latest transmission time of any packet the switch has answered and that
         # packet's round time, the job-level probe timer
         self.answered_xmit = -np.inf
@@ -138,17 +164,25 @@ class Pacer:
         """A new round's packet went out on `slots` (an announce, or the next round)."""
         self.sent_at[slots] = self.xmit_at[slots] = now
         self.retransmitted[slots] = False
+        self.rack_resent[slots] = False
         self.expired_in_row[slots] = 0
 
     def held_by_switch(self, slots: np.ndarray, now: float) -> None:
-        """The switch answered `slots`' latest transmission with a STATUS: it holds it."""
+        """The switch answered `slots`' latest transmission with a STATUS: it holds it.
+        In silent rounds a STATUS answering a resend RACK made says that the round only
+        waited for other ranks (`RttEstimator.spurious_resend`)."""
         self.status_at[slots] = now
+        if self.contributes is not None and self.rack_resent[slots].any():
+            self.rtt.spurious_resend()
+        self.rack_resent[slots] = False
 
     def resent(self, due: np.ndarray, now: float) -> int:
         """`due` (from `due`) went again; returns how many timers that doubled. Only a
         round the switch said it holds backs off: a resend that got no answer was lost,
         and RACK finds it again as fast as the first loss."""
-        again = due[self.held()[due]]
+        holding = self.held()
+        again = due[holding[due]]
+        self.rack_resent[due] = (self._overtaken() & ~holding)[due]
         self.expired_in_row[again] += 1
         self.retransmitted[due] = True
         self.xmit_at[due] = now
@@ -160,8 +194,8 @@ class Pacer:
         when done): the earliest RACK deadline of an overtaken slot, held timer of a held
         one, or the silence probe -- behind a leaf the recent timer of the oldest waiting
         slot instead, since `due` resends every expired slot there without a probe
-        (waiting for the probe's timer, four gaps between results, held rounds ~0.4 s
-        past their resend)."""
+        (waiting for the probe's timer, four gaps between results, would keep held rounds
+        waiting long past their resend)."""
         if self.slots.done:
             return float("inf")
         held = self.held()
@@ -255,8 +289,10 @@ class Pacer:
         return xmit + self.answered_rtt + self._reorder_allowance()
 
     def _reorder_allowance(self) -> float:
+        """Half a smoothed round (at least the timer's floor), times the estimator's
+        `reorder` (RttEstimator.spurious_resend: widened by resends found spurious)."""
         srtt = self.rtt.srtt if self.rtt.srtt is not None else self.answered_rtt
-        return max(self.params.timeout, 0.5 * srtt)
+        return max(self.params.timeout, 0.5 * srtt) * self.rtt.reorder
 
     def due(self, now: float) -> np.ndarray:
         """Slots to retransmit now. An expired timer alone does not mean a loss: the round
@@ -287,8 +323,8 @@ class Pacer:
             # round (64 ranks, 5 % on each link: 1 - 0.95^130), so all of a rank's slots
             # stall at once, nothing overtakes the lost packet (RACK), and the silence
             # probe -- the lowest slot, one per silence timer of 4 gaps between results --
-            # found a rank's own lost packet or result only after several probes: ~1 s a
-            # round, 40x the lossless time. A resend into a round that only waits gets a
+            # would find a rank's own lost packet or result only after several probes,
+            # many lossless rounds later. A resend into a round that only waits gets a
             # STATUS (the leaf's, or the spine's relayed) and is then held.
             return np.flatnonzero(lost | held | self._expired(holding, now))
         if lost.any() or held.any():
@@ -344,7 +380,17 @@ class Pacer:
         an earlier batch (it then waited for somebody's retransmission), it did not
         live through a silence probe (start-up skew, a stalled rank: not a round time),
         and no STATUS held it (behind a leaf the spine's, relayed to ranks that did not
-        ask: the round waited for another leaf's repair)."""
+        ask: the round waited for another leaf's repair).
+
+        Behind a leaf a clean round counts as at most CLEAN_GROWTH smoothed rounds. Why:
+        a round that another rank's resend completed looks clean here, and in a large
+        two-level job nearly every round is repaired, so the clean rounds were mostly
+        another rank's timer long (twice its smoothed round); fed whole, each raised the
+        estimate, hence every rank's timer, hence the next repaired rounds: the smoothed
+        round of 64 ranks in one process at 5 % loss grew from ~40 ms to ~350 ms within
+        three calls, and the calls from 3.4 s to 5.8 s. Capped, the estimate can still
+        follow a slower switch, by at most 3 % a round (1/8 of a quarter), and stayed at
+        ~40 ms (2.8 s a call). A round shorter than the estimate is taken whole."""
         xmit = self.xmit_at[s]
         clean = (
             ~self.retransmitted[s]
@@ -352,7 +398,12 @@ class Pacer:
             & (self.sent_at[s] > self.last_probe_at)
             & (self.status_at[s] <= self.sent_at[s])  # (one at its start: the last round's)
         )
-        self.rtt.update(now - self.sent_at[s[clean]])
+        took = now - self.sent_at[s[clean]]
+        if self.behind_leaf and self.rtt.srtt is not None:
+            took = np.minimum(took, CLEAN_GROWTH * self.rtt.srtt)
+        self.rtt.update(took)
+        if self.contributes is not None and self.rack_resent[s].any():
+            self.rtt.resend_answered()
         # Only answers to packets sent once move the overtaking mark: an answered
         # retransmission (a probe into a round that a late rank then completed, a cached
         # copy) says nothing about the packets sent before it, which may be waiting for

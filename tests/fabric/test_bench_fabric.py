@@ -1,5 +1,6 @@
 """bench/fabric.py (run by `make bench`): its quick run measures a two-level job in one
-process -- lossless and with 5 % loss on every link, exact both times, each uplink
+process -- lossless and with 5 % loss on every link, exact both times (and a running
+job's lossless and lossy calls on the same workers), each uplink
 carrying one contribution up and one result down per round -- its model reproduces the
 line-rate projection's function, and docs/benchmarks.md's fabric section is what
 docs/bench/fabric.json gives."""
@@ -39,6 +40,9 @@ def test_quick_run_measures_both_jobs_and_each_uplink(tmp_path):
     assert (lossless["loss"], lossy["loss"]) == (0, fabric.LOSS)
     assert lossless["exact"] and lossy["exact"]
     assert lossy["seconds"] > 0 and lossless["seconds"] > 0
+    running = data["inprocess"]["running"]  # the same workers: lossless, then lossy calls
+    assert running["exact"] and len(running["seconds"]) == 1 + fabric.RUNNING_CALLS
+    assert running["retransmissions_per_rank"][0] == 0  # its lossless call
     rounds = lossless["rounds"]
     for u in lossless["uplinks"]:
         # the leaf role: one partial up, one result down per round, nothing else lossless

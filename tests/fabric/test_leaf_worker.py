@@ -13,7 +13,7 @@ from hostlib import protocol as p
 from hostlib.engine import AllreduceEngine
 from hostlib.liveness import SILENT_STATUSES, SILENT_TIMERS, RankSilent
 from hostlib.numerics import make_payload
-from hostlib.timers import EngineParams
+from hostlib.timers import CLEAN_GROWTH, EngineParams
 from p4reduce.addresses import Address, WorkerAddress
 from p4reduce.job import DescriptorError, Job, load_descriptor
 
@@ -151,3 +151,18 @@ def test_a_round_held_by_the_spines_status_gives_no_round_time():
     assert (e.rtt.samples, e.rtt.srtt) == (samples, srtt)
     e.on_result(header(p.MsgType.RESULT, 2, EOS, next_block=2), None, T0 + 0.61, fingerprint=fp())
     assert e.rtt.samples == samples + 1
+
+
+def test_behind_a_leaf_a_long_clean_round_raises_the_estimate_by_a_bounded_step():
+    """A round another rank's resend completed looks clean to this rank and lasts about
+    that rank's timer: fed whole, such rounds raised every rank's timer round after round
+    (64 ranks, 5 % loss: 40 ms to 350 ms). Behind a leaf a clean round counts as at most
+    CLEAN_GROWTH smoothed rounds, so the estimate rises by at most a quarter of an eighth
+    of itself per round (a round shorter than the estimate is taken whole)."""
+    e = engine()
+    e.packets_to_send(T0)
+    e.on_result(header(p.MsgType.RESULT, 0, EOS, next_block=0), None, T0 + 0.01, fingerprint=fp())
+    srtt = e.rtt.srtt
+    assert srtt == pytest.approx(0.01)
+    e.on_result(header(p.MsgType.RESULT, 1, EOS, next_block=1), None, T0 + 0.5, fingerprint=fp())
+    assert e.rtt.srtt == pytest.approx(0.875 * srtt + 0.125 * CLEAN_GROWTH * srtt)
