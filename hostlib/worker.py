@@ -4,7 +4,8 @@ One Worker = one rank of one job. It keeps what must survive between allreduce c
 transport, each slot's shadow-copy version, cumulative stats) and runs one
 `AllreduceEngine` per call through `loop.CallLoop`'s turns (take a batch of results, hand
 it over, send what the engine releases) on the wall clock: when the ring is empty it spins
-briefly, then sleeps in poll() until the next retransmission timer.
+briefly, then sleeps in poll() until the next retransmission timer (and, woken early with
+many slots outstanding, a little longer: GATHER).
 """
 
 from __future__ import annotations
@@ -60,6 +61,21 @@ class WorkerStats:
         return out
 
 
+# After poll() ends early because a frame came, a rank with at least GATHER_SLOTS slots
+# outstanding sleeps GATHER seconds more (never past its next timer) before its turn, and
+# such a rank sleeps in poll() at its first empty turn instead of spinning first. A
+# turn's Python costs the same whatever it receives; on cores shared with the switch,
+# ranks taking a turn per wake-up spent more CPU on turns than on values
+# (bench/call_breakdown.py); gathered, the results of more slots share one turn, and the
+# switch, with the other slots' packets queued, has the cores meanwhile. Calls with few
+# slots outstanding, or whose rank has fewer than GATHER_ROUNDS non-zero blocks per such
+# slot (short, latency-bound), are not delayed (docs/hostlib.md, "How the data path
+# works").
+GATHER = 1e-3
+GATHER_SLOTS = 16
+GATHER_ROUNDS = 4
+
+
 class WorkerBroken(RuntimeError):
     """A previous allreduce timed out or found the switch's state lost: slot states across
     ranks are unknown, so this job cannot go on (create a new one)."""
@@ -76,6 +92,9 @@ class Worker:
     timing knobs (the retransmission timer's floor, value before the first measured round
     and cap, the stall deadline, the most slots outstanding); None keeps EngineParams's
     default, which says why.
+    `busy_poll`: seconds the loop spins on an empty ring before it sleeps in poll();
+    `gather`: seconds it sleeps more when woken early with many slots outstanding (GATHER;
+    0: never).
     """
 
     def __init__(
@@ -91,6 +110,7 @@ class Worker:
         window: int | None = None,
         batch: int = 256,
         busy_poll: float = 50e-6,
+        gather: float = GATHER,
     ):
         self.cfg: JobConfig = load_descriptor(descriptor)
         given = {
@@ -103,6 +123,8 @@ class Worker:
         self.params = EngineParams(**{k: v for k, v in given.items() if v is not None})
         self.batch = batch
         self.busy_poll = busy_poll
+        self.gather = gather
+        self._long_call = False  # of the call in progress: _gathering
         if isinstance(transport, str):
             from .transport import RawSocket, check_interface_mac, interface_for_ip
 
@@ -208,15 +230,20 @@ class Worker:
             output,
         )
         loop = CallLoop(eng, self.transport, time.monotonic, self.batch)
+        self._long_call = payload.nonzero.size >= GATHER_ROUNDS * GATHER_SLOTS
         try:
             idle_since = None
             while not (turn := loop.turn()).done:
                 if turn.received:
                     idle_since = None
-                elif idle_since is None:
+                    continue
+                gathering = self._gathering(eng)
+                if idle_since is None and not gathering:
                     idle_since = turn.now
-                elif turn.now - idle_since > self.busy_poll:
+                elif gathering or turn.now - idle_since > self.busy_poll:
                     self.transport.wait(max(0.0, turn.wake_at - turn.now))
+                    if gathering:
+                        self._gather(turn.wake_at)
         except TimeoutError as e:
             self._broken = f"a previous allreduce timed out ({e}); create a new job"
             raise
@@ -236,6 +263,25 @@ class Worker:
         eng.raise_if_overflowed()
         eng.raise_if_incomplete()
         return output.finish()
+
+    def _gathering(self, eng: AllreduceEngine) -> bool:
+        """Whether the call gathers (GATHER) now: a long call (GATHER_ROUNDS non-zero
+        blocks of this rank per GATHER_SLOTS) with at least GATHER_SLOTS slots
+        outstanding. Such a rank also skips the busy poll: its next results are a round
+        of the switch away, and a spinning rank takes the core from the switch that makes
+        them."""
+        return (
+            self.gather > 0
+            and self._long_call
+            and int(np.count_nonzero(eng.active)) >= GATHER_SLOTS
+        )
+
+    def _gather(self, wake_at: float) -> None:
+        """Sleep up to `gather` seconds after a wake-up, never past `wake_at` (the next
+        timer)."""
+        left = wake_at - time.monotonic()
+        if left > 0:
+            time.sleep(min(self.gather, left))
 
     def _account(self, eng: AllreduceEngine, elapsed: float, payload) -> None:
         s, e = self.stats, eng.stats

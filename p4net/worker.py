@@ -42,13 +42,14 @@ def main() -> int:
         start = time.perf_counter()
         calls: list[dict] = []  # per allreduce: what it sent and retransmitted
 
-        def account(kind: str, seconds: float) -> None:
+        def account(kind: str, seconds: float, cpu: float) -> None:
             st = worker.stats
             done = sum(c["retransmissions"] for c in calls)
             calls.append(
                 {
                     "kind": kind,
                     "seconds": seconds,
+                    "cpu": cpu,  # this process's CPU seconds in the call (user + system)
                     "packets_sent": st.last_packets_sent,
                     "sent_by_type": dict(st.last_sent_by_type),
                     "nonzero_blocks": st.last_nonzero_blocks,
@@ -58,10 +59,10 @@ def main() -> int:
 
         with Worker(args.descriptor, deadline=args.deadline) as worker:
             if args.warmup:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 worker.allreduce(np.zeros(worker.cfg.block_values, dtype=tensor.dtype))
                 start = time.perf_counter()
-                account("warmup", start - t0)
+                account("warmup", start - t0, time.process_time() - c0)
                 report["warmup_stats"] = worker.stats.as_dict()
             # the link's own counters around the timed allreduces (what bench/ reports)
             counters = host_counters()
@@ -69,10 +70,10 @@ def main() -> int:
             # every namespace shares: a call's time, and the ranks' start skew
             spans = []
             for _ in range(args.repeat):
-                began = time.monotonic()
+                began, c0 = time.monotonic(), time.process_time()
                 result = worker.allreduce(tensor, op=args.op)
                 spans.append((began, time.monotonic()))
-                account("timed", spans[-1][1] - began)
+                account("timed", spans[-1][1] - began, time.process_time() - c0)
             report["stats"] = worker.stats.as_dict()
             report["block_values"] = worker.cfg.block_values
             report["counters"] = delta(counters, host_counters())

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Where one wide-block allreduce's time goes end to end, on Mininet with softswitch.
+
+Not a test: a measurement (root). bench/suite.py's headline jobs (4 workers, 1 M float32,
+`job_slots` slots, the links at the job's MTU), each run with --repeat timed calls; per
+case, per timed call:
+
+* wall: the best call's time at the slowest rank (as the suite reports it);
+* the switch process's CPU, user and system apart (/proc/PID/stat around the job, divided
+  by its timed calls: the warm-up call and the job's set-up are in it, a few per cent):
+  user is the interpreter and the P4 program, system the sockets' receive and send;
+  and the time its ports' thread (every packet runs in it) was runnable but waited for a
+  core (schedstat);
+* the workers' CPU in the call, all ranks summed (each rank's process_time around its
+  calls, p4net.worker's report);
+* rounds per rank and the frames into the switch per call (the ranks' sent packets).
+
+The two cores are shared by the switch and four workers: a call cannot be faster than
+(switch CPU + worker CPU) / 2, nor than the switch's CPU alone (one thread does every
+packet). What is left of the wall time beyond both is waiting: pipeline bubbles (too few
+slots in flight), sleeps, or other processes on the cores.
+
+    python bench/call_breakdown.py [--values 2048,4096] [--modes silent,every_rank]
+                                   [--repeat 3] [--slots N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from suite import Case, job_slots, make_inputs, reset_mtu
+
+TICK = os.sysconf("SC_CLK_TCK")
+M = 1 << 20
+
+
+@dataclass
+class Breakdown:
+    label: str
+    wall: float  # best timed call, slowest rank, seconds
+    switch_user: float  # per timed call (warm-up's share removed by rounds), seconds
+    switch_sys: float
+    switch_queued: float  # per timed call: the ports' thread runnable but not running
+    worker_cpu: float  # per timed call, all ranks (each rank's process_time in its calls)
+    rounds: float  # per rank per timed call
+    switch_frames_in: float  # per timed call
+
+    def line(self) -> str:
+        ms = 1e3
+        per_frame = (self.switch_user + self.switch_sys) / max(self.switch_frames_in, 1)
+        return (
+            f"{self.label:32s} wall {self.wall * ms:6.1f} ms | switch user "
+            f"{self.switch_user * ms:6.1f} sys {self.switch_sys * ms:5.1f} queued "
+            f"{self.switch_queued * ms:5.1f} ms ({per_frame * 1e6:5.1f}"
+            f" us/frame in) | workers {self.worker_cpu * ms:6.1f} ms | rounds "
+            f"{self.rounds:.0f}, frames in {self.switch_frames_in:.0f}"
+        )
+
+
+def proc_cpu(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a live process, seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
+def schedstats(pid: int) -> dict[str, tuple[int, int]]:
+    """Per thread of the process: (ns on a core, ns runnable on a run queue but not
+    running), /proc/PID/task/TID/schedstat."""
+    out = {}
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            ran, waited = stat.read_text().split()[:2]
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+        out[stat.parent.name] = (int(ran), int(waited))
+    return out
+
+
+def port_thread_queued(before: dict, after: dict) -> float:
+    """Seconds the switch's busiest thread over the run (the ports' loop, which runs every
+    packet) waited for a core while runnable: time it could have run in, but another
+    process had the core."""
+    delta = {
+        t: (a[0] - before.get(t, (0, 0))[0], a[1] - before.get(t, (0, 0))[1])
+        for t, a in after.items()
+    }
+    ran, waited = max(delta.values())
+    return waited / 1e9
+
+
+def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakdown:
+    """One job of `repeat` timed calls (after the demo's warm-up call)."""
+    from p4net import demo
+
+    reset_mtu(net)
+    opts = demo.Options(
+        workers=c.workers,
+        size=c.size,
+        target=net.kind,
+        slots=slots or job_slots(c),
+        quiet=True,
+        repeat=repeat,
+        warmup=True,
+        deadline=600.0,
+        encoding="packed",
+        block_values=c.block_values,
+        round_mode=c.round_mode,
+    )
+    inputs = make_inputs(c)
+    s0, q0 = proc_cpu(switch_pid), schedstats(switch_pid)
+    summary = net.run_jobs(opts, inputs=[inputs])
+    s1, q1 = proc_cpu(switch_pid), schedstats(switch_pid)
+    outs = summary.outcomes
+    if not all(o.ok and o.matched for o in outs):
+        raise RuntimeError(f"{c.label()}: {[o.error for o in outs if not o.ok]}")
+    timed = [[k for k in o.calls if k["kind"] == "timed"] for o in outs]
+    walls = [max(t) for t in zip(*[o.times for o in outs])]
+    return Breakdown(
+        label=c.label().replace("softswitch p4reduce 4w 1 M ", ""),
+        wall=min(walls),
+        switch_user=(s1[0] - s0[0]) / repeat,
+        switch_sys=(s1[1] - s0[1]) / repeat,
+        switch_queued=port_thread_queued(q0, q1) / repeat,
+        worker_cpu=float(sum(np.mean([k["cpu"] for k in t]) for t in timed)),
+        rounds=float(
+            np.mean([o.stats["rounds"] - o.report["warmup_stats"]["rounds"] for o in outs])
+        )
+        / repeat,
+        switch_frames_in=float(sum(np.mean([k["packets_sent"] for k in t]) for t in timed)),
+    )
+
+
+def main() -> int:
+    from p4net import demo, topology
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--values", default="2048,4096")
+    ap.add_argument("--modes", default="silent,every_rank")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--slots", type=int, default=None, help="job's slots (default: job_slots)")
+    ap.add_argument("--density", type=float, default=1.0, help="< 1: same blocks (shared)")
+    a = ap.parse_args()
+    pattern = "dense" if a.density >= 1 else "shared"
+    cases = [
+        Case(
+            "softswitch",
+            "p4reduce",
+            4,
+            M,
+            pattern,
+            a.density,
+            a.repeat,
+            block_values=int(k),
+            round_mode=mode,
+        )
+        for k in a.values.split(",")
+        for mode in a.modes.split(",")
+    ]
+    with demo.DemoNetwork("softswitch", 4) as net:
+        pid = net.net.get(topology.SWITCH_NAME).runner.process.pid
+        for c in cases:
+            print(run(net, pid, c, a.repeat, a.slots).line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
