@@ -124,7 +124,6 @@ class Worker:
         self.batch = batch
         self.busy_poll = busy_poll
         self.gather = gather
-        self._long_call = False  # of the call in progress: _gathering
         if isinstance(transport, str):
             from .transport import RawSocket, check_interface_mac, interface_for_ip
 
@@ -230,7 +229,6 @@ class Worker:
             output,
         )
         loop = CallLoop(eng, self.transport, time.monotonic, self.batch)
-        self._long_call = payload.nonzero.size >= GATHER_ROUNDS * GATHER_SLOTS
         try:
             idle_since = None
             while not (turn := loop.turn()).done:
@@ -272,7 +270,7 @@ class Worker:
         them."""
         return (
             self.gather > 0
-            and self._long_call
+            and eng.payload.nonzero.size >= GATHER_ROUNDS * GATHER_SLOTS
             and int(np.count_nonzero(eng.active)) >= GATHER_SLOTS
         )
 

@@ -45,7 +45,7 @@ def slept(monkeypatch):
 
 def engine_with(switch, slots: int, blocks: int):
     """A real engine of a job of `slots` slots, for a call of `blocks` non-zero blocks,
-    and the Worker as its call would leave it (a long call or not)."""
+    and its Worker."""
     job = switch.create_job(1, slots, 11, encoding="packed")
     try:
         w = Worker(switch.descriptors(job)[0], transport=switch.transport(job.workers[0].port))
@@ -70,7 +70,6 @@ def engine_with(switch, slots: int, blocks: int):
             np.zeros(slots, bool),
             Output(payload),
         )
-        w._long_call = payload.nonzero.size >= worker_mod.GATHER_ROUNDS * worker_mod.GATHER_SLOTS
         return w, eng
 
 
