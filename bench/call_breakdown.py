@@ -27,17 +27,14 @@ slots in flight), sleeps, or other processes on the cores.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from suite import Case, job_slots, make_inputs, reset_mtu
-
-TICK = os.sysconf("SC_CLK_TCK")
-M = 1 << 20
+from round_cost import process_times
+from suite import M, Case, job_slots, make_inputs, reset_mtu
 
 
 @dataclass
@@ -61,12 +58,6 @@ class Breakdown:
             f" us/frame in) | workers {self.worker_cpu * ms:6.1f} ms | rounds "
             f"{self.rounds:.0f}, frames in {self.switch_frames_in:.0f}"
         )
-
-
-def proc_cpu(pid: int) -> tuple[float, float]:
-    """(utime, stime) of a live process, seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
 def schedstats(pid: int) -> dict[str, tuple[int, int]]:
@@ -113,9 +104,9 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
         round_mode=c.round_mode,
     )
     inputs = make_inputs(c)
-    s0, q0 = proc_cpu(switch_pid), schedstats(switch_pid)
+    s0, q0 = process_times(switch_pid), schedstats(switch_pid)
     summary = net.run_jobs(opts, inputs=[inputs])
-    s1, q1 = proc_cpu(switch_pid), schedstats(switch_pid)
+    s1, q1 = process_times(switch_pid), schedstats(switch_pid)
     outs = summary.outcomes
     if not all(o.ok and o.matched for o in outs):
         raise RuntimeError(f"{c.label()}: {[o.error for o in outs if not o.ok]}")

@@ -228,10 +228,15 @@ def packet_times(rounds: int = 60, slots: int = 32) -> dict[str, float]:
 # -- end to end on Mininet ----------------------------------------------------------------
 
 
+def process_times(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a live process, seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
 def process_cpu(pid: int) -> float:
     """utime + stime of a live process, seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return sum(process_times(pid))
 
 
 def children_cpu() -> float:
