@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+import report  # beside this script
 from hostlib import netns
 from hostlib.timers import EngineParams
 from hostlib import protocol as p
@@ -138,11 +139,6 @@ def run_hostlib(
     return s["packets_sent"] / s["time"], s
 
 
-def count_text(n: float) -> str:
-    """A count with thin-space thousands, as the docs write them."""
-    return f"{n:,.0f}".replace(",", " ")
-
-
 def markdown(data: dict) -> str:
     """docs/hostlib.md's section of one run (its JSON): what made it, then each loop's
     packets/s, its share of the C loop's and the worker's retransmissions."""
@@ -151,7 +147,8 @@ def markdown(data: dict) -> str:
     lines = [
         f"Made by `{data['command']}` on {data['date']}, load average {lo:.1f} at the start "
         f"and {hi:.1f} at the end, {data['cpus']} CPUs shared by both ends: "
-        f"{data['window']} slots, a dense float32 tensor of {count_text(data['blocks'])} blocks "
+        f"{data['window']} slots, a dense float32 tensor of "
+        f"{report.count_text(data['blocks'])} blocks "
         f"reduced {data['repeat']} times, {data['frame_bytes']}-byte DATA frames. The C "
         f"client keeps {data['window']} frames in flight, the Worker at most its window of "
         f"{data['worker_window']} slots (docs/reliability.md, *Jobs share the switch*).",
@@ -162,7 +159,7 @@ def markdown(data: dict) -> str:
     for name, rate in data["rates"].items():
         retx = data["retransmissions"].get(name)
         lines.append(
-            f"| {name.replace('<->', '↔')} | {count_text(rate)} | {rate / base:.2f} | "
+            f"| {name.replace('<->', '↔')} | {report.count_text(rate)} | {rate / base:.2f} | "
             f"{'–' if retx is None else retx} |"
         )
     return "\n".join(lines)
@@ -182,8 +179,6 @@ def main() -> int:
     ap.add_argument("--from-json", type=Path, help="no runs: the table of an earlier run")
     ap.add_argument("--command", default=None, help="the command to state in the docs")
     a = ap.parse_args()
-    import report  # beside this script
-
     block = (BEGIN, END) if a.markdown else None
     if a.from_json:
         data = json.loads(a.from_json.read_text())

@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import report  # beside this script
 
 from hostlib.worker import Worker
 from p4net.harness import SwitchSession, TestJob
@@ -362,7 +363,7 @@ def run_line(result: dict) -> str:
     parts = [p for p in ("in-process", "mininet") if p in result]
     rows = result[parts[0]]["rows"] if parts else []
     passes = Counter(r["case"] for r in rows).most_common(1)[0][1] if rows else 0
-    size = f"{result['size']:,d}".replace(",", " ")
+    size = report.count_text(result["size"])
     return (
         f"Made by `{result['command']}` on {result['date']}, load average "
         f"{result['load_at_start']:.1f} at the start and {result['load_at_end']:.1f} at the "
@@ -431,8 +432,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-json", type=Path, help="the table of an earlier run, run nothing")
     ap.add_argument("--command", default=None, help="the command to state in the docs")
     args = ap.parse_args(argv)
-    import report  # beside this script
-
     block = (BEGIN, END) if args.markdown else None
     if args.from_json:
         result = json.loads(args.from_json.read_text())

@@ -103,8 +103,7 @@ def markdown(data: dict) -> str:
                     for n in data["slots"]
                 ]
                 lines.append(
-                    f"| {k:,d}".replace(",", " ")
-                    + f", {target}, {CASE_LABEL[pattern]} | "
+                    f"| {report.count_text(k)}, {target}, {CASE_LABEL[pattern]} | "
                     + " | ".join(
                         "–" if c is None or c == float("inf") else f"{c:.3f}" for c in cells
                     )

@@ -406,7 +406,7 @@ def markdown(data: dict) -> str:
         "passes (the JSON also has the best pass).",
     ]
     if data.get("p4reduce_packed_inprocess_packets_per_s"):
-        rate = f"{data['p4reduce_packed_inprocess_packets_per_s']:,.0f}".replace(",", " ")
+        rate = report.count_text(data["p4reduce_packed_inprocess_packets_per_s"])
         lines[0] += (
             f" The whole p4reduce program (packed, 64 values) ran at {rate} packets/s "
             "in-process in the same run."
