@@ -43,10 +43,6 @@ SWEEP_BEGIN = (
     "make bench-example-blocks) -->"
 )
 SWEEP_END = "<!-- clicks-blocks:end -->"
-# the sweep's section until a run has filled it
-NOT_MEASURED = (
-    "Not measured yet: `make bench-example-blocks` (run by `make bench`) fills this table."
-)
 
 
 def measure(args) -> dict:

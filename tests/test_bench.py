@@ -520,24 +520,6 @@ def test_benchmarks_md_memory_table_is_what_the_committed_run_gives():
     )
 
 
-def test_benchmarks_md_per_packet_counts_are_what_the_committed_run_gives():
-    """docs/benchmarks.md's per-packet trace counts equal what bench/primitives.py makes of
-    docs/bench/primitives.json (make bench rewrites both), each encoding's mean shown."""
-    import primitives
-    import report
-
-    data = json.loads((REPO / "docs" / "bench" / "primitives.json").read_text())
-    text = primitives.markdown(data)
-    for enc, r in data["encodings"].items():
-        assert f"| {enc} | {r['primitive_consumed']:.0f} / " in text
-        assert f"{r['register_per_data_packet']:.1f} |" in text
-    docs = REPO / "docs" / "benchmarks.md"
-    assert report.block_of(docs, *primitives.MARKERS) == text, (
-        "docs/benchmarks.md's per-packet counts differ from docs/bench/primitives.json: "
-        "run bench/primitives.py --from-json docs/bench/primitives.json --markdown"
-    )
-
-
 def committed_run(script, doc: str, name: str) -> tuple[dict, str]:
     """A make-bench script's committed results (docs/bench/<name>.json) and the section it
     makes of them, after checking that `doc` holds exactly that section between the
@@ -551,6 +533,17 @@ def committed_run(script, doc: str, name: str) -> tuple[dict, str]:
         f"bench/{script.__name__}.py --from-json docs/bench/{name}.json --markdown"
     )
     return data, text
+
+
+def test_benchmarks_md_per_packet_counts_are_what_the_committed_run_gives():
+    """docs/benchmarks.md's per-packet trace counts equal what bench/primitives.py makes of
+    docs/bench/primitives.json (make bench rewrites both), each encoding's mean shown."""
+    import primitives
+
+    data, text = committed_run(primitives, "benchmarks.md", "primitives")
+    for enc, r in data["encodings"].items():
+        assert f"| {enc} | {r['primitive_consumed']:.0f} / " in text
+        assert f"{r['register_per_data_packet']:.1f} |" in text
 
 
 def test_benchmarks_md_round_cost_section_is_what_the_committed_run_gives():
@@ -610,19 +603,15 @@ def test_hostlib_md_slot_window_table_is_what_the_committed_run_gives():
         assert f" {seconds:.3f} |" in text
 
 
-def test_benchmarks_md_click_block_sizes_section_is_the_committed_sweep_or_says_none():
+def test_benchmarks_md_click_block_sizes_section_is_the_committed_sweep():
     """docs/benchmarks.md's click example at each block size is what bench/clicks.py makes
-    of docs/bench/clicks_blocks.json, or, before a sweep was committed, says so: never a
-    hand-written figure."""
+    of docs/bench/clicks_blocks.json: never a hand-written figure."""
     import clicks
     import report
 
     block = report.block_of(REPO / "docs" / "benchmarks.md", clicks.SWEEP_BEGIN, clicks.SWEEP_END)
     sweep = REPO / "docs" / "bench" / "clicks_blocks.json"
-    if sweep.exists():
-        assert block == clicks.markdown_sweep(json.loads(sweep.read_text()))
-    else:
-        assert block == clicks.NOT_MEASURED
+    assert block == clicks.markdown_sweep(json.loads(sweep.read_text()))
 
 
 def test_click_sweep_table_has_a_row_per_run_from_its_counters():
