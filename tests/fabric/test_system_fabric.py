@@ -44,15 +44,21 @@ def test_two_level_int32_exact(target):
     assert [o.host for o in summary.outcomes] == [f"h{i}" for i in range(1, 9)]
     links = summary.links
     assert sorted(links) == ["leaf1", "leaf2", "spine"]
-    uplink = topology.leaf_hosts(8) + 1
+    per_leaf = topology.leaf_hosts(8)
+    uplink = per_leaf + 1
     rounds = summary.switch_counters[1]["rounds_completed"]
     for i, leaf in enumerate(("leaf1", "leaf2")):
         hosts = [c for port, c in links[leaf].items() if port != uplink]
         up = links[leaf][uplink]
-        # the leaf role: one contribution up and one result down per round (and the
-        # repairs of what a software switch dropped), not one per rank
-        assert rounds <= up["tx_packets"] < 2 * rounds, (up, rounds)
-        assert rounds <= up["rx_packets"] < 2 * rounds, (up, rounds)
+        # the leaf role: one contribution up and one result down per round, not one per
+        # rank; beyond that only repairs, each one a retransmission of this leaf's ranks
+        # finding the round complete there (its partial goes up again, the spine answers
+        # it). How many a loaded software switch needs varies, so the bound is what the
+        # ranks measured, not a fixed share of the rounds.
+        leaf_ranks = summary.outcomes[i * per_leaf : (i + 1) * per_leaf]
+        repairs = sum(o.retransmissions for o in leaf_ranks)
+        assert rounds <= up["tx_packets"] <= rounds + repairs, (up, rounds, repairs)
+        assert rounds <= up["rx_packets"] <= rounds + repairs, (up, rounds, repairs)
         assert sum(c["rx_packets"] for c in hosts) >= 4 * rounds
         # the two ends of the uplink agree: the spine saw what the leaf sent, and back
         assert links["spine"][i + 1]["rx_packets"] == up["tx_packets"]
