@@ -94,7 +94,7 @@ def default_slots(kind: str) -> int:
 
 
 # values per block the v1model program takes (a wide register per size; the default first)
-V1MODEL_BLOCK_SIZES = (BLOCK_VALUES, 128, 256, 512, 1024, 2048, 4096)
+V1MODEL_BLOCK_SIZES = (BLOCK_VALUES, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 PORT_BITS = 9  # PortId_t / v1model's port width: every dev port fits
 
@@ -115,7 +115,7 @@ class Target:
     # the dev port the TNA program recirculates results on (HARVEST_PORT of
     # p4src/tna/bridge.p4); None: no recirculation (v1model)
     harvest_port: int | None = None
-    # values per block a job may take (BLOCK_SIZES of p4src/common/constants.p4 for the
+    # values per block a job may take (FOR_EACH_BLOCK_SIZE of p4src/v1model/values.p4 for the
     # v1model program, the compiled lanes for TNA); the first is a job's default
     block_sizes: tuple[int, ...] = (BLOCK_VALUES,)
     # p4reduce.wire.RoundMode names, lower case, the program runs; the first is a job's

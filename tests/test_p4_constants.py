@@ -142,10 +142,10 @@ def test_udp_port_range(program, consts):
 
 
 def test_block_sizes_are_the_targets(program):
-    """constants.p4's FOR_EACH_BLOCK_SIZE is p4reduce.target's V1MODEL_BLOCK_SIZES, and the
+    """values.p4's FOR_EACH_BLOCK_SIZE is p4reduce.target's V1MODEL_BLOCK_SIZES, and the
     compiled program has one values header and one register array per size, each a word
     of K 32-bit lanes, one cell per slot entry."""
-    text = (REPO / "p4src" / "common" / "constants.p4").read_text()
+    text = (REPO / "p4src" / "v1model" / "values.p4").read_text()
     listed = re.search(r"#define FOR_EACH_BLOCK_SIZE\(X\)\s+(.*)", text).group(1)
     sizes = tuple(int(k) for k in re.findall(r"X\((\d+)\)", listed))
     assert sizes == V1MODEL_BLOCK_SIZES

@@ -46,14 +46,10 @@ const block_t END_OF_STREAM = 0x00FFFFFF;
 const udp_port_t P4REDUCE_UDP_BASE = 0x5030;
 const bit<16> P4REDUCE_UDP_MASK = 0xFFF0;
 
-/* Values per packet (K) of the TNA program and of a job whose creator names no other size.
- * Changing it means editing lanes.p4 too. */
+/* Values per packet (K) of the TNA program and of a job whose creator names no other size
+ * (the v1model program's other sizes: FOR_EACH_BLOCK_SIZE, v1model/values.p4). Changing
+ * it means editing lanes.p4 too. */
 #define LANES 64
-/* The values per block a job may choose on the v1model program (docs/protocol.md section
- * 1; p4reduce.target.V1MODEL_BLOCK_SIZES): X(K) per size. The v1model program has one
- * values header and one register array per size, a block of K values being one 32K-bit
- * word (p4src/compile.py widens each size's names after p4c). TNA carries LANES only. */
-#define FOR_EACH_BLOCK_SIZE(X) X(64) X(128) X(256) X(512) X(1024) X(2048) X(4096)
 /* Lengths of the four message layouts: header only (SKIP, RESULT of a lost slot), with
  * values (DATA, RESULT of a data round: LANES values here, K of a job's size on v1model,
  * i.e. the header-only length + 4K), with the fingerprint range (ANNOUNCE and its
