@@ -23,7 +23,16 @@ import numpy as np
 from hostlib import protocol
 from p4reduce.job import announce_rounds, block_count, round_count
 from model import Network, allreduce_seconds, p4reduce_round_trips, ring_round_trips
-from suite import EVERY_RANK, PATTERN_LABEL, ROUND_MODES, SILENT, Case, Result, human_size
+from suite import (
+    EVERY_RANK,
+    HEADLINE_BLOCK_VALUES,
+    PATTERN_LABEL,
+    ROUND_MODES,
+    SILENT,
+    Case,
+    Result,
+    human_size,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -957,6 +966,18 @@ def blocks_group(ix: Index) -> tuple[int, int] | None:
     return min(groups, key=lambda g: (g[0], -g[1])) if groups else None
 
 
+def unmeasured_block_sizes(ix: Index, workers: int, size: int) -> list[int]:
+    """The headline sweep's block sizes (HEADLINE_BLOCK_VALUES) no p4reduce run of
+    (workers, size) has: what a results file older than the sweep lacks, named in the
+    docs rather than filled in."""
+    measured = {
+        r.case.block_values
+        for r in ix.results
+        if r.case.system == "p4reduce" and (r.case.workers, r.case.size) == (workers, size)
+    }
+    return [k for k in HEADLINE_BLOCK_VALUES if k not in measured]
+
+
 def blocks_markdown(data: dict) -> str:
     """docs/benchmarks.md's block-size section: per target, each headline case's seconds at
     every block size and round mode the run measured, against gloo's; its packets per rank
@@ -969,6 +990,14 @@ def blocks_markdown(data: dict) -> str:
     if group is None:
         return L[0] + "\n\nNo headline cases in these results."
     w, size = group
+    unmeasured = unmeasured_block_sizes(ix, w, size)
+    if unmeasured:
+        L += [
+            "",
+            f"Not in this run: {' and '.join(map(mtu_text, unmeasured))} values per block "
+            "(the headline sweep, `bench/suite.py` `HEADLINE_BLOCK_VALUES`, gained "
+            f"{'it' if len(unmeasured) == 1 else 'them'} after this run).",
+        ]
     for target in ix.targets():
         if not list(headline_rows(ix, target, w, size)):
             continue

@@ -53,6 +53,7 @@ from p4reduce.target import (
     default_slots,
     target as target_named,
 )
+from p4reduce.wire import link_mtu
 from softswitch.runner import resolve_kind
 
 
@@ -338,13 +339,11 @@ class DemoNetwork:
 
     def carry(self, block_values: int) -> None:
         """Raise every link's MTU to carry the frames of a job of `block_values` values per
-        block: to JUMBO_MTU when that is enough, else to what the job needs
-        (wire.mtu_needed). A link never shrinks: jobs of smaller blocks run on it as they
-        are."""
-        need = protocol.mtu_needed(block_values)
-        if need <= self.mtu or self.net is None:
-            return
-        self.set_mtu(topology.JUMBO_MTU if need <= topology.JUMBO_MTU else need)
+        block (wire.link_mtu: to JUMBO_MTU when that is enough, else to what the job
+        needs). A link never shrinks: jobs of smaller blocks run on it as they are."""
+        mtu = link_mtu(block_values, self.mtu)
+        if mtu != self.mtu and self.net is not None:
+            self.set_mtu(mtu)
 
     def run_jobs(self, opts: Options, inputs: list[list[np.ndarray]] | None = None) -> Summary:
         """Create opts.jobs jobs of opts.workers hosts each, run them at once, check every

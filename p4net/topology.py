@@ -21,15 +21,16 @@ from mininet.node import Switch
 from mininet.topo import Topo
 
 from p4reduce.target import SOFTSWITCH
+from p4reduce import wire
 from softswitch.runner import SwitchRunner
 
 SWITCH_MAC = "02:00:00:00:01:00"
 SWITCH_IP = "10.0.0.254"
-# Link MTUs the topology sets: Ethernet's default, and the jumbo size both switch kinds
-# forward (softswitch reads up to 256 KiB per frame, bmv2 captures whole frames) and TCP
-# programs such as gloo are measured at as well
-DEFAULT_MTU = 1500
-JUMBO_MTU = 9000
+# Link MTUs the topology sets (p4reduce.wire.link_mtu): Ethernet's default, and the jumbo
+# size both switch kinds forward (softswitch reads up to 256 KiB per frame, bmv2 captures
+# whole frames) and TCP programs such as gloo are measured at as well
+DEFAULT_MTU = wire.ETHERNET_MTU
+JUMBO_MTU = wire.JUMBO_MTU
 
 
 class P4Switch(Switch):

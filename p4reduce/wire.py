@@ -22,7 +22,8 @@ PROTOCOL_VERSION = 2
 # whose switch cannot take others (p4reduce.target.Target.block_sizes)
 BLOCK_VALUES = 64
 VALUE_BYTES = 4 * BLOCK_VALUES  # of a block of BLOCK_VALUES; values_bytes(k) for any K
-# the largest K any switch program could carry: its DATA frame stays under 65 535 bytes
+# the largest K any switch program could carry: its DATA frame, an IPv4 packet of 48 + 4 K
+# bytes, stays within IPv4's total length (65 535; K <= 16 371) and a veth's largest MTU
 MAX_BLOCK_VALUES = 16_000
 HEADER_BYTES = 20
 FINGERPRINT_BYTES = 8  # ANNOUNCE and its RESULT: fingerprint_min, fingerprint_max
@@ -65,8 +66,28 @@ def frame_bytes_with_values(block_values: int) -> int:
 
 def mtu_needed(block_values: int) -> int:
     """The smallest interface MTU (IPv4 packet bytes) that carries a DATA frame of a job of
-    `block_values` values per block: 48 + 4 K (304 at K = 64, 8 240 at 2 048)."""
+    `block_values` values per block: 48 + 4 K (304 at K = 64, 8 240 at 2 048, 32 816 at
+    8 192)."""
     return frame_bytes_with_values(block_values) - ETH_BYTES
+
+
+# Link MTUs: Ethernet's default, and the jumbo size Mininet links, veth pairs and common
+# NICs carry; a job whose frames need more gets exactly what they need (veth: up to 65 535)
+ETHERNET_MTU = 1500
+JUMBO_MTU = 9000
+
+
+def link_mtu(block_values: int, mtu: int = ETHERNET_MTU) -> int:
+    """The MTU a link now at `mtu` is set to for a job of `block_values` values per block:
+    kept when it carries the job's DATA frames (a link never shrinks for a job), else the
+    jumbo size when that is enough, else exactly mtu_needed. The one rule for every link
+    the demo, the bench and the example's ranks set, so that gloo, measured at each MTU
+    p4reduce's jobs use, gets the same links (1 500 up to 256 values per block, 9 000 up
+    to 2 048, 16 432 at 4 096, 32 816 at 8 192)."""
+    need = mtu_needed(block_values)
+    if need <= mtu:
+        return mtu
+    return JUMBO_MTU if need <= JUMBO_MTU else need
 
 
 # The most values a header-only SKIP may come back as: the RESULT a completing SKIP

@@ -178,21 +178,22 @@ def test_jumbo_frames_of_a_wide_job_cross_intact(jumbo_topo, mode):
         wk.close()
 
 
-def test_worker_on_a_link_too_small_for_its_jobs_frames_says_so(capsys):
-    """A job of 2 048 values per block on a 1 500-byte link fails when the Worker starts,
-    naming the interface, its MTU, the job's block size and the MTU it needs; at exactly
-    that MTU it starts."""
+@pytest.mark.parametrize("k,link", [(JUMBO_K, 1500), (8192, 9000)])
+def test_worker_on_a_link_too_small_for_its_jobs_frames_says_so(capsys, k, link):
+    """A job of 2 048 values per block on a 1 500-byte link, or of 8 192 on a jumbo one,
+    fails when the Worker starts, naming the interface, its MTU, the job's block size and
+    the MTU it needs (48 + 4K); at exactly that MTU it starts."""
     from hostlib import Worker
     from hostlib.transport import MtuTooSmall
 
-    with netns.Topology(1, block_values=JUMBO_K) as topo:
-        need = p.mtu_needed(JUMBO_K)
-        assert need == 8240
+    with netns.Topology(1, block_values=k, mtu=link) as topo:
+        need = p.mtu_needed(k)
+        assert need == 48 + 4 * k > link
         with netns.in_netns(topo.worker_ns[0]):
             with pytest.raises(MtuTooSmall) as err:
                 Worker(topo.descriptors[0])
             msg = str(err.value)
-            for part in (topo.worker_if[0], "MTU 1500", f"{JUMBO_K} values per block", "8240"):
+            for part in (topo.worker_if[0], f"MTU {link}", f"{k} values per block", str(need)):
                 assert part in msg, (part, msg)
         topo.set_mtu(0, need - 1)
         with netns.in_netns(topo.worker_ns[0]):
@@ -202,10 +203,8 @@ def test_worker_on_a_link_too_small_for_its_jobs_frames_says_so(capsys):
             from hostlib.__main__ import EXIT_NETWORK, main
 
             assert main(["--descriptor", json.dumps(topo.descriptors[0])]) == EXIT_NETWORK
-        assert (
-            f"MTU {need - 1}, but the job's {JUMBO_K} values per block" in capsys.readouterr().err
-        )
+        assert f"MTU {need - 1}, but the job's {k} values per block" in capsys.readouterr().err
         topo.set_mtu(0, need)
         with netns.in_netns(topo.worker_ns[0]):
             with Worker(topo.descriptors[0]) as w:
-                assert w.cfg.block_values == JUMBO_K
+                assert w.cfg.block_values == k
