@@ -966,6 +966,12 @@ def blocks_group(ix: Index) -> tuple[int, int] | None:
     return min(groups, key=lambda g: (g[0], -g[1])) if groups else None
 
 
+def and_list(items) -> str:
+    """Items joined as prose: 'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return " and ".join(filter(None, (", ".join(items[:-1]), items[-1]))) if items else ""
+
+
 def unmeasured_block_sizes(ix: Index, workers: int, size: int) -> list[int]:
     """The headline sweep's block sizes (HEADLINE_BLOCK_VALUES) no p4reduce run of
     (workers, size) has: what a results file older than the sweep lacks, named in the
@@ -994,9 +1000,8 @@ def blocks_markdown(data: dict) -> str:
     if unmeasured:
         L += [
             "",
-            f"Not in this run: {' and '.join(map(mtu_text, unmeasured))} values per block "
-            "(the headline sweep, `bench/suite.py` `HEADLINE_BLOCK_VALUES`, gained "
-            f"{'it' if len(unmeasured) == 1 else 'them'} after this run).",
+            f"Not in this run: {and_list(map(mtu_text, unmeasured))} values per block, of "
+            "the headline sweep's sizes (`bench/suite.py` `HEADLINE_BLOCK_VALUES`).",
         ]
     for target in ix.targets():
         if not list(headline_rows(ix, target, w, size)):

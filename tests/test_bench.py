@@ -444,8 +444,9 @@ def test_a_sweep_size_without_a_committed_result_is_named_not_filled():
     for results, have in ((data, measured), (trimmed, measured - {widest})):
         text = report.blocks_markdown(results)
         missing = [k for k in suite.HEADLINE_BLOCK_VALUES if k not in have]
-        names = " and ".join(report.mtu_text(k) for k in missing)
-        assert (f"Not in this run: {names} values per block" in text) == bool(missing)
+        names = [report.mtu_text(k) for k in missing]
+        said = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+        assert (f"Not in this run: {said} values per block" in text) == bool(missing)
         for k in suite.HEADLINE_BLOCK_VALUES:
             row = f"\n| {report.mtu_text(k)} | "
             assert (row in text) == (k in have), k
