@@ -7,11 +7,11 @@ simple_switch_grpc where installed), the controller, one process per rank. p4red
 are the demo's workers (p4net.worker through p4net.demo's DemoNetwork);
 gloo ranks (bench/gloo_rank.py) run `torch.distributed.all_reduce` in the same hosts, over
 the same links and switch (plain L2 forwarding), on the same tensors, with the links at
-each of GLOO_MTUS (every MTU a headline job's links are set to: 1 500, 9 000 and the 16 432
-and 32 816 that 4 096- and 8 192-value frames need; p4net.topology sets both ends of every
-link); the fastest is reported, with its MTU. p4reduce's links are at the smallest of those
-MTUs that carries its job's frames (p4reduce.wire.link_mtu: 1 500 up to 256 values per
-block, 9 000 up to 2 048, then exactly what the frames need).
+each of GLOO_MTUS (every MTU a headline job's links are set to: 1 500, 9 000 and the 16 432,
+32 816 and 64 048 that 4 096-, 8 192- and 16 000-value frames need; p4net.topology sets
+both ends of every link); the fastest is reported, with its MTU. p4reduce's links are at
+the smallest of those MTUs that carries its job's frames (p4reduce.wire.link_mtu: 1 500 up
+to 256 values per block, 9 000 up to 2 048, then exactly what the frames need).
 Every rank does an untimed small allreduce, then REPEAT timed ones; a repeat takes as long
 as its slowest rank and the best repeat is kept. Bytes and packets per worker are the host
 link's kernel counters around the timed allreduces, divided by REPEAT.
@@ -66,7 +66,7 @@ DENSITIES = [1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001]
 # values per block of the headline runs (--headline): the default and the wider sizes the
 # v1model targets take (p4reduce.target.V1MODEL_BLOCK_SIZES), up to the widest, whose
 # frames need links above the jumbo MTU (gloo is measured at that MTU too)
-HEADLINE_BLOCK_VALUES = (64, 256, 1024, 2048, 4096, 8192)
+HEADLINE_BLOCK_VALUES = (64, 256, 1024, 2048, 4096, 8192, 16000)
 HEADLINE_PATTERNS = (("dense", 1.0), ("shared", 0.1), ("independent", 0.1), ("zipf", 0.0))
 # the link MTUs gloo is measured at: every MTU a headline job's links are set to (from
 # Ethernet's, p4net.topology.DEFAULT_MTU; reset_mtu), so gloo has every link setting

@@ -17,8 +17,8 @@ from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
 from p4reduce import wire
 from p4reduce.target import V1MODEL_BLOCK_SIZES
 
-# the default size, a small and the three largest: each a separate register and header
-SIZES = (64, 256, 2048, 4096, 8192)
+# the default size, a small and the four largest: each a separate register and header
+SIZES = (64, 256, 2048, 4096, 8192, 16000)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 PACKED = p.Encoding.PACKED
 
@@ -133,7 +133,7 @@ def test_packed_rounds_at_every_size(switch, k):
     assert job.stats()["overflows"] == 0
 
 
-@pytest.mark.parametrize("job_size,sent_size", [(64, 4096), (2048, 256), (8192, 4096)])
+@pytest.mark.parametrize("job_size,sent_size", [(64, 4096), (2048, 256), (16000, 8192)])
 def test_a_data_of_another_size_is_dropped_and_counted(switch, job_size, sent_size):
     """A DATA whose values are not its job's size would be added into the wrong register:
     dropped, counted as wrong_encoding, the slot untouched (the round then completes
@@ -169,7 +169,7 @@ def test_a_skip_comes_with_room_for_its_result(switch, k):
     assert job.stats()["wrong_encoding"] == (1 if k > wire.SKIP_GROWS_TO_VALUES else 0)
 
 
-@pytest.mark.parametrize("values", [1, 63, 100, 4095, 8191])
+@pytest.mark.parametrize("values", [1, 63, 100, 4095, 8191, 15999])
 def test_a_data_whose_length_is_no_size_is_malformed(switch, values):
     assert values not in V1MODEL_BLOCK_SIZES
     job = switch.add_job(job=301, n=1, block_values=64)

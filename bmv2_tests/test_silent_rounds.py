@@ -88,7 +88,7 @@ def random_streams(rng, n: int, blocks: int, k: int, density: list[float]) -> St
     }
 
 
-@pytest.mark.parametrize("block_values", [64, 2048, 8192])
+@pytest.mark.parametrize("block_values", [64, 2048, 8192, 16000])
 def test_a_call_sends_only_non_zero_blocks_and_sums_them(switch, block_values):
     """Four ranks of different sparsity (one all-zero): each sends its non-zero blocks
     plus two packets, and every block of the union comes back summed."""
@@ -229,7 +229,7 @@ def _rewind_round(job, position: int, version: int, nexts: dict[int, int]):
     return results
 
 
-@pytest.mark.parametrize("block_values", [64, 2048, 8192])
+@pytest.mark.parametrize("block_values", [64, 2048, 8192, 16000])
 def test_rewind_requests_take_the_minimum_and_apply_at_completion(switch, block_values):
     k = block_values
     job = silent_job(switch, 47, 3, block_values=k)

@@ -94,7 +94,7 @@ def default_slots(kind: str) -> int:
 
 
 # values per block the v1model program takes (a wide register per size; the default first)
-V1MODEL_BLOCK_SIZES = (BLOCK_VALUES, 128, 256, 512, 1024, 2048, 4096, 8192)
+V1MODEL_BLOCK_SIZES = (BLOCK_VALUES, 128, 256, 512, 1024, 2048, 4096, 8192, 16000)
 
 PORT_BITS = 9  # PortId_t / v1model's port width: every dev port fits
 

@@ -14,9 +14,10 @@
 
 /* The values per block a job may choose (docs/protocol.md section 1;
  * p4reduce.target.V1MODEL_BLOCK_SIZES): X(K) per size, the default (LANES) first. A DATA
- * of K values is an IPv4 packet of 48 + 4K bytes, which must stay within IPv4's 65 535:
- * K <= 16 371, so 8 192 is the widest power of two (32 816 bytes, links at MTU >= that). */
-#define FOR_EACH_BLOCK_SIZE(X) X(64) X(128) X(256) X(512) X(1024) X(2048) X(4096) X(8192)
+ * of K values is an IPv4 packet of 48 + 4K bytes, which must stay within IPv4's 65 535
+ * (K <= 16 371): 8 192 is the widest power of two (32 816 bytes), 16 000 the wire's
+ * widest block (p4reduce.wire.MAX_BLOCK_VALUES: 64 048 bytes, 250 rows of 64). */
+#define FOR_EACH_BLOCK_SIZE(X) X(64) X(128) X(256) X(512) X(1024) X(2048) X(4096) X(8192) X(16000)
 
 #define VALUES_HEADER_TYPE(K) header values_##K##_t { bit<2048> word; }
 FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)

@@ -23,7 +23,7 @@ from engine_sim import simulate
 from hostlib_helpers import job_transport
 from test_pacing import job as pacing_job
 
-SIZES = (64, 256, 2048, 8192)
+SIZES = (64, 256, 2048, 8192, 16000)
 
 
 @pytest.fixture(scope="module")
