@@ -34,7 +34,7 @@ KINDS = (INPROCESS, SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 PROCESS_KINDS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
-# the veths carry a DATA of the largest block size (16 432 bytes at 4 096 values)
+# the veths carry a DATA of the largest block size (64 048 bytes of IPv4 at 16 000 values)
 VETH_MTU = mtu_needed(max(V1MODEL_BLOCK_SIZES))
 
 
