@@ -114,9 +114,7 @@ def test_a_leafs_status_that_lacks_this_rank_resends_its_slot_at_once():
     e.on_result(header(p.MsgType.STATUS, 1, EOS), None, now, contributors=0b101)
     assert not e.pacer.held()[1] and e.pacer.next_timer() <= now
     again = [p.parse_frame(bytes(f)) for f in _frames(e.packets_to_send(now))]
-    assert [(f.header.slot, bool(f.header.flags & p.Flag.RETRANSMIT)) for f in again] == [
-        (1, True)
-    ]
+    assert [(f.header.slot, bool(f.header.flags & p.Flag.RETRANSMIT)) for f in again] == [(1, True)]
     e.on_result(header(p.MsgType.STATUS, 2, EOS), None, now, contributors=0b111)
     assert e.pacer.held()[2]
     assert not len(e.packets_to_send(now + 0.001))
