@@ -27,6 +27,7 @@ leaves at line rate next to a flat ring over the same fabric.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import threading
@@ -124,6 +125,8 @@ def one_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> dict:
             # it), every rank's packets and resends, each switch's counters of the job
             "cpu_seconds": cpu,
             "packets_sent": sum(s.packets_sent for s in stats if s is not None),
+            # every frame a rank takes in is a wake-up of its thread on the one core
+            "packets_received": sum(s.packets_received for s in stats if s is not None),
             "retransmissions": sum(s.retransmissions for s in stats if s is not None),
             "switches": switch_counters(ctl, job.job),
             "exact": all(isinstance(x, np.ndarray) and np.array_equal(x, exact) for x in results),
@@ -366,9 +369,10 @@ def markdown(data: dict) -> str:
     ]
     if "running" in ip:
         L.append(_running_row(ip))
+    kept = f" (kept from the run of {data['mininet_date']})" if "mininet_date" in data else ""
     for m in data.get("mininet") or []:
         a, b = m["runs"]
-        L.append(_loss_row(f"Mininet, 8 ranks on 2 leaves, {m['target']}", a, b))
+        L.append(_loss_row(f"Mininet, 8 ranks on 2 leaves, {m['target']}{kept}", a, b))
     if "cpu_seconds" in lossy:
         L += ["", *_where_text(ip)]
     L += ["", _model_text(data["model"], data["model_rows"])]
@@ -389,22 +393,29 @@ def _where_text(ip: dict) -> list[str]:
         "worker's stats; drops and answers from the switches' counters of the job; "
         "CPU: the process's, which every rank thread and switch shares):",
         "",
-        "| run | seconds | CPU | packets per rank | resends per rank | dropped: ranks → "
+        "| run | seconds | CPU | packets per rank | resends per rank | frames to each rank "
+        "| dropped: ranks → "
         "leaf and spine → leaf (leaves' ingress) | leaf → ranks (leaves' egress) | "
         "leaf → spine (spine's ingress) | duplicates answered by the spine | spine's "
         "answers dropped by a leaf (wrong encoding) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in ip["runs"]:
         L.append(
             f"| {run['loss'] * 100:g} % | {run['seconds']:.2f} s | {run['cpu_seconds']:.2f} s | "
             f"{run['packets_sent'] / n:.0f} | {run['retransmissions'] / n:.0f} | "
+            f"{_per_rank(run, 'packets_received', n)} | "
             f"{_count(run, 'l', 'simulated_drops_ingress')} | "
             f"{_count(run, 'l', 'simulated_drops_egress')} | "
             f"{_count(run, 's', 'simulated_drops_ingress')} | {_count(run, 's', 'duplicates')} | "
             f"{_count(run, 'l', 'wrong_encoding')} |"
         )
     return L
+
+
+def _per_rank(run: dict, key: str, n: int) -> str:
+    """`key` per rank, or a dash for a run recorded before it was measured."""
+    return f"{run[key] / n:.0f}" if key in run else "–"
 
 
 def _running_row(ip: dict) -> str:
@@ -458,13 +469,21 @@ def _model_text(m: dict, rows: list[dict]) -> str:
 def measure(args: argparse.Namespace) -> dict:
     """One run: the in-process two-level job (quick or full), Mininet when asked, the
     model's rows."""
-    return {
+    data = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "inprocess": inprocess(QUICK if args.quick else FULL),
         "mininet": mininet(args.targets) if args.mininet else None,
         "model": MODEL,
         "model_rows": model_rows(),
     }
+    if args.keep_mininet and not args.mininet:
+        # Mininet rows of an earlier run (another Mininet on this machine, or no root),
+        # labelled with that run's date
+        old = json.loads(args.keep_mininet.read_text())
+        if old.get("mininet"):
+            data["mininet"] = old["mininet"]
+            data["mininet_date"] = old.get("mininet_date", old["date"])
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -472,6 +491,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2 leaves of 3 ranks (a test's run)")
     ap.add_argument("--mininet", action="store_true", help="also Mininet, each switch kind")
     ap.add_argument("--targets", nargs="+", default=["softswitch", "simple_switch_grpc"])
+    ap.add_argument(
+        "--keep-mininet",
+        type=Path,
+        metavar="JSON",
+        help="without --mininet: keep the Mininet rows of this earlier run (dated)",
+    )
     report.publish_args(ap)
     args = ap.parse_args(argv)
     report.run_and_publish(args, argv, "bench/fabric.py", measure, markdown, lambda _: (BEGIN, END))

@@ -183,16 +183,27 @@ def test_a_lost_copy_to_a_rank_is_served_from_the_leaf(switch):
     assert up(job, 0.3) is None
 
 
-def test_status_of_an_incomplete_round(switch):
+def test_the_status_of_an_incomplete_round_reaches_every_rank_of_the_leaf(switch):
+    """A rank's retransmission into a round incomplete here gets the leaf's STATUS, and so
+    does every other rank of the leaf, each copy addressed to it: those that contributed
+    learn that the round waits, the one whose packet is missing (rank 1) learns it from
+    the bitmap and sends again at once. Its packet then completes the round."""
     job = leaf_job(switch, 44)
     job.send(0, MsgType.ANNOUNCE, next_block=1)
     job.send(2, MsgType.ANNOUNCE, next_block=1)
     job.send(2, MsgType.ANNOUNCE, next_block=1, flags=Flag.RETRANSMIT)
-    status = job.result(2)
-    assert status is not None and status.header.msg_type == MsgType.STATUS
-    assert status.contributors == 0b101  # the leaf's ranks, by their index here
-    assert not status.header.flags & Flag.RELAYED  # the leaf's own
+    statuses = job.results()
+    assert sorted(statuses) == [0, 1, 2]
+    for rank, f in statuses.items():
+        assert f.header.msg_type == MsgType.STATUS
+        assert f.header.rank == rank and f.contributors == 0b101  # by index on the leaf
+        assert not f.header.flags & Flag.RELAYED  # the leaf's own
+        assert (f.header.slot, f.header.block) == (0, END)
     assert up(job, 0.3) is None
+    job.send(1, MsgType.ANNOUNCE, next_block=1, flags=Flag.RETRANSMIT)
+    partial = up(job)
+    assert partial is not None and partial.header.msg_type == MsgType.ANNOUNCE
+    job.assert_silent()
 
 
 def test_the_spines_status_reaches_every_rank_of_the_leaf(switch):

@@ -412,13 +412,30 @@ class AllreduceEngine:
         status = answers & (r.cols["msg_type"] == p.MSG.STATUS)
         if not status.any() or r.contributors is None:
             return
-        slots = r.cols["slot"][status]
         relayed = None  # the leaf role: the spine's STATUS, relayed by the leaf
         if self.cfg.wire_rank is not None:
+            status = self._heard_by_leaf(r, status)
             relayed = (r.cols["flags"][status] & p.FLAG.RELAYED) != 0
+        slots = r.cols["slot"][status]
         self.pacer.held_by_switch(slots, now)
         self.liveness.statuses(slots, r.contributors[status], now, relayed)
         self.stats.statuses += int(status.sum())
+
+    def _heard_by_leaf(self, r: Parsed, status: np.ndarray) -> np.ndarray:
+        """The leaf role: of the STATUS replies `status` (mask), those that hold this
+        rank's round. The leaf sends its own STATUS to all its ranks, whoever asked; one
+        whose bitmap lacks this rank says that its packet was lost on the way, and the
+        slot is resent at once (Pacer.not_heard) instead of held. A relayed STATUS (the
+        spine's) always holds: the round is complete at the leaf."""
+        bit = (r.contributors[status].astype(np.int64) >> self.cfg.rank_on_wire) & 1
+        own = (r.cols["flags"][status] & p.FLAG.RELAYED) == 0
+        lacking = own & (bit == 0)
+        if not lacking.any():
+            return status
+        self.pacer.not_heard(r.cols["slot"][status][lacking])
+        kept = status.copy()
+        kept[np.flatnonzero(status)[lacking]] = False
+        return kept
 
     def _store_sums(self, r: Parsed, di: np.ndarray, ds: np.ndarray) -> None:
         """Data rounds' sums (results `di` of slots `ds`) into the output."""

@@ -156,6 +156,8 @@ class Pacer:
         self.silence_probed = False  # a silence timer expired since the latest batch
         self.probed = np.zeros(n, bool)  # probe sent, no answer yet
         self.expired_in_row = np.zeros(n, np.int64)  # held timers expired in a row
+        # behind a leaf: a STATUS for the round did not name this rank (`not_heard`)
+        self.lacking = np.zeros(n, bool)
         # silent rounds: the slots whose round waits for this rank's own packet (None:
         # every slot, as in every-rank rounds); see _overtaken
         self.contributes: np.ndarray | None = None
@@ -166,6 +168,7 @@ class Pacer:
         self.retransmitted[slots] = False
         self.rack_resent[slots] = False
         self.expired_in_row[slots] = 0
+        self.lacking[slots] = False
 
     def held_by_switch(self, slots: np.ndarray, now: float) -> None:
         """The switch answered `slots`' latest transmission with a STATUS: it holds it.
@@ -176,6 +179,15 @@ class Pacer:
             self.rtt.spurious_resend()
         self.rack_resent[slots] = False
 
+    def not_heard(self, slots: np.ndarray) -> None:
+        """Behind a leaf: a STATUS for `slots`' rounds did not name this rank. The leaf
+        sends its STATUS to every one of its ranks (docs/fabric.md, "Loss recovery across
+        levels"), answering whichever of them asked: a round the leaf has not heard this
+        rank in lost its packet on the way, so the packet goes again at once (`due`),
+        instead of at this rank's own timer -- the first timer of any rank of the leaf
+        finds the loss."""
+        self.lacking[slots] = True
+
     def resent(self, due: np.ndarray, now: float) -> int:
         """`due` (from `due`) went again; returns how many timers that doubled. Only a
         round the switch said it holds backs off: a resend that got no answer was lost,
@@ -184,6 +196,7 @@ class Pacer:
         again = due[holding[due]]
         self.rack_resent[due] = (self._overtaken() & ~holding)[due]
         self.expired_in_row[again] += 1
+        self.lacking[due] = False
         self.retransmitted[due] = True
         self.xmit_at[due] = now
         self.overtaken_at[due] = np.inf
@@ -210,6 +223,9 @@ class Pacer:
             t = min(t, float(self._lost_at(o).min()))
         if held.any():
             t = min(t, float(self._held_until(held).min()))
+        lacking = self.slots.active & self.lacking
+        if lacking.any():  # due now (`not_heard`)
+            t = min(t, float(self.xmit_at[lacking].min()))
         return t
 
     def rto(self) -> float:
@@ -326,7 +342,8 @@ class Pacer:
             # would find a rank's own lost packet or result only after several probes,
             # many lossless rounds later. A resend into a round that only waits gets a
             # STATUS (the leaf's, or the spine's relayed) and is then held.
-            return np.flatnonzero(lost | held | self._expired(holding, now))
+            lacking = self.slots.active & self.lacking  # not_heard: lost on the way
+            return np.flatnonzero(lost | held | lacking | self._expired(holding, now))
         if lost.any() or held.any():
             return np.flatnonzero(lost | held)
         expired = self._expired(holding, now)

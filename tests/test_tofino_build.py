@@ -817,6 +817,23 @@ def test_a_leafs_state_lost_marks_the_spines_slot_and_reaches_every_leaf(build):
 
 
 @pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
+def test_a_tna_leafs_status_goes_to_every_rank_a_switchs_own_to_the_sender(build):
+    """v1model's leaf sends its STATUS (a duplicate of a round incomplete there) to every
+    one of its ranks (bmv2_tests/test_leaf_role.py); on TNA the const table status_reply
+    picks that for a job with an uplink and the reply to the sender for any other."""
+    context = _context(build)
+    reply = _entries(context, "status_reply")
+    assert _first_match(reply, {"has_uplink": 1})[0] == "status_to_ranks"
+    assert _first_match(reply, {"has_uplink": 0})[0] == "status_to_sender"
+    (to_ranks,) = _writes(context, "status_to_ranks")
+    assert to_ranks["ig_intr_md_for_tm.mcast_grp_a"] == ("set", ("meta.mcast_grp",))
+    assert "ig_intr_md_for_tm.ucast_egress_port" not in to_ranks
+    assert to_ranks["hdr.round_status.contributors"] == ("set", ("meta.bitmap_before",))
+    (to_sender,) = _writes(context, "status_to_sender")
+    assert "ig_intr_md_for_tm.mcast_grp_a" not in to_sender
+
+
+@pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
 def test_a_tna_leaf_relays_the_spines_status_and_sends_its_lost_state_up(build):
     """What v1model's leaf does on each level (bmv2_tests/test_leaf_role.py): the spine's
     STATUS goes to every rank of the leaf flagged RELAYED; a packet on a slot the leaf lost

@@ -123,6 +123,28 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         set_lengths(UDP_LEN_WITH_STATUS);
     }
 #if P4REDUCE_LEAF_ROLE
+    /* a leaf's STATUS goes to every one of its ranks (../v1model/result.p4: the ones
+     * that contributed stop asking, one the bitmap lacks sends again at once) */
+    action status_to_ranks() {
+        make_status();
+        meta.multicast = 1;
+        ig_tm_md.mcast_grp_a = meta.mcast_grp;
+        from_switch();
+        set_lengths(UDP_LEN_WITH_STATUS);
+    }
+    /* which of the two answers a duplicate of an incomplete round gets: one table, not an
+     * if-else (Result's branches sit after the pairs; a gateway there took a stage) */
+    table status_reply {
+        key = { meta.has_uplink: exact @name("has_uplink"); }
+        actions = { status_to_sender; status_to_ranks; }
+        const entries = {
+            0: status_to_sender();
+            1: status_to_ranks();
+        }
+        size = 2;
+    }
+#endif
+#if P4REDUCE_LEAF_ROLE
     /* the spine's RESULT that the round stored (uplink.p4): to the ranks through the
      * read-out pass, as the round's own RESULT goes (its flags the spine's) */
     action pass_down() {
@@ -328,7 +350,11 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             cached_result();
         } else if (meta.duplicate == 1) {
             duplicates.count(job);
+#if P4REDUCE_LEAF_ROLE
+            status_reply.apply();
+#else
             status_to_sender();
+#endif
         } else {
             aggregated.count(job);
 #if P4REDUCE_LANE_PASS

@@ -116,6 +116,15 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         make_status();
         reply_to_sender();
     }
+    /* a leaf (uplink.p4): its STATUS goes to every one of its ranks, not only the asker:
+     * each that contributed learns that the round waits and stops asking; one its
+     * bitmap lacks learns that its packet was lost and sends it again at once */
+    action status_to_ranks() {
+        duplicates.count((bit<32>)meta.job_index);
+        make_status();
+        meta.multicast = 1;
+        standard_metadata.mcast_grp = meta.mcast_grp;
+    }
     /* a RESULT with values carries the job's K values: 62 + 4K bytes */
     action set_lengths_with_values() {
         hdr.ipv4.total_len = IPV4_LEN_HEADER_ONLY + (meta.block_values << 2);
@@ -188,6 +197,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             mark_to_drop(standard_metadata);
         } else if (meta.duplicate == 1 && meta.round_done == 1) {
             serve_cached_result();
+        } else if (meta.duplicate == 1 && meta.has_uplink == 1) {
+            status_to_ranks();
         } else if (meta.duplicate == 1) {
             answer_status();
         } else if (meta.rewind_only == 1) {

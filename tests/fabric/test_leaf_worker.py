@@ -1,7 +1,8 @@
 """A rank behind a leaf (the leaf role, docs/fabric.md), as its worker engine sees it: its
 descriptor names its leaf's ranks; its leaf's STATUS names them by their index there and
-the spine's, relayed by the leaf, says the round waits above the leaf; and its timers
-resend every waiting slot the switch has not said it holds (crafted packets, no switch:
+the spine's, relayed by the leaf, says the round waits above the leaf; a leaf's STATUS
+that lacks the rank makes it resend at once; and its timers resend every waiting slot the
+switch has not said it holds (crafted packets, no switch:
 the engine is the thing under test)."""
 
 from __future__ import annotations
@@ -100,6 +101,28 @@ def test_the_spines_status_relayed_names_no_rank_of_the_leaf():
     with pytest.raises(TimeoutError, match="the spine waits for other leaves") as info:
         e.check(T0 + PARAMS.deadline + 1)
     assert not isinstance(info.value, RankSilent)
+
+
+def test_a_leafs_status_that_lacks_this_rank_resends_its_slot_at_once():
+    """The leaf sends its STATUS to every one of its ranks, whichever asked. One whose
+    bitmap lacks this rank (index 1) says that its packet was lost on the way: the slot
+    goes again at once, long before its timer, and is not held; one that names it holds
+    the round (no resend until the held timer)."""
+    e = engine()
+    e.packets_to_send(T0)
+    now = T0 + 0.001
+    e.on_result(header(p.MsgType.STATUS, 1, EOS), None, now, contributors=0b101)
+    assert not e.pacer.held()[1] and e.pacer.next_timer() <= now
+    again = [p.parse_frame(bytes(f)) for f in _frames(e.packets_to_send(now))]
+    assert [(f.header.slot, bool(f.header.flags & p.Flag.RETRANSMIT)) for f in again] == [(1, True)]
+    e.on_result(header(p.MsgType.STATUS, 2, EOS), None, now, contributors=0b111)
+    assert e.pacer.held()[2]
+    assert not len(e.packets_to_send(now + 0.001))
+    assert e.pacer.next_timer() > now + 0.001
+
+
+def _frames(batch) -> list:
+    return [batch.frame(i) for i in range(len(batch))]
 
 
 def test_behind_a_leaf_every_waiting_slot_is_resent_once_its_timer_expires():
