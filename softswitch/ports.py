@@ -28,6 +28,8 @@ import struct
 import threading
 from typing import Any, Callable, Protocol
 
+from .rxring import ETH_HEADER, RxRing, interface_mtu
+
 log = logging.getLogger("softswitch.ports")
 
 # linux/if_ether.h, linux/if_packet.h
@@ -203,6 +205,9 @@ class AfPacketPorts(Ports):
             seen_names.add(name)
         self.interfaces = dict(items)
         self._socks: dict[int, socket.socket] = {}
+        self._rings: dict[int, RxRing] = {}
+        # ports whose socket queue may hold frames that came while their ring was remade
+        self._queued: set[int] = set()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake_r, self._wake_w = -1, -1
@@ -230,12 +235,25 @@ class AfPacketPorts(Ports):
             sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
             sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            try:
+                self._rings[port] = RxRing(sock, ifname)
+            except OSError as exc:  # no PACKET_MMAP: one recvmsg per frame
+                log.warning("port %d (%s): no receive ring (%s)", port, ifname, exc)
             sock.bind((ifname, ETH_P_ALL))  # CPython applies htons to the protocol
             sock.setblocking(False)
         except OSError:
+            self._drop_ring(port)
             sock.close()
             raise
         return sock
+
+    def _drop_ring(self, port: int) -> None:
+        ring = self._rings.pop(port, None)
+        if ring is not None:
+            try:
+                ring.close_map()
+            except OSError:
+                pass
 
     def start(self) -> None:
         if self._thread is not None:
@@ -271,6 +289,9 @@ class AfPacketPorts(Ports):
         self._close_sockets()
 
     def _close_sockets(self) -> None:
+        for port in list(self._rings):
+            self._drop_ring(port)
+        self._queued.clear()
         for sock in self._socks.values():
             try:
                 sock.close()
@@ -291,13 +312,20 @@ class AfPacketPorts(Ports):
         for port, sock in self._socks.items():
             sel.register(sock, selectors.EVENT_READ, port)
         ancbuf = socket.CMSG_SPACE(_AUXDATA.size)
-        # One receive buffer for every frame: recvmsg(_RECV_BUFSIZE) would allocate (and
-        # the allocator map and unmap) 256 KiB per frame, about a fifth of what a frame
-        # costs the switch; the frame's own bytes are copied out of it.
+        # One receive buffer for every frame of a port without a ring: recvmsg(256 KiB)
+        # would allocate (and the allocator map and unmap) 256 KiB per frame; the frame's
+        # own bytes are copied out of it.
         rxbuf = memoryview(bytearray(_RECV_BUFSIZE))
+        order = list(self._socks)
+        self._fit_rings()
+        busy = False
         try:
             while not self._stop.is_set():
-                ready = [key.data for key, _ in sel.select(timeout=1.0) if key.data is not None]
+                events = sel.select(timeout=0 if busy else 1.0)
+                if not events and not busy:
+                    self._fit_rings()  # idle for a second: a link's MTU may have grown
+                woken = {key.data for key, _ in events if key.data is not None}
+                ready = [p for p in order if p in woken or p in self._rings]
                 # one frame of each ready port after another, up to _RX_BATCH each: the
                 # packets of one round, one from each rank's port, are taken together, so
                 # the round completes (and its result goes out to the ranks) before the
@@ -306,6 +334,7 @@ class AfPacketPorts(Ports):
                     if not ready:
                         break
                     ready = [port for port in ready if self._take_one(port, rxbuf, ancbuf)]
+                busy = bool(ready)
         except Exception:
             log.exception("port loop crashed")
         finally:
@@ -313,10 +342,16 @@ class AfPacketPorts(Ports):
 
     def _take_one(self, port: int, rxbuf: memoryview, ancbuf: int) -> bool:
         """Read and deliver one frame of `port`; False when it had none (or failed)."""
+        ring = self._rings.get(port)
+        if ring is not None and port not in self._queued:
+            return self._take_ring(port, ring)
         try:
             n, anc, flags, addr = self._socks[port].recvmsg_into([rxbuf], ancbuf)
             data = bytes(rxbuf[:n])
         except (BlockingIOError, InterruptedError):
+            if ring is not None:  # the queue is drained: the ring again
+                self._queued.discard(port)
+                return self._take_ring(port, ring)
             return False
         except OSError as exc:
             self._count(port, "rx_errors")
@@ -326,6 +361,54 @@ class AfPacketPorts(Ports):
         if frame is not None:
             self._deliver(port, frame)
         return True
+
+    def _take_ring(self, port: int, ring: RxRing) -> bool:
+        """Deliver the next frame of `port`'s ring; False when it is empty."""
+        frame, wire, pkttype = ring.take()
+        if frame is None and wire:
+            self._count(port, "rx_truncated")
+            log.warning(
+                "port %d (%s): a %d-byte frame did not fit the receive ring's %d-byte slots: "
+                "dropped, the ring is made again for it",
+                port,
+                self.interfaces[port],
+                wire,
+                ring.frame,
+            )
+            self._remake(port, ring, wire)
+            return True
+        return self._hand_on(port, frame, wire, pkttype)
+
+    def _hand_on(self, port: int, frame: bytes | None, wire: int, pkttype: int) -> bool:
+        """Deliver a frame taken from a ring (not one this host sent); False for none."""
+        if frame is None:
+            if wire:
+                self._count(port, "rx_truncated")
+            return bool(wire)
+        if pkttype == PACKET_OUTGOING:
+            self._count(port, "rx_outgoing_ignored")
+        else:
+            self._deliver(port, frame)
+        return True
+
+    def _remake(self, port: int, ring: RxRing, frame: int) -> None:
+        """Make `port`'s ring again for frames of `frame` bytes, after delivering what it
+        still holds (later frames wait in the socket's queue meanwhile)."""
+        while self._hand_on(port, *ring.take()):
+            pass
+        ring.make(frame)
+        self._queued.add(port)
+
+    def _fit_rings(self) -> None:
+        """Remake the ring of each port whose interface's MTU grew past its slots."""
+        for port, ring in list(self._rings.items()):
+            try:
+                need = ETH_HEADER + interface_mtu(ring.sock, ring.ifname)
+            except OSError:
+                continue
+            if need > ring.frame:
+                log.info("port %d (%s): MTU grew: receive ring remade", port, ring.ifname)
+                self._remake(port, ring, need)
 
     def _frame(
         self, port: int, data: bytes, anc: list[tuple[int, int, bytes]], flags: int, addr: Any

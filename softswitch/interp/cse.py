@@ -160,9 +160,7 @@ def _stored(stmt: ast.stmt) -> set[str]:
     return out
 
 
-def _occurrences(
-    stmts: list[ast.stmt], small_unsigned: Callable[[str], bool]
-) -> list[_Occurrence]:
+def _occurrences(stmts: list[ast.stmt], small_unsigned: Callable[[str], bool]) -> list[_Occurrence]:
     """Every pure, worthwhile subexpression the statements evaluate, keyed by its text and
     the version of each name it reads (a name's version changes when it is assigned)."""
     version: dict[str, int] = {}
@@ -272,11 +270,7 @@ def _rewrite(
         for expr in reversed(_evaluated(stmt)):
             s, e = _span(expr)
             key = by_node.get(id(expr))
-            text = (
-                plan.temps[key]
-                if key in plan.temps
-                else _replaced(first, expr, plan, by_node)
-            )
+            text = plan.temps[key] if key in plan.temps else _replaced(first, expr, plan, by_node)
             new_first = new_first[:s] + text + new_first[e:]
         out.append(new_first)
         out.extend(lines[stmt.lineno : stmt.end_lineno])
