@@ -206,8 +206,11 @@ class AfPacketPorts(Ports):
         self.interfaces = dict(items)
         self._socks: dict[int, socket.socket] = {}
         self._rings: dict[int, RxRing] = {}
-        # ports whose socket queue may hold frames that came while their ring was remade
-        self._queued: set[int] = set()
+        # One receive buffer for every frame read from a socket's queue: recvmsg(256 KiB)
+        # would allocate (and the allocator map and unmap) 256 KiB per frame; the frame's
+        # own bytes are copied out of it.
+        self._rxbuf = memoryview(bytearray(_RECV_BUFSIZE))
+        self._ancbuf = socket.CMSG_SPACE(_AUXDATA.size)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake_r, self._wake_w = -1, -1
@@ -246,6 +249,10 @@ class AfPacketPorts(Ports):
             sock.close()
             raise
         return sock
+
+    def ring_frames(self) -> dict[int, int]:
+        """The largest frame each port's receive ring holds (ports without one left out)."""
+        return {port: ring.frame for port, ring in self._rings.items()}
 
     def _drop_ring(self, port: int) -> None:
         ring = self._rings.pop(port, None)
@@ -291,7 +298,6 @@ class AfPacketPorts(Ports):
     def _close_sockets(self) -> None:
         for port in list(self._rings):
             self._drop_ring(port)
-        self._queued.clear()
         for sock in self._socks.values():
             try:
                 sock.close()
@@ -311,11 +317,6 @@ class AfPacketPorts(Ports):
         sel.register(self._wake_r, selectors.EVENT_READ, None)
         for port, sock in self._socks.items():
             sel.register(sock, selectors.EVENT_READ, port)
-        ancbuf = socket.CMSG_SPACE(_AUXDATA.size)
-        # One receive buffer for every frame of a port without a ring: recvmsg(256 KiB)
-        # would allocate (and the allocator map and unmap) 256 KiB per frame; the frame's
-        # own bytes are copied out of it.
-        rxbuf = memoryview(bytearray(_RECV_BUFSIZE))
         order = list(self._socks)
         self._fit_rings()
         busy = False
@@ -333,25 +334,25 @@ class AfPacketPorts(Ports):
                 for _ in range(_RX_BATCH):
                     if not ready:
                         break
-                    ready = [port for port in ready if self._take_one(port, rxbuf, ancbuf)]
+                    ready = [port for port in ready if self._take_one(port)]
                 busy = bool(ready)
         except Exception:
             log.exception("port loop crashed")
         finally:
             sel.close()
 
-    def _take_one(self, port: int, rxbuf: memoryview, ancbuf: int) -> bool:
+    def _take_one(self, port: int) -> bool:
         """Read and deliver one frame of `port`; False when it had none (or failed)."""
         ring = self._rings.get(port)
-        if ring is not None and port not in self._queued:
-            return self._take_ring(port, ring)
+        return self._take_ring(port, ring) if ring is not None else self._take_queued(port)
+
+    def _take_queued(self, port: int) -> bool:
+        """Read and deliver one frame of `port`'s socket queue; False when it had none."""
+        rxbuf, ancbuf = self._rxbuf, self._ancbuf
         try:
             n, anc, flags, addr = self._socks[port].recvmsg_into([rxbuf], ancbuf)
             data = bytes(rxbuf[:n])
         except (BlockingIOError, InterruptedError):
-            if ring is not None:  # the queue is drained: the ring again
-                self._queued.discard(port)
-                return self._take_ring(port, ring)
             return False
         except OSError as exc:
             self._count(port, "rx_errors")
@@ -363,28 +364,34 @@ class AfPacketPorts(Ports):
         return True
 
     def _take_ring(self, port: int, ring: RxRing) -> bool:
-        """Deliver the next frame of `port`'s ring; False when it is empty."""
-        frame, wire, pkttype = ring.take()
-        if frame is None and wire:
-            self._count(port, "rx_truncated")
-            log.warning(
-                "port %d (%s): a %d-byte frame did not fit the receive ring's %d-byte slots: "
-                "dropped, the ring is made again for it",
-                port,
-                self.interfaces[port],
-                wire,
-                ring.frame,
-            )
-            self._remake(port, ring, wire)
-            return True
-        return self._hand_on(port, frame, wire, pkttype)
+        """Deliver the next frame of `port`'s ring; False when it is empty. A frame longer
+        than the ring's slots is read whole from the socket's queue (the ring is made
+        again for the new MTU only when the ports are idle: see `_fit_rings`)."""
+        frame, wire, pkttype, queued = ring.take()
+        if frame is not None or not wire:
+            return self._hand_on(port, frame, pkttype)
+        self._long_frame(port, ring, wire, queued)
+        return True
 
-    def _hand_on(self, port: int, frame: bytes | None, wire: int, pkttype: int) -> bool:
+    def _long_frame(self, port: int, ring: RxRing, wire: int, queued: bool) -> None:
+        """A frame longer than the ring's slots: from the socket's queue, or counted lost."""
+        log.info(
+            "port %d (%s): a %d-byte frame is longer than the receive ring's %d-byte slots",
+            port,
+            self.interfaces[port],
+            wire,
+            ring.frame,
+        )
+        if queued:
+            self._take_queued(port)
+        else:
+            self._count(port, "rx_truncated")
+            log.warning("port %d: a %d-byte frame was cut short and dropped", port, wire)
+
+    def _hand_on(self, port: int, frame: bytes | None, pkttype: int) -> bool:
         """Deliver a frame taken from a ring (not one this host sent); False for none."""
         if frame is None:
-            if wire:
-                self._count(port, "rx_truncated")
-            return bool(wire)
+            return False
         if pkttype == PACKET_OUTGOING:
             self._count(port, "rx_outgoing_ignored")
         else:
@@ -393,14 +400,19 @@ class AfPacketPorts(Ports):
 
     def _remake(self, port: int, ring: RxRing, frame: int) -> None:
         """Make `port`'s ring again for frames of `frame` bytes, after delivering what it
-        still holds (later frames wait in the socket's queue meanwhile)."""
-        while self._hand_on(port, *ring.take()):
-            pass
-        ring.make(frame)
-        self._queued.add(port)
+        still holds. The kernel empties the socket's queue and stops delivering to the
+        socket for a moment while it swaps rings: done only when the ports are idle."""
+        while True:
+            got, wire, pkttype, queued = ring.take()
+            if got is None and wire:
+                self._long_frame(port, ring, wire, queued)
+            elif not self._hand_on(port, got, pkttype):
+                break
+        ring.make(max(frame, ring.frame))
 
     def _fit_rings(self) -> None:
-        """Remake the ring of each port whose interface's MTU grew past its slots."""
+        """Remake the ring of each port whose interface's MTU grew past its slots; called
+        when the loop starts and after a second with no frame on any port."""
         for port, ring in list(self._rings.items()):
             try:
                 need = ETH_HEADER + interface_mtu(ring.sock, ring.ifname)

@@ -6,10 +6,12 @@ switch's frame whatever its size. With a ring the kernel writes each frame into 
 slot; reading one is a status check, a header unpack and one copy out of the slot, and
 the switch only sleeps in `select` when every ring is empty.
 
-A ring slot holds one frame of the interface's MTU (read when the ring is made). A frame
-the slot cuts short (the MTU grew since) is dropped and counted, and the ring is made
-again for the larger frame: a link's MTU is normally set before traffic starts, and the
-ports loop also re-reads the MTU whenever it has been idle for a second.
+A ring slot holds one frame of the interface's MTU (read when the ring is made). A longer
+frame (the MTU grew since) is not lost: with PACKET_COPY_THRESH the kernel also queues it
+whole on the socket and marks its slot TP_STATUS_COPY, and it is read from there with
+`recvmsg`; the ports loop then makes the ring again for the larger frames (and re-reads
+the MTU whenever it has been idle for a second). Only when the socket's buffer is full
+too is a long frame cut short, counted and dropped.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import struct
 SOL_PACKET = 263
 PACKET_VERSION = 10
 PACKET_RX_RING = 5
+PACKET_COPY_THRESH = 7
 TPACKET_V2 = 1
 TP_STATUS_USER = 1
+TP_STATUS_COPY = 1 << 1
 TP_STATUS_VLAN_VALID = 1 << 4
 TP_STATUS_VLAN_TPID_VALID = 1 << 6
 PACKET_OUTGOING = 4
@@ -65,6 +69,7 @@ class RxRing:
         self._mm: mmap.mmap | None = None
         self.slot = self.slots = self.head = 0
         sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
+        sock.setsockopt(SOL_PACKET, PACKET_COPY_THRESH, 1)
         self.make(ETH_HEADER + interface_mtu(sock, ifname))
 
     def make(self, frame: int) -> None:
@@ -96,20 +101,23 @@ class RxRing:
         mm = self._mm
         return mm is not None and mm[self.head * self.slot] & TP_STATUS_USER != 0
 
-    def take(self) -> tuple[bytes | None, int, int]:
-        """The next frame, with its VLAN tag put back: (frame, its length on the wire,
-        its packet type); (None, 0, 0) when the ring is empty. A frame the slot cut short
-        comes back as (None, wire length, type): the caller counts it and grows the ring."""
+    def take(self) -> tuple[bytes | None, int, int, bool]:
+        """The next frame, with its VLAN tag put back: (frame, its length on the wire, its
+        packet type, False); (None, 0, 0, False) when the ring is empty. A frame longer
+        than a slot comes back as (None, length, type, queued): queued when the whole frame
+        waits in the socket's queue (read it with recvmsg), else it was cut short."""
         mm, off = self._mm, self.head * self.slot
         if mm is None or not mm[off] & TP_STATUS_USER:
-            return None, 0, 0
+            return None, 0, 0, False
         status, wire, snap, mac, _net, _s, _ns, tci, tpid = _HDR.unpack_from(mm, off)
         pkttype = mm[off + _PKTTYPE_AT]
         data = mm[off + mac : off + mac + snap] if snap == wire else None
         mm[off : off + 4] = _RELEASE
         self.head = (self.head + 1) % self.slots
-        if data is not None and status & TP_STATUS_VLAN_VALID and len(data) >= 12:
+        if data is None:
+            return None, wire, pkttype, bool(status & TP_STATUS_COPY)
+        if status & TP_STATUS_VLAN_VALID and len(data) >= 12:
             if not status & TP_STATUS_VLAN_TPID_VALID or tpid == 0:
                 tpid = 0x8100
             data = data[:12] + _VLAN.pack(tpid, tci) + data[12:]
-        return data, wire, pkttype
+        return data, wire, pkttype, False

@@ -201,6 +201,43 @@ def test_af_packet_ports_forward_between_veths():
 
 
 @pytest.mark.root
+def test_af_packet_ports_receive_ring_grows_with_the_mtu():
+    """Each port reads a receive ring whose slots hold a frame of its interface's MTU. A
+    link whose MTU grows after the switch started: frames too long for the slots are read
+    whole from the socket's queue (none is lost, none is reordered), and once the ports
+    are idle the ring is made again for the new MTU."""
+    device, _ids = loaded_device()
+    veths = Veths(2)
+    ports = AfPacketPorts(veths.switch_ends())
+    try:
+        ports.attach(device)
+        ports.start()
+        assert set(ports.ring_frames()) == {1, 2}
+        assert 1514 <= ports.ring_frames()[1] < 9014
+        small = ethernet(DST2, payload=bytes(1486))
+        veths.send(1, small)
+        assert veths.recv(2) == small
+        for s, h in veths.pairs.values():
+            for name in (s, h):
+                _ip("link", "set", name, "mtu", "9000")
+        big = [ethernet(DST2, payload=bytes([k]) * 8986) for k in range(5)]
+        for frame in big:
+            veths.send(1, frame)
+        assert [veths.recv(2) for _ in big] == big
+        assert ports.stats[1]["rx_truncated"] == 0
+        deadline = time.monotonic() + 5
+        while ports.ring_frames()[1] < 9014 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the ring is made again once the ports are idle for a second
+        assert ports.ring_frames()[1] >= 9014
+        veths.send(1, big[0])
+        assert veths.recv(2) == big[0]
+    finally:
+        ports.stop()
+        veths.close()
+    assert device.counters["process_errors"] == 0
+
+
+@pytest.mark.root
 def test_af_packet_ports_promisc_off_after_stop_and_bad_interface():
     veths = Veths(1)
     try:
