@@ -17,7 +17,7 @@ from typing import Any
 
 from .codegen import Compiled
 from .gen import DROP_PORT, AssertFailure
-from .expr import X_EXIT, X_PAYLOAD, X_PKTLEN
+from .expr import X_EXIT, X_INLEN, X_PAYLOAD, X_PKTLEN
 
 PKT_INSTANCE_TYPE_NORMAL = 0
 PKT_INSTANCE_TYPE_REPLICATION = 5
@@ -44,7 +44,7 @@ class Pipeline:
         self.F0, self.V0 = c.layout.zero_phv()
         self.mc_groups: dict[int, list[tuple[int, int]]] = {}
         self.stats: dict[str, int] = {}
-        self.start = time.monotonic()
+        self.start_ns = time.monotonic_ns()
         # metadata the program never mentions is never filled in (nothing could see it):
         # the clock is read only for a timestamp the program uses
         mentioned = c.read_fields()
@@ -73,12 +73,13 @@ class Pipeline:
         self.len_mask = (1 << w["packet_length"]) - 1
         self.no_error = c.errors["NoError"]
         self.n_stacks = c.n_stacks
+        self.X0: list[Any] = [0, 0, 0, b""] + [0] * c.n_stacks
 
     def _count(self, key: str) -> None:
         self.stats[key] = self.stats.get(key, 0) + 1
 
     def _now_us(self) -> int:
-        return int((time.monotonic() - self.start) * 1_000_000)
+        return (time.monotonic_ns() - self.start_ns) // 1000
 
     # -- data plane ----------------------------------------------------------------------
     def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
@@ -86,7 +87,8 @@ class Pipeline:
         F = self.F0[:]
         V = self.V0[:]
         n = len(frame)
-        X: list[Any] = [0, n, n, b""] + [0] * self.n_stacks
+        X = self.X0[:]
+        X[X_PKTLEN] = X[X_INLEN] = n
         F[self.i_ingress_port] = ingress_port & self.port_mask
         F[self.i_packet_length] = n & self.len_mask
         F[self.i_instance_type] = PKT_INSTANCE_TYPE_NORMAL
@@ -122,10 +124,14 @@ class Pipeline:
             if replicas is None:
                 self._count("drop_unknown_mcast_group")
                 return out
-            for port, rid in replicas:
-                if self.i_egress_rid is not None:
-                    F[self.i_egress_rid] = rid
-                self._egress(port, F[:], V[:], X[:], out)
+            i_rid, last = self.i_egress_rid, len(replicas) - 1
+            for k, (port, rid) in enumerate(replicas):
+                if i_rid is not None:
+                    F[i_rid] = rid
+                if k == last:  # nothing reads the ingress PHV after its last copy
+                    self._egress(port, F, V, X, out)
+                else:
+                    self._egress(port, F[:], V[:], X[:], out)
             return out
         egress_spec = F[self.i_egress_spec]
         if egress_spec == DROP_PORT:
