@@ -375,7 +375,8 @@ class AfPacketPorts(Ports):
 
     def _long_frame(self, port: int, ring: RxRing, wire: int, queued: bool) -> None:
         """A frame longer than the ring's slots: from the socket's queue, or counted lost."""
-        log.info(
+        self._count(port, "rx_longer_than_ring")
+        log.debug(
             "port %d (%s): a %d-byte frame is longer than the receive ring's %d-byte slots",
             port,
             self.interfaces[port],
