@@ -175,38 +175,53 @@ def skip_ratios(pps: dict[int, float], workers: int) -> tuple[float, float]:
     return skip / data, skip_round / dense_round
 
 
+def announce(job, proc: VethSwitch, workers: int, slots: int, packed: bool) -> None:
+    """Every rank announces every slot; the switch's answers are read and dropped."""
+    for rank in range(workers):
+        for slot in range(slots):
+            job.send(
+                rank,
+                MsgType.ANNOUNCE,
+                slot=slot,
+                next_block=slot,
+                flags=p.Flag.PACKED if packed else 0,
+            )
+    got = 0
+    while got < slots and proc.recv(1, 5.0) is not None:
+        got += 1
+    proc.drain()
+
+
+def send_rounds(
+    job, proc: VethSwitch, plan: list[list[tuple[int, bytes]]], slots: int, *, drain: bool
+) -> int:
+    """Send `plan` one round of every slot at a time (a window of slots x workers packets:
+    rounds of one slot must not overtake each other in the switch's input queues), waiting
+    for port 1's results of each; the results that came back. `drain` empties every host
+    end after each round (the other ports' results, so no socket buffer overflows)."""
+    results = 0
+    for rnd in plan:
+        for rank, frame in rnd:
+            job.send_frame(rank, frame)
+        for _ in range(slots):
+            if proc.recv(1, 5.0) is None:
+                break
+            results += 1
+        if drain:
+            proc.drain()
+    return results
+
+
 def over_veth(kind: str, workers: int, slots: int, rounds: int, encoding: str) -> float:
     proc = VethSwitch(kind, n_ports=workers).start()
     try:
         sw = SwitchSession(proc)
         packed = encoding == "packed"
         job = sw.add_job(JOB, workers, slot_count=slots, encoding=p.Encoding[encoding.upper()])
-        for rank in range(workers):
-            for slot in range(slots):
-                job.send(
-                    rank,
-                    MsgType.ANNOUNCE,
-                    slot=slot,
-                    next_block=slot,
-                    flags=p.Flag.PACKED if packed else 0,
-                )
-        expected_announce = slots
-        got = 0
-        while got < expected_announce and proc.recv(1, 5.0) is not None:
-            got += 1
-        proc.drain()
+        announce(job, proc, workers, slots, packed)
         plan = frames_for(job, workers, slots, rounds, packed)
-        # one round of every slot at a time (a window of slots x workers packets): rounds
-        # of one slot must not overtake each other in the switch's input queues
-        results = 0
         start = time.perf_counter()
-        for rnd in plan:
-            for rank, frame in rnd:
-                job.send_frame(rank, frame)
-            for _ in range(slots):
-                if proc.recv(1, 5.0) is None:
-                    break
-                results += 1
+        results = send_rounds(job, proc, plan, slots, drain=False)
         elapsed = time.perf_counter() - start
         sw.close()
         if results < rounds * slots:
@@ -239,13 +254,7 @@ def veth_cpu(block_values: int, workers: int, slots: int, rounds: int) -> dict[s
             encoding=p.Encoding.PACKED,
             block_values=block_values,
         )
-        for rank in range(workers):
-            for slot in range(slots):
-                job.send(rank, MsgType.ANNOUNCE, slot=slot, next_block=slot, flags=p.Flag.PACKED)
-        got = 0
-        while got < slots and proc.recv(1, 5.0) is not None:
-            got += 1
-        proc.drain()
+        announce(job, proc, workers, slots, True)
         cpu = {"dense": [0.0, 0.0], "skips": [0.0, 0.0]}
         frames = {"dense": 0, "skips": 0}
         passes, done = 4, 0
@@ -254,13 +263,7 @@ def veth_cpu(block_values: int, workers: int, slots: int, rounds: int) -> dict[s
                 plan = frames_for(job, workers, slots, rounds // passes, True, data_ranks, done)
                 done += rounds // passes
                 u0, s0 = process_times(pid)
-                for rnd in plan:
-                    for rank, frame in rnd:
-                        job.send_frame(rank, frame)
-                    for _ in range(slots):
-                        if proc.recv(1, 5.0) is None:
-                            break
-                    proc.drain()
+                send_rounds(job, proc, plan, slots, drain=True)
                 time.sleep(0.05)  # the last results' sends are the switch's too
                 u1, s1 = process_times(pid)
                 cpu[kind][0] += u1 - u0

@@ -28,20 +28,23 @@ import struct
 import threading
 from typing import Any, Callable, Protocol
 
-from .rxring import ETH_HEADER, RxRing, interface_mtu
+from .rxring import (
+    ETH_HEADER,
+    PACKET_OUTGOING,
+    SOL_PACKET,
+    RxRing,
+    interface_mtu,
+    with_vlan,
+)
 
 log = logging.getLogger("softswitch.ports")
 
 # linux/if_ether.h, linux/if_packet.h
 ETH_P_ALL = 0x0003
-SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_AUXDATA = 8
 PACKET_IGNORE_OUTGOING = 23
-PACKET_OUTGOING = 4
-TP_STATUS_VLAN_VALID = 1 << 4
-TP_STATUS_VLAN_TPID_VALID = 1 << 6
 _AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
 _RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
 SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>
@@ -436,10 +439,7 @@ class AfPacketPorts(Ports):
         for level, ctype, cdata in anc:
             if level == SOL_PACKET and ctype == PACKET_AUXDATA and len(cdata) >= _AUXDATA.size:
                 status, _len, _snap, _mac, _net, tci, tpid = _AUXDATA.unpack_from(cdata)
-                if status & TP_STATUS_VLAN_VALID and len(data) >= 12:
-                    if not status & TP_STATUS_VLAN_TPID_VALID or tpid == 0:
-                        tpid = 0x8100
-                    data = data[:12] + struct.pack("!HH", tpid, tci) + data[12:]
+                data = with_vlan(data, status, tci, tpid)
         return data
 
     def transmit(self, port: int, frame: bytes) -> None:

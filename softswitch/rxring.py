@@ -116,8 +116,14 @@ class RxRing:
         self.head = (self.head + 1) % self.slots
         if data is None:
             return None, wire, pkttype, bool(status & TP_STATUS_COPY)
-        if status & TP_STATUS_VLAN_VALID and len(data) >= 12:
-            if not status & TP_STATUS_VLAN_TPID_VALID or tpid == 0:
-                tpid = 0x8100
-            data = data[:12] + _VLAN.pack(tpid, tci) + data[12:]
-        return data, wire, pkttype, False
+        return with_vlan(data, status, tci, tpid), wire, pkttype, False
+
+
+def with_vlan(data: bytes, status: int, tci: int, tpid: int) -> bytes:
+    """`data` with the VLAN tag the kernel moved to metadata put back (as libpcap does for
+    bmv2); `status`, `tci`, `tpid` as in a tpacket header or tpacket_auxdata."""
+    if status & TP_STATUS_VLAN_VALID and len(data) >= 12:
+        if not status & TP_STATUS_VLAN_TPID_VALID or tpid == 0:
+            tpid = 0x8100
+        data = data[:12] + _VLAN.pack(tpid, tci) + data[12:]
+    return data
