@@ -28,18 +28,23 @@ import struct
 import threading
 from typing import Any, Callable, Protocol
 
+from .rxring import (
+    ETH_HEADER,
+    PACKET_OUTGOING,
+    SOL_PACKET,
+    RxRing,
+    interface_mtu,
+    with_vlan,
+)
+
 log = logging.getLogger("softswitch.ports")
 
 # linux/if_ether.h, linux/if_packet.h
 ETH_P_ALL = 0x0003
-SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_AUXDATA = 8
 PACKET_IGNORE_OUTGOING = 23
-PACKET_OUTGOING = 4
-TP_STATUS_VLAN_VALID = 1 << 4
-TP_STATUS_VLAN_TPID_VALID = 1 << 6
 _AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
 _RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
 SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>
@@ -203,6 +208,12 @@ class AfPacketPorts(Ports):
             seen_names.add(name)
         self.interfaces = dict(items)
         self._socks: dict[int, socket.socket] = {}
+        self._rings: dict[int, RxRing] = {}
+        # One receive buffer for every frame read from a socket's queue: recvmsg(256 KiB)
+        # would allocate (and the allocator map and unmap) 256 KiB per frame; the frame's
+        # own bytes are copied out of it.
+        self._rxbuf = memoryview(bytearray(_RECV_BUFSIZE))
+        self._ancbuf = socket.CMSG_SPACE(_AUXDATA.size)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake_r, self._wake_w = -1, -1
@@ -230,12 +241,29 @@ class AfPacketPorts(Ports):
             sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
             sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            try:
+                self._rings[port] = RxRing(sock, ifname)
+            except OSError as exc:  # no PACKET_MMAP: one recvmsg per frame
+                log.warning("port %d (%s): no receive ring (%s)", port, ifname, exc)
             sock.bind((ifname, ETH_P_ALL))  # CPython applies htons to the protocol
             sock.setblocking(False)
         except OSError:
+            self._drop_ring(port)
             sock.close()
             raise
         return sock
+
+    def ring_frames(self) -> dict[int, int]:
+        """The largest frame each port's receive ring holds (ports without one left out)."""
+        return {port: ring.frame for port, ring in self._rings.items()}
+
+    def _drop_ring(self, port: int) -> None:
+        ring = self._rings.pop(port, None)
+        if ring is not None:
+            try:
+                ring.close_map()
+            except OSError:
+                pass
 
     def start(self) -> None:
         if self._thread is not None:
@@ -271,6 +299,8 @@ class AfPacketPorts(Ports):
         self._close_sockets()
 
     def _close_sockets(self) -> None:
+        for port in list(self._rings):
+            self._drop_ring(port)
         for sock in self._socks.values():
             try:
                 sock.close()
@@ -290,14 +320,16 @@ class AfPacketPorts(Ports):
         sel.register(self._wake_r, selectors.EVENT_READ, None)
         for port, sock in self._socks.items():
             sel.register(sock, selectors.EVENT_READ, port)
-        ancbuf = socket.CMSG_SPACE(_AUXDATA.size)
-        # One receive buffer for every frame: recvmsg(_RECV_BUFSIZE) would allocate (and
-        # the allocator map and unmap) 256 KiB per frame, about a fifth of what a frame
-        # costs the switch; the frame's own bytes are copied out of it.
-        rxbuf = memoryview(bytearray(_RECV_BUFSIZE))
+        order = list(self._socks)
+        self._fit_rings()
+        busy = False
         try:
             while not self._stop.is_set():
-                ready = [key.data for key, _ in sel.select(timeout=1.0) if key.data is not None]
+                events = sel.select(timeout=0 if busy else 1.0)
+                if not events and not busy:
+                    self._fit_rings()  # idle for a second: a link's MTU may have grown
+                woken = {key.data for key, _ in events if key.data is not None}
+                ready = [p for p in order if p in woken or p in self._rings]
                 # one frame of each ready port after another, up to _RX_BATCH each: the
                 # packets of one round, one from each rank's port, are taken together, so
                 # the round completes (and its result goes out to the ranks) before the
@@ -305,14 +337,21 @@ class AfPacketPorts(Ports):
                 for _ in range(_RX_BATCH):
                     if not ready:
                         break
-                    ready = [port for port in ready if self._take_one(port, rxbuf, ancbuf)]
+                    ready = [port for port in ready if self._take_one(port)]
+                busy = bool(ready)
         except Exception:
             log.exception("port loop crashed")
         finally:
             sel.close()
 
-    def _take_one(self, port: int, rxbuf: memoryview, ancbuf: int) -> bool:
+    def _take_one(self, port: int) -> bool:
         """Read and deliver one frame of `port`; False when it had none (or failed)."""
+        ring = self._rings.get(port)
+        return self._take_ring(port, ring) if ring is not None else self._take_queued(port)
+
+    def _take_queued(self, port: int) -> bool:
+        """Read and deliver one frame of `port`'s socket queue; False when it had none."""
+        rxbuf, ancbuf = self._rxbuf, self._ancbuf
         try:
             n, anc, flags, addr = self._socks[port].recvmsg_into([rxbuf], ancbuf)
             data = bytes(rxbuf[:n])
@@ -327,6 +366,66 @@ class AfPacketPorts(Ports):
             self._deliver(port, frame)
         return True
 
+    def _take_ring(self, port: int, ring: RxRing) -> bool:
+        """Deliver the next frame of `port`'s ring; False when it is empty. A frame longer
+        than the ring's slots is read whole from the socket's queue (the ring is made
+        again for the new MTU only when the ports are idle: see `_fit_rings`)."""
+        frame, wire, pkttype, queued = ring.take()
+        if frame is not None or not wire:
+            return self._hand_on(port, frame, pkttype)
+        self._long_frame(port, ring, wire, queued)
+        return True
+
+    def _long_frame(self, port: int, ring: RxRing, wire: int, queued: bool) -> None:
+        """A frame longer than the ring's slots: from the socket's queue, or counted lost."""
+        self._count(port, "rx_longer_than_ring")
+        log.debug(
+            "port %d (%s): a %d-byte frame is longer than the receive ring's %d-byte slots",
+            port,
+            self.interfaces[port],
+            wire,
+            ring.frame,
+        )
+        if queued:
+            self._take_queued(port)
+        else:
+            self._count(port, "rx_truncated")
+            log.warning("port %d: a %d-byte frame was cut short and dropped", port, wire)
+
+    def _hand_on(self, port: int, frame: bytes | None, pkttype: int) -> bool:
+        """Deliver a frame taken from a ring (not one this host sent); False for none."""
+        if frame is None:
+            return False
+        if pkttype == PACKET_OUTGOING:
+            self._count(port, "rx_outgoing_ignored")
+        else:
+            self._deliver(port, frame)
+        return True
+
+    def _remake(self, port: int, ring: RxRing, frame: int) -> None:
+        """Make `port`'s ring again for frames of `frame` bytes, after delivering what it
+        still holds. The kernel empties the socket's queue and stops delivering to the
+        socket for a moment while it swaps rings: done only when the ports are idle."""
+        while True:
+            got, wire, pkttype, queued = ring.take()
+            if got is None and wire:
+                self._long_frame(port, ring, wire, queued)
+            elif not self._hand_on(port, got, pkttype):
+                break
+        ring.make(max(frame, ring.frame))
+
+    def _fit_rings(self) -> None:
+        """Remake the ring of each port whose interface's MTU grew past its slots; called
+        when the loop starts and after a second with no frame on any port."""
+        for port, ring in list(self._rings.items()):
+            try:
+                need = ETH_HEADER + interface_mtu(ring.sock, ring.ifname)
+            except OSError:
+                continue
+            if need > ring.frame:
+                log.info("port %d (%s): MTU grew: receive ring remade", port, ring.ifname)
+                self._remake(port, ring, need)
+
     def _frame(
         self, port: int, data: bytes, anc: list[tuple[int, int, bytes]], flags: int, addr: Any
     ) -> bytes | None:
@@ -340,10 +439,7 @@ class AfPacketPorts(Ports):
         for level, ctype, cdata in anc:
             if level == SOL_PACKET and ctype == PACKET_AUXDATA and len(cdata) >= _AUXDATA.size:
                 status, _len, _snap, _mac, _net, tci, tpid = _AUXDATA.unpack_from(cdata)
-                if status & TP_STATUS_VLAN_VALID and len(data) >= 12:
-                    if not status & TP_STATUS_VLAN_TPID_VALID or tpid == 0:
-                        tpid = 0x8100
-                    data = data[:12] + struct.pack("!HH", tpid, tci) + data[12:]
+                data = with_vlan(data, status, tci, tpid)
         return data
 
     def transmit(self, port: int, frame: bytes) -> None:

@@ -13,12 +13,15 @@ The body is the action's primitives in order.  Two shapes:
 from __future__ import annotations
 
 import re
+from typing import Callable
 
+from .cse import hoist_common
 from .gen import Gen, ident
 from .primitives import emit_primitive
 
 _FIELD_RE = re.compile(r"\bF\[(\d+)\]")
 _FIELD_WRITE_RE = re.compile(r"^\s*F\[(\d+)\] = ")
+_LOCAL_RE = re.compile(r"f(\d+)")
 _JUMPS = ("_jump", "_jump_if_zero")
 
 
@@ -42,7 +45,7 @@ def emit_actions(g: Gen) -> None:
         s.emit(f"# {a['name']}", 1)
         if not any(b is None for b in blocks):
             lines = [line for b in blocks if b is not None for line in b]
-            for line in fields_to_locals(lines):
+            for line in hoist_common(fields_to_locals(lines), small_unsigned_local(g)):
                 s.emit(line, 1)
             if not prims:
                 s.emit("pass", 1)
@@ -77,6 +80,22 @@ def _emit_jump_loop(g: Gen, prims: list[dict], blocks: list[list[str] | None], w
             s.emit("continue", 4)
             s.emit(f"pc = {k + 1}", 3)
     s.emit("break", 2)
+
+
+def small_unsigned_local(g: Gen) -> Callable[[str], bool]:
+    """Whether a name of a straight-line body is a field local (``f<index>``, see
+    `fields_to_locals`) of an unsigned field of at most 16 bits: its value is never
+    negative and below 2^16, so a shift by it cannot raise nor build a huge int."""
+    widths, signed = g.L.widths, g.L.signed
+
+    def small(name: str) -> bool:
+        m = _LOCAL_RE.fullmatch(name)
+        if m is None:
+            return False
+        k = int(m.group(1))
+        return k < len(widths) and not signed[k] and widths[k] <= 16
+
+    return small
 
 
 def has_exit(g: Gen, aid: int) -> bool:

@@ -26,6 +26,8 @@ Per-packet state handed to generated functions:
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -70,6 +72,19 @@ class Compiled:
     idx: dict[str, int | None] = field(default_factory=dict)
     widths: dict[str, int] = field(default_factory=dict)
     with_queueing: bool = False
+
+    def read_fields(self) -> set[int]:
+        """Indices of the fields the generated program mentions (reads or writes), one by
+        one or in a slice. A field outside it (a timestamp, queueing metadata the program
+        never reads) is unobservable, so the packet walk need not fill it in."""
+        out = {int(k) for k in _FIELD.findall(self.source)}
+        for a, b in _SLICE.findall(self.source):
+            out.update(range(int(a), int(b)))
+        return out
+
+
+_FIELD = re.compile(r"\bF\[(\d+)\]")
+_SLICE = re.compile(r"\bF\[(\d+):(\d+)\]")
 
 
 class Compiler:

@@ -56,6 +56,18 @@ def emit_checksums(g: Gen) -> list[str]:
 WIDE_BYTES = 256
 
 
+def _run_int(h: HeaderInfo, run: list[int]) -> str:
+    """One byte-aligned run of a header's fields as one unsigned integer (MSB first)."""
+    parts = []
+    shift = sum(h.fields[k][1] for k in run)
+    for k in run:
+        _n, wd, sg = h.fields[k]
+        shift -= wd
+        v = f"(F[{h.base + k}] & {mask_lit(wd)})" if sg else f"F[{h.base + k}]"
+        parts.append(f"({v} << {shift})" if shift else v)
+    return parts[0] if len(parts) == 1 else "(" + " | ".join(parts) + ")"
+
+
 def emit_wide_field(g: Gen, h: HeaderInfo) -> None:
     """Emit a wide one-field header through a cache of its last (int, bytes). Why: the
     copies of a multicast share their ingress PHV's int objects, so every copy after the
@@ -96,6 +108,9 @@ def emit_deparser(g: Gen, update_lines: list[str]) -> None:
             s.emit(f"out.append({st}.pack(*F[{h.base}:{h.base + n}]))", 2)
         elif n == 1 and h.nbytes >= WIDE_BYTES and not h.fields[0][2]:
             emit_wide_field(g, h)
+        elif (chunked := g.chunk_struct_for(h)) is not None:
+            cst, runs = chunked
+            s.emit(f"out.append({cst}.pack({', '.join(_run_int(h, r) for r in runs)}))", 2)
         else:
             s.emit(f"out.append({g.header_int(h)}.to_bytes({h.nbytes}, 'big'))", 2)
     s.emit(f"out.append(X[{X_PAYLOAD}])", 1)

@@ -33,6 +33,17 @@ class Expr:
     stack: str | None = None  # stack name when kind == STACK
 
 
+# An all-ones mask at least this wide over a value one bit wider is applied only when
+# that bit is set (`wrap_carry`): p4reduce's wide block add is a 2 048..131 072-bit sum.
+WIDE_WRAP_BITS = 256
+
+
+def wrap_carry(v: int, w: int, mask: int) -> int:
+    """``v & mask`` for 0 <= v < 2^(w+1) and mask = 2^w - 1, without building a second
+    w-bit integer when v already fits (the shift reads only v's top digits)."""
+    return v & mask if v >> w else v
+
+
 def lit(v: int) -> str:
     """An int as a Python literal in generated code: hexadecimal, because CPython refuses
     int -> decimal str conversions over 4 300 digits (a wide block's word has 39 457)."""
@@ -197,6 +208,17 @@ class ExprCompiler:
                         and x.bound <= m.const.bit_length()
                     ):
                         return Expr(x.src, DATA, x.bound, x.const)
+                    if (
+                        m.const is not None
+                        and m.const.bit_length() >= WIDE_WRAP_BITS
+                        and (m.const + 1) & m.const == 0
+                        and x.bound == m.const.bit_length() + 1
+                    ):
+                        # a wide sum's carry out: the mask (an allocation as wide as the
+                        # block) only when the top bit is set
+                        self.env["_wrap"] = wrap_carry
+                        w = m.const.bit_length()
+                        return Expr(f"_wrap({x.src}, {w}, {m.src})", DATA, w)
             if op in ("/", "%"):
                 # bmv2 asserts both operands are non-negative and the divisor positive;
                 # floor and truncating division agree there.

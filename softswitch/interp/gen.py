@@ -250,6 +250,30 @@ class Gen:
         self.env[var] = struct.Struct(fmt)
         return var
 
+    def chunk_struct_for(self, h: HeaderInfo) -> tuple[str, list[list[int]]] | None:
+        """For a header whose fields fall into byte-aligned runs of 1, 2, 4 or 8 bytes
+        (IPv4's 4 + 4, 3 + 13, ...): a precompiled unsigned ``struct.Struct`` with one
+        integer per run and the field numbers of each run, or None. A run's fields are
+        then cut from a small integer, not from the whole header's."""
+        codes = {1: "B", 2: "H", 4: "I", 8: "Q"}
+        runs: list[list[int]] = []
+        run: list[int] = []
+        bits = 0
+        for k, (_n, wd, _s) in enumerate(h.fields):
+            run.append(k)
+            bits += wd
+            if bits % 8 == 0:
+                if bits // 8 not in codes:
+                    return None
+                runs.append(run)
+                run, bits = [], 0
+        if run or not runs:
+            return None
+        fmt = "!" + "".join(codes[sum(h.fields[k][1] for k in r) // 8] for r in runs)
+        var = f"_STC{h.index}"
+        self.env[var] = struct.Struct(fmt)
+        return var, runs
+
     @staticmethod
     def header_int(h: HeaderInfo) -> str:
         """Expression of a whole header as one unsigned integer (fields MSB first)."""

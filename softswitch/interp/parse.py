@@ -135,8 +135,11 @@ def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
     n = len(h.fields)
     out = [f"if n - pos < {nb}:", _too_short(g)]
     st = g.struct_for(h)
+    chunked = None if st is not None else g.chunk_struct_for(h)
     if st is not None:
         out.append(f"F[{h.base}:{h.base + n}] = {st}.unpack_from(data, pos)")
+    elif chunked is not None:
+        out += _chunked_lines(h, *chunked)
     else:
         out.append(f"_v = int.from_bytes(data[pos:pos + {nb}], 'big')")
         shift = h.nbits
@@ -149,6 +152,24 @@ def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
                 v = f"_sx({v}, {wd})"
             out.append(f"F[{h.base + k}] = {v}")
     out += [f"V[{h.index}] = 1", f"pos += {nb}"]
+    return out
+
+
+def _chunked_lines(h: HeaderInfo, st: str, runs: list[list[int]]) -> list[str]:
+    """A header's fields from one unpack of its byte-aligned runs (`chunk_struct_for`)."""
+    names = [f"_r{j}" for j in range(len(runs))]
+    out = [f"{', '.join(names)}{',' if len(names) == 1 else ''} = {st}.unpack_from(data, pos)"]
+    for name, run in zip(names, runs):
+        shift = sum(h.fields[k][1] for k in run)
+        for k in run:
+            _fn, wd, sg = h.fields[k]
+            shift -= wd
+            v = f"({name} >> {shift})" if shift else name
+            if len(run) > 1:
+                v = f"({v} & {mask_lit(wd)})"
+            if sg:
+                v = f"_sx({v}, {wd})"
+            out.append(f"F[{h.base + k}] = {v}")
     return out
 
 

@@ -17,10 +17,23 @@ from typing import Any
 
 from .codegen import Compiled
 from .gen import DROP_PORT, AssertFailure
-from .expr import X_EXIT, X_PAYLOAD, X_PKTLEN
+from .expr import X_EXIT, X_INLEN, X_PAYLOAD, X_PKTLEN
 
 PKT_INSTANCE_TYPE_NORMAL = 0
 PKT_INSTANCE_TYPE_REPLICATION = 5
+# standard metadata only the program reads: the walk skips them when it never mentions one
+_UNSEEN_UNLESS_MENTIONED = frozenset(
+    (
+        "ingress_global_timestamp",
+        "egress_global_timestamp",
+        "priority",
+        "q_enq_timestamp",
+        "q_enq_qdepth",
+        "q_deq_timedelta",
+        "q_deq_qdepth",
+        "q_qid",
+    )
+)
 
 
 class Pipeline:
@@ -31,8 +44,14 @@ class Pipeline:
         self.F0, self.V0 = c.layout.zero_phv()
         self.mc_groups: dict[int, list[tuple[int, int]]] = {}
         self.stats: dict[str, int] = {}
-        self.start = time.monotonic()
-        i = c.idx
+        self.start_ns = time.monotonic_ns()
+        # metadata the program never mentions is never filled in (nothing could see it):
+        # the clock is read only for a timestamp the program uses
+        mentioned = c.read_fields()
+        i = {
+            k: (None if k in _UNSEEN_UNLESS_MENTIONED and v not in mentioned else v)
+            for k, v in c.idx.items()
+        }
         self.i_ingress_port = i["ingress_port"]
         self.i_egress_spec = i["egress_spec"]
         self.i_egress_port = i["egress_port"]
@@ -45,24 +64,22 @@ class Pipeline:
         self.i_ig_ts = i["ingress_global_timestamp"]
         self.i_eg_ts = i["egress_global_timestamp"]
         self.i_priority = i["priority"]
-        self.q = (
-            [i["q_enq_timestamp"], i["q_enq_qdepth"], i["q_deq_timedelta"], i["q_deq_qdepth"]]
-            if c.with_queueing
-            else None
-        )
-        self.i_qid = i["q_qid"] if c.with_queueing else None
+        q = [i["q_enq_timestamp"], i["q_enq_qdepth"], i["q_deq_timedelta"], i["q_deq_qdepth"]]
+        self.q = q if c.with_queueing and any(x is not None for x in q) else None
+        self.i_qid = i["q_qid"] if self.q is not None else None
         w = c.widths
         self.egress_spec_init = (DROP_PORT + 1) & ((1 << w["egress_spec"]) - 1)
         self.port_mask = (1 << w["ingress_port"]) - 1
         self.len_mask = (1 << w["packet_length"]) - 1
         self.no_error = c.errors["NoError"]
         self.n_stacks = c.n_stacks
+        self.X0: list[Any] = [0, 0, 0, b""] + [0] * c.n_stacks
 
     def _count(self, key: str) -> None:
         self.stats[key] = self.stats.get(key, 0) + 1
 
     def _now_us(self) -> int:
-        return int((time.monotonic() - self.start) * 1_000_000)
+        return (time.monotonic_ns() - self.start_ns) // 1000
 
     # -- data plane ----------------------------------------------------------------------
     def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
@@ -70,7 +87,8 @@ class Pipeline:
         F = self.F0[:]
         V = self.V0[:]
         n = len(frame)
-        X: list[Any] = [0, n, n, b""] + [0] * self.n_stacks
+        X = self.X0[:]
+        X[X_PKTLEN] = X[X_INLEN] = n
         F[self.i_ingress_port] = ingress_port & self.port_mask
         F[self.i_packet_length] = n & self.len_mask
         F[self.i_instance_type] = PKT_INSTANCE_TYPE_NORMAL
@@ -106,10 +124,14 @@ class Pipeline:
             if replicas is None:
                 self._count("drop_unknown_mcast_group")
                 return out
-            for port, rid in replicas:
-                if self.i_egress_rid is not None:
-                    F[self.i_egress_rid] = rid
-                self._egress(port, F[:], V[:], X[:], out)
+            i_rid, last = self.i_egress_rid, len(replicas) - 1
+            for k, (port, rid) in enumerate(replicas):
+                if i_rid is not None:
+                    F[i_rid] = rid
+                if k == last:  # nothing reads the ingress PHV after its last copy
+                    self._egress(port, F, V, X, out)
+                else:
+                    self._egress(port, F[:], V[:], X[:], out)
             return out
         egress_spec = F[self.i_egress_spec]
         if egress_spec == DROP_PORT:
@@ -127,16 +149,15 @@ class Pipeline:
             # simple_switch runs with one queue per port: "Priority out of range"
             self._count("drop_priority_out_of_range")
             return
-        if self.q is not None:
-            F[self.q[0]] = self._now_us() & ((1 << c.layout.widths[self.q[0]]) - 1)
-            F[self.q[1]] = 0
+        q = self.q
+        if q is not None:
+            if q[0] is not None:
+                F[q[0]] = self._now_us() & ((1 << c.layout.widths[q[0]]) - 1)
+            for k in (q[1], q[2], q[3], self.i_qid):
+                if k is not None:
+                    F[k] = 0
         if self.i_eg_ts is not None:
             F[self.i_eg_ts] = self._now_us()
-        if self.q is not None:
-            F[self.q[2]] = 0
-            F[self.q[3]] = 0
-            if self.i_qid is not None:
-                F[self.i_qid] = 0
         F[self.i_egress_port] = port
         F[self.i_egress_spec] = self.egress_spec_init
         F[self.i_packet_length] = X[X_PKTLEN] & self.len_mask

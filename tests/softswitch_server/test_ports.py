@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import select
 import socket
@@ -9,6 +10,7 @@ import struct
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from p4.v1 import p4runtime_pb2
@@ -17,13 +19,12 @@ from p4reduce.p4rt import P4InfoIndex
 from softswitch.p4runtime_server import Device
 from softswitch.ports import (
     PACKET_AUXDATA,
-    SOL_PACKET,
-    TP_STATUS_VLAN_VALID,
     _RX_BATCH,
     AfPacketPorts,
     InProcessPorts,
     parse_interface_spec,
 )
+from softswitch.rxring import SOL_PACKET, TP_STATUS_VLAN_VALID
 
 from .helpers import SetAction, Update, device_config, ethernet, exact_entry, load_p4info
 
@@ -157,14 +158,26 @@ def loaded_device() -> tuple[Device, P4InfoIndex]:
     return device, ids
 
 
-@pytest.mark.root
-def test_af_packet_ports_forward_between_veths():
+@contextlib.contextmanager
+def forwarding_ports() -> Iterator[tuple[Device, Veths, AfPacketPorts]]:
+    """A loaded device (DST2 -> port 2) on AfPacketPorts over two veth pairs; afterwards
+    no frame made the device fail."""
     device, _ids = loaded_device()
     veths = Veths(2)
     ports = AfPacketPorts(veths.switch_ends())
     try:
         ports.attach(device)
         ports.start()
+        yield device, veths, ports
+    finally:
+        ports.stop()
+        veths.close()
+    assert device.counters["process_errors"] == 0
+
+
+@pytest.mark.root
+def test_af_packet_ports_forward_between_veths():
+    with forwarding_ports() as (device, veths, ports):
         s1, s2 = veths.pairs[1][0], veths.pairs[2][0]
         assert promisc(s1) and promisc(s2)
 
@@ -194,10 +207,35 @@ def test_af_packet_ports_forward_between_veths():
         assert device.active.switch.stats().get("parser_errors", 0) == 1
         veths.send(1, frame)
         assert veths.recv(2) == frame
-    finally:
-        ports.stop()
-        veths.close()
-    assert device.counters["process_errors"] == 0
+
+
+@pytest.mark.root
+def test_af_packet_ports_receive_ring_grows_with_the_mtu():
+    """Each port reads a receive ring whose slots hold a frame of its interface's MTU. A
+    link whose MTU grows after the switch started: frames too long for the slots are read
+    whole from the socket's queue (none is lost, none is reordered), and once the ports
+    are idle the ring is made again for the new MTU."""
+    with forwarding_ports() as (_device, veths, ports):
+        assert set(ports.ring_frames()) == {1, 2}
+        assert 1514 <= ports.ring_frames()[1] < 9014
+        small = ethernet(DST2, payload=bytes(1486))
+        veths.send(1, small)
+        assert veths.recv(2) == small
+        for s, h in veths.pairs.values():
+            for name in (s, h):
+                _ip("link", "set", name, "mtu", "9000")
+        big = [ethernet(DST2, payload=bytes([k]) * 8986) for k in range(5)]
+        for frame in big:
+            veths.send(1, frame)
+        assert [veths.recv(2) for _ in big] == big
+        assert ports.stats[1]["rx_truncated"] == 0
+        assert ports.stats[1]["rx_longer_than_ring"] <= len(big)
+        deadline = time.monotonic() + 5
+        while ports.ring_frames()[1] < 9014 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the ring is made again once the ports are idle for a second
+        assert ports.ring_frames()[1] >= 9014
+        veths.send(1, big[0])
+        assert veths.recv(2) == big[0]
 
 
 @pytest.mark.root
