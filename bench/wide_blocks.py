@@ -57,6 +57,7 @@ from controlplane.connection import SwitchConnection, SwitchError
 from p4net.switches import VethSwitch
 from p4.config.v1 import p4info_pb2
 
+from p4reduce.afpacket import PACKET_IGNORE_OUTGOING, SO_RCVBUFFORCE, SOL_PACKET
 from p4reduce.p4rt import load_p4info
 from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH
 from softswitch.switch import Switch
@@ -77,8 +78,6 @@ BLOCK_HEADER = 4
 SLOTS = 8  # slots in flight (the programs have 32)
 RANKS = 4  # contributors per round, one port each
 VETH_MTU_HEADROOM = 64
-SOL_PACKET, PACKET_IGNORE_OUTGOING = 263, 23  # linux/socket.h, linux/if_packet.h
-SO_RCVBUFFORCE = 33  # asm-generic/socket.h (root may exceed net.core.rmem_max)
 RECV_BUFFER = 16 << 20
 INT_DIGITS_ENV = "PYTHONINTMAXSTRDIGITS"  # CPython's int <-> str digit limit (4300)
 

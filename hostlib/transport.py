@@ -37,26 +37,29 @@ from typing import Iterable
 
 import numpy as np
 
+from p4reduce.afpacket import (
+    PACKET_RX_RING,
+    PACKET_VERSION,
+    SIOCGIFMTU,
+    SO_RCVBUFFORCE,
+    SOL_PACKET,
+    TP_STATUS_USER,
+    TPACKET_V2,
+)
+
 from . import protocol as p
 from .framing import Batch, frame_width
 
 ETH_P_IP = 0x0800
-SOL_PACKET = 263
-PACKET_RX_RING = 5
-PACKET_VERSION = 10
 PACKET_LOSS = 14
 PACKET_TX_RING = 13
 PACKET_QDISC_BYPASS = 20
-TPACKET_V2 = 1
 SO_ATTACH_FILTER = 26
-SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
 SIOCGIFADDR = 0x8915
 SIOCGIFHWADDR = 0x8927
-SIOCGIFMTU = 0x8921
 MSG_DONTWAIT = socket.MSG_DONTWAIT
 
-TP_STATUS_USER = 1  # rx: frame belongs to user space
 TP_STATUS_SEND_REQUEST = 1  # tx: user asks the kernel to send the frame
 TP_STATUS_SENDING = 2
 TPACKET2_HDR = 32  # TPACKET_ALIGN(sizeof(struct tpacket2_hdr))

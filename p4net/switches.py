@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from softswitch.inprocess import INPROCESS, InProcessSwitch
+from p4reduce.afpacket import ETH_P_ALL, PACKET_OUTGOING
 from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH, V1MODEL_BLOCK_SIZES
 from p4reduce.wire import mtu_needed
 from softswitch.runner import SwitchRunner
@@ -32,8 +33,6 @@ from softswitch.runner import SwitchRunner
 # (what Mininet hosts can reach)
 KINDS = (INPROCESS, SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 PROCESS_KINDS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
 # the veths carry a DATA of the largest block size (64 048 bytes of IPv4 at 16 000 values)
 VETH_MTU = mtu_needed(max(V1MODEL_BLOCK_SIZES))
 

@@ -28,26 +28,24 @@ import struct
 import threading
 from typing import Any, Callable, Protocol
 
-from .rxring import (
-    ETH_HEADER,
+from p4reduce.afpacket import (
+    ETH_P_ALL,
+    PACKET_IGNORE_OUTGOING,
     PACKET_OUTGOING,
+    SO_RCVBUFFORCE,
     SOL_PACKET,
-    RxRing,
-    interface_mtu,
-    with_vlan,
 )
+
+from .rxring import ETH_HEADER, RxRing, interface_mtu, with_vlan
 
 log = logging.getLogger("softswitch.ports")
 
-# linux/if_ether.h, linux/if_packet.h
-ETH_P_ALL = 0x0003
+# linux/if_packet.h (the rest: p4reduce.afpacket)
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_AUXDATA = 8
-PACKET_IGNORE_OUTGOING = 23
 _AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
 _RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
-SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>
 # Frames read from one socket per poll round: the ports are served round robin, one frame
 # each at a time and this many each at most, so a port with a deep backlog (a job with
 # many slots) delays another port's next frame by at most one frame per busy port, not by

@@ -21,17 +21,19 @@ import mmap
 import socket
 import struct
 
-SOL_PACKET = 263
-PACKET_VERSION = 10
-PACKET_RX_RING = 5
+from p4reduce.afpacket import (
+    PACKET_RX_RING,
+    PACKET_VERSION,
+    SIOCGIFMTU,
+    SOL_PACKET,
+    TP_STATUS_USER,
+    TP_STATUS_VLAN_TPID_VALID,
+    TP_STATUS_VLAN_VALID,
+    TPACKET_V2,
+)
+
 PACKET_COPY_THRESH = 7
-TPACKET_V2 = 1
-TP_STATUS_USER = 1
 TP_STATUS_COPY = 1 << 1
-TP_STATUS_VLAN_VALID = 1 << 4
-TP_STATUS_VLAN_TPID_VALID = 1 << 6
-PACKET_OUTGOING = 4
-SIOCGIFMTU = 0x8921
 # struct tpacket2_hdr: tp_status, tp_len, tp_snaplen, tp_mac, tp_net, tp_sec, tp_nsec,
 # tp_vlan_tci, tp_vlan_tpid; the sockaddr_ll follows at TPACKET_ALIGN(32), its
 # sll_pkttype at byte 10

@@ -24,12 +24,10 @@ from softswitch.ports import (
     InProcessPorts,
     parse_interface_spec,
 )
-from softswitch.rxring import SOL_PACKET, TP_STATUS_VLAN_VALID
+from p4reduce.afpacket import ETH_P_ALL, PACKET_OUTGOING, SOL_PACKET, TP_STATUS_VLAN_VALID
 
 from .helpers import SetAction, Update, device_config, ethernet, exact_entry, load_p4info
 
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
 IFF_PROMISC = 0x100
 DST2 = bytes.fromhex("020000000002")
 DST9 = bytes.fromhex("020000000009")
