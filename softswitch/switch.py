@@ -9,11 +9,10 @@ contract; the extras here -- ``tables``, ``register_reset``, ``generated_source`
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from .errors import InvalidArgument, NotFound, PipelineError, SoftswitchError, UnsupportedConstruct
-from .interp.codegen import AssertFailure, Compiler
+from .interp.codegen import AssertFailure, program_of
 from .interp.pipeline import Pipeline
 from .interface import Entry, Match, Replica
 from .interp.tables import Table
@@ -49,11 +48,8 @@ class Switch:
     def load_pipeline(self, bmv2_json: bytes | str) -> None:
         """Parse + compile; on any error the previous pipeline stays and its state too."""
         try:
-            j = json.loads(bmv2_json)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise PipelineError(f"bmv2 JSON does not parse: {exc}") from exc
-        try:
-            compiled = Compiler(j, trace=self.trace).compile()
+            raw = bmv2_json.encode() if isinstance(bmv2_json, str) else bytes(bmv2_json)
+            compiled = program_of(raw, self.trace).instantiate()
         except SoftswitchError:
             raise
         except Exception as exc:  # noqa: BLE001 - any other failure means the JSON is bad

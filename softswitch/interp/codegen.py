@@ -26,6 +26,7 @@ Per-packet state handed to generated functions:
 
 from __future__ import annotations
 
+import json
 import re
 
 from dataclasses import dataclass, field
@@ -74,65 +75,70 @@ class Compiled:
     widths: dict[str, int] = field(default_factory=dict)
     with_queueing: bool = False
 
+    # indices of the fields the generated program mentions (reads or writes), one by one
+    # or in a slice. A field outside it (a timestamp, queueing metadata the program never
+    # reads) is unobservable, so the packet walk need not fill it in.
+    mentioned: frozenset[int] = frozenset()
+
     def read_fields(self) -> set[int]:
-        """Indices of the fields the generated program mentions (reads or writes), one by
-        one or in a slice. A field outside it (a timestamp, queueing metadata the program
-        never reads) is unobservable, so the packet walk need not fill it in."""
-        return set(_mentioned_fields(self.source))
+        return set(self.mentioned)
 
 
 _FIELD = re.compile(r"\bF\[(\d+)\]")
 _SLICE = re.compile(r"\bF\[(\d+):(\d+)\]")
 
 
-@lru_cache(maxsize=4)
 def _mentioned_fields(source: str) -> frozenset[int]:
-    """The field indices `source` mentions, remembered per source: scanning p4reduce's
-    generated module takes ~0.25 s and a switch loads the same program again for every
-    fresh pipeline pushed (each test's, each controller restart's)."""
+    """The field indices `source` mentions, one by one or in a slice."""
     out = {int(k) for k in _FIELD.findall(source)}
     for a, b in _SLICE.findall(source):
         out.update(range(int(a), int(b)))
     return frozenset(out)
 
 
-@lru_cache(maxsize=4)
-def _code(source: str) -> Any:
-    """The generated module's code object, remembered per source for the same reason
-    (byte-compiling p4reduce's ~10 MB module takes ~0.3 s). A code object is immutable:
-    each load still executes it into a namespace of its own, so no state is shared
-    between pipelines."""
-    return compile(source, "<p4-bmv2-json>", "exec")
-
-
-class Compiler:
-    """``Compiler(json_doc).compile()``; the constructor already refuses program-wide
-    constructs (see ``Gen``)."""
+class Program:
+    """One JSON compiled: the generated module's code and everything about it that no
+    packet changes. Each `instantiate` makes a pipeline of it with state of its own
+    (registers, counters, tables, caches: `Gen.state`, `Controls.new_tables`) -- so a
+    switch that loads the same program again, as every fresh pipeline a test or a
+    controller pushes does, pays for the generation once (`program_of`)."""
 
     def __init__(self, j: dict[str, Any], *, trace: bool = False) -> None:
-        self.g = Gen(j, trace=trace)
-
-    def compile(self) -> Compiled:
-        g = self.g
+        g = self.g = Gen(j, trace=trace)
         emit_actions(g)
         update_lines = emit_checksums(g)
         init = emit_parser(g)
         emit_deparser(g, update_lines)
-        controls = Controls(g)
+        self.controls = controls = Controls(g)
         firsts = controls.emit()
-        source = g.src.text()
-        ns = g.env
+        self.source = g.src.text()
         try:
-            code = _code(source)
+            self.code = compile(self.source, "<p4-bmv2-json>", "exec")
         except SyntaxError as exc:  # a bug in this compiler, never user input
             raise PipelineError(f"internal code generation error: {exc}") from exc
-        exec(code, ns)  # noqa: S102 - our own generated source
-        controls.finish(ns)
         for name in (p["name"] for p in g.j.get("pipelines", [])):
             if name not in ("ingress", "egress"):
                 raise UnsupportedConstruct(f'pipeline "{name}"', "pipelines")
+        self.init = init
+        self.firsts = firsts
+        self.mentioned = _mentioned_fields(self.source)
+        # the module's names that stay the same in every pipeline: the state is made anew
+        per_pipeline = set(g.state_factories) | controls.table_vars()
+        self.constants = {k: v for k, v in g.env.items() if k not in per_pipeline}
+        self.instantiate()  # the first pipeline checks what only a running module can
+
+    def instantiate(self) -> Compiled:
+        """A new pipeline of this program: the module executed into a namespace of its
+        own, with new state; nothing is shared with another pipeline but immutable parts."""
+        g = self.g
+        ns = dict(self.constants)
+        for var, factory in g.state_factories.items():
+            ns[var] = factory()
+        tables = self.controls.new_tables(ns)
+        exec(self.code, ns)  # noqa: S102 - our own generated source
+        self.controls.finish(ns)
         ing, egr = (
-            ns[f] if (f := firsts.get(name)) not in (None, "None") else None
+            ns[f] if (f := self.firsts.get(name)) not in (None, "None") else None
             for name in ("ingress", "egress")
         )
         q = [
@@ -141,20 +147,46 @@ class Compiler:
         widths = {k: g.L.widths[v] for k, v in g.std.items() if v is not None}
         return Compiled(
             layout=g.L,
-            source=source,
+            source=self.source,
             ns=ns,
-            parser=ns[init] if init else None,
+            parser=ns[self.init] if self.init else None,
             ingress=ing,
             egress=egr,
             deparse=ns["DEPARSE"],
             verify=ns["VERIFY"],
-            tables=controls.tables,
-            registers=g.registers,
+            tables=tables,
+            registers={name: ns[var] for name, (var, _, _) in g.reg_vars.items()},
             register_widths=g.register_widths,
-            counters=g.counters,
+            counters={name: (ns[b], ns[p]) for name, (b, p, _) in g.ctr_vars.items()},
             errors=g.errors,
             n_stacks=len(g.L.stacks),
             idx=dict(g.std),
             widths=widths,
             with_queueing=all(x is not None for x in q),
+            mentioned=self.mentioned,
         )
+
+
+@lru_cache(maxsize=4)
+def program_of(bmv2_json: bytes, trace: bool = False) -> Program:
+    """The program of a JSON's bytes, remembered: generating p4reduce's (~10 MB of
+    Python from 16 MB of JSON) takes most of a second, and a switch loads the same bytes
+    again for every fresh pipeline. Only a JSON that compiled is remembered; one that
+    failed fails again, with the same error, on its next load."""
+    try:
+        j = json.loads(bmv2_json)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PipelineError(f"bmv2 JSON does not parse: {exc}") from exc
+    return Program(j, trace=trace)
+
+
+class Compiler:
+    """``Compiler(json_doc).compile()``: one pipeline of a JSON document (see
+    `program_of` for loading bytes, remembered); the constructor already refuses
+    program-wide constructs (see ``Gen``)."""
+
+    def __init__(self, j: dict[str, Any], *, trace: bool = False) -> None:
+        self.program = Program(j, trace=trace)
+
+    def compile(self) -> Compiled:
+        return self.program.instantiate()

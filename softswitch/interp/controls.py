@@ -60,7 +60,10 @@ class Controls:
         self.tables: dict[str, Table] = {}
         self.node_names: dict[str, str] = {}
         self.nodes: dict[str, Node] = {}
-        self._table_specs: list[tuple[Table, dict[str, Any], dict[str, Any]]] = []
+        # per table: its variable, JSON, next-node spec and a factory of fresh instances
+        self._table_specs: list[
+            tuple[str, dict[str, Any], dict[str, Any], Callable[[], Table]]
+        ] = []
 
     def emit(self) -> dict[str, str | None]:
         """Emit every node; returns pipeline name -> function name of its first node."""
@@ -206,18 +209,16 @@ class Controls:
         const_default = bool(dflt and (dflt.get("action_const") or dflt.get("action_entry_const")))
         var = ident("T", t["id"])
         spec = {"nt": nt, "hitmiss": hitmiss, "base": t.get("base_default_next")}
-        table = Table(
-            t["name"],
-            kind,
-            keys,
-            actions,
-            int(t.get("max_size", 1024)),
-            _unbound_next,
-            const_default,
-        )
-        g.env[var] = table
+        max_size = int(t.get("max_size", 1024))
+
+        def make(name: str = t["name"], kind: str = kind, keys: list[KeySpec] = keys) -> Table:
+            # each pipeline a table of its own, its actions bound by `finish`
+            refs = {an: ActionRef(an, None, a.widths) for an, a in actions.items()}  # type: ignore[arg-type]
+            return Table(name, kind, keys, refs, max_size, _unbound_next, const_default)
+
+        g.env[var] = table = make()
         self.tables[t["name"]] = table
-        self._table_specs.append((table, t, spec))
+        self._table_specs.append((var, t, spec, make))
         if not keys and const_default and dflt:
             # a p4c "dummy table" (direct action call): always misses, const default action
             aid = dflt["action_id"]
@@ -280,11 +281,24 @@ class Controls:
         return keys, key_src
 
     # -- after the module exists -----------------------------------------------------------
+    def table_vars(self) -> set[str]:
+        """The generated module's names of the tables."""
+        return {var for var, *_ in self._table_specs}
+
+    def new_tables(self, ns: dict[str, Any]) -> dict[str, Table]:
+        """Fresh, empty tables for one pipeline, put into its namespace `ns` (before the
+        module is executed into it and `finish` binds them); returns them by name."""
+        out: dict[str, Table] = {}
+        for var, t, _, make in self._table_specs:
+            ns[var] = out[t["name"]] = make()
+        return out
+
     def finish(self, ns: dict[str, Any]) -> None:
         """Bind action functions and next nodes now that the generated module exists; set
         default actions and install const entries."""
         by_node = {name: ns[fn] for name, fn in self.node_names.items()}
-        for table, t, spec in self._table_specs:
+        for var, t, spec, _ in self._table_specs:
+            table: Table = ns[var]
             ids = t.get("action_ids", [])
             for aid, an in zip(ids, t.get("actions", [])):
                 table.actions[an].fn = ns[self.g.action_fn_names[aid]]

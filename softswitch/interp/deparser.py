@@ -75,7 +75,7 @@ def emit_wide_field(g: Gen, h: HeaderInfo) -> None:
     about as much as the rest of a packet's egress. The cache holds the int it was made
     from, so an `is` match means the same value (a held object's id cannot be reused)."""
     var = f"_WIDE{h.index}"
-    g.env[var] = [None, b""]
+    g.state(var, lambda: [None, b""])
     s = g.src
     s.emit(f"v = F[{h.base}]", 2)
     s.emit(f"if v is not {var}[0]:", 2)

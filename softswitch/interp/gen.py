@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import struct
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import PipelineError, UnsupportedConstruct
 from .expr import Expr, ExprCompiler, mask_lit
@@ -110,6 +110,9 @@ class Gen:
             "_log": log_msg,
         }
         self.src = Source()
+        # every object a pipeline changes while it runs (registers, counters, caches), by
+        # its variable: each pipeline made from this program gets new ones (`state`)
+        self.state_factories: dict[str, Callable[[], Any]] = {}
         self.registers: dict[str, list[int]] = {}
         self.register_widths: dict[str, int] = {}
         self.reg_vars: dict[str, tuple[str, int, int]] = {}
@@ -123,15 +126,21 @@ class Gen:
         self.action_fn_names: dict[int, str] = {}
         self.std = self._std_fields()
 
+    def state(self, var: str, factory: Callable[[], Any]) -> Any:
+        """Bind `var` in the generated module to an object the running pipeline changes,
+        made by `factory` anew for each pipeline of this program."""
+        self.state_factories[var] = factory
+        self.env[var] = obj = factory()
+        return obj
+
     def _stateful(self, j: dict[str, Any]) -> None:
         for k, r in enumerate(j.get("register_arrays", [])):
             size, bw = r["size"], r["bitwidth"]
             check_size(size, f'register_arrays "{r["name"]}"')
             if not isinstance(bw, int) or isinstance(bw, bool) or bw <= 0:
                 raise PipelineError(f'bad bitwidth {bw!r} for register "{r["name"]}"')
-            cells = [0] * size
             var = ident("R", k)
-            self.env[var] = cells
+            cells = self.state(var, lambda size=size: [0] * size)
             self.registers[r["name"]] = cells
             self.register_widths[r["name"]] = bw
             self.reg_vars[r["name"]] = (var, size, bw)
@@ -139,8 +148,8 @@ class Gen:
             if c.get("is_direct"):
                 raise UnsupportedConstruct("direct counter", f"counter_arrays {c['name']}")
             check_size(c["size"], f'counter_arrays "{c["name"]}"')
-            b, p = [0] * c["size"], [0] * c["size"]
-            self.env[f"CB{k}"], self.env[f"CP{k}"] = b, p
+            b = self.state(f"CB{k}", lambda size=c["size"]: [0] * size)
+            p = self.state(f"CP{k}", lambda size=c["size"]: [0] * size)
             self.counters[c["name"]] = (b, p)
             self.ctr_vars[c["name"]] = (f"CB{k}", f"CP{k}", c["size"])
         if j.get("meter_arrays"):

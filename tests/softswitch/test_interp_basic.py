@@ -505,3 +505,36 @@ def test_log_msg_printed_only_when_tracing(capsys: pytest.CaptureFixture[str]) -
     loud.load_pipeline(json.dumps(p.j))
     loud.process(0, b"\x05")
     assert "a=5 b=7" in capsys.readouterr().err
+
+
+def test_pipelines_of_the_same_bytes_share_no_state() -> None:
+    """Loading bytes a switch compiled before reuses the compiled module (each fresh
+    pipeline a test or a controller pushes) but never its state: a table entry, the
+    registers a packet summed into and a written register of one pipeline are in no other
+    pipeline of the same bytes, on another switch or on the same one loaded again."""
+    from synth_p4reduce import build
+
+    raw = build(lanes=4).encode()
+    a, b = Switch(), Switch()
+    a.load_pipeline(raw)
+    b.load_pipeline(raw)
+    a.table_add("forward", [1], "fwd", [2])
+    a.register_write("lane_3", 9, 77)
+    values = (1, 2, 3, 4)
+    frame = bytes(12) + b"\x88\xb5" + struct.pack("!HH", 5, 0) + struct.pack("!4I", *values)
+    out = a.process(1, frame)
+    assert [port for port, _ in out] == [2]
+    assert out[0][1][-16:] == struct.pack("!4I", *values)  # 0 + each value
+    assert [a.register_read(f"lane_{i}", 5) for i in range(4)] == list(values)
+    # the other switch: no entry (its default drops), registers untouched
+    assert b.process(1, frame) == []
+    assert [b.register_read(f"lane_{i}", 5) for i in range(4)] == list(values)  # its own sum
+    assert b.register_read("lane_3", 9) == 0
+    # the same switch loaded again: a fresh pipeline, nothing of the old one
+    a.load_pipeline(raw)
+    assert a.process(1, frame) == []
+    assert a.register_read("lane_3", 9) == 0
+    assert [a.register_read(f"lane_{i}", 5) for i in range(4)] == list(values)
+    assert a.register_read("lane_0", 5) == b.register_read("lane_0", 5)
+    a.process(1, frame)
+    assert a.register_read("lane_0", 5) == 2 * values[0] != b.register_read("lane_0", 5)
