@@ -431,16 +431,18 @@ def reset_mtu(net) -> None:
         net.set_mtu(topology.DEFAULT_MTU)
 
 
-def run_gloo(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
-    """gloo at each of GLOO_MTUS on the same links (set by p4net.topology, restored to the
-    default afterwards): its best setting is the one to compare with. The fastest run is
-    the result; a failure at any MTU fails the case (a comparison must not silently lose
-    gloo's better setting)."""
+def run_gloo(
+    net, c: Case, inputs: list[np.ndarray], workdir: Path, mtus: tuple[int, ...] = GLOO_MTUS
+) -> Result:
+    """gloo at each of `mtus` (GLOO_MTUS unless a plan says otherwise) on the same links
+    (set by p4net.topology, restored to the default afterwards): its best setting is the
+    one to compare with. The fastest run is the result; a failure at any MTU fails the
+    case (a comparison must not silently lose gloo's better setting)."""
     from p4net import topology
 
     runs: dict[int, Result] = {}
     try:
-        for mtu in GLOO_MTUS:
+        for mtu in mtus:
             net.set_mtu(mtu)
             runs[mtu] = run = run_gloo_once(net, c, inputs, workdir)
             if run.ok and run.mtu != mtu:
@@ -691,7 +693,11 @@ def job_slots(c: Case) -> int:
 
 
 def run_cases(
-    cases: list[Case], targets: list[str], passes: int = 1, call_slots: bool = False
+    cases: list[Case],
+    targets: list[str],
+    passes: int = 1,
+    call_slots: bool = False,
+    gloo_mtus: tuple[int, ...] = GLOO_MTUS,
 ) -> dict:
     """Run the cases, one network per target (as many hosts as its largest job); the
     results with the machine and software they were measured on. With `passes` > 1 every
@@ -699,7 +705,8 @@ def run_cases(
     its fastest pass (`Result.passes` lists them all): a ratio between two cases is then
     taken from runs minutes apart at most, not from whatever the load on the shared cores
     did between a case early in the plan and one late in it. `call_slots`: each p4reduce
-    job gets job_slots(case) slots instead of the switch kind's default."""
+    job gets job_slots(case) slots instead of the switch kind's default. `gloo_mtus`: the
+    MTUs gloo runs at (a plan whose p4reduce jobs use fewer links' MTUs may name those)."""
     from p4net import demo
 
     env = environment(targets)
@@ -724,7 +731,7 @@ def run_cases(
                     for _ in range(passes):
                         for c in mine:
                             progress.begin(c)
-                            runs[c.key].append(run_case(net, c, workdir, call_slots))
+                            runs[c.key].append(run_case(net, c, workdir, call_slots, gloo_mtus))
                             progress.end(c)
                 results.extend(best_pass(runs[c.key]) for c in mine)
     finally:
@@ -741,10 +748,16 @@ def run_cases(
     }
 
 
-def run_case(net, c: Case, workdir: Path, call_slots: bool = False) -> Result:
+def run_case(
+    net,
+    c: Case,
+    workdir: Path,
+    call_slots: bool = False,
+    gloo_mtus: tuple[int, ...] = GLOO_MTUS,
+) -> Result:
     inputs = make_inputs(c)
     if c.system == "gloo":
-        r = run_gloo(net, c, inputs, workdir)
+        r = run_gloo(net, c, inputs, workdir, gloo_mtus)
     else:
         r = run_p4reduce(net, c, inputs, job_slots(c) if call_slots else None)
     r.block_density, r.union_density = block_densities(inputs, c.block_values)

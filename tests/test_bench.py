@@ -67,6 +67,8 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     import report
     import suite
 
+    from p4reduce.wire import link_mtu
+
     size, workers = 4096, 2  # 64 blocks, one per slot
     p4reduce_cases = [
         suite.Case("softswitch", "p4reduce", workers, size, "dense", 1.0, 1),
@@ -83,7 +85,11 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     ]
     if suite.have_torch():
         cases.append(suite.Case("softswitch", "gloo", workers, size, "ring", 1.0, 1))
-    data = suite.run_cases(cases, ["softswitch"], passes=2)
+    # gloo at the MTUs this plan's p4reduce jobs use (the headline's five are checked by
+    # test_gloo_runs_at_every_mtu_a_headline_job_uses)
+    mtus = tuple(sorted({link_mtu(c.block_values) for c in p4reduce_cases}))
+    assert len(mtus) == 2
+    data = suite.run_cases(cases, ["softswitch"], passes=2, gloo_mtus=mtus)
     bad = [(r["case"], r["error"]) for r in data["results"] if not r["ok"]]
     assert not bad
     # two passes over the plan: one result per case, its fastest pass's
@@ -92,7 +98,7 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
         assert len(r["passes"]) == 2 and r["seconds"] == min(r["passes"]), r["case"]
     for mode in (suite.SILENT, suite.EVERY_RANK):
         mine = [r for r in data["results"] if r["case"]["round_mode"] == mode]
-        check_tiny_job(mine, mode, size, workers)
+        check_tiny_job(mine, mode, size, workers, mtus)
     data.update(command="pytest", skipped=["nothing"])
     report.write(data, tmp_path)
     tables = (tmp_path / "tables.md").read_text()
@@ -109,7 +115,9 @@ def test_suite_end_to_end_on_a_tiny_job(tmp_path):
     assert (tmp_path / "density-softswitch.png").stat().st_size > 10_000
 
 
-def check_tiny_job(results: list[dict], mode: str, size: int, workers: int) -> None:
+def check_tiny_job(
+    results: list[dict], mode: str, size: int, workers: int, gloo_mtus: tuple[int, ...]
+) -> None:
     """One round mode's results of the tiny suite run: rounds, frames, links, packets."""
     import report
     import suite
@@ -162,8 +170,8 @@ def check_tiny_job(results: list[dict], mode: str, size: int, workers: int) -> N
         # the ring's payload crossed this host's link: 2(N-1)/N of the tensor each way
         assert ring["tx_bytes"] >= 2 * (workers - 1) / workers * 4 * size
         assert ring["rx_bytes"] >= 2 * (workers - 1) / workers * 4 * size
-        # gloo ran at every MTU a headline job's links get, and the fastest is the result
-        assert set(ring["seconds_by_mtu"]) == {str(m) for m in suite.GLOO_MTUS}
+        # gloo ran at every MTU the plan's jobs' links got, and the fastest is the result
+        assert set(ring["seconds_by_mtu"]) == {str(m) for m in gloo_mtus}
         assert ring["seconds"] == min(ring["seconds_by_mtu"].values())
         assert ring["seconds_by_mtu"][str(ring["mtu"])] == ring["seconds"]
 
