@@ -71,8 +71,18 @@ def hoist_common(lines: list[str], small_unsigned: Callable[[str], bool]) -> lis
 # -- what an expression is -------------------------------------------------------------
 
 
-def _pure(node: ast.AST, small_unsigned: Callable[[str], bool]) -> tuple[bool, bool]:
-    """(pure, cannot raise) of an expression tree."""
+def _pure(
+    node: ast.AST,
+    small_unsigned: Callable[[str], bool],
+    rec: Callable[[ast.AST], tuple[bool, bool]] | None = None,
+) -> tuple[bool, bool]:
+    """(pure, cannot raise) of an expression tree; `rec` gives a child's (a memo of this
+    function: `_occurrences` asks of every subtree, which would walk each again)."""
+    if rec is None:
+
+        def rec(n: ast.AST) -> tuple[bool, bool]:
+            return _pure(n, small_unsigned)
+
     if isinstance(node, ast.Name):
         return True, True
     if isinstance(node, ast.Constant):
@@ -86,8 +96,8 @@ def _pure(node: ast.AST, small_unsigned: Callable[[str], bool]) -> tuple[bool, b
         )
         return ok, ok
     if isinstance(node, ast.BinOp):
-        lp, ls = _pure(node.left, small_unsigned)
-        rp, rs = _pure(node.right, small_unsigned)
+        lp, ls = rec(node.left)
+        rp, rs = rec(node.right)
         if not (lp and rp):
             return False, False
         safe = ls and rs
@@ -101,23 +111,25 @@ def _pure(node: ast.AST, small_unsigned: Callable[[str], bool]) -> tuple[bool, b
             return True, safe and nonzero
         return False, False
     if isinstance(node, ast.UnaryOp):
-        p, s = _pure(node.operand, small_unsigned)
+        p, s = rec(node.operand)
         return (p, s) if isinstance(node.op, _UNARY) else (False, False)
     if isinstance(node, ast.Compare):
         if not all(isinstance(op, _CMPS) for op in node.ops):
             return False, False
-        return _all_pure([node.left, *node.comparators], small_unsigned)
+        return _all_pure([node.left, *node.comparators], rec)
     if isinstance(node, ast.IfExp):
-        return _all_pure([node.test, node.body, node.orelse], small_unsigned)
+        return _all_pure([node.test, node.body, node.orelse], rec)
     if isinstance(node, ast.BoolOp):
-        return _all_pure(node.values, small_unsigned)
+        return _all_pure(node.values, rec)
     return False, False
 
 
-def _all_pure(nodes: list[ast.expr], small_unsigned: Callable[[str], bool]) -> tuple[bool, bool]:
+def _all_pure(
+    nodes: list[ast.expr], rec: Callable[[ast.AST], tuple[bool, bool]]
+) -> tuple[bool, bool]:
     pure, safe = True, True
     for n in nodes:
-        p, s = _pure(n, small_unsigned)
+        p, s = rec(n)
         pure, safe = pure and p, safe and s
     return pure, safe
 
@@ -165,12 +177,33 @@ def _occurrences(stmts: list[ast.stmt], small_unsigned: Callable[[str], bool]) -
     the version of each name it reads (a name's version changes when it is assigned)."""
     version: dict[str, int] = {}
     found: list[_Occurrence] = []
+    # each subtree's facts once (by node identity, the tree outliving the pass): asked of
+    # every subexpression, each would otherwise walk its whole subtree again
+    pure_of: dict[int, tuple[bool, bool]] = {}
+    text_of: dict[int, str] = {}
+    names_of: dict[int, frozenset[str]] = {}
+
+    def pure(n: ast.AST) -> tuple[bool, bool]:
+        r = pure_of.get(id(n))
+        if r is None:
+            r = pure_of[id(n)] = _pure(n, small_unsigned, pure)
+        return r
+
+    def names_in(n: ast.AST) -> frozenset[str]:
+        r = names_of.get(id(n))
+        if r is None:
+            if isinstance(n, ast.Name):
+                r = frozenset((n.id,))
+            else:
+                r = frozenset().union(*(names_in(c) for c in ast.iter_child_nodes(n)))
+            names_of[id(n)] = r
+        return r
 
     def visit(i: int, node: ast.expr, unconditional: bool) -> None:
-        pure, safe = _pure(node, small_unsigned)
-        if pure and _worth(node):
-            names = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)})
-            key = (_text(node), tuple((n, version.get(n, 0)) for n in names))
+        is_pure, safe = pure(node)
+        if is_pure and _worth(node):
+            names = sorted(names_in(node))
+            key = (_text(node, text_of), tuple((n, version.get(n, 0)) for n in names))
             found.append(_Occurrence(i, node, key, unconditional or safe))
         for child, uncond in _children(node):
             visit(i, child, unconditional and uncond)
@@ -183,16 +216,22 @@ def _occurrences(stmts: list[ast.stmt], small_unsigned: Callable[[str], bool]) -
     return found
 
 
-def _text(node: ast.AST) -> str:
+def _text(node: ast.AST, memo: dict[int, str]) -> str:
     """A canonical text of an expression tree (ast.dump would print a wide literal in
-    decimal, which CPython refuses over 4 300 digits)."""
+    decimal, which CPython refuses over 4 300 digits), each subtree's made once (`memo`)."""
+    r = memo.get(id(node))
+    if r is not None:
+        return r
     if isinstance(node, ast.Constant):
         v = node.value
-        return hex(v) if type(v) is int else repr(v)
-    if isinstance(node, ast.Name):
-        return node.id
-    parts = [_text(c) for c in ast.iter_child_nodes(node)]
-    return f"{type(node).__name__}({','.join(parts)})"
+        r = hex(v) if type(v) is int else repr(v)
+    elif isinstance(node, ast.Name):
+        r = node.id
+    else:
+        parts = [_text(c, memo) for c in ast.iter_child_nodes(node)]
+        r = f"{type(node).__name__}({','.join(parts)})"
+    memo[id(node)] = r
+    return r
 
 
 def _children(node: ast.expr) -> list[tuple[ast.expr, bool]]:
@@ -255,6 +294,7 @@ def _rewrite(
     lines: list[str], stmts: list[ast.stmt], occurrences: list[_Occurrence], plan: _Plan
 ) -> list[str]:
     by_node = {id(o.node): o.key for o in occurrences}
+    sizes: dict[int, int] = {}
     # the locals each statement defines, inner (smaller) expressions first
     defined: dict[int, list[_Occurrence]] = {}
     for key in plan.temps:
@@ -263,7 +303,7 @@ def _rewrite(
     out: list[str] = []
     for i, stmt in enumerate(stmts):
         first = lines[stmt.lineno - 1]
-        for occ in sorted(defined.get(i, []), key=lambda o: _size(o.node)):
+        for occ in sorted(defined.get(i, []), key=lambda o: _size(o.node, sizes)):
             body = _replaced(first, occ.node, plan, by_node)
             out.append(f"{plan.temps[occ.key]} = {body}")
         new_first = first
@@ -277,5 +317,10 @@ def _rewrite(
     return out
 
 
-def _size(node: ast.expr) -> int:
-    return sum(1 for _ in ast.walk(node))
+def _size(node: ast.AST, memo: dict[int, int]) -> int:
+    """The nodes of a subtree, each subtree's counted once (`memo`): the locals of one
+    statement are nested in each other."""
+    r = memo.get(id(node))
+    if r is None:
+        r = memo[id(node)] = 1 + sum(_size(c, memo) for c in ast.iter_child_nodes(node))
+    return r
