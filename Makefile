@@ -144,7 +144,7 @@ PEER ?=
 IMPL ?= j-udp
 PEER_VENV := build/peer-venv
 bench-example-blocks:
-	$(PY) bench/clicks.py --steps 40 --block-sizes 64 256 1024 2048 4096 \
+	$(PY) bench/clicks.py --steps 40 --block-sizes 64 256 1024 2048 4096 8192 16000 \
 	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
 	  --json docs/bench/clicks_blocks.json --markdown --command 'make bench-example-blocks'
 

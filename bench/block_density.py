@@ -13,8 +13,10 @@ its values is, so a sparse gradient gets denser as blocks widen. Two gradients:
   model, data, DDP bucket and Adam, exact sums, no network), each rank's flat gradient at
   every step.
 
-Times: p4reduce's seconds for the Zipf case at each size and gloo's, from the headline
-run (docs/bench/headline.json, bench/suite.py --headline). Writes JSON and, with
+Times: p4reduce's seconds for the dense and the Zipf case at each size against gloo's
+(at its fastest link MTU), from the headline run (docs/bench/headline.json, bench/suite.py
+--headline) as it is: the same figures as the headline's table, which make bench
+regenerates just before this. Writes JSON and, with
 --markdown, docs/benchmarks.md's generated table (its density markers).
 
     .venv/bin/python bench/block_density.py [--steps 20] [--headline docs/bench/headline.json]
@@ -105,15 +107,19 @@ def markdown(data: dict) -> str:
             if "headline_round_mode" in data
             else ""
         )
-        + "). Block density: non-zero "
-        "blocks ÷ blocks, mean over the ranks / in the union of the ranks."
+        + "; gloo's ring at its fastest link MTU, as in the headline's table: "
+        + ", ".join(
+            f"{t} {report.secs(v['gloo'])} s" for t, v in data["times"].items() if v["gloo"]
+        )
+        + "). Block density: non-zero blocks ÷ blocks, mean over the ranks / in the union of "
+        "the ranks."
     )
     targets = list(data["times"])
     clicks = data.get("clicks")
     cols = ["values per block", "Zipf gradient: per rank / union"]
     if clicks:
         cols.append(f"click model's gradient: per rank / union ({clicks['steps']} steps)")
-    cols += [f"{t}: {p}, seconds (gloo's ÷ this)" for t in targets for p in ("dense", "Zipf")]
+    cols += [f"{t}: {p}, seconds (against gloo)" for t in targets for p in ("dense", "Zipf")]
     L = [head, "", "| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
     for k in data["sizes"]:
         z = data["zipf"][str(k)]
@@ -125,7 +131,7 @@ def markdown(data: dict) -> str:
             g = data["times"][t]["gloo"]
             for p in ("dense", "zipf"):
                 s = data["times"][t][p].get(str(k))
-                row.append("–" if s is None else report.secs(s) + (f" ({g / s:.2f})" if g else ""))
+                row.append("–" if s is None else report.speed_text(s, g))
         L.append("| " + " | ".join(row) + " |")
     return "\n".join(L)
 

@@ -163,19 +163,24 @@ def markdown_sweep(d: dict) -> str:
         f"the start, {d['load'][1]:.1f} at the end (a shared machine: compare the two "
         "backends within a row).",
         "",
-        "| values per block | links' MTU, p4reduce | p4reduce, ms per step | gloo, ms per "
-        "step (its MTU) | p4reduce ÷ gloo | packets a rank's Worker sent per step | non-zero "
-        "blocks of a rank | largest loss difference (tolerance) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| values per block | links' MTU, p4reduce | job's slots | p4reduce, ms per step | "
+        "… of it in the Worker's calls | gloo, ms per step (its MTU) | p4reduce ÷ gloo | "
+        "packets a rank's Worker sent per step: non-zero blocks + control | non-zero blocks "
+        "of a rank | largest loss difference (tolerance) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in d["runs"]:
         p, g = r["backends"]["p4reduce"], r["backends"]["gloo"]
+        ms = report.count_text
         lines.append(
             f"| {report.mtu_text(r['block_values'])} | {report.mtu_text(r['mtu']['p4reduce'])} "
-            f"| {report.count_text(p['median_step_ms'])} | "
-            f"{report.count_text(g['median_step_ms'])} ({report.mtu_text(r['mtu']['gloo'])}) "
+            f"| {r['slots']} | {ms(p['median_step_ms'])} | "
+            f"{ms(1000 * p['switch_seconds_per_step'])} | "
+            f"{ms(g['median_step_ms'])} ({report.mtu_text(r['mtu']['gloo'])}) "
             f"| {p['median_step_ms'] / g['median_step_ms']:.2f} | "
-            f"{report.count_text(p['packets_per_step_per_rank'])} | "
+            f"{ms(p['packets_per_step_per_rank'])}: "
+            f"{ms(p['nonzero_blocks_per_step_per_rank'])} + "
+            f"{ms(p['control_packets_per_step_per_rank'])} | "
             f"{report.pct(p['mean_density_own'])} | {r['max_loss_difference']:.1e} "
             f"({r['loss_tolerance']:g}) |"
         )

@@ -708,11 +708,17 @@ def gloo_speed(r: Result, gloo: Result | None) -> str:
         return f"{secs(r.seconds)} at MTU {mtu_text(r.mtu or 1500)}" + (
             f" ({', '.join(others)})" if others else ""
         )
-    if gloo is None:
-        return secs(r.seconds)
-    x = gloo.seconds / r.seconds
+    return speed_text(r.seconds, gloo.seconds if gloo else None)
+
+
+def speed_text(seconds: float, gloo_seconds: float | None) -> str:
+    """Seconds and how many times gloo's time they are faster (or slower): one wording
+    for every table that sets p4reduce's time beside gloo's (None: gloo not measured)."""
+    if gloo_seconds is None:
+        return secs(seconds)
+    x = gloo_seconds / seconds
     how = f"{ratio(x)}× faster" if x >= 1 else f"{ratio(1 / x)}× slower"
-    return f"{secs(r.seconds)} ({how})"
+    return f"{secs(seconds)} ({how})"
 
 
 def values_text(k: int) -> str:

@@ -28,8 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from clicks_model import Config  # beside this script
-from p4reduce.job import ROUND_MODES, announce_rounds
+from hostlib.slots import slots_for_call
+from p4reduce.job import ROUND_MODES, announce_rounds, block_count
+from p4reduce.target import default_slots
 from p4reduce.wire import BLOCK_VALUES
+from softswitch.runner import resolve_kind
 
 HERE = Path(__file__).resolve().parent
 
@@ -41,7 +44,7 @@ WARMUP = 5  # steps left out of the time medians (DDP's first-iteration work)
 class Options:
     workers: int = 4
     target: str = "softswitch"
-    slots: int | None = None  # None: the target's default (p4reduce.target.default_slots)
+    slots: int | None = None  # None: what its call uses (call_slots)
     out: Path = Path("examples/out")
     loss_tolerance: float = 1e-3  # max |mean loss(p4reduce) - mean loss(gloo)| per step
     plot: bool = True
@@ -60,6 +63,21 @@ class Options:
     round_mode: str = "silent"
 
 
+def call_slots(cfg: Config, block_values: int | None, target: str) -> int:
+    """The p4reduce job's slots when none are given: as many as
+    hostlib.slots.slots_for_call gives the example's one call per step (DDP reduces the
+    whole model in one bucket) out of the switch kind's default, as the headline's jobs
+    have (bench/suite.py job_slots). Why: every slot a call uses costs it an announce and
+    a closing round, and at wide blocks the call has few blocks, so the target's default
+    slots would be a large share of its packets (docs/benchmarks.md, "The click example
+    at each block size")."""
+    from clicks_model import build_model
+
+    values = sum(p.numel() for p in build_model(cfg).parameters())
+    blocks = block_count(values, False, block_values or BLOCK_VALUES)
+    return slots_for_call(blocks, default_slots(resolve_kind(target)))
+
+
 def run(opts: Options, cfg: Config) -> dict:
     """Both trainings on one network; returns the summary (also written to results.json)."""
     from p4net import torch_ranks
@@ -73,7 +91,10 @@ def run(opts: Options, cfg: Config) -> dict:
         for a in (f"--{f.name.replace('_', '-')}", str(getattr(cfg, f.name)))
     ]
     launches = {}
-    with torch_ranks.TorchNetwork(opts.workers, opts.target, opts.slots) as net:
+    slots = (
+        opts.slots if opts.slots is not None else call_slots(cfg, opts.block_values, opts.target)
+    )
+    with torch_ranks.TorchNetwork(opts.workers, opts.target, slots) as net:
 
         def launch(backend: str, name: str, mtu: int) -> None:
             net.set_mtu(mtu)
@@ -434,7 +455,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, Config]:
     d = Options()
     ap.add_argument("--workers", type=int, default=d.workers)
     ap.add_argument("--target", default=d.target, help="softswitch, simple_switch_grpc, auto")
-    ap.add_argument("--slots", type=int, default=d.slots)
+    ap.add_argument(
+        "--slots",
+        type=int,
+        default=d.slots,
+        help="the p4reduce job's slots (default: as many as its call uses, slots_for_call)",
+    )
     ap.add_argument("--out", type=Path, default=d.out)
     ap.add_argument("--loss-tolerance", type=float, default=d.loss_tolerance)
     ap.add_argument(

@@ -412,6 +412,11 @@ def test_benchmarks_md_block_size_section_is_what_the_headline_run_gives():
     assert report.block_of(docs, block_density.BEGIN, block_density.END) == (
         block_density.markdown(density)
     ), "docs/benchmarks.md's density table differs from docs/bench/block_density.json"
+    # ... and the density table's times are the committed headline's, at every size it ran
+    assert density["headline_date"] == data["environment"]["date"], "density table is stale"
+    assert density["times"] == block_density.headline_times(data)
+    assert density["sizes"] == list(block_density.SIZES)
+    assert all(str(k) in density["zipf"] for k in block_density.SIZES)
 
 
 def test_gloo_runs_at_every_mtu_a_headline_job_uses():
@@ -660,7 +665,20 @@ def test_benchmarks_md_click_block_sizes_section_is_the_committed_sweep():
 
     block = report.block_of(REPO / "docs" / "benchmarks.md", clicks.SWEEP_BEGIN, clicks.SWEEP_END)
     sweep = REPO / "docs" / "bench" / "clicks_blocks.json"
-    assert block == clicks.markdown_sweep(json.loads(sweep.read_text()))
+    data = json.loads(sweep.read_text())
+    assert block == clicks.markdown_sweep(data)
+    # ... of every block size the headline measures, each on the links its job needs,
+    # gloo at its fastest of those MTUs, from a committed tree
+    import suite
+    from p4reduce.wire import link_mtu
+
+    assert [r["block_values"] for r in data["runs"]] == list(suite.HEADLINE_BLOCK_VALUES)
+    for r in data["runs"]:
+        assert r["mtu"]["p4reduce"] == link_mtu(r["block_values"]), r["block_values"]
+        by_mtu = r["gloo_median_step_ms_by_mtu"]
+        assert str(r["mtu"]["p4reduce"]) in by_mtu
+        assert by_mtu[str(r["mtu"]["gloo"])] == min(by_mtu.values())
+        assert not r["commit"].endswith("-dirty"), "measured on an uncommitted tree"
 
 
 def test_click_sweep_table_has_a_row_per_run_from_its_counters():

@@ -83,10 +83,11 @@ def test_gloo_runs_on_every_link_mtu_the_p4reduce_job_had(tmp_path):
         sys.path.remove(str(EXAMPLES))
     from p4reduce.wire import mtu_needed
 
+    from p4reduce.target import default_slots
+
     opts = clicks_switch.Options(
         workers=2,
         target="softswitch",
-        slots=16,
         out=tmp_path,
         plot=False,
         quiet=True,
@@ -95,6 +96,12 @@ def test_gloo_runs_on_every_link_mtu_the_p4reduce_job_had(tmp_path):
         block_values=4096,
     )
     s = clicks_switch.run(opts, Config(steps=4, rows_per_field=250, batch=32))
+    # no slots given: the job has those its call uses, fewer than the switch's default at
+    # this block size; each costs the call an announce and a closing packet
+    blocks = -(-s["parameters"] // 4096)
+    assert s["slots"] < default_slots("softswitch") and s["slots"] <= blocks
+    p = s["backends"]["p4reduce"]
+    assert 0 < p["control_packets_per_step_per_rank"] <= 2 * s["slots"] * p["allreduces_per_step"]
     wide = s["mtu"]["p4reduce"]
     assert wide >= mtu_needed(4096) > 9000
     assert set(s["gloo_median_step_ms_by_mtu"]) == {"1500", "9000", str(wide)}
