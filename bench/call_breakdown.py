@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where one wide-block allreduce's time goes end to end, on Mininet with softswitch.
+"""Where one wide-block allreduce's time goes end to end, on Mininet (softswitch, or --target).
 
 Not a test: a measurement (root). bench/suite.py's headline jobs (4 workers, 1 M float32,
 `job_slots` slots, the links at the job's MTU), each run with --repeat timed calls; per
@@ -21,7 +21,13 @@ packet). What is left of the wall time beyond both is waiting: pipeline bubbles 
 slots in flight), sleeps, or other processes on the cores.
 
     python bench/call_breakdown.py [--values 2048,4096] [--modes silent,every_rank]
-                                   [--repeat 3] [--slots N]
+                                   [--repeat 3] [--slots N] [--target simple_switch_grpc]
+                                   [--switch-nice 0,-10 --passes 3]
+
+--switch-nice runs every case once per listed nice value of the switch process (set on it
+and its session's autogroup between cases, softswitch.runner.prioritize; the switch
+starts at SWITCH_NICE), in --passes passes, alternating, and ends with each case's median
+per value: what the switch's priority is worth in one run, whatever the load.
 """
 
 from __future__ import annotations
@@ -113,7 +119,7 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
     timed = [[k for k in o.calls if k["kind"] == "timed"] for o in outs]
     walls = [max(t) for t in zip(*[o.times for o in outs])]
     return Breakdown(
-        label=c.label().replace("softswitch p4reduce 4w 1 M ", ""),
+        label=c.label().replace(f"{c.target} p4reduce 4w 1 M ", ""),
         wall=min(walls),
         switch_user=(s1[0] - s0[0]) / repeat,
         switch_sys=(s1[1] - s0[1]) / repeat,
@@ -136,11 +142,19 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--slots", type=int, default=None, help="job's slots (default: job_slots)")
     ap.add_argument("--density", type=float, default=1.0, help="< 1: same blocks (shared)")
+    ap.add_argument("--target", default="softswitch", help="softswitch or simple_switch_grpc")
+    ap.add_argument(
+        "--switch-nice",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=None,
+        help="comma-separated nice values of the switch, each case run at each",
+    )
+    ap.add_argument("--passes", type=int, default=1, help="with --switch-nice: passes")
     a = ap.parse_args()
     pattern = "dense" if a.density >= 1 else "shared"
     cases = [
         Case(
-            "softswitch",
+            a.target,
             "p4reduce",
             4,
             M,
@@ -153,11 +167,45 @@ def main() -> int:
         for k in a.values.split(",")
         for mode in a.modes.split(",")
     ]
-    with demo.DemoNetwork("softswitch", 4) as net:
+    with demo.DemoNetwork(a.target, 4) as net:
         pid = net.net.get(topology.SWITCH_NAME).runner.process.pid
-        for c in cases:
-            print(run(net, pid, c, a.repeat, a.slots).line(), flush=True)
+        if a.switch_nice is None:
+            for c in cases:
+                print(run(net, pid, c, a.repeat, a.slots).line(), flush=True)
+            return 0
+        by_nice = compare_nice(net, pid, cases, a)
+    print("medians over the passes:")
+    for (_label, nice), runs in by_nice.items():
+        print(f"nice {nice:3d} {median_of(runs).line()}")
     return 0
+
+
+def compare_nice(net, pid: int, cases: list[Case], a) -> dict:
+    """Every case at every nice value of the switch, pass after pass, alternating (a
+    burst of load elsewhere hits each value alike); the switch back at SWITCH_NICE after."""
+    from softswitch.runner import SWITCH_NICE, prioritize
+
+    out: dict[tuple[str, int], list[Breakdown]] = {}
+    try:
+        for p in range(a.passes):
+            for c in cases:
+                for nice in a.switch_nice:
+                    if not prioritize(pid, nice):
+                        raise SystemExit(f"could not set the switch's nice to {nice} (root?)")
+                    b = run(net, pid, c, a.repeat, a.slots)
+                    out.setdefault((b.label, nice), []).append(b)
+                    print(f"pass {p} nice {nice:3d} {b.line()}", flush=True)
+    finally:
+        prioritize(pid, SWITCH_NICE)
+    return out
+
+
+def median_of(runs: list[Breakdown]) -> Breakdown:
+    """The field-by-field median of a case's runs."""
+    fields = [f for f in Breakdown.__dataclass_fields__ if f != "label"]
+    return Breakdown(
+        runs[0].label, **{f: float(np.median([getattr(r, f) for r in runs])) for f in fields}
+    )
 
 
 if __name__ == "__main__":

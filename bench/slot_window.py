@@ -9,7 +9,7 @@ BUSY_SLOTS is chosen from (docs/hostlib.md, "Slots per call"), whose table --mar
 rewrites (make bench runs it).
 
     python bench/slot_window.py [--targets softswitch,simple_switch_grpc]
-                                [--block-values 2048 4096] [--slots 64 16 8 4]
+                                [--block-values 2048 4096 16000] [--slots 64 16 8 4]
                                 [--passes 2] [--json build/bench/slot_window.json] [--markdown]
     python bench/slot_window.py --from-json docs/bench/slot_window.json [--markdown]
 """
@@ -115,7 +115,7 @@ def markdown(data: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default=None, help="default: softswitch and, if installed, bmv2")
-    ap.add_argument("--block-values", type=int, nargs="+", default=[2048, 4096])
+    ap.add_argument("--block-values", type=int, nargs="+", default=[2048, 4096, 16000])
     ap.add_argument("--slots", type=int, nargs="+", default=[64, 16, 8, 4])
     ap.add_argument("--passes", type=int, default=2)
     report.publish_args(ap)

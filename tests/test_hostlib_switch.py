@@ -225,3 +225,19 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
                 p.kill()
                 p.wait()
         ctl.jobs.delete(job.job)
+
+
+def test_the_switch_runs_at_the_raised_priority(net):
+    """The switch process (restarted or not: SwitchRunner.start sets it each time) has
+    SWITCH_NICE as its own nice value and as its session's autogroup's, the one the
+    scheduler weighs it by against the ranks' sessions (softswitch.runner: why)."""
+    import os
+
+    from softswitch.runner import SWITCH_NICE
+
+    _demo, network = net
+    pid = network.net.get(p4net.topology.SWITCH_NAME).runner.process.pid
+    assert os.getpriority(os.PRIO_PROCESS, pid) == SWITCH_NICE
+    group = Path(f"/proc/{pid}/autogroup")
+    if group.exists():  # a kernel built with autogroup scheduling
+        assert group.read_text().split()[-1] == str(SWITCH_NICE), group.read_text()
