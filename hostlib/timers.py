@@ -22,6 +22,9 @@ REORDER_MAX = 16  # RACK's reordering window at most 8 smoothed rounds (RttEstim
 # behind a leaf a clean round feeds the estimate as at most this many smoothed rounds
 # (Pacer.answered: a round another rank's resend completed looks clean to this rank)
 CLEAN_GROWTH = 1.25
+# behind a leaf the last of a leaf's ranks waits this much longer than the first
+# (Pacer.recent_timeout), the others in between by their index on the leaf
+LEAF_STAGGER = 0.5
 
 
 @dataclass
@@ -127,12 +130,16 @@ class Pacer:
         slots: SlotWindow,
         now: float,
         behind_leaf: bool = False,
+        leaf_place: float = 0.0,
     ):
         self.params, self.rtt, self.slots = params, rtt, slots
         # a rank of a job in the leaf role (docs/fabric.md, "Loss recovery across
         # levels"): every slot not held is resent once its wait exceeds the recent timer
         # (`due`), twice the smoothed clean round (`recent_timeout`)
         self.behind_leaf = behind_leaf
+        # behind a leaf: this rank's index on its leaf over the leaf's ranks, in [0, 1):
+        # its timers are LEAF_STAGGER of that longer (`recent_timeout`)
+        self.leaf_place = leaf_place if behind_leaf else 0.0
         n = slots.count
         self.sent_at = np.full(n, now, np.float64)  # first transmission of the round
         self.xmit_at = np.full(n, now, np.float64)  # latest transmission of its packet
@@ -144,6 +151,7 @@ class Pacer:
         self.answered_rtt = 0.0
         self.overtaken_at = np.full(n, np.inf)  # when a later packet was answered
         self.status_at = np.full(n, -np.inf)  # last STATUS for the round
+        self.status_seen = -np.inf  # latest STATUS on any slot (behind a leaf: _leaf_sample)
         self.heard = False  # any result in this call yet
         self.probe_at = now + self._silence_timeout()
         self.probes_in_row = 0
@@ -158,6 +166,8 @@ class Pacer:
         self.expired_in_row = np.zeros(n, np.int64)  # held timers expired in a row
         # behind a leaf: a STATUS for the round did not name this rank (`not_heard`)
         self.lacking = np.zeros(n, bool)
+        # behind a leaf: the latest STATUS for the round answered another rank's ask
+        self.copied = np.zeros(n, bool)
         # silent rounds: the slots whose round waits for this rank's own packet (None:
         # every slot, as in every-rank rounds); see _overtaken
         self.contributes: np.ndarray | None = None
@@ -175,18 +185,31 @@ class Pacer:
         In silent rounds a STATUS answering a resend RACK made says that the round only
         waited for other ranks (`RttEstimator.spurious_resend`)."""
         self.status_at[slots] = now
+        self.status_seen = now
+        # behind a leaf a STATUS comes to every rank of the leaf: the ranks that did not
+        # ask this round wait longer than the one that did (`_held_until`)
+        self.copied[slots] = self.behind_leaf & ~self.retransmitted[slots]
         if self.contributes is not None and self.rack_resent[slots].any():
             self.rtt.spurious_resend()
         self.rack_resent[slots] = False
 
-    def not_heard(self, slots: np.ndarray) -> None:
+    def not_heard(self, slots: np.ndarray, now: float) -> None:
         """Behind a leaf: a STATUS for `slots`' rounds did not name this rank. The leaf
         sends its STATUS to every one of its ranks (docs/fabric.md, "Loss recovery across
         levels"), answering whichever of them asked: a round the leaf has not heard this
         rank in lost its packet on the way, so the packet goes again at once (`due`),
         instead of at this rank's own timer -- the first timer of any rank of the leaf
-        finds the loss."""
-        self.lacking[slots] = True
+        finds the loss. Not when this rank's latest transmission went out less than half
+        a smoothed round ago (`_reorder_allowance`, without its widening): such a STATUS
+        was likely on its way before that packet reached the leaf -- another rank asked
+        while this one was late with its packet, or resent after an earlier STATUS --
+        and taking it resent a packet the leaf holds, whose STATUS went to every rank of
+        the leaf again. A real loss is found by another rank's timer, one at least a
+        round after this rank's packet; a dismissed one by this rank's own."""
+        slots = np.asarray(slots)
+        self.status_seen = now
+        recent = now - self.xmit_at[slots] < self._half_round()
+        self.lacking[slots[~recent]] = True
 
     def resent(self, due: np.ndarray, now: float) -> int:
         """`due` (from `due`) went again; returns how many timers that doubled. Only a
@@ -256,6 +279,7 @@ class Pacer:
         hammered, and a result lost on its way to this rank is fetched from the
         switch's cache within a few round times."""
         doublings = np.maximum(self.expired_in_row[slots] - self.params.double_after + 1, 0)
+        doublings = doublings + self.copied[slots]
         wait = np.minimum(
             self.recent_timeout() * 2.0 ** np.minimum(doublings, 30), self._backoff_cap()
         )
@@ -286,10 +310,12 @@ class Pacer:
         queue.)"""
         base = self.rto()
         if self.behind_leaf and self.rtt.srtt is not None:
-            return min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.srtt))
-        if self.answered_rtt <= 0:
-            return base
-        return min(base, max(self.params.timeout, 2 * self.answered_rtt))
+            t = min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.srtt))
+        elif self.answered_rtt <= 0:
+            t = base
+        else:
+            t = min(base, max(self.params.timeout, 2 * self.answered_rtt))
+        return t * (1 + LEAF_STAGGER * self.leaf_place)
 
     def _backoff_cap(self) -> float:
         """A slot's timer doubles up to 4 timers (and max_timeout): enough to stop
@@ -305,10 +331,15 @@ class Pacer:
         return xmit + self.answered_rtt + self._reorder_allowance()
 
     def _reorder_allowance(self) -> float:
-        """Half a smoothed round (at least the timer's floor), times the estimator's
-        `reorder` (RttEstimator.spurious_resend: widened by resends found spurious)."""
+        """Half a smoothed round (`_half_round`), times the estimator's `reorder`
+        (RttEstimator.spurious_resend: widened by resends found spurious)."""
+        return self._half_round() * self.rtt.reorder
+
+    def _half_round(self) -> float:
+        """Half a smoothed round (the latest answered round before any sample), at least
+        the timer's floor."""
         srtt = self.rtt.srtt if self.rtt.srtt is not None else self.answered_rtt
-        return max(self.params.timeout, 0.5 * srtt) * self.rtt.reorder
+        return max(self.params.timeout, 0.5 * srtt)
 
     def due(self, now: float) -> np.ndarray:
         """Slots to retransmit now. An expired timer alone does not mean a loss: the round
@@ -365,6 +396,24 @@ class Pacer:
         )
         return probe
 
+    def _leaf_sample(self, took: np.ndarray, sent: np.ndarray) -> np.ndarray:
+        """Behind a leaf, what clean rounds that took `took` (first sent at `sent`) feed
+        the estimate: a round during which this rank heard any STATUS (on any slot: ranks
+        of its leaf were asking, so frames were being lost) counts as at most the estimate
+        -- before any sample, half the initial timer, whose double the timer is -- and
+        any other round as at most CLEAN_GROWTH estimates (the first sample whole).
+        Why: under loss such a round most likely waited for another rank's repair, which
+        lasts about that rank's timer, twice its estimate; taken even as CLEAN_GROWTH
+        estimates, the estimate rose by 3 % a round while the loss lasted, and a job that
+        started under loss, its first rounds about the initial timer long, kept timers of
+        twice that. The estimate still falls to shorter rounds, and follows a slower
+        switch in rounds without any STATUS (without loss, the usual case)."""
+        srtt = self.rtt.srtt
+        asked = sent < self.status_seen
+        if srtt is None:
+            return np.where(asked, np.minimum(took, self.params.initial_timeout / 2), took)
+        return np.minimum(took, np.where(asked, srtt, CLEAN_GROWTH * srtt))
+
     def _expired(self, holding: np.ndarray, now: float) -> np.ndarray:
         """Active slots not held (`holding`: held()) whose latest transmission is older
         than the recent timer."""
@@ -416,8 +465,8 @@ class Pacer:
             & (self.status_at[s] <= self.sent_at[s])  # (one at its start: the last round's)
         )
         took = now - self.sent_at[s[clean]]
-        if self.behind_leaf and self.rtt.srtt is not None:
-            took = np.minimum(took, CLEAN_GROWTH * self.rtt.srtt)
+        if self.behind_leaf:
+            took = self._leaf_sample(took, self.sent_at[s[clean]])
         self.rtt.update(took)
         if self.contributes is not None and self.rack_resent[s].any():
             self.rtt.resend_answered()
