@@ -89,16 +89,6 @@ def new_engine(cfg: JobConfig, payload: Payload, now: float, *args, **kwargs) ->
     return AllreduceEngine(cfg, payload, now, *args, **kwargs)
 
 
-def leaf_place(cfg: JobConfig) -> float:
-    """The leaf role: this rank's index on its leaf over the leaf's ranks (all a leaf can
-    hold when the descriptor does not name them), which staggers its timers
-    (timers.Pacer.recent_timeout); 0 for a rank of a one-switch job."""
-    if cfg.wire_rank is None:
-        return 0.0
-    n = len(cfg.leaf_ranks) if cfg.leaf_ranks else p.MAX_WORKERS
-    return cfg.wire_rank / n
-
-
 class AllreduceEngine:
     """State machine of all slots of one job for one tensor.
 
@@ -160,9 +150,7 @@ class AllreduceEngine:
         self._padded_skips = p.skip_carries_values(k)  # SKIPs carry a block of zeros
         self.last_lengths = np.zeros(n, np.int64)
         behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
-        self.pacer = Pacer(
-            self.params, rtt or RttEstimator(), self.slots, now, behind_leaf, leaf_place(cfg)
-        )
+        self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now, behind_leaf)
         self.liveness = Liveness(
             cfg, self.params, self.slots, self.pacer, self.round, self.block, now
         )

@@ -22,9 +22,6 @@ REORDER_MAX = 16  # RACK's reordering window at most 8 smoothed rounds (RttEstim
 # behind a leaf a clean round feeds the estimate as at most this many smoothed rounds
 # (Pacer.answered: a round another rank's resend completed looks clean to this rank)
 CLEAN_GROWTH = 1.25
-# behind a leaf the last of a leaf's ranks waits this much longer than the first
-# (Pacer.recent_timeout), the others in between by their index on the leaf
-LEAF_STAGGER = 0.5
 
 
 @dataclass
@@ -130,16 +127,12 @@ class Pacer:
         slots: SlotWindow,
         now: float,
         behind_leaf: bool = False,
-        leaf_place: float = 0.0,
     ):
         self.params, self.rtt, self.slots = params, rtt, slots
         # a rank of a job in the leaf role (docs/fabric.md, "Loss recovery across
         # levels"): every slot not held is resent once its wait exceeds the recent timer
         # (`due`), twice the smoothed clean round (`recent_timeout`)
         self.behind_leaf = behind_leaf
-        # behind a leaf: this rank's index on its leaf over the leaf's ranks, in [0, 1):
-        # its timers are LEAF_STAGGER of that longer (`recent_timeout`)
-        self.leaf_place = leaf_place if behind_leaf else 0.0
         n = slots.count
         self.sent_at = np.full(n, now, np.float64)  # first transmission of the round
         self.xmit_at = np.full(n, now, np.float64)  # latest transmission of its packet
@@ -166,8 +159,6 @@ class Pacer:
         self.expired_in_row = np.zeros(n, np.int64)  # held timers expired in a row
         # behind a leaf: a STATUS for the round did not name this rank (`not_heard`)
         self.lacking = np.zeros(n, bool)
-        # behind a leaf: the latest STATUS for the round answered another rank's ask
-        self.copied = np.zeros(n, bool)
         # silent rounds: the slots whose round waits for this rank's own packet (None:
         # every slot, as in every-rank rounds); see _overtaken
         self.contributes: np.ndarray | None = None
@@ -186,9 +177,6 @@ class Pacer:
         waited for other ranks (`RttEstimator.spurious_resend`)."""
         self.status_at[slots] = now
         self.status_seen = now
-        # behind a leaf a STATUS comes to every rank of the leaf: the ranks that did not
-        # ask this round wait longer than the one that did (`_held_until`)
-        self.copied[slots] = self.behind_leaf & ~self.retransmitted[slots]
         if self.contributes is not None and self.rack_resent[slots].any():
             self.rtt.spurious_resend()
         self.rack_resent[slots] = False
@@ -279,7 +267,6 @@ class Pacer:
         hammered, and a result lost on its way to this rank is fetched from the
         switch's cache within a few round times."""
         doublings = np.maximum(self.expired_in_row[slots] - self.params.double_after + 1, 0)
-        doublings = doublings + self.copied[slots]
         wait = np.minimum(
             self.recent_timeout() * 2.0 ** np.minimum(doublings, 30), self._backoff_cap()
         )
@@ -310,12 +297,10 @@ class Pacer:
         queue.)"""
         base = self.rto()
         if self.behind_leaf and self.rtt.srtt is not None:
-            t = min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.srtt))
-        elif self.answered_rtt <= 0:
-            t = base
-        else:
-            t = min(base, max(self.params.timeout, 2 * self.answered_rtt))
-        return t * (1 + LEAF_STAGGER * self.leaf_place)
+            return min(self.params.max_timeout, max(self.params.timeout, 2 * self.rtt.srtt))
+        if self.answered_rtt <= 0:
+            return base
+        return min(base, max(self.params.timeout, 2 * self.answered_rtt))
 
     def _backoff_cap(self) -> float:
         """A slot's timer doubles up to 4 timers (and max_timeout): enough to stop

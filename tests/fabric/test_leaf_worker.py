@@ -44,19 +44,19 @@ def leaf_descriptor(index: int = 1, ranks: list[int] = LEAF_RANKS) -> dict:
     return job.descriptor(index, Address("02:00:00:00:01:01", "10.0.0.240"))
 
 
-def engine(params: EngineParams = PARAMS, index: int = 1) -> AllreduceEngine:
-    cfg = load_descriptor(leaf_descriptor(index))
+def engine(params: EngineParams = PARAMS) -> AllreduceEngine:
+    cfg = load_descriptor(leaf_descriptor())
     x = np.zeros(12 * 64, np.int32)
     x[:] = 7
     return AllreduceEngine(cfg, make_payload(x, cfg.worker_count), T0, params)
 
 
-def header(msg_type, slot, block, flags=0, next_block=EOS, version=0, rank=1) -> p.Header:
+def header(msg_type, slot, block, flags=0, next_block=EOS, version=0) -> p.Header:
     return p.Header.make(
         msg_type,
         job=7,
         slot=slot,
-        rank=rank,
+        rank=1,
         flags=flags,
         block=block,
         next_block=next_block,
@@ -136,7 +136,7 @@ def test_behind_a_leaf_every_waiting_slot_is_resent_once_its_timer_expires():
     """No answer on any slot for the recent timer: a rank behind a leaf resends every
     slot not held (one lost packet among them is found at once), a rank of a one-switch
     job only the silence probe's lowest slot."""
-    leaf = engine(index=0)  # the first of its leaf's ranks: timers not staggered
+    leaf = engine()
     cfg = load_descriptor(leaf_descriptor())
     flat_cfg = type(cfg)(**{**vars(cfg), "wire_rank": None, "leaf_ranks": None})
     x = np.zeros(12 * 64, np.int32)
@@ -228,42 +228,6 @@ def test_a_status_of_the_next_round_fetches_a_lost_result_at_once():
     assert [(h.slot, h.slot_version, bool(h.flags & p.Flag.RETRANSMIT)) for h in again] == [
         (2, 0, True)
     ]
-
-
-def test_the_ranks_of_a_leaf_do_not_ask_at_once():
-    """The leaf's STATUS goes to every one of its ranks, so one rank's ask holds the others
-    -- when it reaches them before their own timers expire. The timers are staggered by
-    the rank's index on its leaf: with none answered, the first rank resends while the
-    last still waits, and the last resends later."""
-    first, last = engine(index=0), engine(index=2)
-    for e in (first, last):
-        e.packets_to_send(T0)
-    soon = T0 + PARAMS.initial_timeout + 0.001
-    assert len(first.packets_to_send(soon)) == SLOTS
-    assert not len(last.packets_to_send(soon))
-    assert len(last.packets_to_send(T0 + 1.5 * PARAMS.initial_timeout)) == SLOTS
-
-
-def test_a_status_another_rank_asked_for_holds_longer_than_ones_own():
-    """Every rank of the leaf gets the STATUS one rank's ask caused; were all held for one
-    timer they would all ask again together. The rank whose resend the STATUS answered
-    asks again after the held timer, a rank that did not ask after twice that."""
-    asked, copied = engine(index=0), engine(index=0)
-    for e in (asked, copied):
-        e.packets_to_send(T0)
-    t = T0 + PARAMS.initial_timeout + 0.001
-    assert len(asked.packets_to_send(t)) == SLOTS  # asked on every slot
-    s = t + 0.001
-    for e in (asked, copied):
-        e.on_result(header(p.MsgType.STATUS, 0, EOS, rank=0), None, s, contributors=0b111)
-        assert e.pacer.held()[0]
-    wait = asked.pacer.recent_timeout()
-
-    def resends_slot_0(e: AllreduceEngine, now: float) -> bool:
-        return 0 in [p.parse_frame(bytes(f)).header.slot for f in _frames(e.packets_to_send(now))]
-
-    assert not resends_slot_0(asked, s + 0.9 * wait) and resends_slot_0(asked, s + 1.1 * wait)
-    assert not resends_slot_0(copied, s + 1.9 * wait) and resends_slot_0(copied, s + 2.1 * wait)
 
 
 def test_a_job_that_starts_under_loss_takes_no_repair_for_its_round_time():
