@@ -52,16 +52,8 @@ def engine(params: EngineParams = PARAMS) -> AllreduceEngine:
 
 
 def header(msg_type, slot, block, flags=0, next_block=EOS, version=0) -> p.Header:
-    return p.Header.make(
-        msg_type,
-        job=7,
-        slot=slot,
-        rank=1,
-        flags=flags,
-        block=block,
-        next_block=next_block,
-        slot_version=version,
-    )
+    fields = {"job": 7, "slot": slot, "rank": 1, "flags": flags, "block": block}
+    return p.Header.make(msg_type, next_block=next_block, slot_version=version, **fields)
 
 
 def fp() -> tuple[int, int]:
