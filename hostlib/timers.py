@@ -188,7 +188,7 @@ class Pacer:
         rank in lost its packet on the way, so the packet goes again at once (`due`),
         instead of at this rank's own timer -- the first timer of any rank of the leaf
         finds the loss. Not when this rank's latest transmission went out less than half
-        a smoothed round ago (`_reorder_allowance`, without its widening): such a STATUS
+        a smoothed round ago (`_half_round`): such a STATUS
         was likely on its way before that packet reached the leaf -- another rank asked
         while this one was late with its packet, or resent after an earlier STATUS --
         and taking it resent a packet the leaf holds, whose STATUS went to every rank of
