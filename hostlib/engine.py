@@ -346,6 +346,8 @@ class AllreduceEngine:
         duplicate, a cached copy of a round already done, another job's) is ignored: the
         (slot_version, block) pair names the round, since blocks grow within a slot."""
         answers = self._answers(r)
+        if self.cfg.wire_rank is not None:
+            self._take_ahead(r, answers, now)
         self._take_statuses(r, answers, now)
         idx = np.flatnonzero(answers & (r.cols["msg_type"] == p.MSG.RESULT))
         s = r.cols["slot"][idx]
@@ -414,14 +416,14 @@ class AllreduceEngine:
             return
         relayed = None  # the leaf role: the spine's STATUS, relayed by the leaf
         if self.cfg.wire_rank is not None:
-            status = self._heard_by_leaf(r, status)
+            status = self._heard_by_leaf(r, status, now)
             relayed = (r.cols["flags"][status] & p.FLAG.RELAYED) != 0
         slots = r.cols["slot"][status]
         self.pacer.held_by_switch(slots, now)
         self.liveness.statuses(slots, r.contributors[status], now, relayed)
         self.stats.statuses += int(status.sum())
 
-    def _heard_by_leaf(self, r: Parsed, status: np.ndarray) -> np.ndarray:
+    def _heard_by_leaf(self, r: Parsed, status: np.ndarray, now: float) -> np.ndarray:
         """The leaf role: of the STATUS replies `status` (mask), those that hold this
         rank's round. The leaf sends its own STATUS to all its ranks, whoever asked; one
         whose bitmap lacks this rank says that its packet was lost on the way, and the
@@ -432,10 +434,34 @@ class AllreduceEngine:
         lacking = own & (bit == 0)
         if not lacking.any():
             return status
-        self.pacer.not_heard(r.cols["slot"][status][lacking])
+        self.pacer.not_heard(r.cols["slot"][status][lacking], now)
         kept = status.copy()
         kept[np.flatnonzero(status)[lacking]] = False
         return kept
+
+    def _take_ahead(self, r: Parsed, answers: np.ndarray, now: float) -> None:
+        """The leaf role: a STATUS of this rank's job for an active slot in the slot's
+        *other* version is the leaf's STATUS of the next round (it sends its STATUS to
+        every one of its ranks, whoever asked). The leaf holds the next round only once
+        the round this rank waits for completed there, and it multicast that result
+        before any packet of the next round reached it; frames are not reordered
+        between a leaf and a rank (docs/protocol.md section 13), so this rank's copy of
+        the result was lost. Its packet goes again at once (Pacer.not_heard) and the leaf
+        answers from its cache, instead of at this rank's own timer, while the other
+        ranks' next round waits for it. (A STATUS of an earlier round never comes after
+        that round's result, so it cannot be taken for this.)"""
+        ahead = (
+            ~answers
+            & (r.cols["msg_type"] == p.MSG.STATUS)
+            & ((r.cols["flags"] & p.FLAG.RELAYED) == 0)
+        )
+        if not ahead.any():
+            return
+        ahead &= self._ours(r)
+        slot = r.cols["slot"]
+        ahead[ahead] &= r.cols["slot_version"][ahead] != self.slot_version[slot[ahead]]
+        if ahead.any():
+            self.pacer.not_heard(slot[ahead], now)
 
     def _store_sums(self, r: Parsed, di: np.ndarray, ds: np.ndarray) -> None:
         """Data rounds' sums (results `di` of slots `ds`) into the output."""

@@ -144,6 +144,7 @@ class Pacer:
         self.answered_rtt = 0.0
         self.overtaken_at = np.full(n, np.inf)  # when a later packet was answered
         self.status_at = np.full(n, -np.inf)  # last STATUS for the round
+        self.status_seen = -np.inf  # latest STATUS on any slot (behind a leaf: _leaf_sample)
         self.heard = False  # any result in this call yet
         self.probe_at = now + self._silence_timeout()
         self.probes_in_row = 0
@@ -175,18 +176,28 @@ class Pacer:
         In silent rounds a STATUS answering a resend RACK made says that the round only
         waited for other ranks (`RttEstimator.spurious_resend`)."""
         self.status_at[slots] = now
+        self.status_seen = now
         if self.contributes is not None and self.rack_resent[slots].any():
             self.rtt.spurious_resend()
         self.rack_resent[slots] = False
 
-    def not_heard(self, slots: np.ndarray) -> None:
+    def not_heard(self, slots: np.ndarray, now: float) -> None:
         """Behind a leaf: a STATUS for `slots`' rounds did not name this rank. The leaf
         sends its STATUS to every one of its ranks (docs/fabric.md, "Loss recovery across
         levels"), answering whichever of them asked: a round the leaf has not heard this
         rank in lost its packet on the way, so the packet goes again at once (`due`),
         instead of at this rank's own timer -- the first timer of any rank of the leaf
-        finds the loss."""
-        self.lacking[slots] = True
+        finds the loss. Not when this rank's latest transmission went out less than half
+        a smoothed round ago (`_half_round`): such a STATUS
+        was likely on its way before that packet reached the leaf -- another rank asked
+        while this one was late with its packet, or resent after an earlier STATUS --
+        and taking it resent a packet the leaf holds, whose STATUS went to every rank of
+        the leaf again. A real loss is found by another rank's timer, one at least a
+        round after this rank's packet; a dismissed one by this rank's own."""
+        slots = np.asarray(slots)
+        self.status_seen = now
+        recent = now - self.xmit_at[slots] < self._half_round()
+        self.lacking[slots[~recent]] = True
 
     def resent(self, due: np.ndarray, now: float) -> int:
         """`due` (from `due`) went again; returns how many timers that doubled. Only a
@@ -305,10 +316,15 @@ class Pacer:
         return xmit + self.answered_rtt + self._reorder_allowance()
 
     def _reorder_allowance(self) -> float:
-        """Half a smoothed round (at least the timer's floor), times the estimator's
-        `reorder` (RttEstimator.spurious_resend: widened by resends found spurious)."""
+        """Half a smoothed round (`_half_round`), times the estimator's `reorder`
+        (RttEstimator.spurious_resend: widened by resends found spurious)."""
+        return self._half_round() * self.rtt.reorder
+
+    def _half_round(self) -> float:
+        """Half a smoothed round (the latest answered round before any sample), at least
+        the timer's floor."""
         srtt = self.rtt.srtt if self.rtt.srtt is not None else self.answered_rtt
-        return max(self.params.timeout, 0.5 * srtt) * self.rtt.reorder
+        return max(self.params.timeout, 0.5 * srtt)
 
     def due(self, now: float) -> np.ndarray:
         """Slots to retransmit now. An expired timer alone does not mean a loss: the round
@@ -365,6 +381,24 @@ class Pacer:
         )
         return probe
 
+    def _leaf_sample(self, took: np.ndarray, sent: np.ndarray) -> np.ndarray:
+        """Behind a leaf, what clean rounds that took `took` (first sent at `sent`) feed
+        the estimate: a round during which this rank heard any STATUS (on any slot: ranks
+        of its leaf were asking, so frames were being lost) counts as at most the estimate
+        -- before any sample, half the initial timer, whose double the timer is -- and
+        any other round as at most CLEAN_GROWTH estimates (the first sample whole).
+        Why: under loss such a round most likely waited for another rank's repair, which
+        lasts about that rank's timer, twice its estimate; taken even as CLEAN_GROWTH
+        estimates, the estimate rose by 3 % a round while the loss lasted, and a job that
+        started under loss, its first rounds about the initial timer long, kept timers of
+        twice that. The estimate still falls to shorter rounds, and follows a slower
+        switch in rounds without any STATUS (without loss, the usual case)."""
+        srtt = self.rtt.srtt
+        asked = sent < self.status_seen
+        if srtt is None:
+            return np.where(asked, np.minimum(took, self.params.initial_timeout / 2), took)
+        return np.minimum(took, np.where(asked, srtt, CLEAN_GROWTH * srtt))
+
     def _expired(self, holding: np.ndarray, now: float) -> np.ndarray:
         """Active slots not held (`holding`: held()) whose latest transmission is older
         than the recent timer."""
@@ -416,8 +450,8 @@ class Pacer:
             & (self.status_at[s] <= self.sent_at[s])  # (one at its start: the last round's)
         )
         took = now - self.sent_at[s[clean]]
-        if self.behind_leaf and self.rtt.srtt is not None:
-            took = np.minimum(took, CLEAN_GROWTH * self.rtt.srtt)
+        if self.behind_leaf:
+            took = self._leaf_sample(took, self.sent_at[s[clean]])
         self.rtt.update(took)
         if self.contributes is not None and self.rack_resent[s].any():
             self.rtt.resend_answered()

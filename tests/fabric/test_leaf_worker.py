@@ -51,10 +51,9 @@ def engine(params: EngineParams = PARAMS) -> AllreduceEngine:
     return AllreduceEngine(cfg, make_payload(x, cfg.worker_count), T0, params)
 
 
-def header(msg_type, slot, block, flags=0, next_block=EOS) -> p.Header:
-    return p.Header.make(
-        msg_type, job=7, slot=slot, rank=1, flags=flags, block=block, next_block=next_block
-    )
+def header(msg_type, slot, block, flags=0, next_block=EOS, version=0) -> p.Header:
+    fields = {"job": 7, "slot": slot, "rank": 1, "flags": flags, "block": block}
+    return p.Header.make(msg_type, next_block=next_block, slot_version=version, **fields)
 
 
 def fp() -> tuple[int, int]:
@@ -110,7 +109,7 @@ def test_a_leafs_status_that_lacks_this_rank_resends_its_slot_at_once():
     the round (no resend until the held timer)."""
     e = engine()
     e.packets_to_send(T0)
-    now = T0 + 0.001
+    now = T0 + 0.01
     e.on_result(header(p.MsgType.STATUS, 1, EOS), None, now, contributors=0b101)
     assert not e.pacer.held()[1] and e.pacer.next_timer() <= now
     again = [p.parse_frame(bytes(f)) for f in _frames(e.packets_to_send(now))]
@@ -189,3 +188,57 @@ def test_behind_a_leaf_a_long_clean_round_raises_the_estimate_by_a_bounded_step(
     assert srtt == pytest.approx(0.01)
     e.on_result(header(p.MsgType.RESULT, 1, EOS, next_block=1), None, T0 + 0.5, fingerprint=fp())
     assert e.rtt.srtt == pytest.approx(0.875 * srtt + 0.125 * CLEAN_GROWTH * srtt)
+
+
+def test_a_status_that_lacks_this_rank_just_after_its_packet_is_not_a_loss():
+    """A STATUS lacking this rank that comes within half a round of its latest packet was
+    on its way before that packet reached the leaf (another rank asked while this one was
+    late): resending then only sent the leaf's STATUS to every rank again. The slot keeps
+    its timer; the same STATUS later than that is a loss and resends at once."""
+    e = engine()
+    e.packets_to_send(T0)
+    e.on_result(header(p.MsgType.STATUS, 1, EOS), None, T0 + 0.001, contributors=0b101)
+    assert not len(e.packets_to_send(T0 + 0.001))
+    assert e.pacer.next_timer() > T0 + 0.1
+    e.on_result(header(p.MsgType.STATUS, 1, EOS), None, T0 + 0.01, contributors=0b101)
+    again = _frames(e.packets_to_send(T0 + 0.01))
+    assert [p.parse_frame(bytes(f)).header.slot for f in again] == [1]
+
+
+def test_a_status_of_the_next_round_fetches_a_lost_result_at_once():
+    """The leaf's STATUS for a slot's next round (the other version) says that the round
+    this rank waits for completed there and its copy of the result was lost: the slot
+    goes again at once (the leaf answers from its cache) instead of at this rank's timer,
+    which the other ranks' next round would wait for."""
+    e = engine()
+    e.packets_to_send(T0)
+    now = T0 + 0.05
+    ahead = header(p.MsgType.STATUS, 2, 2, version=1)
+    e.on_result(ahead, None, now, contributors=0b101)
+    assert e.pacer.next_timer() <= now
+    again = [p.parse_frame(bytes(f)).header for f in _frames(e.packets_to_send(now))]
+    assert [(h.slot, h.slot_version, bool(h.flags & p.Flag.RETRANSMIT)) for h in again] == [
+        (2, 0, True)
+    ]
+
+
+def test_a_job_that_starts_under_loss_takes_no_repair_for_its_round_time():
+    """Before any round time a rank's timer is the initial one. A round during which a
+    STATUS came (ranks of the leaf were asking: frames were being lost) most likely ended
+    with another rank's repair, at about that rank's timer: taken whole as the first
+    sample it doubled every later timer. Such a round counts as at most half the initial
+    timer (the timer is twice the estimate) and, once there is an estimate, as at most
+    the estimate; a round without any STATUS is taken whole."""
+    e = engine()
+    e.packets_to_send(T0)
+    e.on_result(header(p.MsgType.STATUS, 1, EOS), None, T0 + 0.01, contributors=0b111)
+    e.on_result(header(p.MsgType.RESULT, 0, EOS, next_block=0), None, T0 + 0.3, fingerprint=fp())
+    assert e.rtt.srtt == pytest.approx(PARAMS.initial_timeout / 2)
+    e.on_result(header(p.MsgType.RESULT, 2, EOS, next_block=2), None, T0 + 0.5, fingerprint=fp())
+    assert e.rtt.srtt == pytest.approx(PARAMS.initial_timeout / 2)
+    quiet = engine()
+    quiet.packets_to_send(T0)
+    quiet.on_result(
+        header(p.MsgType.RESULT, 0, EOS, next_block=0), None, T0 + 0.3, fingerprint=fp()
+    )
+    assert quiet.rtt.srtt == pytest.approx(0.3)
