@@ -13,7 +13,6 @@ The body is the action's primitives in order.  Two shapes:
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Callable
 
 from .cse import hoist_common
@@ -23,7 +22,6 @@ from .primitives import emit_primitive
 _FIELD_RE = re.compile(r"\bF\[(\d+)\]")
 _FIELD_WRITE_RE = re.compile(r"^\s*F\[(\d+)\] = ")
 _LOCAL_RE = re.compile(r"f(\d+)")
-_LOCAL_NAME_RE = re.compile(r"\bf\d+\b")
 _JUMPS = ("_jump", "_jump_if_zero")
 
 
@@ -47,7 +45,7 @@ def emit_actions(g: Gen) -> None:
         s.emit(f"# {a['name']}", 1)
         if not any(b is None for b in blocks):
             lines = [line for b in blocks if b is not None for line in b]
-            for line in _hoisted(fields_to_locals(lines), small_unsigned_local(g)):
+            for line in hoist_common(fields_to_locals(lines), small_unsigned_local(g)):
                 s.emit(line, 1)
             if not prims:
                 s.emit("pass", 1)
@@ -82,20 +80,6 @@ def _emit_jump_loop(g: Gen, prims: list[dict], blocks: list[list[str] | None], w
             s.emit("continue", 4)
             s.emit(f"pc = {k + 1}", 3)
     s.emit("break", 2)
-
-
-def _hoisted(lines: list[str], small: Callable[[str], bool]) -> tuple[str, ...]:
-    """hoist_common(lines, small), remembered per body: a switch loads the same program
-    again and again (every fresh pipeline a test or a controller pushes), and the pass is
-    most of what compiling p4reduce's wide blocks costs. Its result depends only on the
-    lines and on which of their names are small, so both make the key."""
-    names = frozenset(n for n in _LOCAL_NAME_RE.findall("\n".join(lines)) if small(n))
-    return _hoist_cached(tuple(lines), names)
-
-
-@lru_cache(maxsize=4096)
-def _hoist_cached(lines: tuple[str, ...], small_names: frozenset[str]) -> tuple[str, ...]:
-    return tuple(hoist_common(list(lines), small_names.__contains__))
 
 
 def small_unsigned_local(g: Gen) -> Callable[[str], bool]:

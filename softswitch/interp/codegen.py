@@ -47,7 +47,8 @@ __all__ = [
     "AssertFailure",
     "CORE_ERRORS",
     "Compiled",
-    "Compiler",
+    "Program",
+    "program_of",
     "DROP_PORT",
     "REFUSED_PRIMITIVES",
 ]
@@ -79,9 +80,6 @@ class Compiled:
     # or in a slice. A field outside it (a timestamp, queueing metadata the program never
     # reads) is unobservable, so the packet walk need not fill it in.
     mentioned: frozenset[int] = frozenset()
-
-    def read_fields(self) -> set[int]:
-        return set(self.mentioned)
 
 
 _FIELD = re.compile(r"\bF\[(\d+)\]")
@@ -122,16 +120,13 @@ class Program:
         self.init = init
         self.firsts = firsts
         self.mentioned = _mentioned_fields(self.source)
-        # the module's names that stay the same in every pipeline: the state is made anew
-        per_pipeline = set(g.state_factories) | controls.table_vars()
-        self.constants = {k: v for k, v in g.env.items() if k not in per_pipeline}
         self.instantiate()  # the first pipeline checks what only a running module can
 
     def instantiate(self) -> Compiled:
         """A new pipeline of this program: the module executed into a namespace of its
         own, with new state; nothing is shared with another pipeline but immutable parts."""
         g = self.g
-        ns = dict(self.constants)
+        ns = dict(g.env)  # what no packet changes; the state is made anew below
         for var, factory in g.state_factories.items():
             ns[var] = factory()
         tables = self.controls.new_tables(ns)
@@ -169,24 +164,12 @@ class Program:
 
 @lru_cache(maxsize=4)
 def program_of(bmv2_json: bytes, trace: bool = False) -> Program:
-    """The program of a JSON's bytes, remembered: generating p4reduce's (~10 MB of
-    Python from 16 MB of JSON) takes most of a second, and a switch loads the same bytes
-    again for every fresh pipeline. Only a JSON that compiled is remembered; one that
-    failed fails again, with the same error, on its next load."""
+    """The program of a JSON's bytes (the compiler's entry), remembered: generating
+    p4reduce's (~10 MB of Python from 16 MB of JSON) takes most of a second, and a switch
+    loads the same bytes again for every fresh pipeline. Only a JSON that compiled is
+    remembered; one that failed fails again, with the same error, on its next load."""
     try:
         j = json.loads(bmv2_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise PipelineError(f"bmv2 JSON does not parse: {exc}") from exc
     return Program(j, trace=trace)
-
-
-class Compiler:
-    """``Compiler(json_doc).compile()``: one pipeline of a JSON document (see
-    `program_of` for loading bytes, remembered); the constructor already refuses
-    program-wide constructs (see ``Gen``)."""
-
-    def __init__(self, j: dict[str, Any], *, trace: bool = False) -> None:
-        self.program = Program(j, trace=trace)
-
-    def compile(self) -> Compiled:
-        return self.program.instantiate()

@@ -57,7 +57,6 @@ class Controls:
 
     def __init__(self, g: Gen) -> None:
         self.g = g
-        self.tables: dict[str, Table] = {}
         self.node_names: dict[str, str] = {}
         self.nodes: dict[str, Node] = {}
         # per table: its variable, JSON, next-node spec and a factory of fresh instances
@@ -216,8 +215,6 @@ class Controls:
             refs = {an: ActionRef(an, None, a.widths) for an, a in actions.items()}  # type: ignore[arg-type]
             return Table(name, kind, keys, refs, max_size, _unbound_next, const_default)
 
-        g.env[var] = table = make()
-        self.tables[t["name"]] = table
         self._table_specs.append((var, t, spec, make))
         if not keys and const_default and dflt:
             # a p4c "dummy table" (direct action call): always misses, const default action
@@ -281,10 +278,6 @@ class Controls:
         return keys, key_src
 
     # -- after the module exists -----------------------------------------------------------
-    def table_vars(self) -> set[str]:
-        """The generated module's names of the tables."""
-        return {var for var, *_ in self._table_specs}
-
     def new_tables(self, ns: dict[str, Any]) -> dict[str, Table]:
         """Fresh, empty tables for one pipeline, put into its namespace `ns` (before the
         module is executed into it and `finish` binds them); returns them by name."""

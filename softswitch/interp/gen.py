@@ -113,10 +113,8 @@ class Gen:
         # every object a pipeline changes while it runs (registers, counters, caches), by
         # its variable: each pipeline made from this program gets new ones (`state`)
         self.state_factories: dict[str, Callable[[], Any]] = {}
-        self.registers: dict[str, list[int]] = {}
         self.register_widths: dict[str, int] = {}
         self.reg_vars: dict[str, tuple[str, int, int]] = {}
-        self.counters: dict[str, tuple[list[int], list[int]]] = {}
         self.ctr_vars: dict[str, tuple[str, str, int]] = {}
         self._stateful(j)
         self.X = ExprCompiler(self.L, self.env, self.reg_vars)
@@ -126,12 +124,11 @@ class Gen:
         self.action_fn_names: dict[int, str] = {}
         self.std = self._std_fields()
 
-    def state(self, var: str, factory: Callable[[], Any]) -> Any:
+    def state(self, var: str, factory: Callable[[], Any]) -> None:
         """Bind `var` in the generated module to an object the running pipeline changes,
-        made by `factory` anew for each pipeline of this program."""
+        made by `factory` anew for each pipeline of this program (`Program.instantiate`);
+        `env` holds only what no packet changes."""
         self.state_factories[var] = factory
-        self.env[var] = obj = factory()
-        return obj
 
     def _stateful(self, j: dict[str, Any]) -> None:
         for k, r in enumerate(j.get("register_arrays", [])):
@@ -140,17 +137,15 @@ class Gen:
             if not isinstance(bw, int) or isinstance(bw, bool) or bw <= 0:
                 raise PipelineError(f'bad bitwidth {bw!r} for register "{r["name"]}"')
             var = ident("R", k)
-            cells = self.state(var, lambda size=size: [0] * size)
-            self.registers[r["name"]] = cells
+            self.state(var, lambda size=size: [0] * size)
             self.register_widths[r["name"]] = bw
             self.reg_vars[r["name"]] = (var, size, bw)
         for k, c in enumerate(j.get("counter_arrays", [])):
             if c.get("is_direct"):
                 raise UnsupportedConstruct("direct counter", f"counter_arrays {c['name']}")
             check_size(c["size"], f'counter_arrays "{c["name"]}"')
-            b = self.state(f"CB{k}", lambda size=c["size"]: [0] * size)
-            p = self.state(f"CP{k}", lambda size=c["size"]: [0] * size)
-            self.counters[c["name"]] = (b, p)
+            self.state(f"CB{k}", lambda size=c["size"]: [0] * size)
+            self.state(f"CP{k}", lambda size=c["size"]: [0] * size)
             self.ctr_vars[c["name"]] = (f"CB{k}", f"CP{k}", c["size"])
         if j.get("meter_arrays"):
             raise UnsupportedConstruct("meter", f"meter_arrays {j['meter_arrays'][0].get('name')}")

@@ -47,7 +47,7 @@ class Pipeline:
         self.start_ns = time.monotonic_ns()
         # metadata the program never mentions is never filled in (nothing could see it):
         # the clock is read only for a timestamp the program uses
-        mentioned = c.read_fields()
+        mentioned = c.mentioned
         i = {
             k: (None if k in _UNSEEN_UNLESS_MENTIONED and v not in mentioned else v)
             for k, v in c.idx.items()
