@@ -345,9 +345,10 @@ class AllreduceEngine:
         release the next round. A result that does not answer the outstanding packet (a
         duplicate, a cached copy of a round already done, another job's) is ignored: the
         (slot_version, block) pair names the round, since blocks grow within a slot."""
-        answers = self._answers(r)
+        ours = self._ours(r)
+        answers = self._answers(r, ours)
         if self.cfg.wire_rank is not None:
-            self._take_ahead(r, answers, now)
+            self._take_ahead(r, ours & ~answers, now)
         self._take_statuses(r, answers, now)
         idx = np.flatnonzero(answers & (r.cols["msg_type"] == p.MSG.RESULT))
         s = r.cols["slot"][idx]
@@ -374,11 +375,10 @@ class AllreduceEngine:
         if cont.any():
             self._release(s[cont], nb[cont], ne[cont])
 
-    def _answers(self, r: Parsed) -> np.ndarray:
-        """Which of the batch answer this rank's outstanding packet of their slot (a
-        RESULT or a STATUS for its round); raises SwitchStateLost first if the switch
-        says it lost the job's state on any slot."""
-        answers = self._ours(r)
+    def _answers(self, r: Parsed, ours: np.ndarray) -> np.ndarray:
+        """Which of `ours` (a mask of the batch, from `_ours`) answer this rank's
+        outstanding packet of their slot: a RESULT or a STATUS for its round."""
+        answers = ours.copy()
         c, slot = r.cols, r.cols["slot"]
         answers[answers] &= (c["slot_version"][answers] == self.slot_version[slot[answers]]) & (
             c["block"][answers] == self.block[slot[answers]]
@@ -439,7 +439,7 @@ class AllreduceEngine:
         kept[np.flatnonzero(status)[lacking]] = False
         return kept
 
-    def _take_ahead(self, r: Parsed, answers: np.ndarray, now: float) -> None:
+    def _take_ahead(self, r: Parsed, others: np.ndarray, now: float) -> None:
         """The leaf role: a STATUS of this rank's job for an active slot in the slot's
         *other* version is the leaf's STATUS of the next round (it sends its STATUS to
         every one of its ranks, whoever asked). The leaf holds the next round only once
@@ -449,15 +449,13 @@ class AllreduceEngine:
         the result was lost. Its packet goes again at once (Pacer.not_heard) and the leaf
         answers from its cache, instead of at this rank's own timer, while the other
         ranks' next round waits for it. (A STATUS of an earlier round never comes after
-        that round's result, so it cannot be taken for this.)"""
+        that round's result, so it cannot be taken for this.) `others`: this rank's
+        frames of the batch (`_ours`) that answer no outstanding packet."""
         ahead = (
-            ~answers
+            others
             & (r.cols["msg_type"] == p.MSG.STATUS)
             & ((r.cols["flags"] & p.FLAG.RELAYED) == 0)
         )
-        if not ahead.any():
-            return
-        ahead &= self._ours(r)
         slot = r.cols["slot"]
         ahead[ahead] &= r.cols["slot_version"][ahead] != self.slot_version[slot[ahead]]
         if ahead.any():

@@ -172,10 +172,7 @@ class SilentEngine(AllreduceEngine):
         ours = self._ours(r)
         c = r.cols
         msg, slot = c["msg_type"], c["slot"]
-        status = ours & (msg == p.MSG.STATUS)
-        status[status] &= (c["slot_version"][status] == self.slot_version[slot[status]]) & (
-            c["block"][status] == self.block[slot[status]]
-        )
+        status = self._answers(r, ours & (msg == p.MSG.STATUS))
         self._take_statuses(r, status, now)
         self.queries[slot[status]] = 0
         rows = np.flatnonzero(ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND)))
