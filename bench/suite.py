@@ -49,8 +49,8 @@ import numpy as np
 
 from hostlib import protocol
 from hostlib.numerics import to_blocks
-from hostlib.slots import slots_for_call
-from p4reduce.job import block_count, round_count
+from hostlib.slots import slots_for_tensor
+from p4reduce.job import round_count
 from p4reduce.target import default_slots
 from p4reduce.wire import link_mtu
 
@@ -686,10 +686,10 @@ def have_torch() -> bool:
 
 
 def job_slots(c: Case) -> int:
-    """A headline case's job: as many slots as hostlib.slots.slots_for_call gives its call
+    """A headline case's job: as many slots as hostlib.slots.slots_for_tensor gives its call
     (the tensor's blocks at the case's size, out of the switch kind's default), so every
     slot the job has is one its calls use (docs/hostlib.md, "Slots per call")."""
-    return slots_for_call(block_count(c.size, False, c.block_values), default_slots(c.target))
+    return slots_for_tensor(c.size, c.block_values, c.target)
 
 
 def run_cases(

@@ -28,9 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from clicks_model import Config  # beside this script
-from hostlib.slots import slots_for_call
-from p4reduce.job import ROUND_MODES, announce_rounds, block_count
-from p4reduce.target import default_slots
+from hostlib.slots import slots_for_tensor
+from p4reduce.job import ROUND_MODES, announce_rounds
 from p4reduce.wire import BLOCK_VALUES
 from softswitch.runner import resolve_kind
 
@@ -64,18 +63,14 @@ class Options:
 
 
 def call_slots(cfg: Config, block_values: int | None, target: str) -> int:
-    """The p4reduce job's slots when none are given: as many as
-    hostlib.slots.slots_for_call gives the example's one call per step (DDP reduces the
-    whole model in one bucket) out of the switch kind's default, as the headline's jobs
-    have (bench/suite.py job_slots). Why: every slot a call uses costs it an announce and
-    a closing round, and at wide blocks the call has few blocks, so the target's default
-    slots would be a large share of its packets (docs/benchmarks.md, "The click example
-    at each block size")."""
+    """The p4reduce job's slots when none are given: those hostlib.slots.slots_for_tensor
+    gives the example's one call per step (DDP reduces the whole model in one bucket), as
+    the headline's jobs have (bench/suite.py job_slots; docs/benchmarks.md, "The click
+    example at each block size")."""
     from clicks_model import build_model
 
     values = sum(p.numel() for p in build_model(cfg).parameters())
-    blocks = block_count(values, False, block_values or BLOCK_VALUES)
-    return slots_for_call(blocks, default_slots(resolve_kind(target)))
+    return slots_for_tensor(values, block_values or BLOCK_VALUES, resolve_kind(target))
 
 
 def run(opts: Options, cfg: Config) -> dict:

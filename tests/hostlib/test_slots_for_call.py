@@ -12,8 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from hostlib.slots import BLOCKS_PER_SLOT, BUSY_SLOTS, slots_for_call
+from hostlib.slots import BLOCKS_PER_SLOT, BUSY_SLOTS, slots_for_call, slots_for_tensor
 from p4net.harness import SwitchSession
+from p4reduce.target import KINDS, default_slots
 
 from test_worker_block_sizes import run_job
 
@@ -47,6 +48,18 @@ def test_monotone_in_blocks_and_slots():
     for blocks in (1, 9, 300, 5000):
         got = [slots_for_call(blocks, s) for s in range(1, 200)]
         assert got == sorted(got)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_tensors_job_has_only_slots_its_calls_use(kind):
+    """slots_for_tensor: a job made for one tensor per call has no slot the call leaves
+    unused, never more than the kind's default, and as many as that call uses."""
+    for k in (64, 256, 2048, 16000):
+        for values in (1, k - 1, k, 17 * k + 3, 1 << 20, 25 << 20):
+            blocks = -(-values // k)
+            n = slots_for_tensor(values, k, kind)
+            assert 1 <= n <= min(blocks, default_slots(kind))
+            assert n == slots_for_call(blocks, n) == slots_for_call(blocks, default_slots(kind))
 
 
 def test_refuses_a_job_without_slots():
