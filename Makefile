@@ -33,8 +33,13 @@ install-examples: install-torch
 install-bench:
 	$(PY) -m pip install -q -e '.[bench]'
 
+# The suite in TEST_WORKERS processes (pytest-xdist): much of it waits on switches, timers
+# and sockets rather than computing, so two processes on two cores finish it far sooner.
+# Tests that build a Mininet network share one process, one after another (conftest.py:
+# Mininet's node and interface names are global); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 test:
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup
 
 # ruff's checks and its formatter's layout (configured in pyproject.toml); .ci/run runs it
 lint:
