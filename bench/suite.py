@@ -689,7 +689,7 @@ def job_slots(c: Case) -> int:
     """A headline case's job: as many slots as hostlib.slots.slots_for_tensor gives its call
     (the tensor's blocks at the case's size, out of the switch kind's default), so every
     slot the job has is one its calls use (docs/hostlib.md, "Slots per call")."""
-    return slots_for_tensor(c.size, c.block_values, c.target)
+    return slots_for_tensor(c.size, c.block_values, default_slots(c.target))
 
 
 def run_cases(

@@ -30,6 +30,7 @@ import numpy as np
 from clicks_model import Config  # beside this script
 from hostlib.slots import slots_for_tensor
 from p4reduce.job import ROUND_MODES, announce_rounds
+from p4reduce.target import default_slots
 from p4reduce.wire import BLOCK_VALUES
 from softswitch.runner import resolve_kind
 
@@ -70,7 +71,8 @@ def call_slots(cfg: Config, block_values: int | None, target: str) -> int:
     from clicks_model import build_model
 
     values = sum(p.numel() for p in build_model(cfg).parameters())
-    return slots_for_tensor(values, block_values or BLOCK_VALUES, resolve_kind(target))
+    kind_default = default_slots(resolve_kind(target))
+    return slots_for_tensor(values, block_values or BLOCK_VALUES, kind_default)
 
 
 def run(opts: Options, cfg: Config) -> dict:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from p4reduce.job import block_count
-from p4reduce.target import default_slots
 
 from . import protocol as p
 
@@ -71,13 +70,14 @@ def slots_for_call(blocks: int, slot_count: int) -> int:
     return max(1, min(slot_count, blocks, wanted))
 
 
-def slots_for_tensor(values: int, block_values: int, kind: str) -> int:
+def slots_for_tensor(values: int, block_values: int, slot_count: int) -> int:
     """The slots to give a job whose calls each reduce one tensor of `values` float32
-    values at `block_values` per block on a switch of `kind`: what slots_for_call gives
-    that call out of the kind's default, so every slot the job has is one its calls use
-    (the benchmarks' jobs and the click example's: every slot a call uses costs it an
-    announce and a closing round, a large share of a wide-block call's packets)."""
-    return slots_for_call(block_count(values, False, block_values), default_slots(kind))
+    values at `block_values` per block, out of `slot_count` (the switch kind's default,
+    p4reduce.target.default_slots): what slots_for_call gives that call, so every slot the
+    job has is one its calls use (the benchmarks' jobs and the click example's: every slot
+    a call uses costs it an announce and a closing round, a large share of a wide-block
+    call's packets)."""
+    return slots_for_call(block_count(values, False, block_values), slot_count)
 
 
 class SlotWindow:

@@ -57,7 +57,7 @@ def test_a_tensors_job_has_only_slots_its_calls_use(kind):
     for k in (64, 256, 2048, 16000):
         for values in (1, k - 1, k, 17 * k + 3, 1 << 20, 25 << 20):
             blocks = -(-values // k)
-            n = slots_for_tensor(values, k, kind)
+            n = slots_for_tensor(values, k, default_slots(kind))
             assert 1 <= n <= min(blocks, default_slots(kind))
             assert n == slots_for_call(blocks, n) == slots_for_call(blocks, default_slots(kind))
 

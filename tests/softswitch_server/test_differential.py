@@ -38,6 +38,9 @@ from .helpers import (
 from .test_ports import Veths
 
 TARGETS = kinds.PROCESS_KINDS
+# the *_targets_agree tests compare transcripts the tests before them left in this module:
+# one pytest-xdist process runs the whole module, in order (make test runs two)
+pytestmark = pytest.mark.xdist_group("differential")
 DST2 = bytes.fromhex("020000000002")
 DST3 = bytes.fromhex("020000000003")
 
