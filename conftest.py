@@ -20,6 +20,7 @@ from bmv2_tests.kinds import unmet_needs
 MININET_GROUP = "mininet"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The Mininet tests first, in their own order, all in one xdist group."""
     mininet = [item for item in items if item.get_closest_marker("mininet")]
