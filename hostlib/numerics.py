@@ -143,11 +143,8 @@ def quantize_packed(blocks: np.ndarray, exponents: np.ndarray, worker_count: int
     """to_packed(quantize(...)) in one pass less: the bias is added to the float64 q (exact,
     q + bias < 2^32) before the one cast to the wire's 32 bits."""
     scaled = _scaled(blocks, exponents, worker_count)
-    out = np.empty(scaled.shape, np.uint32)
-    # the add and the cast in one pass (numpy casts each buffered chunk of float64 sums as
-    # astype would): no second float64 pass over the rows
-    np.add(scaled, packed_bias(worker_count), out=out, casting="unsafe")
-    return out.view(np.int32)
+    scaled += packed_bias(worker_count)
+    return scaled.astype(np.uint32).view(np.int32)
 
 
 def dequantize(
