@@ -197,10 +197,10 @@ def test_int32_halves_in_a_lanes_job_and_always_in_a_packed_one(encoding):
 
 @pytest.mark.parametrize("worker_count", [2, 4])
 def test_packed_wire_values_quantize_and_sum_exactly(worker_count, rng):
-    """The packed path in one pass each way gives what the separate steps give: a rank's
-    biased lanes are to_packed(quantize(...)), and the N biases come off the sum of N such
-    lanes read as the wire has them (big-endian, framing.parse_batch's view) as well as
-    native: the exact sum of the ranks' quantized values."""
+    """A rank's biased lanes are to_packed(quantize(...)), and from_packed takes the N
+    biases off the sum of N such lanes read as the wire has them (big-endian:
+    framing.parse_batch leaves received values so) as well as native: the exact sum of the
+    ranks' quantized values, as native int32."""
     xs = [
         rng.standard_normal((6, 256)) * 10.0 ** rng.integers(-20, 20) for _ in range(worker_count)
     ]
