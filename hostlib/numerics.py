@@ -37,9 +37,14 @@ def to_packed(lanes: np.ndarray, worker_count: int) -> np.ndarray:
 
 def from_packed(sums: np.ndarray, worker_count: int) -> np.ndarray:
     """A packed round's lanes (sum of N biased lanes, < 2^32) -> the exact int32 sums: the
-    N biases subtracted modulo 2^32 (one pass; the wrap is the int32 the sum is)."""
+    N biases subtracted modulo 2^32 (the wrap is the int32 the sum is). `sums` may be in
+    either byte order (a received batch's values are the wire's big-endian bytes,
+    framing.parse_batch): the subtraction reads them as they are and writes native int32,
+    one pass, no conversion first."""
     bias = np.uint32(worker_count * packed_bias(worker_count) % (1 << 32))
-    return (sums.view(np.uint32) - bias).view(np.int32)
+    order = sums.dtype.byteorder if sums.dtype.byteorder in "<>" else "="
+    unsigned = sums.view(np.dtype(np.uint32).newbyteorder(order))
+    return np.subtract(unsigned, bias, dtype=np.uint32).view(np.int32)
 
 
 def half(blocks: np.ndarray, low: bool) -> np.ndarray:
@@ -142,13 +147,18 @@ def quantize_packed(blocks: np.ndarray, exponents: np.ndarray, worker_count: int
     return scaled.astype(np.uint32).view(np.int32)
 
 
-def dequantize(sums: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
-    """sum / s = sum * 2^E / floor(M/N) per row (float64), in one pass: the sum divided by
-    the row's floor(M/N) * 2^-E (exact: a power of two scales a float64 exactly here), the
-    same correctly rounded quotient as dividing by floor(M/N) and scaling by 2^E after (no
-    quotient comes near float64's subnormals: |sum| >= 1, E >= -128)."""
+def dequantize(
+    sums: np.ndarray, exponents: np.ndarray, worker_count: int, dtype=np.float64
+) -> np.ndarray:
+    """sum / s = sum * 2^E / floor(M/N) per row, computed in float64, in one pass: the sum
+    divided by the row's floor(M/N) * 2^-E (exact: a power of two scales a float64 exactly
+    here), the same correctly rounded quotient as dividing by floor(M/N) and scaling by 2^E
+    after (no quotient comes near float64's subnormals: |sum| >= 1, E >= -128). Returned as
+    `dtype`: each float64 quotient rounded to it as astype would, chunk by chunk inside the
+    division, so a float32 result never holds a float64 copy of the rows."""
     divisor = np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
-    return np.divide(sums, divisor[:, None], dtype=np.float64)
+    out = np.empty(sums.shape, dtype)
+    return np.divide(sums, divisor[:, None], out=out, dtype=np.float64, casting="unsafe")
 
 
 # float64 evaluation of quantize (x * floor(M/N) is rounded) and dequantize (the division
@@ -412,7 +422,10 @@ class Output:
         self._pending, self._pending_rows = [], 0
         pl = self.payload
         if pl.is_float:
-            res = dequantize(sums, exps.astype(np.int32) - p.EXPONENT_BIAS, pl.worker_count)
+            # a mean divides the float64 quotient before it is rounded to the tensor's dtype
+            dtype = self.array.dtype if self.divisor == 1 else np.float64
+            e = exps.astype(np.int32) - p.EXPONENT_BIAS
+            res = dequantize(sums, e, pl.worker_count, dtype)
             if self.divisor != 1:
                 res /= self.divisor
             self.blocks[blocks] = res

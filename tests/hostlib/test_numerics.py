@@ -193,3 +193,46 @@ def test_int32_halves_in_a_lanes_job_and_always_in_a_packed_one(encoding):
         out.finish()  # 2 * (2^30 + 5) and 2 * -2^31 do not fit int32
     assert (out.blocks[0, 2:4] == 2 * x[2:4]).all() and (out.blocks[1] == 0).all()
     assert not nm.make_payload(np.ones(3, np.float32), 2, int32_halves=True).halves
+
+
+@pytest.mark.parametrize("worker_count", [2, 4])
+def test_packed_wire_values_quantize_and_sum_exactly(worker_count, rng):
+    """A rank's biased lanes are to_packed(quantize(...)), and from_packed takes the N
+    biases off the sum of N such lanes read as the wire has them (big-endian:
+    framing.parse_batch leaves received values so) as well as native: the exact sum of the
+    ranks' quantized values, as native int32."""
+    xs = [
+        rng.standard_normal((6, 256)) * 10.0 ** rng.integers(-20, 20) for _ in range(worker_count)
+    ]
+    e = np.max([nm.block_exponents(x) for x in xs], axis=0).astype(np.int32)
+    sent = [nm.quantize_packed(x, e, worker_count) for x in xs]
+    assert all(
+        (s == nm.to_packed(nm.quantize(x, e, worker_count), worker_count)).all()
+        for s, x in zip(sent, xs)
+    )
+    lanes = np.sum([s.view(np.uint32).astype(np.int64) for s in sent], axis=0)
+    assert lanes.max() < 2**32  # the switch's lane sum does not carry
+    exact = np.sum([nm.quantize(x, e, worker_count).astype(np.int64) for x in xs], axis=0)
+    native = lanes.astype(np.uint32).view(np.int32)
+    wire = native.astype(p.VALUES_DTYPE)  # the same values in the wire's byte order
+    for sums in (native, wire):
+        got = nm.from_packed(sums, worker_count)
+        assert got.dtype == np.int32 and (got == exact).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_sum_is_dequantized_into_the_tensors_dtype_as_float64_rounded(dtype, rng):
+    """dequantize straight into float32 is the float64 quotient rounded to float32, bit for
+    bit (what the float64 result cast afterwards gives); Output stores it so, and a mean
+    divides the float64 quotient before the rounding."""
+    sums = rng.integers(-(2**31), 2**31, (5, 300)).astype(np.int32)
+    e = rng.integers(-130, 130, 5).clip(nm.MIN_EXPONENT, nm.MAX_EXPONENT)
+    wide = nm.dequantize(sums, e, 3)
+    assert wide.dtype == np.float64
+    got = nm.dequantize(sums.astype(p.VALUES_DTYPE), e, 3, dtype)
+    assert got.dtype == dtype and (got == wide.astype(dtype)).all()
+    pl = nm.make_payload(np.ones(5 * 300, dtype), 3, block_values=300)
+    for divisor in (1, 3):
+        out = nm.Output(pl, divisor)
+        out.store(np.arange(5), sums, e.astype(np.int16) + p.EXPONENT_BIAS)
+        assert (out.finish().reshape(5, 300) == (wide / divisor).astype(dtype)).all()
