@@ -91,12 +91,19 @@ def test_a_silent_rank_sends_its_non_zero_blocks_and_two_packets_per_slot(net):
     non-zero blocks plus one ANNOUNCE and one closing SKIP per slot, plus what its timers
     resent while it waited (a rank that finished its blocks waits for the closing round of
     ranks still sending), plus the host kernel's own frames on a new link (IPv6 neighbour
-    discovery and multicast listener reports, HOST_FRAMES at most)."""
+    discovery and multicast listener reports, HOST_FRAMES at most). A rank whose queries
+    went unanswered twice asks for a rewind, and a rewind re-runs part of a slot, which
+    this count leaves out: on two loaded cores a timer can get there in a lossless job,
+    so such a job (its sums exact all the same) runs again, up to twice."""
     rng = np.random.default_rng(25)
     slots, workers = 8, 4
     xs = _sparse(rng, workers, BLOCK_VALUES * 400, 0.1, "float32")
-    summary = _run(net, workers, xs, slots=slots, round_mode="silent")
+    for _ in range(3):
+        summary = _run(net, workers, xs, slots=slots, round_mode="silent")
+        if not any(o.stats["rewind_requests"] or o.stats["rewinds"] for o in summary.outcomes):
+            break
     for o, x in zip(summary.outcomes, xs):
+        assert o.stats["rewind_requests"] == o.stats["rewinds"] == 0, o
         nonzero = int(np.count_nonzero(np.abs(x.reshape(-1, BLOCK_VALUES)).sum(axis=1)))
         assert o.stats["last_nonzero_blocks"] == nonzero, o
         assert o.packets_sent == nonzero + 2 * slots + o.retransmissions, o
