@@ -43,7 +43,7 @@ from controlplane.config import parse
 from controlplane.fabric import FabricController
 from controlplane.stats import job_stats
 from hostlib import Worker
-from p4net.harness import InProcessTransport, allreduce_on_leaves
+from p4net.harness import InProcessTransport, allreduce_on_leaves, ranks_interleaved
 from p4reduce import wire
 from softswitch.inprocess import host_leaf, two_level, two_level_config, two_level_ranks
 
@@ -183,23 +183,24 @@ def running_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> di
             done.abort()
 
     threads = [threading.Thread(target=body, args=(r,)) for r in range(n)]
-    for t in threads:
-        t.start()
     seconds = []
-    try:
-        for c in range(calls):
-            if c == 1:
-                ctl.jobs.set_loss(job.job, ingress=loss, egress=loss, seed=7)
-            gate.wait()
-            t0 = time.monotonic()
-            done.wait()
-            seconds.append(time.monotonic() - t0)
-    except threading.BrokenBarrierError:
-        pass
-    finally:
+    with ranks_interleaved():  # as allreduce_on_leaves runs its ranks
         for t in threads:
-            t.join(120)
-        ctl.jobs.delete(job.job)
+            t.start()
+        try:
+            for c in range(calls):
+                if c == 1:
+                    ctl.jobs.set_loss(job.job, ingress=loss, egress=loss, seed=7)
+                gate.wait()
+                t0 = time.monotonic()
+                done.wait()
+                seconds.append(time.monotonic() - t0)
+        except threading.BrokenBarrierError:
+            pass
+        finally:
+            for t in threads:
+                t.join(120)
+            ctl.jobs.delete(job.job)
     return {
         "loss": loss,
         "seconds": seconds,
