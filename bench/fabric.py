@@ -43,7 +43,7 @@ from controlplane.config import parse
 from controlplane.fabric import FabricController
 from controlplane.stats import job_stats
 from hostlib import Worker
-from p4net.harness import InProcessTransport, allreduce_on_leaves
+from p4net.harness import InProcessTransport, allreduce_on_leaves, ranks_interleaved
 from p4reduce import wire
 from softswitch.inprocess import host_leaf, two_level, two_level_config, two_level_ranks
 
@@ -127,6 +127,9 @@ def one_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> dict:
             "packets_sent": sum(s.packets_sent for s in stats if s is not None),
             # every frame a rank takes in is a wake-up of its thread on the one core
             "packets_received": sum(s.packets_received for s in stats if s is not None),
+            # ... in this many turns of the ranks' loops (each turn's Python costs about the
+            # same whatever it takes in: with loss the frames come in more, smaller turns)
+            "receive_batches": sum(s.receive_batches for s in stats if s is not None),
             "retransmissions": sum(s.retransmissions for s in stats if s is not None),
             "switches": switch_counters(ctl, job.job),
             "exact": all(isinstance(x, np.ndarray) and np.array_equal(x, exact) for x in results),
@@ -183,23 +186,24 @@ def running_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> di
             done.abort()
 
     threads = [threading.Thread(target=body, args=(r,)) for r in range(n)]
-    for t in threads:
-        t.start()
     seconds = []
-    try:
-        for c in range(calls):
-            if c == 1:
-                ctl.jobs.set_loss(job.job, ingress=loss, egress=loss, seed=7)
-            gate.wait()
-            t0 = time.monotonic()
-            done.wait()
-            seconds.append(time.monotonic() - t0)
-    except threading.BrokenBarrierError:
-        pass
-    finally:
+    with ranks_interleaved():  # as allreduce_on_leaves runs its ranks
         for t in threads:
-            t.join(120)
-        ctl.jobs.delete(job.job)
+            t.start()
+        try:
+            for c in range(calls):
+                if c == 1:
+                    ctl.jobs.set_loss(job.job, ingress=loss, egress=loss, seed=7)
+                gate.wait()
+                t0 = time.monotonic()
+                done.wait()
+                seconds.append(time.monotonic() - t0)
+        except threading.BrokenBarrierError:
+            pass
+        finally:
+            for t in threads:
+                t.join(120)
+            ctl.jobs.delete(job.job)
     return {
         "loss": loss,
         "seconds": seconds,
@@ -388,13 +392,15 @@ def _where_text(ip: dict) -> list[str]:
     """Where the in-process run's time goes, lossless and lossy: the process's CPU, every
     rank's packets and resends, and the switches' counters by level."""
     n = ip["ranks"]
+    turns = all("receive_batches" in run for run in ip["runs"])
     L = [
         "Where the time goes in one process (every rank's packets and resends from its "
         "worker's stats; drops and answers from the switches' counters of the job; "
         "CPU: the process's, which every rank thread and switch shares):",
         "",
         "| run | seconds | CPU | packets per rank | resends per rank | frames to each rank "
-        "| dropped: ranks → "
+        + ("(in turns of its loop) " if turns else "")
+        + "| dropped: ranks → "
         "leaf and spine → leaf (leaves' ingress) | leaf → ranks (leaves' egress) | "
         "leaf → spine (spine's ingress) | duplicates answered by the spine | spine's "
         "answers dropped by a leaf (wrong encoding) |",
@@ -404,13 +410,19 @@ def _where_text(ip: dict) -> list[str]:
         L.append(
             f"| {run['loss'] * 100:g} % | {run['seconds']:.2f} s | {run['cpu_seconds']:.2f} s | "
             f"{run['packets_sent'] / n:.0f} | {run['retransmissions'] / n:.0f} | "
-            f"{_per_rank(run, 'packets_received', n)} | "
+            f"{_per_rank(run, 'packets_received', n)}"
+            f"{_in_turns(run, n) if turns else ''} | "
             f"{_count(run, 'l', 'simulated_drops_ingress')} | "
             f"{_count(run, 'l', 'simulated_drops_egress')} | "
             f"{_count(run, 's', 'simulated_drops_ingress')} | {_count(run, 's', 'duplicates')} | "
             f"{_count(run, 'l', 'wrong_encoding')} |"
         )
     return L
+
+
+def _in_turns(run: dict, n: int) -> str:
+    """The turns of a rank's loop that took its frames in, per rank."""
+    return f" ({_per_rank(run, 'receive_batches', n)})"
 
 
 def _per_rank(run: dict, key: str, n: int) -> str:

@@ -59,6 +59,10 @@ class EngineStats:
     bytes_sent: int = 0
     packets_received: int = 0
     bytes_received: int = 0
+    # batches of frames taken in (on_frames): each a turn of the rank's loop, whatever it
+    # holds -- where ranks share cores (the in-process fabric) the turns, not the frames,
+    # are most of a call's CPU
+    receive_batches: int = 0
     retransmissions: int = 0
     results_ignored: int = 0  # duplicates, cached copies of done rounds, other jobs
     statuses: int = 0  # STATUS replies: a retransmission found the round waiting
@@ -298,6 +302,7 @@ class AllreduceEngine:
         parsed = parse_batch(frames, lengths, self.block_values)
         self.stats.results_ignored += parsed.rejected
         self.stats.packets_received += int(np.asarray(lengths).shape[0])
+        self.stats.receive_batches += 1
         self.stats.bytes_received += int(np.asarray(lengths).sum())
         if len(parsed):
             self.on_results(parsed, now)

@@ -37,6 +37,7 @@ class WorkerStats:
     bytes_sent: int = 0
     packets_received: int = 0
     bytes_received: int = 0
+    receive_batches: int = 0  # turns that took frames in (EngineStats.receive_batches)
     retransmissions: int = 0
     probes: int = 0  # retransmissions that were silence probes
     results_ignored: int = 0
@@ -287,6 +288,7 @@ class Worker:
         s.packets_sent += e.packets_sent
         s.bytes_sent += e.bytes_sent
         s.packets_received += e.packets_received
+        s.receive_batches += e.receive_batches
         s.bytes_received += e.bytes_received
         s.retransmissions += e.retransmissions
         s.probes += e.probes

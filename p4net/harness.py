@@ -12,7 +12,10 @@ job). Jobs are then driven frame by frame (`TestJob`) or by real workers through
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
@@ -226,6 +229,34 @@ class InProcessTransport:
         pass
 
 
+# The interpreter's thread switch interval while many ranks run as threads of this process
+# (ranks_interleaved). Python's default is 5 ms.
+RANK_SWITCH_INTERVAL = 5e-4
+
+
+@contextmanager
+def ranks_interleaved(interval: float = RANK_SWITCH_INTERVAL) -> Iterator[None]:
+    """Run the block with the interpreter's thread switch interval at most `interval`,
+    then restore it (process-wide: one such run at a time).
+
+    Why: when every rank of a job is a thread of one process (the in-process fabric), a
+    thread keeps the interpreter for up to the switch interval while the others, frames
+    queued, wait their turn. With Python's 5 ms and 64 rank threads, a leaf's STATUS reached
+    its 16 ranks over 15-200 ms; ranks whose timers fired meanwhile asked again with the
+    STATUS that would have held them still queued, each ask another STATUS to all 16, and
+    the lossy calls took more frames and resends than the protocol needs -- an effect of
+    the simulation (a rank on its own host reacts within microseconds), not of the
+    protocol. At 0.5 ms (64 ranks on 4 leaves, 5 % loss on every link; bench/fabric.py,
+    docs/fabric.md "Where the time goes with loss, in one process") the lossy calls took
+    about a third fewer frames and resends per rank and less time."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(min(old, interval))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+
+
 def allreduce_on_leaves(
     fab: InProcessFabric,
     descriptors: list[dict],
@@ -236,8 +267,9 @@ def allreduce_on_leaves(
     join: float,
 ) -> tuple[float, list, list]:
     """Every rank's allreduce on a two-level in-process fabric (softswitch.inprocess
-    two_level), each a hostlib Worker in its own thread on its leaf's port: (seconds,
-    each rank's result or the exception it raised, each rank's WorkerStats or None)."""
+    two_level), each a hostlib Worker in its own thread on its leaf's port, the threads
+    interleaved finely (`ranks_interleaved`): (seconds, each rank's result or the
+    exception it raised, each rank's WorkerStats or None)."""
     import threading
     import time
 
@@ -258,12 +290,14 @@ def allreduce_on_leaves(
             results[r] = exc
 
     threads = [threading.Thread(target=body, args=(r,)) for r in range(len(workers))]
-    start = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(join)
-    return time.monotonic() - start, results, stats
+    with ranks_interleaved():
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(join)
+        seconds = time.monotonic() - start
+    return seconds, results, stats
 
 
 @dataclass

@@ -40,6 +40,8 @@ def test_quick_run_measures_both_jobs_and_each_uplink(tmp_path):
     assert (lossless["loss"], lossy["loss"]) == (0, fabric.LOSS)
     assert lossless["exact"] and lossy["exact"]
     assert lossy["seconds"] > 0 and lossless["seconds"] > 0
+    for run in (lossless, lossy):  # the ranks' turns that took frames in: one or more each
+        assert 0 < run["receive_batches"] <= run["packets_received"], run
     running = data["inprocess"]["running"]  # the same workers: lossless, then lossy calls
     assert running["exact"] and len(running["seconds"]) == 1 + fabric.RUNNING_CALLS
     assert running["retransmissions_per_rank"][0] == 0  # its lossless call

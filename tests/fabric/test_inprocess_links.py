@@ -1,9 +1,11 @@
 """softswitch.inprocess.InProcessFabric's links: a frame crosses the fabric along the
 controller's forwarding within one send, link ends count and lose frames as told, a reader
-is woken by frames for its own port only, and a fabric with a wrong link is refused."""
+is woken by frames for its own port only, a fabric with a wrong link is refused, and rank
+threads sharing this process are interleaved finely."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -11,6 +13,7 @@ import pytest
 
 from controlplane.config import parse
 from controlplane.fabric import FabricController
+from p4net.harness import RANK_SWITCH_INTERVAL, ranks_interleaved
 from softswitch.inprocess import InProcessFabric
 
 from .conftest import HOSTS, fabric_config, host_mac, new_fabric
@@ -101,3 +104,22 @@ def test_wrong_links_are_refused():
         InProcessFabric({"s": 2}, [(("x", 1), ("s", 1))])
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         InProcessFabric({"s": 2}).set_loss(1.0)
+
+
+def test_rank_threads_run_interleaved_finely():
+    """While ranks run as threads of this process (allreduce_on_leaves, bench/fabric.py)
+    the interpreter switches threads at most every RANK_SWITCH_INTERVAL, never less often
+    than it did, and the interval it had comes back afterwards, also after an error."""
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)  # Python's default (the interpreter keeps whole µs)
+        with ranks_interleaved():
+            assert sys.getswitchinterval() == pytest.approx(RANK_SWITCH_INTERVAL, rel=0.05)
+        assert sys.getswitchinterval() == pytest.approx(0.005, rel=0.05)
+        sys.setswitchinterval(1e-4)  # already finer: kept
+        with pytest.raises(KeyError), ranks_interleaved():
+            assert sys.getswitchinterval() == pytest.approx(1e-4, rel=0.05)
+            raise KeyError("a rank failed")
+        assert sys.getswitchinterval() == pytest.approx(1e-4, rel=0.05)
+    finally:
+        sys.setswitchinterval(before)
