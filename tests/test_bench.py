@@ -146,10 +146,12 @@ def check_tiny_job(
     # the engine's own count per type, and the rank's non-zero blocks, per call
     assert sparse["nonzero_blocks"] == blocks // 4
     assert sparse["sent_by_type"]["DATA"] >= blocks // 4
-    if mode == suite.SILENT:  # a rank sends its non-zero blocks + 2 per slot, no more
+    if mode == suite.SILENT:  # a rank sends its non-zero blocks + 2 per slot, no more,
+        # beside what its timers resent (a loaded core's timer can fire in a lossless job)
         r = report.results_of({"results": [sparse]})[0]
-        assert r.tx_packets <= report.packet_bound(r) + 2  # + ARP, IPv6 noise
-        assert sum(sparse["sent_by_type"].values()) <= report.packet_bound(r)
+        resent = sparse["retransmissions"] / workers  # per rank per call
+        assert r.tx_packets <= report.packet_bound(r) + resent + 2  # + ARP, IPv6 noise
+        assert sum(sparse["sent_by_type"].values()) <= report.packet_bound(r) + resent
     else:  # one packet per rank per round
         assert sum(sparse["sent_by_type"].values()) >= sparse["rounds"]
     assert sparse["tx_bytes"] < dense["tx_bytes"] / 2
