@@ -34,10 +34,10 @@ install-bench:
 	$(PY) -m pip install -q -e '.[bench]'
 
 # The suite in TEST_WORKERS processes (pytest-xdist): much of it waits on switches, timers
-# and sockets rather than computing, so two processes on two cores finish it far sooner.
+# and sockets rather than computing, so three processes on two cores finish it far sooner.
 # Tests that build a Mininet network share one process, one after another (conftest.py:
 # Mininet's node and interface names are global); TEST_WORKERS=0 runs it in this process.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test:
 	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup
 

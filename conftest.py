@@ -7,7 +7,7 @@ And keeps Mininet networks one at a time when the suite runs in several processe
 their interfaces in the root namespace the same way in every network (s1, s1-eth1, ...),
 so two at once would collide. Every test marked mininet joins one xdist group, which one
 process runs in order, and runs first, so that the longest group starts at once while
-the other process takes the rest. Everything else names what it creates uniquely (veth
+the other processes take the rest. Everything else names what it creates uniquely (veth
 pairs and namespaces by a random tag, each switch its own gRPC and Thrift ports)."""
 
 from __future__ import annotations

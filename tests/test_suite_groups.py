@@ -1,4 +1,4 @@
-"""make test runs the suite in two pytest-xdist processes with --dist loadgroup
+"""make test runs the suite in several pytest-xdist processes with --dist loadgroup
 (conftest.py): every Mininet test must run in one process, one after another, since
 Mininet's names are global, and a module that puts its tests in an xdist group (such as
 tests/softswitch_server/test_differential.py, whose last tests read what the earlier ones
