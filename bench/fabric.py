@@ -392,15 +392,13 @@ def _where_text(ip: dict) -> list[str]:
     """Where the in-process run's time goes, lossless and lossy: the process's CPU, every
     rank's packets and resends, and the switches' counters by level."""
     n = ip["ranks"]
-    turns = all("receive_batches" in run for run in ip["runs"])
     L = [
         "Where the time goes in one process (every rank's packets and resends from its "
         "worker's stats; drops and answers from the switches' counters of the job; "
         "CPU: the process's, which every rank thread and switch shares):",
         "",
         "| run | seconds | CPU | packets per rank | resends per rank | frames to each rank "
-        + ("(in turns of its loop) " if turns else "")
-        + "| dropped: ranks → "
+        "(in turns of its loop) | dropped: ranks → "
         "leaf and spine → leaf (leaves' ingress) | leaf → ranks (leaves' egress) | "
         "leaf → spine (spine's ingress) | duplicates answered by the spine | spine's "
         "answers dropped by a leaf (wrong encoding) |",
@@ -410,19 +408,14 @@ def _where_text(ip: dict) -> list[str]:
         L.append(
             f"| {run['loss'] * 100:g} % | {run['seconds']:.2f} s | {run['cpu_seconds']:.2f} s | "
             f"{run['packets_sent'] / n:.0f} | {run['retransmissions'] / n:.0f} | "
-            f"{_per_rank(run, 'packets_received', n)}"
-            f"{_in_turns(run, n) if turns else ''} | "
+            f"{_per_rank(run, 'packets_received', n)} "
+            f"({_per_rank(run, 'receive_batches', n)}) | "
             f"{_count(run, 'l', 'simulated_drops_ingress')} | "
             f"{_count(run, 'l', 'simulated_drops_egress')} | "
             f"{_count(run, 's', 'simulated_drops_ingress')} | {_count(run, 's', 'duplicates')} | "
             f"{_count(run, 'l', 'wrong_encoding')} |"
         )
     return L
-
-
-def _in_turns(run: dict, n: int) -> str:
-    """The turns of a rank's loop that took its frames in, per rank."""
-    return f" ({_per_rank(run, 'receive_batches', n)})"
 
 
 def _per_rank(run: dict, key: str, n: int) -> str:
