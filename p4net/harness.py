@@ -241,14 +241,12 @@ def ranks_interleaved(interval: float = RANK_SWITCH_INTERVAL) -> Iterator[None]:
 
     Why: when every rank of a job is a thread of one process (the in-process fabric), a
     thread keeps the interpreter for up to the switch interval while the others, frames
-    queued, wait their turn. With Python's 5 ms and 64 rank threads, a leaf's STATUS reached
-    its 16 ranks over 15-200 ms; ranks whose timers fired meanwhile asked again with the
-    STATUS that would have held them still queued, each ask another STATUS to all 16, and
-    the lossy calls took more frames and resends than the protocol needs -- an effect of
-    the simulation (a rank on its own host reacts within microseconds), not of the
-    protocol. At 0.5 ms (64 ranks on 4 leaves, 5 % loss on every link; bench/fabric.py,
-    docs/fabric.md "Where the time goes with loss, in one process") the lossy calls took
-    about a third fewer frames and resends per rank and less time."""
+    queued, wait their turn. At Python's 5 ms a leaf's STATUS reached its 16 rank threads
+    only after many other threads' turns; ranks whose timers fired meanwhile asked again
+    with the STATUS that would have held them still queued, each ask another STATUS to all
+    16 -- an effect of the simulation (a rank on its own host reacts within microseconds),
+    not of the protocol (docs/fabric.md, "Where the time goes with loss, in one
+    process")."""
     old = sys.getswitchinterval()
     sys.setswitchinterval(min(old, interval))
     try:
