@@ -42,8 +42,7 @@ def from_packed(sums: np.ndarray, worker_count: int) -> np.ndarray:
     framing.parse_batch): the subtraction reads them as they are and writes native int32,
     one pass, no conversion first."""
     bias = np.uint32(worker_count * packed_bias(worker_count) % (1 << 32))
-    order = sums.dtype.byteorder if sums.dtype.byteorder in "<>" else "="
-    unsigned = sums.view(np.dtype(np.uint32).newbyteorder(order))
+    unsigned = sums.view(sums.dtype.str.replace("i", "u"))  # same byte order
     return np.subtract(unsigned, bias, dtype=np.uint32).view(np.int32)
 
 
