@@ -23,11 +23,10 @@ MININET_GROUP = "mininet"
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The Mininet tests first, in their own order, all in one xdist group."""
-    mininet = [item for item in items if item.get_closest_marker("mininet")]
-    for item in mininet:
-        item.add_marker(pytest.mark.xdist_group(MININET_GROUP))
-    rest = [item for item in items if not item.get_closest_marker("mininet")]
-    items[:] = mininet + rest
+    for item in items:
+        if item.get_closest_marker("mininet"):
+            item.add_marker(pytest.mark.xdist_group(MININET_GROUP))
+    items.sort(key=lambda item: item.get_closest_marker("mininet") is None)  # stable
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
