@@ -78,7 +78,7 @@ def test_a_dense_call_on_those_slots_sends_one_packet_per_block_plus_the_slots_r
     with SwitchSession.inprocess() as sw:
         job = sw.create_job(ranks, used, 7, encoding="packed", block_values=k)
         res, errs = run_job(sw, job, lambda w, r: (w.allreduce(xs[r]), w.stats))
-    assert errs == [None] * ranks
+    assert errs == [None] * ranks, errs
     for out, stats in res:
         assert np.allclose(out, np.sum(xs, axis=0), atol=1e-4)
         per_slot = 2 if job.round_mode == "silent" else 1

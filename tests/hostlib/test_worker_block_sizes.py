@@ -98,7 +98,7 @@ def test_int32_exact_one_packet_per_round_at_k(k, encoding, rng, switch):
         res, errs = run_job(switch, job, lambda w, r: (w.allreduce(xs[r]), w.stats))
     finally:
         switch.jobs.delete(job.job)
-    assert errs == [None] * n
+    assert errs == [None] * n, errs
     union = nonzero_union(xs, k, halves=encoding == "packed")
     rounds = min(slots, union.size) + int(union.sum())
     exact = np.sum([x.astype(np.int64) for x in xs], axis=0)
@@ -123,7 +123,7 @@ def test_float32_within_the_bound_of_each_block_of_k(k, rng, switch):
         res, errs = run_job(switch, job, lambda w, r: [w.allreduce(xs[r]) for xs in calls])
     finally:
         switch.jobs.delete(job.job)
-    assert errs == [None] * n
+    assert errs == [None] * n, errs
     for c, xs in enumerate(calls):
         exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
         pad = -exact.size % k
@@ -156,7 +156,7 @@ def test_loss_is_recovered_at_k(k, rng, switch):
         counters = switch.stats(job)
     finally:
         switch.jobs.delete(job.job)
-    assert errs == [None] * n
+    assert errs == [None] * n, errs
     exact = np.sum([x.astype(np.int64) for x in ints], axis=0)
     fexact = np.sum([x.astype(np.float64) for x in floats], axis=0)
     peak = np.max([np.abs(x).reshape(-1, k).max(1) for x in floats], axis=0)
@@ -201,7 +201,7 @@ def test_jobs_of_different_sizes_side_by_side(rng, switch):
             switch.jobs.delete(job.job)
     for k in jobs:
         res, errs = out[k]
-        assert errs == [None, None], k
+        assert errs == [None, None], (k, errs)
         exact = np.sum([x.astype(np.int64) for x in xs[k]], axis=0)
         assert all(np.array_equal(r, exact) for r in res), k
 
