@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -74,3 +76,12 @@ def test_benchmarks_md_fabric_section_is_the_json():
     docs = REPO / "docs" / "benchmarks.md"
     data = json.loads((REPO / "docs" / "bench" / "fabric.json").read_text())
     assert report.block_of(docs, fabric.BEGIN, fabric.END) == fabric.markdown(data)
+
+
+def test_a_mininet_calls_time_runs_from_the_first_ranks_start_to_the_last_ranks_end():
+    """Spans of 2 ranks over 2 calls, on the shared monotonic clock: each call's time is
+    the job's (first start to last end), not one rank's; a rank without spans (it
+    failed) leaves no time to report."""
+    spans = [[(10.0, 10.5), (11.0, 11.2)], [(10.1, 10.7), (10.9, 11.1)]]
+    assert fabric.call_seconds(spans) == pytest.approx([0.7, 0.3])
+    assert fabric.call_seconds([[(1.0, 2.0)], []]) == []
