@@ -25,6 +25,12 @@ def system_time() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_stime
 
 
+def minor_faults() -> int:
+    """This process's page faults so far that found the page in memory (fresh pages of a
+    large allocation: the kernel zeroes each one first)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("descriptor")
@@ -49,7 +55,7 @@ def main() -> int:
         start = time.perf_counter()
         calls: list[dict] = []  # per allreduce: what it sent and retransmitted
 
-        def account(kind: str, seconds: float, cpu: float, sys_cpu: float) -> None:
+        def account(kind: str, seconds: float, cpu: float, sys_cpu: float, faults: int) -> None:
             st = worker.stats
             done = sum(c["retransmissions"] for c in calls)
             calls.append(
@@ -58,6 +64,7 @@ def main() -> int:
                     "seconds": seconds,
                     "cpu": cpu,  # this process's CPU seconds in the call (user + system)
                     "sys_cpu": sys_cpu,  # of which in the kernel (sockets, poll, faults)
+                    "minor_faults": faults,
                     # turns that took frames in: each costs the engine's Python per batch
                     "receive_batches": st.receive_batches
                     - sum(c["receive_batches"] for c in calls),
@@ -70,10 +77,21 @@ def main() -> int:
 
         with Worker(args.descriptor, deadline=args.deadline) as worker:
             if args.warmup:
-                t0, c0, s0 = time.perf_counter(), time.process_time(), system_time()
+                t0, c0, s0, f0 = (
+                    time.perf_counter(),
+                    time.process_time(),
+                    system_time(),
+                    minor_faults(),
+                )
                 worker.allreduce(np.zeros(worker.cfg.block_values, dtype=tensor.dtype))
                 start = time.perf_counter()
-                account("warmup", start - t0, time.process_time() - c0, system_time() - s0)
+                account(
+                    "warmup",
+                    start - t0,
+                    time.process_time() - c0,
+                    system_time() - s0,
+                    minor_faults() - f0,
+                )
                 report["warmup_stats"] = worker.stats.as_dict()
             # the link's own counters around the timed allreduces (what bench/ reports)
             counters = host_counters()
@@ -81,10 +99,21 @@ def main() -> int:
             # every namespace shares: a call's time, and the ranks' start skew
             spans = []
             for _ in range(args.repeat):
-                began, c0, s0 = time.monotonic(), time.process_time(), system_time()
+                began, c0, s0, f0 = (
+                    time.monotonic(),
+                    time.process_time(),
+                    system_time(),
+                    minor_faults(),
+                )
                 result = worker.allreduce(tensor, op=args.op)
                 spans.append((began, time.monotonic()))
-                account("timed", spans[-1][1] - began, time.process_time() - c0, system_time() - s0)
+                account(
+                    "timed",
+                    spans[-1][1] - began,
+                    time.process_time() - c0,
+                    system_time() - s0,
+                    minor_faults() - f0,
+                )
             report["stats"] = worker.stats.as_dict()
             report["block_values"] = worker.cfg.block_values
             report["counters"] = delta(counters, host_counters())
