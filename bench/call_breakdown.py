@@ -12,8 +12,16 @@ case, per timed call:
   and the time its ports' thread (every packet runs in it) was runnable but waited for a
   core (schedstat);
 * the workers' CPU in the call, all ranks summed (each rank's process_time around its
-  calls, p4net.worker's report);
-* rounds per rank and the frames into the switch per call (the ranks' sent packets).
+  calls, p4net.worker's report), and of it the kernel's share (sockets, poll, page
+  faults);
+* rounds per rank, the turns per rank that took frames in (each costs the engine's
+  Python per batch, however few frames it holds), a rank's minor page faults per call
+  (fresh pages of large temporaries, each zeroed by the kernel: system CPU) and the
+  frames into the switch per call (the ranks' sent packets).
+
+The switch's share of set-up is a few per cent of a dense call but most of a call of few
+blocks (a call of no non-zero block is 64 small frames): give such calls a larger
+--repeat (30) so it spreads over them.
 
 The two cores are shared by the switch and four workers: a call cannot be faster than
 (switch CPU + worker CPU) / 2, nor than the switch's CPU alone (one thread does every
@@ -51,6 +59,9 @@ class Breakdown:
     switch_sys: float
     switch_queued: float  # per timed call: the ports' thread runnable but not running
     worker_cpu: float  # per timed call, all ranks (each rank's process_time in its calls)
+    worker_sys: float  # of which in the kernel
+    turns: float  # per rank per timed call: turns that took frames in
+    faults: float  # per rank per timed call: minor page faults (fresh pages zeroed)
     rounds: float  # per rank per timed call
     switch_frames_in: float  # per timed call
 
@@ -61,8 +72,9 @@ class Breakdown:
             f"{self.label:32s} wall {self.wall * ms:6.1f} ms | switch user "
             f"{self.switch_user * ms:6.1f} sys {self.switch_sys * ms:5.1f} queued "
             f"{self.switch_queued * ms:5.1f} ms ({per_frame * 1e6:5.1f}"
-            f" us/frame in) | workers {self.worker_cpu * ms:6.1f} ms | rounds "
-            f"{self.rounds:.0f}, frames in {self.switch_frames_in:.0f}"
+            f" us/frame in) | workers {self.worker_cpu * ms:6.1f} ms (sys "
+            f"{self.worker_sys * ms:5.1f}) | rounds {self.rounds:.0f}, turns "
+            f"{self.turns:.1f}, faults {self.faults:.0f}, frames in {self.switch_frames_in:.0f}"
         )
 
 
@@ -125,6 +137,9 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
         switch_sys=(s1[1] - s0[1]) / repeat,
         switch_queued=port_thread_queued(q0, q1) / repeat,
         worker_cpu=float(sum(np.mean([k["cpu"] for k in t]) for t in timed)),
+        worker_sys=float(sum(np.mean([k["sys_cpu"] for k in t]) for t in timed)),
+        turns=float(np.mean([k["receive_batches"] for t in timed for k in t])),
+        faults=float(np.mean([k["minor_faults"] for t in timed for k in t])),
         rounds=float(
             np.mean([o.stats["rounds"] - o.report["warmup_stats"]["rounds"] for o in outs])
         )

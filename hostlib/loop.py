@@ -46,7 +46,14 @@ class CallLoop:
     """Turns of one call. A turn receives before it sends: after the process was
     descheduled, results wait in the receive ring while the timers of their slots have
     expired, and firing those first would retransmit rounds that are already complete;
-    so timers only expire on a turn that emptied the ring (fewer than `batch` frames)."""
+    so timers only expire on a turn that emptied the ring (fewer than `batch` frames).
+
+    A turn that receives nothing before the `wake_at` an earlier empty turn computed, with
+    no frame received since, ends there (`_idle`): nothing in the engine changed but the
+    clock, and before `wake_at` no timer is due and no deadline passed, so its timers,
+    stall check and next wake-up would come out the same. Such turns are most of a
+    rank's turns (the busy poll after each result, a wake-up that found the ring empty),
+    and each would cost as much Python as a receiving turn's bookkeeping."""
 
     def __init__(
         self,
@@ -56,6 +63,7 @@ class CallLoop:
         batch: int = 256,
     ):
         self.engine, self.transport, self.clock, self.batch = engine, transport, clock, batch
+        self._idle_until = float("-inf")  # the last empty turn's wake_at (-inf: none since)
 
     def turn(self) -> Turn:
         """One turn: receive a batch, hand it to the engine, send what it releases, check
@@ -65,12 +73,17 @@ class CallLoop:
         now = self.clock()
         received = int(lengths.size)
         if received:
+            self._idle_until = float("-inf")
             eng.on_frames(frames, lengths, now)
+        elif now < self._idle_until:
+            return Turn(False, 0, now, self._idle_until)
         if eng.done:
             return Turn(True, received, now, float("inf"))
         out = eng.packets_to_send(now, expire=received < self.batch)
         if len(out):
             self.transport.send(out)
         eng.check(now)
-        wake_at = now if received else min(eng.next_timer(), eng.deadline)
-        return Turn(False, received, now, wake_at)
+        if received:
+            return Turn(False, received, now, now)
+        self._idle_until = wake_at = min(eng.next_timer(), eng.deadline)
+        return Turn(False, 0, now, wake_at)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 import traceback
@@ -16,6 +17,18 @@ import traceback
 import numpy as np
 
 from p4net.netcounters import delta, host_counters
+
+
+def system_time() -> float:
+    """This process's CPU seconds in the kernel so far (getrusage: microseconds, where
+    os.times counts clock ticks of 10 ms, longer than a sparse call)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
+def minor_faults() -> int:
+    """This process's page faults so far that found the page in memory (fresh pages of a
+    large allocation: the kernel zeroes each one first)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def main() -> int:
@@ -42,7 +55,7 @@ def main() -> int:
         start = time.perf_counter()
         calls: list[dict] = []  # per allreduce: what it sent and retransmitted
 
-        def account(kind: str, seconds: float, cpu: float) -> None:
+        def account(kind: str, seconds: float, cpu: float, sys_cpu: float, faults: int) -> None:
             st = worker.stats
             done = sum(c["retransmissions"] for c in calls)
             calls.append(
@@ -50,6 +63,11 @@ def main() -> int:
                     "kind": kind,
                     "seconds": seconds,
                     "cpu": cpu,  # this process's CPU seconds in the call (user + system)
+                    "sys_cpu": sys_cpu,  # of which in the kernel (sockets, poll, faults)
+                    "minor_faults": faults,
+                    # turns that took frames in: each costs the engine's Python per batch
+                    "receive_batches": st.receive_batches
+                    - sum(c["receive_batches"] for c in calls),
                     "packets_sent": st.last_packets_sent,
                     "sent_by_type": dict(st.last_sent_by_type),
                     "nonzero_blocks": st.last_nonzero_blocks,
@@ -59,10 +77,21 @@ def main() -> int:
 
         with Worker(args.descriptor, deadline=args.deadline) as worker:
             if args.warmup:
-                t0, c0 = time.perf_counter(), time.process_time()
+                t0, c0, s0, f0 = (
+                    time.perf_counter(),
+                    time.process_time(),
+                    system_time(),
+                    minor_faults(),
+                )
                 worker.allreduce(np.zeros(worker.cfg.block_values, dtype=tensor.dtype))
                 start = time.perf_counter()
-                account("warmup", start - t0, time.process_time() - c0)
+                account(
+                    "warmup",
+                    start - t0,
+                    time.process_time() - c0,
+                    system_time() - s0,
+                    minor_faults() - f0,
+                )
                 report["warmup_stats"] = worker.stats.as_dict()
             # the link's own counters around the timed allreduces (what bench/ reports)
             counters = host_counters()
@@ -70,10 +99,21 @@ def main() -> int:
             # every namespace shares: a call's time, and the ranks' start skew
             spans = []
             for _ in range(args.repeat):
-                began, c0 = time.monotonic(), time.process_time()
+                began, c0, s0, f0 = (
+                    time.monotonic(),
+                    time.process_time(),
+                    system_time(),
+                    minor_faults(),
+                )
                 result = worker.allreduce(tensor, op=args.op)
                 spans.append((began, time.monotonic()))
-                account("timed", spans[-1][1] - began, time.process_time() - c0)
+                account(
+                    "timed",
+                    spans[-1][1] - began,
+                    time.process_time() - c0,
+                    system_time() - s0,
+                    minor_faults() - f0,
+                )
             report["stats"] = worker.stats.as_dict()
             report["block_values"] = worker.cfg.block_values
             report["counters"] = delta(counters, host_counters())

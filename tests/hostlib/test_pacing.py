@@ -451,3 +451,45 @@ def test_a_job_keeps_half_a_fifo_switch_from_the_slot_count_the_guarantee_starts
     ]
     res = simulate(switch, tensors, slots=1000, pps=16_000, params=EngineParams(deadline=600.0))
     assert max(res.peak_active) == FAIR_SLOTS
+
+
+def test_an_empty_turn_before_the_wake_up_leaves_the_engine_alone():
+    """loop.CallLoop: once an empty turn has computed when the engine next needs a turn,
+    further empty turns before then (a rank's busy poll, a wake-up to an empty ring) do
+    not run the engine's timers and checks again -- nothing but the clock changed -- and
+    the turn at that time runs them: the probe goes out."""
+    from hostlib.framing import Batch
+    from hostlib.loop import CallLoop
+
+    class Quiet:
+        """A transport that receives nothing and keeps what it is given."""
+
+        mode = "quiet"
+
+        def __init__(self):
+            self.sent: list[Batch] = []
+
+        def send(self, batch: Batch) -> int:
+            self.sent.append(batch)
+            return len(batch)
+
+        def recv(self, max_n: int):
+            return np.zeros((0, 8), np.uint8), np.zeros(0, np.int64)
+
+    e = make_engine()
+    asked = []
+    real = e.packets_to_send
+    e.packets_to_send = lambda now, expire=True: asked.append(now) or real(now, expire)
+    clock = [T0]
+    quiet = Quiet()
+    loop = CallLoop(e, quiet, lambda: clock[0])
+    first = loop.turn()
+    assert len(quiet.sent) == 1 and len(quiet.sent[0]) == 4  # the announces
+    for dt in (1e-6, 1e-3, 0.004):
+        clock[0] = T0 + dt
+        t = loop.turn()
+        assert (t.done, t.received, t.wake_at) == (False, 0, first.wake_at)
+    assert asked == [T0] and len(quiet.sent) == 1
+    clock[0] = first.wake_at
+    loop.turn()
+    assert len(asked) == 2 and [len(b) for b in quiet.sent] == [4, 1]  # the probe
