@@ -1,6 +1,7 @@
 """The Worker's gather: after a wake-up, a rank with many slots outstanding sleeps a little
 before its turn (hostlib.worker.GATHER), never past its next timer, and never in a call
-with few slots outstanding.
+with few slots outstanding; without a busy poll, no turn without the transport's wait
+first.
 
 The Worker runs on the in-process softswitch with the real P4 program; only `time.sleep`
 inside hostlib.worker is observed (recorded, then slept as asked).
@@ -20,7 +21,7 @@ from hostlib.engine import new_engine
 from hostlib.framing import FrameBuilder
 from hostlib.numerics import Output, make_payload
 from hostlib.timers import EngineParams
-from p4net.harness import SwitchSession
+from p4net.harness import InProcessTransport, SwitchSession
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +128,56 @@ def test_sums_with_gather(switch):
         switch.jobs.delete(job.job)
     for r in range(2):
         np.testing.assert_array_equal(out[r], xs[0] + xs[1])
+
+
+class RecordedPort(InProcessTransport):
+    """An in-process port whose receives (with how many frames each took) and waits are
+    recorded in order."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[str, int]] = []
+
+    def recv(self, max_n: int):
+        frames, lengths = super().recv(max_n)
+        self.calls.append(("recv", int(lengths.size)))
+        return frames, lengths
+
+    def wait(self, timeout: float) -> None:
+        self.calls.append(("wait", 0))
+        super().wait(timeout)
+
+
+@pytest.mark.parametrize("busy_poll", [0.0, 50e-6])
+def test_without_a_busy_poll_no_turn_without_asking_the_transport(switch, busy_poll):
+    """busy_poll=0 (ranks that share one core, p4net.harness.RANK_BUSY_POLL): after a
+    turn that took in less than a batch the loop sleeps in the transport's wait (which
+    returns at once when frames wait) before its next turn -- no empty turn to find out;
+    with a busy poll it takes such turns. The sums are exact either way."""
+    job = switch.create_job(2, 4, 12, encoding="packed")
+    rng = np.random.default_rng(5)
+    xs = [rng.integers(-1000, 1000, 16 * 64).astype(np.int32) for _ in range(2)]
+    out: list[np.ndarray | None] = [None, None]
+    ports = [RecordedPort(switch.proc, w.port) for w in job.workers]
+    try:
+        descriptors = switch.descriptors(job)
+
+        def body(r: int) -> None:
+            with Worker(descriptors[r], transport=ports[r], busy_poll=busy_poll) as w:
+                out[r] = w.allreduce(xs[r])
+
+        threads = [threading.Thread(target=body, args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        switch.jobs.delete(job.job)
+    for r in range(2):
+        np.testing.assert_array_equal(out[r], xs[0] + xs[1])
+    unasked = sum(
+        a[0] == b[0] == "recv" and a[1] < 256
+        for port in ports
+        for a, b in zip(port.calls, port.calls[1:])
+    )
+    assert (unasked == 0) is (busy_poll == 0), unasked
