@@ -33,6 +33,27 @@ def crossed(fab: InProcessFabric, frames: int) -> int:
     return len(fab.switch("l2").recv_all(1))
 
 
+def waiting_reader(switch, port: int) -> tuple[threading.Thread, list[float]]:
+    """A thread waiting on `switch`'s `port` until a frame is queued there, already
+    waiting when this returns, and the times (from its start) at which its waits
+    returned."""
+    woke: list[float] = []
+    started = threading.Event()
+
+    def reader() -> None:
+        started.set()
+        t0 = time.monotonic()
+        while not switch.queues[port]:
+            switch.wait(port, 5.0)
+            woke.append(time.monotonic() - t0)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    started.wait()
+    time.sleep(0.05)
+    return t, woke
+
+
 @pytest.fixture
 def programmed(tmp_path):
     """A two-leaf fabric, its forwarding programmed by the fabric controller."""
@@ -72,20 +93,7 @@ def test_a_reader_is_woken_by_its_own_ports_frames_only(programmed):
     as a frame for its port is queued."""
     fab = programmed
     l1, l2 = fab.switch("l1"), fab.switch("l2")
-    woke: list[float] = []
-    started = threading.Event()
-
-    def reader() -> None:
-        started.set()
-        t0 = time.monotonic()
-        while not l2.queues[1]:
-            l2.wait(1, 5.0)
-            woke.append(time.monotonic() - t0)
-
-    t = threading.Thread(target=reader)
-    t.start()
-    started.wait()
-    time.sleep(0.05)
+    t, woke = waiting_reader(l2, 1)
     for n in range(20):  # to l2's host 2: not the reader's port
         l1.send(1, l2_frame(host_mac(2, 2), host_mac(1, 1), n))
     time.sleep(0.2)
@@ -103,19 +111,7 @@ def test_a_reader_with_a_wake_filter_sleeps_through_the_frames_it_refuses(progra
     fab = programmed
     l1, l2 = fab.switch("l1"), fab.switch("l2")
     l2.set_wake_filter(1, lambda frame: frame[17] == 99)  # the frame's number, n < 256
-    woke: list[float] = []
-    started = threading.Event()
-
-    def reader() -> None:
-        started.set()
-        t0 = time.monotonic()
-        l2.wait(1, 5.0)
-        woke.append(time.monotonic() - t0)
-
-    t = threading.Thread(target=reader)
-    t.start()
-    started.wait()
-    time.sleep(0.05)
+    t, woke = waiting_reader(l2, 1)
     for n in range(5):  # refused by the filter
         l1.send(1, l2_frame(host_mac(2, 1), host_mac(1, 1), n))
     time.sleep(0.2)
