@@ -153,8 +153,10 @@ class InProcessSwitch:
         its next `take`. Why: every rank of an in-process fabric is a thread of one
         process, and each wake-up is a turn of that rank's loop on the one core all
         ranks and switches share -- a frame its rank acts on only at its next turn
-        anyway need not cost one (`p4net.harness.leaf_transport`)."""
-        self._check(port)
+        anyway need not cost one (`p4net.harness.leaf_transport`). Kept across restarts,
+        as the readers are."""
+        if port not in self.ready:
+            raise ValueError(f"port {port} is not one of this switch's ports 1..{self.n_ports}")
         with self.lock:
             if wakes is None:
                 self.wakes.pop(port, None)
