@@ -45,9 +45,14 @@ from controlplane.config import parse
 from controlplane.fabric import FabricController
 from controlplane.stats import job_stats
 from hostlib import Worker
-from p4net.harness import InProcessTransport, allreduce_on_leaves, ranks_interleaved
+from p4net.harness import (
+    RANK_BUSY_POLL,
+    allreduce_on_leaves,
+    leaf_transport,
+    ranks_interleaved,
+)
 from p4reduce import wire
-from softswitch.inprocess import host_leaf, two_level, two_level_config, two_level_ranks
+from softswitch.inprocess import two_level, two_level_config, two_level_ranks
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -171,10 +176,14 @@ def running_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> di
     failures: list[BaseException] = []
 
     def body(r: int) -> None:
-        transport = InProcessTransport(fab.switch(host_leaf(workers[r].mac)), workers[r].port)
+        transport = leaf_transport(fab, workers[r], descriptors[r])
         try:
             with Worker(
-                descriptors[r], transport=transport, timeout=shape.timeout, deadline=60
+                descriptors[r],
+                transport=transport,
+                timeout=shape.timeout,
+                deadline=60,
+                busy_poll=RANK_BUSY_POLL,  # as allreduce_on_leaves runs its ranks
             ) as w:
                 for c in range(calls):
                     gate.wait()

@@ -36,6 +36,7 @@ MSG_TYPE_BYTE = p.P4R_OFFSET  # protocol (high nibble) | msg_type (low nibble)
 
 __all__ = [
     "AllreduceEngine",
+    "acts_at_once",
     "EngineStats",
     "FingerprintMismatch",
     "SwitchStateLost",
@@ -81,6 +82,28 @@ class EngineStats:
         """Packets sent per message type name (ANNOUNCE, DATA, SKIP, REWIND): what a
         bench reports per rank per call."""
         return {m.name: int(self.sent_by_type[m]) for m in p.MsgType if self.sent_by_type[m]}
+
+
+_STATUS_END = p.EXTENSION_OFFSET + p.STATUS_BYTES
+
+
+def acts_at_once(frame: bytes, rank_on_wire: int) -> bool:
+    """Whether a frame that reaches a rank behind a leaf (the leaf role) may make it act
+    before its next timer: every frame but a STATUS that only holds its round -- the
+    spine's, relayed (it always holds: `_heard_by_leaf`), or its leaf's naming this rank
+    (`rank_on_wire`) among the round's contributors. Such a STATUS changes nothing the
+    rank would do before its timer: taken then (a turn receives before its timers expire:
+    loop.CallLoop), it holds the round just the same. A leaf's STATUS that lacks this rank
+    (its packet was lost: `Pacer.not_heard`), a RESULT and anything else act at once.
+    Read from the frame's bytes, no parse: where every rank is a thread of one process
+    (`p4net.harness.leaf_transport`), a turn of a rank's loop for each STATUS copy its
+    leaf sends to all its ranks was most of a lossy call's CPU."""
+    if len(frame) < _STATUS_END or frame[MSG_TYPE_BYTE] & 0x0F != p.MSG.STATUS:
+        return True
+    if frame[FLAGS_BYTE] & p.FLAG.RELAYED:
+        return False
+    contributors = int.from_bytes(frame[p.EXTENSION_OFFSET : _STATUS_END], "big")
+    return not (contributors >> rank_on_wire) & 1
 
 
 def new_engine(cfg: JobConfig, payload: Payload, now: float, *args, **kwargs) -> "AllreduceEngine":

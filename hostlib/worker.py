@@ -93,7 +93,11 @@ class Worker:
     timing knobs (the retransmission timer's floor, value before the first measured round
     and cap, the stall deadline, the most slots outstanding); None keeps EngineParams's
     default, which says why.
-    `busy_poll`: seconds the loop spins on an empty ring before it sleeps in poll();
+    `busy_poll`: seconds the loop spins on an empty ring before it sleeps in poll() (0:
+    it never spins, nor takes another turn without asking the transport first: after
+    every turn that took in less than a batch it sleeps in the transport's wait, which
+    returns at once when frames wait -- for ranks that share one core, where a turn costs
+    the others: p4net.harness.allreduce_on_leaves);
     `gather`: seconds it sleeps more when woken early with many slots outstanding (GATHER;
     0: never).
     """
@@ -232,17 +236,21 @@ class Worker:
         loop = CallLoop(eng, self.transport, time.monotonic, self.batch)
         try:
             idle_since = None
+            spins = self.busy_poll > 0
             while not (turn := loop.turn()).done:
-                if turn.received:
+                if turn.received and (spins or turn.received >= self.batch):
                     idle_since = None
                     continue
                 gathering = self._gathering(eng)
-                if idle_since is None and not gathering:
+                if spins and idle_since is None and not gathering:
                     idle_since = turn.now
-                elif gathering or turn.now - idle_since > self.busy_poll:
-                    self.transport.wait(max(0.0, turn.wake_at - turn.now))
+                elif gathering or not spins or turn.now - idle_since > self.busy_poll:
+                    # (a turn that took frames in has expired its timers: the next is due
+                    # at the engine's next timer, not now)
+                    wake_at = min(eng.next_timer(), eng.deadline) if turn.received else turn.wake_at
+                    self.transport.wait(max(0.0, wake_at - turn.now))
                     if gathering:
-                        self._gather(turn.wake_at)
+                        self._gather(wake_at)
         except TimeoutError as e:
             self._broken = f"a previous allreduce timed out ({e}); create a new job"
             raise

@@ -12,6 +12,7 @@ job). Jobs are then driven frame by frame (`TestJob`) or by real workers through
 
 from __future__ import annotations
 
+import functools
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,9 +27,10 @@ from controlplane.connection import SwitchConnection
 from controlplane.jobs import JobManager
 from controlplane.stats import job_stats, switch_stats
 from hostlib import protocol as p
+from hostlib.engine import acts_at_once
 from hostlib.framing import WIDTH, Batch
 from hostlib.protocol import Endpoints, Frame, Header, MsgType
-from p4reduce.job import Job
+from p4reduce.job import Job, load_descriptor
 from p4reduce.wire import Flag, RoundMode, skip_carries_values
 from softswitch.inprocess import InProcessFabric, InProcessSwitch, host_leaf
 
@@ -226,8 +228,35 @@ class InProcessTransport:
         self.switch.wait(self.port, timeout)
 
     def close(self) -> None:
-        pass
+        self.switch.set_wake_filter(self.port, None)
 
+
+def leaf_transport(
+    fab: InProcessFabric, worker: WorkerAddress, descriptor: dict
+) -> InProcessTransport:
+    """The transport of a rank of a two-level in-process fabric (softswitch.inprocess
+    two_level) on its leaf's port. A rank in the leaf role (its descriptor's `wire_rank`)
+    is woken only by frames it acts on before its next timer (`hostlib.engine
+    .acts_at_once`): not by a STATUS that only holds its round, which its next turn takes
+    in first. Why: its leaf sends every STATUS to all its ranks, and here each wake-up is
+    a turn of a rank thread on the one core every rank and switch shares; with 5 % loss
+    on every link those turns were most of a call's CPU (docs/fabric.md, "What the one
+    core does, and the ranks' turns")."""
+    transport = InProcessTransport(fab.switch(host_leaf(worker.mac)), worker.port)
+    wire_rank = load_descriptor(descriptor).wire_rank
+    if wire_rank is not None:
+        transport.switch.set_wake_filter(
+            worker.port, functools.partial(acts_at_once, rank_on_wire=wire_rank)
+        )
+    return transport
+
+
+# How long a rank thread of an in-process fabric spins on an empty port before it sleeps
+# (hostlib.Worker's busy_poll): never. A rank on its own host spins on its own core; here
+# every turn of a rank's loop is time on the one core all ranks and switches share, and
+# the port's wait returns at once when a frame that wakes the rank is queued
+# (leaf_transport).
+RANK_BUSY_POLL = 0.0
 
 # The interpreter's thread switch interval while many ranks run as threads of this process
 # (ranks_interleaved). Python's default is 5 ms.
@@ -277,10 +306,14 @@ def allreduce_on_leaves(
     stats: list = [None] * len(workers)
 
     def body(r: int) -> None:
-        transport = InProcessTransport(fab.switch(host_leaf(workers[r].mac)), workers[r].port)
+        transport = leaf_transport(fab, workers[r], descriptors[r])
         try:
             with Worker(
-                descriptors[r], transport=transport, timeout=timeout, deadline=deadline
+                descriptors[r],
+                transport=transport,
+                timeout=timeout,
+                deadline=deadline,
+                busy_poll=RANK_BUSY_POLL,
             ) as w:
                 results[r] = w.allreduce(tensors[r])
                 stats[r] = w.stats

@@ -27,7 +27,7 @@ import random
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from p4reduce.addresses import WorkerAddress
 from p4reduce.wire import UDP_PORT_BASE
@@ -62,6 +62,10 @@ class InProcessSwitch:
         self.queues: dict[int, deque[bytes]] = {}
         # a reader of port p waits on ready[p]; kept across restarts (a reader may wait)
         self.ready = {port: threading.Condition(self.wiring.lock) for port in range(1, n_ports + 1)}
+        # per port: which frames wake its reader (set_wake_filter; none: every frame), and
+        # how many such frames are queued there (a reader's wait returns at the first)
+        self.wakes: dict[int, Callable[[bytes], bool]] = {}
+        self.waking = dict.fromkeys(self.ready, 0)
 
     # ---- life cycle ------------------------------------------------------------------
 
@@ -74,6 +78,7 @@ class InProcessSwitch:
         self.device = Device(device_id=self.device_id)
         self.device.transmit = self._transmit
         self.queues = {port: deque() for port in range(1, self.n_ports + 1)}
+        self.waking = dict.fromkeys(self.ready, 0)
         self.server = P4RuntimeServer(self.device, f"127.0.0.1:{self.grpc_port}")
         self.grpc_port = self.server.start()
         return self
@@ -112,7 +117,10 @@ class InProcessSwitch:
                 self.wiring.in_flight.append((peer[0], peer[1], frame))
         elif port in self.queues:
             self.queues[port].append(frame)
-            self.wiring.woken.add(self.ready[port])
+            wakes = self.wakes.get(port)
+            if wakes is None or wakes(frame):
+                self.waking[port] += 1
+                self.wiring.woken.add(self.ready[port])
 
     def _receive(self, port: int, frame: bytes) -> None:
         """A frame entering on `port` (self.lock held); a stopped switch loses it."""
@@ -139,17 +147,38 @@ class InProcessSwitch:
     def send(self, port: int, frame: bytes) -> None:
         self.send_many(port, (frame,))
 
+    def set_wake_filter(self, port: int, wakes: Callable[[bytes], bool] | None) -> None:
+        """The reader of `port` is woken (`wait` returns) only by a frame for which
+        `wakes(frame)` is true (None: by every frame); the others wait in the queue for
+        its next `take`. Why: every rank of an in-process fabric is a thread of one
+        process, and each wake-up is a turn of that rank's loop on the one core all
+        ranks and switches share -- a frame its rank acts on only at its next turn
+        anyway need not cost one (`p4net.harness.leaf_transport`). Kept across restarts,
+        as the readers are."""
+        if port not in self.ready:
+            raise ValueError(f"port {port} is not one of this switch's ports 1..{self.n_ports}")
+        with self.lock:
+            if wakes is None:
+                self.wakes.pop(port, None)
+            else:
+                self.wakes[port] = wakes
+            self.waking[port] = len(self.queues.get(port, ()))
+
     def take(self, port: int, max_n: int) -> list[bytes]:
         """Up to `max_n` frames the switch sent out of `port`, oldest first (never waits)."""
         with self.lock:
             q = self.queues[port]
-            return [q.popleft() for _ in range(min(max_n, len(q)))]
+            out = [q.popleft() for _ in range(min(max_n, len(q)))]
+            if not q:
+                self.waking[port] = 0
+            return out
 
     def wait(self, port: int, timeout: float) -> None:
-        """Until a frame is queued on `port` or `timeout` passes (a reader in another
-        thread than the senders)."""
+        """Until a frame that wakes `port`'s reader is queued (any frame, unless
+        `set_wake_filter` says otherwise) or `timeout` passes (a reader in another thread
+        than the senders)."""
         with self.lock:
-            if not self.queues[port]:
+            if not self.waking[port]:
                 self.ready[port].wait(timeout)
 
     def recv(self, port: int, timeout: float = 2.0) -> bytes | None:  # noqa: ARG002
@@ -169,6 +198,7 @@ class InProcessSwitch:
         with self.lock:
             for q in self.queues.values():
                 q.clear()
+            self.waking = dict.fromkeys(self.ready, 0)
 
 
 @dataclass(eq=False)

@@ -1,7 +1,8 @@
 """softswitch.inprocess.InProcessFabric's links: a frame crosses the fabric along the
 controller's forwarding within one send, link ends count and lose frames as told, a reader
-is woken by frames for its own port only, a fabric with a wrong link is refused, and rank
-threads sharing this process are interleaved finely."""
+is woken by frames for its own port only (and, with a wake filter, only by the frames the
+filter takes), a fabric with a wrong link is refused, and rank threads sharing this
+process are interleaved finely."""
 
 from __future__ import annotations
 
@@ -30,6 +31,27 @@ def crossed(fab: InProcessFabric, frames: int) -> int:
     for n in range(frames):
         fab.switch("l1").send(1, l2_frame(host_mac(2, 1), host_mac(1, 1), n))
     return len(fab.switch("l2").recv_all(1))
+
+
+def waiting_reader(switch, port: int) -> tuple[threading.Thread, list[float]]:
+    """A thread waiting on `switch`'s `port` until a frame is queued there, already
+    waiting when this returns, and the times (from its start) at which its waits
+    returned."""
+    woke: list[float] = []
+    started = threading.Event()
+
+    def reader() -> None:
+        started.set()
+        t0 = time.monotonic()
+        while not switch.queues[port]:
+            switch.wait(port, 5.0)
+            woke.append(time.monotonic() - t0)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    started.wait()
+    time.sleep(0.05)
+    return t, woke
 
 
 @pytest.fixture
@@ -71,20 +93,7 @@ def test_a_reader_is_woken_by_its_own_ports_frames_only(programmed):
     as a frame for its port is queued."""
     fab = programmed
     l1, l2 = fab.switch("l1"), fab.switch("l2")
-    woke: list[float] = []
-    started = threading.Event()
-
-    def reader() -> None:
-        started.set()
-        t0 = time.monotonic()
-        while not l2.queues[1]:
-            l2.wait(1, 5.0)
-            woke.append(time.monotonic() - t0)
-
-    t = threading.Thread(target=reader)
-    t.start()
-    started.wait()
-    time.sleep(0.05)
+    t, woke = waiting_reader(l2, 1)
     for n in range(20):  # to l2's host 2: not the reader's port
         l1.send(1, l2_frame(host_mac(2, 2), host_mac(1, 1), n))
     time.sleep(0.2)
@@ -93,6 +102,32 @@ def test_a_reader_is_woken_by_its_own_ports_frames_only(programmed):
     t.join(5.0)
     assert not t.is_alive() and len(woke) == 1 and woke[0] < 1.0
     assert len(l2.recv_all(1)) == 1
+
+
+def test_a_reader_with_a_wake_filter_sleeps_through_the_frames_it_refuses(programmed):
+    """With a wake filter on its port, a reader sleeps through frames the filter refuses
+    -- queued all the same, and taken with the next frame that wakes it -- and wakes at
+    once for a frame the filter takes; without the filter again, any frame wakes it."""
+    fab = programmed
+    l1, l2 = fab.switch("l1"), fab.switch("l2")
+    l2.set_wake_filter(1, lambda frame: frame[17] == 99)  # the frame's number, n < 256
+    t, woke = waiting_reader(l2, 1)
+    for n in range(5):  # refused by the filter
+        l1.send(1, l2_frame(host_mac(2, 1), host_mac(1, 1), n))
+    time.sleep(0.2)
+    assert woke == []
+    l1.send(1, l2_frame(host_mac(2, 1), host_mac(1, 1), 99))
+    t.join(5.0)
+    assert not t.is_alive() and len(woke) == 1 and woke[0] < 1.0
+    assert [f[17] for f in l2.recv_all(1)] == [0, 1, 2, 3, 4, 99]
+    l1.send(1, l2_frame(host_mac(2, 1), host_mac(1, 1), 7))
+    t0 = time.monotonic()
+    l2.wait(1, 0.3)  # a refused frame queued: the wait lasts its timeout
+    assert time.monotonic() - t0 >= 0.25
+    l2.set_wake_filter(1, None)
+    t0 = time.monotonic()
+    l2.wait(1, 2.0)  # the same frame wakes a reader without the filter
+    assert time.monotonic() - t0 < 1.0 and len(l2.recv_all(1)) == 1
 
 
 def test_wrong_links_are_refused():

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from hostlib import protocol as p
-from hostlib.engine import AllreduceEngine
+from hostlib.engine import AllreduceEngine, acts_at_once
 from hostlib.liveness import SILENT_STATUSES, SILENT_TIMERS, RankSilent
 from hostlib.numerics import make_payload
 from hostlib.timers import CLEAN_GROWTH, EngineParams
 from p4reduce.addresses import Address, WorkerAddress
+from p4net.harness import frame_rows
 from p4reduce.job import DescriptorError, Job, load_descriptor
 
 EOS = p.END_OF_STREAM
@@ -242,3 +243,30 @@ def test_a_job_that_starts_under_loss_takes_no_repair_for_its_round_time():
         header(p.MsgType.RESULT, 0, EOS, next_block=0), None, T0 + 0.3, fingerprint=fp()
     )
     assert quiet.rtt.srtt == pytest.approx(0.3)
+
+
+def test_a_rank_is_woken_only_by_frames_it_acts_on_before_its_timer():
+    """The in-process fabric wakes a rank behind a leaf only for frames it acts on before
+    its next timer (`acts_at_once`): not for a STATUS that only holds its round (its
+    leaf's naming it, the spine's relayed), which its next turn takes in first. Checked
+    against the engine: such a STATUS makes nothing due before the timer, while the ones
+    that act at once -- its leaf's lacking this rank, its leaf's of the slot's next round
+    -- make the slot's resend due at once; a RESULT always acts."""
+    cfg = load_descriptor(leaf_descriptor())
+    status, relayed = p.MsgType.STATUS, p.Flag.RELAYED
+    cases = {
+        "its leaf's, naming it": (header(status, 1, EOS), 0b111, False),
+        "the spine's, relayed": (header(status, 1, EOS, flags=relayed), 0b1, False),
+        "its leaf's, lacking it": (header(status, 1, EOS), 0b101, True),
+        "its leaf's, of the next round": (header(status, 2, 2, version=1), 0b101, True),
+    }
+    now = T0 + 0.05
+    for name, (h, contributors, acts) in cases.items():
+        frame = p.build_frame(cfg.to_switch(), h, contributors=contributors)
+        assert acts_at_once(frame, cfg.rank_on_wire) is acts, name
+        e = engine()
+        e.packets_to_send(T0)
+        e.on_frames(*frame_rows([frame]), now)
+        assert (e.pacer.next_timer() <= now) is acts, name
+    result = header(p.MsgType.RESULT, 0, EOS, next_block=0)
+    assert acts_at_once(p.build_frame(cfg.to_switch(), result, fingerprint=fp()), 1)

@@ -1,6 +1,7 @@
 """The Worker's gather: after a wake-up, a rank with many slots outstanding sleeps a little
 before its turn (hostlib.worker.GATHER), never past its next timer, and never in a call
-with few slots outstanding.
+with few slots outstanding; without a busy poll, no turn without the transport's wait
+first.
 
 The Worker runs on the in-process softswitch with the real P4 program; only `time.sleep`
 inside hostlib.worker is observed (recorded, then slept as asked).
@@ -20,7 +21,7 @@ from hostlib.engine import new_engine
 from hostlib.framing import FrameBuilder
 from hostlib.numerics import Output, make_payload
 from hostlib.timers import EngineParams
-from p4net.harness import SwitchSession
+from p4net.harness import InProcessTransport, SwitchSession
 
 
 @pytest.fixture(scope="module")
@@ -107,15 +108,24 @@ def test_no_gather_in_a_short_call(switch):
 
 def test_sums_with_gather(switch):
     """A call of 16 slots on 2 ranks, gathering: the exact sums come back."""
-    job = switch.create_job(2, worker_mod.GATHER_SLOTS, 12, encoding="packed")
-    rng = np.random.default_rng(3)
-    xs = [rng.integers(-1000, 1000, 64 * 64).astype(np.int32) for _ in range(2)]
+    two_ranks_sum(switch, worker_mod.GATHER_SLOTS, 64, seed=3)
+
+
+def two_ranks_sum(switch, slots: int, blocks: int, seed: int, port=None, **worker_kw) -> None:
+    """A job of `slots` slots on 2 ranks, each a Worker (`worker_kw`) in a thread on its
+    port (`port(switch, p)`'s transport, else the session's) reducing `blocks` blocks of
+    random int32: each gets the exact sum."""
+    job = switch.create_job(2, slots, 12, encoding="packed")
+    rng = np.random.default_rng(seed)
+    xs = [rng.integers(-1000, 1000, blocks * 64).astype(np.int32) for _ in range(2)]
     out: list[np.ndarray | None] = [None, None]
     try:
         descriptors = switch.descriptors(job)
 
         def body(r: int) -> None:
-            with Worker(descriptors[r], transport=switch.transport(job.workers[r].port)) as w:
+            at = job.workers[r].port
+            transport = port(switch, at) if port else switch.transport(at)
+            with Worker(descriptors[r], transport=transport, **worker_kw) as w:
                 out[r] = w.allreduce(xs[r])
 
         threads = [threading.Thread(target=body, args=(r,)) for r in range(2)]
@@ -127,3 +137,42 @@ def test_sums_with_gather(switch):
         switch.jobs.delete(job.job)
     for r in range(2):
         np.testing.assert_array_equal(out[r], xs[0] + xs[1])
+
+
+class RecordedPort(InProcessTransport):
+    """An in-process port whose receives (with how many frames each took) and waits are
+    recorded in order."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[str, int]] = []
+
+    def recv(self, max_n: int):
+        frames, lengths = super().recv(max_n)
+        self.calls.append(("recv", int(lengths.size)))
+        return frames, lengths
+
+    def wait(self, timeout: float) -> None:
+        self.calls.append(("wait", 0))
+        super().wait(timeout)
+
+
+@pytest.mark.parametrize("busy_poll", [0.0, 50e-6])
+def test_without_a_busy_poll_no_turn_without_asking_the_transport(switch, busy_poll):
+    """busy_poll=0 (ranks that share one core, p4net.harness.RANK_BUSY_POLL): after a
+    turn that took in less than a batch the loop sleeps in the transport's wait (which
+    returns at once when frames wait) before its next turn -- no empty turn to find out;
+    with a busy poll it takes such turns. The sums are exact either way."""
+    ports: list[RecordedPort] = []
+
+    def recorded(session, at: int) -> RecordedPort:
+        ports.append(RecordedPort(session.proc, at))
+        return ports[-1]
+
+    two_ranks_sum(switch, 4, 16, seed=5, port=recorded, busy_poll=busy_poll)
+    unasked = sum(
+        a[0] == b[0] == "recv" and a[1] < 256
+        for port in ports
+        for a, b in zip(port.calls, port.calls[1:])
+    )
+    assert (unasked == 0) is (busy_poll == 0), unasked
