@@ -36,9 +36,7 @@ def to_packed(lanes: np.ndarray, worker_count: int) -> np.ndarray:
     return biased.astype(np.uint32).view(np.int32)
 
 
-def from_packed(
-    sums: np.ndarray, worker_count: int, out: np.ndarray | None = None
-) -> np.ndarray:
+def from_packed(sums: np.ndarray, worker_count: int, out: np.ndarray | None = None) -> np.ndarray:
     """A packed round's lanes (sum of N biased lanes, < 2^32) -> the exact int32 sums: the
     N biases subtracted modulo 2^32 (the wrap is the int32 the sum is). `sums` may be in
     either byte order (a received batch's values are the wire's big-endian bytes,

@@ -264,8 +264,9 @@ def test_a_warm_scratch_quantizes_wide_blocks_without_tensor_sized_temporaries(r
     temporary: the gathered rows, their float64 products and the cast all reuse the
     Scratch (fresh large arrays are pages the kernel maps and zeroes on every turn)."""
     k, rows = 16_000, 4
-    pl = nm.make_payload(rng.standard_normal(8 * k).astype(np.float32), 4, p.Encoding.PACKED,
-                         block_values=k)
+    pl = nm.make_payload(
+        rng.standard_normal(8 * k).astype(np.float32), 4, p.Encoding.PACKED, block_values=k
+    )
     blocks, scratch = np.arange(rows), Scratch()
     pl.values(blocks, pl.exponent_biased[blocks], scratch)
     tracemalloc.start()
