@@ -85,7 +85,8 @@ class Batch:
 
 class FrameBuilder:
     """Builds batches for one direction (one Endpoints) of a job of `block_values` values
-    per block from its prebuilt templates."""
+    per block from its prebuilt templates. It reuses a buffer across builds (the values
+    in wire byte order): one builder serves one thread (a Worker's)."""
 
     def __init__(self, ep: p.Endpoints, block_values: int = p.BLOCK_VALUES):
         self.ep = ep

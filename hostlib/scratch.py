@@ -11,6 +11,8 @@ threads or Workers: a view is valid until the next `take` of the same name.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -19,18 +21,27 @@ class Scratch:
 
     def __init__(self) -> None:
         self._buffers: dict[str, np.ndarray] = {}
+        # the last view of each name by its (shape, dtype): a turn's takes are mostly the
+        # previous turn's again, and one dict look-up is cheaper than making a view
+        self._views: dict[str, tuple[tuple, np.ndarray]] = {}
 
     def take(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
         """An uninitialised array of `shape` and `dtype` over the buffer `name`, grown (to
         at least twice its size, so a slowly growing batch reallocates rarely) when it is
         too small."""
+        key = (shape, dtype)
+        last = self._views.get(name)
+        if last is not None and last[0] == key:
+            return last[1]
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         buf = self._buffers.get(name)
         if buf is None or buf.size < nbytes:
             buf = np.empty(max(nbytes, 0 if buf is None else 2 * buf.size), np.uint8)
             self._buffers[name] = buf
-        return buf[:nbytes].view(dtype).reshape(shape)
+        view = buf[:nbytes].view(dtype).reshape(shape)
+        self._views[name] = (key, view)
+        return view
 
     def nbytes(self) -> int:
         """Bytes held, all buffers."""
