@@ -28,6 +28,7 @@ from . import protocol as p
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
 from .liveness import Liveness
 from .numerics import Output, Payload, from_packed, overflow_error
+from .scratch import Scratch
 from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
 
@@ -125,6 +126,8 @@ class AllreduceEngine:
     the switch's bitmap still has every rank's bit set in v: an announce in v would be
     taken for a retransmission and answered with the previous tensor's cached result.
     Each data round's sums go to `output` (numerics.Output: the Worker's result array).
+    `scratch` holds the turns' temporaries (quantized rows, received sums, the kept
+    frames): the Worker's, so that its calls reuse the same pages; a fresh one otherwise.
     """
 
     def __init__(
@@ -138,8 +141,10 @@ class AllreduceEngine:
         rtt: RttEstimator | None = None,
         continued: np.ndarray | None = None,
         output: Output | None = None,
+        scratch: Scratch | None = None,
     ):
         self.cfg = cfg
+        self.scratch = scratch if scratch is not None else Scratch()
         self.payload = payload
         self.params = params or EngineParams()
         self.block_values = k = cfg.block_values
@@ -173,7 +178,8 @@ class AllreduceEngine:
         self.my_next = first
         self._first = first.copy()  # each slot's first non-zero block of this rank
         self.round = np.zeros(n, np.int64)
-        self.last_frames = np.zeros((n, self.builder.width), np.uint8)
+        self.last_frames = self.scratch.take("last_frames", (n, self.builder.width), np.uint8)
+        self.last_frames.fill(0)  # a previous call's frames: pages kept, bytes not
         self._padded_skips = p.skip_carries_values(k)  # SKIPs carry a block of zeros
         self.last_lengths = np.zeros(n, np.int64)
         behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
@@ -497,13 +503,15 @@ class AllreduceEngine:
                 f"RESULT for slot {bad} block {int(self.block[bad])} carries no values"
             )
         blocks = self.block[ds]
-        self.output.store(
-            blocks,
-            from_packed(r.values[di], self.cfg.worker_count)
-            if self.cfg.encoding == p.Encoding.PACKED
-            else r.values[di],
-            self.exponent[ds],
-        )
+        if self.cfg.encoding == p.Encoding.PACKED:
+            # every row of the batch, in order (a batch of results, mostly): read in place
+            every = di.size == len(r) and bool((di == np.arange(di.size)).all())
+            wire = r.values if every else r.values[di]
+            out = self.scratch.take("received", wire.shape, np.int32)
+            sums = from_packed(wire, self.cfg.worker_count, out)
+        else:
+            sums = r.values[di]
+        self.output.store(blocks, sums, self.exponent[ds])
         over = (r.cols["flags"][di] & p.FLAG.OVERFLOW) != 0
         if over.any():
             self.stats.overflowed_blocks.extend(int(b) for b in blocks[over])
@@ -561,10 +569,13 @@ class AllreduceEngine:
         new_next = self.my_next[s].copy()
         if is_data.any():
             new_next[is_data] = self._after[nb[is_data]]
-        values = self.payload.values(nb[is_data], ne[is_data]) if is_data.any() else None
+        values = (
+            self.payload.values(nb[is_data], ne[is_data], self.scratch) if is_data.any() else None
+        )
         extension = is_data
         if self._padded_skips and not is_data.all():
-            padded = np.zeros((s.size, self.block_values), np.int32)
+            padded = self.scratch.take("padded", (s.size, self.block_values), np.int32)
+            padded.fill(0)
             if values is not None:
                 padded[is_data] = values
             values, extension = padded, np.ones(s.size, bool)

@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import protocol as p
+from .scratch import Scratch
 
 _EXT = p.EXTENSION_OFFSET
 _HEADER_COLS = slice(p.P4R_OFFSET, _EXT)
@@ -84,7 +85,8 @@ class Batch:
 
 class FrameBuilder:
     """Builds batches for one direction (one Endpoints) of a job of `block_values` values
-    per block from its prebuilt templates."""
+    per block from its prebuilt templates. It reuses a buffer across builds (the values
+    in wire byte order): one builder serves one thread (a Worker's)."""
 
     def __init__(self, ep: p.Endpoints, block_values: int = p.BLOCK_VALUES):
         self.ep = ep
@@ -94,6 +96,7 @@ class FrameBuilder:
         self.templates = np.stack(
             [np.frombuffer(p.l2_l4_template(ep, k, block_values), np.uint8) for k in _KINDS]
         )
+        self._scratch = Scratch()  # the wire-order values of a build, reused
 
     def build(
         self,
@@ -122,7 +125,9 @@ class FrameBuilder:
             # converted first, then copied as bytes: the values start 62 bytes into a
             # frame, and numpy's byte-swapping store into that unaligned view is slower
             # than an aligned conversion plus a byte copy
-            frames[with_values, _EXT:end] = values.astype(p.VALUES_DTYPE).view(np.uint8)
+            wire = self._scratch.take("values", values.shape, p.VALUES_DTYPE)
+            np.copyto(wire, values, casting="unsafe")  # what astype(VALUES_DTYPE) does
+            frames[with_values, _EXT:end] = wire.view(np.uint8)
         with_fp = extension == p.EXT.FINGERPRINT
         if with_fp.any():
             if fingerprint is None:

@@ -16,6 +16,7 @@ from p4reduce.job import block_count, sends_halves
 from p4reduce.wire import packed_bias
 
 from . import protocol as p
+from .scratch import Scratch
 
 M = (1 << 31) - 1  # largest int32: the quantized range
 MIN_EXPONENT = -128  # e is clamped below (field carries e + 128)
@@ -35,15 +36,17 @@ def to_packed(lanes: np.ndarray, worker_count: int) -> np.ndarray:
     return biased.astype(np.uint32).view(np.int32)
 
 
-def from_packed(sums: np.ndarray, worker_count: int) -> np.ndarray:
+def from_packed(sums: np.ndarray, worker_count: int, out: np.ndarray | None = None) -> np.ndarray:
     """A packed round's lanes (sum of N biased lanes, < 2^32) -> the exact int32 sums: the
     N biases subtracted modulo 2^32 (the wrap is the int32 the sum is). `sums` may be in
     either byte order (a received batch's values are the wire's big-endian bytes,
     framing.parse_batch): the subtraction reads them as they are and writes native int32,
-    one pass, no conversion first."""
+    one pass, no conversion first. `out`: an int32 array of sums' shape to write (a
+    Scratch buffer), else a new one."""
     bias = np.uint32(worker_count * packed_bias(worker_count) % (1 << 32))
     unsigned = sums.view(sums.dtype.str.replace("i", "u"))  # same byte order
-    return np.subtract(unsigned, bias, dtype=np.uint32).view(np.int32)
+    dest = None if out is None else out.view(np.uint32)
+    return np.subtract(unsigned, bias, out=dest, dtype=np.uint32).view(np.int32)
 
 
 def half(blocks: np.ndarray, low: bool) -> np.ndarray:
@@ -124,39 +127,64 @@ def nonfinite_reason(flat: np.ndarray, maxabs: float | None = None) -> str:
     return ""
 
 
-def _scaled(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
+def _scaled(
+    blocks: np.ndarray, exponents: np.ndarray, worker_count: int, scratch: Scratch | None
+) -> np.ndarray:
     """rint(x * floor(M/N) / 2^E) per row in float64, in two passes: x times the row's
     floor(M/N) * 2^-E (exact: a power of two scales a float64 exactly in this range) is
-    the same rounded product as x * floor(M/N) scaled afterwards."""
+    the same rounded product as x * floor(M/N) scaled afterwards. In `scratch`'s "scaled"
+    buffer when given."""
     scale = np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
-    scaled = np.multiply(blocks, scale[:, None], dtype=np.float64)
+    out = None if scratch is None else scratch.take("scaled", blocks.shape, np.float64)
+    scaled = np.multiply(blocks, scale[:, None], out=out, dtype=np.float64)
     return np.rint(scaled, out=scaled)
 
 
-def quantize(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
-    """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32."""
-    return _scaled(blocks, exponents, worker_count).astype(np.int32)
+def _cast(scaled: np.ndarray, dtype, scratch: Scratch | None) -> np.ndarray:
+    """scaled.astype(dtype), into `scratch`'s "quantized" buffer when given (the same
+    conversion: copyto casts as astype does)."""
+    if scratch is None:
+        return scaled.astype(dtype)
+    out = scratch.take("quantized", scaled.shape, dtype)
+    np.copyto(out, scaled, casting="unsafe")
+    return out
 
 
-def quantize_packed(blocks: np.ndarray, exponents: np.ndarray, worker_count: int) -> np.ndarray:
+def quantize(
+    blocks: np.ndarray, exponents: np.ndarray, worker_count: int, scratch: Scratch | None = None
+) -> np.ndarray:
+    """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32.
+    With `scratch`, the result is a view of its buffer (valid until its next quantize)."""
+    return _cast(_scaled(blocks, exponents, worker_count, scratch), np.int32, scratch)
+
+
+def quantize_packed(
+    blocks: np.ndarray, exponents: np.ndarray, worker_count: int, scratch: Scratch | None = None
+) -> np.ndarray:
     """to_packed(quantize(...)) in one pass less: the bias is added to the float64 q (exact,
     q + bias < 2^32) before the one cast to the wire's 32 bits."""
-    scaled = _scaled(blocks, exponents, worker_count)
+    scaled = _scaled(blocks, exponents, worker_count, scratch)
     scaled += packed_bias(worker_count)
-    return scaled.astype(np.uint32).view(np.int32)
+    return _cast(scaled, np.uint32, scratch).view(np.int32)
 
 
 def dequantize(
-    sums: np.ndarray, exponents: np.ndarray, worker_count: int, dtype=np.float64
+    sums: np.ndarray,
+    exponents: np.ndarray,
+    worker_count: int,
+    dtype=np.float64,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """sum / s = sum * 2^E / floor(M/N) per row, computed in float64, in one pass: the sum
     divided by the row's floor(M/N) * 2^-E (exact: a power of two scales a float64 exactly
     here), the same correctly rounded quotient as dividing by floor(M/N) and scaling by 2^E
     after (no quotient comes near float64's subnormals: |sum| >= 1, E >= -128). Returned as
     `dtype`: each float64 quotient rounded to it as astype would, chunk by chunk inside the
-    division, so a float32 result never holds a float64 copy of the rows."""
+    division, so a float32 result never holds a float64 copy of the rows. `out`: an array
+    of sums' shape and `dtype` to write (a Scratch buffer), else a new one."""
     divisor = np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
-    out = np.empty(sums.shape, dtype)
+    if out is None:
+        out = np.empty(sums.shape, dtype)
     return np.divide(sums, divisor[:, None], out=out, dtype=np.float64, casting="unsafe")
 
 
@@ -252,19 +280,32 @@ class Payload:
         """K, the values per block of the job the payload was cut for."""
         return int(self.full.shape[1])
 
-    def tensor_rows(self, blocks: np.ndarray) -> np.ndarray:
-        """The tensor's blocks `blocks` (tensor numbering) as a (len, K) array."""
+    def tensor_rows(self, blocks: np.ndarray, scratch: Scratch | None = None) -> np.ndarray:
+        """The tensor's blocks `blocks` (tensor numbering) as a (len, K) array (in
+        `scratch`'s "rows" buffer when given and all are complete blocks)."""
         f = self.full.shape[0]
         if not self.tail.shape[0] or not blocks.size or int(blocks.max()) < f:
-            return self.full[blocks]
+            if scratch is None:
+                return self.full[blocks]
+            out = scratch.take("rows", (blocks.size, self.block_values), self.full.dtype)
+            # mode="clip" writes straight into `out` ("raise" buffers a copy); every block
+            # is in range here
+            return np.take(self.full, blocks, axis=0, out=out, mode="clip")
         out = np.empty((blocks.size, self.block_values), self.full.dtype)
         inside = blocks < f
         out[inside] = self.full[blocks[inside]]
         out[~inside] = self.tail[0]
         return out
 
-    def values(self, rows: np.ndarray, switch_exponent_biased: np.ndarray) -> np.ndarray:
-        """int32 (len(rows), K) to send for these blocks with the switch's exponents."""
+    def values(
+        self,
+        rows: np.ndarray,
+        switch_exponent_biased: np.ndarray,
+        scratch: Scratch | None = None,
+    ) -> np.ndarray:
+        """int32 (len(rows), K) to send for these blocks with the switch's exponents. A
+        float tensor's are quantized in `scratch` when given: the result is then a view of
+        it, valid until the next `values` with the same scratch."""
         if not self.is_float:
             if self.halves:
                 x = self.tensor_rows(rows >> 1)
@@ -285,9 +326,10 @@ class Payload:
             )
         quantized = quantize_packed if self.encoding == p.Encoding.PACKED else quantize
         return quantized(
-            self.tensor_rows(rows),
+            self.tensor_rows(rows, scratch),
             switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS,
             self.worker_count,
+            scratch,
         )
 
 
@@ -384,11 +426,13 @@ class Output:
     few hundred rows at a time), so a call holds its input and its output and no
     tensor-sized staging (docs/hostlib.md, "Memory"). Blocks no round came back for stay
     zero (np.zeros: pages never written are never touched). `divisor` divides a float sum
-    (op="mean"), in float64 before the cast to the tensor's dtype."""
+    (op="mean"), in float64 before the cast to the tensor's dtype. `scratch` (the
+    Worker's): where dequantized rows wait for their store into the result."""
 
-    def __init__(self, payload: Payload, divisor: int = 1):
+    def __init__(self, payload: Payload, divisor: int = 1, scratch: Scratch | None = None):
         self.payload = payload
         self.divisor = divisor
+        self.scratch = scratch
         rows = payload.full.shape[0] + payload.tail.shape[0]
         dtype = payload.dtype if payload.is_float else np.dtype(np.int32)
         k = payload.block_values
@@ -404,8 +448,13 @@ class Output:
 
     def store(self, blocks: np.ndarray, sums: np.ndarray, exponent_biased: np.ndarray) -> None:
         """The lane sums (int32, the encoding's bias removed) of wire blocks `blocks`,
-        each sent with biased exponent `exponent_biased` (arrays the caller leaves alone)."""
-        self._pending.append((blocks, sums, exponent_biased))
+        each sent with biased exponent `exponent_biased` (arrays the caller leaves alone;
+        `sums` may be a Scratch view: stored at once, or copied while it waits)."""
+        if not self._pending and blocks.size >= self.store_rows:
+            self._pending.append((blocks, sums, exponent_biased))
+            self.flush()
+            return
+        self._pending.append((blocks, np.array(sums), exponent_biased))
         self._pending_rows += blocks.size
         if self._pending_rows >= self.store_rows:
             self.flush()
@@ -424,7 +473,8 @@ class Output:
             # a mean divides the float64 quotient before it is rounded to the tensor's dtype
             dtype = self.array.dtype if self.divisor == 1 else np.float64
             e = exps.astype(np.int32) - p.EXPONENT_BIAS
-            res = dequantize(sums, e, pl.worker_count, dtype)
+            out = None if self.scratch is None else self.scratch.take("sums", sums.shape, dtype)
+            res = dequantize(sums, e, pl.worker_count, dtype, out)
             if self.divisor != 1:
                 res /= self.divisor
             self.blocks[blocks] = res

@@ -409,7 +409,7 @@ class SilentEngine(AllreduceEngine):
                 self.slot_version[ds],
                 dn,
                 after,
-                self.payload.values(dn, ne[is_data]),
+                self.payload.values(dn, ne[is_data], self.scratch),
                 np.full(ds.size, p.EXT.VALUES),
             )
         self._query(s[~is_data], False)

@@ -24,6 +24,7 @@ from .framing import FrameBuilder
 from .loop import CallLoop, Transport
 from .timers import EngineParams, RttEstimator
 from .numerics import Output, make_payload
+from .scratch import Scratch
 
 
 @dataclass
@@ -146,6 +147,8 @@ class Worker:
         else:
             self.transport = transport
         self.builder = FrameBuilder(self.cfg.to_switch(), self.cfg.block_values)
+        # the turns' temporaries, reused call after call (this Worker's alone)
+        self.scratch = Scratch()
         self.slot_versions = np.zeros(self.cfg.slot_count, np.uint8)
         self.continued = np.zeros(self.cfg.slot_count, bool)
         self.rtt = RttEstimator()
@@ -220,7 +223,7 @@ class Worker:
             announce_refusal=True,
             block_values=self.cfg.block_values,
         )
-        output = Output(payload, divisor)
+        output = Output(payload, divisor, self.scratch)
         t0 = time.monotonic()
         eng = new_engine(
             self.cfg,
@@ -232,6 +235,7 @@ class Worker:
             self.rtt,
             self.continued,
             output,
+            scratch=self.scratch,
         )
         loop = CallLoop(eng, self.transport, time.monotonic, self.batch)
         try:

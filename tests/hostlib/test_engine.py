@@ -16,6 +16,7 @@ from hostlib.engine import AllreduceEngine
 from hostlib.liveness import SILENT_MIN_SPAN, SILENT_STATUSES, SILENT_TIMERS, RankSilent
 from hostlib.timers import EngineParams
 from hostlib.numerics import make_payload
+from hostlib.scratch import Scratch
 from hostlib_helpers import decode, descriptor, engine_tensor
 from hostlib_helpers import make_engine as shared_make_engine
 
@@ -383,3 +384,21 @@ def test_versions_continue_from_previous_allreduce():
     feed(e, result(1, 0, EOS, 1), T0)
     feed(e, result(1, 1, 1, EOS, np.zeros(64)), T0)
     assert e.final_slot_versions(np.array([1, 0, 1, 0]))[:2].tolist() == [0, 0]
+
+
+def test_a_workers_calls_keep_their_frames_in_one_scratch_and_only_their_own():
+    """Engines given one Scratch (a Worker's calls) keep each slot's frame in the same
+    pages, and a call's kept frames are its own: the previous call's bytes are gone where
+    this call sent nothing (its tensor of 2 blocks uses 2 of the 4 slots)."""
+    cfg = load_descriptor(descriptor(0, 2, slot_count=4))
+    scratch = Scratch()
+    first = AllreduceEngine(
+        cfg, make_payload(tensor(), 2), T0, PARAMS, np.ones(4, np.uint8), scratch=scratch
+    )
+    small = np.arange(2 * 64, dtype=np.int32)
+    second = AllreduceEngine(cfg, make_payload(small, 2), T0, PARAMS, scratch=scratch)
+    alone = AllreduceEngine(cfg, make_payload(small, 2), T0, PARAMS)
+    assert np.shares_memory(first.last_frames, second.last_frames)
+    assert not np.shares_memory(second.last_frames, alone.last_frames)
+    assert not alone.last_frames[2:].any()
+    np.testing.assert_array_equal(second.last_frames, alone.last_frames)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
 from hostlib import numerics as nm
 from hostlib import protocol as p
+from hostlib.scratch import Scratch
 
 
 def test_blocks_pad_last_block_with_zeros():
@@ -236,3 +239,59 @@ def test_a_sum_is_dequantized_into_the_tensors_dtype_as_float64_rounded(dtype, r
         out = nm.Output(pl, divisor)
         out.store(np.arange(5), sums, e.astype(np.int16) + p.EXPONENT_BIAS)
         assert (out.finish().reshape(5, 300) == (wide / divisor).astype(dtype)).all()
+
+
+@pytest.mark.parametrize("encoding", [p.Encoding.LANES, p.Encoding.PACKED])
+def test_quantizing_in_a_scratch_reuses_its_buffers_with_the_same_values(encoding, rng):
+    """One Scratch serves a Worker's calls whatever their dtype, block size and batch: the
+    values to send are those quantized without it, bit for bit, and a second batch of the
+    same shape is quantized in the first one's memory (no new buffer)."""
+    scratch = Scratch()
+    for dtype, k, rows in ((np.float64, 300, 5), (np.float32, 64, 9), (np.float32, 300, 2)):
+        x = rng.standard_normal(12 * k + 5).astype(dtype) * 10.0 ** rng.integers(-9, 9)
+        pl = nm.make_payload(x, 3, encoding, block_values=k)
+        blocks = rng.choice(pl.nblocks - 1, rows, replace=False)  # complete blocks
+        e = pl.exponent_biased[blocks] + rng.integers(0, 3, rows).astype(np.int16)
+        want = pl.values(blocks, e)
+        got = pl.values(blocks, e, scratch)
+        assert got.dtype == want.dtype == np.int32 and (got == want).all()
+        again = pl.values(blocks[::-1], e[::-1], scratch)
+        assert np.shares_memory(got, again) and (again == want[::-1]).all()
+
+
+def test_a_warm_scratch_quantizes_wide_blocks_without_tensor_sized_temporaries(rng):
+    """After a first batch, quantizing rows of K = 16 000 values allocates no row-sized
+    temporary: the gathered rows, their float64 products and the cast all reuse the
+    Scratch (fresh large arrays are pages the kernel maps and zeroes on every turn)."""
+    k, rows = 16_000, 4
+    pl = nm.make_payload(
+        rng.standard_normal(8 * k).astype(np.float32), 4, p.Encoding.PACKED, block_values=k
+    )
+    blocks, scratch = np.arange(rows), Scratch()
+    pl.values(blocks, pl.exponent_biased[blocks], scratch)
+    tracemalloc.start()
+    try:
+        pl.values(blocks, pl.exponent_biased[blocks], scratch)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # less than one float64 row (numpy's casting buffers are a fixed 8 192 values); fresh
+    # temporaries were 4 rows of float32, float64 and int32: 16 bytes a value
+    assert peak < k * 8
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_output_keeps_its_own_copy_of_sums_that_wait_in_a_scratch_view(dtype, rng):
+    """Sums handed to Output.store may be a Scratch view the next turn overwrites: a store
+    too small to flush at once keeps a copy, so the result is the sums as stored."""
+    k, scratch = 300, Scratch()
+    sums = rng.integers(-(2**31), 2**31, (5, k)).astype(np.int32)
+    e = rng.integers(-20, 20, 5).astype(np.int16) + p.EXPONENT_BIAS
+    want = nm.dequantize(sums, e.astype(np.int32) - p.EXPONENT_BIAS, 3, dtype)
+    out = nm.Output(nm.make_payload(np.ones(5 * k, dtype), 3, block_values=k), 1, scratch)
+    view = scratch.take("received", (5, k), np.int32)
+    for b in range(5):
+        view[:1] = sums[b]
+        out.store(np.array([b]), view[:1], e[b : b + 1])
+    view[:] = 0
+    assert (out.finish().reshape(5, k) == want).all()
