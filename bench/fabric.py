@@ -163,7 +163,8 @@ def running_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> di
     their round-time estimates start from lossless rounds -- the figure of a running job,
     beside `one_job`'s job that starts under loss (its first timers are the initial
     one). Per call: its time (first start to last end), the resends per rank and the
-    median smoothed round over the ranks after it."""
+    median smoothed round over the ranks after it; and the frames the drop simulators
+    dropped in the lossless call (none: the loss is set after it)."""
     workers = two_level_ranks(shape.leaves, shape.per_leaf)
     job = ctl.jobs.create(job_id, workers, slots=shape.slots)
     n, calls = len(workers), 1 + RUNNING_CALLS
@@ -199,6 +200,7 @@ def running_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> di
 
     threads = [threading.Thread(target=body, args=(r,)) for r in range(n)]
     seconds = []
+    lossless_drops = -1  # (the first call did not end)
     with ranks_interleaved():  # as allreduce_on_leaves runs its ranks
         for t in threads:
             t.start()
@@ -210,6 +212,8 @@ def running_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> di
                 t0 = time.monotonic()
                 done.wait()
                 seconds.append(time.monotonic() - t0)
+                if c == 0:
+                    lossless_drops = simulated_drops(switch_counters(ctl, job.job))
         except threading.BrokenBarrierError:
             pass
         finally:
@@ -222,7 +226,16 @@ def running_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> di
         "exact": not failures and len(seconds) == calls,
         "retransmissions_per_rank": resent.mean(axis=0).tolist(),
         "srtt_ms": (np.median(srtt, axis=0) * 1e3).tolist(),
+        "lossless_drops": lossless_drops,
     }
+
+
+def simulated_drops(counters: dict[str, dict[str, int]]) -> int:
+    """Frames the drop simulators of a job's switches dropped, from `switch_counters`."""
+    return sum(
+        c.get("simulated_drops_ingress", 0) + c.get("simulated_drops_egress", 0)
+        for c in counters.values()
+    )
 
 
 def switch_counters(ctl: FabricController, job_id: int) -> dict[str, dict[str, int]]:

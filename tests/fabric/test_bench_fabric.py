@@ -46,7 +46,9 @@ def test_quick_run_measures_both_jobs_and_each_uplink(tmp_path):
         assert 0 < run["receive_batches"] <= run["packets_received"], run
     running = data["inprocess"]["running"]  # the same workers: lossless, then lossy calls
     assert running["exact"] and len(running["seconds"]) == 1 + fabric.RUNNING_CALLS
-    assert running["retransmissions_per_rank"][0] == 0  # its lossless call
+    # its first call is lossless: the loss is set after it (its resends are its timers',
+    # which a loaded machine may fire)
+    assert running["lossless_drops"] == 0
     rounds = lossless["rounds"]
     for u in lossless["uplinks"]:
         # the leaf role: one partial up, one result down per round, nothing else lossless
