@@ -49,7 +49,7 @@ class CallLoop:
     so timers only expire on a turn that emptied the ring (fewer than `batch` frames).
 
     A turn that receives nothing before the `wake_at` an earlier empty turn computed, with
-    no frame received since, ends there (`_idle`): nothing in the engine changed but the
+    no frame received since, ends there (`_idle_until`): nothing in the engine changed but the
     clock, and before `wake_at` no timer is due and no deadline passed, so its timers,
     stall check and next wake-up would come out the same. Such turns are most of a
     rank's turns (the busy poll after each result, a wake-up that found the ring empty),
@@ -85,5 +85,11 @@ class CallLoop:
         eng.check(now)
         if received:
             return Turn(False, received, now, now)
-        self._idle_until = wake_at = min(eng.next_timer(), eng.deadline)
+        self._idle_until = wake_at = self.next_wake()
         return Turn(False, 0, now, wake_at)
+
+    def next_wake(self) -> float:
+        """When the engine next needs a turn if no frame comes: its next retransmission
+        timer or its deadline, whichever is first (a turn that took frames in says "at
+        once" instead, since more may wait; a caller that does not spin asks this)."""
+        return min(self.engine.next_timer(), self.engine.deadline)

@@ -251,7 +251,7 @@ class Worker:
                 elif gathering or not spins or turn.now - idle_since > self.busy_poll:
                     # (a turn that took frames in has expired its timers: the next is due
                     # at the engine's next timer, not now)
-                    wake_at = min(eng.next_timer(), eng.deadline) if turn.received else turn.wake_at
+                    wake_at = loop.next_wake() if turn.received else turn.wake_at
                     self.transport.wait(max(0.0, wake_at - turn.now))
                     if gathering:
                         self._gather(wake_at)

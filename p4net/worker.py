@@ -19,16 +19,13 @@ import numpy as np
 from p4net.netcounters import delta, host_counters
 
 
-def system_time() -> float:
-    """This process's CPU seconds in the kernel so far (getrusage: microseconds, where
-    os.times counts clock ticks of 10 ms, longer than a sparse call)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
-
-
-def minor_faults() -> int:
-    """This process's page faults so far that found the page in memory (fresh pages of a
-    large allocation: the kernel zeroes each one first)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def usage() -> tuple[float, float, int]:
+    """This process's CPU seconds so far (user + system), of them the kernel's
+    (getrusage: microseconds, where os.times counts clock ticks of 10 ms, longer than a
+    sparse call), and its page faults that found the page in memory (fresh pages of a
+    large allocation: the kernel zeroes each one first). Subtract two to get a call's."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return time.process_time(), ru.ru_stime, ru.ru_minflt
 
 
 def main() -> int:
@@ -55,7 +52,9 @@ def main() -> int:
         start = time.perf_counter()
         calls: list[dict] = []  # per allreduce: what it sent and retransmitted
 
-        def account(kind: str, seconds: float, cpu: float, sys_cpu: float, faults: int) -> None:
+        def account(kind: str, seconds: float, before: tuple[float, float, int]) -> None:
+            """One call's record: `before` its start's usage()."""
+            cpu, sys_cpu, faults = (now - then for now, then in zip(usage(), before))
             st = worker.stats
             done = sum(c["retransmissions"] for c in calls)
             calls.append(
@@ -77,21 +76,10 @@ def main() -> int:
 
         with Worker(args.descriptor, deadline=args.deadline) as worker:
             if args.warmup:
-                t0, c0, s0, f0 = (
-                    time.perf_counter(),
-                    time.process_time(),
-                    system_time(),
-                    minor_faults(),
-                )
+                t0, used = time.perf_counter(), usage()
                 worker.allreduce(np.zeros(worker.cfg.block_values, dtype=tensor.dtype))
                 start = time.perf_counter()
-                account(
-                    "warmup",
-                    start - t0,
-                    time.process_time() - c0,
-                    system_time() - s0,
-                    minor_faults() - f0,
-                )
+                account("warmup", start - t0, used)
                 report["warmup_stats"] = worker.stats.as_dict()
             # the link's own counters around the timed allreduces (what bench/ reports)
             counters = host_counters()
@@ -99,21 +87,10 @@ def main() -> int:
             # every namespace shares: a call's time, and the ranks' start skew
             spans = []
             for _ in range(args.repeat):
-                began, c0, s0, f0 = (
-                    time.monotonic(),
-                    time.process_time(),
-                    system_time(),
-                    minor_faults(),
-                )
+                began, used = time.monotonic(), usage()
                 result = worker.allreduce(tensor, op=args.op)
                 spans.append((began, time.monotonic()))
-                account(
-                    "timed",
-                    spans[-1][1] - began,
-                    time.process_time() - c0,
-                    system_time() - s0,
-                    minor_faults() - f0,
-                )
+                account("timed", spans[-1][1] - began, used)
             report["stats"] = worker.stats.as_dict()
             report["block_values"] = worker.cfg.block_values
             report["counters"] = delta(counters, host_counters())
