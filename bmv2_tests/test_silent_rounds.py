@@ -15,6 +15,7 @@ import pytest
 
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
+from p4reduce import wire
 from p4reduce.wire import RoundMode
 
 SILENT = RoundMode.SILENT
@@ -69,10 +70,13 @@ def run_call(job, streams: Streams, version: int = 0, continued: bool = False, s
         sums[block] = results[0].values
         assert all(np.array_equal(res.values, sums[block]) for res in results.values())
     version ^= 1
-    for r in streams:
-        job.send(r, MsgType.SKIP, slot=slot, version=version, block=END, flags=Flag.CONTINUED)
+    for r in streams:  # a closing SKIP is header only at every block size
+        job.send(r, MsgType.SKIP, slot=slot, version=version, block=END, flags=Flag.CONTINUED,
+                 pad_skip=False)  # fmt: skip
         sent[r] += 1
-    check_all(job.results(), MsgType.RESULT, END, END, version)
+    results = job.results()
+    check_all(results, MsgType.RESULT, END, END, version)
+    assert all(res.values is None and res.fingerprint is None for res in results.values())
     return sums, sent, version ^ 1
 
 
@@ -514,6 +518,51 @@ def test_a_data_copy_does_not_join_a_rewind_round_at_its_block(switch):
     results = job.results()
     check_all(results, MsgType.RESULT, 0, 0, 1)
     assert all(res.fingerprint is not None and res.values is None for res in results.values())
+
+
+@pytest.mark.parametrize("k", [64, 16000])
+def test_a_closing_round_sums_nothing_and_answers_header_only(switch, k):
+    """A closing round's RESULT carries no values, so its SKIPs are header only at every
+    block size (one padded with a block, as a REWIND is, is taken too); a copy of a
+    closing SKIP gets the cached RESULT, header only, and so does a query the closing
+    round answers. Only the closing SKIP may leave its padding out: above
+    SKIP_GROWS_TO_VALUES a header-only query is still dropped (wrong_encoding)."""
+    job = silent_job(switch, 62, 3, block_values=k)
+    sums, _, v = run_call(job, {r: {0: np.full(k, r + 1)} for r in range(3)})
+    assert np.array_equal(sums[0], np.full(k, 6))
+    for r in range(3):
+        job.send(r, MsgType.ANNOUNCE, version=v, next_block=0, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, 0, v)
+    for r in range(3):
+        job.send(r, MsgType.DATA, version=v ^ 1, block=0, values=np.full(k, 2), next_block=END,
+                 flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, END, v ^ 1)
+    job.send(0, MsgType.SKIP, version=v, block=END, flags=Flag.CONTINUED)  # padded above 128
+    for r in (1, 2):
+        job.send(r, MsgType.SKIP, version=v, block=END, flags=Flag.CONTINUED, pad_skip=False)
+    results = job.results()
+    check_all(results, MsgType.RESULT, END, END, v)
+    assert all(res.values is None and res.fingerprint is None for res in results.values())
+    job.send(1, MsgType.SKIP, version=v, block=END, flags=Flag.CONTINUED | Flag.RETRANSMIT,
+             pad_skip=False)  # fmt: skip
+    res = job.result(1)
+    assert res is not None and res.header.flags & Flag.CACHED and res.values is None
+    assert (res.header.msg_type, res.header.block, res.header.slot_version) == (
+        MsgType.RESULT, END, v)  # fmt: skip
+    job.send(2, MsgType.SKIP, version=v, block=0, next_block=END,
+             flags=Flag.CONTINUED | Flag.RETRANSMIT)  # fmt: skip
+    res = job.result(2)
+    assert res is not None and res.header.flags & Flag.CACHED and res.values is None
+    assert (res.header.block, res.header.slot_version) == (END, v)
+    wrong = job.stats()["wrong_encoding"]
+    job.send(2, MsgType.SKIP, version=v, block=0, next_block=END,
+             flags=Flag.CONTINUED | Flag.RETRANSMIT, pad_skip=False)  # fmt: skip
+    if wire.skip_carries_values(k):
+        job.assert_silent(0.3)
+        assert job.stats()["wrong_encoding"] == wrong + 1
+    else:
+        assert job.result(2).values is None
+    assert job.stats()["stale"] == 0
 
 
 def test_a_header_only_copy_is_not_answered_with_a_wider_block_than_a_frame_can_grow(switch):

@@ -86,14 +86,18 @@ class SilentEngine(AllreduceEngine):
         next_block: np.ndarray,
         send: bool = True,
         keep: bool = True,
+        closing: bool = False,
     ) -> None:
         """SKIP-layout packets (a closing SKIP, a query, a REWIND request): header only, or
-        a block of zeros in a job whose SKIPs carry one (wire.skip_carries_values). Sent
-        now (`send`) and/or kept as the slot's frame for its timer (`keep`): a query is
-        only kept, a REWIND request beside a DATA only sent."""
+        a block of zeros in a job whose SKIPs carry one (wire.skip_carries_values), since
+        the switch may answer a query or REWIND with a data round's sums in its frame. A
+        closing SKIP is header only whatever the job: a closing round's RESULT carries no
+        values (docs/protocol.md section 6). Sent now (`send`) and/or kept as the slot's
+        frame for its timer (`keep`): a query is only kept, a REWIND request beside a DATA
+        only sent."""
         if not s.size:
             return
-        padded = self._padded_skips
+        padded = self._padded_skips and not closing
         values = np.zeros((s.size, self.block_values), np.int32) if padded else None
         ext = np.full(s.size, int(p.EXT.VALUES if padded else p.EXT.NONE))
         batch = self._build(
@@ -248,7 +252,7 @@ class SilentEngine(AllreduceEngine):
     def _nature(r: Parsed, idx: np.ndarray) -> np.ndarray:
         """The kind of round results `idx` complete, from their layout: an announce or
         rewind round's carries the fingerprint range (ANNOUNCE_ROUND), a data round's
-        its block's sums, a closing round's (block END_OF_STREAM) none or zeros. A rank
+        its block's sums, a closing round's (block END_OF_STREAM) none. A rank
         lost in the chain may get a closing RESULT as a later round (the closing round
         took its REWIND request as its closing contribution): it ends the slot too."""
         ext = r.extension[idx] if r.extension is not None else np.zeros(idx.size, np.int64)
@@ -375,7 +379,7 @@ class SilentEngine(AllreduceEngine):
         self.mine[s] = True
         full = self.cover[s] == EOS
         done = s[full]
-        self._header_only(done, p.MSG.SKIP, self.block[done], self.block[done])
+        self._header_only(done, p.MSG.SKIP, self.block[done], self.block[done], closing=True)
         lacking = s[~full]
         self._request_rewind(lacking, np.ones(lacking.size, bool))
 

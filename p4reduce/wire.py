@@ -94,13 +94,14 @@ def link_mtu(block_values: int, mtu: int = ETHERNET_MTU) -> int:
 # becomes grows the frame by 4 K bytes, and simple_switch gives a received frame 512 bytes
 # of room. A SKIP of a job of more values per block carries a block of its job's size
 # (zeros: a SKIP's values are ignored), so it is already as long as the RESULT; the
-# v1model program drops a header-only one (docs/protocol.md section 2).
+# v1model program drops a header-only one (docs/protocol.md section 3), except a silent
+# job's closing SKIP, whose round's RESULT carries no values.
 SKIP_GROWS_TO_VALUES = 128
 
 
 def skip_carries_values(block_values: int) -> bool:
     """Whether a SKIP of a job of `block_values` values per block carries a values block
-    (ignored) rather than the header only."""
+    (ignored) rather than the header only; a silent job's closing SKIP never does."""
     return block_values > SKIP_GROWS_TO_VALUES
 
 

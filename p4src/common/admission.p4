@@ -43,7 +43,9 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
 #if P4REDUCE_GATEWAY_COMPARES_FIELDS
         /* the per-job checks, in the action: bmv2 pays per table applied */
         /* a values block (meta.data_values, the v1model parser's) must be the job's size,
-         * and a SKIP of a job above SKIP_GROWS_TO_VALUES must carry one (values.p4) */
+         * and a SKIP of a job above SKIP_GROWS_TO_VALUES must carry one (values.p4) --
+         * except a closing SKIP (silent, block END_OF_STREAM): a closing round's RESULT
+         * carries no values, so its SKIP never grows */
         /* a REWIND (a SKIP's layout) belongs to silent rounds only */
         meta.slot_in_range = (hdr.p4r.slot < slot_count
                               && hdr.p4r.flags[6:5] == round_mode ++ encoding
@@ -53,7 +55,10 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
                                   || (meta.data_values == 0
                                       && (block_values <= SKIP_GROWS_TO_VALUES
                                           || (hdr.p4r.msg_type != MSG_SKIP
-                                              && hdr.p4r.msg_type != MSG_REWIND)))))
+                                              && hdr.p4r.msg_type != MSG_REWIND)
+                                          || (hdr.p4r.msg_type == MSG_SKIP
+                                              && hdr.p4r.block == END_OF_STREAM
+                                              && round_mode == ROUND_MODE_SILENT)))))
                              ? 1w1 : 1w0;
         meta.pool_slot = (bit<32>)(slot_base + hdr.p4r.slot);
         meta.slot_index = (meta.pool_slot << 1) | (bit<32>)hdr.p4r.slot_version;

@@ -152,6 +152,7 @@ struct metadata_t {
     bit<1>  block_matches;     /* the packet's block is its version's round's block */
     bit<1>  other_done;        /* the other version's half holds a complete round */
     bit<1>  query;             /* a SKIP outside the closing round: asks, never contributes */
+    bit<1>  closing_answer;    /* a copy or query answered from a closing round: header only */
     bit<1>  rewind_taken;      /* a REWIND whose position joins the slot's pending one */
     bit<1>  rewind_only;       /* ... and that is no closing contribution: consumed */
     block_t rewind_position;   /* the slot's pending rewind position (END_OF_STREAM: none) */

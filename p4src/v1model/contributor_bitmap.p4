@@ -118,24 +118,31 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         round_kind.read(kind, meta.slot_index);
         announce_round = (meta.round_done == 1
                           && kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE] == 1) ? 1w1 : 1w0;
+        meta.closing_answer = (meta.round_done == 1
+                               && kind[ROUND_KIND_CLOSING:ROUND_KIND_CLOSING] == 1) ? 1w1 : 1w0;
     }
     /* an announce or rewind round's result is the fingerprint range, not values */
     action serve_announce_round() {
         INVALIDATE_VALUES
         hdr.fingerprint.setValid();
     }
+    /* a closing round's result is header only: it ends the slot, no block has a sum */
+    action serve_closing_round() {
+        INVALIDATE_VALUES
+    }
     /* A copy of a contribution (ANNOUNCE, DATA, closing SKIP or REWIND) whose version's
      * half is complete gets that half's cached result. In silent rounds the half may hold
      * a later round than the copy's: rounds that did not expect the sender ran in both
      * versions while its copy was on the way. So the answer says which round it is, as a
      * query's does: that round's block, and its layout (the fingerprint range of an
-     * announce or rewind round, else values). Labelled with the copy's block it would
+     * announce or rewind round, nothing of a closing round, else values). Labelled with the copy's block it would
      * hand the sender another block's sum as its own. */
     action serve_completed_round() {
         hdr.p4r.block = (bit<32>)meta.winner_key[31:8];
         bit<3> kind;
         round_kind.read(kind, meta.slot_index);
         announce_round = kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE];
+        meta.closing_answer = kind[ROUND_KIND_CLOSING:ROUND_KIND_CLOSING];
         hdr.fingerprint.setInvalid();
     }
     /* A REWIND's position is taken unless it is a copy of the sender's closing
@@ -240,6 +247,8 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             }
             if (announce_round == 1) {
                 serve_announce_round();
+            } else if (meta.closing_answer == 1) {
+                serve_closing_round();
             }
             /* the rest of a silent packet's decisions, here so that an every-rank packet
              * passes one test of the round mode after the bitmap */

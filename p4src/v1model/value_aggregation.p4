@@ -13,8 +13,10 @@
  * the bias in every lane (bias * ONES_K: the rank's q is 0 there), so every round's sum is
  * sum(q) + N * bias and the workers remove N * bias without knowing who sent DATA. In a
  * silent data round the ranks without the block send nothing; the round's first DATA
- * brings their bias instead (SilentBias), so the sum is the same. A REWIND that is a
- * closing contribution (silent rounds) adds like a SKIP.
+ * brings their bias instead (SilentBias), so the sum is the same. A silent job's closing
+ * round sums nothing: its contributions (a SKIP or REWIND of block END_OF_STREAM, the
+ * only SKIPs and REWINDs that join a silent round) leave the register alone and drop any
+ * values they carry, so its RESULT and the copies served from it are header only.
  *
  * Lanes jobs (int32, exact): the same word added lane by lane without carries between
  * lanes (SWAR): with H = 0x80000000 and L = 0x7FFFFFFF in every lane,
@@ -153,13 +155,22 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
             store_overflow();
         } else if (meta.duplicate == 1) {
             /* only reached when the round is complete: serve the stored result */
-            if (!hdr.fingerprint.isValid()) {   /* not an announce round's */
+            if (!hdr.fingerprint.isValid()      /* not an announce round's */
+                && meta.closing_answer == 0) {  /* nor a closing round's */
 #define SIZE_ACTION read
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
             }
             if (meta.encoding == ENCODING_LANES) {
                 read_overflow();
+            }
+        } else if (meta.round_mode == ROUND_MODE_SILENT
+                   && (hdr.p4r.msg_type == MSG_SKIP || hdr.p4r.msg_type == MSG_REWIND)) {
+            /* a closing contribution: nothing to add, and no values to send on; a lanes
+             * job's round overflow bit is still the round's (none: its first clears it) */
+            INVALIDATE_VALUES
+            if (meta.encoding == ENCODING_LANES) {
+                accumulate_overflow();
             }
         } else if (meta.encoding == ENCODING_PACKED) {
             if (hdr.p4r.msg_type == MSG_DATA) {

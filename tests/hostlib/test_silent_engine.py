@@ -198,3 +198,28 @@ def test_a_slot_closed_while_a_sum_is_missing_raises():
     assert not e.active[2]
     with pytest.raises(IncompleteSum, match=r"slot\(s\) \[2\] closed while this rank lacked"):
         e.raise_if_incomplete()
+
+
+@pytest.mark.parametrize("k", (64, 256))
+def test_a_closing_skip_is_header_only_and_a_query_as_long_as_a_result(k):
+    """A closing round's RESULT carries no values, so the closing SKIP is header only at
+    every block size; a query may be answered with a data round's sums in its own frame,
+    so above 128 values per block (wire.skip_carries_values) it carries K zeros."""
+    cfg = load_descriptor(descriptor(0, 2, slot_count=4, round_mode="silent", block_values=k))
+    x = np.zeros(12 * k, np.int32)  # rank 0 has nothing: every slot it takes closes or asks
+    e = new_engine(cfg, make_payload(x, 2, block_values=k), T0, PARAMS)
+    e.packets_to_send(T0, expire=False)
+    fp = p.fingerprint(np.int32, x.size)
+    feed(e, 3, 0, EOS, EOS, fp=(fp, fp))  # no rank has a block of slot 3: it closes
+    feed(e, 2, 0, EOS, 2, fp=(fp, fp))  # the other rank has block 2: rank 0 is silent
+    batch = e.packets_to_send(T0, expire=False)
+    (closing,) = [batch.frame(i) for i in range(len(batch))]
+    frame = p.parse_frame(closing, k)
+    assert (frame.header.msg_type, frame.header.slot, frame.header.block) == (SKIP, 3, EOS)
+    assert len(closing) == 62 and frame.values is None
+    frames = []
+    for t in T0 + np.arange(1, 46) / 10:  # unanswered slots' timers: queries go out
+        later = e.packets_to_send(t)
+        frames += [(p.parse_frame(later.frame(i), k), int(later.lengths[i])) for i in range(len(later))]
+    queries = [n for f, n in frames if f.header.msg_type == SKIP and f.header.block != EOS]
+    assert queries and all(n == (62 + 4 * k if p.skip_carries_values(k) else 62) for n in queries)
