@@ -291,7 +291,10 @@ class AllreduceEngine:
             "block": block,
             "next_block": next_block,
         }
-        return self.builder.build(cols, extension, values, self.payload.fingerprint)
+        # in a buffer of the scratch's per place in the pending list: a turn's batches
+        # wait there until packets_to_send, each kept one copied into last_frames first
+        where = (self.scratch, f"frames{len(self._pending)}")
+        return self.builder.build(cols, extension, values, self.payload.fingerprint, where)
 
     def packets_to_send(self, now: float, expire: bool = True) -> Batch:
         """New packets released by results since the last call, plus (with `expire`)
@@ -311,7 +314,7 @@ class AllreduceEngine:
                 self.stats.timeouts_doubled += self.pacer.resent(due, now)
         if not self._pending:  # a busy poll's turn, mostly: nothing to build or count
             return self._nothing
-        out = Batch.concat(self._pending, self.builder.width)
+        out = Batch.concat(self._pending, self.builder.width, self.scratch)
         self._pending = []
         self.stats.packets_sent += len(out)
         self.stats.bytes_sent += int(out.lengths.sum())
