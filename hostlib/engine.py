@@ -291,8 +291,8 @@ class AllreduceEngine:
             "block": block,
             "next_block": next_block,
         }
-        # in a buffer of the scratch's per place in the pending list: a turn's batches
-        # wait there until packets_to_send, each kept one copied into last_frames first
+        # built in a Scratch buffer of their own per place in the pending list: a turn's
+        # batches wait there until packets_to_send (each kept frame copied out first)
         where = (self.scratch, f"frames{len(self._pending)}")
         return self.builder.build(cols, extension, values, self.payload.fingerprint, where)
 
