@@ -300,7 +300,9 @@ class AllreduceEngine:
         """New packets released by results since the last call, plus (with `expire`)
         retransmissions of every active slot whose timer expired (same frame,
         FLAG_RETRANSMIT set). The caller passes expire=False while received frames may
-        still be waiting: a result sitting in the ring is not a loss."""
+        still be waiting: a result sitting in the ring is not a loss. The batch's frames
+        are the engine's Scratch memory: valid until the next packets_to_send (a
+        transport copies them out at once)."""
         if expire:
             probes = self.pacer.probes
             due = self.pacer.due(now)
