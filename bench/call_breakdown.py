@@ -32,6 +32,10 @@ slots in flight), sleeps, or other processes on the cores.
                                    [--repeat 3] [--slots N] [--target simple_switch_grpc]
                                    [--switch-nice 0,-10 --passes 3]
 
+With P4R_WORKER_PROFILE=PREFIX in its environment each rank (p4net.worker) also profiles
+its timed calls (cProfile on thread CPU time) into PREFIX.PID.prof: where a rank's CPU
+goes on a real link (`python -m pstats`, or pstats.Stats over the four files).
+
 --switch-nice runs every case once per listed nice value of the switch process (set on it
 and its session's autogroup between cases, softswitch.runner.prioritize; the switch
 starts at SWITCH_NICE), in --passes passes, alternating, and ends with each case's median

@@ -291,13 +291,18 @@ class AllreduceEngine:
             "block": block,
             "next_block": next_block,
         }
-        return self.builder.build(cols, extension, values, self.payload.fingerprint)
+        # built in a Scratch buffer of their own per place in the pending list: a turn's
+        # batches wait there until packets_to_send (each kept frame copied out first)
+        where = (self.scratch, f"frames{len(self._pending)}")
+        return self.builder.build(cols, extension, values, self.payload.fingerprint, where)
 
     def packets_to_send(self, now: float, expire: bool = True) -> Batch:
         """New packets released by results since the last call, plus (with `expire`)
         retransmissions of every active slot whose timer expired (same frame,
         FLAG_RETRANSMIT set). The caller passes expire=False while received frames may
-        still be waiting: a result sitting in the ring is not a loss."""
+        still be waiting: a result sitting in the ring is not a loss. The batch's frames
+        are the engine's Scratch memory: valid until the next packets_to_send (a
+        transport copies them out at once)."""
         if expire:
             probes = self.pacer.probes
             due = self.pacer.due(now)
@@ -311,7 +316,7 @@ class AllreduceEngine:
                 self.stats.timeouts_doubled += self.pacer.resent(due, now)
         if not self._pending:  # a busy poll's turn, mostly: nothing to build or count
             return self._nothing
-        out = Batch.concat(self._pending, self.builder.width)
+        out = Batch.concat(self._pending, self.builder.width, self.scratch)
         self._pending = []
         self.stats.packets_sent += len(out)
         self.stats.bytes_sent += int(out.lengths.sum())

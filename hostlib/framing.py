@@ -70,15 +70,21 @@ class Batch:
         return Batch(np.zeros((0, width), np.uint8), np.zeros(0, np.int64))
 
     @staticmethod
-    def concat(batches: list["Batch"], width: int = WIDTH) -> "Batch":
-        """The batches' frames in order (all of one job: one width; `width` when empty)."""
+    def concat(
+        batches: list["Batch"], width: int = WIDTH, scratch: Scratch | None = None
+    ) -> "Batch":
+        """The batches' frames in order (all of one job: one width; `width` when empty), in
+        `scratch`'s "concat" buffer when given (valid until its next concat)."""
         batches = [b for b in batches if len(b)]
         if not batches:
             return Batch.empty(width)
         if len(batches) == 1:
             return batches[0]
+        frames = [b.frames for b in batches]
+        shape = (sum(f.shape[0] for f in frames), frames[0].shape[1])
+        out = None if scratch is None else scratch.take("concat", shape, np.uint8)
         return Batch(
-            np.concatenate([b.frames for b in batches]),
+            np.concatenate(frames, out=out),
             np.concatenate([b.lengths for b in batches]),
         )
 
@@ -104,14 +110,21 @@ class FrameBuilder:
         extension: np.ndarray,
         values: np.ndarray | None = None,
         fingerprint: np.ndarray | int | None = None,
+        scratch: tuple[Scratch, str] | None = None,
     ) -> Batch:
         """Frames for header columns (protocol.FIELDS names). `extension` (a
         protocol.Extension per row) says what follows the header: VALUES rows get the rows
         of `values` (int32, one per such row, in order), FINGERPRINT rows get `fingerprint`
-        as both minimum and maximum (a sender announces its own)."""
+        as both minimum and maximum (a sender announces its own). `scratch`, a Scratch and
+        a name: the frames are built in that buffer (valid until the name's next take),
+        where the bytes past a row's frame are left as they were, instead of in a new
+        zeroed matrix (a wide job's frames are 64 KB each)."""
         extension = np.asarray(extension, dtype=np.int64)
         n = extension.shape[0]
-        frames = np.zeros((n, self.width), np.uint8)
+        if scratch is None:
+            frames = np.zeros((n, self.width), np.uint8)
+        else:
+            frames = scratch[0].take(scratch[1], (n, self.width), np.uint8)
         frames[:, : p.L2_L4_BYTES] = self.templates[extension]
         frames[:, _HEADER_COLS] = p.pack_headers(columns, n).view(np.uint8).reshape(n, -1)
         with_values = extension == p.EXT.VALUES
@@ -124,10 +137,13 @@ class FrameBuilder:
             end = _EXT + p.values_bytes(self.block_values)
             # converted first, then copied as bytes: the values start 62 bytes into a
             # frame, and numpy's byte-swapping store into that unaligned view is slower
-            # than an aligned conversion plus a byte copy
-            wire = self._scratch.take("values", values.shape, p.VALUES_DTYPE)
-            np.copyto(wire, values, casting="unsafe")  # what astype(VALUES_DTYPE) does
-            frames[with_values, _EXT:end] = wire.view(np.uint8)
+            # than an aligned conversion plus a byte copy (none when they come in the
+            # wire's order: Payload.values quantizes into it)
+            wire = values
+            if values.dtype != p.VALUES_DTYPE or not values.flags.c_contiguous:
+                wire = self._scratch.take("values", values.shape, p.VALUES_DTYPE)
+                np.copyto(wire, values, casting="unsafe")  # what astype(VALUES_DTYPE) does
+            frames[with_values, _EXT:end] = wire.view(np.uint8).reshape(len(values), -1)
         with_fp = extension == p.EXT.FINGERPRINT
         if with_fp.any():
             if fingerprint is None:
@@ -166,7 +182,9 @@ def parse_batch(
     SKIP (of a job whose SKIPs carry a block) has the job's K of them; other lengths are
     what they are whatever the message (the engine checks a message's layout where it
     matters). A frame whose UDP length is none of these, or that is shorter, is rejected."""
-    frames = np.ascontiguousarray(frames)  # rows' bytes are viewed as wider types below
+    frames = np.asarray(frames)
+    if frames.strides[-1] != 1:  # each row's bytes are viewed as wider types below
+        frames = np.ascontiguousarray(frames)  # (rows may be apart: a view of a ring)
     lengths = np.asarray(lengths)
     n = lengths.shape[0]
     width = frame_width(block_values)

@@ -20,7 +20,9 @@ from .framing import Batch
 
 
 class Transport(Protocol):
-    """What the loop needs from a transport (transport.RawSocket; tests: an in-process switch)."""
+    """What the loop needs from a transport (transport.RawSocket; tests: an in-process switch).
+    A received batch may be the transport's own memory (the ring itself): valid until the
+    next recv, so a turn takes it in before it receives again."""
 
     mode: str
 

@@ -159,13 +159,23 @@ def quantize(
 
 
 def quantize_packed(
-    blocks: np.ndarray, exponents: np.ndarray, worker_count: int, scratch: Scratch | None = None
+    blocks: np.ndarray,
+    exponents: np.ndarray,
+    worker_count: int,
+    scratch: Scratch | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """to_packed(quantize(...)) in one pass less: the bias is added to the float64 q (exact,
-    q + bias < 2^32) before the one cast to the wire's 32 bits."""
-    scaled = _scaled(blocks, exponents, worker_count, scratch)
-    scaled += packed_bias(worker_count)
-    return _cast(scaled, np.uint32, scratch).view(np.int32)
+    """to_packed(quantize(...)) without its int64 pass: q cast to int32 (float64 to int32
+    is a much faster conversion than to uint32), then the bias added modulo 2^32 as
+    uint32 -- the same bits, as q + bias lies in 0..2^32-1 -- on its way into `out` (an
+    int32 array of any byte order, e.g. the wire's; else a new one)."""
+    q = quantize(blocks, exponents, worker_count, scratch)
+    if out is None:
+        out = np.empty(q.shape, np.int32)
+    unsigned = out.view(out.dtype.str.replace("i", "u"))  # same byte order
+    bias = np.uint32(packed_bias(worker_count))
+    np.add(q.view(np.uint32), bias, out=unsigned, casting="unsafe")
+    return out
 
 
 def dequantize(
@@ -304,8 +314,9 @@ class Payload:
         scratch: Scratch | None = None,
     ) -> np.ndarray:
         """int32 (len(rows), K) to send for these blocks with the switch's exponents. A
-        float tensor's are quantized in `scratch` when given: the result is then a view of
-        it, valid until the next `values` with the same scratch."""
+        float tensor's are quantized into the wire's byte order (protocol.VALUES_DTYPE),
+        in `scratch` when given: the result is then a view of it, valid until the next
+        `values` with the same scratch."""
         if not self.is_float:
             if self.halves:
                 x = self.tensor_rows(rows >> 1)
@@ -324,13 +335,15 @@ class Payload:
                 f"block {int(rows[i])} is below this rank's {int(mine[i]) - p.EXPONENT_BIAS}"
                 f" (its values would overflow)"
             )
-        quantized = quantize_packed if self.encoding == p.Encoding.PACKED else quantize
-        return quantized(
-            self.tensor_rows(rows, scratch),
-            switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS,
-            self.worker_count,
-            scratch,
-        )
+        x = self.tensor_rows(rows, scratch)
+        e = switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS
+        # in the wire's byte order already: the frame builder copies these bytes as they are
+        wire = np.empty(x.shape, p.VALUES_DTYPE) if scratch is None else None
+        wire = scratch.take("wire", x.shape, p.VALUES_DTYPE) if wire is None else wire
+        if self.encoding == p.Encoding.PACKED:
+            return quantize_packed(x, e, self.worker_count, scratch, wire)
+        np.copyto(wire, quantize(x, e, self.worker_count, scratch))
+        return wire
 
 
 def make_payload(
@@ -473,6 +486,10 @@ class Output:
             # a mean divides the float64 quotient before it is rounded to the tensor's dtype
             dtype = self.array.dtype if self.divisor == 1 else np.float64
             e = exps.astype(np.int32) - p.EXPONENT_BIAS
+            rows = self._rows(blocks) if self.divisor == 1 else None
+            if rows is not None:  # straight into the result: no pass over a copy
+                dequantize(sums, e, pl.worker_count, dtype, rows)
+                return
             out = None if self.scratch is None else self.scratch.take("sums", sums.shape, dtype)
             res = dequantize(sums, e, pl.worker_count, dtype, out)
             if self.divisor != 1:
@@ -487,6 +504,19 @@ class Output:
                     self._store_half(blocks >> 1, sums, bit)
                 elif part.any():
                     self._store_half(blocks[part] >> 1, sums[part], bit)
+
+    def _rows(self, blocks: np.ndarray) -> np.ndarray | None:
+        """The result's rows `blocks` as a view when they are evenly spaced (a batch of
+        results of consecutive slots, mostly: blocks b, b+1, ... or one block), so a
+        flush writes the sums where they belong instead of into a buffer first; None
+        otherwise."""
+        first = int(blocks[0])
+        if blocks.size == 1:
+            return self.blocks[first : first + 1]
+        step = int(blocks[1]) - first
+        if step <= 0 or not (np.diff(blocks) == step).all():
+            return None
+        return self.blocks[first : int(blocks[-1]) + 1 : step]
 
     def _store_half(self, rows: np.ndarray, sums: np.ndarray, bit: int) -> None:
         """Half sums of tensor blocks `rows` (bit 1: high halves, 2: low): kept until the

@@ -26,9 +26,9 @@ class Scratch:
         self._views: dict[str, tuple[tuple, np.ndarray]] = {}
 
     def take(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
-        """An uninitialised array of `shape` and `dtype` over the buffer `name`, grown (to
-        at least twice its size, so a slowly growing batch reallocates rarely) when it is
-        too small."""
+        """An array of `shape` and `dtype` over the buffer `name` (its bytes: what earlier
+        takes left, zeros in a new buffer), grown (to at least twice its size, so a slowly
+        growing batch reallocates rarely) when it is too small."""
         key = (shape, dtype)
         last = self._views.get(name)
         if last is not None and last[0] == key:
@@ -37,7 +37,10 @@ class Scratch:
         nbytes = math.prod(shape) * dtype.itemsize
         buf = self._buffers.get(name)
         if buf is None or buf.size < nbytes:
-            buf = np.empty(max(nbytes, 0 if buf is None else 2 * buf.size), np.uint8)
+            # zeroed (free for fresh pages): a view's bytes are never arbitrary memory,
+            # so whatever a user leaves unwritten (a frame's bytes past its end) is
+            # zeros or an earlier take's
+            buf = np.zeros(max(nbytes, 0 if buf is None else 2 * buf.size), np.uint8)
             self._buffers[name] = buf
         view = buf[:nbytes].view(dtype).reshape(shape)
         self._views[name] = (key, view)

@@ -7,10 +7,10 @@ the p4reduce port range (and, when given, one destination IP / port) reach it. T
 best first; "auto" takes the first that can be set up and `mode` says which one is in use:
 
 * "ring":  PACKET_MMAP TPACKET_V2 RX and TX rings. The rings are numpy matrices over the
-           mmap'ed memory: a receive batch is a fancy-index copy of the ready frames plus
-           one vectorised status write; a send batch is one copy into free TX frames, one
-           status write and one send() to kick the kernel. No syscall per packet, and none
-           at all to receive.
+           mmap'ed memory: a receive batch is a view of the ready frames in the ring
+           itself (given back to the kernel with one status write at the next receive);
+           a send batch is one copy into free TX frames, one status write and one send()
+           to kick the kernel. No syscall per packet, and none at all to receive.
 * "mmsg":  sendmmsg/recvmmsg through ctypes over fixed numpy buffers: one syscall per batch.
 * "plain": send()/recv_into() per frame (when neither is available).
 
@@ -367,7 +367,7 @@ class RawSocket:
         )
         self._tx8, self._tx_status, self._tx_len = tx8, tx32[:, 0], tx32[:, 1]
         self._rx_head = self._tx_head = 0
-        self._rx_ar = np.arange(max(self.batch, 1), dtype=np.int64)
+        self._held: tuple[int, int] | None = None  # ring frames of the last batch
         self._tx_ar = np.arange(count, dtype=np.int64)
         self.send = self._send_ring  # type: ignore[method-assign]
         self.recv = self._recv_ring  # type: ignore[method-assign]
@@ -424,32 +424,43 @@ class RawSocket:
     # -- ring ----------------------------------------------------------------------------
 
     def _recv_ring(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ready frames from the ring's head on, as a view of the ring itself (no copy:
+        a wide job's frames are 64 KB each) when they share one MAC offset: the kernel gets
+        them back at the next recv (`_release`), so they are valid until then, as a
+        batch of the other modes is valid until their buffer's next fill. A batch stops at
+        the ring's end (the next one starts at its beginning), so it is one slice."""
+        self._release()
         # the next frame's status alone first: most calls (a worker's busy poll) find the
         # ring empty, and the vectorised look at max_n frames below costs ten numpy calls
         if not self._rx_status[self._rx_head] & TP_STATUS_USER:
             return self._empty
-        max_n = min(max_n, self._rx_ar.size)
         count, width, frame = self.ring_frames, self.width, self.ring_frame
-        idx = self._rx_ar[:max_n] + self._rx_head
-        idx %= count
-        ready = (self._rx_status[idx] & TP_STATUS_USER) != 0
-        if not ready[0]:
-            return self._empty
+        head = self._rx_head
+        stop = min(head + min(max_n, max(self.batch, 1)), count)
+        ready = (self._rx_status[head:stop] & TP_STATUS_USER) != 0
         if not ready.all():
-            idx = idx[: int(np.argmin(ready))]
-        mac = self._rx_mac[idx]
+            stop = head + int(np.argmin(ready))
+        mac = self._rx_mac[head:stop]
         m0 = int(mac[0])
         if (mac == m0).all() and m0 + width <= frame:
-            frames = self._rx8[idx, m0 : m0 + width]
+            frames = self._rx8[head:stop, m0 : m0 + width]
+            self._held = (head, stop)  # given back at the next recv
         else:  # VLAN-tagged or odd offsets: rare
-            frames = np.zeros((idx.size, width), np.uint8)
-            for i, (f, m) in enumerate(zip(idx, mac)):
+            frames = np.zeros((stop - head, width), np.uint8)
+            for i, m in enumerate(mac):
                 k = min(width, frame - int(m))
-                frames[i, :k] = self._rx8[f, m : m + k]
-        lengths = np.minimum(self._rx_snap[idx], width).astype(np.int64)
-        self._rx_status[idx] = 0  # TP_STATUS_KERNEL: give frames back
-        self._rx_head = int(idx[-1] + 1) % count
+                frames[i, :k] = self._rx8[head + i, m : m + k]
+            self._rx_status[head:stop] = 0  # TP_STATUS_KERNEL: give frames back
+        lengths = np.minimum(self._rx_snap[head:stop], width).astype(np.int64)
+        self._rx_head = stop % count
         return frames, lengths
+
+    def _release(self) -> None:
+        """Give the frames of the last batch (a view of the ring) back to the kernel."""
+        if self._held is not None:
+            start, stop = self._held
+            self._rx_status[start:stop] = 0  # TP_STATUS_KERNEL
+            self._held = None
 
     def _send_ring(self, batch: Batch) -> int:
         n, done, stalls, count = len(batch), 0, 0, self.ring_frames

@@ -8,7 +8,9 @@ a clear message for a worker that timed out instead of a traceback.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import os
 import resource
 import sys
 import time
@@ -26,6 +28,16 @@ def usage() -> tuple[float, float, int]:
     large allocation: the kernel zeroes each one first). Subtract two to get a call's."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return time.process_time(), ru.ru_stime, ru.ru_minflt
+
+
+# a path prefix: the timed calls run under cProfile (thread CPU time) and their profile is
+# written to PREFIX.PID.prof -- what a rank's CPU goes to on a real link (bench only)
+PROFILE_ENV = "P4R_WORKER_PROFILE"
+
+
+def profiler() -> cProfile.Profile | None:
+    """A profiler of this rank's timed calls when PROFILE_ENV asks for one."""
+    return cProfile.Profile(time.thread_time) if os.environ.get(PROFILE_ENV) else None
 
 
 def main() -> int:
@@ -86,11 +98,18 @@ def main() -> int:
             # when each timed call began and ended on the host's monotonic clock, which
             # every namespace shares: a call's time, and the ranks' start skew
             spans = []
+            prof = profiler()
             for _ in range(args.repeat):
                 began, used = time.monotonic(), usage()
+                if prof is not None:
+                    prof.enable()
                 result = worker.allreduce(tensor, op=args.op)
+                if prof is not None:
+                    prof.disable()
                 spans.append((began, time.monotonic()))
                 account("timed", spans[-1][1] - began, used)
+            if prof is not None:
+                prof.dump_stats(f"{os.environ[PROFILE_ENV]}.{os.getpid()}.prof")
             report["stats"] = worker.stats.as_dict()
             report["block_values"] = worker.cfg.block_values
             report["counters"] = delta(counters, host_counters())

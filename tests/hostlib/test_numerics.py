@@ -245,16 +245,20 @@ def test_a_sum_is_dequantized_into_the_tensors_dtype_as_float64_rounded(dtype, r
 def test_quantizing_in_a_scratch_reuses_its_buffers_with_the_same_values(encoding, rng):
     """One Scratch serves a Worker's calls whatever their dtype, block size and batch: the
     values to send are those quantized without it, bit for bit, and a second batch of the
-    same shape is quantized in the first one's memory (no new buffer)."""
+    same shape is quantized in the first one's memory (no new buffer). They come in the
+    wire's byte order, the int32 of section 10's quantize (and to_packed) bit for bit."""
     scratch = Scratch()
     for dtype, k, rows in ((np.float64, 300, 5), (np.float32, 64, 9), (np.float32, 300, 2)):
         x = rng.standard_normal(12 * k + 5).astype(dtype) * 10.0 ** rng.integers(-9, 9)
         pl = nm.make_payload(x, 3, encoding, block_values=k)
         blocks = rng.choice(pl.nblocks - 1, rows, replace=False)  # complete blocks
         e = pl.exponent_biased[blocks] + rng.integers(0, 3, rows).astype(np.int16)
+        q = nm.quantize(nm.to_blocks(x, k)[blocks], e.astype(np.int32) - p.EXPONENT_BIAS, 3)
+        lanes = nm.to_packed(q, 3) if encoding == p.Encoding.PACKED else q
         want = pl.values(blocks, e)
         got = pl.values(blocks, e, scratch)
-        assert got.dtype == want.dtype == np.int32 and (got == want).all()
+        assert got.dtype == want.dtype == p.VALUES_DTYPE
+        assert (got == want).all() and (got.astype(np.int32) == lanes).all()
         again = pl.values(blocks[::-1], e[::-1], scratch)
         assert np.shares_memory(got, again) and (again == want[::-1]).all()
 

@@ -208,3 +208,44 @@ def test_worker_on_a_link_too_small_for_its_jobs_frames_says_so(capsys, k, link)
         with netns.in_netns(topo.worker_ns[0]):
             with Worker(topo.descriptors[0]) as w:
                 assert w.cfg.block_values == k
+
+
+def test_the_ring_lends_its_frames_until_the_next_receive_and_then_gives_them_back(
+    jumbo_topo,
+):
+    """Ring mode hands out a receive batch as the ring's own frames (no copy) and gives
+    them back to the kernel at the next recv: bursts of a wide job's frames totalling
+    more than the ring holds all arrive whole, each batch intact until the next recv."""
+    from hostlib.transport import RawSocket
+
+    topo = jumbo_topo
+    cfg = load_descriptor(topo.descriptors[0])
+    with netns.in_netns(topo.switch_ns):
+        sw = RawSocket(topo.switch_if[0], mode="ring", dst_ip=cfg.switch.ip, block_values=JUMBO_K)
+    with netns.in_netns(topo.worker_ns[0]):
+        wk = RawSocket(topo.worker_if[0], mode="ring", dst_ip=cfg.worker.ip, block_values=JUMBO_K)
+    try:
+        burst = wk.ring_frames // 2 + 7  # three bursts go round the ring's end
+        cols = {name: 0 for name in p.FIELD_NAMES}
+        cols.update(protocol=p.PROTOCOL_VERSION, msg_type=4, job=cfg.job, slot=0)
+        cols.update(next_block=p.END_OF_STREAM)
+        builder = FrameBuilder(cfg.from_switch(), JUMBO_K)
+        for b in range(3):
+            cols["block"] = np.arange(burst) + b * burst
+            vals = np.full((burst, JUMBO_K), b, np.int32)
+            sent = builder.build(cols, np.ones(burst, bool), vals)
+            want = {sent.frame(i) for i in range(burst)}
+            sw.send(sent)
+            got: set[bytes] = set()
+            end = time.monotonic() + 5.0
+            while len(got) < burst and time.monotonic() < end:
+                frames, lengths = wk.recv(64)
+                if not lengths.size:
+                    wk.wait(0.01)
+                    continue
+                assert np.shares_memory(frames, wk._rx8), "a ring batch is copied out"
+                got |= {bytes(frames[i, : lengths[i]]) for i in range(lengths.size)}
+            assert got == want, f"burst {b}: {len(got)} of {burst} frames"
+    finally:
+        sw.close()
+        wk.close()
