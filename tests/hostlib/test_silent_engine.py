@@ -220,6 +220,8 @@ def test_a_closing_skip_is_header_only_and_a_query_as_long_as_a_result(k):
     frames = []
     for t in T0 + np.arange(1, 46) / 10:  # unanswered slots' timers: queries go out
         later = e.packets_to_send(t)
-        frames += [(p.parse_frame(later.frame(i), k), int(later.lengths[i])) for i in range(len(later))]
+        frames += [
+            (p.parse_frame(later.frame(i), k), int(later.lengths[i])) for i in range(len(later))
+        ]
     queries = [n for f, n in frames if f.header.msg_type == SKIP and f.header.block != EOS]
     assert queries and all(n == (62 + 4 * k if p.skip_carries_values(k) else 62) for n in queries)
