@@ -375,7 +375,7 @@ class AfPacketPorts(Ports):
             elif pkttype == PACKET_OUTGOING:
                 self._count(port, "rx_outgoing_ignored")
             else:
-                # only this thread counts a port's rx: no lock (`_deliver` says why)
+                # only this thread counts a port's rx: no lock (`_hand_to_device` says why)
                 counts["rx"] += 1
                 self._hand_to_device(port, frame)
             return True
