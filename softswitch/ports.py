@@ -95,18 +95,11 @@ class Ports:
 
     def _deliver(self, port: int, frame: bytes) -> None:
         self._count(port, "rx")
-        self._hand_to_device(port, frame)
-
-    def _hand_to_device(self, port: int, frame: bytes) -> None:
-        """The device's `receive` of a frame already counted as rx (AfPacketPorts' ring
-        ports count it without the lock: one thread reads each port, and a Counter's
-        per-key add is only unsafe between two threads adding to the same key)."""
-        receive = self._receive
-        if receive is None:
+        if self._receive is None:
             self._count(port, "rx_unattached")
             return
         try:
-            receive(port, frame)
+            self._receive(port, frame)
         except Exception:  # the device never raises; a bug there must not kill the port
             self._count(port, "rx_errors")
             log.exception("processing a %d-byte frame from port %d failed", len(frame), port)
@@ -325,7 +318,6 @@ class AfPacketPorts(Ports):
         sel.register(self._wake_r, selectors.EVENT_READ, None)
         for port, sock in self._socks.items():
             sel.register(sock, selectors.EVENT_READ, port)
-        takers = {port: self._taker(port) for port in self._socks}
         order = list(self._socks)
         self._fit_rings()
         busy = False
@@ -344,7 +336,7 @@ class AfPacketPorts(Ports):
                 for _ in range(_RX_BATCH):
                     if not ready:
                         break
-                    ready = [port for port in ready if takers[port]()]
+                    ready = [port for port in ready if self._take_one(port)]
                     took.update(ready)
                 busy = bool(ready)
                 if woken - took:
@@ -354,37 +346,9 @@ class AfPacketPorts(Ports):
         finally:
             sel.close()
 
-    def _taker(self, port: int) -> Callable[[], bool]:
-        """`port`'s "read and deliver one frame; False when it had none": its socket
-        queue's, or its ring's, with no call between the ring and the device that a frame
-        does not need (the ports thread pays each per frame, and an empty port's per
-        turn). A frame longer than the ring's slots is read whole from the socket's queue
-        (the ring is made again for the new MTU only when the ports are idle: see
-        `_fit_rings`); one this host sent is not input."""
-        ring = self._rings.get(port)
-        if ring is None:
-            return lambda: self._take_queued(port)
-        take, counts = ring.take, self.stats[port]
-
-        def take_one() -> bool:
-            frame, wire, pkttype, queued = take()
-            if frame is None:
-                if not wire:
-                    return False
-                self._long_frame(port, ring, wire, queued)
-            elif pkttype == PACKET_OUTGOING:
-                self._count(port, "rx_outgoing_ignored")
-            else:
-                # only this thread counts a port's rx: no lock (`_hand_to_device` says why)
-                counts["rx"] += 1
-                self._hand_to_device(port, frame)
-            return True
-
-        return take_one
-
     def _clear_errors(self, ports: set[int]) -> None:
-        """Read (and so clear) the pending error of each port whose socket was ready but
-        gave no frame. An error the kernel sets on a packet socket (ENETDOWN when its
+        """Read (and so clear) the pending error of each ring port whose socket was ready
+        but gave no frame. An error the kernel sets on a packet socket (ENETDOWN when its
         interface goes down or away) keeps it ready until read; a ring port never calls
         recv, so unread, that error had the loop wake without end and spin on a core.
         Counted as rx_errors; the port reads again once its interface is back up."""
@@ -399,6 +363,11 @@ class AfPacketPorts(Ports):
             if err:
                 self._count(port, "rx_errors")
                 log.warning("port %d (%s): %s", port, self.interfaces.get(port), os.strerror(err))
+
+    def _take_one(self, port: int) -> bool:
+        """Read and deliver one frame of `port`; False when it had none (or failed)."""
+        ring = self._rings.get(port)
+        return self._take_ring(port, ring) if ring is not None else self._take_queued(port)
 
     def _take_queued(self, port: int) -> bool:
         """Read and deliver one frame of `port`'s socket queue; False when it had none."""
@@ -417,6 +386,16 @@ class AfPacketPorts(Ports):
             self._deliver(port, frame)
         return True
 
+    def _take_ring(self, port: int, ring: RxRing) -> bool:
+        """Deliver the next frame of `port`'s ring; False when it is empty. A frame longer
+        than the ring's slots is read whole from the socket's queue (the ring is made
+        again for the new MTU only when the ports are idle: see `_fit_rings`)."""
+        frame, wire, pkttype, queued = ring.take()
+        if frame is not None or not wire:
+            return self._hand_on(port, frame, pkttype)
+        self._long_frame(port, ring, wire, queued)
+        return True
+
     def _long_frame(self, port: int, ring: RxRing, wire: int, queued: bool) -> None:
         """A frame longer than the ring's slots: from the socket's queue, or counted lost."""
         self._count(port, "rx_longer_than_ring")
@@ -433,13 +412,26 @@ class AfPacketPorts(Ports):
             self._count(port, "rx_truncated")
             log.warning("port %d: a %d-byte frame was cut short and dropped", port, wire)
 
+    def _hand_on(self, port: int, frame: bytes | None, pkttype: int) -> bool:
+        """Deliver a frame taken from a ring (not one this host sent); False for none."""
+        if frame is None:
+            return False
+        if pkttype == PACKET_OUTGOING:
+            self._count(port, "rx_outgoing_ignored")
+        else:
+            self._deliver(port, frame)
+        return True
+
     def _remake(self, port: int, ring: RxRing, frame: int) -> None:
         """Make `port`'s ring again for frames of `frame` bytes, after delivering what it
         still holds. The kernel empties the socket's queue and stops delivering to the
         socket for a moment while it swaps rings: done only when the ports are idle."""
-        take_one = self._taker(port)
-        while take_one():
-            pass
+        while True:
+            got, wire, pkttype, queued = ring.take()
+            if got is None and wire:
+                self._long_frame(port, ring, wire, queued)
+            elif not self._hand_on(port, got, pkttype):
+                break
         ring.make(max(frame, ring.frame))
 
     def _fit_rings(self) -> None:
