@@ -7,10 +7,12 @@ case, per timed call:
 
 * wall: the best call's time at the slowest rank (as the suite reports it);
 * the switch process's CPU, user and system apart (/proc/PID/stat around the job, divided
-  by its timed calls: the warm-up call and the job's set-up are in it, a few per cent):
-  user is the interpreter and the P4 program, system the sockets' receive and send;
-  and the time its ports' thread (every packet runs in it) was runnable but waited for a
-  core (schedstat);
+  by its timed calls: the warm-up call and the job's set-up are in it): user is the
+  interpreter and the P4 program, system the sockets' receive and send (the kernel's
+  veth transmit of each copy out includes the receiving rank's side of it); of it, the
+  CPU of its ports' thread, which runs every packet and nothing else (what is left is
+  the P4Runtime server's: the job's set-up and tear-down, paid per job, not per frame);
+  and the time that thread was runnable but waited for a core (schedstat);
 * the workers' CPU in the call, all ranks summed (each rank's process_time around its
   calls, p4net.worker's report), and of it the kernel's share (sockets, poll, page
   faults);
@@ -20,8 +22,8 @@ case, per timed call:
   frames into the switch per call (the ranks' sent packets).
 
 The switch's share of set-up is a few per cent of a dense call but most of a call of few
-blocks (a call of no non-zero block is 64 small frames): give such calls a larger
---repeat (30) so it spreads over them.
+blocks (a call of no non-zero block is 64 small frames): the packet thread's column
+leaves it out; give such calls a larger --repeat (30) so it spreads over them.
 
 The two cores are shared by the switch and four workers: a call cannot be faster than
 (switch CPU + worker CPU) / 2, nor than the switch's CPU alone (one thread does every
@@ -61,6 +63,7 @@ class Breakdown:
     wall: float  # best timed call, slowest rank, seconds
     switch_user: float  # per timed call (warm-up's share removed by rounds), seconds
     switch_sys: float
+    switch_thread: float  # per timed call: the ports' (packet) thread's CPU, of user + sys
     switch_queued: float  # per timed call: the ports' thread runnable but not running
     worker_cpu: float  # per timed call, all ranks (each rank's process_time in its calls)
     worker_sys: float  # of which in the kernel
@@ -71,12 +74,14 @@ class Breakdown:
 
     def line(self) -> str:
         ms = 1e3
-        per_frame = (self.switch_user + self.switch_sys) / max(self.switch_frames_in, 1)
+        frames = max(self.switch_frames_in, 1)
+        per_frame = (self.switch_user + self.switch_sys) / frames
         return (
             f"{self.label:32s} wall {self.wall * ms:6.1f} ms | switch user "
             f"{self.switch_user * ms:6.1f} sys {self.switch_sys * ms:5.1f} queued "
             f"{self.switch_queued * ms:5.1f} ms ({per_frame * 1e6:5.1f}"
-            f" us/frame in) | workers {self.worker_cpu * ms:6.1f} ms (sys "
+            f" us/frame in, packet thread {self.switch_thread / frames * 1e6:5.1f})"
+            f" | workers {self.worker_cpu * ms:6.1f} ms (sys "
             f"{self.worker_sys * ms:5.1f}) | rounds {self.rounds:.0f}, turns "
             f"{self.turns:.1f}, faults {self.faults:.0f}, frames in {self.switch_frames_in:.0f}"
         )
@@ -95,16 +100,16 @@ def schedstats(pid: int) -> dict[str, tuple[int, int]]:
     return out
 
 
-def port_thread_queued(before: dict, after: dict) -> float:
+def packet_thread(before: dict, after: dict) -> tuple[float, float]:
     """Seconds the switch's busiest thread over the run (the ports' loop, which runs every
-    packet) waited for a core while runnable: time it could have run in, but another
-    process had the core."""
+    packet) ran, and waited for a core while runnable: time it could have run in, but
+    another process had the core."""
     delta = {
         t: (a[0] - before.get(t, (0, 0))[0], a[1] - before.get(t, (0, 0))[1])
         for t, a in after.items()
     }
     ran, waited = max(delta.values())
-    return waited / 1e9
+    return ran / 1e9, waited / 1e9
 
 
 def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakdown:
@@ -134,12 +139,14 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
         raise RuntimeError(f"{c.label()}: {[o.error for o in outs if not o.ok]}")
     timed = [[k for k in o.calls if k["kind"] == "timed"] for o in outs]
     walls = [max(t) for t in zip(*[o.times for o in outs])]
+    ran, waited = packet_thread(q0, q1)
     return Breakdown(
         label=c.label().replace(f"{c.target} p4reduce 4w 1 M ", ""),
         wall=min(walls),
         switch_user=(s1[0] - s0[0]) / repeat,
         switch_sys=(s1[1] - s0[1]) / repeat,
-        switch_queued=port_thread_queued(q0, q1) / repeat,
+        switch_thread=ran / repeat,
+        switch_queued=waited / repeat,
         worker_cpu=float(sum(np.mean([k["cpu"] for k in t]) for t in timed)),
         worker_sys=float(sum(np.mean([k["sys_cpu"] for k in t]) for t in timed)),
         turns=float(np.mean([k["receive_batches"] for t in timed for k in t])),

@@ -328,6 +328,7 @@ class AfPacketPorts(Ports):
                     self._fit_rings()  # idle for a second: a link's MTU may have grown
                 woken = {key.data for key, _ in events if key.data is not None}
                 ready = [p for p in order if p in woken or p in self._rings]
+                took: set[int] = set()
                 # one frame of each ready port after another, up to _RX_BATCH each: the
                 # packets of one round, one from each rank's port, are taken together, so
                 # the round completes (and its result goes out to the ranks) before the
@@ -336,11 +337,32 @@ class AfPacketPorts(Ports):
                     if not ready:
                         break
                     ready = [port for port in ready if self._take_one(port)]
+                    took.update(ready)
                 busy = bool(ready)
+                if woken - took:
+                    self._clear_errors(woken - took)
         except Exception:
             log.exception("port loop crashed")
         finally:
             sel.close()
+
+    def _clear_errors(self, ports: set[int]) -> None:
+        """Read (and so clear) the pending error of each ring port whose socket was ready
+        but gave no frame. An error the kernel sets on a packet socket (ENETDOWN when its
+        interface goes down or away) keeps it ready until read; a ring port never calls
+        recv, so unread, that error had the loop wake without end and spin on a core.
+        Counted as rx_errors; the port reads again once its interface is back up."""
+        for port in ports:
+            sock = self._socks.get(port)
+            if sock is None or port not in self._rings:
+                continue  # a socket-queue port's recvmsg reads the error (rx_errors)
+            try:
+                err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            except OSError:
+                continue
+            if err:
+                self._count(port, "rx_errors")
+                log.warning("port %d (%s): %s", port, self.interfaces.get(port), os.strerror(err))
 
     def _take_one(self, port: int) -> bool:
         """Read and deliver one frame of `port`; False when it had none (or failed)."""

@@ -237,6 +237,32 @@ def test_af_packet_ports_receive_ring_grows_with_the_mtu():
 
 
 @pytest.mark.root
+def test_af_packet_ports_count_a_link_going_down_and_forward_once_it_is_up():
+    """An interface that goes down leaves an error (ENETDOWN) on its packet socket, which
+    keeps the socket ready until read; a ring port never calls recv, so the ports read the
+    error, count it once (rx_errors) and sleep again instead of waking without end. Once
+    the link is up again the port forwards as before."""
+    with forwarding_ports() as (_device, veths, ports):
+        s1 = veths.pairs[1][0]
+        assert 1 in ports.ring_frames()
+        _ip("link", "set", s1, "down")
+        deadline = time.monotonic() + 5
+        while ports.stats[1]["rx_errors"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # an error not cleared by reading it would be counted again
+        assert ports.stats[1]["rx_errors"] == 1
+        _ip("link", "set", s1, "up")
+        frame = ethernet(DST2, payload=bytes(range(46)))
+        deadline = time.monotonic() + 5
+        got = None
+        while got is None and time.monotonic() < deadline:  # until the link has carrier
+            veths.send(1, frame)
+            got = veths.recv(2, timeout=0.2)
+        assert got == frame
+        assert ports.stats[1]["rx_errors"] == 1
+
+
+@pytest.mark.root
 def test_af_packet_ports_promisc_off_after_stop_and_bad_interface():
     veths = Veths(1)
     try:
