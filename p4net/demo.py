@@ -54,6 +54,7 @@ from p4reduce.target import (
     target as target_named,
 )
 from p4reduce.wire import link_mtu
+from softswitch.ports import RING_REFIT_IDLE
 from softswitch.runner import resolve_kind
 
 
@@ -344,6 +345,11 @@ class DemoNetwork:
         mtu = link_mtu(block_values, self.mtu)
         if mtu != self.mtu and self.net is not None:
             self.set_mtu(mtu)
+            if self.kind == "softswitch":
+                # its ports refit their receive rings to the MTU after a second with no
+                # frame; the job's ranks start after that, so its wide frames take the
+                # rings, not the slower recvmsg of a frame longer than a slot
+                time.sleep(RING_REFIT_IDLE * 1.3)
 
     def run_jobs(self, opts: Options, inputs: list[list[np.ndarray]] | None = None) -> Summary:
         """Create opts.jobs jobs of opts.workers hosts each, run them at once, check every

@@ -51,6 +51,11 @@ _RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
 # many slots) delays another port's next frame by at most one frame per busy port, not by
 # its whole backlog (docs/reliability.md, "Jobs share the switch").
 _RX_BATCH = 16
+# Seconds with no frame on any port after which the loop re-reads the interfaces' MTU and
+# makes a grown one's receive ring again (never under traffic: see `_remake`). Until then
+# frames longer than the ring's slots come through recvmsg, slower: a harness that raises
+# a link's MTU right before traffic waits this long first (p4net.demo's `carry`).
+RING_REFIT_IDLE = 1.0
 
 
 class Receiver(Protocol):
@@ -323,7 +328,7 @@ class AfPacketPorts(Ports):
         busy = False
         try:
             while not self._stop.is_set():
-                events = sel.select(timeout=0 if busy else 1.0)
+                events = sel.select(timeout=0 if busy else RING_REFIT_IDLE)
                 if not events and not busy:
                     self._fit_rings()  # idle for a second: a link's MTU may have grown
                 woken = {key.data for key, _ in events if key.data is not None}
