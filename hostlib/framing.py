@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import protocol as p
-from .scratch import Scratch
+from .scratch import Scratch, take
 
 _EXT = p.EXTENSION_OFFSET
 _HEADER_COLS = slice(p.P4R_OFFSET, _EXT)
@@ -82,7 +82,7 @@ class Batch:
             return batches[0]
         frames = [b.frames for b in batches]
         shape = (sum(f.shape[0] for f in frames), frames[0].shape[1])
-        out = None if scratch is None else scratch.take("concat", shape, np.uint8)
+        out = take(scratch, "concat", shape, np.uint8)
         return Batch(
             np.concatenate(frames, out=out),
             np.concatenate([b.lengths for b in batches]),

@@ -16,7 +16,7 @@ from p4reduce.job import block_count, sends_halves
 from p4reduce.wire import packed_bias
 
 from . import protocol as p
-from .scratch import Scratch
+from .scratch import Scratch, take
 
 M = (1 << 31) - 1  # largest int32: the quantized range
 MIN_EXPONENT = -128  # e is clamped below (field carries e + 128)
@@ -135,7 +135,7 @@ def _scaled(
     the same rounded product as x * floor(M/N) scaled afterwards. In `scratch`'s "scaled"
     buffer when given."""
     scale = np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
-    out = None if scratch is None else scratch.take("scaled", blocks.shape, np.float64)
+    out = take(scratch, "scaled", blocks.shape, np.float64)
     scaled = np.multiply(blocks, scale[:, None], out=out, dtype=np.float64)
     return np.rint(scaled, out=scaled)
 
@@ -143,9 +143,7 @@ def _scaled(
 def _cast(scaled: np.ndarray, dtype, scratch: Scratch | None) -> np.ndarray:
     """scaled.astype(dtype), into `scratch`'s "quantized" buffer when given (the same
     conversion: copyto casts as astype does)."""
-    if scratch is None:
-        return scaled.astype(dtype)
-    out = scratch.take("quantized", scaled.shape, dtype)
+    out = take(scratch, "quantized", scaled.shape, dtype)
     np.copyto(out, scaled, casting="unsafe")
     return out
 
@@ -292,16 +290,13 @@ class Payload:
 
     def tensor_rows(self, blocks: np.ndarray, scratch: Scratch | None = None) -> np.ndarray:
         """The tensor's blocks `blocks` (tensor numbering) as a (len, K) array (in
-        `scratch`'s "rows" buffer when given and all are complete blocks)."""
+        `scratch`'s "rows" buffer when given)."""
         f = self.full.shape[0]
+        out = take(scratch, "rows", (blocks.size, self.block_values), self.full.dtype)
         if not self.tail.shape[0] or not blocks.size or int(blocks.max()) < f:
-            if scratch is None:
-                return self.full[blocks]
-            out = scratch.take("rows", (blocks.size, self.block_values), self.full.dtype)
             # mode="clip" writes straight into `out` ("raise" buffers a copy); every block
             # is in range here
             return np.take(self.full, blocks, axis=0, out=out, mode="clip")
-        out = np.empty((blocks.size, self.block_values), self.full.dtype)
         inside = blocks < f
         out[inside] = self.full[blocks[inside]]
         out[~inside] = self.tail[0]
@@ -338,8 +333,7 @@ class Payload:
         x = self.tensor_rows(rows, scratch)
         e = switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS
         # in the wire's byte order already: the frame builder copies these bytes as they are
-        wire = np.empty(x.shape, p.VALUES_DTYPE) if scratch is None else None
-        wire = scratch.take("wire", x.shape, p.VALUES_DTYPE) if wire is None else wire
+        wire = take(scratch, "wire", x.shape, p.VALUES_DTYPE)
         if self.encoding == p.Encoding.PACKED:
             return quantize_packed(x, e, self.worker_count, scratch, wire)
         np.copyto(wire, quantize(x, e, self.worker_count, scratch))
@@ -490,7 +484,7 @@ class Output:
             if rows is not None:  # straight into the result: no pass over a copy
                 dequantize(sums, e, pl.worker_count, dtype, rows)
                 return
-            out = None if self.scratch is None else self.scratch.take("sums", sums.shape, dtype)
+            out = take(self.scratch, "sums", sums.shape, dtype)
             res = dequantize(sums, e, pl.worker_count, dtype, out)
             if self.divisor != 1:
                 res /= self.divisor

@@ -49,3 +49,10 @@ class Scratch:
     def nbytes(self) -> int:
         """Bytes held, all buffers."""
         return sum(b.size for b in self._buffers.values())
+
+
+def take(scratch: Scratch | None, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """`scratch`'s buffer `name` as an array of `shape` and `dtype` (Scratch.take), or a
+    new uninitialised one without a Scratch: the one choice every temporary of the data
+    path makes, written once."""
+    return np.empty(shape, dtype) if scratch is None else scratch.take(name, shape, dtype)
