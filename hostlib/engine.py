@@ -564,6 +564,13 @@ class AllreduceEngine:
             if nxt.size:
                 self._open(nxt, now)
 
+    def _zero_blocks(self, n: int) -> np.ndarray:
+        """n blocks of zeros: the values of padded SKIPs (wire.skip_carries_values), in
+        the Scratch, since a build copies them into its frames at once."""
+        zeros = self.scratch.take("padded", (n, self.block_values), np.int32)
+        zeros.fill(0)
+        return zeros
+
     def _release(self, s: np.ndarray, nb: np.ndarray, ne: np.ndarray) -> None:
         """The next round of slots `s`: block `nb` (exponent `ne`), DATA where it is this
         rank's next non-zero block, else SKIP; in the other shadow-copy version. A SKIP of
@@ -579,8 +586,7 @@ class AllreduceEngine:
         )
         extension = is_data
         if self._padded_skips and not is_data.all():
-            padded = self.scratch.take("padded", (s.size, self.block_values), np.int32)
-            padded.fill(0)
+            padded = self._zero_blocks(s.size)
             if values is not None:
                 padded[is_data] = values
             values, extension = padded, np.ones(s.size, bool)

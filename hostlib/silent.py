@@ -98,7 +98,7 @@ class SilentEngine(AllreduceEngine):
         if not s.size:
             return
         padded = self._padded_skips and not closing
-        values = np.zeros((s.size, self.block_values), np.int32) if padded else None
+        values = self._zero_blocks(s.size) if padded else None
         ext = np.full(s.size, int(p.EXT.VALUES if padded else p.EXT.NONE))
         batch = self._build(
             s, np.full(s.size, msg), self.slot_version[s], block, next_block, values, ext
