@@ -345,7 +345,7 @@ class DemoNetwork:
         mtu = link_mtu(block_values, self.mtu)
         if mtu != self.mtu and self.net is not None:
             self.set_mtu(mtu)
-            if self.kind == "softswitch":
+            if self.kind == SOFTSWITCH:
                 # its ports refit their receive rings to the MTU after a second with no
                 # frame; the job's ranks start after that, so its wide frames take the
                 # rings, not the slower recvmsg of a frame longer than a slot
