@@ -135,8 +135,8 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
      * a later round than the copy's: rounds that did not expect the sender ran in both
      * versions while its copy was on the way. So the answer says which round it is, as a
      * query's does: that round's block, and its layout (the fingerprint range of an
-     * announce or rewind round, nothing of a closing round, else values). Labelled with the copy's block it would
-     * hand the sender another block's sum as its own. */
+     * announce or rewind round, nothing of a closing round, else values). Labelled with
+     * the copy's block it would hand the sender another block's sum as its own. */
     action serve_completed_round() {
         hdr.p4r.block = (bit<32>)meta.winner_key[31:8];
         bit<3> kind;

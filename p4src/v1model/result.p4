@@ -190,9 +190,10 @@ control Result(inout headers_t hdr, inout metadata_t meta,
                    && !hdr.fingerprint.isValid() && meta.closing_answer == 0
                    && meta.block_values > SKIP_GROWS_TO_VALUES) {
             /* a header-only copy (a late ANNOUNCE or closing SKIP of a silent job) whose
-             * half now holds a data round of more than SKIP_GROWS_TO_VALUES values: simple_switch cannot
-             * grow a received frame by that much. Ended as stale; the sender's queries,
-             * which carry the block, get the result (silent rounds, protocol.md 13). */
+             * half now holds a data round of more than SKIP_GROWS_TO_VALUES values:
+             * simple_switch cannot grow a received frame by that much. Ended as stale;
+             * the sender's queries, which carry the block, get the result (silent
+             * rounds, protocol.md 13). */
             stale.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);
         } else if (meta.duplicate == 1 && meta.round_done == 1) {
