@@ -44,13 +44,7 @@ import report
 from controlplane.config import parse
 from controlplane.fabric import FabricController
 from controlplane.stats import job_stats
-from hostlib import Worker
-from p4net.harness import (
-    RANK_BUSY_POLL,
-    allreduce_on_leaves,
-    leaf_transport,
-    ranks_interleaved,
-)
+from p4net.harness import allreduce_on_leaves, leaf_worker, ranks_interleaved
 from p4reduce import wire
 from softswitch.inprocess import two_level, two_level_config, two_level_ranks
 
@@ -177,15 +171,8 @@ def running_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> di
     failures: list[BaseException] = []
 
     def body(r: int) -> None:
-        transport = leaf_transport(fab, workers[r], descriptors[r])
         try:
-            with Worker(
-                descriptors[r],
-                transport=transport,
-                timeout=shape.timeout,
-                deadline=60,
-                busy_poll=RANK_BUSY_POLL,  # as allreduce_on_leaves runs its ranks
-            ) as w:
+            with leaf_worker(fab, workers[r], descriptors[r], shape.timeout, 60) as w:
                 for c in range(calls):
                     gate.wait()
                     before = w.stats.retransmissions

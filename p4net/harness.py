@@ -258,6 +258,24 @@ def leaf_transport(
 # (leaf_transport).
 RANK_BUSY_POLL = 0.0
 
+
+def leaf_worker(
+    fab: InProcessFabric, worker: WorkerAddress, descriptor: dict, timeout: float, deadline: float
+):
+    """The hostlib Worker of a rank thread of a two-level in-process fabric: on its leaf's
+    port (`leaf_transport`), never spinning (RANK_BUSY_POLL). The one way such ranks are
+    made, by `allreduce_on_leaves` and bench/fabric.py's running job alike."""
+    from hostlib import Worker
+
+    return Worker(
+        descriptor,
+        transport=leaf_transport(fab, worker, descriptor),
+        timeout=timeout,
+        deadline=deadline,
+        busy_poll=RANK_BUSY_POLL,
+    )
+
+
 # The interpreter's thread switch interval while many ranks run as threads of this process
 # (ranks_interleaved). Python's default is 5 ms.
 RANK_SWITCH_INTERVAL = 5e-4
@@ -300,21 +318,12 @@ def allreduce_on_leaves(
     import threading
     import time
 
-    from hostlib import Worker
-
     results: list = [None] * len(workers)
     stats: list = [None] * len(workers)
 
     def body(r: int) -> None:
-        transport = leaf_transport(fab, workers[r], descriptors[r])
         try:
-            with Worker(
-                descriptors[r],
-                transport=transport,
-                timeout=timeout,
-                deadline=deadline,
-                busy_poll=RANK_BUSY_POLL,
-            ) as w:
+            with leaf_worker(fab, workers[r], descriptors[r], timeout, deadline) as w:
                 results[r] = w.allreduce(tensors[r])
                 stats[r] = w.stats
         except BaseException as exc:  # the caller checks every result
