@@ -333,10 +333,17 @@ class DemoNetwork:
 
     def set_mtu(self, mtu: int) -> None:
         """Every link's MTU (host and switch ends) to `mtu`, and `self.mtu` with it: the one
-        way a started network's MTU changes, so what `carry` compares with is the links'."""
+        way a started network's MTU changes, so what `carry` compares with is the links'.
+        A softswitch refits its ports' receive rings to a grown MTU after a second with no
+        frame (softswitch.ports.RING_REFIT_IDLE), and until then reads each longer frame
+        through recvmsg, slower: after raising the links this waits that second, so what
+        runs next (a job of wider blocks, gloo's jumbo run) crosses the rings."""
         assert self.net is not None, "the network is not started"
+        grown = mtu > self.mtu
         topology.set_mtu(self.net, mtu)
         self.mtu = mtu
+        if grown and self.kind == SOFTSWITCH:
+            time.sleep(RING_REFIT_IDLE * 1.3)
 
     def carry(self, block_values: int) -> None:
         """Raise every link's MTU to carry the frames of a job of `block_values` values per
@@ -345,11 +352,6 @@ class DemoNetwork:
         mtu = link_mtu(block_values, self.mtu)
         if mtu != self.mtu and self.net is not None:
             self.set_mtu(mtu)
-            if self.kind == SOFTSWITCH:
-                # its ports refit their receive rings to the MTU after a second with no
-                # frame; the job's ranks start after that, so its wide frames take the
-                # rings, not the slower recvmsg of a frame longer than a slot
-                time.sleep(RING_REFIT_IDLE * 1.3)
 
     def run_jobs(self, opts: Options, inputs: list[list[np.ndarray]] | None = None) -> Summary:
         """Create opts.jobs jobs of opts.workers hosts each, run them at once, check every

@@ -54,7 +54,7 @@ _RX_BATCH = 16
 # Seconds with no frame on any port after which the loop re-reads the interfaces' MTU and
 # makes a grown one's receive ring again (never under traffic: see `_remake`). Until then
 # frames longer than the ring's slots come through recvmsg, slower: a harness that raises
-# a link's MTU right before traffic waits this long first (p4net.demo's `carry`).
+# a link's MTU right before traffic waits this long first (p4net.demo's `set_mtu`).
 RING_REFIT_IDLE = 1.0
 
 
