@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import UnsupportedConstruct
 from .calc import calculation
 from .expr import DATA, X_PAYLOAD, Expr, mask_lit
-from .gen import Gen
+from .gen import WIDE_BYTES, Gen
 from .layout import HeaderInfo
 
 
@@ -51,11 +51,6 @@ def emit_checksums(g: Gen) -> list[str]:
     return update_lines
 
 
-# A header of one unsigned field at least this wide (a p4reduce block's values: 256 bytes
-# and up) is deparsed through a one-entry cache (emit_wide_field).
-WIDE_BYTES = 256
-
-
 def _run_int(h: HeaderInfo, run: list[int]) -> str:
     """One byte-aligned run of a header's fields as one unsigned integer (MSB first)."""
     parts = []
@@ -79,7 +74,9 @@ def emit_wide_field(g: Gen, h: HeaderInfo) -> None:
     s = g.src
     s.emit(f"v = F[{h.base}]", 2)
     s.emit(f"if v is not {var}[0]:", 2)
-    s.emit(f"{var}[0], {var}[1] = v, v.to_bytes({h.nbytes}, 'big')", 3)
+    # 0 (an all-zero block) is its zero bytes, without to_bytes' byte-by-byte padding
+    conv = f"(v.to_bytes({h.nbytes}, 'big') if v else {g.zeros(h.nbytes)})"
+    s.emit(f"{var}[0], {var}[1] = v, {conv}", 3)
     s.emit(f"out.append({var}[1])", 2)
 
 

@@ -31,6 +31,10 @@ CORE_ERRORS = [
     "ParserInvalidArgument",
 ]
 DROP_PORT = 511  # simple_switch's default drop port
+# A field at least this many bytes wide (a p4reduce block's values: 256 bytes and up) is
+# a "wide" one: its int <-> bytes conversions, byte by byte in CPython, cost more than the
+# rest of its packet, so the parser and deparser take a shortcut for an all-zero one
+WIDE_BYTES = 256
 MAX_ARRAY = 1 << 24  # cells per register/counter array: a bad JSON must not eat the memory
 
 
@@ -123,6 +127,12 @@ class Gen:
         self.actions_by_id: dict[int, dict[str, Any]] = {}
         self.action_fn_names: dict[int, str] = {}
         self.std = self._std_fields()
+
+    def zeros(self, nbytes: int) -> str:
+        """The generated module's name for `nbytes` zero bytes (one object per width)."""
+        var = f"_ZEROS{nbytes}"
+        self.env.setdefault(var, bytes(nbytes))
+        return var
 
     def state(self, var: str, factory: Callable[[], Any]) -> None:
         """Bind `var` in the generated module to an object the running pipeline changes,

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import PipelineError, UnsupportedConstruct
 from .expr import DATA, X_STACK0, Expr, lit, mask_lit, parse_hexstr
-from .gen import Gen, ident, sign_extend
+from .gen import WIDE_BYTES, Gen, ident, sign_extend
 from .layout import HeaderInfo
 from .primitives import emit_primitive
 
@@ -141,7 +141,12 @@ def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
     elif chunked is not None:
         out += _chunked_lines(h, *chunked)
     else:
-        out.append(f"_v = int.from_bytes(data[pos:pos + {nb}], 'big')")
+        conv = f"int.from_bytes(data[pos:pos + {nb}], 'big')"
+        if nb >= WIDE_BYTES:
+            # an all-zero wide header (a SKIP's block) is 0 without the byte-by-byte
+            # conversion: one compare of its bytes in place (startswith: no slice) instead
+            conv = f"0 if data.startswith({g.zeros(nb)}, pos) else {conv}"
+        out.append(f"_v = {conv}")
         shift = h.nbits
         for k, (_fn, wd, sg) in enumerate(h.fields):
             shift -= wd
