@@ -70,6 +70,34 @@ def test_forward_and_deparse_unchanged_bytes() -> None:
     assert s.process(3, pkt) == [(7, pkt)]
 
 
+
+@pytest.mark.parametrize(
+    "block",
+    [bytes(256), bytes(255) + b"\x01", b"\xff" * 256],
+    ids=["zero", "zero-but-its-last-byte", "sum-wraps-to-zero"],
+)
+def test_a_wide_field_parses_adds_and_deparses_exactly_zero_or_not(block: bytes) -> None:
+    """A 2 048-bit field, which the parser and deparser take a shortcut for when it is all
+    zero: + 1 modulo 2^2048 gives the bytes plain Python arithmetic gives, whether the
+    block in or the sum out is the zero one."""
+    p = Program()
+    eth_parser(p, {0x1234: "blk"})
+    p.header("blk", [("v", 2048)])
+    p.state("blk", [prim("extract", {"type": "regular", "value": "blk"})])
+    p.deparse("ethernet", "blk")
+    one_more = ex("&", ex("+", f("blk", "v"), hx(1)), hx((1 << 2048) - 1))
+    a = p.action(
+        "inc", [], [assign(f("blk", "v"), one_more), assign(f(STD, "egress_spec"), hx(2))]
+    )
+    p.call("ingress", "inc", a)
+    p.init("ingress", "inc")
+    s = load(p)
+    eth = bytes(Ether(dst="00:11:22:33:44:55", src="66:77:88:99:aa:bb", type=0x1234))
+    want = ((int.from_bytes(block, "big") + 1) % (1 << 2048)).to_bytes(256, "big")
+    assert s.process(1, eth + block + b"tail") == [(2, eth + want + b"tail")]
+    assert s.process(1, eth + block[:-1]) == [(2, eth + block[:-1])]  # too short: unparsed
+
+
 def test_no_forwarding_goes_to_port_0_and_drop_port_drops() -> None:
     # egress_spec is zero-initialised metadata: a program that sets nothing sends to port 0.
     p = Program()
