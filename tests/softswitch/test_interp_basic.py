@@ -70,7 +70,6 @@ def test_forward_and_deparse_unchanged_bytes() -> None:
     assert s.process(3, pkt) == [(7, pkt)]
 
 
-
 @pytest.mark.parametrize(
     "block",
     [bytes(256), bytes(255) + b"\x01", b"\xff" * 256],
@@ -86,9 +85,7 @@ def test_a_wide_field_parses_adds_and_deparses_exactly_zero_or_not(block: bytes)
     p.state("blk", [prim("extract", {"type": "regular", "value": "blk"})])
     p.deparse("ethernet", "blk")
     one_more = ex("&", ex("+", f("blk", "v"), hx(1)), hx((1 << 2048) - 1))
-    a = p.action(
-        "inc", [], [assign(f("blk", "v"), one_more), assign(f(STD, "egress_spec"), hx(2))]
-    )
+    a = p.action("inc", [], [assign(f("blk", "v"), one_more), assign(f(STD, "egress_spec"), hx(2))])
     p.call("ingress", "inc", a)
     p.init("ingress", "inc")
     s = load(p)
