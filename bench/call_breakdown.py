@@ -168,6 +168,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--slots", type=int, default=None, help="job's slots (default: job_slots)")
     ap.add_argument("--density", type=float, default=1.0, help="< 1: same blocks (shared)")
+    ap.add_argument(
+        "--pattern",
+        default=None,
+        help="bench/suite.py's pattern of the non-zero blocks (default: dense at --density 1, "
+        "else shared); independent: each rank its own, so every-rank rounds carry SKIPs",
+    )
     ap.add_argument("--target", default="softswitch", help="softswitch or simple_switch_grpc")
     ap.add_argument(
         "--switch-nice",
@@ -177,7 +183,7 @@ def main() -> int:
     )
     ap.add_argument("--passes", type=int, default=1, help="with --switch-nice: passes")
     a = ap.parse_args()
-    pattern = "dense" if a.density >= 1 else "shared"
+    pattern = a.pattern or ("dense" if a.density >= 1 else "shared")
     cases = [
         Case(
             a.target,
