@@ -123,6 +123,9 @@ ifeq ($(QUICK),)
 	$(PY) bench/round_cost.py --mininet --cases dense dense:0.344 independent:0.1 zipf shared:0.1 \
 	  --json docs/bench/round_cost.json --markdown --command 'make bench'
 	$(PY) bench/slot_window.py --json docs/bench/slot_window.json --markdown --command 'make bench'
+	$(PY) bench/call_breakdown.py --values 16000 --modes every_rank,silent \
+	  --density 1,0.1,0 --repeat 20 --gloo 64048 --json docs/bench/call_breakdown.json --markdown \
+	  --command 'make bench'
 	if command -v simple_switch_grpc >/dev/null; then \
 	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious --markdown \
 	    --json docs/bench/loss_recovery_simple_switch_grpc.json --command 'make bench' && \
