@@ -98,8 +98,9 @@ example:
 # sweep, scaling, line-rate projection (tables and plots); the headline cases at each block
 # size and round mode (README's numbers), the block density of two gradients at each size,
 # the switches' and the worker's packet rates, memory, loss recovery, fairness, the wide-block
-# candidates, a SKIP round's cost, the slot window, bmv2's work per packet, and the click
-# example (bench-example, and at each block size). The full run rewrites the generated parts
+# candidates, a SKIP round's cost, the slot window, where a call's CPU goes beside gloo's,
+# bmv2's work per packet, and the click example (bench-example, and at each block size).
+# The full run rewrites the generated parts
 # of docs/benchmarks.md, docs/hostlib.md, docs/pytorch.md and README.md, their results in
 # docs/bench/ and the images there; QUICK=1 (a few minutes) writes to build/bench/ only. gloo
 # needs `make install-torch`, plots `make install-bench`.
