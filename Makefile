@@ -98,8 +98,9 @@ example:
 # sweep, scaling, line-rate projection (tables and plots); the headline cases at each block
 # size and round mode (README's numbers), the block density of two gradients at each size,
 # the switches' and the worker's packet rates, memory, loss recovery, fairness, the wide-block
-# candidates, a SKIP round's cost, the slot window, bmv2's work per packet, and the click
-# example (bench-example, and at each block size). The full run rewrites the generated parts
+# candidates, a SKIP round's cost, the slot window, where a call's CPU goes beside gloo's,
+# bmv2's work per packet, and the click example (bench-example, and at each block size).
+# The full run rewrites the generated parts
 # of docs/benchmarks.md, docs/hostlib.md, docs/pytorch.md and README.md, their results in
 # docs/bench/ and the images there; QUICK=1 (a few minutes) writes to build/bench/ only. gloo
 # needs `make install-torch`, plots `make install-bench`.
@@ -123,6 +124,9 @@ ifeq ($(QUICK),)
 	$(PY) bench/round_cost.py --mininet --cases dense dense:0.344 independent:0.1 zipf shared:0.1 \
 	  --json docs/bench/round_cost.json --markdown --command 'make bench'
 	$(PY) bench/slot_window.py --json docs/bench/slot_window.json --markdown --command 'make bench'
+	$(PY) bench/call_breakdown.py --values 16000 --modes every_rank,silent \
+	  --density 1,0.1,0 --repeat 20 --gloo 64048 --json docs/bench/call_breakdown.json --markdown \
+	  --command 'make bench'
 	if command -v simple_switch_grpc >/dev/null; then \
 	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious --markdown \
 	    --json docs/bench/loss_recovery_simple_switch_grpc.json --command 'make bench' && \

@@ -5,8 +5,10 @@ ranks' own addresses), here over the same host links and the same P4 switch (ord
 forwarding) as p4reduce, on the same input tensor. Like p4net/worker.py: an untimed
 small allreduce first (connections up, start-up skew gone), then REPEAT timed allreduces,
 each started together after a barrier; the host link's kernel counters are read around the
-timed part. Writes the last result and a JSON report (with the link's MTU, which the suite
-sets per run: gloo segments its TCP stream to it).
+timed part, and the process's CPU (every thread: gloo's own included; user and system)
+around each timed call, as p4net/worker.py reports a p4reduce rank's. Writes the last
+result and a JSON report (with the link's MTU, which the suite sets per run: gloo
+segments its TCP stream to it).
 
     python bench/gloo_rank.py RANK WORLD STORE INPUT.npy OUTPUT.npy REPORT.json [--repeat 3]
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from p4net.netcounters import delta, host_counters, host_link
+from p4net.worker import usage
 
 
 def main() -> int:
@@ -61,16 +64,20 @@ def main() -> int:
             dist.all_reduce(torch.zeros(64, dtype=x.dtype))
             dist.barrier()
             before = host_counters(link)
-            times = []
+            times, cpu, sys_cpu = [], [], []
             for _ in range(args.repeat):
                 y = x.clone()
                 dist.barrier()
-                t0 = time.perf_counter()
+                c0, t0 = usage(), time.perf_counter()
                 dist.all_reduce(y)
                 times.append(time.perf_counter() - t0)
+                c1 = usage()
+                cpu.append(c1[0] - c0[0])
+                sys_cpu.append(c1[1] - c0[1])
             dist.barrier()
             report["counters"] = delta(before, host_counters(link))
             report["times"] = times
+            report["cpu"], report["sys_cpu"] = cpu, sys_cpu
             report["interface"] = link
             report["mtu"] = int(Path(f"/sys/class/net/{link}/mtu").read_text())
             report["torch"] = torch.__version__

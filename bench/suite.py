@@ -166,6 +166,11 @@ class Result:
     # non-zero blocks (the bound on a silent call's packets is these + 2 x slots)
     sent_by_type: dict = field(default_factory=dict)
     nonzero_blocks: float = 0.0
+    # both systems, per timed call: the ranks' CPU seconds (user + system, every thread of
+    # a rank's process), all ranks summed (each rank's mean over its calls), and of it the
+    # kernel's; the switch's own CPU is bench/call_breakdown.py's
+    cpu: float = 0.0
+    sys_cpu: float = 0.0
 
 
 def human_size(n: int) -> str:
@@ -396,6 +401,8 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
     r.start_skew = float(np.ptp(spans[:, :, 0], axis=0).max())
     fill_counters(r, [o.report["counters"] for o in s.outcomes])
     fill_sent(r, [o.calls for o in s.outcomes])
+    timed = [[k for k in o.calls if k["kind"] == "timed"] for o in s.outcomes]
+    fill_cpu(r, [[k["cpu"] for k in t] for t in timed], [[k["sys_cpu"] for k in t] for t in timed])
     warm = [o.report.get("warmup_stats", {}) for o in s.outcomes]
     r.rounds = float(
         np.mean(
@@ -421,6 +428,13 @@ def fill_sent(r: Result, per_rank: list[list[dict]]) -> None:
         t: float(np.mean([c.get("sent_by_type", {}).get(t, 0) for c in timed])) for t in types
     }
     r.nonzero_blocks = float(np.mean([c.get("nonzero_blocks", 0) for c in timed]))
+
+
+def fill_cpu(r: Result, cpu: list[list[float]], sys_cpu: list[list[float]]) -> None:
+    """The ranks' CPU per timed call, summed over ranks (per rank: the mean of its calls),
+    from each rank's own count around its calls."""
+    r.cpu = float(sum(np.mean(c) for c in cpu))
+    r.sys_cpu = float(sum(np.mean(c) for c in sys_cpu))
 
 
 def reset_mtu(net) -> None:
@@ -522,6 +536,7 @@ def run_gloo_once(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Resu
             return r
     fill_times(r, [rep["times"] for rep in reports])
     fill_counters(r, [rep["counters"] for rep in reports])
+    fill_cpu(r, [rep["cpu"] for rep in reports], [rep["sys_cpu"] for rep in reports])
     r.mtu = reports[0].get("mtu", 0)
     if any(rep.get("mtu") != r.mtu for rep in reports):
         r.error = f"gloo ranks saw different link MTUs: {[rep.get('mtu') for rep in reports]}"

@@ -859,3 +859,19 @@ def test_goals_table_reads_each_goal_from_its_runs():
     assert "| Zipf, dense ÷ sparse at 64 values | 10.00 | 6.40 | yes |" in text
     # time per round: independent 2.0 s / 5 700 against dense 10 s / 16 512
     assert f"| {report.ratio((2.0 / 5_700) / (10.0 / 16_512))} | at most 1.00 | yes |" in text
+
+
+def test_benchmarks_md_call_cpu_table_is_what_the_committed_run_gives():
+    """docs/benchmarks.md's table of where a call's CPU goes equals what
+    bench/call_breakdown.py makes of docs/bench/call_breakdown.json (make bench rewrites
+    both): gloo's row and p4reduce's on each target, every call's wall time and CPU from
+    the run's rows."""
+    import call_breakdown
+
+    data, text = committed_run(call_breakdown, "benchmarks.md", "call_breakdown")
+    assert f"`{data['command']}` on {data['date']}" in text
+    for target, rows in data["rows"].items():
+        assert any(r["label"].startswith("gloo ring") for r in rows), target
+        for r in rows:
+            assert f"| {target}, {r['label']} | {1e3 * r['wall']:.1f} |" in text
+            assert f"| {1e3 * r['worker_cpu']:.1f} ({1e3 * r['worker_sys']:.1f}) |" in text
