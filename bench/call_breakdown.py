@@ -150,6 +150,9 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
     from p4net import demo
 
     reset_mtu(net)
+    # the links at the job's MTU before the switch's CPU is read: the softswitch refits its
+    # receive rings to a grown MTU (set_mtu waits for it), a one-off per MTU, not per call
+    net.carry(c.block_values)
     opts = demo.Options(
         workers=c.workers,
         size=c.size,
