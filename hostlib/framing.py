@@ -145,7 +145,7 @@ class FrameBuilder:
                 np.copyto(wire, values, casting="unsafe")  # what astype(VALUES_DTYPE) does
             frames[with_values, _EXT:end] = wire.view(np.uint8).reshape(len(values), -1)
         with_fp = extension == p.EXT.FINGERPRINT
-        if with_fp.any():
+        if np.count_nonzero(with_fp):
             if fingerprint is None:
                 raise p.ProtocolError("an ANNOUNCE needs its sender's fingerprint")
             fp = np.broadcast_to(np.asarray(fingerprint, np.int64), (n,))[with_fp]
