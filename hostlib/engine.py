@@ -27,7 +27,7 @@ from p4reduce.job import JobConfig
 from . import protocol as p
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
 from .liveness import Liveness
-from .numerics import Output, Payload, from_packed, overflow_error
+from .numerics import Output, Payload, evenly_spaced, from_packed, overflow_error
 from .scratch import Scratch
 from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
@@ -182,6 +182,9 @@ class AllreduceEngine:
         self.last_frames.fill(0)  # a previous call's frames: pages kept, bytes not
         self._padded_skips = p.skip_carries_values(k)  # SKIPs carry a block of zeros
         self.last_lengths = np.zeros(n, np.int64)
+        # slots whose kept frame a pending batch reads in place (_emit): built there once,
+        # not built elsewhere and copied in
+        self._in_place = np.zeros(n, bool)
         behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
         self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now, behind_leaf)
         self.liveness = Liveness(
@@ -259,19 +262,42 @@ class AllreduceEngine:
         values: np.ndarray | None,
         extension: np.ndarray,
     ) -> None:
-        """Send packets on `slots`, each kept as its slot's frame for retransmission."""
-        batch = self._build(slots, msg_type, slot_version, block, next_block, values, extension)
-        self._keep(slots, batch)
+        """Send packets on `slots`, each kept as its slot's frame for retransmission. A run
+        of consecutive slots (a batch of results of consecutive slots releases one,
+        mostly) is built in its kept frames, which the pending batch then reads in place:
+        a wide-block job's frame is 64 KB, built once instead of built and copied."""
+        cols = (slots, msg_type, slot_version, block, next_block, values, extension)
+        run = evenly_spaced(slots)
+        if run is not None and run.step == 1 and not np.count_nonzero(self._in_place[run]):
+            batch = self._build(*cols, out=self.last_frames[run])
+            self.last_lengths[run] = batch.lengths
+            self._in_place[run] = True
+        else:
+            batch = self._build(*cols)
+            self._keep(slots, batch)
         self._pending.append(batch)
 
     def _keep(self, slots: np.ndarray, batch: Batch) -> None:
         """Keep `batch`'s frames as the frames of `slots` (for their timers): the bytes up
         to the batch's longest frame, not the whole width -- an ANNOUNCE or a header-only
         SKIP of a wide-block job is 70 bytes of a 64 KB row, and what lies past a frame's
-        length is never sent."""
+        length is never sent. A pending batch that reads one of these frames in place
+        (_emit) gets a copy of its own first."""
+        if np.count_nonzero(self._in_place[slots]):
+            self._own_pending()
         end = int(batch.lengths.max()) if len(batch) else 0
         self.last_frames[slots, :end] = batch.frames[:, :end]
         self.last_lengths[slots] = batch.lengths
+
+    def _own_pending(self) -> None:
+        """Pending batches that read kept frames in place get copies of their own (a kept
+        frame is about to change before they are sent)."""
+        kept = self.last_frames
+        self._pending = [
+            Batch(b.frames.copy(), b.lengths) if np.may_share_memory(b.frames, kept) else b
+            for b in self._pending
+        ]
+        self._in_place.fill(False)
 
     def _build(
         self,
@@ -282,8 +308,10 @@ class AllreduceEngine:
         next_block: np.ndarray,
         values: np.ndarray | None,
         extension: np.ndarray,
+        out: np.ndarray | None = None,
     ) -> Batch:
-        """Frames of this rank for `slots` (the job's flags: CONTINUED, PACKED, SILENT)."""
+        """Frames of this rank for `slots` (the job's flags: CONTINUED, PACKED, SILENT), in
+        `out` when given (FrameBuilder.build)."""
         cols = {
             "protocol": p.PROTOCOL_VERSION,
             "msg_type": msg_type,
@@ -302,15 +330,15 @@ class AllreduceEngine:
         # built in a Scratch buffer of their own per place in the pending list: a turn's
         # batches wait there until packets_to_send (each kept frame copied out first)
         where = (self.scratch, f"frames{len(self._pending)}")
-        return self.builder.build(cols, extension, values, self.payload.fingerprint, where)
+        return self.builder.build(cols, extension, values, self.payload.fingerprint, where, out)
 
     def packets_to_send(self, now: float, expire: bool = True) -> Batch:
         """New packets released by results since the last call, plus (with `expire`)
         retransmissions of every active slot whose timer expired (same frame,
         FLAG_RETRANSMIT set). The caller passes expire=False while received frames may
         still be waiting: a result sitting in the ring is not a loss. The batch's frames
-        are the engine's Scratch memory: valid until the next packets_to_send (a
-        transport copies them out at once)."""
+        are the engine's memory (its Scratch, or its kept frames): valid until the engine
+        next takes results or sends (a transport copies them out at once)."""
         if expire:
             probes = self.pacer.probes
             due = self.pacer.due(now)
@@ -326,6 +354,7 @@ class AllreduceEngine:
             return self._nothing
         out = Batch.concat(self._pending, self.builder.width, self.scratch)
         self._pending = []
+        self._in_place.fill(False)  # `out` is the caller's now (copied out at once)
         self.stats.packets_sent += len(out)
         self.stats.bytes_sent += int(out.lengths.sum())
         if len(out):
