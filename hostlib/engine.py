@@ -27,7 +27,7 @@ from p4reduce.job import JobConfig
 from . import protocol as p
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
 from .liveness import Liveness
-from .numerics import Output, Payload, from_packed, overflow_error
+from .numerics import Output, Payload, evenly_spaced, from_packed, overflow_error
 from .scratch import Scratch
 from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
@@ -182,6 +182,9 @@ class AllreduceEngine:
         self.last_frames.fill(0)  # a previous call's frames: pages kept, bytes not
         self._padded_skips = p.skip_carries_values(k)  # SKIPs carry a block of zeros
         self.last_lengths = np.zeros(n, np.int64)
+        # slots whose kept frame a pending batch reads in place (_emit): built there once,
+        # not built elsewhere and copied in
+        self._in_place = np.zeros(n, bool)
         behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
         self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now, behind_leaf)
         self.liveness = Liveness(
@@ -259,11 +262,42 @@ class AllreduceEngine:
         values: np.ndarray | None,
         extension: np.ndarray,
     ) -> None:
-        """Send packets on `slots`, each kept as its slot's frame for retransmission."""
-        batch = self._build(slots, msg_type, slot_version, block, next_block, values, extension)
-        self.last_frames[slots] = batch.frames
-        self.last_lengths[slots] = batch.lengths
+        """Send packets on `slots`, each kept as its slot's frame for retransmission. A run
+        of consecutive slots (a batch of results of consecutive slots releases one,
+        mostly) is built in its kept frames, which the pending batch then reads in place:
+        a wide-block job's frame is 64 KB, built once instead of built and copied."""
+        cols = (slots, msg_type, slot_version, block, next_block, values, extension)
+        run = evenly_spaced(slots)
+        if run is not None and run.step == 1 and not np.count_nonzero(self._in_place[run]):
+            batch = self._build(*cols, out=self.last_frames[run])
+            self.last_lengths[run] = batch.lengths
+            self._in_place[run] = True
+        else:
+            batch = self._build(*cols)
+            self._keep(slots, batch)
         self._pending.append(batch)
+
+    def _keep(self, slots: np.ndarray, batch: Batch) -> None:
+        """Keep `batch`'s frames as the frames of `slots` (for their timers): the bytes up
+        to the batch's longest frame, not the whole width -- an ANNOUNCE or a header-only
+        SKIP of a wide-block job is 70 bytes of a 64 KB row, and what lies past a frame's
+        length is never sent. A pending batch that reads one of these frames in place
+        (_emit) gets a copy of its own first."""
+        if np.count_nonzero(self._in_place[slots]):
+            self._own_pending()
+        end = int(batch.lengths.max()) if len(batch) else 0
+        self.last_frames[slots, :end] = batch.frames[:, :end]
+        self.last_lengths[slots] = batch.lengths
+
+    def _own_pending(self) -> None:
+        """Pending batches that read kept frames in place get copies of their own (a kept
+        frame is about to change before they are sent)."""
+        kept = self.last_frames
+        self._pending = [
+            Batch(b.frames.copy(), b.lengths) if np.may_share_memory(b.frames, kept) else b
+            for b in self._pending
+        ]
+        self._in_place.fill(False)
 
     def _build(
         self,
@@ -274,8 +308,10 @@ class AllreduceEngine:
         next_block: np.ndarray,
         values: np.ndarray | None,
         extension: np.ndarray,
+        out: np.ndarray | None = None,
     ) -> Batch:
-        """Frames of this rank for `slots` (the job's flags: CONTINUED, PACKED, SILENT)."""
+        """Frames of this rank for `slots` (the job's flags: CONTINUED, PACKED, SILENT), in
+        `out` when given (FrameBuilder.build)."""
         cols = {
             "protocol": p.PROTOCOL_VERSION,
             "msg_type": msg_type,
@@ -294,15 +330,15 @@ class AllreduceEngine:
         # built in a Scratch buffer of their own per place in the pending list: a turn's
         # batches wait there until packets_to_send (each kept frame copied out first)
         where = (self.scratch, f"frames{len(self._pending)}")
-        return self.builder.build(cols, extension, values, self.payload.fingerprint, where)
+        return self.builder.build(cols, extension, values, self.payload.fingerprint, where, out)
 
     def packets_to_send(self, now: float, expire: bool = True) -> Batch:
         """New packets released by results since the last call, plus (with `expire`)
         retransmissions of every active slot whose timer expired (same frame,
         FLAG_RETRANSMIT set). The caller passes expire=False while received frames may
         still be waiting: a result sitting in the ring is not a loss. The batch's frames
-        are the engine's Scratch memory: valid until the next packets_to_send (a
-        transport copies them out at once)."""
+        are the engine's memory (its Scratch, or its kept frames): valid until the engine
+        next takes results or sends (a transport copies them out at once)."""
         if expire:
             probes = self.pacer.probes
             due = self.pacer.due(now)
@@ -318,6 +354,7 @@ class AllreduceEngine:
             return self._nothing
         out = Batch.concat(self._pending, self.builder.width, self.scratch)
         self._pending = []
+        self._in_place.fill(False)  # `out` is the caller's now (copied out at once)
         self.stats.packets_sent += len(out)
         self.stats.bytes_sent += int(out.lengths.sum())
         if len(out):
@@ -400,18 +437,18 @@ class AllreduceEngine:
             return
         self.continued[s] = True
         announced = self.block[s] == EOS
-        if announced.any():
+        if np.count_nonzero(announced):
             idx, s = self._check_fingerprints(r, idx, s, announced, now)
             if not idx.size:
                 return
         data_round = self.block[s] != EOS
-        if data_round.any():
+        if np.count_nonzero(data_round):
             self._store_sums(r, idx[data_round], s[data_round])
         nb, ne = r.cols["next_block"][idx], r.cols["next_exponent"][idx]
         self._check_next_blocks(s, nb, data_round)
         self._completed(s, nb == EOS, now)
         cont = nb != EOS
-        if cont.any():
+        if np.count_nonzero(cont):
             self._release(s[cont], nb[cont], ne[cont])
 
     def _answers(self, r: Parsed, ours: np.ndarray) -> np.ndarray:
@@ -437,7 +474,7 @@ class AllreduceEngine:
             & (slot < self.slot_count)
         )
         lost = ours & ((c["flags"] & p.FLAG.STATE_LOST) != 0)
-        if lost.any():
+        if np.count_nonzero(lost):
             slots = sorted({int(x) for x in slot[lost]})
             raise SwitchStateLost(
                 f"the switch lost the state of job {self.cfg.job} (epoch {self.cfg.epoch}) "
@@ -451,7 +488,7 @@ class AllreduceEngine:
         """STATUS replies: the switch holds these rounds' packets (timers), and says
         which ranks it has heard from (liveness)."""
         status = answers & (r.cols["msg_type"] == p.MSG.STATUS)
-        if not status.any() or r.contributors is None:
+        if not np.count_nonzero(status) or r.contributors is None:
             return
         relayed = None  # the leaf role: the spine's STATUS, relayed by the leaf
         if self.cfg.wire_rank is not None:
@@ -471,7 +508,7 @@ class AllreduceEngine:
         bit = (r.contributors[status].astype(np.int64) >> self.cfg.rank_on_wire) & 1
         own = (r.cols["flags"][status] & p.FLAG.RELAYED) == 0
         lacking = own & (bit == 0)
-        if not lacking.any():
+        if not np.count_nonzero(lacking):
             return status
         self.pacer.not_heard(r.cols["slot"][status][lacking], now)
         kept = status.copy()
@@ -497,7 +534,7 @@ class AllreduceEngine:
         )
         slot = r.cols["slot"]
         ahead[ahead] &= r.cols["slot_version"][ahead] != self.slot_version[slot[ahead]]
-        if ahead.any():
+        if np.count_nonzero(ahead):
             self.pacer.not_heard(slot[ahead], now)
 
     def _store_sums(self, r: Parsed, di: np.ndarray, ds: np.ndarray) -> None:
@@ -518,7 +555,7 @@ class AllreduceEngine:
             sums = r.values[di]
         self.output.store(blocks, sums, self.exponent[ds])
         over = (r.cols["flags"][di] & p.FLAG.OVERFLOW) != 0
-        if over.any():
+        if np.count_nonzero(over):
             self.stats.overflowed_blocks.extend(int(b) for b in blocks[over])
 
     def _check_next_blocks(self, s: np.ndarray, nb: np.ndarray, data_round: np.ndarray) -> None:
@@ -541,7 +578,7 @@ class AllreduceEngine:
     ) -> None:
         """ProtocolError naming the first slot whose named next block is `bad` (a REWIND
         where `rewind` says so, else a RESULT)."""
-        if bad.any():
+        if np.count_nonzero(bad):
             i = int(np.argmax(bad))
             what = "REWIND" if rewind is not None and rewind[i] else "RESULT"
             raise p.ProtocolError(
@@ -559,7 +596,7 @@ class AllreduceEngine:
         self.stats.rounds += int(s.size)
         self.liveness.progress(s, now)
         self.pacer.started(s, now)  # the next round's packet goes out now (_release)
-        if finished.any():  # finished slots keep their last version
+        if np.count_nonzero(finished):  # finished slots keep their last version
             nxt = self.slots.finish(s[finished])
             if nxt.size:
                 self._open(nxt, now)
@@ -579,13 +616,13 @@ class AllreduceEngine:
         and simple_switch cannot grow a received frame by more than 512 bytes)."""
         is_data = nb == self.my_next[s]
         new_next = self.my_next[s].copy()
-        if is_data.any():
+        data = np.count_nonzero(is_data)
+        values = None
+        if data:
             new_next[is_data] = self._after[nb[is_data]]
-        values = (
-            self.payload.values(nb[is_data], ne[is_data], self.scratch) if is_data.any() else None
-        )
+            values = self.payload.values(nb[is_data], ne[is_data], self.scratch)
         extension = is_data
-        if self._padded_skips and not is_data.all():
+        if self._padded_skips and data < s.size:
             padded = self._zero_blocks(s.size)
             if values is not None:
                 padded[is_data] = values
@@ -631,7 +668,7 @@ class AllreduceEngine:
             )
         low, high = r.fingerprint[ai, 0], r.fingerprint[ai, 1]
         differ = low != high
-        if not differ.any():
+        if not np.count_nonzero(differ):
             return idx, s
         self._note_mismatch(low, high, differ, now)
         ended = as_[differ]

@@ -111,6 +111,7 @@ class FrameBuilder:
         values: np.ndarray | None = None,
         fingerprint: np.ndarray | int | None = None,
         scratch: tuple[Scratch, str] | None = None,
+        out: np.ndarray | None = None,
     ) -> Batch:
         """Frames for header columns (protocol.FIELDS names). `extension` (a
         protocol.Extension per row) says what follows the header: VALUES rows get the rows
@@ -118,10 +119,14 @@ class FrameBuilder:
         as both minimum and maximum (a sender announces its own). `scratch`, a Scratch and
         a name: the frames are built in that buffer (valid until the name's next take),
         where the bytes past a row's frame are left as they were, instead of in a new
-        zeroed matrix (a wide job's frames are 64 KB each)."""
+        zeroed matrix (a wide job's frames are 64 KB each). `out`, an (n, width) uint8
+        array: the frames are built there instead (the engine's kept frames of a run of
+        slots), the same way."""
         extension = np.asarray(extension, dtype=np.int64)
         n = extension.shape[0]
-        if scratch is None:
+        if out is not None:
+            frames = out
+        elif scratch is None:
             frames = np.zeros((n, self.width), np.uint8)
         else:
             frames = scratch[0].take(scratch[1], (n, self.width), np.uint8)
@@ -145,7 +150,7 @@ class FrameBuilder:
                 np.copyto(wire, values, casting="unsafe")  # what astype(VALUES_DTYPE) does
             frames[with_values, _EXT:end] = wire.view(np.uint8).reshape(len(values), -1)
         with_fp = extension == p.EXT.FINGERPRINT
-        if with_fp.any():
+        if np.count_nonzero(with_fp):
             if fingerprint is None:
                 raise p.ProtocolError("an ANNOUNCE needs its sender's fingerprint")
             fp = np.broadcast_to(np.asarray(fingerprint, np.int64), (n,))[with_fp]

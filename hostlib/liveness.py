@@ -77,7 +77,7 @@ class Liveness:
         In the leaf role a `relayed` one is the spine's: the round is complete at this
         rank's leaf (every rank there is heard) and its bitmap counts the job's leaves, so
         it is kept apart (`above`) and read as every rank of the leaf heard."""
-        if relayed is not None and relayed.any():
+        if relayed is not None and np.count_nonzero(relayed):
             bitmaps = np.where(relayed, self._everyone(), bitmaps)
         self.contributors[slots] = bitmaps
         self.above[slots] = relayed if relayed is not None else False
@@ -135,7 +135,7 @@ class Liveness:
         if self.quiet_from < quiet:
             return []  # progress since those replies
         span = max(SILENT_TIMERS * self.params.max_timeout, SILENT_MIN_SPAN)
-        if not self.round.any():
+        if not np.count_nonzero(self.round):
             span = max(span, self.params.deadline / 2)
         if now - quiet < span:
             return []
@@ -153,7 +153,7 @@ class Liveness:
         replies arrive on the slots this rank resends (the probed lowest slot), not
         necessarily on the slots that stalled first."""
         reported = self.slots.active & (self.pacer.status_at > self.last_heard)
-        if not reported.any():
+        if not np.count_nonzero(reported):
             return []
         everyone = self._everyone()
         heard = self.contributors[reported]

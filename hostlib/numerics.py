@@ -239,6 +239,21 @@ def chunk_rows(block_values: int) -> int:
     return max(1, CHUNK_VALUES // block_values)
 
 
+def evenly_spaced(blocks: np.ndarray) -> slice | None:
+    """`blocks` (sorted or not) as a slice when they are b, b+d, b+2d, ... with d > 0 (a
+    batch of consecutive slots' blocks, mostly, or one block): rows a (B, K) array hands
+    out as a view, no gather copy. None otherwise (or for no block)."""
+    if not blocks.size:
+        return None
+    first = int(blocks[0])
+    if blocks.size == 1:
+        return slice(first, first + 1)
+    step = int(blocks[1]) - first
+    if step <= 0 or not (np.diff(blocks) == step).all():
+        return None
+    return slice(first, int(blocks[-1]) + 1, step)
+
+
 def _per_block(full: np.ndarray, tail: np.ndarray, fn, dtype, width: int = 1) -> np.ndarray:
     """fn over the tensor's blocks in chunks of chunk_rows(K) rows: `full` (F, K), then the
     padded `tail` (0 or 1, K). fn maps (rows, K) to (rows,) or (rows, width)."""
@@ -289,9 +304,13 @@ class Payload:
         return int(self.full.shape[1])
 
     def tensor_rows(self, blocks: np.ndarray, scratch: Scratch | None = None) -> np.ndarray:
-        """The tensor's blocks `blocks` (tensor numbering) as a (len, K) array (in
-        `scratch`'s "rows" buffer when given)."""
+        """The tensor's blocks `blocks` (tensor numbering) as a (len, K) array: a view of
+        the tensor when they are evenly spaced complete blocks, else a copy (in
+        `scratch`'s "rows" buffer when given). Read only."""
         f = self.full.shape[0]
+        spaced = evenly_spaced(blocks)
+        if spaced is not None and spaced.stop <= f:
+            return self.full[spaced]  # consecutive slots' blocks, mostly: read in place
         out = take(scratch, "rows", (blocks.size, self.block_values), self.full.dtype)
         if not self.tail.shape[0] or not blocks.size or int(blocks.max()) < f:
             # mode="clip" writes straight into `out` ("raise" buffers a copy); every block
@@ -323,7 +342,7 @@ class Payload:
                 return to_packed(rows_out, self.worker_count)
             return rows_out
         mine = self.exponent_biased[rows]
-        if np.any(mine > switch_exponent_biased):
+        if np.count_nonzero(mine > switch_exponent_biased):
             i = int(np.argmax(mine > switch_exponent_biased))
             raise p.ProtocolError(
                 f"switch exponent {int(switch_exponent_biased[i]) - p.EXPONENT_BIAS} for "
@@ -500,17 +519,11 @@ class Output:
                     self._store_half(blocks[part] >> 1, sums[part], bit)
 
     def _rows(self, blocks: np.ndarray) -> np.ndarray | None:
-        """The result's rows `blocks` as a view when they are evenly spaced (a batch of
-        results of consecutive slots, mostly: blocks b, b+1, ... or one block), so a
-        flush writes the sums where they belong instead of into a buffer first; None
-        otherwise."""
-        first = int(blocks[0])
-        if blocks.size == 1:
-            return self.blocks[first : first + 1]
-        step = int(blocks[1]) - first
-        if step <= 0 or not (np.diff(blocks) == step).all():
-            return None
-        return self.blocks[first : int(blocks[-1]) + 1 : step]
+        """The result's rows `blocks` as a view when they are evenly spaced
+        (`evenly_spaced`), so a flush writes the sums where they belong instead of into a
+        buffer first; None otherwise."""
+        rows = evenly_spaced(blocks)
+        return None if rows is None else self.blocks[rows]
 
     def _store_half(self, rows: np.ndarray, sums: np.ndarray, bit: int) -> None:
         """Half sums of tensor blocks `rows` (bit 1: high halves, 2: low): kept until the

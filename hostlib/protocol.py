@@ -193,7 +193,7 @@ def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None)
     for i, name in enumerate(FIELD_NAMES):
         cols[i] = columns[name]
     bad = (cols < 0) | (cols > _FIELD_LIMIT[:, None])
-    if bad.any():
+    if np.count_nonzero(bad):
         i = int(np.argmax(bad.any(axis=1)))
         name = FIELD_NAMES[i]
         raise ProtocolError(f"field {name}={cols[i][bad[i]][0]} out of range 0..{_LIMITS[name]}")

@@ -104,8 +104,7 @@ class SilentEngine(AllreduceEngine):
             s, np.full(s.size, msg), self.slot_version[s], block, next_block, values, ext
         )
         if keep:
-            self.last_frames[s] = batch.frames
-            self.last_lengths[s] = batch.lengths
+            self._keep(s, batch)
         if send:
             self._pending.append(batch)
 
@@ -218,7 +217,7 @@ class SilentEngine(AllreduceEngine):
         # request taken as one (coverage is never full here) completes it as a REWIND
         later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
         use = match | later
-        if not use.any():
+        if not np.count_nonzero(use):
             return 0
         idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
         rewind, closing = rewind[use], closing[use]
@@ -227,7 +226,7 @@ class SilentEngine(AllreduceEngine):
         self.queries[s] = 0
         self.continued[s] = True
         announced = match & (kind == ANNOUNCE_ROUND)
-        if announced.any():
+        if np.count_nonzero(announced):
             self._check_ranges(r, idx[announced], now)
         self._check_next(s, b, n, np.where(match, kind, -1), rewind)
         self._cover(r, idx, s, b, n, kind, match, rewind)
@@ -278,7 +277,7 @@ class SilentEngine(AllreduceEngine):
             )
         low, high = r.fingerprint[ai, 0], r.fingerprint[ai, 1]
         differ = low != high
-        if differ.any():
+        if np.count_nonzero(differ):
             self.my_next[r.cols["slot"][ai][differ]] = EOS  # the switch names EOS next
             self._note_mismatch(low, high, differ, now)
 
@@ -335,7 +334,7 @@ class SilentEngine(AllreduceEngine):
         """Contiguous data rounds' sums, each block once: a rewind re-runs blocks already
         stored (the same sums; an int32 half stored twice would be joined with itself)."""
         fresh = ~self.stored[self.block[s]]
-        if fresh.any():
+        if np.count_nonzero(fresh):
             self._store_sums(r, idx[fresh], s[fresh])
             self.stored[self.block[s[fresh]]] = True
 

@@ -113,4 +113,4 @@ class SlotWindow:
 
     @property
     def done(self) -> bool:
-        return not self.active.any() and not self.waiting.any()
+        return not np.count_nonzero(self.active) and not np.count_nonzero(self.waiting)

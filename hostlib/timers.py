@@ -177,7 +177,7 @@ class Pacer:
         waited for other ranks (`RttEstimator.spurious_resend`)."""
         self.status_at[slots] = now
         self.status_seen = now
-        if self.contributes is not None and self.rack_resent[slots].any():
+        if self.contributes is not None and np.count_nonzero(self.rack_resent[slots]):
             self.rtt.spurious_resend()
         self.rack_resent[slots] = False
 
@@ -225,17 +225,17 @@ class Pacer:
         held = self.held()
         free = self.slots.active & ~held
         t = float("inf")
-        if free.any():
+        if np.count_nonzero(free):
             t = float(self.xmit_at[free].min()) + self.recent_timeout()
             if not self.behind_leaf:  # behind a leaf `due` resends without a probe
                 t = max(t, self.probe_at)
         o = self._overtaken() & ~held
-        if o.any():
+        if np.count_nonzero(o):
             t = min(t, float(self._lost_at(o).min()))
-        if held.any():
+        if np.count_nonzero(held):
             t = min(t, float(self._held_until(held).min()))
         lacking = self.slots.active & self.lacking
-        if lacking.any():  # due now (`not_heard`)
+        if np.count_nonzero(lacking):  # due now (`not_heard`)
             t = min(t, float(self.xmit_at[lacking].min()))
         return t
 
@@ -344,10 +344,10 @@ class Pacer:
         a result arrives. A probe also ends a tail loss (nothing left to overtake it)."""
         holding = self.held()
         lost = self._overtaken() & ~holding
-        if lost.any():
+        if np.count_nonzero(lost):
             lost[lost] = self._lost_at(lost) <= now
         held = holding.copy()
-        if held.any():
+        if np.count_nonzero(held):
             held[held] = self._held_until(held) <= now
         if self.behind_leaf:
             # Behind a leaf every expired slot not held is resent, not one probe per
@@ -360,10 +360,10 @@ class Pacer:
             # STATUS (the leaf's, or the spine's relayed) and is then held.
             lacking = self.slots.active & self.lacking  # not_heard: lost on the way
             return np.flatnonzero(lost | held | lacking | self._expired(holding, now))
-        if lost.any() or held.any():
+        if np.count_nonzero(lost) or np.count_nonzero(held):
             return np.flatnonzero(lost | held)
         expired = self._expired(holding, now)
-        if now < self.probe_at or not expired.any():
+        if now < self.probe_at or not np.count_nonzero(expired):
             return _NONE
         if now >= self.probe_at and self.probes_in_row:
             # the last probes went unanswered for a whole silence: halve the burst (a
@@ -453,14 +453,14 @@ class Pacer:
         if self.behind_leaf:
             took = self._leaf_sample(took, self.sent_at[s[clean]])
         self.rtt.update(took)
-        if self.contributes is not None and self.rack_resent[s].any():
+        if self.contributes is not None and np.count_nonzero(self.rack_resent[s]):
             self.rtt.resend_answered()
         # Only answers to packets sent once move the overtaking mark: an answered
         # retransmission (a probe into a round that a late rank then completed, a cached
         # copy) says nothing about the packets sent before it, which may be waiting for
         # that same rank; taking it made every older slot look lost at once.
         fresh = ~self.retransmitted[s]
-        if fresh.any():
+        if np.count_nonzero(fresh):
             latest = float(xmit[fresh].max())
             if latest >= self.answered_xmit:
                 self.answered_xmit, self.answered_rtt = latest, now - latest
@@ -486,7 +486,7 @@ class Pacer:
         self.probes_in_row = 0
         probes_answered = int(self.probed[s].sum())
         self.probed[s] = False
-        if fresh.any():
+        if np.count_nonzero(fresh):
             self.fresh_at = now
         if self.fresh_at >= self.last_probe_at or not probes_answered:
             # rounds complete on their own (since the probe, at least one first send

@@ -402,3 +402,24 @@ def test_a_workers_calls_keep_their_frames_in_one_scratch_and_only_their_own():
     assert not np.shares_memory(second.last_frames, alone.last_frames)
     assert not alone.last_frames[2:].any()
     np.testing.assert_array_equal(second.last_frames, alone.last_frames)
+
+
+def test_a_frame_built_in_its_kept_place_is_sent_as_built_when_the_slot_goes_again():
+    """A run of consecutive slots is built in the slots' kept frames, and the pending
+    batch reads them there; a slot that emits again before packets_to_send (a silent
+    round's query or REWIND beside its packet) must not change the frame already
+    pending: both go out, each as built."""
+    e = make_engine()  # the announces of slots 0..3: one run, built in place
+    e.slot_version[1] ^= 1  # the slot's next packet differs from the pending one
+    e._announce(np.array([1, 3]))  # not a run: built apart and kept over slot 1's frame
+    out = decode(e.packets_to_send(T0))
+    assert [(f.header.slot, f.header.slot_version) for f in out] == [
+        (0, 0),
+        (1, 0),
+        (2, 0),
+        (3, 0),
+        (1, 1),
+        (3, 0),
+    ]
+    kept = e.last_frames[1, : int(e.last_lengths[1])].tobytes()
+    assert p.parse_frame(kept).header.slot_version == 1

@@ -263,6 +263,23 @@ def test_quantizing_in_a_scratch_reuses_its_buffers_with_the_same_values(encodin
         assert np.shares_memory(got, again) and (again == want[::-1]).all()
 
 
+@pytest.mark.parametrize("encoding", [p.Encoding.LANES, p.Encoding.PACKED])
+def test_evenly_spaced_blocks_are_quantized_from_the_tensor_as_gathered_ones(encoding, rng):
+    """Blocks b, b+d, b+2d, ... (consecutive slots' blocks) are read in place from the
+    tensor instead of gathered: the values sent are the same bit for bit, whatever the
+    spacing, and the padded last block (no view of it exists) is still sent as padded."""
+    k = 64
+    x = rng.standard_normal(12 * k + 5).astype(np.float32)
+    pl = nm.make_payload(x, 3, encoding, block_values=k)
+    scratch = Scratch()
+    for blocks in ([4], [2, 3, 4, 5], [1, 4, 7, 10], [9, 12], [12]):
+        blocks = np.array(blocks)
+        e = pl.exponent_biased[blocks] + 1
+        q = nm.quantize(nm.to_blocks(x, k)[blocks], e.astype(np.int32) - p.EXPONENT_BIAS, 3)
+        want = nm.to_packed(q, 3) if encoding == p.Encoding.PACKED else q
+        assert (pl.values(blocks, e, scratch).astype(np.int32) == want).all(), blocks
+
+
 def test_a_warm_scratch_quantizes_wide_blocks_without_tensor_sized_temporaries(rng):
     """After a first batch, quantizing rows of K = 16 000 values allocates no row-sized
     temporary: the gathered rows, their float64 products and the cast all reuse the
