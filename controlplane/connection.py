@@ -22,6 +22,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from p4reduce.p4rt import P4InfoIndex, load_p4info
+from p4reduce.p4rt.ready import server_answers
 from p4reduce.target import DEFAULT_DEVICE_CONFIG, DEFAULT_P4INFO, PortMap
 
 log = logging.getLogger(__name__)
@@ -140,14 +141,12 @@ class SwitchConnection:
         self._channel = grpc.insecure_channel(
             self.grpc_addr, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)]
         )
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=self.timeout)
-        except grpc.FutureTimeoutError:
+        if not server_answers(self._channel, self.timeout):
             raise SwitchError(
                 "connect",
                 "UNAVAILABLE",
                 f"no P4Runtime server at {self.grpc_addr} within {self.timeout}s",
-            ) from None
+            )
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
         if not arbitrate:
             return  # a reader: no stream, never primary

@@ -21,6 +21,7 @@ from typing import Callable
 
 import grpc
 
+from p4reduce.p4rt.ready import server_answers
 from p4reduce.target import KINDS, SIMPLE_SWITCH_GRPC, SOFTSWITCH
 
 # bmv2's log level (--log-level). Its default, trace, formats every trace message of every
@@ -191,16 +192,14 @@ class SwitchRunner:
                     )
                 if cancelled is not None and cancelled():
                     raise KeyboardInterrupt(f"stopped while {self.kind} was starting")
-                try:
-                    grpc.channel_ready_future(channel).result(timeout=0.5)
+                if server_answers(channel, 0.5):
                     return
-                except grpc.FutureTimeoutError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(
-                            f"{self.kind} did not serve P4Runtime on "
-                            f"{self.grpc_addr} within {timeout}s:\n"
-                            f"{self.log()}"
-                        ) from None
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{self.kind} did not serve P4Runtime on "
+                        f"{self.grpc_addr} within {timeout}s:\n"
+                        f"{self.log()}"
+                    )
 
     def restart(self, timeout: float = 30.0) -> None:
         """Kill and start again on the same ports: a switch reboot (no pipeline, no state)."""
