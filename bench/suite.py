@@ -430,11 +430,16 @@ def fill_sent(r: Result, per_rank: list[list[dict]]) -> None:
     r.nonzero_blocks = float(np.mean([c.get("nonzero_blocks", 0) for c in timed]))
 
 
+def rank_sum(per_rank: list[list[float]]) -> float:
+    """A per-call count of the whole job: each rank's mean over its calls, summed over
+    the ranks (what the ranks spent, or sent, per call together)."""
+    return float(sum(np.mean(c) for c in per_rank))
+
+
 def fill_cpu(r: Result, cpu: list[list[float]], sys_cpu: list[list[float]]) -> None:
-    """The ranks' CPU per timed call, summed over ranks (per rank: the mean of its calls),
-    from each rank's own count around its calls."""
-    r.cpu = float(sum(np.mean(c) for c in cpu))
-    r.sys_cpu = float(sum(np.mean(c) for c in sys_cpu))
+    """The ranks' CPU per timed call, summed over ranks, from each rank's own count
+    around its calls."""
+    r.cpu, r.sys_cpu = rank_sum(cpu), rank_sum(sys_cpu)
 
 
 def reset_mtu(net) -> None:
