@@ -17,6 +17,14 @@ best first; "auto" takes the first that can be set up and `mode` says which one 
 PACKET_QDISC_BYPASS is set when the kernel has it (frames go straight to the driver; a
 tcpdump on the sending host does not see them).
 
+Beside the packet socket, the host's own IP stack sees every frame to the rank's address and
+port too; with no socket on that port it would answer each (rate-limited by the kernel)
+with an ICMP port unreachable, which costs the kernel a route lookup per frame and the
+switch a packet to receive and drop. So a RawSocket with a destination IP and port also
+holds a UDP socket bound there (`port_sink`) whose filter drops every datagram: the
+kernel finds a socket, drops the datagram at its filter, queues nothing and sends
+nothing.
+
 Every buffer is sized from the job's frame (62 + 4 K bytes for K values per block, up to
 64 KB): ring frames, buffer rows and the socket buffers. An interface whose MTU cannot carry
 the job's DATA frames is refused when the socket is made (MtuTooSmall), not discovered as
@@ -214,10 +222,30 @@ def bpf_program(dst_ip: str | None = None, dst_port: int | None = None) -> bytes
     return out
 
 
+DROP_ALL = _ins(0x06, 0, 0, 0)  # ret #0: a classic BPF program that keeps nothing
+
+
 def attach_filter(sock: socket.socket, program: bytes) -> None:
     buf = ctypes.create_string_buffer(program)
     fprog = struct.pack("HL", len(program) // 8, ctypes.addressof(buf))
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+def port_sink(ip: str, port: int) -> socket.socket:
+    """A UDP socket on `ip`:`port` that keeps no datagram: its filter (attached before the
+    bind, so none is ever queued) drops each one, and the kernel, having found a socket,
+    sends no ICMP port unreachable for the frames the packet socket takes. SO_REUSEPORT
+    lets two ranks of one job on one host and namespace share an address; OSError when
+    the address is not this namespace's or another program holds the port."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        attach_filter(s, DROP_ALL)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind((ip, port))
+    except BaseException:
+        s.close()
+        raise
+    return s
 
 
 # ---------------------------------------------------------------------------------------
@@ -285,7 +313,11 @@ class _MsgVec:
 
 class RawSocket:
     """One interface, batched send/recv of the frames of a job of `block_values` values
-    per block (see module docstring); MtuTooSmall if the interface cannot carry them."""
+    per block (see module docstring); MtuTooSmall if the interface cannot carry them.
+
+    With `dst_ip` and `dst_port` (a rank's socket) and `sink` true, it also holds a
+    `port_sink` there; when that cannot be bound the socket works all the same, the
+    kernel answers the frames with ICMP, and `sink_skipped` says why."""
 
     def __init__(
         self,
@@ -296,6 +328,7 @@ class RawSocket:
         dst_port: int | None = None,
         batch: int = 256,
         block_values: int = p.BLOCK_VALUES,
+        sink: bool = True,
     ):
         if mode != "auto" and mode not in MODES:
             raise ValueError(f"transport mode {mode!r} not one of auto, {', '.join(MODES)}")
@@ -307,6 +340,8 @@ class RawSocket:
         self._empty = np.zeros((0, width), np.uint8), np.zeros(0, np.int64)
         self.mode = ""
         self.fallback_reasons: list[str] = []
+        self.sink: socket.socket | None = None
+        self.sink_skipped = "" if sink and dst_ip and dst_port else "no sink asked for"
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # receives nothing yet
         self.sock = sock
         try:
@@ -331,6 +366,8 @@ class RawSocket:
                         raise
             sock.bind((ifname, ETH_P_IP))
             # Frames that slipped in before the filter: none can, protocol was 0 until bind.
+            if not self.sink_skipped:
+                self._open_sink(str(dst_ip), int(dst_port or 0))
         except BaseException:
             self.close()
             raise
@@ -338,6 +375,14 @@ class RawSocket:
         self._poll.register(sock.fileno(), select.POLLIN)
 
     # -- setup ---------------------------------------------------------------------------
+
+    def _open_sink(self, ip: str, port: int) -> None:
+        """The port_sink on the rank's address, or the reason there is none: never an
+        error, since the transport works without it (the kernel then sends ICMP)."""
+        try:
+            self.sink = port_sink(ip, port)
+        except OSError as e:
+            self.sink_skipped = f"UDP {ip}:{port} not bound ({e.strerror or e})"
 
     def _setup_ring(self) -> None:
         s = self.sock
@@ -414,6 +459,9 @@ class RawSocket:
             self._mm = None
         if sock is not None:
             sock.close()
+        sink, self.sink = getattr(self, "sink", None), None
+        if sink is not None:
+            sink.close()
 
     def __enter__(self) -> "RawSocket":
         return self

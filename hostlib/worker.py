@@ -33,6 +33,9 @@ class WorkerStats:
 
     transport: str = ""
     transport_fallbacks: str = ""  # why "auto" did not get a better mode
+    # why the transport holds no UDP socket on the rank's port (transport.port_sink), so
+    # the kernel answers the switch's frames with ICMP port unreachables; "": it holds one
+    port_sink_skipped: str = ""
     allreduces: int = 0
     packets_sent: int = 0
     bytes_sent: int = 0
@@ -155,6 +158,7 @@ class Worker:
         self.stats = WorkerStats(
             transport=self.transport.mode,
             transport_fallbacks="; ".join(getattr(self.transport, "fallback_reasons", [])),
+            port_sink_skipped=getattr(self.transport, "sink_skipped", ""),
         )
         self._broken: str | None = None
         self._closed = False

@@ -7,6 +7,8 @@ mode moves whole batches intact, and that a Worker finds its interface from work
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import time
 
 import numpy as np
@@ -249,3 +251,76 @@ def test_the_ring_lends_its_frames_until_the_next_receive_and_then_gives_them_ba
     finally:
         sw.close()
         wk.close()
+
+
+def udp_counters(ns: str) -> dict[str, int]:
+    """The Udp and Icmp counters of /proc/net/snmp as namespace `ns` sees them."""
+    text = subprocess.run(
+        ["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=20,
+    ).stdout
+    out: dict[str, int] = {}
+    lines = text.splitlines()
+    for names, values in zip(lines[::2], lines[1::2]):
+        proto = names.split(":")[0]
+        if proto in ("Udp", "Icmp"):
+            for k, v in zip(names.split()[1:], values.split()[1:]):
+                out[f"{proto}{k}"] = int(v)
+    return out
+
+
+@pytest.mark.parametrize("sink", [True, False])
+def test_a_ranks_socket_keeps_its_kernel_from_answering_frames_with_icmp(topo, sink):
+    """The kernel of a rank's namespace sees each frame to its port too: with the
+    transport's port sink it drops them at the sink's filter (UDP InErrors), queues none
+    and sends no ICMP port unreachable; without it, each is a NoPorts and some draw an
+    ICMP (the control: the counters do see what the sink prevents)."""
+    from hostlib.transport import RawSocket
+
+    cfg = load_descriptor(topo.descriptors[0])
+    with netns.in_netns(topo.switch_ns):
+        sw = RawSocket(topo.switch_if[0], mode="mmsg", dst_ip=cfg.switch.ip)
+    with netns.in_netns(topo.worker_ns[0]):
+        wk = RawSocket(
+            topo.worker_if[0], dst_ip=cfg.worker.ip, dst_port=cfg.worker.udp_port, sink=sink
+        )
+    try:
+        assert (wk.sink is not None) == sink and (wk.sink_skipped == "") == sink
+        before = udp_counters(topo.worker_ns[0])
+        sw.send(results_batch(cfg, 40))
+        assert len(recv_all(wk, 40)[1]) == 40
+        d = {k: v - before[k] for k, v in udp_counters(topo.worker_ns[0]).items()}
+        if sink:
+            assert (d["UdpNoPorts"], d["IcmpOutDestUnreachs"], d["UdpInErrors"]) == (0, 0, 40)
+            assert d["UdpInDatagrams"] == d["UdpRcvbufErrors"] == 0
+            with pytest.raises(BlockingIOError):
+                wk.sink.recv(64, socket.MSG_DONTWAIT)
+        else:
+            assert d["UdpNoPorts"] == 40 and d["IcmpOutDestUnreachs"] >= 1, d
+    finally:
+        sw.close()
+        wk.close()
+
+
+def test_two_ranks_share_an_address_and_a_port_held_elsewhere_is_no_error(topo):
+    """Two ranks on one address and port (one namespace) both hold a sink (SO_REUSEPORT);
+    when another program holds the port, the transport still opens and says why it has
+    no sink."""
+    from hostlib.transport import RawSocket
+
+    cfg = load_descriptor(topo.descriptors[0])
+    addr = (cfg.worker.ip, cfg.worker.udp_port)
+    kw = dict(dst_ip=cfg.worker.ip, dst_port=cfg.worker.udp_port, mode="plain")
+    with netns.in_netns(topo.worker_ns[0]):
+        with RawSocket(topo.worker_if[0], **kw) as a, RawSocket(topo.worker_if[0], **kw) as b:
+            assert a.sink is not None and b.sink is not None
+        other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        other.bind(addr)
+        try:
+            with RawSocket(topo.worker_if[0], **kw) as c:
+                assert c.sink is None and "not bound" in c.sink_skipped, c.sink_skipped
+        finally:
+            other.close()
