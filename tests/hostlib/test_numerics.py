@@ -316,3 +316,41 @@ def test_output_keeps_its_own_copy_of_sums_that_wait_in_a_scratch_view(dtype, rn
         out.store(np.array([b]), view[:1], e[b : b + 1])
     view[:] = 0
     assert (out.finish().reshape(5, k) == want).all()
+
+
+@pytest.mark.parametrize(
+    "dtype,halves", [(np.float32, False), (np.float64, False), (np.int32, False), (np.int32, True)]
+)
+def test_blocks_no_round_came_back_for_are_zero_whatever_the_memory_held(dtype, halves, rng):
+    """Output's array starts uninitialised (reused memory holds an earlier call's bytes):
+    finish zeroes exactly the blocks no store wrote (runs of them and single ones, the
+    partial tail too), and leaves the stored sums as they were."""
+    k, nblocks = 100, 9
+    pl = nm.make_payload(np.ones(nblocks * k - 30, dtype), 3, int32_halves=halves, block_values=k)
+    out = nm.Output(pl)
+    out.array.view(np.uint8).fill(0xA5)  # what reused memory may hold
+    tensor_rows = np.array([1, 2, 5])
+    wire = np.concatenate([2 * tensor_rows, 2 * tensor_rows + 1]) if halves else tensor_rows
+    sums = rng.integers(-1000, 1000, (wire.size, k)).astype(np.int32)
+    out.store(wire, sums, pl.exponent_biased[wire])
+    got = out.finish()
+    assert got.size == pl.size
+    blocks = np.concatenate([got, np.zeros(nblocks * k - got.size, got.dtype)]).reshape(-1, k)
+    unwritten = np.setdiff1d(np.arange(nblocks), tensor_rows)
+    assert (blocks[unwritten] == 0).all()
+    assert (blocks[tensor_rows] != 0).any()
+
+
+def test_max_abs_is_abs_then_max_for_every_kind_of_float(rng):
+    """max_abs (max and minus min) is np.abs(rows).max(axis=1) for rows of either sign,
+    all zeros of either sign, and holding NaN or an Inf."""
+    rows = rng.standard_normal((7, 50)).astype(np.float32)
+    rows[1] = -np.abs(rows[1])
+    rows[2] = -0.0
+    rows[3, 4] = np.nan
+    rows[4, 9] = -np.inf
+    rows[5, 0] = np.inf
+    rows[6] = 0.0
+    want = np.abs(rows).max(axis=1)
+    got = nm.max_abs(rows)
+    assert np.array_equal(got, want, equal_nan=True) and got.dtype == want.dtype
