@@ -13,11 +13,13 @@ the replay's outputs are the call's), straight into `Switch.process`:
 * with --split, one more replay under cProfile, its own time grouped by what it is: the
   P4 program's generated code (parser states, control nodes, actions, deparser and
   checksums) against the interpreter's packet walk (softswitch/interp/pipeline.py:
-  PHV copies, the node loop, metadata) and the Switch/Device wrappers, and the builtins
-  (int.from_bytes / to_bytes of wide fields).
+  PHV copies, the node loop, metadata), its wide values (softswitch/interp/wide.py) and
+  the Switch/Device wrappers, and the builtins (int.from_bytes / to_bytes of wide fields,
+  numpy's calls on their limbs).
 
     python bench/packet_profile.py [--case dense:1] [--block-values 64]
-                                   [--round-mode every_rank] [--repeat 3] [--split]
+                                   [--round-mode every_rank] [--encoding packed]
+                                   [--repeat 3] [--split]
 
 Cases are bench/suite.py's patterns: dense:1, shared:0.1, independent:0.1, zipf:0.
 """
@@ -34,11 +36,24 @@ import time
 
 from hostlib.worker import Worker
 from p4net.harness import SwitchSession
+from p4reduce.job import Job
 from suite import M, Case, make_inputs
 
 WORKERS = 4
 SLOTS = 32
 JOB = 7
+
+
+def create_job(session: SwitchSession, case: Case) -> Job:
+    """`case`'s job on the session's switch (the same for the capture and each replay)."""
+    return session.create_job(
+        WORKERS,
+        SLOTS,
+        JOB,
+        encoding=case.encoding,
+        block_values=case.block_values,
+        round_mode=case.round_mode,
+    )
 
 
 def capture(case: Case) -> list[tuple[int, bytes]]:
@@ -47,9 +62,7 @@ def capture(case: Case) -> list[tuple[int, bytes]]:
     frames: list[tuple[int, bytes]] = []
     lock = threading.Lock()
     with SwitchSession.inprocess(ports=WORKERS) as session:
-        job = session.create_job(
-            WORKERS, SLOTS, JOB, block_values=case.block_values, round_mode=case.round_mode
-        )
+        job = create_job(session, case)
         workers = [
             Worker(d, transport=session.transport(w.port), deadline=120.0)
             for d, w in zip(session.descriptors(job), job.workers)
@@ -78,9 +91,7 @@ def replay(
     """Thread CPU seconds to run `frames` through a fresh switch with the same job, and a
     hash of its outputs (ports and bytes); `prof` profiles the frames' run only."""
     with SwitchSession.inprocess(ports=WORKERS) as session:
-        session.create_job(
-            WORKERS, SLOTS, JOB, block_values=case.block_values, round_mode=case.round_mode
-        )
+        create_job(session, case)
         switch = session.device.active.switch
         outs = []
         if prof is not None:
@@ -110,12 +121,14 @@ def part(filename: str, name: str) -> str | None:
         return "program: deparser and checksums"
     if filename.endswith("softswitch/interp/hashes.py"):
         return "program: deparser and checksums"
+    if filename.endswith("softswitch/interp/wide.py"):
+        return "interpreter: wide values (numpy limbs)"
     if filename.endswith("softswitch/interp/pipeline.py"):
         return "interpreter: packet walk"
     if filename.endswith(("softswitch/switch.py", "softswitch/p4rt/device.py")):
         return "interpreter: Switch and Device"
     if filename == "~":
-        return "builtins (wide fields' from_bytes / to_bytes, ...)"
+        return "builtins (from_bytes / to_bytes, numpy, ...)"
     return None  # this script's loop
 
 
@@ -138,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", default="dense:1", help="PATTERN:DENSITY (bench/suite.py's)")
     ap.add_argument("--block-values", type=int, default=64)
     ap.add_argument("--round-mode", default="every_rank", choices=["every_rank", "silent"])
+    ap.add_argument("--encoding", default="packed", choices=["packed", "lanes"])
     ap.add_argument("--repeat", type=int, default=3, help="replays; the fastest is kept")
     ap.add_argument("--split", action="store_true", help="also profile one replay by part")
     args = ap.parse_args(argv)
@@ -150,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         pattern,
         float(density or 1.0),
         1,
+        encoding=args.encoding,
         block_values=args.block_values,
         round_mode=args.round_mode,
     )

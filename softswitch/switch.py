@@ -16,6 +16,7 @@ from .interp.codegen import AssertFailure, program_of
 from .interp.pipeline import Pipeline
 from .interface import Entry, Match, Replica
 from .interp.tables import Table
+from .interp.wide import as_int
 
 __all__ = ["Switch", "Entry"]
 
@@ -221,7 +222,7 @@ class Switch:
             r = self._reg(name)
             if not 0 <= index < len(r):
                 raise InvalidArgument(f"register {name}: index {index} out of range [0, {len(r)})")
-            return r[index]
+            return as_int(r[index])  # a wide register's cell may hold a Wide
 
     def register_write(self, name: str, index: int, value: int) -> None:
         with self._lock:

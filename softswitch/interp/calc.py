@@ -63,7 +63,7 @@ def calculation(g: Gen, name: str, where: str) -> str:
                 raise UnsupportedConstruct("$valid$ as calculation input", cw)
             i = g.L.field_index(h, f, cw)
             wd = g.L.widths[i]
-            val = f"(F[{i}] & {mask_lit(wd)})" if g.L.signed[i] else f"F[{i}]"
+            val = f"(F[{i}] & {mask_lit(wd)})" if g.L.signed[i] else g.X.read(i)
             if info.index != run_header:
                 flush_run()
                 run_header = info.index

@@ -8,8 +8,9 @@ times in one assignment. This pass gives every repeated subexpression a local
 wherever it appears again while the names it reads keep their values.
 
 Semantics are unchanged because only pure expressions are hoisted (field locals,
-constants, action parameters ``P[k]``, arithmetic, comparisons, ``?:``, ``and``/``or``;
-never a register, ``F``/``V``/``X``, or a call) and hoisting moves an evaluation only
+constants, action parameters ``P[k]``, arithmetic, comparisons, ``?:``, ``and``/``or``,
+a wide field local's int ``_int(f<k>)``; never a register, ``F``/``V``/``X``, or another
+call) and hoisting moves an evaluation only
 within what the statement evaluates anyway, or evaluates one that cannot raise:
 
 * an expression that can raise (a shift by a variable count, a division or modulo by a
@@ -121,6 +122,15 @@ def _pure(
         return _all_pure([node.test, node.body, node.orelse], rec)
     if isinstance(node, ast.BoolOp):
         return _all_pure(node.values, rec)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "_int"
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Name)
+    ):
+        return True, True  # a wide field local's int (wide.as_int): its value's, exactly
     return False, False
 
 

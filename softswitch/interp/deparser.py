@@ -12,8 +12,9 @@ from __future__ import annotations
 from ..errors import UnsupportedConstruct
 from .calc import calculation
 from .expr import DATA, X_PAYLOAD, Expr, mask_lit
-from .gen import WIDE_BYTES, Gen
+from .gen import Gen
 from .layout import HeaderInfo
+from .wide import WIDE_BYTES
 
 
 def emit_checksums(g: Gen) -> list[str]:
@@ -34,7 +35,7 @@ def emit_checksums(g: Gen) -> list[str]:
         if c.get("verify", True):
             verify_lines += [
                 f"if V[{info.index}] and {cond}:",
-                f"    if {fn}(F, V, X) != (F[{t}] & {mask_lit(tw)}):",
+                f"    if {fn}(F, V, X) != ({g.X.read(t)} & {mask_lit(tw)}):",
                 "        err = 1",
             ]
         if c.get("update", True):
@@ -74,9 +75,7 @@ def emit_wide_field(g: Gen, h: HeaderInfo) -> None:
     s = g.src
     s.emit(f"v = F[{h.base}]", 2)
     s.emit(f"if v is not {var}[0]:", 2)
-    # 0 (an all-zero block) is its zero bytes, without to_bytes' byte-by-byte padding
-    conv = f"(v.to_bytes({h.nbytes}, 'big') if v else {g.zeros(h.nbytes)})"
-    s.emit(f"{var}[0], {var}[1] = v, {conv}", 3)
+    s.emit(f"{var}[0], {var}[1] = v, _wbytes(v, {h.nbytes})", 3)
     s.emit(f"out.append({var}[1])", 2)
 
 

@@ -7,6 +7,11 @@ bignums too, so each operator maps 1:1 onto a Python operator and widths are app
 at assignment (see ``Gen.assign``).  Every compiled expression also carries ``bound``: the
 number of bits b such that 0 <= value < 2**b is guaranteed (None when unknown or possibly
 negative); it lets assignments skip a redundant mask, which matters for throughput.
+
+A field or register of `wide.LAZY_BYTES` or more may hold a `wide.Wide` instead of an int:
+its ``Expr`` reads the int (``_int(F[i])``) and keeps the stored value as ``raw``, which
+only a place of the same width stores and only `wide.wide_add` / `wide.wide_mul` compute
+on (the masked sum of two such values, a narrow value times a constant word).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 from ..errors import PipelineError, UnsupportedConstruct
 from .layout import Layout
+from .wide import as_int, const_limbs, lazy_width, wide_add, wide_mul
 
 DATA, BOOL, HEADER, STACK = "data", "bool", "header", "stack"
 
@@ -31,6 +37,17 @@ class Expr:
     const: int | None = None  # value when it is a literal
     header: str | None = None  # header name when kind == HEADER
     stack: str | None = None  # stack name when kind == STACK
+    # a value that may be a `wide.Wide` of `lazy` bits: `raw` evaluates to it as stored
+    # (int or Wide), `src` to its int. Only a field or register of exactly `lazy` bits
+    # may store `raw` (`raw_for`)
+    raw: str | None = None
+    lazy: int | None = None
+    terms: tuple[Expr, Expr] | None = None  # the operands of a binary operator `op`
+    op: str | None = None
+
+    def raw_for(self, w: int) -> str:
+        """Source of this value for a place that holds `Wide` values of `w` bits."""
+        return self.raw if self.raw is not None and self.lazy == w else self.src
 
 
 # An all-ones mask at least this wide over a value one bit wider is applied only when
@@ -87,6 +104,29 @@ class ExprCompiler:
         self.env = env
         self.registers = registers  # name -> (global var, size, bitwidth)
         self.params: list[int] = []  # runtime_data widths of the current action
+        env["_int"] = as_int
+
+    # -- wide values (wide.py) -------------------------------------------------------------
+    def lazy_field(self, i: int) -> int | None:
+        """The width of field `i` when it holds `Wide` values, else None."""
+        w = self.L.widths[i]
+        return w if lazy_width(w, self.L.signed[i]) else None
+
+    def read(self, i: int) -> str:
+        """Source of field `i`'s int (for code that reads a field outside an Expr)."""
+        return f"_int(F[{i}])" if self.lazy_field(i) else f"F[{i}]"
+
+    @staticmethod
+    def lazy_register(bw: int) -> bool:
+        return lazy_width(bw, False)
+
+    def register_value(self, var: str, idx: str, bw: int) -> Expr:
+        """A register cell's value: ``var[idx]`` (a `Wide` or an int when the register is
+        wide)."""
+        cell = f"{var}[{idx}]"
+        if self.lazy_register(bw):
+            return Expr(f"_int({cell})", DATA, bw, raw=cell, lazy=bw)
+        return Expr(cell, DATA, bw)
 
     # -- leaves --------------------------------------------------------------------------
     def field(self, ref: list[str], where: str) -> Expr:
@@ -98,6 +138,8 @@ class ExprCompiler:
             return Expr(f"V[{info.index}]", DATA, 1)
         i = self.L.field_index(h, f, where)
         w = self.L.widths[i]
+        if self.lazy_field(i):
+            return Expr(f"_int(F[{i}])", DATA, w, raw=f"F[{i}]", lazy=w)
         return Expr(f"F[{i}]", DATA, None if self.L.signed[i] else w)
 
     def const(self, v: int) -> Expr:
@@ -144,7 +186,7 @@ class ExprCompiler:
                 raise PipelineError(f"unknown register {name!r} in {where}")
             var, _size, bw = self.registers[name]
             i = self.data(idx, where)
-            return Expr(f"{var}[{i.src}]", DATA, bw)
+            return self.register_value(var, i.src, bw)
         if t == "stack_field":
             # field of the last extracted element (stack.last.f): index through the stack's
             # 'next' counter; like bmv2 this is only meaningful after an extract.
@@ -156,8 +198,11 @@ class ExprCompiler:
             var = f"_SF_{stk.index}_{fname.replace('.', '_').replace('$', '_')}"
             self.env[var] = idxs
             w = self.L.widths[idxs[0]]
+            cell = f"F[{var}[X[{X_STACK0 + stk.index}] - 1]]"
+            if self.lazy_field(idxs[0]):
+                cell = f"_int({cell})"
             return Expr(
-                f"F[{var}[X[{X_STACK0 + stk.index}] - 1]]",
+                cell,
                 DATA,
                 None if self.L.signed[idxs[0]] else w,
             )
@@ -197,28 +242,9 @@ class ExprCompiler:
             if op == "&":
                 known = [x.bound for x in (a, b) if x.bound is not None]
                 bound = min(known) if known else None
-                # p4c masks after every operation; an all-ones mask over a value that already
-                # fits is the identity, so drop it (it is a measurable share of the cost).
                 for x, m in ((a, b), (b, a)):
-                    if (
-                        m.const is not None
-                        and m.const >= 0
-                        and (m.const + 1) & m.const == 0
-                        and x.bound is not None
-                        and x.bound <= m.const.bit_length()
-                    ):
-                        return Expr(x.src, DATA, x.bound, x.const)
-                    if (
-                        m.const is not None
-                        and m.const.bit_length() >= WIDE_WRAP_BITS
-                        and (m.const + 1) & m.const == 0
-                        and x.bound == m.const.bit_length() + 1
-                    ):
-                        # a wide sum's carry out: the mask (an allocation as wide as the
-                        # block) only when the top bit is set
-                        self.env["_wrap"] = wrap_carry
-                        w = m.const.bit_length()
-                        return Expr(f"_wrap({x.src}, {w}, {m.src})", DATA, w)
+                    if (r := self._all_ones_mask(x, m)) is not None:
+                        return r
             if op in ("/", "%"):
                 # bmv2 asserts both operands are non-negative and the divisor positive;
                 # floor and truncating division agree there.
@@ -227,7 +253,7 @@ class ExprCompiler:
                 src = f"({a.src} << {b.src})"
             else:
                 src = f"({a.src} {pyop} {b.src})"
-            return Expr(src, DATA, bound)
+            return Expr(src, DATA, bound, terms=(a, b), op=op)
         if op in ("==", "!=", "<", ">", "<=", ">="):
             a, b = self.compile(left, where), self.compile(right, where)
             if a.kind == HEADER or b.kind == HEADER:
@@ -263,7 +289,13 @@ class ExprCompiler:
             if a.kind != b.kind or a.kind not in (DATA, BOOL):
                 raise UnsupportedConstruct(f'"?:" over {a.kind}/{b.kind}', where)
             bound = max(a.bound, b.bound) if a.bound is not None and b.bound is not None else None
-            return Expr(f"({a.src} if {c.src} else {b.src})", a.kind, bound)
+            src = f"({a.src} if {c.src} else {b.src})"
+            w = a.lazy or b.lazy
+            if w is not None and a.kind == DATA and bound is not None and bound <= w:
+                # a wide value chosen by a condition stays as stored
+                raw = f"({a.raw_for(w)} if {c.src} else {b.raw_for(w)})"
+                return Expr(f"_int({raw})", DATA, bound, raw=raw, lazy=w)
+            return Expr(src, a.kind, bound)
         if op in ("two_comp_mod", "usat_cast", "sat_cast"):
             a, w = self.data(left, where), self.data(right, where)
             if w.const is None or w.const <= 0:
@@ -286,3 +318,47 @@ class ExprCompiler:
                 f"(X[{slot}] - 1)" if op == "last_stack_index" else f"X[{slot}]", DATA, None
             )
         raise UnsupportedConstruct(f'expression operator "{op}"', where)
+
+    def _all_ones_mask(self, x: Expr, m: Expr) -> Expr | None:
+        """``x & m`` when `m` is an all-ones constant that `x` (at most one bit wider)
+        needs no allocation for, else None (a plain ``&``)."""
+        if m.const is None or m.const < 0 or (m.const + 1) & m.const:
+            return None
+        w = m.const.bit_length()
+        if x.bound is not None and x.bound <= w:
+            # p4c masks after every operation; an all-ones mask over a value that already
+            # fits is the identity, so drop it (it is a measurable share of the cost).
+            raw, lazy = (x.raw, x.lazy) if x.lazy else self._wide_product(x, w)
+            return Expr(x.src, DATA, x.bound, x.const, raw=raw, lazy=lazy)
+        if w < WIDE_WRAP_BITS or x.bound != w + 1:
+            return None
+        # a wide sum's carry out: the mask (an allocation as wide as the block) only when
+        # the top bit is set
+        if x.op == "+" and x.terms is not None and w in (x.terms[0].lazy, x.terms[1].lazy):
+            return self._wide_add(x.terms, w, m.src)
+        self.env["_wrap"] = wrap_carry
+        raw, lazy = self._wide_product(x, w)
+        return Expr(f"_wrap({x.src}, {w}, {m.src})", DATA, w, raw=raw, lazy=lazy)
+
+    def _wide_product(self, x: Expr, w: int) -> tuple[str | None, int | None]:
+        """(raw, lazy) of ``x mod 2^w`` when x is a value below 2^32 times a constant and
+        w-bit values are `Wide` ones: `wide.wide_mul` on the constant's limbs, which a
+        `wide_add` takes without an int; else (None, None)."""
+        if x.op != "*" or x.terms is None or not self.lazy_register(w):
+            return None, None
+        for v, c in (x.terms, x.terms[::-1]):
+            if c.const is not None and c.const >= 0 and v.bound is not None and v.bound <= 32:
+                limbs = const_limbs(c.const, w)
+                var = f"_WL{len(self.env)}"
+                self.env[var] = limbs
+                self.env["_wmul"] = wide_mul
+                return f"_wmul({v.src}, {var}, {int(limbs.max())})", w
+        return None, None
+
+    def _wide_add(self, terms: tuple[Expr, Expr], w: int, mask: str) -> Expr:
+        """``(a + b) & mask`` of two w-bit values, one of them wide: `wide.wide_add` on the
+        values as stored (no int conversion when both are `Wide`)."""
+        self.env["_wadd"] = wide_add
+        a, b = terms
+        raw = f"_wadd({a.raw_for(w)}, {b.raw_for(w)}, {w}, {mask})"
+        return Expr(f"_int({raw})", DATA, w, raw=raw, lazy=w)

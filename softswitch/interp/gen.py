@@ -20,6 +20,7 @@ from typing import Any, Callable
 from ..errors import PipelineError, UnsupportedConstruct
 from .expr import Expr, ExprCompiler, mask_lit
 from .layout import HeaderInfo, Layout
+from .wide import Wide, wide_bytes
 
 CORE_ERRORS = [
     "NoError",
@@ -31,10 +32,6 @@ CORE_ERRORS = [
     "ParserInvalidArgument",
 ]
 DROP_PORT = 511  # simple_switch's default drop port
-# A field at least this many bytes wide (a p4reduce block's values: 256 bytes and up) is
-# a "wide" one: its int <-> bytes conversions, byte by byte in CPython, cost more than the
-# rest of its packet, so the parser and deparser take a shortcut for an all-zero one
-WIDE_BYTES = 256
 MAX_ARRAY = 1 << 24  # cells per register/counter array: a bad JSON must not eat the memory
 
 
@@ -112,6 +109,8 @@ class Gen:
             "_AssertFail": AssertFailure,
             "_randint": random.randint,
             "_log": log_msg,
+            "_wview": Wide.view,
+            "_wbytes": wide_bytes,
         }
         self.src = Source()
         # every object a pipeline changes while it runs (registers, counters, caches), by
@@ -210,6 +209,8 @@ class Gen:
         w = self.L.widths[dst]
         if self.L.signed[dst]:
             return f"F[{dst}] = _sfix({e.src}, {w})"
+        if e.lazy == w and self.X.lazy_field(dst):
+            return f"F[{dst}] = {e.raw_for(w)}"  # a wide value as stored
         if e.bound is not None and e.bound <= w:
             return f"F[{dst}] = {e.src}"
         return f"F[{dst}] = {e.src} & {mask_lit(w)}"
@@ -288,14 +289,14 @@ class Gen:
         self.env[var] = struct.Struct(fmt)
         return var, runs
 
-    @staticmethod
-    def header_int(h: HeaderInfo) -> str:
+    def header_int(self, h: HeaderInfo) -> str:
         """Expression of a whole header as one unsigned integer (fields MSB first)."""
+        read = self.X.read
         parts = []
         shift = h.nbits
         for k, (_n, wd, sg) in enumerate(h.fields):
             shift -= wd
-            v = f"(F[{h.base + k}] & {mask_lit(wd)})" if sg else f"F[{h.base + k}]"
+            v = f"(F[{h.base + k}] & {mask_lit(wd)})" if sg else read(h.base + k)
             parts.append(f"({v} << {shift})" if shift else v)
         return "(" + " | ".join(parts) + ")" if parts else "0"
 

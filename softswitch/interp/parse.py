@@ -13,9 +13,10 @@ from typing import Any
 
 from ..errors import PipelineError, UnsupportedConstruct
 from .expr import DATA, X_STACK0, Expr, lit, mask_lit, parse_hexstr
-from .gen import WIDE_BYTES, Gen, ident, sign_extend
+from .gen import Gen, ident, sign_extend
 from .layout import HeaderInfo
 from .primitives import emit_primitive
+from .wide import WIDE_BYTES
 
 
 def emit_parser(g: Gen) -> str | None:
@@ -114,7 +115,10 @@ def _select_key(g: Gen, keys: list[dict[str, Any]], where: str) -> str:
             nbits = ((wd + 7) // 8) * 8
             var = f"_SF{len(g.env)}"
             g.env[var] = idxs
-            src = f"(F[{var}[X[{X_STACK0 + stk.index}] - 1]] & {mask_lit(nbits)})"
+            cell = f"F[{var}[X[{X_STACK0 + stk.index}] - 1]]"
+            if g.X.lazy_field(idxs[0]):
+                cell = f"_int({cell})"
+            src = f"({cell} & {mask_lit(nbits)})"
         else:
             raise UnsupportedConstruct(f'transition key type "{kt}"', where)
         parts.append(f"({src} << {total})" if total else src)
@@ -140,6 +144,11 @@ def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
         out.append(f"F[{h.base}:{h.base + n}] = {st}.unpack_from(data, pos)")
     elif chunked is not None:
         out += _chunked_lines(h, *chunked)
+    elif n == 1 and g.X.lazy_field(h.base):
+        # a wide field: a view of its bytes (wide.Wide), no int; all-zero bytes are 0
+        out.append(
+            f"F[{h.base}] = 0 if data.startswith({g.zeros(nb)}, pos) else _wview(data, pos, {nb})"
+        )
     else:
         conv = f"int.from_bytes(data[pos:pos + {nb}], 'big')"
         if nb >= WIDE_BYTES:

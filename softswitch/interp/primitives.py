@@ -68,7 +68,7 @@ def _add_to_field(sign: str) -> Emitter:
     def emit(g: Gen, args: list[Any], w: str) -> list[str]:
         d = g.lvalue(args[0], w)
         e = g.X.data(args[1], w)
-        return [g.assign(d, Expr(f"(F[{d}] {sign} {e.src})", DATA, None))]
+        return [g.assign(d, Expr(f"({g.X.read(d)} {sign} {e.src})", DATA, None))]
 
     return emit
 
@@ -153,14 +153,19 @@ def _register_read(g: Gen, args: list[Any], w: str) -> list[str]:
     return [
         f"_i = {i.src}",
         f"if {g.in_range('_i', i, size)}:",
-        "    " + g.assign(d, Expr(f"{var}[_i]", DATA, bw)),
+        "    " + g.assign(d, g.X.register_value(var, "_i", bw)),
     ]
 
 
 def _register_write(g: Gen, args: list[Any], w: str) -> list[str]:
     var, size, bw = g.register(args[0], w)
     i, v = g.X.data(args[1], w), g.X.data(args[2], w)
-    val = v.src if v.bound is not None and v.bound <= bw else f"{v.src} & {mask_lit(bw)}"
+    if v.lazy == bw and g.X.lazy_register(bw):
+        val = v.raw_for(bw)  # a wide value as stored
+    elif v.bound is not None and v.bound <= bw:
+        val = v.src
+    else:
+        val = f"{v.src} & {mask_lit(bw)}"
     return [f"_i = {i.src}", f"if {g.in_range('_i', i, size)}:", f"    {var}[_i] = {val}"]
 
 
