@@ -45,6 +45,15 @@ SWEEP_BEGIN = (
 SWEEP_END = "<!-- clicks-blocks:end -->"
 
 
+def window_text(d: dict) -> str:
+    """How many of the job's slots a rank kept outstanding, after a comma (nothing for a
+    run from before the example's window option: FAIR_SLOTS then)."""
+    window = d.get("window")
+    if window is None:
+        return ""
+    return ", all outstanding" if window >= d["slots"] else f", at most {window} outstanding"
+
+
 def measure(args) -> dict:
     """One run of the example; its results.json with where and when it ran."""
     load = os.getloadavg()[0]
@@ -103,7 +112,8 @@ def markdown(d: dict) -> str:
             f"Measured by `{d['command']}` on {d['date']}, p4reduce {d['commit']}: "
             f"{d['workers']} ranks, {d['config']['steps']} steps, switch {d['target']}, "
             f"p4reduce in {d['round_mode'].replace('_', '-')} rounds at "
-            f"{report.mtu_text(d['block_values'])} values per block ({d['slots']} slots); "
+            f"{report.mtu_text(d['block_values'])} values per block ({d['slots']} slots"
+            f"{window_text(d)}); "
             f"load average {d['load'][0]:.1f} at the start, {d['load'][1]:.1f} at the end "
             "(a shared machine: compare the two backends within the run).",
             "",

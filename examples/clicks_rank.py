@@ -60,6 +60,9 @@ def switch_counters() -> dict:
         "packets_sent": w["packets_sent"],
         "rounds": w["rounds"],
         "retransmissions": w["retransmissions"],
+        # what the retransmissions were: silence probes, queries of silent slots,
+        # resends the switch answered with a STATUS (the round only waited), rewinds
+        **{k: w[k] for k in ("probes", "queries", "statuses", "rewind_requests", "rewinds")},
         "gloo_allreduces": sum(s["gloo_allreduces"].values()),
     }
 

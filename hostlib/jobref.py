@@ -36,6 +36,7 @@ ENV = {
     "interface": "P4REDUCE_INTERFACE",
     "transport": "P4REDUCE_TRANSPORT",
     "deadline": "P4REDUCE_DEADLINE",
+    "window": "P4REDUCE_WINDOW",
 }
 
 
@@ -51,8 +52,12 @@ class P4ReduceOptions:
     path such as /proc/PID/ns/net, e.g. a Mininet host); the rest of the process stays
     where it is. `deadline`: seconds an allreduce may take (None: the caller's default,
     e.g. the process group's timeout). `transport`: the Worker's ("auto", "ring", "mmsg",
-    "plain"; tests pass a transport object). "{rank}" in descriptor, descriptor_dir,
-    netns and interface is replaced by the rank.
+    "plain"; tests pass a transport object). `window`: the most slots the Worker keeps
+    outstanding (None: EngineParams's default, FAIR_SLOTS, which keeps a job's share of a
+    first-in first-out switch beside others); a job alone on its switch, or on one that
+    serves its ports round robin (softswitch), may open every slot it has: a call of small
+    blocks is bound by the round trip with 16 slots in flight, not by the switch. "{rank}"
+    in descriptor, descriptor_dir, netns and interface is replaced by the rank.
     """
 
     descriptor: Any = None
@@ -63,6 +68,7 @@ class P4ReduceOptions:
     interface: str | None = None
     transport: Any = None
     deadline: float | None = None
+    window: int | None = None
 
     @classmethod
     def coerce(cls, value: Any) -> "P4ReduceOptions":
@@ -101,9 +107,22 @@ class P4ReduceOptions:
                     updates[name] = float(text)
                 except ValueError:
                     raise JobLookupError(f"{var}={text!r} is not a number of seconds") from None
+            elif name == "window":
+                updates[name] = _slot_count(var, text)
             else:
                 updates[name] = text
         return replace(self, **updates)
+
+
+def _slot_count(var: str, text: str) -> int:
+    """A window read from `var`: a whole number of slots, at least one."""
+    try:
+        n = int(text, 0)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise JobLookupError(f"{var}={text!r} is not a number of slots (an integer >= 1)")
+    return n
 
 
 def _for_rank(value: Any, rank: int) -> Any:
@@ -225,6 +244,8 @@ def open_worker(
         kwargs.setdefault("transport", options.transport)
     if options.deadline is not None:
         kwargs.setdefault("deadline", options.deadline)
+    if options.window is not None:
+        kwargs.setdefault("window", options.window)
     netns = _for_rank(options.netns, rank)
     if netns is None:
         return Worker(desc, **kwargs), where

@@ -108,12 +108,17 @@ def test_environment_fills_what_options_leave_open(tmp_path):
         ENV["descriptor_dir"]: str(d),
         ENV["deadline"]: "12.5",
         ENV["netns"]: "/proc/1/ns/net",
+        ENV["window"]: "64",
     }
     opts = P4ReduceOptions(netns="h{rank}").with_env(env)
     assert (opts.job, opts.deadline, opts.netns) == (7, 12.5, "h{rank}")  # explicit wins
+    assert opts.window == 64
     assert find_descriptor(0, opts)[0] == descriptor(0, 2)
     with pytest.raises(JobLookupError, match=r"P4REDUCE_JOB='seven' is not a job id"):
         P4ReduceOptions().with_env({ENV["job"]: "seven"})
+    for bad in ("0", "all"):
+        with pytest.raises(JobLookupError, match=rf"P4REDUCE_WINDOW='{bad}' is not a number"):
+            P4ReduceOptions().with_env({ENV["window"]: bad})
     with pytest.raises(TypeError, match=r"unknown key\(s\) \['jobid'\]"):
         P4ReduceOptions.coerce({"jobid": 7})
     assert P4ReduceOptions.coerce({"job": 7}).job == 7

@@ -223,6 +223,26 @@ def test_destroy_closes_the_worker(tmp_path, no_env, switch):
     assert worker._closed
 
 
+def test_the_window_comes_from_the_environment(tmp_path, no_env, switch, monkeypatch):
+    """P4REDUCE_WINDOW sets the most slots the rank's Worker keeps outstanding (a launcher
+    whose job is alone on its switch opens every slot: examples/clicks_switch.py)."""
+    job = switch.create_job(1, slots=4, round_mode="every_rank")
+    monkeypatch.setenv(ENV["window"], "2")
+    opts = {"descriptor": switch.descriptors(job)[0], "transport": switch.transport(1)}
+    dist.init_process_group(
+        "p4reduce", init_method=f"file://{tmp_path}/store", rank=0, world_size=1, pg_options=opts
+    )
+    try:
+        assert dist.group.WORLD.worker.params.window == 2
+        x = torch.arange(1000, dtype=torch.float32)
+        t = x.clone()
+        dist.all_reduce(t)
+        assert torch.equal(t, x)
+    finally:
+        dist.destroy_process_group()
+        switch.jobs.delete(job.job)
+
+
 def test_an_error_in_ddp_is_reported_not_a_crash(world_of_one):
     """A Future completed with set_exception() is read by DDP's C++ reducer as a value
     (torch stores the exception object as the result): it would crash. The backend's
