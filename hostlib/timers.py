@@ -137,7 +137,6 @@ class Pacer:
         self.sent_at = np.full(n, now, np.float64)  # first transmission of the round
         self.xmit_at = np.full(n, now, np.float64)  # latest transmission of its packet
         self.retransmitted = np.zeros(n, bool)
-        self.resends = np.zeros(n, np.int64)  # retransmissions in the round
         self.rack_resent = np.zeros(n, bool)  # latest transmission: a resend RACK made
         # silent rounds: a resend RACK made was answered with the round's result, and
         # whether it was spurious is not known yet (`answered`, `echoed`)
@@ -171,7 +170,6 @@ class Pacer:
         """A new round's packet went out on `slots` (an announce, or the next round)."""
         self.sent_at[slots] = self.xmit_at[slots] = now
         self.retransmitted[slots] = False
-        self.resends[slots] = 0
         self.rack_resent[slots] = False
         self.expired_in_row[slots] = 0
         self.lacking[slots] = False
@@ -209,16 +207,10 @@ class Pacer:
         extra packet and a STATUS or a cached copy through the switch). The switch
         serves a rank's packets in order, so the copy its resend earns comes before
         the answer to the rank's next packet on the slot (a next round that needs no
-        packet of this rank may be answered first: the resend is then judged a loss).
-        Only a round's one resend is judged so: after two, a copy may answer the second
-        while the first was what the round lacked (under loss the window then doubled
-        where it should halve), so the result itself judges them a loss, as before."""
+        packet of this rank may be answered first: the resend is then judged a loss)."""
         if np.count_nonzero(self.unjudged[s]):
             self.rtt.resend_answered()
-        once = self.rack_resent[s] & (self.resends[s] == 1)
-        if np.count_nonzero(self.rack_resent[s] & ~once):
-            self.rtt.resend_answered()
-        self.unjudged[s] = once
+        self.unjudged[s] = self.rack_resent[s]
 
     def not_heard(self, slots: np.ndarray, now: float) -> None:
         """Behind a leaf: a STATUS for `slots`' rounds did not name this rank. The leaf
@@ -248,7 +240,6 @@ class Pacer:
         self.expired_in_row[again] += 1
         self.lacking[due] = False
         self.retransmitted[due] = True
-        self.resends[due] += 1
         self.xmit_at[due] = now
         self.overtaken_at[due] = np.inf
         return int((self.expired_in_row[again] >= self.params.double_after).sum())

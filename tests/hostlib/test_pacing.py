@@ -167,28 +167,6 @@ def test_a_resend_the_switch_echoes_widens_the_window_an_unechoed_one_narrows_it
     assert rtt.reorder == 1
 
 
-def test_a_round_resent_twice_is_a_loss_at_its_result_whatever_copy_follows():
-    """Silent rounds: after two resends in one round a cached copy may answer the second
-    while the first was what the round lacked, so the result judges the RACK resend a
-    loss at once (the window halves) and a copy after it widens nothing."""
-    rtt = RttEstimator()
-    rtt.update(np.array([0.004]))
-    pacer = Pacer(EngineParams(timeout=0.001), rtt, SlotWindow(2, 2, 2), 0.0)
-    pacer.contributes = np.ones(2, bool)
-    rtt.reorder = 4
-    t = _rack_resend_of_slot_0(pacer, 0.0)
-    pacer.started(np.array([1]), t + 0.0001)  # sent after the resend, answered first
-    _complete(pacer, 1, t + 0.0002)
-    due_at = pacer.next_timer()
-    assert list(pacer.due(due_at)) == [0]
-    pacer.resent(np.array([0]), due_at)  # the round's second resend, RACK's again
-    assert pacer.rack_resent[0] and pacer.resends[0] == 2
-    _complete(pacer, 0, due_at + 0.001)  # the result: a loss now
-    assert rtt.reorder == 2
-    pacer.echoed(np.array([0]))  # the second resend's copy
-    assert rtt.reorder == 2
-
-
 def test_a_clock_that_starts_at_integer_zero_keeps_sub_second_times():
     """A virtual clock may start at the integer 0: every time the engine keeps is a float
     whatever the type of the first one. (Arrays typed from it held whole seconds: a
