@@ -212,9 +212,6 @@ class SilentEngine(AllreduceEngine):
         cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
         key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
         news = ~cached | (key != self.last_key[s])
-        # a cached copy of the result last taken: a packet of this rank reached the
-        # switch after that round completed (a spurious resend: timers.Pacer.echoed)
-        self.pacer.echoed(s[~news & ~rewind])
         # in a call's announce round a closing RESULT is the last call's: this call's
         # closing round would have needed this rank's closing packet, and a REWIND
         # request taken as one (coverage is never full here) completes it as a REWIND

@@ -96,11 +96,11 @@ class RttEstimator:
         self.reorder = min(2 * self.reorder, REORDER_MAX)
 
     def resend_answered(self) -> None:
-        """A resend RACK made in silent rounds was answered with the round's result and
-        the switch sent no cached copy of it (`Pacer.echoed`): the resend was what the
-        round lacked, the packet was lost, so the window halves back towards half a
-        smoothed round, as RFC 8985 resets it after recoveries: kept wide under loss it
-        slowed recovery (virtual time, 4 ranks, 1-5 % loss: calls 15-20 % longer)."""
+        """A resend RACK made in silent rounds was answered with the round's result: the
+        packet was likely lost (or the round completed as it went), so the window halves
+        back towards half a smoothed round, as RFC 8985 resets it after recoveries: kept
+        wide under loss it slowed recovery (virtual time, 4 ranks, 1-5 % loss: calls
+        15-20 % longer)."""
         self.reorder = max(1, self.reorder // 2)
 
     def rto(self, floor: float, cap: float, initial: float | None = None) -> float:
@@ -138,9 +138,6 @@ class Pacer:
         self.xmit_at = np.full(n, now, np.float64)  # latest transmission of its packet
         self.retransmitted = np.zeros(n, bool)
         self.rack_resent = np.zeros(n, bool)  # latest transmission: a resend RACK made
-        # silent rounds: a resend RACK made was answered with the round's result, and
-        # whether it was spurious is not known yet (`answered`, `echoed`)
-        self.unjudged = np.zeros(n, bool)
         # the latest transmission time of any packet the switch has answered and that
         # packet's round time, the job-level probe timer
         self.answered_xmit = -np.inf
@@ -183,34 +180,6 @@ class Pacer:
         if self.contributes is not None and np.count_nonzero(self.rack_resent[slots]):
             self.rtt.spurious_resend()
         self.rack_resent[slots] = False
-
-    def echoed(self, slots: np.ndarray) -> None:
-        """Silent rounds: the switch sent a cached copy of the result `slots` last took.
-        It answers so a packet that reached it after its round completed: where that was
-        the resend RACK made (`unjudged`), the round had this rank's first packet and
-        only waited for another rank, which completed it while the resend was on its
-        way -- a spurious resend (`RttEstimator.spurious_resend`), not a loss."""
-        slots = np.asarray(slots)
-        echo = slots[self.unjudged[slots]]
-        if echo.size:
-            self.unjudged[echo] = False
-            self.rtt.spurious_resend()
-
-    def _judge(self, s: np.ndarray) -> None:
-        """Silent rounds, slots `s` answered: a resend RACK made for their previous round
-        that no cached copy followed (`echoed`) was answered by the result it completed
-        -- a loss (`RttEstimator.resend_answered`); this round's resends are judged at
-        the slot's next answer. Why wait: a resend racing the late rank's packet that
-        completes the round is answered by the same multicast result as a lost one, and
-        taken at once as a loss it halved the window that late ranks had widened (4
-        ranks in Mininet, 64 slots in flight: 690-850 resends per 30 steps, each an
-        extra packet and a STATUS or a cached copy through the switch). The switch
-        serves a rank's packets in order, so the copy its resend earns comes before
-        the answer to the rank's next packet on the slot (a next round that needs no
-        packet of this rank may be answered first: the resend is then judged a loss)."""
-        if np.count_nonzero(self.unjudged[s]):
-            self.rtt.resend_answered()
-        self.unjudged[s] = self.rack_resent[s]
 
     def not_heard(self, slots: np.ndarray, now: float) -> None:
         """Behind a leaf: a STATUS for `slots`' rounds did not name this rank. The leaf
@@ -484,8 +453,8 @@ class Pacer:
         if self.behind_leaf:
             took = self._leaf_sample(took, self.sent_at[s[clean]])
         self.rtt.update(took)
-        if self.contributes is not None:
-            self._judge(s)
+        if self.contributes is not None and np.count_nonzero(self.rack_resent[s]):
+            self.rtt.resend_answered()
         # Only answers to packets sent once move the overtaking mark: an answered
         # retransmission (a probe into a round that a late rank then completed, a cached
         # copy) says nothing about the packets sent before it, which may be waiting for

@@ -15,8 +15,8 @@ import pytest
 from engine_sim import simulate
 from hostlib import protocol as p
 from hostlib.engine import AllreduceEngine
-from hostlib.slots import FAIR_SLOTS, SlotWindow, fifo_share
-from hostlib.timers import EngineParams, Pacer, RttEstimator
+from hostlib.slots import FAIR_SLOTS, fifo_share
+from hostlib.timers import EngineParams, RttEstimator
 from hostlib_helpers import decode, engine_tensor
 from hostlib_helpers import make_engine as shared_make_engine
 from p4net.harness import SwitchSession
@@ -120,51 +120,6 @@ def test_overtaken_packet_is_retransmitted_after_the_reordering_allowance():
     again = sent(e, due)  # (slot 1's DATA, also overtaken by slot 0's, may go too)
     assert 3 in again and again[3].header.flags == p.Flag.RETRANSMIT
     assert e.stats.probes == 0  # found by overtaking, no probe
-
-
-def _complete(pacer: Pacer, slot: int, t: float) -> None:
-    """Slot `slot`'s round is answered and its next one starts (engine._completed)."""
-    pacer.answered(np.array([slot]), t)
-    pacer.started(np.array([slot]), t)
-
-
-def _rack_resend_of_slot_0(pacer: Pacer, t: float) -> float:
-    """Silent rounds, both slots this rank's: slot 1's packet, sent after slot 0's, is
-    answered first; slot 0 goes again at its RACK deadline. Returns that time."""
-    pacer.started(np.array([0]), t)
-    pacer.started(np.array([1]), t + 0.001)
-    _complete(pacer, 1, t + 0.002)
-    due_at = pacer.next_timer()
-    assert list(pacer.due(due_at)) == [0]
-    pacer.resent(np.array([0]), due_at)
-    return due_at
-
-
-def test_a_resend_the_switch_echoes_widens_the_window_an_unechoed_one_narrows_it():
-    """Silent rounds: a RACK resend answered with its round's result is a loss only when
-    the switch sends no cached copy of that result (the copy answers a resend that
-    reached it after the round completed: it only waited for another rank). The window
-    widens on the copy (Pacer.echoed), and halves only when the slot's next answer comes
-    without one: taken as a loss at the result itself, a resend that raced a late rank's
-    packet halved what the late rank had widened."""
-    rtt = RttEstimator()
-    rtt.update(np.array([0.004]))
-    pacer = Pacer(EngineParams(timeout=0.001), rtt, SlotWindow(2, 2, 2), 0.0)
-    pacer.contributes = np.ones(2, bool)
-    t = _rack_resend_of_slot_0(pacer, 0.0)
-    _complete(pacer, 0, t + 0.001)  # the result: not judged yet
-    assert rtt.reorder == 1
-    pacer.echoed(np.array([0]))  # the switch's cached copy: spurious
-    assert rtt.reorder == 2
-    _complete(pacer, 0, t + 0.002)  # the next round: nothing left to judge
-    assert rtt.reorder == 2
-    t = _rack_resend_of_slot_0(pacer, 1.0)
-    _complete(pacer, 0, t + 0.001)
-    assert rtt.reorder == 2
-    _complete(pacer, 0, t + 0.002)  # next answer, no copy came: a loss
-    assert rtt.reorder == 1
-    pacer.echoed(np.array([0]))  # a copy now judges nothing
-    assert rtt.reorder == 1
 
 
 def test_a_clock_that_starts_at_integer_zero_keeps_sub_second_times():
