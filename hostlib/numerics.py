@@ -508,7 +508,7 @@ class Output:
             blocks, sums, exps = (np.concatenate(c) for c in zip(*self._pending))
         self._pending, self._pending_rows = [], 0
         pl = self.payload
-        if self.seen is None:
+        if self.seen is None and not self.zeroed:  # only `finish`'s zeroing reads it
             self.written[blocks] = True
         if pl.is_float:
             # a mean divides the float64 quotient before it is rounded to the tensor's dtype
