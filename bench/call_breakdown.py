@@ -9,13 +9,14 @@ suite's runner: the ranks count their process's CPU around each call); per case,
 timed call:
 
 * wall: the best call's time at the slowest rank (as the suite reports it);
-* the switch process's CPU, user and system apart (/proc/PID/stat around the job, divided
-  by its timed calls: the warm-up call and the job's set-up are in it): user is the
-  interpreter and the P4 program, system the sockets' receive and send (the kernel's
-  veth transmit of each copy out includes the receiving rank's side of it); of it, the
-  CPU of its ports' thread, which runs every packet and nothing else (what is left is
-  the P4Runtime server's: the job's set-up and tear-down, paid per job, not per frame);
-  and the time that thread was runnable but waited for a core (schedstat);
+* the switch process's CPU inside the timed calls (`CpuSampler`: its threads' schedstat
+  sampled every 2 ms, cut at each call's start at its first rank and end at its last;
+  the table's column) and of it its busiest thread's, the ports' thread, which runs every
+  packet; around the whole job, divided by its timed calls (/proc/PID/stat: the warm-up
+  call, the job's set-up and the ranks' start-up are in it), user and system apart --
+  user is the interpreter and the P4 program, system the sockets' receive and send (the
+  kernel's veth transmit of each copy out includes the receiving rank's side of it) --
+  and the time the ports' thread was runnable but waited for a core;
 * the workers' CPU in the call, all ranks summed (each rank's process_time around its
   calls, p4net.worker's report), and of it the kernel's share (sockets, poll, page
   faults);
@@ -24,9 +25,9 @@ timed call:
   (fresh pages of large temporaries, each zeroed by the kernel: system CPU) and the
   frames into the switch per call (the ranks' sent packets).
 
-The switch's share of set-up is a few per cent of a dense call but most of a call of few
-blocks (a call of no non-zero block is 64 small frames): the packet thread's column
-leaves it out; give such calls a larger --repeat (30) so it spreads over them.
+The switch's share of set-up is a few per cent of a dense call but weighs more in a call
+of few blocks (a call of no non-zero block is 64 small frames): the table's switch
+columns are the in-call cut, which leaves it out.
 
 The two cores are shared by the switch and four workers: a call cannot be faster than
 (switch CPU + worker CPU) / 2, nor, on softswitch, than the switch's CPU alone (one
@@ -63,6 +64,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +90,10 @@ class Breakdown:
     switch_sys: float
     switch_thread: float  # per timed call: the ports' (packet) thread's CPU, of user + sys
     switch_queued: float  # per timed call: the ports' thread runnable but not running
+    # per timed call, inside the calls' windows only (CpuSampler): the process, its
+    # busiest thread (no set-up, no warm-up, no ranks' start-up)
+    switch_in_calls: float
+    switch_thread_in_calls: float
     worker_cpu: float  # per timed call, all ranks (each rank's process_time in its calls)
     worker_sys: float  # of which in the kernel
     turns: float  # per rank per timed call: turns that took frames in
@@ -103,7 +109,9 @@ class Breakdown:
             f"{self.label:32s} wall {self.wall * ms:6.1f} ms | switch user "
             f"{self.switch_user * ms:6.1f} sys {self.switch_sys * ms:5.1f} queued "
             f"{self.switch_queued * ms:5.1f} ms ({per_frame * 1e6:5.1f}"
-            f" us/frame in, packet thread {self.switch_thread / frames * 1e6:5.1f})"
+            f" us/frame in, packet thread {self.switch_thread / frames * 1e6:5.1f}; in the"
+            f" calls {self.switch_in_calls * ms:6.1f} ms, thread"
+            f" {self.switch_thread_in_calls * ms:6.1f})"
             f" | workers {self.worker_cpu * ms:6.1f} ms (sys "
             f"{self.worker_sys * ms:5.1f}) | rounds {self.rounds:.0f}, turns "
             f"{self.turns:.1f}, faults {self.faults:.0f}, frames in {self.switch_frames_in:.0f}"
@@ -135,19 +143,79 @@ def packet_thread(before: dict, after: dict) -> tuple[float, float]:
     return ran / 1e9, waited / 1e9
 
 
-def switch_share(pid: int, calls: int, measured: Callable[[], T]) -> tuple[T, dict[str, float]]:
+class CpuSampler:
+    """The switch's CPU per thread (schedstat, ns) sampled every `period` seconds on the
+    monotonic clock -- the clock the ranks stamp their calls' spans with -- so that the
+    CPU spent inside a window (the timed calls) can be cut out of a whole run. Why: the
+    process's counters around a job also hold its set-up, the warm-up call and the ranks'
+    start-up, which weigh most in a short call (a call of no non-zero block is 64 small
+    frames). Sampling costs the machine a few per cent of a core; the cut is
+    interpolated between samples, so its error is well under a sample's CPU per window."""
+
+    def __init__(self, pid: int, period: float = 0.002) -> None:
+        self.pid, self.period = pid, period
+        self.times: list[float] = []
+        self.samples: list[dict[str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "CpuSampler":
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _sample(self) -> None:
+        ran = {t: r for t, (r, _) in schedstats(self.pid).items()}
+        self.times.append(time.monotonic())
+        self.samples.append(ran)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._sample()
+
+    def between(self, t0: float, t1: float) -> tuple[float, float]:
+        """Seconds of CPU the process and its busiest thread ran in [t0, t1]."""
+        tids = set().union(*self.samples)
+        ran = {t: np.array([s.get(t, 0) for s in self.samples], np.float64) for t in tids}
+        at = np.array(self.times)
+        cut = {t: float(np.interp(t1, at, r) - np.interp(t0, at, r)) / 1e9 for t, r in ran.items()}
+        return sum(cut.values()), max(cut.values(), default=0.0)
+
+
+def call_windows(spans: list[list[list[float]]]) -> list[tuple[float, float]]:
+    """Each timed call's window: from its start at the earliest rank to its end at the
+    latest (each rank's (began, ended) per call, on the host's monotonic clock)."""
+    return [
+        (min(s[k][0] for s in spans), max(s[k][1] for s in spans)) for k in range(len(spans[0]))
+    ]
+
+
+def switch_share(
+    pid: int, calls: int, measured: Callable[[], T], spans_of: Callable[[T], list]
+) -> tuple[T, dict[str, float]]:
     """`measured()`'s result, and the switch's share of it per call (Breakdown's switch
     fields): its process's user and system CPU, and its packet thread's CPU and time
-    queued for a core, around the whole run, divided by its `calls` timed calls."""
+    queued for a core, around the whole run, divided by its `calls` timed calls; and the
+    process's and its busiest thread's CPU inside the timed calls' windows
+    (`CpuSampler`, the windows from `spans_of(result)`: the ranks' spans)."""
     s0, q0 = process_times(pid), schedstats(pid)
-    out = measured()
+    with CpuSampler(pid) as sampler:
+        out = measured()
     s1, q1 = process_times(pid), schedstats(pid)
     ran, waited = packet_thread(q0, q1)
+    cuts = [sampler.between(t0, t1) for t0, t1 in call_windows(spans_of(out))]
     return out, {
         "switch_user": (s1[0] - s0[0]) / calls,
         "switch_sys": (s1[1] - s0[1]) / calls,
         "switch_thread": ran / calls,
         "switch_queued": waited / calls,
+        "switch_in_calls": sum(c[0] for c in cuts) / calls,
+        "switch_thread_in_calls": sum(c[1] for c in cuts) / calls,
     }
 
 
@@ -187,7 +255,12 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
         round_mode=c.round_mode,
     )
     inputs = make_inputs(c)
-    summary, switch = switch_share(switch_pid, repeat, lambda: net.run_jobs(opts, inputs=[inputs]))
+    summary, switch = switch_share(
+        switch_pid,
+        repeat,
+        lambda: net.run_jobs(opts, inputs=[inputs]),
+        lambda s: [o.report["spans"] for o in s.outcomes],
+    )
     outs = summary.outcomes
     if not all(o.ok and o.matched for o in outs):
         raise RuntimeError(f"{c.label()}: {[o.error for o in outs if not o.ok]}")
@@ -220,7 +293,13 @@ def run_gloo(net, switch_pid: int, repeat: int, mtu: int) -> Breakdown:
     net.set_mtu(mtu)
     inputs = make_inputs(c)
     try:
-        r, switch = switch_share(switch_pid, repeat, lambda: run_gloo_once(net, c, inputs, workdir))
+        reports: list[dict] = []
+        r, switch = switch_share(
+            switch_pid,
+            repeat,
+            lambda: run_gloo_once(net, c, inputs, workdir, reports),
+            lambda _: [rep["spans"] for rep in reports],
+        )
     finally:
         net.set_mtu(topology.DEFAULT_MTU)
         shutil.rmtree(workdir, ignore_errors=True)
@@ -299,11 +378,13 @@ def markdown(data: dict) -> str:
     ]
     for target, rows in data["rows"].items():
         for r in rows:
-            switch = r["switch_user"] + r["switch_sys"]
+            # inside the timed calls (a run saved before CpuSampler: around the job)
+            switch = r.get("switch_in_calls", r["switch_user"] + r["switch_sys"])
+            thread = r.get("switch_thread_in_calls", r["switch_thread"])
             frames = max(r["switch_frames_in"], 1.0)
             lines.append(
                 f"| {target}, {r['label']} | {1e3 * r['wall']:.1f} | {1e3 * switch:.1f} "
-                f"({1e3 * r['switch_thread']:.1f}) | {1e6 * switch / frames:.0f} "
+                f"({1e3 * thread:.1f}) | {1e6 * switch / frames:.0f} "
                 f"| {r['switch_frames_in']:.0f} | {1e3 * r['worker_cpu']:.1f} "
                 f"({1e3 * r['worker_sys']:.1f}) | {1e3 * (switch + r['worker_cpu']) / 2:.1f} |"
             )

@@ -64,13 +64,14 @@ def main() -> int:
             dist.all_reduce(torch.zeros(64, dtype=x.dtype))
             dist.barrier()
             before = host_counters(link)
-            times, cpu, sys_cpu = [], [], []
+            times, cpu, sys_cpu, spans = [], [], [], []
             for _ in range(args.repeat):
                 y = x.clone()
                 dist.barrier()
-                c0, t0 = usage(), time.perf_counter()
+                c0, t0, began = usage(), time.perf_counter(), time.monotonic()
                 dist.all_reduce(y)
                 times.append(time.perf_counter() - t0)
+                spans.append((began, time.monotonic()))  # the host's clock: all namespaces
                 c1 = usage()
                 cpu.append(c1[0] - c0[0])
                 sys_cpu.append(c1[1] - c0[1])
@@ -78,6 +79,7 @@ def main() -> int:
             report["counters"] = delta(before, host_counters(link))
             report["times"] = times
             report["cpu"], report["sys_cpu"] = cpu, sys_cpu
+            report["spans"] = spans
             report["interface"] = link
             report["mtu"] = int(Path(f"/sys/class/net/{link}/mtu").read_text())
             report["torch"] = torch.__version__

@@ -478,8 +478,11 @@ def run_gloo(
     return best
 
 
-def run_gloo_once(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Result:
-    """One gloo case at the links' current MTU."""
+def run_gloo_once(
+    net, c: Case, inputs: list[np.ndarray], workdir: Path, reports: list | None = None
+) -> Result:
+    """One gloo case at the links' current MTU; `reports`, when given, gets the ranks'
+    reports (bench/gloo_rank.py's: their calls' spans, for bench/call_breakdown.py)."""
     run_dir = Path(tempfile.mkdtemp(prefix="gloo-", dir=workdir))
     procs = []
     t0 = time.perf_counter()
@@ -516,7 +519,7 @@ def run_gloo_once(net, c: Case, inputs: list[np.ndarray], workdir: Path) -> Resu
                 p.kill()
                 p.wait()
     r = Result(c, ok=False, wall=time.perf_counter() - t0)
-    reports = []
+    reports = [] if reports is None else reports
     for rank in range(c.workers):
         path = run_dir / f"report{rank}.json"
         rep = (

@@ -875,3 +875,20 @@ def test_benchmarks_md_call_cpu_table_is_what_the_committed_run_gives():
         for r in rows:
             assert f"| {target}, {r['label']} | {1e3 * r['wall']:.1f} |" in text
             assert f"| {1e3 * r['worker_cpu']:.1f} ({1e3 * r['worker_sys']:.1f}) |" in text
+
+
+def test_call_breakdown_cuts_the_switch_cpu_at_the_calls_windows():
+    """bench/call_breakdown.py's in-call switch CPU: each call's window runs from its
+    earliest rank's start to its latest rank's end, and the sampled CPU is interpolated
+    at the window's edges, per thread (the busiest thread's share apart)."""
+    import call_breakdown
+
+    spans = [[[1.0, 2.0], [3.0, 3.5]], [[1.2, 2.5], [2.9, 3.4]]]
+    assert call_breakdown.call_windows(spans) == [(1.0, 2.5), (2.9, 3.5)]
+    s = call_breakdown.CpuSampler(pid=0)
+    # thread "a" runs 1 s of CPU per second from t=0, thread "b" only from t=2
+    s.times = [0.0, 2.0, 4.0]
+    s.samples = [{"a": 0}, {"a": int(2e9), "b": 0}, {"a": int(4e9), "b": int(2e9)}]
+    total, busiest = s.between(1.0, 3.0)
+    assert total == pytest.approx(3.0)  # a: 2 s, b: 1 s (absent before t=2: 0)
+    assert busiest == pytest.approx(2.0)
