@@ -16,7 +16,7 @@ from engine_sim import simulate
 from hostlib import protocol as p
 from hostlib.engine import AllreduceEngine
 from hostlib.slots import FAIR_SLOTS, fifo_share
-from hostlib.timers import EngineParams, RttEstimator
+from hostlib.timers import REORDER_MAX, EngineParams, RttEstimator
 from hostlib_helpers import decode, engine_tensor
 from hostlib_helpers import make_engine as shared_make_engine
 from p4net.harness import SwitchSession
@@ -222,6 +222,28 @@ def test_estimator_ignores_retransmitted_and_overtaken_rounds():
     # round waited for something (a retransmission of the other rank): no sample
     answer(e, 0, 1, 0, 4, np.zeros(64), at=t1 + 0.060)
     assert rtt.samples == 5 and rtt.srtt == srtt
+
+
+def test_reordering_window_widens_at_most_once_per_smoothed_round():
+    """Resends found spurious (a STATUS answered them) in silent rounds double the
+    reordering window, but within one smoothed round only once: under loss each way
+    another rank's lost packet stalls a round of every rank, and several of this rank's
+    resends then meet a STATUS for each one a result answers. A smoothed round later it
+    doubles again, up to REORDER_MAX; a result answering a resend halves it."""
+    rtt = RttEstimator()
+    rtt.update(np.array([0.004]))
+    rtt.spurious_resend(T0)
+    assert rtt.reorder == 2
+    rtt.spurious_resend(T0 + 0.001)
+    rtt.spurious_resend(T0 + 0.003)
+    assert rtt.reorder == 2
+    rtt.spurious_resend(T0 + 0.004)
+    assert rtt.reorder == 4
+    for k in range(10):
+        rtt.spurious_resend(T0 + 0.004 * (k + 2))
+    assert rtt.reorder == REORDER_MAX
+    rtt.resend_answered()
+    assert rtt.reorder == REORDER_MAX // 2
 
 
 def test_answered_probe_does_not_make_older_slots_look_lost():
