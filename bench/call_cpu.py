@@ -3,13 +3,18 @@
 
 Not a test: a measurement (no root). The real P4 program on an in-process softswitch
 (p4net.harness), a job of --ranks ranks, each a hostlib Worker in its own thread of this
-process; after a warm-up call, --calls dense calls of --values float32 each, and the
-process's CPU time of each call (time.process_time between two barriers) -- wall time on
-this shared machine moves with everybody else's load, a call's CPU much less. With one
-rank and one slot every round is its own receive turn, so the figure / rounds is the
-cost of a turn of the worker plus one packet of the switch.
+process; after a warm-up call, --calls calls of --values float32 each (dense unless
+--density), and the process's CPU time of each call (time.process_time between two
+barriers) -- wall time on this shared machine moves with everybody else's load, a call's
+CPU much less. With one rank and one slot every round is its own receive turn, so the
+figure / rounds is the cost of a turn of the worker plus one packet of the switch.
+--density D makes that fraction of the blocks non-zero, the same blocks on every rank
+(bench/call_breakdown.py's "same blocks" cases; 0: no non-zero block, the announce rounds
+alone): where few blocks carry values, a call's CPU is the per-call and per-turn
+bookkeeping, not the data.
 
     python bench/call_cpu.py [--block-values 2048] [--slots 16] [--ranks 4] [--calls 3]
+                             [--density 1]
 """
 
 from __future__ import annotations
@@ -26,10 +31,25 @@ from hostlib.framing import frame_width
 from p4net.harness import SwitchSession
 
 
-def call_cpu(block_values: int, slots: int, ranks: int, values: int, calls: int) -> list[float]:
+def same_blocks(values: int, block_values: int, density: float) -> np.ndarray:
+    """Which of `values` elements lie in the non-zero blocks: each block of `block_values`
+    with probability `density` (its own generator, so the tensors' values do not move
+    with it), the same blocks for every rank."""
+    blocks = -(-values // block_values)
+    keep = np.random.default_rng(2).random(blocks) < density
+    return np.repeat(keep, block_values)[:values]
+
+
+def call_cpu(
+    block_values: int, slots: int, ranks: int, values: int, calls: int, density: float = 1.0
+) -> list[float]:
     """Per timed call, the process's CPU seconds."""
     rng = np.random.default_rng(1)
     xs = [rng.standard_normal(values).astype(np.float32) for _ in range(ranks)]
+    if density < 1:
+        zero = ~same_blocks(values, block_values, density)
+        for x in xs:
+            x[zero] = 0
     cpu: list[float] = []
     errors: list[BaseException] = []
     with SwitchSession.inprocess() as sw:
@@ -69,10 +89,14 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--values", type=int, default=1 << 20)
     ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument(
+        "--density", type=float, default=1.0, help="fraction of non-zero blocks (same on all)"
+    )
     a = ap.parse_args()
-    cpu = call_cpu(a.block_values, a.slots, a.ranks, a.values, a.calls)
+    cpu = call_cpu(a.block_values, a.slots, a.ranks, a.values, a.calls, a.density)
     print(
-        f"K={a.block_values} slots={a.slots} ranks={a.ranks} values={a.values}: CPU per call "
+        f"K={a.block_values} slots={a.slots} ranks={a.ranks} values={a.values} "
+        f"density={a.density:g}: CPU per call "
         f"{min(cpu) * 1e3:.0f} ms (best of {len(cpu)}; all: "
         + ", ".join(f"{c * 1e3:.0f}" for c in cpu)
         + " ms)"
