@@ -74,7 +74,17 @@ import numpy as np
 
 import report
 from round_cost import process_times
-from suite import M, Case, have_torch, job_slots, make_inputs, rank_sum, reset_mtu, run_gloo_once
+from suite import (
+    M,
+    Case,
+    call_windows,
+    have_torch,
+    job_slots,
+    make_inputs,
+    rank_sum,
+    reset_mtu,
+    run_gloo_once,
+)
 
 T = TypeVar("T")
 
@@ -156,6 +166,7 @@ class CpuSampler:
         self.pid, self.period = pid, period
         self.times: list[float] = []
         self.samples: list[dict[str, int]] = []
+        self._built: tuple[np.ndarray, list[np.ndarray]] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -180,19 +191,18 @@ class CpuSampler:
 
     def between(self, t0: float, t1: float) -> tuple[float, float]:
         """Seconds of CPU the process and its busiest thread ran in [t0, t1]."""
-        tids = set().union(*self.samples)
-        ran = {t: np.array([s.get(t, 0) for s in self.samples], np.float64) for t in tids}
-        at = np.array(self.times)
-        cut = {t: float(np.interp(t1, at, r) - np.interp(t0, at, r)) / 1e9 for t, r in ran.items()}
-        return sum(cut.values()), max(cut.values(), default=0.0)
+        at, ran = self._series()
+        cut = [float(np.interp(t1, at, r) - np.interp(t0, at, r)) / 1e9 for r in ran]
+        return sum(cut), max(cut, default=0.0)
 
-
-def call_windows(spans: list[list[list[float]]]) -> list[tuple[float, float]]:
-    """Each timed call's window: from its start at the earliest rank to its end at the
-    latest (each rank's (began, ended) per call, on the host's monotonic clock)."""
-    return [
-        (min(s[k][0] for s in spans), max(s[k][1] for s in spans)) for k in range(len(spans[0]))
-    ]
+    def _series(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The sample times and each thread's cumulative ns at them (0 before a thread
+        existed), built once per run of samples."""
+        if self._built is None or self._built[0].size != len(self.times):
+            tids = set().union(*self.samples)
+            ran = [np.array([s.get(t, 0) for s in self.samples], np.float64) for t in tids]
+            self._built = (np.array(self.times), ran)
+        return self._built
 
 
 def switch_share(

@@ -24,32 +24,22 @@ import sys
 import threading
 import time
 
-import numpy as np
 
 from hostlib import Worker
 from hostlib.framing import frame_width
 from p4net.harness import SwitchSession
-
-
-def same_blocks(values: int, block_values: int, density: float) -> np.ndarray:
-    """Which of `values` elements lie in the non-zero blocks: each block of `block_values`
-    with probability `density` (its own generator, so the tensors' values do not move
-    with it), the same blocks for every rank."""
-    blocks = -(-values // block_values)
-    keep = np.random.default_rng(2).random(blocks) < density
-    return np.repeat(keep, block_values)[:values]
+from suite import Case, make_inputs
 
 
 def call_cpu(
     block_values: int, slots: int, ranks: int, values: int, calls: int, density: float = 1.0
 ) -> list[float]:
     """Per timed call, the process's CPU seconds."""
-    rng = np.random.default_rng(1)
-    xs = [rng.standard_normal(values).astype(np.float32) for _ in range(ranks)]
-    if density < 1:
-        zero = ~same_blocks(values, block_values, density)
-        for x in xs:
-            x[zero] = 0
+    pattern = "dense" if density >= 1 else "shared"
+    case = Case(
+        "softswitch", "p4reduce", ranks, values, pattern, density, calls, block_values=block_values
+    )
+    xs = make_inputs(case)
     cpu: list[float] = []
     errors: list[BaseException] = []
     with SwitchSession.inprocess() as sw:

@@ -39,7 +39,7 @@ from dataclasses import replace
 import numpy as np
 
 import report
-from suite import ROUND_MODES  # silent first: the default mode's rows lead
+from suite import ROUND_MODES, call_windows  # silent first: the default mode's rows lead
 
 # The share of its solo throughput each of two jobs keeps (docs/reliability.md).
 GUARANTEE = 1 / 3
@@ -59,10 +59,7 @@ def inputs(workers: int, size: int, seed: int) -> list[np.ndarray]:
 def calls(summary, job: int) -> list[tuple[float, float]]:
     """(began, ended) of each timed call of `job`: its first rank's start to its slowest
     rank's end (the workers' monotonic clocks are the host's)."""
-    spans = [o.report["spans"] for o in summary.outcomes if o.job == job]
-    return [
-        (min(s[k][0] for s in spans), max(s[k][1] for s in spans)) for k in range(len(spans[0]))
-    ]
+    return call_windows([o.report["spans"] for o in summary.outcomes if o.job == job])
 
 
 def checked(summary) -> None:

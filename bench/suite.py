@@ -302,6 +302,14 @@ def estimate(c: Case) -> float:
 # -- inputs ------------------------------------------------------------------------------
 
 
+def call_windows(spans: list[list[list[float]]]) -> list[tuple[float, float]]:
+    """Each timed call's window across a job's ranks: from its start at the earliest rank
+    to its end at the latest (each rank's (began, ended) per call, on the host's monotonic
+    clock, which every namespace shares)."""
+    a = np.asarray(spans, dtype=np.float64)  # rank x call x (began, ended)
+    return list(zip(a[:, :, 0].min(axis=0).tolist(), a[:, :, 1].max(axis=0).tolist()))
+
+
 def make_inputs(c: Case, seed: int = 1) -> list[np.ndarray]:
     """The tensors of one run, one per rank (the same for gloo and p4reduce). Sparsity is
     drawn in blocks of the case's size (10 % of the job's blocks non-zero, at the block

@@ -882,9 +882,10 @@ def test_call_breakdown_cuts_the_switch_cpu_at_the_calls_windows():
     earliest rank's start to its latest rank's end, and the sampled CPU is interpolated
     at the window's edges, per thread (the busiest thread's share apart)."""
     import call_breakdown
+    import suite
 
     spans = [[[1.0, 2.0], [3.0, 3.5]], [[1.2, 2.5], [2.9, 3.4]]]
-    assert call_breakdown.call_windows(spans) == [(1.0, 2.5), (2.9, 3.5)]
+    assert suite.call_windows(spans) == [(1.0, 2.5), (2.9, 3.5)]
     s = call_breakdown.CpuSampler(pid=0)
     # thread "a" runs 1 s of CPU per second from t=0, thread "b" only from t=2
     s.times = [0.0, 2.0, 4.0]
