@@ -46,6 +46,22 @@ def tcp_bytes_sent(pid: int) -> int:
     return total
 
 
+def link_counters() -> dict[str, int]:
+    """Frames and bytes this host's network interfaces sent (loopback aside), from the
+    kernel's counters in /proc/self/net/dev (this process's network namespace, unlike
+    /sys/class/net): read around the training steps, they count the steps' traffic only,
+    not the process group's set-up or DDP's first broadcast of the parameters. In a
+    Mininet host that is the rank's one link; under torchrun, the host's."""
+    out = {"tx_packets": 0, "tx_bytes": 0}
+    for line in Path("/proc/self/net/dev").read_text().splitlines()[2:]:
+        name, _, data = line.partition(":")
+        if name.strip() != "lo":
+            v = data.split()
+            out["tx_bytes"] += int(v[8])
+            out["tx_packets"] += int(v[9])
+    return out
+
+
 def switch_counters() -> dict:
     """p4reduce's counters of this rank (empty for other backends)."""
     if dist.get_backend() != "p4reduce":
@@ -113,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         "switch": [],
     }
     dist.barrier()  # start the clock together
-    tcp0, sw0 = tcp_bytes_sent(os.getpid()), switch_counters()
+    tcp0, sw0, link0 = tcp_bytes_sent(os.getpid()), switch_counters(), link_counters()
     start = time.perf_counter()
     for step in range(cfg.steps):
         t0 = time.perf_counter()
@@ -133,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     rec["seconds"] = time.perf_counter() - start
+    rec["link_tx"] = {k: v - link0[k] for k, v in link_counters().items()}
     rec["tcp_bytes_sent"] = tcp_bytes_sent(os.getpid()) - tcp0 if tcp0 >= 0 else -1
     rec["switch_before"] = sw0
     rec["params_sha256"] = params_digest(model)

@@ -243,11 +243,17 @@ def summarize(runs: dict, launches: dict, opts: Options, cfg: Config, slots: int
                 np.mean([r["tcp_bytes_sent"] for r in ranks]) / steps
             ),
             "params_identical_on_every_rank": len({r["params_sha256"] for r in ranks}) == 1,
+            # the rank's own counters around its steps (clicks_rank.link_counters)
             "link_tx_bytes_per_step_per_worker": float(
-                np.mean([r.link["tx_bytes"] for r in launches[backend].ranks]) / steps
+                np.mean([r["link_tx"]["tx_bytes"] for r in ranks]) / steps
             ),
             "link_tx_packets_per_step_per_worker": float(
-                np.mean([r.link["tx_packets"] for r in launches[backend].ranks]) / steps
+                np.mean([r["link_tx"]["tx_packets"] for r in ranks]) / steps
+            ),
+            # the switch end of the rank's link over the whole run: the process group's
+            # set-up and DDP's broadcast of the first parameters too
+            "link_run_tx_packets_per_worker": float(
+                np.mean([r.link["tx_packets"] for r in launches[backend].ranks])
             ),
         }
         if ranks[0]["switch"]:
