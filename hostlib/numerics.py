@@ -239,6 +239,22 @@ def chunk_rows(block_values: int) -> int:
     return max(1, CHUNK_VALUES // block_values)
 
 
+# Up to this many elements a Python sum or max over an array's list beats numpy's
+# reduction, whose fixed cost is several times a small list's: what a turn's own arrays
+# (a batch of one or a few frames or results) are reduced with (`total`, `largest`).
+SMALL_REDUCE = 32
+
+
+def total(x: np.ndarray) -> int:
+    """int(x.sum()) of an integer array, without numpy's reduction where x is small."""
+    return int(sum(x.tolist())) if x.size <= SMALL_REDUCE else int(x.sum())
+
+
+def largest(x: np.ndarray) -> float:
+    """float(x.max()) of a non-empty array, without numpy's reduction where x is small."""
+    return float(max(x.tolist())) if x.size <= SMALL_REDUCE else float(x.max())
+
+
 def evenly_spaced(blocks: np.ndarray) -> slice | None:
     """`blocks` (sorted or not) as a slice when they are b, b+d, b+2d, ... with d > 0 (a
     batch of consecutive slots' blocks, mostly, or one block): rows a (B, K) array hands
