@@ -255,6 +255,11 @@ def largest(x: np.ndarray) -> float:
     return float(max(x.tolist())) if x.size <= SMALL_REDUCE else float(x.max())
 
 
+def least(x: np.ndarray) -> float:
+    """float(x.min()) of a non-empty array, without numpy's reduction where x is small."""
+    return float(min(x.tolist())) if x.size <= SMALL_REDUCE else float(x.min())
+
+
 def evenly_spaced(blocks: np.ndarray) -> slice | None:
     """`blocks` (sorted or not) as a slice when they are b, b+d, b+2d, ... with d > 0 (a
     batch of consecutive slots' blocks, mostly, or one block): rows a (B, K) array hands

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numerics import largest
+from .numerics import largest, least
 from .slots import FAIR_SLOTS, SlotWindow
 
 _NONE = np.zeros(0, np.int64)
@@ -237,20 +237,24 @@ class Pacer:
         if self.slots.done:
             return float("inf")
         held = self.held()
-        free = self.slots.active & ~held
+        n_held = np.count_nonzero(held)
+        free, o = self.slots.active, self._overtaken()
+        if n_held:
+            not_held = ~held
+            free, o = free & not_held, o & not_held
         t = float("inf")
         if np.count_nonzero(free):
-            t = float(self.xmit_at[free].min()) + self.recent_timeout()
+            t = least(self.xmit_at[free]) + self.recent_timeout()
             if not self.behind_leaf:  # behind a leaf `due` resends without a probe
                 t = max(t, self.probe_at)
-        o = self._overtaken() & ~held
         if np.count_nonzero(o):
-            t = min(t, float(self._lost_at(o).min()))
-        if np.count_nonzero(held):
-            t = min(t, float(self._held_until(held).min()))
-        lacking = self.slots.active & self.lacking
-        if np.count_nonzero(lacking):  # due now (`not_heard`)
-            t = min(t, float(self.xmit_at[lacking].min()))
+            t = min(t, least(self._lost_at(o)))
+        if n_held:
+            t = min(t, least(self._held_until(held)))
+        if np.count_nonzero(self.lacking):
+            lacking = self.slots.active & self.lacking
+            if np.count_nonzero(lacking):  # due now (`not_heard`)
+                t = min(t, least(self.xmit_at[lacking]))
         return t
 
     def rto(self) -> float:
@@ -359,12 +363,13 @@ class Pacer:
         several ranks completes -- and the silence timer doubles up to max_timeout until
         a result arrives. A probe also ends a tail loss (nothing left to overtake it)."""
         holding = self.held()
-        lost = self._overtaken() & ~holding
+        n_holding = np.count_nonzero(holding)
+        lost = self._overtaken() & ~holding if n_holding else self._overtaken()
         n_lost = np.count_nonzero(lost)
         if n_lost:
             lost[lost] = self._lost_at(lost) <= now
             n_lost = np.count_nonzero(lost)
-        held, n_held = holding, np.count_nonzero(holding)
+        held, n_held = holding, n_holding
         if n_held:
             held = holding.copy()
             held[held] = self._held_until(held) <= now
