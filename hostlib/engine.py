@@ -275,7 +275,7 @@ class AllreduceEngine:
         a wide-block job's frame is 64 KB, built once instead of built and copied."""
         cols = (slots, msg_type, slot_version, block, next_block, values, extension)
         run = evenly_spaced(slots)
-        if run is not None and run.step == 1 and not np.count_nonzero(self._in_place[run]):
+        if run is not None and run.step in (None, 1) and not np.count_nonzero(self._in_place[run]):
             batch = self._build(*cols, out=self.last_frames[run])
             self.last_lengths[run] = batch.lengths
             self._in_place[run] = True

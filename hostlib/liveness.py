@@ -13,6 +13,7 @@ import numpy as np
 
 from . import protocol as p
 from p4reduce.job import JobConfig
+from .numerics import least
 from .slots import SlotWindow
 from .timers import EngineParams, Pacer
 
@@ -98,7 +99,7 @@ class Liveness:
         """When the slowest-progressing active slot times out (inf when done)."""
         if self.slots.done:
             return float("inf")
-        return float(self.last_heard[self.slots.active].min()) + self.params.deadline
+        return least(self.last_heard[self.slots.active]) + self.params.deadline
 
     def _note_statuses(self, bitmaps: np.ndarray, now: float) -> None:
         """Count STATUS replies (answers to this rank's retransmissions, for the
