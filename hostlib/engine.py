@@ -262,7 +262,7 @@ class AllreduceEngine:
     def _emit(
         self,
         slots: np.ndarray,
-        msg_type: np.ndarray,
+        msg_type: np.ndarray | int,
         slot_version: np.ndarray,
         block: np.ndarray,
         next_block: np.ndarray,
@@ -309,7 +309,7 @@ class AllreduceEngine:
     def _build(
         self,
         slots: np.ndarray,
-        msg_type: np.ndarray,
+        msg_type: np.ndarray | int,
         slot_version: np.ndarray,
         block: np.ndarray,
         next_block: np.ndarray,
@@ -318,7 +318,7 @@ class AllreduceEngine:
         out: np.ndarray | None = None,
     ) -> Batch:
         """Frames of this rank for `slots` (the job's flags: CONTINUED, PACKED, SILENT), in
-        `out` when given (FrameBuilder.build)."""
+        `out` when given (FrameBuilder.build). `msg_type`: per slot, or one for all."""
         cols = {
             "protocol": p.PROTOCOL_VERSION,
             "msg_type": msg_type,
@@ -474,9 +474,7 @@ class AllreduceEngine:
         c = r.cols
         slot = np.minimum(c["slot"], self.slot_count - 1)  # (rows not `ours`: any slot)
         return (
-            ours
-            & (c["slot_version"] == self.slot_version[slot])
-            & (c["block"] == self.block[slot])
+            ours & (c["slot_version"] == self.slot_version[slot]) & (c["block"] == self.block[slot])
         )
 
     def _ours(self, r: Parsed) -> np.ndarray:

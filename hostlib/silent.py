@@ -29,6 +29,11 @@ ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, REWIND_ROUND = 0, 1, 2, 3
 # unanswered queries of a silent rank before it asks for a rewind instead: the round's
 # result is then neither cached (a query gets it) nor pending (a query gets a STATUS)
 QUERIES_BEFORE_REWIND = 2
+# the kind of result a slot waiting in a round of each kind takes as its round's (a rewind
+# round's RESULT has an announce round's layout: SilentEngine._nature), by kind
+_AWAITED_NATURE = np.array([ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, ANNOUNCE_ROUND], np.int8)
+# a result's nature by [carries a fingerprint range, names block END_OF_STREAM]
+_NATURE = np.array([[DATA_ROUND, CLOSING_ROUND], [ANNOUNCE_ROUND, ANNOUNCE_ROUND]], np.int8)
 
 __all__ = ["IncompleteSum", "SilentEngine"]
 
@@ -133,7 +138,8 @@ class SilentEngine(AllreduceEngine):
         """Queries for slots `s` (a SKIP naming the round, next_block the rank's own next):
         kept as a silent slot's frame (`send` False: its timer sends it), or sent once
         beside a contribution whose resends go unanswered."""
-        self._header_only(s, p.MSG.SKIP, self._named_block(s), self.my_next[s], send, not send)
+        if s.size:
+            self._header_only(s, p.MSG.SKIP, self._named_block(s), self.my_next[s], send, not send)
 
     def _resending(self, due: np.ndarray) -> None:
         """Timers of slots `due` expired. A silent rank's kept frame is its query. After
@@ -176,16 +182,20 @@ class SilentEngine(AllreduceEngine):
         c = r.cols
         msg, slot = c["msg_type"], c["slot"]
         status = self._answers(r, ours & (msg == p.MSG.STATUS))
-        self._take_statuses(r, status, now)
-        self.queries[slot[status]] = 0
-        rows = np.flatnonzero(ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND)))
+        statuses = int(np.count_nonzero(status))
+        if statuses:
+            self._take_statuses(r, status, now)
+            self.queries[slot[status]] = 0
+        rows = (ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND))).nonzero()[0]
         taken = 0
-        while rows.size:
+        while rows.size > 1:
             _, first = np.unique(slot[rows], return_index=True)
             taken += self._take(r, rows[first], now)
             rows = np.delete(rows, first)
             rows = rows[self.slots.active[slot[rows]]]
-        self.stats.results_ignored += len(r) - taken - int(status.sum())
+        if rows.size:  # one left: a wave of its own
+            taken += self._take(r, rows, now)
+        self.stats.results_ignored += len(r) - taken - statuses
 
     def _take(self, r: Parsed, idx: np.ndarray, now: float) -> int:
         """Results `idx` (one per slot): the round the slot waits for (`match`), or a
@@ -208,7 +218,7 @@ class SilentEngine(AllreduceEngine):
         # a slot whose rounds went on without it; a rewind round at a block is no data
         # round of that block)
         match = (ver == self.slot_version[s]) & (b == self.block[s])
-        match &= nature == np.where(kind == REWIND_ROUND, ANNOUNCE_ROUND, kind)
+        match &= nature == _AWAITED_NATURE[kind]
         cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
         key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
         news = ~cached | (key != self.last_key[s])
@@ -217,12 +227,14 @@ class SilentEngine(AllreduceEngine):
         # request taken as one (coverage is never full here) completes it as a REWIND
         later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
         use = match | later
-        if not np.count_nonzero(use):
+        used = int(np.count_nonzero(use))
+        if not used:
             return 0
-        idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
-        rewind, closing = rewind[use], closing[use]
+        if used < idx.size:
+            idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
+            rewind, closing, key = rewind[use], closing[use], key[use]
         n, ne = c["next_block"][idx], c["next_exponent"][idx]
-        self.last_key[s] = key[use]
+        self.last_key[s] = key
         self.queries[s] = 0
         self.continued[s] = True
         announced = match & (kind == ANNOUNCE_ROUND)
@@ -231,21 +243,32 @@ class SilentEngine(AllreduceEngine):
         self._check_next(s, b, n, np.where(match, kind, -1), rewind)
         self._cover(r, idx, s, b, n, kind, match, rewind)
         self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
-        # a slot ends in its closing round's version (the next call announces in the
-        # other), also when the closing RESULT came as a later round
-        self.slot_version[s[closing]] = c["slot_version"][idx[closing]]
-        lacking = s[closing & (self.cover[s] != EOS)]
-        self.incomplete.extend(int(x) for x in lacking)
+        closed = np.count_nonzero(closing)
+        if closed:
+            # a slot ends in its closing round's version (the next call announces in the
+            # other), also when the closing RESULT came as a later round
+            self.slot_version[s[closing]] = c["slot_version"][idx[closing]]
+            lacking = s[closing & (self.cover[s] != EOS)]
+            self.incomplete.extend(int(x) for x in lacking)
         self._completed(s, closing, now)
-        go = ~closing
-        s, n, ne, rewind = s[go], n[go], ne[go], rewind[go]
-        self.slot_version[s] = c["slot_version"][idx[go]] ^ 1
-        self._rewind(s[rewind], n[rewind])
-        last = ~rewind & (n == EOS)
+        taken = int(idx.size)
+        if closed:
+            go = ~closing
+            idx, s, n, ne, rewind = idx[go], s[go], n[go], ne[go], rewind[go]
+        self.slot_version[s] = c["slot_version"][idx] ^ 1
+        last = n == EOS
+        if np.count_nonzero(rewind):
+            self._rewind(s[rewind], n[rewind])
+            last &= ~rewind
+            data = ~rewind & ~last
+        else:
+            data = ~last
         self._closing(s[last])
-        data = ~rewind & ~last
-        self._data_round(s[data], n[data], ne[data])
-        return int(idx.size)
+        if np.count_nonzero(data) == s.size:
+            self._data_round(s, n, ne)
+        else:
+            self._data_round(s[data], n[data], ne[data])
+        return taken
 
     @staticmethod
     def _nature(r: Parsed, idx: np.ndarray) -> np.ndarray:
@@ -256,11 +279,7 @@ class SilentEngine(AllreduceEngine):
         took its REWIND request as its closing contribution): it ends the slot too."""
         ext = r.extension[idx] if r.extension is not None else np.zeros(idx.size, np.int64)
         eos = r.cols["block"][idx] == EOS
-        return np.where(
-            ext == p.EXT.FINGERPRINT,
-            ANNOUNCE_ROUND,
-            np.where(eos, CLOSING_ROUND, DATA_ROUND),
-        )
+        return _NATURE[(ext == p.EXT.FINGERPRINT).view(np.uint8), eos.view(np.uint8)]
 
     def _check_ranges(self, r: Parsed, ai: np.ndarray, now: float) -> None:
         """An announce round's RESULT carries the fingerprint range. Where it differs the
@@ -316,7 +335,8 @@ class SilentEngine(AllreduceEngine):
         # took a stale packet of this rank for its announcement and the winner skipped
         # its block: the rank asks for a rewind to that block at the latest
         skipped = ~rewind & (n > self.my_next[s])
-        self.cover[s[skipped]] = np.minimum(self.cover[s[skipped]], self.my_next[s[skipped]])
+        if np.count_nonzero(skipped):
+            self.cover[s[skipped]] = np.minimum(self.cover[s[skipped]], self.my_next[s[skipped]])
         cov = self.cover[s]
         start = np.where(kind == ANNOUNCE_ROUND, s, b)
         data = kind == DATA_ROUND
@@ -324,10 +344,12 @@ class SilentEngine(AllreduceEngine):
         contiguous &= match & ~skipped & (kind != CLOSING_ROUND)
         self._store(r, idx[contiguous & data], s[contiguous & data])
         gap = ~contiguous & (kind != CLOSING_ROUND) & (cov != EOS)
-        self.want_rewind[s[gap]] = True
-        after = b + self.cfg.slot_count
-        after = np.where(after < self.payload.nblocks, after, EOS)
-        n = np.where(rewind, np.where(data, after, cov), n)
+        if np.count_nonzero(gap):
+            self.want_rewind[s[gap]] = True
+        if np.count_nonzero(rewind):
+            after = b + self.cfg.slot_count
+            after = np.where(after < self.payload.nblocks, after, EOS)
+            n = np.where(rewind, np.where(data, after, cov), n)
         self.cover[s[contiguous]] = n[contiguous]
 
     def _store(self, r: Parsed, idx: np.ndarray, s: np.ndarray) -> None:
@@ -394,25 +416,30 @@ class SilentEngine(AllreduceEngine):
         # a round named again (the same RESULT taken twice: a copy whose block the
         # switch left as a request named it) still wants the DATA this rank sent for it
         again = nb == self.last_data[s]
-        self.my_next[s[again]] = nb[again]
+        if np.count_nonzero(again):
+            self.my_next[s[again]] = nb[again]
         is_data = nb == self.my_next[s]
         self.mine[s] = is_data
         # a REWIND request before the DATA: the switch takes a request only from a rank
         # whose bit the round has not set
-        asking = s[self.want_rewind[s]]
-        self._request_rewind(asking, np.zeros(asking.size, bool))
-        ds, dn = s[is_data], nb[is_data]
-        if ds.size:
+        asking = self.want_rewind[s]
+        if np.count_nonzero(asking):
+            self._request_rewind(s[asking], np.zeros(np.count_nonzero(asking), bool))
+        sending = int(np.count_nonzero(is_data))
+        if sending:
+            every = sending == s.size
+            ds, dn, de = (s, nb, ne) if every else (s[is_data], nb[is_data], ne[is_data])
             after = self._after[dn].astype(np.int64)
             self.my_next[ds] = after
             self.last_data[ds] = dn
             self._emit(
                 ds,
-                np.full(ds.size, p.MSG.DATA),
+                int(p.MSG.DATA),
                 self.slot_version[ds],
                 dn,
                 after,
-                self.payload.values(dn, ne[is_data], self.scratch),
-                np.full(ds.size, p.EXT.VALUES),
+                self.payload.values(dn, de, self.scratch),
+                np.full(sending, p.EXT.VALUES),
             )
-        self._query(s[~is_data], False)
+        if sending < s.size:
+            self._query(s[~is_data], False)
