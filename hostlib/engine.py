@@ -27,7 +27,15 @@ from p4reduce.job import JobConfig
 from . import protocol as p
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
 from .liveness import Liveness
-from .numerics import Output, Payload, evenly_spaced, from_packed, overflow_error, total
+from .numerics import (
+    Output,
+    Payload,
+    evenly_spaced,
+    from_packed,
+    overflow_error,
+    tally,
+    total,
+)
 from .scratch import Scratch
 from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
@@ -242,9 +250,12 @@ class AllreduceEngine:
     # -- output --------------------------------------------------------------------------
 
     def _announce_exponent(self, nxt: np.ndarray) -> np.ndarray:
-        out = np.zeros(nxt.shape, np.int64)
-        real = nxt != EOS
-        out[real] = self.payload.exponent_biased[nxt[real]]
+        """The biased exponents of blocks `nxt` this rank announces (0 for END_OF_STREAM,
+        the only number past the tensor's blocks: `take` clips it to the last one)."""
+        if not self.payload.nblocks:
+            return np.zeros(nxt.shape, np.int64)
+        out = self.payload.exponent_biased.take(nxt, mode="clip")
+        out[nxt == EOS] = 0
         return out
 
     def _announce(self, slots: np.ndarray) -> None:
@@ -363,8 +374,7 @@ class AllreduceEngine:
         self.stats.packets_sent += len(out)
         self.stats.bytes_sent += total(out.lengths)
         if len(out):
-            kinds = out.frames[:, MSG_TYPE_BYTE] & 0x0F
-            self.stats.sent_by_type += np.bincount(kinds, minlength=8)[:8]
+            tally(self.stats.sent_by_type, out.frames[:, MSG_TYPE_BYTE] & 0x0F)
         return out
 
     def _resending(self, due: np.ndarray) -> None:
@@ -472,9 +482,11 @@ class AllreduceEngine:
         """Which of `ours` (a mask of the batch, from `_ours`) answer this rank's
         outstanding packet of their slot: a RESULT or a STATUS for its round."""
         c = r.cols
-        slot = np.minimum(c["slot"], self.slot_count - 1)  # (rows not `ours`: any slot)
+        slot = c["slot"]  # (clipped: rows not `ours` may name any slot)
         return (
-            ours & (c["slot_version"] == self.slot_version[slot]) & (c["block"] == self.block[slot])
+            ours
+            & (c["slot_version"] == self.slot_version.take(slot, mode="clip"))
+            & (c["block"] == self.block.take(slot, mode="clip"))
         )
 
     def _ours(self, r: Parsed) -> np.ndarray:
@@ -498,7 +510,7 @@ class AllreduceEngine:
                 f"its pipeline was replaced while the job ran, and rounds whose results died "
                 f"with it cannot complete; delete the job and create it again"
             )
-        return ours & self.slots.active[np.minimum(slot, self.slot_count - 1)]
+        return ours & self.slots.active.take(slot, mode="clip")  # (slot < slot_count: ours)
 
     def _take_statuses(self, r: Parsed, status: np.ndarray, now: float) -> None:
         """STATUS replies (`status`: those of the batch that answer this rank's
