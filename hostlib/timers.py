@@ -471,12 +471,11 @@ class Pacer:
         ~40 ms (2.8 s a call). A round shorter than the estimate is taken whole."""
         xmit, sent = self.xmit_at[s], self.sent_at[s]
         fresh = ~self.retransmitted[s]
-        clean = (
-            fresh
-            & (xmit >= self.answered_xmit)
-            & (sent > self.last_probe_at)
-            & (self.status_at[s] <= sent)  # (one at its start: the last round's)
-        )
+        clean = fresh & (xmit >= self.answered_xmit)
+        if self.last_probe_at > -np.inf:  # (else every round started after it)
+            clean &= sent > self.last_probe_at
+        if self.status_seen > -np.inf:  # (else no STATUS held any round)
+            clean &= self.status_at[s] <= sent  # (one at its start: the last round's)
         took = now - sent[clean]
         if self.behind_leaf:
             took = self._leaf_sample(took, sent[clean])
