@@ -219,15 +219,18 @@ class SilentEngine(AllreduceEngine):
         # round of that block)
         match = (ver == self.slot_version[s]) & (b == self.block[s])
         match &= nature == _AWAITED_NATURE[kind]
-        cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
+        matched = int(np.count_nonzero(match))
         key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
-        news = ~cached | (key != self.last_key[s])
-        # in a call's announce round a closing RESULT is the last call's: this call's
-        # closing round would have needed this rank's closing packet, and a REWIND
-        # request taken as one (coverage is never full here) completes it as a REWIND
-        later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
-        use = match | later
-        used = int(np.count_nonzero(use))
+        use, used = match, matched
+        if matched < idx.size:  # (no later round among them where every one matches)
+            cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
+            news = ~cached | (key != self.last_key[s])
+            # in a call's announce round a closing RESULT is the last call's: this call's
+            # closing round would have needed this rank's closing packet, and a REWIND
+            # request taken as one (coverage is never full here) completes it as a REWIND
+            later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
+            use = match | later
+            used = int(np.count_nonzero(use))
         if not used:
             return 0
         if used < idx.size:
@@ -240,7 +243,7 @@ class SilentEngine(AllreduceEngine):
         announced = match & (kind == ANNOUNCE_ROUND)
         if np.count_nonzero(announced):
             self._check_ranges(r, idx[announced], now)
-        self._check_next(s, b, n, np.where(match, kind, -1), rewind)
+        self._check_next(s, b, n, kind if matched == used else np.where(match, kind, -1), rewind)
         self._cover(r, idx, s, b, n, kind, match, rewind)
         self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
         closed = np.count_nonzero(closing)
@@ -307,7 +310,7 @@ class SilentEngine(AllreduceEngine):
         data round a later one (a block past this rank's own next is a gap: _cover). A
         REWIND names the position to re-run from (never END_OF_STREAM)."""
         cont = n != EOS
-        bad = self._outside_stream(s, n)
+        bad = self._outside_stream(s, n, cont)
         bad |= cont & ~rewind & (kind == DATA_ROUND) & (n <= b)
         bad |= rewind & ~cont
         self._refuse_next(s, n, bad, rewind)
@@ -335,15 +338,22 @@ class SilentEngine(AllreduceEngine):
         # took a stale packet of this rank for its announcement and the winner skipped
         # its block: the rank asks for a rewind to that block at the latest
         skipped = ~rewind & (n > self.my_next[s])
+        open_ = kind != CLOSING_ROUND
+        contiguous_ok = match & open_
         if np.count_nonzero(skipped):
             self.cover[s[skipped]] = np.minimum(self.cover[s[skipped]], self.my_next[s[skipped]])
+            contiguous_ok &= ~skipped
         cov = self.cover[s]
-        start = np.where(kind == ANNOUNCE_ROUND, s, b)
         data = kind == DATA_ROUND
-        contiguous = np.where(data, b == cov, start <= cov)
-        contiguous &= match & ~skipped & (kind != CLOSING_ROUND)
-        self._store(r, idx[contiguous & data], s[contiguous & data])
-        gap = ~contiguous & (kind != CLOSING_ROUND) & (cov != EOS)
+        if np.count_nonzero(data) == s.size:  # data rounds only: no start to compare
+            contiguous = (b == cov) & contiguous_ok
+        else:
+            start = np.where(kind == ANNOUNCE_ROUND, s, b)
+            contiguous = np.where(data, b == cov, start <= cov) & contiguous_ok
+        stored = contiguous & data
+        if np.count_nonzero(stored):
+            self._store(r, idx[stored], s[stored])
+        gap = ~contiguous & open_ & (cov != EOS)
         if np.count_nonzero(gap):
             self.want_rewind[s[gap]] = True
         if np.count_nonzero(rewind):
@@ -355,10 +365,15 @@ class SilentEngine(AllreduceEngine):
     def _store(self, r: Parsed, idx: np.ndarray, s: np.ndarray) -> None:
         """Contiguous data rounds' sums, each block once: a rewind re-runs blocks already
         stored (the same sums; an int32 half stored twice would be joined with itself)."""
-        fresh = ~self.stored[self.block[s]]
-        if np.count_nonzero(fresh):
+        blocks = self.block[s]
+        fresh = ~self.stored[blocks]
+        n_fresh = np.count_nonzero(fresh)
+        if n_fresh == s.size:
+            self._store_sums(r, idx, s)
+            self.stored[blocks] = True
+        elif n_fresh:
             self._store_sums(r, idx[fresh], s[fresh])
-            self.stored[self.block[s[fresh]]] = True
+            self.stored[blocks[fresh]] = True
 
     def _rewind(self, s: np.ndarray, pos: np.ndarray) -> None:
         """A REWIND from the switch: the next round re-runs slots `s` from `pos`. The
