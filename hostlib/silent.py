@@ -209,9 +209,10 @@ class SilentEngine(AllreduceEngine):
         ignored: a query it answered goes on unanswered. Returns how many were used."""
         c = r.cols
         s, ver, b = c["slot"][idx], c["slot_version"][idx], c["block"][idx]
+        msg, n = c["msg_type"][idx], c["next_block"][idx]
         kind = self.kind[s]
-        rewind = c["msg_type"][idx] == p.MSG.REWIND
-        nature = self._nature(r, idx)
+        rewind = msg == p.MSG.REWIND
+        nature = self._nature(r, idx, b)
         closing = ~rewind & (nature == CLOSING_ROUND)
         # the round waited for: its version and block, and a result of its kind (a
         # closing round's RESULT in the version of an announce this rank waits for is of
@@ -220,7 +221,7 @@ class SilentEngine(AllreduceEngine):
         match = (ver == self.slot_version[s]) & (b == self.block[s])
         match &= nature == _AWAITED_NATURE[kind]
         matched = int(np.count_nonzero(match))
-        key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
+        key = ver << 56 | msg << 52 | b << 24 | n
         use, used = match, matched
         if matched < idx.size:  # (no later round among them where every one matches)
             cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
@@ -235,8 +236,8 @@ class SilentEngine(AllreduceEngine):
             return 0
         if used < idx.size:
             idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
-            rewind, closing, key = rewind[use], closing[use], key[use]
-        n, ne = c["next_block"][idx], c["next_exponent"][idx]
+            ver, n, rewind, closing, key = ver[use], n[use], rewind[use], closing[use], key[use]
+        ne = c["next_exponent"][idx]
         self.last_key[s] = key
         self.queries[s] = 0
         self.continued[s] = True
@@ -250,15 +251,15 @@ class SilentEngine(AllreduceEngine):
         if closed:
             # a slot ends in its closing round's version (the next call announces in the
             # other), also when the closing RESULT came as a later round
-            self.slot_version[s[closing]] = c["slot_version"][idx[closing]]
+            self.slot_version[s[closing]] = ver[closing]
             lacking = s[closing & (self.cover[s] != EOS)]
             self.incomplete.extend(int(x) for x in lacking)
         self._completed(s, closing, now)
         taken = int(idx.size)
         if closed:
             go = ~closing
-            idx, s, n, ne, rewind = idx[go], s[go], n[go], ne[go], rewind[go]
-        self.slot_version[s] = c["slot_version"][idx] ^ 1
+            ver, s, n, ne, rewind = ver[go], s[go], n[go], ne[go], rewind[go]
+        self.slot_version[s] = ver ^ 1
         last = n == EOS
         if np.count_nonzero(rewind):
             self._rewind(s[rewind], n[rewind])
@@ -266,7 +267,8 @@ class SilentEngine(AllreduceEngine):
             data = ~rewind & ~last
         else:
             data = ~last
-        self._closing(s[last])
+        if np.count_nonzero(last):
+            self._closing(s[last])
         if np.count_nonzero(data) == s.size:
             self._data_round(s, n, ne)
         else:
@@ -274,14 +276,14 @@ class SilentEngine(AllreduceEngine):
         return taken
 
     @staticmethod
-    def _nature(r: Parsed, idx: np.ndarray) -> np.ndarray:
+    def _nature(r: Parsed, idx: np.ndarray, block: np.ndarray) -> np.ndarray:
         """The kind of round results `idx` complete, from their layout: an announce or
         rewind round's carries the fingerprint range (ANNOUNCE_ROUND), a data round's
         its block's sums, a closing round's (block END_OF_STREAM) none. A rank
         lost in the chain may get a closing RESULT as a later round (the closing round
         took its REWIND request as its closing contribution): it ends the slot too."""
         ext = r.extension[idx] if r.extension is not None else np.zeros(idx.size, np.int64)
-        eos = r.cols["block"][idx] == EOS
+        eos = block == EOS  # (`block`: the results' blocks)
         return _NATURE[(ext == p.EXT.FINGERPRINT).view(np.uint8), eos.view(np.uint8)]
 
     def _check_ranges(self, r: Parsed, ai: np.ndarray, now: float) -> None:
