@@ -442,9 +442,11 @@ class AllreduceEngine:
         if self.cfg.wire_rank is not None:
             self._take_ahead(r, ours & ~answers, now)
         msg = r.cols["msg_type"]
-        status = answers & (msg == p.MSG.STATUS)
-        statuses = int(np.count_nonzero(status))
-        if statuses:
+        statuses = 0
+        status = msg == p.MSG.STATUS
+        if np.count_nonzero(status):  # (a batch of results holds none, mostly)
+            status &= answers
+            statuses = int(np.count_nonzero(status))
             self._take_statuses(r, status, now)
         idx = (answers & (msg == p.MSG.RESULT)).nonzero()[0]
         s = r.cols["slot"][idx]
