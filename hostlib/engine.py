@@ -9,6 +9,14 @@ crafted RESULT packets) moves the bytes. All per-slot state lives in numpy array
 by slot, so a batch of results is handled with a fixed number of vectorised operations,
 whatever its size.
 
+That fixed number is most of a rank's CPU where blocks are small, calls sparse or results
+trickle in under loss: a turn of one result is a few dozen numpy calls on arrays of one
+element. So the one general path keeps the count down: a step whose input is empty is
+skipped after one count (no STATUS in the batch, no slot finishing), a mask that keeps
+every row is not applied, what is constant for the call is looked up instead of computed
+per turn (the frames' job flags; numerics' quantizer scales and packed biases), and a
+turn's few values are summed or maximised over a Python list (numerics.total, largest).
+
 The engine itself matches results to rounds, stores the sums, and builds each slot's next
 packet (its round number, shadow-copy version, block, this rank's announced next non-zero
 block, the frame kept for retransmission). Along its seams it hands the rest to units of
