@@ -40,6 +40,7 @@ from .numerics import (
     Payload,
     evenly_spaced,
     from_packed,
+    increasing,
     overflow_error,
     tally,
     total,
@@ -458,7 +459,7 @@ class AllreduceEngine:
             self._take_statuses(r, status, now)
         idx = (answers & (msg == p.MSG.RESULT)).nonzero()[0]
         s = r.cols["slot"][idx]
-        if idx.size > 1:  # a slot answered twice in one batch
+        if not increasing(s):  # a slot answered twice in one batch (or out of slot order)
             s, first = np.unique(s, return_index=True)
             idx = idx[first]
         self.stats.results_ignored += len(r) - int(idx.size) - statuses

@@ -287,6 +287,16 @@ def largest(x: np.ndarray) -> float:
     return float(max(x.tolist())) if x.size <= SMALL_REDUCE else float(x.max())
 
 
+def increasing(x: np.ndarray) -> bool:
+    """Whether x is strictly increasing (np.unique would return it as it is, with its
+    first indices in order: a batch's results of distinct slots in slot order, mostly),
+    without numpy's fixed costs where x is small."""
+    if x.size <= SMALL_REDUCE:
+        xs = x.tolist()
+        return all(a < b for a, b in zip(xs, xs[1:]))
+    return not np.count_nonzero(np.diff(x) <= 0)
+
+
 def tally(counts: np.ndarray, kinds: np.ndarray) -> None:
     """counts += bincount(kinds) (kinds < counts.size), without numpy's fixed cost where
     kinds is small (a turn's frames)."""

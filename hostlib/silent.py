@@ -23,6 +23,7 @@ import numpy as np
 from . import protocol as p
 from .engine import EOS, AllreduceEngine
 from .framing import Parsed
+from .numerics import increasing
 
 # the kind of the round a slot waits for
 ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, REWIND_ROUND = 0, 1, 2, 3
@@ -188,13 +189,14 @@ class SilentEngine(AllreduceEngine):
             self.queries[slot[status]] = 0
         rows = (ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND))).nonzero()[0]
         taken = 0
-        while rows.size > 1:
+        while rows.size:
+            if increasing(slot[rows]):  # each slot once, in slot order: the last wave
+                taken += self._take(r, rows, now)
+                break
             _, first = np.unique(slot[rows], return_index=True)
             taken += self._take(r, rows[first], now)
             rows = np.delete(rows, first)
             rows = rows[self.slots.active[slot[rows]]]
-        if rows.size:  # one left: a wave of its own
-            taken += self._take(r, rows, now)
         self.stats.results_ignored += len(r) - taken - statuses
 
     def _take(self, r: Parsed, idx: np.ndarray, now: float) -> int:
