@@ -9,6 +9,14 @@ crafted RESULT packets) moves the bytes. All per-slot state lives in numpy array
 by slot, so a batch of results is handled with a fixed number of vectorised operations,
 whatever its size.
 
+That fixed number is most of a rank's CPU where blocks are small, calls sparse or results
+trickle in under loss: a turn of one result is a few dozen numpy calls on arrays of one
+element. So the one general path keeps the count down: a step whose input is empty is
+skipped after one count (no STATUS in the batch, no slot finishing), a mask that keeps
+every row is not applied, what is constant for the call is looked up instead of computed
+per turn (the frames' job flags; numerics' quantizer scales and packed biases), and a
+turn's few values are summed or maximised over a Python list (numerics.total, largest).
+
 The engine itself matches results to rounds, stores the sums, and builds each slot's next
 packet (its round number, shadow-copy version, block, this rank's announced next non-zero
 block, the frame kept for retransmission). Along its seams it hands the rest to units of
@@ -27,13 +35,23 @@ from p4reduce.job import JobConfig
 from . import protocol as p
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
 from .liveness import Liveness
-from .numerics import Output, Payload, evenly_spaced, from_packed, overflow_error
+from .numerics import (
+    Output,
+    Payload,
+    evenly_spaced,
+    from_packed,
+    increasing,
+    overflow_error,
+    tally,
+    total,
+)
 from .scratch import Scratch
 from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
 
 EOS = p.END_OF_STREAM
 MSG_TYPE_BYTE = p.P4R_OFFSET  # protocol (high nibble) | msg_type (low nibble)
+_SKIP_OR_DATA = np.array([p.MSG.SKIP, p.MSG.DATA], np.int64)  # by "is this rank's block"
 
 __all__ = [
     "AllreduceEngine",
@@ -181,6 +199,12 @@ class AllreduceEngine:
         self.last_frames = self.scratch.take("last_frames", (n, self.builder.width), np.uint8)
         self.last_frames.fill(0)  # a previous call's frames: pages kept, bytes not
         self._padded_skips = p.skip_carries_values(k)  # SKIPs carry a block of zeros
+        # the flags of this rank's frames by whether their slot is CONTINUED (index 0, 1):
+        # the job's own (PACKED, SILENT) are the same on every frame of the call
+        job_flags = (int(p.FLAG.PACKED) if cfg.encoding == p.Encoding.PACKED else 0) | (
+            int(p.FLAG.SILENT) if cfg.round_mode == p.RoundMode.SILENT else 0
+        )
+        self._flags = np.array([job_flags, job_flags | int(p.FLAG.CONTINUED)], np.int64)
         self.last_lengths = np.zeros(n, np.int64)
         # slots whose kept frame a pending batch reads in place (_emit): built there once,
         # not built elsewhere and copied in
@@ -235,9 +259,12 @@ class AllreduceEngine:
     # -- output --------------------------------------------------------------------------
 
     def _announce_exponent(self, nxt: np.ndarray) -> np.ndarray:
-        out = np.zeros(nxt.shape, np.int64)
-        real = nxt != EOS
-        out[real] = self.payload.exponent_biased[nxt[real]]
+        """The biased exponents of blocks `nxt` this rank announces (0 for END_OF_STREAM,
+        the only number past the tensor's blocks: `take` clips it to the last one)."""
+        if not self.payload.nblocks:
+            return np.zeros(nxt.shape, np.int64)
+        out = self.payload.exponent_biased.take(nxt, mode="clip")
+        out[nxt == EOS] = 0
         return out
 
     def _announce(self, slots: np.ndarray) -> None:
@@ -255,7 +282,7 @@ class AllreduceEngine:
     def _emit(
         self,
         slots: np.ndarray,
-        msg_type: np.ndarray,
+        msg_type: np.ndarray | int,
         slot_version: np.ndarray,
         block: np.ndarray,
         next_block: np.ndarray,
@@ -268,7 +295,7 @@ class AllreduceEngine:
         a wide-block job's frame is 64 KB, built once instead of built and copied."""
         cols = (slots, msg_type, slot_version, block, next_block, values, extension)
         run = evenly_spaced(slots)
-        if run is not None and run.step == 1 and not np.count_nonzero(self._in_place[run]):
+        if run is not None and run.step in (None, 1) and not np.count_nonzero(self._in_place[run]):
             batch = self._build(*cols, out=self.last_frames[run])
             self.last_lengths[run] = batch.lengths
             self._in_place[run] = True
@@ -302,7 +329,7 @@ class AllreduceEngine:
     def _build(
         self,
         slots: np.ndarray,
-        msg_type: np.ndarray,
+        msg_type: np.ndarray | int,
         slot_version: np.ndarray,
         block: np.ndarray,
         next_block: np.ndarray,
@@ -311,14 +338,12 @@ class AllreduceEngine:
         out: np.ndarray | None = None,
     ) -> Batch:
         """Frames of this rank for `slots` (the job's flags: CONTINUED, PACKED, SILENT), in
-        `out` when given (FrameBuilder.build)."""
+        `out` when given (FrameBuilder.build). `msg_type`: per slot, or one for all."""
         cols = {
             "protocol": p.PROTOCOL_VERSION,
             "msg_type": msg_type,
             "slot_version": slot_version,
-            "flags": np.where(self.continued[slots], int(p.FLAG.CONTINUED), 0)
-            | (int(p.FLAG.PACKED) if self.cfg.encoding == p.Encoding.PACKED else 0)
-            | (int(p.FLAG.SILENT) if self.cfg.round_mode == p.RoundMode.SILENT else 0),
+            "flags": self._flags[self.continued[slots].view(np.uint8)],
             "job": self.cfg.job,
             "slot": slots,
             "rank": self.cfg.rank_on_wire,
@@ -356,10 +381,9 @@ class AllreduceEngine:
         self._pending = []
         self._in_place.fill(False)  # `out` is the caller's now (copied out at once)
         self.stats.packets_sent += len(out)
-        self.stats.bytes_sent += int(out.lengths.sum())
+        self.stats.bytes_sent += total(out.lengths)
         if len(out):
-            kinds = out.frames[:, MSG_TYPE_BYTE] & 0x0F
-            self.stats.sent_by_type += np.bincount(kinds, minlength=8)[:8]
+            tally(self.stats.sent_by_type, out.frames[:, MSG_TYPE_BYTE] & 0x0F)
         return out
 
     def _resending(self, due: np.ndarray) -> None:
@@ -371,10 +395,11 @@ class AllreduceEngine:
     def on_frames(self, frames: np.ndarray, lengths: np.ndarray, now: float) -> None:
         """Raw received frames (rows of a receive batch)."""
         parsed = parse_batch(frames, lengths, self.block_values)
+        lengths = np.asarray(lengths)
         self.stats.results_ignored += parsed.rejected
-        self.stats.packets_received += int(np.asarray(lengths).shape[0])
+        self.stats.packets_received += int(lengths.shape[0])
         self.stats.receive_batches += 1
-        self.stats.bytes_received += int(np.asarray(lengths).sum())
+        self.stats.bytes_received += total(lengths)
         if len(parsed):
             self.on_results(parsed, now)
 
@@ -425,41 +450,55 @@ class AllreduceEngine:
         answers = self._answers(r, ours)
         if self.cfg.wire_rank is not None:
             self._take_ahead(r, ours & ~answers, now)
-        self._take_statuses(r, answers, now)
-        idx = np.flatnonzero(answers & (r.cols["msg_type"] == p.MSG.RESULT))
+        msg = r.cols["msg_type"]
+        statuses = 0
+        status = msg == p.MSG.STATUS
+        if np.count_nonzero(status):  # (a batch of results holds none, mostly)
+            status &= answers
+            statuses = int(np.count_nonzero(status))
+            self._take_statuses(r, status, now)
+        idx = (answers & (msg == p.MSG.RESULT)).nonzero()[0]
         s = r.cols["slot"][idx]
-        if idx.size > 1:  # a slot answered twice in one batch
+        if not increasing(s):  # a slot answered twice in one batch (or out of slot order)
             s, first = np.unique(s, return_index=True)
             idx = idx[first]
-        statuses = int((answers & (r.cols["msg_type"] == p.MSG.STATUS)).sum())
-        self.stats.results_ignored += int(r.has_values.shape[0]) - int(idx.size) - statuses
+        self.stats.results_ignored += len(r) - int(idx.size) - statuses
         if not idx.size:
             return
         self.continued[s] = True
-        announced = self.block[s] == EOS
-        if np.count_nonzero(announced):
-            idx, s = self._check_fingerprints(r, idx, s, announced, now)
+        data_round = self.block[s] != EOS
+        data = int(np.count_nonzero(data_round))
+        if data < s.size:  # announce rounds among them
+            idx, s = self._check_fingerprints(r, idx, s, ~data_round, now)
             if not idx.size:
                 return
-        data_round = self.block[s] != EOS
-        if np.count_nonzero(data_round):
+            data_round = self.block[s] != EOS
+            data = int(np.count_nonzero(data_round))
+        if data == s.size:
+            self._store_sums(r, idx, s)
+        elif data:
             self._store_sums(r, idx[data_round], s[data_round])
         nb, ne = r.cols["next_block"][idx], r.cols["next_exponent"][idx]
-        self._check_next_blocks(s, nb, data_round)
-        self._completed(s, nb == EOS, now)
-        cont = nb != EOS
-        if np.count_nonzero(cont):
+        finished = nb == EOS
+        cont = ~finished
+        self._check_next_blocks(s, nb, data_round, cont)
+        self._completed(s, finished, now)
+        going = int(np.count_nonzero(cont))
+        if going == s.size:
+            self._release(s, nb, ne)
+        elif going:
             self._release(s[cont], nb[cont], ne[cont])
 
     def _answers(self, r: Parsed, ours: np.ndarray) -> np.ndarray:
         """Which of `ours` (a mask of the batch, from `_ours`) answer this rank's
         outstanding packet of their slot: a RESULT or a STATUS for its round."""
-        answers = ours.copy()
-        c, slot = r.cols, r.cols["slot"]
-        answers[answers] &= (c["slot_version"][answers] == self.slot_version[slot[answers]]) & (
-            c["block"][answers] == self.block[slot[answers]]
+        c = r.cols
+        slot = c["slot"]  # (clipped: rows not `ours` may name any slot)
+        return (
+            ours
+            & (c["slot_version"] == self.slot_version.take(slot, mode="clip"))
+            & (c["block"] == self.block.take(slot, mode="clip"))
         )
-        return answers
 
     def _ours(self, r: Parsed) -> np.ndarray:
         """Which of the batch are for this rank's job, epoch and active slots; raises
@@ -473,8 +512,8 @@ class AllreduceEngine:
             & (c["rank"] == self.cfg.rank_on_wire)
             & (slot < self.slot_count)
         )
-        lost = ours & ((c["flags"] & p.FLAG.STATE_LOST) != 0)
-        if np.count_nonzero(lost):
+        lost = c["flags"] & p.FLAG.STATE_LOST
+        if np.count_nonzero(lost) and np.count_nonzero(lost := ours & (lost != 0)):
             slots = sorted({int(x) for x in slot[lost]})
             raise SwitchStateLost(
                 f"the switch lost the state of job {self.cfg.job} (epoch {self.cfg.epoch}) "
@@ -482,12 +521,12 @@ class AllreduceEngine:
                 f"its pipeline was replaced while the job ran, and rounds whose results died "
                 f"with it cannot complete; delete the job and create it again"
             )
-        return ours & self.slots.active[np.minimum(slot, self.slot_count - 1)]
+        return ours & self.slots.active.take(slot, mode="clip")  # (slot < slot_count: ours)
 
-    def _take_statuses(self, r: Parsed, answers: np.ndarray, now: float) -> None:
-        """STATUS replies: the switch holds these rounds' packets (timers), and says
+    def _take_statuses(self, r: Parsed, status: np.ndarray, now: float) -> None:
+        """STATUS replies (`status`: those of the batch that answer this rank's
+        outstanding packets): the switch holds these rounds' packets (timers), and says
         which ranks it has heard from (liveness)."""
-        status = answers & (r.cols["msg_type"] == p.MSG.STATUS)
         if not np.count_nonzero(status) or r.contributors is None:
             return
         relayed = None  # the leaf role: the spine's STATUS, relayed by the leaf
@@ -497,7 +536,7 @@ class AllreduceEngine:
         slots = r.cols["slot"][status]
         self.pacer.held_by_switch(slots, now)
         self.liveness.statuses(slots, r.contributors[status], now, relayed)
-        self.stats.statuses += int(status.sum())
+        self.stats.statuses += int(np.count_nonzero(status))
 
     def _heard_by_leaf(self, r: Parsed, status: np.ndarray, now: float) -> np.ndarray:
         """The leaf role: of the STATUS replies `status` (mask), those that hold this
@@ -539,7 +578,7 @@ class AllreduceEngine:
 
     def _store_sums(self, r: Parsed, di: np.ndarray, ds: np.ndarray) -> None:
         """Data rounds' sums (results `di` of slots `ds`) into the output."""
-        if not r.has_values[di].all():
+        if np.count_nonzero(r.has_values[di]) < di.size:
             bad = int(ds[~r.has_values[di]][0])
             raise p.ProtocolError(
                 f"RESULT for slot {bad} block {int(self.block[bad])} carries no values"
@@ -547,31 +586,39 @@ class AllreduceEngine:
         blocks = self.block[ds]
         if self.cfg.encoding == p.Encoding.PACKED:
             # every row of the batch, in order (a batch of results, mostly): read in place
-            every = di.size == len(r) and bool((di == np.arange(di.size)).all())
+            every = di.size == len(r) and (
+                di.size == 1 or np.count_nonzero(di == np.arange(di.size)) == di.size
+            )
             wire = r.values if every else r.values[di]
             out = self.scratch.take("received", wire.shape, np.int32)
             sums = from_packed(wire, self.cfg.worker_count, out)
         else:
             sums = r.values[di]
         self.output.store(blocks, sums, self.exponent[ds])
-        over = (r.cols["flags"][di] & p.FLAG.OVERFLOW) != 0
+        over = r.cols["flags"][di] & p.FLAG.OVERFLOW
         if np.count_nonzero(over):
-            self.stats.overflowed_blocks.extend(int(b) for b in blocks[over])
+            self.stats.overflowed_blocks.extend(int(b) for b in blocks[over != 0])
 
-    def _check_next_blocks(self, s: np.ndarray, nb: np.ndarray, data_round: np.ndarray) -> None:
-        """The switch's next block for each slot must be the next of the slot's stream
-        that some rank announced: in the slot, past the current block, not past this
-        rank's own next non-zero block."""
-        cont = nb != EOS
-        bad = self._outside_stream(s, nb) | (
+    def _check_next_blocks(
+        self, s: np.ndarray, nb: np.ndarray, data_round: np.ndarray, cont: np.ndarray
+    ) -> None:
+        """The switch's next block for each slot (`cont`: those not END_OF_STREAM) must be
+        the next of the slot's stream that some rank announced: in the slot, past the
+        current block, not past this rank's own next non-zero block."""
+        bad = self._outside_stream(s, nb, cont) | (
             cont & ((data_round & (nb <= self.block[s])) | (nb > self.my_next[s]))
         )
         self._refuse_next(s, nb, bad)
 
-    def _outside_stream(self, s: np.ndarray, nb: np.ndarray) -> np.ndarray:
+    def _outside_stream(
+        self, s: np.ndarray, nb: np.ndarray, named: np.ndarray | None = None
+    ) -> np.ndarray:
         """Which blocks `nb` named for slots `s` are no block of the slot's stream
-        (protocol.md section 5; END_OF_STREAM is none of them)."""
-        return (nb != EOS) & ((nb % self.cfg.slot_count != s) | (nb >= self.payload.nblocks))
+        (protocol.md section 5; END_OF_STREAM is none of them). `named`: nb != EOS, when
+        the caller has it."""
+        if named is None:
+            named = nb != EOS
+        return named & ((nb % self.cfg.slot_count != s) | (nb >= self.payload.nblocks))
 
     def _refuse_next(
         self, s: np.ndarray, nb: np.ndarray, bad: np.ndarray, rewind: np.ndarray | None = None
@@ -614,11 +661,14 @@ class AllreduceEngine:
         a job of more than SKIP_GROWS_TO_VALUES values per block carries a block of zeros
         (docs/protocol.md section 2: the switch turns a completing SKIP into the RESULT,
         and simple_switch cannot grow a received frame by more than 512 bytes)."""
-        is_data = nb == self.my_next[s]
-        new_next = self.my_next[s].copy()
+        new_next = self.my_next[s]  # (a copy: the slots' next blocks before this round)
+        is_data = nb == new_next
         data = np.count_nonzero(is_data)
         values = None
-        if data:
+        if data == s.size:  # every slot sends its block (a dense call's rounds)
+            new_next[:] = self._after[nb]
+            values = self.payload.values(nb, ne, self.scratch)
+        elif data:
             new_next[is_data] = self._after[nb[is_data]]
             values = self.payload.values(nb[is_data], ne[is_data], self.scratch)
         extension = is_data
@@ -631,7 +681,7 @@ class AllreduceEngine:
         self.block[s] = nb
         self.exponent[s] = ne
         self.my_next[s] = new_next
-        msg = np.where(is_data, p.MSG.DATA, p.MSG.SKIP)
+        msg = _SKIP_OR_DATA[is_data.view(np.uint8)]
         self._emit(s, msg, self.slot_version[s], nb, new_next, values, extension)
 
     # -- opening slots, disagreements, the end of the call ----------------------------------

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import protocol as p
 from p4reduce.job import JobConfig
+from .numerics import least
 from .slots import SlotWindow
 from .timers import EngineParams, Pacer
 
@@ -57,6 +58,9 @@ class Liveness:
         self.cfg, self.params, self.slots, self.pacer = cfg, params, slots, pacer
         self.round, self.block = round_, block
         self.last_heard = np.full(slots.count, now, np.float64)  # last progress (a result)
+        # at most the earliest last_heard (progress only moves a slot's later): while the
+        # deadline is not due past it, no slot has stalled (`check`, every turn)
+        self._heard_floor = now
         self.contributors = np.zeros(slots.count, np.int64)  # the latest STATUS's bitmap
         # the leaf role: the latest STATUS was the spine's, relayed (its bitmap: leaves)
         self.above = np.zeros(slots.count, bool)
@@ -69,6 +73,7 @@ class Liveness:
     def progress(self, slots: np.ndarray, now: float) -> None:
         """`slots` completed a round (or opened): the deadline counts from now."""
         self.last_heard[slots] = now
+        self._heard_floor = min(self._heard_floor, now)
 
     def statuses(
         self, slots: np.ndarray, bitmaps: np.ndarray, now: float, relayed: np.ndarray | None = None
@@ -94,7 +99,7 @@ class Liveness:
         """When the slowest-progressing active slot times out (inf when done)."""
         if self.slots.done:
             return float("inf")
-        return float(self.last_heard[self.slots.active].min()) + self.params.deadline
+        return least(self.last_heard[self.slots.active]) + self.params.deadline
 
     def _note_statuses(self, bitmaps: np.ndarray, now: float) -> None:
         """Count STATUS replies (answers to this rank's retransmissions, for the
@@ -204,6 +209,9 @@ class Liveness:
                 job,
                 [int(x) for x in waiting],
             )
+        if now - self._heard_floor < self.params.deadline:
+            return  # no slot's last progress is a deadline old
+        self._heard_floor = float(self.last_heard.min())
         stalled = np.flatnonzero(
             self.slots.active & (now - self.last_heard >= self.params.deadline)
         )

@@ -9,6 +9,7 @@ blocks with the exponent the switch negotiated.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,10 +44,22 @@ def from_packed(sums: np.ndarray, worker_count: int, out: np.ndarray | None = No
     framing.parse_batch): the subtraction reads them as they are and writes native int32,
     one pass, no conversion first. `out`: an int32 array of sums' shape to write (a
     Scratch buffer), else a new one."""
-    bias = np.uint32(worker_count * packed_bias(worker_count) % (1 << 32))
-    unsigned = sums.view(sums.dtype.str.replace("i", "u"))  # same byte order
+    bias = _packed_biases(worker_count)[1]
+    unsigned = sums.view(_UNSIGNED[sums.dtype.byteorder])  # same byte order
     dest = None if out is None else out.view(np.uint32)
     return np.subtract(unsigned, bias, out=dest, dtype=np.uint32).view(np.int32)
+
+
+# the unsigned view of int32 lanes of each byte order (dtype.byteorder)
+_UNSIGNED = {bo: np.dtype(np.uint32).newbyteorder(bo) for bo in "=<>"}
+
+
+@lru_cache(maxsize=None)
+def _packed_biases(worker_count: int) -> tuple[np.uint32, np.uint32]:
+    """A rank's bias (packed_bias) and the N ranks' biases modulo 2^32 (what from_packed
+    subtracts), as the uint32 scalars every batch's arithmetic takes."""
+    bias = packed_bias(worker_count)
+    return np.uint32(bias), np.uint32(worker_count * bias % (1 << 32))
 
 
 def half(blocks: np.ndarray, low: bool) -> np.ndarray:
@@ -127,14 +140,23 @@ def nonfinite_reason(flat: np.ndarray, maxabs: float | None = None) -> str:
     return ""
 
 
-def _scaled(
-    blocks: np.ndarray, exponents: np.ndarray, worker_count: int, scratch: Scratch | None
-) -> np.ndarray:
+def scales(exponents: np.ndarray, worker_count: int) -> np.ndarray:
+    """floor(M/N) * 2^-E per row, E = exponents (unbiased): what quantize multiplies a
+    row by (exact: a power of two scales a float64 exactly in this range)."""
+    return np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
+
+
+@lru_cache(maxsize=None)
+def _scales_by_biased(worker_count: int) -> np.ndarray:
+    """`scales` of every biased exponent E + 128 (0..255): Payload.values looks a batch's
+    rows' up instead of computing them (five numpy calls on a few rows, every turn)."""
+    return scales(np.arange(256) - p.EXPONENT_BIAS, worker_count)
+
+
+def _scaled(blocks: np.ndarray, scale: np.ndarray, scratch: Scratch | None) -> np.ndarray:
     """rint(x * floor(M/N) / 2^E) per row in float64, in two passes: x times the row's
-    floor(M/N) * 2^-E (exact: a power of two scales a float64 exactly in this range) is
-    the same rounded product as x * floor(M/N) scaled afterwards. In `scratch`'s "scaled"
-    buffer when given."""
-    scale = np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
+    `scale`, floor(M/N) * 2^-E (`scales`), is the same rounded product as x * floor(M/N)
+    scaled afterwards. In `scratch`'s "scaled" buffer when given."""
     out = take(scratch, "scaled", blocks.shape, np.float64)
     scaled = np.multiply(blocks, scale[:, None], out=out, dtype=np.float64)
     return np.rint(scaled, out=scaled)
@@ -149,29 +171,39 @@ def _cast(scaled: np.ndarray, dtype, scratch: Scratch | None) -> np.ndarray:
 
 
 def quantize(
-    blocks: np.ndarray, exponents: np.ndarray, worker_count: int, scratch: Scratch | None = None
+    blocks: np.ndarray,
+    exponents: np.ndarray | None,
+    worker_count: int,
+    scratch: Scratch | None = None,
+    *,
+    scale: np.ndarray | None = None,
 ) -> np.ndarray:
-    """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32.
+    """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32
+    (`scale`: the rows' `scales`, when the caller has them, instead of `exponents`).
     With `scratch`, the result is a view of its buffer (valid until its next quantize)."""
-    return _cast(_scaled(blocks, exponents, worker_count, scratch), np.int32, scratch)
+    if scale is None:
+        scale = scales(exponents, worker_count)
+    return _cast(_scaled(blocks, scale, scratch), np.int32, scratch)
 
 
 def quantize_packed(
     blocks: np.ndarray,
-    exponents: np.ndarray,
+    exponents: np.ndarray | None,
     worker_count: int,
     scratch: Scratch | None = None,
     out: np.ndarray | None = None,
+    *,
+    scale: np.ndarray | None = None,
 ) -> np.ndarray:
     """to_packed(quantize(...)) without its int64 pass: q cast to int32 (float64 to int32
     is a much faster conversion than to uint32), then the bias added modulo 2^32 as
     uint32 -- the same bits, as q + bias lies in 0..2^32-1 -- on its way into `out` (an
     int32 array of any byte order, e.g. the wire's; else a new one)."""
-    q = quantize(blocks, exponents, worker_count, scratch)
+    q = quantize(blocks, exponents, worker_count, scratch, scale=scale)
     if out is None:
         out = np.empty(q.shape, np.int32)
-    unsigned = out.view(out.dtype.str.replace("i", "u"))  # same byte order
-    bias = np.uint32(packed_bias(worker_count))
+    unsigned = out.view(_UNSIGNED[out.dtype.byteorder])  # same byte order
+    bias = _packed_biases(worker_count)[0]
     np.add(q.view(np.uint32), bias, out=unsigned, casting="unsafe")
     return out
 
@@ -237,6 +269,47 @@ CHUNK_VALUES = 1 << 18
 def chunk_rows(block_values: int) -> int:
     """Rows of a (B, K) view in one chunk of about CHUNK_VALUES values (at least one)."""
     return max(1, CHUNK_VALUES // block_values)
+
+
+# Up to this many elements a Python sum or max over an array's list beats numpy's
+# reduction, whose fixed cost is several times a small list's: what a turn's own arrays
+# (a batch of one or a few frames or results) are reduced with (`total`, `largest`).
+SMALL_REDUCE = 32
+
+
+def total(x: np.ndarray) -> int:
+    """int(x.sum()) of an integer array, without numpy's reduction where x is small."""
+    return int(sum(x.tolist())) if x.size <= SMALL_REDUCE else int(x.sum())
+
+
+def largest(x: np.ndarray) -> float:
+    """float(x.max()) of a non-empty array, without numpy's reduction where x is small."""
+    return float(max(x.tolist())) if x.size <= SMALL_REDUCE else float(x.max())
+
+
+def increasing(x: np.ndarray) -> bool:
+    """Whether x is strictly increasing (np.unique would return it as it is, with its
+    first indices in order: a batch's results of distinct slots in slot order, mostly),
+    without numpy's fixed costs where x is small."""
+    if x.size <= SMALL_REDUCE:
+        xs = x.tolist()
+        return all(a < b for a, b in zip(xs, xs[1:]))
+    return not np.count_nonzero(np.diff(x) <= 0)
+
+
+def tally(counts: np.ndarray, kinds: np.ndarray) -> None:
+    """counts += bincount(kinds) (kinds < counts.size), without numpy's fixed cost where
+    kinds is small (a turn's frames)."""
+    if kinds.size <= SMALL_REDUCE:
+        for k in kinds.tolist():
+            counts[k] += 1
+    else:
+        counts += np.bincount(kinds, minlength=counts.size)[: counts.size]
+
+
+def least(x: np.ndarray) -> float:
+    """float(x.min()) of a non-empty array, without numpy's reduction where x is small."""
+    return float(min(x.tolist())) if x.size <= SMALL_REDUCE else float(x.min())
 
 
 def evenly_spaced(blocks: np.ndarray) -> slice | None:
@@ -357,12 +430,12 @@ class Payload:
                 f" (its values would overflow)"
             )
         x = self.tensor_rows(rows, scratch)
-        e = switch_exponent_biased.astype(np.int32) - p.EXPONENT_BIAS
+        scale = _scales_by_biased(self.worker_count)[switch_exponent_biased]
         # in the wire's byte order already: the frame builder copies these bytes as they are
         wire = take(scratch, "wire", x.shape, p.VALUES_DTYPE)
         if self.encoding == p.Encoding.PACKED:
-            return quantize_packed(x, e, self.worker_count, scratch, wire)
-        np.copyto(wire, quantize(x, e, self.worker_count, scratch))
+            return quantize_packed(x, None, self.worker_count, scratch, wire, scale=scale)
+        np.copyto(wire, quantize(x, None, self.worker_count, scratch, scale=scale))
         return wire
 
 

@@ -23,12 +23,18 @@ import numpy as np
 from . import protocol as p
 from .engine import EOS, AllreduceEngine
 from .framing import Parsed
+from .numerics import increasing
 
 # the kind of the round a slot waits for
 ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, REWIND_ROUND = 0, 1, 2, 3
 # unanswered queries of a silent rank before it asks for a rewind instead: the round's
 # result is then neither cached (a query gets it) nor pending (a query gets a STATUS)
 QUERIES_BEFORE_REWIND = 2
+# the kind of result a slot waiting in a round of each kind takes as its round's (a rewind
+# round's RESULT has an announce round's layout: SilentEngine._nature), by kind
+_AWAITED_NATURE = np.array([ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, ANNOUNCE_ROUND], np.int8)
+# a result's nature by [carries a fingerprint range, names block END_OF_STREAM]
+_NATURE = np.array([[DATA_ROUND, CLOSING_ROUND], [ANNOUNCE_ROUND, ANNOUNCE_ROUND]], np.int8)
 
 __all__ = ["IncompleteSum", "SilentEngine"]
 
@@ -133,7 +139,8 @@ class SilentEngine(AllreduceEngine):
         """Queries for slots `s` (a SKIP naming the round, next_block the rank's own next):
         kept as a silent slot's frame (`send` False: its timer sends it), or sent once
         beside a contribution whose resends go unanswered."""
-        self._header_only(s, p.MSG.SKIP, self._named_block(s), self.my_next[s], send, not send)
+        if s.size:
+            self._header_only(s, p.MSG.SKIP, self._named_block(s), self.my_next[s], send, not send)
 
     def _resending(self, due: np.ndarray) -> None:
         """Timers of slots `due` expired. A silent rank's kept frame is its query. After
@@ -176,16 +183,21 @@ class SilentEngine(AllreduceEngine):
         c = r.cols
         msg, slot = c["msg_type"], c["slot"]
         status = self._answers(r, ours & (msg == p.MSG.STATUS))
-        self._take_statuses(r, status, now)
-        self.queries[slot[status]] = 0
-        rows = np.flatnonzero(ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND)))
+        statuses = int(np.count_nonzero(status))
+        if statuses:
+            self._take_statuses(r, status, now)
+            self.queries[slot[status]] = 0
+        rows = (ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND))).nonzero()[0]
         taken = 0
         while rows.size:
+            if increasing(slot[rows]):  # each slot once, in slot order: the last wave
+                taken += self._take(r, rows, now)
+                break
             _, first = np.unique(slot[rows], return_index=True)
             taken += self._take(r, rows[first], now)
             rows = np.delete(rows, first)
             rows = rows[self.slots.active[slot[rows]]]
-        self.stats.results_ignored += len(r) - taken - int(status.sum())
+        self.stats.results_ignored += len(r) - taken - statuses
 
     def _take(self, r: Parsed, idx: np.ndarray, now: float) -> int:
         """Results `idx` (one per slot): the round the slot waits for (`match`), or a
@@ -199,68 +211,82 @@ class SilentEngine(AllreduceEngine):
         ignored: a query it answered goes on unanswered. Returns how many were used."""
         c = r.cols
         s, ver, b = c["slot"][idx], c["slot_version"][idx], c["block"][idx]
+        msg, n = c["msg_type"][idx], c["next_block"][idx]
         kind = self.kind[s]
-        rewind = c["msg_type"][idx] == p.MSG.REWIND
-        nature = self._nature(r, idx)
+        rewind = msg == p.MSG.REWIND
+        nature = self._nature(r, idx, b)
         closing = ~rewind & (nature == CLOSING_ROUND)
         # the round waited for: its version and block, and a result of its kind (a
         # closing round's RESULT in the version of an announce this rank waits for is of
         # a slot whose rounds went on without it; a rewind round at a block is no data
         # round of that block)
         match = (ver == self.slot_version[s]) & (b == self.block[s])
-        match &= nature == np.where(kind == REWIND_ROUND, ANNOUNCE_ROUND, kind)
-        cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
-        key = ver << 56 | c["msg_type"][idx] << 52 | b << 24 | c["next_block"][idx]
-        news = ~cached | (key != self.last_key[s])
-        # in a call's announce round a closing RESULT is the last call's: this call's
-        # closing round would have needed this rank's closing packet, and a REWIND
-        # request taken as one (coverage is never full here) completes it as a REWIND
-        later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
-        use = match | later
-        if not np.count_nonzero(use):
+        match &= nature == _AWAITED_NATURE[kind]
+        matched = int(np.count_nonzero(match))
+        key = ver << 56 | msg << 52 | b << 24 | n
+        use, used = match, matched
+        if matched < idx.size:  # (no later round among them where every one matches)
+            cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
+            news = ~cached | (key != self.last_key[s])
+            # in a call's announce round a closing RESULT is the last call's: this call's
+            # closing round would have needed this rank's closing packet, and a REWIND
+            # request taken as one (coverage is never full here) completes it as a REWIND
+            later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
+            use = match | later
+            used = int(np.count_nonzero(use))
+        if not used:
             return 0
-        idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
-        rewind, closing = rewind[use], closing[use]
-        n, ne = c["next_block"][idx], c["next_exponent"][idx]
-        self.last_key[s] = key[use]
+        if used < idx.size:
+            idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
+            ver, n, rewind, closing, key = ver[use], n[use], rewind[use], closing[use], key[use]
+        ne = c["next_exponent"][idx]
+        self.last_key[s] = key
         self.queries[s] = 0
         self.continued[s] = True
         announced = match & (kind == ANNOUNCE_ROUND)
         if np.count_nonzero(announced):
             self._check_ranges(r, idx[announced], now)
-        self._check_next(s, b, n, np.where(match, kind, -1), rewind)
+        self._check_next(s, b, n, kind if matched == used else np.where(match, kind, -1), rewind)
         self._cover(r, idx, s, b, n, kind, match, rewind)
         self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
-        # a slot ends in its closing round's version (the next call announces in the
-        # other), also when the closing RESULT came as a later round
-        self.slot_version[s[closing]] = c["slot_version"][idx[closing]]
-        lacking = s[closing & (self.cover[s] != EOS)]
-        self.incomplete.extend(int(x) for x in lacking)
+        closed = np.count_nonzero(closing)
+        if closed:
+            # a slot ends in its closing round's version (the next call announces in the
+            # other), also when the closing RESULT came as a later round
+            self.slot_version[s[closing]] = ver[closing]
+            lacking = s[closing & (self.cover[s] != EOS)]
+            self.incomplete.extend(int(x) for x in lacking)
         self._completed(s, closing, now)
-        go = ~closing
-        s, n, ne, rewind = s[go], n[go], ne[go], rewind[go]
-        self.slot_version[s] = c["slot_version"][idx[go]] ^ 1
-        self._rewind(s[rewind], n[rewind])
-        last = ~rewind & (n == EOS)
-        self._closing(s[last])
-        data = ~rewind & ~last
-        self._data_round(s[data], n[data], ne[data])
-        return int(idx.size)
+        taken = int(idx.size)
+        if closed:
+            go = ~closing
+            ver, s, n, ne, rewind = ver[go], s[go], n[go], ne[go], rewind[go]
+        self.slot_version[s] = ver ^ 1
+        last = n == EOS
+        if np.count_nonzero(rewind):
+            self._rewind(s[rewind], n[rewind])
+            last &= ~rewind
+            data = ~rewind & ~last
+        else:
+            data = ~last
+        if np.count_nonzero(last):
+            self._closing(s[last])
+        if np.count_nonzero(data) == s.size:
+            self._data_round(s, n, ne)
+        else:
+            self._data_round(s[data], n[data], ne[data])
+        return taken
 
     @staticmethod
-    def _nature(r: Parsed, idx: np.ndarray) -> np.ndarray:
+    def _nature(r: Parsed, idx: np.ndarray, block: np.ndarray) -> np.ndarray:
         """The kind of round results `idx` complete, from their layout: an announce or
         rewind round's carries the fingerprint range (ANNOUNCE_ROUND), a data round's
         its block's sums, a closing round's (block END_OF_STREAM) none. A rank
         lost in the chain may get a closing RESULT as a later round (the closing round
         took its REWIND request as its closing contribution): it ends the slot too."""
         ext = r.extension[idx] if r.extension is not None else np.zeros(idx.size, np.int64)
-        eos = r.cols["block"][idx] == EOS
-        return np.where(
-            ext == p.EXT.FINGERPRINT,
-            ANNOUNCE_ROUND,
-            np.where(eos, CLOSING_ROUND, DATA_ROUND),
-        )
+        eos = block == EOS  # (`block`: the results' blocks)
+        return _NATURE[(ext == p.EXT.FINGERPRINT).view(np.uint8), eos.view(np.uint8)]
 
     def _check_ranges(self, r: Parsed, ai: np.ndarray, now: float) -> None:
         """An announce round's RESULT carries the fingerprint range. Where it differs the
@@ -288,7 +314,7 @@ class SilentEngine(AllreduceEngine):
         data round a later one (a block past this rank's own next is a gap: _cover). A
         REWIND names the position to re-run from (never END_OF_STREAM)."""
         cont = n != EOS
-        bad = self._outside_stream(s, n)
+        bad = self._outside_stream(s, n, cont)
         bad |= cont & ~rewind & (kind == DATA_ROUND) & (n <= b)
         bad |= rewind & ~cont
         self._refuse_next(s, n, bad, rewind)
@@ -316,27 +342,42 @@ class SilentEngine(AllreduceEngine):
         # took a stale packet of this rank for its announcement and the winner skipped
         # its block: the rank asks for a rewind to that block at the latest
         skipped = ~rewind & (n > self.my_next[s])
-        self.cover[s[skipped]] = np.minimum(self.cover[s[skipped]], self.my_next[s[skipped]])
+        open_ = kind != CLOSING_ROUND
+        contiguous_ok = match & open_
+        if np.count_nonzero(skipped):
+            self.cover[s[skipped]] = np.minimum(self.cover[s[skipped]], self.my_next[s[skipped]])
+            contiguous_ok &= ~skipped
         cov = self.cover[s]
-        start = np.where(kind == ANNOUNCE_ROUND, s, b)
         data = kind == DATA_ROUND
-        contiguous = np.where(data, b == cov, start <= cov)
-        contiguous &= match & ~skipped & (kind != CLOSING_ROUND)
-        self._store(r, idx[contiguous & data], s[contiguous & data])
-        gap = ~contiguous & (kind != CLOSING_ROUND) & (cov != EOS)
-        self.want_rewind[s[gap]] = True
-        after = b + self.cfg.slot_count
-        after = np.where(after < self.payload.nblocks, after, EOS)
-        n = np.where(rewind, np.where(data, after, cov), n)
+        if np.count_nonzero(data) == s.size:  # data rounds only: no start to compare
+            contiguous = (b == cov) & contiguous_ok
+        else:
+            start = np.where(kind == ANNOUNCE_ROUND, s, b)
+            contiguous = np.where(data, b == cov, start <= cov) & contiguous_ok
+        stored = contiguous & data
+        if np.count_nonzero(stored):
+            self._store(r, idx[stored], s[stored])
+        gap = ~contiguous & open_ & (cov != EOS)
+        if np.count_nonzero(gap):
+            self.want_rewind[s[gap]] = True
+        if np.count_nonzero(rewind):
+            after = b + self.cfg.slot_count
+            after = np.where(after < self.payload.nblocks, after, EOS)
+            n = np.where(rewind, np.where(data, after, cov), n)
         self.cover[s[contiguous]] = n[contiguous]
 
     def _store(self, r: Parsed, idx: np.ndarray, s: np.ndarray) -> None:
         """Contiguous data rounds' sums, each block once: a rewind re-runs blocks already
         stored (the same sums; an int32 half stored twice would be joined with itself)."""
-        fresh = ~self.stored[self.block[s]]
-        if np.count_nonzero(fresh):
+        blocks = self.block[s]
+        fresh = ~self.stored[blocks]
+        n_fresh = np.count_nonzero(fresh)
+        if n_fresh == s.size:
+            self._store_sums(r, idx, s)
+            self.stored[blocks] = True
+        elif n_fresh:
             self._store_sums(r, idx[fresh], s[fresh])
-            self.stored[self.block[s[fresh]]] = True
+            self.stored[blocks[fresh]] = True
 
     def _rewind(self, s: np.ndarray, pos: np.ndarray) -> None:
         """A REWIND from the switch: the next round re-runs slots `s` from `pos`. The
@@ -394,25 +435,30 @@ class SilentEngine(AllreduceEngine):
         # a round named again (the same RESULT taken twice: a copy whose block the
         # switch left as a request named it) still wants the DATA this rank sent for it
         again = nb == self.last_data[s]
-        self.my_next[s[again]] = nb[again]
+        if np.count_nonzero(again):
+            self.my_next[s[again]] = nb[again]
         is_data = nb == self.my_next[s]
         self.mine[s] = is_data
         # a REWIND request before the DATA: the switch takes a request only from a rank
         # whose bit the round has not set
-        asking = s[self.want_rewind[s]]
-        self._request_rewind(asking, np.zeros(asking.size, bool))
-        ds, dn = s[is_data], nb[is_data]
-        if ds.size:
+        asking = self.want_rewind[s]
+        if np.count_nonzero(asking):
+            self._request_rewind(s[asking], np.zeros(np.count_nonzero(asking), bool))
+        sending = int(np.count_nonzero(is_data))
+        if sending:
+            every = sending == s.size
+            ds, dn, de = (s, nb, ne) if every else (s[is_data], nb[is_data], ne[is_data])
             after = self._after[dn].astype(np.int64)
             self.my_next[ds] = after
             self.last_data[ds] = dn
             self._emit(
                 ds,
-                np.full(ds.size, p.MSG.DATA),
+                int(p.MSG.DATA),
                 self.slot_version[ds],
                 dn,
                 after,
-                self.payload.values(dn, ne[is_data], self.scratch),
-                np.full(ds.size, p.EXT.VALUES),
+                self.payload.values(dn, de, self.scratch),
+                np.full(sending, p.EXT.VALUES),
             )
-        self._query(s[~is_data], False)
+        if sending < s.size:
+            self._query(s[~is_data], False)

@@ -85,7 +85,9 @@ class SlotWindow:
     blocks of this rank but wait for the window, `touched` ones were opened in this call
     (their version alternates for the next). A call opens the lowest `window` slots of
     the `used` (those with a block of this rank); each slot that finishes opens the
-    lowest waiting one, so every rank opens the same slots in the same order."""
+    lowest waiting one, so every rank opens the same slots in the same order. Only
+    `open` and `finish` change which slots are active or waiting: `done` is kept there,
+    since every turn asks it several times."""
 
     def __init__(self, count: int, used: int, window: int):
         self.count = count
@@ -94,16 +96,19 @@ class SlotWindow:
         self.active = in_use & (ids < max(1, window))
         self.waiting = in_use & ~self.active
         self.touched = self.active.copy()
+        self._note()
 
     def open(self, slots: np.ndarray) -> None:
         """`slots` take part in this call from now on."""
         self.waiting[slots] = False
         self.active[slots] = self.touched[slots] = True
+        self._note()
 
     def finish(self, slots: np.ndarray) -> np.ndarray:
         """`slots` finished (their stream ended, or a disagreement ended them): returns
         the waiting slots to open in their place, the lowest first."""
         self.active[slots] = False
+        self._note()
         return np.flatnonzero(self.waiting)[: int(np.size(slots))]
 
     def unopened(self) -> np.ndarray:
@@ -111,6 +116,11 @@ class SlotWindow:
         announces on them: engine._check_fingerprints)."""
         return np.flatnonzero(~self.touched)
 
+    def _note(self) -> None:
+        """`active` or `waiting` changed: whether any slot is left."""
+        self._done = not np.count_nonzero(self.active) and not np.count_nonzero(self.waiting)
+
     @property
     def done(self) -> bool:
-        return not np.count_nonzero(self.active) and not np.count_nonzero(self.waiting)
+        """No slot active or waiting: the call is over."""
+        return self._done

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .numerics import largest, least
 from .slots import FAIR_SLOTS, SlotWindow
 
 _NONE = np.zeros(0, np.int64)
@@ -78,7 +79,7 @@ class RttEstimator:
     def update(self, samples: np.ndarray) -> None:
         if not samples.size:
             return
-        x = float(samples.max())  # the batch's slowest clean round: conservative
+        x = largest(samples)  # the batch's slowest clean round: conservative
         self.samples += int(samples.size)
         if self.srtt is None:
             self.srtt, self.rttvar = x, x / 2
@@ -236,20 +237,24 @@ class Pacer:
         if self.slots.done:
             return float("inf")
         held = self.held()
-        free = self.slots.active & ~held
+        n_held = np.count_nonzero(held)
+        free, o = self.slots.active, self._overtaken()
+        if n_held:
+            not_held = ~held
+            free, o = free & not_held, o & not_held
         t = float("inf")
         if np.count_nonzero(free):
-            t = float(self.xmit_at[free].min()) + self.recent_timeout()
+            t = least(self.xmit_at[free]) + self.recent_timeout()
             if not self.behind_leaf:  # behind a leaf `due` resends without a probe
                 t = max(t, self.probe_at)
-        o = self._overtaken() & ~held
         if np.count_nonzero(o):
-            t = min(t, float(self._lost_at(o).min()))
-        if np.count_nonzero(held):
-            t = min(t, float(self._held_until(held).min()))
-        lacking = self.slots.active & self.lacking
-        if np.count_nonzero(lacking):  # due now (`not_heard`)
-            t = min(t, float(self.xmit_at[lacking].min()))
+            t = min(t, least(self._lost_at(o)))
+        if n_held:
+            t = min(t, least(self._held_until(held)))
+        if np.count_nonzero(self.lacking):
+            lacking = self.slots.active & self.lacking
+            if np.count_nonzero(lacking):  # due now (`not_heard`)
+                t = min(t, least(self.xmit_at[lacking]))
         return t
 
     def rto(self) -> float:
@@ -271,6 +276,8 @@ class Pacer:
         """Active slots whose latest transmission the switch holds: a STATUS for the round
         came after it (protocol.md section 13), so the round waits for other ranks (or
         its result to this rank was lost), not for this rank's packet."""
+        if self.status_seen == -np.inf:  # no STATUS in this call yet: none held
+            return np.zeros(self.slots.count, bool)
         return self.slots.active & (self.status_at > self.xmit_at)
 
     def _held_until(self, slots: np.ndarray) -> np.ndarray:
@@ -356,12 +363,17 @@ class Pacer:
         several ranks completes -- and the silence timer doubles up to max_timeout until
         a result arrives. A probe also ends a tail loss (nothing left to overtake it)."""
         holding = self.held()
-        lost = self._overtaken() & ~holding
-        if np.count_nonzero(lost):
+        n_holding = np.count_nonzero(holding)
+        lost = self._overtaken() & ~holding if n_holding else self._overtaken()
+        n_lost = np.count_nonzero(lost)
+        if n_lost:
             lost[lost] = self._lost_at(lost) <= now
-        held = holding.copy()
-        if np.count_nonzero(held):
+            n_lost = np.count_nonzero(lost)
+        held, n_held = holding, n_holding
+        if n_held:
+            held = holding.copy()
             held[held] = self._held_until(held) <= now
+            n_held = np.count_nonzero(held)
         if self.behind_leaf:
             # Behind a leaf every expired slot not held is resent, not one probe per
             # silence: a job of many ranks on two levels loses a frame in nearly every
@@ -373,10 +385,12 @@ class Pacer:
             # STATUS (the leaf's, or the spine's relayed) and is then held.
             lacking = self.slots.active & self.lacking  # not_heard: lost on the way
             return np.flatnonzero(lost | held | lacking | self._expired(holding, now))
-        if np.count_nonzero(lost) or np.count_nonzero(held):
+        if n_lost or n_held:
             return np.flatnonzero(lost | held)
+        if now < self.probe_at:  # (checked first: the usual turn's answer)
+            return _NONE
         expired = self._expired(holding, now)
-        if now < self.probe_at or not np.count_nonzero(expired):
+        if not np.count_nonzero(expired):
             return _NONE
         if now >= self.probe_at and self.probes_in_row:
             # the last probes went unanswered for a whole silence: halve the burst (a
@@ -455,16 +469,16 @@ class Pacer:
         three calls, and the calls from 3.4 s to 5.8 s. Capped, the estimate can still
         follow a slower switch, by at most 3 % a round (1/8 of a quarter), and stayed at
         ~40 ms (2.8 s a call). A round shorter than the estimate is taken whole."""
-        xmit = self.xmit_at[s]
-        clean = (
-            ~self.retransmitted[s]
-            & (xmit >= self.answered_xmit)
-            & (self.sent_at[s] > self.last_probe_at)
-            & (self.status_at[s] <= self.sent_at[s])  # (one at its start: the last round's)
-        )
-        took = now - self.sent_at[s[clean]]
+        xmit, sent = self.xmit_at[s], self.sent_at[s]
+        fresh = ~self.retransmitted[s]
+        clean = fresh & (xmit >= self.answered_xmit)
+        if self.last_probe_at > -np.inf:  # (else every round started after it)
+            clean &= sent > self.last_probe_at
+        if self.status_seen > -np.inf:  # (else no STATUS held any round)
+            clean &= self.status_at[s] <= sent  # (one at its start: the last round's)
+        took = now - sent[clean]
         if self.behind_leaf:
-            took = self._leaf_sample(took, self.sent_at[s[clean]])
+            took = self._leaf_sample(took, sent[clean])
         self.rtt.update(took)
         if self.contributes is not None and np.count_nonzero(self.rack_resent[s]):
             self.rtt.resend_answered()
@@ -472,9 +486,9 @@ class Pacer:
         # retransmission (a probe into a round that a late rank then completed, a cached
         # copy) says nothing about the packets sent before it, which may be waiting for
         # that same rank; taking it made every older slot look lost at once.
-        fresh = ~self.retransmitted[s]
-        if np.count_nonzero(fresh):
-            latest = float(xmit[fresh].max())
+        n_fresh = np.count_nonzero(fresh)
+        if n_fresh:
+            latest = largest(xmit[fresh])
             if latest >= self.answered_xmit:
                 self.answered_xmit, self.answered_rtt = latest, now - latest
         # The reordering allowance counts from when a slot was first overtaken, not from
@@ -482,9 +496,11 @@ class Pacer:
         # apart, yet the rounds complete when the *last* rank's packets arrive, so the
         # earlier one may be answered right after the later (seen: spurious resends).
         self.overtaken_at[s] = np.inf
-        newly = self._overtaken() & np.isinf(self.overtaken_at)
+        newly = self._overtaken()
         newly[s] = False
-        self.overtaken_at[newly] = now
+        if np.count_nonzero(newly):
+            newly &= np.isinf(self.overtaken_at)
+            self.overtaken_at[newly] = now
         if self.heard and not self.silence_probed:
             # a gap a silence probe ended is the silence timer's own length, not the
             # switch's pace: fed back, it grew the timer with every probe (a call's tail
@@ -497,9 +513,10 @@ class Pacer:
         self.silence_probed = False
         self.heard = True
         self.probes_in_row = 0
-        probes_answered = int(self.probed[s].sum())
-        self.probed[s] = False
-        if np.count_nonzero(fresh):
+        probes_answered = int(np.count_nonzero(self.probed[s]))
+        if probes_answered:
+            self.probed[s] = False
+        if n_fresh:
             self.fresh_at = now
         if self.fresh_at >= self.last_probe_at or not probes_answered:
             # rounds complete on their own (since the probe, at least one first send
