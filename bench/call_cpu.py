@@ -14,7 +14,7 @@ alone): where few blocks carry values, a call's CPU is the per-call and per-turn
 bookkeeping, not the data.
 
     python bench/call_cpu.py [--block-values 2048] [--slots 16] [--ranks 4] [--calls 3]
-                             [--density 1]
+                             [--density 1] [--round-mode every_rank|silent]
 """
 
 from __future__ import annotations
@@ -32,7 +32,13 @@ from suite import Case, make_inputs
 
 
 def call_cpu(
-    block_values: int, slots: int, ranks: int, values: int, calls: int, density: float = 1.0
+    block_values: int,
+    slots: int,
+    ranks: int,
+    values: int,
+    calls: int,
+    density: float = 1.0,
+    round_mode: str = "every_rank",
 ) -> list[float]:
     """Per timed call, the process's CPU seconds."""
     pattern = "dense" if density >= 1 else "shared"
@@ -43,7 +49,9 @@ def call_cpu(
     cpu: list[float] = []
     errors: list[BaseException] = []
     with SwitchSession.inprocess() as sw:
-        job = sw.create_job(ranks, slots, 7, encoding="packed", block_values=block_values)
+        job = sw.create_job(
+            ranks, slots, 7, encoding="packed", block_values=block_values, round_mode=round_mode
+        )
         descriptors = sw.descriptors(job)
         barrier = threading.Barrier(ranks)
 
@@ -82,11 +90,12 @@ def main() -> int:
     ap.add_argument(
         "--density", type=float, default=1.0, help="fraction of non-zero blocks (same on all)"
     )
+    ap.add_argument("--round-mode", default="every_rank", choices=("every_rank", "silent"))
     a = ap.parse_args()
-    cpu = call_cpu(a.block_values, a.slots, a.ranks, a.values, a.calls, a.density)
+    cpu = call_cpu(a.block_values, a.slots, a.ranks, a.values, a.calls, a.density, a.round_mode)
     print(
         f"K={a.block_values} slots={a.slots} ranks={a.ranks} values={a.values} "
-        f"density={a.density:g}: CPU per call "
+        f"density={a.density:g} {a.round_mode}: CPU per call "
         f"{min(cpu) * 1e3:.0f} ms (best of {len(cpu)}; all: "
         + ", ".join(f"{c * 1e3:.0f}" for c in cpu)
         + " ms)"
