@@ -30,32 +30,43 @@ for _k in (p.EXT.NONE, p.EXT.STATUS, p.EXT.FINGERPRINT):
     _KIND_BY_UDP_LENGTH[p.UDP_BYTES + p.HEADER_BYTES + p.EXTENSION_BYTES[_k]] = int(_k)
 
 
-def _gather_rows() -> tuple[np.ndarray, np.ndarray]:
-    """What parse_batch reads of a frame: the byte columns it gathers, and the matrix that
-    makes big-endian numbers of them (a row per number, a column per gathered byte)."""
-    numbers = [
+def _gather_rows() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What parse_batch reads of a frame: the byte columns it gathers, the matrix that
+    makes big-endian numbers of them (a row per number, a column per gathered byte), and
+    each number's shift and mask: a header field is its 32-bit word (protocol.FIELD_WORD)
+    shifted and masked as protocol.fields_of_words does."""
+    word = [[p.P4R_OFFSET + 4 * w + i for i in range(4)] for w in range(p.HEADER_WORDS)]
+    rows = [
         # the bytes every p4reduce frame has, as one number: EtherType IPv4, version 4 /
-        # IHL 5, UDP, the p4reduce port (0x5030..0x503F: its last nibble is any)
-        [12, 13, 14, 23, 36, 37],
-        [38, 39],  # UDP length
-        [26, 27, 28, 29],  # source IPv4 address
-        *([p.P4R_OFFSET + 4 * w + i for i in range(4)] for w in range(p.HEADER_WORDS)),
-        *([_EXT + 4 * w + i for i in range(4)] for w in range(2)),  # fingerprint / status
+        # IHL 5, UDP, the p4reduce port (0x5030..0x503F: its last nibble, shifted out, is any)
+        ([12, 13, 14, 23, 36, 37], 4, (1 << 44) - 1),
+        ([38, 39], 0, 0xFFFF),  # UDP length
+        ([26, 27, 28, 29], 0, 0xFFFFFFFF),  # source IPv4 address
+        *((word[w], s, m) for w, s, m in zip(p.FIELD_WORD, p.FIELD_SHIFT, p.FIELD_LIMIT)),
+        *(([_EXT + 4 * w + i for i in range(4)], 0, 0xFFFFFFFF) for w in range(2)),  # fp/status
     ]
-    cols = np.array([c for row in numbers for c in row], np.intp)
-    weights = np.zeros((len(numbers), cols.size), np.int64)
+    cols = np.array([c for row, _, _ in rows for c in row], np.intp)
+    weights = np.zeros((len(rows), cols.size), np.int64)
     j = 0
-    for r, row in enumerate(numbers):
+    for r, (row, _, _) in enumerate(rows):
         for i in range(len(row)):
             weights[r, j] = 1 << 8 * (len(row) - 1 - i)
             j += 1
-    return cols, weights
+    shift = np.array([s for _, s, _ in rows], np.int64)[:, None]
+    mask = np.array([m for _, _, m in rows], np.int64)[:, None]
+    return cols, weights, shift, mask
 
 
-_GATHER_COLS, _GATHER = _gather_rows()
-_FIXED, _UDP_LENGTH, _SRC_IP, _WORDS, _EXTENSION_WORDS = 0, 1, 2, slice(3, 8), slice(8, 10)
-_FIXED_BYTES = 0x0800_45_11_50_3  # the fixed number's bytes, shifted past the port's nibble
+_GATHER_COLS, _GATHER, _GATHER_SHIFT, _GATHER_MASK = _gather_rows()
+_FIXED, _UDP_LENGTH, _SRC_IP = 0, 1, 2
+_FIELDS = slice(3, 3 + len(p.FIELD_NAMES))
+_EXTENSION_WORDS = slice(_FIELDS.stop, _FIELDS.stop + 2)
 _MSG_TYPE, _BLOCK = p.FIELD_NAMES.index("msg_type"), p.FIELD_NAMES.index("block")
+# parse_batch's constants as 0-d arrays: numpy compares an array with one of them sooner
+# than with a Python int (which it converts on every call)
+_FIXED_BYTES = np.array(0x0800_45_11_50_3)  # the fixed number's bytes, past the port's nibble
+_EOS = np.array(p.END_OF_STREAM)
+_VALUES = np.array(p.EXT.VALUES, np.int8)
 
 
 def frame_width(block_values: int = p.BLOCK_VALUES) -> int:
@@ -79,7 +90,7 @@ class _Layout:
 
     width: int  # frame_width(K)
     values_bytes: int
-    values_udp_length: int  # the UDP length of a frame of K values
+    values_udp_length: np.ndarray  # the UDP length of a frame of K values (0-d)
     # the extension of a frame of that UDP length, by msg_type and whether its block is
     # not END_OF_STREAM: VALUES where protocol.carries_values says so, else what the
     # length means otherwise (K = 1 or 2: a STATUS's or a fingerprint's)
@@ -100,7 +111,7 @@ def _layout(block_values: int) -> _Layout:
         for m in range(16)
     ]
     need = np.append(_lengths(block_values), np.iinfo(np.int64).max)
-    return _Layout(frame_width(block_values), vb, udp, np.array(kind, np.int8), need)
+    return _Layout(frame_width(block_values), vb, np.array(udp), np.array(kind, np.int8), need)
 
 
 @dataclass
@@ -258,14 +269,16 @@ def parse_batch(
     # every number read below (but the values) in one gather and one matrix product: a
     # batch is mostly a frame or two, where each numpy call costs more than its bytes
     num = np.dot(_GATHER, f[:, _GATHER_COLS].T)
-    cols = p.fields_of_words(num[_WORDS])
+    num >>= _GATHER_SHIFT
+    num &= _GATHER_MASK
+    cols = num[_FIELDS]
     udp_len = num[_UDP_LENGTH]
     kind = np.where(  # what follows the header, by its length and (values) its message
         udp_len == lay.values_udp_length,
-        lay.values_kind[cols[_MSG_TYPE], (cols[_BLOCK] != p.END_OF_STREAM).view(np.uint8)],
+        lay.values_kind[cols[_MSG_TYPE], (cols[_BLOCK] != _EOS).view(np.uint8)],
         _KIND_BY_UDP_LENGTH[udp_len],
     )
-    ok = (lengths >= lay.need[kind]) & (num[_FIXED] >> 4 == _FIXED_BYTES)
+    ok = (lengths >= lay.need[kind]) & (num[_FIXED] == _FIXED_BYTES)
     if np.count_nonzero(ok) != n:
         f, kind, num, cols = f[ok], kind[ok], num[:, ok], cols[:, ok]
     # the values as the wire has them (big-endian int32, a strided view of the frames, no
@@ -275,7 +288,7 @@ def parse_batch(
     ext = num[_EXTENSION_WORDS]
     return Parsed(
         cols=dict(zip(p.FIELD_NAMES, cols)),
-        has_values=kind == p.EXT.VALUES,
+        has_values=kind == _VALUES,
         values=values,
         src_ip=num[_SRC_IP].astype(np.uint32),
         src_mac=f[:, 6:12],

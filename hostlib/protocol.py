@@ -185,12 +185,14 @@ def _word_layout(fields: tuple[Field, ...]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(word, np.intp), np.array(shift, np.int64)
 
 
-FIELD_WORD, _FIELD_SHIFT = _word_layout(FIELDS)
-_SHIFT_COLUMN = _FIELD_SHIFT[:, None]
-_LIMIT_COLUMN = np.array([_LIMITS[n] for n in FIELD_NAMES], np.int64)[:, None]
+# per field (FIELD_NAMES' order): its word, its shift in it, its largest value
+FIELD_WORD, FIELD_SHIFT = _word_layout(FIELDS)
+FIELD_LIMIT = np.array([_LIMITS[n] for n in FIELD_NAMES], np.int64)
+_SHIFT_COLUMN = FIELD_SHIFT[:, None]
+_LIMIT_COLUMN = FIELD_LIMIT[:, None]
 _LIMIT_UNSIGNED = _LIMIT_COLUMN.astype(np.uint64)  # a negative field, seen unsigned, is above
 _PACK = np.zeros((HEADER_WORDS, len(FIELDS)), np.int64)  # words = _PACK @ fields
-_PACK[FIELD_WORD, np.arange(len(FIELDS))] = 1 << _FIELD_SHIFT
+_PACK[FIELD_WORD, np.arange(len(FIELDS))] = 1 << FIELD_SHIFT
 _FIELD_SET = frozenset(FIELD_NAMES)
 
 
@@ -216,7 +218,7 @@ def header_words(columns: dict[str, np.ndarray | int], count: int | None = None)
         i = int(np.argmax(bad.any(axis=1)))
         name = FIELD_NAMES[i]
         raise ProtocolError(f"field {name}={cols[i][bad[i]][0]} out of range 0..{_LIMITS[name]}")
-    return _PACK @ cols
+    return np.dot(_PACK, cols)
 
 
 def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None) -> np.ndarray:
