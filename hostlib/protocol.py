@@ -164,9 +164,10 @@ def check_field(name: str, value: int) -> None:
 
 # The header is five big-endian 32-bit words and no field straddles two: pack_headers adds
 # each field, shifted to its place, into its word with one matrix product, and
-# fields_of_words shifts and masks the fields back out of the words, a fixed handful of
-# numpy calls per batch whatever its size: a worker packs and parses a batch per receive,
-# often of one frame, where a call per field (eleven) would cost more than the frame itself.
+# fields_of_words (and framing.parse_batch, from the same FIELD_WORD, FIELD_SHIFT and
+# FIELD_LIMIT) shifts and masks the fields back out of the words, a fixed handful of numpy
+# calls per batch whatever its size: a worker packs and parses a batch per receive, often
+# of one frame, where a call per field (eleven) would cost more than the frame itself.
 HEADER_WORDS = HEADER_BYTES // 4
 
 
