@@ -22,19 +22,51 @@ from .scratch import Scratch, take
 _EXT = p.EXTENSION_OFFSET
 _HEADER_COLS = slice(p.P4R_OFFSET, _EXT)
 FLAGS_BYTE = p.P4R_OFFSET + 1  # slot_version (bit 7) | flags (bits 6..0)
-_MSG_TYPE_BYTE = p.P4R_OFFSET  # protocol (high nibble) | msg_type (low nibble)
-_BLOCK_COLS = slice(p.P4R_OFFSET + 12, p.P4R_OFFSET + 16)  # the header's block field
 _KINDS = list(p.Extension)
-# Bytes every p4reduce frame has, checked at once: EtherType IPv4, version 4 / IHL 5, UDP,
-# the p4reduce port (0x5030..0x503F: the high byte and the high nibble of the low one)
-_FIXED_COLS = np.array([12, 13, 14, 23, 36, 37])
-_FIXED_MASK = np.array([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xF0], np.uint8)
-_FIXED_BYTES = np.array([0x08, 0x00, 0x45, 17, 0x50, 0x30], np.uint8)
 # the extension other than values that a UDP length means (-1: none), for every UDP
 # length a frame can state: one lookup per batch
 _KIND_BY_UDP_LENGTH = np.full(1 << 16, -1, np.int8)
 for _k in (p.EXT.NONE, p.EXT.STATUS, p.EXT.FINGERPRINT):
     _KIND_BY_UDP_LENGTH[p.UDP_BYTES + p.HEADER_BYTES + p.EXTENSION_BYTES[_k]] = int(_k)
+
+
+def _gather_rows() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What parse_batch reads of a frame: the byte columns it gathers, the matrix that
+    makes big-endian numbers of them (a row per number, a column per gathered byte), and
+    each number's shift and mask: a header field is its 32-bit word (protocol.FIELD_WORD)
+    shifted and masked as protocol.fields_of_words does."""
+    word = [[p.P4R_OFFSET + 4 * w + i for i in range(4)] for w in range(p.HEADER_WORDS)]
+    rows = [
+        # the bytes every p4reduce frame has, as one number: EtherType IPv4, version 4 /
+        # IHL 5, UDP, the p4reduce port (0x5030..0x503F: its last nibble, shifted out, is any)
+        ([12, 13, 14, 23, 36, 37], 4, (1 << 44) - 1),
+        ([38, 39], 0, 0xFFFF),  # UDP length
+        ([26, 27, 28, 29], 0, 0xFFFFFFFF),  # source IPv4 address
+        *((word[w], s, m) for w, s, m in zip(p.FIELD_WORD, p.FIELD_SHIFT, p.FIELD_LIMIT)),
+        *(([_EXT + 4 * w + i for i in range(4)], 0, 0xFFFFFFFF) for w in range(2)),  # fp/status
+    ]
+    cols = np.array([c for row, _, _ in rows for c in row], np.intp)
+    weights = np.zeros((len(rows), cols.size), np.int64)
+    j = 0
+    for r, (row, _, _) in enumerate(rows):
+        for i in range(len(row)):
+            weights[r, j] = 1 << 8 * (len(row) - 1 - i)
+            j += 1
+    shift = np.array([s for _, s, _ in rows], np.int64)[:, None]
+    mask = np.array([m for _, _, m in rows], np.int64)[:, None]
+    return cols, weights, shift, mask
+
+
+_GATHER_COLS, _GATHER, _GATHER_SHIFT, _GATHER_MASK = _gather_rows()
+_FIXED, _UDP_LENGTH, _SRC_IP = 0, 1, 2
+_FIELDS = slice(3, 3 + len(p.FIELD_NAMES))
+_EXTENSION_WORDS = slice(_FIELDS.stop, _FIELDS.stop + 2)
+_MSG_TYPE, _BLOCK = p.FIELD_NAMES.index("msg_type"), p.FIELD_NAMES.index("block")
+# parse_batch's constants as 0-d arrays: numpy compares an array with one of them sooner
+# than with a Python int (which it converts on every call)
+_FIXED_BYTES = np.array(0x0800_45_11_50_3)  # the fixed number's bytes, past the port's nibble
+_EOS = np.array(p.END_OF_STREAM)
+_VALUES = np.array(p.EXT.VALUES, np.int8)
 
 
 def frame_width(block_values: int = p.BLOCK_VALUES) -> int:
@@ -50,6 +82,36 @@ WIDTH = frame_width()  # of a job of the default K (p.BLOCK_VALUES)
 def _lengths(block_values: int) -> np.ndarray:
     """Frame bytes per protocol.Extension (its index) in a job of `block_values` values."""
     return np.array([_EXT + p.extension_bytes(k, block_values) for k in _KINDS], np.int64)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What parse_batch needs of a job of K values per block, made once per K."""
+
+    width: int  # frame_width(K)
+    values_bytes: int
+    values_udp_length: np.ndarray  # the UDP length of a frame of K values (0-d)
+    # the extension of a frame of that UDP length, by msg_type and whether its block is
+    # not END_OF_STREAM: VALUES where protocol.carries_values says so, else what the
+    # length means otherwise (K = 1 or 2: a STATUS's or a fingerprint's)
+    values_kind: np.ndarray  # (16, 2) int8
+    # the bytes a frame must have, by its extension (-1, its last entry: unbounded)
+    need: np.ndarray  # (5,) int64
+
+
+@lru_cache(maxsize=None)
+def _layout(block_values: int) -> _Layout:
+    vb = p.values_bytes(block_values)
+    udp = p.UDP_BYTES + p.HEADER_BYTES + vb
+    other = int(_KIND_BY_UDP_LENGTH[udp])
+    # carries_values reads a block only as END_OF_STREAM or not (MAX_BLOCK: any other)
+    blocks = (p.END_OF_STREAM, p.MAX_BLOCK)
+    kind = [
+        [int(p.EXT.VALUES) if p.carries_values(m, b, vb) else other for b in blocks]
+        for m in range(16)
+    ]
+    need = np.append(_lengths(block_values), np.iinfo(np.int64).max)
+    return _Layout(frame_width(block_values), vb, np.array(udp), np.array(kind, np.int8), need)
 
 
 @dataclass
@@ -130,9 +192,15 @@ class FrameBuilder:
             frames = np.zeros((n, self.width), np.uint8)
         else:
             frames = scratch[0].take(scratch[1], (n, self.width), np.uint8)
-        frames[:, : p.L2_L4_BYTES] = self.templates[extension]
-        frames[:, _HEADER_COLS] = p.pack_headers(columns, n).view(np.uint8).reshape(n, -1)
-        with_values = extension == p.EXT.VALUES
+        # rows per extension: a batch is mostly of one (its template is then broadcast,
+        # its values copied to every row), and the masks below are only made when mixed
+        count = np.bincount(extension, minlength=len(_KINDS)).tolist()
+        if n and count[extension[0]] == n:
+            frames[:, : p.L2_L4_BYTES] = self.templates[extension[0]]
+        else:
+            frames[:, : p.L2_L4_BYTES] = self.templates[extension]
+        # the header's five 32-bit words stored big-endian in place (an unaligned view)
+        frames[:, _HEADER_COLS].view(">u4")[...] = p.header_words(columns, n).T
         if values is not None and len(values):
             values = np.asarray(values)
             if values.shape[-1] != self.block_values:
@@ -148,11 +216,12 @@ class FrameBuilder:
             if values.dtype != p.VALUES_DTYPE or not values.flags.c_contiguous:
                 wire = self._scratch.take("values", values.shape, p.VALUES_DTYPE)
                 np.copyto(wire, values, casting="unsafe")  # what astype(VALUES_DTYPE) does
-            frames[with_values, _EXT:end] = wire.view(np.uint8).reshape(len(values), -1)
-        with_fp = extension == p.EXT.FINGERPRINT
-        if np.count_nonzero(with_fp):
+            rows = slice(None) if count[p.EXT.VALUES] == n else extension == p.EXT.VALUES
+            frames[rows, _EXT:end] = wire.view(np.uint8).reshape(len(values), -1)
+        if count[p.EXT.FINGERPRINT]:
             if fingerprint is None:
                 raise p.ProtocolError("an ANNOUNCE needs its sender's fingerprint")
+            with_fp = extension == p.EXT.FINGERPRINT
             fp = np.broadcast_to(np.asarray(fingerprint, np.int64), (n,))[with_fp]
             pair = np.stack([fp, fp], axis=1).astype(">u4").view(np.uint8).reshape(-1, 8)
             frames[with_fp, _EXT : _EXT + p.FINGERPRINT_BYTES] = pair
@@ -192,41 +261,39 @@ def parse_batch(
         frames = np.ascontiguousarray(frames)  # (rows may be apart: a view of a ring)
     lengths = np.asarray(lengths)
     n = lengths.shape[0]
-    width = frame_width(block_values)
+    lay = _layout(block_values)
     f = frames[:n]
-    if f.shape[1] < width:  # a narrower matrix: a row longer than it lost its end
+    if f.shape[1] < lay.width:  # a narrower matrix: a row longer than it lost its end
         lengths = np.minimum(lengths, f.shape[1])
-        f = np.pad(f, ((0, 0), (0, width - f.shape[1])))
-    udp_len = f[:, 38].astype(np.int64) << 8 | f[:, 39]
-    ext_len = udp_len - (p.UDP_BYTES + p.HEADER_BYTES)
-    msg_type = f[:, _MSG_TYPE_BYTE] & 0x0F
-    block = np.ascontiguousarray(f[:, _BLOCK_COLS]).view(">u4").reshape(-1)
-    data_round = p.carries_values(msg_type, block, ext_len)
-    kind = _KIND_BY_UDP_LENGTH[udp_len]  # what follows the header, by its length
-    kind[data_round & (ext_len == p.values_bytes(block_values))] = int(p.EXT.VALUES)
-    lengths_of = _lengths(block_values)
-    ok = (
-        (kind >= 0)
-        & (lengths >= lengths_of[np.maximum(kind, 0)])
-        & ((f[:, _FIXED_COLS] & _FIXED_MASK) == _FIXED_BYTES).all(axis=1)
+        f = np.pad(f, ((0, 0), (0, lay.width - f.shape[1])))
+    # every number read below (but the values) in one gather and one matrix product: a
+    # batch is mostly a frame or two, where each numpy call costs more than its bytes
+    num = np.dot(_GATHER, f[:, _GATHER_COLS].T)
+    num >>= _GATHER_SHIFT
+    num &= _GATHER_MASK
+    cols = num[_FIELDS]
+    udp_len = num[_UDP_LENGTH]
+    kind = np.where(  # what follows the header, by its length and (values) its message
+        udp_len == lay.values_udp_length,
+        lay.values_kind[cols[_MSG_TYPE], (cols[_BLOCK] != _EOS).view(np.uint8)],
+        _KIND_BY_UDP_LENGTH[udp_len],
     )
-    if not ok.all():
-        f, kind = f[ok], kind[ok]
-    hdr = np.ascontiguousarray(f[:, _HEADER_COLS]).view(p.HEADER_DTYPE).reshape(-1)
+    ok = (lengths >= lay.need[kind]) & (num[_FIXED] == _FIXED_BYTES)
+    if np.count_nonzero(ok) != n:
+        f, kind, num, cols = f[ok], kind[ok], num[:, ok], cols[:, ok]
     # the values as the wire has them (big-endian int32, a strided view of the frames, no
     # copy): the engine reads the rows it stores once, turning them native on the way
     # (numerics.from_packed); numpy reads them as the int32 they are anywhere else
-    values = f[:, _EXT : _EXT + p.values_bytes(block_values)].view(p.VALUES_DTYPE)
-    ext = f[:, _EXT : _EXT + p.FINGERPRINT_BYTES].view(">u4").astype(np.int64)
-    src_ip = f[:, 26:30].view(">u4").reshape(-1).astype(np.uint32)
+    values = f[:, _EXT : _EXT + lay.values_bytes].view(p.VALUES_DTYPE)
+    ext = num[_EXTENSION_WORDS]
     return Parsed(
-        cols=p.unpack_headers(hdr),
-        has_values=kind == p.EXT.VALUES,
+        cols=dict(zip(p.FIELD_NAMES, cols)),
+        has_values=kind == _VALUES,
         values=values,
-        src_ip=src_ip,
+        src_ip=num[_SRC_IP].astype(np.uint32),
         src_mac=f[:, 6:12],
         rejected=int(n - f.shape[0]),
         extension=kind,
-        fingerprint=ext,
-        contributors=ext[:, 0].copy(),
+        fingerprint=ext.T,
+        contributors=ext[0],
     )

@@ -162,28 +162,50 @@ def check_field(name: str, value: int) -> None:
         raise ProtocolError(f"field {name}={value} out of range 0..{limit}")
 
 
-# pack_headers / unpack_headers work on a (field, row) matrix, a fixed handful of numpy
-# calls per batch whatever its size: a worker packs and parses a batch per receive, often of
-# one frame, where a call per field (eleven) would cost more than the frame itself.
-_FIELD_GROUP = np.array([g for g, (_, _, members) in enumerate(_GROUPS) for _ in members], np.intp)
-_FIELD_SHIFT = np.array([shift for _, _, members in _GROUPS for _, shift in members], np.int64)
-_FIELD_LIMIT = np.array([_LIMITS[f.name] for _, _, members in _GROUPS for f, _ in members])
-_GROUP_START = np.flatnonzero(np.diff(_FIELD_GROUP, prepend=-1))
-assert [f.name for _, _, members in _GROUPS for f, _ in members] == list(FIELD_NAMES)
+# The header is five big-endian 32-bit words and no field straddles two: pack_headers adds
+# each field, shifted to its place, into its word with one matrix product, and
+# fields_of_words (and framing.parse_batch, from the same FIELD_WORD, FIELD_SHIFT and
+# FIELD_LIMIT) shifts and masks the fields back out of the words, a fixed handful of numpy
+# calls per batch whatever its size: a worker packs and parses a batch per receive, often
+# of one frame, where a call per field (eleven) would cost more than the frame itself.
+HEADER_WORDS = HEADER_BYTES // 4
 
 
-def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None) -> np.ndarray:
-    """Build `count` headers (an array of HEADER_DTYPE) from per-field columns or scalars.
+def _word_layout(fields: tuple[Field, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(word, shift) per field: the 32-bit word of the header it lies in and how far above
+    the word's lowest bit it starts."""
+    word, shift, bit = [], [], 0
+    for f in fields:
+        end = bit + f.bits
+        if bit // 32 != (end - 1) // 32:
+            raise AssertionError(f"field {f.name} straddles a 32-bit word")
+        word.append(bit // 32)
+        shift.append(32 * (bit // 32 + 1) - end)
+        bit = end
+    assert bit == 32 * HEADER_WORDS, "header fields must fill whole words"
+    return np.array(word, np.intp), np.array(shift, np.int64)
 
-    Vectorised: this is how the data path writes a whole batch of headers at once.
-    Every field must be given; values are range-checked per field.
-    """
-    missing = set(FIELD_NAMES) - columns.keys()
-    if missing:
-        raise ProtocolError(f"missing header fields: {sorted(missing)}")
-    unknown = columns.keys() - set(FIELD_NAMES)
-    if unknown:
-        raise ProtocolError(f"unknown header fields: {sorted(unknown)}")
+
+# per field (FIELD_NAMES' order): its word, its shift in it, its largest value
+FIELD_WORD, FIELD_SHIFT = _word_layout(FIELDS)
+FIELD_LIMIT = np.array([_LIMITS[n] for n in FIELD_NAMES], np.int64)
+_SHIFT_COLUMN = FIELD_SHIFT[:, None]
+_LIMIT_COLUMN = FIELD_LIMIT[:, None]
+_LIMIT_UNSIGNED = _LIMIT_COLUMN.astype(np.uint64)  # a negative field, seen unsigned, is above
+_PACK = np.zeros((HEADER_WORDS, len(FIELDS)), np.int64)  # words = _PACK @ fields
+_PACK[FIELD_WORD, np.arange(len(FIELDS))] = 1 << FIELD_SHIFT
+_FIELD_SET = frozenset(FIELD_NAMES)
+
+
+def header_words(columns: dict[str, np.ndarray | int], count: int | None = None) -> np.ndarray:
+    """The five 32-bit words of `count` headers, a (5, count) int64 matrix, from per-field
+    columns or scalars (pack_headers' work; FrameBuilder writes the words into its frames
+    as they are). Every field must be given; values are range-checked per field."""
+    if columns.keys() != _FIELD_SET:
+        missing = _FIELD_SET - columns.keys()
+        if missing:
+            raise ProtocolError(f"missing header fields: {sorted(missing)}")
+        raise ProtocolError(f"unknown header fields: {sorted(columns.keys() - _FIELD_SET)}")
     if count is None:
         sizes = {np.size(v) for v in columns.values() if np.ndim(v) > 0}
         count = sizes.pop() if sizes else 1
@@ -192,25 +214,34 @@ def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None)
     cols = np.empty((len(FIELD_NAMES), count), np.int64)
     for i, name in enumerate(FIELD_NAMES):
         cols[i] = columns[name]
-    bad = (cols < 0) | (cols > _FIELD_LIMIT[:, None])
-    if np.count_nonzero(bad):
+    if np.count_nonzero(cols.view(np.uint64) > _LIMIT_UNSIGNED):
+        bad = (cols < 0) | (cols > _LIMIT_COLUMN)
         i = int(np.argmax(bad.any(axis=1)))
         name = FIELD_NAMES[i]
         raise ProtocolError(f"field {name}={cols[i][bad[i]][0]} out of range 0..{_LIMITS[name]}")
-    words = np.bitwise_or.reduceat(cols << _FIELD_SHIFT[:, None], _GROUP_START, axis=0)
-    out = np.empty(count, dtype=HEADER_DTYPE)
-    for g, (name, _size, _members) in enumerate(_GROUPS):
-        out[name] = words[g]
-    return out
+    return np.dot(_PACK, cols)
+
+
+def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None) -> np.ndarray:
+    """Build `count` headers (an array of HEADER_DTYPE) from per-field columns or scalars.
+
+    Vectorised: this is how the data path writes a whole batch of headers at once.
+    Every field must be given; values are range-checked per field.
+    """
+    words = header_words(columns, count)
+    return np.ascontiguousarray(words.T, ">u4").view(HEADER_DTYPE).reshape(-1)
+
+
+def fields_of_words(words: np.ndarray) -> np.ndarray:
+    """The (11, n) int64 field columns (FIELD_NAMES' order) of headers given as their five
+    32-bit words, a (5, n) matrix of any integer type that holds them."""
+    return (words[FIELD_WORD] >> _SHIFT_COLUMN) & _LIMIT_COLUMN
 
 
 def unpack_headers(headers: np.ndarray) -> dict[str, np.ndarray]:
     """Split an array of HEADER_DTYPE into per-field columns (vectorised)."""
-    words = np.empty((len(_GROUPS), headers.shape[0]), np.int64)
-    for g, (name, _size, _members) in enumerate(_GROUPS):
-        words[g] = headers[name]
-    cols = (words[_FIELD_GROUP] >> _FIELD_SHIFT[:, None]) & _FIELD_LIMIT[:, None]
-    return dict(zip(FIELD_NAMES, cols))
+    words = np.ascontiguousarray(headers).view(">u4").reshape(-1, HEADER_WORDS).T
+    return dict(zip(FIELD_NAMES, fields_of_words(words.astype(np.int64))))
 
 
 def encode_header(header: Header) -> bytes:
@@ -367,7 +398,9 @@ def carries_values(msg_type, block, extension):
     rank's request: K zeros), never when it is a fingerprint; a silent job's closing
     RESULT (block END_OF_STREAM) when it kept the K zeros of the SKIPs it was made from. Written
     with & and | so that one rule serves a frame (ints: a bool) and a batch's columns
-    (numpy arrays: a mask, framing.parse_batch)."""
+    (numpy arrays: a mask). It reads `block` only as END_OF_STREAM or not: framing.parse_batch
+    evaluates it once per job for every message type and both kinds of block, and looks a
+    batch's rows up in that table."""
     rewind = msg_type == MSG.REWIND
     sums = (msg_type == MSG.RESULT) | rewind
     return (msg_type == MSG.DATA) | (

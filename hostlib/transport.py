@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import math
 import mmap
 import select
 import socket
@@ -413,7 +414,6 @@ class RawSocket:
         self._tx8, self._tx_status, self._tx_len = tx8, tx32[:, 0], tx32[:, 1]
         self._rx_head = self._tx_head = 0
         self._held: tuple[int, int] | None = None  # ring frames of the last batch
-        self._tx_ar = np.arange(count, dtype=np.int64)
         self.send = self._send_ring  # type: ignore[method-assign]
         self.recv = self._recv_ring  # type: ignore[method-assign]
 
@@ -440,7 +440,7 @@ class RawSocket:
 
     def wait(self, timeout: float) -> None:
         """Sleep until a frame is readable or `timeout` seconds pass."""
-        self._poll.poll(max(0, int(np.ceil(timeout * 1000))))
+        self._poll.poll(max(0, math.ceil(timeout * 1000)))
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -479,18 +479,19 @@ class RawSocket:
         the ring's end (the next one starts at its beginning), so it is one slice."""
         self._release()
         # the next frame's status alone first: most calls (a worker's busy poll) find the
-        # ring empty, and the vectorised look at max_n frames below costs ten numpy calls
-        if not self._rx_status[self._rx_head] & TP_STATUS_USER:
+        # ring empty, and the vectorised look at max_n frames below costs numpy calls
+        head = self._rx_head
+        if not self._rx_status[head] & TP_STATUS_USER:
             return self._empty
         count, width, frame = self.ring_frames, self.width, self.ring_frame
-        head = self._rx_head
         stop = min(head + min(max_n, max(self.batch, 1)), count)
-        ready = (self._rx_status[head:stop] & TP_STATUS_USER) != 0
-        if not ready.all():
-            stop = head + int(np.argmin(ready))
+        if stop - head > 1:  # (a batch of one: its frame is the one just seen ready)
+            ready = self._rx_status[head:stop] & TP_STATUS_USER
+            if np.count_nonzero(ready) < stop - head:
+                stop = head + int(np.argmin(ready))
         mac = self._rx_mac[head:stop]
         m0 = int(mac[0])
-        if (mac == m0).all() and m0 + width <= frame:
+        if (stop - head == 1 or not np.count_nonzero(mac != m0)) and m0 + width <= frame:
             frames = self._rx8[head:stop, m0 : m0 + width]
             self._held = (head, stop)  # given back at the next recv
         else:  # VLAN-tagged or odd offsets: rare
@@ -499,7 +500,7 @@ class RawSocket:
                 k = min(width, frame - int(m))
                 frames[i, :k] = self._rx8[head + i, m : m + k]
             self._rx_status[head:stop] = 0  # TP_STATUS_KERNEL: give frames back
-        lengths = np.minimum(self._rx_snap[head:stop], width).astype(np.int64)
+        lengths = np.minimum(self._rx_snap[head:stop], width, dtype=np.int64)
         self._rx_head = stop % count
         return frames, lengths
 
@@ -511,17 +512,20 @@ class RawSocket:
             self._held = None
 
     def _send_ring(self, batch: Batch) -> int:
+        """Copies the batch into the free TX frames from the ring's head on, a run of
+        frames that stops at the ring's end (the rest goes from its beginning) so that
+        each copy is one slice, and kicks the kernel once per run."""
         n, done, stalls, count = len(batch), 0, 0, self.ring_frames
         width = batch.frames.shape[1]
         if width > self.width:
             raise ValueError(f"frames of {width} bytes on a socket made for {self.width}")
         while done < n:
-            k = min(n - done, count)
-            idx = self._tx_ar[:k] + self._tx_head
-            idx %= count
-            free = self._tx_status[idx] == 0  # TP_STATUS_AVAILABLE
-            m = k if free.all() else int(np.argmin(free))
-            if m == 0:
+            head = self._tx_head
+            stop = head + min(n - done, count - head)
+            busy = self._tx_status[head:stop]  # != 0 (TP_STATUS_AVAILABLE): still the kernel's
+            if np.count_nonzero(busy):
+                stop = head + int(np.argmax(busy != 0))
+            if stop == head:
                 stalls += 1
                 self._kick()
                 if stalls > 3:
@@ -529,11 +533,13 @@ class RawSocket:
                 if stalls > 1000:
                     raise OSError(errno.ENOBUFS, f"TX ring on {self.ifname} stays full")
                 continue
-            idx = idx[:m]
-            self._tx8[idx, TX_DATA_OFFSET : TX_DATA_OFFSET + width] = batch.frames[done : done + m]
-            self._tx_len[idx] = batch.lengths[done : done + m]
-            self._tx_status[idx] = TP_STATUS_SEND_REQUEST
-            self._tx_head = int(idx[-1] + 1) % count
+            m = stop - head
+            self._tx8[head:stop, TX_DATA_OFFSET : TX_DATA_OFFSET + width] = batch.frames[
+                done : done + m
+            ]
+            self._tx_len[head:stop] = batch.lengths[done : done + m]
+            self._tx_status[head:stop] = TP_STATUS_SEND_REQUEST
+            self._tx_head = stop % count
             done += m
             self._kick()
         return n

@@ -169,3 +169,44 @@ def test_descriptor_carries_int32_halves_and_refuses_a_non_boolean():
     d["int32_halves"] = "false"
     with pytest.raises(DescriptorError, match="int32_halves='false'"):
         load_descriptor(d)
+
+
+@pytest.mark.parametrize("k", [1, 2, 64, 200])
+def test_parse_batch_reads_every_message_and_length_as_carries_values_says(k):
+    """Every message type, block (END_OF_STREAM, others, above it) and length after the
+    header: a frame is kept with values exactly where protocol.carries_values says its
+    length is the job's K values, kept without where the length is another layout's, and
+    dropped (counted) otherwise."""
+    cfg = load_descriptor(descriptor(0, 2))
+    ep = cfg.from_switch()
+    vb = p.values_bytes(k)
+    others = {0: p.EXT.NONE, 4: p.EXT.STATUS, 8: p.EXT.FINGERPRINT}
+    cases = [
+        (m, block, ext)
+        for m in range(16)
+        for block in (0, 5, p.MAX_BLOCK, p.END_OF_STREAM, (1 << 32) - 1)
+        for ext in sorted({0, 4, 8, 12, vb, vb + 4})
+    ]
+    width = max(p.frame_bytes_with_values(k), p.FRAME_BYTES_WITH_FINGERPRINT) + 8
+    frames = np.zeros((len(cases), width), np.uint8)
+    lengths = np.zeros(len(cases), np.int64)
+    for i, (m, block, ext) in enumerate(cases):
+        raw = bytearray(p.l2_l4_template(ep, p.Extension.NONE))
+        raw[38:40] = (p.UDP_BYTES + p.HEADER_BYTES + ext).to_bytes(2, "big")
+        cols = {n: 0 for n in p.FIELD_NAMES}
+        cols.update(protocol=p.PROTOCOL_VERSION, msg_type=m, block=block, job=i)
+        raw += p.pack_headers(cols, 1).tobytes() + bytes(j * 7 % 256 for j in range(ext))
+        frames[i, : len(raw)] = np.frombuffer(bytes(raw), np.uint8)
+        lengths[i] = p.EXTENSION_OFFSET + ext
+    parsed = parse_batch(frames[:, : width - 8], lengths, k)
+    kept = {int(j): i for i, j in enumerate(parsed.cols["job"])}
+    for i, (m, block, ext) in enumerate(cases):
+        values = ext == vb and bool(p.carries_values(m, block, ext))
+        want = p.EXT.VALUES if values else others.get(ext)
+        if want is None:
+            assert i not in kept, (m, block, ext)
+            continue
+        assert i in kept, (m, block, ext)
+        assert parsed.extension[kept[i]] == want, (m, block, ext)
+        assert bool(parsed.has_values[kept[i]]) == values
+    assert parsed.rejected == len(cases) - len(kept)
