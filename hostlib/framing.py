@@ -46,10 +46,10 @@ def _gather_rows() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         *(([_EXT + 4 * w + i for i in range(4)], 0, 0xFFFFFFFF) for w in range(2)),  # fp/status
     ]
     cols = np.array([c for row, _, _ in rows for c in row], np.intp)
-    # float64, for BLAS: numpy's integer matrix product has no fast kernel (a batch of
-    # 256 frames took 250 us in it, 20 us here), and this one is exact in float64: every
-    # number is at most 6 bytes, so each dot product is a sum of bytes times powers of
-    # 2^8 below 2^48, an integer float64 holds exactly
+    # float64, for BLAS: numpy's integer matrix product has no fast kernel (for a batch
+    # of hundreds of frames it cost several times the rest of the parse), and this one is
+    # exact in float64: every number is at most 6 bytes, so each dot product is a sum of
+    # bytes times powers of 2^8 below 2^48, an integer float64 holds exactly
     assert max(len(row) for row, _, _ in rows) <= 6
     weights = np.zeros((len(rows), cols.size), np.float64)
     j = 0
