@@ -15,7 +15,7 @@ element. So the one general path keeps the count down: a step whose input is emp
 skipped after one count (no STATUS in the batch, no slot finishing), a mask that keeps
 every row is not applied, what is constant for the call is looked up instead of computed
 per turn (the frames' job flags; numerics' quantizer scales and packed biases), and a
-turn's few values are summed or maximised over a Python list (numerics.total, largest).
+turn's few values are summed or maximised over a Python list (smallarrays.total, largest).
 
 The engine itself matches results to rounds, stores the sums, and builds each slot's next
 packet (its round number, shadow-copy version, block, this rank's announced next non-zero
@@ -35,17 +35,9 @@ from p4reduce.job import JobConfig
 from . import protocol as p
 from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
 from .liveness import Liveness
-from .numerics import (
-    Output,
-    Payload,
-    evenly_spaced,
-    from_packed,
-    increasing,
-    overflow_error,
-    tally,
-    total,
-)
+from .numerics import Output, Payload, evenly_spaced, from_packed, overflow_error
 from .scratch import Scratch
+from .smallarrays import increasing, tally, total
 from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
 

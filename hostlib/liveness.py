@@ -13,7 +13,7 @@ import numpy as np
 
 from . import protocol as p
 from p4reduce.job import JobConfig
-from .numerics import least
+from .smallarrays import least
 from .slots import SlotWindow
 from .timers import EngineParams, Pacer
 

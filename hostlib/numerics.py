@@ -271,47 +271,6 @@ def chunk_rows(block_values: int) -> int:
     return max(1, CHUNK_VALUES // block_values)
 
 
-# Up to this many elements a Python sum or max over an array's list beats numpy's
-# reduction, whose fixed cost is several times a small list's: what a turn's own arrays
-# (a batch of one or a few frames or results) are reduced with (`total`, `largest`).
-SMALL_REDUCE = 32
-
-
-def total(x: np.ndarray) -> int:
-    """int(x.sum()) of an integer array, without numpy's reduction where x is small."""
-    return int(sum(x.tolist())) if x.size <= SMALL_REDUCE else int(x.sum())
-
-
-def largest(x: np.ndarray) -> float:
-    """float(x.max()) of a non-empty array, without numpy's reduction where x is small."""
-    return float(max(x.tolist())) if x.size <= SMALL_REDUCE else float(x.max())
-
-
-def increasing(x: np.ndarray) -> bool:
-    """Whether x is strictly increasing (np.unique would return it as it is, with its
-    first indices in order: a batch's results of distinct slots in slot order, mostly),
-    without numpy's fixed costs where x is small."""
-    if x.size <= SMALL_REDUCE:
-        xs = x.tolist()
-        return all(a < b for a, b in zip(xs, xs[1:]))
-    return not np.count_nonzero(np.diff(x) <= 0)
-
-
-def tally(counts: np.ndarray, kinds: np.ndarray) -> None:
-    """counts += bincount(kinds) (kinds < counts.size), without numpy's fixed cost where
-    kinds is small (a turn's frames)."""
-    if kinds.size <= SMALL_REDUCE:
-        for k in kinds.tolist():
-            counts[k] += 1
-    else:
-        counts += np.bincount(kinds, minlength=counts.size)[: counts.size]
-
-
-def least(x: np.ndarray) -> float:
-    """float(x.min()) of a non-empty array, without numpy's reduction where x is small."""
-    return float(min(x.tolist())) if x.size <= SMALL_REDUCE else float(x.min())
-
-
 def evenly_spaced(blocks: np.ndarray) -> slice | None:
     """`blocks` (sorted or not) as a slice when they are b, b+d, b+2d, ... with d > 0 (a
     batch of consecutive slots' blocks, mostly, or one block): rows a (B, K) array hands

@@ -23,7 +23,7 @@ import numpy as np
 from . import protocol as p
 from .engine import EOS, AllreduceEngine
 from .framing import Parsed
-from .numerics import increasing
+from .smallarrays import increasing
 
 # the kind of the round a slot waits for
 ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, REWIND_ROUND = 0, 1, 2, 3

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numerics import largest, least
+from .smallarrays import largest, least
 from .slots import FAIR_SLOTS, SlotWindow
 
 _NONE = np.zeros(0, np.int64)

@@ -1,0 +1,52 @@
+"""Reductions of a turn's own arrays: a batch of one or a few frames or results.
+
+Why its own unit: a worker's turn handles arrays of 1 to a few dozen elements (a batch's
+slots, frames, timers), where each numpy call's fixed cost is several times the work, and
+a turn's fixed cost is most of a rank's CPU with small blocks or sparse calls
+(docs/hostlib.md, "Engine"). These give numpy's result, over a Python list where the
+array is small and through numpy otherwise; nothing here reads a tensor's values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Up to this many elements a Python sum or max over an array's list beats numpy's
+# reduction, whose fixed cost is several times a small list's: what a turn's own arrays
+# (a batch of one or a few frames or results) are reduced with (`total`, `largest`).
+SMALL_REDUCE = 32
+
+
+def total(x: np.ndarray) -> int:
+    """int(x.sum()) of an integer array, without numpy's reduction where x is small."""
+    return int(sum(x.tolist())) if x.size <= SMALL_REDUCE else int(x.sum())
+
+
+def largest(x: np.ndarray) -> float:
+    """float(x.max()) of a non-empty array, without numpy's reduction where x is small."""
+    return float(max(x.tolist())) if x.size <= SMALL_REDUCE else float(x.max())
+
+
+def increasing(x: np.ndarray) -> bool:
+    """Whether x is strictly increasing (np.unique would return it as it is, with its
+    first indices in order: a batch's results of distinct slots in slot order, mostly),
+    without numpy's fixed costs where x is small."""
+    if x.size <= SMALL_REDUCE:
+        xs = x.tolist()
+        return all(a < b for a, b in zip(xs, xs[1:]))
+    return not np.count_nonzero(np.diff(x) <= 0)
+
+
+def tally(counts: np.ndarray, kinds: np.ndarray) -> None:
+    """counts += bincount(kinds) (kinds < counts.size), without numpy's fixed cost where
+    kinds is small (a turn's frames)."""
+    if kinds.size <= SMALL_REDUCE:
+        for k in kinds.tolist():
+            counts[k] += 1
+    else:
+        counts += np.bincount(kinds, minlength=counts.size)[: counts.size]
+
+
+def least(x: np.ndarray) -> float:
+    """float(x.min()) of a non-empty array, without numpy's reduction where x is small."""
+    return float(min(x.tolist())) if x.size <= SMALL_REDUCE else float(x.min())

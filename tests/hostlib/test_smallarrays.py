@@ -1,0 +1,39 @@
+"""hostlib.smallarrays gives numpy's result on both sides of its size threshold."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostlib import smallarrays as sa
+
+SIZES = st.integers(1, 2 * sa.SMALL_REDUCE + 3)
+
+
+@given(SIZES, st.integers(0, 2**31))
+def test_reductions_equal_numpys(n, seed):
+    rng = np.random.default_rng(seed)
+    ints = rng.integers(-(2**40), 2**40, n)
+    floats = rng.standard_normal(n)
+    assert sa.total(ints) == int(ints.sum())
+    assert sa.largest(floats) == float(floats.max())
+    assert sa.least(floats) == float(floats.min())
+
+
+@given(SIZES, st.integers(0, 2**31))
+def test_increasing_is_what_unique_leaves_unchanged(n, seed):
+    rng = np.random.default_rng(seed)
+    for x in (np.sort(rng.choice(4 * n, n, replace=False)), rng.integers(0, n, n)):
+        unchanged = np.array_equal(np.unique(x), x)
+        assert sa.increasing(x) == unchanged
+
+
+@given(st.integers(0, 2 * sa.SMALL_REDUCE + 3), st.integers(0, 2**31))
+def test_tally_adds_the_bincount(n, seed):
+    rng = np.random.default_rng(seed)
+    kinds = rng.integers(0, 8, n)
+    counts = rng.integers(0, 100, 8)
+    expected = counts + np.bincount(kinds, minlength=8)
+    sa.tally(counts, kinds)
+    assert np.array_equal(counts, expected)
