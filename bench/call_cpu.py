@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 
-
 from hostlib import Worker
 from hostlib.framing import frame_width
 from p4net.harness import SwitchSession

@@ -37,7 +37,7 @@ from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
 from .liveness import Liveness
 from .numerics import Output, Payload, evenly_spaced, from_packed, overflow_error
 from .scratch import Scratch
-from .smallarrays import increasing, tally, total
+from .smallarrays import increasing, selection, tally, total
 from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
 
@@ -459,27 +459,22 @@ class AllreduceEngine:
             return
         self.continued[s] = True
         data_round = self.block[s] != EOS
-        data = int(np.count_nonzero(data_round))
-        if data < s.size:  # announce rounds among them
+        if np.count_nonzero(data_round) < s.size:  # announce rounds among them
             idx, s = self._check_fingerprints(r, idx, s, ~data_round, now)
             if not idx.size:
                 return
             data_round = self.block[s] != EOS
-            data = int(np.count_nonzero(data_round))
-        if data == s.size:
-            self._store_sums(r, idx, s)
-        elif data:
-            self._store_sums(r, idx[data_round], s[data_round])
+        data, rows = selection(data_round)
+        if data:
+            self._store_sums(r, idx[rows], s[rows])
         nb, ne = r.cols["next_block"][idx], r.cols["next_exponent"][idx]
         finished = nb == EOS
         cont = ~finished
         self._check_next_blocks(s, nb, data_round, cont)
         self._completed(s, finished, now)
-        going = int(np.count_nonzero(cont))
-        if going == s.size:
-            self._release(s, nb, ne)
-        elif going:
-            self._release(s[cont], nb[cont], ne[cont])
+        going, rows = selection(cont)
+        if going:
+            self._release(s[rows], nb[rows], ne[rows])
 
     def _answers(self, r: Parsed, ours: np.ndarray) -> np.ndarray:
         """Which of `ours` (a mask of the batch, from `_ours`) answer this rank's
@@ -655,14 +650,11 @@ class AllreduceEngine:
         and simple_switch cannot grow a received frame by more than 512 bytes)."""
         new_next = self.my_next[s]  # (a copy: the slots' next blocks before this round)
         is_data = nb == new_next
-        data = np.count_nonzero(is_data)
+        data, rows = selection(is_data)
         values = None
-        if data == s.size:  # every slot sends its block (a dense call's rounds)
-            new_next[:] = self._after[nb]
-            values = self.payload.values(nb, ne, self.scratch)
-        elif data:
-            new_next[is_data] = self._after[nb[is_data]]
-            values = self.payload.values(nb[is_data], ne[is_data], self.scratch)
+        if data:
+            new_next[rows] = self._after[nb[rows]]
+            values = self.payload.values(nb[rows], ne[rows], self.scratch)
         extension = is_data
         if self._padded_skips and data < s.size:
             padded = self._zero_blocks(s.size)

@@ -73,7 +73,6 @@ class Liveness:
     def progress(self, slots: np.ndarray, now: float) -> None:
         """`slots` completed a round (or opened): the deadline counts from now."""
         self.last_heard[slots] = now
-        self._heard_floor = min(self._heard_floor, now)
 
     def statuses(
         self, slots: np.ndarray, bitmaps: np.ndarray, now: float, relayed: np.ndarray | None = None

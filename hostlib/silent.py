@@ -23,7 +23,7 @@ import numpy as np
 from . import protocol as p
 from .engine import EOS, AllreduceEngine
 from .framing import Parsed
-from .smallarrays import increasing
+from .smallarrays import increasing, selection
 
 # the kind of the round a slot waits for
 ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, REWIND_ROUND = 0, 1, 2, 3
@@ -233,12 +233,11 @@ class SilentEngine(AllreduceEngine):
             # request taken as one (coverage is never full here) completes it as a REWIND
             later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
             use = match | later
-            used = int(np.count_nonzero(use))
+        used, rows = selection(use)
         if not used:
             return 0
-        if used < idx.size:
-            idx, s, b, kind, match = idx[use], s[use], b[use], kind[use], match[use]
-            ver, n, rewind, closing, key = ver[use], n[use], rewind[use], closing[use], key[use]
+        idx, s, b, kind, match = idx[rows], s[rows], b[rows], kind[rows], match[rows]
+        ver, n, rewind, closing, key = ver[rows], n[rows], rewind[rows], closing[rows], key[rows]
         ne = c["next_exponent"][idx]
         self.last_key[s] = key
         self.queries[s] = 0
@@ -271,10 +270,8 @@ class SilentEngine(AllreduceEngine):
             data = ~last
         if np.count_nonzero(last):
             self._closing(s[last])
-        if np.count_nonzero(data) == s.size:
-            self._data_round(s, n, ne)
-        else:
-            self._data_round(s[data], n[data], ne[data])
+        _, rows = selection(data)
+        self._data_round(s[rows], n[rows], ne[rows])
         return taken
 
     @staticmethod
@@ -370,14 +367,10 @@ class SilentEngine(AllreduceEngine):
         """Contiguous data rounds' sums, each block once: a rewind re-runs blocks already
         stored (the same sums; an int32 half stored twice would be joined with itself)."""
         blocks = self.block[s]
-        fresh = ~self.stored[blocks]
-        n_fresh = np.count_nonzero(fresh)
-        if n_fresh == s.size:
-            self._store_sums(r, idx, s)
-            self.stored[blocks] = True
-        elif n_fresh:
-            self._store_sums(r, idx[fresh], s[fresh])
-            self.stored[blocks[fresh]] = True
+        fresh, rows = selection(~self.stored[blocks])
+        if fresh:
+            self._store_sums(r, idx[rows], s[rows])
+            self.stored[blocks[rows]] = True
 
     def _rewind(self, s: np.ndarray, pos: np.ndarray) -> None:
         """A REWIND from the switch: the next round re-runs slots `s` from `pos`. The
@@ -444,10 +437,9 @@ class SilentEngine(AllreduceEngine):
         asking = self.want_rewind[s]
         if np.count_nonzero(asking):
             self._request_rewind(s[asking], np.zeros(np.count_nonzero(asking), bool))
-        sending = int(np.count_nonzero(is_data))
+        sending, rows = selection(is_data)
         if sending:
-            every = sending == s.size
-            ds, dn, de = (s, nb, ne) if every else (s[is_data], nb[is_data], ne[is_data])
+            ds, dn, de = s[rows], nb[rows], ne[rows]
             after = self._after[dn].astype(np.int64)
             self.my_next[ds] = after
             self.last_data[ds] = dn

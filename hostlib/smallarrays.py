@@ -1,10 +1,12 @@
-"""Reductions of a turn's own arrays: a batch of one or a few frames or results.
+"""Reductions and selections of a turn's own arrays: a batch of one or a few frames or
+results.
 
 Why its own unit: a worker's turn handles arrays of 1 to a few dozen elements (a batch's
 slots, frames, timers), where each numpy call's fixed cost is several times the work, and
 a turn's fixed cost is most of a rank's CPU with small blocks or sparse calls
 (docs/hostlib.md, "Engine"). These give numpy's result, over a Python list where the
-array is small and through numpy otherwise; nothing here reads a tensor's values.
+array is small and through numpy otherwise (`selection`: every row as a slice, a view,
+when a mask keeps them all); nothing here reads a tensor's values.
 """
 
 from __future__ import annotations
@@ -50,3 +52,11 @@ def tally(counts: np.ndarray, kinds: np.ndarray) -> None:
 def least(x: np.ndarray) -> float:
     """float(x.min()) of a non-empty array, without numpy's reduction where x is small."""
     return float(min(x.tolist())) if x.size <= SMALL_REDUCE else float(x.min())
+
+
+def selection(mask: np.ndarray) -> tuple[int, slice | np.ndarray]:
+    """How many rows `mask` keeps, and an index that picks them: `mask` itself, or every
+    row as a slice when it keeps all (the usual batch: every result a data round, every
+    slot going on), whose indexing is a view instead of a gather per array."""
+    kept = int(np.count_nonzero(mask))
+    return kept, (slice(None) if kept == mask.size else mask)

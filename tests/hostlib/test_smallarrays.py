@@ -1,4 +1,5 @@
-"""hostlib.smallarrays gives numpy's result on both sides of its size threshold."""
+"""hostlib.smallarrays gives numpy's result on both sides of its size threshold, and
+`selection` picks what its mask keeps."""
 
 from __future__ import annotations
 
@@ -37,3 +38,12 @@ def test_tally_adds_the_bincount(n, seed):
     expected = counts + np.bincount(kinds, minlength=8)
     sa.tally(counts, kinds)
     assert np.array_equal(counts, expected)
+
+
+@given(st.lists(st.booleans(), min_size=0, max_size=40))
+def test_selection_picks_the_rows_the_mask_keeps(bits):
+    mask = np.array(bits, bool)
+    x = np.arange(mask.size) * 3
+    kept, rows = sa.selection(mask)
+    assert kept == int(mask.sum())
+    assert np.array_equal(x[rows], x[mask])
