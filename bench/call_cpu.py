@@ -11,10 +11,12 @@ figure / rounds is the cost of a turn of the worker plus one packet of the switc
 --density D makes that fraction of the blocks non-zero, the same blocks on every rank
 (bench/call_breakdown.py's "same blocks" cases; 0: no non-zero block, the announce rounds
 alone): where few blocks carry values, a call's CPU is the per-call and per-turn
-bookkeeping, not the data.
+bookkeeping, not the data. --pattern independent draws each rank's non-zero blocks on
+its own (bench/suite.py's pattern), so silent ranks sit out most rounds of the union.
 
     python bench/call_cpu.py [--block-values 2048] [--slots 16] [--ranks 4] [--calls 3]
-                             [--density 1] [--round-mode every_rank|silent]
+                             [--density 1] [--pattern shared|independent]
+                             [--round-mode every_rank|silent]
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ def call_cpu(
     calls: int,
     density: float = 1.0,
     round_mode: str = "every_rank",
+    pattern: str = "shared",
 ) -> list[float]:
     """Per timed call, the process's CPU seconds."""
-    pattern = "dense" if density >= 1 else "shared"
+    pattern = "dense" if density >= 1 else pattern
     case = Case(
         "softswitch", "p4reduce", ranks, values, pattern, density, calls, block_values=block_values
     )
@@ -89,12 +92,20 @@ def main() -> int:
     ap.add_argument(
         "--density", type=float, default=1.0, help="fraction of non-zero blocks (same on all)"
     )
+    ap.add_argument(
+        "--pattern",
+        default="shared",
+        choices=("shared", "independent"),
+        help="below density 1: the same blocks on every rank, or each rank's own",
+    )
     ap.add_argument("--round-mode", default="every_rank", choices=("every_rank", "silent"))
     a = ap.parse_args()
-    cpu = call_cpu(a.block_values, a.slots, a.ranks, a.values, a.calls, a.density, a.round_mode)
+    cpu = call_cpu(
+        a.block_values, a.slots, a.ranks, a.values, a.calls, a.density, a.round_mode, a.pattern
+    )
     print(
         f"K={a.block_values} slots={a.slots} ranks={a.ranks} values={a.values} "
-        f"density={a.density:g} {a.round_mode}: CPU per call "
+        f"density={a.density:g} {a.pattern} {a.round_mode}: CPU per call "
         f"{min(cpu) * 1e3:.0f} ms (best of {len(cpu)}; all: "
         + ", ".join(f"{c * 1e3:.0f}" for c in cpu)
         + " ms)"

@@ -201,6 +201,11 @@ class AllreduceEngine:
         # slots whose kept frame a pending batch reads in place (_emit): built there once,
         # not built elsewhere and copied in
         self._in_place = np.zeros(n, bool)
+        # slots whose kept frame is built only when its timer sends it (_build_deferred):
+        # a silent rank's query, kept for every round it has nothing for and sent only
+        # when that round's result is late -- building it each round cost more than the
+        # rank's DATA did
+        self._deferred = np.zeros(n, bool)
         behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
         self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now, behind_leaf)
         self.liveness = Liveness(
@@ -291,6 +296,7 @@ class AllreduceEngine:
             batch = self._build(*cols, out=self.last_frames[run])
             self.last_lengths[run] = batch.lengths
             self._in_place[run] = True
+            self._deferred[run] = False
         else:
             batch = self._build(*cols)
             self._keep(slots, batch)
@@ -304,9 +310,16 @@ class AllreduceEngine:
         (_emit) gets a copy of its own first."""
         if np.count_nonzero(self._in_place[slots]):
             self._own_pending()
+        self._deferred[slots] = False
         end = int(batch.lengths.max()) if len(batch) else 0
         self.last_frames[slots, :end] = batch.frames[:, :end]
         self.last_lengths[slots] = batch.lengths
+
+    def _build_deferred(self, slots: np.ndarray) -> None:
+        """Build the kept frames of `slots`, deferred until a timer sends them (an engine
+        that defers a kept frame, silent.SilentEngine, builds it here; every-rank rounds
+        defer none)."""
+        raise NotImplementedError(f"{type(self).__name__} defers no kept frame")
 
     def _own_pending(self) -> None:
         """Pending batches that read kept frames in place get copies of their own (a kept
@@ -362,6 +375,9 @@ class AllreduceEngine:
             self.stats.probes += self.pacer.probes - probes
             if due.size:
                 self._resending(due)
+                deferred = due[self._deferred[due]]
+                if deferred.size:
+                    self._build_deferred(deferred)
                 frames = self.last_frames[due]
                 frames[:, FLAGS_BYTE] |= int(p.FLAG.RETRANSMIT)
                 self._pending.append(Batch(frames, self.last_lengths[due].copy()))

@@ -137,10 +137,22 @@ class SilentEngine(AllreduceEngine):
 
     def _query(self, s: np.ndarray, send: bool) -> None:
         """Queries for slots `s` (a SKIP naming the round, next_block the rank's own next):
-        kept as a silent slot's frame (`send` False: its timer sends it), or sent once
-        beside a contribution whose resends go unanswered."""
-        if s.size:
-            self._header_only(s, p.MSG.SKIP, self._named_block(s), self.my_next[s], send, not send)
+        kept as a silent slot's frame (`send` False: built only when its timer sends it,
+        _build_deferred), or sent once beside a contribution whose resends go
+        unanswered."""
+        if not s.size:
+            return
+        if send:
+            self._header_only(s, p.MSG.SKIP, self._named_block(s), self.my_next[s], True, False)
+        else:
+            self._deferred[s] = True
+
+    def _build_deferred(self, slots: np.ndarray) -> None:
+        """The kept queries of `slots`, due now: what a query built when the slot fell
+        silent would hold, since nothing it names (the slot's round, version and this
+        rank's next block) changes until a result of the slot comes, and every result
+        taken gives the slot a new kept frame."""
+        self._header_only(slots, p.MSG.SKIP, self._named_block(slots), self.my_next[slots], False)
 
     def _resending(self, due: np.ndarray) -> None:
         """Timers of slots `due` expired. A silent rank's kept frame is its query. After
