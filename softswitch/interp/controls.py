@@ -190,15 +190,28 @@ class Controls:
                     heapq.heappush(heap, (topo[u], u))
             return out
 
+        def onto(name: str, depth: int) -> set[str]:
+            """The blocks `name`'s body at `depth` runs on into, exactly as `succ` writes
+            it (a reference to a block is a jump, even where the node would be inlined)."""
+            out: set[str] = set()
+            info = self.nodes[name]
+            if not isinstance(info, TableNode):
+                for t in _successors(info):
+                    if t is not None and t in blocks:
+                        out.add(t)
+                    elif t is not None and inlined(t) and depth < _MAX_INLINE_DEPTH:
+                        out |= onto(t, depth + 1)
+            return out
+
         def unguarded(entry: str) -> set[str]:
             """The blocks every path that runs on past the blocks before them reaches: no
             test of ``_at`` before them, and no path sets ``_at`` for them."""
             out: set[str] = set()
-            live = returned(entry, 0) & blocks.keys()
+            live = onto(entry, 0)
             for t in blocks:
                 if live == {t}:
                     out.add(t)
-                live = (live - {t}) | (returned(t, 0) & blocks.keys())
+                live = (live - {t}) | onto(t, 0)
             return out
 
         def succ(name: str | None, ind: int, depth: int) -> None:

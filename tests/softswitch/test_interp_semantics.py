@@ -252,6 +252,41 @@ def test_every_path_through_joins_of_the_control_graph() -> None:
         assert run(p, bytes([a])) == [(0, struct.pack("!I", expected(a)))], a
 
 
+def test_a_node_too_deep_to_inline_is_a_block_for_every_path_to_it() -> None:
+    """A small node referenced past the inlining depth becomes a block, and then every
+    reference to it is a jump, a shallow one too: the path that skips the block before it
+    must skip that block's steps (o.x records the steps taken, two bits each)."""
+    p = Program()
+    p.header("i", [("a", 8)])
+    p.state("start", [prim("extract", {"type": "regular", "value": "i"})])
+    p.header("o", [("x", 64)])
+    p.deparse("o")
+
+    def step(k: int) -> int:
+        x = f("o", "x")
+        return p.action(f"step{k}", [], [assign(x, mask(ex("|", ex("<<", x, hx(2)), hx(k)), 64))])
+
+    one, two = step(1), step(2)
+    p.call("ingress", "t0", p.action("add", [], [prim("add_header", HDR)]), "e")
+    bit = {b: ex("!=", ex("&", f("i", "a"), hx(b)), hx(0)) for b in (1, 2)}
+    p.cond("ingress", "e", bit[1], "d_0", "g")
+    p.cond("ingress", "g", bit[2], "d_0", "x")
+    depth = 26  # one more than controls._MAX_INLINE_DEPTH: the last returns "x"
+    for k in range(depth):
+        p.call("ingress", f"d_{k}", one, f"d_{k + 1}" if k + 1 < depth else "x")
+    p.call("ingress", "x", two)
+    p.init("ingress", "t0")
+
+    def expected(a: int) -> int:
+        x = 0
+        for k in ([1] * depth if a & 3 else []) + [2]:
+            x = ((x << 2) | k) & (1 << 64) - 1
+        return x
+
+    for a in range(4):
+        assert run(p, bytes([a])) == [(0, struct.pack("!Q", expected(a)))], a
+
+
 def test_mark_to_drop_in_egress_drops() -> None:
     p = Program()
     p.state("start", [])
