@@ -131,26 +131,9 @@ def fields_to_locals(lines: list[str]) -> list[str]:
                 first_write.add(k)
         seen.update(int(x) for x in _FIELD_RE.findall(line))
     loads = [k for k in used if k not in first_write]
-    out = [f"{lhs} = {rhs}" for lhs, rhs in _runs(loads, load=True)]
+    # one subscript per field: on CPython 3.11 a slice load or store of a run of fields
+    # (a list or tuple built, then unpacked) costs more than the subscripts it replaces
+    out = [f"f{k} = F[{k}]" for k in loads]
     out += [_FIELD_RE.sub(lambda m: f"f{m.group(1)}", line) for line in lines]
-    out += [f"{lhs} = {rhs}" for lhs, rhs in _runs(written, load=False)]
-    return out
-
-
-def _runs(idx: list[int], *, load: bool) -> list[tuple[str, str]]:
-    """Group consecutive field indices: one slice unpack/assign instead of n subscripts."""
-    out: list[tuple[str, str]] = []
-    i = 0
-    while i < len(idx):
-        j = i
-        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
-            j += 1
-        if j - i >= 2:
-            names = ", ".join(f"f{k}" for k in idx[i : j + 1])
-            sl = f"F[{idx[i]}:{idx[j] + 1}]"
-            out.append((names, sl) if load else (sl, f"({names})"))
-        else:
-            for k in idx[i : j + 1]:
-                out.append((f"f{k}", f"F[{k}]") if load else (f"F[{k}]", f"f{k}"))
-        i = j + 1
+    out += [f"F[{k}] = f{k}" for k in written]
     return out

@@ -1,15 +1,18 @@
-"""Ingress and egress controls -> one generated function per control node, plus tables.
+"""Ingress and egress controls -> generated functions over the control nodes, plus tables.
 
-``N<k>(F, V, X) -> next node`` for every conditional, action call and table of the JSON's
-pipelines.  To cut Python calls per packet, a node with a single predecessor, or a small
-one, is inlined into its predecessors (up to a depth), and p4c's keyless const-default
-"dummy tables" (its encoding of a direct action call) become plain calls.  Tables are
+``N<k>(F, V, X) -> next node`` for a pipeline's first node and every node a table or
+another function returns; the nodes after it run inside it (``Controls._emit_nodes``).  To
+cut Python calls per packet, a node with a single predecessor, or a small one, is inlined
+into its predecessors (up to a depth), and p4c's keyless const-default "dummy tables" (its
+encoding of a direct action call) become plain calls.  Tables are
 ``interp.tables.Table`` objects the generated code looks up; their actions and next nodes
 are bound after the module exists (``Controls.finish``), together with default actions and
 const entries.
 """
 
 from __future__ import annotations
+
+import heapq
 
 from dataclasses import dataclass
 from typing import Any, Callable, Union
@@ -25,6 +28,8 @@ _MAX_INLINE_DEPTH = 25
 # lines is inlined into each of them too: a p4reduce packet passes some twenty such join
 # nodes, each a Python call and a turn of the node loop otherwise
 _SMALL_NODE_LINES = 12
+# a function runs on into its joins (see _emit_nodes) until it has this many lines
+_MAX_FUNCTION_LINES = 2000
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,9 @@ class Controls:
                 )
             for t in pl.get("tables", []):
                 self._table(t)
-        self._emit_nodes()
+        self._emit_nodes(
+            [pl["init_table"] for pl in g.j.get("pipelines", []) if pl.get("init_table")]
+        )
         return firsts
 
     def _ref(self, name: str | None, where: str) -> str:
@@ -110,14 +117,24 @@ class Controls:
         return self.node_names[name]
 
     # -- emitting nodes ------------------------------------------------------------------
-    def _emit_nodes(self) -> None:
+    def _emit_nodes(self, inits: list[str]) -> None:
+        """One function per entry node: a pipeline's first node, a table's next node, or a
+        node some emitted body returns. What an entry's body would return to the node loop
+        it runs itself, up to a size: each such node is a block of the same function, in
+        topological order, entered when the variable ``_at`` names it, or with no test
+        when every path still running goes there. A node that several bodies would each
+        inline or return is then written once per function, not once per path to it (the
+        module is smaller and loads faster), and a packet makes fewer Python calls. A
+        table's next node is the one its lookup returns: always a function."""
         preds: dict[str, int] = {}
         for info in self.nodes.values():
             for n in set(_successors(info)):
                 if n is not None:
                     preds[n] = preds.get(n, 0) + 1
+        topo = _topological(self.nodes)
         s = self.g.src
         sizes: dict[str, int] = {}
+        leaves: dict[tuple[str, int], set[str]] = {}
 
         def inlined(name: str) -> bool:
             """Whether a reference to `name` becomes its body: a node of one predecessor,
@@ -140,13 +157,75 @@ class Controls:
                 sizes[name] = n
             return sizes[name]
 
+        def returned(name: str, depth: int) -> set[str]:
+            """The nodes `name`'s body at `depth` would end in a ``return`` of (as `body`
+            writes it, not counting a table's next nodes)."""
+            key = (name, depth)
+            if key not in leaves:
+                out: set[str] = set()
+                info = self.nodes[name]
+                if not isinstance(info, TableNode):
+                    for t in _successors(info):
+                        if t is not None and inlined(t) and depth < _MAX_INLINE_DEPTH:
+                            out |= returned(t, depth + 1)
+                        elif t is not None:
+                            out.add(t)
+                leaves[key] = out
+            return leaves[key]
+
+        def blocks_of(entry: str) -> dict[str, int]:
+            """The nodes the function of `entry` runs as blocks, each with its number, in
+            topological order (nearest first while the function has room)."""
+            out: dict[str, int] = {}
+            heap = [(topo[t], t) for t in returned(entry, 0)]
+            heapq.heapify(heap)
+            lines = size(entry)
+            while heap:
+                _, t = heapq.heappop(heap)
+                if t in out or lines + size(t) > _MAX_FUNCTION_LINES:
+                    continue
+                lines += size(t)
+                out[t] = len(out) + 1
+                for u in returned(t, 0):
+                    heapq.heappush(heap, (topo[u], u))
+            return out
+
+        def onto(name: str, depth: int) -> set[str]:
+            """The blocks `name`'s body at `depth` runs on into, exactly as `succ` writes
+            it (a reference to a block is a jump, even where the node would be inlined)."""
+            out: set[str] = set()
+            info = self.nodes[name]
+            if not isinstance(info, TableNode):
+                for t in _successors(info):
+                    if t is not None and t in blocks:
+                        out.add(t)
+                    elif t is not None and inlined(t) and depth < _MAX_INLINE_DEPTH:
+                        out |= onto(t, depth + 1)
+            return out
+
+        def unguarded(entry: str) -> set[str]:
+            """The blocks every path that runs on past the blocks before them reaches: no
+            test of ``_at`` before them, and no path sets ``_at`` for them."""
+            out: set[str] = set()
+            live = onto(entry, 0)
+            for t in blocks:
+                if live == {t}:
+                    out.add(t)
+                live = (live - {t}) | onto(t, 0)
+            return out
+
         def succ(name: str | None, ind: int, depth: int) -> None:
-            if name is None:
+            if name is not None and name in free:
+                s.emit("pass", ind)  # on into the block of `name`
+            elif name is not None and name in blocks:
+                s.emit(f"_at = {blocks[name]}", ind)
+            elif name is None:
                 s.emit("return None", ind)
             elif inlined(name) and depth < _MAX_INLINE_DEPTH:
                 body(name, ind, depth + 1)
             else:
                 s.emit(f"return {self.node_names[name]}", ind)
+                refs.append(name)
 
         def body(name: str, ind: int, depth: int) -> None:
             info = self.nodes[name]
@@ -158,7 +237,7 @@ class Controls:
                 succ(info.false_next, ind + 1, depth)
             elif isinstance(info, CallNode):
                 s.emit(f"{info.fn}(F, V, X, {info.params})", ind)
-                if info.may_exit:
+                if info.may_exit:  # an exit ends the control: no block after it runs
                     s.emit(f"if X[{X_EXIT}]:", ind)
                     s.emit("return None", ind + 1)
                 succ(info.next, ind, depth)
@@ -166,10 +245,33 @@ class Controls:
                 for line in info.lines:
                     s.emit(line, ind)
 
-        for name in self.nodes:
+        refs: list[str] = []
+        blocks: dict[str, int] = {}
+        free: set[str] = set()
+        # a table's next nodes are functions its entries return (bound by `finish`)
+        tables = (info for info in self.nodes.values() if isinstance(info, TableNode))
+        work = inits + sorted((t for i in tables for t in i.targets if t), key=topo.get)
+        self.entries: set[str] = set()
+        while work:
+            name = work.pop(0)
+            if name in self.entries:
+                continue
+            self.entries.add(name)
+            refs, blocks = [], blocks_of(name)
+            free = unguarded(name)
             s.emit(f"def {self.node_names[name]}(F, V, X):")
+            if len(free) < len(blocks):
+                # a path on into a block past a test of ``_at`` may not have set it
+                s.emit("_at = 0", 1)
             body(name, 1, 0)
+            for t, k in blocks.items():
+                if t in free:
+                    body(t, 1, 0)
+                else:
+                    s.emit(f"if _at == {k}:", 1)
+                    body(t, 2, 0)
             s.emit("")
+            work += [r for r in refs if r not in self.entries]
 
     # -- tables --------------------------------------------------------------------------
     def _table(self, t: dict[str, Any]) -> None:
@@ -289,7 +391,7 @@ class Controls:
     def finish(self, ns: dict[str, Any]) -> None:
         """Bind action functions and next nodes now that the generated module exists; set
         default actions and install const entries."""
-        by_node = {name: ns[fn] for name, fn in self.node_names.items()}
+        by_node = {name: ns[self.node_names[name]] for name in self.entries}
         for var, t, spec, _ in self._table_specs:
             table: Table = ns[var]
             ids = t.get("action_ids", [])
@@ -308,7 +410,9 @@ class Controls:
                     tgt = base
                 return by_node[tgt] if tgt is not None else None
 
-            table.next_for = next_for
+            # a p4c dummy table is a CallNode: no lookup of it runs, nor returns a next node
+            dummy = isinstance(self.nodes[t["name"]], CallNode)
+            table.next_for = _unbound_next if dummy else next_for
             where = f'table "{t["name"]}"'
             dflt = t.get("default_entry")
             if dflt:
@@ -332,7 +436,8 @@ class Controls:
 
 
 def _unbound_next(action: str, hit: bool) -> Any:
-    """A table's next-node function until ``Controls.finish`` binds the real one."""
+    """A table's next-node function until ``Controls.finish`` binds the real one (and for
+    good, for a dummy table, whose node is a direct action call)."""
     return None
 
 
@@ -342,6 +447,28 @@ def _successors(info: Node) -> list[str | None]:
     if isinstance(info, CallNode):
         return [info.next]
     return list(info.targets)
+
+
+def _topological(nodes: dict[str, Node]) -> dict[str, int]:
+    """Each node's place in a topological order of the control graph (a DAG: P4 controls
+    have no loops), iteratively: a long chain must not exhaust Python's stack."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for root in nodes:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(_successors(nodes[root])))]
+        while stack:
+            name, it = stack[-1]
+            nxt = next((t for t in it if t is not None and t not in seen), None)
+            if nxt is None:
+                order.append(name)
+                stack.pop()
+            else:
+                seen.add(nxt)
+                stack.append((nxt, iter(_successors(nodes[nxt]))))
+    return {name: len(order) - k for k, name in enumerate(order)}
 
 
 def _lookup_kind(kind: str, keys: list[KeySpec]) -> str:

@@ -1,7 +1,8 @@
 """The bmv2 parser -> one generated function per parse state.
 
 ``S<id>(F, V, X, data, pos) -> (next_state, pos, error)``: the Pipeline calls states until
-one returns None (accept; p4c writes ``reject`` as null too).  A parser exception returns
+one returns None (accept; p4c writes ``reject`` as null too); a state one transition alone
+leads to runs inside the state before it.  A parser exception returns
 the error code with the position reached, so the packet goes on with
 ``parser_error`` set and every byte not consumed kept as payload, as bmv2's
 ``Parser::parse`` does.
@@ -9,7 +10,7 @@ the error code with the position reached, so the packet goes on with
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple, Union
 
 from ..errors import PipelineError, UnsupportedConstruct
 from .expr import DATA, X_STACK0, Expr, lit, mask_lit, parse_hexstr
@@ -19,9 +20,27 @@ from .primitives import emit_primitive
 from .wide import WIDE_BYTES
 
 
+# a state reached from one transition only is written into the state before it, up to
+# this depth of nesting (Python's own limit on nested blocks is 100)
+_MAX_INLINE_DEPTH = 20
+
+
+class _Goto(NamedTuple):
+    """A transition in a state's body: to the state named (None: accept), at an indent."""
+
+    ind: int
+    state: str | None
+
+
+# one line of a state's body: source at an indent, or a transition
+Line = Union[tuple[int, str], _Goto]
+
+
 def emit_parser(g: Gen) -> str | None:
     """Emit every state; returns the name of the initial state's function (None: no
-    parser, the whole frame is payload)."""
+    parser, the whole frame is payload). A state that one transition alone leads to is
+    also written into the state before it: one Python call, result tuple and turn of the
+    Pipeline's state loop fewer per such state on a packet's path."""
     parsers = g.j.get("parsers", [])
     if not parsers:
         return None
@@ -30,42 +49,67 @@ def emit_parser(g: Gen) -> str | None:
         raise UnsupportedConstruct("more than one parser", f'parser "{parsers[1]["name"]}"')
     g.env["_sx"] = sign_extend
     states = {st["name"]: ident("S", st["id"]) for st in p.get("parse_states", [])}
-    for st in p.get("parse_states", []):
-        _emit_state(g, st, states)
+    bodies = {st["name"]: _state_lines(g, st, states) for st in p.get("parse_states", [])}
     init = p.get("init_state")
     if init not in states:
         raise PipelineError(f"parser init_state {init!r} is not a state")
+    sites: dict[str, int] = {init: 1}
+    for body in bodies.values():
+        for line in body:
+            if isinstance(line, _Goto) and line.state is not None:
+                sites[line.state] = sites.get(line.state, 0) + 1
+    ok = g.errors["NoError"]
+    s = g.src
+
+    def emit(name: str, ind: int, inside: list[str]) -> None:
+        for line in bodies[name]:
+            if not isinstance(line, _Goto):
+                s.emit(line[1], ind + line[0])
+                continue
+            k, nxt = line
+            if (
+                nxt is not None
+                and sites.get(nxt) == 1
+                and nxt not in inside
+                and len(inside) < _MAX_INLINE_DEPTH
+            ):
+                emit(nxt, ind + k, inside + [nxt])
+            else:
+                s.emit(f"return {states[nxt] if nxt else 'None'}, pos, {ok}", ind + k)
+
+    for name in bodies:
+        s.emit(f"def {states[name]}(F, V, X, data, pos):")
+        s.emit("n = len(data)", 1)
+        emit(name, 1, [name])
+        s.emit("")
     return states[init]
 
 
-def _emit_state(g: Gen, st: dict[str, Any], states: dict[str, str]) -> None:
+def _state_lines(g: Gen, st: dict[str, Any], states: dict[str, str]) -> list[Line]:
+    """A state's body: its operations, then its transitions (every path ends in one, or
+    in a parser error's return)."""
     where = f'parser state "{st["name"]}"'
-    ok = g.errors["NoError"]
-    s = g.src
-    s.emit(f"def {states[st['name']]}(F, V, X, data, pos):")
-    s.emit(f"# {st['name']}", 1)
-    s.emit("n = len(data)", 1)
+    out: list[Line] = [(0, f"# {st['name']}")]
     for op in st.get("parser_ops", []):
-        for line in _parser_op(g, op, where):
-            s.emit(line, 1)
+        out += [(0, line) for line in _parser_op(g, op, where)]
     keys = st.get("transition_key", [])
 
-    def target(t: dict[str, Any]) -> str:
+    def target(t: dict[str, Any]) -> str | None:
         ns = t.get("next_state")
-        if ns is None:
-            return "None"
-        if ns not in states:
+        if ns is not None and ns not in states:
             raise PipelineError(f"{where}: unknown next state {ns!r}")
-        return states[ns]
+        return ns
 
     if keys:
-        s.emit("k = " + _select_key(g, keys, where), 1)
+        prelude: list[str] = []
+        key = _select_key(g, keys, where, prelude)
+        out += [(0, line) for line in prelude] + [(0, "k = " + key)]
     for t in st.get("transitions", []):
         ttype = t.get("type")
         if ttype is None:
             ttype = "default" if t.get("value") == "default" else "hexstr"
         if ttype == "default":
-            s.emit(f"return {target(t)}, pos, {ok}", 1)
+            out.append(_Goto(0, target(t)))
             break
         if ttype != "hexstr":
             raise UnsupportedConstruct(f'transition type "{ttype}"', where)
@@ -74,19 +118,19 @@ def _emit_state(g: Gen, st: dict[str, Any], states: dict[str, str]) -> None:
         v = parse_hexstr(t["value"], where)
         if t.get("mask") is not None:
             m = parse_hexstr(t["mask"], where)
-            s.emit(f"if k & {lit(m)} == {lit(v & m)}:", 1)
+            out.append((0, f"if k & {lit(m)} == {lit(v & m)}:"))
         else:
-            s.emit(f"if k == {v}:", 1)
-        s.emit(f"return {target(t)}, pos, {ok}", 2)
+            out.append((0, f"if k == {v}:"))
+        out.append(_Goto(1, target(t)))
     else:
-        s.emit(f"return None, pos, {ok}", 1)
-    s.emit("")
+        out.append(_Goto(0, None))
+    return out
 
 
-def _select_key(g: Gen, keys: list[dict[str, Any]], where: str) -> str:
+def _select_key(g: Gen, keys: list[dict[str, Any]], where: str, prelude: list[str]) -> str:
     """The select key as one integer: each part byte-padded, the first one most
     significant (bmv2 concatenates the key bytes).  Lookahead parts are read into locals
-    first (emitted here)."""
+    first (their lines appended to `prelude`)."""
     parts: list[str] = []
     total = 0
     for k in reversed(keys):
@@ -100,8 +144,7 @@ def _select_key(g: Gen, keys: list[dict[str, Any]], where: str) -> str:
         elif kt == "lookahead":
             off, bw = kv
             var = f"_la{len(parts)}"
-            for line in _lookahead(g, off, bw, var, False):
-                g.src.emit(line, 1)
+            prelude += _lookahead(g, off, bw, var, False)
             nbits = ((bw + 7) // 8) * 8
             src = var
         elif kt == "stack_field":
@@ -141,7 +184,8 @@ def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
     st = g.struct_for(h)
     chunked = None if st is not None else g.chunk_struct_for(h)
     if st is not None:
-        out.append(f"F[{h.base}:{h.base + n}] = {st}.unpack_from(data, pos)")
+        # one target per field: cheaper than a slice assignment (no list rebuilt)
+        out.append(f"{_targets(h.base, n)} = {st}.unpack_from(data, pos)")
     elif chunked is not None:
         out += _chunked_lines(h, *chunked)
     elif n == 1 and g.X.lazy_field(h.base):
@@ -167,6 +211,11 @@ def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
             out.append(f"F[{h.base + k}] = {v}")
     out += [f"V[{h.index}] = 1", f"pos += {nb}"]
     return out
+
+
+def _targets(base: int, n: int) -> str:
+    """The assignment targets ``F[base], ..., F[base + n - 1]`` of one unpacked tuple."""
+    return ", ".join(f"F[{base + k}]" for k in range(n)) + ("," if n == 1 else "")
 
 
 def _chunked_lines(h: HeaderInfo, st: str, runs: list[list[int]]) -> list[str]:

@@ -202,6 +202,91 @@ def test_exit_stops_the_control_and_egress_spec_init() -> None:
     assert run(p) == [(3, b"\x01\x00\x00")]
 
 
+def test_every_path_through_joins_of_the_control_graph() -> None:
+    """Nodes several others lead to run as blocks of one generated function: a path that
+    skips one block on its way to a later one, and a path through both, each take every
+    step of its own and no other (the steps are recorded in o.x, two bits each)."""
+    p = Program()
+    p.header("i", [("a", 8)])
+    p.state("start", [prim("extract", {"type": "regular", "value": "i"})])
+    p.header("o", [("x", 32)])
+    p.deparse("o")
+    steps = {
+        k: p.action(
+            f"step{k}",
+            [],
+            [assign(f("o", "x"), mask(ex("|", ex("<<", f("o", "x"), hx(2)), hx(k)), 32))],
+        )
+        for k in (1, 2, 3)
+    }
+
+    def chain(name: str, k: int, n: int, last_next: str | None) -> str:
+        """n calls of step k, one after another: a node too big to be written at each
+        of its predecessors."""
+        for j in range(n):
+            p.call(
+                "ingress", f"{name}_{j}", steps[k], f"{name}_{j + 1}" if j + 1 < n else last_next
+            )
+        return f"{name}_0"
+
+    def bit(b: int) -> dict:
+        return ex("!=", ex("&", f("i", "a"), hx(b)), hx(0))
+
+    p.call("ingress", "t0", p.action("add", [], [prim("add_header", HDR)]), "c1")
+    j2 = chain("j2", 1, 7, None)
+    p.cond("ingress", "j1", bit(2), chain("ja", 2, 7, j2), chain("jb", 3, 7, j2))
+    p.cond("ingress", "c1", bit(1), chain("t1", 1, 1, "j1"), "c3")
+    p.cond("ingress", "c3", bit(4), "j1", j2)
+    p.init("ingress", "t0")
+
+    def expected(a: int) -> int:
+        path = [1] if a & 1 else []
+        if a & 1 or a & 4:  # through j1
+            path += [2] * 7 if a & 2 else [3] * 7
+        x = 0
+        for k in path + [1] * 7:  # then j2
+            x = ((x << 2) | k) & 0xFFFFFFFF
+        return x
+
+    for a in range(8):
+        assert run(p, bytes([a])) == [(0, struct.pack("!I", expected(a)))], a
+
+
+def test_a_node_too_deep_to_inline_is_a_block_for_every_path_to_it() -> None:
+    """A small node referenced past the inlining depth becomes a block, and then every
+    reference to it is a jump, a shallow one too: the path that skips the block before it
+    must skip that block's steps (o.x records the steps taken, two bits each)."""
+    p = Program()
+    p.header("i", [("a", 8)])
+    p.state("start", [prim("extract", {"type": "regular", "value": "i"})])
+    p.header("o", [("x", 64)])
+    p.deparse("o")
+
+    def step(k: int) -> int:
+        x = f("o", "x")
+        return p.action(f"step{k}", [], [assign(x, mask(ex("|", ex("<<", x, hx(2)), hx(k)), 64))])
+
+    one, two = step(1), step(2)
+    p.call("ingress", "t0", p.action("add", [], [prim("add_header", HDR)]), "e")
+    bit = {b: ex("!=", ex("&", f("i", "a"), hx(b)), hx(0)) for b in (1, 2)}
+    p.cond("ingress", "e", bit[1], "d_0", "g")
+    p.cond("ingress", "g", bit[2], "d_0", "x")
+    depth = 26  # one more than controls._MAX_INLINE_DEPTH: the last returns "x"
+    for k in range(depth):
+        p.call("ingress", f"d_{k}", one, f"d_{k + 1}" if k + 1 < depth else "x")
+    p.call("ingress", "x", two)
+    p.init("ingress", "t0")
+
+    def expected(a: int) -> int:
+        x = 0
+        for k in ([1] * depth if a & 3 else []) + [2]:
+            x = ((x << 2) | k) & (1 << 64) - 1
+        return x
+
+    for a in range(4):
+        assert run(p, bytes([a])) == [(0, struct.pack("!Q", expected(a)))], a
+
+
 def test_mark_to_drop_in_egress_drops() -> None:
     p = Program()
     p.state("start", [])
