@@ -221,6 +221,9 @@ def test_packed_wire_values_quantize_and_sum_exactly(worker_count, rng):
     for sums in (native, wire):
         got = nm.from_packed(sums, worker_count)
         assert got.dtype == np.int32 and (got == exact).all()
+        out = np.full(sums.shape, -1, np.int32)  # a Scratch buffer: written in place
+        into = nm.from_packed(sums, worker_count, out)
+        assert np.shares_memory(into, out) and (out == exact).all()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
