@@ -298,13 +298,11 @@ class AllreduceEngine:
 
     def _keep(self, slots: np.ndarray, batch: Batch) -> None:
         """Keep `batch`'s frames as the frames of `slots` (for their timers): the bytes up
-        to the batch's longest frame, not the whole width -- an ANNOUNCE or a header-only
-        SKIP of a wide-block job is 70 bytes of a 64 KB row, and what lies past a frame's
-        length is never sent. A pending batch that reads one of these frames in place
-        (_emit) gets a copy of its own first."""
+        to the batch's longest frame, not the whole width (Batch.extent). A pending batch
+        that reads one of these frames in place (_emit) gets a copy of its own first."""
         if np.count_nonzero(self._in_place[slots]):
             self._own_pending()
-        end = int(batch.lengths.max()) if len(batch) else 0
+        end = batch.extent()
         self.last_frames[slots, :end] = batch.frames[:, :end]
         self.last_lengths[slots] = batch.lengths
 

@@ -132,6 +132,13 @@ class Batch:
     def frame(self, i: int) -> bytes:
         return self.frames[i, : int(self.lengths[i])].tobytes()
 
+    def extent(self, rows: slice = slice(None)) -> int:
+        """Bytes of `rows`' longest frame (0 for none): what a copy of these frames out
+        needs of each row, since the bytes past a frame's length are never sent -- an
+        ANNOUNCE or a header-only SKIP of a wide-block job is 70 bytes of a 64 KB row."""
+        lengths = self.lengths[rows]
+        return int(lengths.max()) if lengths.size else 0
+
     @staticmethod
     def empty(width: int = WIDTH) -> "Batch":
         return Batch(np.zeros((0, width), np.uint8), np.zeros(0, np.int64))

@@ -7,7 +7,7 @@ import pytest
 
 from hostlib import protocol as p
 from p4reduce.job import load_descriptor
-from hostlib.framing import FrameBuilder, parse_batch
+from hostlib.framing import Batch, FrameBuilder, parse_batch
 
 from hostlib_helpers import descriptor
 
@@ -210,3 +210,18 @@ def test_parse_batch_reads_every_message_and_length_as_carries_values_says(k):
         assert parsed.extension[kept[i]] == want, (m, block, ext)
         assert bool(parsed.has_values[kept[i]]) == values
     assert parsed.rejected == len(cases) - len(kept)
+
+
+def test_a_batchs_extent_is_its_longest_frame_among_the_rows_asked():
+    """What a transport copies of each row of a run (Batch.extent): the longest frame's
+    bytes of those rows -- an ANNOUNCE run of a wide job is 70 bytes a row, a run with
+    one DATA frame its whole width -- and nothing for no row."""
+    k = 16_000
+    width = p.frame_bytes_with_values(k)
+    lengths = np.array([70, 70, width, 66, 70], np.int64)
+    batch = Batch(np.zeros((5, width), np.uint8), lengths)
+    assert batch.extent() == width
+    assert batch.extent(slice(0, 2)) == 70
+    assert batch.extent(slice(2, 4)) == width
+    assert batch.extent(slice(3, 5)) == 70
+    assert batch.extent(slice(5, 5)) == 0 and Batch.empty(width).extent() == 0
