@@ -373,26 +373,38 @@ class Payload:
         out[~inside] = self.tail[0]
         return out
 
+    def _int_lanes(self, rows: np.ndarray) -> np.ndarray:
+        """An int32 tensor's lanes for wire blocks `rows` (halves, the packed bias)."""
+        if self.halves:
+            x = self.tensor_rows(rows >> 1)
+            low = (rows & 1).astype(bool)[:, None]
+            lanes = np.where(low, half(x, True), half(x, False))
+        else:
+            lanes = self.tensor_rows(rows)
+        if self.encoding == p.Encoding.PACKED:
+            return to_packed(lanes, self.worker_count)
+        return lanes
+
     def values(
         self,
         rows: np.ndarray,
         switch_exponent_biased: np.ndarray,
         scratch: Scratch | None = None,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """int32 (len(rows), K) to send for these blocks with the switch's exponents. A
         float tensor's are quantized into the wire's byte order (protocol.VALUES_DTYPE),
         in `scratch` when given: the result is then a view of it, valid until the next
-        `values` with the same scratch."""
+        `values` with the same scratch. `out`, an array of the wire's int32 of that shape
+        (the values columns of the frames that will carry them,
+        framing.values_columns): the values are written there instead and it is
+        returned."""
         if not self.is_float:
-            if self.halves:
-                x = self.tensor_rows(rows >> 1)
-                low = (rows & 1).astype(bool)[:, None]
-                rows_out = np.where(low, half(x, True), half(x, False))
-            else:
-                rows_out = self.tensor_rows(rows)
-            if self.encoding == p.Encoding.PACKED:
-                return to_packed(rows_out, self.worker_count)
-            return rows_out
+            lanes = self._int_lanes(rows)
+            if out is None:
+                return lanes
+            np.copyto(out, lanes, casting="unsafe")  # what astype(VALUES_DTYPE) does
+            return out
         mine = self.exponent_biased[rows]
         if np.count_nonzero(mine > switch_exponent_biased):
             i = int(np.argmax(mine > switch_exponent_biased))
@@ -404,7 +416,8 @@ class Payload:
         x = self.tensor_rows(rows, scratch)
         scale = _scales_by_biased(self.worker_count)[switch_exponent_biased]
         # in the wire's byte order already: the frame builder copies these bytes as they are
-        wire = take(scratch, "wire", x.shape, p.VALUES_DTYPE)
+        # (with `out`, the frames' own columns: nothing to copy)
+        wire = take(scratch, "wire", x.shape, p.VALUES_DTYPE) if out is None else out
         if self.encoding == p.Encoding.PACKED:
             return quantize_packed(x, None, self.worker_count, scratch, wire, scale=scale)
         np.copyto(wire, quantize(x, None, self.worker_count, scratch, scale=scale))
