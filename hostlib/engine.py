@@ -33,7 +33,15 @@ import numpy as np
 from p4reduce.job import JobConfig
 
 from . import protocol as p
-from .framing import FLAGS_BYTE, Batch, FrameBuilder, Parsed, parse_batch
+from .framing import (
+    FLAGS_BYTE,
+    Batch,
+    FrameBuilder,
+    Parsed,
+    frame_matrix,
+    parse_batch,
+    values_columns,
+)
 from .liveness import Liveness
 from .numerics import Output, Payload, evenly_spaced, from_packed, overflow_error
 from .scratch import Scratch
@@ -188,7 +196,7 @@ class AllreduceEngine:
         self.my_next = first
         self._first = first.copy()  # each slot's first non-zero block of this rank
         self.round = np.zeros(n, np.int64)
-        self.last_frames = self.scratch.take("last_frames", (n, self.builder.width), np.uint8)
+        self.last_frames = frame_matrix(self.scratch, "last_frames", n, self.builder.width)
         self.last_frames.fill(0)  # a previous call's frames: pages kept, bytes not
         self._padded_skips = p.skip_carries_values(k)  # SKIPs carry a block of zeros
         # the flags of this rank's frames by whether their slot is CONTINUED (index 0, 1):
@@ -291,8 +299,8 @@ class AllreduceEngine:
         mostly) is built in its kept frames, which the pending batch then reads in place:
         a wide-block job's frame is 64 KB, built once instead of built and copied."""
         cols = (slots, msg_type, slot_version, block, next_block, values, extension)
-        run = evenly_spaced(slots)
-        if run is not None and run.step in (None, 1) and not np.count_nonzero(self._in_place[run]):
+        run = self._run_in_place(slots)
+        if run is not None:
             batch = self._build(*cols, out=self.last_frames[run])
             self.last_lengths[run] = batch.lengths
             self._in_place[run] = True
@@ -302,16 +310,22 @@ class AllreduceEngine:
             self._keep(slots, batch)
         self._pending.append(batch)
 
+    def _run_in_place(self, slots: np.ndarray) -> slice | None:
+        """`slots` as a slice of the kept frames when _emit builds their packets there: a
+        run of consecutive slots none of whose kept frames a pending batch reads."""
+        run = evenly_spaced(slots)
+        if run is None or run.step not in (None, 1) or np.count_nonzero(self._in_place[run]):
+            return None
+        return run
+
     def _keep(self, slots: np.ndarray, batch: Batch) -> None:
         """Keep `batch`'s frames as the frames of `slots` (for their timers): the bytes up
-        to the batch's longest frame, not the whole width -- an ANNOUNCE or a header-only
-        SKIP of a wide-block job is 70 bytes of a 64 KB row, and what lies past a frame's
-        length is never sent. A pending batch that reads one of these frames in place
-        (_emit) gets a copy of its own first."""
+        to the batch's longest frame, not the whole width (Batch.extent). A pending batch
+        that reads one of these frames in place (_emit) gets a copy of its own first."""
         if np.count_nonzero(self._in_place[slots]):
             self._own_pending()
         self._deferred[slots] = False
-        end = int(batch.lengths.max()) if len(batch) else 0
+        end = batch.extent()
         self.last_frames[slots, :end] = batch.frames[:, :end]
         self.last_lengths[slots] = batch.lengths
 
@@ -670,7 +684,11 @@ class AllreduceEngine:
         values = None
         if data:
             new_next[rows] = self._after[nb[rows]]
-            values = self.payload.values(nb[rows], ne[rows], self.scratch)
+            # all DATA, to be built in their slots' kept frames (_emit): quantized
+            # straight into those frames' values columns, no copy after
+            run = self._run_in_place(s) if data == s.size else None
+            out = None if run is None else values_columns(self.last_frames[run], self.block_values)
+            values = self.payload.values(nb[rows], ne[rows], self.scratch, out)
         extension = is_data
         if self._padded_skips and data < s.size:
             padded = self._zero_blocks(s.size)

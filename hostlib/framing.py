@@ -83,6 +83,36 @@ def frame_width(block_values: int = p.BLOCK_VALUES) -> int:
 WIDTH = frame_width()  # of a job of the default K (p.BLOCK_VALUES)
 
 
+def frame_matrix(scratch: Scratch, name: str, n: int, width: int) -> np.ndarray:
+    """An (n, width) uint8 matrix of frames in `scratch`'s buffer `name`, laid out so that
+    every row's values (from byte 62, EXTENSION_OFFSET: no multiple of 4) start 4-byte
+    aligned: rows a multiple of 4 bytes apart, the first placed 2 bytes into the buffer.
+    Values quantized straight into such a row (`values_columns`) are stored as fast as
+    into an aligned array of their own (numpy's byte-swapping store into unaligned
+    columns took half as long again), with no copy into the frame after."""
+    stride = -(-width // 4) * 4
+    raw = scratch.take(name, (n * stride + 4,), np.uint8)
+    lead = -(raw.ctypes.data + _EXT) % 4
+    return raw[lead : lead + n * stride].reshape(n, stride)[:, :width]
+
+
+def values_columns(frames: np.ndarray, block_values: int) -> np.ndarray:
+    """The values of (n, width) DATA frames of K = `block_values` values: an (n, K) view
+    of their bytes as the wire's int32 (protocol.VALUES_DTYPE)."""
+    return frames[:, _EXT : _EXT + p.values_bytes(block_values)].view(p.VALUES_DTYPE)
+
+
+def _in_place(values: np.ndarray, frames: np.ndarray, block_values: int) -> bool:
+    """Whether `values` are the values columns of `frames` themselves (written there
+    before the build: nothing to copy)."""
+    if values.dtype != p.VALUES_DTYPE or values.shape[0] != frames.shape[0]:
+        return False
+    cols = values_columns(frames, block_values)
+    return values.strides == cols.strides and (
+        values.__array_interface__["data"][0] == cols.__array_interface__["data"][0]
+    )
+
+
 @lru_cache(maxsize=None)
 def _lengths(block_values: int) -> np.ndarray:
     """Frame bytes per protocol.Extension (its index) in a job of `block_values` values."""
@@ -131,6 +161,13 @@ class Batch:
 
     def frame(self, i: int) -> bytes:
         return self.frames[i, : int(self.lengths[i])].tobytes()
+
+    def extent(self, rows: slice = slice(None)) -> int:
+        """Bytes of `rows`' longest frame (0 for none): what a copy of these frames out
+        needs of each row, since the bytes past a frame's length are never sent -- an
+        ANNOUNCE or a header-only SKIP of a wide-block job is 70 bytes of a 64 KB row."""
+        lengths = self.lengths[rows]
+        return int(lengths.max()) if lengths.size else 0
 
     @staticmethod
     def empty(width: int = WIDTH) -> "Batch":
@@ -213,16 +250,19 @@ class FrameBuilder:
                     f"values of {values.shape[-1]} per block in a job of {self.block_values}"
                 )
             end = _EXT + p.values_bytes(self.block_values)
-            # converted first, then copied as bytes: the values start 62 bytes into a
-            # frame, and numpy's byte-swapping store into that unaligned view is slower
-            # than an aligned conversion plus a byte copy (none when they come in the
-            # wire's order: Payload.values quantizes into it)
-            wire = values
-            if values.dtype != p.VALUES_DTYPE or not values.flags.c_contiguous:
-                wire = self._scratch.take("values", values.shape, p.VALUES_DTYPE)
-                np.copyto(wire, values, casting="unsafe")  # what astype(VALUES_DTYPE) does
-            rows = slice(None) if count[p.EXT.VALUES] == n else extension == p.EXT.VALUES
-            frames[rows, _EXT:end] = wire.view(np.uint8).reshape(len(values), -1)
+            if count[p.EXT.VALUES] == n and _in_place(values, frames, self.block_values):
+                pass  # quantized into these frames already (engine._release)
+            else:
+                # converted first, then copied as bytes: the values start 62 bytes into a
+                # frame, and numpy's byte-swapping store into that unaligned view is
+                # slower than an aligned conversion plus a byte copy (none when they come
+                # in the wire's order: Payload.values quantizes into it)
+                wire = values
+                if values.dtype != p.VALUES_DTYPE or not values.flags.c_contiguous:
+                    wire = self._scratch.take("values", values.shape, p.VALUES_DTYPE)
+                    np.copyto(wire, values, casting="unsafe")  # what astype(VALUES_DTYPE) does
+                rows = slice(None) if count[p.EXT.VALUES] == n else extension == p.EXT.VALUES
+                frames[rows, _EXT:end] = wire.view(np.uint8).reshape(len(values), -1)
         if count[p.EXT.FINGERPRINT]:
             if fingerprint is None:
                 raise p.ProtocolError("an ANNOUNCE needs its sender's fingerprint")

@@ -514,7 +514,9 @@ class RawSocket:
     def _send_ring(self, batch: Batch) -> int:
         """Copies the batch into the free TX frames from the ring's head on, a run of
         frames that stops at the ring's end (the rest goes from its beginning) so that
-        each copy is one slice, and kicks the kernel once per run."""
+        each copy is one slice, and kicks the kernel once per run. Each run copies its
+        rows up to its longest frame (Batch.extent), not the matrix's width: a run of a
+        wide-block job's ANNOUNCEs is 70 bytes a frame, not 64 KB."""
         n, done, stalls, count = len(batch), 0, 0, self.ring_frames
         width = batch.frames.shape[1]
         if width > self.width:
@@ -534,10 +536,10 @@ class RawSocket:
                     raise OSError(errno.ENOBUFS, f"TX ring on {self.ifname} stays full")
                 continue
             m = stop - head
-            self._tx8[head:stop, TX_DATA_OFFSET : TX_DATA_OFFSET + width] = batch.frames[
-                done : done + m
-            ]
-            self._tx_len[head:stop] = batch.lengths[done : done + m]
+            rows = slice(done, done + m)
+            end = batch.extent(rows)
+            self._tx8[head:stop, TX_DATA_OFFSET : TX_DATA_OFFSET + end] = batch.frames[rows, :end]
+            self._tx_len[head:stop] = batch.lengths[rows]
             self._tx_status[head:stop] = TP_STATUS_SEND_REQUEST
             self._tx_head = stop % count
             done += m
@@ -559,8 +561,10 @@ class RawSocket:
         v, fd, n, done, stalls = self._txv, self.sock.fileno(), len(batch), 0, 0
         while done < n:
             k = min(n - done, v.n)
-            v.buf[:k, : batch.frames.shape[1]] = batch.frames[done : done + k]
-            v.iov_len[:k] = batch.lengths[done : done + k]
+            rows = slice(done, done + k)
+            end = batch.extent(rows)  # the frames' bytes, not the matrix's width
+            v.buf[:k, :end] = batch.frames[rows, :end]
+            v.iov_len[:k] = batch.lengths[rows]
             r = _LIBC.sendmmsg(fd, v.msgs, k, 0)
             if r < 0:
                 err = ctypes.get_errno()

@@ -7,7 +7,8 @@ import pytest
 
 from hostlib import protocol as p
 from p4reduce.job import load_descriptor
-from hostlib.framing import FrameBuilder, parse_batch
+from hostlib.framing import Batch, FrameBuilder, frame_matrix, parse_batch, values_columns
+from hostlib.scratch import Scratch
 
 from hostlib_helpers import descriptor
 
@@ -210,3 +211,46 @@ def test_parse_batch_reads_every_message_and_length_as_carries_values_says(k):
         assert parsed.extension[kept[i]] == want, (m, block, ext)
         assert bool(parsed.has_values[kept[i]]) == values
     assert parsed.rejected == len(cases) - len(kept)
+
+
+def test_a_batchs_extent_is_its_longest_frame_among_the_rows_asked():
+    """What a transport copies of each row of a run (Batch.extent): the longest frame's
+    bytes of those rows -- an ANNOUNCE run of a wide job is 70 bytes a row, a run with
+    one DATA frame its whole width -- and nothing for no row."""
+    k = 16_000
+    width = p.frame_bytes_with_values(k)
+    lengths = np.array([70, 70, width, 66, 70], np.int64)
+    batch = Batch(np.zeros((5, width), np.uint8), lengths)
+    assert batch.extent() == width
+    assert batch.extent(slice(0, 2)) == 70
+    assert batch.extent(slice(2, 4)) == width
+    assert batch.extent(slice(3, 5)) == 70
+    assert batch.extent(slice(5, 5)) == 0 and Batch.empty(width).extent() == 0
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8])
+def test_values_written_into_aligned_frames_build_the_frames_protocol_builds(rows, rng):
+    """A frame_matrix's rows have their values columns 4-byte aligned (the row's byte 62,
+    whatever the width), and values written there first (values_columns: what
+    Payload.values does for the engine's kept frames) give the frames protocol.build_frame
+    makes, not copied again; values from elsewhere are copied in as before."""
+    k = 301  # width 62 + 4 * 301: an odd number of 2-byte halves, rows not 4-aligned
+    cfg = load_descriptor(descriptor(2, 4, block_values=k))
+    ep = cfg.to_switch()
+    builder = FrameBuilder(ep, k)
+    headers = _random_headers(rng, rows)
+    cols = {name: np.array([getattr(h, name) for h in headers]) for name in p.FIELD_NAMES}
+    values = rng.integers(-(2**31), 2**31, size=(rows, k)).astype(np.int32)
+    frames = frame_matrix(Scratch(), "kept", rows, builder.width)
+    assert frames.shape == (rows, builder.width)
+    in_frames = values_columns(frames, k)
+    assert in_frames.flags.aligned and in_frames.shape == (rows, k)
+    in_frames[...] = values
+    extension = np.full(rows, int(p.Extension.VALUES))
+    built = builder.build(cols, extension, in_frames, out=frames)
+    elsewhere = builder.build(
+        cols, extension, values, out=frame_matrix(Scratch(), "x", rows, builder.width)
+    )
+    for i, h in enumerate(headers):
+        ref = p.build_frame(ep, h, values[i], block_values=k)
+        assert built.frame(i) == elsewhere.frame(i) == ref, f"frame {i}"

@@ -221,6 +221,9 @@ def test_packed_wire_values_quantize_and_sum_exactly(worker_count, rng):
     for sums in (native, wire):
         got = nm.from_packed(sums, worker_count)
         assert got.dtype == np.int32 and (got == exact).all()
+        out = np.full(sums.shape, -1, np.int32)  # a Scratch buffer: written in place
+        into = nm.from_packed(sums, worker_count, out)
+        assert np.shares_memory(into, out) and (out == exact).all()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -354,3 +357,19 @@ def test_max_abs_is_abs_then_max_for_every_kind_of_float(rng):
     want = np.abs(rows).max(axis=1)
     got = nm.max_abs(rows)
     assert np.array_equal(got, want, equal_nan=True) and got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("encoding", [p.Encoding.LANES, p.Encoding.PACKED])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_values_written_into_a_given_array_are_those_returned_otherwise(encoding, dtype, rng):
+    """Payload.values with `out` (the values columns of the frames that will carry them)
+    writes there, in the wire's byte order, the very values it returns without one."""
+    k = 64
+    x = (rng.standard_normal(12 * k + 5) * 1000).astype(dtype)
+    pl = nm.make_payload(x, 3, encoding, block_values=k)
+    blocks = np.array([1, 2, 3, pl.nblocks - 1])  # the last one padded
+    e = pl.exponent_biased[blocks] + 1
+    want = np.array(pl.values(blocks, e, Scratch()), p.VALUES_DTYPE)
+    out = np.full((blocks.size, k), -1, p.VALUES_DTYPE)
+    got = pl.values(blocks, e, Scratch(), out)
+    assert got is out and (out == want).all()
