@@ -299,7 +299,15 @@ def test_a_ranks_socket_keeps_its_kernel_from_answering_frames_with_icmp(topo, s
             with pytest.raises(BlockingIOError):
                 wk.sink.recv(64, socket.MSG_DONTWAIT)
         else:
-            assert d["UdpNoPorts"] == 40 and d["IcmpOutDestUnreachs"] >= 1, d
+            # each NoPorts makes the kernel try an ICMP; its rate limits (the per-host
+            # one, and the global one that other namespaces' traffic drains on kernels
+            # where it is host-wide) may drop them all, and then count them instead
+            tried = (
+                d["IcmpOutDestUnreachs"]
+                + d.get("IcmpOutRateLimitHost", 0)
+                + d.get("IcmpOutRateLimitGlobal", 0)
+            )
+            assert d["UdpNoPorts"] == 40 and tried >= 1, d
     finally:
         sw.close()
         wk.close()
