@@ -124,7 +124,6 @@ class _Layout:
     """What parse_batch needs of a job of K values per block, made once per K."""
 
     width: int  # frame_width(K)
-    values_bytes: int
     values_udp_length: np.ndarray  # the UDP length of a frame of K values (0-d)
     # the extension of a frame of that UDP length, by msg_type and whether its block is
     # not END_OF_STREAM: VALUES where protocol.carries_values says so, else what the
@@ -146,7 +145,7 @@ def _layout(block_values: int) -> _Layout:
         for m in range(16)
     ]
     need = np.append(_lengths(block_values), np.iinfo(np.int64).max)
-    return _Layout(frame_width(block_values), vb, np.array(udp), np.array(kind, np.int8), need)
+    return _Layout(frame_width(block_values), np.array(udp), np.array(kind, np.int8), need)
 
 
 @dataclass
@@ -330,7 +329,7 @@ def parse_batch(
     # the values as the wire has them (big-endian int32, a strided view of the frames, no
     # copy): the engine reads the rows it stores once, turning them native on the way
     # (numerics.from_packed); numpy reads them as the int32 they are anywhere else
-    values = f[:, _EXT : _EXT + lay.values_bytes].view(p.VALUES_DTYPE)
+    values = values_columns(f, block_values)
     ext = num[_EXTENSION_WORDS]
     return Parsed(
         cols=dict(zip(p.FIELD_NAMES, cols)),

@@ -148,7 +148,7 @@ class SilentEngine(AllreduceEngine):
         if not s.size:
             return
         if send:
-            self._header_only(s, p.MSG.SKIP, self._named_block(s), self.my_next[s], True, False)
+            self._query_frames(s, send=True, keep=False)
         else:
             self._deferred[s] = True
 
@@ -157,7 +157,12 @@ class SilentEngine(AllreduceEngine):
         silent would hold, since nothing it names (the slot's round, version and this
         rank's next block) changes until a result of the slot comes, and every result
         taken gives the slot a new kept frame."""
-        self._header_only(slots, p.MSG.SKIP, self._named_block(slots), self.my_next[slots], False)
+        self._query_frames(slots, send=False, keep=True)
+
+    def _query_frames(self, s: np.ndarray, send: bool, keep: bool) -> None:
+        """The query of slots `s`: a SKIP naming the round, next_block this rank's own
+        next; sent now and/or kept as the slot's frame (_header_only)."""
+        self._header_only(s, p.MSG.SKIP, self._named_block(s), self.my_next[s], send, keep)
 
     def _resending(self, due: np.ndarray) -> None:
         """Timers of slots `due` expired. A silent rank's kept frame is its query. After
