@@ -37,10 +37,11 @@ Line = Union[tuple[int, str], _Goto]
 
 
 def emit_parser(g: Gen) -> str | None:
-    """Emit every state; returns the name of the initial state's function (None: no
-    parser, the whole frame is payload). A state that one transition alone leads to is
-    also written into the state before it: one Python call, result tuple and turn of the
-    Pipeline's state loop fewer per such state on a packet's path."""
+    """Emit the parser's states; returns the name of the initial state's function (None:
+    no parser, the whole frame is payload). A state that one transition alone leads to is
+    written into the state before it instead of a function of its own: one Python call,
+    result tuple and turn of the Pipeline's state loop fewer per such state on a packet's
+    path."""
     parsers = g.j.get("parsers", [])
     if not parsers:
         return None
@@ -61,6 +62,8 @@ def emit_parser(g: Gen) -> str | None:
     ok = g.errors["NoError"]
     s = g.src
 
+    returned: list[str] = []  # states some emitted body returns: functions of their own
+
     def emit(name: str, ind: int, inside: list[str]) -> None:
         for line in bodies[name]:
             if not isinstance(line, _Goto):
@@ -76,12 +79,24 @@ def emit_parser(g: Gen) -> str | None:
                 emit(nxt, ind + k, inside + [nxt])
             else:
                 s.emit(f"return {states[nxt] if nxt else 'None'}, pos, {ok}", ind + k)
+                if nxt is not None:
+                    returned.append(nxt)
 
-    for name in bodies:
+    # a function per state the Pipeline can be handed: the initial one and each that a
+    # body returns; a state written into its only predecessor needs none (every state's
+    # body was made above, so what no packet reaches is still refused where unsupported)
+    work, done = [init], set()
+    while work:
+        name = work.pop()
+        if name in done:
+            continue
+        done.add(name)
         s.emit(f"def {states[name]}(F, V, X, data, pos):")
         s.emit("n = len(data)", 1)
         emit(name, 1, [name])
         s.emit("")
+        work += returned
+        returned.clear()
     return states[init]
 
 
