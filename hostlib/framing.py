@@ -89,7 +89,7 @@ def frame_matrix(scratch: Scratch, name: str, n: int, width: int) -> np.ndarray:
     aligned: rows a multiple of 4 bytes apart, the first placed 2 bytes into the buffer.
     Values quantized straight into such a row (`values_columns`) are stored as fast as
     into an aligned array of their own (numpy's byte-swapping store into unaligned
-    columns took half as long again), with no copy into the frame after."""
+    columns is slower), with no copy into the frame after."""
     stride = -(-width // 4) * 4
     raw = scratch.take(name, (n * stride + 4,), np.uint8)
     lead = -(raw.ctypes.data + _EXT) % 4

@@ -43,8 +43,8 @@ def from_packed(sums: np.ndarray, worker_count: int, out: np.ndarray | None = No
     either byte order (a received batch's values are the wire's big-endian bytes,
     framing.parse_batch): big-endian lanes are first turned native by a plain copy into
     `out` and the biases subtracted there in place -- a subtraction that reads the
-    swapped bytes itself goes through numpy's buffered casting loop, twice as slow as the
-    two passes. `out`: an int32 array of sums' shape to write (a Scratch buffer), else a
+    swapped bytes itself goes through numpy's buffered casting loop, slower than the two
+    passes. `out`: an int32 array of sums' shape to write (a Scratch buffer), else a
     new one."""
     bias = _packed_biases(worker_count)[1]
     unsigned = sums.view(_UNSIGNED[sums.dtype.byteorder])  # same byte order
@@ -163,8 +163,8 @@ def _scaled(blocks: np.ndarray, scale: np.ndarray, scratch: Scratch | None) -> n
     floor(M/N) * 2^-E (`scales`), is the same rounded product as x * floor(M/N) scaled
     afterwards. In `scratch`'s "scaled" buffer when given. float32 rows are widened into
     it first and multiplied there: a ufunc given mixed dtypes (float32 times float64)
-    casts through a buffered loop that took 1.5 times as long as the plain widening copy
-    and the float64 product together (the same float64 numbers: the widening is exact)."""
+    casts through a buffered loop, slower than the plain widening copy and the float64
+    product together (the same float64 numbers: the widening is exact)."""
     scaled = take(scratch, "scaled", blocks.shape, np.float64)
     factor = scale[:, None]
     if blocks.dtype == np.float64:
