@@ -344,14 +344,18 @@ def test_blocks_no_round_came_back_for_are_zero_whatever_the_memory_held(dtype, 
     assert (blocks[tensor_rows] != 0).any()
 
 
-def test_max_abs_is_abs_then_max_for_every_kind_of_float(rng):
-    """max_abs (max and minus min) is np.abs(rows).max(axis=1) for rows of either sign,
-    all zeros of either sign, and holding NaN or an Inf."""
-    rows = rng.standard_normal((7, 50)).astype(np.float32)
+@pytest.mark.parametrize("width", [1, 50, 64, 128, 256, 1024, 2048, 4096])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_abs_is_abs_then_max_for_every_kind_of_float(width, dtype, rng):
+    """max_abs is np.abs(rows).max(axis=1) for rows of either sign, all zeros of either
+    sign, and holding NaN or an Inf, at row widths that take each of its methods (folded
+    halves, |x| then max, max and minus min)."""
+    rows = rng.standard_normal((7, width)).astype(dtype)
+    rows[:, -1] = -rows[:, -1]  # the last column's values, folded last, matter too
     rows[1] = -np.abs(rows[1])
     rows[2] = -0.0
-    rows[3, 4] = np.nan
-    rows[4, 9] = -np.inf
+    rows[3, 4 % width] = np.nan
+    rows[4, 9 % width] = -np.inf
     rows[5, 0] = np.inf
     rows[6] = 0.0
     want = np.abs(rows).max(axis=1)
