@@ -313,15 +313,16 @@ class SilentEngine(AllreduceEngine):
         `msg`, next block `n`) is of the common kind: a RESULT of the data round its slot
         waits for (its version, its block, a data round's layout), contiguous (its block
         is the coverage), on a slot that wants no rewind, naming a later block of the
-        slot's stream that is not past this rank's own next one. Such a wave has no later
-        round, announce, closing or rewind round, gap or refusal in it: _take_steady takes
-        it. Why: it is nearly every wave of a call, and the general path's steps for the
-        rest were most of a silent rank's CPU (a few dozen numpy calls on a few rows)."""
+        slot's stream, or END_OF_STREAM, that is not past this rank's own next one. Such a
+        wave has no later round, announce, closing or rewind round, gap or refusal in it:
+        _take_steady takes it. Why: it is nearly every wave of a call, and the general
+        path's steps for the rest were most of a silent rank's CPU (a few dozen numpy
+        calls on a few rows)."""
         ok = (msg == p.MSG.RESULT) & (self.kind[s] == DATA_ROUND) & ~self.want_rewind[s]
         ok &= (ver == self.slot_version[s]) & (b == self.block[s]) & (b == self.cover[s])
-        # (n < nblocks: no END_OF_STREAM; n > b then also says that b is a block)
-        ok &= (n > b) & (n <= self.my_next[s]) & (n < self.payload.nblocks)
-        ok &= n % self.cfg.slot_count == s
+        # (n > b also says that b is a block, not END_OF_STREAM)
+        ok &= (n > b) & (n <= self.my_next[s])
+        ok &= ((n < self.payload.nblocks) & (n % self.cfg.slot_count == s)) | (n == EOS)
         if r.extension is not None:
             ok &= r.extension[idx] != p.EXT.FINGERPRINT
         return np.count_nonzero(ok) == ok.size
@@ -338,7 +339,8 @@ class SilentEngine(AllreduceEngine):
     ) -> int:
         """A wave of the common kind (_steady), taken as _take takes it, less the steps
         that cannot apply to it: each sum is stored (_store), coverage moves to the block
-        named next, the rounds complete, and the next data round goes out."""
+        named next, the rounds complete, and the next round goes out: the closing round
+        where END_OF_STREAM is named (coverage is then full), else a data round."""
         self.last_key[s] = ver << 56 | int(p.MSG.RESULT) << 52 | b << 24 | n
         self.queries[s] = 0
         self.continued[s] = True
@@ -346,7 +348,13 @@ class SilentEngine(AllreduceEngine):
         self.cover[s] = n
         self._completed(s, None, now)
         self.slot_version[s] = ver ^ 1
-        self._data_round(s, n, r.cols["next_exponent"][idx])
+        ne = r.cols["next_exponent"][idx]
+        last = n == EOS
+        if np.count_nonzero(last):
+            self._closing(s[last])
+            go = ~last
+            s, n, ne = s[go], n[go], ne[go]
+        self._data_round(s, n, ne)
         return int(idx.size)
 
     @staticmethod
