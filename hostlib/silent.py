@@ -204,11 +204,14 @@ class SilentEngine(AllreduceEngine):
         ours = self._ours(r)
         c = r.cols
         msg, slot = c["msg_type"], c["slot"]
-        status = self._answers(r, ours & (msg == p.MSG.STATUS))
-        statuses = int(np.count_nonzero(status))
-        if statuses:
-            self._take_statuses(r, status, now)
-            self.queries[slot[status]] = 0
+        status = msg == p.MSG.STATUS
+        statuses = 0
+        if np.count_nonzero(status):  # (a batch of results holds none, mostly)
+            status = self._answers(r, ours & status)
+            statuses = int(np.count_nonzero(status))
+            if statuses:
+                self._take_statuses(r, status, now)
+                self.queries[slot[status]] = 0
         rows = (ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND))).nonzero()[0]
         taken = 0
         while rows.size:
