@@ -238,8 +238,9 @@ class SilentEngine(AllreduceEngine):
         c = r.cols
         s, ver, b = c["slot"][idx], c["slot_version"][idx], c["block"][idx]
         msg, n = c["msg_type"][idx], c["next_block"][idx]
-        if self._steady(r, idx, s, ver, b, msg, n):
-            return self._take_steady(r, idx, s, ver, b, n, now)
+        closing = self._steady(r, idx, s, ver, b, msg, n)
+        if closing is not None:
+            return self._take_steady(r, idx, s, ver, b, n, closing, now)
         kind = self.kind[s]
         rewind = msg == p.MSG.REWIND
         nature = self._nature(r, idx, b)
@@ -311,24 +312,28 @@ class SilentEngine(AllreduceEngine):
         b: np.ndarray,
         msg: np.ndarray,
         n: np.ndarray,
-    ) -> bool:
+    ) -> np.ndarray | None:
         """Whether every result `idx` (one per slot `s`: version `ver`, block `b`, type
-        `msg`, next block `n`) is of the common kind: a RESULT of the data round its slot
-        waits for (its version, its block, a data round's layout), contiguous (its block
-        is the coverage), on a slot that wants no rewind, naming a later block of the
-        slot's stream, or END_OF_STREAM, that is not past this rank's own next one. Such a
-        wave has no later round, announce, closing or rewind round, gap or refusal in it:
-        _take_steady takes it. Why: it is nearly every wave of a call, and the general
-        path's steps for the rest were most of a silent rank's CPU (a few dozen numpy
-        calls on a few rows)."""
-        ok = (msg == p.MSG.RESULT) & (self.kind[s] == DATA_ROUND) & ~self.want_rewind[s]
+        `msg`, next block `n`) is of the common kind: a RESULT of the round its slot
+        waits for (its version, its block, no fingerprint range), contiguous (its block
+        is the coverage), on a slot that wants no rewind and whose own next block it
+        does not pass. A data round's names a later block of the slot's stream or
+        END_OF_STREAM; a closing round's (block END_OF_STREAM: coverage is full) names
+        END_OF_STREAM. Such a wave has no later round, announce or rewind round, gap,
+        incomplete slot or refusal in it: returns which of it are closing rounds'
+        (_take_steady takes it), else None. Why: such waves are nearly all of a call,
+        and the general path's steps for the rest were most of a silent rank's CPU (a
+        few dozen numpy calls on a few rows)."""
+        kind, eos = self.kind[s], n == EOS
+        ok = (msg == p.MSG.RESULT) & ~self.want_rewind[s] & (n <= self.my_next[s])
         ok &= (ver == self.slot_version[s]) & (b == self.block[s]) & (b == self.cover[s])
         # (n > b also says that b is a block, not END_OF_STREAM)
-        ok &= (n > b) & (n <= self.my_next[s])
-        ok &= ((n < self.payload.nblocks) & (n % self.cfg.slot_count == s)) | (n == EOS)
+        ahead = (n > b) & (((n < self.payload.nblocks) & (n % self.cfg.slot_count == s)) | eos)
+        closing = kind == CLOSING_ROUND
+        ok &= np.where(closing, eos, ahead & (kind == DATA_ROUND))
         if r.extension is not None:
             ok &= r.extension[idx] != p.EXT.FINGERPRINT
-        return np.count_nonzero(ok) == ok.size
+        return closing if np.count_nonzero(ok) == ok.size else None
 
     def _take_steady(
         self,
@@ -338,20 +343,30 @@ class SilentEngine(AllreduceEngine):
         ver: np.ndarray,
         b: np.ndarray,
         n: np.ndarray,
+        closing: np.ndarray,
         now: float,
     ) -> int:
-        """A wave of the common kind (_steady), taken as _take takes it, less the steps
-        that cannot apply to it: each sum is stored (_store), coverage moves to the block
-        named next, the rounds complete, and the next round goes out: the closing round
-        where END_OF_STREAM is named (coverage is then full), else a data round."""
+        """A wave of the common kind (_steady; `closing`: its closing rounds' results),
+        taken as _take takes it, less the steps that cannot apply to it: each data
+        round's sum is stored (_store) and coverage moves to the block it names, the
+        rounds complete (a closing one ends its slot, in the closing round's version),
+        and each other slot's next round goes out: the closing round where
+        END_OF_STREAM is named (coverage is then full), else a data round."""
         self.last_key[s] = ver << 56 | int(p.MSG.RESULT) << 52 | b << 24 | n
         self.queries[s] = 0
         self.continued[s] = True
-        self._store(r, idx, s)
-        self.cover[s] = n
-        self._completed(s, None, now)
-        self.slot_version[s] = ver ^ 1
         ne = r.cols["next_exponent"][idx]
+        if np.count_nonzero(closing):
+            go = ~closing
+            self._store(r, idx[go], s[go])
+            self.cover[s[go]] = n[go]
+            self._completed(s, closing, now)  # (their slots end in their version: `ver`)
+            s, ver, n, ne = s[go], ver[go], n[go], ne[go]
+        else:
+            self._store(r, idx, s)
+            self.cover[s] = n
+            self._completed(s, None, now)
+        self.slot_version[s] = ver ^ 1
         last = n == EOS
         if np.count_nonzero(last):
             self._closing(s[last])
