@@ -312,7 +312,12 @@ class AllreduceEngine:
 
     def _run_in_place(self, slots: np.ndarray) -> slice | None:
         """`slots` as a slice of the kept frames when _emit builds their packets there: a
-        run of consecutive slots none of whose kept frames a pending batch reads."""
+        run of consecutive slots none of whose kept frames a pending batch reads. Slots
+        whose extremes lie further apart than their count are no such run, found without
+        evenly_spaced's numpy calls: a silent rank's DATA of a wave go on a few slots
+        apart, mostly."""
+        if slots.size > 1 and int(slots[-1]) - int(slots[0]) != slots.size - 1:
+            return None
         run = evenly_spaced(slots)
         if run is None or run.step not in (None, 1) or np.count_nonzero(self._in_place[run]):
             return None
@@ -652,15 +657,15 @@ class AllreduceEngine:
                 f"{self.cfg.slot_count} slots)"
             )
 
-    def _completed(self, s: np.ndarray, finished: np.ndarray, now: float) -> None:
-        """Rounds of slots `s` completed; the `finished` ones (no next block) close and
-        open the window's next slots."""
+    def _completed(self, s: np.ndarray, finished: np.ndarray | None, now: float) -> None:
+        """Rounds of slots `s` completed; the `finished` ones (no next block; None: none)
+        close and open the window's next slots."""
         self.pacer.answered(s, now)  # round-time samples, pacing state
         self.round[s] += 1
         self.stats.rounds += int(s.size)
         self.liveness.progress(s, now)
         self.pacer.started(s, now)  # the next round's packet goes out now (_release)
-        if np.count_nonzero(finished):  # finished slots keep their last version
+        if finished is not None and np.count_nonzero(finished):  # (they keep their version)
             nxt = self.slots.finish(s[finished])
             if nxt.size:
                 self._open(nxt, now)

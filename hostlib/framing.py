@@ -18,6 +18,7 @@ import numpy as np
 
 from . import protocol as p
 from .scratch import Scratch, take
+from .smallarrays import largest
 
 _EXT = p.EXTENSION_OFFSET
 _HEADER_COLS = slice(p.P4R_OFFSET, _EXT)
@@ -166,7 +167,7 @@ class Batch:
         needs of each row, since the bytes past a frame's length are never sent -- an
         ANNOUNCE or a header-only SKIP of a wide-block job is 70 bytes of a 64 KB row."""
         lengths = self.lengths[rows]
-        return int(lengths.max()) if lengths.size else 0
+        return int(largest(lengths)) if lengths.size else 0
 
     @staticmethod
     def empty(width: int = WIDTH) -> "Batch":

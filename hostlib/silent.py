@@ -23,7 +23,7 @@ import numpy as np
 from . import protocol as p
 from .engine import EOS, AllreduceEngine
 from .framing import Parsed
-from .smallarrays import increasing, selection
+from .smallarrays import once_each, selection
 
 # the kind of the round a slot waits for
 ANNOUNCE_ROUND, DATA_ROUND, CLOSING_ROUND, REWIND_ROUND = 0, 1, 2, 3
@@ -204,16 +204,20 @@ class SilentEngine(AllreduceEngine):
         ours = self._ours(r)
         c = r.cols
         msg, slot = c["msg_type"], c["slot"]
-        status = self._answers(r, ours & (msg == p.MSG.STATUS))
-        statuses = int(np.count_nonzero(status))
-        if statuses:
-            self._take_statuses(r, status, now)
-            self.queries[slot[status]] = 0
+        status = msg == p.MSG.STATUS
+        statuses = 0
+        if np.count_nonzero(status):  # (a batch of results holds none, mostly)
+            status = self._answers(r, ours & status)
+            statuses = int(np.count_nonzero(status))
+            if statuses:
+                self._take_statuses(r, status, now)
+                self.queries[slot[status]] = 0
         rows = (ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND))).nonzero()[0]
         taken = 0
         while rows.size:
-            if increasing(slot[rows]):  # each slot once, in slot order: the last wave
-                taken += self._take(r, rows, now)
+            order = once_each(slot[rows])
+            if order is not None:  # each slot once: the last wave, in slot order
+                taken += self._take(r, rows[order], now)
                 break
             _, first = np.unique(slot[rows], return_index=True)
             taken += self._take(r, rows[first], now)
@@ -234,6 +238,9 @@ class SilentEngine(AllreduceEngine):
         c = r.cols
         s, ver, b = c["slot"][idx], c["slot_version"][idx], c["block"][idx]
         msg, n = c["msg_type"][idx], c["next_block"][idx]
+        closing = self._steady(r, idx, s, ver, b, msg, n)
+        if closing is not None:
+            return self._take_steady(r, idx, s, ver, b, n, closing, now)
         kind = self.kind[s]
         rewind = msg == p.MSG.REWIND
         nature = self._nature(r, idx, b)
@@ -295,6 +302,78 @@ class SilentEngine(AllreduceEngine):
         _, rows = selection(data)
         self._data_round(s[rows], n[rows], ne[rows])
         return taken
+
+    def _steady(
+        self,
+        r: Parsed,
+        idx: np.ndarray,
+        s: np.ndarray,
+        ver: np.ndarray,
+        b: np.ndarray,
+        msg: np.ndarray,
+        n: np.ndarray,
+    ) -> np.ndarray | None:
+        """Whether every result `idx` (one per slot `s`: version `ver`, block `b`, type
+        `msg`, next block `n`) is of the common kind: a RESULT of the round its slot
+        waits for (its version, its block, no fingerprint range), contiguous (its block
+        is the coverage), on a slot that wants no rewind and whose own next block it
+        does not pass. A data round's names a later block of the slot's stream or
+        END_OF_STREAM; a closing round's (block END_OF_STREAM: coverage is full) names
+        END_OF_STREAM. Such a wave has no later round, announce or rewind round, gap,
+        incomplete slot or refusal in it: returns which of it are closing rounds'
+        (_take_steady takes it), else None. Why: such waves are nearly all of a call,
+        and the general path's steps for the rest were most of a silent rank's CPU (a
+        few dozen numpy calls on a few rows)."""
+        kind, eos = self.kind[s], n == EOS
+        ok = (msg == p.MSG.RESULT) & ~self.want_rewind[s] & (n <= self.my_next[s])
+        ok &= (ver == self.slot_version[s]) & (b == self.block[s]) & (b == self.cover[s])
+        # (n > b also says that b is a block, not END_OF_STREAM)
+        ahead = (n > b) & (((n < self.payload.nblocks) & (n % self.cfg.slot_count == s)) | eos)
+        closing = kind == CLOSING_ROUND
+        ok &= np.where(closing, eos, ahead & (kind == DATA_ROUND))
+        if r.extension is not None:
+            ok &= r.extension[idx] != p.EXT.FINGERPRINT
+        return closing if np.count_nonzero(ok) == ok.size else None
+
+    def _take_steady(
+        self,
+        r: Parsed,
+        idx: np.ndarray,
+        s: np.ndarray,
+        ver: np.ndarray,
+        b: np.ndarray,
+        n: np.ndarray,
+        closing: np.ndarray,
+        now: float,
+    ) -> int:
+        """A wave of the common kind (_steady; `closing`: its closing rounds' results),
+        taken as _take takes it, less the steps that cannot apply to it: each data
+        round's sum is stored (_store) and coverage moves to the block it names, the
+        rounds complete (a closing one ends its slot, in the closing round's version),
+        and each other slot's next round goes out: the closing round where
+        END_OF_STREAM is named (coverage is then full), else a data round."""
+        self.last_key[s] = ver << 56 | int(p.MSG.RESULT) << 52 | b << 24 | n
+        self.queries[s] = 0
+        self.continued[s] = True
+        ne = r.cols["next_exponent"][idx]
+        if np.count_nonzero(closing):
+            go = ~closing
+            self._store(r, idx[go], s[go])
+            self.cover[s[go]] = n[go]
+            self._completed(s, closing, now)  # (their slots end in their version: `ver`)
+            s, ver, n, ne = s[go], ver[go], n[go], ne[go]
+        else:
+            self._store(r, idx, s)
+            self.cover[s] = n
+            self._completed(s, None, now)
+        self.slot_version[s] = ver ^ 1
+        last = n == EOS
+        if np.count_nonzero(last):
+            self._closing(s[last])
+            go = ~last
+            s, n, ne = s[go], n[go], ne[go]
+        self._data_round(s, n, ne)
+        return int(idx.size)
 
     @staticmethod
     def _nature(r: Parsed, idx: np.ndarray, block: np.ndarray) -> np.ndarray:

@@ -39,6 +39,22 @@ def increasing(x: np.ndarray) -> bool:
     return not np.count_nonzero(np.diff(x) <= 0)
 
 
+def once_each(x: np.ndarray) -> slice | np.ndarray | None:
+    """The index that puts x in increasing order when no value occurs twice (every row
+    as a slice when x is increasing already), else None: where np.unique would return
+    every row, its first indices, without np.unique's fixed costs (a batch's results of
+    distinct slots, mostly, whose slots wrap around the last one now and then)."""
+    if increasing(x):
+        return slice(None)
+    if x.size <= SMALL_REDUCE:
+        xs = x.tolist()
+        if len(set(xs)) < len(xs):
+            return None
+        return np.argsort(x)
+    order = np.argsort(x, kind="stable")
+    return None if np.count_nonzero(np.diff(x[order]) == 0) else order
+
+
 def tally(counts: np.ndarray, kinds: np.ndarray) -> None:
     """counts += bincount(kinds) (kinds < counts.size), without numpy's fixed cost where
     kinds is small (a turn's frames)."""

@@ -8,6 +8,7 @@ slots without loss). Also float32, a K whose SKIPs carry zeros, and a dead rank.
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
@@ -242,3 +243,67 @@ def test_a_lossless_call_with_a_late_rank_resends_little(switch):
         assert resent[: n - 1].mean() <= slots / 4, resent
     finally:
         switch.jobs.delete(job.job)
+
+
+def _state(obj, seen: set[int] | None = None) -> dict[str, object]:
+    """Every array and number an engine holds, through its units (pacer, liveness,
+    slots, output, stats) and its pending frames, by path: what a wave may change."""
+    seen = set() if seen is None else seen
+    out: dict[str, object] = {}
+    if id(obj) in seen:
+        return out
+    seen.add(id(obj))
+    for name, v in vars(obj).items():
+        if isinstance(v, np.ndarray):
+            out[name] = v.copy()
+        elif isinstance(v, (int, float, bool, str, type(None), tuple)):
+            out[name] = v
+        elif isinstance(v, list):
+            out[name] = [b.frames[: len(b)].copy() if hasattr(b, "frames") else b for b in v]
+        elif hasattr(v, "__dict__") and type(v).__module__.startswith("hostlib"):
+            out.update({f"{name}.{k}": x for k, x in _state(v, seen).items()})
+    return out
+
+
+def _assert_same_state(a: dict[str, object], b: dict[str, object]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, list):
+            assert len(x) == len(y), k
+            for u, v in zip(x, y):
+                for e, f in zip(u, v) if isinstance(u, tuple) else ((u, v),):
+                    np.testing.assert_array_equal(e, f, err_msg=k)
+        else:
+            np.testing.assert_array_equal(x, y, err_msg=k)
+
+
+def test_the_common_wave_path_does_what_the_general_path_does(switch, monkeypatch):
+    """Under loss (gaps, queries, rewinds, closing rounds beside the common waves), every
+    wave _steady admits is also taken on a copy of the engine by the general path: both
+    leave the same state, frames and sums (silent.SilentEngine._take_steady)."""
+    from hostlib.silent import SilentEngine
+
+    take = SilentEngine._take
+    seen = {"steady": 0, "general": 0}
+
+    def checked(self, r, idx, now):
+        c = r.cols
+        cols = [c[f][idx] for f in ("slot", "slot_version", "block", "msg_type", "next_block")]
+        if self._steady(r, idx, *cols) is None:
+            seen["general"] += 1
+            return take(self, r, idx, now)
+        seen["steady"] += 1
+        twin = copy.deepcopy(self)
+        twin._steady = lambda *args: None  # the general path only
+        assert take(twin, r, idx, now) == take(self, r, idx, now)
+        _assert_same_state(_state(twin), _state(self))
+        return int(idx.size)
+
+    monkeypatch.setattr(SilentEngine, "_take", checked)
+    for case, loss, seed in (
+        (("independent", 3, 20, 3, 8), 0.1, 5),
+        (("shared", 4, 24, 4, 9), 0.2, 6),
+    ):
+        _run(switch, case, loss, seed, 67)
+    assert seen["steady"] > 50 and seen["general"] > 20, seen

@@ -30,6 +30,19 @@ def test_increasing_is_what_unique_leaves_unchanged(n, seed):
         assert sa.increasing(x) == unchanged
 
 
+@given(SIZES, st.integers(0, 2**31))
+def test_once_each_is_uniques_first_indices_when_unique_keeps_every_row(n, seed):
+    rng = np.random.default_rng(seed)
+    for x in (rng.choice(4 * n, n, replace=False), np.sort(rng.choice(4 * n, n, replace=False))):
+        x[rng.integers(0, n)] = x[rng.integers(0, n)] if rng.random() < 0.5 else x[0]
+        _, first = np.unique(x, return_index=True)
+        order = sa.once_each(x)
+        if first.size < x.size:
+            assert order is None
+        else:
+            assert np.array_equal(np.arange(x.size)[order], first)
+
+
 @given(st.integers(0, 2 * sa.SMALL_REDUCE + 3), st.integers(0, 2**31))
 def test_tally_adds_the_bincount(n, seed):
     rng = np.random.default_rng(seed)
