@@ -70,7 +70,9 @@ def csum16_of_int(value: int, nbits: int) -> int:
     bytes: big-endian 16-bit words w_i make value * 2^pad = sum w_i * 2^(16 i), and
     2^16 = 1 (mod 0xFFFF), so the words' ones' complement sum is that residue (0xFFFF
     for a non-zero multiple of 0xFFFF: folding never yields 0 from a non-zero sum; 0 for
-    an all-zero string, whose checksum is then 0xFFFF, as csum16_full's)."""
+    an all-zero string, whose checksum is then 0xFFFF, as csum16_full's). So any
+    non-negative `value` congruent to the string's integer mod 0xFFFF, and zero exactly
+    when it is, gives the same checksum (ON_RESIDUE)."""
     v = value << (-nbits % 16)
     if not v:
         return 0xFFFF
@@ -92,9 +94,11 @@ ALGORITHMS: dict[str, Callable[[bytes], int]] = {
     "identity": identity,
 }
 
-# Algorithms that have a form over the input as an integer (value, bits), which a
-# calculation without payload uses instead of building the input's bytes.
-ON_INT: dict[str, Callable[[int, int], int]] = {
+# Algorithms that have a form over the input as an integer (value, bits) that depends on
+# the value only through its residue mod 0xFFFF and whether it is zero: a calculation
+# without payload hands them a sum congruent to its input's integer (calc.py), instead of
+# building the input's bytes or integer.
+ON_RESIDUE: dict[str, Callable[[int, int], int]] = {
     "csum16": csum16_of_int,
     "cksum16": csum16_of_int,
 }

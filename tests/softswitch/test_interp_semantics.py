@@ -16,7 +16,9 @@ from scapy.layers.l2 import Ether
 
 from jsonbuild import Program, assign, ex, f, hx, prim, rd
 from softswitch.errors import InvalidArgument
+from softswitch.interp.codegen import program_of
 from softswitch.interp.hashes import csum16_of_int
+from softswitch.interp.pipeline import Pipeline
 from softswitch.switch import Switch
 
 STD = "standard_metadata"
@@ -631,6 +633,75 @@ def test_csum16_on_the_integer_is_rfc1071_on_its_bytes(case: tuple[int, int]) ->
     equals RFC 1071's word-by-word sum, zero and all-ones sums included."""
     value, nbits = case
     assert csum16_of_int(value, nbits) == rfc1071_bitwise(value, nbits)
+
+
+# inputs of a csum16 calculation: runs of fields of odd widths (one signed), a constant,
+# a whole header, each header valid or not: every bit offset mod 16 is reached
+CSUM_A = [("a0", 3), ("a1", 13), ("a2", 5), ("a3", 32, True), ("a4", 11)]
+CSUM_B = [("b0", 7), ("b1", 48), ("b2", 9)]
+
+
+@given(
+    st.lists(st.integers(0, (1 << 48) - 1), min_size=8, max_size=8),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, (1 << 20) - 1),
+)
+@example([0] * 8, True, True, 0)
+@example([0] * 8, False, False, 0)
+@example([0, 0, 0, 0xFFFF, 0, 0, 0, 0], True, False, 0)
+def test_csum16_calculation_is_rfc1071_on_its_bit_string(
+    values: list[int], a_valid: bool, b_valid: bool, const: int
+) -> None:
+    """A generated csum16 calculation (which sums its inputs as residues mod 0xFFFF, never
+    building the bit string) equals RFC 1071 over the bit string bmv2 would build: the
+    valid headers' fields MSB first (a signed field as its two's complement), the
+    constant, the whole header, zero-padded."""
+    p = Program()
+    p.header("a", CSUM_A)
+    p.header("b", CSUM_B)
+    p.state("start", [])
+    inputs = [f("a", n) for n, *_ in CSUM_A[:3]]
+    inputs += [{"type": "hexstr", "value": hex(const), "bitwidth": 20}]
+    inputs += [{"type": "header", "value": "b"}]
+    inputs += [f("a", n) for n, *_ in CSUM_A[3:]]
+    p.j["calculations"].append({"name": "c", "id": 0, "algo": "csum16", "input": inputs})
+    p.j["checksums"].append(
+        {
+            "name": "k",
+            "id": 0,
+            "target": ["a", "a1"],
+            "type": "generic",
+            "calculation": "c",
+            "verify": True,
+            "update": False,
+            "if_cond": None,
+        }
+    )
+    c = program_of(json.dumps(p.j).encode()).instantiate()
+    layout = c.layout
+    F, V = layout.zero_phv()
+    X = Pipeline(c).X0[:]
+    fields = CSUM_A + CSUM_B
+    a, b = layout.headers["a"], layout.headers["b"]
+    for k, ((_n, w, *sg), v) in enumerate(zip(fields, values)):
+        v &= (1 << w) - 1
+        if sg and v >> (w - 1):
+            v -= 1 << w  # the signed field holds its negative value
+        F[(a.base + k) if k < len(CSUM_A) else (b.base + k - len(CSUM_A))] = v
+    V[a.index], V[b.index] = int(a_valid), int(b_valid)
+    bits: list[tuple[int, int]] = []  # (value, width) of the bit string, in order
+    if a_valid:
+        bits += [(values[k], w) for k, (_n, w, *_s) in enumerate(CSUM_A[:3])]
+    bits.append((const, 20))
+    if b_valid:
+        bits += [(values[len(CSUM_A) + k], w) for k, (_n, w) in enumerate(CSUM_B)]
+    if a_valid:
+        bits += [(values[3 + k], w) for k, (_n, w, *_s) in enumerate(CSUM_A[3:])]
+    string, nbits = 0, 0
+    for v, w in bits:
+        string, nbits = (string << w) | (v & ((1 << w) - 1)), nbits + w
+    assert c.ns["CALC0"](F, V, X) == rfc1071_bitwise(string, nbits)
 
 
 @pytest.mark.parametrize("algo", ["crc32", "crc16", "csum16", "identity"])
