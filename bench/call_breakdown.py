@@ -233,7 +233,9 @@ def case_label(c: Case) -> str:
     """A p4reduce case as the docs' table names it."""
     kind = "independent" if c.pattern == "independent" else "same"
     what = (
-        "dense"
+        "Zipf rows"
+        if c.pattern == "zipf"
+        else "dense"
         if c.density >= 1
         else f"{100 * c.density:g} % {kind} blocks"
         if c.density > 0
