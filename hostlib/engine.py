@@ -657,15 +657,15 @@ class AllreduceEngine:
                 f"{self.cfg.slot_count} slots)"
             )
 
-    def _completed(self, s: np.ndarray, finished: np.ndarray | None, now: float) -> None:
-        """Rounds of slots `s` completed; the `finished` ones (no next block; None: none)
-        close and open the window's next slots."""
+    def _completed(self, s: np.ndarray, finished: np.ndarray, now: float) -> None:
+        """Rounds of slots `s` completed; the `finished` ones (no next block) close and
+        open the window's next slots."""
         self.pacer.answered(s, now)  # round-time samples, pacing state
         self.round[s] += 1
         self.stats.rounds += int(s.size)
         self.liveness.progress(s, now)
         self.pacer.started(s, now)  # the next round's packet goes out now (_release)
-        if finished is not None and np.count_nonzero(finished):  # (they keep their version)
+        if np.count_nonzero(finished):  # finished slots keep their last version
             nxt = self.slots.finish(s[finished])
             if nxt.size:
                 self._open(nxt, now)

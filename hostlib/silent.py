@@ -268,40 +268,23 @@ class SilentEngine(AllreduceEngine):
         idx, s, b, kind, match = idx[rows], s[rows], b[rows], kind[rows], match[rows]
         ver, n, rewind, closing, key = ver[rows], n[rows], rewind[rows], closing[rows], key[rows]
         ne = c["next_exponent"][idx]
-        self.last_key[s] = key
-        self.queries[s] = 0
-        self.continued[s] = True
+        self._note_taken(s, key)
         announced = match & (kind == ANNOUNCE_ROUND)
         if np.count_nonzero(announced):
             self._check_ranges(r, idx[announced], now)
         self._check_next(s, b, n, kind if matched == used else np.where(match, kind, -1), rewind)
         self._cover(r, idx, s, b, n, kind, match, rewind)
         self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
-        closed = np.count_nonzero(closing)
-        if closed:
+        if np.count_nonzero(closing):
             # a slot ends in its closing round's version (the next call announces in the
             # other), also when the closing RESULT came as a later round
             self.slot_version[s[closing]] = ver[closing]
             lacking = s[closing & (self.cover[s] != EOS)]
             self.incomplete.extend(int(x) for x in lacking)
         self._completed(s, closing, now)
-        taken = int(idx.size)
-        if closed:
-            go = ~closing
-            ver, s, n, ne, rewind = ver[go], s[go], n[go], ne[go], rewind[go]
-        self.slot_version[s] = ver ^ 1
-        last = n == EOS
-        if np.count_nonzero(rewind):
-            self._rewind(s[rewind], n[rewind])
-            last &= ~rewind
-            data = ~rewind & ~last
-        else:
-            data = ~last
-        if np.count_nonzero(last):
-            self._closing(s[last])
-        _, rows = selection(data)
-        self._data_round(s[rows], n[rows], ne[rows])
-        return taken
+        _, go = selection(~closing)
+        self._next_rounds(s[go], ver[go], n[go], ne[go], rewind[go])
+        return int(idx.size)
 
     def _steady(
         self,
@@ -352,28 +335,49 @@ class SilentEngine(AllreduceEngine):
         rounds complete (a closing one ends its slot, in the closing round's version),
         and each other slot's next round goes out: the closing round where
         END_OF_STREAM is named (coverage is then full), else a data round."""
-        self.last_key[s] = ver << 56 | int(p.MSG.RESULT) << 52 | b << 24 | n
+        self._note_taken(s, ver << 56 | int(p.MSG.RESULT) << 52 | b << 24 | n)
+        ne = r.cols["next_exponent"][idx]
+        taken, rounds = int(idx.size), s
+        if np.count_nonzero(closing):  # (closing slots end in their version: `ver`)
+            go = ~closing
+            idx, s, ver, n, ne = idx[go], s[go], ver[go], n[go], ne[go]
+        self._store(r, idx, s)
+        self.cover[s] = n
+        self._completed(rounds, closing, now)
+        self._next_rounds(s, ver, n, ne)
+        return taken
+
+    def _note_taken(self, s: np.ndarray, key: np.ndarray) -> None:
+        """Results were taken for slots `s` (`key`: each one's version, type, block and
+        next block): the last taken, told from a cached copy of it by `_take`; no query
+        outstanding; the switch holds the job's state on the slot (CONTINUED)."""
+        self.last_key[s] = key
         self.queries[s] = 0
         self.continued[s] = True
-        ne = r.cols["next_exponent"][idx]
-        if np.count_nonzero(closing):
-            go = ~closing
-            self._store(r, idx[go], s[go])
-            self.cover[s[go]] = n[go]
-            self._completed(s, closing, now)  # (their slots end in their version: `ver`)
-            s, ver, n, ne = s[go], ver[go], n[go], ne[go]
-        else:
-            self._store(r, idx, s)
-            self.cover[s] = n
-            self._completed(s, None, now)
+
+    def _next_rounds(
+        self,
+        s: np.ndarray,
+        ver: np.ndarray,
+        n: np.ndarray,
+        ne: np.ndarray,
+        rewind: np.ndarray | None = None,
+    ) -> None:
+        """Slots `s` go on after rounds of version `ver` whose results named block `n`
+        (exponent `ne`) next, each in the other version: a rewind round where the result
+        was a REWIND (`rewind`: which; n its position), the closing round where
+        END_OF_STREAM is named, else a data round of block n."""
         self.slot_version[s] = ver ^ 1
         last = n == EOS
+        if rewind is not None and np.count_nonzero(rewind):
+            self._rewind(s[rewind], n[rewind])
+            last &= ~rewind
+            data = ~rewind & ~last
+        else:  # (mostly every slot goes on to a data round)
+            data = ~last if np.count_nonzero(last) else slice(None)
         if np.count_nonzero(last):
             self._closing(s[last])
-            go = ~last
-            s, n, ne = s[go], n[go], ne[go]
-        self._data_round(s, n, ne)
-        return int(idx.size)
+        self._data_round(s[data], n[data], ne[data])
 
     @staticmethod
     def _nature(r: Parsed, idx: np.ndarray, block: np.ndarray) -> np.ndarray:
