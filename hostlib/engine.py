@@ -43,9 +43,9 @@ from .framing import (
     values_columns,
 )
 from .liveness import Liveness
-from .numerics import Output, Payload, evenly_spaced, from_packed, overflow_error
+from .numerics import Output, Payload, from_packed, overflow_error
 from .scratch import Scratch
-from .smallarrays import increasing, selection, tally, total
+from .smallarrays import consecutive, increasing, selection, tally, total
 from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
 
@@ -312,14 +312,9 @@ class AllreduceEngine:
 
     def _run_in_place(self, slots: np.ndarray) -> slice | None:
         """`slots` as a slice of the kept frames when _emit builds their packets there: a
-        run of consecutive slots none of whose kept frames a pending batch reads. Slots
-        whose extremes lie further apart than their count are no such run, found without
-        evenly_spaced's numpy calls: a silent rank's DATA of a wave go on a few slots
-        apart, mostly."""
-        if slots.size > 1 and int(slots[-1]) - int(slots[0]) != slots.size - 1:
-            return None
-        run = evenly_spaced(slots)
-        if run is None or run.step not in (None, 1) or np.count_nonzero(self._in_place[run]):
+        run of consecutive slots none of whose kept frames a pending batch reads."""
+        run = consecutive(slots)
+        if run is None or np.count_nonzero(self._in_place[run]):
             return None
         return run
 

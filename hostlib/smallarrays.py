@@ -55,6 +55,18 @@ def once_each(x: np.ndarray) -> slice | np.ndarray | None:
     return None if np.count_nonzero(np.diff(x[order]) == 0) else order
 
 
+def consecutive(x: np.ndarray) -> slice | None:
+    """x as the slice x[0]..x[-1] when it is a run of consecutive increasing integers (a
+    batch's slots one after another), else None. Its ends are compared first: a batch
+    spread over the slots, most of a silent rank's, is refused without a numpy call."""
+    if not x.size:
+        return None
+    first, last = int(x[0]), int(x[-1])
+    if last - first != x.size - 1 or (x.size > 2 and not increasing(x)):
+        return None
+    return slice(first, last + 1)
+
+
 def tally(counts: np.ndarray, kinds: np.ndarray) -> None:
     """counts += bincount(kinds) (kinds < counts.size), without numpy's fixed cost where
     kinds is small (a turn's frames)."""

@@ -60,3 +60,22 @@ def test_selection_picks_the_rows_the_mask_keeps(bits):
     kept, rows = sa.selection(mask)
     assert kept == int(mask.sum())
     assert np.array_equal(x[rows], x[mask])
+
+
+@given(SIZES, st.integers(0, 2**31))
+def test_consecutive_is_a_run_one_apart(n, seed):
+    rng = np.random.default_rng(seed)
+    start = int(rng.integers(0, 100))
+    run = np.arange(start, start + n)
+    swapped = run.copy()
+    swapped[[0, -1]] = swapped[[-1, 0]]
+    shuffled = rng.permutation(run)
+    inner = run.copy()  # its ends a run's, its middle reversed (not increasing from 4 on)
+    inner[1:-1] = run[1:-1][::-1]
+    for x in (run, swapped, shuffled, inner, np.sort(rng.choice(2 * n, n, replace=False))):
+        one_apart = np.array_equal(x, np.arange(x[0], x[0] + n))
+        got = sa.consecutive(x)
+        assert (got is not None) == one_apart
+        if one_apart:
+            assert np.array_equal(np.arange(1000)[got], x)
+    assert sa.consecutive(run[:0]) is None
