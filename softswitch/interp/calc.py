@@ -20,7 +20,6 @@ from ..errors import PipelineError, UnsupportedConstruct
 from . import hashes
 from .expr import X_PAYLOAD, mask_lit, parse_hexstr
 from .gen import Gen, ident
-from .layout import HeaderInfo
 
 
 def calculation(g: Gen, name: str, where: str) -> str:
@@ -88,7 +87,7 @@ def calculation(g: Gen, name: str, where: str) -> str:
         elif t == "header":
             info = g.L.header(inp["value"], cw)
             s.emit(f"if V[{info.index}]:", 1)
-            s.emit(f"acc = {_append(_header_fields(g, info), residue)}", 2)
+            s.emit(f"acc = {_append(g.header_fields(info), residue)}", 2)
             s.emit(f"nb += {info.nbits}", 2)
         elif t == "payload":
             after_payload = True
@@ -107,15 +106,6 @@ def calculation(g: Gen, name: str, where: str) -> str:
     s.emit("")
     g.calc_names[name] = fname
     return fname
-
-
-def _header_fields(g: Gen, info: HeaderInfo) -> list[tuple[str, int]]:
-    """A whole header's fields as calculation inputs: (unsigned value, width), in order."""
-    out = []
-    for k, (_n, wd, sg) in enumerate(info.fields):
-        i = info.base + k
-        out.append((f"(F[{i}] & {mask_lit(wd)})" if sg else g.X.read(i), wd))
-    return out
 
 
 def _append(run: list[tuple[str, int]], residue: bool) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import UnsupportedConstruct
 from .calc import calculation
 from .expr import DATA, X_PAYLOAD, Expr, mask_lit
-from .gen import Gen
+from .gen import Gen, field_refs
 from .layout import HeaderInfo
 from .wide import WIDE_BYTES
 
@@ -101,9 +101,7 @@ def emit_deparser(g: Gen, update_lines: list[str]) -> None:
         st = g.struct_for(h)
         n = len(h.fields)
         if st is not None and not any(sg for _n, _w, sg in h.fields):
-            # the fields as arguments: cheaper than unpacking a slice of F
-            fields = ", ".join(f"F[{h.base + k}]" for k in range(n))
-            s.emit(f"out.append({st}.pack({fields}))", 2)
+            s.emit(f"out.append({st}.pack({field_refs(h.base, n)}))", 2)
         elif n == 1 and h.nbytes >= WIDE_BYTES and not h.fields[0][2]:
             emit_wide_field(g, h)
         elif (chunked := g.chunk_struct_for(h)) is not None:

@@ -289,16 +289,29 @@ class Gen:
         self.env[var] = struct.Struct(fmt)
         return var, runs
 
+    def header_fields(self, h: HeaderInfo) -> list[tuple[str, int]]:
+        """A whole header's fields as unsigned values, in order: (expression, width); a
+        signed field masked to its width."""
+        read = self.X.read
+        return [
+            (f"(F[{h.base + k}] & {mask_lit(wd)})" if sg else read(h.base + k), wd)
+            for k, (_n, wd, sg) in enumerate(h.fields)
+        ]
+
     def header_int(self, h: HeaderInfo) -> str:
         """Expression of a whole header as one unsigned integer (fields MSB first)."""
-        read = self.X.read
         parts = []
         shift = h.nbits
-        for k, (_n, wd, sg) in enumerate(h.fields):
+        for v, wd in self.header_fields(h):
             shift -= wd
-            v = f"(F[{h.base + k}] & {mask_lit(wd)})" if sg else read(h.base + k)
             parts.append(f"({v} << {shift})" if shift else v)
         return "(" + " | ".join(parts) + ")" if parts else "0"
+
+
+def field_refs(base: int, n: int) -> str:
+    """``F[base], ..., F[base + n - 1]``: a header's fields, as call arguments or as the
+    targets of one unpacked tuple (one subscript per field: cheaper than a slice of F)."""
+    return ", ".join(f"F[{base + k}]" for k in range(n))
 
 
 __all__ = ["AssertFailure", "CORE_ERRORS", "DROP_PORT", "Gen", "Source", "ident"]

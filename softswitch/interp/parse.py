@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Union
 
 from ..errors import PipelineError, UnsupportedConstruct
 from .expr import DATA, X_STACK0, Expr, lit, mask_lit, parse_hexstr
-from .gen import Gen, ident, sign_extend
+from .gen import Gen, field_refs, ident, sign_extend
 from .layout import HeaderInfo
 from .primitives import emit_primitive
 from .wide import WIDE_BYTES
@@ -199,8 +199,8 @@ def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
     st = g.struct_for(h)
     chunked = None if st is not None else g.chunk_struct_for(h)
     if st is not None:
-        # one target per field: cheaper than a slice assignment (no list rebuilt)
-        out.append(f"{_targets(h.base, n)} = {st}.unpack_from(data, pos)")
+        trail = "," if n == 1 else ""  # (a tuple of one)
+        out.append(f"{field_refs(h.base, n)}{trail} = {st}.unpack_from(data, pos)")
     elif chunked is not None:
         out += _chunked_lines(h, *chunked)
     elif n == 1 and g.X.lazy_field(h.base):
@@ -226,11 +226,6 @@ def _extract_lines(g: Gen, h: HeaderInfo, where: str) -> list[str]:
             out.append(f"F[{h.base + k}] = {v}")
     out += [f"V[{h.index}] = 1", f"pos += {nb}"]
     return out
-
-
-def _targets(base: int, n: int) -> str:
-    """The assignment targets ``F[base], ..., F[base + n - 1]`` of one unpacked tuple."""
-    return ", ".join(f"F[{base + k}]" for k in range(n)) + ("," if n == 1 else "")
 
 
 def _chunked_lines(h: HeaderInfo, st: str, runs: list[list[int]]) -> list[str]:
