@@ -50,7 +50,7 @@ class CallNode:
 @dataclass(frozen=True)
 class TableNode:
     lines: list[str]  # lookup + action call + return of the next node
-    targets: set[str | None]
+    targets: tuple[str | None, ...]  # next nodes, each once, in the JSON's order
 
 
 Node = Union[CondNode, CallNode, TableNode]
@@ -346,7 +346,9 @@ class Controls:
                 lines.append(f"r = {var}.lookup(({', '.join(key_src)},))")
             lines += ["if r is None:", f"    r = {var}.default"]
         lines += ["if r[0] is not None:", "    r[0](F, V, X, r[1])", "return r[2]"]
-        targets = set(nt.values()) | {t.get("base_default_next")}
+        # in the JSON's order, not a set's: the order of the generated functions follows
+        # from it (a topological order of the nodes), and must not change with the hash seed
+        targets = tuple(dict.fromkeys([*nt.values(), t.get("base_default_next")]))
         self.nodes[t["name"]] = TableNode(lines, targets)
 
     def _keys(self, t: dict[str, Any], where: str) -> tuple[list[KeySpec], list[str]]:

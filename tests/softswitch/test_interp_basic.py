@@ -7,7 +7,11 @@ bytes and with plain Python arithmetic on P4's fixed-width rules for values.
 from __future__ import annotations
 
 import json
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -563,3 +567,27 @@ def test_pipelines_of_the_same_bytes_share_no_state() -> None:
     assert a.register_read("lane_0", 5) == b.register_read("lane_0", 5)
     a.process(1, frame)
     assert a.register_read("lane_0", 5) == 2 * values[0] != b.register_read("lane_0", 5)
+
+
+def test_the_generated_module_does_not_change_with_the_hash_seed() -> None:
+    """Two interpreters with different string hashes generate the same module from the
+    same JSON (a table program whose tables have several next nodes: the order of the
+    generated functions follows them), so a program's code is reproducible."""
+    program = Path(__file__).parent / "p4" / "build" / "tables" / "tables.json"
+    code = (
+        "import hashlib, json, sys\n"
+        "from softswitch.interp.codegen import Program\n"
+        "src = Program(json.load(open(sys.argv[1]))).g.src.text()\n"
+        "print(hashlib.sha256(src.encode()).hexdigest())\n"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code, str(program)],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(digests) == 1, digests
