@@ -13,7 +13,7 @@ const entries.
 from __future__ import annotations
 
 import heapq
-
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
@@ -157,20 +157,29 @@ class Controls:
                 sizes[name] = n
             return sizes[name]
 
+        def ends(name: str, depth: int, stop: Container[str]) -> set[str]:
+            """The nodes `name`'s body at `depth` ends in, exactly as `succ` writes it: a
+            jump to a node of `stop` (a block of the function), even where that node would
+            be inlined, or a ``return`` of a node not inlined (a table's next nodes are its
+            lookup's, not its body's)."""
+            out: set[str] = set()
+            info = self.nodes[name]
+            if not isinstance(info, TableNode):
+                for t in _successors(info):
+                    if t is None:
+                        continue
+                    if t not in stop and inlined(t) and depth < _MAX_INLINE_DEPTH:
+                        out |= ends(t, depth + 1, stop)
+                    else:
+                        out.add(t)
+            return out
+
         def returned(name: str, depth: int) -> set[str]:
-            """The nodes `name`'s body at `depth` would end in a ``return`` of (as `body`
-            writes it, not counting a table's next nodes)."""
+            """The nodes `name`'s body at `depth` would end in a ``return`` of, with no
+            block yet (`ends`)."""
             key = (name, depth)
             if key not in leaves:
-                out: set[str] = set()
-                info = self.nodes[name]
-                if not isinstance(info, TableNode):
-                    for t in _successors(info):
-                        if t is not None and inlined(t) and depth < _MAX_INLINE_DEPTH:
-                            out |= returned(t, depth + 1)
-                        elif t is not None:
-                            out.add(t)
-                leaves[key] = out
+                leaves[key] = ends(name, depth, ())
             return leaves[key]
 
         def blocks_of(entry: str) -> dict[str, int]:
@@ -191,17 +200,8 @@ class Controls:
             return out
 
         def onto(name: str, depth: int) -> set[str]:
-            """The blocks `name`'s body at `depth` runs on into, exactly as `succ` writes
-            it (a reference to a block is a jump, even where the node would be inlined)."""
-            out: set[str] = set()
-            info = self.nodes[name]
-            if not isinstance(info, TableNode):
-                for t in _successors(info):
-                    if t is not None and t in blocks:
-                        out.add(t)
-                    elif t is not None and inlined(t) and depth < _MAX_INLINE_DEPTH:
-                        out |= onto(t, depth + 1)
-            return out
+            """The blocks `name`'s body at `depth` runs on into (`ends`)."""
+            return ends(name, depth, blocks) & blocks.keys()
 
         def unguarded(entry: str) -> set[str]:
             """The blocks every path that runs on past the blocks before them reaches: no
