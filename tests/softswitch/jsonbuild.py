@@ -293,3 +293,33 @@ class Program:
         self.j["counter_arrays"].append(
             {"name": name, "id": len(self.j["counter_arrays"]), "size": size, "is_direct": False}
         )
+
+    def checksum(
+        self,
+        name: str,
+        target: list[str],
+        inputs: list[dict[str, Any]],
+        *,
+        verify: bool,
+        update: bool,
+        if_cond: Any = None,
+        algo: str = "csum16",
+    ) -> None:
+        """A calculation `algo` over `inputs` and a checksum `name` of it into field
+        `target` (header, field), verified and/or updated, under `if_cond` (None: always)."""
+        calc = f"{name}_calc"
+        self.j["calculations"].append(
+            {"name": calc, "id": len(self.j["calculations"]), "algo": algo, "input": inputs}
+        )
+        self.j["checksums"].append(
+            {
+                "name": name,
+                "id": len(self.j["checksums"]),
+                "target": target,
+                "type": "generic",
+                "calculation": calc,
+                "verify": verify,
+                "update": update,
+                "if_cond": if_cond,
+            }
+        )

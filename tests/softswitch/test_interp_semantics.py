@@ -534,25 +534,13 @@ def ipv4_program(update: bool, verify: bool) -> Program:
     )
     p.state("ip", [prim("extract", {"type": "regular", "value": "ipv4"})])
     p.deparse("ethernet", "ipv4")
-    p.j["calculations"].append(
-        {
-            "name": "calc",
-            "id": 0,
-            "algo": "csum16",
-            "input": [f("ipv4", n) for n, _w in ip if n != "hdrChecksum"],
-        }
-    )
-    p.j["checksums"].append(
-        {
-            "name": "cksum",
-            "id": 0,
-            "target": ["ipv4", "hdrChecksum"],
-            "type": "generic",
-            "calculation": "calc",
-            "verify": verify,
-            "update": update,
-            "if_cond": ex("d2b", None, f("ipv4", "$valid$"))["value"],
-        }
+    p.checksum(
+        "cksum",
+        ["ipv4", "hdrChecksum"],
+        [f("ipv4", n) for n, _w in ip if n != "hdrChecksum"],
+        verify=verify,
+        update=update,
+        if_cond=ex("d2b", None, f("ipv4", "$valid$"))["value"],
     )
     a = p.action(
         "dec_ttl",
@@ -665,19 +653,7 @@ def test_csum16_calculation_is_rfc1071_on_its_bit_string(
     inputs += [{"type": "hexstr", "value": hex(const), "bitwidth": 20}]
     inputs += [{"type": "header", "value": "b"}]
     inputs += [f("a", n) for n, *_ in CSUM_A[3:]]
-    p.j["calculations"].append({"name": "c", "id": 0, "algo": "csum16", "input": inputs})
-    p.j["checksums"].append(
-        {
-            "name": "k",
-            "id": 0,
-            "target": ["a", "a1"],
-            "type": "generic",
-            "calculation": "c",
-            "verify": True,
-            "update": False,
-            "if_cond": None,
-        }
-    )
+    p.checksum("k", ["a", "a1"], inputs, verify=True, update=False)
     c = program_of(json.dumps(p.j).encode()).instantiate()
     layout = c.layout
     F, V = layout.zero_phv()
