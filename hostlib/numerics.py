@@ -302,16 +302,16 @@ def evenly_spaced(blocks: np.ndarray) -> slice | None:
 def max_abs(rows: np.ndarray) -> np.ndarray:
     """max |x| of each row of a (rows, K) float array, the same value whichever way (NaN
     propagates, an Inf is the max). How depends on K, since a reduction along a row pays
-    per row as well as per value: wide rows (K >= WIDE_MAX_ROWS) take the larger of their
-    max and minus their min, two reductions with no |x| temporary; narrower ones |x| then
-    its max; the narrowest (K < NARROW_MAX_ROWS, a power of two: p4reduce's 64 values per
-    block) |x| folded in halves, each fold one elementwise maximum over all the rows, so
-    no reduction runs along a short row at all."""
+    per row as well as per value: wide rows (K >= MAX_MIN_FROM_WIDTH) take the larger of
+    their max and minus their min, two reductions with no |x| temporary; narrower ones |x|
+    then its max; the narrowest (K < FOLD_BELOW_WIDTH, a power of two: p4reduce's 64 values
+    per block) |x| folded in halves, each fold one elementwise maximum over all the rows,
+    so no reduction runs along a short row at all."""
     k = rows.shape[1]
-    if k >= WIDE_MAX_ROWS:
+    if k >= MAX_MIN_FROM_WIDTH:
         return np.maximum(rows.max(axis=1), -rows.min(axis=1))
     a = np.abs(rows)
-    if k >= NARROW_MAX_ROWS or k & (k - 1):
+    if k >= FOLD_BELOW_WIDTH or k & (k - 1):
         return a.max(axis=1)
     while k > 1:
         k //= 2
@@ -319,9 +319,9 @@ def max_abs(rows: np.ndarray) -> np.ndarray:
     return a[:, 0]
 
 
-# Row widths where max_abs changes method: from each on, that method measured faster.
-WIDE_MAX_ROWS = 2048
-NARROW_MAX_ROWS = 256
+# Row widths where max_abs changes method (the method named measured faster there).
+MAX_MIN_FROM_WIDTH = 2048
+FOLD_BELOW_WIDTH = 256
 
 
 def _per_block(full: np.ndarray, tail: np.ndarray, fn, dtype, width: int = 1) -> np.ndarray:
