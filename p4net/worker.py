@@ -50,6 +50,13 @@ def main() -> int:
     ap.add_argument("--deadline", type=float, default=60.0)
     ap.add_argument("--repeat", type=int, default=1, help="timed allreduces of the tensor")
     ap.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        help="the most slots the rank keeps outstanding (default: the Worker's, a job's "
+        "fair share of a switch it shares)",
+    )
+    ap.add_argument(
         "--warmup",
         action="store_true",
         help="first a one-block allreduce, untimed: all ranks then start the "
@@ -86,7 +93,7 @@ def main() -> int:
                 }
             )
 
-        with Worker(args.descriptor, deadline=args.deadline) as worker:
+        with Worker(args.descriptor, deadline=args.deadline, window=args.window) as worker:
             if args.warmup:
                 t0, used = time.perf_counter(), usage()
                 worker.allreduce(np.zeros(worker.cfg.block_values, dtype=tensor.dtype))
@@ -112,6 +119,7 @@ def main() -> int:
                 prof.dump_stats(f"{os.environ[PROFILE_ENV]}.{os.getpid()}.prof")
             report["stats"] = worker.stats.as_dict()
             report["block_values"] = worker.cfg.block_values
+            report["window"] = worker.params.window
             report["counters"] = delta(counters, host_counters())
         report["seconds"] = time.perf_counter() - start
         report["times"] = [end - began for began, end in spans]

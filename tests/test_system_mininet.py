@@ -67,6 +67,16 @@ def test_sparse_float32_sends_fewer_packets_than_dense(demo):
     assert tx(sparse) < tx(dense) / 3
 
 
+@pytest.mark.parametrize("window", [2, 8])
+def test_every_rank_keeps_the_window_the_demo_names(demo, window):
+    """The demo's window (benchmarks: all of a lone job's slots) reaches every rank's
+    Worker, and a call with a window below the job's slots still sums exactly."""
+    module, opts = demo
+    summary = module.run(replace(opts, window=window, density=1.0))
+    _assert_all_matched(summary)
+    assert [o.report["window"] for o in summary.outcomes] == [window] * opts.workers
+
+
 def test_int32_exact(demo):
     module, opts = demo
     _assert_all_matched(module.run(replace(opts, dtype="int32", density=0.5)))
