@@ -246,7 +246,8 @@ def case_label(c: Case) -> str:
 
 
 def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakdown:
-    """One job of `repeat` timed calls (after the demo's warm-up call)."""
+    """One job of `repeat` timed calls (after the demo's warm-up call), every slot
+    outstanding (the job is alone on its switch, as suite.run_p4reduce's)."""
     from p4net import demo
 
     reset_mtu(net)
@@ -258,6 +259,7 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
         size=c.size,
         target=net.kind,
         slots=slots or job_slots(c),
+        window=slots or job_slots(c),
         quiet=True,
         repeat=repeat,
         warmup=True,

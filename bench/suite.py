@@ -372,9 +372,12 @@ def block_densities(
 
 
 def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = None) -> Result:
-    """One p4reduce case on `net`; `slots` None: the switch kind's default. The links start
-    at Ethernet's MTU and the demo raises them as far as the job's frames need (a wide job
-    run before, or gloo's jumbo run, must not leave this one on other links than its own)."""
+    """One p4reduce case on `net`; `slots` None: the switch kind's default. Its ranks keep
+    every slot outstanding (the window): the job is alone on its switch, where the Worker's
+    default window, a job's fair share of a shared switch, would leave the switch idle
+    between rounds (docs/hostlib.md, "Slots per call"). The links start at Ethernet's MTU
+    and the demo raises them as far as the job's frames need (a wide job run before, or
+    gloo's jumbo run, must not leave this one on other links than its own)."""
     from p4net import demo
 
     slots = default_slots(c.target) if slots is None else slots
@@ -385,6 +388,7 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
         dtype="float32",
         target=c.target,
         slots=slots,
+        window=slots,
         deadline=1800.0,
         quiet=True,
         repeat=c.repeat,
