@@ -50,12 +50,13 @@ def fifo_share(slots: int, other_slots: int, window: int) -> float:
 # How many slots a call uses (slots_for_call). Each slot a call uses costs rounds that
 # carry no block (its announce round, and its closing round), so a call should use as few
 # as keep the switch busy: with fewer, the round trip through the switch and the workers
-# sets the pace. bench/slot_window.py measures calls at several slot counts end to end
-# (docs/hostlib.md, "Slots per call", has its latest table); 16 is also the window that
-# gives a job its fair share of the switch (FAIR_SLOTS). BLOCKS_PER_SLOT keeps the slot
-# rounds of a long call below 1/64 of its rounds.
+# sets the pace. A slot's rounds follow one another, a round trip each, so a long call
+# needs more of them: one per BLOCKS_PER_SLOT blocks keeps a dense call's chain of rounds
+# on a slot at most that long. bench/slot_window.py measures calls at several slot counts
+# end to end, every slot outstanding (docs/hostlib.md, "Slots per call", has its latest
+# table); 16 is also the window that gives a job its fair share of the switch (FAIR_SLOTS).
 BUSY_SLOTS = FAIR_SLOTS
-BLOCKS_PER_SLOT = 64
+BLOCKS_PER_SLOT = 32
 
 
 def slots_for_call(blocks: int, slot_count: int) -> int:
