@@ -128,11 +128,11 @@ class Options:
     # the job's value encoding (protocol.md section 10); None: the target's default
     encoding: str | None = None
     job_slots: tuple[int, ...] = ()  # per job: its slots, instead of `slots` (benchmarks)
+    job_repeats: tuple[int, ...] = ()  # per job: its timed allreduces, instead of `repeat`
     # the most slots a rank keeps outstanding; None: the Worker's default (FAIR_SLOTS, a
     # job's fair share of a switch it shares with others). A job alone on its switch is
     # fastest with all of its slots outstanding (benchmarks: docs/hostlib.md, "Slots per call")
     window: int | None = None
-    job_repeats: tuple[int, ...] = ()  # per job: its timed allreduces, instead of `repeat`
     # values per block (per DATA packet) of every job; None: the target's default. The
     # links are raised to carry the job's frames (DemoNetwork.carry)
     block_values: int | None = None
