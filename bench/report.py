@@ -98,6 +98,12 @@ def secs(s: float) -> str:
     return f"{s:.3f}" if s >= 0.01 else f"{s * 1e3:.2f} ms"
 
 
+def secs_unit(s: float) -> str:
+    """secs with its unit where secs leaves it out ("0.115 s", "7.76 ms")."""
+    text = secs(s)
+    return text if text.endswith(" ms") else f"{text} s"
+
+
 def ratio(x: float) -> str:
     return f"{x:.2f}" if x < 100 else f"{x:.0f}"
 
@@ -212,7 +218,7 @@ def gloo_name(r: Result) -> str:
     if not r.seconds_by_mtu:
         return "gloo ring, MTU 1 500"
     others = ", ".join(
-        f"{mtu_text(m)} → {secs(s)} s"
+        f"{mtu_text(m)} → {secs_unit(s)}"
         for m, s in sorted(r.seconds_by_mtu.items(), key=lambda kv: int(kv[0]))
         if int(m) != r.mtu
     )

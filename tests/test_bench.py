@@ -421,6 +421,27 @@ def test_benchmarks_md_block_size_section_is_what_the_headline_run_gives():
     assert all(str(k) in density["zipf"] for k in block_density.SIZES)
 
 
+@pytest.mark.parametrize("seconds", [0.115, 0.0101, 0.00999, 0.00776, 0.0004])
+def test_a_gloo_rows_other_mtus_give_each_time_one_unit(seconds):
+    """gloo's row names its other MTUs' times with their unit, once: seconds at 10 ms and
+    up, milliseconds below (report.secs leaves the seconds' unit to its caller)."""
+    import report
+
+    r = report.Result(
+        report.Case("softswitch", "gloo", 4, 1 << 20, "ring", 1.0, 1),
+        ok=True,
+        mtu=9000,
+        seconds_by_mtu={"1500": seconds, "9000": 0.01},
+    )
+    name = report.gloo_name(r)
+    other = name.split("→ ", 1)[1].split(")")[0]
+    assert other.count(" s") + other.count(" ms") == 1, name
+    assert other.endswith(" ms") == (seconds < 0.01), name
+    assert float(other.split()[0]) == pytest.approx(
+        seconds * (1e3 if seconds < 0.01 else 1), abs=6e-3
+    )
+
+
 def test_gloo_runs_at_every_mtu_a_headline_job_uses():
     """gloo's links are p4reduce's: every headline block size's links are at one of
     GLOO_MTUS -- the smallest of them that carries its DATA frames (48 + 4K bytes of IPv4,
