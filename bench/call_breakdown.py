@@ -231,18 +231,9 @@ def switch_share(
 
 def case_label(c: Case) -> str:
     """A p4reduce case as the docs' table names it."""
-    kind = "independent" if c.pattern == "independent" else "same"
-    what = (
-        "Zipf rows"
-        if c.pattern == "zipf"
-        else "dense"
-        if c.density >= 1
-        else f"{100 * c.density:g} % {kind} blocks"
-        if c.density > 0
-        else "no non-zero block"
-    )
-    mode = "every-rank" if c.round_mode == "every_rank" else c.round_mode
-    return f"p4reduce {what}, {report.count_text(c.block_values)} values, {mode} rounds"
+    what = report.case_text(c.pattern, c.density)
+    values = report.count_text(c.block_values)
+    return f"p4reduce {what}, {values} values, {report.mode_text(c.round_mode)}"
 
 
 def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakdown:

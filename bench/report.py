@@ -325,6 +325,19 @@ def mode_text(mode: str) -> str:
     return "silent rounds" if mode == SILENT else "every-rank rounds"
 
 
+def case_text(pattern: str, density: float) -> str:
+    """A p4reduce case's inputs as the docs' tables name them: "dense", "10 % same
+    blocks", "10 % independent blocks", "Zipf rows", "no non-zero block"."""
+    if pattern == "zipf":
+        return "Zipf rows"
+    if density >= 1:
+        return "dense"
+    if density <= 0:
+        return "no non-zero block"
+    kind = "independent" if pattern == "independent" else "same"
+    return f"{100 * density:g} % {kind} blocks"
+
+
 def packets_cell(r: Result) -> str:
     """A p4reduce run's packets per rank per call: the link's counter / the engine's."""
     engine = count_text(engine_packets(r)) if r.sent_by_type else "–"
