@@ -241,6 +241,7 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
     outstanding (the job is alone on its switch, as suite.run_p4reduce's)."""
     from p4net import demo
 
+    slots = slots or job_slots(c)
     reset_mtu(net)
     # the links at the job's MTU before the switch's CPU is read: the softswitch refits its
     # receive rings to a grown MTU (set_mtu waits for it), a one-off per MTU, not per call
@@ -249,8 +250,8 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
         workers=c.workers,
         size=c.size,
         target=net.kind,
-        slots=slots or job_slots(c),
-        window=slots or job_slots(c),
+        slots=slots,
+        window=slots,
         quiet=True,
         repeat=repeat,
         warmup=True,
