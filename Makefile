@@ -115,8 +115,7 @@ ifeq ($(QUICK),)
 	$(PY) bench/block_density.py --json docs/bench/block_density.json --markdown --command 'make bench'
 	$(PY) bench/fabric.py --mininet --json docs/bench/fabric.json --markdown --command 'make bench'
 	$(PY) bench/sparse_ratio.py --json build/bench/sparse_ratio.json
-	$(PY) bench/loss_recovery.py --rounds 3 --markdown --json docs/bench/loss_recovery_softswitch.json \
-	  --command 'make bench'
+	$(PY) bench/loss_recovery.py --markdown --json docs/bench/loss_recovery_softswitch.json --command 'make bench'
 	$(PY) bench/fairness.py --markdown --json docs/bench/fairness_softswitch.json --command 'make bench'
 	$(MAKE) bench-example
 	$(MAKE) bench-example-blocks
@@ -129,7 +128,7 @@ ifeq ($(QUICK),)
 	  --density 1,0.1,0 --repeat 20 --gloo 64048 --json docs/bench/call_breakdown.json --markdown \
 	  --command 'make bench'
 	if command -v simple_switch_grpc >/dev/null; then \
-	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious --rounds 3 --markdown \
+	  $(PY) bench/loss_recovery.py --target simple_switch_grpc --skip-spurious --markdown \
 	    --json docs/bench/loss_recovery_simple_switch_grpc.json --command 'make bench' && \
 	  $(PY) bench/fairness.py --target simple_switch_grpc --markdown \
 	    --json docs/bench/fairness_simple_switch_grpc.json --command 'make bench' && \

@@ -203,7 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--losses", type=float, nargs="+", default=[0.0, 0.01, 0.05, 0.1])
     ap.add_argument("--repeat", type=int, default=3, help="timed calls per job")
-    ap.add_argument("--rounds", type=int, default=1, help="jobs per loss level, in turn")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="jobs per loss level, in turn (one job's few calls moved cells across their "
+        "goals from run to run)",
+    )
     ap.add_argument("--slot-counts", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--spurious-densities", type=float, nargs="+", default=[0.0, 0.1, 1.0])
     ap.add_argument("--spurious-repeat", type=int, default=1)

@@ -802,7 +802,7 @@ def test_loss_recovery_and_fairness_publish_their_sections(tmp_path):
     docs = tmp_path / "benchmarks.md"
     shutil.copy(REPO / "docs" / "benchmarks.md", docs)
     tiny = ["--workers", "2", "--size", "4096", "--dtypes", "float32", "--densities", "0.25"]
-    loss_args = [*tiny, "--losses", "0", "0.05", "--repeat", "1"]
+    loss_args = [*tiny, "--losses", "0", "0.05", "--repeat", "1", "--rounds", "1"]
     loss_args += ["--slot-counts", "4", "--spurious-densities", "0.25"]
     fair_args = ["--workers", "2", "--size", "4096", "--pairs", "2:8", "--repeat", "1"]
     fair_args += ["--seconds", "0.5", "--rounds", "2"]
