@@ -276,6 +276,7 @@ def spurious_table(net, base, args) -> list[dict]:
                     base,
                     round_mode=mode,
                     slots=slots,
+                    call_slots=slots,  # every slot in the call, as the table says
                     density=density,
                     loss=0.0,
                     repeat=args.spurious_repeat,

@@ -608,7 +608,8 @@ def markdown(data: dict, images: dict[str, str]) -> str:
         f"* software: p4reduce {env['commit']}, Python {env['python']}, numpy "
         f"{env['numpy']}, torch {env.get('torch') or 'not installed'}"
         + (f", simple_switch_grpc {env['bmv2']}" if env.get("bmv2") else ""),
-        f"* every job: float32, {slots_text(data['slots'])}; best of the stated repeats"
+        f"* every job: float32, {slots_text(data['slots'])}, of which a call uses as many as "
+        "its blocks want (`p4reduce.job.slots_for_call`); best of the stated repeats"
         + (
             f" and of {env['passes']} passes over all the cases (one after another)"
             if env.get("passes", 1) > 1

@@ -5,7 +5,8 @@ Not a test: a measurement, run as root with Debian's mininet. One Mininet networ
 target (bench/suite.py's, as `make bench` runs it), 4 ranks, 1 M float32; for each block
 size, round mode and slot count a dense call, a 10 % same-blocks call and the Zipf
 embedding gradient (bench/suite.py's inputs and runner), pass after pass, each case's best
-kept. What hostlib.slots.slots_for_call's BUSY_SLOTS and BLOCKS_PER_SLOT are chosen from
+kept. Each call uses every slot of its job (`call_slots`), whatever the rule would give.
+What p4reduce.job.slots_for_call's BUSY_SLOTS and BLOCKS_PER_SLOT are chosen from
 (docs/hostlib.md, "Slots per call"), whose table --markdown rewrites (make bench runs it).
 
     python bench/slot_window.py [--targets softswitch,simple_switch_grpc]
@@ -61,7 +62,9 @@ def measure(target: str, args: argparse.Namespace) -> dict[str, float]:
                                 block_values=k,
                                 round_mode=mode,
                             )
-                            r = suite.run_p4reduce(net, c, suite.make_inputs(c), slots=s)
+                            r = suite.run_p4reduce(
+                                net, c, suite.make_inputs(c), slots=s, every_slot=True
+                            )
                             seconds = r.seconds if r.ok else float("inf")
                             name = key(target, k, s, mode, pattern)
                             best[name] = min(best.get(name, float("inf")), seconds)

@@ -371,11 +371,15 @@ def block_densities(
 # -- running -----------------------------------------------------------------------------
 
 
-def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = None) -> Result:
+def run_p4reduce(
+    net, c: Case, inputs: list[np.ndarray], slots: int | None = None, every_slot: bool = False
+) -> Result:
     """One p4reduce case on `net`; `slots` None: the switch kind's default. Its ranks keep
     every slot outstanding (the window): the job is alone on its switch, where the Worker's
     default window, a job's fair share of a shared switch, would leave the switch idle
-    between rounds (docs/hostlib.md, "Slots per call"). The links start at Ethernet's MTU
+    between rounds (docs/hostlib.md, "Slots per call"). Its calls use as many of the slots
+    as their blocks want (p4reduce.job.slots_for_call), or all of them with `every_slot`
+    (bench/slot_window.py measures the rule that way). The links start at Ethernet's MTU
     and the demo raises them as far as the job's frames need (a wide job run before, or
     gloo's jumbo run, must not leave this one on other links than its own)."""
     from p4net import demo
@@ -389,6 +393,7 @@ def run_p4reduce(net, c: Case, inputs: list[np.ndarray], slots: int | None = Non
         target=c.target,
         slots=slots,
         window=slots,
+        call_slots=slots if every_slot else None,
         deadline=1800.0,
         quiet=True,
         repeat=c.repeat,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from p4reduce.job import JobConfig
+from p4reduce.job import JobConfig, slots_for_call
 
 from . import protocol as p
 from .framing import (
@@ -174,13 +174,16 @@ class AllreduceEngine:
             )
         self.stats = EngineStats()
         slot_count, blocks = cfg.slot_count, payload.nblocks
-        # Slots >= blocks own no block of this rank. When all ranks agree on the block count
-        # they stay idle; a rank that learns of a disagreement (the fingerprint range)
-        # announces on every slot of the job (_check_fingerprints), so every slot completes
-        # its announce round.
+        # The call uses the job's first `stride` slots (slots_for_call: every rank of the
+        # call picks the same), slot s the blocks b = s (mod stride). The others stay idle
+        # while all ranks agree on the block count; a rank that learns of a disagreement
+        # (the fingerprint range) announces on every slot of the job
+        # (_check_fingerprints), so every slot completes its announce round.
         self.slot_count = n = slot_count
-        self._after, first = slot_streams(payload.nonzero, blocks, slot_count)
-        self.slots = SlotWindow(n, min(slot_count, blocks), self.params.window)
+        self.call_slots = used = self._call_slots(blocks, slot_count)
+        self.stride = max(used, 1)
+        self._after, first = slot_streams(payload.nonzero, blocks, self.stride)
+        self.slots = SlotWindow(n, used, self.params.window)
         self.slot_version = (
             np.zeros(n, np.int64)
             if start_slot_versions is None
@@ -193,8 +196,9 @@ class AllreduceEngine:
         )
         self.block = np.full(n, EOS, np.int64)  # block of the outstanding packet
         self.exponent = np.zeros(n, np.int64)  # E used by the outstanding packet
-        self.my_next = first
-        self._first = first.copy()  # each slot's first non-zero block of this rank
+        self.my_next = np.full(n, EOS, np.int64)
+        self.my_next[:used] = first[:used]
+        self._first = self.my_next.copy()  # each slot's first non-zero block of this rank
         self.round = np.zeros(n, np.int64)
         self.last_frames = frame_matrix(self.scratch, "last_frames", n, self.builder.width)
         self.last_frames.fill(0)  # a previous call's frames: pages kept, bytes not
@@ -225,6 +229,14 @@ class AllreduceEngine:
         self._nothing = Batch.empty(self.builder.width)  # packets_to_send with none to send
 
         self._announce(np.flatnonzero(self.slots.active))
+
+    def _call_slots(self, blocks: int, slot_count: int) -> int:
+        """The slots this call uses: slots_for_call's, or the count EngineParams names
+        (bounded by the job's slots and the call's blocks as the rule is)."""
+        named = self.params.call_slots
+        if named is None:
+            return slots_for_call(blocks, slot_count) if blocks else 0
+        return min(named, slot_count, blocks)
 
     # -- the units' state, read by the Worker, the loop and tests -------------------------
 
@@ -635,7 +647,7 @@ class AllreduceEngine:
         the caller has it."""
         if named is None:
             named = nb != EOS
-        return named & ((nb % self.cfg.slot_count != s) | (nb >= self.payload.nblocks))
+        return named & ((nb % self.stride != s) | (nb >= self.payload.nblocks))
 
     def _refuse_next(
         self, s: np.ndarray, nb: np.ndarray, bad: np.ndarray, rewind: np.ndarray | None = None
@@ -649,7 +661,7 @@ class AllreduceEngine:
                 f"{what} for slot {int(s[i])} names next_block={int(nb[i])}, which is not "
                 f"the next block of its stream (this rank announced "
                 f"{int(self.my_next[s[i]])}, {self.payload.nblocks} blocks, "
-                f"{self.cfg.slot_count} slots)"
+                f"{self.stride} slots in the call)"
             )
 
     def _completed(self, s: np.ndarray, finished: np.ndarray, now: float) -> None:

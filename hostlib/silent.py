@@ -311,7 +311,7 @@ class SilentEngine(AllreduceEngine):
         ok = (msg == p.MSG.RESULT) & ~self.want_rewind[s] & (n <= self.my_next[s])
         ok &= (ver == self.slot_version[s]) & (b == self.block[s]) & (b == self.cover[s])
         # (n > b also says that b is a block, not END_OF_STREAM)
-        ahead = (n > b) & (((n < self.payload.nblocks) & (n % self.cfg.slot_count == s)) | eos)
+        ahead = (n > b) & (((n < self.payload.nblocks) & (n % self.stride == s)) | eos)
         closing = kind == CLOSING_ROUND
         ok &= np.where(closing, eos, ahead & (kind == DATA_ROUND))
         if r.extension is not None:
@@ -463,7 +463,7 @@ class SilentEngine(AllreduceEngine):
         if np.count_nonzero(gap):
             self.want_rewind[s[gap]] = True
         if np.count_nonzero(rewind):
-            after = b + self.cfg.slot_count
+            after = b + self.stride
             after = np.where(after < self.payload.nblocks, after, EOS)
             n = np.where(rewind, np.where(data, after, cov), n)
         self.cover[s[contiguous]] = n[contiguous]
@@ -488,7 +488,7 @@ class SilentEngine(AllreduceEngine):
         self.block[s] = pos
         self.exponent[s] = 0
         self.want_rewind[s] = False
-        before = pos - self.cfg.slot_count
+        before = pos - self.stride
         nxt = np.where(before >= 0, self._after[np.maximum(before, 0)], self._first[s])
         self.my_next[s] = EOS if self.mismatch is not None else nxt
         self.last_data[s] = EOS

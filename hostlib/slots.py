@@ -1,5 +1,7 @@
 """Which slots of a job a rank uses in a call, and in which order (docs/protocol.md
-section 5): the streams of blocks per slot, and the window of slots outstanding.
+section 5): the streams of blocks per slot, and the window of slots outstanding. How many
+slots a call uses is the job model's rule (p4reduce.job.slots_for_call), since the
+benchmarks and the demo count a call's rounds by it too.
 
 Why its own unit: how many slots a rank keeps outstanding is the job's fairness toward
 other jobs on the switch (docs/reliability.md, "Jobs share the switch"), a rule with its
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from p4reduce.job import block_count
+from p4reduce.job import BUSY_SLOTS, block_count, slots_for_call
 
 from . import protocol as p
 
@@ -35,8 +37,9 @@ def slot_streams(nonzero: np.ndarray, nblocks: int, slots: int) -> tuple[np.ndar
 
 # The least slot count a job needs for the fairness guarantee (docs/reliability.md, "Jobs
 # share the switch"), and the default window: a job of FAIR_SLOTS slots then gets half a
-# first-in first-out switch against any other, a job of half as many a third.
-FAIR_SLOTS = 16
+# first-in first-out switch against any other, a job of half as many a third. The slots a
+# call keeps busy (p4reduce.job.slots_for_call: how many slots a call uses) are as many.
+FAIR_SLOTS = BUSY_SLOTS
 
 
 def fifo_share(slots: int, other_slots: int, window: int) -> float:
@@ -45,30 +48,6 @@ def fifo_share(slots: int, other_slots: int, window: int) -> float:
     window) packets per rank queued, and the switch serves them in arrival order."""
     mine, theirs = min(slots, window), min(other_slots, window)
     return mine / (mine + theirs)
-
-
-# How many slots a call uses (slots_for_call). Each slot a call uses costs rounds that
-# carry no block (its announce round, and its closing round), so a call should use as few
-# as keep the switch busy: with fewer, the round trip through the switch and the workers
-# sets the pace. A slot's rounds follow one another, a round trip each, so a long call
-# needs more of them: one per BLOCKS_PER_SLOT blocks keeps a dense call's chain of rounds
-# on a slot at most that long. bench/slot_window.py measures calls at several slot counts
-# end to end, every slot outstanding (docs/hostlib.md, "Slots per call", has its latest
-# table); 16 is also the window that gives a job its fair share of the switch (FAIR_SLOTS).
-BUSY_SLOTS = FAIR_SLOTS
-BLOCKS_PER_SLOT = 32
-
-
-def slots_for_call(blocks: int, slot_count: int) -> int:
-    """The slots a call of `blocks` blocks uses in a job of `slot_count` slots: enough to
-    keep BUSY_SLOTS packets per rank in flight, more only as the call grows (one slot per
-    BLOCKS_PER_SLOT blocks), never more than the job's slots or the call's blocks, at
-    least one. A function of the call's block count and the job's slot count only, so
-    every rank of the call picks the same slots (0 .. n-1) and the same streams."""
-    if slot_count < 1:
-        raise ValueError(f"a job has at least one slot, not {slot_count}")
-    wanted = max(BUSY_SLOTS, -(-blocks // BLOCKS_PER_SLOT))
-    return max(1, min(slot_count, blocks, wanted))
 
 
 def slots_for_tensor(values: int, block_values: int, slot_count: int) -> int:

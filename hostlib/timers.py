@@ -48,6 +48,11 @@ class EngineParams:
       beside any job with as many ranks, 1.5x the third promised (docs/reliability.md,
       "Jobs share the switch"); its price is a job with more slots running at most that
       many at once when alone (docs/benchmarks.md).
+    * `call_slots`: how many of the job's slots a call uses; None: `slots_for_call`'s
+      count (docs/hostlib.md, "Slots per call"), which is right for calls; a count is for
+      measuring calls at other counts (bench/slot_window.py). Every rank of a job must
+      use the same: a rank with other streams is named a protocol error at the first
+      result that names a block outside them, and returns no sum.
     """
 
     timeout: float = 0.002
@@ -56,6 +61,11 @@ class EngineParams:
     double_after: int = 1
     deadline: float = 30.0
     window: int = FAIR_SLOTS
+    call_slots: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.call_slots is not None and self.call_slots < 1:
+            raise ValueError(f"a call uses at least one slot, not call_slots={self.call_slots}")
 
 
 class RttEstimator:

@@ -54,6 +54,7 @@ class WorkerStats:
     last_packets_sent: int = 0
     last_blocks: int = 0
     last_nonzero_blocks: int = 0
+    last_call_slots: int = 0  # the slots the latest call used (docs/hostlib.md "Slots per call")
     # the latest call's packets by message type (ANNOUNCE, DATA, SKIP, REWIND), and what
     # silent rounds' loss recovery cost over the Worker's life
     last_sent_by_type: dict[str, int] = field(default_factory=dict)
@@ -120,6 +121,7 @@ class Worker:
         max_timeout: float | None = None,
         deadline: float | None = None,
         window: int | None = None,
+        call_slots: int | None = None,
         batch: int = 256,
         busy_poll: float = 50e-6,
         gather: float = GATHER,
@@ -131,6 +133,7 @@ class Worker:
             "max_timeout": max_timeout,
             "deadline": deadline,
             "window": window,
+            "call_slots": call_slots,
         }
         self.params = EngineParams(**{k: v for k, v in given.items() if v is not None})
         self.batch = batch
@@ -321,6 +324,7 @@ class Worker:
         s.last_packets_sent = e.packets_sent
         s.last_blocks = payload.nblocks
         s.last_nonzero_blocks = int(payload.nonzero.size)
+        s.last_call_slots = eng.call_slots
         s.last_sent_by_type = e.sent_counts()
         s.queries += e.queries
         s.rewind_requests += e.rewind_requests

@@ -133,6 +133,9 @@ class Options:
     # job's fair share of a switch it shares with others). A job alone on its switch is
     # fastest with all of its slots outstanding (benchmarks: docs/hostlib.md, "Slots per call")
     window: int | None = None
+    # the slots every call uses, on every rank; None: as many as the call's blocks want
+    # (p4reduce.job.slots_for_call). Benchmarks of calls at other slot counts set it
+    call_slots: int | None = None
     # values per block (per DATA packet) of every job; None: the target's default. The
     # links are raised to carry the job's frames (DemoNetwork.carry)
     block_values: int | None = None
@@ -441,7 +444,12 @@ class DemoNetwork:
                                     str(repeats[job.job]),
                                 ]
                                 + (["--warmup"] if opts.warmup else [])
-                                + ([] if opts.window is None else ["--window", str(opts.window)]),
+                                + ([] if opts.window is None else ["--window", str(opts.window)])
+                                + (
+                                    []
+                                    if opts.call_slots is None
+                                    else ["--call-slots", str(opts.call_slots)]
+                                ),
                                 cwd=str(workdir),
                             ),
                         )

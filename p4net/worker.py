@@ -57,6 +57,13 @@ def main() -> int:
         "fair share of a switch it shares)",
     )
     ap.add_argument(
+        "--call-slots",
+        type=int,
+        default=None,
+        help="the slots each call uses, the same on every rank (default: as many as the "
+        "call's blocks want, p4reduce.job.slots_for_call)",
+    )
+    ap.add_argument(
         "--warmup",
         action="store_true",
         help="first a one-block allreduce, untimed: all ranks then start the "
@@ -93,7 +100,9 @@ def main() -> int:
                 }
             )
 
-        with Worker(args.descriptor, deadline=args.deadline, window=args.window) as worker:
+        with Worker(
+            args.descriptor, deadline=args.deadline, window=args.window, call_slots=args.call_slots
+        ) as worker:
             if args.warmup:
                 t0, used = time.perf_counter(), usage()
                 worker.allreduce(np.zeros(worker.cfg.block_values, dtype=tensor.dtype))
@@ -120,6 +129,7 @@ def main() -> int:
             report["stats"] = worker.stats.as_dict()
             report["block_values"] = worker.cfg.block_values
             report["window"] = worker.params.window
+            report["call_slots"] = worker.stats.last_call_slots
             report["counters"] = delta(counters, host_counters())
         report["seconds"] = time.perf_counter() - start
         report["times"] = [end - began for began, end in spans]

@@ -6,7 +6,8 @@ The controller creates jobs (controlplane/jobs.py maps one onto the switch's tab
 writes one descriptor per rank (docs/protocol.md section 4); a worker reads its descriptor
 into a `JobConfig`. Both sides resolve and check a job's settings with the rules below,
 written once: the encoding's name and default, "packed implies int32 halves", the job-id
-and slot ranges, the descriptor's file name, and how many blocks and rounds a tensor takes.
+and slot ranges, the descriptor's file name, and how many blocks, slots and rounds a
+tensor's call takes.
 
 Plain Python (no numpy, no controller): the controller, the worker library, the demo and
 the benchmarks all load it.
@@ -200,10 +201,35 @@ def block_count(elements: int, halves: bool, block_values: int = p.BLOCK_VALUES)
     return max(1, -(-elements // block_values)) * (2 if halves else 1)
 
 
+# How many slots a call uses (slots_for_call). Each slot a call uses costs rounds that
+# carry no block (its announce round, and its closing round), so a call should use as few
+# as keep the switch busy: with fewer, the round trip through the switch and the workers
+# sets the pace. A slot's rounds follow one another, a round trip each, so a long call
+# needs more of them: one per BLOCKS_PER_SLOT blocks keeps a dense call's chain of rounds
+# on a slot at most that long. bench/slot_window.py measures calls at several slot counts
+# end to end, every slot outstanding (docs/hostlib.md, "Slots per call", has its latest
+# table); 16 is also the window that gives a job its fair share of the switch
+# (hostlib.slots.FAIR_SLOTS).
+BUSY_SLOTS = 16
+BLOCKS_PER_SLOT = 32
+
+
+def slots_for_call(blocks: int, slot_count: int) -> int:
+    """The slots a call of `blocks` blocks uses in a job of `slot_count` slots: enough to
+    keep BUSY_SLOTS packets per rank in flight, more only as the call grows (one slot per
+    BLOCKS_PER_SLOT blocks), never more than the job's slots or the call's blocks, at
+    least one. A function of the call's block count and the job's slot count only, so
+    every rank of the call picks the same slots (0 .. n-1) and the same streams."""
+    if slot_count < 1:
+        raise ValueError(f"a job has at least one slot, not {slot_count}")
+    wanted = max(BUSY_SLOTS, -(-blocks // BLOCKS_PER_SLOT))
+    return max(1, min(slot_count, blocks, wanted))
+
+
 def announce_rounds(blocks: int, slots: int) -> int:
-    """Announce rounds of a call of `blocks` blocks: one per active slot (docs/protocol.md
-    section 6), and a slot is active only if it has a block to start from."""
-    return min(slots, blocks)
+    """Announce rounds of a call of `blocks` blocks in a job of `slots` slots: one per slot
+    the call uses (slots_for_call; docs/protocol.md sections 5 and 6)."""
+    return slots_for_call(blocks, slots) if blocks else 0
 
 
 def round_count(

@@ -18,7 +18,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 from hostlib import protocol  # noqa: E402
-from p4reduce.job import round_count  # noqa: E402
+from p4reduce.job import round_count, slots_for_call  # noqa: E402
 from model import (  # noqa: E402
     Network,
     allreduce_seconds,
@@ -271,7 +271,7 @@ def test_round_cost_in_process_counts_every_packet_of_every_round():
         blocks = np.stack(
             [np.asarray(x).reshape(-1, 64).any(axis=1) for x in round_cost.make_inputs(c)]
         )
-        union, used = int(blocks.any(axis=0).sum()), min(64, blocks.shape[1])
+        union, used = int(blocks.any(axis=0).sum()), slots_for_call(blocks.shape[1], 64)
         n = {k: v * row.rounds for k, v in row.packets.items()}
         assert row.rounds == union + used, spec
         assert sum(n.values()) == pytest.approx(4 * row.rounds + row.retransmissions), spec
@@ -282,7 +282,7 @@ def test_round_cost_in_process_counts_every_packet_of_every_round():
         }
         for kind, count in expected.items():
             got = n.get(kind, 0.0)
-            assert count <= got + 1e-6 <= count + row.retransmissions + 1e-6, (spec, kind)
+            assert count - 1e-6 <= got <= count + row.retransmissions + 1e-6, (spec, kind)
         assert row.wall > 0 and row.switch_cpu > 0 and row.worker_cpu > 0, spec
     assert set(round_cost.ratios(rows, specs)) == {"independent:0.25"}
 

@@ -72,6 +72,9 @@ def test_blocks_and_rounds():
     assert block_count(3 * k, True) == 6
     assert announce_rounds(blocks=3, slots=8) == 3 and announce_rounds(100, 8) == 8
     assert round_count(nonzero_blocks=10, blocks=100, slots=8) == 18
+    # a call uses the slots its blocks want (slots_for_call), not every slot of its job
+    assert announce_rounds(blocks=63, slots=64) == 16 and announce_rounds(0, 64) == 0
+    assert round_count(6, 63, 64, "silent") == 6 + 2 * 16
 
 
 def test_job_ids_and_descriptor_names():

@@ -15,6 +15,7 @@ import pytest
 from bmv2_tests import kinds
 import p4net.demo
 import p4net.topology
+from p4reduce.job import block_count, slots_for_call
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -67,14 +68,18 @@ def test_sparse_float32_sends_fewer_packets_than_dense(demo):
     assert tx(sparse) < tx(dense) / 3
 
 
-@pytest.mark.parametrize("window", [2, 8])
-def test_every_rank_keeps_the_window_the_demo_names(demo, window):
-    """The demo's window (benchmarks: all of a lone job's slots) reaches every rank's
-    Worker, and a call with a window below the job's slots still sums exactly."""
+@pytest.mark.parametrize("window, call_slots", [(2, None), (8, 5)])
+def test_every_rank_keeps_the_window_and_call_slots_the_demo_names(demo, window, call_slots):
+    """The demo's window (benchmarks: all of a lone job's slots) and slots per call
+    (bench/slot_window.py's) reach every rank's Worker, and a call with a window below
+    the job's slots, or on fewer slots than the rule gives, still sums exactly. Without
+    call_slots the call uses slots_for_call's."""
     module, opts = demo
-    summary = module.run(replace(opts, window=window, density=1.0))
+    summary = module.run(replace(opts, window=window, call_slots=call_slots, density=1.0))
     _assert_all_matched(summary)
     assert [o.report["window"] for o in summary.outcomes] == [window] * opts.workers
+    used = call_slots or slots_for_call(block_count(opts.size, False), opts.slots)
+    assert [o.report["call_slots"] for o in summary.outcomes] == [used] * opts.workers
 
 
 def test_int32_exact(demo):

@@ -20,6 +20,7 @@ from hostlib.timers import REORDER_MAX, EngineParams, RttEstimator
 from hostlib_helpers import decode, engine_tensor
 from hostlib_helpers import make_engine as shared_make_engine
 from p4net.harness import SwitchSession
+from p4reduce.job import BLOCKS_PER_SLOT, slots_for_call
 
 EOS = p.END_OF_STREAM
 T0 = 100.0
@@ -318,13 +319,15 @@ def test_retransmission_timer_stays_near_the_round_time_under_loss(switch):
 
 
 def test_a_switch_that_drops_a_burst_is_recovered_in_few_steps(switch):
-    """Density 0, 1024 slots, ranks without a window (all 1024 slots at once), a switch of
-    bmv2's speed whose queue holds 1024 packets: of the 4096 announces 3072 are dropped,
-    and no later round can overtake them. Probes answered while nothing else is grow like
-    TCP's slow start (two per answer), so the job ends within a few windows' time -- one
-    probe per timer took 104 s on bmv2. With the default window the same job's queue
-    never overflows."""
-    tensors = job(4, 1024, 0.0, calls=1)
+    """Density 0, 1024 slots, a call long enough to use them all (slots_for_call), ranks
+    without a window (all 1024 slots at once), a switch of bmv2's speed whose queue holds
+    1024 packets: of the 4096 announces 3072 are dropped, and no later round can overtake
+    them. Probes answered while nothing else is grow like TCP's slow start (two per
+    answer), so the job ends within a few windows' time -- one probe per timer took 104 s
+    on bmv2. With the default window the same job's queue never overflows."""
+    blocks = 1024 * BLOCKS_PER_SLOT
+    assert slots_for_call(blocks, 1024) == 1024
+    tensors = job(4, blocks, 0.0, calls=1)
     unbounded = EngineParams(deadline=600.0, window=1024)
     clean = simulate(switch, tensors, slots=1024, pps=1800, params=unbounded)
     lossy = simulate(switch, tensors, slots=1024, pps=1800, queue_limit=1024, params=unbounded)
@@ -391,19 +394,21 @@ def test_a_resend_lost_again_goes_again_after_one_rack_deadline(switch):
 
 
 def test_a_calls_tail_is_recovered_at_its_own_round_time(switch):
-    """Slot 0 carries a chain of 20 rounds, every other slot 2: the chain runs alone at the
-    end of the call (the tail), where nothing can overtake a loss and a probe finds it.
+    """Slot 0 carries a chain of 32 rounds, every other slot 14 (a call long enough to use
+    every slot): the chain's last 18 run alone at the end of the call (the tail), where
+    nothing can overtake a loss and a probe finds it.
     Rank 1 loses its first send of each of the chain's last 8 blocks: every probe after the
     first goes within a fraction of the retransmission timer -- which was smoothed over
     rounds queued behind the whole window -- at the pace of the tail's own rounds. Waiting
     one full timer per probe made this call 3.8x its lossless time."""
-    slots, rounds = 64, 20
+    slots, rounds = 64, BLOCKS_PER_SLOT
+    assert slots_for_call(slots * rounds, slots) == slots  # the call uses every slot
 
     def tensors():
         out = []
         for r in range(4):
             x = np.zeros((slots * rounds, 64), np.float32)
-            x[: 2 * slots] = r + 1
+            x[: (rounds - 18) * slots] = r + 1
             x[::slots] = r + 1
             out.append([np.zeros(64, np.float32), x.reshape(-1)])
         return out
@@ -425,14 +430,15 @@ def test_a_calls_tail_is_recovered_at_its_own_round_time(switch):
 
 
 def test_a_rank_keeps_at_most_its_window_of_slots_outstanding(switch):
-    """32 slots, a window of 8: each rank first announces slots 0-7 only and starts the
-    next slot (the lowest waiting, the same on every rank) when one finishes, so that no
-    more than 8 of its slots have a packet outstanding at any time; the sums are those
-    of the same job without a window."""
+    """32 slots, a call that uses them all, a window of 8: each rank first announces slots
+    0-7 only and starts the next slot (the lowest waiting, the same on every rank) when
+    one finishes, so that no more than 8 of its slots have a packet outstanding at any
+    time; the sums are those of the same job without a window."""
     rng = np.random.default_rng(3)
+    values = 32 * BLOCKS_PER_SLOT * 64
+    assert slots_for_call(values // 64, 32) == 32  # (a packed int32 call has more blocks)
     tensors = [
-        [np.zeros(64, np.int32), rng.integers(-50, 50, 32 * 5 * 64).astype(np.int32)]
-        for _ in range(4)
+        [np.zeros(64, np.int32), rng.integers(-50, 50, values).astype(np.int32)] for _ in range(4)
     ]
     free = simulate(
         switch, tensors, slots=32, pps=16_000, params=EngineParams(deadline=600.0, window=32)

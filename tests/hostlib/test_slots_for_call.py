@@ -1,9 +1,9 @@
-"""How many slots a call uses (hostlib.slots.slots_for_call, docs/hostlib.md "Slots per
+"""How many slots a call uses (p4reduce.job.slots_for_call, docs/hostlib.md "Slots per
 call"): a function of the call's block count and the job's slot count, bounded by both,
 never fewer than keep BUSY_SLOTS packets per rank in flight when the call has that many
 blocks, growing by one slot per BLOCKS_PER_SLOT blocks; and a dense call through the real
-P4 program on that many slots takes one announce round per slot used plus one round per
-block."""
+P4 program uses that many slots of its job, one announce round per slot used plus one
+round per block."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import math
 import numpy as np
 import pytest
 
-from hostlib.slots import BLOCKS_PER_SLOT, BUSY_SLOTS, slots_for_call, slots_for_tensor
+from hostlib.slots import slots_for_tensor
+from hostlib.protocol import ProtocolError
+from hostlib.timers import EngineParams
 from p4net.harness import SwitchSession
+from p4reduce.job import BLOCKS_PER_SLOT, BUSY_SLOTS, slots_for_call
 from p4reduce.target import KINDS, default_slots
 
 from test_worker_block_sizes import run_job
@@ -67,19 +70,72 @@ def test_refuses_a_job_without_slots():
         slots_for_call(10, 0)
 
 
-def test_a_dense_call_on_those_slots_sends_one_packet_per_block_plus_the_slots_rounds(rng):
-    """The rule's slots as the job's (the engine uses every slot of a job whose count is at
-    most the call's blocks): 3 ranks, 40 blocks of 64 values, through the P4 program. Each
-    slot costs a rank its announce, and in silent rounds (the default) its closing packet."""
+@pytest.mark.parametrize("job_slots", ["the call's", 64])
+def test_a_dense_call_sends_one_packet_per_block_plus_the_slots_rounds(rng, job_slots):
+    """The engine uses slots_for_call's slots of its job, whether the job has just those or
+    more: 3 ranks, 40 blocks of 64 values, through the P4 program. Each slot the call uses
+    costs a rank its announce, and in silent rounds (the default) its closing packet; a
+    slot it leaves idle costs nothing."""
     k, ranks, blocks = 64, 3, 40
     used = slots_for_call(blocks, 64)
     assert used < 64
+    slots = used if job_slots == "the call's" else job_slots
     xs = [rng.standard_normal(blocks * k).astype(np.float32) for _ in range(ranks)]
     with SwitchSession.inprocess() as sw:
-        job = sw.create_job(ranks, used, 7, encoding="packed", block_values=k)
+        job = sw.create_job(ranks, slots, 7, encoding="packed", block_values=k)
         res, errs = run_job(sw, job, lambda w, r: (w.allreduce(xs[r]), w.stats))
     assert errs == [None] * ranks, errs
     for out, stats in res:
         assert np.allclose(out, np.sum(xs, axis=0), atol=1e-4)
         per_slot = 2 if job.round_mode == "silent" else 1
         assert stats.last_packets_sent - stats.retransmissions == blocks + per_slot * used
+
+
+@pytest.mark.parametrize("named, used", [(None, slots_for_call(40, 64)), (24, 24), (64, 40)])
+def test_a_call_uses_the_slots_its_workers_name_and_reports_them(rng, named, used):
+    """Worker(call_slots=N): a call of 40 blocks uses N of the job's 64 slots (at most its
+    blocks), as bench/slot_window.py needs to measure calls at counts the rule would not
+    pick; by default slots_for_call's. WorkerStats.last_call_slots says which, and the
+    packets sent agree with it."""
+    k, ranks, blocks = 64, 3, 40
+    xs = [rng.standard_normal(blocks * k).astype(np.float32) for _ in range(ranks)]
+    with SwitchSession.inprocess() as sw:
+        job = sw.create_job(ranks, 64, 7, encoding="packed", block_values=k)
+        res, errs = run_job(
+            sw,
+            job,
+            lambda w, r: (w.allreduce(xs[r]), w.stats),
+            worker_kw=lambda r: {"call_slots": named},
+        )
+    assert errs == [None] * ranks, errs
+    per_slot = 2 if job.round_mode == "silent" else 1
+    for out, stats in res:
+        assert np.allclose(out, np.sum(xs, axis=0), atol=1e-4)
+        assert stats.last_call_slots == used
+        assert stats.last_packets_sent - stats.retransmissions == blocks + per_slot * used
+
+
+def test_ranks_that_use_other_slots_return_no_wrong_sum(rng):
+    """Ranks of one call that name different call_slots cut the tensor into other
+    streams: the first result that names a block outside a rank's stream ends its call
+    with a ProtocolError saying so, on every rank; none returns a sum."""
+    k, ranks, blocks = 64, 3, 40
+    xs = [rng.standard_normal(blocks * k).astype(np.float32) for _ in range(ranks)]
+    with SwitchSession.inprocess() as sw:
+        job = sw.create_job(ranks, 64, 7, encoding="packed", block_values=k)
+        res, errs = run_job(
+            sw,
+            job,
+            lambda w, r: w.allreduce(xs[r]),
+            deadline=3.0,
+            worker_kw=lambda r: {"call_slots": 16 if r else 20},
+        )
+    assert res == [None] * ranks
+    for err in errs:
+        assert isinstance(err, ProtocolError), err
+        assert "not the next block of its stream" in str(err)
+
+
+def test_refuses_a_call_of_no_slots():
+    with pytest.raises(ValueError, match="call_slots=0"):
+        EngineParams(call_slots=0)
