@@ -70,67 +70,74 @@ def test_refuses_a_job_without_slots():
         slots_for_call(10, 0)
 
 
+BLOCKS = 40  # of 64 values each, per rank, on 3 ranks: the calls below
+
+
+def call_forty_blocks(rng, job_slots: int, fn, **kw):
+    """fn(worker, tensor) on 3 ranks of a job of `job_slots` slots (through the P4 program),
+    each tensor BLOCKS random blocks of 64 values; (job, their exact sum, results, errors).
+    `kw`: run_job's."""
+    xs = [rng.standard_normal(BLOCKS * 64).astype(np.float32) for _ in range(3)]
+    with SwitchSession.inprocess() as sw:
+        job = sw.create_job(3, job_slots, 7, encoding="packed", block_values=64)
+        res, errs = run_job(sw, job, lambda w, r: fn(w, xs[r]), **kw)
+    return job, np.sum(xs, axis=0), res, errs
+
+
+def per_slot(job) -> int:
+    """Packets a slot a call uses costs each rank without loss: its announce, and in
+    silent rounds (the default) its closing packet."""
+    return 2 if job.round_mode == "silent" else 1
+
+
 @pytest.mark.parametrize("job_slots", ["the call's", 64])
 def test_a_dense_call_sends_one_packet_per_block_plus_the_slots_rounds(rng, job_slots):
     """The engine uses slots_for_call's slots of its job, whether the job has just those or
-    more: 3 ranks, 40 blocks of 64 values, through the P4 program. Each slot the call uses
-    costs a rank its announce, and in silent rounds (the default) its closing packet; a
-    slot it leaves idle costs nothing."""
-    k, ranks, blocks = 64, 3, 40
-    used = slots_for_call(blocks, 64)
+    more. Each slot the call uses costs a rank its announce, and in silent rounds its
+    closing packet; a slot it leaves idle costs nothing."""
+    used = slots_for_call(BLOCKS, 64)
     assert used < 64
     slots = used if job_slots == "the call's" else job_slots
-    xs = [rng.standard_normal(blocks * k).astype(np.float32) for _ in range(ranks)]
-    with SwitchSession.inprocess() as sw:
-        job = sw.create_job(ranks, slots, 7, encoding="packed", block_values=k)
-        res, errs = run_job(sw, job, lambda w, r: (w.allreduce(xs[r]), w.stats))
-    assert errs == [None] * ranks, errs
+    job, total, res, errs = call_forty_blocks(rng, slots, lambda w, x: (w.allreduce(x), w.stats))
+    assert errs == [None] * 3, errs
     for out, stats in res:
-        assert np.allclose(out, np.sum(xs, axis=0), atol=1e-4)
-        per_slot = 2 if job.round_mode == "silent" else 1
-        assert stats.last_packets_sent - stats.retransmissions == blocks + per_slot * used
+        assert np.allclose(out, total, atol=1e-4)
+        sent = stats.last_packets_sent - stats.retransmissions
+        assert sent == BLOCKS + per_slot(job) * used
 
 
-@pytest.mark.parametrize("named, used", [(None, slots_for_call(40, 64)), (24, 24), (64, 40)])
+@pytest.mark.parametrize("named, used", [(None, slots_for_call(BLOCKS, 64)), (24, 24), (64, 40)])
 def test_a_call_uses_the_slots_its_workers_name_and_reports_them(rng, named, used):
     """Worker(call_slots=N): a call of 40 blocks uses N of the job's 64 slots (at most its
     blocks), as bench/slot_window.py needs to measure calls at counts the rule would not
     pick; by default slots_for_call's. WorkerStats.last_call_slots says which, and the
     packets sent agree with it."""
-    k, ranks, blocks = 64, 3, 40
-    xs = [rng.standard_normal(blocks * k).astype(np.float32) for _ in range(ranks)]
-    with SwitchSession.inprocess() as sw:
-        job = sw.create_job(ranks, 64, 7, encoding="packed", block_values=k)
-        res, errs = run_job(
-            sw,
-            job,
-            lambda w, r: (w.allreduce(xs[r]), w.stats),
-            worker_kw=lambda r: {"call_slots": named},
-        )
-    assert errs == [None] * ranks, errs
-    per_slot = 2 if job.round_mode == "silent" else 1
+    job, total, res, errs = call_forty_blocks(
+        rng,
+        64,
+        lambda w, x: (w.allreduce(x), w.stats),
+        worker_kw=lambda r: {"call_slots": named},
+    )
+    assert errs == [None] * 3, errs
     for out, stats in res:
-        assert np.allclose(out, np.sum(xs, axis=0), atol=1e-4)
+        assert np.allclose(out, total, atol=1e-4)
         assert stats.last_call_slots == used
-        assert stats.last_packets_sent - stats.retransmissions == blocks + per_slot * used
+        sent = stats.last_packets_sent - stats.retransmissions
+        assert sent == BLOCKS + per_slot(job) * used
 
 
 def test_ranks_that_use_other_slots_return_no_wrong_sum(rng):
     """Ranks of one call that name different call_slots cut the tensor into other
     streams: the first result that names a block outside a rank's stream ends its call
     with a ProtocolError saying so, on every rank; none returns a sum."""
-    k, ranks, blocks = 64, 3, 40
-    xs = [rng.standard_normal(blocks * k).astype(np.float32) for _ in range(ranks)]
-    with SwitchSession.inprocess() as sw:
-        job = sw.create_job(ranks, 64, 7, encoding="packed", block_values=k)
-        res, errs = run_job(
-            sw,
-            job,
-            lambda w, r: w.allreduce(xs[r]),
-            deadline=3.0,
-            worker_kw=lambda r: {"call_slots": 16 if r else 20},
-        )
-    assert res == [None] * ranks
+    _, _, res, errs = call_forty_blocks(
+        rng,
+        64,
+        lambda w, x: w.allreduce(x),
+        deadline=3.0,
+        worker_kw=lambda r: {"call_slots": 16 if r else 20},
+    )
+    assert res == [None] * 3
     for err in errs:
         assert isinstance(err, ProtocolError), err
         assert "not the next block of its stream" in str(err)
