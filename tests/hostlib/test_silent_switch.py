@@ -22,6 +22,7 @@ from hostlib import protocol as p
 from hostlib.numerics import error_bound, make_payload, negotiated_exponent
 from hostlib.timers import EngineParams
 from p4net.harness import SwitchSession, worker_address
+from p4reduce.job import announce_rounds
 from hostlib_helpers import allow_silent
 from silent_patterns import cases, check_budget, nonzero_blocks, tensors
 from test_worker_block_sizes import block_sparse, run_job
@@ -45,7 +46,7 @@ def _check(res, calls: list[list[np.ndarray]], slots: int, k: int, lossless: boo
         for r, x in enumerate(xs):
             np.testing.assert_array_equal(res.sums[r][c], want)
             wire = make_payload(x, len(xs), p.Encoding.PACKED, block_values=k)
-            used = min(slots, wire.nblocks)
+            used = announce_rounds(wire.nblocks, slots)
             check_budget(res.calls[r][c].stats, wire.nonzero.size, used, lossless)
 
 

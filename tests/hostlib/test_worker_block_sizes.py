@@ -16,7 +16,7 @@ import pytest
 
 from hostlib import Worker
 from hostlib.numerics import sum_error_bound
-from p4reduce.job import slots_for_call
+from p4reduce.job import announce_rounds, slots_for_call
 from hostlib.timers import EngineParams
 from p4net.harness import SwitchSession
 
@@ -105,7 +105,7 @@ def test_int32_exact_one_packet_per_round_at_k(k, encoding, rng, switch):
         switch.jobs.delete(job.job)
     assert errs == [None] * n, errs
     union = nonzero_union(xs, k, halves=encoding == "packed")
-    rounds = min(slots, union.size) + int(union.sum())
+    rounds = announce_rounds(union.size, slots) + int(union.sum())
     exact = np.sum([x.astype(np.int64) for x in xs], axis=0)
     for out, stats in res:
         assert out.dtype == np.int32 and np.array_equal(out, exact)
