@@ -174,11 +174,12 @@ class AllreduceEngine:
             )
         self.stats = EngineStats()
         slot_count, blocks = cfg.slot_count, payload.nblocks
-        # The call uses the job's first `stride` slots (slots_for_call: every rank of the
-        # call picks the same), slot s the blocks b = s (mod stride). The others stay idle
-        # while all ranks agree on the block count; a rank that learns of a disagreement
-        # (the fingerprint range) announces on every slot of the job
-        # (_check_fingerprints), so every slot completes its announce round.
+        # The call uses the job's first `call_slots` slots (slots_for_call: every rank of
+        # the call picks the same), slot s the blocks b = s (mod stride; stride = call_slots,
+        # 1 for a call without blocks). The others stay idle while all ranks agree on the
+        # block count; a rank that learns of a disagreement (the fingerprint range)
+        # announces on every slot of the job (_check_fingerprints), so every slot
+        # completes its announce round.
         self.slot_count = n = slot_count
         self.call_slots = used = self._call_slots(blocks, slot_count)
         self.stride = max(used, 1)
