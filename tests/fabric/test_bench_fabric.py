@@ -50,13 +50,17 @@ def test_quick_run_measures_both_jobs_and_each_uplink(tmp_path):
     # which a loaded machine may fire)
     assert running["lossless_drops"] == 0
     rounds = lossless["rounds"]
+    # a loaded machine may fire a rank's timer in the lossless run too (CI at -n 3 did:
+    # 28 partials up for 24 rounds); a resend is all that adds a frame to an uplink
+    resent = lossless["retransmissions"]
     for u in lossless["uplinks"]:
-        # the leaf role: one partial up, one result down per round, nothing else lossless
-        assert u["frames_up"] == u["frames_down"] == rounds, u
+        # the leaf role: one partial up, one result down per round, and one more of each
+        # at most per resend of its ranks (the partial again, its cached result or STATUS)
+        assert rounds <= u["frames_down"] <= u["frames_up"] <= rounds + resent, u
     rank0 = lossless["rank0"]
-    assert rank0["packets_sent"] == rounds and rank0["retransmissions"] == 0
+    assert rank0["packets_sent"] == rounds + rank0["retransmissions"]
     text = fabric.markdown(data)
-    assert f"| l1's uplink | {rounds} |" in text
+    assert f"| l1's uplink | {lossless['uplinks'][0]['frames_up']} |" in text
     assert "yes |" in text
 
 
