@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from p4reduce.job import JobConfig, slots_for_call
+from p4reduce.job import JobConfig, call_slot_count
 
 from . import protocol as p
 from .framing import (
@@ -181,7 +181,7 @@ class AllreduceEngine:
         # announces on every slot of the job (_check_fingerprints), so every slot
         # completes its announce round.
         self.slot_count = n = slot_count
-        self.call_slots = used = self._call_slots(blocks, slot_count)
+        self.call_slots = used = call_slot_count(blocks, slot_count, self.params.call_slots)
         self.stride = max(used, 1)
         self._after, first = slot_streams(payload.nonzero, blocks, self.stride)
         self.slots = SlotWindow(n, used, self.params.window)
@@ -230,14 +230,6 @@ class AllreduceEngine:
         self._nothing = Batch.empty(self.builder.width)  # packets_to_send with none to send
 
         self._announce(np.flatnonzero(self.slots.active))
-
-    def _call_slots(self, blocks: int, slot_count: int) -> int:
-        """The slots this call uses: slots_for_call's, or the count EngineParams names
-        (bounded by the job's slots and the call's blocks as the rule is)."""
-        named = self.params.call_slots
-        if named is None:
-            return slots_for_call(blocks, slot_count) if blocks else 0
-        return min(named, slot_count, blocks)
 
     # -- the units' state, read by the Worker, the loop and tests -------------------------
 

@@ -443,13 +443,7 @@ class DemoNetwork:
                                     "--repeat",
                                     str(repeats[job.job]),
                                 ]
-                                + (["--warmup"] if opts.warmup else [])
-                                + ([] if opts.window is None else ["--window", str(opts.window)])
-                                + (
-                                    []
-                                    if opts.call_slots is None
-                                    else ["--call-slots", str(opts.call_slots)]
-                                ),
+                                + worker_flags(opts),
                                 cwd=str(workdir),
                             ),
                         )
@@ -532,6 +526,16 @@ class DemoNetwork:
 def _per_job(values: tuple, j: int, default):
     """Job j's entry of a per-job option, or the option every job shares."""
     return values[j] if j < len(values) else default
+
+
+def worker_flags(opts: Options) -> list[str]:
+    """p4net.worker's options that `opts` sets; what it leaves None stays the worker's
+    default."""
+    flags = ["--warmup"] if opts.warmup else []
+    for name, value in (("--window", opts.window), ("--call-slots", opts.call_slots)):
+        if value is not None:
+            flags += [name, str(value)]
+    return flags
 
 
 def rank_stem(job: int, rank: int) -> str:

@@ -226,10 +226,19 @@ def slots_for_call(blocks: int, slot_count: int) -> int:
     return max(1, min(slot_count, blocks, wanted))
 
 
+def call_slot_count(blocks: int, slot_count: int, named: int | None = None) -> int:
+    """The slots a call of `blocks` blocks uses in a job of `slot_count` slots: none
+    without a block, else slots_for_call's, or `named` (a measurement's count, the same on
+    every rank) bounded by the job's slots and the call's blocks as the rule is."""
+    if not blocks:
+        return 0
+    return slots_for_call(blocks, slot_count) if named is None else min(named, slot_count, blocks)
+
+
 def announce_rounds(blocks: int, slots: int) -> int:
     """Announce rounds of a call of `blocks` blocks in a job of `slots` slots: one per slot
-    the call uses (slots_for_call; docs/protocol.md sections 5 and 6)."""
-    return slots_for_call(blocks, slots) if blocks else 0
+    the call uses (call_slot_count; docs/protocol.md sections 5 and 6)."""
+    return call_slot_count(blocks, slots)
 
 
 def round_count(

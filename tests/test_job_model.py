@@ -14,6 +14,7 @@ from p4reduce.job import (
     Job,
     JobError,
     announce_rounds,
+    call_slot_count,
     block_count,
     check_job_id,
     descriptor_name,
@@ -75,6 +76,9 @@ def test_blocks_and_rounds():
     # a call uses the slots its blocks want (slots_for_call), not every slot of its job
     assert announce_rounds(blocks=63, slots=64) == 16 and announce_rounds(0, 64) == 0
     assert round_count(6, 63, 64, "silent") == 6 + 2 * 16
+    # a count a measurement names is bounded like the rule's; no block, no slot
+    assert call_slot_count(63, 64, named=24) == 24 and call_slot_count(63, 32, named=64) == 32
+    assert call_slot_count(40, 64, named=64) == 40 and call_slot_count(0, 64, named=8) == 0
 
 
 def test_job_ids_and_descriptor_names():
