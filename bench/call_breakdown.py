@@ -66,7 +66,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -80,6 +80,7 @@ from suite import (
     call_windows,
     have_torch,
     job_slots,
+    lone_job,
     make_inputs,
     rank_sum,
     reset_mtu,
@@ -237,29 +238,13 @@ def case_label(c: Case) -> str:
 
 
 def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakdown:
-    """One job of `repeat` timed calls (after the demo's warm-up call), every slot
-    outstanding (the job is alone on its switch, as suite.run_p4reduce's)."""
-    from p4net import demo
-
-    slots = slots or job_slots(c)
+    """One job of `repeat` timed calls (after the demo's warm-up call), alone on its
+    switch as suite.run_p4reduce's (suite.lone_job)."""
     reset_mtu(net)
     # the links at the job's MTU before the switch's CPU is read: the softswitch refits its
     # receive rings to a grown MTU (set_mtu waits for it), a one-off per MTU, not per call
     net.carry(c.block_values)
-    opts = demo.Options(
-        workers=c.workers,
-        size=c.size,
-        target=net.kind,
-        slots=slots,
-        window=slots,
-        quiet=True,
-        repeat=repeat,
-        warmup=True,
-        deadline=600.0,
-        encoding="packed",
-        block_values=c.block_values,
-        round_mode=c.round_mode,
-    )
+    opts = replace(lone_job(c, slots or job_slots(c)), target=net.kind, repeat=repeat)
     inputs = make_inputs(c)
     summary, switch = switch_share(
         switch_pid,

@@ -371,22 +371,16 @@ def block_densities(
 # -- running -----------------------------------------------------------------------------
 
 
-def run_p4reduce(
-    net, c: Case, inputs: list[np.ndarray], slots: int | None = None, every_slot: bool = False
-) -> Result:
-    """One p4reduce case on `net`; `slots` None: the switch kind's default. Its ranks keep
-    every slot outstanding (the window): the job is alone on its switch, where the Worker's
-    default window, a job's fair share of a shared switch, would leave the switch idle
-    between rounds (docs/hostlib.md, "Slots per call"). Its calls use as many of the slots
-    as their blocks want (p4reduce.job.slots_for_call), or all of them with `every_slot`
-    (bench/slot_window.py measures the rule that way). The links start at Ethernet's MTU
-    and the demo raises them as far as the job's frames need (a wide job run before, or
-    gloo's jumbo run, must not leave this one on other links than its own)."""
+def lone_job(c: Case, slots: int, every_slot: bool = False):
+    """The demo's options for p4reduce case `c` as a job alone on its switch, of `slots`
+    slots. Its ranks keep every slot outstanding (the window): the Worker's default
+    window, a job's fair share of a shared switch, would leave the switch idle between
+    rounds (docs/hostlib.md, "Slots per call"). Its calls use as many of the slots as
+    their blocks want (p4reduce.job.slots_for_call), or all of them with `every_slot`
+    (bench/slot_window.py measures the rule that way)."""
     from p4net import demo
 
-    slots = default_slots(c.target) if slots is None else slots
-    reset_mtu(net)
-    opts = demo.Options(
+    return demo.Options(
         workers=c.workers,
         size=c.size,
         dtype="float32",
@@ -402,6 +396,18 @@ def run_p4reduce(
         block_values=c.block_values,
         round_mode=c.round_mode,
     )
+
+
+def run_p4reduce(
+    net, c: Case, inputs: list[np.ndarray], slots: int | None = None, every_slot: bool = False
+) -> Result:
+    """One p4reduce case on `net` as a lone job (`lone_job`); `slots` None: the switch
+    kind's default. The links start at Ethernet's MTU and the demo raises them as far as
+    the job's frames need (a wide job run before, or gloo's jumbo run, must not leave this
+    one on other links than its own)."""
+    slots = default_slots(c.target) if slots is None else slots
+    reset_mtu(net)
+    opts = lone_job(c, slots, every_slot)
     t0 = time.perf_counter()
     s = net.run_jobs(opts, inputs=[inputs])
     r = Result(c, ok=s.all_matched, wall=time.perf_counter() - t0, slots=slots, mtu=net.mtu)
