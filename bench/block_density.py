@@ -109,7 +109,7 @@ def markdown(data: dict) -> str:
         )
         + "; gloo's ring at its fastest link MTU, as in the headline's table: "
         + ", ".join(
-            f"{t} {report.secs(v['gloo'])} s" for t, v in data["times"].items() if v["gloo"]
+            f"{t} {report.secs_unit(v['gloo'])}" for t, v in data["times"].items() if v["gloo"]
         )
         + "). Block density: non-zero blocks ÷ blocks, mean over the ranks / in the union of "
         "the ranks."

@@ -421,6 +421,18 @@ def test_benchmarks_md_block_size_section_is_what_the_headline_run_gives():
     assert all(str(k) in density["zipf"] for k in block_density.SIZES)
 
 
+def test_the_block_density_headers_gloo_times_give_each_one_unit():
+    """block_density's header names gloo's time per target with its unit, once, as the
+    suite's gloo rows do (report.secs_unit): "7.76 ms", never "7.76 ms s"."""
+    import block_density
+
+    data = json.loads((REPO / "docs" / "bench" / "block_density.json").read_text())
+    for v in data["times"].values():
+        v["gloo"] = 0.00776
+    head = block_density.markdown(data).splitlines()[0]
+    assert "7.76 ms" in head and "ms s" not in head, head
+
+
 @pytest.mark.parametrize("seconds", [0.115, 0.0101, 0.00999, 0.00776, 0.0004])
 def test_a_gloo_rows_other_mtus_give_each_time_one_unit(seconds):
     """gloo's row names its other MTUs' times with their unit, once: seconds at 10 ms and
