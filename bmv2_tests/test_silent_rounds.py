@@ -1,5 +1,6 @@
 """Silent rounds (docs/protocol.md sections 6 and 13): a rank sends only for its own
-non-zero blocks, plus an announce and a closing packet per slot per call; the switch keeps
+non-zero blocks, plus an announce packet per slot per call and a closing packet where any
+rank has a block in the slot (else its announce round ends it); the switch keeps
 every rank's next block, picks the minimum, and waits only for the ranks that have it.
 Queries, REWIND requests and rewinds recover what a silent rank lost. Frames are built by
 hand (the harness's codec), the ranks' streams chosen here, and every sum checked against
@@ -46,8 +47,9 @@ def check_all(results, msg_type: MsgType, block: int, next_block: int, version: 
 
 def run_call(job, streams: Streams, version: int = 0, continued: bool = False, slot: int = 0):
     """One call on `slot` as silent ranks play it: an announce round, a data round per
-    block some rank has (only those ranks send), the closing round. Returns the sums by
-    block, the packets each rank sent and the version the next call starts in."""
+    block some rank has (only those ranks send), the closing round -- none where no rank
+    has a block: the announce round names END_OF_STREAM and ends the call. Returns the
+    sums by block, the packets each rank sent and the version the next call starts in."""
     flags = Flag.CONTINUED if continued else 0
     cursor = {r: next_after(s, -1) for r, s in streams.items()}
     sent: Counter[int] = Counter()
@@ -57,6 +59,8 @@ def run_call(job, streams: Streams, version: int = 0, continued: bool = False, s
     results = job.results()
     check_all(results, MsgType.RESULT, END, min(cursor.values()), version)
     sums: dict[int, np.ndarray] = {}
+    if min(cursor.values()) == END:
+        return sums, sent, version ^ 1
     while (block := results[0].header.next_block) != END:
         version ^= 1
         for r in (r for r in streams if cursor[r] == block):
@@ -125,15 +129,22 @@ def test_ranks_silent_for_many_rounds_and_one_whose_next_block_is_the_last(switc
 
 def test_calls_follow_each_other_in_alternating_versions(switch):
     """The closing round's winner is END_OF_STREAM with every rank expected: the next
-    call's announce round (CONTINUED) runs in the version after it, on any slot."""
+    call's announce round (CONTINUED) runs in the version after it, on any slot; so it
+    does after an announce round that named END_OF_STREAM (no rank had a block: calls 1
+    and 4 end there, each rank sending its ANNOUNCE only)."""
     k = p.BLOCK_VALUES
     job = silent_job(switch, 42, 3, slot_count=2)
     for slot in (0, 1):
         version = 0
-        for call in range(3):
+        for call in range(5):
+            empty = call in (1, 4)
             streams = {0: {call: np.full(k, 1)}, 1: {}, 2: {call + 1: np.full(k, 2)}}
-            sums, _, version = run_call(job, streams, version, continued=call > 0, slot=slot)
-            assert {b: int(v[0]) for b, v in sums.items()} == {call: 1, call + 1: 2}
+            streams = {r: {} for r in streams} if empty else streams
+            sums, sent, version = run_call(job, streams, version, continued=call > 0, slot=slot)
+            want = {} if empty else {call: 1, call + 1: 2}
+            assert {b: int(v[0]) for b, v in sums.items()} == want
+            assert dict(sent) == ({0: 1, 1: 1, 2: 1} if empty else {0: 3, 1: 2, 2: 3})
+    assert job.stats()["stale"] == 0
 
 
 def test_a_lost_packet_naming_a_ranks_next_block_is_sent_again(switch):
@@ -281,19 +292,22 @@ def test_rewind_requests_take_the_minimum_and_apply_at_completion(switch, block_
 
 def test_a_rewind_request_in_the_closing_round_is_the_senders_closing_contribution(switch):
     job = silent_job(switch, 48, 3)
-    for r in range(3):
-        job.send(r, MsgType.ANNOUNCE, next_block=END)  # every rank's slot is zero
-    check_all(job.results(), MsgType.RESULT, END, END, 0)
-    job.send(0, MsgType.SKIP, version=1, block=END)
-    job.send(2, MsgType.REWIND, version=1, block=END, next_block=3)
+    for r in range(3):  # rank 1 alone has a block: block 0
+        job.send(r, MsgType.ANNOUNCE, next_block=0 if r == 1 else END)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.ones(p.BLOCK_VALUES),
+             next_block=END, flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, END, 1)
+    job.send(0, MsgType.SKIP, version=0, block=END)
+    job.send(2, MsgType.REWIND, version=0, block=END, next_block=3)
     job.assert_silent(0.3)
-    job.send(2, MsgType.REWIND, version=1, block=END, next_block=3, flags=Flag.RETRANSMIT)
+    job.send(2, MsgType.REWIND, version=0, block=END, next_block=3, flags=Flag.RETRANSMIT)
     status = job.result(2)  # its bit is set: a copy, answered with a STATUS
     assert status is not None and status.header.msg_type == MsgType.STATUS
     assert status.contributors == 0b101
-    job.send(1, MsgType.SKIP, version=1, block=END)
-    check_all(job.results(), MsgType.REWIND, END, 3, 1)
-    _rewind_round(job, 3, 0, {0: END, 1: END, 2: END})
+    job.send(1, MsgType.SKIP, version=0, block=END)
+    check_all(job.results(), MsgType.REWIND, END, 3, 0)
+    _rewind_round(job, 3, 1, {0: END, 1: END, 2: END})
     assert job.stats()["rewinds"] == 1
 
 
@@ -415,22 +429,54 @@ def test_a_query_answered_from_an_announce_round_gets_its_fingerprint_range(swit
     assert res.values is None and res.fingerprint is not None
 
 
+def test_an_announce_round_that_ends_the_call_answers_with_its_fingerprint_range(switch):
+    """No rank has a block: the announce round's RESULT names END_OF_STREAM and ends the
+    call. It is still an announce round's: a copy of a rank's ANNOUNCE (it lost the
+    RESULT) gets it cached with the fingerprint range, not header only as a closing
+    round's; the next call's announce round, which needs every rank, has not run, so
+    nothing reused the version."""
+    job = silent_job(switch, 57, 3)
+    for r in range(3):
+        job.send(r, MsgType.ANNOUNCE, next_block=END)
+    check_all(job.results(), MsgType.RESULT, END, END, 0)
+    job.send(2, MsgType.ANNOUNCE, next_block=END, flags=Flag.RETRANSMIT)
+    res = job.result(2)
+    assert res is not None and res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (0, END, END)
+    assert res.values is None and res.fingerprint is not None
+    job.assert_silent(0.2)
+    assert job.stats()["stale"] == 0 and job.stats()["rounds_completed"] == 1
+
+
 def test_only_skips_close_and_only_announces_open_a_call(switch):
     """Both a closing round and the next call's announce round aggregate END_OF_STREAM;
     the switch tells them apart by the round before, so a stray ANNOUNCE is no closing
-    contribution and a stray closing SKIP joins no announce round: both stale."""
+    contribution and a stray closing SKIP joins no announce round: both stale. After an
+    announce round that named END_OF_STREAM (no rank had a block) the next round is the
+    next call's announce round, which a closing SKIP does not join either."""
+    k = p.BLOCK_VALUES
     job = silent_job(switch, 56, 2)
     for r in range(2):
-        job.send(r, MsgType.ANNOUNCE, next_block=END)
-    check_all(job.results(), MsgType.RESULT, END, END, 0)
-    job.send(0, MsgType.ANNOUNCE, version=1, next_block=END, flags=Flag.CONTINUED)
-    job.assert_silent(0.3)  # the closing round (v1) takes SKIPs only
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
     for r in range(2):
-        job.send(r, MsgType.SKIP, version=1, block=END, flags=Flag.CONTINUED)
-    check_all(job.results(), MsgType.RESULT, END, END, 1)
-    job.send(1, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
-    job.assert_silent(0.3)  # the next call's announce round (v0) takes ANNOUNCEs only
+        job.send(r, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=END,
+                 flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, END, 1)
+    job.send(0, MsgType.ANNOUNCE, version=0, next_block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # the closing round (v0) takes SKIPs only
+    for r in range(2):
+        job.send(r, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, END, 0)
+    job.send(1, MsgType.SKIP, version=1, block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # the next call's announce round (v1) takes ANNOUNCEs only
     assert job.stats()["stale"] == 2
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, version=1, next_block=END, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, END, 1)  # no block: the call ends
+    job.send(0, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # no closing round follows: the next call's announce (v0)
+    assert job.stats()["stale"] == 3
     for r in range(2):
         job.send(r, MsgType.ANNOUNCE, next_block=3, flags=Flag.CONTINUED)
     check_all(job.results(), MsgType.RESULT, END, 3, 0)

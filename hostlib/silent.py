@@ -1,7 +1,7 @@
 """The worker's side of silent rounds (docs/protocol.md, docs/hostlib.md "Silent rounds").
 
 In a job of silent rounds a rank sends only for its own non-zero blocks, plus each slot's
-announce and closing packets: the switch keeps every rank's next block and names the
+announce packet and, where any rank has a block in the slot, its closing packet: the switch keeps every rank's next block and names the
 next round's block in each RESULT, which is multicast to every rank. A rank that has
 nothing for a round stays silent and only listens, so it must itself notice a RESULT it
 missed: each RESULT names the next one's block (the chain), and the rank keeps, per slot,
@@ -9,7 +9,8 @@ its **coverage** c -- every block of the slot's stream before c has a known sum.
 (a RESULT that is not the one the chain expects, or one that does not start at c) makes
 the rank ask the switch for a rewind to c; the slot's closing packet goes only with full
 coverage. So no sum can go missing silently, and without loss no rank sends more than
-its non-zero blocks plus two packets per slot.
+its non-zero blocks plus two packets per slot (one where no rank has a block: the
+announce round's RESULT names END_OF_STREAM and ends the slot, as every rank took part).
 
 Why a subclass of the every-rank engine: the frames, timers (timers.Pacer), liveness,
 fingerprints, STATE_LOST and the slot window are the same; only what a result releases
@@ -244,7 +245,11 @@ class SilentEngine(AllreduceEngine):
         kind = self.kind[s]
         rewind = msg == p.MSG.REWIND
         nature = self._nature(r, idx, b)
-        closing = ~rewind & (nature == CLOSING_ROUND)
+        # what ends the slot's call: a closing round's RESULT, or a call's announce round's
+        # (block END_OF_STREAM; a rewind round's is its position) naming END_OF_STREAM next
+        closing = ~rewind & (
+            (nature == CLOSING_ROUND) | ((nature == ANNOUNCE_ROUND) & (b == EOS) & (n == EOS))
+        )
         # the round waited for: its version and block, and a result of its kind (a
         # closing round's RESULT in the version of an announce this rank waits for is of
         # a slot whose rounds went on without it; a rewind round at a block is no data
@@ -257,9 +262,10 @@ class SilentEngine(AllreduceEngine):
         if matched < idx.size:  # (no later round among them where every one matches)
             cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
             news = ~cached | (key != self.last_key[s])
-            # in a call's announce round a closing RESULT is the last call's: this call's
-            # closing round would have needed this rank's closing packet, and a REWIND
-            # request taken as one (coverage is never full here) completes it as a REWIND
+            # in a call's announce round a RESULT that ends a call is the last call's: this
+            # call's closing round would have needed this rank's closing packet, and a
+            # REWIND request taken as one (coverage is never full here) completes it as a
+            # REWIND; an announce round that ends it, this rank's ANNOUNCE
             later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
             use = match | later
         used, rows = selection(use)
@@ -276,8 +282,8 @@ class SilentEngine(AllreduceEngine):
         self._cover(r, idx, s, b, n, kind, match, rewind)
         self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
         if np.count_nonzero(closing):
-            # a slot ends in its closing round's version (the next call announces in the
-            # other), also when the closing RESULT came as a later round
+            # a slot ends in the version of the round that ended it (the next call
+            # announces in the other), also when the closing RESULT came as a later round
             self.slot_version[s[closing]] = ver[closing]
             lacking = s[closing & (self.cover[s] != EOS)]
             self.incomplete.extend(int(x) for x in lacking)
@@ -392,10 +398,9 @@ class SilentEngine(AllreduceEngine):
 
     def _check_ranges(self, r: Parsed, ai: np.ndarray, now: float) -> None:
         """An announce round's RESULT carries the fingerprint range. Where it differs the
-        switch names END_OF_STREAM next, so the slot goes on to its closing round like
-        any other (ending it after the announce, as every-rank rounds do, would leave the
-        switch in a closing round the next call's announce would fall into); the rank
-        announces on every slot it has not opened (engine._note_mismatch)."""
+        switch names END_OF_STREAM next, which ends the slot's call (as when no rank has a
+        block in it: _take); the rank announces on every slot it has not opened
+        (engine._note_mismatch)."""
         if r.extension is None or r.fingerprint is None:
             raise p.ProtocolError("RESULT of an announce round carries no fingerprint range")
         if (r.extension[ai] != p.EXT.FINGERPRINT).any():
@@ -512,6 +517,7 @@ class SilentEngine(AllreduceEngine):
         if not s.size:
             return
         self.kind[s] = CLOSING_ROUND
+        self.stats.control_packets += int(s.size)
         self.block[s] = EOS
         self.exponent[s] = 0
         self.mine[s] = True

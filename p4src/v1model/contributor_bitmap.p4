@@ -118,8 +118,8 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         round_kind.read(kind, meta.slot_index);
         announce_round = (meta.round_done == 1
                           && kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE] == 1) ? 1w1 : 1w0;
-        meta.closing_answer = (meta.round_done == 1
-                               && kind[ROUND_KIND_CLOSING:ROUND_KIND_CLOSING] == 1) ? 1w1 : 1w0;
+        meta.closing_answer = (meta.round_done == 1 && announce_round == 0
+                               && kind[ROUND_KIND_ENDED:ROUND_KIND_ENDED] == 1) ? 1w1 : 1w0;
     }
     /* an announce or rewind round's result is the fingerprint range, not values */
     action serve_announce_round() {
@@ -142,7 +142,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         bit<3> kind;
         round_kind.read(kind, meta.slot_index);
         announce_round = kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE];
-        meta.closing_answer = kind[ROUND_KIND_CLOSING:ROUND_KIND_CLOSING];
+        meta.closing_answer = kind[ROUND_KIND_ENDED:ROUND_KIND_ENDED] & ~announce_round;
         hdr.fingerprint.setInvalid();
     }
     /* A REWIND's position is taken unless it is a copy of the sender's closing

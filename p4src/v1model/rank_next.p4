@@ -8,7 +8,8 @@
  * as NextBlock stores it (RoundWinner's stale check reads it in both modes). It also stores
  * the next round's expected ranks in the other version (ExpectedRanks reads them): the
  * ranks whose cell's block is the winner's, or every rank when the winner is
- * END_OF_STREAM (the closing round, or the next call's announce round). An announce round
+ * END_OF_STREAM (the closing round, or the next call's announce round: after a closing
+ * round, and after an announce round that named it, which ends the call). An announce round
  * whose fingerprints differ wins END_OF_STREAM, as in NextBlock.
  *
  * A pending rewind (Rewind: meta.rewound) replaces the winner: the next round is a rewind
@@ -79,9 +80,12 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
                        (meta.first_round == 1) ? END_OF_STREAM[23:0] ++ 8w0xFF : earlier);
         expected.write(meta.slot_index ^ 1, meta.next_expected);
         bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
-        bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
-                               ? 1w1 : 1w0;
-        round_kind.write(meta.slot_index, closing_round ++ announce_round ++ meta.rewound);
+        /* a closing round, or a call's announce round (block END_OF_STREAM; a rewind
+         * round's is its position) whose winner is END_OF_STREAM, ends the slot's call */
+        bit<1> ended = (hdr.p4r.block == END_OF_STREAM
+                        && (announce_round == 0 || meta.next_key[31:8] == END_OF_STREAM[23:0]))
+                       ? 1w1 : 1w0;
+        round_kind.write(meta.slot_index, ended ++ announce_round ++ meta.rewound);
     }
     action read_stored() {
         next_key.read(meta.next_key, meta.slot_index);

@@ -133,8 +133,11 @@ class SilentSwitchModel:
             sl.rewind = EOS
         else:
             msg, nxt = p.MsgType.RESULT, block
+            # a closing round ends the slot's call, and so does a call's announce round
+            # (block END_OF_STREAM, not a rewind round) whose winner is END_OF_STREAM
+            ended = half.closing or (half.block == EOS and not half.rewinding and block == EOS)
             other.block, other.rewinding = block, False
-            other.closing = block == EOS and not half.closing
+            other.closing = block == EOS and not ended
             other.expected = (
                 self.full
                 if block == EOS

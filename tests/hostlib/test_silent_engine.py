@@ -95,6 +95,24 @@ def test_a_slot_costs_an_announce_its_data_and_a_closing_skip():
     assert e.stats.sent_counts() == {"ANNOUNCE": 4, "DATA": 2, "SKIP": 1}
 
 
+def test_a_slot_no_rank_has_a_block_in_ends_at_its_announce():
+    """Every rank announced END_OF_STREAM on slot 3, so its announce round's RESULT names
+    END_OF_STREAM: that ends the slot (every rank took part: nothing to close), in the
+    announce round's version, with nothing more sent; a rewind round that names it does
+    not (its closing round follows)."""
+    e = make_engine()
+    sent(e)
+    feed(e, 3, 0, EOS, EOS, fp=(FP, FP))
+    assert not e.active[3] and e.cover[3] == EOS and e.slot_version[3] == 0
+    assert only(e, 3) == []
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32), msg=RW)  # rewind to 6
+    assert only(e, 2) == [(p.MsgType.ANNOUNCE, 0, 6, EOS)]
+    feed(e, 2, 0, 6, EOS, fp=(FP, FP))  # the rewind round names END_OF_STREAM
+    assert e.active[2] and only(e, 2) == [(SKIP, 1, EOS, EOS)]
+    assert e.stats.sent_counts() == {"ANNOUNCE": 5, "SKIP": 1}
+
+
 def test_a_gap_in_the_chain_rewinds_and_nothing_is_missing():
     """Rank 0 is silent on slot 2 (the other rank has 2, 6, 10). It misses the RESULT of
     block 6: the RESULT of block 10 is a gap, so its closing packet is a REWIND(P=6); the
@@ -145,13 +163,16 @@ def test_a_rewind_re_runs_blocks_already_stored_without_storing_them_twice():
 
 def test_duplicates_and_stale_copies_are_ignored():
     """Cached copies of the last result taken (answers to resends sent before it), and
-    in the announce round the previous call's closing RESULT (the switch's last
-    completed round), change nothing."""
+    in the announce round the previous call's RESULT that ended the slot (the switch's
+    last completed round: a closing round, or an announce round that named
+    END_OF_STREAM), change nothing."""
     e = make_engine()
     sent(e)
     cached = int(p.Flag.CACHED)
     feed(e, 2, 1, EOS, EOS, flags=cached)  # the last call's closing round, version 1
     assert e.kind[2] == 0 and e.active[2]
+    feed(e, 3, 1, EOS, EOS, fp=(FP, FP), flags=cached)  # the last call's announce round
+    assert e.kind[3] == 0 and e.active[3]
     feed(e, 2, 0, EOS, 2, fp=(FP, FP))
     feed(e, 2, 0, EOS, 2, fp=(FP, FP), flags=cached)
     feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
@@ -166,10 +187,10 @@ def test_unanswered_queries_turn_into_a_rewind_request():
     e = make_engine(slot_count=4)
     sent(e)
     for s, nxt in ((0, 4), (1, 1), (3, EOS)):  # the other slots run to their end
-        feed(e, s, 0, EOS, nxt, fp=(FP, FP))
+        feed(e, s, 0, EOS, nxt, fp=(FP, FP))  # (slot 3 ends here: no block in it)
         if nxt != EOS:
             feed(e, s, 1, nxt, EOS, values=np.ones(64, np.int32))
-        feed(e, s, 1 if nxt == EOS else 0, EOS, EOS)
+            feed(e, s, 0, EOS, EOS)
     assert list(np.flatnonzero(e.active)) == [2]
     feed(e, 2, 0, EOS, 2, fp=(FP, FP))
     feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
@@ -210,8 +231,10 @@ def test_a_closing_skip_is_header_only_and_a_query_as_long_as_a_result(k):
     e = new_engine(cfg, make_payload(x, 2, block_values=k), T0, PARAMS)
     e.packets_to_send(T0, expire=False)
     fp = p.fingerprint(np.int32, x.size)
-    feed(e, 3, 0, EOS, EOS, fp=(fp, fp))  # no rank has a block of slot 3: it closes
-    feed(e, 2, 0, EOS, 2, fp=(fp, fp))  # the other rank has block 2: rank 0 is silent
+    feed(e, 3, 0, EOS, 3, fp=(fp, fp))  # the other rank has block 3: rank 0 is silent
+    feed(e, 2, 0, EOS, 2, fp=(fp, fp))  # ... and block 2
+    assert len(e.packets_to_send(T0, expire=False)) == 0
+    feed(e, 3, 1, 3, EOS, values=np.ones(k, np.int32))  # slot 3 closes
     batch = e.packets_to_send(T0, expire=False)
     (closing,) = [batch.frame(i) for i in range(len(batch))]
     frame = p.parse_frame(closing, k)
