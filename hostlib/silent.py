@@ -1,8 +1,9 @@
 """The worker's side of silent rounds (docs/protocol.md, docs/hostlib.md "Silent rounds").
 
 In a job of silent rounds a rank sends only for its own non-zero blocks, plus each slot's
-announce packet and, where any rank has a block in the slot, its closing packet: the switch keeps every rank's next block and names the
-next round's block in each RESULT, which is multicast to every rank. A rank that has
+announce packet and, where any rank has a block in the slot, its closing packet: the
+switch keeps every rank's next block and names the next round's block in each RESULT,
+which is multicast to every rank. A rank that has
 nothing for a round stays silent and only listens, so it must itself notice a RESULT it
 missed: each RESULT names the next one's block (the chain), and the rank keeps, per slot,
 its **coverage** c -- every block of the slot's stream before c has a known sum. A gap

@@ -13,7 +13,6 @@ from bmv2_tests import kinds
 import p4net.demo
 import p4net.topology
 from p4reduce.job import closing_rounds
-from p4reduce.target import TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
 BLOCK_VALUES = 64

@@ -4,7 +4,8 @@ patterns per rank drawn by hypothesis (independent, shared, all-zero ranks, a si
 non-zero rank, the last block only), with and without the P4 drop simulator's loss on
 ingress and egress, two calls per job: every rank's sum is numpy's, and each rank keeps
 to its packet budget (silent_patterns.check_budget: without loss exactly its non-zero
-blocks, an announce per slot and a closing packet per slot that any rank has a block in). Also float32, a K whose SKIPs carry zeros, and a dead rank."""
+blocks, an announce per slot and a closing packet per slot that any rank has a block
+in). Also float32, a K whose SKIPs carry zeros, and a dead rank."""
 
 from __future__ import annotations
 
