@@ -45,12 +45,22 @@ def check_all(results, msg_type: MsgType, block: int, next_block: int, version: 
         assert h.flags & Flag.SILENT
 
 
-def run_call(job, streams: Streams, version: int = 0, continued: bool = False, slot: int = 0):
+def run_call(
+    job,
+    streams: Streams,
+    version: int = 0,
+    continued: bool = False,
+    slot: int = 0,
+    covered: bool = False,
+):
     """One call on `slot` as silent ranks play it: an announce round, a data round per
     block some rank has (only those ranks send), the closing round -- none where no rank
-    has a block: the announce round names END_OF_STREAM and ends the call. Returns the
+    has a block: the announce round names END_OF_STREAM and ends the call, flagged ENDED.
+    With `covered` every DATA says its sender holds every earlier sum (as a rank without
+    loss does), so a last data round that every rank joins ends the call too. Returns the
     sums by block, the packets each rank sent and the version the next call starts in."""
     flags = Flag.CONTINUED if continued else 0
+    data_flags = Flag.CONTINUED | (Flag.COVERED if covered else 0)
     cursor = {r: next_after(s, -1) for r, s in streams.items()}
     sent: Counter[int] = Counter()
     for r in streams:
@@ -60,19 +70,25 @@ def run_call(job, streams: Streams, version: int = 0, continued: bool = False, s
     check_all(results, MsgType.RESULT, END, min(cursor.values()), version)
     sums: dict[int, np.ndarray] = {}
     if min(cursor.values()) == END:
+        assert all(res.header.flags & Flag.ENDED for res in results.values())
         return sums, sent, version ^ 1
     while (block := results[0].header.next_block) != END:
         version ^= 1
-        for r in (r for r in streams if cursor[r] == block):
+        senders = [r for r in streams if cursor[r] == block]
+        for r in senders:
             cursor[r] = next_after(streams[r], block)
             values = streams[r][block]
             job.send(r, MsgType.DATA, slot=slot, version=version, block=block, values=values,
-                     next_block=cursor[r], flags=Flag.CONTINUED)  # fmt: skip
+                     next_block=cursor[r], flags=data_flags)  # fmt: skip
             sent[r] += 1
         results = job.results()
         check_all(results, MsgType.RESULT, block, min(cursor.values()), version)
         sums[block] = results[0].values
         assert all(np.array_equal(res.values, sums[block]) for res in results.values())
+    ended = covered and len(senders) == len(streams)
+    assert all(bool(res.header.flags & Flag.ENDED) == ended for res in results.values())
+    if ended:
+        return sums, sent, version ^ 1
     version ^= 1
     for r in streams:  # a closing SKIP is header only at every block size
         job.send(r, MsgType.SKIP, slot=slot, version=version, block=END, flags=Flag.CONTINUED,
@@ -427,6 +443,58 @@ def test_a_query_answered_from_an_announce_round_gets_its_fingerprint_range(swit
     assert res is not None and res.header.flags & Flag.CACHED
     assert (res.header.slot_version, res.header.block, res.header.next_block) == (0, END, 0)
     assert res.values is None and res.fingerprint is not None
+
+
+@pytest.mark.parametrize("block_values", [64, 2048])
+def test_a_last_data_round_that_every_rank_joined_covered_ends_the_call(switch, block_values):
+    """Ranks whose DATA say they hold every earlier sum (COVERED): where the slot's last
+    block is non-zero on every rank, its round's RESULT names END_OF_STREAM flagged ENDED
+    and no closing round follows (a closing SKIP is stale, the next call's ANNOUNCE opens
+    it); a copy of a rank's DATA gets that RESULT cached, still flagged ENDED. Where a rank
+    lacks the last block the closing round follows as before."""
+    k = block_values
+    job = silent_job(switch, 67, 3, block_values=k)
+    streams = {r: {0: np.full(k, r + 1), 2 + r % 2: np.full(k, 5)} for r in range(3)}
+    streams = {r: {**s, 4: np.full(k, 10 * r)} for r, s in streams.items()}
+    sums, sent, v = run_call(job, streams, covered=True)  # block 4: every rank's
+    assert np.array_equal(sums[4], np.full(k, 30)) and sums[2][0] == 10 and sums[3][0] == 5
+    assert dict(sent) == {0: 4, 1: 4, 2: 4}  # an ANNOUNCE and 3 DATA: no closing SKIP
+    job.send(1, MsgType.DATA, version=v ^ 1, block=4, values=np.full(k, 10), next_block=END,
+             flags=Flag.CONTINUED | Flag.COVERED | Flag.RETRANSMIT)  # fmt: skip
+    res = job.result(1)
+    assert res is not None and res.header.flags & Flag.CACHED and res.header.flags & Flag.ENDED
+    assert (res.header.block, res.header.next_block) == (4, END)
+    assert np.array_equal(res.values, np.full(k, 30))
+    stale = job.stats()["stale"]
+    job.send(0, MsgType.SKIP, version=v, block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # no closing round: the next call's announce round
+    assert job.stats()["stale"] == stale + 1
+    streams[2].pop(4)  # the next call: rank 2 lacks the last block, so the call closes
+    sums, sent, v = run_call(job, streams, v, continued=True, covered=True)
+    assert dict(sent) == {0: 5, 1: 5, 2: 4} and np.array_equal(sums[4], np.full(k, 10))
+    assert job.stats()["stale"] == stale + 1 and job.stats()["wrong_encoding"] == 0
+
+
+def test_a_data_round_with_a_contribution_not_covered_is_followed_by_the_closing_round(switch):
+    """Every rank joins the last round, but one DATA lacks COVERED (its sender saw a gap:
+    it sends its REWIND in the closing round instead of its closing SKIP): the RESULT is
+    not ENDED, and the closing round takes that REWIND, whose rewind re-runs the slot."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 68, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=END,
+             flags=Flag.CONTINUED | Flag.COVERED)  # fmt: skip
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=END,
+             flags=Flag.CONTINUED)  # fmt: skip
+    results = job.results()
+    check_all(results, MsgType.RESULT, 0, END, 1)
+    assert not any(res.header.flags & Flag.ENDED for res in results.values())
+    job.send(0, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
+    job.send(1, MsgType.REWIND, version=0, block=END, next_block=0, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.REWIND, END, 0, 0)
+    assert job.stats()["rewinds"] == 1
 
 
 def test_an_announce_round_that_ends_the_call_answers_with_its_fingerprint_range(switch):

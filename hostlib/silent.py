@@ -10,8 +10,11 @@ its **coverage** c -- every block of the slot's stream before c has a known sum.
 (a RESULT that is not the one the chain expects, or one that does not start at c) makes
 the rank ask the switch for a rewind to c; the slot's closing packet goes only with full
 coverage. So no sum can go missing silently, and without loss no rank sends more than
-its non-zero blocks plus two packets per slot (one where no rank has a block: the
-announce round's RESULT names END_OF_STREAM and ends the slot, as every rank took part).
+its non-zero blocks plus two packets per slot. The closing round is left out where every
+rank took part in the slot's last round knowing every earlier sum: an announce round
+naming END_OF_STREAM (no rank has a block in the slot), or a data round naming it that
+expected every rank, each DATA flagged COVERED (its sender's coverage reached its block);
+the switch then flags the RESULT ENDED.
 
 Why a subclass of the every-rank engine: the frames, timers (timers.Pacer), liveness,
 fingerprints, STATE_LOST and the slot window are the same; only what a result releases
@@ -246,11 +249,11 @@ class SilentEngine(AllreduceEngine):
         kind = self.kind[s]
         rewind = msg == p.MSG.REWIND
         nature = self._nature(r, idx, b)
-        # what ends the slot's call: a closing round's RESULT, or a call's announce round's
-        # (block END_OF_STREAM; a rewind round's is its position) naming END_OF_STREAM next
-        closing = ~rewind & (
-            (nature == CLOSING_ROUND) | ((nature == ANNOUNCE_ROUND) & (b == EOS) & (n == EOS))
-        )
+        # what ends the slot's call: a closing round's RESULT, or one the switch flagged
+        # ENDED (an announce or data round that every rank took part in, naming
+        # END_OF_STREAM: docs/protocol.md section 6)
+        ended = (c["flags"][idx] & p.FLAG.ENDED) != 0
+        closing = ~rewind & ((nature == CLOSING_ROUND) | (ended & (n == EOS)))
         # the round waited for: its version and block, and a result of its kind (a
         # closing round's RESULT in the version of an announce this rank waits for is of
         # a slot whose rounds went on without it; a rewind round at a block is no data
@@ -310,8 +313,8 @@ class SilentEngine(AllreduceEngine):
         does not pass. A data round's names a later block of the slot's stream or
         END_OF_STREAM; a closing round's (block END_OF_STREAM: coverage is full) names
         END_OF_STREAM. Such a wave has no later round, announce or rewind round, gap,
-        incomplete slot or refusal in it: returns which of it are closing rounds'
-        (_take_steady takes it), else None. Why: such waves are nearly all of a call,
+        incomplete slot or refusal in it: returns which of it end their slot's call (a
+        closing round's, a data round's flagged ENDED) for _take_steady, else None. Why: such waves are nearly all of a call,
         and the general path's steps for the rest were most of a silent rank's CPU (a
         few dozen numpy calls on a few rows)."""
         kind, eos = self.kind[s], n == EOS
@@ -323,7 +326,9 @@ class SilentEngine(AllreduceEngine):
         ok &= np.where(closing, eos, ahead & (kind == DATA_ROUND))
         if r.extension is not None:
             ok &= r.extension[idx] != p.EXT.FINGERPRINT
-        return closing if np.count_nonzero(ok) == ok.size else None
+        if np.count_nonzero(ok) < ok.size:
+            return None
+        return closing | (eos & ((r.cols["flags"][idx] & p.FLAG.ENDED) != 0))
 
     def _take_steady(
         self,
@@ -333,24 +338,29 @@ class SilentEngine(AllreduceEngine):
         ver: np.ndarray,
         b: np.ndarray,
         n: np.ndarray,
-        closing: np.ndarray,
+        ends: np.ndarray,
         now: float,
     ) -> int:
-        """A wave of the common kind (_steady; `closing`: its closing rounds' results),
-        taken as _take takes it, less the steps that cannot apply to it: each data
+        """A wave of the common kind (_steady; `ends`: the results that end their slot's
+        call), taken as _take takes it, less the steps that cannot apply to it: each data
         round's sum is stored (_store) and coverage moves to the block it names, the
-        rounds complete (a closing one ends its slot, in the closing round's version),
-        and each other slot's next round goes out: the closing round where
-        END_OF_STREAM is named (coverage is then full), else a data round."""
+        rounds complete (one that ends its slot ends it in its version), and each other
+        slot's next round goes out: the closing round where END_OF_STREAM is named
+        (coverage is then full), else a data round."""
         self._note_taken(s, ver << 56 | int(p.MSG.RESULT) << 52 | b << 24 | n)
         ne = r.cols["next_exponent"][idx]
         taken, rounds = int(idx.size), s
-        if np.count_nonzero(closing):  # (closing slots end in their version: `ver`)
-            go = ~closing
-            idx, s, ver, n, ne = idx[go], s[go], ver[go], n[go], ne[go]
-        self._store(r, idx, s)
-        self.cover[s] = n
-        self._completed(rounds, closing, now)
+        data = self.kind[s] == DATA_ROUND
+        if np.count_nonzero(data) < s.size:  # (closing rounds' RESULTs hold no sums)
+            self._store(r, idx[data], s[data])
+            self.cover[s[data]] = n[data]
+        else:
+            self._store(r, idx, s)
+            self.cover[s] = n
+        self._completed(rounds, ends, now)
+        if np.count_nonzero(ends):  # (ended slots end in their version: `ver`)
+            go = ~ends
+            s, ver, n, ne = s[go], ver[go], n[go], ne[go]
         self._next_rounds(s, ver, n, ne)
         return taken
 
@@ -555,6 +565,9 @@ class SilentEngine(AllreduceEngine):
             after = self._after[dn].astype(np.int64)
             self.my_next[ds] = after
             self.last_data[ds] = dn
+            # COVERED: this rank holds every earlier sum of the slot (its coverage reached
+            # the block), so a last round of every rank may end the call (_take)
+            covered = (self.cover[ds] == dn) & ~self.want_rewind[ds]
             self._emit(
                 ds,
                 int(p.MSG.DATA),
@@ -563,6 +576,7 @@ class SilentEngine(AllreduceEngine):
                 after,
                 self.payload.values(dn, de, self.scratch),
                 np.full(sending, p.EXT.VALUES),
+                np.where(covered, int(p.FLAG.COVERED), 0),
             )
         if sending < s.size:
             self._query(s[~is_data], False)

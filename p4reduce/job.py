@@ -242,14 +242,23 @@ def announce_rounds(blocks: int, slots: int) -> int:
     return call_slot_count(blocks, slots)
 
 
-def closing_rounds(union: Sequence[bool], slots: int, named: int | None = None) -> int:
-    """Closing rounds of a silent call whose blocks are non-zero on some rank where `union`
-    (one flag per block of the call) is true, in a job of `slots` slots: one per slot the
-    call uses (call_slot_count; `named` as there) whose stream holds such a block. A slot
-    with none ends at its announce round, whose winner is END_OF_STREAM and which every
-    rank took part in (docs/protocol.md section 6)."""
-    used = call_slot_count(len(union), slots, named)
-    return len({i % used for i, nonzero in enumerate(union) if nonzero})
+def closing_rounds(
+    nonzero: Sequence[Sequence[bool]], slots: int, named: int | None = None
+) -> int:
+    """Closing rounds of a silent call without loss, `nonzero[r][b]` saying whether block b
+    is non-zero on rank r, in a job of `slots` slots: one per slot the call uses
+    (call_slot_count; `named` as there) whose stream holds a block non-zero on some rank,
+    unless the last such block is non-zero on every rank. A slot with none ends at its
+    announce round, a slot whose last round every rank joins at that round (each rank's
+    DATA is COVERED without loss): every rank took part, knowing every earlier sum
+    (docs/protocol.md section 6)."""
+    blocks = len(nonzero[0]) if len(nonzero) else 0
+    used = call_slot_count(blocks, slots, named)
+    last: dict[int, int] = {}  # slot -> its stream's last block non-zero on some rank
+    for b in range(blocks):
+        if any(rank[b] for rank in nonzero):
+            last[b % used] = b
+    return sum(1 for b in last.values() if not all(rank[b] for rank in nonzero))
 
 
 def round_count(

@@ -38,6 +38,14 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
     action announce() {
         meta.announced_key = hdr.p4r.next_block[23:0] ++ (~hdr.p4r.next_exponent);
         rank_next.write((meta.pool_slot << 5) | (bit<32>)hdr.p4r.rank, meta.announced_key);
+        /* whether every contribution to the round is a DATA whose sender holds every
+         * earlier result of the slot (FLAG_COVERED): the first one sets it, each other adds */
+        bit<1> lacks = (hdr.p4r.msg_type != MSG_DATA || (hdr.p4r.flags & FLAG_COVERED) == 0)
+                       ? 1w1 : 1w0;
+        bit<1> before;
+        uncovered.read(before, meta.slot_index);
+        meta.uncovered = (meta.first == 1) ? lacks : (before | lacks);
+        uncovered.write(meta.slot_index, meta.uncovered);
         meta.next_key = 0xFFFFFFFF;
         meta.next_expected = 0;
         meta.rank_cell_index = meta.pool_slot << 5;   /* rank 0's cell */
@@ -80,16 +88,29 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
                        (meta.first_round == 1) ? END_OF_STREAM[23:0] ++ 8w0xFF : earlier);
         expected.write(meta.slot_index ^ 1, meta.next_expected);
         bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
-        /* a closing round, or a call's announce round (block END_OF_STREAM; a rewind
-         * round's is its position) whose winner is END_OF_STREAM, ends the slot's call */
-        bit<1> ended = (hdr.p4r.block == END_OF_STREAM
-                        && (announce_round == 0 || meta.next_key[31:8] == END_OF_STREAM[23:0]))
-                       ? 1w1 : 1w0;
-        round_kind.write(meta.slot_index, ended ++ announce_round ++ meta.rewound);
+        bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
+                               ? 1w1 : 1w0;
+        /* What ends the slot's call: a closing round; or, with END_OF_STREAM the winner
+         * (no rewind), a round that every rank took part in knowing every earlier result:
+         * a call's announce round (block END_OF_STREAM; a rewind round's is its position),
+         * or a data round that expected every rank, each contribution COVERED. The round
+         * after it cannot reuse this version before every rank has its result. */
+        bit<1> eos_next = (meta.next_key[31:8] == END_OF_STREAM[23:0] && meta.rewound == 0)
+                          ? 1w1 : 1w0;
+        bit<1> call_announce = (announce_round == 1 && hdr.p4r.block == END_OF_STREAM)
+                               ? 1w1 : 1w0;
+        bit<1> covered_data = (announce_round == 0 && hdr.p4r.block != END_OF_STREAM
+                               && meta.expected == meta.full_mask && meta.uncovered == 0)
+                              ? 1w1 : 1w0;
+        meta.ended = (closing_round == 1
+                      || (eos_next == 1 && (call_announce == 1 || covered_data == 1)))
+                     ? 1w1 : 1w0;
+        round_kind.write(meta.slot_index,
+                         meta.ended ++ closing_round ++ announce_round ++ meta.rewound);
     }
     action read_stored() {
         next_key.read(meta.next_key, meta.slot_index);
-        bit<3> kind;
+        bit<4> kind;
         round_kind.read(kind, meta.slot_index);
         meta.rewound = kind[ROUND_KIND_REWOUND:ROUND_KIND_REWOUND];
     }

@@ -32,6 +32,9 @@ R, DATA, SKIP, ANN, RW = (
 )
 
 
+ENDED = int(p.Flag.ENDED)
+
+
 def make_engine(slot_count: int = 4) -> SilentEngine:
     cfg = load_descriptor(descriptor(0, 2, slot_count=slot_count, round_mode="silent"))
     eng = new_engine(cfg, make_payload(engine_tensor(), 2), T0, PARAMS)
@@ -102,7 +105,7 @@ def test_a_slot_no_rank_has_a_block_in_ends_at_its_announce():
     not (its closing round follows)."""
     e = make_engine()
     sent(e)
-    feed(e, 3, 0, EOS, EOS, fp=(FP, FP))
+    feed(e, 3, 0, EOS, EOS, fp=(FP, FP), flags=ENDED)
     assert not e.active[3] and e.cover[3] == EOS and e.slot_version[3] == 0
     assert only(e, 3) == []
     feed(e, 2, 0, EOS, 2, fp=(FP, FP))
@@ -111,6 +114,35 @@ def test_a_slot_no_rank_has_a_block_in_ends_at_its_announce():
     feed(e, 2, 0, 6, EOS, fp=(FP, FP))  # the rewind round names END_OF_STREAM
     assert e.active[2] and only(e, 2) == [(SKIP, 1, EOS, EOS)]
     assert e.stats.sent_counts() == {"ANNOUNCE": 5, "SKIP": 1}
+
+
+def test_a_data_round_flagged_ended_ends_the_slot_and_data_says_covered():
+    """A DATA goes out flagged COVERED when the rank holds every earlier sum of the slot
+    (its coverage reached the block); a RESULT naming END_OF_STREAM that the switch
+    flagged ENDED (its round expected every rank, each COVERED) ends the slot, its sums
+    stored, with no closing SKIP. After a gap the DATA is not COVERED."""
+    covered = int(p.Flag.COVERED)
+    e = make_engine()
+    sent(e)
+    feed(e, 1, 0, EOS, 1, fp=(FP, FP))
+    [(msg, _, blk, _, f)] = [x for x in sent(e) if x[4].header.slot == 1]
+    assert (msg, blk) == (DATA, 1) and f.header.flags & covered
+    feed(e, 1, 1, 1, 5, values=np.full(64, 3, np.int32))
+    feed(e, 1, 0, 5, 9, values=np.full(64, 7, np.int32))
+    [(msg, _, blk, _, f)] = [x for x in sent(e) if x[4].header.slot == 1]
+    assert (msg, blk) == (DATA, 9) and f.header.flags & covered
+    feed(e, 1, 1, 9, EOS, values=np.full(64, 11, np.int32), flags=ENDED)
+    assert not e.active[1] and e.slot_version[1] == 1 and only(e, 1) == []
+    out = e.output.finish().reshape(12, 64)
+    assert (out[1] == 3).all() and (out[5] == 7).all() and (out[9] == 11).all()
+    assert e.stats.sent_counts() == {"ANNOUNCE": 4, "DATA": 2}
+    gap = make_engine()
+    sent(gap)
+    feed(gap, 1, 0, EOS, 1, fp=(FP, FP))
+    sent(gap)
+    feed(gap, 1, 0, 5, 9, values=np.full(64, 7, np.int32))  # the RESULT of block 1 lost
+    data = [x[4] for x in sent(gap) if x[4].header.slot == 1 and x[0] == DATA]
+    assert [f.header.block for f in data] == [9] and not data[0].header.flags & covered
 
 
 def test_a_gap_in_the_chain_rewinds_and_nothing_is_missing():
@@ -171,7 +203,7 @@ def test_duplicates_and_stale_copies_are_ignored():
     cached = int(p.Flag.CACHED)
     feed(e, 2, 1, EOS, EOS, flags=cached)  # the last call's closing round, version 1
     assert e.kind[2] == 0 and e.active[2]
-    feed(e, 3, 1, EOS, EOS, fp=(FP, FP), flags=cached)  # the last call's announce round
+    feed(e, 3, 1, EOS, EOS, fp=(FP, FP), flags=cached | ENDED)  # the last call's announce
     assert e.kind[3] == 0 and e.active[3]
     feed(e, 2, 0, EOS, 2, fp=(FP, FP))
     feed(e, 2, 0, EOS, 2, fp=(FP, FP), flags=cached)
@@ -187,7 +219,7 @@ def test_unanswered_queries_turn_into_a_rewind_request():
     e = make_engine(slot_count=4)
     sent(e)
     for s, nxt in ((0, 4), (1, 1), (3, EOS)):  # the other slots run to their end
-        feed(e, s, 0, EOS, nxt, fp=(FP, FP))  # (slot 3 ends here: no block in it)
+        feed(e, s, 0, EOS, nxt, fp=(FP, FP), flags=ENDED if nxt == EOS else 0)  # (slot 3 ends)
         if nxt != EOS:
             feed(e, s, 1, nxt, EOS, values=np.ones(64, np.int32))
             feed(e, s, 0, EOS, EOS)

@@ -45,10 +45,10 @@ def _check(res, calls: list[list[np.ndarray]], slots: int, k: int, lossless: boo
     for c, xs in enumerate(calls):
         want = np.sum([x.astype(np.int64) for x in xs], axis=0)
         wires = [make_payload(x, len(xs), p.Encoding.PACKED, block_values=k) for x in xs]
-        union = np.zeros(wires[0].nblocks, bool)
-        for wire in wires:
-            union[wire.nonzero] = True
-        used, closing = announce_rounds(union.size, slots), closing_rounds(union, slots)
+        masks = np.zeros((len(wires), wires[0].nblocks), bool)
+        for mask, wire in zip(masks, wires):
+            mask[wire.nonzero] = True
+        used, closing = announce_rounds(masks.shape[1], slots), closing_rounds(masks, slots)
         for r, wire in enumerate(wires):
             np.testing.assert_array_equal(res.sums[r][c], want)
             check_budget(res.calls[r][c].stats, wire.nonzero.size, used, closing, lossless)
@@ -181,8 +181,7 @@ def test_workers_on_the_wall_clock(switch, loss):
                 raise e
         for c, xs in enumerate(calls):
             want = np.sum([x.astype(np.int64) for x in xs], axis=0)
-            union = np.any([x.reshape(-1, K).any(axis=1) for x in xs], axis=0)
-            closing = closing_rounds(union, slots)
+            closing = closing_rounds([x.reshape(-1, K).any(axis=1) for x in xs], slots)
             for r in range(n):
                 total, sent = out[r][c]
                 np.testing.assert_array_equal(total, want)
