@@ -6,8 +6,8 @@ through the same links and P4 switch, gloo at each link MTU with its fastest kep
 the p4reduce job's round mode named, then writes docs/pytorch.md's generated section from
 its results: time per step of both, and p4reduce's packets per step per rank against the
 rank's non-zero blocks + the control packets of its calls (an announce per slot a call
-uses, and a closing packet per such slot that any rank had a block in: the Worker's
-count).
+uses, and a closing packet per such slot whose last round some rank sat out: the
+Worker's count).
 
     python bench/clicks.py [--steps 100] [--target softswitch] [--block-values K]
                            [--round-mode silent] [--json docs/bench/clicks.json]

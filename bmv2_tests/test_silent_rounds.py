@@ -1,6 +1,7 @@
 """Silent rounds (docs/protocol.md sections 6 and 13): a rank sends only for its own
-non-zero blocks, plus an announce packet per slot per call and a closing packet where any
-rank has a block in the slot (else its announce round ends it); the switch keeps
+non-zero blocks, plus an announce packet per slot per call and a closing packet where some
+rank sat out the slot's last round (else that round, flagged ENDED, ends it); the switch
+keeps
 every rank's next block, picks the minimum, and waits only for the ranks that have it.
 Queries, REWIND requests and rewinds recover what a silent rank lost. Frames are built by
 hand (the harness's codec), the ranks' streams chosen here, and every sum checked against

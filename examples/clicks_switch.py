@@ -185,8 +185,8 @@ def _deltas(records: list[dict], key: str, first: dict) -> np.ndarray:
 def packet_bound(ranks: list[dict], slots: int) -> dict:
     """Per step per rank, means over steps and ranks: the packets the Worker sent, its
     non-zero blocks, and the control packets its silent calls sent (an announce per slot
-    a call uses, and a closing packet per such slot that any rank had a block in: the
-    Worker's count, control_packets), which are at most two per slot a call uses
+    a call uses, and a closing packet per such slot whose last round some rank sat out:
+    the Worker's count, control_packets), which are at most two per slot a call uses
     (p4reduce.job.announce_rounds of its blocks, from the step's mean blocks per call)."""
     per_rank = []
     for r in ranks:

@@ -95,8 +95,8 @@ class EngineStats:
     rewind_requests: int = 0  # REWINDs sent (a gap in the chain, or queries unanswered)
     rewinds: int = 0  # REWINDs from the switch taken (the slot re-ran from a position)
     # first sends of the packets that carry no block of this rank's: each slot's ANNOUNCE
-    # and, in silent rounds, its closing packets (only where a rank had a block in the
-    # slot); without loss a silent rank sends these and its non-zero blocks, nothing else
+    # and, in silent rounds, its closing packets (only where some rank sat out the slot's
+    # last round); without loss a silent rank sends these and its non-zero blocks only
     control_packets: int = 0
     # packets sent by message type (index: protocol.MsgType), retransmissions included
     sent_by_type: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))

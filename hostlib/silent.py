@@ -314,9 +314,9 @@ class SilentEngine(AllreduceEngine):
         END_OF_STREAM; a closing round's (block END_OF_STREAM: coverage is full) names
         END_OF_STREAM. Such a wave has no later round, announce or rewind round, gap,
         incomplete slot or refusal in it: returns which of it end their slot's call (a
-        closing round's, a data round's flagged ENDED) for _take_steady, else None. Why: such waves are nearly all of a call,
-        and the general path's steps for the rest were most of a silent rank's CPU (a
-        few dozen numpy calls on a few rows)."""
+        closing round's, a data round's flagged ENDED) for _take_steady, else None. Why:
+        such waves are nearly all of a call, and the general path's steps for the rest
+        were most of a silent rank's CPU (a few dozen numpy calls on a few rows)."""
         kind, eos = self.kind[s], n == EOS
         ok = (msg == p.MSG.RESULT) & ~self.want_rewind[s] & (n <= self.my_next[s])
         ok &= (ver == self.slot_version[s]) & (b == self.block[s]) & (b == self.cover[s])

@@ -202,8 +202,8 @@ def block_count(elements: int, halves: bool, block_values: int = p.BLOCK_VALUES)
 
 
 # How many slots a call uses (slots_for_call). Each slot a call uses costs rounds that
-# carry no block (its announce round, and in silent rounds its closing round where any
-# rank has a block in it), so a call should use as few
+# carry no block (its announce round, and in silent rounds its closing round where some
+# rank sat out its last round), so a call should use as few
 # as keep the switch busy: with fewer, the round trip through the switch and the workers
 # sets the pace. A slot's rounds follow one another, a round trip each, so a long call
 # needs more of them: one per BLOCKS_PER_SLOT blocks keeps a dense call's chain of rounds
@@ -242,9 +242,7 @@ def announce_rounds(blocks: int, slots: int) -> int:
     return call_slot_count(blocks, slots)
 
 
-def closing_rounds(
-    nonzero: Sequence[Sequence[bool]], slots: int, named: int | None = None
-) -> int:
+def closing_rounds(nonzero: Sequence[Sequence[bool]], slots: int, named: int | None = None) -> int:
     """Closing rounds of a silent call without loss, `nonzero[r][b]` saying whether block b
     is non-zero on rank r, in a job of `slots` slots: one per slot the call uses
     (call_slot_count; `named` as there) whose stream holds a block non-zero on some rank,

@@ -157,8 +157,9 @@ class RoundMode(IntEnum):
 
     EVERY_RANK: every rank sends one packet per slot per round (DATA, or a SKIP announcing
     its next non-zero block). SILENT: a rank sends only for its own non-zero blocks, plus
-    each slot's announce round and, where any rank has a block, its closing round; the
-    switch keeps every rank's next block and takes their minimum (docs/protocol.md).
+    each slot's announce round and, where some rank sat out the slot's last round, its
+    closing round; the switch keeps every rank's next block and takes their minimum
+    (docs/protocol.md).
     """
 
     EVERY_RANK = 0

@@ -57,7 +57,7 @@ def check_budget(
     st_: EngineStats, nonzero: int, slots_used: int, closing: int, lossless: bool
 ) -> None:
     """Without loss a rank sends exactly one ANNOUNCE per slot used, one closing SKIP per
-    slot used that some rank has a block in (`closing`: p4reduce.job.closing_rounds) and
+    slot used whose last round some rank sat out (`closing`: p4reduce.job.closing_rounds) and
     one DATA per non-zero block; under loss, besides those, only resends, queries, rewind
     requests, and per rewind its ANNOUNCE, the DATA it sends again and a closing packet
     again."""

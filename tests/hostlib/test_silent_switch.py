@@ -4,8 +4,8 @@ patterns per rank drawn by hypothesis (independent, shared, all-zero ranks, a si
 non-zero rank, the last block only), with and without the P4 drop simulator's loss on
 ingress and egress, two calls per job: every rank's sum is numpy's, and each rank keeps
 to its packet budget (silent_patterns.check_budget: without loss exactly its non-zero
-blocks, an announce per slot and a closing packet per slot that any rank has a block
-in). Also float32, a K whose SKIPs carry zeros, and a dead rank."""
+blocks, an announce per slot and a closing packet per slot whose last round some rank
+sat out). Also float32, a K whose SKIPs carry zeros, and a dead rank."""
 
 from __future__ import annotations
 
@@ -153,9 +153,9 @@ def test_a_dead_rank_is_named(switch):
 def test_workers_on_the_wall_clock(switch, loss):
     """Three Worker threads, three calls each of int32 tensors of three patterns: numpy's
     sums, and each call's packets are the rank's non-zero blocks, an announce per slot
-    and a closing SKIP per slot any rank has a block in (the last-block call's other slots
-    end at their announce). (Loss on the wall clock is not repeatable; the simulated runs
-    above cover it.)"""
+    and a closing SKIP per slot whose last round some rank sat out (the last-block call's
+    other slots end at their announce). (Loss on the wall clock is not repeatable; the
+    simulated runs above cover it.)"""
     n, slots = 3, 4
     job = switch.jobs.create(
         68, [worker_address(r) for r in range(n)], slots, "lanes", None, K, round_mode="silent"
