@@ -1,12 +1,12 @@
 """The worker's side of silent rounds (docs/protocol.md, docs/hostlib.md "Silent rounds").
 
 In a job of silent rounds a rank sends only for its own non-zero blocks, plus each slot's
-announce packet and, where any rank has a block in the slot, its closing packet: the
-switch keeps every rank's next block and names the next round's block in each RESULT,
-which is multicast to every rank. A rank that has
-nothing for a round stays silent and only listens, so it must itself notice a RESULT it
-missed: each RESULT names the next one's block (the chain), and the rank keeps, per slot,
-its **coverage** c -- every block of the slot's stream before c has a known sum. A gap
+announce packet and, where some rank sat out the slot's last round, its closing packet:
+the switch keeps every rank's next block and names the next round's block in each
+RESULT, which is multicast to every rank. A rank that has nothing for a round stays
+silent and only listens, so it must itself notice a RESULT it missed: each RESULT names
+the next one's block (the chain), and the rank keeps, per slot, its **coverage** c --
+every block of the slot's stream before c has a known sum. A gap
 (a RESULT that is not the one the chain expects, or one that does not start at c) makes
 the rank ask the switch for a rewind to c; the slot's closing packet goes only with full
 coverage. So no sum can go missing silently, and without loss no rank sends more than
