@@ -90,11 +90,11 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
         bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
         bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
                                ? 1w1 : 1w0;
-        /* What ends the slot's call: a closing round; or, with END_OF_STREAM the winner
-         * (no rewind), a round that every rank took part in knowing every earlier result:
-         * a call's announce round (block END_OF_STREAM; a rewind round's is its position),
-         * or a data round that expected every rank, each contribution COVERED. The round
-         * after it cannot reuse this version before every rank has its result. */
+        /* What ends the slot's call, with END_OF_STREAM the winner (no rewind applied): a
+         * closing round, or a round that every rank took part in knowing every earlier
+         * result -- a call's announce round (block END_OF_STREAM; a rewind round's is its
+         * position), or a data round that expected every rank, each contribution COVERED.
+         * The round after it cannot reuse this version before every rank has its result. */
         bit<1> eos_next = (meta.next_key[31:8] == END_OF_STREAM[23:0] && meta.rewound == 0)
                           ? 1w1 : 1w0;
         bit<1> call_announce = (announce_round == 1 && hdr.p4r.block == END_OF_STREAM)
@@ -102,8 +102,8 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
         bit<1> covered_data = (announce_round == 0 && hdr.p4r.block != END_OF_STREAM
                                && meta.expected == meta.full_mask && meta.uncovered == 0)
                               ? 1w1 : 1w0;
-        meta.ended = (closing_round == 1
-                      || (eos_next == 1 && (call_announce == 1 || covered_data == 1)))
+        meta.ended = (eos_next == 1
+                      && (closing_round == 1 || call_announce == 1 || covered_data == 1))
                      ? 1w1 : 1w0;
         round_kind.write(meta.slot_index,
                          meta.ended ++ closing_round ++ announce_round ++ meta.rewound);
