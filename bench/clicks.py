@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import report
+from suite import measured_commit
 from p4reduce.job import ROUND_MODES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,11 +88,7 @@ def measure(args) -> dict:
     data.update(
         date=time.strftime("%Y-%m-%d %H:%M %Z"),
         load=[load, os.getloadavg()[0]],
-        commit=subprocess.run(
-            ["git", "-C", str(REPO), "describe", "--always", "--dirty"],
-            capture_output=True,
-            text=True,
-        ).stdout.strip(),
+        commit=measured_commit(REPO),
         example_ok=run.returncode == 0,
     )
     return data

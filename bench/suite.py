@@ -678,6 +678,31 @@ def wire_format() -> dict[str, int]:
     }
 
 
+# What a `make bench` run writes (its tables, results, plots and README's numbers): an
+# earlier step of the same run has changed them when a later one starts, so they do not
+# make the measured code "dirty"
+BENCH_OUTPUTS = ("docs", "README.md", "build")
+
+
+def measured_commit(repo: Path = REPO) -> str:
+    """The commit a run measures (`git describe --always`), "-dirty" when a file outside
+    BENCH_OUTPUTS differs from it. Why not `git describe --dirty`: from its second step
+    on, one `make bench` run finds the outputs of the steps before it in the tree, and
+    every later stamp would say "-dirty" of code that no one changed."""
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    try:
+        head = git("describe", "--always")
+        outputs = [f":(exclude){path}" for path in BENCH_OUTPUTS]
+        changed = git("status", "--porcelain", "--", ".", *outputs)
+    except OSError:
+        return "?"
+    return (head + ("-dirty" if changed else "")) if head else "?"
+
+
 def environment(targets: list[str]) -> dict:
     def version(cmd: list[str]) -> str:
         try:
@@ -699,7 +724,7 @@ def environment(targets: list[str]) -> dict:
         "load_at_start": os.getloadavg()[0],
         "python": platform.python_version(),
         "numpy": np.__version__,
-        "commit": version(["git", "-C", str(REPO), "describe", "--always", "--dirty"]),
+        "commit": measured_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "targets": targets,
         "wire": wire_format(),

@@ -205,6 +205,37 @@ def _result(target: str, slots: int | None) -> dict:
     return run if slots is None else {**run, "slots": slots}
 
 
+def test_a_runs_stamp_is_dirty_only_where_code_differs_from_its_commit(tmp_path):
+    """One `make bench` run rewrites docs/ and README.md step by step; a later step's stamp
+    must still name the clean commit, and say "-dirty" when code (or anything outside
+    the outputs, untracked files too) differs from it."""
+    import subprocess
+
+    import suite
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "docs").mkdir()
+    for name in ("code.py", "README.md", "docs/benchmarks.md"):
+        (tmp_path / name).write_text("1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    clean = suite.measured_commit(tmp_path)
+    assert clean and clean != "?" and not clean.endswith("-dirty")
+    (tmp_path / "README.md").write_text("2\n")
+    (tmp_path / "docs" / "benchmarks.md").write_text("2\n")
+    (tmp_path / "docs" / "new.json").write_text("{}")
+    assert suite.measured_commit(tmp_path) == clean
+    (tmp_path / "code.py").write_text("2\n")
+    assert suite.measured_commit(tmp_path) == clean + "-dirty"
+    git("checkout", "-q", "code.py")
+    (tmp_path / "stray.py").write_text("")
+    assert suite.measured_commit(tmp_path) == clean + "-dirty"
+    assert suite.measured_commit(tmp_path / "missing") == "?"
+
+
 def test_report_reads_the_slots_each_run_used_not_todays_default():
     """A report of an older results file takes the slots that file records, never the
     default of today's code (which an older run need not have used)."""
