@@ -5,8 +5,9 @@ Runs examples/clicks_switch.py (4 ranks, each in its Mininet host; p4reduce and 
 through the same links and P4 switch, gloo at each link MTU with its fastest kept) with
 the p4reduce job's round mode named, then writes docs/pytorch.md's generated section from
 its results: time per step of both, and p4reduce's packets per step per rank against the
-rank's non-zero blocks + the control packets of its calls (an announce and a closing
-packet per slot a call uses).
+rank's non-zero blocks + the control packets of its calls (an announce per slot a call
+uses, and a closing packet per such slot whose last round some rank sat out: the
+Worker's count).
 
     python bench/clicks.py [--steps 100] [--target softswitch] [--block-values K]
                            [--round-mode silent] [--json docs/bench/clicks.json]
@@ -124,7 +125,7 @@ def markdown(d: dict) -> str:
             f"| p4reduce's time ÷ gloo's | – | {ratio:.2f} |",
             f"| packets a rank's link sent | {link[0]} | {link[1]} |",
             f"| packets a rank's Worker sent | – | {p['packets_per_step_per_rank']:,.1f} |",
-            f"| … its non-zero blocks + control (announce and closing per slot) | – | "
+            f"| … its non-zero blocks + control (announces, closing packets) | – | "
             f"{p['nonzero_blocks_per_step_per_rank']:,.1f} + "
             f"{p['control_packets_per_step_per_rank']:,.1f} = {bound:,.1f} "
             f"(sent ÷ this: {p['packets_over_bound']:.3f}) |",

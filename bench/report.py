@@ -477,10 +477,14 @@ def projected(r: Result, net: Network = PROJECTION) -> float:
     )
 
 
-def control_rounds(r: Result) -> int:
+def control_rounds(r: Result) -> float:
     """The rounds of a p4reduce call that carry no block: one announce round per active
-    slot, and in silent rounds one closing round per active slot too
-    (p4reduce.job.round_count with no non-zero block)."""
+    slot, and in silent rounds a closing round per active slot that any rank had a block
+    in. Every rank sends a packet in each, so they are a rank's control packets
+    (Result.control_rounds, the Worker's count); for results from before it was recorded,
+    p4reduce.job.round_count with no non-zero block (a closing round on every slot)."""
+    if r.control_rounds:
+        return r.control_rounds
     blocks = block_count(r.case.size, False, r.case.block_values)
     return round_count(0, blocks, r.slots, r.case.round_mode)
 

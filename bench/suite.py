@@ -140,6 +140,9 @@ class Result:
     tx_packets: float = 0.0
     rx_packets: float = 0.0
     rounds: float = 0.0  # p4reduce: rounds per worker per allreduce
+    # p4reduce: of them, the rounds that carried no block (announce and closing rounds),
+    # as a rank's control packets (EngineStats.control_packets); 0: not recorded
+    control_rounds: float = 0.0
     retransmissions: float = 0.0  # p4reduce: all workers, per allreduce
     block_density: float = 0.0  # mean over workers: non-zero blocks / blocks
     union_density: float = 0.0  # blocks non-zero in any worker / blocks
@@ -430,6 +433,14 @@ def run_p4reduce(
     r.rounds = float(
         np.mean(
             [(o.stats["rounds"] - w.get("rounds", 0)) / c.repeat for o, w in zip(s.outcomes, warm)]
+        )
+    )
+    r.control_rounds = float(
+        np.mean(
+            [
+                (o.stats.get("control_packets", 0) - w.get("control_packets", 0)) / c.repeat
+                for o, w in zip(s.outcomes, warm)
+            ]
         )
     )
     r.retransmissions = (

@@ -1,5 +1,7 @@
 """Silent rounds (docs/protocol.md sections 6 and 13): a rank sends only for its own
-non-zero blocks, plus an announce and a closing packet per slot per call; the switch keeps
+non-zero blocks, plus an announce packet per slot per call and a closing packet where some
+rank sat out the slot's last round (else that round, flagged ENDED, ends it); the switch
+keeps
 every rank's next block, picks the minimum, and waits only for the ranks that have it.
 Queries, REWIND requests and rewinds recover what a silent rank lost. Frames are built by
 hand (the harness's codec), the ranks' streams chosen here, and every sum checked against
@@ -44,11 +46,22 @@ def check_all(results, msg_type: MsgType, block: int, next_block: int, version: 
         assert h.flags & Flag.SILENT
 
 
-def run_call(job, streams: Streams, version: int = 0, continued: bool = False, slot: int = 0):
+def run_call(
+    job,
+    streams: Streams,
+    version: int = 0,
+    continued: bool = False,
+    slot: int = 0,
+    covered: bool = False,
+):
     """One call on `slot` as silent ranks play it: an announce round, a data round per
-    block some rank has (only those ranks send), the closing round. Returns the sums by
-    block, the packets each rank sent and the version the next call starts in."""
+    block some rank has (only those ranks send), the closing round -- none where no rank
+    has a block: the announce round names END_OF_STREAM and ends the call, flagged ENDED.
+    With `covered` every DATA says its sender holds every earlier sum (as a rank without
+    loss does), so a last data round that every rank joins ends the call too. Returns the
+    sums by block, the packets each rank sent and the version the next call starts in."""
     flags = Flag.CONTINUED if continued else 0
+    data_flags = Flag.CONTINUED | (Flag.COVERED if covered else 0)
     cursor = {r: next_after(s, -1) for r, s in streams.items()}
     sent: Counter[int] = Counter()
     for r in streams:
@@ -57,18 +70,26 @@ def run_call(job, streams: Streams, version: int = 0, continued: bool = False, s
     results = job.results()
     check_all(results, MsgType.RESULT, END, min(cursor.values()), version)
     sums: dict[int, np.ndarray] = {}
+    if min(cursor.values()) == END:
+        assert all(res.header.flags & Flag.ENDED for res in results.values())
+        return sums, sent, version ^ 1
     while (block := results[0].header.next_block) != END:
         version ^= 1
-        for r in (r for r in streams if cursor[r] == block):
+        senders = [r for r in streams if cursor[r] == block]
+        for r in senders:
             cursor[r] = next_after(streams[r], block)
             values = streams[r][block]
             job.send(r, MsgType.DATA, slot=slot, version=version, block=block, values=values,
-                     next_block=cursor[r], flags=Flag.CONTINUED)  # fmt: skip
+                     next_block=cursor[r], flags=data_flags)  # fmt: skip
             sent[r] += 1
         results = job.results()
         check_all(results, MsgType.RESULT, block, min(cursor.values()), version)
         sums[block] = results[0].values
         assert all(np.array_equal(res.values, sums[block]) for res in results.values())
+    ended = covered and len(senders) == len(streams)
+    assert all(bool(res.header.flags & Flag.ENDED) == ended for res in results.values())
+    if ended:
+        return sums, sent, version ^ 1
     version ^= 1
     for r in streams:  # a closing SKIP is header only at every block size
         job.send(r, MsgType.SKIP, slot=slot, version=version, block=END, flags=Flag.CONTINUED,
@@ -125,15 +146,22 @@ def test_ranks_silent_for_many_rounds_and_one_whose_next_block_is_the_last(switc
 
 def test_calls_follow_each_other_in_alternating_versions(switch):
     """The closing round's winner is END_OF_STREAM with every rank expected: the next
-    call's announce round (CONTINUED) runs in the version after it, on any slot."""
+    call's announce round (CONTINUED) runs in the version after it, on any slot; so it
+    does after an announce round that named END_OF_STREAM (no rank had a block: calls 1
+    and 4 end there, each rank sending its ANNOUNCE only)."""
     k = p.BLOCK_VALUES
     job = silent_job(switch, 42, 3, slot_count=2)
     for slot in (0, 1):
         version = 0
-        for call in range(3):
+        for call in range(5):
+            empty = call in (1, 4)
             streams = {0: {call: np.full(k, 1)}, 1: {}, 2: {call + 1: np.full(k, 2)}}
-            sums, _, version = run_call(job, streams, version, continued=call > 0, slot=slot)
-            assert {b: int(v[0]) for b, v in sums.items()} == {call: 1, call + 1: 2}
+            streams = {r: {} for r in streams} if empty else streams
+            sums, sent, version = run_call(job, streams, version, continued=call > 0, slot=slot)
+            want = {} if empty else {call: 1, call + 1: 2}
+            assert {b: int(v[0]) for b, v in sums.items()} == want
+            assert dict(sent) == ({0: 1, 1: 1, 2: 1} if empty else {0: 3, 1: 2, 2: 3})
+    assert job.stats()["stale"] == 0
 
 
 def test_a_lost_packet_naming_a_ranks_next_block_is_sent_again(switch):
@@ -281,19 +309,22 @@ def test_rewind_requests_take_the_minimum_and_apply_at_completion(switch, block_
 
 def test_a_rewind_request_in_the_closing_round_is_the_senders_closing_contribution(switch):
     job = silent_job(switch, 48, 3)
-    for r in range(3):
-        job.send(r, MsgType.ANNOUNCE, next_block=END)  # every rank's slot is zero
-    check_all(job.results(), MsgType.RESULT, END, END, 0)
-    job.send(0, MsgType.SKIP, version=1, block=END)
-    job.send(2, MsgType.REWIND, version=1, block=END, next_block=3)
+    for r in range(3):  # rank 1 alone has a block: block 0
+        job.send(r, MsgType.ANNOUNCE, next_block=0 if r == 1 else END)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.ones(p.BLOCK_VALUES),
+             next_block=END, flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, END, 1)
+    job.send(0, MsgType.SKIP, version=0, block=END)
+    job.send(2, MsgType.REWIND, version=0, block=END, next_block=3)
     job.assert_silent(0.3)
-    job.send(2, MsgType.REWIND, version=1, block=END, next_block=3, flags=Flag.RETRANSMIT)
+    job.send(2, MsgType.REWIND, version=0, block=END, next_block=3, flags=Flag.RETRANSMIT)
     status = job.result(2)  # its bit is set: a copy, answered with a STATUS
     assert status is not None and status.header.msg_type == MsgType.STATUS
     assert status.contributors == 0b101
-    job.send(1, MsgType.SKIP, version=1, block=END)
-    check_all(job.results(), MsgType.REWIND, END, 3, 1)
-    _rewind_round(job, 3, 0, {0: END, 1: END, 2: END})
+    job.send(1, MsgType.SKIP, version=0, block=END)
+    check_all(job.results(), MsgType.REWIND, END, 3, 0)
+    _rewind_round(job, 3, 1, {0: END, 1: END, 2: END})
     assert job.stats()["rewinds"] == 1
 
 
@@ -415,22 +446,106 @@ def test_a_query_answered_from_an_announce_round_gets_its_fingerprint_range(swit
     assert res.values is None and res.fingerprint is not None
 
 
+@pytest.mark.parametrize("block_values", [64, 2048])
+def test_a_last_data_round_that_every_rank_joined_covered_ends_the_call(switch, block_values):
+    """Ranks whose DATA say they hold every earlier sum (COVERED): where the slot's last
+    block is non-zero on every rank, its round's RESULT names END_OF_STREAM flagged ENDED
+    and no closing round follows (a closing SKIP is stale, the next call's ANNOUNCE opens
+    it); a copy of a rank's DATA gets that RESULT cached, still flagged ENDED. Where a rank
+    lacks the last block the closing round follows as before."""
+    k = block_values
+    job = silent_job(switch, 67, 3, block_values=k)
+    streams = {r: {0: np.full(k, r + 1), 2 + r % 2: np.full(k, 5)} for r in range(3)}
+    streams = {r: {**s, 4: np.full(k, 10 * r)} for r, s in streams.items()}
+    sums, sent, v = run_call(job, streams, covered=True)  # block 4: every rank's
+    assert np.array_equal(sums[4], np.full(k, 30)) and sums[2][0] == 10 and sums[3][0] == 5
+    assert dict(sent) == {0: 4, 1: 4, 2: 4}  # an ANNOUNCE and 3 DATA: no closing SKIP
+    job.send(1, MsgType.DATA, version=v ^ 1, block=4, values=np.full(k, 10), next_block=END,
+             flags=Flag.CONTINUED | Flag.COVERED | Flag.RETRANSMIT)  # fmt: skip
+    res = job.result(1)
+    assert res is not None and res.header.flags & Flag.CACHED and res.header.flags & Flag.ENDED
+    assert (res.header.block, res.header.next_block) == (4, END)
+    assert np.array_equal(res.values, np.full(k, 30))
+    stale = job.stats()["stale"]
+    job.send(0, MsgType.SKIP, version=v, block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # no closing round: the next call's announce round
+    assert job.stats()["stale"] == stale + 1
+    streams[2].pop(4)  # the next call: rank 2 lacks the last block, so the call closes
+    sums, sent, v = run_call(job, streams, v, continued=True, covered=True)
+    assert dict(sent) == {0: 5, 1: 5, 2: 4} and np.array_equal(sums[4], np.full(k, 10))
+    assert job.stats()["stale"] == stale + 1 and job.stats()["wrong_encoding"] == 0
+
+
+def test_a_data_round_with_a_contribution_not_covered_is_followed_by_the_closing_round(switch):
+    """Every rank joins the last round, but one DATA lacks COVERED (its sender saw a gap:
+    it sends its REWIND in the closing round instead of its closing SKIP): the RESULT is
+    not ENDED, and the closing round takes that REWIND, whose rewind re-runs the slot."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 68, 2)
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=END,
+             flags=Flag.CONTINUED | Flag.COVERED)  # fmt: skip
+    job.send(1, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=END,
+             flags=Flag.CONTINUED)  # fmt: skip
+    results = job.results()
+    check_all(results, MsgType.RESULT, 0, END, 1)
+    assert not any(res.header.flags & Flag.ENDED for res in results.values())
+    job.send(0, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
+    job.send(1, MsgType.REWIND, version=0, block=END, next_block=0, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.REWIND, END, 0, 0)
+    assert job.stats()["rewinds"] == 1
+
+
+def test_an_announce_round_that_ends_the_call_answers_with_its_fingerprint_range(switch):
+    """No rank has a block: the announce round's RESULT names END_OF_STREAM and ends the
+    call. It is still an announce round's: a copy of a rank's ANNOUNCE (it lost the
+    RESULT) gets it cached with the fingerprint range, not header only as a closing
+    round's; the next call's announce round, which needs every rank, has not run, so
+    nothing reused the version."""
+    job = silent_job(switch, 57, 3)
+    for r in range(3):
+        job.send(r, MsgType.ANNOUNCE, next_block=END)
+    check_all(job.results(), MsgType.RESULT, END, END, 0)
+    job.send(2, MsgType.ANNOUNCE, next_block=END, flags=Flag.RETRANSMIT)
+    res = job.result(2)
+    assert res is not None and res.header.flags & Flag.CACHED
+    assert (res.header.slot_version, res.header.block, res.header.next_block) == (0, END, END)
+    assert res.values is None and res.fingerprint is not None
+    job.assert_silent(0.2)
+    assert job.stats()["stale"] == 0 and job.stats()["rounds_completed"] == 1
+
+
 def test_only_skips_close_and_only_announces_open_a_call(switch):
     """Both a closing round and the next call's announce round aggregate END_OF_STREAM;
     the switch tells them apart by the round before, so a stray ANNOUNCE is no closing
-    contribution and a stray closing SKIP joins no announce round: both stale."""
+    contribution and a stray closing SKIP joins no announce round: both stale. After an
+    announce round that named END_OF_STREAM (no rank had a block) the next round is the
+    next call's announce round, which a closing SKIP does not join either."""
+    k = p.BLOCK_VALUES
     job = silent_job(switch, 56, 2)
     for r in range(2):
-        job.send(r, MsgType.ANNOUNCE, next_block=END)
-    check_all(job.results(), MsgType.RESULT, END, END, 0)
-    job.send(0, MsgType.ANNOUNCE, version=1, next_block=END, flags=Flag.CONTINUED)
-    job.assert_silent(0.3)  # the closing round (v1) takes SKIPs only
+        job.send(r, MsgType.ANNOUNCE, next_block=0)
+    check_all(job.results(), MsgType.RESULT, END, 0, 0)
     for r in range(2):
-        job.send(r, MsgType.SKIP, version=1, block=END, flags=Flag.CONTINUED)
-    check_all(job.results(), MsgType.RESULT, END, END, 1)
-    job.send(1, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
-    job.assert_silent(0.3)  # the next call's announce round (v0) takes ANNOUNCEs only
+        job.send(r, MsgType.DATA, version=1, block=0, values=np.ones(k), next_block=END,
+                 flags=Flag.CONTINUED)  # fmt: skip
+    check_all(job.results(), MsgType.RESULT, 0, END, 1)
+    job.send(0, MsgType.ANNOUNCE, version=0, next_block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # the closing round (v0) takes SKIPs only
+    for r in range(2):
+        job.send(r, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, END, 0)
+    job.send(1, MsgType.SKIP, version=1, block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # the next call's announce round (v1) takes ANNOUNCEs only
     assert job.stats()["stale"] == 2
+    for r in range(2):
+        job.send(r, MsgType.ANNOUNCE, version=1, next_block=END, flags=Flag.CONTINUED)
+    check_all(job.results(), MsgType.RESULT, END, END, 1)  # no block: the call ends
+    job.send(0, MsgType.SKIP, version=0, block=END, flags=Flag.CONTINUED)
+    job.assert_silent(0.3)  # no closing round follows: the next call's announce (v0)
+    assert job.stats()["stale"] == 3
     for r in range(2):
         job.send(r, MsgType.ANNOUNCE, next_block=3, flags=Flag.CONTINUED)
     check_all(job.results(), MsgType.RESULT, END, 3, 0)

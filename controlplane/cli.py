@@ -254,7 +254,9 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
         choices=ROUND_MODES,
         default=None,
         help="who sends in a round: silent (a rank sends only for its own non-zero blocks, "
-        "plus each slot's announce and closing rounds) or every_rank (every rank sends one "
+        "plus each slot's announce round and, where some rank sat out its last round, its "
+        "closing round) "
+        "or every_rank (every rank sends one "
         "packet per slot per round); default: the target's first "
         f"({TARGETS['bmv2'].default_round_mode} on bmv2 and softswitch, "
         f"{TARGETS['tofino'].default_round_mode}, the only one, on a Tofino target)",

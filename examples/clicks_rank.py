@@ -79,6 +79,8 @@ def switch_counters() -> dict:
         # what the retransmissions were: silence probes, queries of silent slots,
         # resends the switch answered with a STATUS (the round only waited), rewinds
         **{k: w[k] for k in ("probes", "queries", "statuses", "rewind_requests", "rewinds")},
+        # each call's ANNOUNCEs and closing packets, first sends (EngineStats)
+        "control_packets": w["control_packets"],
         "gloo_allreduces": sum(s["gloo_allreduces"].values()),
     }
 

@@ -184,14 +184,15 @@ def _deltas(records: list[dict], key: str, first: dict) -> np.ndarray:
 
 def packet_bound(ranks: list[dict], slots: int) -> dict:
     """Per step per rank, means over steps and ranks: the packets the Worker sent, its
-    non-zero blocks, and the control packets a silent call adds (an announce and a
-    closing packet per slot the call uses: p4reduce.job.announce_rounds of its blocks,
-    from the step's mean blocks per call)."""
+    non-zero blocks, and the control packets its silent calls sent (an announce per slot
+    a call uses, and a closing packet per such slot whose last round some rank sat out:
+    the Worker's count, control_packets), which are at most two per slot a call uses
+    (p4reduce.job.announce_rounds of its blocks, from the step's mean blocks per call)."""
     per_rank = []
     for r in ranks:
         calls = _deltas(r["switch"], "allreduces", r["switch_before"])
         blocks = _deltas(r["switch"], "blocks", r["switch_before"])
-        used = [
+        most = [
             2 * n * announce_rounds(max(1, int(b // n)), slots) if n else 0
             for n, b in zip(calls, blocks)
         ]
@@ -199,15 +200,17 @@ def packet_bound(ranks: list[dict], slots: int) -> dict:
             (
                 _deltas(r["switch"], "packets_sent", r["switch_before"]).mean(),
                 _deltas(r["switch"], "nonzero_blocks", r["switch_before"]).mean(),
-                float(np.mean(used)),
+                _deltas(r["switch"], "control_packets", r["switch_before"]).mean(),
+                float(np.mean(most)),
                 calls.mean(),
             )
         )
-    sent, nonzero, control, calls = np.mean(per_rank, axis=0)
+    sent, nonzero, control, most, calls = np.mean(per_rank, axis=0)
     return {
         "packets_per_step_per_rank": float(sent),
         "nonzero_blocks_per_step_per_rank": float(nonzero),
         "control_packets_per_step_per_rank": float(control),
+        "control_packets_bound_per_step_per_rank": float(most),
         "allreduces_per_step": float(calls),
         "packets_over_bound": float(sent / (nonzero + control)) if nonzero + control else 0.0,
     }

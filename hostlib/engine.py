@@ -94,6 +94,10 @@ class EngineStats:
     queries: int = 0  # SKIPs with FLAG_RETRANSMIT asking for a round this rank waits for
     rewind_requests: int = 0  # REWINDs sent (a gap in the chain, or queries unanswered)
     rewinds: int = 0  # REWINDs from the switch taken (the slot re-ran from a position)
+    # first sends of the packets that carry no block of this rank's: each slot's ANNOUNCE
+    # and, in silent rounds, its closing packets (only where some rank sat out the slot's
+    # last round); without loss a silent rank sends these and its non-zero blocks only
+    control_packets: int = 0
     # packets sent by message type (index: protocol.MsgType), retransmissions included
     sent_by_type: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
 
@@ -279,6 +283,7 @@ class AllreduceEngine:
 
     def _announce(self, slots: np.ndarray) -> None:
         k = slots.size
+        self.stats.control_packets += k
         self._emit(
             slots,
             np.full(k, p.MSG.ANNOUNCE),
@@ -298,12 +303,14 @@ class AllreduceEngine:
         next_block: np.ndarray,
         values: np.ndarray | None,
         extension: np.ndarray,
+        flags: np.ndarray | int = 0,
     ) -> None:
         """Send packets on `slots`, each kept as its slot's frame for retransmission. A run
         of consecutive slots (a batch of results of consecutive slots releases one,
         mostly) is built in its kept frames, which the pending batch then reads in place:
-        a wide-block job's frame is 64 KB, built once instead of built and copied."""
-        cols = (slots, msg_type, slot_version, block, next_block, values, extension)
+        a wide-block job's frame is 64 KB, built once instead of built and copied.
+        `flags`: per slot, or one for all, beside the job's (_build)."""
+        cols = (slots, msg_type, slot_version, block, next_block, values, extension, flags)
         run = self._run_in_place(slots)
         if run is not None:
             batch = self._build(*cols, out=self.last_frames[run])
@@ -359,15 +366,17 @@ class AllreduceEngine:
         next_block: np.ndarray,
         values: np.ndarray | None,
         extension: np.ndarray,
+        flags: np.ndarray | int = 0,
         out: np.ndarray | None = None,
     ) -> Batch:
-        """Frames of this rank for `slots` (the job's flags: CONTINUED, PACKED, SILENT), in
-        `out` when given (FrameBuilder.build). `msg_type`: per slot, or one for all."""
+        """Frames of this rank for `slots` (the job's flags: CONTINUED, PACKED, SILENT, and
+        `flags` besides), in `out` when given (FrameBuilder.build). `msg_type` and `flags`:
+        per slot, or one for all."""
         cols = {
             "protocol": p.PROTOCOL_VERSION,
             "msg_type": msg_type,
             "slot_version": slot_version,
-            "flags": self._flags[self.continued[slots].view(np.uint8)],
+            "flags": self._flags[self.continued[slots].view(np.uint8)] | flags,
             "job": self.cfg.job,
             "slot": slots,
             "rank": self.cfg.rank_on_wire,

@@ -1,15 +1,20 @@
 """The worker's side of silent rounds (docs/protocol.md, docs/hostlib.md "Silent rounds").
 
 In a job of silent rounds a rank sends only for its own non-zero blocks, plus each slot's
-announce and closing packets: the switch keeps every rank's next block and names the
-next round's block in each RESULT, which is multicast to every rank. A rank that has
-nothing for a round stays silent and only listens, so it must itself notice a RESULT it
-missed: each RESULT names the next one's block (the chain), and the rank keeps, per slot,
-its **coverage** c -- every block of the slot's stream before c has a known sum. A gap
+announce packet and, where some rank sat out the slot's last round, its closing packet:
+the switch keeps every rank's next block and names the next round's block in each
+RESULT, which is multicast to every rank. A rank that has nothing for a round stays
+silent and only listens, so it must itself notice a RESULT it missed: each RESULT names
+the next one's block (the chain), and the rank keeps, per slot, its **coverage** c --
+every block of the slot's stream before c has a known sum. A gap
 (a RESULT that is not the one the chain expects, or one that does not start at c) makes
 the rank ask the switch for a rewind to c; the slot's closing packet goes only with full
 coverage. So no sum can go missing silently, and without loss no rank sends more than
-its non-zero blocks plus two packets per slot.
+its non-zero blocks plus two packets per slot. The closing round is left out where every
+rank took part in the slot's last round knowing every earlier sum: an announce round
+naming END_OF_STREAM (no rank has a block in the slot), or a data round naming it that
+expected every rank, each DATA flagged COVERED (its sender's coverage reached its block);
+the switch then flags the RESULT ENDED.
 
 Why a subclass of the every-rank engine: the frames, timers (timers.Pacer), liveness,
 fingerprints, STATE_LOST and the slot window are the same; only what a result releases
@@ -244,7 +249,11 @@ class SilentEngine(AllreduceEngine):
         kind = self.kind[s]
         rewind = msg == p.MSG.REWIND
         nature = self._nature(r, idx, b)
-        closing = ~rewind & (nature == CLOSING_ROUND)
+        # what ends the slot's call: a closing round's RESULT, or one the switch flagged
+        # ENDED (an announce or data round that every rank took part in, naming
+        # END_OF_STREAM: docs/protocol.md section 6)
+        ended = (c["flags"][idx] & p.FLAG.ENDED) != 0
+        closing = ~rewind & ((nature == CLOSING_ROUND) | (ended & (n == EOS)))
         # the round waited for: its version and block, and a result of its kind (a
         # closing round's RESULT in the version of an announce this rank waits for is of
         # a slot whose rounds went on without it; a rewind round at a block is no data
@@ -257,9 +266,10 @@ class SilentEngine(AllreduceEngine):
         if matched < idx.size:  # (no later round among them where every one matches)
             cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
             news = ~cached | (key != self.last_key[s])
-            # in a call's announce round a closing RESULT is the last call's: this call's
-            # closing round would have needed this rank's closing packet, and a REWIND
-            # request taken as one (coverage is never full here) completes it as a REWIND
+            # in a call's announce round a RESULT that ends a call is the last call's: this
+            # call's closing round would have needed this rank's closing packet, and a
+            # REWIND request taken as one (coverage is never full here) completes it as a
+            # REWIND; an announce round that ends it, this rank's ANNOUNCE
             later = ~match & (kind != CLOSING_ROUND) & news & ~(closing & (kind == ANNOUNCE_ROUND))
             use = match | later
         used, rows = selection(use)
@@ -276,8 +286,8 @@ class SilentEngine(AllreduceEngine):
         self._cover(r, idx, s, b, n, kind, match, rewind)
         self.want_rewind[s[self.cover[s] == EOS]] = False  # found again, lacking nothing
         if np.count_nonzero(closing):
-            # a slot ends in its closing round's version (the next call announces in the
-            # other), also when the closing RESULT came as a later round
+            # a slot ends in the version of the round that ended it (the next call
+            # announces in the other), also when the closing RESULT came as a later round
             self.slot_version[s[closing]] = ver[closing]
             lacking = s[closing & (self.cover[s] != EOS)]
             self.incomplete.extend(int(x) for x in lacking)
@@ -303,10 +313,10 @@ class SilentEngine(AllreduceEngine):
         does not pass. A data round's names a later block of the slot's stream or
         END_OF_STREAM; a closing round's (block END_OF_STREAM: coverage is full) names
         END_OF_STREAM. Such a wave has no later round, announce or rewind round, gap,
-        incomplete slot or refusal in it: returns which of it are closing rounds'
-        (_take_steady takes it), else None. Why: such waves are nearly all of a call,
-        and the general path's steps for the rest were most of a silent rank's CPU (a
-        few dozen numpy calls on a few rows)."""
+        incomplete slot or refusal in it: returns which of it end their slot's call (a
+        closing round's, a data round's flagged ENDED) for _take_steady, else None. Why:
+        such waves are nearly all of a call, and the general path's steps for the rest
+        were most of a silent rank's CPU (a few dozen numpy calls on a few rows)."""
         kind, eos = self.kind[s], n == EOS
         ok = (msg == p.MSG.RESULT) & ~self.want_rewind[s] & (n <= self.my_next[s])
         ok &= (ver == self.slot_version[s]) & (b == self.block[s]) & (b == self.cover[s])
@@ -316,7 +326,9 @@ class SilentEngine(AllreduceEngine):
         ok &= np.where(closing, eos, ahead & (kind == DATA_ROUND))
         if r.extension is not None:
             ok &= r.extension[idx] != p.EXT.FINGERPRINT
-        return closing if np.count_nonzero(ok) == ok.size else None
+        if np.count_nonzero(ok) < ok.size:
+            return None
+        return closing | (eos & ((r.cols["flags"][idx] & p.FLAG.ENDED) != 0))
 
     def _take_steady(
         self,
@@ -326,24 +338,29 @@ class SilentEngine(AllreduceEngine):
         ver: np.ndarray,
         b: np.ndarray,
         n: np.ndarray,
-        closing: np.ndarray,
+        ends: np.ndarray,
         now: float,
     ) -> int:
-        """A wave of the common kind (_steady; `closing`: its closing rounds' results),
-        taken as _take takes it, less the steps that cannot apply to it: each data
+        """A wave of the common kind (_steady; `ends`: the results that end their slot's
+        call), taken as _take takes it, less the steps that cannot apply to it: each data
         round's sum is stored (_store) and coverage moves to the block it names, the
-        rounds complete (a closing one ends its slot, in the closing round's version),
-        and each other slot's next round goes out: the closing round where
-        END_OF_STREAM is named (coverage is then full), else a data round."""
+        rounds complete (one that ends its slot ends it in its version), and each other
+        slot's next round goes out: the closing round where END_OF_STREAM is named
+        (coverage is then full), else a data round."""
         self._note_taken(s, ver << 56 | int(p.MSG.RESULT) << 52 | b << 24 | n)
         ne = r.cols["next_exponent"][idx]
         taken, rounds = int(idx.size), s
-        if np.count_nonzero(closing):  # (closing slots end in their version: `ver`)
-            go = ~closing
-            idx, s, ver, n, ne = idx[go], s[go], ver[go], n[go], ne[go]
-        self._store(r, idx, s)
-        self.cover[s] = n
-        self._completed(rounds, closing, now)
+        data = self.kind[s] == DATA_ROUND
+        if np.count_nonzero(data) < s.size:  # (closing rounds' RESULTs hold no sums)
+            self._store(r, idx[data], s[data])
+            self.cover[s[data]] = n[data]
+        else:
+            self._store(r, idx, s)
+            self.cover[s] = n
+        self._completed(rounds, ends, now)
+        if np.count_nonzero(ends):  # (ended slots end in their version: `ver`)
+            go = ~ends
+            s, ver, n, ne = s[go], ver[go], n[go], ne[go]
         self._next_rounds(s, ver, n, ne)
         return taken
 
@@ -392,10 +409,9 @@ class SilentEngine(AllreduceEngine):
 
     def _check_ranges(self, r: Parsed, ai: np.ndarray, now: float) -> None:
         """An announce round's RESULT carries the fingerprint range. Where it differs the
-        switch names END_OF_STREAM next, so the slot goes on to its closing round like
-        any other (ending it after the announce, as every-rank rounds do, would leave the
-        switch in a closing round the next call's announce would fall into); the rank
-        announces on every slot it has not opened (engine._note_mismatch)."""
+        switch names END_OF_STREAM next, which ends the slot's call (as when no rank has a
+        block in it: _take); the rank announces on every slot it has not opened
+        (engine._note_mismatch)."""
         if r.extension is None or r.fingerprint is None:
             raise p.ProtocolError("RESULT of an announce round carries no fingerprint range")
         if (r.extension[ai] != p.EXT.FINGERPRINT).any():
@@ -512,6 +528,7 @@ class SilentEngine(AllreduceEngine):
         if not s.size:
             return
         self.kind[s] = CLOSING_ROUND
+        self.stats.control_packets += int(s.size)
         self.block[s] = EOS
         self.exponent[s] = 0
         self.mine[s] = True
@@ -548,6 +565,9 @@ class SilentEngine(AllreduceEngine):
             after = self._after[dn].astype(np.int64)
             self.my_next[ds] = after
             self.last_data[ds] = dn
+            # COVERED: this rank holds every earlier sum of the slot (its coverage reached
+            # the block), so a last round of every rank may end the call (_take)
+            covered = (self.cover[ds] == dn) & ~self.want_rewind[ds]
             self._emit(
                 ds,
                 int(p.MSG.DATA),
@@ -556,6 +576,7 @@ class SilentEngine(AllreduceEngine):
                 after,
                 self.payload.values(dn, de, self.scratch),
                 np.full(sending, p.EXT.VALUES),
+                np.where(covered, int(p.FLAG.COVERED), 0),
             )
         if sending < s.size:
             self._query(s[~is_data], False)

@@ -55,8 +55,8 @@ def slots_for_tensor(values: int, block_values: int, slot_count: int) -> int:
     values at `block_values` per block, out of `slot_count` (the switch kind's default,
     p4reduce.target.default_slots): what slots_for_call gives that call, so every slot the
     job has is one its calls use (the benchmarks' jobs and the click example's: every slot
-    a call uses costs it an announce and a closing round, a large share of a wide-block
-    call's packets)."""
+    a call uses costs it an announce round, and in silent rounds a closing round where
+    some rank sat out its last round, a large share of a wide-block call's packets)."""
     return slots_for_call(block_count(values, False, block_values), slot_count)
 
 

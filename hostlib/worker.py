@@ -61,6 +61,7 @@ class WorkerStats:
     queries: int = 0
     rewind_requests: int = 0
     rewinds: int = 0
+    control_packets: int = 0  # EngineStats.control_packets, over the Worker's life
     srtt: float = 0.0  # smoothed round time of clean rounds (s)
     rto: float = 0.0  # the retransmission timer after the latest call (s)
 
@@ -329,3 +330,4 @@ class Worker:
         s.queries += e.queries
         s.rewind_requests += e.rewind_requests
         s.rewinds += e.rewinds
+        s.control_packets += e.control_packets

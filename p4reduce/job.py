@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeVar
 
 from . import wire as p
 from .addresses import Address, AddressError, WorkerAddress, unicast_ipv4, unicast_mac
@@ -202,7 +202,8 @@ def block_count(elements: int, halves: bool, block_values: int = p.BLOCK_VALUES)
 
 
 # How many slots a call uses (slots_for_call). Each slot a call uses costs rounds that
-# carry no block (its announce round, and its closing round), so a call should use as few
+# carry no block (its announce round, and in silent rounds its closing round where some
+# rank sat out its last round), so a call should use as few
 # as keep the switch busy: with fewer, the round trip through the switch and the workers
 # sets the pace. A slot's rounds follow one another, a round trip each, so a long call
 # needs more of them: one per BLOCKS_PER_SLOT blocks keeps a dense call's chain of rounds
@@ -241,13 +242,37 @@ def announce_rounds(blocks: int, slots: int) -> int:
     return call_slot_count(blocks, slots)
 
 
+def closing_rounds(nonzero: Sequence[Sequence[bool]], slots: int, named: int | None = None) -> int:
+    """Closing rounds of a silent call without loss, `nonzero[r][b]` saying whether block b
+    is non-zero on rank r, in a job of `slots` slots: one per slot the call uses
+    (call_slot_count; `named` as there) whose stream holds a block non-zero on some rank,
+    unless the last such block is non-zero on every rank. A slot with none ends at its
+    announce round, a slot whose last round every rank joins at that round (each rank's
+    DATA is COVERED without loss): every rank took part, knowing every earlier sum
+    (docs/protocol.md section 6)."""
+    blocks = len(nonzero[0]) if len(nonzero) else 0
+    used = call_slot_count(blocks, slots, named)
+    last: dict[int, int] = {}  # slot -> its stream's last block non-zero on some rank
+    for b in range(blocks):
+        if any(rank[b] for rank in nonzero):
+            last[b % used] = b
+    return sum(1 for b in last.values() if not all(rank[b] for rank in nonzero))
+
+
 def round_count(
-    nonzero_blocks: int, blocks: int, slots: int, round_mode: str = "every_rank"
+    nonzero_blocks: int,
+    blocks: int,
+    slots: int,
+    round_mode: str = "every_rank",
+    closing: int | None = None,
 ) -> int:
     """Rounds a call takes: one per block that is non-zero in any rank, plus the active
-    slots' announce rounds, and in silent rounds their closing rounds too."""
-    per_slot = 2 if round_mode_named(round_mode) == p.RoundMode.SILENT else 1
-    return nonzero_blocks + per_slot * announce_rounds(blocks, slots)
+    slots' announce rounds, and in silent rounds the closing rounds (`closing`, from
+    closing_rounds; None: one per active slot, as many as there can be)."""
+    announce = announce_rounds(blocks, slots)
+    if round_mode_named(round_mode) != p.RoundMode.SILENT:
+        return nonzero_blocks + announce
+    return nonzero_blocks + announce + (announce if closing is None else closing)
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,13 @@ class Flag(IntFlag):
     PACKED = 0x20  # both ways: the packet belongs to a packed-encoding job (values are
     # bias-shifted lanes the switch adds as one 2048-bit word)
     SILENT = 0x40  # both ways: the packet belongs to a job of silent rounds (RoundMode)
+    # silent rounds' loss recovery, each in a direction its bit is free in (protocol.md 2):
+    # worker -> switch, on a silent job's DATA (CACHED's bit): the sender holds every
+    # earlier result of the slot in this call
+    COVERED = 0x04
+    # switch -> worker, on a silent job's RESULT (RETRANSMIT's bit): the round ended the
+    # slot's call, no closing round follows
+    ENDED = 0x02
 
 
 class Encoding(IntEnum):
@@ -150,8 +157,9 @@ class RoundMode(IntEnum):
 
     EVERY_RANK: every rank sends one packet per slot per round (DATA, or a SKIP announcing
     its next non-zero block). SILENT: a rank sends only for its own non-zero blocks, plus
-    each slot's announce and closing rounds; the switch keeps every rank's next block and
-    takes their minimum (docs/protocol.md).
+    each slot's announce round and, where some rank sat out the slot's last round, its
+    closing round; the switch keeps every rank's next block and takes their minimum
+    (docs/protocol.md).
     """
 
     EVERY_RANK = 0

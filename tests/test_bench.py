@@ -18,7 +18,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 from hostlib import protocol  # noqa: E402
-from p4reduce.job import round_count, slots_for_call  # noqa: E402
+from p4reduce.job import closing_rounds, round_count, slots_for_call  # noqa: E402
 from model import (  # noqa: E402
     Network,
     allreduce_seconds,
@@ -134,9 +134,13 @@ def check_tiny_job(
     from p4reduce.target import default_slots
 
     assert dense["slots"] == default_slots("softswitch")
-    # every block once plus one announce (and closing, in silent rounds) per slot, per worker,
-    # by the worker's own count
-    assert dense["rounds"] == round_count(blocks, blocks, dense["slots"], mode)
+    # every block once plus one announce per slot, per worker, by the worker's own count (in
+    # silent rounds no closing round either: every rank has every block, so each slot's
+    # last data round, which every rank joins, ends it)
+    every = [[True] * blocks] * workers
+    closing = closing_rounds(every, dense["slots"])
+    assert closing == 0
+    assert dense["rounds"] == round_count(blocks, blocks, dense["slots"], mode, closing)
     assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
@@ -160,11 +164,19 @@ def check_tiny_job(
     # that carries them, lowered again for the 64-value job after the wide ones
     from p4net import topology
 
-    assert wide[2048]["rounds"] == round_count(2, 2, wide[2048]["slots"], mode)
+    assert wide[2048]["rounds"] == round_count(2, 2, wide[2048]["slots"], mode, closing=0)
     assert wide[2048]["tx_bytes"] >= 2 * protocol.frame_bytes_with_values(2048)
     assert wide[2048]["mtu"] == topology.JUMBO_MTU
     assert wide[256]["block_density"] == pytest.approx(0.25)
-    assert wide[256]["rounds"] == round_count(4, 16, wide[256]["slots"], mode)
+    # silent rounds: a closing round only on the slots the 4 non-zero blocks are in
+    from hostlib import numerics
+
+    ins = suite.make_inputs(suite.Case(**wide[256]["case"]))
+    masks = [numerics.to_blocks(x, 256).any(axis=1) for x in ins]
+    closing = closing_rounds(masks, wide[256]["slots"])
+    assert (sum(masks) > 0).sum() == 4 and closing <= 4
+    assert wide[256]["rounds"] == round_count(4, 16, wide[256]["slots"], mode, closing)
+    assert wide[256]["control_rounds"] == round_count(0, 16, wide[256]["slots"], mode, closing)
     assert wide[256]["mtu"] == topology.DEFAULT_MTU
     assert by[("p4reduce", "zipf")]["mtu"] == topology.DEFAULT_MTU
     if ("gloo", "ring") in by:
@@ -812,9 +824,12 @@ def test_every_p4reduce_case_runs_in_both_round_modes_named():
 
 
 def test_projection_counts_a_silent_calls_closing_rounds():
-    """A silent call's rounds are its blocks plus an announce and a closing round per
-    slot: the projection's data rounds are the same as an every-rank call's of the same
-    blocks (one announce round per slot), so the two project to the same time."""
+    """A silent call's rounds are its blocks plus an announce round per slot and a closing
+    round per slot with a block: the projection's data rounds are the same as an
+    every-rank call's of the same blocks (one announce round per slot), so the two
+    project to the same time. The control rounds are the Worker's count where the result
+    records it (a sparse call whose blocks are in 10 of its 16 slots), else a closing round
+    on every slot."""
     import report
     import suite
 
@@ -828,6 +843,10 @@ def test_projection_counts_a_silent_calls_closing_rounds():
     assert [report.control_rounds(r) for r in runs] == [slots, 2 * slots]
     assert report.projected(runs[0]) == pytest.approx(report.projected(runs[1]))
     assert report.packet_bound(replace(runs[1], nonzero_blocks=100.0)) == 100 + 2 * slots
+    sparse = [replace(r, rounds=100 + k * slots - (k - 1) * 6) for r, k in zip(runs, (1, 2))]
+    sparse[1].control_rounds = slots + 10.0
+    assert [report.control_rounds(r) for r in sparse] == [slots, slots + 10]
+    assert report.projected(sparse[0]) == pytest.approx(report.projected(sparse[1]))
 
 
 @pytest.mark.root

@@ -16,6 +16,7 @@ from p4reduce.job import (
     announce_rounds,
     call_slot_count,
     block_count,
+    closing_rounds,
     check_job_id,
     descriptor_name,
     encoding_named,
@@ -76,6 +77,15 @@ def test_blocks_and_rounds():
     # a call uses the slots its blocks want (slots_for_call), not every slot of its job
     assert announce_rounds(blocks=63, slots=64) == 16 and announce_rounds(0, 64) == 0
     assert round_count(6, 63, 64, "silent") == 6 + 2 * 16
+    # silent rounds close only the slots some rank has a block in, and of those only the
+    # ones whose last such block some rank lacks: blocks 1, 17 (rank 0) and 40 (both) of
+    # 63 are in slots 1, 1 and 8 of the call's 16; a slot with none ends at its announce
+    ranks = [[b in (1, 17, 40) for b in range(63)], [b == 40 for b in range(63)]]
+    assert closing_rounds(ranks, 64) == 1 and closing_rounds([[False] * 63] * 2, 64) == 0
+    assert closing_rounds(ranks, 64, named=63) == 2 and closing_rounds(ranks, 2) == 1
+    assert closing_rounds(ranks[:1], 64) == 0  # one rank: every last round is every rank's
+    assert round_count(3, 63, 64, "silent", closing=2) == 3 + 16 + 2
+    assert round_count(3, 63, 64, "every_rank", closing=2) == 3 + 16
     # a count a measurement names is bounded like the rule's; no block, no slot
     assert call_slot_count(63, 64, named=24) == 24 and call_slot_count(63, 32, named=64) == 32
     assert call_slot_count(40, 64, named=64) == 40 and call_slot_count(0, 64, named=8) == 0

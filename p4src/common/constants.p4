@@ -28,6 +28,14 @@ const flags_t FLAG_STATE_LOST = 0x10;  /* switch -> worker: the slot lost the jo
 const flags_t FLAG_PACKED     = 0x20;  /* both ways: a packed-encoding job's packet (values are
                                        * bias-shifted lanes added as one word) */
 const flags_t FLAG_SILENT     = 0x40;  /* both ways: a packet of a job of silent rounds */
+/* Two bits of silent rounds' loss recovery, each in a direction its bit is free in
+ * (docs/protocol.md section 2): */
+const flags_t FLAG_COVERED    = 0x04;  /* worker -> switch, a silent job's DATA (FLAG_CACHED's
+                                         bit): the sender holds every earlier result of the
+                                         slot in this call */
+const flags_t FLAG_ENDED      = 0x02;  /* switch -> worker, a silent job's RESULT
+                                         (FLAG_RETRANSMIT's bit): the round ended the slot's
+                                         call, no closing round follows */
 
 /* A job's encoding (docs/protocol.md section 10), set at job creation in its admission
  * entry; every packet of the job carries it as FLAG_PACKED. */

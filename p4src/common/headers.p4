@@ -157,6 +157,8 @@ struct metadata_t {
     bit<1>  rewind_only;       /* ... and that is no closing contribution: consumed */
     block_t rewind_position;   /* the slot's pending rewind position (END_OF_STREAM: none) */
     bit<1>  rewound;           /* the round answers as MSG_REWIND */
+    bit<1>  uncovered;         /* a contribution to the round lacked FLAG_COVERED (RankNext) */
+    bit<1>  ended;             /* the round ended the slot's call: its RESULT carries FLAG_ENDED */
     bit<32> missing_bias;      /* packed silent data round: the silent ranks' bias */
     bitmap_t next_expected;    /* the ranks the next round expects (RankNext) */
     /* next block */

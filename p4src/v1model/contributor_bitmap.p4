@@ -114,12 +114,14 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             meta.round_done = 0;
             meta.stale = 1;
         }
-        bit<3> kind;
+        bit<4> kind;
         round_kind.read(kind, meta.slot_index);
         announce_round = (meta.round_done == 1
                           && kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE] == 1) ? 1w1 : 1w0;
         meta.closing_answer = (meta.round_done == 1
                                && kind[ROUND_KIND_CLOSING:ROUND_KIND_CLOSING] == 1) ? 1w1 : 1w0;
+        meta.ended = (meta.round_done == 1
+                      && kind[ROUND_KIND_ENDED:ROUND_KIND_ENDED] == 1) ? 1w1 : 1w0;
     }
     /* an announce or rewind round's result is the fingerprint range, not values */
     action serve_announce_round() {
@@ -139,10 +141,11 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
      * the copy's block it would hand the sender another block's sum as its own. */
     action serve_completed_round() {
         hdr.p4r.block = (bit<32>)meta.winner_key[31:8];
-        bit<3> kind;
+        bit<4> kind;
         round_kind.read(kind, meta.slot_index);
         announce_round = kind[ROUND_KIND_ANNOUNCE:ROUND_KIND_ANNOUNCE];
         meta.closing_answer = kind[ROUND_KIND_CLOSING:ROUND_KIND_CLOSING];
+        meta.ended = kind[ROUND_KIND_ENDED:ROUND_KIND_ENDED];
         hdr.fingerprint.setInvalid();
     }
     /* A REWIND's position is taken unless it is a copy of the sender's closing

@@ -22,12 +22,19 @@ register<bit<32>>(SLOT_ENTRIES) expected;
 /* What a completed round of a silent job was, per (slot, version), written at its
  * completion (RankNext): bit 0 its result applied a rewind (it and its copies leave as
  * MSG_REWIND), bit 1 it was an announce or rewind round (its result carries the
- * fingerprint range, not values), bit 2 it was a closing round. A query answered from it
- * needs the first two; the round after it, the third. */
-register<bit<3>>(SLOT_ENTRIES) round_kind;
+ * fingerprint range, not values), bit 2 it was a closing round (its result is header
+ * only), bit 3 it ended the slot's call (RankNext: a closing round; a call's announce round
+ * that named END_OF_STREAM; a data round that named it, expected every rank and whose
+ * every contribution was COVERED): no closing round follows, its RESULT and cached copies
+ * carry FLAG_ENDED. A query or copy answered from it needs the first four; the round
+ * after it, the fourth. */
+register<bit<4>>(SLOT_ENTRIES) round_kind;
 #define ROUND_KIND_REWOUND 0
 #define ROUND_KIND_ANNOUNCE 1
 #define ROUND_KIND_CLOSING 2
+#define ROUND_KIND_ENDED 3
+/* Per (slot, version): a contribution to the round lacked FLAG_COVERED (RankNext). */
+register<bit<1>>(SLOT_ENTRIES) uncovered;
 
 control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
     action read_expected() {
@@ -46,17 +53,17 @@ control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
                           && hdr.p4r.block != END_OF_STREAM) ? 1w1 : 1w0;
         /* A contribution joins only a round of its kind. The round before says which
          * kind the packet's round is: a rewind round if its result applied a rewind;
-         * else, of block END_OF_STREAM, a closing round unless the round before was one
-         * (then it is the next call's announce round); else a data round. Only ANNOUNCEs
+         * else, of block END_OF_STREAM, a closing round unless the round before ended the
+         * call (then it is the next call's announce round); else a data round. Only ANNOUNCEs
          * join announce and rewind rounds, only DATA data rounds, only SKIPs and REWINDs
          * closing rounds. A copy of another kind whose block is the round's -- a DATA
          * resent into a rewind round at its own block, an ANNOUNCE into a data round at
          * the rewind position -- would set its sender's bit and add to a round it is no
          * part of. */
-        bit<3> before;
+        bit<4> before;
         round_kind.read(before, meta.slot_index ^ 1);
         bit<1> closing = (meta.winner_key[31:8] == END_OF_STREAM[23:0]
-                          && before[ROUND_KIND_CLOSING:ROUND_KIND_CLOSING] == 0) ? 1w1 : 1w0;
+                          && before[ROUND_KIND_ENDED:ROUND_KIND_ENDED] == 0) ? 1w1 : 1w0;
         bit<1> announce_kind = (before[ROUND_KIND_REWOUND:ROUND_KIND_REWOUND] == 1
                                 || (meta.winner_key[31:8] == END_OF_STREAM[23:0]
                                     && closing == 0)) ? 1w1 : 1w0;

@@ -8,7 +8,8 @@
  * as NextBlock stores it (RoundWinner's stale check reads it in both modes). It also stores
  * the next round's expected ranks in the other version (ExpectedRanks reads them): the
  * ranks whose cell's block is the winner's, or every rank when the winner is
- * END_OF_STREAM (the closing round, or the next call's announce round). An announce round
+ * END_OF_STREAM (the closing round, or the next call's announce round: after a closing
+ * round, and after an announce round that named it, which ends the call). An announce round
  * whose fingerprints differ wins END_OF_STREAM, as in NextBlock.
  *
  * A pending rewind (Rewind: meta.rewound) replaces the winner: the next round is a rewind
@@ -37,6 +38,14 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
     action announce() {
         meta.announced_key = hdr.p4r.next_block[23:0] ++ (~hdr.p4r.next_exponent);
         rank_next.write((meta.pool_slot << 5) | (bit<32>)hdr.p4r.rank, meta.announced_key);
+        /* whether every contribution to the round is a DATA whose sender holds every
+         * earlier result of the slot (FLAG_COVERED): the first one sets it, each other adds */
+        bit<1> lacks = (hdr.p4r.msg_type != MSG_DATA || (hdr.p4r.flags & FLAG_COVERED) == 0)
+                       ? 1w1 : 1w0;
+        bit<1> before;
+        uncovered.read(before, meta.slot_index);
+        meta.uncovered = (meta.first == 1) ? lacks : (before | lacks);
+        uncovered.write(meta.slot_index, meta.uncovered);
         meta.next_key = 0xFFFFFFFF;
         meta.next_expected = 0;
         meta.rank_cell_index = meta.pool_slot << 5;   /* rank 0's cell */
@@ -81,11 +90,27 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
         bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
         bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
                                ? 1w1 : 1w0;
-        round_kind.write(meta.slot_index, closing_round ++ announce_round ++ meta.rewound);
+        /* What ends the slot's call, with END_OF_STREAM the winner (no rewind applied): a
+         * closing round, or a round that every rank took part in knowing every earlier
+         * result -- a call's announce round (block END_OF_STREAM; a rewind round's is its
+         * position), or a data round that expected every rank, each contribution COVERED.
+         * The round after it cannot reuse this version before every rank has its result. */
+        bit<1> eos_next = (meta.next_key[31:8] == END_OF_STREAM[23:0] && meta.rewound == 0)
+                          ? 1w1 : 1w0;
+        bit<1> call_announce = (announce_round == 1 && hdr.p4r.block == END_OF_STREAM)
+                               ? 1w1 : 1w0;
+        bit<1> covered_data = (announce_round == 0 && hdr.p4r.block != END_OF_STREAM
+                               && meta.expected == meta.full_mask && meta.uncovered == 0)
+                              ? 1w1 : 1w0;
+        meta.ended = (eos_next == 1
+                      && (closing_round == 1 || call_announce == 1 || covered_data == 1))
+                     ? 1w1 : 1w0;
+        round_kind.write(meta.slot_index,
+                         meta.ended ++ closing_round ++ announce_round ++ meta.rewound);
     }
     action read_stored() {
         next_key.read(meta.next_key, meta.slot_index);
-        bit<3> kind;
+        bit<4> kind;
         round_kind.read(kind, meta.slot_index);
         meta.rewound = kind[ROUND_KIND_REWOUND:ROUND_KIND_REWOUND];
     }

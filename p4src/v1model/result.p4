@@ -34,7 +34,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.next_exponent = ~meta.next_key[7:0];
         hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
                         | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0)
-                        | SILENT_FLAG;
+                        | SILENT_FLAG | ((meta.ended == 1) ? FLAG_ENDED : 7w0);
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
     }

@@ -30,6 +30,8 @@ class Half:
 
     block: int = EOS  # the round's block (the winner stored for it)
     closing: bool = False
+    ended: bool = False  # the round ended the slot's call (its RESULT flagged ENDED)
+    uncovered: bool = False  # a contribution lacked FLAG_COVERED
     rewinding: bool = False  # a rewind round
     expected: int = 0
     bitmap: int = 0
@@ -89,8 +91,10 @@ class SilentSwitchModel:
             return []
         if half.bitmap & bit:
             return [(h.rank, self._status(h, half.bitmap | (self.full & ~half.expected)))]
+        covered = h.msg_type == p.MsgType.DATA and bool(h.flags & p.Flag.COVERED)
         if not half.bitmap:
-            half.sums, half.fp = np.zeros(self.k, np.int64), None
+            half.sums, half.fp, half.uncovered = np.zeros(self.k, np.int64), None, False
+        half.uncovered |= not covered
         half.bitmap |= bit
         if h.msg_type != p.MsgType.REWIND:
             sl.cells[h.rank] = h.next_block << 8 | (255 - h.next_exponent)
@@ -129,12 +133,19 @@ class SilentSwitchModel:
         if sl.rewind != EOS:
             msg, nxt, exp = p.MsgType.REWIND, sl.rewind, 0
             other.block, other.closing, other.expected = nxt, False, self.full
-            other.rewinding = True
+            other.rewinding, half.ended = True, half.closing
             sl.rewind = EOS
         else:
             msg, nxt = p.MsgType.RESULT, block
+            # a closing round ends the slot's call, and so does, naming END_OF_STREAM, a
+            # call's announce round (block END_OF_STREAM, not a rewind round) or a data
+            # round that expected every rank, each contribution COVERED
+            announce = half.block == EOS and not half.closing and not half.rewinding
+            data = half.block != EOS and not half.rewinding
+            every = half.expected == self.full and not half.uncovered
+            half.ended = half.closing or (block == EOS and (announce or (data and every)))
             other.block, other.rewinding = block, False
-            other.closing = block == EOS and not half.closing
+            other.closing = block == EOS and not half.ended
             other.expected = (
                 self.full
                 if block == EOS
@@ -154,7 +165,9 @@ class SilentSwitchModel:
             slot=s,
             rank=0 if rank is None else rank,
             slot_version=v,
-            flags=int(p.Flag.SILENT) | (int(p.Flag.CACHED) if cached else 0),
+            flags=int(p.Flag.SILENT)
+            | (int(p.Flag.CACHED) if cached else 0)
+            | (int(p.Flag.ENDED) if half.ended else 0),
             block=half.block,
             next_block=nxt,
             next_exponent=exp,

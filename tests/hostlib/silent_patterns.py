@@ -53,14 +53,17 @@ def nonzero_blocks(x: np.ndarray, k: int) -> int:
     return int(x.reshape(-1, k).any(axis=1).sum())
 
 
-def check_budget(st_: EngineStats, nonzero: int, slots_used: int, lossless: bool) -> None:
-    """Without loss a rank sends exactly one ANNOUNCE and one closing SKIP per slot used
-    and one DATA per non-zero block; under loss, besides those, only resends, queries,
-    rewind requests, and per rewind its ANNOUNCE, the DATA it sends again and a closing packet
+def check_budget(
+    st_: EngineStats, nonzero: int, slots_used: int, closing: int, lossless: bool
+) -> None:
+    """Without loss a rank sends exactly one ANNOUNCE per slot used, one closing SKIP per
+    slot used whose last round some rank sat out (`closing`: p4reduce.job.closing_rounds) and
+    one DATA per non-zero block; under loss, besides those, only resends, queries, rewind
+    requests, and per rewind its ANNOUNCE, the DATA it sends again and a closing packet
     again."""
     counts = st_.sent_counts()
     if lossless:
-        want = {"ANNOUNCE": slots_used, "DATA": nonzero, "SKIP": slots_used}
+        want = {"ANNOUNCE": slots_used, "DATA": nonzero, "SKIP": closing}
         assert counts == {k: v for k, v in want.items() if v}, counts
         assert st_.retransmissions == 0 and st_.rewind_requests == 0
         return

@@ -32,6 +32,9 @@ R, DATA, SKIP, ANN, RW = (
 )
 
 
+ENDED = int(p.Flag.ENDED)
+
+
 def make_engine(slot_count: int = 4) -> SilentEngine:
     cfg = load_descriptor(descriptor(0, 2, slot_count=slot_count, round_mode="silent"))
     eng = new_engine(cfg, make_payload(engine_tensor(), 2), T0, PARAMS)
@@ -95,6 +98,53 @@ def test_a_slot_costs_an_announce_its_data_and_a_closing_skip():
     assert e.stats.sent_counts() == {"ANNOUNCE": 4, "DATA": 2, "SKIP": 1}
 
 
+def test_a_slot_no_rank_has_a_block_in_ends_at_its_announce():
+    """Every rank announced END_OF_STREAM on slot 3, so its announce round's RESULT names
+    END_OF_STREAM: that ends the slot (every rank took part: nothing to close), in the
+    announce round's version, with nothing more sent; a rewind round that names it does
+    not (its closing round follows)."""
+    e = make_engine()
+    sent(e)
+    feed(e, 3, 0, EOS, EOS, fp=(FP, FP), flags=ENDED)
+    assert not e.active[3] and e.cover[3] == EOS and e.slot_version[3] == 0
+    assert only(e, 3) == []
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32), msg=RW)  # rewind to 6
+    assert only(e, 2) == [(p.MsgType.ANNOUNCE, 0, 6, EOS)]
+    feed(e, 2, 0, 6, EOS, fp=(FP, FP))  # the rewind round names END_OF_STREAM
+    assert e.active[2] and only(e, 2) == [(SKIP, 1, EOS, EOS)]
+    assert e.stats.sent_counts() == {"ANNOUNCE": 5, "SKIP": 1}
+
+
+def test_a_data_round_flagged_ended_ends_the_slot_and_data_says_covered():
+    """A DATA goes out flagged COVERED when the rank holds every earlier sum of the slot
+    (its coverage reached the block); a RESULT naming END_OF_STREAM that the switch
+    flagged ENDED (its round expected every rank, each COVERED) ends the slot, its sums
+    stored, with no closing SKIP. After a gap the DATA is not COVERED."""
+    covered = int(p.Flag.COVERED)
+    e = make_engine()
+    sent(e)
+    feed(e, 1, 0, EOS, 1, fp=(FP, FP))
+    [(msg, _, blk, _, f)] = [x for x in sent(e) if x[4].header.slot == 1]
+    assert (msg, blk) == (DATA, 1) and f.header.flags & covered
+    feed(e, 1, 1, 1, 5, values=np.full(64, 3, np.int32))
+    feed(e, 1, 0, 5, 9, values=np.full(64, 7, np.int32))
+    [(msg, _, blk, _, f)] = [x for x in sent(e) if x[4].header.slot == 1]
+    assert (msg, blk) == (DATA, 9) and f.header.flags & covered
+    feed(e, 1, 1, 9, EOS, values=np.full(64, 11, np.int32), flags=ENDED)
+    assert not e.active[1] and e.slot_version[1] == 1 and only(e, 1) == []
+    out = e.output.finish().reshape(12, 64)
+    assert (out[1] == 3).all() and (out[5] == 7).all() and (out[9] == 11).all()
+    assert e.stats.sent_counts() == {"ANNOUNCE": 4, "DATA": 2}
+    gap = make_engine()
+    sent(gap)
+    feed(gap, 1, 0, EOS, 1, fp=(FP, FP))
+    sent(gap)
+    feed(gap, 1, 0, 5, 9, values=np.full(64, 7, np.int32))  # the RESULT of block 1 lost
+    data = [x[4] for x in sent(gap) if x[4].header.slot == 1 and x[0] == DATA]
+    assert [f.header.block for f in data] == [9] and not data[0].header.flags & covered
+
+
 def test_a_gap_in_the_chain_rewinds_and_nothing_is_missing():
     """Rank 0 is silent on slot 2 (the other rank has 2, 6, 10). It misses the RESULT of
     block 6: the RESULT of block 10 is a gap, so its closing packet is a REWIND(P=6); the
@@ -145,13 +195,16 @@ def test_a_rewind_re_runs_blocks_already_stored_without_storing_them_twice():
 
 def test_duplicates_and_stale_copies_are_ignored():
     """Cached copies of the last result taken (answers to resends sent before it), and
-    in the announce round the previous call's closing RESULT (the switch's last
-    completed round), change nothing."""
+    in the announce round the previous call's RESULT that ended the slot (the switch's
+    last completed round: a closing round, or an announce round that named
+    END_OF_STREAM), change nothing."""
     e = make_engine()
     sent(e)
     cached = int(p.Flag.CACHED)
     feed(e, 2, 1, EOS, EOS, flags=cached)  # the last call's closing round, version 1
     assert e.kind[2] == 0 and e.active[2]
+    feed(e, 3, 1, EOS, EOS, fp=(FP, FP), flags=cached | ENDED)  # the last call's announce
+    assert e.kind[3] == 0 and e.active[3]
     feed(e, 2, 0, EOS, 2, fp=(FP, FP))
     feed(e, 2, 0, EOS, 2, fp=(FP, FP), flags=cached)
     feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
@@ -166,10 +219,10 @@ def test_unanswered_queries_turn_into_a_rewind_request():
     e = make_engine(slot_count=4)
     sent(e)
     for s, nxt in ((0, 4), (1, 1), (3, EOS)):  # the other slots run to their end
-        feed(e, s, 0, EOS, nxt, fp=(FP, FP))
+        feed(e, s, 0, EOS, nxt, fp=(FP, FP), flags=ENDED if nxt == EOS else 0)  # (slot 3 ends)
         if nxt != EOS:
             feed(e, s, 1, nxt, EOS, values=np.ones(64, np.int32))
-        feed(e, s, 1 if nxt == EOS else 0, EOS, EOS)
+            feed(e, s, 0, EOS, EOS)
     assert list(np.flatnonzero(e.active)) == [2]
     feed(e, 2, 0, EOS, 2, fp=(FP, FP))
     feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
@@ -210,8 +263,10 @@ def test_a_closing_skip_is_header_only_and_a_query_as_long_as_a_result(k):
     e = new_engine(cfg, make_payload(x, 2, block_values=k), T0, PARAMS)
     e.packets_to_send(T0, expire=False)
     fp = p.fingerprint(np.int32, x.size)
-    feed(e, 3, 0, EOS, EOS, fp=(fp, fp))  # no rank has a block of slot 3: it closes
-    feed(e, 2, 0, EOS, 2, fp=(fp, fp))  # the other rank has block 2: rank 0 is silent
+    feed(e, 3, 0, EOS, 3, fp=(fp, fp))  # the other rank has block 3: rank 0 is silent
+    feed(e, 2, 0, EOS, 2, fp=(fp, fp))  # ... and block 2
+    assert len(e.packets_to_send(T0, expire=False)) == 0
+    feed(e, 3, 1, 3, EOS, values=np.ones(k, np.int32))  # slot 3 closes
     batch = e.packets_to_send(T0, expire=False)
     (closing,) = [batch.frame(i) for i in range(len(batch))]
     frame = p.parse_frame(closing, k)

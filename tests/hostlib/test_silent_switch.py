@@ -3,8 +3,9 @@ controller (p4net.harness), the ranks' engines in virtual time (engine_sim). Spa
 patterns per rank drawn by hypothesis (independent, shared, all-zero ranks, a single
 non-zero rank, the last block only), with and without the P4 drop simulator's loss on
 ingress and egress, two calls per job: every rank's sum is numpy's, and each rank keeps
-to its packet budget (silent_patterns.check_budget: exactly its non-zero blocks + 2 x
-slots without loss). Also float32, a K whose SKIPs carry zeros, and a dead rank."""
+to its packet budget (silent_patterns.check_budget: without loss exactly its non-zero
+blocks, an announce per slot and a closing packet per slot whose last round some rank
+sat out). Also float32, a K whose SKIPs carry zeros, and a dead rank."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from hostlib import protocol as p
 from hostlib.numerics import error_bound, make_payload, negotiated_exponent
 from hostlib.timers import EngineParams
 from p4net.harness import SwitchSession, worker_address
-from p4reduce.job import announce_rounds
+from p4reduce.job import announce_rounds, closing_rounds
 from hostlib_helpers import allow_silent
 from silent_patterns import cases, check_budget, nonzero_blocks, tensors
 from test_worker_block_sizes import block_sparse, run_job
@@ -43,11 +44,14 @@ def _check(res, calls: list[list[np.ndarray]], slots: int, k: int, lossless: boo
     blocks on the wire: a packed job carries int32 as two half-blocks per K values)."""
     for c, xs in enumerate(calls):
         want = np.sum([x.astype(np.int64) for x in xs], axis=0)
-        for r, x in enumerate(xs):
+        wires = [make_payload(x, len(xs), p.Encoding.PACKED, block_values=k) for x in xs]
+        masks = np.zeros((len(wires), wires[0].nblocks), bool)
+        for mask, wire in zip(masks, wires):
+            mask[wire.nonzero] = True
+        used, closing = announce_rounds(masks.shape[1], slots), closing_rounds(masks, slots)
+        for r, wire in enumerate(wires):
             np.testing.assert_array_equal(res.sums[r][c], want)
-            wire = make_payload(x, len(xs), p.Encoding.PACKED, block_values=k)
-            used = announce_rounds(wire.nblocks, slots)
-            check_budget(res.calls[r][c].stats, wire.nonzero.size, used, lossless)
+            check_budget(res.calls[r][c].stats, wire.nonzero.size, used, closing, lossless)
 
 
 def _run(switch, case, loss: float, seed: int, job_id: int):
@@ -148,8 +152,10 @@ def test_a_dead_rank_is_named(switch):
 @pytest.mark.parametrize("loss", [0.0])
 def test_workers_on_the_wall_clock(switch, loss):
     """Three Worker threads, three calls each of int32 tensors of three patterns: numpy's
-    sums, and each call's packets are the rank's non-zero blocks + 2 x slots. (Loss on
-    the wall clock is not repeatable; the simulated runs above cover it.)"""
+    sums, and each call's packets are the rank's non-zero blocks, an announce per slot
+    and a closing SKIP per slot whose last round some rank sat out (the last-block call's
+    other slots end at their announce). (Loss on the wall clock is not repeatable; the
+    simulated runs above cover it.)"""
     n, slots = 3, 4
     job = switch.jobs.create(
         68, [worker_address(r) for r in range(n)], slots, "lanes", None, K, round_mode="silent"
@@ -175,12 +181,13 @@ def test_workers_on_the_wall_clock(switch, loss):
                 raise e
         for c, xs in enumerate(calls):
             want = np.sum([x.astype(np.int64) for x in xs], axis=0)
+            closing = closing_rounds([x.reshape(-1, K).any(axis=1) for x in xs], slots)
             for r in range(n):
                 total, sent = out[r][c]
                 np.testing.assert_array_equal(total, want)
                 if not loss:
                     nz = nonzero_blocks(xs[r], K)
-                    expect = {"ANNOUNCE": slots, "DATA": nz, "SKIP": slots}
+                    expect = {"ANNOUNCE": slots, "DATA": nz, "SKIP": closing}
                     assert sent == {k: v for k, v in expect.items() if v}
     finally:
         switch.jobs.delete(job.job)
