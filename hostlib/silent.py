@@ -328,6 +328,8 @@ class SilentEngine(AllreduceEngine):
             ok &= r.extension[idx] != p.EXT.FINGERPRINT
         if np.count_nonzero(ok) < ok.size:
             return None
+        if not np.count_nonzero(eos):  # (most waves: no slot's last round, no array more)
+            return closing
         return closing | (eos & ((r.cols["flags"][idx] & p.FLAG.ENDED) != 0))
 
     def _take_steady(
@@ -350,11 +352,11 @@ class SilentEngine(AllreduceEngine):
         self._note_taken(s, ver << 56 | int(p.MSG.RESULT) << 52 | b << 24 | n)
         ne = r.cols["next_exponent"][idx]
         taken, rounds = int(idx.size), s
-        data = self.kind[s] == DATA_ROUND
-        if np.count_nonzero(data) < s.size:  # (closing rounds' RESULTs hold no sums)
+        if np.count_nonzero(ends):  # (closing rounds' RESULTs hold no sums)
+            data = self.kind[s] == DATA_ROUND
             self._store(r, idx[data], s[data])
             self.cover[s[data]] = n[data]
-        else:
+        else:  # (most waves: every one a data round that goes on)
             self._store(r, idx, s)
             self.cover[s] = n
         self._completed(rounds, ends, now)
@@ -568,6 +570,8 @@ class SilentEngine(AllreduceEngine):
             # COVERED: this rank holds every earlier sum of the slot (its coverage reached
             # the block), so a last round of every rank may end the call (_take)
             covered = (self.cover[ds] == dn) & ~self.want_rewind[ds]
+            flag = int(p.FLAG.COVERED)  # (one for all, mostly: no per-slot array)
+            flags = flag if np.count_nonzero(covered) == sending else np.where(covered, flag, 0)
             self._emit(
                 ds,
                 int(p.MSG.DATA),
@@ -576,7 +580,7 @@ class SilentEngine(AllreduceEngine):
                 after,
                 self.payload.values(dn, de, self.scratch),
                 np.full(sending, p.EXT.VALUES),
-                np.where(covered, int(p.FLAG.COVERED), 0),
+                flags,
             )
         if sending < s.size:
             self._query(s[~is_data], False)

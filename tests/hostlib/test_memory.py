@@ -71,4 +71,7 @@ def test_a_call_holds_its_output_and_no_other_copy_of_the_tensor(one_rank, dtype
     grow = traced_peak(lambda: one_rank.allreduce(large)) - traced_peak(
         lambda: one_rank.allreduce(small)
     )
-    assert grow <= 1.25 * (large.nbytes - small.nbytes), grow / (large.nbytes - small.nbytes)
+    # 1.3, not 1.0: the in-process switch is traced too, and the larger call keeps more
+    # slots' packets in flight (16 slots against 80); any second copy of the tensor
+    # would add a whole 1.0
+    assert grow <= 1.3 * (large.nbytes - small.nbytes), grow / (large.nbytes - small.nbytes)
