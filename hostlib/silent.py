@@ -252,8 +252,7 @@ class SilentEngine(AllreduceEngine):
         # what ends the slot's call: a closing round's RESULT, or one the switch flagged
         # ENDED (an announce or data round that every rank took part in, naming
         # END_OF_STREAM: docs/protocol.md section 6)
-        ended = (c["flags"][idx] & p.FLAG.ENDED) != 0
-        closing = ~rewind & ((nature == CLOSING_ROUND) | (ended & (n == EOS)))
+        closing = ~rewind & ((nature == CLOSING_ROUND) | (self._ended(r, idx) & (n == EOS)))
         # the round waited for: its version and block, and a result of its kind (a
         # closing round's RESULT in the version of an announce this rank waits for is of
         # a slot whose rounds went on without it; a rewind round at a block is no data
@@ -330,7 +329,13 @@ class SilentEngine(AllreduceEngine):
             return None
         if not np.count_nonzero(eos):  # (most waves: no slot's last round, no array more)
             return closing
-        return closing | (eos & ((r.cols["flags"][idx] & p.FLAG.ENDED) != 0))
+        return closing | (eos & self._ended(r, idx))
+
+    @staticmethod
+    def _ended(r: Parsed, idx: np.ndarray) -> np.ndarray:
+        """Which results `idx` the switch flagged ENDED: their round ended the slot's call
+        (docs/protocol.md section 6), so no closing round follows."""
+        return (r.cols["flags"][idx] & p.FLAG.ENDED) != 0
 
     def _take_steady(
         self,
@@ -352,7 +357,8 @@ class SilentEngine(AllreduceEngine):
         self._note_taken(s, ver << 56 | int(p.MSG.RESULT) << 52 | b << 24 | n)
         ne = r.cols["next_exponent"][idx]
         taken, rounds = int(idx.size), s
-        if np.count_nonzero(ends):  # (closing rounds' RESULTs hold no sums)
+        ending = np.count_nonzero(ends)
+        if ending:  # (closing rounds' RESULTs hold no sums)
             data = self.kind[s] == DATA_ROUND
             self._store(r, idx[data], s[data])
             self.cover[s[data]] = n[data]
@@ -360,7 +366,7 @@ class SilentEngine(AllreduceEngine):
             self._store(r, idx, s)
             self.cover[s] = n
         self._completed(rounds, ends, now)
-        if np.count_nonzero(ends):  # (ended slots end in their version: `ver`)
+        if ending:  # (ended slots end in their version: `ver`)
             go = ~ends
             s, ver, n, ne = s[go], ver[go], n[go], ne[go]
         self._next_rounds(s, ver, n, ne)
@@ -570,8 +576,6 @@ class SilentEngine(AllreduceEngine):
             # COVERED: this rank holds every earlier sum of the slot (its coverage reached
             # the block), so a last round of every rank may end the call (_take)
             covered = (self.cover[ds] == dn) & ~self.want_rewind[ds]
-            flag = int(p.FLAG.COVERED)  # (one for all, mostly: no per-slot array)
-            flags = flag if np.count_nonzero(covered) == sending else np.where(covered, flag, 0)
             self._emit(
                 ds,
                 int(p.MSG.DATA),
@@ -580,7 +584,7 @@ class SilentEngine(AllreduceEngine):
                 after,
                 self.payload.values(dn, de, self.scratch),
                 np.full(sending, p.EXT.VALUES),
-                flags,
+                np.where(covered, int(p.FLAG.COVERED), 0),
             )
         if sending < s.size:
             self._query(s[~is_data], False)
