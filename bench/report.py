@@ -479,8 +479,8 @@ def projected(r: Result, net: Network = PROJECTION) -> float:
 
 def control_rounds(r: Result) -> float:
     """The rounds of a p4reduce call that carry no block: one announce round per active
-    slot, and in silent rounds a closing round per active slot that any rank had a block
-    in. Every rank sends a packet in each, so they are a rank's control packets
+    slot, and in silent rounds a closing round per active slot whose last round some rank
+    sat out. Every rank sends a packet in each, so they are a rank's control packets
     (Result.control_rounds, the Worker's count); for results from before it was recorded,
     p4reduce.job.round_count with no non-zero block (a closing round on every slot)."""
     if r.control_rounds:

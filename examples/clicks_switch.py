@@ -29,7 +29,7 @@ import numpy as np
 
 from clicks_model import Config  # beside this script
 from hostlib.slots import slots_for_tensor
-from p4reduce.job import ROUND_MODES, announce_rounds
+from p4reduce.job import ROUND_MODES
 from p4reduce.target import default_slots
 from p4reduce.wire import BLOCK_VALUES
 from softswitch.runner import resolve_kind
@@ -182,35 +182,27 @@ def _deltas(records: list[dict], key: str, first: dict) -> np.ndarray:
     return np.diff(np.asarray(values, dtype=np.float64))
 
 
-def packet_bound(ranks: list[dict], slots: int) -> dict:
+def packet_bound(ranks: list[dict]) -> dict:
     """Per step per rank, means over steps and ranks: the packets the Worker sent, its
     non-zero blocks, and the control packets its silent calls sent (an announce per slot
     a call uses, and a closing packet per such slot whose last round some rank sat out:
-    the Worker's count, control_packets), which are at most two per slot a call uses
-    (p4reduce.job.announce_rounds of its blocks, from the step's mean blocks per call)."""
+    the Worker's count, control_packets)."""
     per_rank = []
     for r in ranks:
         calls = _deltas(r["switch"], "allreduces", r["switch_before"])
-        blocks = _deltas(r["switch"], "blocks", r["switch_before"])
-        most = [
-            2 * n * announce_rounds(max(1, int(b // n)), slots) if n else 0
-            for n, b in zip(calls, blocks)
-        ]
         per_rank.append(
             (
                 _deltas(r["switch"], "packets_sent", r["switch_before"]).mean(),
                 _deltas(r["switch"], "nonzero_blocks", r["switch_before"]).mean(),
                 _deltas(r["switch"], "control_packets", r["switch_before"]).mean(),
-                float(np.mean(most)),
                 calls.mean(),
             )
         )
-    sent, nonzero, control, most, calls = np.mean(per_rank, axis=0)
+    sent, nonzero, control, calls = np.mean(per_rank, axis=0)
     return {
         "packets_per_step_per_rank": float(sent),
         "nonzero_blocks_per_step_per_rank": float(nonzero),
         "control_packets_per_step_per_rank": float(control),
-        "control_packets_bound_per_step_per_rank": float(most),
         "allreduces_per_step": float(calls),
         "packets_over_bound": float(sent / (nonzero + control)) if nonzero + control else 0.0,
     }
@@ -277,7 +269,7 @@ def summarize(runs: dict, launches: dict, opts: Options, cfg: Config, slots: int
             packets = np.mean(
                 [_deltas(r["switch"], "packets_sent", r["switch_before"]) for r in ranks], axis=0
             )
-            b.update(packet_bound(ranks, slots))
+            b.update(packet_bound(ranks))
             b.update(
                 {
                     "density_own": own.tolist(),
