@@ -486,7 +486,7 @@ def control_rounds(r: Result) -> float:
     if r.control_rounds:
         return r.control_rounds
     blocks = block_count(r.case.size, False, r.case.block_values)
-    return round_count(0, blocks, r.slots, r.case.round_mode)
+    return round_count(0, blocks, r.slots, r.case.round_mode, block_values=r.case.block_values)
 
 
 def engine_packets(r: Result) -> float:
@@ -499,7 +499,7 @@ def packet_bound(r: Result) -> float:
     an announce and a closing packet per slot it uses (p4reduce.job.announce_rounds)."""
     blocks = block_count(r.case.size, False, r.case.block_values)
     nonzero = r.nonzero_blocks or r.block_density * blocks
-    return nonzero + 2 * announce_rounds(blocks, r.slots)
+    return nonzero + 2 * announce_rounds(blocks, r.slots, block_values=r.case.block_values)
 
 
 def projection_table(ix: Index, target: str, workers: int, size: int) -> list[str]:

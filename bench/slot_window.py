@@ -6,8 +6,9 @@ target (bench/suite.py's, as `make bench` runs it), 4 ranks, 1 M float32; for ea
 size, round mode and slot count a dense call, a 10 % same-blocks call and the Zipf
 embedding gradient (bench/suite.py's inputs and runner), pass after pass, each case's best
 kept. Each call uses every slot of its job (`call_slots`), whatever the rule would give.
-What p4reduce.job.slots_for_call's BUSY_SLOTS and BLOCKS_PER_SLOT are chosen from
-(docs/hostlib.md, "Slots per call"), whose table --markdown rewrites (make bench runs it).
+What p4reduce.job.slots_for_call's constants (BUSY_SLOTS, BUSY_VALUES, WIDE_BUSY_SLOTS,
+BLOCKS_PER_SLOT) are chosen from (docs/hostlib.md, "Slots per call"), whose table
+--markdown rewrites (make bench runs it).
 
     python bench/slot_window.py [--targets softswitch,simple_switch_grpc]
                                 [--block-values 64 1024 2048 16000] [--slots 64 32 16 8]

@@ -297,7 +297,10 @@ def estimate(c: Case) -> float:
         "zipf": 0.25,
         "independent": 1 - (1 - c.density) ** c.workers,
     }[c.pattern]
-    packets = round_count(d * blocks, blocks, default_slots(c.target), c.round_mode) * c.workers
+    rounds = round_count(
+        d * blocks, blocks, default_slots(c.target), c.round_mode, block_values=c.block_values
+    )
+    packets = rounds * c.workers
     per_packet = 1 + c.block_values / 512  # a wide frame costs the switch more per packet
     return 0.5 + 0.1 * c.workers + c.repeat * packets * per_packet / (1500 if bmv2 else 8000)
 

@@ -185,7 +185,9 @@ class AllreduceEngine:
         # announces on every slot of the job (_check_fingerprints), so every slot
         # completes its announce round.
         self.slot_count = n = slot_count
-        self.call_slots = used = call_slot_count(blocks, slot_count, self.params.call_slots)
+        self.call_slots = used = call_slot_count(
+            blocks, slot_count, self.params.call_slots, block_values=cfg.block_values
+        )
         self.stride = max(used, 1)
         self._after, first = slot_streams(payload.nonzero, blocks, self.stride)
         self.slots = SlotWindow(n, used, self.params.window)

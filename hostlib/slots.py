@@ -57,7 +57,8 @@ def slots_for_tensor(values: int, block_values: int, slot_count: int) -> int:
     job has is one its calls use (the benchmarks' jobs and the click example's: every slot
     a call uses costs it an announce round, and in silent rounds a closing round where
     some rank sat out its last round, a large share of a wide-block call's packets)."""
-    return slots_for_call(block_count(values, False, block_values), slot_count)
+    blocks = block_count(values, False, block_values)
+    return slots_for_call(blocks, slot_count, block_values=block_values)
 
 
 class SlotWindow:

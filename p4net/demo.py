@@ -585,7 +585,7 @@ def expected_rounds(
             rows = numerics.split_halves(rows)
         nonzero = rows.any(axis=1)
         union = nonzero if union is None else union | nonzero
-    return round_count(int(union.sum()), union.size, slots)
+    return round_count(int(union.sum()), union.size, slots, block_values=block_values)
 
 
 def _progress(procs, hosts, before, expected: dict[str, int], elapsed: float) -> None:

@@ -203,55 +203,76 @@ def block_count(elements: int, halves: bool, block_values: int = p.BLOCK_VALUES)
 
 # How many slots a call uses (slots_for_call). Each slot a call uses costs rounds that
 # carry no block (its announce round, and in silent rounds its closing round where some
-# rank sat out its last round), so a call should use as few
-# as keep the switch busy: with fewer, the round trip through the switch and the workers
-# sets the pace. A slot's rounds follow one another, a round trip each, so a long call
-# needs more of them: one per BLOCKS_PER_SLOT blocks keeps a dense call's chain of rounds
-# on a slot at most that long. bench/slot_window.py measures calls at several slot counts
-# end to end, every slot outstanding (docs/hostlib.md, "Slots per call", has its latest
-# table); 16 is also the window that gives a job its fair share of the switch
-# (hostlib.slots.FAIR_SLOTS).
+# rank sat out its last round), so a call should use as few as keep the switch busy: with
+# fewer, the round trip through the switch and the workers sets the pace. What keeps it
+# busy is values in flight rather than packets: BUSY_SLOTS packets per rank up to
+# BUSY_VALUES values in flight, fewer and wider packets from there, never fewer than
+# WIDE_BUSY_SLOTS (busy_slots). A slot's rounds follow one another, a round trip each, so
+# a long call needs more of them: one per BLOCKS_PER_SLOT blocks keeps a dense call's
+# chain of rounds on a slot at most that long. bench/slot_window.py measures calls at
+# several slot counts and block sizes end to end, every slot outstanding (docs/hostlib.md,
+# "Slots per call", has its latest table); 16 is also the window that gives a job its
+# fair share of the switch (hostlib.slots.FAIR_SLOTS).
 BUSY_SLOTS = 16
+BUSY_VALUES = BUSY_SLOTS * 2048
+WIDE_BUSY_SLOTS = 8
 BLOCKS_PER_SLOT = 32
 
 
-def slots_for_call(blocks: int, slot_count: int) -> int:
-    """The slots a call of `blocks` blocks uses in a job of `slot_count` slots: enough to
-    keep BUSY_SLOTS packets per rank in flight, more only as the call grows (one slot per
-    BLOCKS_PER_SLOT blocks), never more than the job's slots or the call's blocks, at
-    least one. A function of the call's block count and the job's slot count only, so
-    every rank of the call picks the same slots (0 .. n-1) and the same streams."""
+def busy_slots(block_values: int) -> int:
+    """The slots a long enough call at `block_values` values per block keeps busy:
+    BUSY_VALUES values per rank in flight, between WIDE_BUSY_SLOTS and BUSY_SLOTS packets
+    (16 up to 2 048 values per block, 8 from 4 096)."""
+    return max(WIDE_BUSY_SLOTS, min(BUSY_SLOTS, BUSY_VALUES // max(1, block_values)))
+
+
+def slots_for_call(blocks: int, slot_count: int, *, block_values: int) -> int:
+    """The slots a call of `blocks` blocks of `block_values` values uses in a job of
+    `slot_count` slots: enough to keep busy_slots packets per rank in flight, more only
+    as the call grows (one slot per BLOCKS_PER_SLOT blocks), never more than the job's
+    slots or the call's blocks, at least one. A function of the call's block count and
+    the job's slot count and block size only, so every rank of the call picks the same
+    slots (0 .. n-1) and the same streams."""
     if slot_count < 1:
         raise ValueError(f"a job has at least one slot, not {slot_count}")
-    wanted = max(BUSY_SLOTS, -(-blocks // BLOCKS_PER_SLOT))
+    wanted = max(busy_slots(block_values), -(-blocks // BLOCKS_PER_SLOT))
     return max(1, min(slot_count, blocks, wanted))
 
 
-def call_slot_count(blocks: int, slot_count: int, named: int | None = None) -> int:
-    """The slots a call of `blocks` blocks uses in a job of `slot_count` slots: none
-    without a block, else slots_for_call's, or `named` (a measurement's count, the same on
-    every rank) bounded by the job's slots and the call's blocks as the rule is."""
+def call_slot_count(
+    blocks: int, slot_count: int, named: int | None = None, *, block_values: int
+) -> int:
+    """The slots a call of `blocks` blocks of `block_values` values uses in a job of
+    `slot_count` slots: none without a block, else slots_for_call's, or `named` (a
+    measurement's count, the same on every rank) bounded by the job's slots and the call's
+    blocks as the rule is."""
     if not blocks:
         return 0
-    return slots_for_call(blocks, slot_count) if named is None else min(named, slot_count, blocks)
+    if named is not None:
+        return min(named, slot_count, blocks)
+    return slots_for_call(blocks, slot_count, block_values=block_values)
 
 
-def announce_rounds(blocks: int, slots: int) -> int:
-    """Announce rounds of a call of `blocks` blocks in a job of `slots` slots: one per slot
-    the call uses (call_slot_count; docs/protocol.md sections 5 and 6)."""
-    return call_slot_count(blocks, slots)
+def announce_rounds(blocks: int, slots: int, *, block_values: int) -> int:
+    """Announce rounds of a call of `blocks` blocks of `block_values` values in a job of
+    `slots` slots: one per slot the call uses (call_slot_count; docs/protocol.md sections
+    5 and 6)."""
+    return call_slot_count(blocks, slots, block_values=block_values)
 
 
-def closing_rounds(nonzero: Sequence[Sequence[bool]], slots: int, named: int | None = None) -> int:
+def closing_rounds(
+    nonzero: Sequence[Sequence[bool]], slots: int, named: int | None = None, *, block_values: int
+) -> int:
     """Closing rounds of a silent call without loss, `nonzero[r][b]` saying whether block b
-    is non-zero on rank r, in a job of `slots` slots: one per slot the call uses
+    is non-zero on rank r, in a job of `slots` slots and `block_values` values per
+    block: one per slot the call uses
     (call_slot_count; `named` as there) whose stream holds a block non-zero on some rank,
     unless the last such block is non-zero on every rank. A slot with none ends at its
     announce round, a slot whose last round every rank joins at that round (each rank's
     DATA is COVERED without loss): every rank took part, knowing every earlier sum
     (docs/protocol.md section 6)."""
     blocks = len(nonzero[0]) if len(nonzero) else 0
-    used = call_slot_count(blocks, slots, named)
+    used = call_slot_count(blocks, slots, named, block_values=block_values)
     last: dict[int, int] = {}  # slot -> its stream's last block non-zero on some rank
     for b in range(blocks):
         if any(rank[b] for rank in nonzero):
@@ -265,11 +286,14 @@ def round_count(
     slots: int,
     round_mode: str = "every_rank",
     closing: int | None = None,
+    *,
+    block_values: int,
 ) -> int:
-    """Rounds a call takes: one per block that is non-zero in any rank, plus the active
-    slots' announce rounds, and in silent rounds the closing rounds (`closing`, from
-    closing_rounds; None: one per active slot, as many as there can be)."""
-    announce = announce_rounds(blocks, slots)
+    """Rounds a call of `blocks` blocks of `block_values` values takes: one per block that
+    is non-zero in any rank, plus the active slots' announce rounds, and in silent rounds
+    the closing rounds (`closing`, from closing_rounds; None: one per active slot, as many
+    as there can be)."""
+    announce = announce_rounds(blocks, slots, block_values=block_values)
     if round_mode_named(round_mode) != p.RoundMode.SILENT:
         return nonzero_blocks + announce
     return nonzero_blocks + announce + (announce if closing is None else closing)

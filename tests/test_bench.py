@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import sys
+from functools import partial
 from dataclasses import replace
 from pathlib import Path
 
@@ -138,9 +139,11 @@ def check_tiny_job(
     # silent rounds no closing round either: every rank has every block, so each slot's
     # last data round, which every rank joins, ends it)
     every = [[True] * blocks] * workers
-    closing = closing_rounds(every, dense["slots"])
+    closing = closing_rounds(every, dense["slots"], block_values=protocol.BLOCK_VALUES)
     assert closing == 0
-    assert dense["rounds"] == round_count(blocks, blocks, dense["slots"], mode, closing)
+    assert dense["rounds"] == round_count(
+        blocks, blocks, dense["slots"], mode, closing, block_values=protocol.BLOCK_VALUES
+    )
     assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
@@ -164,7 +167,9 @@ def check_tiny_job(
     # that carries them, lowered again for the 64-value job after the wide ones
     from p4net import topology
 
-    assert wide[2048]["rounds"] == round_count(2, 2, wide[2048]["slots"], mode, closing=0)
+    assert wide[2048]["rounds"] == round_count(
+        2, 2, wide[2048]["slots"], mode, closing=0, block_values=2048
+    )
     assert wide[2048]["tx_bytes"] >= 2 * protocol.frame_bytes_with_values(2048)
     assert wide[2048]["mtu"] == topology.JUMBO_MTU
     assert wide[256]["block_density"] == pytest.approx(0.25)
@@ -173,10 +178,11 @@ def check_tiny_job(
 
     ins = suite.make_inputs(suite.Case(**wide[256]["case"]))
     masks = [numerics.to_blocks(x, 256).any(axis=1) for x in ins]
-    closing = closing_rounds(masks, wide[256]["slots"])
+    closing = closing_rounds(masks, wide[256]["slots"], block_values=256)
     assert (sum(masks) > 0).sum() == 4 and closing <= 4
-    assert wide[256]["rounds"] == round_count(4, 16, wide[256]["slots"], mode, closing)
-    assert wide[256]["control_rounds"] == round_count(0, 16, wide[256]["slots"], mode, closing)
+    rounds = partial(round_count, blocks=16, slots=wide[256]["slots"], round_mode=mode)
+    assert wide[256]["rounds"] == rounds(4, closing=closing, block_values=256)
+    assert wide[256]["control_rounds"] == rounds(0, closing=closing, block_values=256)
     assert wide[256]["mtu"] == topology.DEFAULT_MTU
     assert by[("p4reduce", "zipf")]["mtu"] == topology.DEFAULT_MTU
     if ("gloo", "ring") in by:
@@ -314,7 +320,10 @@ def test_round_cost_in_process_counts_every_packet_of_every_round():
         blocks = np.stack(
             [np.asarray(x).reshape(-1, 64).any(axis=1) for x in round_cost.make_inputs(c)]
         )
-        union, used = int(blocks.any(axis=0).sum()), slots_for_call(blocks.shape[1], 64)
+        union, used = (
+            int(blocks.any(axis=0).sum()),
+            slots_for_call(blocks.shape[1], 64, block_values=64),
+        )
         n = {k: v * row.rounds for k, v in row.packets.items()}
         assert row.rounds == union + used, spec
         assert sum(n.values()) == pytest.approx(4 * row.rounds + row.retransmissions), spec

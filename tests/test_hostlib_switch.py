@@ -103,7 +103,8 @@ def test_a_silent_rank_sends_its_non_zero_blocks_and_two_packets_per_slot(net):
         summary = _run(net, workers, xs, slots=slots, round_mode="silent")
         if not any(o.stats["rewind_requests"] or o.stats["rewinds"] for o in summary.outcomes):
             break
-    closing = closing_rounds([x.reshape(-1, BLOCK_VALUES).any(axis=1) for x in xs], slots)
+    masks = [x.reshape(-1, BLOCK_VALUES).any(axis=1) for x in xs]
+    closing = closing_rounds(masks, slots, block_values=BLOCK_VALUES)
     for o, x in zip(summary.outcomes, xs):
         assert o.stats["rewind_requests"] == o.stats["rewinds"] == 0, o
         nonzero = int(np.count_nonzero(np.abs(x.reshape(-1, BLOCK_VALUES)).sum(axis=1)))

@@ -3,6 +3,8 @@ once and asked by the controller, the worker library, the demo and the benchmark
 
 from __future__ import annotations
 
+from functools import partial
+
 import json
 
 import pytest
@@ -72,23 +74,36 @@ def test_blocks_and_rounds():
     k = wire.BLOCK_VALUES
     assert [block_count(n, False) for n in (0, 1, k, k + 1)] == [1, 1, 1, 2]
     assert block_count(3 * k, True) == 6
-    assert announce_rounds(blocks=3, slots=8) == 3 and announce_rounds(100, 8) == 8
-    assert round_count(nonzero_blocks=10, blocks=100, slots=8) == 18
+    rounds, announce = (
+        partial(round_count, block_values=k),
+        partial(announce_rounds, block_values=k),
+    )
+    closing, used = (
+        partial(closing_rounds, block_values=k),
+        partial(call_slot_count, block_values=k),
+    )
+    assert announce(blocks=3, slots=8) == 3 and announce(100, 8) == 8
+    assert rounds(nonzero_blocks=10, blocks=100, slots=8) == 18
     # a call uses the slots its blocks want (slots_for_call), not every slot of its job
-    assert announce_rounds(blocks=63, slots=64) == 16 and announce_rounds(0, 64) == 0
-    assert round_count(6, 63, 64, "silent") == 6 + 2 * 16
+    assert announce(blocks=63, slots=64) == 16 and announce(0, 64) == 0
+    assert rounds(6, 63, 64, "silent") == 6 + 2 * 16
+    # ... fewer when its blocks are wide: 8 from 4 096 values per block
+    assert announce_rounds(63, 64, block_values=4096) == 8
+    assert round_count(6, 63, 64, "silent", block_values=16000) == 6 + 2 * 8
     # silent rounds close only the slots some rank has a block in, and of those only the
     # ones whose last such block some rank lacks: blocks 1, 17 (rank 0) and 40 (both) of
     # 63 are in slots 1, 1 and 8 of the call's 16; a slot with none ends at its announce
     ranks = [[b in (1, 17, 40) for b in range(63)], [b == 40 for b in range(63)]]
-    assert closing_rounds(ranks, 64) == 1 and closing_rounds([[False] * 63] * 2, 64) == 0
-    assert closing_rounds(ranks, 64, named=63) == 2 and closing_rounds(ranks, 2) == 1
-    assert closing_rounds(ranks[:1], 64) == 0  # one rank: every last round is every rank's
-    assert round_count(3, 63, 64, "silent", closing=2) == 3 + 16 + 2
-    assert round_count(3, 63, 64, "every_rank", closing=2) == 3 + 16
+    assert closing(ranks, 64) == 1 and closing([[False] * 63] * 2, 64) == 0
+    assert closing(ranks, 64, named=63) == 2 and closing(ranks, 2) == 1
+    assert closing(ranks[:1], 64) == 0  # one rank: every last round is every rank's
+    # of 8 slots (wide blocks) 40 is in slot 0, 1 and 17 in slot 1, as with 16: one
+    assert closing_rounds(ranks, 64, block_values=4096) == 1
+    assert rounds(3, 63, 64, "silent", closing=2) == 3 + 16 + 2
+    assert rounds(3, 63, 64, "every_rank", closing=2) == 3 + 16
     # a count a measurement names is bounded like the rule's; no block, no slot
-    assert call_slot_count(63, 64, named=24) == 24 and call_slot_count(63, 32, named=64) == 32
-    assert call_slot_count(40, 64, named=64) == 40 and call_slot_count(0, 64, named=8) == 0
+    assert used(63, 64, named=24) == 24 and used(63, 32, named=64) == 32
+    assert used(40, 64, named=64) == 40 and used(0, 64, named=8) == 0
 
 
 def test_job_ids_and_descriptor_names():

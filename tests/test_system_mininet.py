@@ -16,6 +16,7 @@ from bmv2_tests import kinds
 import p4net.demo
 import p4net.topology
 from p4reduce.job import block_count, slots_for_call
+from p4reduce.wire import BLOCK_VALUES
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -78,7 +79,9 @@ def test_every_rank_keeps_the_window_and_call_slots_the_demo_names(demo, window,
     summary = module.run(replace(opts, window=window, call_slots=call_slots, density=1.0))
     _assert_all_matched(summary)
     assert [o.report["window"] for o in summary.outcomes] == [window] * opts.workers
-    used = call_slots or slots_for_call(block_count(opts.size, False), opts.slots)
+    k = opts.block_values or BLOCK_VALUES  # the demo's jobs: the v1model default
+    blocks = block_count(opts.size, False, k)
+    used = call_slots or slots_for_call(blocks, opts.slots, block_values=k)
     assert [o.report["call_slots"] for o in summary.outcomes] == [used] * opts.workers
 
 

@@ -326,7 +326,7 @@ def test_a_switch_that_drops_a_burst_is_recovered_in_few_steps(switch):
     answer), so the job ends within a few windows' time -- one probe per timer took 104 s
     on bmv2. With the default window the same job's queue never overflows."""
     blocks = 1024 * BLOCKS_PER_SLOT
-    assert slots_for_call(blocks, 1024) == 1024
+    assert slots_for_call(blocks, 1024, block_values=64) == 1024
     tensors = job(4, blocks, 0.0, calls=1)
     unbounded = EngineParams(deadline=600.0, window=1024)
     clean = simulate(switch, tensors, slots=1024, pps=1800, params=unbounded)
@@ -402,7 +402,7 @@ def test_a_calls_tail_is_recovered_at_its_own_round_time(switch):
     rounds queued behind the whole window -- at the pace of the tail's own rounds. Waiting
     one full timer per probe made this call 3.8x its lossless time."""
     slots, rounds = 64, BLOCKS_PER_SLOT
-    assert slots_for_call(slots * rounds, slots) == slots  # the call uses every slot
+    assert slots_for_call(slots * rounds, slots, block_values=64) == slots  # every slot
 
     def tensors():
         out = []
@@ -436,7 +436,7 @@ def test_a_rank_keeps_at_most_its_window_of_slots_outstanding(switch):
     time; the sums are those of the same job without a window."""
     rng = np.random.default_rng(3)
     values = 32 * BLOCKS_PER_SLOT * 64
-    assert slots_for_call(values // 64, 32) == 32  # (a packed int32 call has more blocks)
+    assert slots_for_call(values // 64, 32, block_values=64) == 32  # (packed: more blocks)
     tensors = [
         [np.zeros(64, np.int32), rng.integers(-50, 50, values).astype(np.int32)] for _ in range(4)
     ]

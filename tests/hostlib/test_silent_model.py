@@ -30,7 +30,8 @@ def test_silent_rounds_give_numpy_sums_within_the_packet_budget(case, loss, seed
     for call, xs in enumerate((first, second)):
         want = np.sum([x.astype(np.int64) for x in xs], axis=0)
         masks = [x.reshape(-1, K).any(axis=1) for x in xs]
-        used, closing = announce_rounds(nblocks, slots), closing_rounds(masks, slots)
+        used = announce_rounds(nblocks, slots, block_values=K)
+        closing = closing_rounds(masks, slots, block_values=K)
         for r, x in enumerate(xs):
             np.testing.assert_array_equal(res.sums[r][call], want)
             check_budget(res.stats[r][call], nonzero_blocks(x, K), used, closing, loss == 0)

@@ -48,7 +48,8 @@ def _check(res, calls: list[list[np.ndarray]], slots: int, k: int, lossless: boo
         masks = np.zeros((len(wires), wires[0].nblocks), bool)
         for mask, wire in zip(masks, wires):
             mask[wire.nonzero] = True
-        used, closing = announce_rounds(masks.shape[1], slots), closing_rounds(masks, slots)
+        used = announce_rounds(masks.shape[1], slots, block_values=k)
+        closing = closing_rounds(masks, slots, block_values=k)
         for r, wire in enumerate(wires):
             np.testing.assert_array_equal(res.sums[r][c], want)
             check_budget(res.calls[r][c].stats, wire.nonzero.size, used, closing, lossless)
@@ -181,7 +182,8 @@ def test_workers_on_the_wall_clock(switch, loss):
                 raise e
         for c, xs in enumerate(calls):
             want = np.sum([x.astype(np.int64) for x in xs], axis=0)
-            closing = closing_rounds([x.reshape(-1, K).any(axis=1) for x in xs], slots)
+            masks = [x.reshape(-1, K).any(axis=1) for x in xs]
+            closing = closing_rounds(masks, slots, block_values=K)
             for r in range(n):
                 total, sent = out[r][c]
                 np.testing.assert_array_equal(total, want)

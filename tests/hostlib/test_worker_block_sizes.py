@@ -105,7 +105,7 @@ def test_int32_exact_one_packet_per_round_at_k(k, encoding, rng, switch):
         switch.jobs.delete(job.job)
     assert errs == [None] * n, errs
     union = nonzero_union(xs, k, halves=encoding == "packed")
-    rounds = announce_rounds(union.size, slots) + int(union.sum())
+    rounds = announce_rounds(union.size, slots, block_values=k) + int(union.sum())
     exact = np.sum([x.astype(np.int64) for x in xs], axis=0)
     for out, stats in res:
         assert out.dtype == np.int32 and np.array_equal(out, exact)
@@ -242,7 +242,7 @@ def test_wide_blocks_pace_like_narrow_ones(switch, k):
     for r in range(4):
         for c in (1, 2):
             # an announce per slot the call uses, a round per non-zero block
-            assert clean.calls[r][c].stats.rounds == slots_for_call(128, 32) + 32
+            assert clean.calls[r][c].stats.rounds == slots_for_call(128, 32, block_values=k) + 32
             np.testing.assert_allclose(lossy.sums[r][c], clean.sums[r][c])
             exact = np.sum([tensors[q][c].astype(np.float64) for q in range(4)], axis=0)
             np.testing.assert_allclose(clean.sums[r][c], exact, rtol=1e-5, atol=1e-6)
