@@ -496,10 +496,12 @@ def engine_packets(r: Result) -> float:
 
 def packet_bound(r: Result) -> float:
     """What a silent call may send per rank (docs/protocol.md): its non-zero blocks plus
-    an announce and a closing packet per slot it uses (p4reduce.job.announce_rounds)."""
+    an announce and a closing packet per slot it uses (the slots its ranks reported, else
+    p4reduce.job.announce_rounds by today's rule)."""
     blocks = block_count(r.case.size, False, r.case.block_values)
     nonzero = r.nonzero_blocks or r.block_density * blocks
-    return nonzero + 2 * announce_rounds(blocks, r.slots, block_values=r.case.block_values)
+    used = r.call_slots or announce_rounds(blocks, r.slots, block_values=r.case.block_values)
+    return nonzero + 2 * used
 
 
 def projection_table(ix: Index, target: str, workers: int, size: int) -> list[str]:

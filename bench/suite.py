@@ -143,6 +143,8 @@ class Result:
     # p4reduce: of them, the rounds that carried no block (announce and closing rounds),
     # as a rank's control packets (EngineStats.control_packets); 0: not recorded
     control_rounds: float = 0.0
+    # p4reduce: the slots each call used (WorkerStats.last_call_slots); 0: not recorded
+    call_slots: int = 0
     retransmissions: float = 0.0  # p4reduce: all workers, per allreduce
     block_density: float = 0.0  # mean over workers: non-zero blocks / blocks
     union_density: float = 0.0  # blocks non-zero in any worker / blocks
@@ -446,6 +448,7 @@ def run_p4reduce(
             ]
         )
     )
+    r.call_slots = max(int(o.report.get("call_slots", 0)) for o in s.outcomes)
     r.retransmissions = (
         sum(
             (o.stats["retransmissions"] - w.get("retransmissions", 0))

@@ -144,6 +144,8 @@ def check_tiny_job(
     assert dense["rounds"] == round_count(
         blocks, blocks, dense["slots"], mode, closing, block_values=protocol.BLOCK_VALUES
     )
+    # the slots each call used, as the ranks reported them: the rule's
+    assert dense["call_slots"] == slots_for_call(blocks, dense["slots"], block_values=64)
     assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
