@@ -223,7 +223,7 @@ def busy_slots(block_values: int) -> int:
     """The slots a long enough call at `block_values` values per block keeps busy:
     BUSY_VALUES values per rank in flight, between WIDE_BUSY_SLOTS and BUSY_SLOTS packets
     (16 up to 2 048 values per block, 8 from 4 096)."""
-    return max(WIDE_BUSY_SLOTS, min(BUSY_SLOTS, BUSY_VALUES // max(1, block_values)))
+    return max(WIDE_BUSY_SLOTS, min(BUSY_SLOTS, BUSY_VALUES // block_values))
 
 
 def slots_for_call(blocks: int, slot_count: int, *, block_values: int) -> int:
@@ -264,13 +264,12 @@ def closing_rounds(
     nonzero: Sequence[Sequence[bool]], slots: int, named: int | None = None, *, block_values: int
 ) -> int:
     """Closing rounds of a silent call without loss, `nonzero[r][b]` saying whether block b
-    is non-zero on rank r, in a job of `slots` slots and `block_values` values per
-    block: one per slot the call uses
-    (call_slot_count; `named` as there) whose stream holds a block non-zero on some rank,
-    unless the last such block is non-zero on every rank. A slot with none ends at its
-    announce round, a slot whose last round every rank joins at that round (each rank's
-    DATA is COVERED without loss): every rank took part, knowing every earlier sum
-    (docs/protocol.md section 6)."""
+    is non-zero on rank r, in a job of `slots` slots and `block_values` values per block:
+    one per slot the call uses (call_slot_count; `named` as there) whose stream holds a
+    block non-zero on some rank, unless the last such block is non-zero on every rank. A
+    slot with none ends at its announce round, a slot whose last round every rank joins
+    at that round (each rank's DATA is COVERED without loss): every rank took part,
+    knowing every earlier sum (docs/protocol.md section 6)."""
     blocks = len(nonzero[0]) if len(nonzero) else 0
     used = call_slot_count(blocks, slots, named, block_values=block_values)
     last: dict[int, int] = {}  # slot -> its stream's last block non-zero on some rank

@@ -9,8 +9,8 @@ import itertools
 import json
 import math
 import sys
-from functools import partial
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -145,7 +145,9 @@ def check_tiny_job(
         blocks, blocks, dense["slots"], mode, closing, block_values=protocol.BLOCK_VALUES
     )
     # the slots each call used, as the ranks reported them: the rule's
-    assert dense["call_slots"] == slots_for_call(blocks, dense["slots"], block_values=64)
+    assert dense["call_slots"] == slots_for_call(
+        blocks, dense["slots"], block_values=protocol.BLOCK_VALUES
+    )
     assert 0 <= dense["start_skew"] < 5  # the ranks' starts, on the shared monotonic clock
     # the kernel's counters: at least the DATA frames the protocol needs, each way
     assert dense["tx_bytes"] >= blocks * protocol.FRAME_BYTES_WITH_VALUES
