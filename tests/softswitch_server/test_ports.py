@@ -237,6 +237,32 @@ def test_af_packet_ports_receive_ring_grows_with_the_mtu():
 
 
 @pytest.mark.root
+def test_af_packet_ports_refit_the_ring_between_frames_that_never_leave_a_quiet_second():
+    """The ring is made again for a grown MTU in the first short quiet moment after a
+    frame, not only after a whole second with no frame: a frame every 0.3 s (a host's
+    neighbour discovery, a harness's probe) must not keep every wide frame after it on
+    the socket queue's slower path."""
+    with forwarding_ports() as (_device, veths, ports):
+        small = ethernet(DST2, payload=bytes(1486))
+        veths.send(1, small)  # the loop runs, its rings made for MTU 1 500
+        assert veths.recv(2) == small
+        assert ports.ring_frames()[1] < 9014
+        for s, h in veths.pairs.values():
+            for name in (s, h):
+                _ip("link", "set", name, "mtu", "9000")
+        deadline = time.monotonic() + 3
+        while ports.ring_frames()[1] < 9014 and time.monotonic() < deadline:
+            veths.send(1, small)
+            assert veths.recv(2) == small
+            time.sleep(0.3)
+        assert ports.ring_frames()[1] >= 9014
+        big = ethernet(DST2, payload=bytes(8986))
+        veths.send(1, big)
+        assert veths.recv(2) == big
+        assert ports.stats[1]["rx_longer_than_ring"] == 0
+
+
+@pytest.mark.root
 def test_af_packet_ports_count_a_link_going_down_and_forward_once_it_is_up():
     """An interface that goes down leaves an error (ENETDOWN) on its packet socket, which
     keeps the socket ready until read; a ring port never calls recv, so the ports read the
