@@ -53,13 +53,12 @@ _RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
 _RX_BATCH = 16
 # When the loop re-reads the interfaces' MTU and makes a grown one's receive ring again
 # (never under traffic: see `_remake`): once the ports have been quiet for
-# RING_REFIT_QUIET seconds after a frame, and then every RING_REFIT_IDLE seconds while
-# they stay quiet. Until then frames longer than the ring's slots come through recvmsg,
-# slower. Waiting for a whole quiet second instead let any frame in that second (one a
-# host sends on its own) postpone the refit past the start of the traffic, and a run of
-# back-to-back calls then read every wide frame that way. A harness that raises a link's
-# MTU right before traffic waits RING_REFIT_IDLE first (p4net.demo's `set_mtu`): the
-# refit has happened by then unless frames kept coming all that time.
+# RING_REFIT_QUIET seconds after a frame, then every RING_REFIT_IDLE seconds while they
+# stay quiet. Until then frames longer than the ring's slots come through recvmsg,
+# slower. A short quiet, not a whole quiet second: one frame in that second would put the
+# refit off until traffic starts, and back-to-back calls never leave a second's gap. A
+# harness that raises a link's MTU right before traffic waits RING_REFIT_IDLE first
+# (p4net.demo's `set_mtu`): the refit has happened by then.
 RING_REFIT_QUIET = 0.02
 RING_REFIT_IDLE = 1.0
 
@@ -336,10 +335,9 @@ class AfPacketPorts(Ports):
         try:
             while not self._stop.is_set():
                 quiet = RING_REFIT_IDLE if fitted else RING_REFIT_QUIET
-                events = sel.select(timeout=0 if busy else quiet)
-                if not events and not busy:
+                fitted = not (events := sel.select(timeout=0 if busy else quiet)) and not busy
+                if fitted:
                     self._fit_rings()  # quiet a while: a link's MTU may have grown
-                fitted = not events and not busy
                 woken = {key.data for key, _ in events if key.data is not None}
                 ready = [p for p in order if p in woken or p in self._rings]
                 took: set[int] = set()

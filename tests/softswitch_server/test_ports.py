@@ -156,6 +156,13 @@ def loaded_device() -> tuple[Device, P4InfoIndex]:
     return device, ids
 
 
+def set_mtu(veths: Veths, mtu: int) -> None:
+    """Both ends of every veth pair at `mtu`."""
+    for pair in veths.pairs.values():
+        for name in pair:
+            _ip("link", "set", name, "mtu", str(mtu))
+
+
 @contextlib.contextmanager
 def forwarding_ports() -> Iterator[tuple[Device, Veths, AfPacketPorts]]:
     """A loaded device (DST2 -> port 2) on AfPacketPorts over two veth pairs; afterwards
@@ -219,9 +226,7 @@ def test_af_packet_ports_receive_ring_grows_with_the_mtu():
         small = ethernet(DST2, payload=bytes(1486))
         veths.send(1, small)
         assert veths.recv(2) == small
-        for s, h in veths.pairs.values():
-            for name in (s, h):
-                _ip("link", "set", name, "mtu", "9000")
+        set_mtu(veths, 9000)
         big = [ethernet(DST2, payload=bytes([k]) * 8986) for k in range(5)]
         for frame in big:
             veths.send(1, frame)
@@ -239,17 +244,15 @@ def test_af_packet_ports_receive_ring_grows_with_the_mtu():
 @pytest.mark.root
 def test_af_packet_ports_refit_the_ring_between_frames_that_never_leave_a_quiet_second():
     """The ring is made again for a grown MTU in the first short quiet moment after a
-    frame, not only after a whole second with no frame: a frame every 0.3 s (a host's
-    neighbour discovery, a harness's probe) must not keep every wide frame after it on
-    the socket queue's slower path."""
+    frame, not only after a whole second with no frame: a frame every 0.3 s (one a host
+    sends on its own, a harness's probe) must not keep every wide frame after it on the
+    socket queue's slower path."""
     with forwarding_ports() as (_device, veths, ports):
         small = ethernet(DST2, payload=bytes(1486))
         veths.send(1, small)  # the loop runs, its rings made for MTU 1 500
         assert veths.recv(2) == small
         assert ports.ring_frames()[1] < 9014
-        for s, h in veths.pairs.values():
-            for name in (s, h):
-                _ip("link", "set", name, "mtu", "9000")
+        set_mtu(veths, 9000)
         deadline = time.monotonic() + 3
         while ports.ring_frames()[1] < 9014 and time.monotonic() < deadline:
             veths.send(1, small)
