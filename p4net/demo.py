@@ -341,11 +341,10 @@ class DemoNetwork:
     def set_mtu(self, mtu: int) -> None:
         """Every link's MTU (host and switch ends) to `mtu`, and `self.mtu` with it: the one
         way a started network's MTU changes, so what `carry` compares with is the links'.
-        A softswitch refits its ports' receive rings to a grown MTU at its first quiet
-        moment, within a second (softswitch.ports.RING_REFIT_IDLE) while no traffic
-        runs, and until then reads each longer frame through recvmsg, slower: after
-        raising the links this waits that second, so what runs next (a job of wider
-        blocks, gloo's jumbo run) crosses the rings."""
+        A softswitch refits its ports' receive rings to a grown MTU after a second with no
+        frame (softswitch.ports.RING_REFIT_IDLE), and until then reads each longer frame
+        through recvmsg, slower: after raising the links this waits that second, so what
+        runs next (a job of wider blocks, gloo's jumbo run) crosses the rings."""
         assert self.net is not None, "the network is not started"
         grown = mtu > self.mtu
         topology.set_mtu(self.net, mtu)

@@ -51,15 +51,10 @@ _RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
 # many slots) delays another port's next frame by at most one frame per busy port, not by
 # its whole backlog (docs/reliability.md, "Jobs share the switch").
 _RX_BATCH = 16
-# When the loop re-reads the interfaces' MTU and makes a grown one's receive ring again
-# (never under traffic: see `_remake`): once the ports have been quiet for
-# RING_REFIT_QUIET seconds after a frame, then every RING_REFIT_IDLE seconds while they
-# stay quiet. Until then frames longer than the ring's slots come through recvmsg,
-# slower. A short quiet, not a whole quiet second: one frame in that second would put the
-# refit off until traffic starts, and back-to-back calls never leave a second's gap. A
-# harness that raises a link's MTU right before traffic waits RING_REFIT_IDLE first
-# (p4net.demo's `set_mtu`): the refit has happened by then.
-RING_REFIT_QUIET = 0.02
+# Seconds with no frame on any port after which the loop re-reads the interfaces' MTU and
+# makes a grown one's receive ring again (never under traffic: see `_remake`). Until then
+# frames longer than the ring's slots come through recvmsg, slower: a harness that raises
+# a link's MTU right before traffic waits this long first (p4net.demo's `set_mtu`).
 RING_REFIT_IDLE = 1.0
 
 
@@ -331,13 +326,11 @@ class AfPacketPorts(Ports):
         order = list(self._socks)
         self._fit_rings()
         busy = False
-        fitted = True  # the MTUs were read since the last frame
         try:
             while not self._stop.is_set():
-                quiet = RING_REFIT_IDLE if fitted else RING_REFIT_QUIET
-                fitted = not (events := sel.select(timeout=0 if busy else quiet)) and not busy
-                if fitted:
-                    self._fit_rings()  # quiet a while: a link's MTU may have grown
+                events = sel.select(timeout=0 if busy else RING_REFIT_IDLE)
+                if not events and not busy:
+                    self._fit_rings()  # idle for a second: a link's MTU may have grown
                 woken = {key.data for key, _ in events if key.data is not None}
                 ready = [p for p in order if p in woken or p in self._rings]
                 took: set[int] = set()
