@@ -241,8 +241,8 @@ def run(net, switch_pid: int, c: Case, repeat: int, slots: int | None) -> Breakd
     """One job of `repeat` timed calls (after the demo's warm-up call), alone on its
     switch as suite.run_p4reduce's (suite.lone_job)."""
     reset_mtu(net)
-    # the links at the job's MTU before the switch's CPU is read: the softswitch refits its
-    # receive rings to a grown MTU (set_mtu waits for it), a one-off per MTU, not per call
+    # the links at the job's MTU before the switch's CPU is read: a softswitch port takes a
+    # ring for a grown MTU at its first longer frame (in the warm-up call), once per MTU
     net.carry(c.block_values)
     opts = replace(lone_job(c, slots or job_slots(c)), target=net.kind, repeat=repeat)
     inputs = make_inputs(c)

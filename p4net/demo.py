@@ -54,7 +54,6 @@ from p4reduce.target import (
     target as target_named,
 )
 from p4reduce.wire import link_mtu
-from softswitch.ports import RING_REFIT_IDLE
 from softswitch.runner import resolve_kind
 
 
@@ -341,16 +340,11 @@ class DemoNetwork:
     def set_mtu(self, mtu: int) -> None:
         """Every link's MTU (host and switch ends) to `mtu`, and `self.mtu` with it: the one
         way a started network's MTU changes, so what `carry` compares with is the links'.
-        A softswitch refits its ports' receive rings to a grown MTU after a second with no
-        frame (softswitch.ports.RING_REFIT_IDLE), and until then reads each longer frame
-        through recvmsg, slower: after raising the links this waits that second, so what
-        runs next (a job of wider blocks, gloo's jumbo run) crosses the rings."""
+        A softswitch port hands itself to a ring for the grown MTU at its first longer
+        frame (softswitch.handover), so nothing waits here."""
         assert self.net is not None, "the network is not started"
-        grown = mtu > self.mtu
         topology.set_mtu(self.net, mtu)
         self.mtu = mtu
-        if grown and self.kind == SOFTSWITCH:
-            time.sleep(RING_REFIT_IDLE * 1.3)
 
     def carry(self, block_values: int) -> None:
         """Raise every link's MTU to carry the frames of a job of `block_values` values per

@@ -36,6 +36,7 @@ from p4reduce.afpacket import (
     SOL_PACKET,
 )
 
+from . import handover
 from .rxring import ETH_HEADER, RxRing, interface_mtu, with_vlan
 
 log = logging.getLogger("softswitch.ports")
@@ -51,11 +52,6 @@ _RECV_BUFSIZE = 1 << 18  # larger than any GRO'd frame a veth can hand us
 # many slots) delays another port's next frame by at most one frame per busy port, not by
 # its whole backlog (docs/reliability.md, "Jobs share the switch").
 _RX_BATCH = 16
-# Seconds with no frame on any port after which the loop re-reads the interfaces' MTU and
-# makes a grown one's receive ring again (never under traffic: see `_remake`). Until then
-# frames longer than the ring's slots come through recvmsg, slower: a harness that raises
-# a link's MTU right before traffic waits this long first (p4net.demo's `set_mtu`).
-RING_REFIT_IDLE = 1.0
 
 
 class Receiver(Protocol):
@@ -212,6 +208,10 @@ class AfPacketPorts(Ports):
         self.interfaces = dict(items)
         self._socks: dict[int, socket.socket] = {}
         self._rings: dict[int, RxRing] = {}
+        # each port's fanout group, once its socket has been handed over (`_refit`)
+        self._groups: dict[int, int] = {}
+        self._unfit: set[int] = set()  # ports whose handover failed: they keep their ring
+        self._sel: selectors.BaseSelector | None = None
         # One receive buffer for every frame read from a socket's queue: recvmsg(256 KiB)
         # would allocate (and the allocator map and unmap) 256 KiB per frame; the frame's
         # own bytes are copied out of it.
@@ -221,7 +221,11 @@ class AfPacketPorts(Ports):
         self._stop = threading.Event()
         self._wake_r, self._wake_w = -1, -1
 
-    def _open(self, port: int, ifname: str) -> socket.socket:
+    def _open(
+        self, port: int, ifname: str, muted: bool = False
+    ) -> tuple[socket.socket, RxRing | None]:
+        """A bound socket on `ifname` and its receive ring (None without PACKET_MMAP);
+        `muted`, it drops every frame until its filter changes (handover.DROP_ALL)."""
         try:
             ifindex = socket.if_nametoindex(ifname)
         except OSError:
@@ -229,6 +233,7 @@ class AfPacketPorts(Ports):
         # protocol 0 until bound: a socket created with ETH_P_ALL sees every interface's
         # traffic until bind() narrows it down.
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+        ring: RxRing | None = None
         try:
             # A Python switch is slower than the hosts that feed it: bursts wait in the
             # socket buffer. SO_RCVBUF is capped by net.core.rmem_max (~200 KiB, some 150
@@ -244,36 +249,31 @@ class AfPacketPorts(Ports):
             sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
             sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            if muted:
+                handover.attach_filter(sock, handover.DROP_ALL)
             try:
-                self._rings[port] = RxRing(sock, ifname)
+                ring = RxRing(sock, ifname)
             except OSError as exc:  # no PACKET_MMAP: one recvmsg per frame
                 log.warning("port %d (%s): no receive ring (%s)", port, ifname, exc)
             sock.bind((ifname, ETH_P_ALL))  # CPython applies htons to the protocol
             sock.setblocking(False)
         except OSError:
-            self._drop_ring(port)
-            sock.close()
+            _close(sock, ring)
             raise
-        return sock
+        return sock, ring
 
     def ring_frames(self) -> dict[int, int]:
         """The largest frame each port's receive ring holds (ports without one left out)."""
         return {port: ring.frame for port, ring in self._rings.items()}
-
-    def _drop_ring(self, port: int) -> None:
-        ring = self._rings.pop(port, None)
-        if ring is not None:
-            try:
-                ring.close_map()
-            except OSError:
-                pass
 
     def start(self) -> None:
         if self._thread is not None:
             return
         try:
             for port, ifname in self.interfaces.items():
-                self._socks[port] = self._open(port, ifname)
+                self._socks[port], ring = self._open(port, ifname)
+                if ring is not None:
+                    self._rings[port] = ring
                 log.info("port %d: %s", port, ifname)
         except OSError:
             self._close_sockets()
@@ -302,14 +302,12 @@ class AfPacketPorts(Ports):
         self._close_sockets()
 
     def _close_sockets(self) -> None:
-        for port in list(self._rings):
-            self._drop_ring(port)
-        for sock in self._socks.values():
-            try:
-                sock.close()
-            except OSError:
-                pass
+        for port, sock in self._socks.items():
+            _close(sock, self._rings.get(port))
         self._socks.clear()
+        self._rings.clear()
+        self._groups.clear()
+        self._unfit.clear()
 
     def _loop(self) -> None:
         # Like bmv2, start reading only once the device has committed its first pipeline;
@@ -319,18 +317,15 @@ class AfPacketPorts(Ports):
             while not first_commit.wait(0.2):
                 if self._stop.is_set():
                     return
-        sel = selectors.DefaultSelector()
+        sel = self._sel = selectors.DefaultSelector()
         sel.register(self._wake_r, selectors.EVENT_READ, None)
         for port, sock in self._socks.items():
             sel.register(sock, selectors.EVENT_READ, port)
         order = list(self._socks)
-        self._fit_rings()
         busy = False
         try:
             while not self._stop.is_set():
-                events = sel.select(timeout=0 if busy else RING_REFIT_IDLE)
-                if not events and not busy:
-                    self._fit_rings()  # idle for a second: a link's MTU may have grown
+                events = sel.select(timeout=0 if busy else None)
                 woken = {key.data for key, _ in events if key.data is not None}
                 ready = [p for p in order if p in woken or p in self._rings]
                 took: set[int] = set()
@@ -349,6 +344,7 @@ class AfPacketPorts(Ports):
         except Exception:
             log.exception("port loop crashed")
         finally:
+            self._sel = None
             sel.close()
 
     def _clear_errors(self, ports: set[int]) -> None:
@@ -393,8 +389,8 @@ class AfPacketPorts(Ports):
 
     def _take_ring(self, port: int, ring: RxRing) -> bool:
         """Deliver the next frame of `port`'s ring; False when it is empty. A frame longer
-        than the ring's slots is read whole from the socket's queue (the ring is made
-        again for the new MTU only when the ports are idle: see `_fit_rings`)."""
+        than the ring's slots is read whole from the socket's queue, and the port handed
+        to a new socket with a ring for the new MTU (`_refit`)."""
         frame, wire, pkttype, queued = ring.take()
         if frame is not None or not wire:
             return self._hand_on(port, frame, pkttype)
@@ -402,7 +398,8 @@ class AfPacketPorts(Ports):
         return True
 
     def _long_frame(self, port: int, ring: RxRing, wire: int, queued: bool) -> None:
-        """A frame longer than the ring's slots: from the socket's queue, or counted lost."""
+        """A frame longer than the ring's slots: from the socket's queue, or counted lost;
+        then, if the port's MTU grew, a ring for it (`_refit`)."""
         self._count(port, "rx_longer_than_ring")
         log.debug(
             "port %d (%s): a %d-byte frame is longer than the receive ring's %d-byte slots",
@@ -411,6 +408,11 @@ class AfPacketPorts(Ports):
             wire,
             ring.frame,
         )
+        self._take_long(port, wire, queued)
+        self._refit(port, ring)
+
+    def _take_long(self, port: int, wire: int, queued: bool) -> None:
+        """Deliver a long frame from the socket's queue, or count it cut short."""
         if queued:
             self._take_queued(port)
         else:
@@ -427,29 +429,56 @@ class AfPacketPorts(Ports):
             self._deliver(port, frame)
         return True
 
-    def _remake(self, port: int, ring: RxRing, frame: int) -> None:
-        """Make `port`'s ring again for frames of `frame` bytes, after delivering what it
-        still holds. The kernel empties the socket's queue and stops delivering to the
-        socket for a moment while it swaps rings: done only when the ports are idle."""
+    def _refit(self, port: int, ring: RxRing) -> None:
+        """If `port`'s MTU grew past its ring's slots, hand the port to a new socket with
+        a ring for the new MTU, losing and reordering no frame (softswitch.handover): the
+        frames the old ring still holds are delivered first. On failure (a kernel without
+        fanout groups) the port keeps its socket and reads long frames through recvmsg."""
+        if port in self._unfit:
+            return
+        ifname = self.interfaces[port]
+        old = self._socks[port]
+        try:
+            if ETH_HEADER + interface_mtu(old, ifname) <= ring.frame:
+                return  # a frame longer than the MTU (GRO): rare, read through recvmsg
+            new, new_ring = self._open(port, ifname, muted=True)
+        except OSError as exc:
+            self._unfit.add(port)
+            log.warning("port %d (%s): no ring for the new MTU: %s", port, ifname, exc)
+            return
+        try:
+            group = self._groups.get(port)
+            if group is None:
+                group = handover.make_group(old)
+            handover.hand_over(old, new, group)
+        except OSError as exc:
+            _close(new, new_ring)
+            self._unfit.add(port)
+            log.warning("port %d (%s): no handover to a new ring: %s", port, ifname, exc)
+            return
+        self._groups[port] = group
+        self._drain(port, ring)
+        self._socks[port] = new
+        if new_ring is None:
+            self._rings.pop(port, None)
+        else:
+            self._rings[port] = new_ring
+        if self._sel is not None:
+            self._sel.unregister(old)
+            self._sel.register(new, selectors.EVENT_READ, port)
+        _close(old, ring)
+        self._count(port, "rx_ring_refits")
+        log.info("port %d (%s): MTU grew: receive ring made again", port, ifname)
+
+    def _drain(self, port: int, ring: RxRing) -> None:
+        """Deliver every frame `ring` (and its socket's queue) still holds."""
         while True:
             got, wire, pkttype, queued = ring.take()
             if got is None and wire:
-                self._long_frame(port, ring, wire, queued)
+                self._count(port, "rx_longer_than_ring")
+                self._take_long(port, wire, queued)
             elif not self._hand_on(port, got, pkttype):
                 break
-        ring.make(max(frame, ring.frame))
-
-    def _fit_rings(self) -> None:
-        """Remake the ring of each port whose interface's MTU grew past its slots; called
-        when the loop starts and after a second with no frame on any port."""
-        for port, ring in list(self._rings.items()):
-            try:
-                need = ETH_HEADER + interface_mtu(ring.sock, ring.ifname)
-            except OSError:
-                continue
-            if need > ring.frame:
-                log.info("port %d (%s): MTU grew: receive ring remade", port, ring.ifname)
-                self._remake(port, ring, need)
 
     def _frame(
         self, port: int, data: bytes, anc: list[tuple[int, int, bytes]], flags: int, addr: Any
@@ -484,3 +513,13 @@ class AfPacketPorts(Ports):
                 len(frame),
                 exc,
             )
+
+
+def _close(sock: socket.socket, ring: RxRing | None) -> None:
+    """Unmap `ring` (if any) and close `sock`: the kernel frees the ring with the socket."""
+    if ring is not None:
+        ring.unmap()
+    try:
+        sock.close()
+    except OSError:
+        pass

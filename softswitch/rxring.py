@@ -9,9 +9,9 @@ the switch only sleeps in `select` when every ring is empty.
 A ring slot holds one frame of the interface's MTU (read when the ring is made). A longer
 frame (the MTU grew since) is not lost: with PACKET_COPY_THRESH the kernel also queues it
 whole on the socket and marks its slot TP_STATUS_COPY, and it is read from there with
-`recvmsg`; the ports loop then makes the ring again for the larger frames (and re-reads
-the MTU whenever it has been idle for a second). Only when the socket's buffer is full
-too is a long frame cut short, counted and dropped.
+`recvmsg`; the ports loop then hands the port to a new socket with a ring for the larger
+frames (softswitch.handover). Only when the socket's buffer is full too is a long frame
+cut short, counted and dropped.
 """
 
 from __future__ import annotations
@@ -72,31 +72,23 @@ class RxRing:
         self.slot = self.slots = self.head = 0
         sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
         sock.setsockopt(SOL_PACKET, PACKET_COPY_THRESH, 1)
-        self.make(ETH_HEADER + interface_mtu(sock, ifname))
-
-    def make(self, frame: int) -> None:
-        """(Re)make the ring for frames up to `frame` bytes. Frames that arrive while it
-        has none wait in the socket's queue (`queued_first` drains it first)."""
-        self.close_map()
+        frame = ETH_HEADER + interface_mtu(sock, ifname)
         slot = slot_bytes(frame)
         slots = max(MIN_SLOTS, RING_BYTES // slot)
         block = max(mmap.PAGESIZE, slot)
-        self.sock.setsockopt(SOL_PACKET, PACKET_RX_RING, struct.pack("IIII", 0, 0, 0, 0))
         req = struct.pack("IIII", block, slots * slot // block, slot, slots)
-        self.sock.setsockopt(SOL_PACKET, PACKET_RX_RING, req)
+        sock.setsockopt(SOL_PACKET, PACKET_RX_RING, req)
         self._mm = mmap.mmap(
-            self.sock.fileno(), slots * slot, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            sock.fileno(), slots * slot, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
         )
-        self.slot, self.slots, self.head = slot, slots, 0
+        self.slot, self.slots = slot, slots
         self.frame = slot - RING_HEADROOM
 
-    def close_map(self) -> None:
+    def unmap(self) -> None:
+        """Unmap the ring; the kernel frees it when its socket closes."""
         mm, self._mm = self._mm, None
         if mm is not None:
             mm.close()
-        if self.slots:
-            self.sock.setsockopt(SOL_PACKET, PACKET_RX_RING, struct.pack("IIII", 0, 0, 0, 0))
-            self.slots = 0
 
     def ready(self) -> bool:
         """Whether the next slot holds a frame."""

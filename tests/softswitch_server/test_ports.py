@@ -8,9 +8,10 @@ import select
 import socket
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 from p4.v1 import p4runtime_pb2
@@ -210,30 +211,128 @@ def test_af_packet_ports_forward_between_veths():
 @pytest.mark.root
 def test_af_packet_ports_receive_ring_grows_with_the_mtu():
     """Each port reads a receive ring whose slots hold a frame of its interface's MTU. A
-    link whose MTU grows after the switch started: frames too long for the slots are read
-    whole from the socket's queue (none is lost, none is reordered), and once the ports
-    are idle the ring is made again for the new MTU."""
+    link whose MTU grows after the switch started: the first frame too long for the slots
+    is read whole from the socket's queue, and the port is handed to a socket with a ring
+    for the new MTU; no frame is lost or reordered."""
     with forwarding_ports() as (_device, veths, ports):
         assert set(ports.ring_frames()) == {1, 2}
         assert 1514 <= ports.ring_frames()[1] < 9014
         small = ethernet(DST2, payload=bytes(1486))
         veths.send(1, small)
         assert veths.recv(2) == small
-        for s, h in veths.pairs.values():
-            for name in (s, h):
-                _ip("link", "set", name, "mtu", "9000")
+        set_mtu(veths, 9000)
         big = [ethernet(DST2, payload=bytes([k]) * 8986) for k in range(5)]
         for frame in big:
             veths.send(1, frame)
         assert [veths.recv(2) for _ in big] == big
-        assert ports.stats[1]["rx_truncated"] == 0
-        assert ports.stats[1]["rx_longer_than_ring"] <= len(big)
-        deadline = time.monotonic() + 5
-        while ports.ring_frames()[1] < 9014 and time.monotonic() < deadline:
-            time.sleep(0.1)  # the ring is made again once the ports are idle for a second
+        # the frames may be out before the handover ends (the old ring's are sent first)
+        assert eventually(lambda: ports.stats[1]["rx_ring_refits"] == 1)
         assert ports.ring_frames()[1] >= 9014
+        assert ports.stats[1]["rx_truncated"] == 0
+        assert 1 <= ports.stats[1]["rx_longer_than_ring"] <= len(big)
+        longer = ports.stats[1]["rx_longer_than_ring"]
         veths.send(1, big[0])
         assert veths.recv(2) == big[0]
+        assert ports.stats[1]["rx_longer_than_ring"] == longer
+        # a second growth hands the port over again, through the same fanout group
+        set_mtu(veths, 20000)
+        huge = ethernet(DST2, payload=bytes(19986))
+        veths.send(1, huge)
+        assert veths.recv(2) == huge
+        assert eventually(lambda: ports.stats[1]["rx_ring_refits"] == 2)
+        assert ports.ring_frames()[1] >= 20014
+
+
+def eventually(cond: Callable[[], bool], timeout: float = 3.0) -> bool:
+    """Whether `cond` holds within `timeout` seconds (polled)."""
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return cond()
+
+
+def set_mtu(veths: Veths, mtu: int) -> None:
+    for s, h in veths.pairs.values():
+        for name in (s, h):
+            _ip("link", "set", name, "mtu", str(mtu))
+
+
+# Sends numbered frames out of a veth's host end at a steady pace: `small` ones until a
+# line arrives on stdin, then as many alternating long and small ones; never pausing.
+_SENDER = r"""
+import select, socket, struct, sys, time
+ifname, small, long_payload = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+sock.bind((ifname, 0))
+head = bytes.fromhex("020000000002020000000001") + b"\x08\x00"
+seq, grown = 0, False
+while seq < 2 * small:
+    if not grown and seq >= small:
+        grown = bool(select.select([sys.stdin], [], [], 0)[0])
+    pad = long_payload if grown and seq % 2 else 46
+    if grown or seq < small:
+        sock.send(head + struct.pack("!I", seq) + bytes(pad))
+        seq += 1
+    time.sleep(0.001)
+print(seq, flush=True)
+"""
+
+
+@pytest.mark.root
+def test_af_packet_ports_hand_a_port_to_a_larger_ring_under_steady_traffic():
+    """Frames keep arriving, a millisecond apart, while the link's MTU grows and the
+    first long frames arrive: the port is handed to a socket with a larger ring in the
+    middle of that traffic, and the switch gets every frame once, in the order sent."""
+    import threading
+
+    class Recorder:
+        transmit = None
+
+        def __init__(self) -> None:
+            self.first_commit = threading.Event()
+            self.first_commit.set()
+            self.seqs: list[int] = []
+
+        def receive(self, port: int, frame: bytes) -> None:
+            if frame[12:14] == b"\x08\x00":
+                self.seqs.append(struct.unpack_from("!I", frame, 14)[0])
+
+    rec = Recorder()
+    veths = Veths(1)
+    ports = AfPacketPorts(veths.switch_ends())
+    sender = None
+    small = 400
+    try:
+        ports.attach(rec)
+        ports.start()
+        sender = subprocess.Popen(
+            [sys.executable, "-c", _SENDER, veths.pairs[1][1], str(small), "8986"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 10
+        while len(rec.seqs) < small // 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        set_mtu(veths, 9000)
+        assert sender.stdin is not None
+        sender.stdin.write("grown\n")
+        sender.stdin.flush()
+        out, _ = sender.communicate(timeout=30)
+        assert int(out) == 2 * small
+        deadline = time.monotonic() + 5
+        while len(rec.seqs) < 2 * small and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert rec.seqs == list(range(2 * small))
+        assert ports.stats[1]["rx_ring_refits"] == 1
+        assert ports.ring_frames()[1] >= 9014
+        assert ports.stats[1]["rx_truncated"] == 0
+    finally:
+        if sender is not None and sender.poll() is None:
+            sender.kill()
+            sender.wait()
+        ports.stop()
+        veths.close()
 
 
 @pytest.mark.root
