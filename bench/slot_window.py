@@ -51,7 +51,7 @@ def measure(target: str, args: argparse.Namespace) -> dict[str, float]:
                 for pattern, d in PATTERNS:
                     for mode in args.modes:
                         for s in args.slots if n % 2 == 0 else args.slots[::-1]:
-                            rep = suite.repeats(suite.M, target, d)
+                            rep = suite.repeats(suite.M, target, d, k)
                             c = suite.Case(
                                 target,
                                 "p4reduce",

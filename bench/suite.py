@@ -265,25 +265,29 @@ def headline_plan(targets: list[str], have_torch: bool) -> list[Case]:
             cases.append(Case(target, "gloo", 4, M, "ring", 1.0, repeats(M, target)))
         for k in HEADLINE_BLOCK_VALUES:
             for pattern, d in HEADLINE_PATTERNS:
-                n = repeats(M, target, d if pattern != "zipf" else 0.25)
+                n = repeats(M, target, d if pattern != "zipf" else 0.25, k)
                 for mode in ROUND_MODES:
                     c = Case(target, "p4reduce", 4, M, pattern, d, n, block_values=k)
                     cases.append(replace(c, round_mode=mode))
     return cases
 
 
-def repeats(size: int, target: str, density: float = 1.0) -> int:
-    """Timed calls of a case (its best is kept). A call that sends few blocks lasts well
-    under a second, where one descheduling of the 4-6 processes sharing two cores costs
-    5-10 %: such calls are repeated more, as timeit does, so that their best is as
-    trustworthy as a long call's."""
+def repeats(
+    size: int, target: str, density: float = 1.0, block_values: int = protocol.BLOCK_VALUES
+) -> int:
+    """Timed calls of a case (its best is kept). A call that sends few blocks (at most a
+    tenth of a dense 1 M call's at 64 values per block: sparse, or of wide blocks) lasts
+    well under a second, where one descheduling of the 4-6 processes sharing two cores
+    costs 5-10 % or more: such calls are repeated more, as timeit does, so that their best
+    is as trustworthy as a long call's."""
     if size >= 16 * M:
         return 1
     if target != "softswitch":
         n = 1 if size >= M else 2
     else:
         n = 2 if size >= M else 3
-    return max(n, 5) if density * size <= M / 10 else n
+    few = M / 10 / protocol.BLOCK_VALUES
+    return max(n, 5) if density * size / block_values <= few else n
 
 
 def estimate(c: Case) -> float:
