@@ -186,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.stop(grace=1.0)
         ports.stop()
         log.info("stopped; device counters: %s", device.counters)
+        # what each port read and how (rx_longer_than_ring, rx_ring_refits, rx_errors...)
+        log.info("port counters: %s", {port: dict(c) for port, c in sorted(ports.stats.items())})
     return 0
 
 

@@ -18,13 +18,12 @@ Why the steps are in this order (`hand_over`):
   to the first socket again means no frame is still on its way through the new socket's
   own hook, and its filter can be lifted. After steering to the new socket, no frame is
   on its way to the first one, whose ring then holds its last frame.
-* A group keeps the direction of traffic it was made with: made with
-  PACKET_FANOUT_FLAG_IGNORE_OUTGOING (Linux 6.6+), frames this host sends are never
-  delivered; on an older kernel the sockets' filter drops them (`DROP_OUTGOING`).
+* A group's sockets get the frames this host sends unless the group was made with
+  PACKET_FANOUT_FLAG_IGNORE_OUTGOING (their own PACKET_IGNORE_OUTGOING no longer counts);
+  on a kernel without that flag the new socket's filter drops them (`DROP_OUTGOING`).
 
 Each setting of the program after the first waits one RCU grace period (tens of
-milliseconds): a handover stops the port loop for two or three of them, once per MTU
-change.
+milliseconds): a handover stops the port loop for three of them, once per MTU change.
 """
 
 from __future__ import annotations
@@ -78,17 +77,21 @@ def attach_filter(sock: socket.socket, program: Program) -> None:
     _set_program(sock, socket.SOL_SOCKET, SO_ATTACH_FILTER, program)
 
 
-def make_group(sock: socket.socket) -> int:
-    """Put bound `sock` in a new fanout group of its own, steered to it; its id."""
+def make_group(sock: socket.socket, ignore_outgoing: bool = True) -> int:
+    """Put bound `sock` in a new fanout group of its own, steered to it; its id. The group
+    ignores frames this host sends where the kernel can (`ignore_outgoing`)."""
     kind = PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_UNIQUEID
-    try:
-        sock.setsockopt(
-            SOL_PACKET, PACKET_FANOUT, (kind | PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16
-        )
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:
-            raise
-        sock.setsockopt(SOL_PACKET, PACKET_FANOUT, kind << 16)  # before Linux 6.6
+    if ignore_outgoing:
+        try:
+            sock.setsockopt(
+                SOL_PACKET, PACKET_FANOUT, (kind | PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16
+            )
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            ignore_outgoing = False  # an older kernel: the sockets' filter drops them
+    if not ignore_outgoing:
+        sock.setsockopt(SOL_PACKET, PACKET_FANOUT, kind << 16)
     group = sock.getsockopt(SOL_PACKET, PACKET_FANOUT)
     _set_program(sock, SOL_PACKET, PACKET_FANOUT_DATA, _steer_to(0))
     return group

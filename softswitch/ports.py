@@ -26,6 +26,7 @@ import selectors
 import socket
 import struct
 import threading
+import time
 from typing import Any, Callable, Protocol
 
 from p4reduce.afpacket import (
@@ -446,6 +447,7 @@ class AfPacketPorts(Ports):
             self._unfit.add(port)
             log.warning("port %d (%s): no ring for the new MTU: %s", port, ifname, exc)
             return
+        began = time.monotonic()
         try:
             group = self._groups.get(port)
             if group is None:
@@ -468,7 +470,12 @@ class AfPacketPorts(Ports):
             self._sel.register(new, selectors.EVENT_READ, port)
         _close(old, ring)
         self._count(port, "rx_ring_refits")
-        log.info("port %d (%s): MTU grew: receive ring made again", port, ifname)
+        log.info(
+            "port %d (%s): MTU grew: handed to a new receive ring in %.0f ms",
+            port,
+            ifname,
+            (time.monotonic() - began) * 1e3,
+        )
 
     def _drain(self, port: int, ring: RxRing) -> None:
         """Deliver every frame `ring` (and its socket's queue) still holds."""

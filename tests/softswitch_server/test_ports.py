@@ -17,6 +17,7 @@ import pytest
 from p4.v1 import p4runtime_pb2
 
 from p4reduce.p4rt import P4InfoIndex
+from softswitch import handover
 from softswitch.p4runtime_server import Device
 from softswitch.ports import (
     PACKET_AUXDATA,
@@ -30,6 +31,7 @@ from p4reduce.afpacket import ETH_P_ALL, PACKET_OUTGOING, SOL_PACKET, TP_STATUS_
 from .helpers import SetAction, Update, device_config, ethernet, exact_entry, load_p4info
 
 IFF_PROMISC = 0x100
+DST1 = bytes.fromhex("020000000001")
 DST2 = bytes.fromhex("020000000002")
 DST9 = bytes.fromhex("020000000009")
 
@@ -241,6 +243,42 @@ def test_af_packet_ports_receive_ring_grows_with_the_mtu():
         assert veths.recv(2) == huge
         assert eventually(lambda: ports.stats[1]["rx_ring_refits"] == 2)
         assert ports.ring_frames()[1] >= 20014
+
+
+@pytest.mark.root
+def test_af_packet_ports_handed_over_port_ignores_what_it_sends_without_the_fanout_flag(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A kernel whose fanout groups cannot ignore the frames this host sends (no
+    PACKET_FANOUT_FLAG_IGNORE_OUTGOING) delivers them to a group's sockets whatever the
+    sockets' own option says (except a member's own sends): the handed-over socket's
+    filter drops them in the kernel, so neither what the switch sends out of that port
+    nor what another sender on this host puts on its interface reaches its ring."""
+    make_group = handover.make_group
+    monkeypatch.setattr(handover, "make_group", lambda sock: make_group(sock, False))
+    with forwarding_ports() as (device, veths, ports):
+        ids = P4InfoIndex.from_proto(load_p4info())
+        req = p4runtime_pb2.WriteRequest(device_id=1)
+        req.updates.add(type=Update.INSERT).entity.CopyFrom(exact_entry(ids, DST1, 1))
+        assert device.write(req) == [None]
+        set_mtu(veths, 9000)
+        big = ethernet(DST2, payload=bytes(8986))
+        veths.send(1, big)
+        assert veths.recv(2) == big
+        assert eventually(lambda: ports.stats[1]["rx_ring_refits"] == 1)
+        assert not ports._groups[1] & handover.PACKET_FANOUT_FLAG_IGNORE_OUTGOING << 16
+        back = [ethernet(DST1, payload=bytes([k]) * 100) for k in range(5)]
+        for frame in back:
+            veths.send(2, frame)
+        assert [veths.recv(1) for _ in back] == back
+        with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as other:
+            other.bind((veths.pairs[1][0], 0))
+            for frame in back:
+                other.send(ethernet(DST2, payload=frame[14:]))
+        assert veths.recv(2, timeout=0.5) is None  # not switch input: not forwarded
+        assert ports.stats[1]["tx"] == len(back)
+        assert ports.stats[1]["rx"] == 1
+        assert ports.stats[1]["rx_outgoing_ignored"] == 0
 
 
 def eventually(cond: Callable[[], bool], timeout: float = 3.0) -> bool:
