@@ -16,7 +16,7 @@ Why the steps are in this order (`hand_over`):
 * Setting a group's program again waits for the frames under way (the kernel's
   synchronize_net, once an older program exists): after the new socket joins, steering
   to the first socket again means no frame is still on its way through the new socket's
-  own hook, and its filter can be lifted. After steering to the new socket, no frame is
+  own hook, and its filter can let frames in. After steering to the new socket, no frame is
   on its way to the first one, whose ring then holds its last frame.
 * A group's sockets get the frames this host sends unless the group was made with
   PACKET_FANOUT_FLAG_IGNORE_OUTGOING (their own PACKET_IGNORE_OUTGOING no longer counts);
