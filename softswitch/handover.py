@@ -22,8 +22,9 @@ Why the steps are in this order (`hand_over`):
   PACKET_FANOUT_FLAG_IGNORE_OUTGOING (their own PACKET_IGNORE_OUTGOING no longer counts);
   on a kernel without that flag the new socket's filter drops them (`DROP_OUTGOING`).
 
-Each setting of the program after the first waits one RCU grace period (tens of
-milliseconds): a handover stops the port loop for three of them, once per MTU change.
+Each setting of the program after the group's first waits one RCU grace period (tens of
+milliseconds): a port's first handover stops the port loop for two of them, a later one
+for three, once per MTU change.
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ def attach_filter(sock: socket.socket, program: Program) -> None:
 
 
 def make_group(sock: socket.socket, ignore_outgoing: bool = True) -> int:
-    """Put bound `sock` in a new fanout group of its own, steered to it; its id. The group
-    ignores frames this host sends where the kernel can (`ignore_outgoing`)."""
+    """Put bound `sock` in a new fanout group of its own; its id. A group without a
+    program steers every frame to its first member, `sock`. The group ignores frames this
+    host sends where the kernel can (`ignore_outgoing`)."""
     kind = PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_UNIQUEID
     if ignore_outgoing:
         try:
@@ -92,9 +94,7 @@ def make_group(sock: socket.socket, ignore_outgoing: bool = True) -> int:
             ignore_outgoing = False  # an older kernel: the sockets' filter drops them
     if not ignore_outgoing:
         sock.setsockopt(SOL_PACKET, PACKET_FANOUT, kind << 16)
-    group = sock.getsockopt(SOL_PACKET, PACKET_FANOUT)
-    _set_program(sock, SOL_PACKET, PACKET_FANOUT_DATA, _steer_to(0))
-    return group
+    return sock.getsockopt(SOL_PACKET, PACKET_FANOUT)
 
 
 def join_group(sock: socket.socket, group: int) -> None:
@@ -113,6 +113,8 @@ def hand_over(old: socket.socket, new: socket.socket, group: int) -> None:
     bound to the same interface with `DROP_ALL` as its filter. When this returns `old`
     gets no frame any more (read it to its end, then close it) and `new` gets them all."""
     steer(old, 0)  # `new` will be member 1: keep the frames on `old` when it joins
+    # (a group's first program waits for nothing; a later one, as here after a first
+    # handover, waits a grace period)
     join_group(new, group)
     steer(old, 0)  # waits out frames still on their way through `new`'s own hook
     attach_filter(new, DROP_OUTGOING)

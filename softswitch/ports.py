@@ -388,19 +388,20 @@ class AfPacketPorts(Ports):
             self._deliver(port, frame)
         return True
 
-    def _take_ring(self, port: int, ring: RxRing) -> bool:
+    def _take_ring(self, port: int, ring: RxRing, refit: bool = True) -> bool:
         """Deliver the next frame of `port`'s ring; False when it is empty. A frame longer
-        than the ring's slots is read whole from the socket's queue, and the port handed
-        to a new socket with a ring for the new MTU (`_refit`)."""
+        than the ring's slots is read whole from the socket's queue, and (`refit`) the
+        port handed to a new socket with a ring for the new MTU (`_refit`)."""
         frame, wire, pkttype, queued = ring.take()
         if frame is not None or not wire:
             return self._hand_on(port, frame, pkttype)
         self._long_frame(port, ring, wire, queued)
+        if refit:
+            self._refit(port, ring)
         return True
 
     def _long_frame(self, port: int, ring: RxRing, wire: int, queued: bool) -> None:
-        """A frame longer than the ring's slots: from the socket's queue, or counted lost;
-        then, if the port's MTU grew, a ring for it (`_refit`)."""
+        """A frame longer than the ring's slots: from the socket's queue, or counted lost."""
         self._count(port, "rx_longer_than_ring")
         log.debug(
             "port %d (%s): a %d-byte frame is longer than the receive ring's %d-byte slots",
@@ -409,11 +410,6 @@ class AfPacketPorts(Ports):
             wire,
             ring.frame,
         )
-        self._take_long(port, wire, queued)
-        self._refit(port, ring)
-
-    def _take_long(self, port: int, wire: int, queued: bool) -> None:
-        """Deliver a long frame from the socket's queue, or count it cut short."""
         if queued:
             self._take_queued(port)
         else:
@@ -443,6 +439,9 @@ class AfPacketPorts(Ports):
             if ETH_HEADER + interface_mtu(old, ifname) <= ring.frame:
                 return  # a frame longer than the MTU (GRO): rare, read through recvmsg
             new, new_ring = self._open(port, ifname, muted=True)
+            if new_ring is None:  # no PACKET_MMAP now: nothing to hand over to
+                _close(new, None)
+                raise OSError(errno.EOPNOTSUPP, "no receive ring")
         except OSError as exc:
             self._unfit.add(port)
             log.warning("port %d (%s): no ring for the new MTU: %s", port, ifname, exc)
@@ -459,12 +458,9 @@ class AfPacketPorts(Ports):
             log.warning("port %d (%s): no handover to a new ring: %s", port, ifname, exc)
             return
         self._groups[port] = group
-        self._drain(port, ring)
-        self._socks[port] = new
-        if new_ring is None:
-            self._rings.pop(port, None)
-        else:
-            self._rings[port] = new_ring
+        while self._take_ring(port, ring, refit=False):
+            pass  # what the old ring (and its socket's queue) still holds goes first
+        self._socks[port], self._rings[port] = new, new_ring
         if self._sel is not None:
             self._sel.unregister(old)
             self._sel.register(new, selectors.EVENT_READ, port)
@@ -476,16 +472,6 @@ class AfPacketPorts(Ports):
             ifname,
             (time.monotonic() - began) * 1e3,
         )
-
-    def _drain(self, port: int, ring: RxRing) -> None:
-        """Deliver every frame `ring` (and its socket's queue) still holds."""
-        while True:
-            got, wire, pkttype, queued = ring.take()
-            if got is None and wire:
-                self._count(port, "rx_longer_than_ring")
-                self._take_long(port, wire, queued)
-            elif not self._hand_on(port, got, pkttype):
-                break
 
     def _frame(
         self, port: int, data: bytes, anc: list[tuple[int, int, bytes]], flags: int, addr: Any

@@ -66,10 +66,6 @@ class RxRing:
     """The receive ring of one bound AF_PACKET socket (see the module docstring)."""
 
     def __init__(self, sock: socket.socket, ifname: str) -> None:
-        self.sock = sock
-        self.ifname = ifname
-        self._mm: mmap.mmap | None = None
-        self.slot = self.slots = self.head = 0
         sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
         sock.setsockopt(SOL_PACKET, PACKET_COPY_THRESH, 1)
         frame = ETH_HEADER + interface_mtu(sock, ifname)
@@ -78,10 +74,10 @@ class RxRing:
         block = max(mmap.PAGESIZE, slot)
         req = struct.pack("IIII", block, slots * slot // block, slot, slots)
         sock.setsockopt(SOL_PACKET, PACKET_RX_RING, req)
-        self._mm = mmap.mmap(
+        self._mm: mmap.mmap | None = mmap.mmap(
             sock.fileno(), slots * slot, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
         )
-        self.slot, self.slots = slot, slots
+        self.slot, self.slots, self.head = slot, slots, 0
         self.frame = slot - RING_HEADROOM
 
     def unmap(self) -> None:
@@ -89,11 +85,6 @@ class RxRing:
         mm, self._mm = self._mm, None
         if mm is not None:
             mm.close()
-
-    def ready(self) -> bool:
-        """Whether the next slot holds a frame."""
-        mm = self._mm
-        return mm is not None and mm[self.head * self.slot] & TP_STATUS_USER != 0
 
     def take(self) -> tuple[bytes | None, int, int, bool]:
         """The next frame, with its VLAN tag put back: (frame, its length on the wire, its

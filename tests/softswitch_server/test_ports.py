@@ -349,18 +349,14 @@ def test_af_packet_ports_hand_a_port_to_a_larger_ring_under_steady_traffic():
             stdout=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 10
-        while len(rec.seqs) < small // 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        eventually(lambda: len(rec.seqs) >= small // 2, timeout=10)
         set_mtu(veths, 9000)
         assert sender.stdin is not None
         sender.stdin.write("grown\n")
         sender.stdin.flush()
         out, _ = sender.communicate(timeout=30)
         assert int(out) == 2 * small
-        deadline = time.monotonic() + 5
-        while len(rec.seqs) < 2 * small and time.monotonic() < deadline:
-            time.sleep(0.02)
+        eventually(lambda: len(rec.seqs) >= 2 * small, timeout=5)
         assert rec.seqs == list(range(2 * small))
         assert ports.stats[1]["rx_ring_refits"] == 1
         assert ports.ring_frames()[1] >= 9014
