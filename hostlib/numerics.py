@@ -19,6 +19,14 @@ from p4reduce.wire import packed_bias
 from . import protocol as p
 from .scratch import Scratch, take
 
+try:  # the per-value passes, compiled (hostlib/_kernels.c): built by `make install`
+    from . import _kernels
+except ImportError as exc:  # pragma: no cover - an install that skipped the build
+    raise ImportError(
+        "hostlib's compiled kernels (hostlib._kernels, from hostlib/_kernels.c) are not "
+        "built: run `make install`, which installs gcc and python3-dev and builds them"
+    ) from exc
+
 M = (1 << 31) - 1  # largest int32: the quantized range
 MIN_EXPONENT = -128  # e is clamped below (field carries e + 128)
 MAX_EXPONENT = 127
@@ -41,30 +49,35 @@ def from_packed(sums: np.ndarray, worker_count: int, out: np.ndarray | None = No
     """A packed round's lanes (sum of N biased lanes, < 2^32) -> the exact int32 sums: the
     N biases subtracted modulo 2^32 (the wrap is the int32 the sum is). `sums` may be in
     either byte order (a received batch's values are the wire's big-endian bytes,
-    framing.parse_batch): big-endian lanes are first turned native by a plain copy into
-    `out` and the biases subtracted there in place -- a subtraction that reads the
-    swapped bytes itself goes through numpy's buffered casting loop, slower than the two
-    passes. `out`: an int32 array of sums' shape to write (a Scratch buffer), else a
-    new one."""
-    bias = _packed_biases(worker_count)[1]
-    unsigned = sums.view(_UNSIGNED[sums.dtype.byteorder])  # same byte order
-    dest = np.empty(sums.shape, np.uint32) if out is None else out.view(np.uint32)
-    if unsigned.dtype.isnative:
-        return np.subtract(unsigned, bias, out=dest).view(np.int32)
-    np.copyto(dest, unsigned)
-    return np.subtract(dest, bias, out=dest).view(np.int32)
+    framing.parse_batch), turned native on the way: one compiled pass (`_kernels`).
+    `out`: an int32 array of sums' shape to write (a Scratch buffer), else a new one."""
+    dest = np.empty(sums.shape, np.int32) if out is None else out
+    _kernels.unbias(_rows(sums), _packed_biases(worker_count)[1], _rows(dest, True))
+    return dest
 
 
-# the unsigned view of int32 lanes of each byte order (dtype.byteorder)
-_UNSIGNED = {bo: np.dtype(np.uint32).newbyteorder(bo) for bo in "=<>"}
+def _rows(a: np.ndarray, written: bool = False) -> np.ndarray:
+    """`a` as the kernels take it, (rows, k) with each row's values contiguous: a 2-D
+    array as it is (a view of frames, of evenly spaced blocks), one of another shape as
+    rows of its last axis. An array the kernels only read is copied where its values are
+    apart; one they write (`written`) never is: a view, or the kernels' ValueError."""
+    if a.ndim != 2:
+        if written:
+            a = a.view()
+            a.shape = (-1, a.shape[-1] if a.ndim else 1)  # raises rather than copy
+        else:
+            a = a.reshape(-1, a.shape[-1] if a.ndim else 1)
+    if not written and a.shape[1] > 1 and a.strides[1] != a.itemsize:
+        a = np.ascontiguousarray(a)
+    return a
 
 
 @lru_cache(maxsize=None)
-def _packed_biases(worker_count: int) -> tuple[np.uint32, np.uint32]:
+def _packed_biases(worker_count: int) -> tuple[int, int]:
     """A rank's bias (packed_bias) and the N ranks' biases modulo 2^32 (what from_packed
-    subtracts), as the uint32 scalars every batch's arithmetic takes."""
+    subtracts)."""
     bias = packed_bias(worker_count)
-    return np.uint32(bias), np.uint32(worker_count * bias % (1 << 32))
+    return bias, worker_count * bias % (1 << 32)
 
 
 def half(blocks: np.ndarray, low: bool) -> np.ndarray:
@@ -158,31 +171,6 @@ def _scales_by_biased(worker_count: int) -> np.ndarray:
     return scales(np.arange(256) - p.EXPONENT_BIAS, worker_count)
 
 
-def _scaled(blocks: np.ndarray, scale: np.ndarray, scratch: Scratch | None) -> np.ndarray:
-    """rint(x * floor(M/N) / 2^E) per row in float64: x times the row's `scale`,
-    floor(M/N) * 2^-E (`scales`), is the same rounded product as x * floor(M/N) scaled
-    afterwards. In `scratch`'s "scaled" buffer when given. float32 rows are widened into
-    it first and multiplied there: a ufunc given mixed dtypes (float32 times float64)
-    casts through a buffered loop, slower than the plain widening copy and the float64
-    product together (the same float64 numbers: the widening is exact)."""
-    scaled = take(scratch, "scaled", blocks.shape, np.float64)
-    factor = scale[:, None]
-    if blocks.dtype == np.float64:
-        np.multiply(blocks, factor, out=scaled)
-    else:
-        np.copyto(scaled, blocks)
-        np.multiply(scaled, factor, out=scaled)
-    return np.rint(scaled, out=scaled)
-
-
-def _cast(scaled: np.ndarray, dtype, scratch: Scratch | None) -> np.ndarray:
-    """scaled.astype(dtype), into `scratch`'s "quantized" buffer when given (the same
-    conversion: copyto casts as astype does)."""
-    out = take(scratch, "quantized", scaled.shape, dtype)
-    np.copyto(out, scaled, casting="unsafe")
-    return out
-
-
 def quantize(
     blocks: np.ndarray,
     exponents: np.ndarray | None,
@@ -193,31 +181,46 @@ def quantize(
 ) -> np.ndarray:
     """q = rint(x * floor(M/N) / 2^E) per row, E = exponents (unbiased) per row -> int32
     (`scale`: the rows' `scales`, when the caller has them, instead of `exponents`).
-    With `scratch`, the result is a view of its buffer (valid until its next quantize)."""
-    if scale is None:
-        scale = scales(exponents, worker_count)
-    return _cast(_scaled(blocks, scale, scratch), np.int32, scratch)
+    Evaluated in float64, rounded half to even: x times the row's scale, floor(M/N) *
+    2^-E, is the same rounded product as x * floor(M/N) scaled afterwards (a power of two
+    scales a float64 exactly in this range). With `scratch`, the result is a view of its
+    buffer (valid until its next quantize)."""
+    out = take(scratch, "quantized", blocks.shape, np.int32)
+    return _quantized(blocks, exponents, worker_count, 0, out, scale)
 
 
 def quantize_packed(
     blocks: np.ndarray,
     exponents: np.ndarray | None,
     worker_count: int,
-    scratch: Scratch | None = None,
     out: np.ndarray | None = None,
     *,
     scale: np.ndarray | None = None,
 ) -> np.ndarray:
-    """to_packed(quantize(...)) without its int64 pass: q cast to int32 (float64 to int32
-    is a much faster conversion than to uint32), then the bias added modulo 2^32 as
-    uint32 -- the same bits, as q + bias lies in 0..2^32-1 -- on its way into `out` (an
-    int32 array of any byte order, e.g. the wire's; else a new one)."""
-    q = quantize(blocks, exponents, worker_count, scratch, scale=scale)
+    """to_packed(quantize(...)): q plus the rank's packed bias modulo 2^32 -- the same
+    bits, as q + bias lies in 0..2^32-1 -- written into `out` (an int32 array of any byte
+    order, e.g. the wire's columns of the frames that will carry them; else a new one)
+    in one pass, no temporary."""
     if out is None:
-        out = np.empty(q.shape, np.int32)
-    unsigned = out.view(_UNSIGNED[out.dtype.byteorder])  # same byte order
+        out = np.empty(blocks.shape, np.int32)
     bias = _packed_biases(worker_count)[0]
-    np.add(q.view(np.uint32), bias, out=unsigned, casting="unsafe")
+    return _quantized(blocks, exponents, worker_count, bias, out, scale)
+
+
+def _quantized(
+    blocks: np.ndarray,
+    exponents: np.ndarray | None,
+    worker_count: int,
+    bias: int,
+    out: np.ndarray,
+    scale: np.ndarray | None,
+) -> np.ndarray:
+    """quantize's q + `bias` (mod 2^32) into `out`: one compiled pass (`_kernels`)."""
+    if scale is None:
+        scale = scales(np.asarray(exponents), worker_count)
+    _kernels.quantize(
+        _rows(blocks), np.ascontiguousarray(scale, np.float64), bias, _rows(out, True)
+    )
     return out
 
 
@@ -232,13 +235,15 @@ def dequantize(
     divided by the row's floor(M/N) * 2^-E (exact: a power of two scales a float64 exactly
     here), the same correctly rounded quotient as dividing by floor(M/N) and scaling by 2^E
     after (no quotient comes near float64's subnormals: |sum| >= 1, E >= -128). Returned as
-    `dtype`: each float64 quotient rounded to it as astype would, chunk by chunk inside the
-    division, so a float32 result never holds a float64 copy of the rows. `out`: an array
-    of sums' shape and `dtype` to write (a Scratch buffer), else a new one."""
-    divisor = np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
+    `dtype`: each float64 quotient rounded to it, so a float32 result never holds a
+    float64 copy of the rows. `sums`: int32 in either byte order. `out`: an array of
+    sums' shape and `dtype` to write (a Scratch buffer, the result's rows), else a new
+    one."""
+    divisor = np.ldexp(float(level(worker_count)), -np.asarray(exponents).astype(np.int32))
     if out is None:
         out = np.empty(sums.shape, dtype)
-    return np.divide(sums, divisor[:, None], out=out, dtype=np.float64, casting="unsafe")
+    _kernels.dequantize(_rows(sums), divisor, _rows(out, True))
+    return out
 
 
 # float64 evaluation of quantize (x * floor(M/N) is rounded) and dequantize (the division
@@ -436,10 +441,9 @@ class Payload:
         # in the wire's byte order already: the frame builder copies these bytes as they are
         # (with `out`, the frames' own columns: nothing to copy)
         wire = take(scratch, "wire", x.shape, p.VALUES_DTYPE) if out is None else out
-        if self.encoding == p.Encoding.PACKED:
-            return quantize_packed(x, None, self.worker_count, scratch, wire, scale=scale)
-        np.copyto(wire, quantize(x, None, self.worker_count, scratch, scale=scale))
-        return wire
+        packed = self.encoding == p.Encoding.PACKED
+        bias = _packed_biases(self.worker_count)[0] if packed else 0
+        return _quantized(x, None, self.worker_count, bias, wire, scale)
 
 
 def make_payload(

@@ -19,6 +19,7 @@ import shutil
 import site
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,7 +214,8 @@ def test_wheel_holds_every_module_and_every_compiled_output(dists):
     """Exactly the checkout's modules of the packages the entry points name, of the ground
     floor they stand on (p4reduce) and of p4net (the demo and network package mininet/'s
     scripts and bench/ import), and p4c's outputs as p4src/compile.py's manifests list
-    them -- no test code, no bytecode."""
+    them, and hostlib's compiled kernels (built from hostlib/_kernels.c, whose source
+    stays out) -- no test code, no bytecode."""
     entry_modules = [
         *PROJECT["scripts"].values(),
         *(v for group in PROJECT["entry-points"].values() for v in group.values()),
@@ -223,6 +225,10 @@ def test_wheel_holds_every_module_and_every_compiled_output(dists):
     packages = top | {"p4reduce", "p4net"}
     expected = {f for f in _tracked_files() if f.split("/")[0] in packages and f.endswith(".py")}
     expected.add("p4src/build/__init__.py")
+    # the compiled extensions (setup.py), as the editable install built them in place
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    expected |= {str(f.relative_to(REPO)) for f in REPO.glob(f"*/*{suffix}")}
+    assert "hostlib/_kernels" + suffix in expected
     for manifest in BUILD.rglob("MANIFEST.json"):
         here = manifest.parent.relative_to(REPO)
         expected |= {f"{here / name}" for name in json.loads(manifest.read_text())["outputs"]}
