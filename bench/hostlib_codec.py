@@ -3,8 +3,9 @@
 
 A worker encodes a tensor (make_payload's scan, then per batch of packets: quantize, add
 the packed bias, build the frames) and decodes the switch's results (parse the frames,
-remove the N biases, dequantize into the output). Both are numpy over batches, so their
-cost per value falls as a packet carries more values; this measures by how much, for a
+remove the N biases, dequantize into the output). Both work on batches (numpy, and
+hostlib's compiled kernels for the per-value passes), so their cost per value falls as a
+packet carries more values; this measures by how much, for a
 dense float32 tensor in a packed job of N ranks, batches of `--batch` packets (a job's
 slots outstanding at once):
 

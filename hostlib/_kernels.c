@@ -2,7 +2,7 @@
  *
  * Section 10 of docs/protocol.md defines them; hostlib/numerics.py states each rule and
  * calls these (the module hostlib._kernels). Each is one pass over a batch's rows, where
- * numpy took three to five passes through float64 temporaries (docs/hostlib.md, "How the
+ * numpy would make three to five through float64 temporaries (docs/hostlib.md, "How the
  * data path works"):
  *
  *   quantize:   out = (uint32)(int32)rint(x * scale[row]) + bias, in the wire's byte order
@@ -203,112 +203,97 @@ static int per_row(const char *what, Py_buffer *b, Py_ssize_t rows) {
         }                                                                                   \
     } while (0)
 
-#define GET(obj, view, flags)                                                               \
-    (PyObject_GetBuffer((obj), (view), (flags)) < 0 ? -1 : 0)
-#define READ (PyBUF_RECORDS_RO)
-#define WRITE (PyBUF_RECORDS)
+/* The call's arrays as buffers, the last one to be written: all of them held, or none
+ * (and the exporter's error set). */
+static int hold(PyObject **objs, Py_buffer *views, int n) {
+    for (int i = 0; i < n; i++) {
+        int flags = i == n - 1 ? PyBUF_RECORDS : PyBUF_RECORDS_RO;
+        if (PyObject_GetBuffer(objs[i], &views[i], flags) < 0) {
+            while (i--)
+                PyBuffer_Release(&views[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
 
+/* Let the arrays go; NULL, for a refusal's return (its error already set). */
+static PyObject *let_go(Py_buffer *views, int n) {
+    for (int i = 0; i < n; i++)
+        PyBuffer_Release(&views[i]);
+    return NULL;
+}
+
+static PyObject *refuse(Py_buffer *views, int n, const char *why) {
+    PyErr_SetString(PyExc_ValueError, why);
+    return let_go(views, n);
+}
+
+/* quantize(values, scale, bias, out) */
 static PyObject *py_quantize(PyObject *self, PyObject *args) {
-    PyObject *xo, *so, *oo;
+    PyObject *objs[3];
     unsigned long bias;
-    Py_buffer x = {0}, s = {0}, o = {0};
+    Py_buffer v[3]; /* values, scale, out */
     element ex, eo;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOkO:quantize", &xo, &so, &bias, &oo))
+    if (!PyArg_ParseTuple(args, "OOkO:quantize", &objs[0], &objs[1], &bias, &objs[2]) ||
+        hold(objs, v, 3) < 0)
         return NULL;
-    if (GET(xo, &x, READ) < 0)
-        return NULL;
-    if (GET(so, &s, READ) < 0)
-        goto fail;
-    if (GET(oo, &o, WRITE) < 0)
-        goto fail;
-    if (rows_of("quantize: values", &x, NULL, &ex) < 0 || rows_of("quantize: out", &o, &x, &eo) < 0 ||
-        per_row("quantize: scale", &s, x.shape[0]) < 0)
-        goto fail;
-    if (ex.kind != 'f' || ex.swap || eo.kind == 'f' || eo.size != 4) {
-        PyErr_SetString(PyExc_ValueError,
-                        "quantize: expected native float32/float64 values into 32-bit integers");
-        goto fail;
-    }
-    RUN(x.shape[0], x.shape[1],
-        p4r_quantize(x.buf, ex.size, x.strides[0], s.buf, x.shape[0], x.shape[1],
-                     (uint32_t)bias, o.buf, o.strides[0], eo.swap));
-    PyBuffer_Release(&x);
-    PyBuffer_Release(&s);
-    PyBuffer_Release(&o);
+    if (rows_of("quantize: values", &v[0], NULL, &ex) < 0 ||
+        rows_of("quantize: out", &v[2], &v[0], &eo) < 0 ||
+        per_row("quantize: scale", &v[1], v[0].shape[0]) < 0)
+        return let_go(v, 3);
+    if (ex.kind != 'f' || ex.swap || eo.kind == 'f' || eo.size != 4)
+        return refuse(v, 3,
+                      "quantize: expected native float32/float64 values into 32-bit integers");
+    RUN(v[0].shape[0], v[0].shape[1],
+        p4r_quantize(v[0].buf, ex.size, v[0].strides[0], v[1].buf, v[0].shape[0], v[0].shape[1],
+                     (uint32_t)bias, v[2].buf, v[2].strides[0], eo.swap));
+    let_go(v, 3);
     Py_RETURN_NONE;
-fail:
-    if (x.obj) PyBuffer_Release(&x);
-    if (s.obj) PyBuffer_Release(&s);
-    if (o.obj) PyBuffer_Release(&o);
-    return NULL;
 }
 
+/* unbias(sums, bias, out) */
 static PyObject *py_unbias(PyObject *self, PyObject *args) {
-    PyObject *io, *oo;
+    PyObject *objs[2];
     unsigned long bias;
-    Py_buffer in = {0}, o = {0};
+    Py_buffer v[2]; /* sums, out */
     element ei, eo;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OkO:unbias", &io, &bias, &oo))
+    if (!PyArg_ParseTuple(args, "OkO:unbias", &objs[0], &bias, &objs[1]) || hold(objs, v, 2) < 0)
         return NULL;
-    if (GET(io, &in, READ) < 0)
-        return NULL;
-    if (GET(oo, &o, WRITE) < 0)
-        goto fail;
-    if (rows_of("unbias: sums", &in, NULL, &ei) < 0 || rows_of("unbias: out", &o, &in, &eo) < 0)
-        goto fail;
-    if (ei.kind == 'f' || ei.size != 4 || eo.kind == 'f' || eo.size != 4 || eo.swap) {
-        PyErr_SetString(PyExc_ValueError,
-                        "unbias: expected 32-bit integers into native 32-bit integers");
-        goto fail;
-    }
-    RUN(in.shape[0], in.shape[1],
-        p4r_unbias(in.buf, in.strides[0], in.shape[0], in.shape[1], (uint32_t)bias, o.buf,
-                   o.strides[0], ei.swap));
-    PyBuffer_Release(&in);
-    PyBuffer_Release(&o);
+    if (rows_of("unbias: sums", &v[0], NULL, &ei) < 0 ||
+        rows_of("unbias: out", &v[1], &v[0], &eo) < 0)
+        return let_go(v, 2);
+    if (ei.kind == 'f' || ei.size != 4 || eo.kind == 'f' || eo.size != 4 || eo.swap)
+        return refuse(v, 2, "unbias: expected 32-bit integers into native 32-bit integers");
+    RUN(v[0].shape[0], v[0].shape[1],
+        p4r_unbias(v[0].buf, v[0].strides[0], v[0].shape[0], v[0].shape[1], (uint32_t)bias,
+                   v[1].buf, v[1].strides[0], ei.swap));
+    let_go(v, 2);
     Py_RETURN_NONE;
-fail:
-    if (in.obj) PyBuffer_Release(&in);
-    if (o.obj) PyBuffer_Release(&o);
-    return NULL;
 }
 
+/* dequantize(sums, divisor, out) */
 static PyObject *py_dequantize(PyObject *self, PyObject *args) {
-    PyObject *io, *dobj, *oo;
-    Py_buffer in = {0}, d = {0}, o = {0};
+    PyObject *objs[3];
+    Py_buffer v[3]; /* sums, divisor, out */
     element ei, eo;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOO:dequantize", &io, &dobj, &oo))
+    if (!PyArg_ParseTuple(args, "OOO:dequantize", &objs[0], &objs[1], &objs[2]) ||
+        hold(objs, v, 3) < 0)
         return NULL;
-    if (GET(io, &in, READ) < 0)
-        return NULL;
-    if (GET(dobj, &d, READ) < 0)
-        goto fail;
-    if (GET(oo, &o, WRITE) < 0)
-        goto fail;
-    if (rows_of("dequantize: sums", &in, NULL, &ei) < 0 ||
-        rows_of("dequantize: out", &o, &in, &eo) < 0 ||
-        per_row("dequantize: divisor", &d, in.shape[0]) < 0)
-        goto fail;
-    if (ei.kind != 'i' || ei.size != 4 || eo.kind != 'f' || eo.swap) {
-        PyErr_SetString(PyExc_ValueError,
-                        "dequantize: expected int32 sums into native float32/float64");
-        goto fail;
-    }
-    RUN(in.shape[0], in.shape[1],
-        p4r_dequantize(in.buf, in.strides[0], d.buf, in.shape[0], in.shape[1], o.buf, eo.size,
-                       o.strides[0], ei.swap));
-    PyBuffer_Release(&in);
-    PyBuffer_Release(&d);
-    PyBuffer_Release(&o);
+    if (rows_of("dequantize: sums", &v[0], NULL, &ei) < 0 ||
+        rows_of("dequantize: out", &v[2], &v[0], &eo) < 0 ||
+        per_row("dequantize: divisor", &v[1], v[0].shape[0]) < 0)
+        return let_go(v, 3);
+    if (ei.kind != 'i' || ei.size != 4 || eo.kind != 'f' || eo.swap)
+        return refuse(v, 3, "dequantize: expected int32 sums into native float32/float64");
+    RUN(v[0].shape[0], v[0].shape[1],
+        p4r_dequantize(v[0].buf, v[0].strides[0], v[1].buf, v[0].shape[0], v[0].shape[1],
+                       v[2].buf, eo.size, v[2].strides[0], ei.swap));
+    let_go(v, 3);
     Py_RETURN_NONE;
-fail:
-    if (in.obj) PyBuffer_Release(&in);
-    if (d.obj) PyBuffer_Release(&d);
-    if (o.obj) PyBuffer_Release(&o);
-    return NULL;
 }
 
 static PyMethodDef methods[] = {
@@ -321,9 +306,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "hostlib._kernels",
-    "hostlib's compiled kernels: the per-value passes of numerics (hostlib/_kernels.c).", -1,
-    methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "hostlib._kernels",
+    .m_doc = "hostlib's compiled kernels: the per-value passes of numerics (hostlib/_kernels.c).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
