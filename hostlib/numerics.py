@@ -62,11 +62,10 @@ def _rows(a: np.ndarray, written: bool = False) -> np.ndarray:
     rows of its last axis. An array the kernels only read is copied where its values are
     apart; one they write (`written`) never is: a view, or the kernels' ValueError."""
     if a.ndim != 2:
-        if written:
-            a = a.view()
-            a.shape = (-1, a.shape[-1] if a.ndim else 1)  # raises rather than copy
-        else:
-            a = a.reshape(-1, a.shape[-1] if a.ndim else 1)
+        rows = a.reshape(-1, a.shape[-1] if a.ndim else 1)
+        if written and a.size and not np.may_share_memory(rows, a):
+            raise ValueError(f"an array of strides {a.strides} cannot be written as rows")
+        a = rows
     if not written and a.shape[1] > 1 and a.strides[1] != a.itemsize:
         a = np.ascontiguousarray(a)
     return a
