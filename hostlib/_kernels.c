@@ -37,45 +37,50 @@
 #define CLONES
 #endif
 
+/* The element types the kernels read and write through: any address (a frame's values
+ * start where its headers end; a user's array may be a view at any byte offset), and any
+ * object's memory (numpy's bytes, seen as lanes). */
+typedef uint32_t lane __attribute__((aligned(1), may_alias));
+typedef float f32 __attribute__((aligned(1), may_alias));
+typedef double f64 __attribute__((aligned(1), may_alias));
+
 static inline uint32_t swapped(uint32_t v) { return __builtin_bswap32(v); }
 static inline uint32_t as_is(uint32_t v) { return v; }
 
 #define QUANTIZE(NAME, T, ORDER)                                                            \
-    CLONES static void NAME(const char *x, ptrdiff_t x_row, const double *scale, int64_t rows,     \
-                     int64_t k, uint32_t bias, char *out, ptrdiff_t out_row) {              \
+    CLONES static void NAME(const char *x, ptrdiff_t x_row, const double *scale,            \
+                            int64_t rows, int64_t k, uint32_t bias, char *out,              \
+                            ptrdiff_t out_row) {                                            \
         for (int64_t r = 0; r < rows; r++) {                                                \
             const T *src = (const T *)ROW(x, x_row, r);                                     \
-            uint32_t *dst = (uint32_t *)ROW(out, out_row, r);                               \
+            lane *dst = (lane *)ROW(out, out_row, r);                                       \
             const double s = scale[r];                                                      \
             for (int64_t i = 0; i < k; i++)                                                 \
                 dst[i] = ORDER((uint32_t)(int32_t)rint((double)src[i] * s) + bias);         \
         }                                                                                   \
     }
 
-QUANTIZE(quantize_f32_swap, float, swapped)
-QUANTIZE(quantize_f32, float, as_is)
-QUANTIZE(quantize_f64_swap, double, swapped)
-QUANTIZE(quantize_f64, double, as_is)
+QUANTIZE(quantize_f32_swap, f32, swapped)
+QUANTIZE(quantize_f32, f32, as_is)
+QUANTIZE(quantize_f64_swap, f64, swapped)
+QUANTIZE(quantize_f64, f64, as_is)
 
-/* x: float32 (itemsize 4) or float64 (8) rows; out: 4-byte lanes, byte-swapped when swap. */
-static int p4r_quantize(const char *x, int itemsize, ptrdiff_t x_row, const double *scale,
-                 int64_t rows, int64_t k, uint32_t bias, char *out, ptrdiff_t out_row,
-                 int swap) {
+/* x: float32 (itemsize 4) or else float64 rows; out: 4-byte lanes, byte-swapped when swap. */
+static void p4r_quantize(const char *x, int itemsize, ptrdiff_t x_row, const double *scale,
+                         int64_t rows, int64_t k, uint32_t bias, char *out, ptrdiff_t out_row,
+                         int swap) {
     if (itemsize == 4)
         (swap ? quantize_f32_swap : quantize_f32)(x, x_row, scale, rows, k, bias, out, out_row);
-    else if (itemsize == 8)
-        (swap ? quantize_f64_swap : quantize_f64)(x, x_row, scale, rows, k, bias, out, out_row);
     else
-        return -1;
-    return 0;
+        (swap ? quantize_f64_swap : quantize_f64)(x, x_row, scale, rows, k, bias, out, out_row);
 }
 
 #define UNBIAS(NAME, ORDER)                                                                 \
-    CLONES static void NAME(const char *in, ptrdiff_t in_row, int64_t rows, int64_t k,             \
-                     uint32_t bias, char *out, ptrdiff_t out_row) {                         \
+    CLONES static void NAME(const char *in, ptrdiff_t in_row, int64_t rows, int64_t k,      \
+                            uint32_t bias, char *out, ptrdiff_t out_row) {                  \
         for (int64_t r = 0; r < rows; r++) {                                                \
-            const uint32_t *src = (const uint32_t *)ROW(in, in_row, r);                     \
-            uint32_t *dst = (uint32_t *)ROW(out, out_row, r);                               \
+            const lane *src = (const lane *)ROW(in, in_row, r);                             \
+            lane *dst = (lane *)ROW(out, out_row, r);                                       \
             for (int64_t i = 0; i < k; i++)                                                 \
                 dst[i] = ORDER(src[i]) - bias;                                              \
         }                                                                                   \
@@ -84,16 +89,16 @@ static int p4r_quantize(const char *x, int itemsize, ptrdiff_t x_row, const doub
 UNBIAS(unbias_swap, swapped)
 UNBIAS(unbias_native, as_is)
 
-static void p4r_unbias(const char *in, ptrdiff_t in_row, int64_t rows, int64_t k, uint32_t bias,
-                char *out, ptrdiff_t out_row, int swap) {
+static void p4r_unbias(const char *in, ptrdiff_t in_row, int64_t rows, int64_t k,
+                       uint32_t bias, char *out, ptrdiff_t out_row, int swap) {
     (swap ? unbias_swap : unbias_native)(in, in_row, rows, k, bias, out, out_row);
 }
 
 #define DEQUANTIZE(NAME, T, ORDER)                                                          \
-    CLONES static void NAME(const char *sums, ptrdiff_t s_row, const double *divisor,              \
-                     int64_t rows, int64_t k, char *out, ptrdiff_t out_row) {               \
+    CLONES static void NAME(const char *sums, ptrdiff_t s_row, const double *divisor,       \
+                            int64_t rows, int64_t k, char *out, ptrdiff_t out_row) {        \
         for (int64_t r = 0; r < rows; r++) {                                                \
-            const uint32_t *src = (const uint32_t *)ROW(sums, s_row, r);                    \
+            const lane *src = (const lane *)ROW(sums, s_row, r);                            \
             T *dst = (T *)ROW(out, out_row, r);                                             \
             const double d = divisor[r];                                                    \
             for (int64_t i = 0; i < k; i++)                                                 \
@@ -101,21 +106,19 @@ static void p4r_unbias(const char *in, ptrdiff_t in_row, int64_t rows, int64_t k
         }                                                                                   \
     }
 
-DEQUANTIZE(dequantize_f32_swap, float, swapped)
-DEQUANTIZE(dequantize_f32, float, as_is)
-DEQUANTIZE(dequantize_f64_swap, double, swapped)
-DEQUANTIZE(dequantize_f64, double, as_is)
+DEQUANTIZE(dequantize_f32_swap, f32, swapped)
+DEQUANTIZE(dequantize_f32, f32, as_is)
+DEQUANTIZE(dequantize_f64_swap, f64, swapped)
+DEQUANTIZE(dequantize_f64, f64, as_is)
 
-/* sums: 4-byte lanes, byte-swapped when swap; out: float32 (itemsize 4) or float64 (8). */
-static int p4r_dequantize(const char *sums, ptrdiff_t s_row, const double *divisor, int64_t rows,
-                   int64_t k, char *out, int itemsize, ptrdiff_t out_row, int swap) {
+/* sums: 4-byte lanes, byte-swapped when swap; out: float32 (itemsize 4) or else float64. */
+static void p4r_dequantize(const char *sums, ptrdiff_t s_row, const double *divisor,
+                           int64_t rows, int64_t k, char *out, int itemsize, ptrdiff_t out_row,
+                           int swap) {
     if (itemsize == 4)
         (swap ? dequantize_f32_swap : dequantize_f32)(sums, s_row, divisor, rows, k, out, out_row);
-    else if (itemsize == 8)
-        (swap ? dequantize_f64_swap : dequantize_f64)(sums, s_row, divisor, rows, k, out, out_row);
     else
-        return -1;
-    return 0;
+        (swap ? dequantize_f64_swap : dequantize_f64)(sums, s_row, divisor, rows, k, out, out_row);
 }
 
 /* -- Python: numpy arrays (any object with the buffer protocol) in, checked ------------ */
@@ -144,8 +147,7 @@ static int element_of(const Py_buffer *b, element *e) {
     if (f[0] == '\0' || f[1] != '\0')
         return -1;
     switch (*f) {
-    case 'f': e->kind = 'f'; break;
-    case 'd': e->kind = 'f'; break;
+    case 'f': case 'd': e->kind = 'f'; break; /* float32, float64: the only floats */
     case 'i': case 'l': case 'h': case 'b': case 'q': e->kind = 'i'; break;
     case 'I': case 'L': case 'H': case 'B': case 'Q': e->kind = 'u'; break;
     default: return -1;

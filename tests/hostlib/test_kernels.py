@@ -110,6 +110,29 @@ def test_kernels_write_only_the_rows_values_of_a_view_of_frames(rng):
     assert (out[:, :10] == 7.0).all() and (out[:, 26:] == 7.0).all()
 
 
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_rows_at_any_byte_offset_give_the_aligned_rows_values(offset, rng):
+    """A frame's values start where its headers end, and a tensor may be a view at any
+    byte offset: the kernels read and write such rows as they do aligned ones."""
+
+    def at(offset: int, shape: tuple[int, int], dtype) -> np.ndarray:
+        size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return np.ndarray(shape, dtype, np.zeros(size + 8, np.uint8), offset)
+
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal((7, 33)).astype(dtype)
+        moved = at(offset, x.shape, dtype)
+        moved[...] = x
+        e = nm.block_exponents(x).astype(np.int32)
+        want = nm.quantize_packed(x, e, 4, np.empty(x.shape, p.VALUES_DTYPE))
+        got = nm.quantize_packed(moved, e, 4, at(offset, x.shape, p.VALUES_DTYPE))
+        assert (got == want).all()
+        sums = nm.from_packed(got, 4, at(offset, x.shape, np.int32))
+        assert (sums == nm.from_packed(want, 4)).all()
+        out = nm.dequantize(sums, e, 4, dtype, at(offset, x.shape, dtype))
+        assert (out == nm.dequantize(nm.from_packed(want, 4), e, 4, dtype)).all()
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
