@@ -159,7 +159,8 @@ def nonfinite_reason(flat: np.ndarray, maxabs: float | None = None) -> str:
 
 def scales(exponents: np.ndarray, worker_count: int) -> np.ndarray:
     """floor(M/N) * 2^-E per row, E = exponents (unbiased): what quantize multiplies a
-    row by (exact: a power of two scales a float64 exactly in this range)."""
+    row by and dequantize divides a sum by (exact: a power of two scales a float64
+    exactly in this range)."""
     return np.ldexp(float(level(worker_count)), -exponents.astype(np.int32))
 
 
@@ -238,9 +239,9 @@ def dequantize(
     float64 copy of the rows. `sums`: int32 in either byte order. `out`: an array of
     sums' shape and `dtype` to write (a Scratch buffer, the result's rows), else a new
     one."""
-    divisor = np.ldexp(float(level(worker_count)), -np.asarray(exponents).astype(np.int32))
     if out is None:
         out = np.empty(sums.shape, dtype)
+    divisor = scales(np.asarray(exponents), worker_count)  # s, the rows' quantize scale
     _kernels.dequantize(_rows(sums), divisor, _rows(out, True))
     return out
 
