@@ -8,7 +8,10 @@ pair between two fresh namespaces (worker, switch) and measures, in the same run
           318-byte DATA frames in flight  <->  C reflector (answers like an N=1 switch)
   hostlib hostlib.Worker (python -m hostlib) allreducing a dense float32 tensor with
           slot_count = WINDOW: build (quantize, pack headers, template), send, receive,
-          parse, accumulate  <->  the same C reflector; once per transport mode
+          parse, accumulate  <->  the same C reflector; once per transport mode and
+          window: FAIR_SLOTS (a first-in first-out switch's, the v1model target's) and
+          every slot, WINDOW (the window of a Tofino job, whose pipeline the reflector
+          stands for: it answers at once)
 (The whole system, worker and switch, is measured by bench/suite.py, bench/sparse_ratio.py
 and bench/softswitch_pps.py against the real P4 program.)
 
@@ -38,8 +41,8 @@ import numpy as np
 
 import report  # beside this script
 from hostlib import netns
-from hostlib.timers import EngineParams
 from hostlib import protocol as p
+from p4reduce.job import FAIR_SLOTS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "hostlib.md"
@@ -100,12 +103,13 @@ def run_c(t: netns.Topology, exe: Path, count: int, window: int) -> float:
 
 
 def run_hostlib(
-    t: netns.Topology, tmp: Path, mode: str, repeat: int, exe: Path
+    t: netns.Topology, tmp: Path, mode: str, window: int, repeat: int, exe: Path
 ) -> tuple[float, dict]:
+    """Packets/s of a Worker in `mode` whose descriptor names `window`, and its stats."""
     desc = tmp / "d0.json"
-    desc.write_text(json.dumps(t.descriptors[0]))
+    desc.write_text(json.dumps(t.descriptors[0] | {"window": window}))
     refl = c_reflector(t, exe, 300)
-    stats = tmp / f"stats-{mode}.json"
+    stats = tmp / f"stats-{mode}-{window}.json"
     try:
         subprocess.run(
             t.exec_argv(
@@ -150,8 +154,10 @@ def markdown(data: dict) -> str:
         f"{data['window']} slots, a dense float32 tensor of "
         f"{report.count_text(data['blocks'])} blocks "
         f"reduced {data['repeat']} times, {data['frame_bytes']}-byte DATA frames. The C "
-        f"client keeps {data['window']} frames in flight, the Worker at most its window of "
-        f"{data['worker_window']} slots (docs/reliability.md, *Jobs share the switch*).",
+        f"client keeps {data['window']} frames in flight, the Worker at most its "
+        f"descriptor's window: {data['fair_window']} slots, a first-in first-out switch's "
+        f"(the v1model target's), or every slot, {data['window']}, a Tofino job's "
+        f"(docs/reliability.md, *Jobs share the switch*).",
         "",
         "| loop | packets/s | ÷ C | retransmissions |",
         "|---|---:|---:|---:|",
@@ -197,25 +203,26 @@ def main() -> int:
         extra: dict[str, dict] = {}
         retx: dict[str, int] = {}
         rows[C_ROW] = run_c(t, exe, a.c_count, a.window)
-        for mode in a.modes.split(","):
-            name = f"hostlib ({mode}) <-> C reflector"
-            rows[name], extra[mode] = run_hostlib(t, tmp, mode, a.repeat, exe)
-            retx[name] = extra[mode]["retransmissions"]
+        for window in (FAIR_SLOTS, a.window):
+            for mode in a.modes.split(","):
+                name = f"hostlib ({mode}), window {window} <-> C reflector"
+                rows[name], extra[name] = run_hostlib(t, tmp, mode, window, a.repeat, exe)
+                retx[name] = extra[name]["retransmissions"]
     base = rows[C_ROW]
     print(
         f"window {a.window} frames, {a.blocks} dense float32 blocks x {a.repeat} "
         f"allreduces, {os.cpu_count()} CPUs, {p.FRAME_BYTES_WITH_VALUES}-byte frames"
     )
-    print(f"{'loop':45s} {'packets/s':>12s} {'vs C':>7s}")
+    print(f"{'loop':56s} {'packets/s':>12s} {'vs C':>7s}")
     for name, rate in rows.items():
-        print(f"{name:45s} {rate:12,.0f} {rate / base:7.2f}")
+        print(f"{name:56s} {rate:12,.0f} {rate / base:7.2f}")
     data = {
         "command": a.command or shlex.join(["python", "bench/hostlib_pps.py", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load": [load_before, os.getloadavg()[0]],
         "cpus": os.cpu_count(),
         "window": a.window,
-        "worker_window": EngineParams().window,
+        "fair_window": FAIR_SLOTS,
         "blocks": a.blocks,
         "repeat": a.repeat,
         "frame_bytes": p.FRAME_BYTES_WITH_VALUES,

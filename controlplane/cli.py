@@ -155,6 +155,7 @@ def _job_row(job) -> dict:
         "block_values": job.block_values,
         "encoding": job.encoding,
         "round_mode": job.round_mode,
+        "window": "" if job.window is None else job.window,
         "loss": "" if not job.loss else f"in {job.loss['ingress']} out {job.loss['egress']}",
     }
 
@@ -170,6 +171,7 @@ JOB_COLUMNS = (
     "block_values",
     "encoding",
     "round_mode",
+    "window",
 )
 
 
@@ -260,6 +262,16 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
         "packet per slot per round); default: the target's first "
         f"({TARGETS['bmv2'].default_round_mode} on bmv2 and softswitch, "
         f"{TARGETS['tofino'].default_round_mode}, the only one, on a Tofino target)",
+    )
+    create.add_argument(
+        "--window",
+        type=_int_in(1, MAX_SLOT_COUNT, "window"),
+        default=None,
+        help="the most slots a rank keeps outstanding, at most --slots (written into the "
+        f"descriptors; default: {TARGETS['bmv2'].default_window} on bmv2, which serves "
+        "frames first in first out and so keeps each job's share of it only if every "
+        "rank's window is that small; every slot on a Tofino target, whose pipeline runs "
+        "at line rate)",
     )
     create.add_argument(
         "--int32-halves",
@@ -388,6 +400,7 @@ def _run_attached(args, ctl: Controller | FabricController, out) -> int:
                 args.int32_halves,
                 args.block_values,
                 args.round_mode,
+                args.window,
             )
             descriptors = job.descriptors(jobs.switch)
             if args.descriptors:

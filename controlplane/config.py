@@ -28,6 +28,9 @@ wrong, because the person reading them is editing that file.
                                            # size on Tofino)
     round_mode = "every_rank"              # optional; "silent" or "every_rank" (default:
                                            # the target's first; every_rank only on Tofino)
+    window = 16                            # optional; the most slots a rank keeps
+                                           # outstanding, 1..slots (default: 16 on bmv2,
+                                           # every slot on Tofino)
     workers = [
       { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },
       { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", udp_port = 20529 },
@@ -150,6 +153,7 @@ class StaticJob:
     int32_halves: bool | None = None  # None: the target's choice (p4reduce.job.resolve_halves)
     block_values: int | None = None  # None: the target's default (resolve_block_values)
     round_mode: str | None = None  # None: the target's default (resolve_round_mode)
+    window: int | None = None  # None: the target's default (resolve_window)
 
 
 @dataclass
@@ -469,7 +473,16 @@ def _job(
     _check_keys(
         path,
         job,
-        {"job", "slots", "workers", "encoding", "int32_halves", "block_values", "round_mode"},
+        {
+            "job",
+            "slots",
+            "workers",
+            "encoding",
+            "int32_halves",
+            "block_values",
+            "round_mode",
+            "window",
+        },
         {"job", "slots", "workers"},
     )
     job_id = _int(f"{path}.job", job["job"], 0, MAX_JOB_ID)
@@ -479,6 +492,7 @@ def _job(
     if job_id in job_ids:
         raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
     slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)
+    window = _int(f"{path}.window", job["window"], 1, slots) if "window" in job else None
     if not isinstance(job["workers"], list):
         raise ConfigError(f"{path}.workers", "expected a list of worker tables")
     workers = [
@@ -490,7 +504,7 @@ def _job(
             check_job_pipes(cfg.target_info, PortMap(cfg.port_map), job_id, workers)
         except JobError as exc:
             raise ConfigError(f"{path}.workers", str(exc)) from None
-    return StaticJob(job_id, slots, workers, encoding, halves, block_values, round_mode)
+    return StaticJob(job_id, slots, workers, encoding, halves, block_values, round_mode, window)
 
 
 def _job_encoding(

@@ -218,6 +218,7 @@ class Controller:
                     static.int32_halves,
                     static.block_values,
                     static.round_mode,
+                    static.window,
                 )
 
     def _pipeline_ok(self) -> bool:

@@ -132,6 +132,7 @@ class FabricJobManager(JobManager):
         int32_halves: bool | None = None,
         block_values: int | None = None,
         round_mode: str | None = None,
+        window: int | None = None,
     ) -> Job:
         """A job of `workers` (each port that of its leaf, each MAC a host of the fabric)
         in the leaf and spine roles: created on the spine with its leaves as ranks (leaf
@@ -159,7 +160,9 @@ class FabricJobManager(JobManager):
         ]
         self._placing = (placement, workers)
         try:
-            super().create(job_id, spine, slots, encoding, int32_halves, block_values, round_mode)
+            super().create(
+                job_id, spine, slots, encoding, int32_halves, block_values, round_mode, window
+            )
         finally:
             self._placing = None
         return self.get(job_id)
@@ -198,6 +201,7 @@ class FabricJobManager(JobManager):
                 int32_halves=job.int32_halves,
                 block_values=job.block_values,
                 round_mode=job.round_mode,
+                window=job.window,
                 uplink=self._uplink(leaf, index),
                 ranks_in_job=ranks,
                 job_ranks=job.job_ranks,

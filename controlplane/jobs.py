@@ -34,6 +34,7 @@ from p4reduce.job import (
     resolve_encoding,
     resolve_halves,
     resolve_slots,
+    resolve_window,
 )
 from p4reduce.p4rt import P4InfoError, P4InfoIndex
 from p4reduce.state import State, read_state, write_state
@@ -205,16 +206,19 @@ class JobManager:
         int32_halves: bool | None = None,
         block_values: int | None = None,
         round_mode: str | None = None,
+        window: int | None = None,
     ) -> Job:
-        """A new job; `slots`, `encoding`, `int32_halves`, `block_values` and `round_mode`
-        None are the target's choice, and what the target cannot run is a JobError
+        """A new job; `slots`, `encoding`, `int32_halves`, `block_values`, `round_mode` and
+        `window` None are the target's choice, and what the target cannot run is a JobError
         (p4reduce.job's resolve_slots, resolve_encoding, resolve_halves,
-        resolve_block_values, resolve_round_mode: Tofino has no packed encoding, cannot flag
-        an int32 overflow, carries one block size and runs every-rank rounds only). On
+        resolve_block_values, resolve_round_mode, resolve_window: Tofino has no packed
+        encoding, cannot flag an int32 overflow, carries one block size and runs every-rank
+        rounds only; bmv2's ranks keep FAIR_SLOTS outstanding, Tofino's every slot). On
         Tofino every rank's port must be in the pipe of the job's read-out port
         (check_job_pipes)."""
         self._check_workers(job_id, workers)
         slots = resolve_slots(self.target, slots)
+        window = resolve_window(self.target, job_id, slots, window)
         encoding = resolve_encoding(self.target, job_id, encoding)
         halves = resolve_halves(self.target, job_id, encoding, int32_halves)
         block_values = resolve_block_values(self.target, job_id, block_values)
@@ -235,6 +239,7 @@ class JobManager:
                 int32_halves=halves,
                 block_values=block_values,
                 round_mode=round_mode,
+                window=window,
             )
             # before admission: a new job's statistics start at zero, not at the counts
             # of the deleted job that had the same index (no packet can count on this

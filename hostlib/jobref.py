@@ -53,10 +53,12 @@ class P4ReduceOptions:
     where it is. `deadline`: seconds an allreduce may take (None: the caller's default,
     e.g. the process group's timeout). `transport`: the Worker's ("auto", "ring", "mmsg",
     "plain"; tests pass a transport object). `window`: the most slots the Worker keeps
-    outstanding (None: EngineParams's default, FAIR_SLOTS, which keeps a job's share of a
-    first-in first-out switch beside others); a job alone on its switch, or on one that
-    serves its ports round robin (softswitch), may open every slot it has: a call of small
-    blocks is bound by the round trip with 16 slots in flight, not by the switch. "{rank}"
+    outstanding (None: the descriptor's, which the controller sets by the job's target:
+    FAIR_SLOTS on bmv2, which keeps a job's share of a first-in first-out switch beside
+    others, every slot on Tofino; a descriptor without one: FAIR_SLOTS); a job alone on
+    its switch, or on one that serves its ports round robin (softswitch), may open every
+    slot it has: a call of small blocks is bound by the round trip with 16 slots in
+    flight, not by the switch. "{rank}"
     in descriptor, descriptor_dir, netns and interface is replaced by the rank.
     """
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from p4reduce.job import BUSY_SLOTS, block_count, slots_for_call
+from p4reduce.job import block_count, slots_for_call
 
 from . import protocol as p
 
@@ -33,13 +33,6 @@ def slot_streams(nonzero: np.ndarray, nblocks: int, slots: int) -> tuple[np.ndar
     up = grid[::-1]  # then grid[r, s]: the first non-zero block of column s at row >= r
     np.minimum.accumulate(up, axis=0, out=up)
     return grid.reshape(-1)[slots:], grid[0].astype(np.int64)
-
-
-# The least slot count a job needs for the fairness guarantee (docs/reliability.md, "Jobs
-# share the switch"), and the default window: a job of FAIR_SLOTS slots then gets half a
-# first-in first-out switch against any other, a job of half as many a third. The slots a
-# call keeps busy (p4reduce.job.slots_for_call: how many slots a call uses) are as many.
-FAIR_SLOTS = BUSY_SLOTS
 
 
 def fifo_share(slots: int, other_slots: int, window: int) -> float:

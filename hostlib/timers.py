@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from p4reduce.job import FAIR_SLOTS
+
 from .smallarrays import largest, least
-from .slots import FAIR_SLOTS, SlotWindow
+from .slots import SlotWindow
 
 _NONE = np.zeros(0, np.int64)
 REORDER_MAX = 16  # RACK's reordering window at most 8 smoothed rounds (RttEstimator.reorder)
@@ -47,7 +49,9 @@ class EngineParams:
       default, FAIR_SLOTS, makes a job of that many slots keep half of such a switch
       beside any job with as many ranks, 1.5x the third promised (docs/reliability.md,
       "Jobs share the switch"); its price is a job with more slots running at most that
-      many at once when alone (docs/benchmarks.md).
+      many at once when alone (docs/benchmarks.md). The Worker takes its descriptor's
+      window where it names one (the target's: every slot on softswitch and Tofino,
+      which do not serve a job's packets first in first out; p4reduce.target).
     * `call_slots`: how many of the job's slots a call uses; None: `slots_for_call`'s
       count (docs/hostlib.md, "Slots per call"), which is right for calls; a count is for
       measuring calls at other counts (bench/slot_window.py). Every rank of a job must

@@ -102,7 +102,8 @@ class Worker:
     `timeout`, `initial_timeout`, `max_timeout`, `deadline`, `window`: the engine's
     timing knobs (the retransmission timer's floor, value before the first measured round
     and cap, the stall deadline, the most slots outstanding); None keeps EngineParams's
-    default, which says why.
+    default, which says why, except `window`: None takes the descriptor's (the job's
+    target's, p4reduce.job.resolve_window) where it names one.
     `busy_poll`: seconds the loop spins on an empty ring before it sleeps in poll() (0:
     it never spins, nor takes another turn without asking the transport first: after
     every turn that took in less than a batch it sleeps in the transport's wait, which
@@ -134,7 +135,7 @@ class Worker:
             "initial_timeout": initial_timeout,
             "max_timeout": max_timeout,
             "deadline": deadline,
-            "window": window,
+            "window": self.cfg.window if window is None else window,
             "call_slots": call_slots,
         }
         self.params = EngineParams(**{k: v for k, v in given.items() if v is not None})

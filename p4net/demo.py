@@ -51,6 +51,7 @@ from p4reduce.target import (
     SIMPLE_SWITCH_GRPC,
     SOFTSWITCH,
     default_slots,
+    kind_window,
     target as target_named,
 )
 from p4reduce.wire import link_mtu
@@ -128,9 +129,11 @@ class Options:
     encoding: str | None = None
     job_slots: tuple[int, ...] = ()  # per job: its slots, instead of `slots` (benchmarks)
     job_repeats: tuple[int, ...] = ()  # per job: its timed allreduces, instead of `repeat`
-    # the most slots a rank keeps outstanding; None: the Worker's default (FAIR_SLOTS, a
-    # job's fair share of a switch it shares with others). A job alone on its switch is
-    # fastest with all of its slots outstanding (benchmarks: docs/hostlib.md, "Slots per call")
+    # the most slots a rank keeps outstanding; None: the job's, the kind's default
+    # (p4reduce.target.kind_window: every slot on softswitch, which serves its ports round
+    # robin; FAIR_SLOTS, a job's fair share of a first-in first-out switch, on
+    # simple_switch_grpc). A job alone on its switch is fastest with all of its slots
+    # outstanding (benchmarks: docs/hostlib.md, "Slots per call")
     window: int | None = None
     # the slots every call uses, on every rank; None: as many as the call's blocks want
     # (p4reduce.job.slots_for_call). Benchmarks of calls at other slot counts set it
@@ -376,14 +379,16 @@ class DemoNetwork:
                 sized = {} if opts.block_values is None else {"block_values": opts.block_values}
                 if opts.round_mode is not None:
                     sized["round_mode"] = opts.round_mode
+                slots = default_slots(self.kind) if slots is None else slots
                 job = ctl.jobs.create(
                     self.next_job,
                     [
                         WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
                         for r, h in enumerate(job_hosts)
                     ],
-                    default_slots(self.kind) if slots is None else slots,
+                    slots,
                     opts.encoding,
+                    window=kind_window(self.kind, slots),
                     **sized,
                 )
                 self.next_job += 1

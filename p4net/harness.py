@@ -119,9 +119,11 @@ class SwitchSession:
         int32_halves: bool | None = None,
         block_values: int | None = None,
         round_mode: str | None = None,
+        window: int | None = None,
     ) -> Job:
         """A job of `workers` ranks (rank r on ports[r], default r + 1), created as the
-        controller creates one (`block_values`, `round_mode` None: the target's default)."""
+        controller creates one (`block_values`, `round_mode`, `window` None: the target's
+        default)."""
         ports = ports or list(range(1, workers + 1))
         return self.jobs.create(
             job,
@@ -131,6 +133,7 @@ class SwitchSession:
             int32_halves,
             block_values,
             round_mode,
+            window,
         )
 
     def add_job(

@@ -41,7 +41,7 @@ from controlplane.stats import job_stats
 from hostlib import protocol
 from p4net import demo, topology
 from p4reduce.job import ROUND_MODES, descriptor_name
-from p4reduce.target import default_slots
+from p4reduce.target import default_slots, kind_window
 
 
 @dataclass
@@ -159,6 +159,7 @@ class TorchNetwork:
                 for r, h in enumerate(hosts)
             ],
             self.slots,
+            window=kind_window(self.kind, self.slots),
             **({} if k is None else {"block_values": k}),
             **({} if mode is None else {"round_mode": mode}),
         )

@@ -188,6 +188,21 @@ def resolve_slots(target: Target, requested: int | None) -> int:
     return target.default_slots if requested is None else requested
 
 
+def resolve_window(target: Target, job: int, slots: int, requested: int | None) -> int:
+    """The most slots a rank of a new job of `slots` slots keeps outstanding: `requested`,
+    or the target's default window (every slot where it has none) bounded by the slots;
+    JobError for a window that is not 1..slots."""
+    if requested is None:
+        window = target.default_window
+        return slots if window is None else min(window, slots)
+    if isinstance(requested, bool) or not isinstance(requested, int) or not 1 <= requested <= slots:
+        raise JobError(
+            f"job {job}: window {requested!r} is not a number of slots in 1..{slots} "
+            f"(the job's slots)"
+        )
+    return requested
+
+
 def descriptor_name(job: int, rank: int) -> str:
     """The file name of rank `rank`'s descriptor of job `job`, as `p4reduce-ctl job create
     --descriptors DIR` writes it and hostlib.jobref finds it."""
@@ -212,8 +227,13 @@ def block_count(elements: int, halves: bool, block_values: int = p.BLOCK_VALUES)
 # chain of rounds on a slot at most that long. bench/slot_window.py measures calls at
 # several slot counts and block sizes end to end, every slot outstanding (docs/hostlib.md,
 # "Slots per call", has its latest table); 16 is also the window that gives a job its
-# fair share of the switch (hostlib.slots.FAIR_SLOTS).
+# fair share of the switch (FAIR_SLOTS).
 BUSY_SLOTS = 16
+# The window that keeps a job's share of a first-in first-out switch beside others: a job
+# of FAIR_SLOTS slots then gets half of it against any other, one of half as many a third
+# (hostlib.slots.fifo_share; docs/reliability.md, "Jobs share the switch"). The default
+# window where a descriptor names none, and a bmv2 job's (p4reduce.target).
+FAIR_SLOTS = BUSY_SLOTS
 BUSY_VALUES = BUSY_SLOTS * 2048
 WIDE_BUSY_SLOTS = 8
 BLOCKS_PER_SLOT = 32
@@ -325,6 +345,10 @@ class JobConfig:
     # in the leaf role: the job-wide rank of each of its leaf's ranks, by index there (a
     # leaf's STATUS names its ranks by that index: hostlib's liveness reads it so)
     leaf_ranks: tuple[int, ...] | None = None
+    # the most slots the rank keeps outstanding unless its Worker is given a window
+    # (resolve_window: the target's); None: the descriptor names none (written before the
+    # field existed), and the Worker keeps FAIR_SLOTS
+    window: int | None = None
 
     @property
     def rank_on_wire(self) -> int:
@@ -355,21 +379,25 @@ class JobConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The descriptor (docs/protocol.md section 4): the one writer of descriptors."""
-        return {
-            "protocol": self.protocol,
-            "job": self.job,
-            "epoch": self.epoch,
-            "rank": self.rank,
-            "worker_count": self.worker_count,
-            "slot_base": self.slot_base,
-            "slot_count": self.slot_count,
-            "block_values": self.block_values,
-            "encoding": self.encoding.name.lower(),
-            "int32_halves": self.int32_halves,
-            "round_mode": self.round_mode.name.lower(),
-            "switch": vars(self.switch).copy(),
-            "worker": vars(self.worker).copy(),
-        } | self._leaf_role()
+        return (
+            {
+                "protocol": self.protocol,
+                "job": self.job,
+                "epoch": self.epoch,
+                "rank": self.rank,
+                "worker_count": self.worker_count,
+                "slot_base": self.slot_base,
+                "slot_count": self.slot_count,
+                "block_values": self.block_values,
+                "encoding": self.encoding.name.lower(),
+                "int32_halves": self.int32_halves,
+                "round_mode": self.round_mode.name.lower(),
+                "switch": vars(self.switch).copy(),
+                "worker": vars(self.worker).copy(),
+            }
+            | ({} if self.window is None else {"window": self.window})
+            | self._leaf_role()
+        )
 
     def _leaf_role(self) -> dict[str, Any]:
         """The leaf role's fields, only where set: other descriptors stay as they were."""
@@ -411,6 +439,9 @@ class Job:
     loss: dict | None = None
     block_values: int = p.BLOCK_VALUES  # K; state files written before the field: 64
     round_mode: str = UNRECORDED_ROUND_MODE  # wire.RoundMode name, lower case
+    # the most slots a rank keeps outstanding (resolve_window); None: state files written
+    # before the field (their descriptors name none: the Worker's FAIR_SLOTS)
+    window: int | None = None
     # the leaf role (docs/fabric.md): on a leaf, its uplink to the spine and each
     # worker's rank in the whole job (workers' ranks are their indices on the leaf); on
     # every switch of such a job, the whole job's ranks (the packed bias's N)
@@ -453,6 +484,7 @@ class Job:
             encoding=encoding_named(self.encoding),
             int32_halves=bool(self.int32_halves),
             round_mode=round_mode_named(self.round_mode),
+            window=self.window,
         )
 
     def descriptor(self, rank: int, switch: Address) -> dict:
@@ -475,6 +507,7 @@ class Job:
             "int32_halves": self.int32_halves,
             "block_values": self.block_values,
             "round_mode": self.round_mode,
+            "window": self.window,
             "workers": [asdict(w) for w in self.workers],
         } | self._leaf_role_json()
 
@@ -502,6 +535,7 @@ class Job:
             int32_halves=data.get("int32_halves"),
             block_values=data.get("block_values", p.BLOCK_VALUES),
             round_mode=data.get("round_mode", UNRECORDED_ROUND_MODE),
+            window=data.get("window"),
             workers=[WorkerAddress(**w) for w in data["workers"]],
             uplink=Uplink(**data["uplink"]) if data.get("uplink") else None,
             ranks_in_job=data.get("ranks_in_job"),
@@ -629,13 +663,14 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
         raise DescriptorError(
             f"field round_mode={mode!r} not one of {', '.join(ROUND_MODES)}"
         ) from None
+    slot_count = integer("slot_count", 1, MAX_SLOT_COUNT)
     return JobConfig(
         job=integer("job", 0, MAX_JOB_ID),
         epoch=integer("epoch", 1, p.MAX_EPOCH),
         rank=integer("rank", 0, worker_count - 1),
         worker_count=worker_count,
         slot_base=integer("slot_base", 0, MAX_SLOT_BASE),
-        slot_count=integer("slot_count", 1, MAX_SLOT_COUNT),
+        slot_count=slot_count,
         switch=_address(d.get("switch"), "switch", port_in_range=False),
         worker=_address(d.get("worker"), "worker", port_in_range=True),
         protocol=proto,
@@ -645,6 +680,8 @@ def load_descriptor(descriptor: Mapping[str, Any] | str | os.PathLike[str]) -> J
         round_mode=round_mode,
         wire_rank=wire_rank,
         leaf_ranks=_leaf_ranks(d, worker_count, wire_rank),
+        # older descriptors name none: the Worker's default
+        window=integer("window", 1, slot_count) if "window" in d else None,
     )
 
 

@@ -41,7 +41,15 @@ does). What genuinely differs, and is decided here and nowhere else:
   Tofino 1, what its 12 stages add in one pass (the rule:
   p4reduce.job.resolve_block_values);
 * **default slots**: `default_slots` per kind, and the target's own for a controller that
-  cannot tell the kinds apart.
+  cannot tell the kinds apart;
+* **default window**: the most slots a rank keeps outstanding in a job created without a
+  window (`default_window`; `kind_window` per kind). A switch that serves the frames of
+  all its ports first in first out (simple_switch_grpc) keeps each job's share only if
+  every rank keeps at most FAIR_SLOTS outstanding (docs/reliability.md, "Jobs share the
+  switch"); softswitch serves its ports round robin, and a Tofino pipeline takes every
+  port's packets at line rate, so there a rank opens every slot its job has: a call of
+  small blocks is bound by the round trip, and 16 packets in flight leave a fast switch
+  idle (bench/hostlib_pps.py).
 
 Multicast groups are the same: standard P4Runtime PRE entries (group id, replicas of
 (egress port, instance)), which Stratum and the SDE's P4Runtime server map to the Tofino
@@ -55,6 +63,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from .job import FAIR_SLOTS
 from .wire import BLOCK_VALUES
 
 
@@ -83,6 +92,8 @@ KINDS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 # rounds shorter, which recovers from loss faster (docs/benchmarks.md). The bmv2 target,
 # whose controller cannot tell the two kinds apart, takes simple_switch_grpc's.
 _KIND_DEFAULT_SLOTS = {SOFTSWITCH: 64, SIMPLE_SWITCH_GRPC: 32}
+# The default window per kind (None: every slot of the job): see the module's docstring.
+_KIND_DEFAULT_WINDOW: dict[str, int | None] = {SOFTSWITCH: None, SIMPLE_SWITCH_GRPC: FAIR_SLOTS}
 
 
 def default_slots(kind: str) -> int:
@@ -91,6 +102,16 @@ def default_slots(kind: str) -> int:
         return _KIND_DEFAULT_SLOTS[kind]
     except KeyError:
         raise TargetError(f"unknown switch kind {kind!r} (one of {', '.join(KINDS)})") from None
+
+
+def kind_window(kind: str, slots: int) -> int:
+    """The window of a job of `slots` slots created without one on a switch process of
+    `kind` (for those who start the process and so know its kind: the demo, the torch
+    launcher; the bmv2 target's controller cannot tell the kinds apart and takes
+    simple_switch_grpc's)."""
+    default_slots(kind)  # an unknown kind: TargetError
+    window = _KIND_DEFAULT_WINDOW[kind]
+    return slots if window is None else min(window, slots)
 
 
 # values per block the v1model program takes (a wide register per size; the default first)
@@ -110,6 +131,9 @@ class Target:
     flags_int32_overflow: bool
     # slots of a job created without a count (bmv2: default_slots(SIMPLE_SWITCH_GRPC))
     default_slots: int
+    # the most slots a rank keeps outstanding in a job created without a window (None:
+    # every slot; bmv2: simple_switch_grpc's FAIR_SLOTS, a first-in first-out switch)
+    default_window: int | None
     p4info: Path
     device_config: Path | None  # None: the configuration must name one
     # the dev port the TNA program recirculates results on (HARVEST_PORT of
@@ -169,6 +193,7 @@ def _tofino(
         default_encoding="lanes",
         flags_int32_overflow=False,
         default_slots=64,
+        default_window=None,  # a pipeline at line rate: nothing queues for a job
         p4info=BUILD_DIR / name / "p4reduce.p4info.txtpb",
         device_config=None,
         harvest_port=harvest_port,
@@ -199,6 +224,7 @@ TARGETS: dict[str, Target] = {
         default_encoding="packed",
         flags_int32_overflow=True,
         default_slots=_KIND_DEFAULT_SLOTS[SIMPLE_SWITCH_GRPC],
+        default_window=_KIND_DEFAULT_WINDOW[SIMPLE_SWITCH_GRPC],
         p4info=DEFAULT_P4INFO,
         device_config=DEFAULT_DEVICE_CONFIG,
         block_sizes=V1MODEL_BLOCK_SIZES,

@@ -12,6 +12,7 @@ import pytest
 from p4reduce import wire
 from p4reduce.addresses import Address, WorkerAddress
 from p4reduce.job import (
+    FAIR_SLOTS,
     MAX_JOB_ID,
     Job,
     JobError,
@@ -26,11 +27,12 @@ from p4reduce.job import (
     resolve_encoding,
     resolve_halves,
     resolve_slots,
+    resolve_window,
     round_count,
     sends_halves,
 )
 from p4reduce.state import State, locate, read_state, write_state
-from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH, TARGETS, default_slots
+from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH, TARGETS, default_slots, kind_window
 
 BMV2, TOFINO = TARGETS["bmv2"], TARGETS["tofino"]
 
@@ -245,3 +247,43 @@ def test_job_keeps_its_round_mode_in_state_and_descriptor():
     assert load_descriptor(d).round_mode == wire.RoundMode.EVERY_RANK
     with pytest.raises(ValueError, match=r"field round_mode='quiet' not one of"):
         load_descriptor({**d, "round_mode": "quiet"})
+
+
+def test_the_window_resolves_per_target_and_kind():
+    """bmv2 serves frames first in first out: its ranks keep FAIR_SLOTS outstanding (fewer
+    in a smaller job); softswitch (round robin) and Tofino (line rate): every slot. A window
+    given must be a number of the job's slots."""
+    assert BMV2.default_window == FAIR_SLOTS and TOFINO.default_window is None
+    assert resolve_window(BMV2, 1, 64, None) == FAIR_SLOTS
+    assert resolve_window(BMV2, 1, 4, None) == 4
+    assert resolve_window(TOFINO, 1, 64, None) == 64
+    assert resolve_window(BMV2, 1, 64, 64) == 64
+    for bad in (0, 65, True, 2.0):
+        with pytest.raises(JobError, match=rf"job 1: window {bad!r} is not .* in 1\.\.64"):
+            resolve_window(BMV2, 1, 64, bad)
+    assert kind_window(SOFTSWITCH, 64) == 64
+    assert kind_window(SIMPLE_SWITCH_GRPC, 64) == FAIR_SLOTS
+    assert kind_window(SIMPLE_SWITCH_GRPC, 8) == 8
+    with pytest.raises(ValueError, match="unknown switch kind 'tofino'"):
+        kind_window("tofino", 8)
+
+
+def test_job_keeps_its_window_in_state_and_descriptor():
+    """The window travels from the state file to the descriptor and the Worker's config;
+    records and descriptors written before it existed name none (the Worker's FAIR_SLOTS);
+    a descriptor's window outside 1..slot_count is refused by name."""
+    job = _job(window=3)
+    back = Job.from_json(job.to_json())
+    assert back.window == 3
+    sw = Address(mac="02:00:00:00:01:00", ip="10.0.0.254", udp_port=0x5030)
+    d = back.descriptor(0, sw)
+    assert d["window"] == 3 and load_descriptor(d).window == 3
+    old = job.to_json()
+    del old["window"]
+    unrecorded = Job.from_json(old)
+    assert unrecorded.window is None and "window" not in unrecorded.descriptor(0, sw)
+    del d["window"]
+    assert load_descriptor(d).window is None
+    for bad in (0, 5, True, "3"):  # the job has 4 slots
+        with pytest.raises(ValueError, match=rf"field window={bad!r} not an integer in 1\.\.4"):
+            load_descriptor({**d, "window": bad})

@@ -15,7 +15,8 @@ import pytest
 from bmv2_tests import kinds
 import p4net.demo
 import p4net.topology
-from p4reduce.job import block_count, slots_for_call
+from p4reduce.job import FAIR_SLOTS, block_count, slots_for_call
+from p4reduce.target import SOFTSWITCH, kind_window
 from p4reduce.wire import BLOCK_VALUES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,8 +57,14 @@ def _assert_all_matched(summary):
 
 
 def test_dense_float32(demo):
+    """Without a window the ranks keep their job's, the kind's default: every slot on
+    softswitch (round robin), FAIR_SLOTS on simple_switch_grpc (first in first out)."""
     module, opts = demo
-    _assert_all_matched(module.run(replace(opts, density=1.0)))
+    summary = module.run(replace(opts, density=1.0, slots=24))
+    _assert_all_matched(summary)
+    window = kind_window(summary.kind, 24)
+    assert window == (24 if summary.kind == SOFTSWITCH else FAIR_SLOTS)
+    assert [o.report["window"] for o in summary.outcomes] == [window] * opts.workers
 
 
 def test_sparse_float32_sends_fewer_packets_than_dense(demo):

@@ -320,6 +320,31 @@ def test_cli_end_to_end(config, switch_process, tmp_path):
     )
     assert refused.returncode == 1 and "1000 values per block is not available" in refused.stderr
     assert ctl("job", "delete", "6").returncode == 0
+    # the window: bmv2's (first in first out) FAIR_SLOTS by default, at most the slots
+    assert created["descriptors"][0]["window"] == TARGETS["bmv2"].default_window == 16
+    windowed = ctl(
+        "--json",
+        *("job", "create", "--job", "8", "--slots", "48", "--window", "48"),
+        *("--worker", "0:3:02:00:00:00:00:03:10.0.0.3"),
+    )
+    assert windowed.returncode == 0, windowed.stderr
+    assert json.loads(windowed.stdout)["descriptors"][0]["window"] == 48
+    assert "window" in ctl("job", "list").stdout.splitlines()[0]
+    assert ctl("job", "delete", "8").returncode == 0
+    small = ctl(
+        "--json",
+        *("job", "create", "--job", "9", "--slots", "4"),
+        *("--worker", "0:3:02:00:00:00:00:03:10.0.0.3"),
+    )
+    assert json.loads(small.stdout)["descriptors"][0]["window"] == 4  # never above its slots
+    assert ctl("job", "delete", "9").returncode == 0
+    refused = ctl(
+        *("job", "create", "--job", "10", "--slots", "8", "--window", "9"),
+        *("--worker", "0:3:02:00:00:00:00:03:10.0.0.3"),
+    )
+    assert refused.returncode == 1
+    assert "job 10: window 9 is not a number of slots in 1..8" in refused.stderr
+    assert ctl("job", "show", "10").returncode == 1  # nothing of it was written
     assert ctl("drop-sim", "--job", "4", "--ingress", "0.1").returncode == 0
     stats = json.loads(ctl("--json", "stats").stdout)
     assert stats["jobs"]["4"]["aggregated"] == 0 and "drops_malformed" in stats["switch"]

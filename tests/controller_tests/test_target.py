@@ -378,6 +378,20 @@ def test_a_job_without_a_slot_count_gets_the_targets_default(tofino_controller):
     assert job.slot_count == 64
 
 
+def test_a_tofino_jobs_ranks_keep_every_slot_outstanding(tofino_controller):
+    """A Tofino pipeline takes every port's packets at line rate: nothing of a job queues
+    there first in first out, so its ranks keep every slot outstanding (the descriptor's
+    window), not bmv2's FAIR_SLOTS; a window given is kept, one above the slots refused."""
+    ctl = tofino_controller
+    job = ctl.jobs.create(3, _workers([12]))
+    assert job.window == job.slot_count == 64 > TARGETS["bmv2"].default_window
+    assert {d["window"] for d in job.descriptors(ctl.jobs.switch)} == {64}
+    assert ctl.jobs.create(4, _workers([13]), slots=32, window=8).window == 8
+    with pytest.raises(JobError, match="job 5: window 33 is not a number of slots in 1..32"):
+        ctl.jobs.create(5, _workers([14]), slots=32, window=33)
+    assert 5 not in ctl.jobs.table.jobs
+
+
 def test_a_lanes_round_completes_through_dev_ports(tofino_controller, switch_process):
     ctl = tofino_controller
     job = ctl.jobs.create(4, _workers([11, 14]), slots=4)

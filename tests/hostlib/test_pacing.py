@@ -15,7 +15,8 @@ import pytest
 from engine_sim import simulate
 from hostlib import protocol as p
 from hostlib.engine import AllreduceEngine
-from hostlib.slots import FAIR_SLOTS, fifo_share
+from hostlib.slots import fifo_share
+from p4reduce.job import FAIR_SLOTS
 from hostlib.timers import REORDER_MAX, EngineParams, RttEstimator
 from hostlib_helpers import decode, engine_tensor
 from hostlib_helpers import make_engine as shared_make_engine
