@@ -20,6 +20,8 @@ from .gen import DROP_PORT, AssertFailure
 from .expr import X_EXIT, X_INLEN, X_PAYLOAD, X_PKTLEN
 
 PKT_INSTANCE_TYPE_NORMAL = 0
+# payloads up to this many bytes are sliced (a copy costs less than a view's setup)
+_COPY_BELOW = 512
 PKT_INSTANCE_TYPE_REPLICATION = 5
 # standard metadata only the program reads: the walk skips them when it never mentions one
 _UNSEEN_UNLESS_MENTIONED = frozenset(
@@ -102,7 +104,10 @@ class Pipeline:
                 st, pos, err = st(F, V, X, frame, pos)
             if err != self.no_error:
                 self._count("parser_errors")
-        X[X_PAYLOAD] = frame[pos:]
+        # the unparsed rest, not a copy of it: the deparser joins it (and a checksum over
+        # the payload reads it) as it is; a frame of tens of kilobytes (a jumbo TCP
+        # segment that only crosses the switch) is then copied once, into the frame out
+        X[X_PAYLOAD] = memoryview(frame)[pos:] if n - pos > _COPY_BELOW else frame[pos:]
         if self.i_parser_error is not None:
             F[self.i_parser_error] = err
         cks = c.verify(F, V, X)

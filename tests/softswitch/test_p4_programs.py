@@ -155,16 +155,26 @@ def test_parser_program(frame: bytes, report: bytes) -> None:
     sw = load("parser")
     # the deparser re-emits every valid header unchanged, then the unparsed bytes
     assert sw.process(0, frame) == [(2, report + frame)]
+    # ... however many: a long rest is held as a view of the frame, a short one copied (a
+    # longer frame may parse further, so only its bytes after the report are known)
+    long = frame + bytes(range(256)) * 36
+    [(port, out)] = sw.process(0, long)
+    assert port == 2 and out[len(report) :] == long
 
 
 # -- checksums ------------------------------------------------------------------------------
-def test_checksum_program_matches_scapy() -> None:
+@pytest.mark.parametrize(
+    "payload", [b"payload!", bytes(range(256)) * 40 + b"end"], ids=["short", "10 KB"]
+)
+def test_checksum_program_matches_scapy(payload: bytes) -> None:
+    """The UDP checksum covers the payload: a short one and one of ten kilobytes (which
+    the walk holds as a view of the frame, not a copy)."""
     sw = load("checksum")
     pkt = (
         Ether(**ETH)
         / IP(src="10.1.2.3", dst="10.9.8.7", ttl=64, id=77)
         / UDP(sport=1234, dport=5678)
-        / b"payload!"
+        / payload
     )
     out = sw.process(0, bytes(pkt))
     exp = Ether(bytes(pkt))
