@@ -59,6 +59,7 @@ PRE's multicast groups, nodes and rid; instance is the rank, read in egress as
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -96,12 +97,19 @@ _KIND_DEFAULT_SLOTS = {SOFTSWITCH: 64, SIMPLE_SWITCH_GRPC: 32}
 _KIND_DEFAULT_WINDOW: dict[str, int | None] = {SOFTSWITCH: None, SIMPLE_SWITCH_GRPC: FAIR_SLOTS}
 
 
-def default_slots(kind: str) -> int:
-    """Slots of a job created without a count on a switch process of `kind`."""
+def _of_kind(defaults: Mapping[str, int | None], kind: str) -> int | None:
+    """`kind`'s entry of a table of defaults per kind; TargetError naming the kinds."""
     try:
-        return _KIND_DEFAULT_SLOTS[kind]
+        return defaults[kind]
     except KeyError:
         raise TargetError(f"unknown switch kind {kind!r} (one of {', '.join(KINDS)})") from None
+
+
+def default_slots(kind: str) -> int:
+    """Slots of a job created without a count on a switch process of `kind`."""
+    slots = _of_kind(_KIND_DEFAULT_SLOTS, kind)
+    assert slots is not None  # every kind has a count
+    return slots
 
 
 def kind_window(kind: str, slots: int) -> int:
@@ -109,8 +117,7 @@ def kind_window(kind: str, slots: int) -> int:
     `kind` (for those who start the process and so know its kind: the demo, the torch
     launcher; the bmv2 target's controller cannot tell the kinds apart and takes
     simple_switch_grpc's)."""
-    default_slots(kind)  # an unknown kind: TargetError
-    window = _KIND_DEFAULT_WINDOW[kind]
+    window = _of_kind(_KIND_DEFAULT_WINDOW, kind)
     return slots if window is None else min(window, slots)
 
 
