@@ -121,6 +121,7 @@ from p4reduce.job import (
     JobError,
     resolve_block_values,
     resolve_round_mode,
+    resolve_window,
     resolve_encoding,
     resolve_halves,
 )
@@ -492,7 +493,9 @@ def _job(
     if job_id in job_ids:
         raise ConfigError(f"{path}.job", f"duplicate job id {job_id}")
     slots = _int(f"{path}.slots", job["slots"], 1, MAX_SLOT_COUNT)
-    window = _int(f"{path}.window", job["window"], 1, slots) if "window" in job else None
+    window = _target_takes(
+        path, job, "window", lambda t, j, w: resolve_window(t, j, slots, w), cfg, job_id
+    )
     if not isinstance(job["workers"], list):
         raise ConfigError(f"{path}.workers", "expected a list of worker tables")
     workers = [

@@ -46,6 +46,11 @@ def _w(rank, port, mac=None, ip=None, **kw):
         ),
         ({**_base(), "jobs": [_job([_w(0, 1)]), _job([_w(0, 2)])]}, "jobs[1].job", "duplicate job"),
         ({**_base(), "jobs": [_job([_w(0, 1)], slots=0)]}, "jobs[0].slots", "out of range"),
+        (
+            {**_base(), "jobs": [{**_job([_w(0, 1)], slots=4), "window": 5}]},
+            "jobs[0].window",
+            "window 5 is not a number of slots in 1..4",
+        ),
         ({**_base(), "jobs": [{**_job([_w(0, 1)]), "speed": 1}]}, "jobs[0].speed", "unknown key"),
     ],
 )
@@ -60,7 +65,7 @@ def test_good_configuration_round_trip(tmp_path):
     f.write_text(
         '[switch]\nports = [1, 2]\nstate_file = "state.json"\n'
         '[[switch.hosts]]\nmac = "02:00:00:00:00:01"\nport = 1\n'
-        "[[jobs]]\njob = 3\nslots = 8\nworkers = [\n"
+        "[[jobs]]\njob = 3\nslots = 8\nwindow = 2\nworkers = [\n"
         '  { rank = 0, port = 1, mac = "02:00:00:00:00:01", ip = "10.0.0.1" },\n'
         '  { rank = 1, port = 2, mac = "02:00:00:00:00:02", ip = "10.0.0.2", '
         "udp_port = 20529 },\n]\n"
@@ -68,6 +73,7 @@ def test_good_configuration_round_trip(tmp_path):
     cfg = load(f)
     assert cfg.switch.ports == [1, 2] and cfg.switch.state_file == tmp_path / "state.json"
     assert [w.udp_port for w in cfg.jobs[0].workers] == [0x5030, 20529]
+    assert cfg.jobs[0].window == 2
 
 
 def test_not_toml_is_reported_with_the_file(tmp_path):
