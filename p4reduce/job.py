@@ -188,13 +188,17 @@ def resolve_slots(target: Target, requested: int | None) -> int:
     return target.default_slots if requested is None else requested
 
 
+def window_within(default: int | None, slots: int) -> int:
+    """A default window (None: every slot) for a job of `slots` slots: never above them."""
+    return slots if default is None else min(default, slots)
+
+
 def resolve_window(target: Target, job: int, slots: int, requested: int | None) -> int:
     """The most slots a rank of a new job of `slots` slots keeps outstanding: `requested`,
     or the target's default window (every slot where it has none) bounded by the slots;
     JobError for a window that is not 1..slots."""
     if requested is None:
-        window = target.default_window
-        return slots if window is None else min(window, slots)
+        return window_within(target.default_window, slots)
     if isinstance(requested, bool) or not isinstance(requested, int) or not 1 <= requested <= slots:
         raise JobError(
             f"job {job}: window {requested!r} is not a number of slots in 1..{slots} "

@@ -59,12 +59,12 @@ PRE's multicast groups, nodes and rid; instance is the rank, read in egress as
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
-from .job import FAIR_SLOTS
+from .job import FAIR_SLOTS, window_within
 from .wire import BLOCK_VALUES
 
 
@@ -87,29 +87,36 @@ DEFAULT_DEVICE_CONFIG = BUILD_DIR / "p4reduce.json"
 SOFTSWITCH = "softswitch"
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
 KINDS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
-# Slots of a job whose creator names none, per kind. bmv2 takes only ~32 frames per port
-# that it has not processed, and a worker has one packet in flight per slot, so more slots
-# overrun its ports; softswitch has no such limit, and more slots make each slot's chain of
-# rounds shorter, which recovers from loss faster (docs/benchmarks.md). The bmv2 target,
-# whose controller cannot tell the two kinds apart, takes simple_switch_grpc's.
-_KIND_DEFAULT_SLOTS = {SOFTSWITCH: 64, SIMPLE_SWITCH_GRPC: 32}
-# The default window per kind (None: every slot of the job): see the module's docstring.
-_KIND_DEFAULT_WINDOW: dict[str, int | None] = {SOFTSWITCH: None, SIMPLE_SWITCH_GRPC: FAIR_SLOTS}
 
 
-def _of_kind(defaults: Mapping[str, int | None], kind: str) -> int | None:
-    """`kind`'s entry of a table of defaults per kind; TargetError naming the kinds."""
+class _KindDefaults(NamedTuple):
+    """What a job whose creator names none gets on a switch process of one kind. Slots:
+    bmv2 takes only ~32 frames per port that it has not processed, and a worker has one
+    packet in flight per slot, so more slots overrun its ports; softswitch has no such
+    limit, and more slots make each slot's chain of rounds shorter, which recovers from
+    loss faster (docs/benchmarks.md). Window: the module's docstring. The bmv2 target,
+    whose controller cannot tell the two kinds apart, takes simple_switch_grpc's."""
+
+    slots: int
+    window: int | None  # None: every slot of the job
+
+
+_KIND_DEFAULTS = {
+    SOFTSWITCH: _KindDefaults(slots=64, window=None),
+    SIMPLE_SWITCH_GRPC: _KindDefaults(slots=32, window=FAIR_SLOTS),
+}
+
+
+def _kind_defaults(kind: str) -> _KindDefaults:
     try:
-        return defaults[kind]
+        return _KIND_DEFAULTS[kind]
     except KeyError:
         raise TargetError(f"unknown switch kind {kind!r} (one of {', '.join(KINDS)})") from None
 
 
 def default_slots(kind: str) -> int:
     """Slots of a job created without a count on a switch process of `kind`."""
-    slots = _of_kind(_KIND_DEFAULT_SLOTS, kind)
-    assert slots is not None  # every kind has a count
-    return slots
+    return _kind_defaults(kind).slots
 
 
 def kind_window(kind: str, slots: int) -> int:
@@ -117,8 +124,7 @@ def kind_window(kind: str, slots: int) -> int:
     `kind` (for those who start the process and so know its kind: the demo, the torch
     launcher; the bmv2 target's controller cannot tell the kinds apart and takes
     simple_switch_grpc's)."""
-    window = _of_kind(_KIND_DEFAULT_WINDOW, kind)
-    return slots if window is None else min(window, slots)
+    return window_within(_kind_defaults(kind).window, slots)
 
 
 # values per block the v1model program takes (a wide register per size; the default first)
@@ -230,8 +236,8 @@ TARGETS: dict[str, Target] = {
         encodings=("lanes", "packed"),
         default_encoding="packed",
         flags_int32_overflow=True,
-        default_slots=_KIND_DEFAULT_SLOTS[SIMPLE_SWITCH_GRPC],
-        default_window=_KIND_DEFAULT_WINDOW[SIMPLE_SWITCH_GRPC],
+        default_slots=_KIND_DEFAULTS[SIMPLE_SWITCH_GRPC].slots,
+        default_window=_KIND_DEFAULTS[SIMPLE_SWITCH_GRPC].window,
         p4info=DEFAULT_P4INFO,
         device_config=DEFAULT_DEVICE_CONFIG,
         block_sizes=V1MODEL_BLOCK_SIZES,
