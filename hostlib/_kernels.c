@@ -231,20 +231,31 @@ static PyObject *refuse(Py_buffer *views, int n, const char *why) {
     return let_go(views, n);
 }
 
+/* A kernel's three arrays -- rows in, one float64 per row, rows out of the same shape --
+ * held and checked (`names`: each one's, for the refusal); on failure none is held. */
+static int hold_per_row(PyObject **objs, Py_buffer *v, const char *const names[3],
+                        element *in, element *out) {
+    if (hold(objs, v, 3) < 0)
+        return -1;
+    if (rows_of(names[0], &v[0], NULL, in) < 0 || rows_of(names[2], &v[2], &v[0], out) < 0 ||
+        per_row(names[1], &v[1], v[0].shape[0]) < 0) {
+        let_go(v, 3);
+        return -1;
+    }
+    return 0;
+}
+
 /* quantize(values, scale, bias, out) */
 static PyObject *py_quantize(PyObject *self, PyObject *args) {
+    static const char *const names[3] = {"quantize: values", "quantize: scale", "quantize: out"};
     PyObject *objs[3];
     unsigned long bias;
     Py_buffer v[3]; /* values, scale, out */
     element ex, eo;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOkO:quantize", &objs[0], &objs[1], &bias, &objs[2]) ||
-        hold(objs, v, 3) < 0)
+        hold_per_row(objs, v, names, &ex, &eo) < 0)
         return NULL;
-    if (rows_of("quantize: values", &v[0], NULL, &ex) < 0 ||
-        rows_of("quantize: out", &v[2], &v[0], &eo) < 0 ||
-        per_row("quantize: scale", &v[1], v[0].shape[0]) < 0)
-        return let_go(v, 3);
     if (ex.kind != 'f' || ex.swap || eo.kind == 'f' || eo.size != 4)
         return refuse(v, 3,
                       "quantize: expected native float32/float64 values into 32-bit integers");
@@ -278,17 +289,15 @@ static PyObject *py_unbias(PyObject *self, PyObject *args) {
 
 /* dequantize(sums, divisor, out) */
 static PyObject *py_dequantize(PyObject *self, PyObject *args) {
+    static const char *const names[3] = {"dequantize: sums", "dequantize: divisor",
+                                         "dequantize: out"};
     PyObject *objs[3];
     Py_buffer v[3]; /* sums, divisor, out */
     element ei, eo;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOO:dequantize", &objs[0], &objs[1], &objs[2]) ||
-        hold(objs, v, 3) < 0)
+        hold_per_row(objs, v, names, &ei, &eo) < 0)
         return NULL;
-    if (rows_of("dequantize: sums", &v[0], NULL, &ei) < 0 ||
-        rows_of("dequantize: out", &v[2], &v[0], &eo) < 0 ||
-        per_row("dequantize: divisor", &v[1], v[0].shape[0]) < 0)
-        return let_go(v, 3);
     if (ei.kind != 'i' || ei.size != 4 || eo.kind != 'f' || eo.swap)
         return refuse(v, 3, "dequantize: expected int32 sums into native float32/float64");
     RUN(v[0].shape[0], v[0].shape[1],
