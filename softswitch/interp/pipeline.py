@@ -20,9 +20,9 @@ from .gen import DROP_PORT, AssertFailure
 from .expr import X_EXIT, X_INLEN, X_PAYLOAD, X_PKTLEN
 
 PKT_INSTANCE_TYPE_NORMAL = 0
-# payloads up to this many bytes are sliced (a copy costs less than a view's setup)
-_COPY_BELOW = 512
 PKT_INSTANCE_TYPE_REPLICATION = 5
+# unparsed payloads up to this many bytes are sliced (a copy costs less than a view's setup)
+_COPY_BELOW = 512
 # standard metadata only the program reads: the walk skips them when it never mentions one
 _UNSEEN_UNLESS_MENTIONED = frozenset(
     (
