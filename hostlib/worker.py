@@ -73,7 +73,9 @@ class WorkerStats:
 
 # After poll() ends early because a frame came, a rank with at least GATHER_SLOTS slots
 # outstanding sleeps GATHER seconds more (never past its next timer) before its turn, and
-# such a rank sleeps in poll() at its first empty turn instead of spinning first. A
+# such a rank sleeps in poll() at its first empty turn instead of spinning first; nor does
+# it take a turn straight after one that took in less than a batch (the frames that came
+# while that turn's Python ran, a few): it sleeps in poll() and gathers again. A
 # turn's Python costs the same whatever it receives; on cores shared with the switch,
 # ranks taking a turn per wake-up spent more CPU on turns than on values
 # (bench/call_breakdown.py); gathered, the results of more slots share one turn, and the
@@ -255,10 +257,14 @@ class Worker:
             idle_since = None
             spins = self.busy_poll > 0
             while not (turn := loop.turn()).done:
-                if turn.received and (spins or turn.received >= self.batch):
+                if turn.received >= self.batch:
                     idle_since = None
-                    continue
+                    continue  # a full batch: more wait
                 gathering = self._gathering(eng)
+                if turn.received:
+                    idle_since = None
+                    if spins and not gathering:
+                        continue  # the busy poll: what came in meanwhile, at once
                 if spins and idle_since is None and not gathering:
                     idle_since = turn.now
                 elif gathering or not spins or turn.now - idle_since > self.busy_poll:

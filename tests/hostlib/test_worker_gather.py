@@ -1,7 +1,7 @@
 """The Worker's gather: after a wake-up, a rank with many slots outstanding sleeps a little
 before its turn (hostlib.worker.GATHER), never past its next timer, and never in a call
-with few slots outstanding; without a busy poll, no turn without the transport's wait
-first.
+with few slots outstanding; a gathering rank takes no turn straight after one that took
+in less than a batch; without a busy poll, no turn without the transport's wait first.
 
 The Worker runs on the in-process softswitch with the real P4 program; only `time.sleep`
 inside hostlib.worker is observed (recorded, then slept as asked).
@@ -176,3 +176,34 @@ def test_without_a_busy_poll_no_turn_without_asking_the_transport(switch, busy_p
         for a, b in zip(port.calls, port.calls[1:])
     )
     assert (unasked == 0) is (busy_poll == 0), unasked
+
+
+def test_a_gathering_rank_takes_no_turn_straight_after_a_partial_one(switch, monkeypatch):
+    """While a call gathers (busy poll on), a turn that took in less than a batch is
+    followed by the transport's wait and the gather, not by another turn at once: the
+    few frames that came while its Python ran wait for the next gathered turn. The sums
+    are exact."""
+    real = Worker._gathering
+
+    def gathering(self, eng) -> bool:
+        answer = real(self, eng)
+        self.transport.calls.append(("gathering", answer))  # in the rank's own record
+        return answer
+
+    monkeypatch.setattr(Worker, "_gathering", gathering)
+    ports: list[RecordedPort] = []
+
+    def recorded(session, at: int) -> RecordedPort:
+        ports.append(RecordedPort(session.proc, at))
+        return ports[-1]
+
+    slots = worker_mod.GATHER_SLOTS
+    two_ranks_sum(switch, slots, worker_mod.GATHER_ROUNDS * slots, seed=7, port=recorded)
+    after_partial = [
+        c
+        for port in ports
+        for a, g, c in zip(port.calls, port.calls[1:], port.calls[2:])
+        if a[0] == "recv" and 0 < a[1] < 256 and g == ("gathering", True)
+    ]
+    assert after_partial, "no gathering turn took in frames"
+    assert all(c[0] == "wait" for c in after_partial), after_partial
