@@ -280,3 +280,63 @@ def test_a_closing_skip_is_header_only_and_a_query_as_long_as_a_result(k):
         ]
     queries = [n for f, n in frames if f.header.msg_type == SKIP and f.header.block != EOS]
     assert queries and all(n == (62 + 4 * k if p.skip_carries_values(k) else 62) for n in queries)
+
+
+def _rack_resend_on_slot_0(e: SilentEngine) -> float:
+    """Slot 0's DATA (block 4) goes out before slot 1's (block 1); slot 1's round is
+    answered, slot 0's waits (for the other rank, or lost): past RACK's deadline slot 0
+    is resent. Returns the time of the resend."""
+    sent(e)
+    feed(e, 0, 0, EOS, 4, fp=(FP, FP), now=T0 + 0.001)
+    assert only(e, 0, T0 + 0.001) == [(DATA, 1, 4, EOS)]
+    feed(e, 1, 0, EOS, 1, fp=(FP, FP), now=T0 + 0.002)
+    assert only(e, 1, T0 + 0.002) == [(DATA, 1, 1, 9)]
+    feed(e, 1, 1, 1, 5, values=np.full(64, 3, np.int32), now=T0 + 0.003)
+    late = T0 + 1.0
+    resent = [f.header for f in decode(e.packets_to_send(late)) if f.header.slot == 0]
+    assert [(h.msg_type, h.block, h.flags & p.Flag.RETRANSMIT) for h in resent] == [
+        (DATA, 4, p.Flag.RETRANSMIT)
+    ]
+    return late
+
+
+def test_a_cached_answer_to_a_rack_resend_undoes_the_windows_halving():
+    """A round's result answering a resend RACK made halves the reordering window (the
+    packet was likely lost). When the switch then answers that resend with a cached copy
+    of the round already taken, the round had completed without it (a later rank's
+    packet, not a loss): the halving is undone. A real loss brings no such copy, and the
+    window stays halved."""
+    for copy, reorder in ((True, 8), (False, 4)):
+        e = make_engine()
+        e.rtt.reorder = 8  # widened by earlier calls of the Worker
+        late = _rack_resend_on_slot_0(e)
+        feed(e, 0, 1, 4, EOS, values=np.full(64, 7, np.int32), now=late + 0.001)
+        assert e.rtt.reorder == 4
+        if copy:
+            cached = int(p.Flag.CACHED)
+            feed(e, 0, 1, 4, EOS, values=np.full(64, 7, np.int32), now=late + 0.002, flags=cached)
+        assert e.rtt.reorder == reorder
+        assert (e.output.finish().reshape(12, 64)[4] == 7).all()
+
+
+def test_a_cached_answer_after_a_later_transmission_undoes_nothing():
+    """Once the slot transmitted again (its next round's packet resent on a timer), a
+    cached copy may answer that transmission instead: the halving stands."""
+    e = make_engine()
+    e.rtt.reorder = 8
+    late = _rack_resend_on_slot_0(e)
+    feed(e, 0, 1, 4, EOS, values=np.full(64, 7, np.int32), now=late + 0.001)
+    assert only(e, 0, late + 0.001) == [(SKIP, 0, EOS, EOS)]  # the closing SKIP
+    again = [f.header.slot for f in decode(e.packets_to_send(late + 10.0))]
+    assert 0 in again
+    feed(
+        e,
+        0,
+        1,
+        4,
+        EOS,
+        values=np.full(64, 7, np.int32),
+        now=late + 10.001,
+        flags=int(p.Flag.CACHED),
+    )
+    assert e.rtt.reorder == 4
