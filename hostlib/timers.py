@@ -172,9 +172,9 @@ class Pacer:
         self.xmit_at = np.full(n, now, np.float64)  # latest transmission of its packet
         self.retransmitted = np.zeros(n, bool)
         self.rack_resent = np.zeros(n, bool)  # latest transmission: a resend RACK made
-        # the reordering window before the halving that the answer to a slot's RACK resend
-        # made (0: none since its latest retransmission); see answered_again
-        self.halved_from = np.zeros(n, np.int64)
+        # the reordering window when the result of a slot's round answered a resend RACK
+        # made (0: none since the slot's latest retransmission); see answered_again
+        self.rack_answered = np.zeros(n, np.int64)
         # the latest transmission time of any packet the switch has answered and that
         # packet's round time, the job-level probe timer
         self.answered_xmit = -np.inf
@@ -218,21 +218,23 @@ class Pacer:
             self.rtt.spurious_resend(now)
         self.rack_resent[slots] = False
 
-    def answered_again(self, slots: np.ndarray) -> None:
+    def answered_again(self, slots: np.ndarray, now: float) -> None:
         """Cached copies of the rounds `slots` last took came: the switch's answers to
         transmissions of this rank that those rounds completed without. Where the round's
-        result had answered a resend RACK made and halved the reordering window
-        (`answered`), that resend was spurious after all -- in silent rounds the round
-        waited for a later rank and completed on its packet before the resend came, so
-        the switch answered the resend from its cache, as a TCP receiver reports a
-        duplicate with a DSACK -- and the window goes back to what it was before that
-        halving (RttEstimator.resend_undone). Left halved, the next spurious resends
-        halved it again: a call's first few took it down to half a smoothed round, where
-        a late rank made RACK resend a tenth of the call's packets."""
-        before = self.halved_from[slots]
+        result had answered a resend RACK made (`answered`), that resend was spurious
+        after all -- in silent rounds the round waited for a later rank and completed on
+        its packet before the resend came, so the switch answered the resend from its
+        cache, as a TCP receiver reports a duplicate with a DSACK. The window's halving
+        is undone (RttEstimator.resend_undone) and the window widens, as when a STATUS
+        answers such a resend (RFC 8985 widens it on a DSACK). Left as it was, a rank
+        whose resends came after the rounds completed never saw a STATUS: its window
+        stayed at half a smoothed round, every result answering a resend halved it
+        again, and it resent hundreds of packets a call at no loss."""
+        before = self.rack_answered[slots]
         if np.count_nonzero(before):
             self.rtt.resend_undone(int(before.max()))
-            self.halved_from[slots] = 0
+            self.rtt.spurious_resend(now)
+            self.rack_answered[slots] = 0
 
     def not_heard(self, slots: np.ndarray, now: float) -> None:
         """Behind a leaf: a STATUS for `slots`' rounds did not name this rank. The leaf
@@ -259,7 +261,7 @@ class Pacer:
         holding = self.held()
         again = due[holding[due]]
         self.rack_resent[due] = (self._overtaken() & ~holding)[due]
-        self.halved_from[due] = 0  # a cached copy may answer this transmission now
+        self.rack_answered[due] = 0  # a cached copy may answer this transmission now
         self.expired_in_row[again] += 1
         self.lacking[due] = False
         self.retransmitted[due] = True
@@ -521,10 +523,8 @@ class Pacer:
             took = self._leaf_sample(took, sent[clean])
         self.rtt.update(took)
         if self.contributes is not None and np.count_nonzero(self.rack_resent[s]):
-            before = self.rtt.reorder
+            self.rack_answered[s[self.rack_resent[s]]] = self.rtt.reorder
             self.rtt.resend_answered()
-            if self.rtt.reorder < before:
-                self.halved_from[s[self.rack_resent[s]]] = before
         # Only answers to packets sent once move the overtaking mark: an answered
         # retransmission (a probe into a round that a late rank then completed, a cached
         # copy) says nothing about the packets sent before it, which may be waiting for

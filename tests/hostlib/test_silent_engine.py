@@ -300,23 +300,25 @@ def _rack_resend_on_slot_0(e: SilentEngine) -> float:
     return late
 
 
-def test_a_cached_answer_to_a_rack_resend_undoes_the_windows_halving():
+@pytest.mark.parametrize(
+    "start, copy, end", [(8, True, 16), (1, True, 2), (8, False, 4), (1, False, 1)]
+)
+def test_a_cached_answer_to_a_rack_resend_undoes_the_halving_and_widens(start, copy, end):
     """A round's result answering a resend RACK made halves the reordering window (the
     packet was likely lost). When the switch then answers that resend with a cached copy
     of the round already taken, the round had completed without it (a later rank's
-    packet, not a loss): the halving is undone. A real loss brings no such copy, and the
-    window stays halved."""
-    for copy, reorder in ((True, 8), (False, 4)):
-        e = make_engine()
-        e.rtt.reorder = 8  # widened by earlier calls of the Worker
-        late = _rack_resend_on_slot_0(e)
-        feed(e, 0, 1, 4, EOS, values=np.full(64, 7, np.int32), now=late + 0.001)
-        assert e.rtt.reorder == 4
-        if copy:
-            cached = int(p.Flag.CACHED)
-            feed(e, 0, 1, 4, EOS, values=np.full(64, 7, np.int32), now=late + 0.002, flags=cached)
-        assert e.rtt.reorder == reorder
-        assert (e.output.finish().reshape(12, 64)[4] == 7).all()
+    packet, not a loss): the halving is undone and the window widens, as on a STATUS
+    (RFC 8985's DSACK). A real loss brings no such copy, and the window stays halved."""
+    e = make_engine()
+    e.rtt.reorder = start  # (8: widened by earlier calls of the Worker)
+    late = _rack_resend_on_slot_0(e)
+    feed(e, 0, 1, 4, EOS, values=np.full(64, 7, np.int32), now=late + 0.001)
+    assert e.rtt.reorder == max(1, start // 2)
+    if copy:
+        cached = int(p.Flag.CACHED)
+        feed(e, 0, 1, 4, EOS, values=np.full(64, 7, np.int32), now=late + 0.002, flags=cached)
+    assert e.rtt.reorder == end
+    assert (e.output.finish().reshape(12, 64)[4] == 7).all()
 
 
 def test_a_cached_answer_after_a_later_transmission_undoes_nothing():
