@@ -151,8 +151,9 @@ class Pacer:
     resent, when a later packet overtook it, the last STATUS the switch sent for its
     round, and how often its held timer expired in a row; per call: the latest answered
     packet (RACK), the silence probe's timer and burst, the gap between result batches.
-    The engine tells it what happened (`started`, `answered`, `held_by_switch`,
-    `resent`) and asks it what to resend (`due`) and when (`next_timer`)."""
+    The engine tells it what happened (`started`, `answered`, `answered_again`,
+    `held_by_switch`, `resent`) and asks it what to resend (`due`) and when
+    (`next_timer`)."""
 
     def __init__(
         self,
