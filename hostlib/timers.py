@@ -50,8 +50,10 @@ class EngineParams:
       beside any job with as many ranks, 1.5x the third promised (docs/reliability.md,
       "Jobs share the switch"); its price is a job with more slots running at most that
       many at once when alone (docs/benchmarks.md). The Worker takes its descriptor's
-      window where it names one (the target's: every slot on softswitch and Tofino,
-      which do not serve a job's packets first in first out; p4reduce.target).
+      window where it names one (p4reduce.job.resolve_window: FAIR_SLOTS on the v1model
+      target, every slot on Tofino, whose pipeline does not queue a job's packets first
+      in first out; the demo and the torch launcher give softswitch's jobs every slot:
+      p4reduce.target.kind_window).
     * `call_slots`: how many of the job's slots a call uses; None: `slots_for_call`'s
       count (docs/hostlib.md, "Slots per call"), which is right for calls; a count is for
       measuring calls at other counts (bench/slot_window.py). Every rank of a job must
@@ -135,7 +137,7 @@ class RttEstimator:
         """A resend whose answer halved the window (`resend_answered`) proved spurious:
         the window goes back to `before`, what it was then, unless it has widened past it
         since (Pacer.answered_again)."""
-        self.reorder = max(self.reorder, min(before, REORDER_MAX))
+        self.reorder = max(self.reorder, before)
 
     def rto(self, floor: float, cap: float, initial: float | None = None) -> float:
         """The retransmission timer; `initial` (at least `floor`) before any sample."""
