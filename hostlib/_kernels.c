@@ -12,7 +12,13 @@
  *               ranks' packed biases taken off a RESULT's lane sums;
  *   dequantize: out = (dtype)((double)sum / divisor[row]), sum int32 in either byte
  *               order, out float32 or float64: the float64 quotient, rounded to the
- *               tensor's dtype.
+ *               tensor's dtype;
+ *   max_abs:    out[row] = max |x| over the row, x float32 or float64: the largest of the
+ *               values' bits with the sign bit cleared, as unsigned integers. IEEE
+ *               floats of one sign order as their bits do, and every NaN's bits lie
+ *               above Inf's: so a NaN in a row gives a NaN (its sign cleared), an Inf
+ *               with no NaN gives Inf, -0 gives +0 -- np.abs(row).max(), in one pass
+ *               of integer maxima, whatever the row's width.
  *
  * Rows are `rows` runs of `k` contiguous values, `*_row` bytes apart (a view of a ring's
  * frames, of evenly spaced tensor blocks). Built with -ffp-contract=off and without
@@ -43,6 +49,7 @@
 typedef uint32_t lane __attribute__((aligned(1), may_alias));
 typedef float f32 __attribute__((aligned(1), may_alias));
 typedef double f64 __attribute__((aligned(1), may_alias));
+typedef uint64_t lane64 __attribute__((aligned(1), may_alias));
 
 static inline uint32_t swapped(uint32_t v) { return __builtin_bswap32(v); }
 static inline uint32_t as_is(uint32_t v) { return v; }
@@ -119,6 +126,29 @@ static void p4r_dequantize(const char *sums, ptrdiff_t s_row, const double *divi
         (swap ? dequantize_f32_swap : dequantize_f32)(sums, s_row, divisor, rows, k, out, out_row);
     else
         (swap ? dequantize_f64_swap : dequantize_f64)(sums, s_row, divisor, rows, k, out, out_row);
+}
+
+#define MAX_ABS(NAME, U, SIGN)                                                              \
+    CLONES static void NAME(const char *x, ptrdiff_t x_row, int64_t rows, int64_t k,       \
+                            char *out) {                                                    \
+        for (int64_t r = 0; r < rows; r++) {                                                \
+            const U *src = (const U *)ROW(x, x_row, r);                                     \
+            U m = 0;                                                                        \
+            for (int64_t i = 0; i < k; i++) {                                               \
+                U v = src[i] & ~(U)(SIGN);                                                  \
+                m = v > m ? v : m;                                                          \
+            }                                                                               \
+            ((U *)out)[r] = m;                                                              \
+        }                                                                                   \
+    }
+
+MAX_ABS(max_abs_f32, lane, UINT32_C(1) << 31)
+MAX_ABS(max_abs_f64, lane64, UINT64_C(1) << 63)
+
+/* x: float32 (itemsize 4) or else float64 rows; out: one float of x's type per row. */
+static void p4r_max_abs(const char *x, int itemsize, ptrdiff_t x_row, int64_t rows, int64_t k,
+                        char *out) {
+    (itemsize == 4 ? max_abs_f32 : max_abs_f64)(x, x_row, rows, k, out);
 }
 
 /* -- Python: numpy arrays (any object with the buffer protocol) in, checked ------------ */
@@ -307,12 +337,38 @@ static PyObject *py_dequantize(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* max_abs(values, out) */
+static PyObject *py_max_abs(PyObject *self, PyObject *args) {
+    PyObject *objs[2];
+    Py_buffer v[2]; /* values, out */
+    element ex, eo;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO:max_abs", &objs[0], &objs[1]) || hold(objs, v, 2) < 0)
+        return NULL;
+    if (rows_of("max_abs: values", &v[0], NULL, &ex) < 0)
+        return let_go(v, 2);
+    if (ex.kind != 'f' || ex.swap)
+        return refuse(v, 2, "max_abs: expected native float32/float64 values");
+    if (element_of(&v[1], &eo) < 0 || eo.kind != 'f' || eo.swap || eo.size != ex.size ||
+        v[1].ndim != 1 || v[1].shape[0] != v[0].shape[0] ||
+        (v[1].shape[0] > 1 && v[1].strides[0] != v[1].itemsize))
+        return refuse(v, 2, "max_abs: out: expected one contiguous native float of the "
+                            "values' type per row");
+    RUN(v[0].shape[0], v[0].shape[1],
+        p4r_max_abs(v[0].buf, ex.size, v[0].strides[0], v[0].shape[0], v[0].shape[1],
+                    v[1].buf));
+    let_go(v, 2);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"quantize", py_quantize, METH_VARARGS,
      "quantize(values, scale, bias, out): out = (uint32)(int32)rint(values * scale[row]) + bias"},
     {"unbias", py_unbias, METH_VARARGS, "unbias(sums, bias, out): out = sums - bias (mod 2^32)"},
     {"dequantize", py_dequantize, METH_VARARGS,
      "dequantize(sums, divisor, out): out = (double)sums / divisor[row], rounded to out's dtype"},
+    {"max_abs", py_max_abs, METH_VARARGS,
+     "max_abs(values, out): out[row] = max |values[row]| (NaN over Inf over the rest)"},
     {NULL, NULL, 0, NULL},
 };
 

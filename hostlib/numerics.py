@@ -304,29 +304,16 @@ def evenly_spaced(blocks: np.ndarray) -> slice | None:
     return slice(first, int(blocks[-1]) + 1, step)
 
 
-def max_abs(rows: np.ndarray) -> np.ndarray:
-    """max |x| of each row of a (rows, K) float array, the same value whichever way (NaN
-    propagates, an Inf is the max). How depends on K, since a reduction along a row pays
-    per row as well as per value: wide rows (K >= MAX_MIN_FROM_WIDTH) take the larger of
-    their max and minus their min, two reductions with no |x| temporary; narrower ones |x|
-    then its max; the narrowest (K < FOLD_BELOW_WIDTH, a power of two: p4reduce's 64 values
-    per block) |x| folded in halves, each fold one elementwise maximum over all the rows,
-    so no reduction runs along a short row at all."""
-    k = rows.shape[1]
-    if k >= MAX_MIN_FROM_WIDTH:
-        return np.maximum(rows.max(axis=1), -rows.min(axis=1))
-    a = np.abs(rows)
-    if k >= FOLD_BELOW_WIDTH or k & (k - 1):
-        return a.max(axis=1)
-    while k > 1:
-        k //= 2
-        a = np.maximum(a[:, :k], a[:, k:])
-    return a[:, 0]
-
-
-# Row widths where max_abs changes method (the method named measured faster there).
-MAX_MIN_FROM_WIDTH = 2048
-FOLD_BELOW_WIDTH = 256
+def max_abs(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """max |x| of each row of a (rows, K) float array (`out`: where to write it, one float
+    of the rows' dtype per row; else a new array), the same value as
+    np.abs(rows).max(axis=1) (NaN propagates, an Inf is the max): one compiled pass of
+    integer maxima over the values' bits with the sign cleared (`_kernels`), at every
+    row width and with no |x| temporary."""
+    if out is None:
+        out = np.empty(rows.shape[0], rows.dtype)
+    _kernels.max_abs(_rows(rows), out)
+    return out
 
 
 def _per_block(full: np.ndarray, tail: np.ndarray, fn, dtype, width: int = 1) -> np.ndarray:
@@ -495,7 +482,9 @@ def make_payload(
     if is_float:
         # one pass over the tensor: the blocks' max |x| gives exponents, non-zero blocks
         # and (NaN propagates through max, Inf is the max) whether it can be sent at all.
-        maxabs = _per_block(full, tail, max_abs, a.dtype)
+        maxabs = np.empty(full.shape[0] + tail.shape[0], a.dtype)
+        max_abs(full, maxabs[: full.shape[0]])
+        max_abs(tail, maxabs[full.shape[0] :])
         reason = nonfinite_reason(flat, float(maxabs.max()))
         if reason and not announce_refusal:
             raise ValueError(f"{reason}; nothing was sent")

@@ -131,6 +131,35 @@ def test_rows_at_any_byte_offset_give_the_aligned_rows_values(offset, rng):
         assert (sums == nm.from_packed(want, 4)).all()
         out = nm.dequantize(sums, e, 4, dtype, at(offset, x.shape, dtype))
         assert (out == nm.dequantize(nm.from_packed(want, 4), e, 4, dtype)).all()
+        peaks = nm.max_abs(moved, np.ndarray((7,), dtype, np.zeros(7 * x.itemsize + 8, np.uint8), offset))
+        assert (peaks == np.abs(x).max(axis=1)).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_abs_orders_every_kind_of_float_as_abs_then_max_does(dtype, rng):
+    """max_abs compares bits, not floats: every pair of the special values (both zeros,
+    the smallest subnormal, the largest finite, both infinities, NaNs of either sign and
+    other payloads) and ordinary values, in each order, gives np.abs(row).max() -- a NaN
+    wherever one is in the row (its sign cleared), else Inf wherever one is."""
+    info = np.finfo(dtype)
+    uint = np.uint32 if dtype == np.float32 else np.uint64
+    quiet = np.array([np.nan], dtype)
+    other_nan = (quiet.view(uint) | uint(1)).view(dtype)  # another payload
+    special = np.concatenate(
+        [
+            np.array([0.0, -0.0, info.smallest_subnormal, -info.smallest_subnormal], dtype),
+            np.array([info.max, -info.max, np.inf, -np.inf, 1.5, -2.25], dtype),
+            quiet,
+            -quiet,
+            other_nan,
+        ]
+    )
+    pairs = np.array(np.meshgrid(special, special)).T.reshape(-1, 2)
+    rows = np.concatenate([pairs, rng.standard_normal(pairs.shape).astype(dtype)], axis=1)
+    want = np.abs(rows).max(axis=1)
+    got = nm.max_abs(rows)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert not np.signbit(got).any()
 
 
 @pytest.mark.parametrize(
@@ -169,6 +198,18 @@ def test_rows_at_any_byte_offset_give_the_aligned_rows_values(offset, rng):
         (
             lambda: _kernels.unbias(np.zeros(4, np.int32), 0, np.zeros(4, np.int32)),
             "dimensions",
+        ),
+        (
+            lambda: _kernels.max_abs(np.zeros((2, 4), np.int32), np.zeros(2, np.int32)),
+            "native float32/float64 values",
+        ),
+        (
+            lambda: _kernels.max_abs(np.zeros((2, 4), np.float32), np.zeros(2, np.float64)),
+            "one contiguous native float of the values' type per row",
+        ),
+        (
+            lambda: _kernels.max_abs(np.zeros((2, 4), np.float32), np.zeros(3, np.float32)),
+            "per row",
         ),
     ],
 )
