@@ -995,3 +995,26 @@ def test_call_breakdown_cuts_the_switch_cpu_at_the_calls_windows():
     total, busiest = s.between(1.0, 3.0)
     assert total == pytest.approx(3.0)  # a: 2 s, b: 1 s (absent before t=2: 0)
     assert busiest == pytest.approx(2.0)
+
+
+def test_call_cpu_replays_a_ranks_recorded_calls_alone_and_finds_a_divergence(tmp_path):
+    """bench/call_cpu.py --replay: rank 0's batches recorded from a real in-process job
+    (the P4 program on softswitch, four Workers), saved and loaded again, give a fresh
+    Worker the same calls: each replayed call returns the recorded result bit for bit and
+    is timed; a recording that lost a batch is a divergence, said, not a wait."""
+    import call_cpu
+
+    rec = call_cpu.Recorder()
+    call_cpu.call_cpu(64, 8, 4, 4096, 2, 0.3, "silent", "independent", recorder=rec)
+    assert len(rec.calls) == 3 and len(rec.results) == 2  # the warm-up call, then two
+    assert all(rec.calls[k] for k in (1, 2))
+    path = tmp_path / "recording.npz"
+    rec.save(str(path))
+    again = call_cpu.Recorder.load(str(path))
+    assert again.descriptor == rec.descriptor
+    assert [len(c) for c in again.calls] == [len(c) for c in rec.calls]
+    cpu = call_cpu.replay(again, 64, 2)
+    assert [len(c) for c in cpu] == [2, 2] and all(t > 0 for c in cpu for t in c)
+    del again.calls[2][-1]  # the last batch of the second call: its last results
+    with pytest.raises(RuntimeError, match="replay diverged: call 2"):
+        call_cpu.replay(again, 64, 1)
