@@ -228,9 +228,7 @@ def replay(rec: Recorder, block_values: int, times: int) -> list[list[float]]:
     warmup = rec.inputs[: 2 * block_values]
     for _ in range(times):
         transport = Replay(rec.calls, frame_width(block_values))
-        with Worker(
-            rec.descriptor, transport=transport, deadline=30, busy_poll=0, gather=0
-        ) as w:
+        with Worker(rec.descriptor, transport=transport, deadline=30, busy_poll=0, gather=0) as w:
             w.allreduce(warmup)
             for k, want in enumerate(rec.results):
                 transport.start(k + 1)
