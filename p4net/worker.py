@@ -66,8 +66,10 @@ def main() -> int:
     ap.add_argument(
         "--warmup",
         action="store_true",
-        help="first a one-block allreduce, untimed: all ranks then start the "
-        "timed ones together, so process start-up skew is not measured",
+        help="first a one-block allreduce of ones, untimed: all ranks then start the "
+        "timed ones together, so process start-up skew is not measured, and each rank's "
+        "link has carried one full DATA frame (a softswitch port takes a ring for a grown "
+        "MTU at its first longer frame: a block of zeros sends none)",
     )
     args = ap.parse_args()
     report: dict = {"ok": False}
@@ -105,7 +107,7 @@ def main() -> int:
         ) as worker:
             if args.warmup:
                 t0, used = time.perf_counter(), usage()
-                worker.allreduce(np.zeros(worker.cfg.block_values, dtype=tensor.dtype))
+                worker.allreduce(np.ones(worker.cfg.block_values, dtype=tensor.dtype))
                 start = time.perf_counter()
                 account("warmup", start - t0, used)
                 report["warmup_stats"] = worker.stats.as_dict()
