@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from p4reduce.job import JobConfig, load_descriptor
+from p4reduce.job import JobConfig, busy_slots, load_descriptor
 
 from .engine import AllreduceEngine, SwitchStateLost, new_engine
 from .framing import FrameBuilder
@@ -71,21 +71,20 @@ class WorkerStats:
         return out
 
 
-# After poll() ends early because a frame came, a rank with at least GATHER_SLOTS slots
-# outstanding sleeps GATHER seconds more (never past its next timer) before its turn, and
-# such a rank sleeps in poll() at its first empty turn instead of spinning first; nor does
-# it take a turn straight after one that took in less than a batch (the frames that came
-# while that turn's Python ran, a few): it sleeps in poll() and gathers again. A
-# turn's Python costs the same whatever it receives; on cores shared with the switch,
-# ranks taking a turn per wake-up spent more CPU on turns than on values
-# (bench/call_breakdown.py); gathered, the results of more slots share one turn, and the
-# switch, with the other slots' packets queued, has the cores meanwhile. Calls with few
-# slots outstanding, or whose rank has fewer than GATHER_ROUNDS non-zero blocks per such
-# slot (short, latency-bound), are not delayed (docs/hostlib.md, "How the data path
-# works"); nor are calls of wide blocks, which keep 8 slots busy
-# (p4reduce.job.busy_slots): gathering with 8 outstanding made them slower.
+# After poll() ends early because a frame came, a rank with its call's busy window
+# outstanding (p4reduce.job.busy_slots: the slots a call keeps busy at its block size, 16
+# up to 2 048 values per block, 8 from 4 096) sleeps GATHER seconds more (never past its
+# next timer) before its turn, and such a rank sleeps in poll() at its first empty turn
+# instead of spinning first; nor does it take a turn straight after one that took in less
+# than a batch (the frames that came while that turn's Python ran, a few): it sleeps in
+# poll() and gathers again. A turn's Python costs the same whatever it receives; on cores
+# shared with the switch, ranks taking a turn per wake-up spent more CPU on turns than on
+# values (bench/call_breakdown.py); gathered, the results of more slots share one turn,
+# and the switch, with the other slots' packets queued, has the cores meanwhile. Calls
+# with fewer slots outstanding, or whose rank has fewer than GATHER_ROUNDS non-zero
+# blocks per busy slot (short, latency-bound), are not delayed (docs/hostlib.md, "How the
+# data path works").
 GATHER = 1e-3
-GATHER_SLOTS = 16
 GATHER_ROUNDS = 4
 
 
@@ -296,14 +295,15 @@ class Worker:
 
     def _gathering(self, eng: AllreduceEngine) -> bool:
         """Whether the call gathers (GATHER) now: a long call (GATHER_ROUNDS non-zero
-        blocks of this rank per GATHER_SLOTS) with at least GATHER_SLOTS slots
-        outstanding. Such a rank also skips the busy poll: its next results are a round
-        of the switch away, and a spinning rank takes the core from the switch that makes
-        them."""
+        blocks of this rank per busy slot) with its busy window outstanding
+        (p4reduce.job.busy_slots of the job's block size). Such a rank also skips the
+        busy poll: its next results are a round of the switch away, and a spinning rank
+        takes the core from the switch that makes them."""
+        busy = busy_slots(eng.block_values)
         return (
             self.gather > 0
-            and eng.payload.nonzero.size >= GATHER_ROUNDS * GATHER_SLOTS
-            and int(np.count_nonzero(eng.active)) >= GATHER_SLOTS
+            and eng.payload.nonzero.size >= GATHER_ROUNDS * busy
+            and int(np.count_nonzero(eng.active)) >= busy
         )
 
     def _gather(self, wake_at: float) -> None:

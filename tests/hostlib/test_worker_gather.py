@@ -1,6 +1,7 @@
-"""The Worker's gather: after a wake-up, a rank with many slots outstanding sleeps a little
+"""The Worker's gather: after a wake-up, a rank with its call's busy window outstanding
+(p4reduce.job.busy_slots: 16 slots at 64 values per block, 8 from 4 096) sleeps a little
 before its turn (hostlib.worker.GATHER), never past its next timer, and never in a call
-with few slots outstanding; a gathering rank takes no turn straight after one that took
+with fewer slots outstanding; a gathering rank takes no turn straight after one that took
 in less than a batch; without a busy poll, no turn without the transport's wait first.
 
 The Worker runs on the in-process softswitch with the real P4 program; only `time.sleep`
@@ -22,6 +23,9 @@ from hostlib.framing import FrameBuilder
 from hostlib.numerics import Output, make_payload
 from hostlib.timers import EngineParams
 from p4net.harness import InProcessTransport, SwitchSession
+from p4reduce.job import busy_slots
+
+BUSY = busy_slots(64)  # the busy window at the default block size: 16
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +48,10 @@ def slept(monkeypatch):
     return asked
 
 
-def engine_with(switch, slots: int, blocks: int):
-    """A real engine of a job of `slots` slots, for a call of `blocks` non-zero blocks,
-    and its Worker."""
-    job = switch.create_job(1, slots, 11, encoding="packed")
+def engine_with(switch, slots: int, blocks: int, block_values: int = 64):
+    """A real engine of a job of `slots` slots and `block_values` values per block, for
+    a call of `blocks` non-zero blocks, and its Worker."""
+    job = switch.create_job(1, slots, 11, encoding="packed", block_values=block_values)
     try:
         w = Worker(switch.descriptors(job)[0], transport=switch.transport(job.workers[0].port))
     finally:
@@ -75,15 +79,15 @@ def engine_with(switch, slots: int, blocks: int):
 
 
 def test_gathers_with_many_slots_outstanding(switch, slept):
-    w, eng = engine_with(switch, worker_mod.GATHER_SLOTS, 4 * worker_mod.GATHER_SLOTS)
-    assert int(np.count_nonzero(eng.active)) == worker_mod.GATHER_SLOTS
+    w, eng = engine_with(switch, BUSY, 4 * BUSY)
+    assert int(np.count_nonzero(eng.active)) == BUSY
     assert w._gathering(eng)
     w._gather(time.monotonic() + 1.0)
     assert slept == [worker_mod.GATHER]
 
 
 def test_never_past_the_next_timer(switch, slept):
-    w, _ = engine_with(switch, worker_mod.GATHER_SLOTS, 4 * worker_mod.GATHER_SLOTS)
+    w, _ = engine_with(switch, BUSY, 4 * BUSY)
     w._gather(time.monotonic() + worker_mod.GATHER / 4)
     assert len(slept) == 1 and 0 < slept[0] <= worker_mod.GATHER / 4
     w._gather(time.monotonic() - 1e-3)  # the timer is due: no sleep at all
@@ -91,24 +95,39 @@ def test_never_past_the_next_timer(switch, slept):
 
 
 def test_no_gather_with_few_slots_or_when_off(switch):
-    w, eng = engine_with(switch, worker_mod.GATHER_SLOTS - 1, 4 * worker_mod.GATHER_SLOTS)
+    w, eng = engine_with(switch, BUSY - 1, 4 * BUSY)
     assert not w._gathering(eng)
-    w2, eng2 = engine_with(switch, worker_mod.GATHER_SLOTS, 4 * worker_mod.GATHER_SLOTS)
+    w2, eng2 = engine_with(switch, BUSY, 4 * BUSY)
     w2.gather = 0.0
     assert not w2._gathering(eng2)
 
 
 def test_no_gather_in_a_short_call(switch):
-    """A call of fewer than GATHER_ROUNDS non-zero blocks per slot is bound by latency."""
-    short = worker_mod.GATHER_ROUNDS * worker_mod.GATHER_SLOTS - 1
-    w, eng = engine_with(switch, worker_mod.GATHER_SLOTS, short)
-    assert int(np.count_nonzero(eng.active)) == worker_mod.GATHER_SLOTS
+    """A call of fewer than GATHER_ROUNDS non-zero blocks per busy slot is bound by
+    latency."""
+    short = worker_mod.GATHER_ROUNDS * BUSY - 1
+    w, eng = engine_with(switch, BUSY, short)
+    assert int(np.count_nonzero(eng.active)) == BUSY
+    assert not w._gathering(eng)
+
+
+@pytest.mark.parametrize("block_values", [4096, 16000])
+def test_a_wide_block_call_gathers_with_its_busy_window_outstanding(switch, block_values):
+    """A call of wide blocks keeps fewer slots busy (8 from 4 096 values per block): it
+    gathers once those are outstanding and it is long enough, not with one fewer."""
+    busy = busy_slots(block_values)
+    assert busy < BUSY
+    w, eng = engine_with(switch, busy, worker_mod.GATHER_ROUNDS * busy, block_values)
+    assert int(np.count_nonzero(eng.active)) == busy and w._gathering(eng)
+    w, eng = engine_with(switch, busy - 1, worker_mod.GATHER_ROUNDS * busy, block_values)
+    assert not w._gathering(eng)
+    w, eng = engine_with(switch, busy, worker_mod.GATHER_ROUNDS * busy - 1, block_values)
     assert not w._gathering(eng)
 
 
 def test_sums_with_gather(switch):
     """A call of 16 slots on 2 ranks, gathering: the exact sums come back."""
-    two_ranks_sum(switch, worker_mod.GATHER_SLOTS, 64, seed=3)
+    two_ranks_sum(switch, BUSY, 64, seed=3)
 
 
 def two_ranks_sum(switch, slots: int, blocks: int, seed: int, port=None, **worker_kw) -> None:
@@ -197,7 +216,7 @@ def test_a_gathering_rank_takes_no_turn_straight_after_a_partial_one(switch, mon
         ports.append(RecordedPort(session.proc, at))
         return ports[-1]
 
-    slots = worker_mod.GATHER_SLOTS
+    slots = BUSY
     two_ranks_sum(switch, slots, worker_mod.GATHER_ROUNDS * slots, seed=7, port=recorded)
     after_partial = [
         c
