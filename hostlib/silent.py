@@ -265,8 +265,9 @@ class SilentEngine(AllreduceEngine):
         if matched < idx.size:  # (no later round among them where every one matches)
             cached = (c["flags"][idx] & p.FLAG.CACHED) != 0
             news = ~cached | (key != self.last_key[s])
-            if np.count_nonzero(~news):  # the answers to resends the rounds did without
-                self.pacer.answered_again(s[~news], now)
+            again = ~news  # cached copies of the rounds last taken
+            if np.count_nonzero(again):  # the answers to resends the rounds did without
+                self.pacer.answered_again(s[again], now)
             # in a call's announce round a RESULT that ends a call is the last call's: this
             # call's closing round would have needed this rank's closing packet, and a
             # REWIND request taken as one (coverage is never full here) completes it as a

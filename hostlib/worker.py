@@ -255,11 +255,12 @@ class Worker:
         try:
             idle_since = None
             spins = self.busy_poll > 0
+            window = self._gather_window(eng)
             while not (turn := loop.turn()).done:
                 if turn.received >= self.batch:
                     idle_since = None
                     continue  # a full batch: more wait
-                gathering = self._gathering(eng)
+                gathering = self._gathering(eng, window)
                 if turn.received:
                     idle_since = None
                     if spins and not gathering:
@@ -293,18 +294,24 @@ class Worker:
         eng.raise_if_incomplete()
         return output.finish()
 
-    def _gathering(self, eng: AllreduceEngine) -> bool:
-        """Whether the call gathers (GATHER) now: a long call (GATHER_ROUNDS non-zero
-        blocks of this rank per busy slot) with its busy window outstanding
-        (p4reduce.job.busy_slots of the job's block size). Such a rank also skips the
-        busy poll: its next results are a round of the switch away, and a spinning rank
-        takes the core from the switch that makes them."""
+    def _gather_window(self, eng: AllreduceEngine) -> int:
+        """The slots outstanding from which the call gathers (GATHER): its busy window
+        (p4reduce.job.busy_slots of the job's block size) in a long call (GATHER_ROUNDS
+        non-zero blocks of this rank per busy slot); 0, never, in a shorter call or with
+        the gather off. Fixed for the call, so a turn asks only how many slots are
+        outstanding."""
         busy = busy_slots(eng.block_values)
-        return (
-            self.gather > 0
-            and eng.payload.nonzero.size >= GATHER_ROUNDS * busy
-            and int(np.count_nonzero(eng.active)) >= busy
-        )
+        long_call = eng.payload.nonzero.size >= GATHER_ROUNDS * busy
+        return busy if self.gather > 0 and long_call else 0
+
+    def _gathering(self, eng: AllreduceEngine, window: int | None = None) -> bool:
+        """Whether the call gathers now: its gather window (`window`, else
+        _gather_window's) is outstanding. Such a rank also skips the busy poll: its next
+        results are a round of the switch away, and a spinning rank takes the core from
+        the switch that makes them."""
+        if window is None:
+            window = self._gather_window(eng)
+        return window > 0 and int(np.count_nonzero(eng.active)) >= window
 
     def _gather(self, wake_at: float) -> None:
         """Sleep up to `gather` seconds after a wake-up, never past `wake_at` (the next

@@ -204,8 +204,8 @@ def test_a_gathering_rank_takes_no_turn_straight_after_a_partial_one(switch, mon
     are exact."""
     real = Worker._gathering
 
-    def gathering(self, eng) -> bool:
-        answer = real(self, eng)
+    def gathering(self, eng, *window) -> bool:
+        answer = real(self, eng, *window)
         self.transport.calls.append(("gathering", answer))  # in the rank's own record
         return answer
 
