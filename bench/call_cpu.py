@@ -83,7 +83,7 @@ def call_cpu(
                 transport = sw.transport(job.workers[r].port, frame_width(block_values))
                 if r == 0 and recorder is not None:
                     recorder.descriptor, recorder.inputs = descriptors[0], xs[0]
-                    transport = recorder.wrap(transport)
+                    transport = Recording(transport, recorder)
                 with Worker(descriptors[r], transport=transport, deadline=120) as w:
                     w.allreduce(xs[r][: 2 * block_values])
                     for _ in range(calls):
@@ -156,30 +156,28 @@ class Recorder:
         """The batches received from now on are the next call's."""
         self.calls.append([])
 
-    def wrap(self, transport):
-        """`transport`, with every non-empty batch it returns recorded in the current call
-        (`next_call` starts the next)."""
-        recorder = self
 
-        class Recording:
-            mode = transport.mode
+class Recording:
+    """`transport` (rank 0's in-process port), with every non-empty batch it returns kept
+    in `recorder`'s current call (Recorder.next_call starts the next)."""
 
-            def send(self, batch: Batch) -> int:
-                return transport.send(batch)
+    def __init__(self, transport, recorder: Recorder) -> None:
+        self.transport, self.recorder, self.mode = transport, recorder, transport.mode
 
-            def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
-                frames, lengths = transport.recv(max_n)
-                if lengths.size:
-                    recorder.calls[-1].append((frames.copy(), lengths.copy()))
-                return frames, lengths
+    def send(self, batch: Batch) -> int:
+        return self.transport.send(batch)
 
-            def wait(self, timeout: float) -> None:
-                transport.wait(timeout)
+    def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
+        frames, lengths = self.transport.recv(max_n)
+        if lengths.size:
+            self.recorder.calls[-1].append((frames.copy(), lengths.copy()))
+        return frames, lengths
 
-            def close(self) -> None:
-                transport.close()
+    def wait(self, timeout: float) -> None:
+        self.transport.wait(timeout)
 
-        return Recording()
+    def close(self) -> None:
+        self.transport.close()
 
 
 class Replay:
@@ -219,11 +217,12 @@ class Replay:
         pass
 
 
-def replay(rec: Recorder, block_values: int, times: int) -> list[list[float]]:
+def replay(rec: Recorder, times: int) -> list[list[float]]:
     """Rank 0's recorded calls taken `times` times over, each time by a fresh Worker (the
     warm-up call first, untimed, so slot versions and timers start as recorded): per
     timed call, the thread CPU seconds of each replay. Raises if a replayed call's result
     is not the recorded one bit for bit."""
+    block_values = load_descriptor(rec.descriptor).block_values
     cpu: list[list[float]] = [[] for _ in rec.results]
     warmup = rec.inputs[: 2 * block_values]
     for _ in range(times):
@@ -302,8 +301,7 @@ def main() -> int:
 
 def show_replay(rec: Recorder, times: int) -> int:
     """Replay `rec` `times` times over and print each call's thread CPU."""
-    block_values = load_descriptor(rec.descriptor).block_values
-    for k, cpu in enumerate(replay(rec, block_values, times)):
+    for k, cpu in enumerate(replay(rec, times)):
         print(
             f"rank 0 alone, call {k} replayed {len(cpu)} times "
             f"({len(rec.calls[k + 1])} batches, "

@@ -1013,8 +1013,8 @@ def test_call_cpu_replays_a_ranks_recorded_calls_alone_and_finds_a_divergence(tm
     again = call_cpu.Recorder.load(str(path))
     assert again.descriptor == rec.descriptor
     assert [len(c) for c in again.calls] == [len(c) for c in rec.calls]
-    cpu = call_cpu.replay(again, 64, 2)
+    cpu = call_cpu.replay(again, 2)
     assert [len(c) for c in cpu] == [2, 2] and all(t > 0 for c in cpu for t in c)
     del again.calls[2][-1]  # the last batch of the second call: its last results
     with pytest.raises(RuntimeError, match="replay diverged: call 2"):
-        call_cpu.replay(again, 64, 1)
+        call_cpu.replay(again, 1)
