@@ -9,6 +9,8 @@ its errors must name the missing rank on every survivor -- the message is most o
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import protocol as p
@@ -35,8 +37,28 @@ class RankSilent(TimeoutError):
 
 # When a silent rank is taken for dead (Liveness._silent_ranks):
 SILENT_STATUSES = 3  # STATUS replies since the last progress, all without the rank
-SILENT_TIMERS = 5  # of max_timeout, the quiet span once a round of the call completed
+SILENT_TIMERS = 10  # of max_timeout, the least quiet span once a round of the call completed
 SILENT_MIN_SPAN = 2.0  # s, the least quiet span: longer than a process is descheduled
+# the chance, at the loss this rank's own resends meet, that a live rank behind by a round
+# stays unheard for the whole quiet span (quiet_timers)
+SILENT_MISS = 1e-5
+
+
+def quiet_timers(through: float) -> int:
+    """Timers (of max_timeout) a quiet span lasts when a share `through` of round trips
+    between a rank and the switch come through: at least SILENT_TIMERS, more as fewer
+    do. Why: a live rank that lost the result of the round before is missing from every
+    STATUS of the round waited for until one of its resends and the cached answer to it
+    both come through -- a round trip -- at most one try per max_timeout. At 20 % loss
+    each way 64 % of tries do, and a span of 5 timers left a live rank of 8 unheard in
+    most jobs; the span is as many tries as leave it unheard with a chance below
+    SILENT_MISS (12 at 20 % loss), never fewer than SILENT_TIMERS (a share measured on
+    a few resends may miss the loss)."""
+    if through >= 1.0:
+        return SILENT_TIMERS
+    if through <= 0.0:
+        return 1 << 20  # nothing comes through: only the deadline decides
+    return max(SILENT_TIMERS, math.ceil(math.log(SILENT_MISS) / math.log1p(-through)))
 
 
 class Liveness:
@@ -69,10 +91,16 @@ class Liveness:
         self.quiet_from = -np.inf
         self.quiet_statuses = 0
         self.quiet_missing = 0
+        # this rank's retransmissions so far (as of the latest check), and at the last
+        # progress of any slot: every answer to the ones since is one of those STATUS
+        # replies, as an answer that is a result is progress (quiet_timers)
+        self.resends = 0
+        self.resends_at_progress = 0
 
     def progress(self, slots: np.ndarray, now: float) -> None:
         """`slots` completed a round (or opened): the deadline counts from now."""
         self.last_heard[slots] = now
+        self.resends_at_progress = self.resends
 
     def statuses(
         self, slots: np.ndarray, bitmaps: np.ndarray, now: float, relayed: np.ndarray | None = None
@@ -118,13 +146,15 @@ class Liveness:
 
         * a live rank in the call resends its waiting packet at least once per
           `max_timeout` (the cap of its timers and silence probes), so over
-          SILENT_TIMERS x max_timeout (5 s by default) it would have reached the switch
-          several times; a descheduled process, start skew, a busy switch (which still
-          answers rounds) or lost frames do not keep it out that long, and a loss of
-          every one of those resends is as unlikely as the loss of SILENT_TIMERS - 1
-          frames in a row. With a small `max_timeout` the span is still at least
-          SILENT_MIN_SPAN: a process on a loaded host may get no CPU for a good part
-          of a second;
+          SILENT_TIMERS x max_timeout (10 s by default) it would have reached the switch
+          several times; a descheduled process, start skew or a busy switch (which
+          still answers rounds) do not keep it out that long. Loss can: a rank that
+          lost the previous round's result is missing from the waited round until a
+          resend of its own and the answer to it both come through, so the span grows
+          with the share of this rank's resends left unanswered (quiet_timers: 10 s up
+          to 10 % loss each way, 12 s at 20 %). With a small `max_timeout` the span is
+          still at least SILENT_MIN_SPAN: a process on a loaded host may get no CPU for
+          a good part of a second;
         * the STATUS replies show the switch is up and reaches this rank (else the
           deadline's error says the switch did not answer), and that the silent ranks
           are the same in all of them;
@@ -138,12 +168,21 @@ class Liveness:
         quiet = float(self.last_heard.max())
         if self.quiet_from < quiet:
             return []  # progress since those replies
-        span = max(SILENT_TIMERS * self.params.max_timeout, SILENT_MIN_SPAN)
+        span = max(quiet_timers(self._round_trips()) * self.params.max_timeout, SILENT_MIN_SPAN)
         if not np.count_nonzero(self.round):
             span = max(span, self.params.deadline / 2)
         if now - quiet < span:
             return []
         return self._ranks_in(self.quiet_missing)
+
+    def _round_trips(self) -> float:
+        """The share of round trips through this rank's links that come through, as its
+        resends since the last progress measure it: the share a STATUS answered,
+        squared (a STATUS says a resend reached the switch; the drop simulator, like a
+        real link, may spare a STATUS while a result copy takes both ways' loss). 1 with
+        none sent: no sign of loss."""
+        sent = self.resends - self.resends_at_progress
+        return 1.0 if sent <= 0 else min(1.0, self.quiet_statuses / sent) ** 2
 
     def _ranks_in(self, bitmap: int) -> list[int]:
         """The job-wide ranks of a bitmap's bits (in the leaf role: by index on the leaf)."""
@@ -193,6 +232,7 @@ class Liveness:
         died -- or the deadline's says that the switch itself did not answer."""
         if self.slots.done:
             return
+        self.resends = retransmissions
         job, me = self.cfg.job, self.cfg.rank
         silent = self._silent_ranks(now)
         if silent:

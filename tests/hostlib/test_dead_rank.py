@@ -91,19 +91,19 @@ def test_a_rank_that_never_starts_its_call_is_named_after_half_the_deadline(swit
 
 @pytest.mark.parametrize(
     "case",
-    ["starts 8 s late", "descheduled 3 s mid-call", "20 % loss each way"],
+    ["starts 12 s late", "descheduled 8 s mid-call", "20 % loss each way"],
 )
 def test_a_late_or_slow_rank_is_not_taken_for_dead(switch, undisturbed, case):
     """A rank that starts late (it computes) by more than the quiet span but less than
     half the deadline, a rank descheduled mid-call for less than the quiet span, and
     heavy loss: nobody is named, every call completes with the undisturbed sums."""
     kw: dict = {}
-    if case == "starts 8 s late":
-        kw["start"] = [0.0, 0.0, 0.0, 8.0]
-    elif case == "descheduled 3 s mid-call":
+    if case == "starts 12 s late":
+        kw["start"] = [0.0, 0.0, 0.0, 12.0]
+    elif case == "descheduled 8 s mid-call":
         c = undisturbed.calls[1][1]
         mid = (c.start + c.end) / 2
-        kw["pauses"] = {1: (mid, mid + 3.0)}
+        kw["pauses"] = {1: (mid, mid + 8.0)}
     else:
         kw.update(loss=0.2, seed=5)
     res = run(switch, tensors(), **kw)
@@ -111,3 +111,32 @@ def test_a_late_or_slow_rank_is_not_taken_for_dead(switch, undisturbed, case):
     for r in range(N):
         for k in range(2):
             np.testing.assert_array_equal(res.sums[r][k], undisturbed.sums[r][k])
+
+
+@pytest.mark.parametrize("round_mode", ["every_rank", "silent"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_eight_ranks_on_one_slot_under_20_percent_loss_name_nobody(switch, round_mode, seed):
+    """8 ranks on one slot, 20 % loss each way. A rank that lost a round's result is
+    missing from the next round until one of its resends and the answer to it both come
+    through, at most one try per max_timeout: other ranks' STATUS replies then lack it,
+    though it is alive. With a quiet span of 5 timers that named a live rank in 11 of 12
+    such jobs; the span (at least 10 timers, more as this rank's own resends go
+    unanswered: liveness.quiet_timers) names nobody, and every rank's sums are numpy's."""
+    rng = np.random.default_rng(seed)
+    xs = [[rng.integers(-1000, 1000, 16 * 64).astype(np.int32) for _ in range(2)] for _ in range(8)]
+    res = simulate(
+        switch,
+        xs,
+        slots=1,
+        pps=16_000,
+        params=PARAMS,
+        limit=1000.0,
+        loss=0.2,
+        seed=seed,
+        round_mode=round_mode,
+    )
+    assert not res.errors, {r: str(e) for r, (_, e) in res.errors.items()}
+    for k in range(2):
+        want = np.sum([x[k].astype(np.int64) for x in xs], axis=0)
+        for r in range(8):
+            np.testing.assert_array_equal(res.sums[r][k], want)

@@ -13,7 +13,13 @@ import pytest
 from hostlib import protocol as p
 from p4reduce.job import load_descriptor
 from hostlib.engine import AllreduceEngine
-from hostlib.liveness import SILENT_MIN_SPAN, SILENT_STATUSES, SILENT_TIMERS, RankSilent
+from hostlib.liveness import (
+    SILENT_MIN_SPAN,
+    SILENT_STATUSES,
+    SILENT_TIMERS,
+    RankSilent,
+    quiet_timers,
+)
 from hostlib.timers import EngineParams
 from hostlib.numerics import make_payload
 from hostlib.scratch import Scratch
@@ -246,6 +252,40 @@ def test_agreeing_status_replies_name_a_silent_rank_before_the_deadline():
         e.check(T0 + 0.01 + span + 1e-9)
     assert isinstance(info.value, TimeoutError)
     assert (info.value.ranks, info.value.job, info.value.slots) == ([1], 7, [0, 1, 2, 3])
+
+
+def test_the_quiet_span_grows_as_this_ranks_resends_go_unanswered():
+    """quiet_timers: without loss the least span, SILENT_TIMERS; more timers as a smaller
+    share of this rank's resends is answered (a live rank behind by a round needs a
+    round trip of its own through the same loss); none answered leaves it to the
+    deadline."""
+    assert quiet_timers(1.0) == SILENT_TIMERS
+    assert quiet_timers(0.95**2) == SILENT_TIMERS  # 2.5 % loss each way
+    assert quiet_timers(0.8**2) == 12  # 20 % each way: docs/protocol.md section 13
+    spans = [quiet_timers(a) for a in (0.9, 0.64, 0.4, 0.1, 0.01)]
+    assert spans == sorted(spans) and spans[-1] > spans[0]
+    assert quiet_timers(0.0) * SILENCE.max_timeout > SILENCE.deadline
+
+
+def test_unanswered_resends_put_off_naming_a_silent_rank():
+    """The same STATUS replies as above, but after resends that mostly went unanswered
+    (heavy loss): nobody is named after SILENT_TIMERS x max_timeout, the rank is named
+    later, still before the deadline's no-progress error."""
+    span = SILENT_TIMERS * SILENCE.max_timeout
+    e = make_engine(SILENCE)
+    e.packets_to_send(T0)
+    feed(e, result(0, 0, EOS, 4), T0 + 0.01)
+    for k in range(1, 9):  # resends of the waiting rounds, every half second
+        e.packets_to_send(T0 + 0.01 + 0.5 * k)
+    sent = e.stats.retransmissions
+    answered = (3 * sent) // 4
+    assert answered >= SILENT_STATUSES
+    _statuses(e, [T0 + 4.2 + 0.001 * k for k in range(answered)], 0, 1, 4)
+    e.check(T0 + 0.01 + span + 1e-6)  # no RankSilent: the span is longer under loss
+    later = quiet_timers((answered / sent) ** 2) * SILENCE.max_timeout
+    assert span < later < SILENCE.deadline
+    with pytest.raises(RankSilent, match=r"rank\(s\) \[1\] sent nothing for"):
+        e.check(T0 + 0.01 + later + 1e-6)
 
 
 def test_a_small_max_timeout_still_waits_the_least_quiet_span():
