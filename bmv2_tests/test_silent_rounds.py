@@ -476,6 +476,58 @@ def test_a_last_data_round_that_every_rank_joined_covered_ends_the_call(switch, 
     assert job.stats()["stale"] == stale + 1 and job.stats()["wrong_encoding"] == 0
 
 
+def test_a_rewind_request_answered_by_the_round_that_ended_the_call_is_not_kept(switch):
+    """A rank that lost the RESULT of the round that ended its call (a last data round
+    every rank joined COVERED) may ask for a rewind at that round's block before a copy
+    of it comes. That round ended the call: every rank held every earlier sum, so the
+    cached RESULT (flagged ENDED) is all the sender lacks, and the position is not kept.
+    Kept, it rewound the next call's announce round to a block of this call's streams:
+    the next call's ranks got a REWIND naming it (and a rank whose new stream has no such
+    block failed the call with a protocol error)."""
+    k = p.BLOCK_VALUES
+    job = silent_job(switch, 63, 3)
+    streams = {r: {0: np.full(k, r + 1), 2: np.full(k, 5)} for r in range(3)}
+    sums, _, v = run_call(job, streams, covered=True)  # block 2: every rank's, ENDED
+    assert np.array_equal(sums[2], np.full(k, 15))
+    rewinds = job.stats()["rewinds"]
+    job.send(1, MsgType.REWIND, version=v ^ 1, block=2, next_block=2, flags=Flag.CONTINUED)
+    res = job.result(1)
+    assert res is not None and res.header.msg_type == MsgType.RESULT
+    assert res.header.flags & Flag.CACHED and res.header.flags & Flag.ENDED
+    assert (res.header.block, res.header.next_block) == (2, END)
+    assert np.array_equal(res.values, np.full(k, 15))
+    job.assert_silent(0.2)
+    assert job.stats()["rewinds"] == rewinds  # answered, not taken
+    # the next call (other streams): its announce round is a RESULT naming their first
+    # block, not a REWIND to block 2 (run_call checks every round's answer)
+    sums, _, _ = run_call(job, {r: {1: np.full(k, r)} for r in range(3)}, v, continued=True)
+    assert np.array_equal(sums[1], np.full(k, 3))
+
+
+def test_an_announce_round_whose_fingerprints_differ_ends_the_slot_over_a_pending_rewind(
+    switch,
+):
+    """Ranks that disagree on what they reduce end the slot at its announce round, a
+    rewind asked for meanwhile too: the position is a block of the asking rank's stream
+    (a rank whose announce went unanswered asks for its coverage), which the other ranks'
+    streams may not have. The round's RESULT names END_OF_STREAM, flagged ENDED; before,
+    it left as a REWIND to that block, and a rank whose shorter call had no such block
+    failed with a protocol error instead of the fingerprint mismatch."""
+    job = silent_job(switch, 64, 3)
+    fps = {0: p.fingerprint(np.int32, 1000), 1: p.fingerprint(np.int32, 1000)}
+    fps[2] = p.fingerprint(np.int32, 2000)  # rank 2 reduces something else
+    for r in (0, 1):
+        job.send(r, MsgType.ANNOUNCE, next_block=0, fingerprint=fps[r])
+    job.send(2, MsgType.REWIND, block=0, next_block=0)  # pending: position 0
+    job.assert_silent(0.2)
+    job.send(2, MsgType.ANNOUNCE, next_block=0, fingerprint=fps[2])
+    results = job.results()
+    check_all(results, MsgType.RESULT, END, END, 0)
+    for res in results.values():
+        assert res.header.flags & Flag.ENDED
+        assert res.fingerprint == (min(fps.values()), max(fps.values()))
+
+
 def test_a_data_round_with_a_contribution_not_covered_is_followed_by_the_closing_round(switch):
     """Every rank joins the last round, but one DATA lacks COVERED (its sender saw a gap:
     it sends its REWIND in the closing round instead of its closing SKIP): the RESULT is

@@ -84,9 +84,12 @@ class SilentEngine(AllreduceEngine):
 
     def _announce(self, slots: np.ndarray) -> None:
         """A slot's first round in the call: coverage starts at its first block (the
-        slot's number)."""
+        slot's number), or is full on a slot outside the call's (one a fingerprint
+        mismatch opened: its stream has no block of this rank's, so the rank lacks
+        nothing there and never asks for a rewind of it -- a position asked for would
+        rewind the slot to a block that no stream of a shorter call has)."""
         self.kind[slots] = ANNOUNCE_ROUND
-        self.cover[slots] = slots
+        self.cover[slots] = np.where(slots < self.call_slots, slots, EOS)
         self.mine[slots] = True
         self.want_rewind[slots] = False
         self.queries[slots] = 0

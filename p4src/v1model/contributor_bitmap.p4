@@ -160,12 +160,18 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     /* ... and answered as a query would be, except that it gets no STATUS: a rank asking
      * for a rewind may have missed the result that told it the round in progress waits
      * for it (a rewind round, or its block), and the rewind applies only when that round
-     * completes; the cached result of the last completed round tells it. */
+     * completes; the cached result of the last completed round tells it. A request
+     * answered by the round that ended the slot's call is not kept: every rank held every
+     * earlier sum when that round completed (a closing round waits for every rank's
+     * closing contribution, an ended data round had every contribution COVERED), so its
+     * cached result is all the sender lacks, and a position kept past the call's end
+     * would rewind the next call's announce round to a block of this call. */
     action answer_rewind_request() {
         answer_query();
         meta.rewind_only = ~meta.round_done;
         meta.duplicate = meta.round_done;
         meta.stale = 0;
+        meta.rewind_taken = (meta.ended == 1) ? 1w0 : meta.rewind_taken;
     }
 
     action update_version_0() {

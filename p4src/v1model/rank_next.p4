@@ -12,7 +12,8 @@
  * round, and after an announce round that named it, which ends the call). An announce round
  * whose fingerprints differ wins END_OF_STREAM, as in NextBlock.
  *
- * A pending rewind (Rewind: meta.rewound) replaces the winner: the next round is a rewind
+ * A pending rewind (Rewind: meta.rewound) replaces the winner, except where the fingerprints
+ * differ (the slot ends there, whatever is pending): the next round is a rewind
  * round at the pending position, every rank expected, and the round's result and its
  * cached copies (round_kind, expected_ranks.p4) leave as MSG_REWIND. */
 #ifndef P4REDUCE_RANK_NEXT_P4
@@ -68,9 +69,13 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
         }
     }
     action store_winner() {
+        /* ranks that disagree on what they reduce end the slot here, a pending rewind
+         * too: its position is a block of some rank's stream, which the others' streams
+         * may not have (the Rewind step cleared it) */
         if (hdr.fingerprint.isValid()
             && hdr.fingerprint.fingerprint_min != hdr.fingerprint.fingerprint_max) {
             meta.next_key = END_OF_STREAM[23:0] ++ 8w0xFF;
+            meta.rewound = 0;
         }
         if (meta.next_key[31:8] == END_OF_STREAM[23:0]) {
             meta.next_expected = meta.full_mask;
