@@ -1,0 +1,268 @@
+"""Random whole jobs through the real P4 program, every rank's every call checked.
+
+Why: the packet suite and the worker tests each fix one situation; the ways a call can go
+wrong come from their mixtures -- several calls of one job whose block counts, dtypes or
+lengths differ, loss each way, a descheduled rank, a switch queue that drops, sums that
+overflow int32. A job here draws all of them from one seed and runs in engine_sim's
+virtual time against the in-process softswitch; every call of every rank must end as the
+contract says: int32 sums exactly numpy's, or OverflowError where the exact sum does not fit;
+float32 sums within the documented bound (docs/protocol.md section 10); a call whose
+ranks reduce different lengths FingerprintMismatch on every rank; and no rank taken for
+dead, no protocol error, no stall.
+
+    python tests/hostlib/random_jobs.py --jobs 300 --loss 0.2 [--first-seed N]
+
+prints each job that breaks the contract with its seed (a job's shape and tensors are a
+function of its seed: `--first-seed N --jobs 1` draws it again). test_random_jobs.py runs
+a few in the suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+if __name__ == "__main__":  # run as a script: its sibling modules, as pytest finds them
+    sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
+
+import engine_sim  # noqa: E402
+from hostlib.engine import FingerprintMismatch  # noqa: E402
+from hostlib.numerics import error_bound, negotiated_exponent  # noqa: E402
+from hostlib.timers import EngineParams  # noqa: E402
+from p4net.harness import SwitchSession  # noqa: E402
+
+PATTERNS = ("independent", "shared", "some_ranks_zero", "one_rank", "last_block", "dense")
+KINDS = ("int32", "int32", "float32", "lengths_differ")
+
+
+@dataclass
+class Job:
+    """One random job: its shape, and per call the kind and every rank's tensor."""
+
+    seed: int
+    ranks: int
+    block_values: int
+    blocks: int
+    slots: int
+    round_mode: str
+    loss: float
+    kinds: list[str] = field(default_factory=list)
+    tensors: list[list[np.ndarray]] = field(default_factory=list)  # [call][rank]
+    pauses: dict[int, tuple[float, float]] = field(default_factory=dict)
+    start: list[float] = field(default_factory=list)
+    queue_limit: int | None = None
+
+    def describe(self) -> str:
+        return (
+            f"seed {self.seed}: {self.ranks} ranks, {self.block_values} values per block, "
+            f"{self.blocks} blocks, {self.slots} slots, {self.round_mode}, loss "
+            f"{self.loss}, calls {self.kinds}, pauses {self.pauses}, queue "
+            f"{self.queue_limit}"
+        )
+
+
+def _mask(rng, pattern: str, rank: int, ranks: int, shared: np.ndarray, density: float):
+    blocks = shared.size
+    if pattern == "independent":
+        return rng.random(blocks) < density
+    if pattern == "shared":
+        return shared
+    if pattern == "some_ranks_zero":
+        return shared & (rank % 2 == 0)
+    if pattern == "one_rank":
+        return shared if rank == ranks - 1 else np.zeros(blocks, bool)
+    if pattern == "last_block":
+        return np.arange(blocks) == blocks - 1
+    return np.ones(blocks, bool)
+
+
+def _call(rng, job: Job, kind: str) -> list[np.ndarray]:
+    """Every rank's tensor of one call: int32 values of a random magnitude (up to the
+    largest, so that sums may overflow) in the blocks the pattern makes non-zero."""
+    k, blocks = job.block_values, job.blocks
+    pattern = str(rng.choice(PATTERNS))
+    density = float(rng.uniform(0.02, 0.7))
+    shared = rng.random(blocks) < density
+    big = int(rng.choice([1000, 1 << 20, 1 << 28, (1 << 31) - 1]))
+    out = []
+    for r in range(job.ranks):
+        x = rng.integers(-big, big, (blocks, k), endpoint=True)
+        x[rng.random((blocks, k)) < rng.uniform(0, 0.9)] = 0
+        x[~_mask(rng, pattern, r, job.ranks, shared, density)] = 0
+        out.append(np.clip(x, -(1 << 31), (1 << 31) - 1).astype(np.int32).reshape(-1))
+    if kind == "float32":
+        scale = 10.0 ** rng.uniform(-30, 30) / 1000.0
+        out = [(x * scale).astype(np.float32) for x in out]
+    elif kind == "lengths_differ":
+        r = int(rng.integers(0, job.ranks))
+        cut = int(rng.integers(1, max(2, k * blocks)))
+        longer = np.concatenate([out[r], np.ones(cut, np.int32)])
+        out[r] = longer if rng.random() < 0.5 else out[r][:cut]
+    return out
+
+
+def random_job(seed: int, loss: float | None = None) -> Job:
+    """The job of `seed` (`loss`: this loss each way instead of a drawn one)."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.choice([64, 64, 256, 1024]))
+    job = Job(
+        seed=seed,
+        ranks=int(rng.integers(2, 9)),
+        block_values=k,
+        blocks=int(rng.integers(1, 60 if k == 64 else 20)),
+        slots=int(rng.integers(1, 9)),
+        round_mode=str(rng.choice(["silent", "every_rank"])),
+        loss=float(rng.choice([0.0, 0.0, 0.05, 0.2])) if loss is None else loss,
+    )
+    for _ in range(int(rng.integers(1, 4))):
+        kind = str(rng.choice(KINDS))
+        job.kinds.append(kind)
+        job.tensors.append(_call(rng, job, kind))
+    if rng.random() < 0.3:
+        r, at = int(rng.integers(0, job.ranks)), float(rng.uniform(0, 0.05))
+        job.pauses[r] = (at, at + float(rng.uniform(0.001, 0.5)))
+    job.start = [
+        float(rng.uniform(0, 0.02)) if rng.random() < 0.5 else 0.0 for _ in range(job.ranks)
+    ]
+    job.queue_limit = int(rng.integers(4, 64)) if rng.random() < 0.25 else None
+    return job
+
+
+def _raised(check) -> Exception | None:
+    try:
+        check()
+    except Exception as e:  # the contract says which: judged by the caller
+        return e
+    return None
+
+
+def _float_problem(xs: list[np.ndarray], got: np.ndarray, k: int, n: int) -> str | None:
+    blocks = -(-xs[0].size // k)
+
+    def rows(x: np.ndarray) -> np.ndarray:
+        return np.pad(x.astype(np.float64), (0, blocks * k - x.size)).reshape(blocks, k)
+
+    exact = np.sum([rows(x) for x in xs], axis=0)
+    blockmax = np.max([np.abs(rows(x)).max(axis=1) for x in xs], axis=0)
+    bound = error_bound(negotiated_exponent(blockmax), n)[:, None]
+    bad = np.abs(rows(got) - exact) > bound + 1e-6 * np.abs(exact)
+    if not bad.any():
+        return None
+    i = tuple(np.argwhere(bad)[0])
+    return f"float sum {rows(got)[i]} against {exact[i]}, bound {bound[i[0], 0]}"
+
+
+def check(job: Job, engines: list, sums: list[list]) -> list[str]:
+    """What broke the contract in a run's calls (empty: nothing). `engines` in the order
+    they were made, `sums` per rank per call (None: the call's Output raised)."""
+    by_rank: dict[int, list] = {}
+    for e in engines:
+        by_rank.setdefault(e.cfg.rank, []).append(e)
+    problems = []
+    for r in range(job.ranks):
+        if len(sums[r]) != len(job.kinds):
+            problems.append(f"rank {r} finished {len(sums[r])} of {len(job.kinds)} calls")
+        for c, got in enumerate(sums[r]):
+            eng, kind, xs = by_rank[r][c], job.kinds[c], job.tensors[c]
+            where = f"rank {r} call {c} ({kind})"
+            mismatch = _raised(eng.raise_if_mismatched)
+            if kind == "lengths_differ":
+                if not isinstance(mismatch, FingerprintMismatch):
+                    problems.append(f"{where}: no FingerprintMismatch ({mismatch!r})")
+                continue
+            raised = (
+                mismatch
+                or _raised(eng.raise_if_overflowed)
+                or _raised(eng.raise_if_incomplete)
+                or getattr(eng, "finish_error", None)
+            )
+            if kind == "float32":
+                why = (
+                    f"raised {raised!r}"
+                    if raised
+                    else _float_problem(xs, got, job.block_values, job.ranks)
+                )
+                if why:
+                    problems.append(f"{where}: {why}")
+                continue
+            want = np.sum([x.astype(np.int64) for x in xs], axis=0)
+            fits = bool(np.all((want >= -(1 << 31)) & (want < 1 << 31)))
+            if fits and raised:
+                problems.append(f"{where}: raised {raised!r} though the sum fits int32")
+            elif not fits and not isinstance(raised, OverflowError):
+                problems.append(f"{where}: the sum does not fit int32, yet {raised!r}")
+            elif fits and not np.array_equal(got.astype(np.int64), want):
+                bad = np.flatnonzero(got != want)
+                problems.append(f"{where}: WRONG SUM in {bad.size} values, first {bad[:3]}")
+    return problems
+
+
+def run(switch: SwitchSession, job: Job, job_id: int = 90) -> list[str]:
+    """Run `job` on `switch` (in virtual time) and return what broke the contract."""
+    engines: list = []
+    real = engine_sim.new_engine
+
+    def recorded(*a, **kw):
+        eng = real(*a, **kw)
+        finish = eng.output.finish
+
+        def finish_or_none():  # an overflow raises here: kept for `check`
+            try:
+                return finish()
+            except OverflowError as e:
+                eng.finish_error = e
+                return None
+
+        eng.output.finish = finish_or_none
+        engines.append(eng)
+        return eng
+
+    engine_sim.new_engine = recorded
+    try:
+        res = engine_sim.simulate(
+            switch,
+            [[job.tensors[c][r] for c in range(len(job.kinds))] for r in range(job.ranks)],
+            slots=job.slots,
+            loss=job.loss,
+            seed=job.seed % 1000 + 1,
+            job_id=job_id,
+            round_mode=job.round_mode,
+            block_values=job.block_values,
+            pauses=job.pauses,
+            start=job.start,
+            queue_limit=job.queue_limit,
+            params=EngineParams(deadline=300.0),
+            limit=2000.0,
+        )
+    except Exception as e:  # a protocol error or a stall: the run itself broke
+        return [f"the run raised {e!r}"]
+    finally:
+        engine_sim.new_engine = real
+    problems = [f"rank {r} raised {e!r} at {t:.1f} s" for r, (t, e) in res.errors.items()]
+    return problems + check(job, engines, res.sums)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=100)
+    ap.add_argument("--first-seed", type=int, default=1)
+    ap.add_argument("--loss", type=float, default=None, help="each way (default: drawn)")
+    args = ap.parse_args()
+    broken = 0
+    with SwitchSession.inprocess() as switch:
+        for seed in range(args.first_seed, args.first_seed + args.jobs):
+            job = random_job(seed, args.loss)
+            problems = run(switch, job)
+            if problems:
+                broken += 1
+                print(job.describe(), *(f"    {p}" for p in problems[:6]), sep="\n", flush=True)
+    print(f"{broken} of {args.jobs} jobs broke the contract")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
