@@ -129,6 +129,7 @@ class SilentSwitchModel:
         block, exp = key >> 8, 255 - (key & 0xFF)
         if half.fp is not None and half.fp[0] != half.fp[1]:
             block, exp = EOS, 0
+            sl.rewind = EOS  # the slot ends here, over a pending rewind too
         other.bitmap = 0
         if sl.rewind != EOS:
             msg, nxt, exp = p.MsgType.REWIND, sl.rewind, 0
