@@ -38,6 +38,8 @@ class Call:
     start: float
     end: float = float("nan")
     stats: EngineStats | None = None
+    engine: AllreduceEngine | None = None  # what the call left (its raise_if_* checks)
+    error: OverflowError | None = None  # the sums refused (SimResult.sums has None)
 
 
 @dataclass
@@ -45,7 +47,7 @@ class SimResult:
     calls: list[list[Call]]  # per rank, per call
     counters: dict[str, int]  # the switch's counters for the job
     rtt: list[RttEstimator]
-    sums: list[list[np.ndarray]] = field(default_factory=list)
+    sums: list[list[np.ndarray | None]] = field(default_factory=list)  # None: Call.error
     queue_drops: int = 0  # dropped by a full switch queue
     errors: dict[int, tuple[float, TimeoutError]] = field(default_factory=dict)  # by rank
     sent: list[tuple[float, int, bytes]] = field(default_factory=list)  # (time, rank, frame)
@@ -160,7 +162,7 @@ def _run(
     slot_versions = [np.zeros(slots, np.uint8) for _ in range(n)]
     continued = [np.zeros(slots, bool) for _ in range(n)]
     calls: list[list[Call]] = [[] for _ in range(n)]
-    sums: list[list[np.ndarray]] = [[] for _ in range(n)]
+    sums: list[list[np.ndarray | None]] = [[] for _ in range(n)]
     engines: list[AllreduceEngine | None] = [None] * n
     events: list[tuple[float, int, str, int]] = []
     seq = 0
@@ -222,10 +224,14 @@ def _run(
 
     def end_call(r: int, now: float, eng: AllreduceEngine) -> None:
         c = calls[r][-1]
-        c.end, c.stats = now, eng.stats
+        c.end, c.stats, c.engine = now, eng.stats, eng
         slot_versions[r] = eng.final_slot_versions(slot_versions[r])
         continued[r] = eng.continued
-        sums[r].append(eng.output.finish())
+        try:
+            sums[r].append(eng.output.finish())
+        except OverflowError as e:  # a sum out of int32's range: no sums, as a Worker
+            c.error = e
+            sums[r].append(None)
         engines[r] = loops[r] = None
         if len(calls[r]) < len(tensors[r]):
             start_call(r, now)

@@ -29,13 +29,14 @@ import numpy as np
 if __name__ == "__main__":  # run as a script: its sibling modules, as pytest finds them
     sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
 
-import engine_sim  # noqa: E402
+from engine_sim import Call, simulate  # noqa: E402
 from hostlib.engine import FingerprintMismatch  # noqa: E402
 from hostlib.numerics import error_bound, negotiated_exponent  # noqa: E402
 from hostlib.timers import EngineParams  # noqa: E402
 from p4net.harness import SwitchSession  # noqa: E402
+from silent_patterns import PATTERNS as SILENT_PATTERNS, block_mask  # noqa: E402
 
-PATTERNS = ("independent", "shared", "some_ranks_zero", "one_rank", "last_block", "dense")
+PATTERNS = (*SILENT_PATTERNS, "dense")
 KINDS = ("int32", "int32", "float32", "lengths_differ")
 
 
@@ -65,21 +66,6 @@ class Job:
         )
 
 
-def _mask(rng, pattern: str, rank: int, ranks: int, shared: np.ndarray, density: float):
-    blocks = shared.size
-    if pattern == "independent":
-        return rng.random(blocks) < density
-    if pattern == "shared":
-        return shared
-    if pattern == "some_ranks_zero":
-        return shared & (rank % 2 == 0)
-    if pattern == "one_rank":
-        return shared if rank == ranks - 1 else np.zeros(blocks, bool)
-    if pattern == "last_block":
-        return np.arange(blocks) == blocks - 1
-    return np.ones(blocks, bool)
-
-
 def _call(rng, job: Job, kind: str) -> list[np.ndarray]:
     """Every rank's tensor of one call: int32 values of a random magnitude (up to the
     largest, so that sums may overflow) in the blocks the pattern makes non-zero."""
@@ -92,7 +78,7 @@ def _call(rng, job: Job, kind: str) -> list[np.ndarray]:
     for r in range(job.ranks):
         x = rng.integers(-big, big, (blocks, k), endpoint=True)
         x[rng.random((blocks, k)) < rng.uniform(0, 0.9)] = 0
-        x[~_mask(rng, pattern, r, job.ranks, shared, density)] = 0
+        x[~block_mask(rng, pattern, r, job.ranks, shared, density)] = 0
         out.append(np.clip(x, -(1 << 31), (1 << 31) - 1).astype(np.int32).reshape(-1))
     if kind == "float32":
         scale = 10.0 ** rng.uniform(-30, 30) / 1000.0
@@ -156,18 +142,16 @@ def _float_problem(xs: list[np.ndarray], got: np.ndarray, k: int, n: int) -> str
     return f"float sum {rows(got)[i]} against {exact[i]}, bound {bound[i[0], 0]}"
 
 
-def check(job: Job, engines: list, sums: list[list]) -> list[str]:
-    """What broke the contract in a run's calls (empty: nothing). `engines` in the order
-    they were made, `sums` per rank per call (None: the call's Output raised)."""
-    by_rank: dict[int, list] = {}
-    for e in engines:
-        by_rank.setdefault(e.cfg.rank, []).append(e)
+def check(job: Job, calls: list[list[Call]], sums: list[list]) -> list[str]:
+    """What broke the contract in a run's calls (empty: nothing): `calls` and `sums` per
+    rank per call, as engine_sim.SimResult has them."""
     problems = []
     for r in range(job.ranks):
         if len(sums[r]) != len(job.kinds):
             problems.append(f"rank {r} finished {len(sums[r])} of {len(job.kinds)} calls")
         for c, got in enumerate(sums[r]):
-            eng, kind, xs = by_rank[r][c], job.kinds[c], job.tensors[c]
+            call, kind, xs = calls[r][c], job.kinds[c], job.tensors[c]
+            eng = call.engine
             where = f"rank {r} call {c} ({kind})"
             mismatch = _raised(eng.raise_if_mismatched)
             if kind == "lengths_differ":
@@ -178,7 +162,7 @@ def check(job: Job, engines: list, sums: list[list]) -> list[str]:
                 mismatch
                 or _raised(eng.raise_if_overflowed)
                 or _raised(eng.raise_if_incomplete)
-                or getattr(eng, "finish_error", None)
+                or call.error
             )
             if kind == "float32":
                 why = (
@@ -203,27 +187,8 @@ def check(job: Job, engines: list, sums: list[list]) -> list[str]:
 
 def run(switch: SwitchSession, job: Job, job_id: int = 90) -> list[str]:
     """Run `job` on `switch` (in virtual time) and return what broke the contract."""
-    engines: list = []
-    real = engine_sim.new_engine
-
-    def recorded(*a, **kw):
-        eng = real(*a, **kw)
-        finish = eng.output.finish
-
-        def finish_or_none():  # an overflow raises here: kept for `check`
-            try:
-                return finish()
-            except OverflowError as e:
-                eng.finish_error = e
-                return None
-
-        eng.output.finish = finish_or_none
-        engines.append(eng)
-        return eng
-
-    engine_sim.new_engine = recorded
     try:
-        res = engine_sim.simulate(
+        res = simulate(
             switch,
             [[job.tensors[c][r] for c in range(len(job.kinds))] for r in range(job.ranks)],
             slots=job.slots,
@@ -240,10 +205,8 @@ def run(switch: SwitchSession, job: Job, job_id: int = 90) -> list[str]:
         )
     except Exception as e:  # a protocol error or a stall: the run itself broke
         return [f"the run raised {e!r}"]
-    finally:
-        engine_sim.new_engine = real
     problems = [f"rank {r} raised {e!r} at {t:.1f} s" for r, (t, e) in res.errors.items()]
-    return problems + check(job, engines, res.sums)
+    return problems + check(job, res.calls, res.sums)
 
 
 def main() -> int:

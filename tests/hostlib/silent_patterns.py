@@ -11,6 +11,28 @@ from hostlib.engine import EngineStats
 PATTERNS = ("independent", "shared", "all_zero_ranks", "one_rank", "last_block")
 
 
+def block_mask(
+    rng: np.random.Generator, pattern: str, rank: int, n: int, shared: np.ndarray, density: float
+) -> np.ndarray:
+    """Which of a rank's blocks are non-zero under `pattern` (PATTERNS, or "dense": every
+    block), given the blocks non-zero on every rank of a shared pattern (`shared`) and the
+    density an independent one draws at."""
+    nblocks = shared.size
+    if pattern == "independent":
+        return rng.random(nblocks) < density
+    if pattern == "shared":
+        return shared.copy()
+    if pattern == "all_zero_ranks":
+        return shared & (rank % 2 == 0)
+    if pattern == "one_rank":
+        return shared if rank == n - 1 else np.zeros(nblocks, bool)
+    if pattern == "last_block":
+        return np.arange(nblocks) == nblocks - 1
+    if pattern == "dense":
+        return np.ones(nblocks, bool)
+    raise ValueError(f"no sparsity pattern {pattern!r}")
+
+
 def tensors(pattern: str, n: int, nblocks: int, k: int, seed: int) -> list[np.ndarray]:
     """One int32 tensor of `nblocks` blocks of `k` values per rank: which blocks are
     non-zero follows `pattern` (independent per rank, the same on every rank, some ranks
@@ -18,19 +40,7 @@ def tensors(pattern: str, n: int, nblocks: int, k: int, seed: int) -> list[np.nd
     rng = np.random.default_rng(seed)
     density = rng.uniform(0.05, 0.6)
     shared = rng.random(nblocks) < density
-    masks = []
-    for r in range(n):
-        if pattern == "independent":
-            m = rng.random(nblocks) < density
-        elif pattern == "shared":
-            m = shared.copy()
-        elif pattern == "all_zero_ranks":
-            m = shared & (r % 2 == 0)
-        elif pattern == "one_rank":
-            m = shared if r == n - 1 else np.zeros(nblocks, bool)
-        else:
-            m = np.arange(nblocks) == nblocks - 1
-        masks.append(m)
+    masks = [block_mask(rng, pattern, r, n, shared, density) for r in range(n)]
     out = []
     for m in masks:
         x = rng.integers(-1000, 1000, (nblocks, k)).astype(np.int32)
