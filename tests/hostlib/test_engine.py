@@ -282,15 +282,13 @@ def test_unanswered_resends_put_off_naming_a_silent_rank():
     assert answered >= SILENT_STATUSES
     _statuses(e, [T0 + 4.2 + 0.001 * k for k in range(answered)], 0, 1, 4)
     e.check(T0 + 0.01 + span + 1e-6)  # no RankSilent: the span is longer under loss
-    later = quiet_timers((answered / sent) ** 2) * SILENCE.max_timeout
-    assert span < later < SILENCE.deadline
     with pytest.raises(RankSilent, match=r"rank\(s\) \[1\] sent nothing for"):
-        e.check(T0 + 0.01 + later + 1e-6)
+        e.check(T0 + SILENCE.deadline - 0.01)  # named, before the deadline's error
 
 
 def test_a_small_max_timeout_still_waits_the_least_quiet_span():
-    """max_timeout 20 ms: 5 timers would be 0.1 s, less than a busy host may deschedule
-    a process; the span is SILENT_MIN_SPAN."""
+    """max_timeout 20 ms: SILENT_TIMERS timers would be 0.2 s, less than a busy host may
+    deschedule a process; the span is SILENT_MIN_SPAN."""
     e = make_engine(EngineParams(timeout=0.005, max_timeout=0.02, deadline=30.0))
     e.packets_to_send(T0)
     feed(e, result(0, 0, EOS, 4), T0)
