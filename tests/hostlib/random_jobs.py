@@ -66,7 +66,7 @@ class Job:
         )
 
 
-def _call(rng, job: Job, kind: str) -> list[np.ndarray]:
+def draw_tensors(rng, job: Job, kind: str) -> list[np.ndarray]:
     """Every rank's tensor of one call: int32 values of a random magnitude (up to the
     largest, so that sums may overflow) in the blocks the pattern makes non-zero."""
     k, blocks = job.block_values, job.blocks
@@ -107,7 +107,7 @@ def random_job(seed: int, loss: float | None = None) -> Job:
     for _ in range(int(rng.integers(1, 4))):
         kind = str(rng.choice(KINDS))
         job.kinds.append(kind)
-        job.tensors.append(_call(rng, job, kind))
+        job.tensors.append(draw_tensors(rng, job, kind))
     if rng.random() < 0.3:
         r, at = int(rng.integers(0, job.ranks)), float(rng.uniform(0, 0.05))
         job.pauses[r] = (at, at + float(rng.uniform(0.001, 0.5)))
@@ -142,46 +142,53 @@ def _float_problem(xs: list[np.ndarray], got: np.ndarray, k: int, n: int) -> str
     return f"float sum {rows(got)[i]} against {exact[i]}, bound {bound[i[0], 0]}"
 
 
+def judge(kind: str, xs: list[np.ndarray], outcome, k: int, n: int) -> str | None:
+    """What breaks the contract in one rank's `outcome` of a call of `kind` whose ranks
+    reduced `xs` (their tensors) at `k` values per block over `n` ranks: the sum it
+    returned, or the exception it raised (None: the contract holds). The one statement of
+    the contract, for every runner of random jobs (this one's engine_sim calls and
+    tests/fabric/random_fabric_jobs.py's Workers)."""
+    raised = outcome if isinstance(outcome, BaseException) else None
+    if kind == "lengths_differ":
+        if isinstance(raised, FingerprintMismatch):
+            return None
+        return f"no FingerprintMismatch ({raised!r})" if raised else "no FingerprintMismatch"
+    if kind == "float32":
+        return f"raised {raised!r}" if raised else _float_problem(xs, outcome, k, n)
+    want = np.sum([x.astype(np.int64) for x in xs], axis=0)
+    fits = bool(np.all((want >= -(1 << 31)) & (want < 1 << 31)))
+    if fits and raised:
+        return f"raised {raised!r} though the sum fits int32"
+    if not fits:
+        ok = isinstance(raised, OverflowError)
+        return None if ok else f"the sum does not fit int32, yet {raised!r}"
+    if not np.array_equal(outcome.astype(np.int64), want):
+        bad = np.flatnonzero(outcome != want)
+        return f"WRONG SUM in {bad.size} values, first {bad[:3]}"
+    return None
+
+
 def check(job: Job, calls: list[list[Call]], sums: list[list]) -> list[str]:
     """What broke the contract in a run's calls (empty: nothing): `calls` and `sums` per
-    rank per call, as engine_sim.SimResult has them."""
+    rank per call, as engine_sim.SimResult has them. A call's outcome is what its Worker
+    would have raised (the engine's mismatch first, as Worker.allreduce checks it), else
+    its sums."""
     problems = []
     for r in range(job.ranks):
         if len(sums[r]) != len(job.kinds):
             problems.append(f"rank {r} finished {len(sums[r])} of {len(job.kinds)} calls")
         for c, got in enumerate(sums[r]):
-            call, kind, xs = calls[r][c], job.kinds[c], job.tensors[c]
-            eng = call.engine
-            where = f"rank {r} call {c} ({kind})"
-            mismatch = _raised(eng.raise_if_mismatched)
-            if kind == "lengths_differ":
-                if not isinstance(mismatch, FingerprintMismatch):
-                    problems.append(f"{where}: no FingerprintMismatch ({mismatch!r})")
-                continue
+            call, eng = calls[r][c], calls[r][c].engine
             raised = (
-                mismatch
+                _raised(eng.raise_if_mismatched)
                 or _raised(eng.raise_if_overflowed)
                 or _raised(eng.raise_if_incomplete)
                 or call.error
             )
-            if kind == "float32":
-                why = (
-                    f"raised {raised!r}"
-                    if raised
-                    else _float_problem(xs, got, job.block_values, job.ranks)
-                )
-                if why:
-                    problems.append(f"{where}: {why}")
-                continue
-            want = np.sum([x.astype(np.int64) for x in xs], axis=0)
-            fits = bool(np.all((want >= -(1 << 31)) & (want < 1 << 31)))
-            if fits and raised:
-                problems.append(f"{where}: raised {raised!r} though the sum fits int32")
-            elif not fits and not isinstance(raised, OverflowError):
-                problems.append(f"{where}: the sum does not fit int32, yet {raised!r}")
-            elif fits and not np.array_equal(got.astype(np.int64), want):
-                bad = np.flatnonzero(got != want)
-                problems.append(f"{where}: WRONG SUM in {bad.size} values, first {bad[:3]}")
+            kind = job.kinds[c]
+            why = judge(kind, job.tensors[c], raised or got, job.block_values, job.ranks)
+            if why:
+                problems.append(f"rank {r} call {c} ({kind}): {why}")
     return problems
 
 

@@ -1,0 +1,200 @@
+"""Random whole jobs across a two-level fabric, every rank's every call checked.
+
+Why: tests/hostlib/random_jobs.py draws whole jobs on one switch, in engine_sim's virtual
+time. A job in the leaf and spine roles (docs/fabric.md) adds what engine_sim does not
+model: each leaf's partial sent up, the spine's result sent down and cached at both
+levels, STATUS from either level (relayed by the leaf), and loss on every link at once.
+Here a job of random shape runs on an in-process fabric (a spine and two leaves, each a
+softswitch programmed over its own P4Runtime session by the FabricController), every rank
+a hostlib Worker in its own thread, in real time: ranks on each leaf, block size, slots,
+encoding, up to three calls of mixed kinds (int32 whose sums may overflow, float32 of any
+scale, ranks whose lengths differ), the blocks each rank has, the ranks' start skew per
+call, and the loss on every link. Every rank's every call must end as the contract says
+(random_jobs.judge, the one statement of it): int32 sums exactly numpy's, or
+OverflowError where they do not fit; float32 sums within the documented bound;
+FingerprintMismatch on every rank where lengths differ; no other error, no rank left
+running.
+
+    python tests/fabric/random_fabric_jobs.py --jobs 100 [--loss 0.2] [--first-seed N]
+                                             [--ranks-per-leaf 12] [--skew 0.3]
+
+prints each job that breaks the contract with its seed (`--first-seed N --jobs 1` draws
+it again; which frames are lost also depends on the threads' timing, so a failure found
+in real time may need a few runs to come back). test_random_fabric_jobs.py runs a few in
+the suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hostlib"))  # random_jobs
+
+from controlplane.config import parse  # noqa: E402
+from controlplane.fabric import FabricController  # noqa: E402
+from p4net.harness import leaf_worker, ranks_interleaved  # noqa: E402
+from random_jobs import KINDS, Job, draw_tensors, judge  # noqa: E402
+from softswitch.inprocess import InProcessFabric, two_level_ranks  # noqa: E402
+
+# a rank thread still running this long after the job's last call should have ended is
+# left running, and named
+JOIN_SECONDS = 120.0
+# each Worker's first timer and its deadline without progress
+TIMEOUT, DEADLINE = 0.05, 60.0
+
+
+@dataclass
+class FabricJob:
+    """One random job across the fabric: `job` as random_jobs draws one (its ranks, block
+    size, blocks, slots, loss, calls and tensors), where its ranks sit, its encoding and
+    each rank's pause before each call."""
+
+    job: Job
+    per_leaf: tuple[int, ...]
+    encoding: str
+    skews: list[list[float]] = field(default_factory=list)  # [rank][call] seconds
+
+    def describe(self) -> str:
+        j = self.job
+        return (
+            f"seed {j.seed}: ranks per leaf {self.per_leaf}, {j.block_values} values per "
+            f"block, {j.blocks} blocks, {j.slots} slots, {self.encoding}, loss {j.loss}, "
+            f"calls {j.kinds}, skews {[max(s) for s in self.skews]}"
+        )
+
+
+def random_fabric_job(
+    seed: int, loss: float | None = None, ranks_per_leaf: int = 5, skew: float = 0.0
+) -> FabricJob:
+    """The job of `seed`: 1..`ranks_per_leaf` ranks on each of two leaves, loss `loss`
+    on every link each way (None: drawn), and each rank's start of each call put off by
+    up to 0.3 s with probability `skew`."""
+    rng = np.random.default_rng(seed)
+    per_leaf = (int(rng.integers(1, ranks_per_leaf + 1)), int(rng.integers(1, ranks_per_leaf + 1)))
+    k = int(rng.choice([64, 64, 256, 1024]))
+    job = Job(
+        seed=seed,
+        ranks=sum(per_leaf),
+        block_values=k,
+        blocks=int(rng.integers(1, 40 if k == 64 else 12)),
+        slots=int(rng.integers(1, 9)),
+        round_mode="every_rank",  # a fabric's only round mode (docs/fabric.md)
+        loss=float(rng.choice([0.0, 0.05, 0.1])) if loss is None else loss,
+    )
+    for _ in range(int(rng.integers(1, 4))):
+        kind = str(rng.choice(KINDS))
+        job.kinds.append(kind)
+        job.tensors.append(draw_tensors(rng, job, kind))
+    encoding = str(rng.choice(["packed", "lanes"]))
+    skews = [
+        [float(rng.uniform(0, 0.3)) if rng.random() < skew else 0.0 for _ in job.kinds]
+        for _ in range(job.ranks)
+    ]
+    return FabricJob(job, per_leaf, encoding, skews)
+
+
+def fabric_ranks(per_leaf: tuple[int, ...]):
+    """The job's ranks: `per_leaf[i]` on leaf i's first ports, numbered leaf by leaf."""
+    most = max(per_leaf)
+    pool = two_level_ranks(len(per_leaf), most)
+    chosen = [w for i, n in enumerate(per_leaf) for w in pool[i * most : i * most + n]]
+    return [dataclasses.replace(w, rank=r) for r, w in enumerate(chosen)]
+
+
+def run(fab: InProcessFabric, ctl: FabricController, fj: FabricJob, job_id: int) -> list[str]:
+    """Run `fj` on the fabric (created, lossy as drawn, then deleted) and return what broke
+    the contract."""
+    job = fj.job
+    workers = fabric_ranks(fj.per_leaf)
+    made = ctl.jobs.create(
+        job_id, workers, slots=job.slots, encoding=fj.encoding, block_values=job.block_values
+    )
+    descriptors = made.descriptors(ctl.jobs.switch)
+    outcomes: list[list] = [[] for _ in workers]
+    broke: dict[int, BaseException] = {}
+
+    def body(r: int) -> None:
+        try:
+            with leaf_worker(fab, workers[r], descriptors[r], TIMEOUT, DEADLINE) as w:
+                for c, tensors in enumerate(job.tensors):
+                    time.sleep(fj.skews[r][c])
+                    try:
+                        outcomes[r].append(w.allreduce(tensors[r]))
+                    except Exception as e:  # judged with the call's kind
+                        outcomes[r].append(e)
+        except BaseException as e:  # the Worker itself failed: a problem in any call
+            broke[r] = e
+
+    try:
+        if job.loss:
+            ctl.jobs.set_loss(job_id, job.loss, job.loss, seed=job.seed % 1000 + 1)
+        threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(job.ranks)]
+        with ranks_interleaved():
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(JOIN_SECONDS)
+    finally:
+        ctl.jobs.delete(job_id)
+    problems = [f"rank {r}: the Worker raised {e!r}" for r, e in broke.items()]
+    problems += [f"rank {r} still running" for r, t in enumerate(threads) if t.is_alive()]
+    for r, got in enumerate(outcomes):
+        if len(got) != len(job.kinds) and r not in broke:
+            problems.append(f"rank {r} finished {len(got)} of {len(job.kinds)} calls")
+        for c, outcome in enumerate(got):
+            kind = job.kinds[c]
+            why = judge(kind, job.tensors[c], outcome, job.block_values, job.ranks)
+            if why:
+                problems.append(f"rank {r} call {c} ({kind}): {why}")
+    return problems
+
+
+def fabric_controller(fab: InProcessFabric, state_dir: Path) -> FabricController:
+    """The fabric's controller, every switch pushed, its state files in `state_dir`."""
+    from fabric.conftest import fabric_config  # the test folder's package
+
+    ctl = FabricController(parse(fabric_config(fab, state_dir)))
+    ctl.up(retries=3)
+    return ctl
+
+
+def main() -> int:
+    # run as a script: this test folder as the package pytest sees, put on the path only
+    # now that hostlib is imported (tests/hostlib would be taken for it)
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+    from fabric.conftest import LEAVES, new_fabric
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=50)
+    ap.add_argument("--first-seed", type=int, default=1)
+    ap.add_argument("--loss", type=float, default=None, help="on every link each way")
+    ap.add_argument("--ranks-per-leaf", type=int, default=5)
+    ap.add_argument("--skew", type=float, default=0.0, help="share of calls a rank starts late")
+    args = ap.parse_args()
+    broken = 0
+    with new_fabric(LEAVES) as fab, tempfile.TemporaryDirectory() as state:
+        ctl = fabric_controller(fab, Path(state))
+        try:
+            for i, seed in enumerate(range(args.first_seed, args.first_seed + args.jobs)):
+                fj = random_fabric_job(seed, args.loss, args.ranks_per_leaf, args.skew)
+                problems = run(fab, ctl, fj, 20 + i % 100)
+                if problems:
+                    broken += 1
+                    print(fj.describe(), *(f"    {p}" for p in problems[:6]), sep="\n", flush=True)
+        finally:
+            ctl.close()
+    print(f"{broken} of {args.jobs} jobs broke the contract")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

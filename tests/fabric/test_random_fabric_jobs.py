@@ -1,0 +1,42 @@
+"""A few random whole jobs across a two-level fabric (random_fabric_jobs.py: ranks on both
+leaves, several calls of mixed kinds, both encodings, overflow, lengths that differ) on
+in-process softswitches in real time, without loss, at 5 % on every link each way, and at
+20 % with ranks starting calls late: every call of every rank ends as the contract says
+(exact int32 sums or OverflowError, float32 within its bound, FingerprintMismatch on every
+rank)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import LEAVES, new_fabric
+from .random_fabric_jobs import fabric_controller, random_fabric_job, run
+
+JOB_IDS = iter(range(40, 100))
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory):
+    """One fabric and its controller for the module's jobs (each job is created and
+    deleted by `run`)."""
+    with new_fabric(LEAVES) as fab:
+        ctl = fabric_controller(fab, tmp_path_factory.mktemp("fabric_state"))
+        try:
+            yield fab, ctl
+        finally:
+            ctl.close()
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.05])
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_a_random_job_across_the_fabric_keeps_the_contract(fabric, seed, loss):
+    fj = random_fabric_job(seed, loss)
+    problems = run(*fabric, fj, next(JOB_IDS))
+    assert not problems, (fj.describe(), problems)
+
+
+@pytest.mark.parametrize("seed", [1002, 1030])
+def test_a_random_job_under_20_percent_loss_and_late_ranks_keeps_the_contract(fabric, seed):
+    fj = random_fabric_job(seed, 0.2, ranks_per_leaf=12, skew=0.3)
+    problems = run(*fabric, fj, next(JOB_IDS))
+    assert not problems, (fj.describe(), problems)
