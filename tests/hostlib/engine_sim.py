@@ -16,13 +16,14 @@ versions, CONTINUED flags and its RttEstimator across them like a Worker.
 from __future__ import annotations
 
 import heapq
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
-from p4reduce.job import load_descriptor
-from hostlib.engine import AllreduceEngine, EngineStats, new_engine
+from p4reduce.job import Job, load_descriptor
+from hostlib.engine import AllreduceEngine, EngineStats, SwitchStateLost, new_engine
 from hostlib.timers import EngineParams, RttEstimator
 from hostlib.framing import WIDTH, Batch, frame_width
 from hostlib.loop import CallLoop
@@ -49,7 +50,8 @@ class SimResult:
     rtt: list[RttEstimator]
     sums: list[list[np.ndarray | None]] = field(default_factory=list)  # None: Call.error
     queue_drops: int = 0  # dropped by a full switch queue
-    errors: dict[int, tuple[float, TimeoutError]] = field(default_factory=dict)  # by rank
+    # by rank: what stopped it, and when (TimeoutError; SwitchStateLost after a restart)
+    errors: dict[int, tuple[float, Exception]] = field(default_factory=dict)
     sent: list[tuple[float, int, bytes]] = field(default_factory=list)  # (time, rank, frame)
     peak_active: list[int] = field(default_factory=list)  # per rank: most slots outstanding
 
@@ -109,6 +111,7 @@ def simulate(
     drop: Callable[[int, str, bytes], bool] | None = None,
     block_values: int | None = None,
     round_mode: str = "every_rank",
+    restart: float | None = None,
 ) -> SimResult:
     """Run every rank's calls (tensors[rank][call]) to completion in virtual time, as a
     fresh job on `switch` (deleted afterwards).
@@ -124,191 +127,198 @@ def simulate(
     "up" or "down", frame): a scripted loss -- True loses that frame on its way to or from
     the switch. Every frame a rank sends is in `SimResult.sent`, with its virtual time.
     block_values: the job's values per block (None: the target's default). round_mode:
-    the job's ("every_rank", what the pacing tests were written for, or "silent")."""
-    n = len(tensors)
+    the job's ("every_rank", what the pacing tests were written for, or "silent").
+    restart: when the switch restarts (None: never): the frames waiting at it are lost,
+    a fresh pipeline is pushed and the controller installs the job again, as after a
+    reboot; a rank whose engine then raises SwitchStateLost stops, as on a
+    TimeoutError."""
+    pauses = pauses or {}
+    with _job_on(switch, len(tensors), slots, job_id, round_mode, block_values, loss, seed) as job:
+        n = len(tensors)
+        cfgs = [load_descriptor(d) for d in switch.descriptors(job)]
+        port = [w.port for w in job.workers]
+        rank_of = {pt: r for r, pt in enumerate(port)}
+        params = params or EngineParams(deadline=limit)
+        rtt = [RttEstimator() for _ in range(n)]
+        slot_versions = [np.zeros(slots, np.uint8) for _ in range(n)]
+        continued = [np.zeros(slots, bool) for _ in range(n)]
+        calls: list[list[Call]] = [[] for _ in range(n)]
+        sums: list[list[np.ndarray | None]] = [[] for _ in range(n)]
+        engines: list[AllreduceEngine | None] = [None] * n
+        events: list[tuple[float, int, str, int]] = []
+        seq = 0
+
+        def push(t: float, kind: str, who: int) -> None:
+            nonlocal seq
+            seq += 1
+            heapq.heappush(events, (t, seq, kind, who))
+
+        queue: list[tuple[int, bytes]] = []  # (port, frame) waiting at the switch
+        links: list[tuple[int, list[bytes]]] = []  # frames on a link, by event index
+        busy = False
+        dropped = 0  # by a full queue (queue_limit)
+        timer_at = [float("inf")] * n
+        errors: dict[int, tuple[float, Exception]] = {}
+
+        def paused(r: int, now: float, kind: str) -> bool:
+            """Within a pause of rank r: the event waits for its end (forever: died)."""
+            begin, end = pauses.get(r, (float("inf"), float("inf")))
+            if not begin <= now < end:
+                return False
+            if end < float("inf"):
+                push(end, kind, r)
+            return True
+
+        sent: list[tuple[float, int, bytes]] = []
+        peak = [0] * n
+        keep = (lambda r, way, f: True) if drop is None else (lambda r, way, f: not drop(r, way, f))
+
+        clock = [0.0]  # the virtual time of the event being handled
+
+        def sender(r: int) -> Callable[[list[bytes]], None]:
+            def on_send(frames: list[bytes]) -> None:
+                now = clock[0]
+                sent.extend((now, r, f) for f in frames)
+                links.append((r, [f for f in frames if keep(r, "up", f)]))
+                push(now + delay, "arrive", len(links) - 1)
+
+            return on_send
+
+        transports = [SimTransport(sender(r), frame_width(cfgs[r].block_values)) for r in range(n)]
+        loops: list[CallLoop | None] = [None] * n
+
+        def start_call(r: int, now: float) -> None:
+            x = tensors[r][len(calls[r])]
+            engines[r] = new_engine(
+                cfgs[r],
+                make_payload(x, n, cfgs[r].encoding, block_values=cfgs[r].block_values),
+                now,
+                params,
+                slot_versions[r],
+                None,
+                rtt[r],
+                continued[r],
+            )
+            loops[r] = CallLoop(engines[r], transports[r], lambda: clock[0])
+            calls[r].append(Call(r, now))
+            push(now, "wake", r)
+
+        def end_call(r: int, now: float, eng: AllreduceEngine) -> None:
+            c = calls[r][-1]
+            c.end, c.stats, c.engine = now, eng.stats, eng
+            slot_versions[r] = eng.final_slot_versions(slot_versions[r])
+            continued[r] = eng.continued
+            try:
+                sums[r].append(eng.output.finish())
+            except OverflowError as e:  # a sum out of int32's range: no sums, as a Worker
+                c.error = e
+                sums[r].append(None)
+            engines[r] = loops[r] = None
+            if len(calls[r]) < len(tensors[r]):
+                start_call(r, now)
+
+        def wake(r: int, now: float) -> None:
+            """The rank's loop takes turns until one receives nothing (Worker: until the ring
+            is empty), then sleeps until that turn's wake_at."""
+            eng, loop = engines[r], loops[r]
+            if eng is None or loop is None or paused(r, now, "wake"):
+                return
+            clock[0] = now
+            while True:
+                try:
+                    turn = loop.turn()
+                except (TimeoutError, SwitchStateLost) as e:
+                    errors[r], engines[r], loops[r] = (now, e), None, None
+                    return
+                peak[r] = max(peak[r], int(eng.active.sum()))
+                if turn.done:
+                    end_call(r, now, eng)
+                    return
+                if not turn.received:
+                    break
+            t = turn.wake_at
+            if t < timer_at[r] or timer_at[r] <= now:
+                timer_at[r] = t
+                push(max(t, now), "timer", r)
+
+        for r in range(n):
+            push((start or [0.0] * n)[r], "start", r)
+        if restart is not None:
+            push(restart, "restart", 0)
+        while events:
+            now, _, kind, who = heapq.heappop(events)
+            if now > limit:
+                raise TimeoutError(f"simulation passed {limit}s of virtual time")
+            if kind == "start":
+                if not paused(who, now, "start"):
+                    start_call(who, now)
+            elif kind == "wake":
+                wake(who, now)
+            elif kind == "timer":
+                if engines[who] is not None and now >= timer_at[who]:
+                    timer_at[who] = float("inf")
+                    wake(who, now)
+            elif kind == "arrive":
+                r, frames = links[who]
+                room = len(frames) if queue_limit is None else max(0, queue_limit - len(queue))
+                queue.extend((port[r], f) for f in frames[:room])
+                dropped += len(frames) - min(room, len(frames))
+                if not busy:
+                    busy = True
+                    push(now, "serve", 0)
+            elif kind == "serve":
+                if not queue:
+                    busy = False
+                    continue
+                take, queue[:] = queue[:chunk], queue[chunk:]
+                done_at = now + len(take) / pps
+                sw = switch.proc  # the in-process switch: each frame processed as sent
+                for pt, frame in take:
+                    sw.send(pt, frame)
+                out = {pt: got for pt in range(1, sw.n_ports + 1) if (got := sw.recv_all(pt))}
+                for pt, frames in out.items():
+                    if pt in rank_of:
+                        r = rank_of[pt]
+                        links.append((r, [f for f in frames if keep(r, "down", f)]))
+                        push(done_at + delay, "deliver", len(links) - 1)
+                push(done_at, "serve", 0)
+            elif kind == "restart":
+                queue.clear()  # what waited at the switch died with it
+                switch.conn.push_pipeline()  # every register and entry new, as after a reboot
+                switch.configure_identity()
+                switch.jobs.reinstall_all()  # the controller restores its jobs
+            elif kind == "deliver":
+                r, frames = links[who]
+                transports[r].inbox.extend(frames)
+                push(now, "wake", r)
+        died = {r for r, (_, end) in pauses.items() if end == float("inf")}
+        unfinished = [
+            r
+            for r in range(n)
+            if (len(calls[r]) < len(tensors[r]) or engines[r]) and r not in died | set(errors)
+        ]
+        if unfinished:
+            raise RuntimeError(f"ranks {unfinished} did not finish")
+        return SimResult(calls, switch.stats(job), rtt, sums, dropped, errors, sent, peak)
+
+
+@contextmanager
+def _job_on(
+    switch: SwitchSession,
+    n: int,
+    slots: int,
+    job_id: int,
+    round_mode: str,
+    block_values: int | None,
+    loss: float,
+    seed: int,
+) -> Iterator[Job]:
+    """A fresh job of `n` ranks on `switch`, losing `loss` each way, deleted afterwards."""
     sized = {} if block_values is None else {"block_values": block_values}
     job = switch.create_job(n, slots, job_id, round_mode=round_mode, **sized)
     try:
         if loss:
             switch.set_loss(job.job, ingress=loss, egress=loss, seed=seed)
-        return _run(
-            switch,
-            job,
-            tensors,
-            slots,
-            pps,
-            delay,
-            start,
-            params,
-            chunk,
-            limit,
-            queue_limit,
-            pauses or {},
-            drop,
-        )
+        yield job
     finally:
         switch.jobs.delete(job.job)
-
-
-def _run(
-    switch, job, tensors, slots, pps, delay, start, params, chunk, limit, queue_limit, pauses, drop
-) -> SimResult:
-    n = len(tensors)
-    cfgs = [load_descriptor(d) for d in switch.descriptors(job)]
-    port = [w.port for w in job.workers]
-    rank_of = {pt: r for r, pt in enumerate(port)}
-    params = params or EngineParams(deadline=limit)
-    rtt = [RttEstimator() for _ in range(n)]
-    slot_versions = [np.zeros(slots, np.uint8) for _ in range(n)]
-    continued = [np.zeros(slots, bool) for _ in range(n)]
-    calls: list[list[Call]] = [[] for _ in range(n)]
-    sums: list[list[np.ndarray | None]] = [[] for _ in range(n)]
-    engines: list[AllreduceEngine | None] = [None] * n
-    events: list[tuple[float, int, str, int]] = []
-    seq = 0
-
-    def push(t: float, kind: str, who: int) -> None:
-        nonlocal seq
-        seq += 1
-        heapq.heappush(events, (t, seq, kind, who))
-
-    queue: list[tuple[int, bytes]] = []  # (port, frame) waiting at the switch
-    links: list[tuple[int, list[bytes]]] = []  # frames on a link, by event index
-    busy = False
-    dropped = 0  # by a full queue (queue_limit)
-    timer_at = [float("inf")] * n
-    errors: dict[int, tuple[float, TimeoutError]] = {}
-
-    def paused(r: int, now: float, kind: str) -> bool:
-        """Within a pause of rank r: the event waits for its end (forever: died)."""
-        begin, end = pauses.get(r, (float("inf"), float("inf")))
-        if not begin <= now < end:
-            return False
-        if end < float("inf"):
-            push(end, kind, r)
-        return True
-
-    sent: list[tuple[float, int, bytes]] = []
-    peak = [0] * n
-    keep = (lambda r, way, f: True) if drop is None else (lambda r, way, f: not drop(r, way, f))
-
-    clock = [0.0]  # the virtual time of the event being handled
-
-    def sender(r: int) -> Callable[[list[bytes]], None]:
-        def on_send(frames: list[bytes]) -> None:
-            now = clock[0]
-            sent.extend((now, r, f) for f in frames)
-            links.append((r, [f for f in frames if keep(r, "up", f)]))
-            push(now + delay, "arrive", len(links) - 1)
-
-        return on_send
-
-    transports = [SimTransport(sender(r), frame_width(cfgs[r].block_values)) for r in range(n)]
-    loops: list[CallLoop | None] = [None] * n
-
-    def start_call(r: int, now: float) -> None:
-        x = tensors[r][len(calls[r])]
-        engines[r] = new_engine(
-            cfgs[r],
-            make_payload(x, n, cfgs[r].encoding, block_values=cfgs[r].block_values),
-            now,
-            params,
-            slot_versions[r],
-            None,
-            rtt[r],
-            continued[r],
-        )
-        loops[r] = CallLoop(engines[r], transports[r], lambda: clock[0])
-        calls[r].append(Call(r, now))
-        push(now, "wake", r)
-
-    def end_call(r: int, now: float, eng: AllreduceEngine) -> None:
-        c = calls[r][-1]
-        c.end, c.stats, c.engine = now, eng.stats, eng
-        slot_versions[r] = eng.final_slot_versions(slot_versions[r])
-        continued[r] = eng.continued
-        try:
-            sums[r].append(eng.output.finish())
-        except OverflowError as e:  # a sum out of int32's range: no sums, as a Worker
-            c.error = e
-            sums[r].append(None)
-        engines[r] = loops[r] = None
-        if len(calls[r]) < len(tensors[r]):
-            start_call(r, now)
-
-    def wake(r: int, now: float) -> None:
-        """The rank's loop takes turns until one receives nothing (Worker: until the ring
-        is empty), then sleeps until that turn's wake_at."""
-        eng, loop = engines[r], loops[r]
-        if eng is None or loop is None or paused(r, now, "wake"):
-            return
-        clock[0] = now
-        while True:
-            try:
-                turn = loop.turn()
-            except TimeoutError as e:
-                errors[r], engines[r], loops[r] = (now, e), None, None
-                return
-            peak[r] = max(peak[r], int(eng.active.sum()))
-            if turn.done:
-                end_call(r, now, eng)
-                return
-            if not turn.received:
-                break
-        t = turn.wake_at
-        if t < timer_at[r] or timer_at[r] <= now:
-            timer_at[r] = t
-            push(max(t, now), "timer", r)
-
-    for r in range(n):
-        push((start or [0.0] * n)[r], "start", r)
-    while events:
-        now, _, kind, who = heapq.heappop(events)
-        if now > limit:
-            raise TimeoutError(f"simulation passed {limit}s of virtual time")
-        if kind == "start":
-            if not paused(who, now, "start"):
-                start_call(who, now)
-        elif kind == "wake":
-            wake(who, now)
-        elif kind == "timer":
-            if engines[who] is not None and now >= timer_at[who]:
-                timer_at[who] = float("inf")
-                wake(who, now)
-        elif kind == "arrive":
-            r, frames = links[who]
-            room = len(frames) if queue_limit is None else max(0, queue_limit - len(queue))
-            queue.extend((port[r], f) for f in frames[:room])
-            dropped += len(frames) - min(room, len(frames))
-            if not busy:
-                busy = True
-                push(now, "serve", 0)
-        elif kind == "serve":
-            if not queue:
-                busy = False
-                continue
-            take, queue[:] = queue[:chunk], queue[chunk:]
-            done_at = now + len(take) / pps
-            sw = switch.proc  # the in-process switch: each frame processed as sent
-            for pt, frame in take:
-                sw.send(pt, frame)
-            out = {pt: got for pt in range(1, sw.n_ports + 1) if (got := sw.recv_all(pt))}
-            for pt, frames in out.items():
-                if pt in rank_of:
-                    r = rank_of[pt]
-                    links.append((r, [f for f in frames if keep(r, "down", f)]))
-                    push(done_at + delay, "deliver", len(links) - 1)
-            push(done_at, "serve", 0)
-        elif kind == "deliver":
-            r, frames = links[who]
-            transports[r].inbox.extend(frames)
-            push(now, "wake", r)
-    died = {r for r, (_, end) in pauses.items() if end == float("inf")}
-    unfinished = [
-        r
-        for r in range(n)
-        if (len(calls[r]) < len(tensors[r]) or engines[r]) and r not in died | set(errors)
-    ]
-    if unfinished:
-        raise RuntimeError(f"ranks {unfinished} did not finish")
-    return SimResult(calls, switch.stats(job), rtt, sums, dropped, errors, sent, peak)

@@ -10,11 +10,13 @@ float32 sums within the documented bound (docs/protocol.md section 10); a call w
 ranks reduce different lengths FingerprintMismatch on every rank; and no rank taken for
 dead, no protocol error, no stall.
 
-    python tests/hostlib/random_jobs.py --jobs 300 --loss 0.2 [--first-seed N]
+    python tests/hostlib/random_jobs.py --jobs 300 --loss 0.2 [--first-seed N] [--restart]
 
 prints each job that breaks the contract with its seed (a job's shape and tensors are a
-function of its seed: `--first-seed N --jobs 1` draws it again). test_random_jobs.py runs
-a few in the suite.
+function of its seed: `--first-seed N --jobs 1` draws it again). With --restart the switch
+restarts mid-job (a fresh pipeline, the job installed again, what waited at the switch
+lost): a rank may then end in SwitchStateLost, and in nothing else, and every sum it
+returned must be right. test_random_jobs.py runs a few in the suite.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ if __name__ == "__main__":  # run as a script: its sibling modules, as pytest fi
     sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
 
 from engine_sim import Call, simulate  # noqa: E402
-from hostlib.engine import FingerprintMismatch  # noqa: E402
+from hostlib.engine import FingerprintMismatch, SwitchStateLost  # noqa: E402
 from hostlib.numerics import error_bound, negotiated_exponent  # noqa: E402
 from hostlib.timers import EngineParams  # noqa: E402
 from p4net.harness import SwitchSession  # noqa: E402
@@ -56,13 +58,14 @@ class Job:
     pauses: dict[int, tuple[float, float]] = field(default_factory=dict)
     start: list[float] = field(default_factory=list)
     queue_limit: int | None = None
+    restart: float | None = None  # when the switch restarts (None: never)
 
     def describe(self) -> str:
         return (
             f"seed {self.seed}: {self.ranks} ranks, {self.block_values} values per block, "
             f"{self.blocks} blocks, {self.slots} slots, {self.round_mode}, loss "
             f"{self.loss}, calls {self.kinds}, pauses {self.pauses}, queue "
-            f"{self.queue_limit}"
+            f"{self.queue_limit}, restart {self.restart}"
         )
 
 
@@ -91,8 +94,10 @@ def draw_tensors(rng, job: Job, kind: str) -> list[np.ndarray]:
     return out
 
 
-def random_job(seed: int, loss: float | None = None) -> Job:
-    """The job of `seed` (`loss`: this loss each way instead of a drawn one)."""
+def random_job(seed: int, loss: float | None = None, restart: bool = False) -> Job:
+    """The job of `seed` (`loss`: this loss each way instead of a drawn one; `restart`:
+    the switch restarts at a time drawn from the seed, by a generator of its own, so a
+    seed's job is otherwise the same with or without)."""
     rng = np.random.default_rng(seed)
     k = int(rng.choice([64, 64, 256, 1024]))
     job = Job(
@@ -115,6 +120,8 @@ def random_job(seed: int, loss: float | None = None) -> Job:
         float(rng.uniform(0, 0.02)) if rng.random() < 0.5 else 0.0 for _ in range(job.ranks)
     ]
     job.queue_limit = int(rng.integers(4, 64)) if rng.random() < 0.25 else None
+    if restart:
+        job.restart = float(np.random.default_rng([seed, 1]).uniform(0, 0.03))
     return job
 
 
@@ -168,14 +175,17 @@ def judge(kind: str, xs: list[np.ndarray], outcome, k: int, n: int) -> str | Non
     return None
 
 
-def check(job: Job, calls: list[list[Call]], sums: list[list]) -> list[str]:
+def check(
+    job: Job, calls: list[list[Call]], sums: list[list], stopped: frozenset[int] = frozenset()
+) -> list[str]:
     """What broke the contract in a run's calls (empty: nothing): `calls` and `sums` per
-    rank per call, as engine_sim.SimResult has them. A call's outcome is what its Worker
-    would have raised (the engine's mismatch first, as Worker.allreduce checks it), else
-    its sums."""
+    rank per call, as engine_sim.SimResult has them; `stopped`, the ranks a
+    SwitchStateLost stopped (their later calls never ran). A call's outcome is what its
+    Worker would have raised (the engine's mismatch first, as Worker.allreduce checks
+    it), else its sums."""
     problems = []
     for r in range(job.ranks):
-        if len(sums[r]) != len(job.kinds):
+        if len(sums[r]) != len(job.kinds) and r not in stopped:
             problems.append(f"rank {r} finished {len(sums[r])} of {len(job.kinds)} calls")
         for c, got in enumerate(sums[r]):
             call, eng = calls[r][c], calls[r][c].engine
@@ -209,11 +219,21 @@ def run(switch: SwitchSession, job: Job, job_id: int = 90) -> list[str]:
             queue_limit=job.queue_limit,
             params=EngineParams(deadline=300.0),
             limit=2000.0,
+            restart=job.restart,
         )
     except Exception as e:  # a protocol error or a stall: the run itself broke
         return [f"the run raised {e!r}"]
-    problems = [f"rank {r} raised {e!r} at {t:.1f} s" for r, (t, e) in res.errors.items()]
-    return problems + check(job, res.calls, res.sums)
+    # a restarted switch lost the job's state: a rank may end in SwitchStateLost (and so
+    # run no further call), never in anything else, and every sum it returned is right
+    lost = frozenset(
+        r
+        for r, (t, e) in res.errors.items()
+        if job.restart is not None and isinstance(e, SwitchStateLost) and t >= job.restart
+    )
+    problems = [
+        f"rank {r} raised {e!r} at {t:.1f} s" for r, (t, e) in res.errors.items() if r not in lost
+    ]
+    return problems + check(job, res.calls, res.sums, lost)
 
 
 def main() -> int:
@@ -221,11 +241,12 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=100)
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--loss", type=float, default=None, help="each way (default: drawn)")
+    ap.add_argument("--restart", action="store_true", help="the switch restarts in each job")
     args = ap.parse_args()
     broken = 0
     with SwitchSession.inprocess() as switch:
         for seed in range(args.first_seed, args.first_seed + args.jobs):
-            job = random_job(seed, args.loss)
+            job = random_job(seed, args.loss, args.restart)
             problems = run(switch, job)
             if problems:
                 broken += 1
