@@ -10,6 +10,13 @@ from hostlib.protocol import Flag, MsgType
 BLOCK_VALUES = p.BLOCK_VALUES
 
 
+def restart(switch) -> None:
+    """What a switch restart leaves: a fresh pipeline (every register new), the switch's
+    identity set again; the caller adds its job again as the controller would."""
+    switch.conn.push_pipeline()
+    switch.configure_identity()
+
+
 def test_a_deleted_incarnation_cannot_touch_the_next_one(switch):
     """Same job id, ports, MACs, IPs and ranks; only the epoch differs. Frames of the old
     incarnation (a worker that kept retransmitting) are unadmitted; the new one sums
@@ -53,8 +60,7 @@ def test_a_slot_that_lost_the_jobs_state_answers_state_lost_to_every_rank(switch
     for rank in range(2):
         job.send(rank, MsgType.ANNOUNCE, next_block=0)
     job.results()
-    switch.conn.push_pipeline()
-    switch.configure_identity()
+    restart(switch)
     job = switch.add_job(job=37, n=2, slot_count=1, epoch=9)
     job.send(0, MsgType.SKIP, version=1, block=0, next_block=p.END_OF_STREAM, flags=Flag.CONTINUED)
     lost = job.result(0)
@@ -72,6 +78,65 @@ def test_a_slot_that_lost_the_jobs_state_answers_state_lost_to_every_rank(switch
         fresh.send(rank, MsgType.ANNOUNCE, next_block=3)
     for r in fresh.results().values():
         assert not r.header.flags & Flag.STATE_LOST and r.header.next_block == 3
+
+
+def test_a_slot_rebuilt_after_a_restart_by_a_rank_without_results_is_lost(switch):
+    """Rank 1 lost the announce round's result; the switch restarts. Rank 1's resent
+    ANNOUNCE (not CONTINUED: it had no result there) rebuilds the slot, but rank 0 had the
+    result: its CONTINUED packet finds no round of the slot complete, which proves the
+    slot forgot the job. It and every later packet of the job get STATE_LOST -- rank 1's
+    too, which would otherwise wait forever for rank 0's ANNOUNCE."""
+    job = switch.add_job(job=39, n=2, slot_count=1, epoch=9)
+    for rank in range(2):
+        job.send(rank, MsgType.ANNOUNCE, next_block=0)
+    job.results()  # rank 1's copy is taken as lost
+    restart(switch)
+    job = switch.add_job(job=39, n=2, slot_count=1, epoch=9)
+    job.send(1, MsgType.ANNOUNCE, next_block=0, flags=Flag.RETRANSMIT)
+    job.assert_silent()  # a first round, waiting for rank 0
+    job.send(0, MsgType.SKIP, version=1, block=0, next_block=p.END_OF_STREAM, flags=Flag.CONTINUED)
+    lost = job.result(0)
+    assert lost is not None and lost.header.flags & Flag.STATE_LOST
+    job.send(1, MsgType.ANNOUNCE, next_block=0, flags=Flag.RETRANSMIT)
+    lost = job.result(1)
+    assert lost is not None and lost.header.flags & Flag.STATE_LOST
+    job.assert_silent()
+    assert job.stats()["state_lost"] == 2
+
+
+def test_a_lost_slot_makes_every_slot_of_the_incarnation_answer_state_lost(switch):
+    """Once a slot of an incarnation is found lost, every packet of that incarnation gets
+    STATE_LOST, on every slot: here rank 1's first ANNOUNCE on a slot the job had not used
+    yet (not CONTINUED), which would otherwise open a round for rank 0, which stopped at
+    its own STATE_LOST. A new incarnation of the job is not affected."""
+    job = switch.add_job(job=40, n=2, slot_count=2, epoch=9)
+    for rank in range(2):
+        job.send(rank, MsgType.ANNOUNCE, slot=0, next_block=0)
+    job.results()
+    restart(switch)
+    job = switch.add_job(job=40, n=2, slot_count=2, epoch=9)
+    job.send(
+        0,
+        MsgType.SKIP,
+        slot=0,
+        version=1,
+        block=0,
+        next_block=p.END_OF_STREAM,
+        flags=Flag.CONTINUED,
+    )
+    lost = job.result(0)
+    assert lost is not None and lost.header.flags & Flag.STATE_LOST
+    job.send(1, MsgType.ANNOUNCE, slot=1, next_block=1)
+    lost = job.result(1)
+    assert lost is not None and lost.header.flags & Flag.STATE_LOST
+    assert lost.header.slot == 1
+    job.assert_silent()
+    job.remove()
+    fresh = switch.add_job(job=40, n=2, slot_count=2, epoch=10)
+    for rank in range(2):
+        fresh.send(rank, MsgType.ANNOUNCE, slot=1, next_block=1)
+    for r in fresh.results().values():
+        assert not r.header.flags & Flag.STATE_LOST and r.header.next_block == 1
 
 
 def test_fingerprint_range_reaches_every_rank(switch):

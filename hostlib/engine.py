@@ -89,6 +89,9 @@ class EngineStats:
     rounds: int = 0
     timeouts_doubled: int = 0
     probes: int = 0  # retransmissions sent as silence probes (one per timer)
+    # kept frames of done slots resent flagged CONTINUED beside a resend that could not
+    # say so (_state_probe): does the switch still hold the job?
+    state_probes: int = 0
     overflowed_blocks: list[int] = field(default_factory=list)
     # silent rounds (silent.SilentEngine): what loss recovery cost
     queries: int = 0  # SKIPs with FLAG_RETRANSMIT asking for a round this rank waits for
@@ -225,6 +228,7 @@ class AllreduceEngine:
         # when that round's result is late -- building it each round cost more than the
         # rank's DATA did
         self._deferred = np.zeros(n, bool)
+        self._probed_slot = -1  # the slot the latest state probe went to (_state_probe)
         behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
         self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now, behind_leaf)
         self.liveness = Liveness(
@@ -413,6 +417,7 @@ class AllreduceEngine:
                 self._pending.append(Batch(frames, self.last_lengths[due].copy()))
                 self.stats.retransmissions += int(due.size)
                 self.stats.timeouts_doubled += self.pacer.resent(due, now)
+                self._state_probe(due)
         if not self._pending:  # a busy poll's turn, mostly: nothing to build or count
             return self._nothing
         out = Batch.concat(self._pending, self.builder.width, self.scratch)
@@ -423,6 +428,36 @@ class AllreduceEngine:
         if len(out):
             tally(self.stats.sent_by_type, out.frames[:, MSG_TYPE_BYTE] & 0x0F)
         return out
+
+    def _state_probe(self, due: np.ndarray) -> None:
+        """A resend on a slot this rank has had no result on carries no CONTINUED, so a
+        switch that restarted cannot tell from it that it lost the job: the resend rebuilds
+        the slot, and the switch holds it there (STATUS) for ranks that had the round's
+        result before the restart and have moved on (protocol.md section 8). So when such
+        a slot goes again after the switch said it holds it, and this rank holds results on
+        slots it no longer waits on, one of those slots' kept frame goes too (each time the
+        next one), flagged CONTINUED and RETRANSMIT: a switch that holds the job answers
+        the duplicate from its cache (ignored: the slot is done), one that lost it answers
+        STATE_LOST, which this rank raises and which marks the job lost for every rank. (A
+        first round held while other ranks are late is the only other time it goes: one
+        packet per resend.)"""
+        first = due[~self.continued[due]]
+        if not np.count_nonzero(self.pacer.expired_in_row[first]):
+            return
+        done = self.continued & ~self.slots.active & ~self._deferred
+        held = np.flatnonzero(done & (self.last_lengths > 0))
+        if not held.size:
+            return
+        # each probe the next such slot in turn: the switch may have rebuilt and completed
+        # some of them again (no rank had a result there before it restarted), not others
+        slot = held[np.searchsorted(held, self._probed_slot, side="right") % held.size :][:1]
+        self._probed_slot = int(slot[0])
+        frames = self.last_frames[slot]  # (a copy: fancy indexing)
+        if frames[0, MSG_TYPE_BYTE] & 0x0F == p.MSG.REWIND:
+            return  # a REWIND joins rounds; the probe must change nothing
+        frames[:, FLAGS_BYTE] |= int(p.FLAG.RETRANSMIT | p.FLAG.CONTINUED)
+        self._pending.append(Batch(frames, self.last_lengths[slot].copy()))
+        self.stats.state_probes += 1
 
     def _resending(self, due: np.ndarray) -> None:
         """Slots `due` are about to resend their kept frame (a hook: silent rounds turn

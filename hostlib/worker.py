@@ -44,6 +44,9 @@ class WorkerStats:
     receive_batches: int = 0  # turns that took frames in (EngineStats.receive_batches)
     retransmissions: int = 0
     probes: int = 0  # retransmissions that were silence probes
+    # done slots' packets resent flagged CONTINUED beside resends that could not say so
+    # (EngineStats.state_probes: would a restarted switch know it lost the job?)
+    state_probes: int = 0
     # retransmissions the switch answered with a STATUS: the round held this rank's
     # packet and waited for another rank (a timer that fired without a loss)
     statuses: int = 0
@@ -330,6 +333,7 @@ class Worker:
         s.bytes_received += e.bytes_received
         s.retransmissions += e.retransmissions
         s.probes += e.probes
+        s.state_probes += e.state_probes
         s.statuses += e.statuses
         s.srtt = self.rtt.srtt or 0.0
         s.rto = eng.rto()

@@ -19,9 +19,13 @@
  *
  * Lost state: a packet flagged CONTINUED (its sender already had a result on this slot in
  * this job) that finds another epoch proves the slot forgot the job (a switch restart, a
- * replaced pipeline). The slot is then marked lost for this epoch (epoch | EPOCH_LOST) and
- * every later packet of the job on it is answered with FLAG_STATE_LOST, so every rank
- * fails at once instead of some ranks waiting for a round whose result died.
+ * replaced pipeline). So does one that finds this epoch but no round complete in either
+ * half: a rank that had no result on the slot rebuilt it after the restart, yet a round
+ * of this job completed there before. The slot is then marked lost for this epoch (epoch |
+ * EPOCH_LOST), and so is the job's incarnation (job_lost, per job index): every later
+ * packet of the job, on this slot or any other, is answered with FLAG_STATE_LOST, so every
+ * rank fails at once instead of some ranks waiting for a round whose result died -- also
+ * a rank whose own slots were rebuilt, or that has none the switch forgot.
  *
  * A contribution flagged STATE_LOST (a restarted leaf's, uplink.p4) marks the slot lost
  * here too, and its answer goes to the whole job (Result).
@@ -41,6 +45,9 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     SilentBias() silent_bias;     /* silent rounds: the bias of ranks a round does not expect */
     register<bit<32>>(POOL_SLOTS) slot_epoch;
     register<bit<64>>(POOL_SLOTS) bitmap;
+    /* per job index: the epoch of its incarnation that lost state, marked lost (epoch |
+     * EPOCH_LOST); another value: none of the job's slots was found lost */
+    register<bit<32>>(MAX_JOBS) job_lost;
 
     bit<32> epoch_verdict;
     bit<32> mine;
@@ -59,10 +66,27 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
                             ? meta.expected
                             : (((bit<64>)1 << meta.worker_count) - 1)[31:0])
                            & ~meta.rank_bit;
-        REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
-        meta.same_epoch = (epoch_verdict == EPOCH_SAME) ? 1w1 : 1w0;
-        meta.state_lost = (epoch_verdict == EPOCH_MARKED_LOST
-                           || (epoch_verdict == EPOCH_OTHER && continued == 1)) ? 1w1 : 1w0;
+        /* CONTINUED, yet no round of the slot complete: its rounds died with the switch */
+        bit<64> halves;
+        bitmap.read(halves, meta.pool_slot);
+        bit<1> forgot = (continued == 1 && halves[31:0] != ROUND_COMPLETE
+                         && halves[63:32] != ROUND_COMPLETE) ? 1w1 : 1w0;
+        REGISTER_STEP_THEN(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict,
+                           SLOT_EPOCH_BODY(meta.epoch_on_mismatch),
+                           value = (rv == EPOCH_SAME && forgot == 1) ? meta.epoch_lost : value;)
+        bit<1> slot_lost = (epoch_verdict == EPOCH_MARKED_LOST
+                            || (epoch_verdict == EPOCH_OTHER && continued == 1)
+                            || (epoch_verdict == EPOCH_SAME && forgot == 1)) ? 1w1 : 1w0;
+        /* a slot found lost marks the job's incarnation lost; a packet of a lost
+         * incarnation joins no round, on whichever slot */
+        bit<32> job_verdict;
+        REGISTER_STEP(job_lost, (bit<32>)meta.job_index, bit<32>, job_verdict,
+                      rv = (value == meta.epoch_lost) ? 32w1 : 32w0;
+                      value = (slot_lost == 1) ? meta.epoch_lost : value;)
+        bit<1> job_was_lost = (job_verdict == 1) ? 1w1 : 1w0;
+        meta.same_epoch = (epoch_verdict == EPOCH_SAME && forgot == 0) ? 1w1 : 1w0;
+        meta.state_lost = slot_lost | job_was_lost;
+        meta.in_round = (job_was_lost == 1) ? 1w0 : meta.in_round;
     }
 
     action contributions_seen() {
@@ -205,6 +229,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
      * the slot): the slot is lost at this level too, and every leaf is told */
     action mark_lost() {
         slot_epoch.write(meta.pool_slot, meta.epoch_lost);
+        job_lost.write((bit<32>)meta.job_index, meta.epoch_lost);
         meta.state_lost = 1;
     }
 

@@ -332,6 +332,45 @@ def test_continued_flag_once_the_slot_had_a_result():
     assert e.continued.tolist() == [True, True, False, False]
 
 
+def test_a_held_resend_without_continued_brings_a_continued_copy_of_a_done_slots_frame():
+    """Slots 0-2 ended at their announce round (no block anywhere); slot 3's result is
+    late. Slot 3's resend cannot say CONTINUED (no result there yet), so a switch that
+    restarted would rebuild the slot and hold it (STATUS) for ranks that moved on: once
+    the switch said it holds slot 3, its next resend brings slot 0's kept ANNOUNCE,
+    flagged CONTINUED, which such a switch answers with STATE_LOST, and each later held
+    resend the next done slot's. A resend the switch did not hold (a loss) brings
+    nothing more, and neither do CONTINUED resends."""
+    e = make_engine()
+    sent = by_slot(decode(e.packets_to_send(T0)))
+    for slot in range(3):
+        feed(e, result(slot, 0, EOS, EOS), T0 + 0.001)
+    t = e.next_timer()
+    assert sorted(by_slot(decode(e.packets_to_send(t)))) == [3]  # lost: no probe
+    status = p.Header.make(p.MsgType.STATUS, job=7, slot=3, rank=0, block=EOS, next_block=EOS)
+    e.on_result(status, None, t + 0.001, contributors=0b01)  # held for rank 1
+    t = e.next_timer()
+    frames = by_slot(decode(e.packets_to_send(t)))
+    assert sorted(frames) == [0, 3] and e.stats.state_probes == 1
+    h = frames[0].header
+    assert h.flags & p.Flag.CONTINUED and h.flags & p.Flag.RETRANSMIT
+    assert not frames[3].header.flags & p.Flag.CONTINUED
+    assert (h.msg_type, h.slot_version, h.block) == (p.MsgType.ANNOUNCE, 0, EOS)
+    assert h.next_block == sent[0].header.next_block
+    # held again: each resend probes the next done slot (the switch may have rebuilt and
+    # completed some of them again after a restart, and forgotten others)
+    probed = []
+    for _ in range(4):
+        e.on_result(status, None, t + 0.001, contributors=0b01)
+        t = e.next_timer()
+        probed += [s for s in by_slot(decode(e.packets_to_send(t))) if s != 3]
+    assert probed == [1, 2, 0, 1] and e.stats.state_probes == 5
+    feed(e, result(3, 0, EOS, 3), t + 0.001)  # slot 3 goes on, CONTINUED from now
+    e.packets_to_send(t + 0.001)
+    resent = decode(e.packets_to_send(e.next_timer()))
+    assert [f.header.slot for f in resent] == [3] and resent[0].header.flags & p.Flag.CONTINUED
+    assert e.stats.state_probes == 5
+
+
 def test_state_lost_raises_at_once():
     e = make_engine()
     e.packets_to_send(T0)

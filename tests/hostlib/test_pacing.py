@@ -195,12 +195,14 @@ def test_held_round_waits_for_its_backed_off_timer():
     assert 3 not in sent(e, t1 + 0.0002 + wait - 1e-6)
     assert e.next_timer() == pytest.approx(t1 + 0.0002 + wait)
     t2 = t1 + 0.0002 + wait
-    assert list(sent(e, t2)) == [3]
+    # slot 3's announce round is held with no result on it yet: beside it goes done slot
+    # 2's kept packet, flagged CONTINUED (a state probe, engine._state_probe)
+    assert list(sent(e, t2)) == [3, 2]
     status(e, 3, 0, EOS, at=t2 + 0.0002)
     t3 = t2 + 0.0002 + 2 * e.pacer.recent_timeout()  # doubled
     assert 3 not in sent(e, t3 - 1e-6)
-    assert list(sent(e, t3)) == [3]
-    assert e.stats.probes == 0
+    assert list(sent(e, t3)) == [3, 2]
+    assert e.stats.probes == 0 and e.stats.state_probes == 2
 
 
 # -- the round-time estimator takes clean rounds only -----------------------------------

@@ -1,8 +1,10 @@
 """A few random whole jobs (random_jobs.py: several calls of mixed kinds, patterns,
 pauses, a dropping queue, overflow) through the real P4 program in virtual time, without
-loss, at 5 % each way, and jobs at 20 % that once broke the contract (a live rank taken
-for dead, a rewind that outlived its call or reached shorter calls): every call of every
-rank ends as the contract says."""
+loss, at 5 % each way, jobs at 20 % that once broke the contract (a live rank taken for
+dead, a rewind that outlived its call or reached shorter calls), and jobs whose switch
+restarts mid-call that once left ranks waiting for ranks that had stopped: every call of
+every rank ends as the contract says (after a restart: SwitchStateLost, never another
+error, and every sum returned right)."""
 
 from __future__ import annotations
 
@@ -23,5 +25,12 @@ def test_a_random_job_keeps_the_contract(switch, seed, loss):  # noqa: F811 (the
 @pytest.mark.parametrize("seed", [125, 144, 145, 176])
 def test_a_random_job_under_20_percent_loss_keeps_the_contract(switch, seed):  # noqa: F811
     job = random_job(seed, 0.2)
+    problems = run(switch, job)
+    assert not problems, (job.describe(), problems)
+
+
+@pytest.mark.parametrize("seed", [7, 134, 257])
+def test_a_random_job_whose_switch_restarts_keeps_the_contract(switch, seed):  # noqa: F811
+    job = random_job(seed, restart=True)
     problems = run(switch, job)
     assert not problems, (job.describe(), problems)
