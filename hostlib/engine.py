@@ -89,8 +89,8 @@ class EngineStats:
     rounds: int = 0
     timeouts_doubled: int = 0
     probes: int = 0  # retransmissions sent as silence probes (one per timer)
-    # kept frames of done slots resent flagged CONTINUED beside a resend that could not
-    # say so (_state_probe): does the switch still hold the job?
+    # retransmissions that were kept frames of done slots flagged CONTINUED, beside a
+    # resend that could not say so (_state_probe): does the switch still hold the job?
     state_probes: int = 0
     overflowed_blocks: list[int] = field(default_factory=list)
     # silent rounds (silent.SilentEngine): what loss recovery cost
@@ -457,6 +457,7 @@ class AllreduceEngine:
             return  # a REWIND joins rounds; the probe must change nothing
         frames[:, FLAGS_BYTE] |= int(p.FLAG.RETRANSMIT | p.FLAG.CONTINUED)
         self._pending.append(Batch(frames, self.last_lengths[slot].copy()))
+        self.stats.retransmissions += 1
         self.stats.state_probes += 1
 
     def _resending(self, due: np.ndarray) -> None:

@@ -44,8 +44,8 @@ class WorkerStats:
     receive_batches: int = 0  # turns that took frames in (EngineStats.receive_batches)
     retransmissions: int = 0
     probes: int = 0  # retransmissions that were silence probes
-    # done slots' packets resent flagged CONTINUED beside resends that could not say so
-    # (EngineStats.state_probes: would a restarted switch know it lost the job?)
+    # retransmissions that were done slots' packets flagged CONTINUED, beside resends
+    # that could not say so (EngineStats.state_probes: does the switch still hold the job?)
     state_probes: int = 0
     # retransmissions the switch answered with a STATUS: the round held this rank's
     # packet and waited for another rank (a timer that fired without a loss)

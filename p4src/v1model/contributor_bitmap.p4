@@ -52,6 +52,13 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     bit<32> epoch_verdict;
     bit<32> mine;
     bit<1> continued;
+    bit<1> forgot;           /* CONTINUED, yet no round of the slot complete */
+/* after the bitmap step: a CONTINUED packet of this epoch finding neither half complete
+ * (`stored`: the pair as read) -- no round of the slot completed since a packet without
+ * CONTINUED rebuilt it, yet its sender had a result there: the slot forgot the job */
+#define FORGOT                                                                 \
+    forgot = ((hdr.p4r.flags & FLAG_CONTINUED) != 0 && meta.same_epoch == 1        \
+              && stored.lo != ROUND_COMPLETE && stored.hi != ROUND_COMPLETE) ? 1w1 : 1w0;
     bit<1> announce_round;   /* a query is answered from an announce or rewind round */
 
     action check_epoch() {
@@ -66,27 +73,14 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
                             ? meta.expected
                             : (((bit<64>)1 << meta.worker_count) - 1)[31:0])
                            & ~meta.rank_bit;
-        /* CONTINUED, yet no round of the slot complete: its rounds died with the switch */
-        bit<64> halves;
-        bitmap.read(halves, meta.pool_slot);
-        bit<1> forgot = (continued == 1 && halves[31:0] != ROUND_COMPLETE
-                         && halves[63:32] != ROUND_COMPLETE) ? 1w1 : 1w0;
-        REGISTER_STEP_THEN(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict,
-                           SLOT_EPOCH_BODY(meta.epoch_on_mismatch),
-                           value = (rv == EPOCH_SAME && forgot == 1) ? meta.epoch_lost : value;)
-        bit<1> slot_lost = (epoch_verdict == EPOCH_MARKED_LOST
-                            || (epoch_verdict == EPOCH_OTHER && continued == 1)
-                            || (epoch_verdict == EPOCH_SAME && forgot == 1)) ? 1w1 : 1w0;
-        /* a slot found lost marks the job's incarnation lost; a packet of a lost
-         * incarnation joins no round, on whichever slot */
-        bit<32> job_verdict;
-        REGISTER_STEP(job_lost, (bit<32>)meta.job_index, bit<32>, job_verdict,
-                      rv = (value == meta.epoch_lost) ? 32w1 : 32w0;
-                      value = (slot_lost == 1) ? meta.epoch_lost : value;)
-        bit<1> job_was_lost = (job_verdict == 1) ? 1w1 : 1w0;
-        meta.same_epoch = (epoch_verdict == EPOCH_SAME && forgot == 0) ? 1w1 : 1w0;
-        meta.state_lost = slot_lost | job_was_lost;
-        meta.in_round = (job_was_lost == 1) ? 1w0 : meta.in_round;
+        REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
+        /* a packet of an incarnation marked lost meets STATE_LOST on whichever slot */
+        bit<32> lost_epoch;
+        job_lost.read(lost_epoch, (bit<32>)meta.job_index);
+        meta.same_epoch = (epoch_verdict == EPOCH_SAME) ? 1w1 : 1w0;
+        meta.state_lost = (epoch_verdict == EPOCH_MARKED_LOST
+                           || (epoch_verdict == EPOCH_OTHER && continued == 1)
+                           || lost_epoch == meta.epoch_lost) ? 1w1 : 1w0;
     }
 
     action contributions_seen() {
@@ -201,13 +195,13 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     action update_version_0() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
                   BITMAP_BODY(lo, hi, meta.same_epoch == 1, meta.in_round == 1,
-                              meta.rank_bit), )
+                              meta.rank_bit), FORGOT)
         contributions_seen();
     }
     action update_version_1() {
         PAIR_STEP(bitmap, meta.pool_slot, mine,
                   BITMAP_BODY(hi, lo, meta.same_epoch == 1, meta.in_round == 1,
-                              meta.rank_bit), )
+                              meta.rank_bit), FORGOT)
         contributions_seen();
     }
 
@@ -265,6 +259,12 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             check_and_update_version_0();
         } else {
             check_and_update_version_1();
+        }
+        /* a slot found lost marks itself and the job's incarnation lost: one action on
+         * this rare path, a register read (check_epoch) and an assignment (FORGOT) on
+         * every packet (bmv2 pays per primitive and per action) */
+        if (meta.state_lost == 1 || forgot == 1) {
+            mark_lost();
         }
         if (meta.round_mode == ROUND_MODE_SILENT) {
             if (meta.query == 1) {
