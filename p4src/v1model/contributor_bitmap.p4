@@ -219,8 +219,10 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         meta.in_round = (halves[63:32] == 0) ? meta.in_round : 1w0;
     }
 
-    /* a leaf's contribution flagged STATE_LOST (uplink.p4: the leaf restarted and lost
-     * the slot): the slot is lost at this level too, and every leaf is told */
+    /* a slot found lost (check_epoch, FORGOT), or a leaf's contribution flagged
+     * STATE_LOST (uplink.p4: the leaf restarted and lost the slot, so the slot is lost at
+     * this level too, and every leaf is told): the slot and the job's incarnation are
+     * marked lost */
     action mark_lost() {
         slot_epoch.write(meta.pool_slot, meta.epoch_lost);
         job_lost.write((bit<32>)meta.job_index, meta.epoch_lost);
@@ -243,9 +245,6 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             /* a leaf's STATE_LOST, or a silent job's first ANNOUNCE (ExpectedRanks: an
              * every-rank job's first_round stays 0) */
             check_epoch();
-            if (hdr.p4r.flags[4:4] == 1 && meta.state_lost == 0) {
-                mark_lost();
-            }
             if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
                 && meta.same_epoch == 1) {
                 check_first_round();
@@ -260,10 +259,9 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         } else {
             check_and_update_version_1();
         }
-        /* a slot found lost marks itself and the job's incarnation lost: one action on
-         * this rare path, a register read (check_epoch) and an assignment (FORGOT) on
-         * every packet (bmv2 pays per primitive and per action) */
-        if (meta.state_lost == 1 || forgot == 1) {
+        /* one action on this rare path, a register read (check_epoch) and an assignment
+         * (FORGOT) on every packet (bmv2 pays per primitive and per action) */
+        if (meta.state_lost == 1 || forgot == 1 || hdr.p4r.flags[4:4] == 1) {
             mark_lost();
         }
         if (meta.round_mode == ROUND_MODE_SILENT) {
