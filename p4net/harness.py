@@ -16,7 +16,7 @@ import functools
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -305,6 +305,44 @@ def ranks_interleaved(interval: float = RANK_SWITCH_INTERVAL) -> Iterator[None]:
         sys.setswitchinterval(old)
 
 
+def on_leaves(
+    fab: InProcessFabric,
+    descriptors: list[dict],
+    workers: list[WorkerAddress],
+    body: Callable[[int, Any], None],
+    timeout: float,
+    deadline: float,
+    join: float,
+) -> tuple[float, dict[int, BaseException], list[int]]:
+    """Every rank of a job on a two-level in-process fabric (softswitch.inprocess
+    two_level) as a hostlib Worker (`leaf_worker`) in its own thread on its leaf's port,
+    running `body(rank, worker)`, the threads interleaved finely (`ranks_interleaved`):
+    (seconds, what each rank's Worker or body raised, the ranks still running after
+    `join` seconds each). The one way such ranks run: `allreduce_on_leaves` and the
+    random fabric jobs (tests/fabric/random_fabric_jobs.py) give it their calls."""
+    import threading
+    import time
+
+    raised: dict[int, BaseException] = {}
+
+    def run(r: int) -> None:
+        try:
+            with leaf_worker(fab, workers[r], descriptors[r], timeout, deadline) as w:
+                body(r, w)
+        except BaseException as exc:  # the caller judges every rank
+            raised[r] = exc
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(len(workers))]
+    with ranks_interleaved():
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(join)
+        seconds = time.monotonic() - start
+    return seconds, raised, [r for r, t in enumerate(threads) if t.is_alive()]
+
+
 def allreduce_on_leaves(
     fab: InProcessFabric,
     descriptors: list[dict],
@@ -314,32 +352,18 @@ def allreduce_on_leaves(
     deadline: float,
     join: float,
 ) -> tuple[float, list, list]:
-    """Every rank's allreduce on a two-level in-process fabric (softswitch.inprocess
-    two_level), each a hostlib Worker in its own thread on its leaf's port, the threads
-    interleaved finely (`ranks_interleaved`): (seconds, each rank's result or the
-    exception it raised, each rank's WorkerStats or None)."""
-    import threading
-    import time
-
+    """Every rank's allreduce of its tensor (`on_leaves`): (seconds, each rank's result
+    or the exception it raised, each rank's WorkerStats or None)."""
     results: list = [None] * len(workers)
     stats: list = [None] * len(workers)
 
-    def body(r: int) -> None:
-        try:
-            with leaf_worker(fab, workers[r], descriptors[r], timeout, deadline) as w:
-                results[r] = w.allreduce(tensors[r])
-                stats[r] = w.stats
-        except BaseException as exc:  # the caller checks every result
-            results[r] = exc
+    def body(r: int, w) -> None:
+        results[r] = w.allreduce(tensors[r])
+        stats[r] = w.stats
 
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(workers))]
-    with ranks_interleaved():
-        start = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(join)
-        seconds = time.monotonic() - start
+    seconds, raised, _ = on_leaves(fab, descriptors, workers, body, timeout, deadline, join)
+    for r, exc in raised.items():
+        results[r] = exc
     return seconds, results, stats
 
 

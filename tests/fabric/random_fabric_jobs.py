@@ -30,7 +30,6 @@ import argparse
 import dataclasses
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hostlib"))  # rand
 
 from controlplane.config import parse  # noqa: E402
 from controlplane.fabric import FabricController  # noqa: E402
-from p4net.harness import leaf_worker, ranks_interleaved  # noqa: E402
-from random_jobs import KINDS, Job, draw_tensors, judge  # noqa: E402
+from p4net.harness import on_leaves  # noqa: E402
+from random_jobs import KINDS, Job, draw_tensors, judge_calls  # noqa: E402
 from softswitch.inprocess import InProcessFabric, two_level_ranks  # noqa: E402
 
 # a rank thread still running this long after the job's last call should have ended is
@@ -120,42 +119,26 @@ def run(fab: InProcessFabric, ctl: FabricController, fj: FabricJob, job_id: int)
     )
     descriptors = made.descriptors(ctl.jobs.switch)
     outcomes: list[list] = [[] for _ in workers]
-    broke: dict[int, BaseException] = {}
 
-    def body(r: int) -> None:
-        try:
-            with leaf_worker(fab, workers[r], descriptors[r], TIMEOUT, DEADLINE) as w:
-                for c, tensors in enumerate(job.tensors):
-                    time.sleep(fj.skews[r][c])
-                    try:
-                        outcomes[r].append(w.allreduce(tensors[r]))
-                    except Exception as e:  # judged with the call's kind
-                        outcomes[r].append(e)
-        except BaseException as e:  # the Worker itself failed: a problem in any call
-            broke[r] = e
+    def body(r: int, w) -> None:
+        for c, tensors in enumerate(job.tensors):
+            time.sleep(fj.skews[r][c])
+            try:
+                outcomes[r].append(w.allreduce(tensors[r]))
+            except Exception as e:  # judged with the call's kind
+                outcomes[r].append(e)
 
     try:
         if job.loss:
             ctl.jobs.set_loss(job_id, job.loss, job.loss, seed=job.seed % 1000 + 1)
-        threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(job.ranks)]
-        with ranks_interleaved():
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(JOIN_SECONDS)
+        _, broke, running = on_leaves(
+            fab, descriptors, workers, body, TIMEOUT, DEADLINE, JOIN_SECONDS
+        )
     finally:
         ctl.jobs.delete(job_id)
     problems = [f"rank {r}: the Worker raised {e!r}" for r, e in broke.items()]
-    problems += [f"rank {r} still running" for r, t in enumerate(threads) if t.is_alive()]
-    for r, got in enumerate(outcomes):
-        if len(got) != len(job.kinds) and r not in broke:
-            problems.append(f"rank {r} finished {len(got)} of {len(job.kinds)} calls")
-        for c, outcome in enumerate(got):
-            kind = job.kinds[c]
-            why = judge(kind, job.tensors[c], outcome, job.block_values, job.ranks)
-            if why:
-                problems.append(f"rank {r} call {c} ({kind}): {why}")
-    return problems
+    problems += [f"rank {r} still running" for r in running]
+    return problems + judge_calls(job, outcomes, frozenset(broke))
 
 
 def fabric_controller(fab: InProcessFabric, state_dir: Path) -> FabricController:

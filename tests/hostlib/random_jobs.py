@@ -175,31 +175,44 @@ def judge(kind: str, xs: list[np.ndarray], outcome, k: int, n: int) -> str | Non
     return None
 
 
-def check(
-    job: Job, calls: list[list[Call]], sums: list[list], stopped: frozenset[int] = frozenset()
-) -> list[str]:
-    """What broke the contract in a run's calls (empty: nothing): `calls` and `sums` per
-    rank per call, as engine_sim.SimResult has them; `stopped`, the ranks a
-    SwitchStateLost stopped (their later calls never ran). A call's outcome is what its
-    Worker would have raised (the engine's mismatch first, as Worker.allreduce checks
-    it), else its sums."""
+def judge_calls(job: Job, outcomes: list[list], stopped: frozenset[int] = frozenset()) -> list[str]:
+    """What broke the contract in a job's calls (empty: nothing): `outcomes[r][c]`, rank
+    r's call c as `judge` takes it; `stopped`, the ranks an allowed error stopped (their
+    later calls never ran)."""
     problems = []
-    for r in range(job.ranks):
-        if len(sums[r]) != len(job.kinds) and r not in stopped:
-            problems.append(f"rank {r} finished {len(sums[r])} of {len(job.kinds)} calls")
-        for c, got in enumerate(sums[r]):
-            call, eng = calls[r][c], calls[r][c].engine
-            raised = (
-                _raised(eng.raise_if_mismatched)
-                or _raised(eng.raise_if_overflowed)
-                or _raised(eng.raise_if_incomplete)
-                or call.error
-            )
+    for r, got in enumerate(outcomes):
+        if len(got) != len(job.kinds) and r not in stopped:
+            problems.append(f"rank {r} finished {len(got)} of {len(job.kinds)} calls")
+        for c, outcome in enumerate(got):
             kind = job.kinds[c]
-            why = judge(kind, job.tensors[c], raised or got, job.block_values, job.ranks)
+            why = judge(kind, job.tensors[c], outcome, job.block_values, job.ranks)
             if why:
                 problems.append(f"rank {r} call {c} ({kind}): {why}")
     return problems
+
+
+def outcome(call: Call, got):
+    """A simulated call's outcome as a Worker gives it: what it would have raised (the
+    engine's mismatch first, as Worker.allreduce checks it), else its sums."""
+    eng = call.engine
+    return (
+        _raised(eng.raise_if_mismatched)
+        or _raised(eng.raise_if_overflowed)
+        or _raised(eng.raise_if_incomplete)
+        or call.error
+        or got
+    )
+
+
+def check(
+    job: Job, calls: list[list[Call]], sums: list[list], stopped: frozenset[int] = frozenset()
+) -> list[str]:
+    """What broke the contract in a run's calls: `calls` and `sums` per rank per call, as
+    engine_sim.SimResult has them (`judge_calls`)."""
+    outcomes = [
+        [outcome(calls[r][c], got) for c, got in enumerate(sums[r])] for r in range(job.ranks)
+    ]
+    return judge_calls(job, outcomes, stopped)
 
 
 def run(switch: SwitchSession, job: Job, job_id: int = 90) -> list[str]:
