@@ -10,13 +10,6 @@ from hostlib.protocol import Flag, MsgType
 BLOCK_VALUES = p.BLOCK_VALUES
 
 
-def restart(switch) -> None:
-    """What a switch restart leaves: a fresh pipeline (every register new), the switch's
-    identity set again; the caller adds its job again as the controller would."""
-    switch.conn.push_pipeline()
-    switch.configure_identity()
-
-
 def test_a_deleted_incarnation_cannot_touch_the_next_one(switch):
     """Same job id, ports, MACs, IPs and ranks; only the epoch differs. Frames of the old
     incarnation (a worker that kept retransmitting) are unadmitted; the new one sums
@@ -60,7 +53,7 @@ def test_a_slot_that_lost_the_jobs_state_answers_state_lost_to_every_rank(switch
     for rank in range(2):
         job.send(rank, MsgType.ANNOUNCE, next_block=0)
     job.results()
-    restart(switch)
+    switch.lose_state(reinstall=False)
     job = switch.add_job(job=37, n=2, slot_count=1, epoch=9)
     job.send(0, MsgType.SKIP, version=1, block=0, next_block=p.END_OF_STREAM, flags=Flag.CONTINUED)
     lost = job.result(0)
@@ -90,7 +83,7 @@ def test_a_slot_rebuilt_after_a_restart_by_a_rank_without_results_is_lost(switch
     for rank in range(2):
         job.send(rank, MsgType.ANNOUNCE, next_block=0)
     job.results()  # rank 1's copy is taken as lost
-    restart(switch)
+    switch.lose_state(reinstall=False)
     job = switch.add_job(job=39, n=2, slot_count=1, epoch=9)
     job.send(1, MsgType.ANNOUNCE, next_block=0, flags=Flag.RETRANSMIT)
     job.assert_silent()  # a first round, waiting for rank 0
@@ -113,7 +106,7 @@ def test_a_lost_slot_makes_every_slot_of_the_incarnation_answer_state_lost(switc
     for rank in range(2):
         job.send(rank, MsgType.ANNOUNCE, slot=0, next_block=0)
     job.results()
-    restart(switch)
+    switch.lose_state(reinstall=False)
     job = switch.add_job(job=40, n=2, slot_count=2, epoch=9)
     job.send(
         0,

@@ -347,8 +347,7 @@ def test_a_slot_that_lost_the_jobs_state_answers_state_lost_flagged_silent(switc
     for r in range(2):
         job.send(r, MsgType.ANNOUNCE, next_block=0)
     job.results()
-    switch.conn.push_pipeline()  # the switch forgot everything
-    switch.configure_identity()
+    switch.lose_state(reinstall=False)  # the switch forgot everything
     job = silent_job(switch, 50, 2, slot_count=1, epoch=9)
     job.send(1, MsgType.SKIP, version=1, block=0, next_block=END,
              flags=Flag.CONTINUED | Flag.RETRANSMIT)  # fmt: skip

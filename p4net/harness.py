@@ -80,6 +80,15 @@ class SwitchSession:
         """The switch's MAC and IP (again after a test pushes the pipeline anew)."""
         identity.set_identity(self.conn, self.address.mac, self.address.ip)
 
+    def lose_state(self, reinstall: bool = True) -> None:
+        """What a switch restart leaves: a fresh pipeline (every register and entry new),
+        the switch's identity set again and, with `reinstall`, every job the controller
+        knows installed again, as it restores them; without, the caller adds its jobs."""
+        self.conn.push_pipeline()
+        self.configure_identity()
+        if reinstall:
+            self.jobs.reinstall_all()
+
     @classmethod
     def inprocess(cls, ports: int = 32, switch: Address = SWITCH) -> "SwitchSession":
         """A session on a new in-process softswitch with ports 1..`ports`, stopped on close."""

@@ -284,9 +284,7 @@ def simulate(
                 push(done_at, "serve", 0)
             elif kind == "restart":
                 queue.clear()  # what waited at the switch died with it
-                switch.conn.push_pipeline()  # every register and entry new, as after a reboot
-                switch.configure_identity()
-                switch.jobs.reinstall_all()  # the controller restores its jobs
+                switch.lose_state()  # as after a reboot; the controller restores the job
             elif kind == "deliver":
                 r, frames = links[who]
                 transports[r].inbox.extend(frames)

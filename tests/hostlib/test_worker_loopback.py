@@ -556,9 +556,7 @@ def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
         w.allreduce(np.arange(300, dtype=np.int32))
         ready.wait()
         if r == 0:
-            switch.conn.push_pipeline()
-            identity_again()
-            switch.jobs.reinstall_all()
+            switch.lose_state()
             restarted.set()
         restarted.wait()
         import time
@@ -570,12 +568,6 @@ def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
         with pytest.raises(RuntimeError, match="lost the state"):
             w.allreduce(np.arange(3, dtype=np.int32))
         return took
-
-    def identity_again():
-        from controlplane import identity
-        from p4net.harness import SWITCH
-
-        identity.set_identity(switch.conn, SWITCH.mac, SWITCH.ip)
 
     res, errs = run_ranks(switch, job, fn, timeout=0.005, deadline=10.0, descriptors=d)
     assert errs == [None, None], errs
