@@ -216,7 +216,11 @@ def check(
 
 
 def run(switch: SwitchSession, job: Job, job_id: int = 90) -> list[str]:
-    """Run `job` on `switch` (in virtual time) and return what broke the contract."""
+    """Run `job` on `switch` (in virtual time) and return what broke the contract. The
+    switch starts as fresh as after a reboot (its other jobs gone), so a seed's job runs
+    the same whatever ran before it: the drop simulator's packet sequence, per job index,
+    would otherwise carry over from the jobs before and lose other packets."""
+    switch.lose_state()
     try:
         res = simulate(
             switch,
