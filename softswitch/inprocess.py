@@ -84,8 +84,12 @@ class InProcessSwitch:
         return self
 
     def restart(self, timeout: float = 30.0) -> None:
-        self.stop()
-        self.start(timeout)
+        """A reboot while frames flow: under the lock every frame is processed under, so
+        no frame meets half a switch -- each before it went through the old one, each
+        after it meets the new one (no pipeline until a controller pushes one)."""
+        with self.lock:
+            self.stop()
+            self.start(timeout)
 
     def stop(self) -> None:
         if self.server is not None:
@@ -135,7 +139,7 @@ class InProcessSwitch:
         with self.lock:
             in_flight = self.wiring.in_flight
             for frame in frames:
-                self.device.receive(port, bytes(frame))
+                self._receive(port, bytes(frame))
                 while in_flight:  # frames on their way along the fabric's links
                     switch, at, passed = in_flight.popleft()
                     switch._receive(at, passed)

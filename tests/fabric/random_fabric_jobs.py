@@ -15,8 +15,14 @@ OverflowError where they do not fit; float32 sums within the documented bound;
 FingerprintMismatch on every rank where lengths differ; no other error, no rank left
 running.
 
+With `--restart` one switch of the fabric (the spine or a leaf, drawn) restarts while the
+job runs, as a reboot does: what waited in it is lost, and it has no pipeline until the
+controller's `ensure` (what `p4reduce-ctl up --watch` runs) restores it and its jobs after
+a drawn pause. The contract then (docs/reliability.md, docs/fabric.md): a rank may end in
+`SwitchStateLost` and run no further call, and every sum any rank returned is right.
+
     python tests/fabric/random_fabric_jobs.py --jobs 100 [--loss 0.2] [--first-seed N]
-                                             [--ranks-per-leaf 12] [--skew 0.3]
+                                             [--ranks-per-leaf 12] [--skew 0.3] [--restart]
 
 prints each job that breaks the contract with its seed (`--first-seed N --jobs 1` draws
 it again; which frames are lost also depends on the threads' timing, so a failure found
@@ -30,7 +36,9 @@ import argparse
 import dataclasses
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hostlib"))  # random_jobs
 
 from controlplane.config import parse  # noqa: E402
+from hostlib import SwitchStateLost  # noqa: E402
 from controlplane.fabric import FabricController  # noqa: E402
 from p4net.harness import on_leaves  # noqa: E402
 from random_jobs import KINDS, Job, draw_tensors, judge_calls  # noqa: E402
@@ -51,6 +60,16 @@ JOIN_SECONDS = 120.0
 TIMEOUT, DEADLINE = 0.05, 60.0
 
 
+@dataclass(frozen=True)
+class Restart:
+    """A switch of the fabric that reboots `at` seconds into the job and is restored by
+    the controller's `ensure` `down` seconds later."""
+
+    switch: str
+    at: float
+    down: float
+
+
 @dataclass
 class FabricJob:
     """One random job across the fabric: `job` as random_jobs draws one (its ranks, block
@@ -61,22 +80,28 @@ class FabricJob:
     per_leaf: tuple[int, ...]
     encoding: str
     skews: list[list[float]] = field(default_factory=list)  # [rank][call] seconds
+    restart: Restart | None = None
 
     def describe(self) -> str:
         j = self.job
         return (
             f"seed {j.seed}: ranks per leaf {self.per_leaf}, {j.block_values} values per "
             f"block, {j.blocks} blocks, {j.slots} slots, {self.encoding}, loss {j.loss}, "
-            f"calls {j.kinds}, skews {[max(s) for s in self.skews]}"
+            f"calls {j.kinds}, skews {[max(s) for s in self.skews]}, restart {self.restart}"
         )
 
 
 def random_fabric_job(
-    seed: int, loss: float | None = None, ranks_per_leaf: int = 5, skew: float = 0.0
+    seed: int,
+    loss: float | None = None,
+    ranks_per_leaf: int = 5,
+    skew: float = 0.0,
+    restart: bool = False,
 ) -> FabricJob:
     """The job of `seed`: 1..`ranks_per_leaf` ranks on each of two leaves, loss `loss`
-    on every link each way (None: drawn), and each rank's start of each call put off by
-    up to 0.3 s with probability `skew`."""
+    on every link each way (None: drawn), each rank's start of each call put off by up
+    to 0.3 s with probability `skew`, and with `restart` a switch's reboot drawn by a
+    generator of its own (so every other draw of the seed is the same either way)."""
     rng = np.random.default_rng(seed)
     per_leaf = (int(rng.integers(1, ranks_per_leaf + 1)), int(rng.integers(1, ranks_per_leaf + 1)))
     k = int(rng.choice([64, 64, 256, 1024]))
@@ -98,7 +123,17 @@ def random_fabric_job(
         [float(rng.uniform(0, 0.3)) if rng.random() < skew else 0.0 for _ in job.kinds]
         for _ in range(job.ranks)
     ]
-    return FabricJob(job, per_leaf, encoding, skews)
+    return FabricJob(job, per_leaf, encoding, skews, random_restart(seed) if restart else None)
+
+
+def random_restart(seed: int) -> Restart:
+    """Which switch reboots, when (a random job's calls take about 0.05 to 1 s) and for
+    how long it stays unconfigured."""
+    from fabric.conftest import LEAVES  # the test folder's package
+
+    rng = np.random.default_rng([seed, 1])
+    switch = str(rng.choice(["s", *LEAVES]))  # softswitch.inprocess.two_level's spine: s
+    return Restart(switch, float(rng.uniform(0.0, 0.5)), float(rng.uniform(0.0, 0.2)))
 
 
 def fabric_ranks(per_leaf: tuple[int, ...]):
@@ -109,9 +144,46 @@ def fabric_ranks(per_leaf: tuple[int, ...]):
     return [dataclasses.replace(w, rank=r) for r, w in enumerate(chosen)]
 
 
-def run(fab: InProcessFabric, ctl: FabricController, fj: FabricJob, job_id: int) -> list[str]:
-    """Run `fj` on the fabric (created, lossy as drawn, then deleted) and return what broke
-    the contract."""
+class Reboot(threading.Thread):
+    """`plan`'s switch rebooted while the job runs, then restored by the controller's
+    `ensure` as its watch loop would: `at`, when the reboot happened (monotonic; None:
+    not yet), and `error`, what kept the controller from restoring it."""
+
+    def __init__(self, fab: InProcessFabric, ctl: FabricController, plan: Restart):
+        super().__init__(daemon=True)
+        self.fab, self.ctl, self.plan = fab, ctl, plan
+        self.at: float | None = None
+        self.error: str | None = None
+
+    def run(self) -> None:
+        time.sleep(self.plan.at)
+        self.fab.switch(self.plan.switch).restart()
+        self.at = time.monotonic()
+        time.sleep(self.plan.down)
+        for _ in range(RESTORE_TRIES):
+            try:
+                if self.plan.switch in self.ctl.ensure():
+                    return
+            except Exception as e:  # the session is still coming back: try again
+                self.error = f"{e!r}"
+            time.sleep(0.05)
+        self.error = f"switch {self.plan.switch} not restored ({self.error})"
+
+
+# how often the reboot's `ensure` is tried before the job is judged broken by it
+RESTORE_TRIES = 40
+
+
+def run(
+    fab: InProcessFabric,
+    ctl: FabricController,
+    fj: FabricJob,
+    job_id: int,
+    tally: Counter | None = None,
+) -> list[str]:
+    """Run `fj` on the fabric (created, lossy as drawn, a switch rebooted if drawn, then
+    deleted) and return what broke the contract; `tally` counts the ranks the reboot
+    ended in SwitchStateLost ("lost") and the jobs it reached ("reached")."""
     job = fj.job
     workers = fabric_ranks(fj.per_leaf)
     made = ctl.jobs.create(
@@ -119,26 +191,47 @@ def run(fab: InProcessFabric, ctl: FabricController, fj: FabricJob, job_id: int)
     )
     descriptors = made.descriptors(ctl.jobs.switch)
     outcomes: list[list] = [[] for _ in workers]
+    lost_at: dict[int, float] = {}  # rank -> when its call raised SwitchStateLost
 
     def body(r: int, w) -> None:
         for c, tensors in enumerate(job.tensors):
             time.sleep(fj.skews[r][c])
             try:
                 outcomes[r].append(w.allreduce(tensors[r]))
+            except SwitchStateLost as e:  # the Worker is broken: the rank ends here
+                lost_at[r] = time.monotonic()
+                outcomes[r].append(e)
+                return
             except Exception as e:  # judged with the call's kind
                 outcomes[r].append(e)
 
+    reboot = Reboot(fab, ctl, fj.restart) if fj.restart else None
     try:
         if job.loss:
             ctl.jobs.set_loss(job_id, job.loss, job.loss, seed=job.seed % 1000 + 1)
-        _, broke, running = on_leaves(
-            fab, descriptors, workers, body, TIMEOUT, DEADLINE, JOIN_SECONDS
-        )
+        if reboot is not None:
+            reboot.start()
+        try:
+            _, broke, running = on_leaves(
+                fab, descriptors, workers, body, TIMEOUT, DEADLINE, JOIN_SECONDS
+            )
+        finally:
+            if reboot is not None:
+                reboot.join()  # the switch restored before the job is deleted
     finally:
         ctl.jobs.delete(job_id)
     problems = [f"rank {r}: the Worker raised {e!r}" for r, e in broke.items()]
     problems += [f"rank {r} still running" for r in running]
-    return problems + judge_calls(job, outcomes, frozenset(broke))
+    if reboot is not None and reboot.error:
+        problems.append(reboot.error)
+    # after the reboot a rank may end in SwitchStateLost, running no further call
+    stopped = frozenset(
+        r for r, t in lost_at.items() if reboot is not None and reboot.at is not None and t >= reboot.at
+    )
+    judged = [got[:-1] if r in stopped else got for r, got in enumerate(outcomes)]
+    if tally is not None:
+        tally.update(lost=len(stopped), reached=int(bool(stopped)))
+    return problems + judge_calls(job, judged, frozenset(broke) | stopped)
 
 
 def fabric_controller(fab: InProcessFabric, state_dir: Path) -> FabricController:
@@ -162,20 +255,25 @@ def main() -> int:
     ap.add_argument("--loss", type=float, default=None, help="on every link each way")
     ap.add_argument("--ranks-per-leaf", type=int, default=5)
     ap.add_argument("--skew", type=float, default=0.0, help="share of calls a rank starts late")
+    ap.add_argument("--restart", action="store_true", help="a switch reboots in each job")
     args = ap.parse_args()
-    broken = 0
+    broken, tally = 0, Counter()
     with new_fabric(LEAVES) as fab, tempfile.TemporaryDirectory() as state:
         ctl = fabric_controller(fab, Path(state))
         try:
             for i, seed in enumerate(range(args.first_seed, args.first_seed + args.jobs)):
-                fj = random_fabric_job(seed, args.loss, args.ranks_per_leaf, args.skew)
-                problems = run(fab, ctl, fj, 20 + i % 100)
+                fj = random_fabric_job(
+                    seed, args.loss, args.ranks_per_leaf, args.skew, args.restart
+                )
+                problems = run(fab, ctl, fj, 20 + i % 100, tally)
                 if problems:
                     broken += 1
                     print(fj.describe(), *(f"    {p}" for p in problems[:6]), sep="\n", flush=True)
         finally:
             ctl.close()
     print(f"{broken} of {args.jobs} jobs broke the contract")
+    if args.restart:
+        print(f"the reboot ended {tally['lost']} ranks in SwitchStateLost, in {tally['reached']} jobs")
     return 1 if broken else 0
 
 
