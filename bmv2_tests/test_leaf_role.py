@@ -183,6 +183,31 @@ def test_a_lost_copy_to_a_rank_is_served_from_the_leaf(switch):
     assert up(job, 0.3) is None
 
 
+def test_a_state_probe_goes_up_though_the_leaf_holds_the_result(switch):
+    """A rank's state probe (FLAG_PROBE) into a round whose result the leaf holds is the
+    spine's question, not the leaf's: it goes up as the leaf's partial (CONTINUED, as
+    the rank sent it; FLAG_PROBE stays below) and the rank gets no cached answer. The
+    spine's cached answer ends at the leaf, which holds it; its STATE_LOST reaches every
+    rank."""
+    job = leaf_job(switch, 64)
+    announce(job)
+    spine_announce_result(job, winner=4)
+    probe = Flag.RETRANSMIT | Flag.CONTINUED | Flag.PROBE
+    job.send(1, MsgType.ANNOUNCE, next_block=2, flags=probe)
+    partial = up(job)
+    assert partial is not None and partial.header.msg_type == MsgType.ANNOUNCE
+    h = partial.header
+    assert h.flags == Flag.RETRANSMIT | Flag.CONTINUED and h.rank == LEAF_RANK
+    job.assert_silent()
+    down(job, Flag.CACHED, slot=0, slot_version=0, next_block=4, fingerprint=(FP, FP))
+    job.assert_silent()
+    job.send(2, MsgType.ANNOUNCE, next_block=9, flags=probe)
+    assert up(job) is not None
+    down(job, Flag.STATE_LOST, slot=0, slot_version=0)
+    results = job.results()
+    assert len(results) == 3 and all(r.header.flags & Flag.STATE_LOST for r in results.values())
+
+
 def test_the_status_of_an_incomplete_round_reaches_every_rank_of_the_leaf(switch):
     """A rank's retransmission into a round incomplete here gets the leaf's STATUS, and so
     does every other rank of the leaf, each copy addressed to it: those that contributed

@@ -229,6 +229,12 @@ class AllreduceEngine:
         # rank's DATA did
         self._deferred = np.zeros(n, bool)
         self._probed_slot = -1  # the slot the latest state probe went to (_state_probe)
+        # a state probe's flags: FLAG_PROBE too where the bit is free (every-rank rounds,
+        # where it makes a leaf send the probe up: silent rounds, whose DATA has the bit
+        # as FLAG_COVERED, run on one switch only)
+        self._probe_flags = int(p.FLAG.RETRANSMIT | p.FLAG.CONTINUED) | (
+            0 if cfg.round_mode == p.RoundMode.SILENT else int(p.FLAG.PROBE)
+        )
         behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
         self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now, behind_leaf)
         self.liveness = Liveness(
@@ -436,9 +442,11 @@ class AllreduceEngine:
         result before the restart and have moved on (protocol.md section 8). So when such
         a slot goes again after the switch said it holds it, and this rank holds results on
         slots it no longer waits on, one of those slots' kept frame goes too (each time the
-        next one), flagged CONTINUED and RETRANSMIT: a switch that holds the job answers
-        the duplicate from its cache (ignored: the slot is done), one that lost it answers
-        STATE_LOST, which this rank raises and which marks the job lost for every rank. (A
+        next one), flagged CONTINUED and RETRANSMIT (and PROBE, so that behind a leaf it
+        reaches the spine, whose restart the leaf's own cache would hide): a switch that
+        holds the job answers the duplicate from its cache (ignored: the slot is done), one
+        that lost it answers STATE_LOST, which this rank raises and which marks the job
+        lost for every rank. (A
         first round held while other ranks are late is the only other time it goes: one
         packet per resend.)"""
         first = due[~self.continued[due]]
@@ -455,7 +463,7 @@ class AllreduceEngine:
         frames = self.last_frames[slot]  # (a copy: fancy indexing)
         if frames[0, MSG_TYPE_BYTE] & 0x0F == p.MSG.REWIND:
             return  # a REWIND joins rounds; the probe must change nothing
-        frames[:, FLAGS_BYTE] |= int(p.FLAG.RETRANSMIT | p.FLAG.CONTINUED)
+        frames[:, FLAGS_BYTE] |= self._probe_flags
         self._pending.append(Batch(frames, self.last_lengths[slot].copy()))
         self.stats.retransmissions += 1
         self.stats.state_probes += 1

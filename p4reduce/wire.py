@@ -124,6 +124,10 @@ class Flag(IntFlag):
     # switch -> worker, on a STATUS only (CACHED's bit): the spine's STATUS relayed by the
     # rank's leaf (docs/fabric.md): the round is complete there, its bitmap counts leaves
     RELAYED = 0x04
+    # worker -> switch, on an every-rank job's packet (CACHED's bit): a state probe
+    # (hostlib's engine), which a leaf sends up to the spine even when it holds the
+    # round's result (docs/protocol.md section 8)
+    PROBE = 0x04
     CONTINUED = 0x08  # worker -> switch: the sender had a result on this slot in this job
     STATE_LOST = 0x10  # switch -> worker: the slot lost the job's state (switch restart)
     PACKED = 0x20  # both ways: the packet belongs to a packed-encoding job (values are

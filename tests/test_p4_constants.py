@@ -129,8 +129,11 @@ def test_flags(consts):
     for value in tested | masks:
         assert value & ~every == 0, f"P4 uses flag bits {value:#x} outside wire.Flag"
     # PACKED's shift reads FLAG_SILENT beside it (admission compares the two bits at once);
-    # STATE_LOST is tested on a leaf's partial that reports a restarted leaf (uplink.p4)
-    assert tested == {int(wire.Flag.CONTINUED), int(wire.Flag.PACKED), int(wire.Flag.STATE_LOST)}
+    # STATE_LOST is tested on a leaf's partial that reports a restarted leaf, PROBE on a
+    # rank's state probe into a round whose result the leaf holds (uplink.p4)
+    assert tested == {
+        int(f) for f in (wire.Flag.CONTINUED, wire.Flag.PACKED, wire.Flag.STATE_LOST, wire.Flag.PROBE)
+    }
     assert int(wire.Flag.STATE_LOST) in masks and int(wire.Flag.CONTINUED) in masks
 
 

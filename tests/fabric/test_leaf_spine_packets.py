@@ -32,14 +32,14 @@ class Rank:
         self.leaf = fab.switch({"10.0.0.240": "l1", "10.0.0.241": "l2"}[self.cfg.switch.ip])
         self.port = port
 
-    def send(self, msg_type: MsgType, values=None, flags: int = 0, **kw) -> None:
+    def send(self, msg_type: MsgType, values=None, flags: int = 0, slot: int = 0, **kw) -> None:
         header = Header.make(
             msg_type,
             job=self.cfg.job,
             rank=self.cfg.rank_on_wire,
             epoch=self.cfg.epoch,
             flags=flags,
-            slot=0,
+            slot=slot,
             **kw,
         )
         ep = self.cfg.to_switch()
@@ -172,6 +172,61 @@ def test_a_restarted_leaf_makes_every_rank_fail_at_once(job_ranks):
     for r in rs:
         (res,) = r.received()
         assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
+
+
+PROBE = Flag.RETRANSMIT | Flag.CONTINUED | Flag.PROBE  # hostlib's state probe
+
+
+def test_a_state_probe_finds_a_restarted_spine_behind_a_leaf_that_holds_the_result(job_ranks):
+    """The spine's result of slot 1's first round reached l1's ranks, not l2, and the
+    spine restarted. l2's ranks resend that round (not CONTINUED: they had no result
+    there), which rebuilds the spine's slot to wait for l1, whose ranks have moved on. A
+    resend on slot 0, where l2 holds the result, gets l2's cache and tells nobody; the
+    same packet as a state probe goes up, finds the spine forgot the job, and both of
+    l2's ranks get STATE_LOST at once -- and again for their next resend of slot 1."""
+    fab, ctl, rs = job_ranks
+    lose(fab, ("s", 2))  # the spine's port towards l2
+    for r in rs:
+        r.send(MsgType.ANNOUNCE, next_block=0, slot=1)
+    assert [len(r.received()) for r in rs] == [1, 1, 0, 0]
+    lose(fab, None)
+    fab.switch("s").restart()
+    assert ctl.ensure() == ["s"]
+    for r in rs[2:] * 2:
+        r.send(MsgType.ANNOUNCE, next_block=0, slot=1, flags=Flag.RETRANSMIT)
+    heard = [f for r in rs[2:] for f in r.received()]
+    assert heard and all(f.header.msg_type == MsgType.STATUS for f in heard)  # held
+    rs[2].send(MsgType.ANNOUNCE, next_block=0, flags=Flag.RETRANSMIT | Flag.CONTINUED)
+    (cached,) = rs[2].received()
+    assert cached.header.flags & Flag.CACHED and not cached.header.flags & Flag.STATE_LOST
+    rs[2].send(MsgType.ANNOUNCE, next_block=0, flags=PROBE)
+    for r in rs[2:]:
+        (res,) = r.received()
+        assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
+    rs[3].send(MsgType.ANNOUNCE, next_block=0, slot=1, flags=Flag.RETRANSMIT)
+    for r in rs[2:]:
+        (res,) = r.received()
+        assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
+
+
+def test_a_state_probe_to_a_live_spine_changes_nothing(job_ranks):
+    """A state probe into a round its leaf holds the result of goes up once; the spine
+    answers from its cache, and the leaf, holding that result, ends the answer: no rank
+    hears of it, and the slot's next round sums as ever."""
+    fab, _, rs = job_ranks
+    before = fab.link_counts()
+    rs[2].send(MsgType.ANNOUNCE, next_block=0, flags=PROBE)
+    assert all(not r.received() for r in rs)
+    after = fab.link_counts()
+    for end in [("l2", UPLINK), ("s", 2)]:
+        assert after[end].frames - before[end].frames == 1, end
+    for end in [("l1", UPLINK), ("s", 1)]:
+        assert after[end].frames == before[end].frames, end
+    x = [np.arange(K) * (i + 1) for i in range(4)]
+    data_round(rs, x)
+    for r in rs:
+        (res,) = r.received()
+        assert np.array_equal(res.values, sum(x))
 
 
 @pytest.mark.parametrize(

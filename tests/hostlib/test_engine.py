@@ -337,7 +337,8 @@ def test_a_held_resend_without_continued_brings_a_continued_copy_of_a_done_slots
     late. Slot 3's resend cannot say CONTINUED (no result there yet), so a switch that
     restarted would rebuild the slot and hold it (STATUS) for ranks that moved on: once
     the switch said it holds slot 3, its next resend brings slot 0's kept ANNOUNCE,
-    flagged CONTINUED, which such a switch answers with STATE_LOST, and each later held
+    flagged CONTINUED (and PROBE: a leaf sends it up to a spine that may have
+    restarted), which such a switch answers with STATE_LOST, and each later held
     resend the next done slot's. A resend the switch did not hold (a loss) brings
     nothing more, and neither do CONTINUED resends."""
     e = make_engine()
@@ -353,7 +354,8 @@ def test_a_held_resend_without_continued_brings_a_continued_copy_of_a_done_slots
     assert sorted(frames) == [0, 3] and e.stats.state_probes == 1
     h = frames[0].header
     assert h.flags & p.Flag.CONTINUED and h.flags & p.Flag.RETRANSMIT
-    assert not frames[3].header.flags & p.Flag.CONTINUED
+    assert h.flags & p.Flag.PROBE  # so a leaf sends it up (every-rank rounds)
+    assert not frames[3].header.flags & (p.Flag.CONTINUED | p.Flag.PROBE)
     assert (h.msg_type, h.slot_version, h.block) == (p.MsgType.ANNOUNCE, 0, EOS)
     assert h.next_block == sent[0].header.next_block
     # held again: each resend probes the next done slot (the switch may have rebuilt and
