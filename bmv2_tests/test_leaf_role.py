@@ -271,6 +271,29 @@ def test_the_spines_state_lost_reaches_every_rank(switch):
         assert res.header.flags & Flag.STATE_LOST and res.values is None
 
 
+def test_the_spines_state_lost_leaves_the_job_lost_at_the_leaf(switch):
+    """A rank that missed the spine's STATE_LOST (its copy lost, or its call over) and
+    starts its next call must not wait at its leaf for ranks that stopped: the STATE_LOST
+    passing the leaf marked the job lost there too, so the rank's announce on another
+    slot goes up flagged STATE_LOST at once (for the spine to tell every leaf) and no rank
+    is held."""
+    job = leaf_job(switch, 48)
+    for slot in (0, 1):  # a call's announce rounds on both slots, complete at both levels
+        for rank in range(3):
+            job.send(rank, MsgType.ANNOUNCE, slot=slot, next_block=END)
+        assert up(job) is not None
+        down(job, slot=slot, slot_version=0, next_block=END, fingerprint=(FP, FP))
+        assert len(job.results()) == 3
+    down(job, Flag.STATE_LOST, slot=0, slot_version=0)
+    assert len(job.results()) == 3
+    # the next call's announce on slot 1 (its round 1), where the leaf's state is whole
+    job.send(2, MsgType.ANNOUNCE, slot=1, version=1, next_block=END, flags=Flag.CONTINUED)
+    lost = up(job)
+    assert lost is not None and lost.header.flags & Flag.STATE_LOST
+    assert lost.header.slot == 1 and lost.header.rank == LEAF_RANK
+    job.assert_silent()
+
+
 def test_results_not_from_the_uplink_are_malformed(switch):
     job = leaf_job(switch, 46)
     announce(job)

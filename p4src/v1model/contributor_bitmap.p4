@@ -28,7 +28,10 @@
  * a rank whose own slots were rebuilt, or that has none the switch forgot.
  *
  * A contribution flagged STATE_LOST (a restarted leaf's, uplink.p4) marks the slot lost
- * here too, and its answer goes to the whole job (Result).
+ * here too, and its answer goes to the whole job (Result). So does the spine's STATE_LOST
+ * passing a leaf on its way to the leaf's ranks: a rank of the leaf that missed its copy
+ * (or that had ended its call and started the next) then meets STATE_LOST at its leaf,
+ * instead of waiting there for ranks that stopped.
  *
  * The stateful steps are the shared bodies of common/bodies/contributor_bitmap.p4. */
 #ifndef P4REDUCE_CONTRIBUTOR_BITMAP_P4
@@ -240,19 +243,29 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         update_version_1();
     }
 
+    /* the spine's STATE_LOST passing this leaf: its incarnation, marked as mark_lost marks */
+    action lost_above() {
+        meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
+    }
+
     apply {
         if (hdr.p4r.flags[4:4] == 1 || meta.first_round == 1) {
-            /* a leaf's STATE_LOST, or a silent job's first ANNOUNCE (ExpectedRanks: an
-             * every-rank job's first_round stays 0) */
-            check_epoch();
-            if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
-                && meta.same_epoch == 1) {
-                check_first_round();
-            }
-            if (hdr.p4r.slot_version == 0) {
-                update_version_0();
+            /* a leaf's STATE_LOST, the spine's passing a leaf (no bitmap step: it is
+             * nobody's contribution here), or a silent job's first ANNOUNCE
+             * (ExpectedRanks: an every-rank job's first_round stays 0) */
+            if (meta.downlink == 1) {
+                lost_above();
             } else {
-                update_version_1();
+                check_epoch();
+                if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
+                    && meta.same_epoch == 1) {
+                    check_first_round();
+                }
+                if (hdr.p4r.slot_version == 0) {
+                    update_version_0();
+                } else {
+                    update_version_1();
+                }
             }
         } else if (hdr.p4r.slot_version == 0) {
             check_and_update_version_0();

@@ -75,6 +75,9 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                             }
                             contributor_bitmap.apply(hdr, meta);   /* silent: and Rewind */
                             leaf_round.apply(hdr, meta);
+                        } else if (hdr.p4r.flags[4:4] == 1) {
+                            /* the spine's STATE_LOST: lost at this leaf too */
+                            contributor_bitmap.apply(hdr, meta);
                         }
                         /* a duplicate of an incomplete round only gets a STATUS back, a
                          * stale contribution or a consumed REWIND request nothing; a

@@ -144,7 +144,22 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        if (meta.state_lost == 1) {
+        if (meta.downlink == 1) {
+            /* from the spine: a RESULT the round stores, or STATE_LOST, goes to the ranks;
+             * so does a STATUS (the round is complete here and waits for the spine: every
+             * rank of this leaf is told so, FLAG_RELAYED, and stops asking); a RESULT the
+             * round already holds ends here. First: the spine's STATE_LOST marks this
+             * leaf's slot lost too (ContributorBitmap), and goes down, not up again */
+            if (meta.store_result == 1 || (hdr.p4r.flags & FLAG_STATE_LOST) != 0) {
+                pass_down();
+            } else if (hdr.p4r.msg_type == MSG_STATUS) {
+                pass_down();
+                hdr.p4r.flags = hdr.p4r.flags | FLAG_RELAYED;
+            } else {
+                duplicates.count((bit<32>)meta.job_index);
+                mark_to_drop(standard_metadata);
+            }
+        } else if (meta.state_lost == 1) {
             state_lost.count((bit<32>)meta.job_index);
             if (meta.has_uplink == 1) {
                 /* a leaf: the spine marks the slot lost and tells every leaf's ranks */
@@ -157,20 +172,6 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             } else {
                 make_state_lost();
                 reply_to_sender();
-            }
-        } else if (meta.downlink == 1) {
-            /* from the spine: a RESULT the round stores, or STATE_LOST, goes to the ranks;
-             * so does a STATUS (the round is complete here and waits for the spine: every
-             * rank of this leaf is told so, FLAG_RELAYED, and stops asking); a RESULT the
-             * round already holds ends here */
-            if (meta.store_result == 1 || (hdr.p4r.flags & FLAG_STATE_LOST) != 0) {
-                pass_down();
-            } else if (hdr.p4r.msg_type == MSG_STATUS) {
-                pass_down();
-                hdr.p4r.flags = hdr.p4r.flags | FLAG_RELAYED;
-            } else {
-                duplicates.count((bit<32>)meta.job_index);
-                mark_to_drop(standard_metadata);
             }
         } else if (meta.send_up == 1) {
             if (meta.complete == 1) {

@@ -52,3 +52,14 @@ def test_a_random_job_whose_switch_reboots_keeps_the_contract(fabric, seed):
     fj = random_fabric_job(seed, restart=True)
     problems = run(*fabric, fj, next(JOB_IDS))
     assert not problems, (fj.describe(), problems)
+
+
+@pytest.mark.parametrize("seed", [1141, 1168])
+def test_a_random_job_whose_switch_reboots_with_late_ranks_keeps_the_contract(fabric, seed):
+    """Up to 8 ranks per leaf, some starting calls late: a rank that missed the spine's
+    STATE_LOST (or had ended its call before it came) started its next call and waited at
+    its leaf for the ranks that had stopped, naming them silent, until the STATE_LOST
+    passing a leaf marked the job lost there too."""
+    fj = random_fabric_job(seed, ranks_per_leaf=8, skew=0.2, restart=True)
+    problems = run(*fabric, fj, next(JOB_IDS))
+    assert not problems, (fj.describe(), problems)
