@@ -132,7 +132,8 @@ def test_flags(consts):
     # STATE_LOST is tested on a leaf's partial that reports a restarted leaf, PROBE on a
     # rank's state probe into a round whose result the leaf holds (uplink.p4)
     assert tested == {
-        int(f) for f in (wire.Flag.CONTINUED, wire.Flag.PACKED, wire.Flag.STATE_LOST, wire.Flag.PROBE)
+        int(f)
+        for f in (wire.Flag.CONTINUED, wire.Flag.PACKED, wire.Flag.STATE_LOST, wire.Flag.PROBE)
     }
     assert int(wire.Flag.STATE_LOST) in masks and int(wire.Flag.CONTINUED) in masks
 

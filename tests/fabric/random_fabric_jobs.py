@@ -226,7 +226,9 @@ def run(
         problems.append(reboot.error)
     # after the reboot a rank may end in SwitchStateLost, running no further call
     stopped = frozenset(
-        r for r, t in lost_at.items() if reboot is not None and reboot.at is not None and t >= reboot.at
+        r
+        for r, t in lost_at.items()
+        if reboot is not None and reboot.at is not None and t >= reboot.at
     )
     judged = [got[:-1] if r in stopped else got for r, got in enumerate(outcomes)]
     if tally is not None:
@@ -273,7 +275,9 @@ def main() -> int:
             ctl.close()
     print(f"{broken} of {args.jobs} jobs broke the contract")
     if args.restart:
-        print(f"the reboot ended {tally['lost']} ranks in SwitchStateLost, in {tally['reached']} jobs")
+        print(
+            f"the reboot ended {tally['lost']} ranks in SwitchStateLost, in {tally['reached']} jobs"
+        )
     return 1 if broken else 0
 
 
