@@ -446,9 +446,8 @@ class AllreduceEngine:
         reaches the spine, whose restart the leaf's own cache would hide): a switch that
         holds the job answers the duplicate from its cache (ignored: the slot is done), one
         that lost it answers STATE_LOST, which this rank raises and which marks the job
-        lost for every rank. (A
-        first round held while other ranks are late is the only other time it goes: one
-        packet per resend.)"""
+        lost for every rank. (A first round held while other ranks are late is the only
+        other time it goes: one packet per resend.)"""
         first = due[~self.continued[due]]
         if not np.count_nonzero(self.pacer.expired_in_row[first]):
             return

@@ -148,8 +148,9 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             /* from the spine: a RESULT the round stores, or STATE_LOST, goes to the ranks;
              * so does a STATUS (the round is complete here and waits for the spine: every
              * rank of this leaf is told so, FLAG_RELAYED, and stops asking); a RESULT the
-             * round already holds ends here. First: the spine's STATE_LOST marks this
-             * leaf's slot lost too (ContributorBitmap), and goes down, not up again */
+             * round already holds ends here. Tested before state_lost: the spine's
+             * STATE_LOST, which ContributorBitmap has just marked at this leaf too, goes
+             * down to the ranks, not up again */
             if (meta.store_result == 1 || (hdr.p4r.flags & FLAG_STATE_LOST) != 0) {
                 pass_down();
             } else if (hdr.p4r.msg_type == MSG_STATUS) {

@@ -13,9 +13,9 @@
  * copy of one already stored changes nothing.
  *
  * A rank's state probe (FLAG_PROBE, hostlib's engine: a done slot's packet resent while
- * the rank waits on a slot the switch holds) goes up even when the result is held: its
- * question -- does the job's state still stand? -- is the spine's to answer, as the leaf
- * holds its own. A spine that restarted answers STATE_LOST (a CONTINUED partial on a slot
+ * the rank waits on a slot the switch holds) goes up even when the result is held: it
+ * asks whether the switches still hold the job, and the leaf can answer only for itself.
+ * A spine that restarted answers STATE_LOST (a CONTINUED partial on a slot
  * that forgot the job), which the leaf passes to its ranks; one that did not answers from
  * its cache, and the leaf, holding that result, ends the answer. It is never a new
  * contribution at the spine: its round is complete there (ROUND_COMPLETE in its half,
