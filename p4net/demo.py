@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -362,7 +363,7 @@ class DemoNetwork:
         worker's result, delete the jobs. `inputs` (per job, per rank) replaces the
         generated tensors."""
         assert self.ctl is not None and self.net is not None
-        ctl, net, hosts, workdir = self.ctl, self.net, self.hosts, self.workdir
+        ctl, hosts = self.ctl, self.hosts
         if opts.jobs * opts.workers > len(hosts):
             raise ValueError(
                 f"{opts.jobs} x {opts.workers} workers need more than {len(hosts)} hosts"
@@ -417,36 +418,13 @@ class DemoNetwork:
             start = time.perf_counter()
             for job, job_hosts, inputs in plan:
                 for d, h, x in zip(job.descriptors(ctl.jobs.switch), job_hosts, inputs):
-                    stem = workdir / rank_stem(job.job, d["rank"])
-                    Path(f"{stem}.json").write_text(json.dumps(d))
-                    np.save(f"{stem}.in.npy", x)
                     if d["rank"] in opts.absent_ranks:
+                        self._write_rank(job.job, d, x)
                         continue
                     STOP.check()
-                    procs.append(
-                        (
-                            job,
-                            d["rank"],
-                            h,
-                            net.get(h.name).popen(
-                                [
-                                    sys.executable,
-                                    "-m",
-                                    "p4net.worker",
-                                    f"{stem}.json",
-                                    f"{stem}.in.npy",
-                                    f"{stem}.out.npy",
-                                    f"{stem}.report.json",
-                                    "--deadline",
-                                    str(opts.deadline),
-                                    "--repeat",
-                                    str(repeats[job.job]),
-                                ]
-                                + worker_flags(opts),
-                                cwd=str(workdir),
-                            ),
-                        )
-                    )
+                    flags = ["--repeat", str(repeats[job.job]), *worker_flags(opts)]
+                    proc = self.spawn_worker(job.job, d, h, x, opts.deadline, flags)
+                    procs.append((job, d["rank"], h, proc))
             while any(p.poll() is None for *_, p in procs):
                 STOP.check()
                 if not opts.quiet:
@@ -477,6 +455,42 @@ class DemoNetwork:
                     p.wait()
             for job, *_ in plan:
                 ctl.jobs.delete(job.job)
+
+    def _write_rank(self, job: int, descriptor: dict, tensor: np.ndarray) -> Path:
+        """A rank's descriptor and input under the work directory; the stem of its files."""
+        stem = self.workdir / rank_stem(job, descriptor["rank"])
+        Path(f"{stem}.json").write_text(json.dumps(descriptor))
+        np.save(f"{stem}.in.npy", tensor)
+        return stem
+
+    def spawn_worker(
+        self,
+        job: int,
+        descriptor: dict,
+        host: topology.HostSpec,
+        tensor: np.ndarray,
+        deadline: float,
+        flags: list[str] | None = None,
+    ):
+        """One rank's p4net.worker process on its Mininet host, reducing `tensor` (its
+        descriptor and input written first; `flags`: the worker's further options, such
+        as --repeat). Its report is `report(job, rank)` once it ended; what it prints goes
+        to its log (`<stem>.log`), not to a pipe nobody reads, which a long run would fill."""
+        assert self.net is not None
+        stem = self._write_rank(job, descriptor, tensor)
+        argv = [sys.executable, "-m", "p4net.worker", f"{stem}.json", f"{stem}.in.npy"]
+        argv += [f"{stem}.out.npy", f"{stem}.report.json", "--deadline", str(deadline)]
+        with open(f"{stem}.log", "wb") as log:
+            return self.net.get(host.name).popen(
+                argv + list(flags or ()),
+                cwd=str(self.workdir),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def report(self, job: int, rank: int) -> dict:
+        """What a rank's p4net.worker process reported when it ended."""
+        return json.loads((self.workdir / f"{rank_stem(job, rank)}.report.json").read_text())
 
     def _outcome(self, job, rank: int, h, inputs, before, opts: Options) -> WorkerOutcome:
         stem = self.workdir / rank_stem(job.job, rank)

@@ -161,15 +161,12 @@ def test_wide_blocks_through_the_switch_with_loss(net, k):
             assert o.stats["last_blocks"] == blocks, (dtype, encoding, o.stats)
 
 
-def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
+def test_switch_restart_mid_job_fails_every_rank_at_once(net):
     """The switch process is killed and started again while two workers loop over
     allreduces; the controller restores pipeline and job (same epoch, from its state file).
     Rounds whose results died with the switch cannot complete, so every worker must fail
     at once with a clear error that says the switch lost the job's state -- not wait for
     its deadline (60 s here)."""
-    import json
-    import subprocess
-    import sys
     import time
 
     from p4reduce.addresses import WorkerAddress
@@ -190,29 +187,8 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
     procs = []
     try:
         for d, h in zip(job.descriptors(ctl.jobs.switch), hosts):
-            stem = tmp_path / f"rank{d['rank']}"
-            stem.with_suffix(".json").write_text(json.dumps(d))
-            np.save(f"{stem}.in.npy", np.ones(64 * 64, np.float32))
-            procs.append(
-                mn.get(h.name).popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "p4net.worker",
-                        str(stem.with_suffix(".json")),
-                        f"{stem}.in.npy",
-                        f"{stem}.out.npy",
-                        f"{stem}.report.json",
-                        "--deadline",
-                        "60",
-                        "--repeat",
-                        "1000000",
-                    ],
-                    cwd=str(REPO),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
+            ones = np.ones(64 * 64, np.float32)
+            procs.append(network.spawn_worker(job.job, d, h, ones, 60.0, ["--repeat", "1000000"]))
         time.sleep(3)
         assert all(p.poll() is None for p in procs), "the workers are still reducing"
         mn.get(p4net.topology.SWITCH_NAME).runner.restart()
@@ -223,7 +199,7 @@ def test_switch_restart_mid_job_fails_every_rank_at_once(net, tmp_path):
         took = time.monotonic() - restored
         assert took < 20, f"workers failed only {took:.1f}s after the switch came back"
         for r in range(2):
-            report = json.loads((tmp_path / f"rank{r}.report.json").read_text())
+            report = network.report(job.job, r)
             assert not report["ok"]
             assert (
                 report["error"].startswith("SwitchStateLost")

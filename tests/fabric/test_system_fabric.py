@@ -6,12 +6,16 @@ numpy, and what each switch's ports carried."""
 from __future__ import annotations
 
 import os
+import time
 
+import numpy as np
 import pytest
 
 import p4net.demo
 from bmv2_tests import kinds
+from hostlib import protocol
 from p4net import topology
+from p4reduce.addresses import WorkerAddress
 
 
 @pytest.fixture(params=kinds.params(kinds.PROCESS_KINDS, needs=("root", "mininet")))
@@ -81,3 +85,44 @@ def test_a_restarted_leaf_is_restored_alone(target):
         assert net.ctl.ensure() == [leaf]
         again = net.run_jobs(opts)
         assert again.all_matched, [(o.rank, o.error) for o in again.outcomes]
+
+
+def test_a_spine_rebooted_mid_job_under_loss_fails_every_rank_at_once(target):
+    """The spine's switch process reboots while 8 ranks (4 behind each leaf) loop over
+    allreduces with 5 % loss on every link; the fabric controller restores it alone.
+    Every rank must end soon after in SwitchStateLost -- including ranks that lost their
+    copy of the spine's STATE_LOST (their leaf marked the job lost as it passed) and ranks
+    whose leaf holds results the spine forgot (their state probe goes up) -- not at its
+    60 s deadline, and none in another error."""
+    with p4net.demo.DemoNetwork(target, 8, topo=topology.TWO_LEVEL) as net:
+        ctl, hosts = net.ctl, net.hosts[:8]
+        addresses = [
+            WorkerAddress(r, h.port, h.mac, h.ip, protocol.UDP_PORT_BASE)
+            for r, h in enumerate(hosts)
+        ]
+        job = ctl.jobs.create(net.next_job, addresses, 4)
+        net.next_job += 1
+        ctl.jobs.set_loss(job.job, ingress=0.05, egress=0.05, seed=3)
+        x = np.ones(4 * protocol.BLOCK_VALUES, np.int32)
+        procs = [
+            net.spawn_worker(job.job, d, h, x, 60.0, ["--repeat", "1000000"])
+            for d, h in zip(job.descriptors(ctl.jobs.switch), hosts)
+        ]
+        try:
+            time.sleep(3)
+            assert all(p.poll() is None for p in procs), "the workers are still reducing"
+            net.net.get(topology.SWITCH_NAME).runner.restart()
+            assert ctl.ensure() == [topology.SWITCH_NAME]
+            restored = time.monotonic()
+            for p in procs:
+                p.wait(timeout=60)
+            took = time.monotonic() - restored
+            assert took < 20, f"the ranks failed only {took:.1f} s after the spine came back"
+            for r in range(8):
+                error = net.report(job.job, r)["error"]
+                assert error.startswith("SwitchStateLost"), (r, error)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
