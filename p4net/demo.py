@@ -488,6 +488,24 @@ class DemoNetwork:
                 stderr=subprocess.STDOUT,
             )
 
+    def reboot_while_running(
+        self, switch: str, procs: list, after: float = 3.0, timeout: float = 60.0
+    ) -> tuple[bool | list[str], float]:
+        """`after` seconds into the worker processes `procs` (spawn_worker, still
+        running), switch `switch`'s process reboots and the controller restores it as its
+        watch loop would (`ensure`): (what ensure says it redid, the seconds from the
+        restore until the last of `procs` ended, each given `timeout`)."""
+        assert self.ctl is not None and self.net is not None
+        time.sleep(after)
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("a worker process ended before the switch rebooted")
+        self.net.get(switch).runner.restart()
+        redone = self.ctl.ensure()
+        restored = time.monotonic()
+        for p in procs:
+            p.wait(timeout=timeout)
+        return redone, time.monotonic() - restored
+
     def report(self, job: int, rank: int) -> dict:
         """What a rank's p4net.worker process reported when it ended."""
         return json.loads((self.workdir / f"{rank_stem(job, rank)}.report.json").read_text())
