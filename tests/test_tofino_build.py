@@ -834,6 +834,20 @@ def test_a_tna_leafs_status_goes_to_every_rank_a_switchs_own_to_the_sender(build
 
 
 @pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
+def test_the_spines_state_lost_marks_the_tna_leafs_slot_lost(build):
+    """A leaf's slot-epoch step for what comes down from the spine: its STATE_LOST marks
+    the slot lost as it passes (v1model's leaf marks the slot and the job), so a rank that
+    missed its copy meets the lost slot on its next packet there; its RESULT or STATUS
+    leaves the epoch alone."""
+    epoch = _entries(_context(build), "slot_epoch_step")
+    for lost in (0, 1):
+        for continued in (0, 1):
+            key = {"downlink": 1, "state_lost": lost, "continued": continued}
+            action, _ = _first_match(epoch, key)
+            assert action == ("take_lost_epoch" if lost else "same_verdict"), (build, key)
+
+
+@pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
 def test_a_tna_leaf_relays_the_spines_status_and_sends_its_lost_state_up(build):
     """What v1model's leaf does on each level (bmv2_tests/test_leaf_role.py): the spine's
     STATUS goes to every rank of the leaf flagged RELAYED; a packet on a slot the leaf lost

@@ -94,7 +94,10 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     /* the spine's RESULT or STATUS (uplink.p4) leaves the slot epoch alone, and its
      * bitmap step only reads its version's half, the round it answers: the same step as a
      * contribution's, whose bit the winner check leaves 0 for it (round_winner.p4), so
-     * that nothing changes (a register takes at most 4 RegisterActions: no read step) */
+     * that nothing changes (a register takes at most 4 RegisterActions: no read step).
+     * The spine's STATE_LOST marks the slot lost here too (take_lost_epoch), so a rank
+     * that missed its copy meets it on its next packet to the slot (v1model marks the
+     * job's incarnation too; TNA has no job_lost: docs/tofino.md) */
     action same_verdict() {
         meta.epoch_verdict = EPOCH_SAME;
     }
@@ -102,7 +105,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
 #define DOWNLINK(d) d,
 #define DOWNLINK_ACTIONS same_verdict;
 #define DOWNLINK_EPOCH_ENTRIES (1, 0, 0): same_verdict(); (1, 0, 1): same_verdict();   \
-    (1, 1, 0): same_verdict(); (1, 1, 1): same_verdict();
+    (1, 1, 0): take_lost_epoch(); (1, 1, 1): take_lost_epoch();
 #define EPOCH_STEP_SIZE 8
 #else
 #define EPOCH_STEP_SIZE 4
