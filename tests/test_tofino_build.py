@@ -834,6 +834,36 @@ def test_a_tna_leafs_status_goes_to_every_rank_a_switchs_own_to_the_sender(build
 
 
 @pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
+def test_a_tna_leaf_sends_a_state_probe_up_whatever_the_round_holds(build):
+    """A rank's state probe (FLAG_PROBE, a bit of a worker's flags) into a complete round
+    is marked to go up from its cached RESULT's first pass (up_if_cached), as a
+    retransmission into a round that waits for the spine is: the gateway bf-p4c placed
+    before the action that sets up_if_cached reads the flag beside the winner check's
+    bit, for a job with an uplink."""
+    from p4reduce.wire import Flag
+
+    context = _context(build)
+    setting = {
+        t["name"]
+        for t in context["tables"]
+        for a in t.get("actions", [])
+        for prim in a.get("primitives", [])
+        if prim.get("dst", {}).get("name") == "meta.up_if_cached"
+        and prim.get("src1", {}).get("name") == "1w1"
+    }
+    bit = int(Flag.PROBE).bit_length() - 1
+    conditions = [
+        t["condition"]
+        for t in context["tables"]
+        if t.get("table_type") == "condition" and t.get("attached_to") in setting
+    ]
+    assert conditions, (build, setting)
+    for condition in conditions:
+        assert f"hdr.p4r.flags[{bit}:{bit}] == 1" in condition, (build, condition)
+        assert "meta.joining_bit != 0" in condition and "meta.has_uplink == 1" in condition
+
+
+@pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
 def test_the_spines_state_lost_marks_the_tna_leafs_slot_lost(build):
     """A leaf's slot-epoch step for what comes down from the spine: its STATE_LOST marks
     the slot lost as it passes (v1model's leaf marks the slot and the job), so a rank that

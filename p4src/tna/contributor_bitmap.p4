@@ -178,9 +178,11 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
             meta.in_round = 1;
         }
 #if P4REDUCE_LEAF_ROLE
-        /* a cached RESULT on a leaf's round that waits for the spine goes up (Result) */
+        /* a cached RESULT on a leaf's round that waits for the spine goes up (Result), and
+         * so does a rank's state probe (FLAG_PROBE, the bit of FLAG_CACHED from a worker:
+         * ../v1model/uplink.p4 says why) whatever the round holds */
         meta.up_if_cached = 0;
-        if (meta.joining_bit != 0 && meta.has_uplink == 1) {
+        if ((meta.joining_bit != 0 || hdr.p4r.flags[2:2] == 1) && meta.has_uplink == 1) {
             meta.up_if_cached = 1;
         }
 #endif
