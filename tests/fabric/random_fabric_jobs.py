@@ -160,14 +160,15 @@ class Reboot(threading.Thread):
         self.fab.switch(self.plan.switch).restart()
         self.at = time.monotonic()
         time.sleep(self.plan.down)
+        last = "ensure did not redo it"
         for _ in range(RESTORE_TRIES):
             try:
                 if self.plan.switch in self.ctl.ensure():
                     return
             except Exception as e:  # the session is still coming back: try again
-                self.error = f"{e!r}"
+                last = f"{e!r}"
             time.sleep(0.05)
-        self.error = f"switch {self.plan.switch} not restored ({self.error})"
+        self.error = f"switch {self.plan.switch} not restored ({last})"
 
 
 # how often the reboot's `ensure` is tried before the job is judged broken by it
