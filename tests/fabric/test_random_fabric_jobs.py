@@ -54,7 +54,7 @@ def test_a_random_job_whose_switch_reboots_keeps_the_contract(fabric, seed):
     assert not problems, (fj.describe(), problems)
 
 
-@pytest.mark.parametrize("seed", [1141, 1168])
+@pytest.mark.parametrize("seed", [1101, 1141])
 def test_a_random_job_whose_switch_reboots_with_late_ranks_keeps_the_contract(fabric, seed):
     """Up to 8 ranks per leaf, some starting calls late: a rank that missed the spine's
     STATE_LOST (or had ended its call before it came) started its next call and waited at
