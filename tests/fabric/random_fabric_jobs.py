@@ -50,7 +50,7 @@ from controlplane.config import parse  # noqa: E402
 from hostlib import SwitchStateLost  # noqa: E402
 from controlplane.fabric import FabricController  # noqa: E402
 from p4net.harness import on_leaves  # noqa: E402
-from random_jobs import KINDS, Job, draw_tensors, judge_calls  # noqa: E402
+from random_jobs import KINDS, Job, draw_tensors, judge_calls, judge_errors  # noqa: E402
 from softswitch.inprocess import InProcessFabric, two_level_ranks  # noqa: E402
 
 # a rank thread still running this long after the job's last call should have ended is
@@ -192,7 +192,8 @@ def run(
     )
     descriptors = made.descriptors(ctl.jobs.switch)
     outcomes: list[list] = [[] for _ in workers]
-    lost_at: dict[int, float] = {}  # rank -> when its call raised SwitchStateLost
+    ended: dict[int, tuple[float, BaseException]] = {}  # rank -> (seconds in, what)
+    start = time.monotonic()
 
     def body(r: int, w) -> None:
         for c, tensors in enumerate(job.tensors):
@@ -200,8 +201,7 @@ def run(
             try:
                 outcomes[r].append(w.allreduce(tensors[r]))
             except SwitchStateLost as e:  # the Worker is broken: the rank ends here
-                lost_at[r] = time.monotonic()
-                outcomes[r].append(e)
+                ended[r] = (time.monotonic() - start, e)
                 return
             except Exception as e:  # judged with the call's kind
                 outcomes[r].append(e)
@@ -225,16 +225,11 @@ def run(
     problems += [f"rank {r} still running" for r in running]
     if reboot is not None and reboot.error:
         problems.append(reboot.error)
-    # after the reboot a rank may end in SwitchStateLost, running no further call
-    stopped = frozenset(
-        r
-        for r, t in lost_at.items()
-        if reboot is not None and reboot.at is not None and t >= reboot.at
-    )
-    judged = [got[:-1] if r in stopped else got for r, got in enumerate(outcomes)]
+    rebooted = None if reboot is None or reboot.at is None else reboot.at - start
+    stopped, raised = judge_errors(ended, rebooted)
     if tally is not None:
         tally.update(lost=len(stopped), reached=int(bool(stopped)))
-    return problems + judge_calls(job, judged, frozenset(broke) | stopped)
+    return problems + raised + judge_calls(job, outcomes, frozenset(broke) | stopped)
 
 
 def fabric_controller(fab: InProcessFabric, state_dir: Path) -> FabricController:

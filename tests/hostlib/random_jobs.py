@@ -240,17 +240,27 @@ def run(switch: SwitchSession, job: Job, job_id: int = 90) -> list[str]:
         )
     except Exception as e:  # a protocol error or a stall: the run itself broke
         return [f"the run raised {e!r}"]
-    # a restarted switch lost the job's state: a rank may end in SwitchStateLost (and so
-    # run no further call), never in anything else, and every sum it returned is right
-    lost = frozenset(
+    stopped, problems = judge_errors(res.errors, job.restart)
+    return problems + check(job, res.calls, res.sums, stopped)
+
+
+def judge_errors(
+    errors: dict[int, tuple[float, BaseException]], restart: float | None
+) -> tuple[frozenset[int], list[str]]:
+    """The errors that stopped ranks mid-job (rank -> (seconds into the job, exception)),
+    judged: a switch that restarted at `restart` (None: never) lost the job's state, so a
+    rank may end in SwitchStateLost raised after it, running no further call, and in
+    nothing else. (the ranks so stopped, what broke the contract). For every runner of
+    random jobs, as `judge` is."""
+    stopped = frozenset(
         r
-        for r, (t, e) in res.errors.items()
-        if job.restart is not None and isinstance(e, SwitchStateLost) and t >= job.restart
+        for r, (t, e) in errors.items()
+        if restart is not None and isinstance(e, SwitchStateLost) and t >= restart
     )
     problems = [
-        f"rank {r} raised {e!r} at {t:.1f} s" for r, (t, e) in res.errors.items() if r not in lost
+        f"rank {r} raised {e!r} at {t:.1f} s" for r, (t, e) in errors.items() if r not in stopped
     ]
-    return problems + check(job, res.calls, res.sums, lost)
+    return stopped, problems
 
 
 def main() -> int:
