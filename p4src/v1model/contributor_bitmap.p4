@@ -243,20 +243,13 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         update_version_1();
     }
 
-    /* the spine's STATE_LOST passing this leaf: its incarnation, marked as mark_lost marks */
-    action lost_above() {
-        meta.epoch_lost = hdr.p4r.epoch | EPOCH_LOST;
-    }
-
     apply {
         if (hdr.p4r.flags[4:4] == 1 || meta.first_round == 1) {
             /* a leaf's STATE_LOST, the spine's passing a leaf (no bitmap step: it is
              * nobody's contribution here), or a silent job's first ANNOUNCE
              * (ExpectedRanks: an every-rank job's first_round stays 0) */
-            if (meta.downlink == 1) {
-                lost_above();
-            } else {
-                check_epoch();
+            check_epoch();
+            if (meta.downlink == 0) {
                 if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
                     && meta.same_epoch == 1) {
                     check_first_round();

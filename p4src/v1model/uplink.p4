@@ -12,15 +12,15 @@
  * cache). A RESULT from the spine is stored only by a round waiting for it, so a late
  * copy of one already stored changes nothing.
  *
- * A rank's state probe (FLAG_PROBE, hostlib's engine: a done slot's packet resent while
- * the rank waits on a slot the switch holds) goes up even when the result is held: it
- * asks whether the switches still hold the job, and the leaf can answer only for itself.
- * A spine that restarted answers STATE_LOST (a CONTINUED partial on a slot
- * that forgot the job), which the leaf passes to its ranks; one that did not answers from
- * its cache, and the leaf, holding that result, ends the answer. It is never a new
- * contribution at the spine: its round is complete there (ROUND_COMPLETE in its half,
- * a duplicate), or the slot forgot the job (STATE_LOST) -- the next round of its version
- * would need this rank's packet of a later call.
+ * A rank's state probe (bit 2, p4reduce.wire.Flag.PROBE; hostlib's engine: a done
+ * slot's packet resent while the rank waits on a slot the switch holds) goes up even
+ * when the result is held: it asks whether the switches still hold the job, and the leaf
+ * can answer only for itself. A spine that restarted answers STATE_LOST (a CONTINUED
+ * partial on a slot that forgot the job), which the leaf passes to its ranks; one that
+ * did not answers from its cache, and the leaf, holding that result, ends the answer. It
+ * is never a new contribution at the spine: its round is complete there (ROUND_COMPLETE
+ * in its half, a duplicate), or the slot forgot the job (STATE_LOST) -- the next round
+ * of its version would need this rank's packet of a later call.
  *
  * The spine's STATUS (it answers a partial sent again into a round the spine has not
  * completed) goes to the leaf's ranks flagged FLAG_RELAYED: every one of them has
@@ -42,10 +42,6 @@ register<bit<1>>(SLOT_ENTRIES) result_held;
  * STATUS, relayed by the rank's leaf to its ranks -- the round is complete at the leaf and
  * waits for the spine, whose bitmap counts the job's leaves (p4reduce.wire.Flag.RELAYED) */
 const flags_t FLAG_RELAYED = 0x04;
-/* worker -> switch, on an every-rank job's packet (the bit FLAG_CACHED has the other way):
- * a state probe, which a leaf sends up even when it holds the round's result
- * (p4reduce.wire.Flag.PROBE) */
-const flags_t FLAG_PROBE = 0x04;
 
 /* The job's uplink, and for a packet from it whether it is a result to store. Applied to
  * every admitted p4reduce packet, before the bitmap. */
@@ -100,7 +96,9 @@ control LeafRound(inout headers_t hdr, inout metadata_t meta) {
     }
     action ask_held() {
         REGISTER_STEP(result_held, meta.slot_index, bit<1>, meta.result_was_held, READ_BODY)
-        meta.send_up = ~meta.result_was_held | hdr.p4r.flags[2:2];   /* or a state probe */
+        /* or a state probe: bit 2 from a worker of an every-rank job (FLAG_CACHED's the
+         * other way; p4reduce.wire.Flag.PROBE) */
+        meta.send_up = ~meta.result_was_held | hdr.p4r.flags[2:2];
     }
 
     apply {
