@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hostlib import protocol as p
 from hostlib.protocol import Flag, MsgType
+from p4reduce.wire import RoundMode
 
 BLOCK_VALUES = p.BLOCK_VALUES
 
@@ -130,6 +132,45 @@ def test_a_lost_slot_makes_every_slot_of_the_incarnation_answer_state_lost(switc
         fresh.send(rank, MsgType.ANNOUNCE, slot=1, next_block=1)
     for r in fresh.results().values():
         assert not r.header.flags & Flag.STATE_LOST and r.header.next_block == 1
+
+
+@pytest.mark.parametrize("round_mode", [RoundMode.EVERY_RANK, RoundMode.SILENT])
+def test_an_incarnation_restored_as_lost_answers_state_lost_to_every_packet(switch, round_mode):
+    """After the switch lost its pipeline the controller admits the job again as lost
+    (admit_lost; JobManager.reinstall_all does the same). Rank 1 lost its copy of the
+    announce round's result: its resent ANNOUNCE (not CONTINUED) would rebuild the slot
+    and wait there for rank 0, which had moved on; here it gets STATE_LOST. So do a first
+    ANNOUNCE on a slot the job had not used and a DATA, which adds nothing. A new
+    incarnation on the same slots runs as before."""
+    silent = Flag.SILENT if round_mode == RoundMode.SILENT else 0
+    job = switch.add_job(job=41, n=2, slot_count=2, epoch=9, round_mode=round_mode)
+    for rank in range(2):
+        job.send(rank, MsgType.ANNOUNCE, slot=0, next_block=0)
+    job.results()  # rank 1's copy is taken as lost
+    switch.lose_state()  # the job comes back lost
+    sends = [
+        (1, dict(msg_type=MsgType.ANNOUNCE, slot=0, next_block=0, flags=Flag.RETRANSMIT)),
+        (0, dict(msg_type=MsgType.ANNOUNCE, slot=1, next_block=1)),
+        (0, dict(msg_type=MsgType.DATA, slot=0, version=1, block=0,
+                 values=np.full(BLOCK_VALUES, 5), next_block=p.END_OF_STREAM,
+                 flags=Flag.CONTINUED)),
+    ]  # fmt: skip
+    for rank, kw in sends:
+        msg_type = kw.pop("msg_type")
+        job.send(rank, msg_type, **kw)
+        lost = job.result(rank)
+        assert lost is not None, (rank, msg_type)
+        assert lost.header.msg_type == MsgType.RESULT and lost.values is None
+        assert lost.header.flags & Flag.STATE_LOST and lost.header.flags & Flag.SILENT == silent
+        assert (lost.header.slot, lost.header.epoch) == (kw["slot"], 9)
+        job.assert_silent()
+    assert job.stats()["state_lost"] == 3 and job.stats()["rounds_completed"] == 0
+    job.remove()
+    fresh = switch.add_job(job=41, n=2, slot_count=2, epoch=10, round_mode=round_mode)
+    for rank in range(2):
+        fresh.send(rank, MsgType.ANNOUNCE, slot=0, next_block=3)
+    for r in fresh.results().values():
+        assert not r.header.flags & Flag.STATE_LOST and r.header.next_block == 3
 
 
 def test_fingerprint_range_reaches_every_rank(switch):

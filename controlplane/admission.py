@@ -5,7 +5,9 @@ The epoch in the key is the job's incarnation: a worker of a deleted job still s
 epoch, which no entry matches, whatever ids and addresses a later job reuses. The action
 carries the job's parameters (job index, slot range, worker count, multicast group, value
 encoding and its bias, values per block, round mode), so admission is also where a job's slots are
-handed to the data plane.
+handed to the data plane. A job whose state the switch lost (its pipeline was pushed while
+the job existed) is admitted with `admit_lost`, the same parameters: every packet of that
+incarnation is answered STATE_LOST, so its ranks fail at once.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class JobParameters:
     bias: int = 0  # PACKED: floor((2^31 - 1) / worker_count), what a SKIP adds
     block_values: int = wire.BLOCK_VALUES  # K, the values per block
     round_mode: int = 0  # wire.RoundMode: EVERY_RANK 0, SILENT 1
+    lost: bool = False  # the switch lost the incarnation's state: admit_lost
 
 
 def job_parameters(job: Job) -> JobParameters:
@@ -57,6 +60,7 @@ def job_parameters(job: Job) -> JobParameters:
         bias=wire.packed_bias(job.ranks_in_all) if packed else 0,  # N: the whole job's
         block_values=job.block_values,
         round_mode=int(round_mode_named(job.round_mode)),
+        lost=job.lost,
     )
 
 
@@ -76,7 +80,7 @@ def admission_entry(
     return conn.p4.table_entry(
         "admission",
         match,
-        "admit",
+        "admit_lost" if job.lost else "admit",
         {
             "job_index": job.job_index,
             "slot_base": job.slot_base,

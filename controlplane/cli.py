@@ -157,6 +157,7 @@ def _job_row(job) -> dict:
         "round_mode": job.round_mode,
         "window": "" if job.window is None else job.window,
         "loss": "" if not job.loss else f"in {job.loss['ingress']} out {job.loss['egress']}",
+        "state": "lost" if job.lost else "live",
     }
 
 
@@ -172,6 +173,7 @@ JOB_COLUMNS = (
     "encoding",
     "round_mode",
     "window",
+    "state",
 )
 
 

@@ -33,7 +33,7 @@ from p4reduce.target import PortMap
 
 from .config import Config, ConfigError
 from .connection import MastershipError, SwitchConnection, SwitchError, new_pipeline_cookie
-from p4reduce.job import JobError
+from p4reduce.job import Job, JobError, mark_lost
 
 from .jobs import JobManager, check_job_pipes
 from .reconcile import ReconcileReport, desired_state, reconcile
@@ -160,12 +160,25 @@ class Controller:
                 cookie = new_pipeline_cookie()
                 self.conn.set_pipeline(info, device_config, cookie=cookie)
                 table.pipeline_cookie = cookie
+                self._mark_lost(list(table.jobs.values()))
                 table.save()
                 outcome = PIPELINE_PUSHED
             self.reconciled = self._reconcile_locked()
         self._create_static_jobs()
         log.info("switch %s up with %d job(s)", self.conn.grpc_addr, len(self.jobs.jobs()))
         return outcome
+
+    def _mark_lost(self, jobs: list[Job]) -> None:
+        """The jobs the state file has lost their state with the push (it clears every
+        register): each is admitted again as lost (p4reduce.job.mark_lost)."""
+        newly = mark_lost(jobs)
+        if newly:
+            log.warning(
+                "switch %s lost the state of job(s) %s: their ranks get STATE_LOST; "
+                "delete and create them again",
+                self.conn.grpc_addr,
+                ", ".join(map(str, newly)),
+            )
 
     def reconcile(self) -> ReconcileReport:
         """Make the switch's tables and groups match the configuration and the state file

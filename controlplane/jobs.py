@@ -29,6 +29,7 @@ from p4reduce.job import (
     Job,
     JobError,
     check_workers,
+    mark_lost,
     resolve_block_values,
     resolve_round_mode,
     resolve_encoding,
@@ -376,8 +377,11 @@ class JobManager:
 
     def reinstall_all(self) -> None:
         """After a fresh pipeline (tests; the controller reconciles instead, see
-        controlplane/reconcile.py): write every known job again."""
-        for job in self.jobs():
+        controlplane/reconcile.py): write every known job again, lost, as the controller
+        restores them (p4reduce.job.mark_lost: the push cleared their slots)."""
+        jobs = self.jobs()
+        mark_lost(jobs)
+        for job in jobs:
             self.install(job)
 
 

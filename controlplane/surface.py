@@ -45,7 +45,11 @@ PIPE_PREFIXES = ("pipe.",)
 # PoolSizes reads the pool size from this register (controlplane/jobs.py)
 POOL_REGISTERS = ("slot_epoch",)
 # (table, action, parameter) that carry a multicast group id the controller writes
-MULTICAST_PARAMS = (("admission", "admit", "mcast_grp"), ("l2_forward", "flood", "group"))
+MULTICAST_PARAMS = (
+    ("admission", "admit", "mcast_grp"),
+    ("admission", "admit_lost", "mcast_grp"),
+    ("l2_forward", "flood", "group"),
+)
 
 
 def control_modules() -> dict[str, ModuleType]:

@@ -452,6 +452,10 @@ class Job:
     uplink: Uplink | None = None
     ranks_in_job: list[int] | None = None
     job_ranks: int | None = None
+    # the switch lost this incarnation's state: its pipeline was pushed while the job
+    # existed (a restart, a reset). It is admitted again only so that its ranks learn it
+    # (admit_lost: every packet answered STATE_LOST; docs/protocol.md section 8)
+    lost: bool = False
 
     def __post_init__(self) -> None:
         if self.int32_halves is None:
@@ -500,20 +504,24 @@ class Job:
 
     def to_json(self) -> dict:
         """The job's record in the state file."""
-        return {
-            "job": self.job,
-            "job_index": self.job_index,
-            "slot_base": self.slot_base,
-            "slot_count": self.slot_count,
-            "epoch": self.epoch,
-            "loss": self.loss,
-            "encoding": self.encoding,
-            "int32_halves": self.int32_halves,
-            "block_values": self.block_values,
-            "round_mode": self.round_mode,
-            "window": self.window,
-            "workers": [asdict(w) for w in self.workers],
-        } | self._leaf_role_json()
+        return (
+            {
+                "job": self.job,
+                "job_index": self.job_index,
+                "slot_base": self.slot_base,
+                "slot_count": self.slot_count,
+                "epoch": self.epoch,
+                "loss": self.loss,
+                "encoding": self.encoding,
+                "int32_halves": self.int32_halves,
+                "block_values": self.block_values,
+                "round_mode": self.round_mode,
+                "window": self.window,
+                "workers": [asdict(w) for w in self.workers],
+            }
+            | self._leaf_role_json()
+            | ({"lost": True} if self.lost else {})
+        )
 
     def _leaf_role_json(self) -> dict:
         """The leaf role's fields, only where set: other records stay as they were."""
@@ -544,7 +552,21 @@ class Job:
             uplink=Uplink(**data["uplink"]) if data.get("uplink") else None,
             ranks_in_job=data.get("ranks_in_job"),
             job_ranks=data.get("job_ranks"),
+            lost=bool(data.get("lost", False)),
         )
+
+
+def mark_lost(jobs: Sequence[Job]) -> list[int]:
+    """Mark `jobs` lost: the switch's pipeline was pushed while they existed, which cleared
+    their slots. The ids of those not marked before, in order.
+
+    A lost job is admitted again only so that its ranks learn it (admit_lost: every packet
+    answered STATE_LOST). Admitted as new, a rank that had no result on a slot yet would
+    rebuild the slot and wait there for ranks that had one (docs/protocol.md section 8)."""
+    newly = sorted(j.job for j in jobs if not j.lost)
+    for job in jobs:
+        job.lost = True
+    return newly
 
 
 def check_workers(job_id: int, workers: list[WorkerAddress]) -> None:

@@ -24,6 +24,7 @@ from p4reduce.job import (
     descriptor_name,
     encoding_named,
     load_descriptor,
+    mark_lost,
     resolve_encoding,
     resolve_halves,
     resolve_slots,
@@ -143,6 +144,22 @@ def test_state_file_round_trip_and_refusals(tmp_path):
     del data["jobs"][1]["encoding"]  # written before encodings: a lanes job
     path.write_text(json.dumps(data))
     assert read_state(path).jobs[6].encoding == "lanes"
+
+
+def test_a_lost_job_is_recorded_as_lost_and_a_record_without_the_field_is_live(tmp_path):
+    """mark_lost (the controller's, when it pushes the pipeline) marks every job once and
+    names those it newly marked; the state file keeps the mark, and a live job's record is
+    as it was before the field existed."""
+    path = tmp_path / "state.json"
+    jobs = {5: _job(5), 6: _job(6, slot_base=4)}
+    assert "lost" not in jobs[5].to_json()
+    assert mark_lost([jobs[5]]) == [5]
+    assert mark_lost(list(jobs.values())) == [6]  # 5 was lost already
+    assert mark_lost(list(jobs.values())) == []
+    write_state(path, State(jobs, last_epoch=3))
+    back = read_state(path)
+    assert back.jobs[5].lost and back.jobs[6].lost and back == State(jobs, 3)
+    assert not _job(7).lost and not Job.from_json(_job(7).to_json()).lost
 
 
 def test_locate_reads_the_state_file_and_switch_address(tmp_path):

@@ -796,8 +796,8 @@ def test_a_leafs_state_lost_marks_the_spines_slot_and_reaches_every_leaf(build):
     epoch = _entries(context, "slot_epoch_step")
     for lost in (0, 1):
         for continued in (0, 1):
-            key = {"downlink": 0, "state_lost": lost, "continued": continued}
-            action, _ = _first_match(epoch, key)
+            key = {"downlink": 0, "incarnation_lost": 0, "state_lost": lost}
+            action, _ = _first_match(epoch, {**key, "continued": continued})
             assert (action == "take_lost_epoch") is bool(lost), (build, key, action)
     (marking,) = _writes(context, "take_lost_epoch")
     assert any("slot_epoch" in dst for dst in marking), marking
@@ -814,6 +814,26 @@ def test_a_leafs_state_lost_marks_the_spines_slot_and_reaches_every_leaf(build):
     (to_sender,) = _writes(context, "lost_to_sender")
     assert "ig_intr_md_for_tm.mcast_grp_a" not in to_sender
     assert to_sender["ig_intr_md_for_tm.ucast_egress_port"][1] == ("ig_intr_md.ingress_port",)
+
+
+@pytest.mark.parametrize("build", BUILD_IDS)
+def test_an_incarnation_admitted_lost_marks_every_slot_it_reaches_lost(build):
+    """The controller admits a job whose state the switch lost with admit_lost (the same
+    parameters as admit): it alone sets incarnation_lost, and any contribution of such a
+    job, whatever its flags, takes the slot-epoch step that marks the slot lost, so it is
+    answered STATE_LOST (bmv2_tests/test_incarnations.py runs the same on v1model)."""
+    context = _context(build)
+    (lost,) = _writes(context, "admit_lost")
+    assert lost["meta.incarnation_lost"] == ("set", ("1w1",))
+    (admit,) = _writes(context, "admit")
+    assert "meta.incarnation_lost" not in admit
+    assert {k: v for k, v in lost.items() if k != "meta.incarnation_lost"} == admit
+    epoch = _entries(context, "slot_epoch_step")
+    for flagged in (0, 1):
+        for continued in (0, 1):
+            key = {"downlink": 0, "incarnation_lost": 1, "state_lost": flagged}
+            action, _ = _first_match(epoch, {**key, "continued": continued})
+            assert action == "take_lost_epoch", (build, key, continued, action)
 
 
 @pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)
@@ -872,9 +892,10 @@ def test_the_spines_state_lost_marks_the_tna_leafs_slot_lost(build):
     epoch = _entries(_context(build), "slot_epoch_step")
     for lost in (0, 1):
         for continued in (0, 1):
-            key = {"downlink": 1, "state_lost": lost, "continued": continued}
-            action, _ = _first_match(epoch, key)
-            assert action == ("take_lost_epoch" if lost else "same_verdict"), (build, key)
+            for restored_lost in (0, 1):  # a lost incarnation's downlink: the same
+                key = {"downlink": 1, "incarnation_lost": restored_lost, "state_lost": lost}
+                action, _ = _first_match(epoch, {**key, "continued": continued})
+                assert action == ("take_lost_epoch" if lost else "same_verdict"), (build, key)
 
 
 @pytest.mark.parametrize("build", LEAF_ROLE_BUILDS)

@@ -64,6 +64,19 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
         meta.slot_index = (meta.pool_slot << 1) | (bit<32>)hdr.p4r.slot_version;
 #endif
     }
+    /* An incarnation whose state this switch lost (its pipeline was pushed while the job
+     * existed: a restart, a reset), which the controller admits again only so that its
+     * ranks learn it: every packet of it is answered STATE_LOST, on every slot
+     * (ContributorBitmap), whatever its flags say. Between the push and this entry the
+     * job's packets are unadmitted, so no slot is ever rebuilt by a rank that had no
+     * result yet (docs/protocol.md section 8). */
+    action admit_lost(job_index_t job_index, slot_t slot_base, slot_t slot_count,
+                      bit<8> worker_count, group_t mcast_grp, encoding_t encoding,
+                      bit<32> bias, block_values_t block_values, round_mode_t round_mode) {
+        admit(job_index, slot_base, slot_count, worker_count, mcast_grp, encoding, bias,
+              block_values, round_mode);
+        meta.incarnation_lost = 1;
+    }
     action reject() {
         meta.admitted = 0;
     }
@@ -76,7 +89,7 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
             hdr.p4r.epoch: exact @name("epoch");
             hdr.p4r.rank: exact @name("rank");
         }
-        actions = { admit; reject; }
+        actions = { admit; admit_lost; reject; }
         default_action = reject();
         size = ADMISSION_ENTRIES;
     }
@@ -110,6 +123,7 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
 
     apply {
         meta.admitted = 0;
+        meta.incarnation_lost = 0;
         admission.apply();
         compare_slot();
         if (hdr.p4r.isValid() && hdr.ipv4.isValid()) {

@@ -123,6 +123,7 @@ struct metadata_t {
     bit<32> bias;            /* packed jobs: what a rank adds to each lane (floor(M/N)) */
     block_values_t block_values; /* the job's values per block (K) */
     round_mode_t round_mode;   /* the job's rounds: ROUND_MODE_EVERY_RANK or ROUND_MODE_SILENT */
+    bit<1>  incarnation_lost;  /* admit_lost: the switch lost the incarnation's state */
     bit<32> pool_slot;
     bit<32> slot_index;      /* pool_slot * 2 + slot_version */
     /* contributor bitmap / round counter */

@@ -104,11 +104,14 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
 #define DOWNLINK_KEY meta.downlink: exact @name("downlink");
 #define DOWNLINK(d) d,
 #define DOWNLINK_ACTIONS same_verdict;
-#define DOWNLINK_EPOCH_ENTRIES (1, 0, 0): same_verdict(); (1, 0, 1): same_verdict();   \
-    (1, 1, 0): take_lost_epoch(); (1, 1, 1): take_lost_epoch();
-#define EPOCH_STEP_SIZE 8
+#define DOWNLINK_EPOCH_ENTRIES                                                         \
+    (1, 0, 0, 0): same_verdict(); (1, 0, 0, 1): same_verdict();                         \
+    (1, 0, 1, 0): take_lost_epoch(); (1, 0, 1, 1): take_lost_epoch();                   \
+    (1, 1, 0, 0): same_verdict(); (1, 1, 0, 1): same_verdict();                         \
+    (1, 1, 1, 0): take_lost_epoch(); (1, 1, 1, 1): take_lost_epoch();
+#define EPOCH_STEP_SIZE 16
 #else
-#define EPOCH_STEP_SIZE 4
+#define EPOCH_STEP_SIZE 8
 #define DOWNLINK_KEY
 #define DOWNLINK(d)
 #define DOWNLINK_ACTIONS
@@ -122,18 +125,27 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     }
     /* the step per FLAG_STATE_LOST and FLAG_CONTINUED case (tables, not ifs, so that
      * Tofino 1's production build can pin them: SLOT_EPOCH_STAGE, BITMAP_STAGE in
-     * bridge.p4) */
+     * bridge.p4). A contribution of an incarnation admitted as lost (Admission's
+     * admit_lost: the controller pushed the pipeline while the job existed) marks the slot
+     * lost whatever its flags say, so every packet of it meets STATE_LOST on every slot:
+     * v1model's job_lost for the one case that needs it after a restart, without a
+     * register (docs/tofino.md, "Drops and the invariant"). */
     SLOT_EPOCH_STAGE
     table slot_epoch_step {
-        key = { DOWNLINK_KEY hdr.p4r.flags[4:4]: exact @name("state_lost");
+        key = { DOWNLINK_KEY meta.incarnation_lost: exact @name("incarnation_lost");
+                hdr.p4r.flags[4:4]: exact @name("state_lost");
                 hdr.p4r.flags[3:3]: exact @name("continued"); }
         actions = { take_epoch; take_continued_epoch; take_lost_epoch; DOWNLINK_ACTIONS }
         const entries = {
             DOWNLINK_EPOCH_ENTRIES
-            (DOWNLINK(0) 0, 0): take_epoch();
-            (DOWNLINK(0) 0, 1): take_continued_epoch();
-            (DOWNLINK(0) 1, 0): take_lost_epoch();
-            (DOWNLINK(0) 1, 1): take_lost_epoch();
+            (DOWNLINK(0) 0, 0, 0): take_epoch();
+            (DOWNLINK(0) 0, 0, 1): take_continued_epoch();
+            (DOWNLINK(0) 0, 1, 0): take_lost_epoch();
+            (DOWNLINK(0) 0, 1, 1): take_lost_epoch();
+            (DOWNLINK(0) 1, 0, 0): take_lost_epoch();
+            (DOWNLINK(0) 1, 0, 1): take_lost_epoch();
+            (DOWNLINK(0) 1, 1, 0): take_lost_epoch();
+            (DOWNLINK(0) 1, 1, 1): take_lost_epoch();
         }
         size = EPOCH_STEP_SIZE;
     }

@@ -27,6 +27,10 @@
  * rank fails at once instead of some ranks waiting for a round whose result died -- also
  * a rank whose own slots were rebuilt, or that has none the switch forgot.
  *
+ * An incarnation the controller admitted as lost (Admission's admit_lost: it re-admits
+ * every job it had when it pushes the pipeline) is the same from its first packet: after
+ * a restart no rank's packet, CONTINUED or not, rebuilds a slot.
+ *
  * A contribution flagged STATE_LOST (a restarted leaf's, uplink.p4) marks the slot lost
  * here too, and its answer goes to the whole job (Result). So does the spine's STATE_LOST
  * passing a leaf on its way to the leaf's ranks: a rank of the leaf that missed its copy
@@ -77,13 +81,15 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
                             : (((bit<64>)1 << meta.worker_count) - 1)[31:0])
                            & ~meta.rank_bit;
         REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
-        /* a packet of an incarnation marked lost meets STATE_LOST on whichever slot */
+        /* a packet of an incarnation marked lost, or admitted as lost (Admission's
+         * admit_lost), meets STATE_LOST on whichever slot */
         bit<32> lost_epoch;
         job_lost.read(lost_epoch, (bit<32>)meta.job_index);
         meta.same_epoch = (epoch_verdict == EPOCH_SAME) ? 1w1 : 1w0;
         meta.state_lost = (epoch_verdict == EPOCH_MARKED_LOST
                            || (epoch_verdict == EPOCH_OTHER && continued == 1)
-                           || lost_epoch == meta.epoch_lost) ? 1w1 : 1w0;
+                           || lost_epoch == meta.epoch_lost
+                           || meta.incarnation_lost == 1) ? 1w1 : 1w0;
     }
 
     action contributions_seen() {

@@ -194,15 +194,38 @@ def test_lower_election_id_cannot_write(controller, switch_process):
     controller.jobs.create(3, workers([1]), 1)  # the primary still can
 
 
-def test_switch_restart_gets_its_state_back(controller, switch_process):
+def test_a_switch_restart_leaves_its_jobs_lost_and_the_switch_serving(controller, switch_process):
+    """The restart cleared the job's slots: `ensure` admits it again as lost (admit_lost),
+    so even a first ANNOUNCE (no rank had a result yet) is answered STATE_LOST, and the
+    state file says so. A job created after the restart, and the lost one created again,
+    run as before."""
     job = controller.jobs.create(5, workers([1, 2]), slots=4)
+    assert not job.lost
     switch_process.restart()
     assert controller.ensure() is True
     assert controller.ensure() is False  # nothing more to do
+    assert [j.lost for j in controller.jobs.jobs()] == [True]
+    controller.jobs.table.reload()
+    assert controller.jobs.table.jobs[5].lost  # as the state file has it
     res = run_round(
         switch_process, job.descriptors(controller.jobs.switch), MsgType.ANNOUNCE, nxt=2
     )
+    assert all(r is not None and r.header.flags & p.Flag.STATE_LOST for r in res.values())
+    assert job_stats(controller.jobs.conn, job.job_index)["state_lost"] == 2
+    later = controller.jobs.create(6, workers([3, 4]), slots=4)
+    res = run_round(
+        switch_process, later.descriptors(controller.jobs.switch), MsgType.ANNOUNCE, nxt=2
+    )
     assert all(r is not None and r.header.next_block == 2 for r in res.values())
+    assert not any(r.header.flags & p.Flag.STATE_LOST for r in res.values())
+    controller.jobs.delete(5)
+    again = controller.jobs.create(5, workers([1, 2]), slots=4)
+    assert not again.lost and again.epoch != job.epoch
+    res = run_round(
+        switch_process, again.descriptors(controller.jobs.switch), MsgType.ANNOUNCE, nxt=3
+    )
+    assert all(r is not None and r.header.next_block == 3 for r in res.values())
+    assert not any(r.header.flags & p.Flag.STATE_LOST for r in res.values())
 
 
 def test_a_silent_job_is_created_and_runs_silent_rounds(controller, switch_process):

@@ -177,13 +177,13 @@ def test_a_restarted_leaf_makes_every_rank_fail_at_once(job_ranks):
 PROBE = Flag.RETRANSMIT | Flag.CONTINUED | Flag.PROBE  # hostlib's state probe
 
 
-def test_a_state_probe_finds_a_restarted_spine_behind_a_leaf_that_holds_the_result(job_ranks):
+def test_a_restarted_spine_fails_ranks_that_had_no_result_at_once(job_ranks):
     """The spine's result of slot 1's first round reached l1's ranks, not l2, and the
     spine restarted. l2's ranks resend that round (not CONTINUED: they had no result
-    there), which rebuilds the spine's slot to wait for l1, whose ranks have moved on. A
-    resend on slot 0, where l2 holds the result, gets l2's cache and tells nobody; the
-    same packet as a state probe goes up, finds the spine forgot the job, and both of
-    l2's ranks get STATE_LOST at once -- and again for their next resend of slot 1."""
+    there); restored as a live job, the spine would rebuild its slot and hold them for l1,
+    whose ranks have moved on. Restored as lost, it answers the resend (l2's partial)
+    with STATE_LOST, which l2 passes to both its ranks, and any packet of l1's ranks meets
+    it too."""
     fab, ctl, rs = job_ranks
     lose(fab, ("s", 2))  # the spine's port towards l2
     for r in rs:
@@ -192,19 +192,13 @@ def test_a_state_probe_finds_a_restarted_spine_behind_a_leaf_that_holds_the_resu
     lose(fab, None)
     fab.switch("s").restart()
     assert ctl.ensure() == ["s"]
-    for r in rs[2:] * 2:
-        r.send(MsgType.ANNOUNCE, next_block=0, slot=1, flags=Flag.RETRANSMIT)
-    heard = [f for r in rs[2:] for f in r.received()]
-    assert heard and all(f.header.msg_type == MsgType.STATUS for f in heard)  # held
-    rs[2].send(MsgType.ANNOUNCE, next_block=0, flags=Flag.RETRANSMIT | Flag.CONTINUED)
-    (cached,) = rs[2].received()
-    assert cached.header.flags & Flag.CACHED and not cached.header.flags & Flag.STATE_LOST
-    rs[2].send(MsgType.ANNOUNCE, next_block=0, flags=PROBE)
+    rs[2].send(MsgType.ANNOUNCE, next_block=0, slot=1, flags=Flag.RETRANSMIT)
     for r in rs[2:]:
         (res,) = r.received()
         assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
-    rs[3].send(MsgType.ANNOUNCE, next_block=0, slot=1, flags=Flag.RETRANSMIT)
-    for r in rs[2:]:
+    assert all(not r.received() for r in rs[:2])
+    data_round(rs, [np.ones(K)] * 4, only=(0, 1), flags=Flag.CONTINUED)  # slot 0's next
+    for r in rs[:2]:
         (res,) = r.received()
         assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
 
