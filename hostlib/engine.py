@@ -437,7 +437,9 @@ class AllreduceEngine:
 
     def _state_probe(self, due: np.ndarray) -> None:
         """A resend on a slot this rank has had no result on carries no CONTINUED, so a
-        switch that restarted cannot tell from it that it lost the job: the resend rebuilds
+        switch that lost the job but admits it as live cannot tell from it that it lost the
+        job (the controller admits a restored job as lost, which answers every packet
+        STATE_LOST: this is the second line, protocol.md section 8): the resend rebuilds
         the slot, and the switch holds it there (STATUS) for ranks that had the round's
         result before the restart and have moved on (protocol.md section 8). So when such
         a slot goes again after the switch said it holds it, and this rank holds results on

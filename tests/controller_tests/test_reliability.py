@@ -369,7 +369,8 @@ def test_worker_addresses_are_strict(controller):
 def test_up_watch_process_restores_jobs_created_by_other_cli_calls(switch_process, tmp_path):
     """The literal scenario: `p4reduce-ctl up --watch` runs; another `p4reduce-ctl` (a higher
     election id, so it can write while the watcher is connected) creates a job; the switch
-    restarts; the watcher restores that job as well."""
+    restarts; the watcher restores that job as well, lost (the restart cleared its slots):
+    its ranks' packets are answered STATE_LOST, and `job list` says so."""
     import os
     import signal
     import time
@@ -407,11 +408,14 @@ def test_up_watch_process_restores_jobs_created_by_other_cli_calls(switch_proces
         deadline = time.monotonic() + 60
         while True:  # the watcher checks every second
             res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=5)
-            if all(r is not None and r.header.next_block == 5 for r in res.values()):
+            if all(r is not None and r.header.flags & p.Flag.STATE_LOST for r in res.values()):
                 break
             assert watcher.poll() is None, watcher.communicate()
             assert time.monotonic() < deadline, "job 12 was not restored after the restart"
             time.sleep(0.5)
+        listed = _cli(cfg, "--json", "job", "list")
+        assert listed.returncode == 0, listed.stderr
+        assert [(j["job"], j["state"]) for j in json.loads(listed.stdout)] == [(12, "lost")]
     finally:
         os.kill(watcher.pid, signal.SIGTERM)
         try:

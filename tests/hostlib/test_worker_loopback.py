@@ -542,6 +542,28 @@ def test_old_incarnation_never_touches_a_recreated_job(rng, switch, job_of):
     assert switch_stats(switch.conn)["drops_unadmitted"] > 0
 
 
+def test_a_job_restored_lost_fails_even_a_rank_with_no_result_at_once(switch, job_of):
+    """The switch restarts before the job's first call and the job comes back lost
+    (JobManager.reinstall_all, as the controller restores it): no rank has had a result,
+    so no packet says CONTINUED, yet the first ANNOUNCE of each rank is answered
+    STATE_LOST and both raise SwitchStateLost at once -- a rank in that position (no
+    result anywhere) used to rebuild its slot and wait there."""
+    job = job_of(2, slots=4)
+    d = switch.descriptors(job)
+    switch.lose_state()
+
+    def fn(w, r):
+        t0 = time.monotonic()
+        with pytest.raises(SwitchStateLost, match="lost the state of job 7"):
+            w.allreduce(np.arange(300, dtype=np.int32))
+        return time.monotonic() - t0
+
+    res, errs = run_ranks(switch, job, fn, timeout=0.005, deadline=10.0, descriptors=d)
+    assert errs == [None, None], errs
+    assert max(res) < 2.0, "fails at once, long before the 10 s deadline"
+    assert switch.stats(job)["rounds_completed"] == 0
+
+
 def test_switch_losing_state_fails_every_rank_at_once(switch, job_of):
     """The pipeline is pushed again (as after a switch restart) and the controller
     reinstalls the job: the slots' state is gone. The next packets of ranks that had
