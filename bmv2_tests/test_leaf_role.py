@@ -27,8 +27,11 @@ SPINE = Address("02:00:00:00:0f:00", "10.0.9.254")
 LEAF_RANK = 1  # the leaf's rank in the spine's job
 
 
-def leaf_job(switch, job: int, n: int = 3, encoding: str = "lanes", job_ranks: int = 8):
-    """A leaf's part of a job of `job_ranks` ranks: `n` of them here, on ports 1..n."""
+def leaf_job(
+    switch, job: int, n: int = 3, encoding: str = "lanes", job_ranks: int = 8, lost: bool = False
+):
+    """A leaf's part of a job of `job_ranks` ranks: `n` of them here, on ports 1..n
+    (`lost`: admitted lost, admit_lost)."""
     spec = Job(
         job=job,
         job_index=job % 64,
@@ -40,6 +43,7 @@ def leaf_job(switch, job: int, n: int = 3, encoding: str = "lanes", job_ranks: i
         uplink=Uplink(UPLINK_PORT, SPINE.mac, SPINE.ip, LEAF_RANK),
         ranks_in_job=[2 * r for r in range(n)],
         job_ranks=job_ranks,
+        lost=lost,
     )
     switch.jobs.adopt(spec)
     return harness.TestJob(switch, spec)
@@ -381,3 +385,20 @@ def test_a_restarted_leaf_sends_state_lost_up_and_the_spine_tells_every_leaf(swi
     spine.send(2, MsgType.DATA, version=1, block=0, values=np.ones(K), flags=Flag.STATE_LOST)
     for res in spine.results().values():
         assert res.header.flags & Flag.STATE_LOST
+
+
+def test_a_leaf_whose_job_is_admitted_lost_answers_its_rank_itself(switch):
+    """The controller marks a job lost on every switch of it (FabricController
+    .spread_lost), so a leaf that admits it lost answers each packet STATE_LOST to its
+    sender, a first ANNOUNCE as a CONTINUED DATA, and sends nothing up: one job-wide
+    answer through the spine per packet would reach every rank of every leaf."""
+    job = leaf_job(switch, 53, lost=True)
+    job.send(1, MsgType.ANNOUNCE, next_block=0)
+    job.send(0, MsgType.DATA, version=1, block=0, values=np.ones(K), flags=Flag.CONTINUED)
+    for rank in (1, 0):
+        res = job.result(rank)
+        assert res is not None and res.header.flags & Flag.STATE_LOST, rank
+        assert res.header.msg_type == MsgType.RESULT and res.values is None
+    assert up(job, 0.5) is None
+    job.assert_silent()
+    assert job.stats()["state_lost"] == 2

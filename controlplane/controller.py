@@ -180,6 +180,24 @@ class Controller:
                 ", ".join(map(str, newly)),
             )
 
+    def lose(self, incarnations: set[tuple[int, int]]) -> list[int]:
+        """Mark this switch's parts of the jobs `incarnations` names ((job, epoch)) lost, as
+        if this switch had lost them, and reconcile: each is admitted with admit_lost from
+        now on. For a job across several switches (docs/fabric.md): one switch that lost
+        it loses it for all. The ids newly marked."""
+        with self.jobs.table.locked() as table:
+            parts = [j for j in table.jobs.values() if (j.job, j.epoch) in incarnations]
+            newly = mark_lost(parts)
+            if newly:
+                table.save()
+                self.reconciled = self._reconcile_locked()
+                log.warning(
+                    "job(s) %s lost on another switch: lost on %s too",
+                    ", ".join(map(str, newly)),
+                    self.conn.grpc_addr,
+                )
+        return newly
+
     def reconcile(self) -> ReconcileReport:
         """Make the switch's tables and groups match the configuration and the state file
         (re-read now, under its lock), then create missing static jobs."""

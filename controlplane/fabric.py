@@ -350,18 +350,45 @@ class FabricController:
         return all(c.attach(retries, require_primary) for c in self.controllers.values())
 
     def ensure(self) -> list[str]:
-        """Each switch restored if it lost its pipeline or session; the names redone."""
-        return [name for name, c in self.controllers.items() if c.ensure()]
+        """Each switch restored if it lost its pipeline or session; the names redone. A
+        job one of them lost is then lost on every switch (`spread_lost`)."""
+        redone = [name for name, c in self.controllers.items() if c.ensure()]
+        if redone:
+            self.spread_lost()
+        return redone
+
+    def spread_lost(self) -> dict[str, list[int]]:
+        """Every switch's part of a job that some switch has lost is marked lost too (each
+        switch's `Controller.lose`): per switch, the jobs newly marked.
+
+        Why: a job whose spine restarted has lost its state, yet its leaves' parts are
+        live; a rank that missed the spine's STATE_LOST and sends next where its leaf
+        waits for ranks that stopped would wait there (TNA's leaf has no `job_lost` to
+        remember the spine's answer). Admitted lost on every switch, every packet of the
+        job meets STATE_LOST at its first switch (docs/fabric.md, lost state)."""
+        lost = {
+            (j.job, j.epoch) for c in self.controllers.values() for j in c.jobs.jobs() if j.lost
+        }
+        if not lost:
+            return {}
+        spread = {name: c.lose(lost) for name, c in self.controllers.items()}
+        return {name: ids for name, ids in spread.items() if ids}
 
     def watch(self, interval: float = 1.0) -> None:
         """Keep every switch configured until stop(); one switch's failure does not stop
-        the others being watched."""
+        the others being watched, nor a job one of them lost being lost on the others."""
         while not self._stop.wait(interval):
+            redone = False
             for name, c in self.controllers.items():
                 try:
-                    c.ensure()
+                    redone = c.ensure() or redone
                 except (SwitchError, JobError, P4InfoError, OSError) as exc:
                     log.error("could not restore switch %s: %s", name, exc)
+            if redone:
+                try:
+                    self.spread_lost()
+                except (SwitchError, JobError, P4InfoError, OSError) as exc:
+                    log.error("could not mark a lost job lost on every switch: %s", exc)
 
     def switch_stats(self) -> dict[str, dict[str, int]]:
         """Each switch's counters (drops by reason, unrouted, no destination)."""

@@ -162,8 +162,11 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             }
         } else if (meta.state_lost == 1) {
             state_lost.count((bit<32>)meta.job_index);
-            if (meta.has_uplink == 1) {
-                /* a leaf: the spine marks the slot lost and tells every leaf's ranks */
+            if (meta.has_uplink == 1 && meta.incarnation_lost == 0) {
+                /* a leaf that found the slot lost itself: the spine marks the slot lost
+                 * and tells every leaf's ranks. (A job admitted lost is lost on every
+                 * switch of it, controlplane.fabric.spread_lost: its leaf answers the
+                 * rank itself, as below, instead of one job-wide answer per packet.) */
                 make_partial(FLAG_STATE_LOST);
             } else if (hdr.p4r.flags[4:4] == 1) {
                 /* a leaf's STATE_LOST: every leaf hears it */

@@ -173,12 +173,15 @@ def test_four_leaves(tmp_path):
 
 def test_watch_restores_a_restarted_leaf(inprocess_fabric, tmp_path):
     """`up --watch`'s loop: a leaf that restarts (no pipeline, no entries) is configured
-    again while the others are left alone, and a job runs through it afterwards."""
+    again while the others are left alone, the job that ran through it is lost on every
+    switch (the leaf lost it: FabricController.spread_lost), and a new job runs through
+    it afterwards."""
     fab = inprocess_fabric
     ctl = FabricController(parse(fabric_config(fab, tmp_path)))
     watcher = threading.Thread(target=ctl.watch, kwargs={"interval": 0.1})
     try:
         ctl.up(retries=3)
+        ctl.jobs.create(5, ranks(2), slots=2)
         kept = {n: c.jobs.table.pipeline_cookie for n, c in ctl.controllers.items()}
         watcher.start()
         fab.switch("l1").restart()
@@ -191,6 +194,8 @@ def test_watch_restores_a_restarted_leaf(inprocess_fabric, tmp_path):
         now = {n: c.jobs.table.pipeline_cookie for n, c in ctl.controllers.items()}
         assert now["l1"] != kept["l1"], "the restarted leaf was not pushed a pipeline again"
         assert now["l2"] == kept["l2"] and now["s"] == kept["s"]
+        parts = {n: [(j.job, j.lost) for j in c.jobs.jobs()] for n, c in ctl.controllers.items()}
+        assert parts == {n: [(5, True)] for n in ("s", "l1", "l2")}, parts
         workers = ranks(2)
         job = ctl.jobs.create(6, workers, slots=2)
         tensors = [np.full(100, r + 1, np.int32) for r in range(len(workers))]

@@ -161,14 +161,35 @@ def test_a_restarted_spine_answers_state_lost_to_every_rank(job_ranks):
         assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
 
 
-def test_a_restarted_leaf_makes_every_rank_fail_at_once(job_ranks):
-    """l1 restarts: its rank's CONTINUED packet finds the slot lost; l1 sends STATE_LOST up,
-    the spine marks the slot lost and tells every leaf, so l2's ranks (whose leaf and
-    spine are fine) fail at once too instead of waiting for l1's partial."""
+def test_a_job_the_spine_lost_is_lost_at_every_leaf_too(job_ranks):
+    """After the spine's restore the controller marks the job lost on the leaves too
+    (FabricController.spread_lost): rank 0 alone sends its next round, which its leaf
+    would hold for rank 1, and meets STATE_LOST at once from its own leaf, without a
+    frame on any uplink (one job-wide answer per packet would flood every leaf)."""
+    fab, ctl, rs = job_ranks
+    fab.switch("s").restart()
+    assert ctl.ensure() == ["s"]
+    lost = {n: [(j.job, j.lost) for j in c.jobs.jobs()] for n, c in ctl.controllers.items()}
+    assert lost == {n: [(9, True)] for n in ("s", "l1", "l2")}, lost
+    before = fab.link_counts()
+    data_round(rs, [np.ones(K)] * 4, only=(0,), flags=Flag.CONTINUED)
+    (res,) = rs[0].received()
+    assert res.header.flags & Flag.STATE_LOST and res.header.rank == rs[0].cfg.rank_on_wire
+    assert all(not r.received() for r in rs[1:])
+    after = fab.link_counts()
+    for end in [("l1", UPLINK), ("l2", UPLINK), ("s", 1), ("s", 2)]:
+        assert after[end].frames == before[end].frames, end
+
+
+def test_a_restarted_leaf_makes_every_rank_fail_at_its_next_packet(job_ranks):
+    """l1 restarts and comes back lost, and the controller marks the job lost on the
+    spine and l2 too: each rank's next packet is answered STATE_LOST by its own leaf,
+    l2's ranks' as well (whose leaf and spine kept running), instead of their waiting for
+    l1's partial."""
     fab, ctl, rs = job_ranks
     fab.switch("l1").restart()
     assert ctl.ensure() == ["l1"]
-    rs[0].send(MsgType.DATA, np.ones(K), Flag.CONTINUED, slot_version=1, block=0, next_block=END)
+    data_round(rs, [np.ones(K)] * 4, flags=Flag.CONTINUED)
     for r in rs:
         (res,) = r.received()
         assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
@@ -181,9 +202,8 @@ def test_a_restarted_spine_fails_ranks_that_had_no_result_at_once(job_ranks):
     """The spine's result of slot 1's first round reached l1's ranks, not l2, and the
     spine restarted. l2's ranks resend that round (not CONTINUED: they had no result
     there); restored as a live job, the spine would rebuild its slot and hold them for l1,
-    whose ranks have moved on. Restored as lost, it answers the resend (l2's partial)
-    with STATE_LOST, which l2 passes to both its ranks, and any packet of l1's ranks meets
-    it too."""
+    whose ranks have moved on. Restored as lost, and the job marked lost on the leaves
+    too, each resend is answered STATE_LOST, and so is any packet of l1's ranks."""
     fab, ctl, rs = job_ranks
     lose(fab, ("s", 2))  # the spine's port towards l2
     for r in rs:
@@ -192,7 +212,8 @@ def test_a_restarted_spine_fails_ranks_that_had_no_result_at_once(job_ranks):
     lose(fab, None)
     fab.switch("s").restart()
     assert ctl.ensure() == ["s"]
-    rs[2].send(MsgType.ANNOUNCE, next_block=0, slot=1, flags=Flag.RETRANSMIT)
+    for r in rs[2:]:
+        r.send(MsgType.ANNOUNCE, next_block=0, slot=1, flags=Flag.RETRANSMIT)
     for r in rs[2:]:
         (res,) = r.received()
         assert res.header.flags & Flag.STATE_LOST, r.cfg.rank
