@@ -228,7 +228,16 @@ class JobManager:
         sizes = self.sizes
         with self._locked(workers):
             if job_id in self.table.jobs:
-                raise JobError(f"job {job_id} already exists")
+                lost = self.table.jobs[job_id].lost
+                raise JobError(
+                    f"job {job_id} already exists"
+                    + (
+                        " and is lost (the switch lost its state: its ranks get "
+                        "STATE_LOST): delete it, then create it again"
+                        if lost
+                        else ""
+                    )
+                )
             job = Job(
                 job=job_id,
                 job_index=self.table.allocate_index(sizes.max_jobs),

@@ -218,6 +218,8 @@ def test_a_switch_restart_leaves_its_jobs_lost_and_the_switch_serving(controller
     )
     assert all(r is not None and r.header.next_block == 2 for r in res.values())
     assert not any(r.header.flags & p.Flag.STATE_LOST for r in res.values())
+    with pytest.raises(JobError, match="job 5 already exists and is lost .* delete it"):
+        controller.jobs.create(5, workers([1, 2]), slots=4)
     controller.jobs.delete(5)
     again = controller.jobs.create(5, workers([1, 2]), slots=4)
     assert not again.lost and again.epoch != job.epoch
