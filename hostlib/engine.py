@@ -65,7 +65,9 @@ __all__ = [
 
 class SwitchStateLost(RuntimeError):
     """The switch no longer holds the job's slot state (it restarted, or its pipeline was
-    replaced) while ranks were mid-job: rounds whose results died with it cannot complete."""
+    replaced, after the job was created): rounds whose results died with it cannot
+    complete, and the controller admits the job again only as lost (protocol.md section
+    8)."""
 
 
 class FingerprintMismatch(ValueError):
@@ -596,8 +598,8 @@ class AllreduceEngine:
             raise SwitchStateLost(
                 f"the switch lost the state of job {self.cfg.job} (epoch {self.cfg.epoch}) "
                 f"on slot(s) {slots[:8]}{' ...' if len(slots) > 8 else ''}: it restarted or "
-                f"its pipeline was replaced while the job ran, and rounds whose results died "
-                f"with it cannot complete; delete the job and create it again"
+                f"its pipeline was replaced after the job was created, and the job's rounds "
+                f"died with it; delete the job and create it again"
             )
         return ours & self.slots.active.take(slot, mode="clip")  # (slot < slot_count: ours)
 
