@@ -212,8 +212,8 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
         "--reset",
         action="store_true",
         help="push the pipeline even if the switch runs it: clears every register, so "
-        "EVERY job's slots are cleared: running jobs fail fast with SwitchStateLost, and "
-        "each such job must be deleted and created again",
+        "EVERY job's slots are cleared: every job is then lost (`job list`), its ranks "
+        "fail fast with SwitchStateLost, and it must be deleted and created again",
     )
     job = sub.add_parser("job", help="create, delete, list and show jobs")
     jsub = job.add_subparsers(dest="job_command", required=True, parser_class=parser_class)

@@ -107,9 +107,9 @@ class Controller:
 
         Returns PIPELINE_KEPT when the switch already ran our pipeline (only its tables
         were reconciled) or PIPELINE_PUSHED. `reset` pushes the pipeline regardless,
-        which clears every register: every job's slots are cleared, running jobs fail fast
-        with SwitchStateLost (docs/protocol.md section 8, lost state) and must be deleted
-        and created again."""
+        which clears every register: every job's slots are cleared, so every job is marked
+        lost (its ranks fail fast with SwitchStateLost: docs/protocol.md section 8, lost
+        state) and must be deleted and created again."""
         self.connect(retries)
         return self._configure_switch(force_push=reset)
 

@@ -184,9 +184,10 @@ def test_up_pushes_a_different_pipeline_and_reset_forces_a_push(config, controll
 
 
 def test_up_reset_fails_running_jobs_fast_as_its_help_says(config, controller, switch_process):
-    """`up --reset` pushes the pipeline: every slot is cleared, so a rank that already had a
-    result on a slot (FLAG_CONTINUED) is answered STATE_LOST at once -- what makes a worker
-    raise SwitchStateLost (docs/protocol.md section 8) instead of stalling -- and the
+    """`up --reset` pushes the pipeline: every slot is cleared, so the job is marked lost
+    and every packet of it is answered STATE_LOST at once -- a rank that already had a
+    result on a slot (FLAG_CONTINUED) as one whose first ANNOUNCE this is -- what makes a
+    worker raise SwitchStateLost (docs/protocol.md section 8) instead of stalling; the
     help says so."""
     switch_process.drain()
     job = controller.jobs.create(5, workers([1, 2]), slots=4)
@@ -198,6 +199,11 @@ def test_up_reset_fails_running_jobs_fast_as_its_help_says(config, controller, s
     again = Controller(config)
     try:
         assert again.up(reset=True) == PIPELINE_PUSHED
+        assert [(j.job, j.lost) for j in again.jobs.jobs()] == [(5, True)]
+        # a first ANNOUNCE (no CONTINUED) of every rank: it would rebuild the slot
+        res = run_round(switch_process, descriptors, MsgType.ANNOUNCE, nxt=1)
+        for rank, got in res.items():
+            assert got is not None and got.header.flags & p.Flag.STATE_LOST, (rank, got)
         vals = {0: np.arange(p.BLOCK_VALUES), 1: np.arange(p.BLOCK_VALUES)}
         res = run_round(
             switch_process,
@@ -219,7 +225,8 @@ def test_up_reset_help_says_jobs_fail_and_every_slot_is_cleared(capsys):
 
     assert main(["up", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "EVERY job's slots are cleared: running jobs fail fast with SwitchStateLost" in text
+    assert "EVERY job's slots are cleared: every job is then lost" in text
+    assert "its ranks fail fast with SwitchStateLost" in text
     assert "stall" not in text
 
 
