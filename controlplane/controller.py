@@ -160,7 +160,7 @@ class Controller:
                 cookie = new_pipeline_cookie()
                 self.conn.set_pipeline(info, device_config, cookie=cookie)
                 table.pipeline_cookie = cookie
-                self._mark_lost(list(table.jobs.values()))
+                self._mark_lost(list(table.jobs.values()), "its pipeline was pushed")
                 table.save()
                 outcome = PIPELINE_PUSHED
             self.reconciled = self._reconcile_locked()
@@ -168,17 +168,19 @@ class Controller:
         log.info("switch %s up with %d job(s)", self.conn.grpc_addr, len(self.jobs.jobs()))
         return outcome
 
-    def _mark_lost(self, jobs: list[Job]) -> None:
-        """The jobs the state file has lost their state with the push (it clears every
-        register): each is admitted again as lost (p4reduce.job.mark_lost)."""
+    def _mark_lost(self, jobs: list[Job], why: str) -> list[int]:
+        """`jobs` (this switch's records) marked lost (p4reduce.job.mark_lost): each is
+        admitted with admit_lost once reconciled. The ids newly marked, logged with `why`."""
         newly = mark_lost(jobs)
         if newly:
             log.warning(
-                "switch %s lost the state of job(s) %s: their ranks get STATE_LOST; "
-                "delete and create them again",
-                self.conn.grpc_addr,
+                "job(s) %s lost on switch %s (%s): their ranks get STATE_LOST; delete and "
+                "create them again",
                 ", ".join(map(str, newly)),
+                self.conn.grpc_addr,
+                why,
             )
+        return newly
 
     def lose(self, incarnations: set[tuple[int, int]]) -> list[int]:
         """Mark this switch's parts of the jobs `incarnations` names ((job, epoch)) lost, as
@@ -187,15 +189,10 @@ class Controller:
         it loses it for all. The ids newly marked."""
         with self.jobs.table.locked() as table:
             parts = [j for j in table.jobs.values() if (j.job, j.epoch) in incarnations]
-            newly = mark_lost(parts)
+            newly = self._mark_lost(parts, "another switch of the job lost it")
             if newly:
                 table.save()
                 self.reconciled = self._reconcile_locked()
-                log.warning(
-                    "job(s) %s lost on another switch: lost on %s too",
-                    ", ".join(map(str, newly)),
-                    self.conn.grpc_addr,
-                )
         return newly
 
     def reconcile(self) -> ReconcileReport:

@@ -352,9 +352,28 @@ class FabricController:
     def ensure(self) -> list[str]:
         """Each switch restored if it lost its pipeline or session; the names redone. A
         job one of them lost is then lost on every switch (`spread_lost`)."""
-        redone = [name for name, c in self.controllers.items() if c.ensure()]
+        return self._restore(tolerate=False)
+
+    def _restore(self, tolerate: bool) -> list[str]:
+        """`ensure`'s work; with `tolerate` (the watch loop) a switch that cannot be
+        restored is logged and the others are still restored, and a failed spread is
+        logged too."""
+        redone = []
+        for name, c in self.controllers.items():
+            try:
+                if c.ensure():
+                    redone.append(name)
+            except (SwitchError, JobError, P4InfoError, OSError) as exc:
+                if not tolerate:
+                    raise
+                log.error("could not restore switch %s: %s", name, exc)
         if redone:
-            self.spread_lost()
+            try:
+                self.spread_lost()
+            except (SwitchError, JobError, P4InfoError, OSError) as exc:
+                if not tolerate:
+                    raise
+                log.error("could not mark a lost job lost on every switch: %s", exc)
         return redone
 
     def spread_lost(self) -> dict[str, list[int]]:
@@ -378,17 +397,7 @@ class FabricController:
         """Keep every switch configured until stop(); one switch's failure does not stop
         the others being watched, nor a job one of them lost being lost on the others."""
         while not self._stop.wait(interval):
-            redone = False
-            for name, c in self.controllers.items():
-                try:
-                    redone = c.ensure() or redone
-                except (SwitchError, JobError, P4InfoError, OSError) as exc:
-                    log.error("could not restore switch %s: %s", name, exc)
-            if redone:
-                try:
-                    self.spread_lost()
-                except (SwitchError, JobError, P4InfoError, OSError) as exc:
-                    log.error("could not mark a lost job lost on every switch: %s", exc)
+            self._restore(tolerate=True)
 
     def switch_stats(self) -> dict[str, dict[str, int]]:
         """Each switch's counters (drops by reason, unrouted, no destination)."""
