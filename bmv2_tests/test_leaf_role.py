@@ -188,8 +188,9 @@ def test_a_lost_copy_to_a_rank_is_served_from_the_leaf(switch):
 
 
 def test_a_state_probe_goes_up_though_the_leaf_holds_the_result(switch):
-    """A rank's state probe (FLAG_PROBE) into a round whose result the leaf holds is the
-    spine's question, not the leaf's: it goes up as the leaf's partial (CONTINUED, as
+    """A rank's state probe (FLAG_PROBE; the second line, for a job a spine that lost it
+    admitted as live) into a round whose result the leaf holds is the spine's question,
+    not the leaf's: it goes up as the leaf's partial (CONTINUED, as
     the rank sent it; FLAG_PROBE stays below) and the rank gets no cached answer. The
     spine's cached answer ends at the leaf, which holds it; its STATE_LOST reaches every
     rank."""

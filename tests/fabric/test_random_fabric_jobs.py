@@ -47,8 +47,9 @@ def test_a_random_job_under_20_percent_loss_and_late_ranks_keeps_the_contract(fa
 def test_a_random_job_whose_switch_reboots_keeps_the_contract(fabric, seed):
     """Seed 24 reboots the spine after its result of a slot's first round reached one
     leaf's ranks and was lost on the way to the other leaf (in some runs: the timing is
-    the threads'): the other leaf's ranks rebuilt the slot at the spine and waited for
-    their deadline until their state probe crossed their leaf (FLAG_PROBE)."""
+    the threads'): the other leaf's ranks resend that round without CONTINUED, which a
+    spine restored as live would take as a fresh round and hold them in; restored lost,
+    with the job lost on the leaves too, it fails them at once."""
     fj = random_fabric_job(seed, restart=True)
     problems = run(*fabric, fj, next(JOB_IDS))
     assert not problems, (fj.describe(), problems)
@@ -57,9 +58,9 @@ def test_a_random_job_whose_switch_reboots_keeps_the_contract(fabric, seed):
 @pytest.mark.parametrize("seed", [1101, 1141])
 def test_a_random_job_whose_switch_reboots_with_late_ranks_keeps_the_contract(fabric, seed):
     """Up to 8 ranks per leaf, some starting calls late: a rank that missed the spine's
-    STATE_LOST (or had ended its call before it came) started its next call and waited at
-    its leaf for the ranks that had stopped, naming them silent, until the STATE_LOST
-    passing a leaf marked the job lost there too."""
+    STATE_LOST (or had ended its call before it came) starts its next call, which its
+    leaf would hold for the ranks that stopped; the job is lost at its leaf too (marked
+    by the controller, and by the STATE_LOST passing it), so it fails at once."""
     fj = random_fabric_job(seed, ranks_per_leaf=8, skew=0.2, restart=True)
     problems = run(*fabric, fj, next(JOB_IDS))
     assert not problems, (fj.describe(), problems)

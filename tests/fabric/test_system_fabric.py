@@ -89,10 +89,10 @@ def test_a_restarted_leaf_is_restored_alone(target):
 def test_a_spine_rebooted_mid_job_under_loss_fails_every_rank_at_once(target):
     """The spine's switch process reboots while 8 ranks (4 behind each leaf) loop over
     allreduces with 5 % loss on every link; the fabric controller restores it alone.
-    Every rank must end soon after in SwitchStateLost -- including ranks that lost their
-    copy of the spine's STATE_LOST (their leaf marked the job lost as it passed) and ranks
-    whose leaf holds results the spine forgot (their state probe goes up) -- not at its
-    60 s deadline, and none in another error."""
+    Every rank must end soon after in SwitchStateLost -- the job comes back lost on the
+    spine and is marked lost on both leaves (FabricController.spread_lost), so each
+    rank's next packet, whatever slot it waits on and whatever its leaf holds, is
+    answered STATE_LOST -- not at its 60 s deadline, and none in another error."""
     with p4net.demo.DemoNetwork(target, 8, topo=topology.TWO_LEVEL) as net:
         ctl, hosts = net.ctl, net.hosts[:8]
         addresses = [
