@@ -248,11 +248,14 @@ class Liveness:
                 job,
                 [int(x) for x in waiting],
             )
-        if now - self._heard_floor < self.params.deadline:
+        # `now` against last progress + deadline, the sum `deadline` (the wake-up time)
+        # is: now - last progress can round below deadline at now == that sum, and a
+        # loop woken then would find nothing due and be woken again at once, forever
+        if now < self._heard_floor + self.params.deadline:
             return  # no slot's last progress is a deadline old
         self._heard_floor = float(self.last_heard.min())
         stalled = np.flatnonzero(
-            self.slots.active & (now - self.last_heard >= self.params.deadline)
+            self.slots.active & (now >= self.last_heard + self.params.deadline)
         )
         if not stalled.size:
             return

@@ -205,6 +205,18 @@ def test_deadline_counts_from_each_slots_last_result():
         e.check(T0 + 1.9)
 
 
+def test_the_deadline_is_due_at_the_time_the_engine_asks_to_be_woken():
+    """At exactly `deadline` (last progress + the deadline, as a float sum) the check
+    raises, even where now - last progress rounds below the deadline: a check that did
+    not would leave a loop woken at that time nothing to do but wake again at once."""
+    t = 46.717087500000055  # 76.71708750000005 - t == 29.999999999999993
+    e = shared_make_engine(EngineParams(timeout=0.005, max_timeout=1.0, deadline=30.0), now=t)
+    e.packets_to_send(t)
+    assert e.deadline - t < 30.0
+    with pytest.raises(TimeoutError, match="made no progress"):
+        e.check(e.deadline)
+
+
 def test_status_names_the_ranks_the_switch_waits_for():
     """The switch answers a retransmission into an incomplete round with STATUS: the
     bitmap of ranks that contributed. It is not progress; the deadline's error names the
