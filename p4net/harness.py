@@ -185,6 +185,14 @@ class SwitchSession:
         """Job `job`'s simulated loss (JobManager.set_loss's keywords)."""
         self.jobs.set_loss(job, **kw)
 
+    def restart_loss_sequence(self, job: Job) -> None:
+        """Number job's packets for the drop simulator from 0 again, as on a fresh switch:
+        its seed then loses the same packets whatever jobs ran on the switch before (the
+        sequence is kept per job index across jobs). In-process only: bmv2's P4Runtime
+        server writes no register."""
+        name = self.conn.p4.register("ingress_sequence").name
+        self.device.active.switch.register_write(name, job.job_index, 0)
+
     def stats(self, job: Job) -> dict[str, int]:
         """The job's counters (the controller zeroes them when it creates the job)."""
         return job_stats(self.conn, job.job_index)

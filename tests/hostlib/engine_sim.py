@@ -311,12 +311,14 @@ def _job_on(
     loss: float,
     seed: int,
 ) -> Iterator[Job]:
-    """A fresh job of `n` ranks on `switch`, losing `loss` each way, deleted afterwards."""
+    """A fresh job of `n` ranks on `switch`, losing `loss` each way (the same packets for a
+    seed on any switch), deleted afterwards."""
     sized = {} if block_values is None else {"block_values": block_values}
     job = switch.create_job(n, slots, job_id, round_mode=round_mode, **sized)
     try:
         if loss:
             switch.set_loss(job.job, ingress=loss, egress=loss, seed=seed)
+            switch.restart_loss_sequence(job)  # a seed's loss whatever ran before
         yield job
     finally:
         switch.jobs.delete(job.job)
