@@ -42,6 +42,7 @@ FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)
 #define P4REDUCE_ARCH_METADATA                                                 \
     block_values_t data_values;                                                \
     bit<32> rank_cell_index;  /* RankNext: the next rank's cell of the slot */   \
+    bit<32> sim_key;          /* drop_simulator.p4: a roll's hash as it is mixed */ \
     P4REDUCE_UPLINK_METADATA
 #define P4REDUCE_UPLINK_METADATA                                               \
     bit<1> has_uplink;        /* the job has an uplink entry here: a leaf's job */ \
