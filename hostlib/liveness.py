@@ -49,7 +49,8 @@ def quiet_timers(through: float) -> int:
     between a rank and the switch come through: at least SILENT_TIMERS, more as fewer
     do. Why: a live rank that lost the result of the round before is missing from every
     STATUS of the round waited for until one of its resends and the cached answer to it
-    both come through -- a round trip -- at most one try per max_timeout. At 20 % loss
+    both come through -- a round trip -- counted as one try per max_timeout (it makes
+    PROBES_PER_TIMER: the margin covers a rank whose own link is lossier). At 20 % loss
     each way 64 % of tries do, and a span of 5 timers left a live rank of 8 unheard in
     most jobs; the span is as many tries as leave it unheard with a chance below
     SILENT_MISS (12 at 20 % loss), never fewer than SILENT_TIMERS (a share measured on

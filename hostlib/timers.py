@@ -25,6 +25,16 @@ REORDER_MAX = 16  # RACK's reordering window at most 8 smoothed rounds (RttEstim
 # behind a leaf a clean round feeds the estimate as at most this many smoothed rounds
 # (Pacer.answered: a round another rank's resend completed looks clean to this rank)
 CLEAN_GROWTH = 1.25
+# Unanswered silence probes back off to max_timeout / PROBES_PER_TIMER (or the silence
+# timer, when longer), not to max_timeout: a rank that lost a round's result is missing from
+# the next round until one of its probes and the switch's answer both come through, and the
+# other ranks name it silent after a quiet span of at least SILENT_TIMERS x max_timeout
+# (liveness.quiet_timers, measured on their own links). At one try per max_timeout a rank
+# behind a link losing 40 % each way, the others' links clean, stayed unheard that long in
+# 3 of 40 every-rank jobs of 4 ranks; at four tries in none of 20 (at 50 % each way, 1 of 20
+# against 12: there the silence timer, 4 gaps between its rare results, is the longer).
+# The price: a rank whose switch is gone sends four small probes a second, not one.
+PROBES_PER_TIMER = 4
 
 
 @dataclass
@@ -37,8 +47,9 @@ class EngineParams:
       S x N packets through a switch of unknown speed (a software one such as bmv2 serves
       thousands of packets/s, not millions: bench/softswitch_pps.py measures it), so
       a few-ms guess would retransmit every slot of a large window.
-    * `max_timeout` caps the timer, its doubling and the silence probes: recovery stays
-      within a second once the cause (a stalled rank, a congested switch) is gone.
+    * `max_timeout` caps the timer, its doubling and the silence probes (which back off
+      to a quarter of it, PROBES_PER_TIMER): recovery stays within a second once the
+      cause (a stalled rank, a congested switch) is gone.
     * `double_after`: a held slot's timer doubles after this many expiries in a row
       (up to 4 timers, see `_backoff_cap`).
     * `window`: at most this many slots of a rank have a packet outstanding; a job with
@@ -405,8 +416,9 @@ class Pacer:
         packets overtake it. While nothing transmitted later was answered, the job waits
         as a whole: one packet per silence timer goes out -- the lowest slot older than
         one timer and not held, the same on every rank, so a round that lost packets of
-        several ranks completes -- and the silence timer doubles up to max_timeout until
-        a result arrives. A probe also ends a tail loss (nothing left to overtake it)."""
+        several ranks completes -- and the silence timer doubles up to max_timeout /
+        PROBES_PER_TIMER (or itself, when longer) until a result arrives. A probe also
+        ends a tail loss (nothing left to overtake it)."""
         holding = self.held()
         n_holding = np.count_nonzero(holding)
         lost = self._overtaken() & ~holding if n_holding else self._overtaken()
@@ -448,9 +460,9 @@ class Pacer:
         self.probes_in_row += 1
         self.probes += int(probe.size)
         self.last_probe_at = now
-        self.probe_at = now + min(
-            self.params.max_timeout, self._silence_timeout() * 2**self.probes_in_row
-        )
+        silence = self._silence_timeout()
+        backed_off = max(self.params.max_timeout / PROBES_PER_TIMER, silence)
+        self.probe_at = now + min(backed_off, silence * 2**self.probes_in_row)
         return probe
 
     def _leaf_sample(self, took: np.ndarray, sent: np.ndarray) -> np.ndarray:

@@ -140,3 +140,30 @@ def test_eight_ranks_on_one_slot_under_20_percent_loss_name_nobody(switch, round
         want = np.sum([x[k].astype(np.int64) for x in xs], axis=0)
         for r in range(8):
             np.testing.assert_array_equal(res.sums[r][k], want)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_rank_behind_a_lossy_link_is_not_taken_for_dead(switch, seed):
+    """Rank 3's link loses 40 % each way, the other ranks' links nothing: their own
+    resends all come through, so their quiet span is the least (10 timers), while rank 3,
+    once it lost a result, is missing from every STATUS until one of its probes and the
+    answer to it both come through (0.36 a try). Probing once per max_timeout it stayed
+    unheard that long in these two jobs (3 of 40 such); probing PROBES_PER_TIMER times
+    per max_timeout it is heard, and every rank's sums are numpy's."""
+    rng = np.random.default_rng(seed)
+    xs = [[rng.integers(-1000, 1000, 16 * 64).astype(np.int32) for _ in range(2)] for _ in range(N)]
+    link = np.random.default_rng(seed + 1000)
+    res = simulate(
+        switch,
+        xs,
+        slots=1,
+        pps=16_000,
+        params=PARAMS,
+        limit=1000.0,
+        drop=lambda rank, way, frame: rank == N - 1 and link.random() < 0.4,
+    )
+    assert not res.errors, {r: str(e) for r, (_, e) in res.errors.items()}
+    for k in range(2):
+        want = np.sum([x[k].astype(np.int64) for x in xs], axis=0)
+        for r in range(N):
+            np.testing.assert_array_equal(res.sums[r][k], want)
