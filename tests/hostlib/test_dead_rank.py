@@ -113,33 +113,29 @@ def test_a_late_or_slow_rank_is_not_taken_for_dead(switch, undisturbed, case):
             np.testing.assert_array_equal(res.sums[r][k], undisturbed.sums[r][k])
 
 
+def one_slot_job(switch, n: int, draw: int, **kw) -> None:
+    """n ranks on one slot, two calls of 16 blocks of int32 each (drawn from `draw`),
+    simulate's `kw`: no rank is named or fails, and every rank's sums are numpy's."""
+    rng = np.random.default_rng(draw)
+    xs = [[rng.integers(-1000, 1000, 16 * 64).astype(np.int32) for _ in range(2)] for _ in range(n)]
+    res = simulate(switch, xs, slots=1, pps=16_000, params=PARAMS, limit=1000.0, **kw)
+    assert not res.errors, {r: str(e) for r, (_, e) in res.errors.items()}
+    for k in range(2):
+        want = np.sum([x[k].astype(np.int64) for x in xs], axis=0)
+        for r in range(n):
+            np.testing.assert_array_equal(res.sums[r][k], want)
+
+
 @pytest.mark.parametrize("round_mode", ["every_rank", "silent"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_eight_ranks_on_one_slot_under_20_percent_loss_name_nobody(switch, round_mode, seed):
     """8 ranks on one slot, 20 % loss each way. A rank that lost a round's result is
     missing from the next round until one of its resends and the answer to it both come
-    through, at most one try per max_timeout: other ranks' STATUS replies then lack it,
-    though it is alive. With a quiet span of 5 timers that named a live rank in 11 of 12
-    such jobs; the span (at least 10 timers, more as this rank's own resends go
-    unanswered: liveness.quiet_timers) names nobody, and every rank's sums are numpy's."""
-    rng = np.random.default_rng(seed)
-    xs = [[rng.integers(-1000, 1000, 16 * 64).astype(np.int32) for _ in range(2)] for _ in range(8)]
-    res = simulate(
-        switch,
-        xs,
-        slots=1,
-        pps=16_000,
-        params=PARAMS,
-        limit=1000.0,
-        loss=0.2,
-        seed=seed,
-        round_mode=round_mode,
-    )
-    assert not res.errors, {r: str(e) for r, (_, e) in res.errors.items()}
-    for k in range(2):
-        want = np.sum([x[k].astype(np.int64) for x in xs], axis=0)
-        for r in range(8):
-            np.testing.assert_array_equal(res.sums[r][k], want)
+    through: other ranks' STATUS replies then lack it, though it is alive. With a quiet
+    span of 5 timers that named a live rank in 11 of 12 such jobs; the span (at least 10
+    timers, more as this rank's own resends go unanswered: liveness.quiet_timers) names
+    nobody, and every rank's sums are numpy's."""
+    one_slot_job(switch, 8, seed, loss=0.2, seed=seed, round_mode=round_mode)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -150,20 +146,7 @@ def test_a_rank_behind_a_lossy_link_is_not_taken_for_dead(switch, seed):
     answer to it both come through (0.36 a try). Probing once per max_timeout it stayed
     unheard that long in these two jobs (3 of 40 such); probing PROBES_PER_TIMER times
     per max_timeout it is heard, and every rank's sums are numpy's."""
-    rng = np.random.default_rng(seed)
-    xs = [[rng.integers(-1000, 1000, 16 * 64).astype(np.int32) for _ in range(2)] for _ in range(N)]
     link = np.random.default_rng(seed + 1000)
-    res = simulate(
-        switch,
-        xs,
-        slots=1,
-        pps=16_000,
-        params=PARAMS,
-        limit=1000.0,
-        drop=lambda rank, way, frame: rank == N - 1 and link.random() < 0.4,
+    one_slot_job(
+        switch, N, seed, drop=lambda rank, way, frame: rank == N - 1 and link.random() < 0.4
     )
-    assert not res.errors, {r: str(e) for r, (_, e) in res.errors.items()}
-    for k in range(2):
-        want = np.sum([x[k].astype(np.int64) for x in xs], axis=0)
-        for r in range(N):
-            np.testing.assert_array_equal(res.sums[r][k], want)
