@@ -249,9 +249,9 @@ class Liveness:
                 job,
                 [int(x) for x in waiting],
             )
-        # `now` against last progress + deadline, the sum `deadline` (the wake-up time)
-        # is: now - last progress can round below deadline at now == that sum, and a
-        # loop woken then would find nothing due and be woken again at once, forever
+        # compared with the sum last progress + deadline, as `deadline` (the wake-up time)
+        # computes it: now - last progress can round below the deadline at exactly that
+        # time, and a loop woken then found nothing due and was woken again, forever
         if now < self._heard_floor + self.params.deadline:
             return  # no slot's last progress is a deadline old
         self._heard_floor = float(self.last_heard.min())
