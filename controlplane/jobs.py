@@ -227,17 +227,15 @@ class JobManager:
         check_job_pipes(self.target, self.conn.ports, job_id, workers)
         sizes = self.sizes
         with self._locked(workers):
-            if job_id in self.table.jobs:
-                lost = self.table.jobs[job_id].lost
-                raise JobError(
-                    f"job {job_id} already exists"
-                    + (
-                        " and is lost (the switch lost its state: its ranks get "
-                        "STATE_LOST): delete it, then create it again"
-                        if lost
-                        else ""
-                    )
+            existing = self.table.jobs.get(job_id)
+            if existing is not None:
+                why = (
+                    " and is lost (the switch lost its state: its ranks get STATE_LOST): "
+                    "delete it, then create it again"
+                    if existing.lost
+                    else ""
                 )
+                raise JobError(f"job {job_id} already exists{why}")
             job = Job(
                 job=job_id,
                 job_index=self.table.allocate_index(sizes.max_jobs),
