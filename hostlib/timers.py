@@ -35,6 +35,9 @@ CLEAN_GROWTH = 1.25
 # against 12: there the silence timer, 4 gaps between its rare results, is the longer).
 # The price: a rank whose switch is gone sends four small probes a second, not one.
 PROBES_PER_TIMER = 4
+# A held round (the switch answered with a STATUS: it waits for other ranks) asks again at
+# most every max(4 timers, this share of how long it has waited) (Pacer._backoff_cap)
+HELD_WAIT_SHARE = 0.25
 
 
 @dataclass
@@ -339,14 +342,17 @@ class Pacer:
     def _held_until(self, slots: np.ndarray) -> np.ndarray:
         """When held `slots` (mask) ask again: one `recent_timeout` after the STATUS,
         doubled for every time it expired in a row since `double_after` (up to
-        `_backoff_cap`): a round that waits for another rank's retransmission is not
-        hammered, and a result lost on its way to this rank is fetched from the
-        switch's cache within a few round times."""
+        `_backoff_cap` of how long the round had waited at that STATUS): a round that
+        waits for another rank's retransmission is not hammered, and a result lost on
+        its way to this rank is fetched from the switch's cache within a few round times,
+        or within a quarter of its wait when the round waited long."""
         doublings = np.maximum(self.expired_in_row[slots] - self.params.double_after + 1, 0)
+        status_at = self.status_at[slots]
         wait = np.minimum(
-            self.recent_timeout() * 2.0 ** np.minimum(doublings, 30), self._backoff_cap()
+            self.recent_timeout() * 2.0 ** np.minimum(doublings, 30),
+            self._backoff_cap(status_at - self.sent_at[slots]),
         )
-        return self.status_at[slots] + wait
+        return status_at + wait
 
     def _lost_at(self, slots: np.ndarray) -> np.ndarray:
         """When overtaken `slots` (mask) count as lost: RACK's deadline, the same for a
@@ -378,11 +384,18 @@ class Pacer:
             return base
         return min(base, max(self.params.timeout, 2 * self.answered_rtt))
 
-    def _backoff_cap(self) -> float:
-        """A slot's timer doubles up to 4 timers (and max_timeout): enough to stop
-        resending into a round that waits for somebody else, short enough that a resent
-        packet lost again is found within a few round times."""
-        return min(self.params.max_timeout, 4 * self.rto())
+    def _backoff_cap(self, waited: np.ndarray) -> np.ndarray:
+        """A held slot's timer doubles up to 4 timers, or `HELD_WAIT_SHARE` of how long
+        its round has `waited` when that is longer (and at most max_timeout). 4 timers
+        are enough to stop resending into a round that waits for somebody else's repair,
+        and short enough that a resent packet lost again is found within a few round
+        times. A round that waits long waits for a rank that is late (descheduled,
+        computing, dead): there every other rank resent every 4 timers (~8 ms on this
+        machine), ~120 STATUS round trips a second each, a switch's whole rate at a few
+        hundred ranks; growing with the wait, a rank asks ~25 times in a 2 s wait instead
+        of ~240, and a result lost after a wait is still fetched within a quarter of it."""
+        prm = self.params
+        return np.minimum(prm.max_timeout, np.maximum(4 * self.rto(), HELD_WAIT_SHARE * waited))
 
     def _lost_after(self, xmit: np.ndarray) -> np.ndarray:
         """RACK's deadline for packets overtaken by the latest answered one: as long as

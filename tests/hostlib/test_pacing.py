@@ -432,6 +432,62 @@ def test_a_calls_tail_is_recovered_at_its_own_round_time(switch):
     np.testing.assert_allclose(res.sums[0][1], clean.sums[0][1])
 
 
+def lose_result_after_waiting(rank: int, statuses: int):
+    """A drop script for engine_sim: the first RESULT on its way to `rank` after the switch
+    has sent it `statuses` STATUS replies (a round that waited long) is lost."""
+    seen = {"status": 0, "dropped": False}
+
+    def drop(r: int, way: str, frame: bytes) -> bool:
+        if r != rank or way != "down" or seen["dropped"]:
+            return False
+        h = p.parse_frame(frame).header
+        if h.msg_type == p.MsgType.STATUS:
+            seen["status"] += 1
+        elif h.msg_type == p.MsgType.RESULT and seen["status"] >= statuses:
+            seen["dropped"] = True
+            return True
+        return False
+
+    drop.seen = seen  # type: ignore[attr-defined]
+    return drop
+
+
+@pytest.mark.parametrize("slots", [1, 8])
+def test_a_round_waiting_long_for_a_late_rank_is_asked_about_ever_less_often(switch, slots):
+    """8 ranks; rank 3 is descheduled for 2 s early in the first call. The others' rounds
+    wait for it, held by the switch's STATUS: each asks again after a timer that grows with
+    the wait (a quarter of it), not every 4 timers -- which made every waiting rank ask
+    ~120 times a second, a switch's whole rate at a few hundred ranks. Rank 0 then loses
+    the RESULT of the round rank 3 completes: it fetches it from the switch's cache within
+    a quarter of the wait, and every sum is the lossless one."""
+    pause, wait = 0.01, 2.0
+    tensors = job(8, 16 * slots, 1.0, calls=1)
+    drop = lose_result_after_waiting(0, statuses=5)
+    res = simulate(
+        switch,
+        tensors,
+        slots=slots,
+        pps=16_000,
+        params=EngineParams(),
+        pauses={3: (pause, pause + wait)},
+        drop=drop,
+    )
+    assert not res.errors, res.errors
+    assert drop.seen["dropped"]
+    assert res.calls[3][1].start < pause < res.calls[0][1].end, "the pause is in the call"
+    during = [0] * 8
+    for t, r, _ in res.sent:
+        if pause <= t < pause + wait:
+            during[r] += 1
+    # a slot asks about 4 + log(wait / 32 ms) / log(1.25) times: ~23 in 2 s
+    assert max(during) <= 40 * slots, during
+    assert res.calls[0][1].end <= pause + wait * (1 + 0.25) + 0.05, res.calls[0][1].end
+    want = np.sum([t[1] for t in tensors], axis=0)
+    np.testing.assert_allclose(res.sums[0][1], want, rtol=1e-5, atol=1e-4)
+    for r in range(1, 8):
+        np.testing.assert_array_equal(res.sums[r][1], res.sums[0][1])
+
+
 # -- a rank's window: jobs with many slots share the switch -------------------------------
 
 
