@@ -77,3 +77,40 @@ def test_cached_result_survives_while_the_next_round_runs(switch):
     job.send(1, MsgType.DATA, version=0, block=1, values=b * 10, next_block=END)
     for r in job.results().values():
         assert np.array_equal(r.values, (a + b) * 10) and r.header.block == 1
+
+
+def _repaired(results: dict) -> set[int]:
+    """The ranks whose RESULT the switch flagged REPAIRED."""
+    return {r for r, res in results.items() if res.header.flags & Flag.REPAIRED}
+
+
+def test_a_round_that_lived_through_a_retransmission_is_flagged_repaired(switch):
+    """The RESULT of a round that a retransmission completed, or that followed a rank's
+    request for the round before (a lost RESULT: that rank's packet of this round is
+    late), or that a rank asked about while it waited, carries REPAIRED on every copy:
+    the workers leave its time out of their timers. A clean round's does not, nor does
+    the round after a flagged one."""
+    job = switch.add_job(job=24, n=2)
+    assert _repaired(_announce(job, 2)) == set()
+    a, b = np.full(BLOCK_VALUES, 3), np.full(BLOCK_VALUES, 4)
+    assert _repaired(job.round(1, 0, {0: a, 1: b}, {0: (1, 0), 1: (1, 0)})) == set()
+    # round of block 1: rank 1's DATA was lost; its resend completes the round
+    job.send(0, MsgType.DATA, version=0, block=1, values=a, next_block=2)
+    job.send(1, MsgType.DATA, version=0, block=1, values=b, next_block=2, flags=Flag.RETRANSMIT)
+    assert _repaired(job.results()) == {0, 1}
+    # rank 1 lost that RESULT and asks again (a cached copy: no round-time there), so its
+    # DATA of block 2 comes late and completes the round
+    job.send(0, MsgType.DATA, version=1, block=2, values=a, next_block=3)
+    job.send(1, MsgType.DATA, version=0, block=1, values=b, next_block=2, flags=Flag.RETRANSMIT)
+    cached = job.result(1)
+    assert cached is not None and cached.header.flags & Flag.CACHED
+    job.send(1, MsgType.DATA, version=1, block=2, values=b, next_block=3)
+    assert _repaired(job.results()) == {0, 1}
+    # round of block 3: rank 0 asks while it waits for rank 1 (a STATUS)
+    job.send(0, MsgType.DATA, version=0, block=3, values=a, next_block=4)
+    job.send(0, MsgType.DATA, version=0, block=3, values=a, next_block=4, flags=Flag.RETRANSMIT)
+    status = job.result(0)
+    assert status is not None and status.header.msg_type == MsgType.STATUS
+    job.send(1, MsgType.DATA, version=0, block=3, values=b, next_block=4)
+    assert _repaired(job.results()) == {0, 1}
+    assert _repaired(job.round(1, 4, {0: a, 1: b}, {0: (END, 0), 1: (END, 0)})) == set()

@@ -564,7 +564,7 @@ class AllreduceEngine:
         finished = nb == EOS
         cont = ~finished
         self._check_next_blocks(s, nb, data_round, cont)
-        self._completed(s, finished, now)
+        self._completed(s, finished, now, r.cols["flags"][idx])
         going, rows = selection(cont)
         if going:
             self._release(s[rows], nb[rows], ne[rows])
@@ -715,10 +715,18 @@ class AllreduceEngine:
                 f"{self.stride} slots in the call)"
             )
 
-    def _completed(self, s: np.ndarray, finished: np.ndarray, now: float) -> None:
+    def _completed(
+        self, s: np.ndarray, finished: np.ndarray, now: float, flags: np.ndarray | None = None
+    ) -> None:
         """Rounds of slots `s` completed; the `finished` ones (no next block) close and
-        open the window's next slots."""
-        self.pacer.answered(s, now)  # round-time samples, pacing state
+        open the window's next slots. `flags`: their RESULTs' flags: REPAIRED says that
+        the round's time includes somebody's repair, CACHED that the RESULT answers this
+        rank's own resend (Pacer.answered)."""
+        if flags is None:
+            self.pacer.answered(s, now)  # round-time samples, pacing state
+        else:
+            repaired, cached = (flags & p.FLAG.REPAIRED) != 0, (flags & p.FLAG.CACHED) != 0
+            self.pacer.answered(s, now, repaired, cached)
         self.round[s] += 1
         self.stats.rounds += int(s.size)
         self.liveness.progress(s, now)

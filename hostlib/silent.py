@@ -296,7 +296,7 @@ class SilentEngine(AllreduceEngine):
             self.slot_version[s[closing]] = ver[closing]
             lacking = s[closing & (self.cover[s] != EOS)]
             self.incomplete.extend(int(x) for x in lacking)
-        self._completed(s, closing, now)
+        self._completed(s, closing, now, c["flags"][idx])
         _, go = selection(~closing)
         self._next_rounds(s[go], ver[go], n[go], ne[go], rewind[go])
         return int(idx.size)
@@ -371,7 +371,7 @@ class SilentEngine(AllreduceEngine):
         else:  # (most waves: every one a data round that goes on)
             self._store(r, idx, s)
             self.cover[s] = n
-        self._completed(rounds, ends, now)
+        self._completed(rounds, ends, now, r.cols["flags"][idx])
         if ending:  # (ended slots end in their version: `ver`)
             go = ~ends
             s, ver, n, ne = s[go], ver[go], n[go], ne[go]

@@ -231,9 +231,22 @@ class Pacer:
         waited for other ranks (`RttEstimator.spurious_resend`)."""
         self.status_at[slots] = now
         self.status_seen = now
+        if self.rtt.srtt is None:  # (behind a leaf a STATUS may answer another rank)
+            self._seed(now - self.xmit_at[slots[self.retransmitted[slots]]])
         if self.contributes is not None and np.count_nonzero(self.rack_resent[slots]):
             self.rtt.spurious_resend(now)
         self.rack_resent[slots] = False
+
+    def _seed(self, replies: np.ndarray) -> None:
+        """Before any clean round was measured, the switch's direct replies to this
+        rank's resends (`replies`: their round trips) seed the estimate. Such a reply (a
+        STATUS, a cached RESULT) answers that very transmission, so Karn's ambiguity does
+        not arise. Why: under heavy loss hardly any round is clean, so every rank kept
+        `initial_timeout` (0.2 s) as its timer, every repair took that long, and every
+        round then lived through some rank's repair: 8 ranks on one slot at 10 % loss
+        each way stayed at the initial timer for seconds."""
+        if self.rtt.srtt is None and replies.size:
+            self.rtt.update(replies)
 
     def answered_again(self, slots: np.ndarray, now: float) -> None:
         """Cached copies of the rounds `slots` last took came: the switch's answers to
@@ -496,6 +509,37 @@ class Pacer:
             return np.where(asked, np.minimum(took, self.params.initial_timeout / 2), took)
         return np.minimum(took, np.where(asked, srtt, CLEAN_GROWTH * srtt))
 
+    def _gap_sample(self, now: float, s: np.ndarray, xmit: np.ndarray) -> None:
+        """Feed the smoothed gap between result batches (the silence timer's base) with the
+        gap this batch of slots `s` (latest transmissions `xmit`) ended. Where this rank
+        resent one of them well into the gap, the gap counts from that resend: the wait
+        before it was this rank's own timer, not the switch's pace (fed back, every lossy
+        round of a one-slot call grew the timer: 8 ranks at 10 % loss each way took 15 s
+        a call). A resend that went out at the last batch (a burst of probes answered
+        while the switch works off a dropped burst) leaves the gap whole: that gap is the
+        switch's pace."""
+        gap = now - self.result_at
+        own = self.retransmitted[s]
+        if np.count_nonzero(own):
+            resent = least(xmit[own])
+            if resent - self.result_at > 0.5 * gap:
+                gap = now - resent
+        self.result_gap = gap if self.result_gap is None else 0.875 * self.result_gap + 0.125 * gap
+
+    def _repaired_sample(self, took: np.ndarray, repaired: np.ndarray) -> np.ndarray:
+        """What clean rounds that took `took` feed the estimate where the switch flagged
+        their RESULT REPAIRED (`repaired`): at most the estimate, as `_leaf_sample` takes
+        a round that heard a STATUS; before any estimate, only one shorter than half the
+        initial timer (whose double the timer is). Why: such a round lasted some rank's
+        timer -- this rank's wait, unless this rank's own packet was the late one, whose
+        round then completed at once: that short round is a true sample (left out, a rank
+        that kept losing its results had none, and waited at the initial timer for every
+        loss)."""
+        srtt = self.rtt.srtt
+        if srtt is None:
+            return took[~repaired | (took <= self.params.initial_timeout / 2)]
+        return np.where(repaired, np.minimum(took, srtt), took)
+
     def _expired(self, holding: np.ndarray, now: float) -> np.ndarray:
         """Active slots not held (`holding`: held()) whose latest transmission is older
         than the recent timer."""
@@ -520,7 +564,13 @@ class Pacer:
         grown = base * 2.0 ** min(max(outstanding - 1, 0), 30)
         return min(prm.max_timeout, max(base, min(prm.initial_timeout, grown)))
 
-    def answered(self, s: np.ndarray, now: float) -> None:
+    def answered(
+        self,
+        s: np.ndarray,
+        now: float,
+        repaired: np.ndarray | None = None,
+        cached: np.ndarray | None = None,
+    ) -> None:
         """Book-keeping for a batch of results that answered slots `s`: feed the
         round-time estimator with the clean rounds, advance `answered_xmit`, reset the
         silence probe. A round is clean when this rank did
@@ -528,7 +578,12 @@ class Pacer:
         an earlier batch (it then waited for somebody's retransmission), it did not
         live through a silence probe (start-up skew, a stalled rank: not a round time),
         and no STATUS held it (behind a leaf the spine's, relayed to ranks that did not
-        ask: the round waited for another leaf's repair).
+        ask: the round waited for another leaf's repair). A round whose RESULT the
+        switch flagged REPAIRED (`repaired`: a rank resent into it, or into the round
+        before it, so it lasted some rank's timer -- Karn's rule across ranks; the
+        v1model program flags them, docs/protocol.md section 13) counts as at most the
+        estimate (`_repaired_sample`). A cached RESULT (`cached`) answering a resend
+        seeds an estimate that has no sample yet (`_seed`).
 
         Behind a leaf a clean round counts as at most CLEAN_GROWTH smoothed rounds. Why:
         a round that another rank's resend completed looks clean here, and in a large
@@ -541,6 +596,8 @@ class Pacer:
         ~40 ms (2.8 s a call). A round shorter than the estimate is taken whole."""
         xmit, sent = self.xmit_at[s], self.sent_at[s]
         fresh = ~self.retransmitted[s]
+        if cached is not None and self.rtt.srtt is None and np.count_nonzero(cached):
+            self._seed(now - xmit[cached & ~fresh])
         clean = fresh & (xmit >= self.answered_xmit)
         if self.last_probe_at > -np.inf:  # (else every round started after it)
             clean &= sent > self.last_probe_at
@@ -549,6 +606,8 @@ class Pacer:
         took = now - sent[clean]
         if self.behind_leaf:
             took = self._leaf_sample(took, sent[clean])
+        if repaired is not None and np.count_nonzero(repaired):
+            took = self._repaired_sample(took, repaired[clean])
         self.rtt.update(took)
         if self.contributes is not None and np.count_nonzero(self.rack_resent[s]):
             self.rack_answered[s[self.rack_resent[s]]] = self.rtt.reorder
@@ -573,13 +632,10 @@ class Pacer:
             newly &= np.isinf(self.overtaken_at)
             self.overtaken_at[newly] = now
         if self.heard and not self.silence_probed:
-            # a gap a silence probe ended is the silence timer's own length, not the
-            # switch's pace: fed back, it grew the timer with every probe (a call's tail
+            # (a gap a silence probe ended is the silence timer's own length, not the
+            # switch's pace: fed back, it grew the timer with every probe -- a call's tail
             # of one slot, every round lossy, waited up to 2 s per round)
-            gap = now - self.result_at
-            self.result_gap = (
-                gap if self.result_gap is None else 0.875 * self.result_gap + 0.125 * gap
-            )
+            self._gap_sample(now, s, xmit)
         self.result_at = now
         self.silence_probed = False
         self.heard = True

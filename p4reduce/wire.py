@@ -140,6 +140,10 @@ class Flag(IntFlag):
     # switch -> worker, on a silent job's RESULT (RETRANSMIT's bit): the round ended the
     # slot's call, no closing round follows
     ENDED = 0x02
+    # switch -> worker, on a RESULT (CONTINUED's bit; the v1model program's): a packet of
+    # the round, or a request after the round before it, was a retransmission -- the
+    # round's time includes a repair, so the workers' timers do not learn from it
+    REPAIRED = 0x08
 
 
 class Encoding(IntEnum):

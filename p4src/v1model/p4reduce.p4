@@ -17,6 +17,7 @@
 #include "expected_ranks.p4"
 #include "rank_next.p4"
 #include "uplink.p4"
+#include "repair_mark.p4"
 #include "result.p4"
 #include "../common/result_destination.p4"
 #include "../common/forwarding.p4"
@@ -38,6 +39,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     RankNext() rank_next;
     Uplink() uplink;
     LeafRound() leaf_round;
+    RepairMark() repair_mark;
     Result() result;
     Forwarding() forwarding;
 
@@ -74,6 +76,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                                 expected_ranks.apply(hdr, meta);   /* whom the round waits for */
                             }
                             contributor_bitmap.apply(hdr, meta);   /* silent: and Rewind */
+                            repair_mark.apply(hdr, meta);
                             leaf_round.apply(hdr, meta);
                         } else if (hdr.p4r.flags[4:4] == 1) {
                             /* the spine's STATE_LOST: lost at this leaf too */

@@ -13,6 +13,7 @@
 #ifndef P4REDUCE_RESULT_P4
 #define P4REDUCE_RESULT_P4
 #include "../common/headers.p4"
+#include "repair_mark.p4"
 
 /* what every packet the switch sends for a job of silent rounds carries */
 #define SILENT_FLAG ((meta.round_mode == ROUND_MODE_SILENT) ? FLAG_SILENT : 7w0)
@@ -34,7 +35,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.next_exponent = ~meta.next_key[7:0];
         hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
                         | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0)
-                        | SILENT_FLAG | ((meta.ended == 1) ? FLAG_ENDED : 7w0);
+                        | SILENT_FLAG | ((meta.ended == 1) ? FLAG_ENDED : 7w0)
+                        | ((meta.repaired == 1) ? FLAG_REPAIRED : 7w0);
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
     }

@@ -43,6 +43,7 @@ FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)
     block_values_t data_values;                                                \
     bit<32> rank_cell_index;  /* RankNext: the next rank's cell of the slot */   \
     bit<32> sim_key;          /* drop_simulator.p4: a roll's hash as it is mixed */ \
+    bit<1> repaired;          /* repair_mark.p4: the round's RESULT is FLAG_REPAIRED */ \
     P4REDUCE_UPLINK_METADATA
 #define P4REDUCE_UPLINK_METADATA                                               \
     bit<1> has_uplink;        /* the job has an uplink entry here: a leaf's job */ \

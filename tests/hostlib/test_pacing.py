@@ -38,7 +38,9 @@ def make_engine(params: EngineParams = PARAMS, rtt: RttEstimator | None = None):
 FP = p.fingerprint(np.int32, 12 * 64)
 
 
-def answer(e: AllreduceEngine, slot, slot_version, block, next_block, values=None, *, at: float):
+def answer(
+    e: AllreduceEngine, slot, slot_version, block, next_block, values=None, *, at: float, flags=0
+):
     """A RESULT for rank 0; an announce round's carries the switch's fingerprint range."""
     h = p.Header.make(
         p.MsgType.RESULT,
@@ -49,6 +51,7 @@ def answer(e: AllreduceEngine, slot, slot_version, block, next_block, values=Non
         block=block,
         next_block=next_block,
         next_exponent=0,
+        flags=flags,
     )
     e.on_result(h, values, at, fingerprint=(FP, FP) if block == EOS else None)
 
@@ -229,6 +232,46 @@ def test_estimator_ignores_retransmitted_and_overtaken_rounds():
     # round waited for something (a retransmission of the other rank): no sample
     answer(e, 0, 1, 0, 4, np.zeros(64), at=t1 + 0.060)
     assert rtt.samples == 5 and rtt.srtt == srtt
+
+
+def test_a_repaired_round_counts_as_at_most_the_estimate():
+    """A RESULT the switch flagged REPAIRED: the round lived through some rank's repair,
+    so its time is no round time. Before any estimate a long one is no sample at all (a
+    short one, this rank's own late packet completing it, is); after, it counts as at most
+    the estimate."""
+    e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
+    e.packets_to_send(T0)
+    answer(e, 0, 0, EOS, EOS, at=T0 + 0.150, flags=p.Flag.REPAIRED)
+    assert e.rtt.srtt is None and e.rtt.samples == 0
+    answer(e, 1, 0, EOS, EOS, at=T0 + 0.151)  # not flagged: whole (it waited as long)
+    assert e.rtt.srtt == pytest.approx(0.151)
+    fresh = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
+    fresh.packets_to_send(T0)
+    answer(fresh, 1, 0, EOS, EOS, at=T0 + 0.002)
+    answer(fresh, 0, 0, EOS, EOS, at=T0 + 0.150, flags=p.Flag.REPAIRED)
+    answer(fresh, 2, 0, EOS, EOS, at=T0 + 0.151, flags=p.Flag.REPAIRED)
+    assert fresh.rtt.samples == 3 and fresh.rtt.srtt == pytest.approx(0.002)
+
+
+def test_a_reply_to_a_resend_seeds_the_estimate():
+    """Before any clean round, the switch's reply to a resend of this rank (a STATUS, or a
+    cached RESULT) answers that very transmission: its round trip seeds the estimate, so
+    a job that starts under loss does not keep the initial timer for every repair."""
+    e = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
+    e.packets_to_send(T0)
+    t1 = e.next_timer()
+    assert list(sent(e, t1)) == [0]  # the silence probe
+    status(e, 0, 0, EOS, at=t1 + 0.003)
+    assert e.rtt.srtt == pytest.approx(0.003)
+    cached = make_engine(EngineParams(timeout=0.001, initial_timeout=0.2, max_timeout=1.0))
+    cached.packets_to_send(T0)
+    t1 = cached.next_timer()
+    assert list(sent(cached, t1)) == [0]
+    answer(cached, 0, 0, EOS, EOS, at=t1 + 0.004, flags=p.Flag.CACHED)
+    assert cached.rtt.srtt == pytest.approx(0.004)
+    # with an estimate, a reply is no sample (the rounds' own times are)
+    status(cached, 1, 0, EOS, at=t1 + 0.5)
+    assert cached.rtt.srtt == pytest.approx(0.004)
 
 
 def test_reordering_window_widens_at_most_once_per_smoothed_round():
@@ -486,6 +529,27 @@ def test_a_round_waiting_long_for_a_late_rank_is_asked_about_ever_less_often(swi
     np.testing.assert_allclose(res.sums[0][1], want, rtol=1e-5, atol=1e-4)
     for r in range(1, 8):
         np.testing.assert_array_equal(res.sums[r][1], res.sums[0][1])
+
+
+@pytest.mark.parametrize("seed", range(1, 7))
+def test_one_slot_of_eight_ranks_under_heavy_loss_keeps_its_timers(switch, seed):
+    """8 ranks on one slot (a small tensor's call), 10 % loss each way: nearly every round
+    lives through some rank's repair, and nothing can overtake a lost packet. The switch
+    flags such rounds REPAIRED and the ranks take them as at most their estimate, a gap a
+    resend of their own ended counts from that resend, and the switch's replies to resends
+    seed the estimate before any clean round: the timers stay at the round time's scale
+    and each call takes at most 2 s of virtual time. Without these the timers climbed to
+    the initial one and past it (0.35-0.8 s), and calls of these seeds took 3-10 s."""
+    tensors = job(8, 16, 1.0, calls=2, seed=seed)
+    prm = EngineParams()
+    res = simulate(switch, tensors, slots=1, pps=16_000, loss=0.1, seed=seed, params=prm)
+    assert res.counters["simulated_drops_ingress"] > 0
+    rto = max(r.rto(prm.timeout, prm.max_timeout, prm.initial_timeout) for r in res.rtt)
+    assert rto <= 0.01, rto
+    for k in (1, 2):
+        assert res.duration(k) <= 2.0, (k, res.duration(k))
+        for r in range(1, 8):
+            np.testing.assert_array_equal(res.sums[r][k], res.sums[0][k])
 
 
 # -- a rank's window: jobs with many slots share the switch -------------------------------
