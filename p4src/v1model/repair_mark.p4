@@ -6,9 +6,9 @@
  * FLAG_REPAIRED (so does a round completed by a retransmission). Why: a rank that sent
  * nothing again sees such a round as clean, yet it lasted another rank's timer; taken
  * as a round time it raised that rank's timers, which lengthened the next repairs (one
- * slot of 8 ranks at 5 % loss each way: calls of seconds). The workers leave a repaired
- * round out of their round-time and result-gap estimates (hostlib.timers). The mark is
- * advice for timers only: no sum depends on it. */
+ * slot of 8 ranks at 10 % loss each way: calls of 15 s). The workers take a repaired
+ * round as at most their estimate (hostlib.timers). The mark is advice for timers only:
+ * no sum depends on it. */
 #ifndef P4REDUCE_REPAIR_MARK_P4
 #define P4REDUCE_REPAIR_MARK_P4
 #include "../common/headers.p4"
