@@ -99,6 +99,7 @@ def test_a_round_crosses_both_levels_once_per_link(job_ranks):
     for r in rs:
         (res,) = r.received()
         assert np.array_equal(res.values, sum(x)) and res.header.next_block == END
+        assert not res.header.flags & Flag.REPAIRED  # no resend reached it
     after = fab.link_counts()
     for end in [("l1", UPLINK), ("l2", UPLINK), ("s", 1), ("s", 2)]:
         assert after[end].frames - before[end].frames == 1, end  # one partial, one result
@@ -115,6 +116,9 @@ def test_a_lost_partial_is_repaired(job_ranks):
     for r in rs:
         (res,) = r.received()
         assert np.array_equal(res.values, np.full(K, 10))
+        # the partial sent again completed the spine's round: every rank's copy, through
+        # either leaf, says the round lived through a repair (docs/fabric.md)
+        assert res.header.flags & Flag.REPAIRED
 
 
 def test_a_lost_result_is_repaired_from_the_spines_cache(job_ranks):
