@@ -39,8 +39,7 @@ register<bit<1>>(SLOT_ENTRIES) uncovered;
 control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
     action read_expected() {
         meta.full_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
-        meta.first_round = (hdr.p4r.flags[3:3] == 0 && hdr.p4r.msg_type == MSG_ANNOUNCE)
-                           ? 1w1 : 1w0;
+        meta.first_round = meta.job_first;   /* RoundWinner's */
         bitmap_t stored;
         expected.read(stored, meta.slot_index);
         meta.expected = (meta.first_round == 1) ? meta.full_mask : stored;

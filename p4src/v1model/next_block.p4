@@ -29,11 +29,13 @@ register<bit<32>>(SLOT_ENTRIES) next_key;
 control RoundWinner(inout headers_t hdr, inout metadata_t meta) {
     action read_winner() {
         REGISTER_STEP(next_key, meta.slot_index ^ 1, bit<32>, meta.winner_key, READ_BODY)
-        bit<1> continued = hdr.p4r.flags[3:3];
-        bit<1> first_round = (continued == 0 && hdr.p4r.msg_type == MSG_ANNOUNCE) ? 1w1 : 1w0;
-        meta.in_round = ((first_round == 0 || hdr.p4r.slot_version == 0)
+        /* the one place that tells the job's first round on the slot (ExpectedRanks and
+         * RepairMark read it) */
+        meta.job_first = (hdr.p4r.flags[3:3] == 0 && hdr.p4r.msg_type == MSG_ANNOUNCE)
+                         ? 1w1 : 1w0;
+        meta.in_round = ((meta.job_first == 0 || hdr.p4r.slot_version == 0)
                          && (hdr.p4r.block == (bit<32>)meta.winner_key[31:8]
-                             || first_round == 1))
+                             || meta.job_first == 1))
                         ? 1w1 : 1w0;
     }
 

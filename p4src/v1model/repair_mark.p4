@@ -22,7 +22,7 @@ register<bit<1>>(POOL_SLOTS) retransmission_seen;
 const flags_t FLAG_REPAIRED = 0x08;
 
 /* Applied to every admitted contribution, after the bitmap (meta.complete). A job's first
- * ANNOUNCE on a slot (neither CONTINUED nor RETRANSMIT) clears the mark first: the pool
+ * ANNOUNCE on a slot (RoundWinner's job_first), sent once, clears the mark first: the pool
  * slot may hold one that an earlier job's last round left. */
 control RepairMark(inout headers_t hdr, inout metadata_t meta) {
     action round_completed() {
@@ -40,8 +40,7 @@ control RepairMark(inout headers_t hdr, inout metadata_t meta) {
     }
 
     apply {
-        if (hdr.p4r.msg_type == MSG_ANNOUNCE
-                && (hdr.p4r.flags & (FLAG_CONTINUED | FLAG_RETRANSMIT)) == 0) {
+        if (meta.job_first == 1 && (hdr.p4r.flags & FLAG_RETRANSMIT) == 0) {
             clear();   /* (meta.repaired stays 0 if it completes the round) */
         } else if (meta.complete == 1) {
             round_completed();

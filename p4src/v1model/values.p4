@@ -44,6 +44,7 @@ FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)
     bit<32> rank_cell_index;  /* RankNext: the next rank's cell of the slot */   \
     bit<32> sim_key;          /* drop_simulator.p4: a roll's hash as it is mixed */ \
     bit<1> repaired;          /* repair_mark.p4: the round's RESULT is FLAG_REPAIRED */ \
+    bit<1> job_first;         /* RoundWinner: an ANNOUNCE not CONTINUED (the job's first round) */ \
     P4REDUCE_UPLINK_METADATA
 #define P4REDUCE_UPLINK_METADATA                                               \
     bit<1> has_uplink;        /* the job has an uplink entry here: a leaf's job */ \
