@@ -50,6 +50,8 @@ from .slots import SlotWindow, slot_streams
 from .timers import EngineParams, Pacer, RttEstimator
 
 EOS = p.END_OF_STREAM
+# a RESULT's flags the timers read (AllreduceEngine._completed)
+_REPAIR_FLAGS = p.FLAG.REPAIRED | p.FLAG.CACHED
 MSG_TYPE_BYTE = p.P4R_OFFSET  # protocol (high nibble) | msg_type (low nibble)
 _SKIP_OR_DATA = np.array([p.MSG.SKIP, p.MSG.DATA], np.int64)  # by "is this rank's block"
 
@@ -722,7 +724,7 @@ class AllreduceEngine:
         open the window's next slots. `flags`: their RESULTs' flags: REPAIRED says that
         the round's time includes somebody's repair, CACHED that the RESULT answers this
         rank's own resend (Pacer.answered)."""
-        if flags is None:
+        if flags is None or not np.count_nonzero(flags & _REPAIR_FLAGS):  # (most batches)
             self.pacer.answered(s, now)  # round-time samples, pacing state
         else:
             repaired, cached = (flags & p.FLAG.REPAIRED) != 0, (flags & p.FLAG.CACHED) != 0

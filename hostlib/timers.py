@@ -238,14 +238,14 @@ class Pacer:
         self.rack_resent[slots] = False
 
     def _seed(self, replies: np.ndarray) -> None:
-        """Before any clean round was measured, the switch's direct replies to this
-        rank's resends (`replies`: their round trips) seed the estimate. Such a reply (a
+        """While the estimate has no sample (its callers check), the switch's direct
+        replies to this rank's resends (`replies`: their round trips) seed it. Such a reply (a
         STATUS, a cached RESULT) answers that very transmission, so Karn's ambiguity does
         not arise. Why: under heavy loss hardly any round is clean, so every rank kept
         `initial_timeout` (0.2 s) as its timer, every repair took that long, and every
         round then lived through some rank's repair: 8 ranks on one slot at 10 % loss
         each way stayed at the initial timer for seconds."""
-        if self.rtt.srtt is None and replies.size:
+        if replies.size:
             self.rtt.update(replies)
 
     def answered_again(self, slots: np.ndarray, now: float) -> None:
