@@ -616,7 +616,7 @@ class AllreduceEngine:
             status = self._heard_by_leaf(r, status, now)
             relayed = (r.cols["flags"][status] & p.FLAG.RELAYED) != 0
         slots = r.cols["slot"][status]
-        self.pacer.held_by_switch(slots, now)
+        self.pacer.held_by_switch(slots, now, r.contributors[status])
         self.liveness.statuses(slots, r.contributors[status], now, relayed)
         self.stats.statuses += int(np.count_nonzero(status))
 

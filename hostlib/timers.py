@@ -198,6 +198,11 @@ class Pacer:
         self.answered_rtt = 0.0
         self.overtaken_at = np.full(n, np.inf)  # when a later packet was answered
         self.status_at = np.full(n, -np.inf)  # last STATUS for the round
+        # the ranks that STATUS said the switch had heard (its bitmap): held rounds with
+        # the same bitmap wait for the same ranks and ask as one (`_one_per_wait`), and
+        # when one of the group last asked or was answered for all of them
+        self.status_heard = np.zeros(n, np.int64)
+        self.group_at = np.full(n, -np.inf)
         self.status_seen = -np.inf  # latest STATUS on any slot (behind a leaf: _leaf_sample)
         self.heard = False  # any result in this call yet
         self.probe_at = now + self._silence_timeout()
@@ -224,13 +229,21 @@ class Pacer:
         self.rack_resent[slots] = False
         self.expired_in_row[slots] = 0
         self.lacking[slots] = False
+        self.group_at[slots] = -np.inf
 
-    def held_by_switch(self, slots: np.ndarray, now: float) -> None:
+    def held_by_switch(
+        self, slots: np.ndarray, now: float, heard: np.ndarray | None = None
+    ) -> None:
         """The switch answered `slots`' latest transmission with a STATUS: it holds it.
-        In silent rounds a STATUS answering a resend RACK made says that the round only
-        waited for other ranks (`RttEstimator.spurious_resend`)."""
+        `heard`: each STATUS's bitmap of the ranks the switch has heard in the round; the
+        answer stands for every held round waiting for the same ranks
+        (`_answer_for_waits`). In silent rounds a STATUS answering a resend RACK made says
+        that the round only waited for other ranks (`RttEstimator.spurious_resend`)."""
         self.status_at[slots] = now
         self.status_seen = now
+        if heard is not None and not self.behind_leaf:
+            self.status_heard[slots] = heard
+            self._answer_for_waits(slots, now)
         if self.rtt.srtt is None:  # (behind a leaf a STATUS may answer another rank)
             self._seed(now - self.xmit_at[slots[self.retransmitted[slots]]])
         if self.contributes is not None and np.count_nonzero(self.rack_resent[slots]):
@@ -293,11 +306,96 @@ class Pacer:
         self.rack_resent[due] = (self._overtaken() & ~holding)[due]
         self.rack_answered[due] = 0  # a cached copy may answer this transmission now
         self.expired_in_row[again] += 1
+        if again.size and not self.behind_leaf:
+            self._answer_for_waits(again, now, holding)
         self.lacking[due] = False
         self.retransmitted[due] = True
         self.xmit_at[due] = now
         self.overtaken_at[due] = np.inf
         return int((self.expired_in_row[again] >= self.params.double_after).sum())
+
+    def _answer_for_waits(
+        self, slots: np.ndarray, now: float, holding: np.ndarray | None = None
+    ) -> None:
+        """What was asked or answered for held `slots` stands for every other held round
+        that has waited long (`_waits_long`) for the same ranks (the same `status_heard`
+        bitmap): its group time (`group_at`) becomes now, and every round of the group
+        takes the most doublings of its held timer any of them has (a slot held for the
+        first time joins the group's pace), so a group of such rounds asks again as one,
+        on the timer of one (`_one_per_wait`). Why: a late rank holds every round it owes
+        a packet, and each of a waiting rank's slots asked on its own timer: with 8 slots
+        or more about 4x the packets of one slot in a 2 s wait. Rounds that wait for the
+        same ranks complete when those ranks send; until then one round's STATUS says
+        what every one of them would."""
+        long = self._waits_long(self.held() if holding is None else holding)
+        slots = slots[long[slots]]
+        if not slots.size:
+            return
+        keys = np.unique(self.status_heard[slots])
+        group = long & np.isin(self.status_heard, keys)
+        group[slots] = True
+        members = np.flatnonzero(group)
+        if members.size < 2:
+            return
+        at = np.searchsorted(keys, self.status_heard[members])
+        most = np.zeros(keys.size, np.int64)
+        np.maximum.at(most, at, self.expired_in_row[members])
+        self.expired_in_row[members] = most[at]
+        group[slots] = False
+        self.group_at[group] = now
+
+    def _end_waits(self, s: np.ndarray, now: float) -> None:
+        """Results answered slots `s`: where one of them was held, the ranks its group
+        waited for have sent, so the other rounds of the group are most likely complete
+        too -- or their results lost on the way. Each of them leaves the group and asks
+        on its own, after one timer from now (`recent_timeout`, no doublings): a result
+        still on its way arrives first, and a lost one is fetched within it, not one
+        group's turn after another (`_one_per_wait`)."""
+        if self.behind_leaf or self.status_seen == -np.inf:
+            return
+        ended = s[self.status_at[s] > self.sent_at[s]]  # (rounds a STATUS held)
+        if not ended.size:
+            return
+        group = self._waits_long(self.held())
+        group &= np.isin(self.status_heard, self.status_heard[ended])
+        group[s] = False
+        if np.count_nonzero(group):
+            members = np.flatnonzero(group)
+            self.status_heard[members] = -1 - members  # a group of one each
+            self.group_at[members] = now
+            self.expired_in_row[members] = 0
+
+    def _one_per_wait(self, held: np.ndarray) -> np.ndarray:
+        """Of the held slots due (`held`, a mask), one per group waiting long for the
+        same ranks (`status_heard`): the one transmitted longest ago, so that the slots
+        of a group take turns (a result lost on one of them is asked for within the
+        group's turns, not only once the others complete). The others are asked for
+        with it (`resent` moves their timers: `_answer_for_waits`)."""
+        if self.behind_leaf or np.count_nonzero(held) < 2:
+            return held
+        long = self._waits_long(held)
+        idx = np.flatnonzero(long)
+        if idx.size < 2:
+            return held
+        keys = self.status_heard[idx]
+        idx = idx[np.lexsort((self.xmit_at[idx], keys))]
+        keys = self.status_heard[idx]
+        first = np.ones(idx.size, bool)
+        first[1:] = keys[1:] != keys[:-1]
+        one = held & ~long
+        one[idx[first]] = True
+        return one
+
+    def _waits_long(self, held: np.ndarray) -> np.ndarray:
+        """Of `held` (a mask), the rounds that have waited long: their held timer is
+        `HELD_WAIT_SHARE` of the wait, longer than 4 timers (`_backoff_cap`). Only these
+        ask as a group: such a round waits for a late rank (descheduled, computing,
+        dead), where the group's asks are what the rank sends. A round held a few timers
+        waits for another rank's repair, which is over soon, and asks on its own: grouped,
+        a result lost on one of several such rounds waited for the group's turn, and
+        8 ranks on 8 slots at 10 % loss each way took up to 1.5x as long."""
+        base = np.maximum(self.status_at, self.group_at)
+        return held & (HELD_WAIT_SHARE * (base - self.sent_at) > 4 * self.rto())
 
     def next_timer(self) -> float:
         """When packets_to_send may next retransmit without a result arriving first (inf
@@ -360,7 +458,7 @@ class Pacer:
         its way to this rank is fetched from the switch's cache within a few round times,
         or within a quarter of its wait when the round waited long."""
         doublings = np.maximum(self.expired_in_row[slots] - self.params.double_after + 1, 0)
-        status_at = self.status_at[slots]
+        status_at = np.maximum(self.status_at[slots], self.group_at[slots])
         wait = np.minimum(
             self.recent_timeout() * 2.0 ** np.minimum(doublings, 30),
             self._backoff_cap(status_at - self.sent_at[slots]),
@@ -456,6 +554,7 @@ class Pacer:
         if n_held:
             held = holding.copy()
             held[held] = self._held_until(held) <= now
+            held = self._one_per_wait(held)
             n_held = np.count_nonzero(held)
         if self.behind_leaf:
             # Behind a leaf every expired slot not held is resent, not one probe per
@@ -595,6 +694,7 @@ class Pacer:
         follow a slower switch, by at most 3 % a round (1/8 of a quarter), and stayed at
         ~40 ms (2.8 s a call). A round shorter than the estimate is taken whole."""
         xmit, sent = self.xmit_at[s], self.sent_at[s]
+        self._end_waits(s, now)
         fresh = ~self.retransmitted[s]
         if cached is not None and self.rtt.srtt is None and np.count_nonzero(cached):
             self._seed(now - xmit[cached & ~fresh])

@@ -495,14 +495,54 @@ def lose_result_after_waiting(rank: int, statuses: int):
     return drop
 
 
-@pytest.mark.parametrize("slots", [1, 8])
-def test_a_round_waiting_long_for_a_late_rank_is_asked_about_ever_less_often(switch, slots):
+def lose_results_after_waiting(rank: int, statuses: int, keep_slot: int = 0):
+    """A drop script for engine_sim: after the switch has sent `rank` `statuses` STATUS
+    replies, the first RESULT of every slot but `keep_slot` on its way to `rank` is lost
+    (the results of the rounds a late rank completes, all but one)."""
+    seen: dict = {"status": 0, "dropped": set()}
+
+    def drop(r: int, way: str, frame: bytes) -> bool:
+        if r != rank or way != "down":
+            return False
+        h = p.parse_frame(frame).header
+        if h.msg_type == p.MsgType.STATUS:
+            seen["status"] += 1
+        elif (
+            h.msg_type == p.MsgType.RESULT
+            and seen["status"] >= statuses
+            and h.slot != keep_slot
+            and h.slot not in seen["dropped"]
+        ):
+            seen["dropped"].add(h.slot)
+            return True
+        return False
+
+    drop.seen = seen  # type: ignore[attr-defined]
+    return drop
+
+
+def packets_during(res, start: float, end: float, ranks: int) -> list[int]:
+    """Packets each rank sent in [start, end) of an engine_sim run."""
+    during = [0] * ranks
+    for t, r, _ in res.sent:
+        if start <= t < end:
+            during[r] += 1
+    return during
+
+
+@pytest.mark.parametrize("round_mode", ["every_rank", "silent"])
+@pytest.mark.parametrize("slots", [1, 8, 32])
+def test_a_round_waiting_long_for_a_late_rank_is_asked_about_ever_less_often(
+    switch, slots, round_mode
+):
     """8 ranks; rank 3 is descheduled for 2 s early in the first call. The others' rounds
     wait for it, held by the switch's STATUS: each asks again after a timer that grows with
     the wait (a quarter of it), not every 4 timers -- which made every waiting rank ask
-    ~120 times a second, a switch's whole rate at a few hundred ranks. Rank 0 then loses
-    the RESULT of the round rank 3 completes: it fetches it from the switch's cache within
-    a quarter of the wait, and every sum is the lossless one."""
+    ~120 times a second, a switch's whole rate at a few hundred ranks -- and rounds that
+    wait for the same rank ask as one, whatever the slots (each on its own timer, 8 slots
+    or more sent ~100 packets per rank in the wait against one slot's 24). Rank 0 then
+    loses the RESULT of the round rank 3 completes: it fetches it from the switch's cache
+    within a quarter of the wait, and every sum is the lossless one."""
     pause, wait = 0.01, 2.0
     tensors = job(8, 16 * slots, 1.0, calls=1)
     drop = lose_result_after_waiting(0, statuses=5)
@@ -514,17 +554,46 @@ def test_a_round_waiting_long_for_a_late_rank_is_asked_about_ever_less_often(swi
         params=EngineParams(),
         pauses={3: (pause, pause + wait)},
         drop=drop,
+        round_mode=round_mode,
     )
     assert not res.errors, res.errors
     assert drop.seen["dropped"]
     assert res.calls[3][1].start < pause < res.calls[0][1].end, "the pause is in the call"
-    during = [0] * 8
-    for t, r, _ in res.sent:
-        if pause <= t < pause + wait:
-            during[r] += 1
-    # a slot asks about 4 + log(wait / 32 ms) / log(1.25) times: ~23 in 2 s
-    assert max(during) <= 40 * slots, during
+    # a slot asks about 4 + log(wait / 32 ms) / log(1.25) times: ~23 in 2 s; more slots
+    # add each one's first asks before its round has waited long
+    during = packets_during(res, pause, pause + wait, 8)
+    assert max(during) <= 50, during
     assert res.calls[0][1].end <= pause + wait * (1 + 0.25) + 0.05, res.calls[0][1].end
+    want = np.sum([t[1] for t in tensors], axis=0)
+    np.testing.assert_allclose(res.sums[0][1], want, rtol=1e-5, atol=1e-4)
+    for r in range(1, 8):
+        np.testing.assert_array_equal(res.sums[r][1], res.sums[0][1])
+
+
+@pytest.mark.parametrize("round_mode", ["every_rank", "silent"])
+@pytest.mark.parametrize("slots", [8, 32])
+def test_results_lost_after_a_long_wait_are_fetched_at_once(switch, slots, round_mode):
+    """As above, but rank 0 loses the results of the rounds rank 3 completes on every slot
+    but slot 0. Its held slots had asked as one group; the first result that comes ends
+    the group, and every other slot asks on its own one timer later: the call ends within
+    0.3 s of the pause's end (each slot on its own timer, a quarter of the wait, it took
+    0.46 s with 8 slots), and every sum is right."""
+    pause, wait = 0.01, 2.0
+    tensors = job(8, 16 * slots, 1.0, calls=1)
+    drop = lose_results_after_waiting(0, statuses=5)
+    res = simulate(
+        switch,
+        tensors,
+        slots=slots,
+        pps=16_000,
+        params=EngineParams(),
+        pauses={3: (pause, pause + wait)},
+        drop=drop,
+        round_mode=round_mode,
+    )
+    assert not res.errors, res.errors
+    assert len(drop.seen["dropped"]) >= min(slots, 16) - 1  # (a window of 16 slots)
+    assert res.calls[0][1].end <= pause + wait + 0.3, res.calls[0][1].end
     want = np.sum([t[1] for t in tensors], axis=0)
     np.testing.assert_allclose(res.sums[0][1], want, rtol=1e-5, atol=1e-4)
     for r in range(1, 8):
