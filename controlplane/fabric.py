@@ -10,7 +10,9 @@ out of the port towards it), and jobs placed on the fabric.
 A job runs in the leaf and spine roles (docs/fabric.md): each leaf aggregates its own
 ranks (they send to the leaf's address, carrying their index on the leaf as their rank)
 and sends one contribution per round up its uplink; the spine's job has the leaves as its
-ranks. So a job holds up to MAX_WORKERS ranks per leaf on up to MAX_LEAVES leaves. Every
+ranks. So a job holds up to MAX_WORKERS ranks per leaf on up to MAX_LEAVES leaves. A job
+of silent rounds runs at the spine alone instead, its ranks' frames crossing their leaves
+at layer 2 (up to MAX_WORKERS ranks: the leaf role of silent rounds is not built). Every
 switch keeps the job as it runs it in its own state file (the spine: the leaves as
 workers; a leaf: its ranks, its uplink and each rank's place in the whole job), so each
 is reconciled and restored alone like one switch. The slots are a range free on every
@@ -21,13 +23,14 @@ of each of their state files.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 from pathlib import Path
 
 from p4reduce import wire
 from p4reduce.addresses import Address, WorkerAddress
-from p4reduce.fabric import Fabric, FabricError, Placement, place_job
+from p4reduce.fabric import MAX_WORKERS, Fabric, FabricError, Placement, place_job
 from p4reduce.job import Job, JobError, Uplink, check_job_id
 from p4reduce.p4rt import P4InfoError
 from p4reduce.target import Target
@@ -100,7 +103,10 @@ class FabricJobManager(JobManager):
         self.root = fabric.root.name
         self.leaves = leaves
         self.tables = {**{n: m.table for n, m in leaves.items()}, self.root: self.table}
-        self._placing: tuple[Placement, list[WorkerAddress]] | None = None
+        # while creating a job: its placement, its ranks, and whether it runs in the leaf
+        # and spine roles (else at the root alone, its ranks' frames crossing their leaves
+        # at layer 2)
+        self._placing: tuple[Placement, list[WorkerAddress], bool] | None = None
 
     def place(self, job_id: int, workers: list[WorkerAddress]) -> Placement:
         """The job's placement (JobError saying what is wrong), each rank's address that of
@@ -138,15 +144,13 @@ class FabricJobManager(JobManager):
         in the leaf and spine roles: created on the spine with its leaves as ranks (leaf
         i the one of the i-th lowest first rank), then on each leaf with its ranks and
         its uplink (`_add`), under the lock of every switch the job crosses, with slots
-        free and the epoch new on each. Silent rounds across two levels are not built:
-        refused."""
+        free and the epoch new on each. A job of silent rounds runs at the spine alone
+        (`_create_at_root`): the leaf role of silent rounds is not built."""
         placement = self.place(job_id, workers)
         every_rank = wire.RoundMode.EVERY_RANK.name.lower()
         if round_mode == wire.RoundMode.SILENT.name.lower():
-            raise JobError(
-                f"job {job_id}: silent rounds across a fabric's leaves and spine are not "
-                f"built; a fabric's job runs every-rank rounds (docs/fabric.md)"
-            )
+            args = (slots, encoding, int32_halves, block_values, round_mode, window)
+            return self._create_at_root(job_id, placement, workers, *args)
         round_mode = round_mode or every_rank  # whatever a single switch's default is
         spine = [
             WorkerAddress(
@@ -158,10 +162,46 @@ class FabricJobManager(JobManager):
             )
             for i, leaf in enumerate(placement.leaf_order())
         ]
-        self._placing = (placement, workers)
+        self._placing = (placement, workers, True)
         try:
             super().create(
                 job_id, spine, slots, encoding, int32_halves, block_values, round_mode, window
+            )
+        finally:
+            self._placing = None
+        return self.get(job_id)
+
+    def _create_at_root(
+        self,
+        job_id: int,
+        placement: Placement,
+        workers: list[WorkerAddress],
+        slots: int | None,
+        encoding: str | None,
+        int32_halves: bool | None,
+        block_values: int | None,
+        round_mode: str,
+        window: int | None,
+    ) -> Job:
+        """A job aggregated by the spine alone, as one switch aggregates its ranks: each
+        rank is a rank of the spine's job on the spine's port towards its leaf, and its
+        frames cross its leaf at layer 2 (the fabric's forwarding), both ways. The
+        leaves hold nothing of it. How silent rounds run on a fabric (their leaf role is
+        not built; docs/fabric.md): every rule of one switch holds unchanged, and a job
+        has at most one bitmap's ranks (MAX_WORKERS)."""
+        if not placement.aggregated_at_root:
+            raise JobError(
+                f"job {job_id}: {len(placement.ranks)} ranks in silent rounds; on a fabric "
+                f"a silent job is aggregated by the spine alone, which holds at most "
+                f"{MAX_WORKERS} ranks of a job (the leaf role of silent rounds is not "
+                f"built): use every-rank rounds (docs/fabric.md)"
+            )
+        by_rank = {w.rank: w for w in workers}
+        at_root = [dataclasses.replace(by_rank[r.rank], port=r.root_port) for r in placement.ranks]
+        self._placing = (placement, workers, False)
+        try:
+            super().create(
+                job_id, at_root, slots, encoding, int32_halves, block_values, round_mode, window
             )
         finally:
             self._placing = None
@@ -175,10 +215,10 @@ class FabricJobManager(JobManager):
     def _add(self, job: Job) -> None:
         """The spine's part, then each leaf's (a job being created); an adopted job is the
         root's alone."""
-        if self._placing is None:
+        if self._placing is None or not self._placing[2]:
             super()._add(job)
             return
-        placement, workers = self._placing
+        placement, workers, _ = self._placing
         job.job_ranks = len(placement.ranks)  # the packed bias's N: every rank
         super()._add(job)
         by_rank = {w.rank: w for w in workers}
@@ -264,10 +304,12 @@ class FabricJobManager(JobManager):
         super().set_loss(job_id, ingress, 0.0, seed, use_random)
 
     def _crossed(self, workers: list[WorkerAddress]) -> list[str]:  # noqa: ARG002
-        """The switches the job being created crosses, by name (its ranks' leaves and the
-        root): the order every process locks their state files in."""
+        """The switches that hold the job being created, by name (in the leaf and spine
+        roles its ranks' leaves and the root, else the root): the order every process
+        locks their state files in."""
         assert self._placing is not None  # only while creating
-        return self._placing[0].switches
+        placement, _, leaf_role = self._placing
+        return placement.switches if leaf_role else [self.root]
 
     def _check_workers(self, job_id: int, workers: list[WorkerAddress]) -> None:
         """Placed already (`place`): on the root, ranks behind one leaf share its port."""

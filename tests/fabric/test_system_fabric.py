@@ -69,6 +69,42 @@ def test_two_level_int32_exact(target):
     assert _interfaces() == before, "the demo left interfaces behind"
 
 
+def test_a_silent_job_across_two_levels_runs_at_the_spine(target):
+    """A job of silent rounds on the two-level network (each rank's own 30 % of the
+    blocks non-zero): the spine aggregates every rank itself, the leaves carry the ranks'
+    frames at layer 2 both ways, and each rank sends only for its own non-zero blocks
+    plus an announce and at most a closing packet per slot; every sum is exact."""
+    opts = p4net.demo.Options(
+        workers=8,
+        size=6000,
+        density=0.3,
+        overlap="independent",
+        dtype="int32",
+        encoding="lanes",
+        round_mode="silent",
+        target=target,
+        slots=8,
+        deadline=60.0,
+        quiet=True,
+        topo=topology.TWO_LEVEL,
+    )
+    summary = p4net.demo.run(opts)
+    bad = [(o.rank, o.error) for o in summary.outcomes if not (o.ok and o.matched)]
+    assert not bad, bad
+    for o in summary.outcomes:
+        nonzero, slots = o.stats["last_nonzero_blocks"], o.stats["last_call_slots"]
+        lossless = o.retransmissions == 0
+        assert not lossless or o.packets_sent <= nonzero + 2 * slots, (o.rank, o.stats)
+    per_leaf = topology.leaf_hosts(8)
+    uplink = per_leaf + 1
+    for leaf in ("leaf1", "leaf2"):
+        hosts = [c for port, c in summary.links[leaf].items() if port != uplink]
+        up = summary.links[leaf][uplink]
+        # at layer 2: what the leaf's ranks sent went up, what came down went to them
+        assert up["tx_packets"] == sum(c["rx_packets"] for c in hosts), (leaf, up, hosts)
+        assert up["rx_packets"] == sum(c["tx_packets"] for c in hosts), (leaf, up, hosts)
+
+
 def test_a_restarted_leaf_is_restored_alone(target):
     """A leaf's switch process reboots (no pipeline, no entries): the fabric controller's
     ensure() restores that switch alone over its own P4Runtime session, and a new job
