@@ -296,12 +296,15 @@ class FabricJobManager(JobManager):
         a leaf sends its ranks. The spine's own egress stays lossless: its results to a
         leaf already cross that leaf's ingress, and losing them at both ends made the
         downlink lose twice the rate (~10 % for 5 %). Each switch draws from its own seed
-        (`seed` + its order), so their losses are independent."""
+        (`seed` + its order), so their losses are independent. A job at the spine alone
+        (silent rounds) loses at its ingress and its egress, as one switch's job."""
+        at_leaves = False
         for i, manager in enumerate(self.leaves.values(), 1):
             manager.table.reload()
             if job_id in manager.table.jobs:
                 manager.set_loss(job_id, ingress, egress, (seed + i) % 2**32, use_random)
-        super().set_loss(job_id, ingress, 0.0, seed, use_random)
+                at_leaves = True
+        super().set_loss(job_id, ingress, egress if not at_leaves else 0.0, seed, use_random)
 
     def _crossed(self, workers: list[WorkerAddress]) -> list[str]:  # noqa: ARG002
         """The switches that hold the job being created, by name (in the leaf and spine

@@ -6,12 +6,13 @@ model: each leaf's partial sent up, the spine's result sent down and cached at b
 levels, STATUS from either level (relayed by the leaf), and loss on every link at once.
 Here a job of random shape runs on an in-process fabric (a spine and two leaves, each a
 softswitch programmed over its own P4Runtime session by the FabricController), every rank
-a hostlib Worker in its own thread, in real time: ranks on each leaf, block size, slots,
-encoding, up to three calls of mixed kinds (int32 whose sums may overflow, float32 of any
-scale, ranks whose lengths differ), the blocks each rank has, the ranks' start skew per
-call, and the loss on every link. Every rank's every call must end as the contract says
-(random_jobs.judge, the one statement of it): int32 sums exactly numpy's, or
-OverflowError where they do not fit; float32 sums within the documented bound;
+a hostlib Worker in its own thread, in real time: the round mode (every-rank rounds in
+the leaf and spine roles, or silent rounds at the spine alone), ranks on each leaf, block
+size, slots, encoding, up to three calls of mixed kinds (int32 whose sums may overflow,
+float32 of any scale, ranks whose lengths differ), the blocks each rank has, the ranks'
+start skew per call, and the loss on every link. Every rank's every call must end as the
+contract says (random_jobs.judge, the one statement of it): int32 sums exactly numpy's,
+or OverflowError where they do not fit; float32 sums within the documented bound;
 FingerprintMismatch on every rank where lengths differ; no other error, no rank left
 running.
 
@@ -85,8 +86,9 @@ class FabricJob:
     def describe(self) -> str:
         j = self.job
         return (
-            f"seed {j.seed}: ranks per leaf {self.per_leaf}, {j.block_values} values per "
-            f"block, {j.blocks} blocks, {j.slots} slots, {self.encoding}, loss {j.loss}, "
+            f"seed {j.seed}: {j.round_mode}, ranks per leaf {self.per_leaf}, "
+            f"{j.block_values} values per block, {j.blocks} blocks, {j.slots} slots, "
+            f"{self.encoding}, loss {j.loss}, "
             f"calls {j.kinds}, skews {[max(s) for s in self.skews]}, restart {self.restart}"
         )
 
@@ -111,7 +113,7 @@ def random_fabric_job(
         block_values=k,
         blocks=int(rng.integers(1, 40 if k == 64 else 12)),
         slots=int(rng.integers(1, 9)),
-        round_mode="every_rank",  # a fabric's only round mode (docs/fabric.md)
+        round_mode=random_round_mode(seed),
         loss=float(rng.choice([0.0, 0.05, 0.1])) if loss is None else loss,
     )
     for _ in range(int(rng.integers(1, 4))):
@@ -124,6 +126,13 @@ def random_fabric_job(
         for _ in range(job.ranks)
     ]
     return FabricJob(job, per_leaf, encoding, skews, random_restart(seed) if restart else None)
+
+
+def random_round_mode(seed: int) -> str:
+    """Every-rank rounds in the leaf and spine roles, or silent rounds at the spine alone
+    (docs/fabric.md), one job in two: drawn by a generator of its own, so every other
+    draw of a seed is the one it had before silent jobs ran on a fabric."""
+    return "silent" if np.random.default_rng([seed, 2]).random() < 0.5 else "every_rank"
 
 
 def random_restart(seed: int) -> Restart:
@@ -188,7 +197,12 @@ def run(
     job = fj.job
     workers = fabric_ranks(fj.per_leaf)
     made = ctl.jobs.create(
-        job_id, workers, slots=job.slots, encoding=fj.encoding, block_values=job.block_values
+        job_id,
+        workers,
+        slots=job.slots,
+        encoding=fj.encoding,
+        block_values=job.block_values,
+        round_mode=job.round_mode,
     )
     descriptors = made.descriptors(ctl.jobs.switch)
     outcomes: list[list] = [[] for _ in workers]
