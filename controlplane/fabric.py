@@ -150,7 +150,7 @@ class FabricJobManager(JobManager):
         every_rank = wire.RoundMode.EVERY_RANK.name.lower()
         if round_mode == wire.RoundMode.SILENT.name.lower():
             args = (slots, encoding, int32_halves, block_values, round_mode, window)
-            return self._create_at_root(job_id, placement, workers, *args)
+            return self._create_at_root(job_id, placement, workers, args)
         round_mode = round_mode or every_rank  # whatever a single switch's default is
         spine = [
             WorkerAddress(
@@ -162,26 +162,27 @@ class FabricJobManager(JobManager):
             )
             for i, leaf in enumerate(placement.leaf_order())
         ]
-        self._placing = (placement, workers, True)
+        args = (slots, encoding, int32_halves, block_values, round_mode, window)
+        return self._create_placed(job_id, (placement, workers, True), spine, args)
+
+    def _create_placed(
+        self,
+        job_id: int,
+        placing: tuple[Placement, list[WorkerAddress], bool],
+        at_root: list[WorkerAddress],
+        args: tuple,
+    ) -> Job:
+        """The job created with `at_root` as the root's ranks, `placing` telling `_add`
+        and the locks where else it goes."""
+        self._placing = placing
         try:
-            super().create(
-                job_id, spine, slots, encoding, int32_halves, block_values, round_mode, window
-            )
+            super().create(job_id, at_root, *args)
         finally:
             self._placing = None
         return self.get(job_id)
 
     def _create_at_root(
-        self,
-        job_id: int,
-        placement: Placement,
-        workers: list[WorkerAddress],
-        slots: int | None,
-        encoding: str | None,
-        int32_halves: bool | None,
-        block_values: int | None,
-        round_mode: str,
-        window: int | None,
+        self, job_id: int, placement: Placement, workers: list[WorkerAddress], args: tuple
     ) -> Job:
         """A job aggregated by the spine alone, as one switch aggregates its ranks: each
         rank is a rank of the spine's job on the spine's port towards its leaf, and its
@@ -198,14 +199,7 @@ class FabricJobManager(JobManager):
             )
         by_rank = {w.rank: w for w in workers}
         at_root = [dataclasses.replace(by_rank[r.rank], port=r.root_port) for r in placement.ranks]
-        self._placing = (placement, workers, False)
-        try:
-            super().create(
-                job_id, at_root, slots, encoding, int32_halves, block_values, round_mode, window
-            )
-        finally:
-            self._placing = None
-        return self.get(job_id)
+        return self._create_placed(job_id, (placement, workers, False), at_root, args)
 
     def _port_to(self, leaf: str) -> int:
         port = self.fabric.port_toward(self.root, leaf)

@@ -28,8 +28,9 @@ def _interfaces() -> set[str]:
     return {n for n in os.listdir("/sys/class/net") if n.split("-eth")[0] in names}
 
 
-def test_two_level_int32_exact(target):
-    before = _interfaces()
+def two_level_run(target: str, **options) -> p4net.demo.Summary:
+    """The demo on the two-level network: 8 int32 ranks of 6 000 values, 30 % of the
+    blocks non-zero, 8 slots, `options` on top."""
     opts = p4net.demo.Options(
         workers=8,
         size=6000,
@@ -40,8 +41,14 @@ def test_two_level_int32_exact(target):
         deadline=60.0,
         quiet=True,
         topo=topology.TWO_LEVEL,
+        **options,
     )
-    summary = p4net.demo.run(opts)
+    return p4net.demo.run(opts)
+
+
+def test_two_level_int32_exact(target):
+    before = _interfaces()
+    summary = two_level_run(target)
     bad = [(o.rank, o.error) for o in summary.outcomes if not (o.ok and o.matched)]
     assert not bad, bad
     assert [o.host for o in summary.outcomes] == [f"h{i}" for i in range(1, 9)]
@@ -74,21 +81,7 @@ def test_a_silent_job_across_two_levels_runs_at_the_spine(target):
     blocks non-zero): the spine aggregates every rank itself, the leaves carry the ranks'
     frames at layer 2 both ways, and each rank sends only for its own non-zero blocks
     plus an announce and at most a closing packet per slot; every sum is exact."""
-    opts = p4net.demo.Options(
-        workers=8,
-        size=6000,
-        density=0.3,
-        overlap="independent",
-        dtype="int32",
-        encoding="lanes",
-        round_mode="silent",
-        target=target,
-        slots=8,
-        deadline=60.0,
-        quiet=True,
-        topo=topology.TWO_LEVEL,
-    )
-    summary = p4net.demo.run(opts)
+    summary = two_level_run(target, overlap="independent", encoding="lanes", round_mode="silent")
     bad = [(o.rank, o.error) for o in summary.outcomes if not (o.ok and o.matched)]
     assert not bad, bad
     for o in summary.outcomes:

@@ -530,6 +530,31 @@ def packets_during(res, start: float, end: float, ranks: int) -> list[int]:
     return during
 
 
+PAUSE, WAIT = 0.01, 2.0  # rank 3 of 8 is descheduled this long this early in the call
+
+
+def late_rank_job(switch, slots: int, round_mode: str, drop):
+    """One call of 8 ranks, 16 blocks per slot, rank 3 paused for WAIT from PAUSE on, the
+    frames `drop` says lost: the run, after checking every sum is the lossless one."""
+    tensors = job(8, 16 * slots, 1.0, calls=1)
+    res = simulate(
+        switch,
+        tensors,
+        slots=slots,
+        pps=16_000,
+        params=EngineParams(),
+        pauses={3: (PAUSE, PAUSE + WAIT)},
+        drop=drop,
+        round_mode=round_mode,
+    )
+    assert not res.errors, res.errors
+    want = np.sum([t[1] for t in tensors], axis=0)
+    np.testing.assert_allclose(res.sums[0][1], want, rtol=1e-5, atol=1e-4)
+    for r in range(1, 8):
+        np.testing.assert_array_equal(res.sums[r][1], res.sums[0][1])
+    return res
+
+
 @pytest.mark.parametrize("round_mode", ["every_rank", "silent"])
 @pytest.mark.parametrize("slots", [1, 8, 32])
 def test_a_round_waiting_long_for_a_late_rank_is_asked_about_ever_less_often(
@@ -543,31 +568,15 @@ def test_a_round_waiting_long_for_a_late_rank_is_asked_about_ever_less_often(
     or more sent ~100 packets per rank in the wait against one slot's 24). Rank 0 then
     loses the RESULT of the round rank 3 completes: it fetches it from the switch's cache
     within a quarter of the wait, and every sum is the lossless one."""
-    pause, wait = 0.01, 2.0
-    tensors = job(8, 16 * slots, 1.0, calls=1)
     drop = lose_result_after_waiting(0, statuses=5)
-    res = simulate(
-        switch,
-        tensors,
-        slots=slots,
-        pps=16_000,
-        params=EngineParams(),
-        pauses={3: (pause, pause + wait)},
-        drop=drop,
-        round_mode=round_mode,
-    )
-    assert not res.errors, res.errors
+    res = late_rank_job(switch, slots, round_mode, drop)
     assert drop.seen["dropped"]
-    assert res.calls[3][1].start < pause < res.calls[0][1].end, "the pause is in the call"
+    assert res.calls[3][1].start < PAUSE < res.calls[0][1].end, "the pause is in the call"
     # a slot asks about 4 + log(wait / 32 ms) / log(1.25) times: ~23 in 2 s; more slots
     # add each one's first asks before its round has waited long
-    during = packets_during(res, pause, pause + wait, 8)
+    during = packets_during(res, PAUSE, PAUSE + WAIT, 8)
     assert max(during) <= 50, during
-    assert res.calls[0][1].end <= pause + wait * (1 + 0.25) + 0.05, res.calls[0][1].end
-    want = np.sum([t[1] for t in tensors], axis=0)
-    np.testing.assert_allclose(res.sums[0][1], want, rtol=1e-5, atol=1e-4)
-    for r in range(1, 8):
-        np.testing.assert_array_equal(res.sums[r][1], res.sums[0][1])
+    assert res.calls[0][1].end <= PAUSE + WAIT * (1 + 0.25) + 0.05, res.calls[0][1].end
 
 
 @pytest.mark.parametrize("round_mode", ["every_rank", "silent"])
@@ -578,26 +587,10 @@ def test_results_lost_after_a_long_wait_are_fetched_at_once(switch, slots, round
     the group, and every other slot asks on its own one timer later: the call ends within
     0.3 s of the pause's end (each slot on its own timer, a quarter of the wait, it took
     0.46 s with 8 slots), and every sum is right."""
-    pause, wait = 0.01, 2.0
-    tensors = job(8, 16 * slots, 1.0, calls=1)
     drop = lose_results_after_waiting(0, statuses=5)
-    res = simulate(
-        switch,
-        tensors,
-        slots=slots,
-        pps=16_000,
-        params=EngineParams(),
-        pauses={3: (pause, pause + wait)},
-        drop=drop,
-        round_mode=round_mode,
-    )
-    assert not res.errors, res.errors
+    res = late_rank_job(switch, slots, round_mode, drop)
     assert len(drop.seen["dropped"]) >= min(slots, 16) - 1  # (a window of 16 slots)
-    assert res.calls[0][1].end <= pause + wait + 0.3, res.calls[0][1].end
-    want = np.sum([t[1] for t in tensors], axis=0)
-    np.testing.assert_allclose(res.sums[0][1], want, rtol=1e-5, atol=1e-4)
-    for r in range(1, 8):
-        np.testing.assert_array_equal(res.sums[r][1], res.sums[0][1])
+    assert res.calls[0][1].end <= PAUSE + WAIT + 0.3, res.calls[0][1].end
 
 
 @pytest.mark.parametrize("seed", range(1, 7))
