@@ -16,7 +16,10 @@ leaves at line rate next to a flat ring over the same fabric.
   spine, 4 ranks per leaf), each switch kind installed, lossless then 5 % (the drop
   simulator of every switch holding the job, FabricJobManager.set_loss); each run makes
   several calls, each timed from the first rank's start to the last rank's end, and
-  gives their median.
+  gives their median. Then a sparse job (each rank's own 10 % of the blocks non-zero) in
+  each way a fabric runs it: every-rank rounds in the leaf role, and silent rounds at the
+  spine alone (docs/fabric.md, "Silent rounds on a fabric"): its time, the packets a rank
+  sent per call (its worker's count) and the frames each uplink carried.
 * **The model** (bench/model.py's `allreduce_seconds`; not a measurement): 1 024 ranks,
   32 on each of 32 leaves, with the leaf role, beside a ring allreduce over the same
   fabric; assumptions in `MODEL` and the generated text.
@@ -56,6 +59,8 @@ END = "<!-- fabric:end -->"
 LOSS = 0.05
 RUNNING_CALLS = 2  # lossy calls of the running job (running_job), after its lossless one
 MININET_CALLS = 5  # timed allreduces per Mininet run: one lossy call's time varies a lot
+SPARSE_DENSITY = 0.1  # the sparse Mininet job: each rank's own share of non-zero blocks
+ROUND_MODES = ("every_rank", "silent")  # the leaf role, and the spine alone
 WIRE_EXTRA = 20  # preamble and inter-frame gap per frame, bytes
 
 
@@ -258,12 +263,13 @@ def inprocess(shape: Shape) -> dict:
 
 def mininet(targets: list[str], size: int = 20_000, calls: int = MININET_CALLS) -> list[dict]:
     """`p4net.demo` on the two-level network per switch kind: lossless, then 5 %; each
-    run `calls` timed allreduces, its time their median (`call_seconds`)."""
+    run `calls` timed allreduces, its time their median (`call_seconds`); then the sparse
+    job in each round mode (`sparse_runs`)."""
     from p4net import demo
 
     out = []
     for target in targets:
-        row: dict = {"target": target, "runs": []}
+        row: dict = {"target": target, "runs": [], "sparse": sparse_runs(target, size, calls)}
         for loss in (0.0, LOSS):
             opts = demo.Options(
                 workers=8,
@@ -289,6 +295,53 @@ def mininet(targets: list[str], size: int = 20_000, calls: int = MININET_CALLS) 
                 }
             )
         out.append(row)
+    return out
+
+
+def sparse_runs(target: str, size: int, calls: int) -> list[dict]:
+    """The sparse job (each rank's own SPARSE_DENSITY of the blocks, int32, lossless) on
+    the two-level network in each round mode: the median call, the packets a rank sent
+    per timed call (the mean over ranks of its worker's count), the frames each uplink
+    carried up and down in the run (the timed calls and a one-block warm-up), and
+    whether every sum was exact."""
+    from p4net import demo, topology
+
+    out = []
+    for mode in ROUND_MODES:
+        opts = demo.Options(
+            workers=8,
+            size=size,
+            density=SPARSE_DENSITY,
+            overlap="independent",
+            dtype="int32",
+            encoding="lanes",
+            round_mode=mode,
+            target=target,
+            quiet=True,
+            topo="two-level",
+            repeat=calls,
+        )
+        s = demo.run(opts)
+        each = call_seconds([o.report.get("spans", []) for o in s.outcomes])
+        timed = [c for o in s.outcomes for c in o.calls if c["kind"] != "warmup"]
+        uplink = topology.leaf_hosts(8) + 1
+        ups = [s.links[leaf][uplink] for leaf in ("leaf1", "leaf2")]  # (demo._switch_label)
+        out.append(
+            {
+                "round_mode": mode,
+                "seconds": float(np.median(each)) if each else 0.0,
+                "calls": len(each),
+                "packets_per_call": float(np.mean([c["packets_sent"] for c in timed]))
+                if timed
+                else 0.0,
+                "nonzero_blocks": float(np.mean([c["nonzero_blocks"] for c in timed]))
+                if timed
+                else 0.0,
+                "uplink_up": [u["tx_packets"] for u in ups],
+                "uplink_down": [u["rx_packets"] for u in ups],
+                "exact": s.all_matched,
+            }
+        )
     return out
 
 
@@ -403,6 +456,9 @@ def markdown(data: dict) -> str:
         a, b = m["runs"]
         calls = f", median of {len(b['calls'])} calls" if b.get("calls") else ""
         L.append(_loss_row(f"Mininet, 8 ranks on 2 leaves, {m['target']}{calls}{kept}", a, b))
+    sparse = [m for m in data.get("mininet") or [] if m.get("sparse")]
+    if sparse:
+        L += ["", *_sparse_text(sparse, kept)]
     if "cpu_seconds" in lossy:
         L += ["", *_where_text(ip)]
     L += ["", _model_text(data["model"], data["model_rows"])]
@@ -462,6 +518,35 @@ def _running_row(ip: dict) -> str:
         lossless,
         lossy,
     )
+
+
+def _sparse_text(rows: list[dict], kept: str) -> list[str]:
+    """The sparse Mininet job in each round mode, a row per switch kind and mode."""
+    L = [
+        f"A sparse job in Mininet{kept} (8 ranks on 2 leaves, int32, each rank's own "
+        f"{SPARSE_DENSITY * 100:.0f} % of the blocks non-zero, lossless): every-rank rounds in the "
+        "leaf role, and silent rounds at the spine alone, each leaf carrying its ranks' "
+        "frames at layer 2 (docs/fabric.md). Packets a rank sent per call (its worker's "
+        "count, the mean over ranks) beside its non-zero blocks; frames each uplink "
+        "carried in the run (its timed calls and a one-block warm-up):",
+        "",
+        "| switch kind | round mode | seconds per call (median) | packets a rank sent per "
+        "call (non-zero blocks) | frames up each uplink | frames down each uplink | exact |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for m in rows:
+        for r in m["sparse"]:
+            mode = (
+                "silent, at the spine" if r["round_mode"] == "silent" else "every-rank, leaf role"
+            )
+            L.append(
+                f"| {m['target']} | {mode} | {r['seconds']:.3f} s ({r['calls']} calls) | "
+                f"{r['packets_per_call']:.0f} ({r['nonzero_blocks']:.0f}) | "
+                f"{' / '.join(str(x) for x in r['uplink_up'])} | "
+                f"{' / '.join(str(x) for x in r['uplink_down'])} | "
+                f"{'yes' if r['exact'] else 'NO'} |"
+            )
+    return L
 
 
 def _loss_row(where: str, lossless: dict, lossy: dict) -> str:
