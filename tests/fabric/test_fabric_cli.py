@@ -157,7 +157,8 @@ def test_a_rank_finds_the_fabric_jobs_where_the_controller_keeps_them(inprocess_
 
 def test_a_rank_looks_its_fabric_job_up_through_the_configuration(inprocess_fabric, tmp_path):
     """The torch backend's lookup (hostlib.jobref, `controller_config`): a fabric's job in
-    the leaf role gives each rank the descriptor of its leaf's part."""
+    the leaf role gives each rank the descriptor of its leaf's part, one of silent rounds
+    (at the spine alone) the spine's."""
     from controlplane.config import load
     from controlplane.fabric import FabricController
     from hostlib.jobref import _from_controller
@@ -185,5 +186,11 @@ def test_a_rank_looks_its_fabric_job_up_through_the_configuration(inprocess_fabr
             assert desc == job.descriptor(rank, ctl.jobs.switch), where
             assert desc["rank"] == rank and desc["wire_rank"] == rank // 2
             assert desc["switch"]["ip"] == ("10.0.0.240", "10.0.0.241")[rank % 2]
+        # a job of silent rounds is the spine's alone: its record there is every rank's
+        job = ctl.jobs.create(7, workers, slots=2, round_mode="silent")
+        for rank in range(4):
+            desc, where = _from_controller(path, 7, rank)
+            assert desc == job.descriptor(rank, ctl.jobs.switch), where
+            assert desc["switch"]["ip"] == ctl.jobs.switch.ip and desc.get("wire_rank") is None
     finally:
         ctl.close()
