@@ -80,6 +80,19 @@ def test_up_job_and_stats(inprocess_fabric, tmp_path, capsys):
     assert {"job", "5", "switch", "l1", "l2", "s"} <= rows, out
     code, out, err = ctl("-c", str(path), "job", "delete", "5", capsys=capsys)
     assert code == 0 and "deleted job 5" in out, err
+    # a job of silent rounds is the spine's alone: every rank sends to the spine
+    code, out, err = ctl(
+        "-c", str(path), "--json", "job", "create", "--job", "6", "--round-mode", "silent",
+        *args, capsys=capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    created = json.loads(out)
+    (spine,) = [sw["ip"] for sw in fabric_config(inprocess_fabric, tmp_path)["switches"]
+                if sw["role"] == "spine"]  # fmt: skip
+    assert {d["switch"]["ip"] for d in created["descriptors"]} == {spine}
+    assert all(d.get("wire_rank") is None for d in created["descriptors"])
+    code, out, err = ctl("-c", str(path), "job", "delete", "6", capsys=capsys)
+    assert code == 0 and "deleted job 6" in out, err
 
 
 def test_a_wrong_fabric_file_names_the_field(inprocess_fabric, tmp_path, capsys):
