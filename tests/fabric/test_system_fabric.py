@@ -90,14 +90,16 @@ def test_a_silent_job_across_two_levels_runs_at_the_spine(target):
         assert not lossless or o.packets_sent <= nonzero + 2 * slots, (o.rank, o.stats)
     per_leaf = topology.leaf_hosts(8)
     uplink = per_leaf + 1
-    for i, leaf in enumerate(("leaf1", "leaf2")):
+    for leaf in ("leaf1", "leaf2"):
         hosts = [c for port, c in summary.links[leaf].items() if port != uplink]
         up = summary.links[leaf][uplink]
-        # at layer 2: every p4reduce packet of the leaf's ranks went up, and nothing but
-        # what they sent; what came down went on to them
-        sent = sum(o.packets_sent for o in summary.outcomes[i * per_leaf : (i + 1) * per_leaf])
-        assert sent <= up["tx_packets"] <= sum(c["rx_packets"] for c in hosts), (leaf, up)
-        assert up["rx_packets"] <= sum(c["tx_packets"] for c in hosts), (leaf, up, hosts)
+        # at layer 2, both ways: nothing goes up but what the leaf's ranks sent, and
+        # what reaches them is what came down, each rank's own copy of each result (a
+        # leaf in the leaf role sends each result it takes down to all 4: 4x). Bounds,
+        # not equalities: a loaded software switch may drop a frame (the ranks' loss
+        # recovery repairs it), and a leaf floods a rank's start-up frames to the others.
+        assert up["tx_packets"] <= sum(c["rx_packets"] for c in hosts), (leaf, up, hosts)
+        assert sum(c["tx_packets"] for c in hosts) <= 1.5 * up["rx_packets"], (leaf, up, hosts)
 
 
 def test_a_restarted_leaf_is_restored_alone(target):
