@@ -265,25 +265,11 @@ def mininet(targets: list[str], size: int = 20_000, calls: int = MININET_CALLS) 
     """`p4net.demo` on the two-level network per switch kind: lossless, then 5 %; each
     run `calls` timed allreduces, its time their median (`call_seconds`); then the sparse
     job in each round mode (`sparse_runs`)."""
-    from p4net import demo
-
     out = []
     for target in targets:
         row: dict = {"target": target, "runs": [], "sparse": sparse_runs(target, size, calls)}
         for loss in (0.0, LOSS):
-            opts = demo.Options(
-                workers=8,
-                size=size,
-                density=1.0,
-                dtype="int32",
-                loss=loss,
-                target=target,
-                quiet=True,
-                topo="two-level",
-                repeat=calls,
-            )
-            s = demo.run(opts)
-            each = call_seconds([o.report.get("spans", []) for o in s.outcomes])
+            s, each = two_level_run(target, size, calls, density=1.0, loss=loss)
             row["runs"].append(
                 {
                     "loss": loss,
@@ -298,31 +284,45 @@ def mininet(targets: list[str], size: int = 20_000, calls: int = MININET_CALLS) 
     return out
 
 
+def two_level_run(target: str, size: int, calls: int, **options):
+    """`p4net.demo` on the two-level network: 8 int32 ranks of `size` values, `calls`
+    timed allreduces, `options` on top: its Summary and each call's time
+    (`call_seconds`)."""
+    from p4net import demo
+
+    opts = demo.Options(
+        workers=8,
+        size=size,
+        dtype="int32",
+        target=target,
+        quiet=True,
+        topo="two-level",
+        repeat=calls,
+        **options,
+    )
+    s = demo.run(opts)
+    return s, call_seconds([o.report.get("spans", []) for o in s.outcomes])
+
+
 def sparse_runs(target: str, size: int, calls: int) -> list[dict]:
     """The sparse job (each rank's own SPARSE_DENSITY of the blocks, int32, lossless) on
     the two-level network in each round mode: the median call, the packets a rank sent
     per timed call (the mean over ranks of its worker's count), the frames each uplink
     carried up and down in the run (the timed calls and a one-block warm-up), and
     whether every sum was exact."""
-    from p4net import demo, topology
+    from p4net import topology
 
     out = []
     for mode in ROUND_MODES:
-        opts = demo.Options(
-            workers=8,
-            size=size,
+        s, each = two_level_run(
+            target,
+            size,
+            calls,
             density=SPARSE_DENSITY,
             overlap="independent",
-            dtype="int32",
             encoding="lanes",
             round_mode=mode,
-            target=target,
-            quiet=True,
-            topo="two-level",
-            repeat=calls,
         )
-        s = demo.run(opts)
-        each = call_seconds([o.report.get("spans", []) for o in s.outcomes])
         timed = [c for o in s.outcomes for c in o.calls if c["kind"] != "warmup"]
         uplink = topology.leaf_hosts(8) + 1
         ups = [s.links[leaf][uplink] for leaf in ("leaf1", "leaf2")]  # (demo._switch_label)
