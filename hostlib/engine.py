@@ -718,13 +718,13 @@ class AllreduceEngine:
             )
 
     def _completed(
-        self, s: np.ndarray, finished: np.ndarray, now: float, flags: np.ndarray | None = None
+        self, s: np.ndarray, finished: np.ndarray, now: float, flags: np.ndarray
     ) -> None:
         """Rounds of slots `s` completed; the `finished` ones (no next block) close and
         open the window's next slots. `flags`: their RESULTs' flags: REPAIRED says that
         the round's time includes somebody's repair, CACHED that the RESULT answers this
         rank's own resend (Pacer.answered)."""
-        if flags is None or not np.count_nonzero(flags & _REPAIR_FLAGS):  # (most batches)
+        if not np.count_nonzero(flags & _REPAIR_FLAGS):  # (most batches)
             self.pacer.answered(s, now)  # round-time samples, pacing state
         else:
             repaired, cached = (flags & p.FLAG.REPAIRED) != 0, (flags & p.FLAG.CACHED) != 0

@@ -231,9 +231,7 @@ class Pacer:
         self.lacking[slots] = False
         self.group_at[slots] = -np.inf
 
-    def held_by_switch(
-        self, slots: np.ndarray, now: float, heard: np.ndarray | None = None
-    ) -> None:
+    def held_by_switch(self, slots: np.ndarray, now: float, heard: np.ndarray) -> None:
         """The switch answered `slots`' latest transmission with a STATUS: it holds it.
         `heard`: each STATUS's bitmap of the ranks the switch has heard in the round; the
         answer stands for every held round waiting for the same ranks
@@ -241,7 +239,7 @@ class Pacer:
         that the round only waited for other ranks (`RttEstimator.spurious_resend`)."""
         self.status_at[slots] = now
         self.status_seen = now
-        if heard is not None and not self.behind_leaf:
+        if not self.behind_leaf:
             self.status_heard[slots] = heard
             self._answer_for_waits(slots, now)
         if self.rtt.srtt is None:  # (behind a leaf a STATUS may answer another rank)
