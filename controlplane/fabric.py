@@ -27,6 +27,7 @@ import dataclasses
 import logging
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 from p4reduce import wire
 from p4reduce.addresses import Address, WorkerAddress
@@ -84,6 +85,16 @@ class FabricJob(Job):
         return [self.descriptor(r, switch) for r in range(self.worker_count)]
 
 
+class _Placing(NamedTuple):
+    """A job being created: its placement, its ranks (each port its leaf's), and whether
+    it runs in the leaf and spine roles (else at the root alone, its ranks' frames crossing
+    their leaves at layer 2)."""
+
+    placement: Placement
+    workers: list[WorkerAddress]
+    leaf_role: bool
+
+
 class FabricJobManager(JobManager):
     """The fabric's jobs: the spine's part kept in the root's state file and installed on
     the root, each leaf's part in that leaf's (`leaves`: every other switch's manager);
@@ -103,10 +114,7 @@ class FabricJobManager(JobManager):
         self.root = fabric.root.name
         self.leaves = leaves
         self.tables = {**{n: m.table for n, m in leaves.items()}, self.root: self.table}
-        # while creating a job: its placement, its ranks, and whether it runs in the leaf
-        # and spine roles (else at the root alone, its ranks' frames crossing their leaves
-        # at layer 2)
-        self._placing: tuple[Placement, list[WorkerAddress], bool] | None = None
+        self._placing: _Placing | None = None  # the job being created
 
     def place(self, job_id: int, workers: list[WorkerAddress]) -> Placement:
         """The job's placement (JobError saying what is wrong), each rank's address that of
@@ -163,12 +171,12 @@ class FabricJobManager(JobManager):
             for i, leaf in enumerate(placement.leaf_order())
         ]
         args = (slots, encoding, int32_halves, block_values, round_mode, window)
-        return self._create_placed(job_id, (placement, workers, True), spine, args)
+        return self._create_placed(job_id, _Placing(placement, workers, True), spine, args)
 
     def _create_placed(
         self,
         job_id: int,
-        placing: tuple[Placement, list[WorkerAddress], bool],
+        placing: _Placing,
         at_root: list[WorkerAddress],
         args: tuple,
     ) -> Job:
@@ -199,7 +207,7 @@ class FabricJobManager(JobManager):
             )
         by_rank = {w.rank: w for w in workers}
         at_root = [dataclasses.replace(by_rank[r.rank], port=r.root_port) for r in placement.ranks]
-        return self._create_placed(job_id, (placement, workers, False), at_root, args)
+        return self._create_placed(job_id, _Placing(placement, workers, False), at_root, args)
 
     def _port_to(self, leaf: str) -> int:
         port = self.fabric.port_toward(self.root, leaf)
@@ -209,10 +217,10 @@ class FabricJobManager(JobManager):
     def _add(self, job: Job) -> None:
         """The spine's part, then each leaf's (a job being created); an adopted job is the
         root's alone."""
-        if self._placing is None or not self._placing[2]:
+        if self._placing is None or not self._placing.leaf_role:
             super()._add(job)
             return
-        placement, workers, _ = self._placing
+        placement, workers = self._placing.placement, self._placing.workers
         job.job_ranks = len(placement.ranks)  # the packed bias's N: every rank
         super()._add(job)
         by_rank = {w.rank: w for w in workers}
@@ -305,8 +313,7 @@ class FabricJobManager(JobManager):
         roles its ranks' leaves and the root, else the root): the order every process
         locks their state files in."""
         assert self._placing is not None  # only while creating
-        placement, _, leaf_role = self._placing
-        return placement.switches if leaf_role else [self.root]
+        return self._placing.placement.switches if self._placing.leaf_role else [self.root]
 
     def _check_workers(self, job_id: int, workers: list[WorkerAddress]) -> None:
         """Placed already (`place`): on the root, ranks behind one leaf share its port."""
