@@ -116,6 +116,24 @@ def test_p4_constants_match_the_codec():
     assert consts["EPOCH_LOST"] == protocol.MAX_EPOCH + 1
 
 
+def test_every_flag_the_p4_sources_name_is_the_codecs():
+    """Flags that share a bit (ENDED, COVERED, REPAIRED, RELAYED: aliases, which iterating
+    Flag skips) are named wherever an architecture's source defines them (the repair mark
+    and the leaf's relay are v1model's or per architecture): each such constant is the
+    codec's."""
+    found = {}
+    for path in sorted((REPO / "p4src").rglob("*.p4")):
+        if "build" in path.parts:
+            continue
+        for name, value in re.findall(r"const flags_t\s+FLAG_(\w+)\s*=\s*(0x[0-9A-Fa-f]+|\d+);",
+                                      path.read_text()):  # fmt: skip
+            found.setdefault(name, set()).add((int(value, 0), path.relative_to(REPO)))
+    assert {"REPAIRED", "ENDED", "COVERED", "RELAYED"} <= set(found), sorted(found)
+    for name, defined in found.items():
+        want = protocol.Flag.__members__[name].value
+        assert {v for v, _ in defined} == {want}, (name, defined, want)
+
+
 def _tna_include() -> Path | None:
     """Where tna.p4 lives: $TOFINO_P4INCLUDE, or the p4c source tree docs/tofino.md builds."""
     import os
