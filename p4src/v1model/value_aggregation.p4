@@ -80,8 +80,7 @@
     }                                                                          \
     action add_packed_##K() {                                                  \
         sums_##K.read(hdr.held_##K.word, meta.slot_index);                     \
-        hdr.values_##K.word = (meta.first == 1) ? hdr.values_##K.word          \
-                            : hdr.values_##K.word + hdr.held_##K.word;         \
+        hdr.values_##K.word = hdr.values_##K.word + hdr.held_##K.word;         \
         sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
     }                                                                          \
     action add_packed_skip_##K() {                                             \
@@ -173,7 +172,11 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
                 accumulate_overflow();
             }
         } else if (meta.encoding == ENCODING_PACKED) {
-            if (hdr.p4r.msg_type == MSG_DATA) {
+            if (hdr.p4r.msg_type == MSG_DATA && meta.first == 1) {
+#define SIZE_ACTION store
+                CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+            } else if (hdr.p4r.msg_type == MSG_DATA) {
 #define SIZE_ACTION add_packed
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
