@@ -51,19 +51,20 @@
 #define SWAR_OVERFLOWS(A, B) ((~(A ^ B) & (A ^ SWAR_SUM(A, B)) & LANE_HIGH) != 0)
 
 /* One block size's register and actions (K values per block). An add reads the cell into
- * held_K (values.p4: a scratch header, never valid), adds it into the packet's word
- * (the first contributor keeps its own: it overwrites the cell) and writes the word back:
- * three primitives on the wide word, and no wide local, which bmv2 would zero on every
- * packet and copy into every result copy (user metadata; docs/protocol.md section 10). */
+ * held_K (values.p4: a scratch header, never valid), adds it into the packet's word and
+ * writes the word back: three primitives on the wide word, and no wide local, which bmv2
+ * would zero on every packet and copy into every result copy (user metadata;
+ * docs/protocol.md section 10). A round's first DATA overwrites the cell with its word as
+ * it is (store_K): one primitive, where a read and an assign of its own word would cost
+ * bmv2 two more exports of the whole word (it converts a field's value to bytes on every
+ * write to it). */
 #define SIZE_AGGREGATION(K)                                                    \
     register<bit<2048>>(SLOT_ENTRIES) sums_##K;                                \
     action add_lanes_##K() {                                                   \
         sums_##K.read(hdr.held_##K.word, meta.slot_index);                     \
-        meta.lane_overflow = (meta.first == 0                                  \
-                              && SWAR_OVERFLOWS(hdr.held_##K.word,             \
-                                                hdr.values_##K.word)) ? 1w1 : 1w0; \
-        hdr.values_##K.word = (meta.first == 1) ? hdr.values_##K.word          \
-                            : SWAR_SUM(hdr.held_##K.word, hdr.values_##K.word); \
+        meta.lane_overflow = SWAR_OVERFLOWS(hdr.held_##K.word,                 \
+                                            hdr.values_##K.word) ? 1w1 : 1w0;  \
+        hdr.values_##K.word = SWAR_SUM(hdr.held_##K.word, hdr.values_##K.word); \
         sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
     }                                                                          \
     action store_first_skip_##K() {                                            \
@@ -186,7 +187,11 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
 #undef SIZE_ACTION
             }
         } else {
-            if (hdr.p4r.msg_type == MSG_DATA) {
+            if (hdr.p4r.msg_type == MSG_DATA && meta.first == 1) {
+#define SIZE_ACTION store
+                CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+            } else if (hdr.p4r.msg_type == MSG_DATA) {
 #define SIZE_ACTION add_lanes
                 CALL_FOR_JOB_SIZE
 #undef SIZE_ACTION
