@@ -10,9 +10,11 @@
  *               half to even: the current rounding mode, never changed by hostlib);
  *   unbias:     out = (int32)(in - bias) modulo 2^32, `in` in either byte order: the N
  *               ranks' packed biases taken off a RESULT's lane sums;
- *   dequantize: out = (dtype)((double)sum / divisor[row]), sum int32 in either byte
- *               order, out float32 or float64: the float64 quotient, rounded to the
- *               tensor's dtype;
+ *   dequantize: out = (dtype)((double)sum / divisor[row]), sum = (int32)(in - bias)
+ *               modulo 2^32, `in` in either byte order (bias 0, or a packed RESULT's
+ *               lane sums with the N ranks' biases still in: unbias in the same pass),
+ *               out float32 or float64: the float64 quotient, rounded to the tensor's
+ *               dtype;
  *   max_abs:    out[row] = max |x| over the row, x float32 or float64: the largest of the
  *               values' bits with the sign bit cleared, as unsigned integers. IEEE
  *               floats of one sign order as their bits do, and every NaN's bits lie
@@ -103,13 +105,14 @@ static void p4r_unbias(const char *in, ptrdiff_t in_row, int64_t rows, int64_t k
 
 #define DEQUANTIZE(NAME, T, ORDER)                                                          \
     CLONES static void NAME(const char *sums, ptrdiff_t s_row, const double *divisor,       \
-                            int64_t rows, int64_t k, char *out, ptrdiff_t out_row) {        \
+                            int64_t rows, int64_t k, uint32_t bias, char *out,              \
+                            ptrdiff_t out_row) {                                            \
         for (int64_t r = 0; r < rows; r++) {                                                \
             const lane *src = (const lane *)ROW(sums, s_row, r);                            \
             T *dst = (T *)ROW(out, out_row, r);                                             \
             const double d = divisor[r];                                                    \
             for (int64_t i = 0; i < k; i++)                                                 \
-                dst[i] = (T)((double)(int32_t)ORDER(src[i]) / d);                           \
+                dst[i] = (T)((double)(int32_t)(ORDER(src[i]) - bias) / d);                  \
         }                                                                                   \
     }
 
@@ -118,14 +121,17 @@ DEQUANTIZE(dequantize_f32, f32, as_is)
 DEQUANTIZE(dequantize_f64_swap, f64, swapped)
 DEQUANTIZE(dequantize_f64, f64, as_is)
 
-/* sums: 4-byte lanes, byte-swapped when swap; out: float32 (itemsize 4) or else float64. */
+/* sums: 4-byte lanes, byte-swapped when swap, `bias` subtracted from each; out: float32
+ * (itemsize 4) or else float64. */
 static void p4r_dequantize(const char *sums, ptrdiff_t s_row, const double *divisor,
-                           int64_t rows, int64_t k, char *out, int itemsize, ptrdiff_t out_row,
-                           int swap) {
+                           int64_t rows, int64_t k, uint32_t bias, char *out, int itemsize,
+                           ptrdiff_t out_row, int swap) {
     if (itemsize == 4)
-        (swap ? dequantize_f32_swap : dequantize_f32)(sums, s_row, divisor, rows, k, out, out_row);
+        (swap ? dequantize_f32_swap : dequantize_f32)(sums, s_row, divisor, rows, k, bias, out,
+                                                      out_row);
     else
-        (swap ? dequantize_f64_swap : dequantize_f64)(sums, s_row, divisor, rows, k, out, out_row);
+        (swap ? dequantize_f64_swap : dequantize_f64)(sums, s_row, divisor, rows, k, bias, out,
+                                                      out_row);
 }
 
 #define MAX_ABS(NAME, U, SIGN)                                                              \
@@ -317,22 +323,23 @@ static PyObject *py_unbias(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* dequantize(sums, divisor, out) */
+/* dequantize(sums, divisor, out[, bias]) */
 static PyObject *py_dequantize(PyObject *self, PyObject *args) {
     static const char *const names[3] = {"dequantize: sums", "dequantize: divisor",
                                          "dequantize: out"};
     PyObject *objs[3];
     Py_buffer v[3]; /* sums, divisor, out */
     element ei, eo;
+    unsigned long bias = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOO:dequantize", &objs[0], &objs[1], &objs[2]) ||
+    if (!PyArg_ParseTuple(args, "OOO|k:dequantize", &objs[0], &objs[1], &objs[2], &bias) ||
         hold_per_row(objs, v, names, &ei, &eo) < 0)
         return NULL;
     if (ei.kind != 'i' || ei.size != 4 || eo.kind != 'f' || eo.swap)
         return refuse(v, 3, "dequantize: expected int32 sums into native float32/float64");
     RUN(v[0].shape[0], v[0].shape[1],
         p4r_dequantize(v[0].buf, v[0].strides[0], v[1].buf, v[0].shape[0], v[0].shape[1],
-                       v[2].buf, eo.size, v[2].strides[0], ei.swap));
+                       (uint32_t)bias, v[2].buf, eo.size, v[2].strides[0], ei.swap));
     let_go(v, 3);
     Py_RETURN_NONE;
 }
@@ -366,7 +373,8 @@ static PyMethodDef methods[] = {
      "quantize(values, scale, bias, out): out = (uint32)(int32)rint(values * scale[row]) + bias"},
     {"unbias", py_unbias, METH_VARARGS, "unbias(sums, bias, out): out = sums - bias (mod 2^32)"},
     {"dequantize", py_dequantize, METH_VARARGS,
-     "dequantize(sums, divisor, out): out = (double)sums / divisor[row], rounded to out's dtype"},
+     "dequantize(sums, divisor, out, bias=0): out = (double)(int32)(sums - bias) / divisor[row], "
+     "rounded to out's dtype"},
     {"max_abs", py_max_abs, METH_VARARGS,
      "max_abs(values, out): out[row] = max |values[row]| (NaN over Inf over the rest)"},
     {NULL, NULL, 0, NULL},

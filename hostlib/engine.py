@@ -43,7 +43,7 @@ from .framing import (
     values_columns,
 )
 from .liveness import Liveness
-from .numerics import Output, Payload, from_packed, overflow_error
+from .numerics import Output, Payload, from_packed, overflow_error, packed_sum_bias
 from .scratch import Scratch
 from .smallarrays import consecutive, increasing, selection, tally, total
 from .slots import SlotWindow, slot_streams
@@ -672,11 +672,14 @@ class AllreduceEngine:
                 di.size == 1 or np.count_nonzero(di == np.arange(di.size)) == di.size
             )
             wire = r.values if every else r.values[di]
-            out = self.scratch.take("received", wire.shape, np.int32)
-            sums = from_packed(wire, self.cfg.worker_count, out)
+            if self.payload.is_float:  # the biases go in dequantize's one pass
+                sums, bias = wire, packed_sum_bias(self.cfg.worker_count)
+            else:
+                out = self.scratch.take("received", wire.shape, np.int32)
+                sums, bias = from_packed(wire, self.cfg.worker_count, out), 0
         else:
-            sums = r.values[di]
-        self.output.store(blocks, sums, self.exponent[ds])
+            sums, bias = r.values[di], 0
+        self.output.store(blocks, sums, self.exponent[ds], bias)
         over = r.cols["flags"][di] & p.FLAG.OVERFLOW
         if np.count_nonzero(over):
             self.stats.overflowed_blocks.extend(int(b) for b in blocks[over != 0])

@@ -18,6 +18,7 @@ from p4reduce.wire import packed_bias
 
 from . import protocol as p
 from .scratch import Scratch, take
+from .smallarrays import common_step
 
 try:  # the per-value passes, compiled (hostlib/_kernels.c): built by `make install`
     from . import _kernels
@@ -51,8 +52,20 @@ def from_packed(sums: np.ndarray, worker_count: int, out: np.ndarray | None = No
     either byte order (a received batch's values are the wire's big-endian bytes,
     framing.parse_batch), turned native on the way: one compiled pass (`_kernels`).
     `out`: an int32 array of sums' shape to write (a Scratch buffer), else a new one."""
+    return unbias(sums, packed_sum_bias(worker_count), out)
+
+
+def packed_sum_bias(worker_count: int) -> int:
+    """The N ranks' packed biases modulo 2^32: what a packed round's lane sums hold beyond
+    the exact int32 sums (from_packed subtracts it; a float's dequantize can instead)."""
+    return _packed_biases(worker_count)[1]
+
+
+def unbias(sums: np.ndarray, bias: int, out: np.ndarray | None = None) -> np.ndarray:
+    """int32 sums less `bias` modulo 2^32, `sums` in either byte order, into `out` (int32,
+    sums' shape) or a new array."""
     dest = np.empty(sums.shape, np.int32) if out is None else out
-    _kernels.unbias(_rows(sums), _packed_biases(worker_count)[1], _rows(dest, True))
+    _kernels.unbias(_rows(sums), bias, _rows(dest, True))
     return dest
 
 
@@ -230,19 +243,22 @@ def dequantize(
     worker_count: int,
     dtype=np.float64,
     out: np.ndarray | None = None,
+    bias: int = 0,
 ) -> np.ndarray:
     """sum / s = sum * 2^E / floor(M/N) per row, computed in float64, in one pass: the sum
     divided by the row's floor(M/N) * 2^-E (exact: a power of two scales a float64 exactly
     here), the same correctly rounded quotient as dividing by floor(M/N) and scaling by 2^E
     after (no quotient comes near float64's subnormals: |sum| >= 1, E >= -128). Returned as
     `dtype`: each float64 quotient rounded to it, so a float32 result never holds a
-    float64 copy of the rows. `sums`: int32 in either byte order. `out`: an array of
+    float64 copy of the rows. `sums`: int32 in either byte order, less `bias` modulo 2^32
+    (a packed RESULT's lanes with the N ranks' biases in, `from_packed`'s subtraction made
+    in the same pass: one read of the received values instead of two). `out`: an array of
     sums' shape and `dtype` to write (a Scratch buffer, the result's rows), else a new
     one."""
     if out is None:
         out = np.empty(sums.shape, dtype)
     divisor = scales(np.asarray(exponents), worker_count)  # s, the rows' quantize scale
-    _kernels.dequantize(_rows(sums), divisor, _rows(out, True))
+    _kernels.dequantize(_rows(sums), divisor, _rows(out, True), bias)
     return out
 
 
@@ -298,10 +314,8 @@ def evenly_spaced(blocks: np.ndarray) -> slice | None:
     first = int(blocks[0])
     if blocks.size == 1:
         return slice(first, first + 1)
-    step = int(blocks[1]) - first
-    if step <= 0 or not (np.diff(blocks) == step).all():
-        return None
-    return slice(first, int(blocks[-1]) + 1, step)
+    step = common_step(blocks)
+    return None if step is None else slice(first, int(blocks[-1]) + 1, step)
 
 
 def max_abs(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -554,15 +568,23 @@ class Output:
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending_rows = 0
 
-    def store(self, blocks: np.ndarray, sums: np.ndarray, exponent_biased: np.ndarray) -> None:
-        """The lane sums (int32, the encoding's bias removed) of wire blocks `blocks`,
-        each sent with biased exponent `exponent_biased` (arrays the caller leaves alone;
-        `sums` may be a Scratch view: stored at once, or copied while it waits)."""
+    def store(
+        self, blocks: np.ndarray, sums: np.ndarray, exponent_biased: np.ndarray, bias: int = 0
+    ) -> None:
+        """The lane sums (int32, less `bias` modulo 2^32: a packed job's N biases, which a
+        float's dequantize takes off in its one pass over the values; 0 where the caller
+        removed the encoding's bias) of wire blocks `blocks`, each sent with biased exponent
+        `exponent_biased` (arrays the caller leaves alone; `sums` may be a Scratch view or
+        a received batch's: stored at once, or copied while it waits)."""
+        if bias and not self.payload.is_float:
+            raise ValueError("only a float's dequantize takes a packed bias off: unbias int sums")
+        if self._pending and self._pending[0][3] != bias:
+            self.flush()  # (never within a call: its engine stores every round one way)
         if not self._pending and blocks.size >= self.store_rows:
-            self._pending.append((blocks, sums, exponent_biased))
+            self._pending.append((blocks, sums, exponent_biased, bias))
             self.flush()
             return
-        self._pending.append((blocks, np.array(sums), exponent_biased))
+        self._pending.append((blocks, np.array(sums), exponent_biased, bias))
         self._pending_rows += blocks.size
         if self._pending_rows >= self.store_rows:
             self.flush()
@@ -571,10 +593,11 @@ class Output:
         """Store what `store` collected."""
         if not self._pending:
             return
+        bias = self._pending[0][3]
         if len(self._pending) == 1:
-            blocks, sums, exps = self._pending[0]
+            blocks, sums, exps, _ = self._pending[0]
         else:
-            blocks, sums, exps = (np.concatenate(c) for c in zip(*self._pending))
+            blocks, sums, exps = (np.concatenate(c) for c in list(zip(*self._pending))[:3])
         self._pending, self._pending_rows = [], 0
         pl = self.payload
         if self.seen is None and not self.zeroed:  # only `finish`'s zeroing reads it
@@ -585,10 +608,10 @@ class Output:
             e = exps.astype(np.int32) - p.EXPONENT_BIAS
             rows = self._rows(blocks) if self.divisor == 1 else None
             if rows is not None:  # straight into the result: no pass over a copy
-                dequantize(sums, e, pl.worker_count, dtype, rows)
+                dequantize(sums, e, pl.worker_count, dtype, rows, bias)
                 return
             out = take(self.scratch, "sums", sums.shape, dtype)
-            res = dequantize(sums, e, pl.worker_count, dtype, out)
+            res = dequantize(sums, e, pl.worker_count, dtype, out, bias)
             if self.divisor != 1:
                 res /= self.divisor
             self.blocks[blocks] = res

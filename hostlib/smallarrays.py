@@ -39,6 +39,20 @@ def increasing(x: np.ndarray) -> bool:
     return not np.count_nonzero(np.diff(x) <= 0)
 
 
+def common_step(x: np.ndarray) -> int | None:
+    """d when x (at least two elements) is x[0], x[0] + d, x[0] + 2d, ... with d > 0, else
+    None: without np.diff's fixed cost where x is small (a batch's blocks of consecutive
+    slots, each turn)."""
+    if x.size <= SMALL_REDUCE:
+        xs = x.tolist()
+        d = xs[1] - xs[0]
+        ok = d > 0 and all(b - a == d for a, b in zip(xs, xs[1:]))
+    else:
+        d = int(x[1]) - int(x[0])
+        ok = d > 0 and not np.count_nonzero(np.diff(x) != d)
+    return d if ok else None
+
+
 def once_each(x: np.ndarray) -> slice | np.ndarray | None:
     """The index that puts x in increasing order when no value occurs twice (every row
     as a slice when x is increasing already), else None: where np.unique would return

@@ -75,7 +75,8 @@ def test_quantize_is_the_exactly_rounded_product_plus_bias_in_the_wires_order(dt
 def test_quantize_then_dequantize_matches_rationals_at_any_shape(k, n, seed, dtype):
     """Any row width and job size: the quantized integers, the N biases taken off their
     packed sum (unbias), and the quotient rounded to the tensor's dtype, each as the
-    rationals give it."""
+    rationals give it -- also where dequantize takes the biases off the received lanes
+    itself, in its one pass (what a rank does with a float RESULT)."""
     rng = np.random.default_rng(seed)
     xs = [np.stack([_row_values(rng, k, dtype)[0] for _ in range(3)]) for _ in range(2)]
     e = np.max([nm.block_exponents(x) for x in xs], axis=0).astype(np.int32)
@@ -84,6 +85,7 @@ def test_quantize_then_dequantize_matches_rationals_at_any_shape(k, n, seed, dty
     wire = lanes.astype(np.uint32).astype(">u4").view(p.VALUES_DTYPE)
     sums = nm.from_packed(wire, n)
     got = nm.dequantize(sums, e, n, dtype)
+    fused = nm.dequantize(wire, e, n, dtype, bias=nm.packed_sum_bias(n))
     for r in range(3):
         for i in range(k):
             q = sum(_exact_q(float(x[r, i]), int(e[r]), n) for x in xs)
@@ -91,6 +93,7 @@ def test_quantize_then_dequantize_matches_rationals_at_any_shape(k, n, seed, dty
             assert int(sums[r, i]) % 2**32 == unbiased
             s = int(sums[r, i])
             assert got[r, i] == dtype(_exact_sum(s, int(e[r]), n)), (r, i, s)
+            assert fused[r, i] == got[r, i], (r, i, s)
             if n == 2:  # two ranks sent: the unbiased sum is their integers' sum
                 assert s == q
 

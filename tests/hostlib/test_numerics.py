@@ -244,6 +244,31 @@ def test_a_sum_is_dequantized_into_the_tensors_dtype_as_float64_rounded(dtype, r
         assert (out.finish().reshape(5, 300) == (wide / divisor).astype(dtype)).all()
 
 
+def test_output_takes_a_packed_bias_off_as_it_dequantizes_whatever_it_holds_back(rng):
+    """A float RESULT's lanes stored with the N ranks' packed bias still in them (a rank's
+    received values, wire order) give what their exact sums give: stored at once, held
+    back in small batches (64 values per block: STORE_VALUES rows at a time), and mixed
+    with sums stored without a bias. An int payload's sums must come unbiased."""
+    n, k = 3, 64
+    pl = nm.make_payload(np.ones(40 * k, np.float32), n, p.Encoding.PACKED, block_values=k)
+    sums = rng.integers(-(2**31), 2**31, (40, k)).astype(np.int32)
+    e = rng.integers(-20, 20, 40).astype(np.int16) + p.EXPONENT_BIAS
+    lanes = (sums.astype(np.int64) + nm.packed_sum_bias(n)) % 2**32
+    wire = lanes.astype(np.uint32).astype(">u4").view(p.VALUES_DTYPE)
+    want = nm.Output(pl)
+    want.store(np.arange(40), sums, e)
+    got = nm.Output(pl)
+    for part in np.array_split(np.arange(40), 8):  # 5 rows each: held back, mostly
+        if part[0] % 2:
+            got.store(part, sums[part], e[part])
+        else:
+            got.store(part, wire[part], e[part], nm.packed_sum_bias(n))
+    assert (got.finish() == want.finish()).all()
+    ints = nm.make_payload(np.ones(40 * k, np.int32), n, p.Encoding.PACKED, block_values=k)
+    with pytest.raises(ValueError, match="unbias"):
+        nm.Output(ints).store(np.arange(40), wire, e, nm.packed_sum_bias(n))
+
+
 @pytest.mark.parametrize("encoding", [p.Encoding.LANES, p.Encoding.PACKED])
 def test_quantizing_in_a_scratch_reuses_its_buffers_with_the_same_values(encoding, rng):
     """One Scratch serves a Worker's calls whatever their dtype, block size and batch: the
