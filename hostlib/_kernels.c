@@ -21,6 +21,10 @@
  *               above Inf's: so a NaN in a row gives a NaN (its sign cleared), an Inf
  *               with no NaN gives Inf, -0 gives +0 -- np.abs(row).max(), in one pass
  *               of integer maxima, whatever the row's width.
+ *   numbers:    out[j][r] = (BE(frame r's bytes at columns[..] of number j) >> shift[j])
+ *               & mask[j]: the big-endian numbers a received frame's headers state, each
+ *               of up to 8 bytes (hostlib/framing.py's table says which bytes, which
+ *               shift and mask), for a whole batch in one call.
  *
  * Rows are `rows` runs of `k` contiguous values, `*_row` bytes apart (a view of a ring's
  * frames, of evenly spaced tensor blocks). Built with -ffp-contract=off and without
@@ -155,6 +159,21 @@ MAX_ABS(max_abs_f64, lane64, UINT64_C(1) << 63)
 static void p4r_max_abs(const char *x, int itemsize, ptrdiff_t x_row, int64_t rows, int64_t k,
                         char *out) {
     (itemsize == 4 ? max_abs_f32 : max_abs_f64)(x, x_row, rows, k, out);
+}
+
+static void p4r_numbers(const uint8_t *frames, ptrdiff_t f_row, int64_t rows,
+                        const Py_ssize_t *columns, const int64_t *widths, const int64_t *shift,
+                        const int64_t *mask, int64_t numbers, int64_t *out) {
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *f = frames + (ptrdiff_t)r * f_row;
+        const Py_ssize_t *c = columns;
+        for (int64_t j = 0; j < numbers; j++) {
+            uint64_t v = 0;
+            for (int64_t i = 0; i < widths[j]; i++)
+                v = v << 8 | f[*c++];
+            out[j * rows + r] = (int64_t)(v >> shift[j]) & mask[j];
+        }
+    }
 }
 
 /* -- Python: numpy arrays (any object with the buffer protocol) in, checked ------------ */
@@ -368,6 +387,59 @@ static PyObject *py_max_abs(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* `b` as `n` contiguous native 8-byte integers (Py_ssize_t: numpy's intp on the machines
+ * this builds on, int64). */
+static int integers(const char *what, Py_buffer *b, Py_ssize_t n) {
+    element e;
+    if (element_of(b, &e) < 0 || e.kind == 'f' || e.size != 8 || e.swap || b->ndim != 1 ||
+        (n >= 0 && b->shape[0] != n) || (b->shape[0] > 1 && b->strides[0] != 8)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected contiguous native 8-byte integers", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* numbers(frames, columns, widths, shift, mask, out) */
+static PyObject *py_numbers(PyObject *self, PyObject *args) {
+    PyObject *objs[6];
+    Py_buffer v[6]; /* frames, columns, widths, shift, mask, out */
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOO:numbers", &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &objs[5]) ||
+        hold(objs, v, 6) < 0)
+        return NULL;
+    Py_ssize_t rows = v[0].ndim == 2 ? v[0].shape[0] : -1, numbers = v[2].shape[0];
+    if (rows < 0 || v[0].itemsize != 1 || (v[0].shape[1] > 1 && v[0].strides[1] != 1))
+        return refuse(v, 6, "numbers: frames: expected (rows, bytes) uint8, each row contiguous");
+    if (integers("numbers: columns", &v[1], -1) < 0 || integers("numbers: widths", &v[2], -1) < 0 ||
+        integers("numbers: shift", &v[3], numbers) < 0 ||
+        integers("numbers: mask", &v[4], numbers) < 0)
+        return let_go(v, 6);
+    const Py_ssize_t *columns = v[1].buf;
+    const int64_t *widths = v[2].buf;
+    int64_t used = 0;
+    for (Py_ssize_t j = 0; j < numbers; j++) {
+        if (widths[j] < 1 || widths[j] > 8 || ((const int64_t *)v[3].buf)[j] < 0 ||
+            ((const int64_t *)v[3].buf)[j] > 63)
+            return refuse(v, 6, "numbers: a number is 1 to 8 bytes, shifted by 0 to 63 bits");
+        used += widths[j];
+    }
+    if (used != v[1].shape[0])
+        return refuse(v, 6, "numbers: the widths do not add up to the columns");
+    for (Py_ssize_t i = 0; i < v[1].shape[0]; i++)
+        if (columns[i] < 0 || columns[i] >= v[0].shape[1])
+            return refuse(v, 6, "numbers: a column lies outside the frames' rows");
+    element eo;
+    if (element_of(&v[5], &eo) < 0 || eo.kind != 'i' || eo.size != 8 || eo.swap ||
+        v[5].ndim != 2 || v[5].shape[0] != numbers || v[5].shape[1] != rows ||
+        !PyBuffer_IsContiguous(&v[5], 'C'))
+        return refuse(v, 6, "numbers: out: expected a C-contiguous (numbers, rows) int64 array");
+    p4r_numbers(v[0].buf, v[0].strides[0], rows, columns, widths, v[3].buf, v[4].buf, numbers,
+                v[5].buf);
+    let_go(v, 6);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"quantize", py_quantize, METH_VARARGS,
      "quantize(values, scale, bias, out): out = (uint32)(int32)rint(values * scale[row]) + bias"},
@@ -375,6 +447,9 @@ static PyMethodDef methods[] = {
     {"dequantize", py_dequantize, METH_VARARGS,
      "dequantize(sums, divisor, out, bias=0): out = (double)(int32)(sums - bias) / divisor[row], "
      "rounded to out's dtype"},
+    {"numbers", py_numbers, METH_VARARGS,
+     "numbers(frames, columns, widths, shift, mask, out): out[j][r] = (the big-endian "
+     "number of widths[j] bytes at frame r's next columns >> shift[j]) & mask[j]"},
     {"max_abs", py_max_abs, METH_VARARGS,
      "max_abs(values, out): out[row] = max |values[row]| (NaN over Inf over the rest)"},
     {NULL, NULL, 0, NULL},

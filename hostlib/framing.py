@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import protocol as p
+from .kernels import compiled as _kernels  # a batch's header numbers
 from .scratch import Scratch, take
 from .smallarrays import largest
 
@@ -32,10 +33,10 @@ for _k in (p.EXT.NONE, p.EXT.STATUS, p.EXT.FINGERPRINT):
 
 
 def _gather_rows() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """What parse_batch reads of a frame: the byte columns it gathers, the matrix that
-    makes big-endian numbers of them (a row per number, a column per gathered byte), and
-    each number's shift and mask: a header field is its 32-bit word (protocol.FIELD_WORD)
-    shifted and masked as protocol.fields_of_words does."""
+    """What parse_batch reads of a frame, for the compiled `numbers` (hostlib/_kernels.c):
+    the byte columns of every number, each number's width in bytes (its columns, in order,
+    are big-endian), and its shift and mask: a header field is its 32-bit word
+    (protocol.FIELD_WORD) shifted and masked as protocol.fields_of_words does."""
     word = [[p.P4R_OFFSET + 4 * w + i for i in range(4)] for w in range(p.HEADER_WORDS)]
     rows = [
         # the bytes every p4reduce frame has, as one number: EtherType IPv4, version 4 /
@@ -47,23 +48,13 @@ def _gather_rows() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         *(([_EXT + 4 * w + i for i in range(4)], 0, 0xFFFFFFFF) for w in range(2)),  # fp/status
     ]
     cols = np.array([c for row, _, _ in rows for c in row], np.intp)
-    # float64, for BLAS: numpy's integer matrix product has no fast kernel (for a batch
-    # of hundreds of frames it cost several times the rest of the parse), and this one is
-    # exact in float64: every number is at most 6 bytes, so each dot product is a sum of
-    # bytes times powers of 2^8 below 2^48, an integer float64 holds exactly
-    assert max(len(row) for row, _, _ in rows) <= 6
-    weights = np.zeros((len(rows), cols.size), np.float64)
-    j = 0
-    for r, (row, _, _) in enumerate(rows):
-        for i in range(len(row)):
-            weights[r, j] = float(1 << 8 * (len(row) - 1 - i))
-            j += 1
-    shift = np.array([s for _, s, _ in rows], np.int64)[:, None]
-    mask = np.array([m for _, _, m in rows], np.int64)[:, None]
-    return cols, weights, shift, mask
+    widths = np.array([len(row) for row, _, _ in rows], np.int64)
+    shift = np.array([s for _, s, _ in rows], np.int64)
+    mask = np.array([m for _, _, m in rows], np.int64)
+    return cols, widths, shift, mask
 
 
-_GATHER_COLS, _GATHER, _GATHER_SHIFT, _GATHER_MASK = _gather_rows()
+_GATHER_COLS, _GATHER_WIDTHS, _GATHER_SHIFT, _GATHER_MASK = _gather_rows()
 _FIXED, _UDP_LENGTH, _SRC_IP = 0, 1, 2
 _FIELDS = slice(3, 3 + len(p.FIELD_NAMES))
 _EXTENSION_WORDS = slice(_FIELDS.stop, _FIELDS.stop + 2)
@@ -311,12 +302,10 @@ def parse_batch(
     if f.shape[1] < lay.width:  # a narrower matrix: a row longer than it lost its end
         lengths = np.minimum(lengths, f.shape[1])
         f = np.pad(f, ((0, 0), (0, lay.width - f.shape[1])))
-    # every number read below (but the values) in one gather and one matrix product (in
-    # float64, exactly: _gather_rows): a batch is mostly a frame or two, where each numpy
-    # call costs more than its bytes
-    num = np.dot(_GATHER, f[:, _GATHER_COLS].T).astype(np.int64)
-    num >>= _GATHER_SHIFT
-    num &= _GATHER_MASK
+    # every number read below (but the values) in one compiled call (_gather_rows): a
+    # batch is mostly a few frames, where each numpy call costs more than its bytes
+    num = np.empty((_GATHER_WIDTHS.size, n), np.int64)
+    _kernels.numbers(f, _GATHER_COLS, _GATHER_WIDTHS, _GATHER_SHIFT, _GATHER_MASK, num)
     cols = num[_FIELDS]
     udp_len = num[_UDP_LENGTH]
     kind = np.where(  # what follows the header, by its length and (values) its message

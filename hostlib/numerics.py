@@ -17,16 +17,9 @@ from p4reduce.job import block_count, sends_halves
 from p4reduce.wire import packed_bias
 
 from . import protocol as p
+from .kernels import compiled as _kernels  # the per-value passes (hostlib/_kernels.c)
 from .scratch import Scratch, take
 from .smallarrays import common_step
-
-try:  # the per-value passes, compiled (hostlib/_kernels.c): built by `make install`
-    from . import _kernels
-except ImportError as exc:  # pragma: no cover - an install that skipped the build
-    raise ImportError(
-        "hostlib's compiled kernels (hostlib._kernels, from hostlib/_kernels.c) are not "
-        "built: run `make install`, which installs gcc and python3-dev and builds them"
-    ) from exc
 
 M = (1 << 31) - 1  # largest int32: the quantized range
 MIN_EXPONENT = -128  # e is clamped below (field carries e + 128)

@@ -214,11 +214,48 @@ def test_max_abs_orders_every_kind_of_float_as_abs_then_max_does(dtype, rng):
             lambda: _kernels.max_abs(np.zeros((2, 4), np.float32), np.zeros(3, np.float32)),
             "per row",
         ),
+        (lambda: _numbers(np.zeros((2, 8), np.uint8), [0, 1], [1], [0], [255]), "add up"),
+        (lambda: _numbers(np.zeros((2, 8), np.uint8), [7, 8], [2], [0], [255]), "outside"),
+        (lambda: _numbers(np.zeros((2, 8), np.uint8), [0] * 9, [9], [0], [255]), "1 to 8"),
+        (lambda: _numbers(np.zeros((2, 8), np.uint16), [0], [1], [0], [255]), "uint8"),
+        (lambda: _numbers(np.zeros((2, 8), np.uint8), [0], [1], [0], [255], rows=3), "out"),
     ],
 )
 def test_kernels_refuse_what_they_cannot_read_or_write_saying_what(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def _numbers(frames, columns, widths, shift, mask, rows=None) -> np.ndarray:
+    out = np.full((len(widths), frames.shape[0] if rows is None else rows), -1, np.int64)
+    _kernels.numbers(
+        frames,
+        np.array(columns, np.intp),
+        *(np.array(a, np.int64) for a in (widths, shift, mask)),
+        out,
+    )
+    return out
+
+
+def test_numbers_reads_each_rows_big_endian_numbers_shifted_and_masked(rng):
+    """Rows any distance apart (a view of wider frames), numbers of 1 to 8 bytes from any
+    columns in any order: each is int.from_bytes of its bytes, big-endian, shifted and
+    masked."""
+    wide = rng.integers(0, 256, (6, 40), dtype=np.uint8)
+    frames = wide[:, 3:30]
+    specs = [([0], 0, 0xFF), ([5, 2, 9], 3, 0xFFF), (list(range(10, 18)), 1, (1 << 62) - 1)]
+    cols = [col for c, _, _ in specs for col in c]
+    got = _numbers(
+        frames,
+        cols,
+        [len(c) for c, _, _ in specs],
+        [s for _, s, _ in specs],
+        [m for _, _, m in specs],
+    )
+    for r in range(frames.shape[0]):
+        for j, (c, shift, mask) in enumerate(specs):
+            want = (int.from_bytes(bytes(frames[r, c].tolist()), "big") >> shift) & mask
+            assert int(got[j, r]) == want, (r, j)
 
 
 def test_a_read_only_out_is_refused_and_left_as_it_was():
