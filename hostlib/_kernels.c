@@ -25,6 +25,10 @@
  *               & mask[j]: the big-endian numbers a received frame's headers state, each
  *               of up to 8 bytes (hostlib/framing.py's table says which bytes, which
  *               shift and mask), for a whole batch in one call.
+ *   header:     the other way for a batch to send: each row's header fields packed
+ *               into its 32-bit words (field f at word[f], shifted left by shift[f]) and
+ *               stored big-endian into the row's frame at `offset`, every field first
+ *               checked against its limit (none is written if one is out of range).
  *
  * Rows are `rows` runs of `k` contiguous values, `*_row` bytes apart (a view of a ring's
  * frames, of evenly spaced tensor blocks). Built with -ffp-contract=off and without
@@ -174,6 +178,36 @@ static void p4r_numbers(const uint8_t *frames, ptrdiff_t f_row, int64_t rows,
             out[j * rows + r] = (int64_t)(v >> shift[j]) & mask[j];
         }
     }
+}
+
+#define HEADER_WORDS_MAX 8
+
+/* The first field (its index) whose value in some row is outside 0..limit[f], else -1;
+ * only with none are the rows' header words written. fields: (nfields, rows) int64. */
+static Py_ssize_t p4r_header(const int64_t *fields, Py_ssize_t nfields, Py_ssize_t rows,
+                             const int64_t *word, const int64_t *shift, const int64_t *limit,
+                             uint8_t *frames, ptrdiff_t f_row, Py_ssize_t offset) {
+    for (Py_ssize_t f = 0; f < nfields; f++)
+        for (Py_ssize_t r = 0; r < rows; r++)
+            if ((uint64_t)fields[f * rows + r] > (uint64_t)limit[f])
+                return f;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        uint64_t words[HEADER_WORDS_MAX] = {0};
+        int64_t used = 0;
+        for (Py_ssize_t f = 0; f < nfields; f++) {
+            words[word[f]] |= (uint64_t)fields[f * rows + r] << shift[f];
+            used = word[f] + 1 > used ? word[f] + 1 : used;
+        }
+        uint8_t *dst = frames + (ptrdiff_t)r * f_row + offset;
+        for (int64_t w = 0; w < used; w++) {
+            uint32_t v = (uint32_t)words[w];
+            dst[4 * w] = (uint8_t)(v >> 24);
+            dst[4 * w + 1] = (uint8_t)(v >> 16);
+            dst[4 * w + 2] = (uint8_t)(v >> 8);
+            dst[4 * w + 3] = (uint8_t)v;
+        }
+    }
+    return -1;
 }
 
 /* -- Python: numpy arrays (any object with the buffer protocol) in, checked ------------ */
@@ -440,6 +474,44 @@ static PyObject *py_numbers(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* header(fields, word, shift, limit, frames, offset) -> the first field out of range, or -1 */
+static PyObject *py_header(PyObject *self, PyObject *args) {
+    PyObject *objs[5];
+    Py_buffer v[5]; /* fields, word, shift, limit, frames */
+    Py_ssize_t offset;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOn:header", &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &offset) ||
+        hold(objs, v, 5) < 0)
+        return NULL;
+    element ef;
+    if (element_of(&v[0], &ef) < 0 || ef.kind != 'i' || ef.size != 8 || ef.swap ||
+        v[0].ndim != 2 || !PyBuffer_IsContiguous(&v[0], 'C'))
+        return refuse(v, 5, "header: fields: expected a C-contiguous (fields, rows) int64 array");
+    Py_ssize_t nfields = v[0].shape[0], rows = v[0].shape[1];
+    if (integers("header: word", &v[1], nfields) < 0 ||
+        integers("header: shift", &v[2], nfields) < 0 ||
+        integers("header: limit", &v[3], nfields) < 0)
+        return let_go(v, 5);
+    const int64_t *word = v[1].buf, *shift = v[2].buf, *limit = v[3].buf;
+    for (Py_ssize_t f = 0; f < nfields; f++)
+        if (word[f] < 0 || word[f] >= HEADER_WORDS_MAX || shift[f] < 0 || shift[f] > 31 ||
+            limit[f] < 0 || (uint64_t)limit[f] << shift[f] > UINT32_MAX)
+            return refuse(v, 5, "header: a field lies outside its 32-bit word");
+    if (v[4].ndim != 2 || v[4].itemsize != 1 || v[4].shape[0] != rows ||
+        (v[4].shape[1] > 1 && v[4].strides[1] != 1))
+        return refuse(v, 5, "header: frames: expected one uint8 row per header, each contiguous");
+    Py_ssize_t words = 0;
+    for (Py_ssize_t f = 0; f < nfields; f++)
+        words = word[f] + 1 > words ? word[f] + 1 : words;
+    if (offset < 0 || offset + 4 * words > v[4].shape[1])
+        return refuse(v, 5, "header: the header words lie outside the frames' rows");
+    Py_ssize_t bad = p4r_header(v[0].buf, nfields, rows, word, shift, limit, v[4].buf,
+                                v[4].strides[0], offset);
+    let_go(v, 5);
+    return PyLong_FromSsize_t(bad);
+}
+
 static PyMethodDef methods[] = {
     {"quantize", py_quantize, METH_VARARGS,
      "quantize(values, scale, bias, out): out = (uint32)(int32)rint(values * scale[row]) + bias"},
@@ -450,6 +522,10 @@ static PyMethodDef methods[] = {
     {"numbers", py_numbers, METH_VARARGS,
      "numbers(frames, columns, widths, shift, mask, out): out[j][r] = (the big-endian "
      "number of widths[j] bytes at frame r's next columns >> shift[j]) & mask[j]"},
+    {"header", py_header, METH_VARARGS,
+     "header(fields, word, shift, limit, frames, offset) -> the first field out of 0..limit "
+     "(nothing written), or -1: each row's fields packed into big-endian 32-bit words at "
+     "frames[row, offset:]"},
     {"max_abs", py_max_abs, METH_VARARGS,
      "max_abs(values, out): out[row] = max |values[row]| (NaN over Inf over the rest)"},
     {NULL, NULL, 0, NULL},

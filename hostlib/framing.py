@@ -22,7 +22,10 @@ from .scratch import Scratch, take
 from .smallarrays import largest
 
 _EXT = p.EXTENSION_OFFSET
-_HEADER_COLS = slice(p.P4R_OFFSET, _EXT)
+# each header field's 32-bit word, shift in it and largest value (protocol's layout)
+_HEADER_LAYOUT = tuple(
+    np.asarray(a, np.int64) for a in (p.FIELD_WORD, p.FIELD_SHIFT, p.FIELD_LIMIT)
+)
 FLAGS_BYTE = p.P4R_OFFSET + 1  # slot_version (bit 7) | flags (bits 6..0)
 _KINDS = list(p.Extension)
 # the extension other than values that a UDP length means (-1: none), for every UDP
@@ -232,8 +235,11 @@ class FrameBuilder:
             frames[:, : p.L2_L4_BYTES] = self.templates[extension[0]]
         else:
             frames[:, : p.L2_L4_BYTES] = self.templates[extension]
-        # the header's five 32-bit words stored big-endian in place (an unaligned view)
-        frames[:, _HEADER_COLS].view(">u4")[...] = p.header_words(columns, n).T
+        # the header's fields checked, packed into its 32-bit words and stored big-endian
+        # in one compiled pass (header_words' packing); a field out of range is named
+        fields = p.header_fields(columns, n)
+        if _kernels.header(fields, *_HEADER_LAYOUT, frames, p.P4R_OFFSET) >= 0:
+            p.check_fields(fields)
         if values is not None and len(values):
             values = np.asarray(values)
             if values.shape[-1] != self.block_values:

@@ -199,8 +199,17 @@ _FIELD_SET = frozenset(FIELD_NAMES)
 
 def header_words(columns: dict[str, np.ndarray | int], count: int | None = None) -> np.ndarray:
     """The five 32-bit words of `count` headers, a (5, count) int64 matrix, from per-field
-    columns or scalars (pack_headers' work; FrameBuilder writes the words into its frames
-    as they are). Every field must be given; values are range-checked per field."""
+    columns or scalars (pack_headers' work). Every field must be given; values are
+    range-checked per field."""
+    cols = header_fields(columns, count)
+    check_fields(cols)
+    return np.dot(_PACK, cols)
+
+
+def header_fields(columns: dict[str, np.ndarray | int], count: int | None = None) -> np.ndarray:
+    """The (11, count) int64 field matrix (FIELD_NAMES' order) of per-field columns or
+    scalars, not yet range-checked (check_fields; FrameBuilder packs and checks it in one
+    compiled pass). Every field must be given."""
     if columns.keys() != _FIELD_SET:
         missing = _FIELD_SET - columns.keys()
         if missing:
@@ -214,12 +223,16 @@ def header_words(columns: dict[str, np.ndarray | int], count: int | None = None)
     cols = np.empty((len(FIELD_NAMES), count), np.int64)
     for i, name in enumerate(FIELD_NAMES):
         cols[i] = columns[name]
+    return cols
+
+
+def check_fields(cols: np.ndarray) -> None:
+    """ProtocolError naming the first field of a header_fields matrix out of its range."""
     if np.count_nonzero(cols.view(np.uint64) > _LIMIT_UNSIGNED):
         bad = (cols < 0) | (cols > _LIMIT_COLUMN)
         i = int(np.argmax(bad.any(axis=1)))
         name = FIELD_NAMES[i]
         raise ProtocolError(f"field {name}={cols[i][bad[i]][0]} out of range 0..{_LIMITS[name]}")
-    return np.dot(_PACK, cols)
 
 
 def pack_headers(columns: dict[str, np.ndarray | int], count: int | None = None) -> np.ndarray:

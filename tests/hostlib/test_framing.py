@@ -53,6 +53,22 @@ def test_template_plus_pack_headers_equals_build_frame(rng):
         assert batch.frame(i) == ref, f"frame {i} differs from protocol.build_frame"
 
 
+@pytest.mark.parametrize("field, value", [("slot", -1), ("block", 1 << 32), ("rank", 256)])
+def test_a_batch_with_a_field_out_of_range_is_refused_by_name_and_nothing_written(
+    field, value, rng
+):
+    """FrameBuilder checks, packs and stores the headers in one compiled pass: one field
+    out of range in one row names the field, and no row's header is written."""
+    ep = load_descriptor(descriptor(2, 4)).to_switch()
+    headers = _random_headers(rng, 6)
+    cols = {name: np.array([getattr(h, name) for h in headers]) for name in p.FIELD_NAMES}
+    cols[field][4] = value
+    out = np.full((6, FrameBuilder(ep).width), 0xAB, np.uint8)
+    with pytest.raises(p.ProtocolError, match=f"field {field}={value} out of range"):
+        FrameBuilder(ep).build(cols, np.zeros(6, np.int64), out=out)
+    assert (out[:, p.P4R_OFFSET :] == 0xAB).all()
+
+
 def test_parse_batch_matches_parse_frame(rng):
     cfg = load_descriptor(descriptor(0, 2))
     ep = cfg.from_switch()
