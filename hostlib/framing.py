@@ -263,10 +263,14 @@ class FrameBuilder:
         if count[p.EXT.FINGERPRINT]:
             if fingerprint is None:
                 raise p.ProtocolError("an ANNOUNCE needs its sender's fingerprint")
-            with_fp = extension == p.EXT.FINGERPRINT
-            fp = np.broadcast_to(np.asarray(fingerprint, np.int64), (n,))[with_fp]
-            pair = np.stack([fp, fp], axis=1).astype(">u4").view(np.uint8).reshape(-1, 8)
-            frames[with_fp, _EXT : _EXT + p.FINGERPRINT_BYTES] = pair
+            rows = slice(None) if count[p.EXT.FINGERPRINT] == n else extension == p.EXT.FINGERPRINT
+            if np.ndim(fingerprint) == 0:  # a sender's own (an announce batch): 8 bytes for all
+                word = (int(fingerprint) & 0xFFFFFFFF).to_bytes(4, "big")  # as ">u4" wraps it
+                pair = np.frombuffer(word * 2, np.uint8)
+            else:
+                fp = np.broadcast_to(np.asarray(fingerprint, np.int64), (n,))[rows]
+                pair = np.stack([fp, fp], axis=1).astype(">u4").view(np.uint8).reshape(-1, 8)
+            frames[rows, _EXT : _EXT + p.FINGERPRINT_BYTES] = pair
         return Batch(frames, self.lengths[extension])
 
 
