@@ -21,7 +21,9 @@ from .framing import Batch
 class Transport(Protocol):
     """What the loop needs from a transport (transport.RawSocket; tests: an in-process switch).
     A received batch may be the transport's own memory (the ring itself): valid until the
-    next recv, so a turn takes it in before it receives again."""
+    next recv, so a turn takes it in before it receives again. A transport may also have
+    `ready(limit) -> int | None`, how many received frames wait (up to `limit`) without
+    taking them, None where it cannot tell: the Worker's gather asks for it with getattr."""
 
     mode: str
 

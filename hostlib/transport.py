@@ -438,6 +438,18 @@ class RawSocket:
     def recv(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
         raise NotImplementedError
 
+    def ready(self, limit: int) -> int | None:
+        """How many received frames wait from the ring's head on, up to `limit` and the
+        ring's end, without taking them (the Worker's gather asks); None outside the ring
+        mode, whose kernel queue cannot be counted without reading it."""
+        if self.mode != "ring":
+            return None
+        head = self._rx_head
+        stop = min(head + max(limit, 0), self.ring_frames)
+        waiting = self._rx_status[head:stop] & TP_STATUS_USER
+        n = int(np.count_nonzero(waiting))
+        return n if n == stop - head else int(np.argmin(waiting))
+
     def wait(self, timeout: float) -> None:
         """Sleep until a frame is readable or `timeout` seconds pass."""
         self._poll.poll(max(0, math.ceil(timeout * 1000)))

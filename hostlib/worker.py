@@ -85,8 +85,9 @@ class WorkerStats:
 # values (bench/call_breakdown.py); gathered, the results of more slots share one turn,
 # and the switch, with the other slots' packets queued, has the cores meanwhile. Calls
 # with fewer slots outstanding, or whose rank has fewer than GATHER_ROUNDS non-zero
-# blocks per busy slot (short, latency-bound), are not delayed (docs/hostlib.md, "How the
-# data path works").
+# blocks per busy slot (short, latency-bound), are not delayed, nor is a rank whose
+# switch keeps up (the results of half its slots outstanding wait already: _keeping_up)
+# (docs/hostlib.md, "How the data path works").
 GATHER = 1e-3
 GATHER_ROUNDS = 4
 
@@ -275,7 +276,7 @@ class Worker:
                     # at the engine's next timer, not now)
                     wake_at = loop.next_wake() if turn.received else turn.wake_at
                     self.transport.wait(max(0.0, wake_at - turn.now))
-                    if gathering:
+                    if gathering and not self._keeping_up(eng):
                         self._gather(wake_at)
         except TimeoutError as e:
             self._broken = f"a previous allreduce timed out ({e}); create a new job"
@@ -315,6 +316,19 @@ class Worker:
         if window is None:
             window = self._gather_window(eng)
         return window > 0 and int(np.count_nonzero(eng.active)) >= window
+
+    def _keeping_up(self, eng: AllreduceEngine) -> bool:
+        """Whether the results of at least half the slots outstanding wait already (the
+        transport's `ready`, where it can tell): the switch answers as fast as the rank
+        sends -- a switch on other cores, at line rate -- so a gather would only idle the
+        rank and its slots; it gathers where the switch shares its cores and a result
+        comes a round of the switch after the last."""
+        ready = getattr(self.transport, "ready", None)
+        if ready is None:
+            return False
+        outstanding = int(np.count_nonzero(eng.active))
+        waiting = ready(outstanding)
+        return waiting is not None and 2 * waiting >= outstanding
 
     def _gather(self, wake_at: float) -> None:
         """Sleep up to `gather` seconds after a wake-up, never past `wake_at` (the next

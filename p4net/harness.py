@@ -247,6 +247,10 @@ class InProcessTransport:
     def wait(self, timeout: float) -> None:
         self.switch.wait(self.port, timeout)
 
+    def ready(self, limit: int) -> int:
+        """How many frames wait on the port, up to `limit` (the Worker's gather asks)."""
+        return min(self.switch.queued(self.port), max(limit, 0))
+
     def close(self) -> None:
         self.switch.set_wake_filter(self.port, None)
 

@@ -177,6 +177,11 @@ class InProcessSwitch:
                 self.waking[port] = 0
             return out
 
+    def queued(self, port: int) -> int:
+        """How many frames the switch sent out of `port` wait for its reader."""
+        with self.lock:
+            return len(self.queues[port])
+
     def wait(self, port: int, timeout: float) -> None:
         """Until a frame that wakes `port`'s reader is queued (any frame, unless
         `set_wake_filter` says otherwise) or `timeout` passes (a reader in another thread

@@ -68,6 +68,36 @@ def results_batch(cfg, n, *, dst_port=None, dst_ip=None):
     return FrameBuilder(ep).build(cols, with_values, vals)
 
 
+@pytest.mark.parametrize("mode", ["ring", "mmsg"])
+def test_the_ring_counts_the_frames_that_wait_without_taking_them(topo, mode):
+    """ready(limit): how many received frames wait, up to `limit`, the frames still there
+    for the next recv (the Worker's gather asks); a socket without the ring cannot tell."""
+    from hostlib.transport import RawSocket
+
+    cfg = load_descriptor(topo.descriptors[0])
+    with netns.in_netns(topo.switch_ns):
+        sw = RawSocket(topo.switch_if[0], mode="ring", dst_ip=cfg.switch.ip)
+    with netns.in_netns(topo.worker_ns[0]):
+        wk = RawSocket(
+            topo.worker_if[0], mode=mode, dst_ip=cfg.worker.ip, dst_port=cfg.worker.udp_port
+        )
+    try:
+        if mode != "ring":
+            assert wk.ready(8) is None
+            return
+        assert wk.ready(8) == 0
+        sw.send(results_batch(cfg, 5))
+        end = time.monotonic() + 2.0
+        while wk.ready(8) < 5 and time.monotonic() < end:
+            time.sleep(0.005)
+        assert (wk.ready(8), wk.ready(3), wk.ready(0)) == (5, 3, 0)
+        frames, lengths = recv_all(wk, 5)
+        assert lengths.size == 5 and wk.ready(8) == 0
+    finally:
+        sw.close()
+        wk.close()
+
+
 @pytest.mark.parametrize("mode", ["ring", "mmsg", "plain"])
 def test_batches_cross_intact_and_filter_drops_other_traffic(topo, mode):
     from hostlib.transport import RawSocket

@@ -94,6 +94,42 @@ def test_never_past_the_next_timer(switch, slept):
     assert len(slept) == 1
 
 
+def test_no_gather_while_the_results_of_half_the_slots_outstanding_wait(switch, slept):
+    """A rank whose switch answers as fast as it sends (here a one-rank job on the
+    in-process switch, which answers within the send) finds the results of its slots
+    waiting at each wake-up: it takes its turn without the gather's sleep. One whose
+    transport cannot count what waits (no `ready`) gathers as before."""
+    x = np.ones(4 * BUSY * 64, np.float32)
+    for job_id, counted in ((13, True), (14, False)):
+        job = switch.create_job(1, BUSY, job_id, encoding="packed")
+        try:
+            transport = switch.transport(job.workers[0].port)
+            if not counted:
+                transport.ready = None  # a transport that cannot tell
+            with Worker(switch.descriptors(job)[0], transport=transport) as w:
+                np.testing.assert_array_equal(w.allreduce(x), x)
+                if counted:
+                    assert slept == []
+                    payload = make_payload(x, 1, w.cfg.encoding, block_values=64)
+                    eng = new_engine(
+                        w.cfg,
+                        payload,
+                        time.monotonic(),
+                        EngineParams(),
+                        w.slot_versions,
+                        w.builder,
+                        None,
+                        w.continued,
+                        Output(payload),
+                    )
+                    assert w._gathering(eng) and not w._keeping_up(eng)  # none sent yet
+                    w.transport.send(eng.packets_to_send(time.monotonic()))  # announces
+                    assert w._keeping_up(eng)
+        finally:
+            switch.jobs.delete(job.job)
+    assert worker_mod.GATHER in slept
+
+
 def test_no_gather_with_few_slots_or_when_off(switch):
     w, eng = engine_with(switch, BUSY - 1, 4 * BUSY)
     assert not w._gathering(eng)
