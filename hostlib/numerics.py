@@ -558,7 +558,8 @@ class Output:
         # one's half sum waits in the block's row until the other arrives
         self.seen = np.zeros(rows, np.uint8) if payload.halves else None
         self.overflowed: list[np.ndarray] = []  # tensor blocks whose exact sum overflows
-        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        # what `store` holds back: blocks, sums, biased exponents, the bias left in the sums
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
         self._pending_rows = 0
 
     def store(
