@@ -238,8 +238,10 @@ class FrameBuilder:
         # the header's fields checked, packed into its 32-bit words and stored big-endian
         # in one compiled pass (header_words' packing); a field out of range is named
         fields = p.header_fields(columns, n)
-        if _kernels.header(fields, *_HEADER_LAYOUT, frames, p.P4R_OFFSET) >= 0:
-            p.check_fields(fields)
+        bad = _kernels.header(fields, *_HEADER_LAYOUT, frames, p.P4R_OFFSET)
+        if bad >= 0:
+            p.check_fields(fields)  # names the field and its value
+            raise p.ProtocolError(f"field {p.FIELD_NAMES[bad]} out of range")
         if values is not None and len(values):
             values = np.asarray(values)
             if values.shape[-1] != self.block_values:
