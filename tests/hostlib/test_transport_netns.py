@@ -6,6 +6,7 @@ mode moves whole batches intact, and that a Worker finds its interface from work
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -26,6 +27,27 @@ pytestmark = pytest.mark.root  # conftest.py skips it without root, saying why
 def topo():
     with netns.Topology(1) as t:
         yield t
+
+
+@contextlib.contextmanager
+def socket_pair(topo, switch: dict, worker: dict):
+    """The switch's and the first rank's RawSocket on the two ends of their veth, each
+    made in its namespace with its address and the keyword arguments given (`switch`,
+    `worker`), both closed after."""
+    from hostlib.transport import RawSocket
+
+    cfg = load_descriptor(topo.descriptors[0])
+    with netns.in_netns(topo.switch_ns):
+        sw = RawSocket(topo.switch_if[0], dst_ip=cfg.switch.ip, **switch)
+    try:
+        with netns.in_netns(topo.worker_ns[0]):
+            wk = RawSocket(topo.worker_if[0], dst_ip=cfg.worker.ip, **worker)
+        try:
+            yield sw, wk
+        finally:
+            wk.close()
+    finally:
+        sw.close()
 
 
 def recv_all(sock, want: int, timeout: float = 2.0):
@@ -72,16 +94,9 @@ def results_batch(cfg, n, *, dst_port=None, dst_ip=None):
 def test_the_ring_counts_the_frames_that_wait_without_taking_them(topo, mode):
     """ready(limit): how many received frames wait, up to `limit`, the frames still there
     for the next recv (the Worker's gather asks); a socket without the ring cannot tell."""
-    from hostlib.transport import RawSocket
-
     cfg = load_descriptor(topo.descriptors[0])
-    with netns.in_netns(topo.switch_ns):
-        sw = RawSocket(topo.switch_if[0], mode="ring", dst_ip=cfg.switch.ip)
-    with netns.in_netns(topo.worker_ns[0]):
-        wk = RawSocket(
-            topo.worker_if[0], mode=mode, dst_ip=cfg.worker.ip, dst_port=cfg.worker.udp_port
-        )
-    try:
+    pair = socket_pair(topo, dict(mode="ring"), dict(mode=mode, dst_port=cfg.worker.udp_port))
+    with pair as (sw, wk):
         if mode != "ring":
             assert wk.ready(8) is None
             return
@@ -93,23 +108,13 @@ def test_the_ring_counts_the_frames_that_wait_without_taking_them(topo, mode):
         assert (wk.ready(8), wk.ready(3), wk.ready(0)) == (5, 3, 0)
         frames, lengths = recv_all(wk, 5)
         assert lengths.size == 5 and wk.ready(8) == 0
-    finally:
-        sw.close()
-        wk.close()
 
 
 @pytest.mark.parametrize("mode", ["ring", "mmsg", "plain"])
 def test_batches_cross_intact_and_filter_drops_other_traffic(topo, mode):
-    from hostlib.transport import RawSocket
-
     cfg = load_descriptor(topo.descriptors[0])
-    with netns.in_netns(topo.switch_ns):
-        sw = RawSocket(topo.switch_if[0], mode=mode, dst_ip=cfg.switch.ip)
-    with netns.in_netns(topo.worker_ns[0]):
-        wk = RawSocket(
-            topo.worker_if[0], mode=mode, dst_ip=cfg.worker.ip, dst_port=cfg.worker.udp_port
-        )
-    try:
+    pair = socket_pair(topo, dict(mode=mode), dict(mode=mode, dst_port=cfg.worker.udp_port))
+    with pair as (sw, wk):
         assert sw.mode == wk.mode == mode
         good = results_batch(cfg, 300)
         noise = Batch.concat(
@@ -131,9 +136,6 @@ def test_batches_cross_intact_and_filter_drops_other_traffic(topo, mode):
         wk.send(results_batch(cfg, 3))
         f2, l2 = recv_all(sw, 0, timeout=0.1)
         assert wk.recv(64)[1].size == 0
-    finally:
-        sw.close()
-        wk.close()
 
 
 def test_worker_finds_interface_from_descriptor_ip(topo):
@@ -175,22 +177,17 @@ def jumbo_topo():
 def test_jumbo_frames_of_a_wide_job_cross_intact(jumbo_topo, mode):
     """Every mode moves a job's 8 254-byte frames whole, in batches larger than a ring
     block holds, and sizes its buffers from them."""
-    from hostlib.transport import RawSocket, ring_frame_bytes
+    from hostlib.transport import ring_frame_bytes
 
     topo = jumbo_topo
     cfg = load_descriptor(topo.descriptors[0])
     assert cfg.block_values == JUMBO_K
-    with netns.in_netns(topo.switch_ns):
-        sw = RawSocket(topo.switch_if[0], mode=mode, dst_ip=cfg.switch.ip, block_values=JUMBO_K)
-    with netns.in_netns(topo.worker_ns[0]):
-        wk = RawSocket(
-            topo.worker_if[0],
-            mode=mode,
-            dst_ip=cfg.worker.ip,
-            dst_port=cfg.worker.udp_port,
-            block_values=JUMBO_K,
-        )
-    try:
+    pair = socket_pair(
+        topo,
+        dict(mode=mode, block_values=JUMBO_K),
+        dict(mode=mode, dst_port=cfg.worker.udp_port, block_values=JUMBO_K),
+    )
+    with pair as (sw, wk):
         assert wk.width == p.frame_bytes_with_values(JUMBO_K) == 8254
         assert ring_frame_bytes(wk.width) >= wk.width + 66
         cols = {name: 0 for name in p.FIELD_NAMES}
@@ -205,9 +202,6 @@ def test_jumbo_frames_of_a_wide_job_cross_intact(jumbo_topo, mode):
         assert (lengths == 8254).all()
         got = {bytes(frames[i, : lengths[i]]) for i in range(200)}
         assert got == {good.frame(i) for i in range(200)}
-    finally:
-        sw.close()
-        wk.close()
 
 
 @pytest.mark.parametrize("k,link", [(JUMBO_K, 1500), (8192, 9000)])
@@ -248,15 +242,12 @@ def test_the_ring_lends_its_frames_until_the_next_receive_and_then_gives_them_ba
     """Ring mode hands out a receive batch as the ring's own frames (no copy) and gives
     them back to the kernel at the next recv: bursts of a wide job's frames totalling
     more than the ring holds all arrive whole, each batch intact until the next recv."""
-    from hostlib.transport import RawSocket
-
     topo = jumbo_topo
     cfg = load_descriptor(topo.descriptors[0])
-    with netns.in_netns(topo.switch_ns):
-        sw = RawSocket(topo.switch_if[0], mode="ring", dst_ip=cfg.switch.ip, block_values=JUMBO_K)
-    with netns.in_netns(topo.worker_ns[0]):
-        wk = RawSocket(topo.worker_if[0], mode="ring", dst_ip=cfg.worker.ip, block_values=JUMBO_K)
-    try:
+    pair = socket_pair(
+        topo, dict(mode="ring", block_values=JUMBO_K), dict(mode="ring", block_values=JUMBO_K)
+    )
+    with pair as (sw, wk):
         burst = wk.ring_frames // 2 + 7  # three bursts go round the ring's end
         cols = {name: 0 for name in p.FIELD_NAMES}
         cols.update(protocol=p.PROTOCOL_VERSION, msg_type=4, job=cfg.job, slot=0)
@@ -278,9 +269,6 @@ def test_the_ring_lends_its_frames_until_the_next_receive_and_then_gives_them_ba
                 assert np.shares_memory(frames, wk._rx8), "a ring batch is copied out"
                 got |= {bytes(frames[i, : lengths[i]]) for i in range(lengths.size)}
             assert got == want, f"burst {b}: {len(got)} of {burst} frames"
-    finally:
-        sw.close()
-        wk.close()
 
 
 def udp_counters(ns: str) -> dict[str, int]:
@@ -308,16 +296,9 @@ def test_a_ranks_socket_keeps_its_kernel_from_answering_frames_with_icmp(topo, s
     transport's port sink it drops them at the sink's filter (UDP InErrors), queues none
     and sends no ICMP port unreachable; without it, each is a NoPorts and some draw an
     ICMP (the control: the counters do see what the sink prevents)."""
-    from hostlib.transport import RawSocket
-
     cfg = load_descriptor(topo.descriptors[0])
-    with netns.in_netns(topo.switch_ns):
-        sw = RawSocket(topo.switch_if[0], mode="mmsg", dst_ip=cfg.switch.ip)
-    with netns.in_netns(topo.worker_ns[0]):
-        wk = RawSocket(
-            topo.worker_if[0], dst_ip=cfg.worker.ip, dst_port=cfg.worker.udp_port, sink=sink
-        )
-    try:
+    pair = socket_pair(topo, dict(mode="mmsg"), dict(dst_port=cfg.worker.udp_port, sink=sink))
+    with pair as (sw, wk):
         assert (wk.sink is not None) == sink and (wk.sink_skipped == "") == sink
         before = udp_counters(topo.worker_ns[0])
         sw.send(results_batch(cfg, 40))
@@ -338,9 +319,6 @@ def test_a_ranks_socket_keeps_its_kernel_from_answering_frames_with_icmp(topo, s
                 + d.get("IcmpOutRateLimitGlobal", 0)
             )
             assert d["UdpNoPorts"] == 40 and tried >= 1, d
-    finally:
-        sw.close()
-        wk.close()
 
 
 def test_two_ranks_share_an_address_and_a_port_held_elsewhere_is_no_error(topo):
