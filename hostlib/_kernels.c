@@ -186,21 +186,19 @@ static void p4r_numbers(const uint8_t *frames, ptrdiff_t f_row, int64_t rows,
  * only with none are the rows' header words written. fields: (nfields, rows) int64. */
 static Py_ssize_t p4r_header(const int64_t *fields, Py_ssize_t nfields, Py_ssize_t rows,
                              const int64_t *word, const int64_t *shift, const int64_t *limit,
-                             uint8_t *frames, ptrdiff_t f_row, Py_ssize_t offset) {
+                             Py_ssize_t words, uint8_t *frames, ptrdiff_t f_row,
+                             Py_ssize_t offset) {
     for (Py_ssize_t f = 0; f < nfields; f++)
         for (Py_ssize_t r = 0; r < rows; r++)
             if ((uint64_t)fields[f * rows + r] > (uint64_t)limit[f])
                 return f;
     for (Py_ssize_t r = 0; r < rows; r++) {
-        uint64_t words[HEADER_WORDS_MAX] = {0};
-        int64_t used = 0;
-        for (Py_ssize_t f = 0; f < nfields; f++) {
-            words[word[f]] |= (uint64_t)fields[f * rows + r] << shift[f];
-            used = word[f] + 1 > used ? word[f] + 1 : used;
-        }
+        uint64_t packed[HEADER_WORDS_MAX] = {0};
+        for (Py_ssize_t f = 0; f < nfields; f++)
+            packed[word[f]] |= (uint64_t)fields[f * rows + r] << shift[f];
         uint8_t *dst = frames + (ptrdiff_t)r * f_row + offset;
-        for (int64_t w = 0; w < used; w++) {
-            uint32_t v = (uint32_t)words[w];
+        for (Py_ssize_t w = 0; w < words; w++) {
+            uint32_t v = (uint32_t)packed[w];
             dst[4 * w] = (uint8_t)(v >> 24);
             dst[4 * w + 1] = (uint8_t)(v >> 16);
             dst[4 * w + 2] = (uint8_t)(v >> 8);
@@ -433,6 +431,32 @@ static int integers(const char *what, Py_buffer *b, Py_ssize_t n) {
     return 0;
 }
 
+/* `b` as `rows` frames (any number when -1), uint8 rows any distance apart, each row's
+ * bytes contiguous: a batch of frames, or a view of a ring's. */
+static int frame_rows(const char *what, Py_buffer *b, Py_ssize_t rows) {
+    if (b->ndim != 2 || b->itemsize != 1 || (rows >= 0 && b->shape[0] != rows) ||
+        (b->shape[1] > 1 && b->strides[1] != 1)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected one uint8 row per frame, each contiguous",
+                     what);
+        return -1;
+    }
+    return 0;
+}
+
+/* `b` as a C-contiguous (rows, cols) matrix of native int64 (any number of columns when
+ * cols is -1). */
+static int int64_matrix(const char *what, Py_buffer *b, Py_ssize_t rows, Py_ssize_t cols) {
+    element e;
+    if (element_of(b, &e) < 0 || e.kind != 'i' || e.size != 8 || e.swap || b->ndim != 2 ||
+        (rows >= 0 && b->shape[0] != rows) || (cols >= 0 && b->shape[1] != cols) ||
+        !PyBuffer_IsContiguous(b, 'C')) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a C-contiguous matrix of native int64",
+                     what);
+        return -1;
+    }
+    return 0;
+}
+
 /* numbers(frames, columns, widths, shift, mask, out) */
 static PyObject *py_numbers(PyObject *self, PyObject *args) {
     PyObject *objs[6];
@@ -442,9 +466,9 @@ static PyObject *py_numbers(PyObject *self, PyObject *args) {
                           &objs[4], &objs[5]) ||
         hold(objs, v, 6) < 0)
         return NULL;
-    Py_ssize_t rows = v[0].ndim == 2 ? v[0].shape[0] : -1, numbers = v[2].shape[0];
-    if (rows < 0 || v[0].itemsize != 1 || (v[0].shape[1] > 1 && v[0].strides[1] != 1))
-        return refuse(v, 6, "numbers: frames: expected (rows, bytes) uint8, each row contiguous");
+    if (frame_rows("numbers: frames", &v[0], -1) < 0)
+        return let_go(v, 6);
+    Py_ssize_t rows = v[0].shape[0], numbers = v[2].shape[0];
     if (integers("numbers: columns", &v[1], -1) < 0 || integers("numbers: widths", &v[2], -1) < 0 ||
         integers("numbers: shift", &v[3], numbers) < 0 ||
         integers("numbers: mask", &v[4], numbers) < 0)
@@ -463,11 +487,9 @@ static PyObject *py_numbers(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < v[1].shape[0]; i++)
         if (columns[i] < 0 || columns[i] >= v[0].shape[1])
             return refuse(v, 6, "numbers: a column lies outside the frames' rows");
-    element eo;
-    if (element_of(&v[5], &eo) < 0 || eo.kind != 'i' || eo.size != 8 || eo.swap ||
-        v[5].ndim != 2 || v[5].shape[0] != numbers || v[5].shape[1] != rows ||
-        !PyBuffer_IsContiguous(&v[5], 'C'))
-        return refuse(v, 6, "numbers: out: expected a C-contiguous (numbers, rows) int64 array");
+    if (int64_matrix("numbers: out (one row per number, a column per frame)", &v[5], numbers,
+                     rows) < 0)
+        return let_go(v, 6);
     p4r_numbers(v[0].buf, v[0].strides[0], rows, columns, widths, v[3].buf, v[4].buf, numbers,
                 v[5].buf);
     let_go(v, 6);
@@ -484,10 +506,9 @@ static PyObject *py_header(PyObject *self, PyObject *args) {
                           &objs[4], &offset) ||
         hold(objs, v, 5) < 0)
         return NULL;
-    element ef;
-    if (element_of(&v[0], &ef) < 0 || ef.kind != 'i' || ef.size != 8 || ef.swap ||
-        v[0].ndim != 2 || !PyBuffer_IsContiguous(&v[0], 'C'))
-        return refuse(v, 5, "header: fields: expected a C-contiguous (fields, rows) int64 array");
+    if (int64_matrix("header: fields (one row per field, a column per header)", &v[0], -1,
+                     -1) < 0)
+        return let_go(v, 5);
     Py_ssize_t nfields = v[0].shape[0], rows = v[0].shape[1];
     if (integers("header: word", &v[1], nfields) < 0 ||
         integers("header: shift", &v[2], nfields) < 0 ||
@@ -498,15 +519,14 @@ static PyObject *py_header(PyObject *self, PyObject *args) {
         if (word[f] < 0 || word[f] >= HEADER_WORDS_MAX || shift[f] < 0 || shift[f] > 31 ||
             limit[f] < 0 || (uint64_t)limit[f] << shift[f] > UINT32_MAX)
             return refuse(v, 5, "header: a field lies outside its 32-bit word");
-    if (v[4].ndim != 2 || v[4].itemsize != 1 || v[4].shape[0] != rows ||
-        (v[4].shape[1] > 1 && v[4].strides[1] != 1))
-        return refuse(v, 5, "header: frames: expected one uint8 row per header, each contiguous");
+    if (frame_rows("header: frames (one per header)", &v[4], rows) < 0)
+        return let_go(v, 5);
     Py_ssize_t words = 0;
     for (Py_ssize_t f = 0; f < nfields; f++)
         words = word[f] + 1 > words ? word[f] + 1 : words;
     if (offset < 0 || offset + 4 * words > v[4].shape[1])
         return refuse(v, 5, "header: the header words lie outside the frames' rows");
-    Py_ssize_t bad = p4r_header(v[0].buf, nfields, rows, word, shift, limit, v[4].buf,
+    Py_ssize_t bad = p4r_header(v[0].buf, nfields, rows, word, shift, limit, words, v[4].buf,
                                 v[4].strides[0], offset);
     let_go(v, 5);
     return PyLong_FromSsize_t(bad);
