@@ -45,21 +45,15 @@ def from_packed(sums: np.ndarray, worker_count: int, out: np.ndarray | None = No
     either byte order (a received batch's values are the wire's big-endian bytes,
     framing.parse_batch), turned native on the way: one compiled pass (`_kernels`).
     `out`: an int32 array of sums' shape to write (a Scratch buffer), else a new one."""
-    return unbias(sums, packed_sum_bias(worker_count), out)
+    dest = np.empty(sums.shape, np.int32) if out is None else out
+    _kernels.unbias(_rows(sums), packed_sum_bias(worker_count), _rows(dest, True))
+    return dest
 
 
 def packed_sum_bias(worker_count: int) -> int:
     """The N ranks' packed biases modulo 2^32: what a packed round's lane sums hold beyond
     the exact int32 sums (from_packed subtracts it; a float's dequantize can instead)."""
     return _packed_biases(worker_count)[1]
-
-
-def unbias(sums: np.ndarray, bias: int, out: np.ndarray | None = None) -> np.ndarray:
-    """int32 sums less `bias` modulo 2^32, `sums` in either byte order, into `out` (int32,
-    sums' shape) or a new array."""
-    dest = np.empty(sums.shape, np.int32) if out is None else out
-    _kernels.unbias(_rows(sums), bias, _rows(dest, True))
-    return dest
 
 
 def _rows(a: np.ndarray, written: bool = False) -> np.ndarray:
