@@ -19,7 +19,6 @@ import pytest
 from hostlib import Worker
 from hostlib import worker as worker_mod
 from hostlib.engine import new_engine
-from hostlib.framing import FrameBuilder
 from hostlib.numerics import Output, make_payload
 from hostlib.timers import EngineParams
 from p4net.harness import InProcessTransport, SwitchSession
@@ -57,25 +56,25 @@ def engine_with(switch, slots: int, blocks: int, block_values: int = 64):
     finally:
         switch.jobs.delete(job.job)
     with w:
-        cfg = w.cfg
-        payload = make_payload(
-            np.ones(blocks * cfg.block_values, np.float32),
-            cfg.worker_count,
-            cfg.encoding,
-            block_values=cfg.block_values,
-        )
-        eng = new_engine(
-            cfg,
-            payload,
-            time.monotonic(),
-            EngineParams(),
-            np.zeros(slots, np.uint8),
-            FrameBuilder(cfg.to_switch(), cfg.block_values),
-            None,
-            np.zeros(slots, bool),
-            Output(payload),
-        )
-        return w, eng
+        return w, engine_for(w, np.ones(blocks * block_values, np.float32))
+
+
+def engine_for(w: Worker, x: np.ndarray):
+    """A real engine of Worker `w`'s next call, on tensor `x` (its slot versions and
+    CONTINUED flags as the Worker has them)."""
+    cfg = w.cfg
+    payload = make_payload(x, cfg.worker_count, cfg.encoding, block_values=cfg.block_values)
+    return new_engine(
+        cfg,
+        payload,
+        time.monotonic(),
+        EngineParams(),
+        w.slot_versions,
+        w.builder,
+        None,
+        w.continued,
+        Output(payload),
+    )
 
 
 def test_gathers_with_many_slots_outstanding(switch, slept):
@@ -110,18 +109,7 @@ def test_no_gather_while_the_results_of_half_the_slots_outstanding_wait(switch, 
                 np.testing.assert_array_equal(w.allreduce(x), x)
                 if counted:
                     assert slept == []
-                    payload = make_payload(x, 1, w.cfg.encoding, block_values=64)
-                    eng = new_engine(
-                        w.cfg,
-                        payload,
-                        time.monotonic(),
-                        EngineParams(),
-                        w.slot_versions,
-                        w.builder,
-                        None,
-                        w.continued,
-                        Output(payload),
-                    )
+                    eng = engine_for(w, x)
                     assert w._gathering(eng) and not w._keeping_up(eng)  # none sent yet
                     w.transport.send(eng.packets_to_send(time.monotonic()))  # announces
                     assert w._keeping_up(eng)
