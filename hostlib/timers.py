@@ -22,6 +22,10 @@ from .slots import SlotWindow
 
 _NONE = np.zeros(0, np.int64)
 REORDER_MAX = 16  # RACK's reordering window at most 8 smoothed rounds (RttEstimator.reorder)
+# ... of which a STATUS answering a resend RACK made widens it up to this on its own, and
+# further only where the rounds wait for a late rank (Pacer._spurious)
+REORDER_FREE = 4
+_RANK_BITS = np.arange(32, dtype=np.int64)  # a STATUS bitmap's ranks
 # behind a leaf a clean round feeds the estimate as at most this many smoothed rounds
 # (Pacer.answered: a round another rank's resend completed looks clean to this rank)
 CLEAN_GROWTH = 1.25
@@ -124,7 +128,8 @@ class RttEstimator:
         round waits for a rank that sends later (a slower host, a thread run late): no
         loss, yet taken for one -- with a rank 3 ms late, ~1 resend per slot per call.
         So the reordering window doubles, up to REORDER_MAX half rounds (as RFC 8985
-        widens it on a DSACK), kept for the Worker's later calls until a resend RACK
+        widens it on a DSACK; past REORDER_FREE only where the rounds wait for a late
+        rank, Pacer._spurious), kept for the Worker's later calls until a resend RACK
         made is answered with a result (`resend_answered`).
 
         At most once per smoothed round (RFC 8985 widens at most once per round trip):
@@ -221,6 +226,9 @@ class Pacer:
         # silent rounds: the slots whose round waits for this rank's own packet (None:
         # every slot, as in every-rank rounds); see _overtaken
         self.contributes: np.ndarray | None = None
+        # silent rounds: the job's ranks as a STATUS bitmap's bits (None: unknown, every
+        # STATUS answering a resend RACK made widens the window); see _spurious
+        self.rank_mask: int | None = None
 
     def started(self, slots: np.ndarray, now: float) -> None:
         """A new round's packet went out on `slots` (an announce, or the next round)."""
@@ -236,7 +244,9 @@ class Pacer:
         `heard`: each STATUS's bitmap of the ranks the switch has heard in the round; the
         answer stands for every held round waiting for the same ranks
         (`_answer_for_waits`). In silent rounds a STATUS answering a resend RACK made says
-        that the round only waited for other ranks (`RttEstimator.spurious_resend`)."""
+        that the round only waited for other ranks: a late rank's or a lost packet's, and
+        the window widens where `_spurious` takes it for lateness
+        (`RttEstimator.spurious_resend`)."""
         self.status_at[slots] = now
         self.status_seen = now
         if not self.behind_leaf:
@@ -244,9 +254,35 @@ class Pacer:
             self._answer_for_waits(slots, now)
         if self.rtt.srtt is None:  # (behind a leaf a STATUS may answer another rank)
             self._seed(now - self.xmit_at[slots[self.retransmitted[slots]]])
-        if self.contributes is not None and np.count_nonzero(self.rack_resent[slots]):
+        resent = slots[self.rack_resent[slots]]
+        if self.contributes is not None and resent.size and self._spurious(resent):
             self.rtt.spurious_resend(now)
         self.rack_resent[slots] = False
+
+    def _spurious(self, slots: np.ndarray) -> bool:
+        """Whether RACK's resends of the held rounds `slots`, which a STATUS answered,
+        widen the reordering window (`held_by_switch`): up to REORDER_FREE always, and
+        beyond only where a rank those rounds wait for (the ranks their STATUS has not
+        heard) holds another of this rank's held rounds too. A rank that is late (a slower
+        host, a thread run late) is late for every round it is expected in, so the rounds
+        waiting for it pile up and the resends into them were spurious; a lost packet holds
+        the one round it belonged to, and its sender's own RACK resends it. Taken for
+        lateness, every loss of another rank widened this rank's window to the cap, which
+        then found this rank's own losses late: dense silent rounds at 5 % loss each way
+        (virtual time, 4 ranks x 64 slots) left many ranks' windows at 8 rounds and took
+        1.08x every-rank rounds' time (now 1.03x); a window of 2 rounds on its own keeps a
+        rank 3 ms late to 4-13 spurious resends in a job's first call, ~0 after. Behind a
+        leaf (no bitmaps kept) or without the job's ranks every such STATUS widens."""
+        mask = self.rank_mask
+        if mask is None or self.behind_leaf or self.rtt.reorder < REORDER_FREE:
+            return True
+        held = self.held()
+        heard = self.status_heard[held]
+        heard = heard[heard >= 0]  # (a negative one: a group of one, `_end_waits`)
+        waiting = (~heard & mask)[:, None] >> _RANK_BITS & 1  # held round x rank
+        wanted = np.bitwise_or.reduce(~self.status_heard[slots] & mask)
+        piled = np.flatnonzero(waiting.sum(axis=0) >= 2)
+        return bool(np.count_nonzero(wanted >> piled & 1))
 
     def _seed(self, replies: np.ndarray) -> None:
         """While the estimate has no sample (its callers check), the switch's direct
