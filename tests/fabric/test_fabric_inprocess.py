@@ -116,7 +116,9 @@ def test_a_silent_job_runs_at_the_spine_alone(inprocess_fabric, tmp_path):
         for r, st in enumerate(stats):
             nonzero = int(np.count_nonzero(tensors[r].reshape(-1, 64).any(axis=1)))
             assert st.last_nonzero_blocks == nonzero
-            lossless = st.retransmissions == 0  # (a loaded machine may delay a round)
+            # (a loaded machine may delay a round; another rank's lost result makes every
+            # rank re-run a slot from a rewind)
+            lossless = st.retransmissions == 0 and st.rewinds == 0
             assert not lossless or st.last_packets_sent <= nonzero + 2 * st.last_call_slots
         assert all(s["unrouted"] == 0 for s in ctl.switch_stats().values())
 

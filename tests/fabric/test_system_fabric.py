@@ -86,7 +86,9 @@ def test_a_silent_job_across_two_levels_runs_at_the_spine(target):
     assert not bad, bad
     for o in summary.outcomes:
         nonzero, slots = o.stats["last_nonzero_blocks"], o.stats["last_call_slots"]
-        lossless = o.retransmissions == 0
+        # (another rank's lost result makes every rank re-run a slot from a rewind: its
+        # rewind round and its blocks again, with no retransmission of this rank's)
+        lossless = o.retransmissions == 0 and o.stats["rewinds"] == 0
         assert not lossless or o.packets_sent <= nonzero + 2 * slots, (o.rank, o.stats)
     per_leaf = topology.leaf_hosts(8)
     uplink = per_leaf + 1
