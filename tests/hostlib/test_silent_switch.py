@@ -222,11 +222,12 @@ def test_a_lossless_call_with_a_late_rank_resends_little(switch):
     latest answered round (about one switch pass) plus half a smoothed round took it
     for one -- the other ranks resent ~50 packets per call (0.8 per slot), in every
     call. A STATUS answering such a resend now widens the reordering window
-    (timers.RttEstimator.spurious_resend), for the Worker's later calls too: measured
-    3-16 in the first call, 0-7 after. The bound, a quarter of a packet per slot per
-    call on average over the three calls and the ranks that are not late, leaves room
-    for threads a loaded host runs late (at load 11 on two cores: 13.6); the old rule
-    exceeded it three-fold."""
+    (timers.RttEstimator.spurious_resend; past 2 rounds only where rounds pile up
+    waiting for one rank, Pacer._spurious), for the Worker's later calls too: measured
+    4-13 in the first call, 0-9 after (three runs). The bound, a quarter of a packet
+    per slot per call on average over the three calls and the ranks that are not late,
+    leaves room for threads a loaded host runs late (at load 11 on two cores: 13.6);
+    the old rule exceeded it three-fold."""
     n, slots, calls = 4, 64, 3
     job = switch.jobs.create(
         69, [worker_address(r) for r in range(n)], slots, "lanes", None, K, round_mode="silent"
