@@ -207,7 +207,7 @@ class FrameBuilder:
         columns: dict[str, np.ndarray | int],
         extension: np.ndarray,
         values: np.ndarray | None = None,
-        fingerprint: np.ndarray | int | None = None,
+        fingerprint: int | None = None,
         scratch: tuple[Scratch, str] | None = None,
         out: np.ndarray | None = None,
     ) -> Batch:
@@ -266,13 +266,9 @@ class FrameBuilder:
             if fingerprint is None:
                 raise p.ProtocolError("an ANNOUNCE needs its sender's fingerprint")
             rows = slice(None) if count[p.EXT.FINGERPRINT] == n else extension == p.EXT.FINGERPRINT
-            if np.ndim(fingerprint) == 0:  # a sender's own (an announce batch): 8 bytes for all
-                word = (int(fingerprint) & 0xFFFFFFFF).to_bytes(4, "big")  # as ">u4" wraps it
-                pair = np.frombuffer(word * 2, np.uint8)
-            else:
-                fp = np.broadcast_to(np.asarray(fingerprint, np.int64), (n,))[rows]
-                pair = np.stack([fp, fp], axis=1).astype(">u4").view(np.uint8).reshape(-1, 8)
-            frames[rows, _EXT : _EXT + p.FINGERPRINT_BYTES] = pair
+            # the sender's own as minimum and maximum: the same 8 bytes in every such row
+            word = (int(fingerprint) & 0xFFFFFFFF).to_bytes(4, "big")
+            frames[rows, _EXT : _EXT + p.FINGERPRINT_BYTES] = np.frombuffer(word * 2, np.uint8)
         return Batch(frames, self.lengths[extension])
 
 
