@@ -444,11 +444,19 @@ class RawSocket:
         mode, whose kernel queue cannot be counted without reading it."""
         if self.mode != "ring":
             return None
-        head = self._rx_head
-        stop = min(head + max(limit, 0), self.ring_frames)
-        waiting = self._rx_status[head:stop] & TP_STATUS_USER
-        n = int(np.count_nonzero(waiting))
-        return n if n == stop - head else int(np.argmin(waiting))
+        return self._ready_run(self._rx_head, max(limit, 0)) - self._rx_head
+
+    def _ready_run(self, head: int, limit: int) -> int:
+        """Where the run of frames ready for user space from `head` on stops: at most
+        `limit` of them, never past the ring's end."""
+        stop = min(head + limit, self.ring_frames)
+        if stop - head == 1:  # (one frame: its status word, without a numpy pass)
+            return stop if self._rx_status[head] & TP_STATUS_USER else head
+        if stop > head:
+            ready = self._rx_status[head:stop] & TP_STATUS_USER
+            if np.count_nonzero(ready) < stop - head:
+                stop = head + int(np.argmin(ready))
+        return stop
 
     def wait(self, timeout: float) -> None:
         """Sleep until a frame is readable or `timeout` seconds pass."""
@@ -496,11 +504,7 @@ class RawSocket:
         if not self._rx_status[head] & TP_STATUS_USER:
             return self._empty
         count, width, frame = self.ring_frames, self.width, self.ring_frame
-        stop = min(head + min(max_n, max(self.batch, 1)), count)
-        if stop - head > 1:  # (a batch of one: its frame is the one just seen ready)
-            ready = self._rx_status[head:stop] & TP_STATUS_USER
-            if np.count_nonzero(ready) < stop - head:
-                stop = head + int(np.argmin(ready))
+        stop = self._ready_run(head, min(max_n, max(self.batch, 1)))
         mac = self._rx_mac[head:stop]
         m0 = int(mac[0])
         if (stop - head == 1 or not np.count_nonzero(mac != m0)) and m0 + width <= frame:
