@@ -240,7 +240,9 @@ class AllreduceEngine:
             0 if cfg.round_mode == p.RoundMode.SILENT else int(p.FLAG.PROBE)
         )
         behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
-        self.pacer = Pacer(self.params, rtt or RttEstimator(), self.slots, now, behind_leaf)
+        self.pacer = Pacer(
+            self.params, rtt or RttEstimator(), self.slots, now, behind_leaf, cfg.worker_count
+        )
         self.liveness = Liveness(
             cfg, self.params, self.slots, self.pacer, self.round, self.block, now
         )

@@ -79,7 +79,6 @@ class SilentEngine(AllreduceEngine):
         self.incomplete: list[int] = []  # slots closed while this rank lacked a sum
         super().__init__(cfg, payload, now, *args, **kwargs)
         self.pacer.contributes = self.mine  # RACK only where this rank's packet is awaited
-        self.pacer.rank_mask = (1 << cfg.worker_count) - 1  # a STATUS bitmap's ranks
 
     # -- packets ---------------------------------------------------------------------------
 

@@ -183,8 +183,11 @@ class Pacer:
         slots: SlotWindow,
         now: float,
         behind_leaf: bool = False,
+        ranks: int = 32,
     ):
         self.params, self.rtt, self.slots = params, rtt, slots
+        # the job's ranks as a STATUS bitmap's bits (_spurious; a bitmap has 32)
+        self.rank_mask = (1 << min(ranks, _RANK_BITS.size)) - 1
         # a rank of a job in the leaf role (docs/fabric.md, "Loss recovery across
         # levels"): every slot not held is resent once its wait exceeds the recent timer
         # (`due`), twice the smoothed clean round (`recent_timeout`)
@@ -226,9 +229,6 @@ class Pacer:
         # silent rounds: the slots whose round waits for this rank's own packet (None:
         # every slot, as in every-rank rounds); see _overtaken
         self.contributes: np.ndarray | None = None
-        # silent rounds: the job's ranks as a STATUS bitmap's bits (None: unknown, every
-        # STATUS answering a resend RACK made widens the window); see _spurious
-        self.rank_mask: int | None = None
 
     def started(self, slots: np.ndarray, now: float) -> None:
         """A new round's packet went out on `slots` (an announce, or the next round)."""
@@ -272,11 +272,10 @@ class Pacer:
         (virtual time, 4 ranks x 64 slots) left many ranks' windows at 8 rounds and took
         1.08x every-rank rounds' time (now 1.03x); a window of 2 rounds on its own keeps a
         rank 3 ms late to 4-13 spurious resends in a job's first call, ~0 after. Behind a
-        leaf (no bitmaps kept) or without the job's ranks every such STATUS widens."""
-        mask = self.rank_mask
-        if mask is None or self.behind_leaf or self.rtt.reorder < REORDER_FREE:
+        leaf (no bitmaps kept) every such STATUS widens."""
+        if self.behind_leaf or self.rtt.reorder < REORDER_FREE:
             return True
-        held = self.held()
+        mask, held = self.rank_mask, self.held()
         heard = self.status_heard[held]
         heard = heard[heard >= 0]  # (a negative one: a group of one, `_end_waits`)
         waiting = (~heard & mask)[:, None] >> _RANK_BITS & 1  # held round x rank
