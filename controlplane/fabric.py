@@ -11,8 +11,9 @@ A job runs in the leaf and spine roles (docs/fabric.md): each leaf aggregates it
 ranks (they send to the leaf's address, carrying their index on the leaf as their rank)
 and sends one contribution per round up its uplink; the spine's job has the leaves as its
 ranks. So a job holds up to MAX_WORKERS ranks per leaf on up to MAX_LEAVES leaves. A job
-of silent rounds runs at the spine alone instead, its ranks' frames crossing their leaves
-at layer 2 (up to MAX_WORKERS ranks: the leaf role of silent rounds is not built). Every
+of silent rounds of at most MAX_WORKERS ranks runs at the spine alone instead, its ranks'
+frames crossing their leaves at layer 2; a larger one runs in the leaf and spine roles of
+silent rounds, at most SKIP_GROWS_TO_VALUES values per block (docs/fabric.md). Every
 switch keeps the job as it runs it in its own state file (the spine: the leaves as
 workers; a leaf: its ranks, its uplink and each rank's place in the whole job), so each
 is reconciled and restored alone like one switch. The slots are a range free on every
@@ -153,12 +154,15 @@ class FabricJobManager(JobManager):
         i the one of the i-th lowest first rank), then on each leaf with its ranks and
         its uplink (`_add`), under the lock of every switch the job crosses, with slots
         free and the epoch new on each. A job of silent rounds runs at the spine alone
-        (`_create_at_root`): the leaf role of silent rounds is not built."""
+        when the spine's bitmap holds its ranks (`_create_at_root`), else in the leaf and
+        spine roles of silent rounds (`_silent_leaf_role`)."""
         placement = self.place(job_id, workers)
         every_rank = wire.RoundMode.EVERY_RANK.name.lower()
-        if round_mode == wire.RoundMode.SILENT.name.lower():
+        if round_mode == wire.RoundMode.SILENT.name.lower() and placement.aggregated_at_root:
             args = (slots, encoding, int32_halves, block_values, round_mode, window)
             return self._create_at_root(job_id, placement, workers, args)
+        if round_mode == wire.RoundMode.SILENT.name.lower():
+            self._silent_leaf_role(job_id, placement, block_values)
         round_mode = round_mode or every_rank  # whatever a single switch's default is
         spine = [
             WorkerAddress(
@@ -189,22 +193,32 @@ class FabricJobManager(JobManager):
             self._placing = None
         return self.get(job_id)
 
+    @staticmethod
+    def _silent_leaf_role(job_id: int, placement: Placement, block_values: int | None) -> None:
+        """JobError unless a job of silent rounds can run in the leaf and spine roles: a
+        leaf whose ranks sit a round out makes its empty partial from the spine's RESULT
+        of the round before, which may be an announce round's, and simple_switch grows a
+        frame by at most SKIP_GROWS_TO_VALUES values (docs/fabric.md)."""
+        values = wire.BLOCK_VALUES if block_values is None else block_values
+        if values > wire.SKIP_GROWS_TO_VALUES:
+            raise JobError(
+                f"job {job_id}: {len(placement.ranks)} ranks in silent rounds at {values} "
+                f"values per block; on a fabric such a job runs at the spine alone up to "
+                f"{MAX_WORKERS} ranks, and in the leaf role only at up to "
+                f"{wire.SKIP_GROWS_TO_VALUES} values per block (a leaf's empty partial "
+                f"grows from a RESULT: docs/fabric.md): use fewer values per block, at most "
+                f"{MAX_WORKERS} ranks, or every-rank rounds"
+            )
+
     def _create_at_root(
         self, job_id: int, placement: Placement, workers: list[WorkerAddress], args: tuple
     ) -> Job:
         """A job aggregated by the spine alone, as one switch aggregates its ranks: each
         rank is a rank of the spine's job on the spine's port towards its leaf, and its
         frames cross its leaf at layer 2 (the fabric's forwarding), both ways. The
-        leaves hold nothing of it. How silent rounds run on a fabric (their leaf role is
-        not built; docs/fabric.md): every rule of one switch holds unchanged, and a job
-        has at most one bitmap's ranks (MAX_WORKERS)."""
-        if not placement.aggregated_at_root:
-            raise JobError(
-                f"job {job_id}: {len(placement.ranks)} ranks in silent rounds; on a fabric "
-                f"a silent job is aggregated by the spine alone, which holds at most "
-                f"{MAX_WORKERS} ranks of a job (the leaf role of silent rounds is not "
-                f"built): use every-rank rounds (docs/fabric.md)"
-            )
+        leaves hold nothing of it. How silent rounds run on a fabric when the spine's
+        bitmap holds every rank (docs/fabric.md): every rule of one switch holds
+        unchanged."""
         by_rank = {w.rank: w for w in workers}
         at_root = [dataclasses.replace(by_rank[r.rank], port=r.root_port) for r in placement.ranks]
         return self._create_placed(job_id, _Placing(placement, workers, False), at_root, args)

@@ -42,7 +42,15 @@ from p4reduce.state import State, read_state, write_state
 from p4reduce.target import TARGETS, PortMap, Target, TargetError, check_pipes
 from p4reduce.wire import MAX_EPOCH
 
-from . import admission, drop_simulator, replication, result_destination, stats, uplink
+from . import (
+    admission,
+    drop_simulator,
+    replication,
+    result_destination,
+    silent_spine,
+    stats,
+    uplink,
+)
 from .admission import job_parameters
 from .connection import SwitchConnection, SwitchError
 
@@ -297,7 +305,7 @@ class JobManager:
             self.conn.insert(
                 replication.multicast_group(
                     replication.job_group(job.job_index),
-                    replication.job_replicas(self.conn, job.workers),
+                    replication.job_replicas(self.conn, job),
                 )
             )
             done.append(
@@ -313,6 +321,8 @@ class JobManager:
             done.append(lambda: admission.revoke(self.conn, job_parameters(job), job.workers))
             uplink.add(self.conn, job)  # a leaf's job (the leaf role)
             done.append(lambda: uplink.remove(self.conn, job))
+            silent_spine.add(self.conn, job)  # a silent job's spine
+            done.append(lambda: silent_spine.remove(self.conn, job))
             if job.loss:
                 drop_simulator.set_loss(self.conn, job.job, **job.loss)
         except Exception:
@@ -333,6 +343,7 @@ class JobManager:
             # admission first: from here on no packet of the job touches its slots
             _gone_ok(lambda: admission.revoke(self.conn, job_parameters(job), job.workers))
             _gone_ok(lambda: uplink.remove(self.conn, job))
+            _gone_ok(lambda: silent_spine.remove(self.conn, job))
             _gone_ok(
                 lambda: result_destination.remove_destinations(self.conn, job.job, job.workers)
             )

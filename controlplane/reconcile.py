@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
-from . import admission, drop_simulator, forwarding, identity, result_destination, uplink
+from . import (
+    admission,
+    drop_simulator,
+    forwarding,
+    identity,
+    result_destination,
+    silent_spine,
+    uplink,
+)
 from p4reduce.job import Job
 
 from .config import SwitchConfig
@@ -83,7 +91,7 @@ def job_entries(conn: SwitchConnection, job: Job) -> list[p4runtime_pb2.TableEnt
     entries += [
         admission.admission_entry(conn, admission.job_parameters(job), w) for w in job.workers
     ]
-    return entries + uplink.job_entries(conn, job)
+    return entries + uplink.job_entries(conn, job) + silent_spine.job_entries(conn, job)
 
 
 def desired_state(conn: SwitchConnection, sw: SwitchConfig, jobs: Iterable[Job]) -> DesiredState:
@@ -93,7 +101,7 @@ def desired_state(conn: SwitchConnection, sw: SwitchConfig, jobs: Iterable[Job])
     state.entries.append(forwarding.flood_entry(conn, sw.flood_group))
     state.entries += [forwarding.l2_entry(conn, h.mac, h.port) for h in sw.hosts]
     for job in jobs:
-        state.groups[admission.job_parameters(job).mcast_grp] = job_replicas(conn, job.workers)
+        state.groups[admission.job_parameters(job).mcast_grp] = job_replicas(conn, job)
         state.entries += job_entries(conn, job)
     return state
 

@@ -29,9 +29,18 @@ def multicast_group(group_id: int, replicas: list[tuple[int, int]]) -> p4runtime
     return entity
 
 
-def job_replicas(conn, workers) -> list[tuple[int, int]]:
-    """A job's replicas: (the worker's dev port, instance = rank)."""
-    return conn.ports.replicas([(w.port, w.rank) for w in workers])
+# the replica of a silent leaf's job group towards its uplink (p4src/v1model/uplink.p4:
+# EmptyPartial turns it into the leaf's empty partial, or drops it)
+UPLINK_REPLICA = 0x100
+
+
+def job_replicas(conn, job) -> list[tuple[int, int]]:
+    """A job's replicas: (the worker's dev port, instance = rank), and a silent leaf's
+    (its uplink port, UPLINK_REPLICA)."""
+    replicas = [(w.port, w.rank) for w in job.workers]
+    if job.uplink is not None and job.silent:
+        replicas.append((job.uplink.port, UPLINK_REPLICA))
+    return conn.ports.replicas(replicas)
 
 
 def flood_replicas(conn, ports: list[int]) -> list[tuple[int, int]]:

@@ -470,6 +470,16 @@ class Job:
         """The whole job's ranks: worker_count, or all leaves' in the leaf role."""
         return self.job_ranks or self.worker_count
 
+    @property
+    def spine_role(self) -> bool:
+        """The spine's part of a job in the leaf and spine roles: its ranks are the job's
+        leaves (it counts every rank of the job, and has no uplink of its own)."""
+        return self.job_ranks is not None and self.uplink is None
+
+    @property
+    def silent(self) -> bool:
+        return round_mode_named(self.round_mode) == p.RoundMode.SILENT
+
     def job_config(self, rank: int, switch: Address) -> JobConfig:
         """Worker `rank`'s configuration, as it parses it from the descriptor (on a leaf:
         the worker of index `rank` there, its rank the job-wide one)."""

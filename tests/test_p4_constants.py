@@ -112,12 +112,17 @@ def test_protocol_version(consts):
 
 def test_message_types(consts):
     """The program checks and writes only message types the workers know, and writes
-    RESULT and STATUS (the two it sends)."""
+    RESULT and STATUS (the two it sends workers) and DATA (a silent leaf's empty partial,
+    to the spine; a leaf's other partials keep the type an expression picks)."""
     compared = _values(consts, "p4r.msg_type", {"==", "!="}) - {0}
     written = _values(consts, "p4r.msg_type", {"="})
     known = {int(m) for m in wire.MsgType}
     assert compared <= known, f"P4 compares msg_type with {compared - known}: not in MsgType"
-    assert written == {int(wire.MsgType.RESULT), int(wire.MsgType.STATUS)}
+    assert written == {
+        int(wire.MsgType.RESULT),
+        int(wire.MsgType.STATUS),
+        int(wire.MsgType.DATA),
+    }
     assert int(wire.MsgType.ANNOUNCE) in compared
 
 
@@ -173,16 +178,22 @@ def test_a_skip_grows_as_far_as_the_codec_says():
 
 
 def test_a_data_frames_length_chooses_its_values_header(program):
-    """DATA, SKIP and REWIND (a SKIP's layout) go to the size parser, which picks values_K
-    by the IPv4 total length of a frame of K values (wire.mtu_needed(K): 48 + 4K);
-    ANNOUNCE to the fingerprint."""
+    """DATA and SKIP go to the size parser, which picks values_K by the IPv4 total length
+    of a frame of K values (wire.mtu_needed(K): 48 + 4K); ANNOUNCE to the fingerprint;
+    RESULT and REWIND (a SKIP's layout from a worker, a RESULT's from a silent spine) to
+    the fingerprint at its length, else to the size parser."""
     chosen = [(value, nxt) for _keys, value, _mask, nxt in transitions(program, "parse_p4reduce")]
     by_next = dict((nxt, value) for value, nxt in chosen)
     assert {value for value, nxt in chosen if nxt == "parse_values"} == {
         int(wire.MsgType.DATA),
         int(wire.MsgType.SKIP),
+    }
+    assert {value for value, nxt in chosen if nxt == "parse_result"} == {
+        int(wire.MsgType.RESULT),
         int(wire.MsgType.REWIND),
     }
+    by_result = [(keys, value, nxt) for keys, value, _, nxt in transitions(program, "parse_result")]
+    assert by_result == [(["ipv4.total_len"], wire.mtu_needed(0) + 8, "parse_fingerprint")]
     assert by_next["parse_fingerprint"] == int(wire.MsgType.ANNOUNCE)
     by_length = {
         nxt: (keys, value) for keys, value, _mask, nxt in transitions(program, "parse_values")

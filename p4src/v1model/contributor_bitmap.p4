@@ -184,6 +184,28 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         meta.rewind_only = meta.stale | request;
         meta.stale = 0;
     }
+    /* A leaf's (uplink.p4): the rewind is the spine's to apply, as the winner is. A
+     * request goes up at once as the leaf's own (Result), and the spine's answer comes
+     * back through the leaf; only a closing REWIND that joins the leaf's closing round
+     * keeps its position here, for the leaf's closing partial (a REWIND at the minimum
+     * position its ranks asked for). Any other REWIND is answered as a request here and
+     * keeps nothing. */
+    action take_rewind_at_leaf() {
+        bit<1> request = (hdr.p4r.block != END_OF_STREAM) ? 1w1 : 1w0;
+        meta.rewind_taken = ~meta.duplicate & ~meta.stale & ~request;
+        meta.rewind_only = meta.stale | request;
+        meta.relay_up = request;
+        meta.stale = 0;
+    }
+    /* A leaf's, the spine's RESULT stored (RankNext has read the next round's expected
+     * ranks): the round's half complete, the next one's empty -- or complete too when none
+     * of the leaf's ranks is in it (the leaf's empty partial is its whole part) */
+    action leaf_result_stored() {
+        bitmap_t next = (meta.leaf_empty == 1) ? ROUND_COMPLETE : 0;
+        bit<64> halves = (hdr.p4r.slot_version == 0) ? next ++ ROUND_COMPLETE
+                                                     : ROUND_COMPLETE ++ next;
+        bitmap.write(meta.pool_slot, halves);
+    }
     /* ... and answered as a query would be, except that it gets no STATUS: a rank asking
      * for a rewind may have missed the result that told it the round in progress waits
      * for it (a rewind round, or its block), and the rewind applies only when that round
@@ -250,55 +272,65 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     }
 
     apply {
-        if (hdr.p4r.flags[4:4] == 1 || meta.first_round == 1) {
-            /* a leaf's STATE_LOST, the spine's passing a leaf (no bitmap step: it is
-             * nobody's contribution here), or a silent job's first ANNOUNCE
-             * (ExpectedRanks: an every-rank job's first_round stays 0) */
-            check_epoch();
-            if (meta.downlink == 0) {
-                if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
-                    && meta.same_epoch == 1) {
-                    check_first_round();
-                }
-                if (hdr.p4r.slot_version == 0) {
-                    update_version_0();
-                } else {
-                    update_version_1();
-                }
-            }
-        } else if (hdr.p4r.slot_version == 0) {
-            check_and_update_version_0();
+        if (meta.store_result == 1) {
+            leaf_result_stored();   /* a silent leaf: nothing else here */
         } else {
-            check_and_update_version_1();
-        }
-        /* one action on this rare path, a register read (check_epoch) and an assignment
-         * (FORGOT) on every packet (bmv2 pays per primitive and per action) */
-        if (meta.state_lost == 1 || forgot == 1 || hdr.p4r.flags[4:4] == 1) {
-            mark_lost();
-        }
-        if (meta.round_mode == ROUND_MODE_SILENT) {
-            if (meta.query == 1) {
-                answer_query();
-            } else if (hdr.p4r.msg_type == MSG_REWIND) {
-                take_rewind();
-                if (meta.rewind_only == 1) {
-                    answer_rewind_request();
+            if (hdr.p4r.flags[4:4] == 1 || meta.first_round == 1) {
+                /* a leaf's STATE_LOST, the spine's passing a leaf (no bitmap step: it is
+                 * nobody's contribution here), or a silent job's first ANNOUNCE
+                 * (ExpectedRanks: an every-rank job's first_round stays 0) */
+                check_epoch();
+                if (meta.downlink == 0) {
+                    if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
+                        && meta.same_epoch == 1) {
+                        check_first_round();
+                    }
+                    if (hdr.p4r.slot_version == 0) {
+                        update_version_0();
+                    } else {
+                        update_version_1();
+                    }
+                }
+            } else if (hdr.p4r.slot_version == 0) {
+                check_and_update_version_0();
+            } else {
+                check_and_update_version_1();
+            }
+            /* one action on this rare path, a register read (check_epoch) and an assignment
+             * (FORGOT) on every packet (bmv2 pays per primitive and per action) */
+            if (meta.state_lost == 1 || forgot == 1 || hdr.p4r.flags[4:4] == 1) {
+                mark_lost();
+            }
+            if (meta.round_mode == ROUND_MODE_SILENT) {
+                if (meta.query == 1) {
+                    answer_query();
+                } else if (hdr.p4r.msg_type == MSG_REWIND) {
+                    if (meta.has_uplink == 1) {
+                        take_rewind_at_leaf();
+                    } else {
+                        take_rewind();
+                    }
+                    if (meta.relay_up == 1) {
+                        /* goes up as it is (Result) */
+                    } else if (meta.rewind_only == 1) {
+                        answer_rewind_request();
+                    } else if (meta.duplicate == 1 && meta.round_done == 1) {
+                        serve_completed_round();
+                    }
                 } else if (meta.duplicate == 1 && meta.round_done == 1) {
                     serve_completed_round();
                 }
-            } else if (meta.duplicate == 1 && meta.round_done == 1) {
-                serve_completed_round();
-            }
-            if (announce_round == 1) {
-                serve_announce_round();
-            } else if (meta.closing_answer == 1) {
-                serve_closing_round();
-            }
-            /* the rest of a silent packet's decisions, here so that an every-rank packet
-             * passes one test of the round mode after the bitmap */
-            if (meta.state_lost == 0) {
-                rewind.apply(hdr, meta);
-                silent_bias.apply(hdr, meta);
+                if (announce_round == 1) {
+                    serve_announce_round();
+                } else if (meta.closing_answer == 1) {
+                    serve_closing_round();
+                }
+                /* the rest of a silent packet's decisions, here so that an every-rank packet
+                 * passes one test of the round mode after the bitmap */
+                if (meta.state_lost == 0) {
+                    rewind.apply(hdr, meta);
+                    silent_bias.apply(hdr, meta);
+                }
             }
         }
     }

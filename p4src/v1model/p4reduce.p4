@@ -16,6 +16,7 @@
 #include "next_block.p4"
 #include "expected_ranks.p4"
 #include "rank_next.p4"
+#include "silent_spine.p4"
 #include "uplink.p4"
 #include "repair_mark.p4"
 #include "result.p4"
@@ -37,6 +38,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
     NextBlock() next_block;
     ExpectedRanks() expected_ranks;
     RankNext() rank_next;
+    SilentSpine() silent_spine;
     Uplink() uplink;
     LeafRound() leaf_round;
     RepairMark() repair_mark;
@@ -67,8 +69,13 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                     mark_to_drop(standard_metadata);
                 } else {
                     uplink.apply(hdr, meta, standard_metadata);   /* a leaf's job? */
-                    if (meta.downlink == 1 && meta.from_uplink == 0) {
-                        drop_counted(DROP_MALFORMED);   /* only a spine sends these */
+                    if ((meta.downlink == 1 && meta.from_uplink == 0)
+                        || (hdr.p4r.msg_type == MSG_REWIND && meta.downlink == 0
+                            && (hdr.fingerprint.isValid()
+                                || (meta.data_values != 0
+                                    && meta.data_values <= SKIP_GROWS_TO_VALUES)))) {
+                        /* only a spine sends these, or a REWIND with a RESULT's layout */
+                        drop_counted(DROP_MALFORMED);
                     } else {
                         if (meta.downlink == 0) {
                             round_winner.apply(hdr, meta);    /* the block a new contribution must carry */
@@ -78,24 +85,33 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                             contributor_bitmap.apply(hdr, meta);   /* silent: and Rewind */
                             repair_mark.apply(hdr, meta);
                             leaf_round.apply(hdr, meta);
+                            if (meta.complete == 1 && meta.round_mode == ROUND_MODE_SILENT
+                                && meta.has_uplink == 0) {
+                                silent_spine.apply(hdr, meta);   /* a spine's job? */
+                            }
                         } else if (hdr.p4r.flags[4:4] == 1) {
                             /* the spine's STATE_LOST: lost at this leaf too */
+                            contributor_bitmap.apply(hdr, meta);
+                        } else if (meta.store_result == 1
+                                   && meta.round_mode == ROUND_MODE_SILENT) {
+                            /* a silent leaf: the spine's winner, the next round's
+                             * expected ranks here, then the halves for that round */
+                            rank_next.apply(hdr, meta);
                             contributor_bitmap.apply(hdr, meta);
                         }
                         /* a duplicate of an incomplete round only gets a STATUS back, a
                          * stale contribution or a consumed REWIND request nothing; a
-                         * spine's RESULT is stored as the round's (uplink.p4: every-rank
-                         * rounds only, a fabric's job has no silent rounds) */
+                         * spine's RESULT is stored as the round's (uplink.p4) */
                         if (meta.store_result == 1
                             || (meta.downlink == 0 && meta.state_lost == 0 && meta.stale == 0
                                 && meta.rewind_only == 0
                                 && (meta.duplicate == 0 || meta.round_done == 1))) {
                             fingerprint.apply(hdr, meta);
                             value_aggregation.apply(hdr, meta);
-                            if (meta.round_mode == ROUND_MODE_SILENT) {
-                                rank_next.apply(hdr, meta);
-                            } else {
+                            if (meta.round_mode != ROUND_MODE_SILENT) {
                                 next_block.apply(hdr, meta);
+                            } else if (meta.store_result == 0) {
+                                rank_next.apply(hdr, meta);
                             }
                         }
                         result.apply(hdr, meta, standard_metadata);
@@ -112,11 +128,16 @@ control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
                        inout standard_metadata_t standard_metadata) {
     ResultDestination() result_destination;
     DropSimulatorEgress() drop_simulator_egress;
+    EmptyPartial() empty_partial;
 
     apply {
         if (meta.to_worker == 1) {
-            result_destination.apply(hdr, meta, standard_metadata);
-            drop_simulator_egress.apply(hdr, meta, standard_metadata);
+            if (standard_metadata.egress_rid == UPLINK_REPLICA) {
+                empty_partial.apply(hdr, meta, standard_metadata);   /* a silent leaf's */
+            } else {
+                result_destination.apply(hdr, meta, standard_metadata);
+                drop_simulator_egress.apply(hdr, meta, standard_metadata);
+            }
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_REPLICATION
                    && standard_metadata.egress_port == standard_metadata.ingress_port) {
             mark_to_drop(standard_metadata);   /* a flooded frame does not go back */

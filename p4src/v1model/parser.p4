@@ -43,7 +43,7 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         transition select(hdr.p4r.msg_type) {
             MSG_DATA: parse_values;
             MSG_SKIP: parse_values;   /* header only, or padded to its job's size */
-            MSG_REWIND: parse_values; /* a SKIP's layout */
+            MSG_REWIND: parse_result; /* a SKIP's layout, or a RESULT's (a spine's) */
             MSG_ANNOUNCE: parse_fingerprint;
             MSG_RESULT: parse_result;   /* a spine's, at a leaf (uplink.p4) */
             MSG_STATUS: parse_status;
@@ -51,7 +51,9 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         }
     }
     /* a RESULT carries the fingerprint range (an announce round's), values (a data
-     * round's: the size its length gives) or nothing (STATE_LOST) */
+     * round's: the size its length gives) or nothing (STATE_LOST); so does a silent
+     * spine's REWIND, at a leaf (a worker's has a SKIP's layout: Uplink drops one with
+     * a RESULT's) */
     state parse_result {
         transition select(hdr.ipv4.total_len) {
             IPV4_LEN_WITH_FINGERPRINT: parse_fingerprint;

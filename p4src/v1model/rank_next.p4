@@ -15,12 +15,33 @@
  * A pending rewind (Rewind: meta.rewound) replaces the winner, except where the fingerprints
  * differ (the slot ends there, whatever is pending): the next round is a rewind
  * round at the pending position, every rank expected, and the round's result and its
- * cached copies (round_kind, expected_ranks.p4) leave as MSG_REWIND. */
+ * cached copies (round_kind, expected_ranks.p4) leave as MSG_REWIND.
+ *
+ * A spine of silent rounds (SilentSpine: meta.every_leaf) expects every leaf in every
+ * round.
+ *
+ * A leaf of silent rounds (uplink.p4) does not choose the winner: the spine does. The
+ * packet that completes a round here takes the minimum of the leaf's ranks' cells as
+ * above, but stores it only as its partial's key (`partial_key`; and in next_key, so that
+ * a late copy of the round before cannot join the next one, as NextBlock's running minimum
+ * does for an every-rank leaf), with the round's kind as the partial's (a closing round
+ * that took a REWIND sends up a REWIND at the pending position). The spine's RESULT,
+ * stored here, brings the winner: it goes into next_key with the kind the result says,
+ * and the walk over the leaf's cells gives the next round's expected ranks -- those
+ * whose block is the winner's, every rank for END_OF_STREAM or a REWIND. When that is
+ * none of them, the leaf's part of the next round is done at once (leaf_empty): its
+ * partial is empty (ValueAggregation stores it, EmptyPartial sends it up) and announces
+ * the leaf's minimum, which the walk gave too. */
 #ifndef P4REDUCE_RANK_NEXT_P4
 #define P4REDUCE_RANK_NEXT_P4
 #include "../common/headers.p4"
 #include "next_block.p4"
 #include "expected_ranks.p4"
+
+/* A leaf's, per (slot, version): the key of its partial of the version's round (the
+ * minimum of its ranks' cells, or the pending rewind position of a REWIND partial),
+ * which the partial sent again announces */
+register<bit<32>>(SLOT_ENTRIES) partial_key;
 
 /* Cell i of the slot, one action call per rank (one action folding all of them makes p4c
  * substitute the running minimum into itself, an expression doubling per rank; one action
@@ -77,7 +98,7 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
             meta.next_key = END_OF_STREAM[23:0] ++ 8w0xFF;
             meta.rewound = 0;
         }
-        if (meta.next_key[31:8] == END_OF_STREAM[23:0]) {
+        if (meta.next_key[31:8] == END_OF_STREAM[23:0] || meta.every_leaf == 1) {
             meta.next_expected = meta.full_mask;
         }
         if (meta.rewound == 1) {
@@ -120,14 +141,99 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
         meta.rewound = kind[ROUND_KIND_REWOUND:ROUND_KIND_REWOUND];
     }
 
+    /* A leaf's round complete here: its partial's key and kind (the spine's RESULT
+     * replaces both); the round's winner is the spine's to choose. */
+    action store_partial() {
+        if (hdr.fingerprint.isValid()
+            && hdr.fingerprint.fingerprint_min != hdr.fingerprint.fingerprint_max) {
+            meta.next_key = END_OF_STREAM[23:0] ++ 8w0xFF;   /* the spine ends the slot */
+            meta.rewound = 0;
+        }
+        if (meta.rewound == 1) {
+            meta.next_key = meta.rewind_position[23:0] ++ 8w0xFF;
+        }
+        next_key.write(meta.slot_index, meta.next_key);
+        partial_key.write(meta.slot_index, meta.next_key);
+        bit<32> earlier;
+        next_key.read(earlier, meta.slot_index ^ 1);
+        next_key.write(meta.slot_index ^ 1,
+                       (meta.first_round == 1) ? END_OF_STREAM[23:0] ++ 8w0xFF : earlier);
+        bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
+        bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
+                               ? 1w1 : 1w0;
+        round_kind.write(meta.slot_index, 1w0 ++ closing_round ++ announce_round ++ meta.rewound);
+        meta.partial_covered = (meta.uncovered == 0 && meta.expected == meta.full_mask)
+                               ? 1w1 : 1w0;
+    }
+    /* ... sent again (LeafRound: the spine's result is not held) */
+    action read_partial() {
+        partial_key.read(meta.next_key, meta.slot_index);
+        bit<4> kind;
+        round_kind.read(kind, meta.slot_index);
+        meta.rewound = kind[ROUND_KIND_REWOUND:ROUND_KIND_REWOUND];
+        bit<1> lacks;
+        uncovered.read(lacks, meta.slot_index);
+        bitmap_t took_part;
+        expected.read(took_part, meta.slot_index);
+        meta.partial_covered = (lacks == 0
+                                && took_part == (((bit<64>)1 << meta.worker_count) - 1)[31:0])
+                               ? 1w1 : 1w0;
+    }
+
+    /* The spine's RESULT (or REWIND) of the leaf's round, stored: its winner and kind,
+     * and the walk's start (the leaf's ranks, as announce() starts it) */
+    action take_winner() {
+        meta.full_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
+        meta.winner_key = hdr.p4r.next_block[23:0] ++ (~hdr.p4r.next_exponent);
+        next_key.write(meta.slot_index, meta.winner_key);
+        meta.rewound = (hdr.p4r.msg_type == MSG_REWIND) ? 1w1 : 1w0;
+        bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
+        bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
+                               ? 1w1 : 1w0;
+        bit<1> ended = ((hdr.p4r.flags & FLAG_ENDED) != 0) ? 1w1 : 1w0;
+        round_kind.write(meta.slot_index, ended ++ closing_round ++ announce_round ++ meta.rewound);
+        meta.next_key = 0xFFFFFFFF;
+        meta.next_expected = 0;
+        meta.rank_cell_index = meta.pool_slot << 5;
+    }
+    /* ... and the next round's expected ranks here, from the walk: the leaf's minimum is
+     * at least the winner (the spine took it among the leaves' minima, and no rank of
+     * this leaf has sent since), and its ranks at the minimum are expected when it is the
+     * winner. None expected: the next round's partial is the empty one, announcing the
+     * minimum; it is made now, so it is stored as sent (not COVERED: no rank took part). */
+    action expect_next() {
+        bit<1> all = (meta.winner_key[31:8] == END_OF_STREAM[23:0] || meta.rewound == 1)
+                     ? 1w1 : 1w0;
+        bitmap_t mask = (meta.next_key[31:8] == meta.winner_key[31:8]) ? meta.next_expected : 0;
+        mask = (all == 1) ? meta.full_mask : mask;
+        expected.write(meta.slot_index ^ 1, mask);
+        meta.leaf_empty = (mask == 0) ? 1w1 : 1w0;
+        meta.partial_key = meta.next_key;
+        partial_key.write(meta.slot_index ^ 1, meta.next_key);
+        round_kind.write(meta.slot_index ^ 1, 0);
+        uncovered.write(meta.slot_index ^ 1, 1);
+        meta.next_key = meta.winner_key;   /* what the RESULT passed down names */
+    }
+
     apply {
-        if (meta.duplicate == 0) {
+        if (meta.store_result == 1) {
+            take_winner();
+            FOR_EACH_RANK(CALL_RANK_CELL)
+            FOR_EACH_RANK(END_RANK_CELL)
+            expect_next();
+        } else if (meta.duplicate == 0) {
             announce();
             if (meta.complete == 1) {
                 FOR_EACH_RANK(CALL_RANK_CELL)
                 FOR_EACH_RANK(END_RANK_CELL)
-                store_winner();
+                if (meta.has_uplink == 1) {
+                    store_partial();
+                } else {
+                    store_winner();
+                }
             }
+        } else if (meta.send_up == 1) {
+            read_partial();
         } else {
             read_stored();
         }

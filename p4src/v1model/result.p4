@@ -63,19 +63,9 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         INVALIDATE_VALUES
         hdr.fingerprint.setInvalid();
     }
-    /* a leaf's round (uplink.p4): the completing packet, or a retransmission finding no
-     * result held, goes up as the leaf's contribution to the spine's round -- its values
-     * the leaf's sums, its next block the leaf's minimum, its fingerprint the leaf's range,
-     * its rank the leaf's in the spine's job */
-    action make_partial(flags_t extra_flags) {
-        meta.send_up = 1;   /* the lengths are set below, as for a packet to a worker */
-        hdr.p4r.msg_type = hdr.fingerprint.isValid() ? MSG_ANNOUNCE
-                         : (ANY_VALUES_VALID ? MSG_DATA : MSG_SKIP);
+    /* from this leaf to the spine, as its rank there */
+    action address_up() {
         hdr.p4r.rank = meta.uplink_rank;
-        hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
-        hdr.p4r.next_exponent = ~meta.next_key[7:0];
-        hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
-                        | (hdr.p4r.flags & (FLAG_CONTINUED | FLAG_PACKED | FLAG_SILENT));
         hdr.ethernet.dst_addr = meta.uplink_mac;
         hdr.ethernet.src_addr = meta.switch_mac;
         hdr.ipv4.dst_addr = meta.uplink_ip;
@@ -85,6 +75,30 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
         standard_metadata.egress_spec = meta.uplink_port;
+    }
+    /* a leaf's round (uplink.p4): the completing packet, or a retransmission finding no
+     * result held, goes up as the leaf's contribution to the spine's round -- its values
+     * the leaf's sums, its next block the leaf's minimum, its fingerprint the leaf's range,
+     * its rank the leaf's in the spine's job */
+    action make_partial(flags_t extra_flags) {
+        meta.send_up = 1;   /* the lengths are set below, as for a packet to a worker */
+        /* silent rounds: a closing partial that took a REWIND is one (RankNext); a DATA
+         * partial is COVERED when every rank of the leaf sent a COVERED DATA */
+        hdr.p4r.msg_type = (meta.rewound == 1) ? MSG_REWIND
+                         : (hdr.fingerprint.isValid() ? MSG_ANNOUNCE
+                            : (ANY_VALUES_VALID ? MSG_DATA : MSG_SKIP));
+        hdr.p4r.next_block = (bit<32>)meta.next_key[31:8];
+        hdr.p4r.next_exponent = ~meta.next_key[7:0];
+        hdr.p4r.flags = extra_flags | ((meta.round_overflow == 1) ? FLAG_OVERFLOW : 7w0)
+                        | (hdr.p4r.flags & (FLAG_CONTINUED | FLAG_PACKED | FLAG_SILENT))
+                        | ((meta.partial_covered == 1 && hdr.p4r.msg_type == MSG_DATA)
+                           ? FLAG_COVERED : 7w0);
+        address_up();
+    }
+    /* silent rounds: a rank's REWIND request, as this leaf's (ContributorBitmap) */
+    action relay_request() {
+        meta.send_up = 1;
+        address_up();
     }
     /* the spine's RESULT (stored by the round, or STATE_LOST) goes to the leaf's ranks */
     action pass_down() {
@@ -120,7 +134,11 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
     /* a leaf (uplink.p4): its STATUS goes to every one of its ranks, not only the asker:
      * each that contributed learns that the round waits and stops asking; one its
-     * bitmap lacks learns that its packet was lost and sends it again at once */
+     * bitmap lacks learns that its packet was lost and sends it again at once. Not in
+     * silent rounds, whose STATUS answers the asker alone, as one switch's does: a rank
+     * that missed the rounds since its last packet cannot tell another round of the
+     * same version and block from its own (a closing round from the call's announce
+     * round), and a STATUS it did not ask for would keep it from asking for a rewind. */
     action status_to_ranks() {
         duplicates.count((bit<32>)meta.job_index);
         make_status();
@@ -158,6 +176,12 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             } else if (hdr.p4r.msg_type == MSG_STATUS) {
                 pass_down();
                 hdr.p4r.flags = hdr.p4r.flags | FLAG_RELAYED;
+            } else if (meta.round_mode == ROUND_MODE_SILENT
+                       && (hdr.p4r.flags & FLAG_CACHED) != 0) {
+                /* silent rounds: the spine's answer to a REWIND request this leaf
+                 * relayed (ContributorBitmap) is the asking rank's, as a switch answers
+                 * one itself: the last completed round, which this leaf holds already */
+                pass_down();
             } else {
                 duplicates.count((bit<32>)meta.job_index);
                 mark_to_drop(standard_metadata);
@@ -179,6 +203,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
                 make_state_lost();
                 reply_to_sender();
             }
+        } else if (meta.relay_up == 1) {
+            relay_request();
         } else if (meta.send_up == 1) {
             if (meta.complete == 1) {
                 aggregated.count((bit<32>)meta.job_index);
@@ -205,7 +231,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             mark_to_drop(standard_metadata);
         } else if (meta.duplicate == 1 && meta.round_done == 1) {
             serve_cached_result();
-        } else if (meta.duplicate == 1 && meta.has_uplink == 1) {
+        } else if (meta.duplicate == 1 && meta.has_uplink == 1
+                   && meta.round_mode == ROUND_MODE_EVERY_RANK) {
             status_to_ranks();
         } else if (meta.duplicate == 1) {
             answer_status();

@@ -35,6 +35,7 @@
 #include "../common/headers.p4"
 #include "../common/bodies/read.p4"
 #include "register_step.p4"
+#include "value_aggregation.p4"   /* LANE_ONES: a silent leaf's empty partial */
 
 register<bit<1>>(SLOT_ENTRIES) result_held;
 
@@ -73,15 +74,27 @@ control Uplink(inout headers_t hdr, inout metadata_t meta,
                       rv = value; value = 1;)
         meta.store_result = ~meta.result_was_held;
     }
+    /* silent rounds: the next round's result is not held from now on -- a round none of
+     * the leaf's ranks is in is complete here as soon as this result is stored (RankNext) */
+    action await_next() {
+        result_held.write(meta.slot_index ^ 1, 0);
+    }
 
     apply {
         if (hdr.p4r.msg_type == MSG_RESULT || hdr.p4r.msg_type == MSG_STATUS) {
             meta.downlink = 1;
         }
         uplink.apply();
-        if (meta.downlink == 1 && meta.from_uplink == 1 && hdr.p4r.msg_type == MSG_RESULT
+        /* a REWIND from the spine is a silent round's result; from a rank, a request */
+        if (hdr.p4r.msg_type == MSG_REWIND && meta.from_uplink == 1) {
+            meta.downlink = 1;
+        }
+        if (meta.downlink == 1 && meta.from_uplink == 1 && hdr.p4r.msg_type != MSG_STATUS
                 && (hdr.p4r.flags & FLAG_STATE_LOST) == 0) {
             take_result();
+            if (meta.store_result == 1 && meta.round_mode == ROUND_MODE_SILENT) {
+                await_next();
+            }
         }
     }
 }
@@ -97,8 +110,9 @@ control LeafRound(inout headers_t hdr, inout metadata_t meta) {
     action ask_held() {
         REGISTER_STEP(result_held, meta.slot_index, bit<1>, meta.result_was_held, READ_BODY)
         /* or a state probe: bit 2 from a worker of an every-rank job (FLAG_CACHED's the
-         * other way; p4reduce.wire.Flag.PROBE) */
-        meta.send_up = ~meta.result_was_held | hdr.p4r.flags[2:2];
+         * other way; p4reduce.wire.Flag.PROBE; a silent job's DATA: COVERED) */
+        meta.send_up = ~meta.result_was_held
+                       | (hdr.p4r.flags[2:2] & ~meta.round_mode);
     }
 
     apply {
@@ -108,6 +122,66 @@ control LeafRound(inout headers_t hdr, inout metadata_t meta) {
             } else if (meta.duplicate == 1 && meta.round_done == 1) {
                 ask_held();
             }
+        }
+    }
+}
+/* The replica of a leaf's job group towards the uplink (rid UPLINK_REPLICA; the
+ * controller adds it to a silent leaf job's group): every RESULT, STATUS or STATE_LOST the
+ * leaf multicasts to its ranks makes one, and egress drops it -- except after the spine's
+ * RESULT of a round whose next round has none of the leaf's ranks in it (RankNext:
+ * leaf_empty). Then the replica becomes the leaf's part of that round: an empty DATA (its
+ * ranks' bias in every lane of a packed job, zeros in a lanes job) of the next round's
+ * block and version, announcing the leaf's minimum, from the leaf's rank to the spine, as
+ * ValueAggregation stored it for a retransmission. A RESULT of an announce or rewind round
+ * is 256 bytes shorter than a DATA of 64 values: simple_switch lets a frame grow by 512
+ * bytes (values.p4), so the controller places such jobs of at most SKIP_GROWS_TO_VALUES
+ * values per block. */
+const bit<16> UPLINK_REPLICA = 0x100;
+
+#define SIZE_EMPTY_VALUES(K)                                                   \
+    action empty_values_##K() {                                                \
+        hdr.values_##K.setValid();                                             \
+        hdr.values_##K.word = (meta.encoding == ENCODING_PACKED)               \
+            ? ((bit<2048>)((bit<32>)meta.worker_count * meta.bias)) * LANE_ONES \
+            : 0;                                                               \
+    }
+
+control EmptyPartial(inout headers_t hdr, inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+    FOR_EACH_BLOCK_SIZE(SIZE_EMPTY_VALUES)
+
+    action empty_partial() {
+        hdr.p4r.msg_type = MSG_DATA;
+        hdr.p4r.slot_version = ~hdr.p4r.slot_version;
+        hdr.p4r.block = hdr.p4r.next_block;   /* the winner: the next round's block */
+        hdr.p4r.next_block = (bit<32>)meta.partial_key[31:8];
+        hdr.p4r.next_exponent = ~meta.partial_key[7:0];
+        hdr.p4r.rank = meta.uplink_rank;
+        hdr.p4r.flags = FLAG_CONTINUED | FLAG_SILENT
+                        | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0);
+        INVALIDATE_VALUES
+        hdr.fingerprint.setInvalid();
+        hdr.round_status.setInvalid();
+        hdr.ethernet.dst_addr = meta.uplink_mac;
+        hdr.ethernet.src_addr = meta.switch_mac;
+        hdr.ipv4.dst_addr = meta.uplink_ip;
+        hdr.ipv4.src_addr = meta.switch_ip;
+        hdr.udp.src_port = P4REDUCE_UDP_BASE;
+        hdr.udp.dst_port = P4REDUCE_UDP_BASE;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        hdr.ipv4.total_len = IPV4_LEN_HEADER_ONLY + (meta.block_values << 2);
+        hdr.udp.length = UDP_LEN_HEADER_ONLY + (meta.block_values << 2);
+    }
+
+    apply {
+        if (meta.leaf_empty == 1) {
+            empty_partial();
+#define SIZE_ACTION empty_values
+            CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+        } else {
+            mark_to_drop(standard_metadata);
         }
     }
 }

@@ -21,10 +21,12 @@ control Validation(inout headers_t hdr, inout metadata_t meta,
          * its values header (data_values != 0: parser.p4), a DATA without one is
          * malformed; a SKIP carries one only above SKIP_GROWS_TO_VALUES (values.p4) */
         /* a RESULT or STATUS (a spine's, at a leaf: uplink.p4) has its message's
-         * layout here; Uplink finds out whether the spine sent it */
+         * layout here, and so has a REWIND with values (a silent spine's result); Uplink
+         * finds out whether the spine sent it */
         bit<16> ipv4_len = (hdr.p4r.msg_type == MSG_DATA
                             || meta.data_values > SKIP_GROWS_TO_VALUES
-                            || (hdr.p4r.msg_type == MSG_RESULT && meta.data_values != 0))
+                            || ((hdr.p4r.msg_type == MSG_RESULT
+                                 || hdr.p4r.msg_type == MSG_REWIND) && meta.data_values != 0))
             ? ((meta.data_values != 0) ? hdr.ipv4.total_len : 16w0)
             : ((hdr.p4r.msg_type == MSG_ANNOUNCE || hdr.fingerprint.isValid())
                ? IPV4_LEN_WITH_FINGERPRINT

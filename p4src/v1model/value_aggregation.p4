@@ -18,6 +18,10 @@
  * only SKIPs and REWINDs that join a silent round) leave the register alone and drop any
  * values they carry, so its RESULT and the copies served from it are header only.
  *
+ * A silent leaf whose ranks are all outside a round sends the spine an empty partial of
+ * its ranks' bias (packed) or zeros (lanes): stored here when the spine's result that
+ * names the round is (uplink.p4, EmptyPartial).
+ *
  * Lanes jobs (int32, exact): the same word added lane by lane without carries between
  * lanes (SWAR): with H = 0x80000000 and L = 0x7FFFFFFF in every lane,
  *     sum = ((a & L) + (b & L)) ^ ((a ^ b) & H)
@@ -74,6 +78,12 @@
     }                                                                          \
     action store_##K() {                                                       \
         sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
+    }                                                                          \
+    action store_empty_##K() {                                                 \
+        hdr.held_##K.word = (meta.encoding == ENCODING_PACKED)                 \
+            ? ((bit<2048>)((bit<32>)meta.worker_count * meta.bias)) * LANE_ONES \
+            : 0;                                                               \
+        sums_##K.write(meta.slot_index ^ 1, hdr.held_##K.word);                \
     }                                                                          \
     action read_##K() {                                                        \
         hdr.values_##K.setValid();                                             \
@@ -142,6 +152,11 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
         meta.round_overflow = hdr.p4r.flags[0:0];
         round_overflow.write(meta.slot_index, meta.round_overflow);
     }
+    /* ... and a silent leaf's empty partial of the next round (RankNext: leaf_empty),
+     * made as the result is stored, overflows nothing */
+    action clear_next_overflow() {
+        round_overflow.write(meta.slot_index ^ 1, 0);
+    }
 
     apply {
         /* meta.lane_overflow and meta.round_overflow start at 0 (v1model zeroes metadata) */
@@ -153,6 +168,13 @@ control ValueAggregation(inout headers_t hdr, inout metadata_t meta) {
 #undef SIZE_ACTION
             }
             store_overflow();
+            if (meta.leaf_empty == 1) {
+                /* what the leaf's empty partial carries, for a retransmission of it */
+#define SIZE_ACTION store_empty
+                CALL_FOR_JOB_SIZE
+#undef SIZE_ACTION
+                clear_next_overflow();
+            }
         } else if (meta.duplicate == 1) {
             /* only reached when the round is complete: serve the stored result */
             if (!hdr.fingerprint.isValid()      /* not an announce round's */

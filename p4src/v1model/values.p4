@@ -56,7 +56,12 @@ FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)
     bit<1> downlink;          /* a RESULT or STATUS (only the spine sends one) */ \
     bit<1> store_result;      /* a spine's RESULT the round waits for */       \
     bit<1> result_was_held;   /* result_held as read */                       \
-    bit<1> send_up;           /* the packet leaves by the uplink as the leaf's partial */
+    bit<1> send_up;           /* the packet leaves by the uplink as the leaf's partial */ \
+    bit<1> relay_up;          /* silent: a rank's REWIND request, sent up as the leaf's */ \
+    bit<1> leaf_empty;        /* silent: none of the leaf's ranks is in its next round */ \
+    bit<32> partial_key;      /* silent: the key the leaf's partial announces (its minimum) */ \
+    bit<1> partial_covered;   /* silent: the leaf's partial is COVERED (every rank's DATA was) */ \
+    bit<1> every_leaf;        /* silent, a spine: every rank (leaf) takes part in every round */
 
 /* CALL_FOR_JOB_SIZE calls action SIZE_ACTION_K (SIZE_ACTION defined by the caller) of the
  * job's size K: bmv2 pays per table, an if chain is cheaper than a table keyed on the size,

@@ -51,6 +51,7 @@ from controlplane.config import parse  # noqa: E402
 from hostlib import SwitchStateLost  # noqa: E402
 from controlplane.fabric import FabricController  # noqa: E402
 from p4net.harness import on_leaves  # noqa: E402
+from p4reduce.fabric import MAX_WORKERS  # noqa: E402
 from random_jobs import KINDS, Job, draw_tensors, judge_calls, judge_errors  # noqa: E402
 from softswitch.inprocess import InProcessFabric, two_level_ranks  # noqa: E402
 
@@ -99,21 +100,30 @@ def random_fabric_job(
     ranks_per_leaf: int = 5,
     skew: float = 0.0,
     restart: bool = False,
+    silent_leaf_role: bool = False,
 ) -> FabricJob:
     """The job of `seed`: 1..`ranks_per_leaf` ranks on each of two leaves, loss `loss`
     on every link each way (None: drawn), each rank's start of each call put off by up
     to 0.3 s with probability `skew`, and with `restart` a switch's reboot drawn by a
-    generator of its own (so every other draw of the seed is the same either way)."""
+    generator of its own (so every other draw of the seed is the same either way). With
+    `silent_leaf_role`, a job of silent rounds too large for the spine alone, so in the
+    leaf and spine roles: more than MAX_WORKERS ranks, at most 128 values per block."""
     rng = np.random.default_rng(seed)
     per_leaf = (int(rng.integers(1, ranks_per_leaf + 1)), int(rng.integers(1, ranks_per_leaf + 1)))
     k = int(rng.choice([64, 64, 256, 1024]))
+    round_mode = random_round_mode(seed)
+    if silent_leaf_role:
+        from fabric.conftest import HOSTS  # the test folder's package
+
+        per_leaf = (HOSTS, int(rng.integers(MAX_WORKERS + 1 - HOSTS, HOSTS + 1)))
+        k, round_mode = int(rng.choice([64, 128])), "silent"
     job = Job(
         seed=seed,
         ranks=sum(per_leaf),
         block_values=k,
         blocks=int(rng.integers(1, 40 if k == 64 else 12)),
         slots=int(rng.integers(1, 9)),
-        round_mode=random_round_mode(seed),
+        round_mode=round_mode,
         loss=float(rng.choice([0.0, 0.05, 0.1])) if loss is None else loss,
     )
     for _ in range(int(rng.integers(1, 4))):
@@ -268,6 +278,11 @@ def main() -> int:
     ap.add_argument("--ranks-per-leaf", type=int, default=5)
     ap.add_argument("--skew", type=float, default=0.0, help="share of calls a rank starts late")
     ap.add_argument("--restart", action="store_true", help="a switch reboots in each job")
+    ap.add_argument(
+        "--silent-leaf-role",
+        action="store_true",
+        help="silent jobs of more than 32 ranks (the leaf role of silent rounds)",
+    )
     args = ap.parse_args()
     broken, tally = 0, Counter()
     with new_fabric(LEAVES) as fab, tempfile.TemporaryDirectory() as state:
@@ -275,7 +290,12 @@ def main() -> int:
         try:
             for i, seed in enumerate(range(args.first_seed, args.first_seed + args.jobs)):
                 fj = random_fabric_job(
-                    seed, args.loss, args.ranks_per_leaf, args.skew, args.restart
+                    seed,
+                    args.loss,
+                    args.ranks_per_leaf,
+                    args.skew,
+                    args.restart,
+                    args.silent_leaf_role,
                 )
                 problems = run(fab, ctl, fj, 20 + i % 100, tally)
                 if problems:

@@ -64,3 +64,14 @@ def test_a_random_job_whose_switch_reboots_with_late_ranks_keeps_the_contract(fa
     fj = random_fabric_job(seed, ranks_per_leaf=8, skew=0.2, restart=True)
     problems = run(*fabric, fj, next(JOB_IDS))
     assert not problems, (fj.describe(), problems)
+
+
+@pytest.mark.parametrize("seed,loss", [(70003, 0.05), (70012, 0.1)])
+def test_a_random_silent_job_in_the_leaf_role_keeps_the_contract(fabric, seed, loss):
+    """34 ranks in silent rounds (more than the spine's bitmap holds), so in the leaf and
+    spine roles of silent rounds: each leaf's ranks send only their blocks, the leaf a
+    partial every round; at 10 % loss on every link rank after rank misses a result
+    copy, asks its leaf, and asks for rewinds that the leaf sends up."""
+    fj = random_fabric_job(seed, loss, silent_leaf_role=True)
+    problems = run(*fabric, fj, next(JOB_IDS))
+    assert not problems, (fj.describe(), problems)
