@@ -27,12 +27,17 @@ SPINE = Address("02:00:00:00:0f:00", "10.0.9.254")
 LEAF_RANK = 1  # the leaf's rank in the spine's job
 
 
-def leaf_job(
-    switch, job: int, n: int = 3, encoding: str = "lanes", job_ranks: int = 8, lost: bool = False
-):
+def leaf_spec(
+    job: int,
+    n: int = 3,
+    encoding: str = "lanes",
+    job_ranks: int = 8,
+    lost: bool = False,
+    round_mode: str = "every_rank",
+) -> Job:
     """A leaf's part of a job of `job_ranks` ranks: `n` of them here, on ports 1..n
     (`lost`: admitted lost, admit_lost)."""
-    spec = Job(
+    return Job(
         job=job,
         job_index=job % 64,
         slot_base=0,
@@ -40,13 +45,22 @@ def leaf_job(
         epoch=3,
         workers=[worker_address(r, r + 1) for r in range(n)],
         encoding=encoding,
+        round_mode=round_mode,
         uplink=Uplink(UPLINK_PORT, SPINE.mac, SPINE.ip, LEAF_RANK),
         ranks_in_job=[2 * r for r in range(n)],
         job_ranks=job_ranks,
         lost=lost,
     )
+
+
+def adopted(switch, spec: Job) -> harness.TestJob:
     switch.jobs.adopt(spec)
     return harness.TestJob(switch, spec)
+
+
+def leaf_job(switch, job: int, **kw) -> harness.TestJob:
+    """The leaf's part (leaf_spec's) installed on `switch`."""
+    return adopted(switch, leaf_spec(job, **kw))
 
 
 def up(job: harness.TestJob, timeout: float = 3.0) -> p.Frame | None:

@@ -12,16 +12,17 @@ same switch.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from hostlib import protocol as p
 from hostlib.protocol import END_OF_STREAM as END, Flag, MsgType
 from p4net import harness
-from p4net.harness import FINGERPRINT as FP, worker_address
+from p4net.harness import FINGERPRINT as FP
 from p4reduce import wire
-from p4reduce.job import Job, Uplink
 
-from .test_leaf_role import LEAF_RANK, SPINE, UPLINK_PORT, down, up
+from .test_leaf_role import LEAF_RANK, SPINE, adopted, down, leaf_job, leaf_spec, up
 
 K = p.BLOCK_VALUES
 JOB_RANKS = 8  # the whole job's: the packed bias's N
@@ -29,21 +30,7 @@ JOB_RANKS = 8  # the whole job's: the packed bias's N
 
 def silent_leaf(switch, job: int, encoding: str = "lanes") -> harness.TestJob:
     """A leaf's part of a silent job of JOB_RANKS ranks: three of them here."""
-    spec = Job(
-        job=job,
-        job_index=job % 64,
-        slot_base=0,
-        slot_count=4,
-        epoch=3,
-        workers=[worker_address(r, r + 1) for r in range(3)],
-        encoding=encoding,
-        round_mode="silent",
-        uplink=Uplink(UPLINK_PORT, SPINE.mac, SPINE.ip, LEAF_RANK),
-        ranks_in_job=[2 * r for r in range(3)],
-        job_ranks=JOB_RANKS,
-    )
-    switch.jobs.adopt(spec)
-    return harness.TestJob(switch, spec)
+    return leaf_job(switch, job, encoding=encoding, job_ranks=JOB_RANKS, round_mode="silent")
 
 
 def nothing_up(job: harness.TestJob) -> None:
@@ -184,21 +171,25 @@ def test_a_lost_empty_partial_goes_up_again(switch):
     job.assert_silent()
 
 
+def data_and_its_copy(job, rank: int, next_block: int) -> None:
+    """Rank `rank`'s DATA of block 2 (version 1), then the same again, RETRANSMIT."""
+    for flags in (0, Flag.RETRANSMIT):
+        job.send(
+            rank,
+            MsgType.DATA,
+            version=1,
+            block=2,
+            values=np.arange(K),
+            next_block=next_block,
+            flags=flags,
+        )
+
+
 def test_the_spines_status_reaches_the_leafs_ranks(switch):
     job = silent_leaf(switch, 74)
     announce_round(job)
-    job.send(1, MsgType.DATA, version=1, block=2, values=np.arange(K), next_block=7)
-    assert up(job) is not None
-    job.send(
-        1,
-        MsgType.DATA,
-        version=1,
-        block=2,
-        values=np.arange(K),
-        next_block=7,
-        flags=Flag.RETRANSMIT,
-    )
-    assert up(job) is not None
+    data_and_its_copy(job, 1, next_block=7)
+    assert up(job) is not None and up(job) is not None  # the partial, and again
     down(
         job,
         msg_type=MsgType.STATUS,
@@ -218,16 +209,7 @@ def test_the_leafs_own_status_answers_the_asker_alone(switch):
     packet must not take another round's STATUS for its own."""
     job = silent_leaf(switch, 78)
     announce_round(job, nexts=(2, 2, 9))
-    job.send(0, MsgType.DATA, version=1, block=2, values=np.arange(K), next_block=9)
-    job.send(
-        0,
-        MsgType.DATA,
-        version=1,
-        block=2,
-        values=np.arange(K),
-        next_block=9,
-        flags=Flag.RETRANSMIT,
-    )
+    data_and_its_copy(job, 0, next_block=9)
     status = job.result(0)
     assert status is not None and status.header.msg_type == MsgType.STATUS
     assert status.contributors == 0b101  # rank 0, and rank 2 (not in the round)
@@ -285,20 +267,10 @@ def test_a_closing_round_goes_up_once_every_rank_closed_with_the_rewind_it_took(
 
 
 def spine(switch, job: int, leaves: int = 3) -> harness.TestJob:
-    """A spine's part of a silent job: its ranks are `leaves` leaves."""
-    spec = Job(
-        job=job,
-        job_index=job % 64,
-        slot_base=0,
-        slot_count=4,
-        epoch=5,
-        workers=[worker_address(r, r + 1) for r in range(leaves)],
-        encoding="lanes",
-        round_mode="silent",
-        job_ranks=4 * leaves,
-    )
-    switch.jobs.adopt(spec)
-    return harness.TestJob(switch, spec)
+    """A spine's part of a silent job: its ranks are `leaves` leaves (no uplink; it
+    counts every rank of the job)."""
+    leaf = leaf_spec(job, n=leaves, job_ranks=4 * leaves, round_mode="silent")
+    return adopted(switch, dataclasses.replace(leaf, uplink=None, ranks_in_job=None))
 
 
 def test_a_silent_spines_rounds_wait_for_every_leaf(switch):
