@@ -66,12 +66,15 @@ def test_a_random_job_whose_switch_reboots_with_late_ranks_keeps_the_contract(fa
     assert not problems, (fj.describe(), problems)
 
 
-@pytest.mark.parametrize("seed,loss", [(70003, 0.05), (70012, 0.1)])
+@pytest.mark.parametrize("seed,loss", [(70003, 0.05), (70098, 0.1)])
 def test_a_random_silent_job_in_the_leaf_role_keeps_the_contract(fabric, seed, loss):
     """34 ranks in silent rounds (more than the spine's bitmap holds), so in the leaf and
     spine roles of silent rounds: each leaf's ranks send only their blocks, the leaf a
     partial every round; at 10 % loss on every link rank after rank misses a result
-    copy, asks its leaf, and asks for rewinds that the leaf sends up."""
+    copy, asks its leaf, and asks for rewinds that the leaf sends up. Seed 70098 (one
+    block, 16 and 17 ranks) once stalled a closing round: a rank that lost every result
+    of the call took the leaf's STATUS of the closing round, multicast to all its ranks,
+    for one of its announce round, and never asked for a rewind."""
     fj = random_fabric_job(seed, loss, silent_leaf_role=True)
     problems = run(*fabric, fj, next(JOB_IDS))
     assert not problems, (fj.describe(), problems)
