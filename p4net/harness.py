@@ -412,7 +412,7 @@ class TestJob:
     @property
     def silent(self) -> bool:
         """A job of silent rounds: its frames carry FLAG_SILENT (`frame` adds it)."""
-        return self.job.round_mode == RoundMode.SILENT.name.lower()
+        return self.job.silent
 
     def endpoints(self, rank: int) -> Endpoints:
         w, switch = self.by_rank[rank], self.switch.address
