@@ -272,13 +272,15 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
     }
 
     apply {
-        if (meta.store_result == 1) {
-            leaf_result_stored();   /* a silent leaf: nothing else here */
-        } else {
-            if (hdr.p4r.flags[4:4] == 1 || meta.first_round == 1) {
-                /* a leaf's STATE_LOST, the spine's passing a leaf (no bitmap step: it is
-                 * nobody's contribution here), or a silent job's first ANNOUNCE
-                 * (ExpectedRanks: an every-rank job's first_round stays 0) */
+        if (hdr.p4r.flags[4:4] == 1 || meta.first_round == 1 || meta.store_result == 1) {
+            /* a leaf's STATE_LOST, the spine's passing a leaf (no bitmap step: it is
+             * nobody's contribution here), or a silent job's first ANNOUNCE
+             * (ExpectedRanks: an every-rank job's first_round stays 0); or at a silent
+             * leaf, the spine's RESULT stored (nothing else here: the rare tests share
+             * the common case's, bmv2 and softswitch paying per test) */
+            if (meta.store_result == 1) {
+                leaf_result_stored();
+            } else {
                 check_epoch();
                 if (meta.downlink == 0) {
                     if (meta.round_mode == ROUND_MODE_SILENT && meta.first_round == 1
@@ -291,46 +293,46 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
                         update_version_1();
                     }
                 }
-            } else if (hdr.p4r.slot_version == 0) {
-                check_and_update_version_0();
-            } else {
-                check_and_update_version_1();
             }
-            /* one action on this rare path, a register read (check_epoch) and an assignment
-             * (FORGOT) on every packet (bmv2 pays per primitive and per action) */
-            if (meta.state_lost == 1 || forgot == 1 || hdr.p4r.flags[4:4] == 1) {
-                mark_lost();
-            }
-            if (meta.round_mode == ROUND_MODE_SILENT) {
-                if (meta.query == 1) {
-                    answer_query();
-                } else if (hdr.p4r.msg_type == MSG_REWIND) {
-                    if (meta.has_uplink == 1) {
-                        take_rewind_at_leaf();
-                    } else {
-                        take_rewind();
-                    }
-                    if (meta.relay_up == 1) {
-                        /* goes up as it is (Result) */
-                    } else if (meta.rewind_only == 1) {
-                        answer_rewind_request();
-                    } else if (meta.duplicate == 1 && meta.round_done == 1) {
-                        serve_completed_round();
-                    }
+        } else if (hdr.p4r.slot_version == 0) {
+            check_and_update_version_0();
+        } else {
+            check_and_update_version_1();
+        }
+        /* one action on this rare path, a register read (check_epoch) and an assignment
+         * (FORGOT) on every packet (bmv2 pays per primitive and per action) */
+        if (meta.state_lost == 1 || forgot == 1 || hdr.p4r.flags[4:4] == 1) {
+            mark_lost();
+        }
+        if (meta.round_mode == ROUND_MODE_SILENT && meta.store_result == 0) {
+            if (meta.query == 1) {
+                answer_query();
+            } else if (hdr.p4r.msg_type == MSG_REWIND) {
+                if (meta.has_uplink == 1) {
+                    take_rewind_at_leaf();
+                } else {
+                    take_rewind();
+                }
+                if (meta.relay_up == 1) {
+                    /* goes up as it is (Result) */
+                } else if (meta.rewind_only == 1) {
+                    answer_rewind_request();
                 } else if (meta.duplicate == 1 && meta.round_done == 1) {
                     serve_completed_round();
                 }
-                if (announce_round == 1) {
-                    serve_announce_round();
-                } else if (meta.closing_answer == 1) {
-                    serve_closing_round();
-                }
-                /* the rest of a silent packet's decisions, here so that an every-rank packet
-                 * passes one test of the round mode after the bitmap */
-                if (meta.state_lost == 0) {
-                    rewind.apply(hdr, meta);
-                    silent_bias.apply(hdr, meta);
-                }
+            } else if (meta.duplicate == 1 && meta.round_done == 1) {
+                serve_completed_round();
+            }
+            if (announce_round == 1) {
+                serve_announce_round();
+            } else if (meta.closing_answer == 1) {
+                serve_closing_round();
+            }
+            /* the rest of a silent packet's decisions, here so that an every-rank packet
+             * passes one test of the round mode after the bitmap */
+            if (meta.state_lost == 0) {
+                rewind.apply(hdr, meta);
+                silent_bias.apply(hdr, meta);
             }
         }
     }

@@ -69,12 +69,9 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                     mark_to_drop(standard_metadata);
                 } else {
                     uplink.apply(hdr, meta, standard_metadata);   /* a leaf's job? */
-                    if ((meta.downlink == 1 && meta.from_uplink == 0)
-                        || (hdr.p4r.msg_type == MSG_REWIND && meta.downlink == 0
-                            && (hdr.fingerprint.isValid()
-                                || (meta.data_values != 0
-                                    && meta.data_values <= SKIP_GROWS_TO_VALUES)))) {
-                        /* only a spine sends these, or a REWIND with a RESULT's layout */
+                    if (meta.downlink == 1 && meta.from_uplink == 0) {
+                        /* only a spine sends these (Uplink: a REWIND with a RESULT's
+                         * layout too) */
                         drop_counted(DROP_MALFORMED);
                     } else {
                         if (meta.downlink == 0) {
@@ -108,10 +105,11 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                                 && (meta.duplicate == 0 || meta.round_done == 1))) {
                             fingerprint.apply(hdr, meta);
                             value_aggregation.apply(hdr, meta);
-                            if (meta.round_mode != ROUND_MODE_SILENT) {
-                                next_block.apply(hdr, meta);
-                            } else if (meta.store_result == 0) {
+                            if (meta.round_mode == ROUND_MODE_SILENT
+                                && meta.store_result == 0) {
                                 rank_next.apply(hdr, meta);
+                            } else if (meta.round_mode != ROUND_MODE_SILENT) {
+                                next_block.apply(hdr, meta);
                             }
                         }
                         result.apply(hdr, meta, standard_metadata);

@@ -216,12 +216,8 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
     }
 
     apply {
-        if (meta.store_result == 1) {
-            take_winner();
-            FOR_EACH_RANK(CALL_RANK_CELL)
-            FOR_EACH_RANK(END_RANK_CELL)
-            expect_next();
-        } else if (meta.duplicate == 0) {
+        /* (a spine's RESULT at a leaf is no duplicate: tested after the common case) */
+        if (meta.duplicate == 0 && meta.store_result == 0) {
             announce();
             if (meta.complete == 1) {
                 FOR_EACH_RANK(CALL_RANK_CELL)
@@ -232,6 +228,11 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
                     store_winner();
                 }
             }
+        } else if (meta.store_result == 1) {
+            take_winner();
+            FOR_EACH_RANK(CALL_RANK_CELL)
+            FOR_EACH_RANK(END_RANK_CELL)
+            expect_next();
         } else if (meta.send_up == 1) {
             read_partial();
         } else {

@@ -203,8 +203,6 @@ control Result(inout headers_t hdr, inout metadata_t meta,
                 make_state_lost();
                 reply_to_sender();
             }
-        } else if (meta.relay_up == 1) {
-            relay_request();
         } else if (meta.send_up == 1) {
             if (meta.complete == 1) {
                 aggregated.count((bit<32>)meta.job_index);
@@ -237,7 +235,11 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         } else if (meta.duplicate == 1) {
             answer_status();
         } else if (meta.rewind_only == 1) {
-            mark_to_drop(standard_metadata);   /* counted by Rewind */
+            if (meta.relay_up == 1) {
+                relay_request();   /* a silent leaf's: sent up as its own */
+            } else {
+                mark_to_drop(standard_metadata);   /* counted by Rewind */
+            }
         } else if (meta.stale == 1) {
             stale.count((bit<32>)meta.job_index);
             mark_to_drop(standard_metadata);

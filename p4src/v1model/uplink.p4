@@ -44,6 +44,15 @@ register<bit<1>>(SLOT_ENTRIES) result_held;
  * waits for the spine, whose bitmap counts the job's leaves (p4reduce.wire.Flag.RELAYED) */
 const flags_t FLAG_RELAYED = 0x04;
 
+/* A REWIND with a RESULT's layout (the fingerprint range, or values where a SKIP of the
+ * job carries none): a silent spine's result, from the uplink; from a rank, malformed. The
+ * actions below mark it as from the spine (downlink), so that P4ReduceIngress's one test
+ * of the downlink drops a rank's -- in the actions, which run for every packet anyway,
+ * since bmv2 and softswitch pay for each test of a control's body. */
+#define REWIND_AS_RESULT                                                       \
+    (hdr.fingerprint.isValid()                                                 \
+     || (meta.data_values != 0 && meta.data_values <= SKIP_GROWS_TO_VALUES))
+
 /* The job's uplink, and for a packet from it whether it is a result to store. Applied to
  * every admitted p4reduce packet, before the bitmap. */
 control Uplink(inout headers_t hdr, inout metadata_t meta,
@@ -56,9 +65,14 @@ control Uplink(inout headers_t hdr, inout metadata_t meta,
         meta.uplink_rank = rank;
         meta.from_uplink = (standard_metadata.ingress_port == port
                             && hdr.ipv4.src_addr == spine_ip) ? 1w1 : 1w0;
+        meta.downlink = (meta.downlink == 1
+                         || (hdr.p4r.msg_type == MSG_REWIND
+                             && (meta.from_uplink == 1 || REWIND_AS_RESULT))) ? 1w1 : 1w0;
     }
     action no_uplink() {
         meta.has_uplink = 0;
+        meta.downlink = (meta.downlink == 1
+                         || (hdr.p4r.msg_type == MSG_REWIND && REWIND_AS_RESULT)) ? 1w1 : 1w0;
     }
     table uplink {
         key = { hdr.p4r.job: exact @name("job"); }
@@ -85,10 +99,7 @@ control Uplink(inout headers_t hdr, inout metadata_t meta,
             meta.downlink = 1;
         }
         uplink.apply();
-        /* a REWIND from the spine is a silent round's result; from a rank, a request */
-        if (hdr.p4r.msg_type == MSG_REWIND && meta.from_uplink == 1) {
-            meta.downlink = 1;
-        }
+
         if (meta.downlink == 1 && meta.from_uplink == 1 && hdr.p4r.msg_type != MSG_STATUS
                 && (hdr.p4r.flags & FLAG_STATE_LOST) == 0) {
             take_result();
