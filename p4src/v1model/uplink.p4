@@ -35,7 +35,7 @@
 #include "../common/headers.p4"
 #include "../common/bodies/read.p4"
 #include "register_step.p4"
-#include "value_aggregation.p4"   /* LANE_ONES: a silent leaf's empty partial */
+#include "value_aggregation.p4"   /* EMPTY_PARTIAL_WORD: a silent leaf's empty partial */
 
 register<bit<1>>(SLOT_ENTRIES) result_held;
 
@@ -152,9 +152,7 @@ const bit<16> UPLINK_REPLICA = 0x100;
 #define SIZE_EMPTY_VALUES(K)                                                   \
     action empty_values_##K() {                                                \
         hdr.values_##K.setValid();                                             \
-        hdr.values_##K.word = (meta.encoding == ENCODING_PACKED)               \
-            ? ((bit<2048>)((bit<32>)meta.worker_count * meta.bias)) * LANE_ONES \
-            : 0;                                                               \
+        hdr.values_##K.word = EMPTY_PARTIAL_WORD;                              \
     }
 
 control EmptyPartial(inout headers_t hdr, inout metadata_t meta,

@@ -49,6 +49,12 @@
 #define LANE_HIGH 2048w0x80000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000800000008000000080000000
 #define LANE_LOW 2048w0x7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF7FFFFFFF
 
+/* A silent leaf's empty partial (uplink.p4): its ranks' bias in every lane of a packed
+ * job, zeros in a lanes job -- what egress sends up and what a retransmission reads */
+#define EMPTY_PARTIAL_WORD                                                     \
+    ((meta.encoding == ENCODING_PACKED)                                        \
+     ? ((bit<2048>)((bit<32>)meta.worker_count * meta.bias)) * LANE_ONES : 0)
+
 /* A lanes job's lane-wise int32 sum of words A and B (LANE_UPDATE's SWAR form), and
  * whether some lane of it overflowed */
 #define SWAR_SUM(A, B) (((A & LANE_LOW) + (B & LANE_LOW)) ^ ((A ^ B) & LANE_HIGH))
@@ -80,9 +86,7 @@
         sums_##K.write(meta.slot_index, hdr.values_##K.word);                  \
     }                                                                          \
     action store_empty_##K() {                                                 \
-        hdr.held_##K.word = (meta.encoding == ENCODING_PACKED)                 \
-            ? ((bit<2048>)((bit<32>)meta.worker_count * meta.bias)) * LANE_ONES \
-            : 0;                                                               \
+        hdr.held_##K.word = EMPTY_PARTIAL_WORD;                                \
         sums_##K.write(meta.slot_index ^ 1, hdr.held_##K.word);                \
     }                                                                          \
     action read_##K() {                                                        \
