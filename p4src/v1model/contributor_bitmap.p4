@@ -78,7 +78,7 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
          * in a silent job the set ExpectedRanks read */
         meta.others_mask = ((meta.round_mode == ROUND_MODE_SILENT)
                             ? meta.expected
-                            : (((bit<64>)1 << meta.worker_count) - 1)[31:0])
+                            : JOB_FULL_MASK)
                            & ~meta.rank_bit;
         REGISTER_STEP(slot_epoch, meta.pool_slot, bit<32>, epoch_verdict, SLOT_EPOCH_BODY(meta.epoch_on_mismatch))
         /* a packet of an incarnation marked lost, or admitted as lost (Admission's

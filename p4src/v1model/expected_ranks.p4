@@ -33,12 +33,15 @@ register<bit<4>>(SLOT_ENTRIES) round_kind;
 #define ROUND_KIND_ANNOUNCE 1
 #define ROUND_KIND_CLOSING 2
 #define ROUND_KIND_ENDED 3
+/* The job's ranks as a bitmap: its low worker_count bits (the rank walk's and every
+ * round's full mask) */
+#define JOB_FULL_MASK (((bit<64>)1 << meta.worker_count) - 1)[31:0]
 /* Per (slot, version): a contribution to the round lacked FLAG_COVERED (RankNext). */
 register<bit<1>>(SLOT_ENTRIES) uncovered;
 
 control ExpectedRanks(inout headers_t hdr, inout metadata_t meta) {
     action read_expected() {
-        meta.full_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
+        meta.full_mask = JOB_FULL_MASK;
         meta.first_round = meta.job_first;   /* RoundWinner's */
         bitmap_t stored;
         expected.read(stored, meta.slot_index);

@@ -54,6 +54,34 @@ register<bit<32>>(SLOT_ENTRIES) partial_key;
         rank_cell(i);
 #define END_RANK_CELL(i) }
 
+/* A completed round's announce and closing bits (round_kind), from the packet that
+ * completes it -- or, at a leaf, from the spine's RESULT of it: an announce round's
+ * packets carry the fingerprint range, a closing round's the block END_OF_STREAM
+ * without it. */
+#define ROUND_KIND_BITS                                                        \
+    bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;             \
+    bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0) \
+                           ? 1w1 : 1w0;
+
+/* Ranks that disagree on what they reduce end the slot, a pending rewind too: its
+ * position is a block of some rank's stream, which the others' streams may not have (the
+ * Rewind step cleared it). */
+#define END_ON_DISAGREEMENT                                                    \
+    if (hdr.fingerprint.isValid()                                              \
+        && hdr.fingerprint.fingerprint_min != hdr.fingerprint.fingerprint_max) { \
+        meta.next_key = END_OF_STREAM[23:0] ++ 8w0xFF;                         \
+        meta.rewound = 0;                                                      \
+    }
+
+/* The other version keeps the earlier round's winner. The job's first round has no
+ * earlier round: its block is END_OF_STREAM, which a query answered from it reads where
+ * the earlier round's winner would be. */
+#define KEEP_EARLIER_WINNER                                                    \
+    bit<32> earlier;                                                           \
+    next_key.read(earlier, meta.slot_index ^ 1);                               \
+    next_key.write(meta.slot_index ^ 1,                                        \
+                   (meta.first_round == 1) ? END_OF_STREAM[23:0] ++ 8w0xFF : earlier);
+
 control RankNext(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(POOL_SLOTS * MAX_WORKERS) rank_next;
 
@@ -90,14 +118,7 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
         }
     }
     action store_winner() {
-        /* ranks that disagree on what they reduce end the slot here, a pending rewind
-         * too: its position is a block of some rank's stream, which the others' streams
-         * may not have (the Rewind step cleared it) */
-        if (hdr.fingerprint.isValid()
-            && hdr.fingerprint.fingerprint_min != hdr.fingerprint.fingerprint_max) {
-            meta.next_key = END_OF_STREAM[23:0] ++ 8w0xFF;
-            meta.rewound = 0;
-        }
+        END_ON_DISAGREEMENT
         if (meta.next_key[31:8] == END_OF_STREAM[23:0] || meta.every_leaf == 1) {
             meta.next_expected = meta.full_mask;
         }
@@ -106,16 +127,9 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
             meta.next_expected = meta.full_mask;
         }
         next_key.write(meta.slot_index, meta.next_key);
-        /* the job's first round has no earlier round: its block is END_OF_STREAM, which
-         * a query answered from it reads where the earlier round's winner would be */
-        bit<32> earlier;
-        next_key.read(earlier, meta.slot_index ^ 1);
-        next_key.write(meta.slot_index ^ 1,
-                       (meta.first_round == 1) ? END_OF_STREAM[23:0] ++ 8w0xFF : earlier);
+        KEEP_EARLIER_WINNER
         expected.write(meta.slot_index ^ 1, meta.next_expected);
-        bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
-        bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
-                               ? 1w1 : 1w0;
+        ROUND_KIND_BITS
         /* What ends the slot's call, with END_OF_STREAM the winner (no rewind applied): a
          * closing round, or a round that every rank took part in knowing every earlier
          * result -- a call's announce round (block END_OF_STREAM; a rewind round's is its
@@ -144,23 +158,14 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
     /* A leaf's round complete here: its partial's key and kind (the spine's RESULT
      * replaces both); the round's winner is the spine's to choose. */
     action store_partial() {
-        if (hdr.fingerprint.isValid()
-            && hdr.fingerprint.fingerprint_min != hdr.fingerprint.fingerprint_max) {
-            meta.next_key = END_OF_STREAM[23:0] ++ 8w0xFF;   /* the spine ends the slot */
-            meta.rewound = 0;
-        }
+        END_ON_DISAGREEMENT   /* at a leaf, the spine ends the slot */
         if (meta.rewound == 1) {
             meta.next_key = meta.rewind_position[23:0] ++ 8w0xFF;
         }
         next_key.write(meta.slot_index, meta.next_key);
         partial_key.write(meta.slot_index, meta.next_key);
-        bit<32> earlier;
-        next_key.read(earlier, meta.slot_index ^ 1);
-        next_key.write(meta.slot_index ^ 1,
-                       (meta.first_round == 1) ? END_OF_STREAM[23:0] ++ 8w0xFF : earlier);
-        bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
-        bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
-                               ? 1w1 : 1w0;
+        KEEP_EARLIER_WINNER
+        ROUND_KIND_BITS
         round_kind.write(meta.slot_index, 1w0 ++ closing_round ++ announce_round ++ meta.rewound);
         meta.partial_covered = (meta.uncovered == 0 && meta.expected == meta.full_mask)
                                ? 1w1 : 1w0;
@@ -176,20 +181,18 @@ control RankNext(inout headers_t hdr, inout metadata_t meta) {
         bitmap_t took_part;
         expected.read(took_part, meta.slot_index);
         meta.partial_covered = (lacks == 0
-                                && took_part == (((bit<64>)1 << meta.worker_count) - 1)[31:0])
+                                && took_part == JOB_FULL_MASK)
                                ? 1w1 : 1w0;
     }
 
     /* The spine's RESULT (or REWIND) of the leaf's round, stored: its winner and kind,
      * and the walk's start (the leaf's ranks, as announce() starts it) */
     action take_winner() {
-        meta.full_mask = (((bit<64>)1 << meta.worker_count) - 1)[31:0];
+        meta.full_mask = JOB_FULL_MASK;
         meta.winner_key = hdr.p4r.next_block[23:0] ++ (~hdr.p4r.next_exponent);
         next_key.write(meta.slot_index, meta.winner_key);
         meta.rewound = (hdr.p4r.msg_type == MSG_REWIND) ? 1w1 : 1w0;
-        bit<1> announce_round = hdr.fingerprint.isValid() ? 1w1 : 1w0;
-        bit<1> closing_round = (hdr.p4r.block == END_OF_STREAM && announce_round == 0)
-                               ? 1w1 : 1w0;
+        ROUND_KIND_BITS
         bit<1> ended = ((hdr.p4r.flags & FLAG_ENDED) != 0) ? 1w1 : 1w0;
         round_kind.write(meta.slot_index, ended ++ closing_round ++ announce_round ++ meta.rewound);
         meta.next_key = 0xFFFFFFFF;

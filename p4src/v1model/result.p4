@@ -14,6 +14,7 @@
 #define P4REDUCE_RESULT_P4
 #include "../common/headers.p4"
 #include "repair_mark.p4"
+#include "uplink.p4"   /* ADDRESS_TO_UPLINK */
 
 /* what every packet the switch sends for a job of silent rounds carries */
 #define SILENT_FLAG ((meta.round_mode == ROUND_MODE_SILENT) ? FLAG_SILENT : 7w0)
@@ -65,15 +66,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
     /* from this leaf to the spine, as its rank there */
     action address_up() {
-        hdr.p4r.rank = meta.uplink_rank;
-        hdr.ethernet.dst_addr = meta.uplink_mac;
-        hdr.ethernet.src_addr = meta.switch_mac;
-        hdr.ipv4.dst_addr = meta.uplink_ip;
-        hdr.ipv4.src_addr = meta.switch_ip;
-        hdr.udp.src_port = P4REDUCE_UDP_BASE;
-        hdr.udp.dst_port = P4REDUCE_UDP_BASE;
-        hdr.ipv4.ttl = 64;
-        hdr.udp.checksum = 0;
+        ADDRESS_TO_UPLINK
         standard_metadata.egress_spec = meta.uplink_port;
     }
     /* a leaf's round (uplink.p4): the completing packet, or a retransmission finding no

@@ -39,6 +39,20 @@
 
 register<bit<1>>(SLOT_ENTRIES) result_held;
 
+/* A frame from this leaf to the spine: the uplink's addresses, the switch's as sources,
+ * and the leaf's rank in the spine's job (Result's partials and relayed requests in
+ * ingress, EmptyPartial's empty partials in egress; the port is ingress's to set). */
+#define ADDRESS_TO_UPLINK                                                      \
+    hdr.p4r.rank = meta.uplink_rank;                                           \
+    hdr.ethernet.dst_addr = meta.uplink_mac;                                   \
+    hdr.ethernet.src_addr = meta.switch_mac;                                   \
+    hdr.ipv4.dst_addr = meta.uplink_ip;                                        \
+    hdr.ipv4.src_addr = meta.switch_ip;                                        \
+    hdr.udp.src_port = P4REDUCE_UDP_BASE;                                      \
+    hdr.udp.dst_port = P4REDUCE_UDP_BASE;                                      \
+    hdr.ipv4.ttl = 64;                                                         \
+    hdr.udp.checksum = 0;
+
 /* switch -> worker, on a STATUS only (the bit FLAG_CACHED has on a RESULT): the spine's
  * STATUS, relayed by the rank's leaf to its ranks -- the round is complete at the leaf and
  * waits for the spine, whose bitmap counts the job's leaves (p4reduce.wire.Flag.RELAYED) */
@@ -165,20 +179,12 @@ control EmptyPartial(inout headers_t hdr, inout metadata_t meta,
         hdr.p4r.block = hdr.p4r.next_block;   /* the winner: the next round's block */
         hdr.p4r.next_block = (bit<32>)meta.partial_key[31:8];
         hdr.p4r.next_exponent = ~meta.partial_key[7:0];
-        hdr.p4r.rank = meta.uplink_rank;
         hdr.p4r.flags = FLAG_CONTINUED | FLAG_SILENT
                         | ((meta.encoding == ENCODING_PACKED) ? FLAG_PACKED : 7w0);
         INVALIDATE_VALUES
         hdr.fingerprint.setInvalid();
         hdr.round_status.setInvalid();
-        hdr.ethernet.dst_addr = meta.uplink_mac;
-        hdr.ethernet.src_addr = meta.switch_mac;
-        hdr.ipv4.dst_addr = meta.uplink_ip;
-        hdr.ipv4.src_addr = meta.switch_ip;
-        hdr.udp.src_port = P4REDUCE_UDP_BASE;
-        hdr.udp.dst_port = P4REDUCE_UDP_BASE;
-        hdr.ipv4.ttl = 64;
-        hdr.udp.checksum = 0;
+        ADDRESS_TO_UPLINK
         hdr.ipv4.total_len = IPV4_LEN_HEADER_ONLY + (meta.block_values << 2);
         hdr.udp.length = UDP_LEN_HEADER_ONLY + (meta.block_values << 2);
     }
