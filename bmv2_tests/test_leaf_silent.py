@@ -243,6 +243,22 @@ def test_a_ranks_rewind_request_goes_up_as_the_leafs(switch):
     assert (partial.header.block, partial.header.next_block) == (0, 2)
 
 
+def test_a_rewind_request_from_a_round_its_sender_joined_goes_up_unanswered_here(switch):
+    """A rank asking for a rewind with its round's version, its bit set in that round's
+    half (it announced there, the spine's result is held): the request goes up as the
+    leaf's, and the leaf answers nothing itself -- its cached answer would carry the
+    request's block and nobody's winner (a rank whose links were slow met one in
+    Mininet: a RESULT naming block 0 on another block's slot)."""
+    job = silent_leaf(switch, 79)
+    announce_round(job)
+    job.send(0, MsgType.REWIND, version=0, block=3, next_block=3)
+    relayed = up(job)
+    assert relayed is not None, "the request was not sent up"
+    h = relayed.header
+    assert (h.msg_type, h.rank, h.block, h.next_block) == (MsgType.REWIND, LEAF_RANK, 3, 3)
+    job.assert_silent()
+
+
 def test_a_closing_round_goes_up_once_every_rank_closed_with_the_rewind_it_took(switch):
     job = silent_leaf(switch, 76)
     announce_round(job, nexts=(2, 2, END))

@@ -189,12 +189,15 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
      * back through the leaf; only a closing REWIND that joins the leaf's closing round
      * keeps its position here, for the leaf's closing partial (a REWIND at the minimum
      * position its ranks asked for). Any other REWIND is answered as a request here and
-     * keeps nothing. */
+     * keeps nothing. A request is no duplicate here even when its sender's bit is set in
+     * its round's half: the spine answers it (from its last completed round), and a
+     * cached answer here would carry the request's block with nobody's winner. */
     action take_rewind_at_leaf() {
         bit<1> request = (hdr.p4r.block != END_OF_STREAM) ? 1w1 : 1w0;
         meta.rewind_taken = ~meta.duplicate & ~meta.stale & ~request;
         meta.rewind_only = meta.stale | request;
         meta.relay_up = request;
+        meta.duplicate = meta.duplicate & ~request;
         meta.stale = 0;
     }
     /* A leaf's, the spine's RESULT stored (RankNext has read the next round's expected
