@@ -239,7 +239,12 @@ class AllreduceEngine:
         self._probe_flags = int(p.FLAG.RETRANSMIT | p.FLAG.CONTINUED) | (
             0 if cfg.round_mode == p.RoundMode.SILENT else int(p.FLAG.PROBE)
         )
-        behind_leaf = cfg.wire_rank is not None  # the leaf role (timers.Pacer)
+        # the leaf role of every-rank rounds (timers.Pacer: each waiting slot resent at
+        # twice the smoothed clean round). Not silent rounds': a rank that sits a round
+        # out waits for the other ranks' packets too, longer than its own rounds, and with
+        # that rule a silent rank behind a leaf in Mininet sent 2-3x its packets in
+        # queries (bench/fabric.py's sparse job); one switch's rules hold it to its blocks
+        behind_leaf = cfg.wire_rank is not None and cfg.round_mode != p.RoundMode.SILENT
         self.pacer = Pacer(
             self.params, rtt or RttEstimator(), self.slots, now, behind_leaf, cfg.worker_count
         )

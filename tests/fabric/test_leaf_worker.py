@@ -14,6 +14,7 @@ from hostlib import protocol as p
 from hostlib.engine import AllreduceEngine, acts_at_once
 from hostlib.liveness import SILENT_STATUSES, SILENT_TIMERS, RankSilent
 from hostlib.numerics import make_payload
+from hostlib.silent import SilentEngine
 from hostlib.timers import CLEAN_GROWTH, EngineParams
 from p4reduce.addresses import Address, WorkerAddress
 from p4net.harness import frame_rows
@@ -26,7 +27,9 @@ LEAF_RANKS = [4, 5, 9]  # the job-wide ranks behind this leaf, by index there
 PARAMS = EngineParams(timeout=0.005, max_timeout=1.0, deadline=30.0)
 
 
-def leaf_descriptor(index: int = 1, ranks: list[int] = LEAF_RANKS) -> dict:
+def leaf_descriptor(
+    index: int = 1, ranks: list[int] = LEAF_RANKS, round_mode: str = "every_rank"
+) -> dict:
     """What the controller writes for the rank of `index` on a leaf of a 12-rank job."""
     job = Job(
         job=7,
@@ -41,6 +44,7 @@ def leaf_descriptor(index: int = 1, ranks: list[int] = LEAF_RANKS) -> dict:
         encoding="lanes",
         ranks_in_job=ranks,
         job_ranks=12,
+        round_mode=round_mode,
     )
     return job.descriptor(index, Address("02:00:00:00:01:01", "10.0.0.240"))
 
@@ -139,6 +143,23 @@ def test_behind_a_leaf_every_waiting_slot_is_resent_once_its_timer_expires():
     later = T0 + PARAMS.initial_timeout + 0.01
     assert len(leaf.packets_to_send(later)) == SLOTS
     assert len(flat.packets_to_send(later)) == 1
+
+
+def test_a_silent_rank_behind_a_leaf_keeps_one_switchs_timers():
+    """A rank of a silent job sits most rounds out, and a round it waits for without a
+    packet in it lasts the other ranks' packets too: resending every waiting slot at twice
+    its own rounds, a silent rank behind a leaf sent 2-3x its packets in Mininet. It
+    resends as a rank of one switch does: the silence probe's lowest slot."""
+    cfg = load_descriptor(leaf_descriptor(round_mode="silent"))
+    assert cfg.wire_rank is not None and cfg.round_mode == p.RoundMode.SILENT
+    flat_cfg = type(cfg)(**{**vars(cfg), "wire_rank": None, "leaf_ranks": None})
+    x = np.zeros(12 * 64, np.int32)
+    sent = []
+    for c in (cfg, flat_cfg):
+        e = SilentEngine(c, make_payload(x, c.worker_count), T0, PARAMS)
+        assert len(e.packets_to_send(T0)) == SLOTS  # the announce packets
+        sent.append(len(e.packets_to_send(T0 + PARAMS.initial_timeout + 0.01)))
+    assert sent == [1, 1]
 
 
 def test_behind_a_leaf_the_timer_is_its_own_not_the_silence_probes():
