@@ -304,16 +304,18 @@ def two_level_run(target: str, size: int, calls: int, **options):
     return s, call_seconds([o.report.get("spans", []) for o in s.outcomes])
 
 
-def sparse_runs(target: str, size: int, calls: int) -> list[dict]:
+def sparse_runs(
+    target: str, size: int, calls: int, modes: tuple[str, ...] = ROUND_MODES
+) -> list[dict]:
     """The sparse job (each rank's own SPARSE_DENSITY of the blocks, int32, lossless) on
-    the two-level network in each round mode: the median call, the packets a rank sent
-    per timed call (the mean over ranks of its worker's count), the frames each uplink
-    carried up and down in the run (the timed calls and a one-block warm-up), and
+    the two-level network in each round mode of `modes`: the median call, the packets a
+    rank sent per timed call (the mean over ranks of its worker's count), the frames each
+    uplink carried up and down in the run (the timed calls and a one-block warm-up), and
     whether every sum was exact."""
     from p4net import topology
 
     out = []
-    for mode in ROUND_MODES:
+    for mode in modes:
         s, each = two_level_run(
             target,
             size,
