@@ -217,16 +217,27 @@ def test_the_leafs_own_status_answers_the_asker_alone(switch):
     nothing_up(job)
 
 
-def test_a_ranks_rewind_request_goes_up_as_the_leafs(switch):
-    job = silent_leaf(switch, 75)
-    announce_round(job)
-    job.send(2, MsgType.REWIND, version=1, block=2, next_block=0)
+def request_goes_up(job, rank: int, version: int, block: int, next_block: int) -> None:
+    """Rank `rank`'s REWIND request goes up as the leaf's, from the leaf's address, and
+    no rank gets anything from the leaf."""
+    job.send(rank, MsgType.REWIND, version=version, block=block, next_block=next_block)
     relayed = up(job)
     assert relayed is not None, "the request was not sent up"
     h = relayed.header
-    assert (h.msg_type, h.rank, h.block, h.next_block) == (MsgType.REWIND, LEAF_RANK, 2, 0)
-    assert relayed.src_ip == p.ip_bytes(switch.address.ip)
+    assert (h.msg_type, h.rank, h.block, h.next_block) == (
+        MsgType.REWIND,
+        LEAF_RANK,
+        block,
+        next_block,
+    )
+    assert relayed.src_ip == p.ip_bytes(job.switch.address.ip)
     job.assert_silent()
+
+
+def test_a_ranks_rewind_request_goes_up_as_the_leafs(switch):
+    job = silent_leaf(switch, 75)
+    announce_round(job)
+    request_goes_up(job, 2, version=1, block=2, next_block=0)
     # the spine applies it: its REWIND is the round's result, and the next round is a
     # rewind round every rank of the leaf announces in
     job.send(1, MsgType.DATA, version=1, block=2, values=np.arange(K), next_block=7)
@@ -251,12 +262,7 @@ def test_a_rewind_request_from_a_round_its_sender_joined_goes_up_unanswered_here
     Mininet: a RESULT naming block 0 on another block's slot)."""
     job = silent_leaf(switch, 79)
     announce_round(job)
-    job.send(0, MsgType.REWIND, version=0, block=3, next_block=3)
-    relayed = up(job)
-    assert relayed is not None, "the request was not sent up"
-    h = relayed.header
-    assert (h.msg_type, h.rank, h.block, h.next_block) == (MsgType.REWIND, LEAF_RANK, 3, 3)
-    job.assert_silent()
+    request_goes_up(job, 0, version=0, block=3, next_block=3)
 
 
 def test_a_closing_round_goes_up_once_every_rank_closed_with_the_rewind_it_took(switch):
