@@ -234,8 +234,9 @@ class AllreduceEngine:
         self._deferred = np.zeros(n, bool)
         self._probed_slot = -1  # the slot the latest state probe went to (_state_probe)
         # a state probe's flags: FLAG_PROBE too where the bit is free (every-rank rounds,
-        # where it makes a leaf send the probe up: silent rounds, whose DATA has the bit
-        # as FLAG_COVERED, run on one switch only)
+        # where it makes a leaf send the probe up; a silent job's DATA has the bit as
+        # FLAG_COVERED, and a silent leaf, which takes part in every round of the spine,
+        # answers a probe from its own cache or sends its partial up again)
         self._probe_flags = int(p.FLAG.RETRANSMIT | p.FLAG.CONTINUED) | (
             0 if cfg.round_mode == p.RoundMode.SILENT else int(p.FLAG.PROBE)
         )
