@@ -129,20 +129,26 @@ def _frames(batch) -> list:
     return [batch.frame(i) for i in range(len(batch))]
 
 
+def on_one_switch(cfg):
+    """The same rank's configuration in a job of one switch: no leaf."""
+    return type(cfg)(**{**vars(cfg), "wire_rank": None, "leaf_ranks": None})
+
+
+def resent_after_a_timer(e: AllreduceEngine) -> int:
+    """The slots `e` resends one initial timer after its first packets (one per slot),
+    none of them answered."""
+    assert len(e.packets_to_send(T0)) == SLOTS
+    return len(e.packets_to_send(T0 + PARAMS.initial_timeout + 0.01))
+
+
 def test_behind_a_leaf_every_waiting_slot_is_resent_once_its_timer_expires():
     """No answer on any slot for the recent timer: a rank behind a leaf resends every
     slot not held (one lost packet among them is found at once), a rank of a one-switch
     job only the silence probe's lowest slot."""
-    leaf = engine()
-    cfg = load_descriptor(leaf_descriptor())
-    flat_cfg = type(cfg)(**{**vars(cfg), "wire_rank": None, "leaf_ranks": None})
+    flat_cfg = on_one_switch(load_descriptor(leaf_descriptor()))
     x = np.zeros(12 * 64, np.int32)
     flat = AllreduceEngine(flat_cfg, make_payload(x, flat_cfg.worker_count), T0, PARAMS)
-    first = {len(e.packets_to_send(T0)) for e in (leaf, flat)}
-    assert first == {SLOTS}
-    later = T0 + PARAMS.initial_timeout + 0.01
-    assert len(leaf.packets_to_send(later)) == SLOTS
-    assert len(flat.packets_to_send(later)) == 1
+    assert [resent_after_a_timer(e) for e in (engine(), flat)] == [SLOTS, 1]
 
 
 def test_a_silent_rank_behind_a_leaf_keeps_one_switchs_timers():
@@ -152,14 +158,12 @@ def test_a_silent_rank_behind_a_leaf_keeps_one_switchs_timers():
     resends as a rank of one switch does: the silence probe's lowest slot."""
     cfg = load_descriptor(leaf_descriptor(round_mode="silent"))
     assert cfg.wire_rank is not None and cfg.round_mode == p.RoundMode.SILENT
-    flat_cfg = type(cfg)(**{**vars(cfg), "wire_rank": None, "leaf_ranks": None})
     x = np.zeros(12 * 64, np.int32)
-    sent = []
-    for c in (cfg, flat_cfg):
-        e = SilentEngine(c, make_payload(x, c.worker_count), T0, PARAMS)
-        assert len(e.packets_to_send(T0)) == SLOTS  # the announce packets
-        sent.append(len(e.packets_to_send(T0 + PARAMS.initial_timeout + 0.01)))
-    assert sent == [1, 1]
+    ranks = [
+        SilentEngine(c, make_payload(x, c.worker_count), T0, PARAMS)
+        for c in (cfg, on_one_switch(cfg))
+    ]
+    assert [resent_after_a_timer(e) for e in ranks] == [1, 1]
 
 
 def test_behind_a_leaf_the_timer_is_its_own_not_the_silence_probes():
