@@ -244,7 +244,7 @@ class AllreduceEngine:
         # twice the smoothed clean round). Not silent rounds': a rank that sits a round
         # out waits for the other ranks' packets too, longer than its own rounds, and with
         # that rule a silent rank behind a leaf in Mininet sent 2-3x its packets in
-        # queries (bench/fabric.py's sparse job); one switch's rules hold it to its blocks
+        # queries (bench/silent_roles.py); one switch's rules hold it to its blocks
         behind_leaf = cfg.wire_rank is not None and cfg.round_mode != p.RoundMode.SILENT
         self.pacer = Pacer(
             self.params, rtt or RttEstimator(), self.slots, now, behind_leaf, cfg.worker_count
