@@ -131,22 +131,23 @@ def _lane_word(value: int, bits: int) -> int | None:
     return lane if lane * ones == value else None
 
 
-def _widen_node(node: object, k: int, scalars: set[str]) -> object:
-    """An action's primitives with every P4C_MAX_WIDTH-bit lane-pattern constant (the lane
-    masks, LANE_ONES, p4c's all-ones masks, zero) repeated to k lanes; the scalars (locals)
-    the action uses are added to `scalars`."""
+def _relane_node(node: object, bits: int, lanes: int, scalars: set[str]) -> object:
+    """An action's primitives with every `bits`-wide lane-pattern constant (the lane masks,
+    LANE_ONES, p4c's all-ones masks, zero) repeated to `lanes` lanes instead; the scalars
+    (locals) the action uses are added to `scalars`. Widening goes from P4C_MAX_WIDTH bits
+    to a block size's lanes, narrowing back."""
     if isinstance(node, dict):
         if node.get("type") == "field" and node["value"][0] == "scalars":
             scalars.add(node["value"][1])
         value = node.get("value")
-        if node.get("type") == "hexstr" and len(value) == 2 + P4C_MAX_WIDTH // 4:
-            lane = _lane_word(int(value, 16), P4C_MAX_WIDTH)
+        if node.get("type") == "hexstr" and len(value) == 2 + bits // 4:
+            lane = _lane_word(int(value, 16), bits)
             if lane is not None:
-                word = lane * sum(1 << (LANE_BITS * i) for i in range(k))
-                return {**node, "value": "0x" + format(word, f"0{k * LANE_BITS // 4}x")}
-        return {key: _widen_node(v, k, scalars) for key, v in node.items()}
+                word = lane * sum(1 << (LANE_BITS * i) for i in range(lanes))
+                return {**node, "value": "0x" + format(word, f"0{lanes * LANE_BITS // 4}x")}
+        return {key: _relane_node(v, bits, lanes, scalars) for key, v in node.items()}
     if isinstance(node, list):
-        return [_widen_node(v, k, scalars) for v in node]
+        return [_relane_node(v, bits, lanes, scalars) for v in node]
     return node
 
 
@@ -178,7 +179,7 @@ def widen(program: dict, sizes: tuple[int, ...]) -> dict[str, int]:
         if k is None:
             continue
         used: set[str] = set()
-        action["primitives"] = _widen_node(action["primitives"], k, used)
+        action["primitives"] = _relane_node(action["primitives"], P4C_MAX_WIDTH, k, used)
         for name in used & set(wide_locals):
             if locals_size.setdefault(name, k) != k:
                 raise SystemExit(f"local {name} is used by sizes {locals_size[name]} and {k}")
@@ -187,6 +188,34 @@ def widen(program: dict, sizes: tuple[int, ...]) -> dict[str, int]:
             wide_locals[name][1] = k * LANE_BITS
             widened[f"scalars.{name}"] = k * LANE_BITS
     return widened
+
+
+def narrow(program: dict, sizes: tuple[int, ...], widened: dict[str, int]) -> None:
+    """widen's inverse, in place: every name `widened` lists (as the manifest records it)
+    back to P4C_MAX_WIDTH bits and each size's lane-pattern constants back to p4c's width.
+    It lets a test check the committed program against p4c's own output, whose digest the
+    manifest keeps (p4c_output_digest), without compiling the program again."""
+    full = P4C_MAX_WIDTH // LANE_BITS
+    scalars_type = next(h["header_type"] for h in program["headers"] if h["name"] == "scalars")
+    for header_type in program["header_types"]:
+        prefix = "scalars" if header_type["name"] == scalars_type else header_type["name"]
+        for field in header_type["fields"]:
+            if f"{prefix}.{field[0]}" in widened:
+                field[1] = P4C_MAX_WIDTH
+    for register in program["register_arrays"]:
+        if register["name"] in widened:
+            register["bitwidth"] = P4C_MAX_WIDTH
+    for action in program["actions"]:
+        k = _size_of(action["name"], sizes)
+        if k is not None and k != full:
+            action["primitives"] = _relane_node(action["primitives"], k * LANE_BITS, full, set())
+
+
+def p4c_output_digest(program: dict) -> str:
+    """sha256 of a bmv2 JSON program in one canonical text (sorted keys, no spaces): what
+    the manifest records of p4c's output before widening."""
+    text = json.dumps(program, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def widen_p4info(text: str, widened: dict[str, int]) -> str:
@@ -202,17 +231,22 @@ def widen_p4info(text: str, widened: dict[str, int]) -> str:
     return _P4INFO_REGISTER.sub(one, text)
 
 
-def widen_outputs(program: Path, json_out: Path, p4info_out: Path) -> dict[str, int]:
+def widen_outputs(program: Path, json_out: Path, p4info_out: Path) -> dict[str, object]:
     """Widen the outputs of a program with block sizes (the v1model p4reduce program and
-    the test programs built on it) in place; nothing for other programs."""
+    the test programs built on it) in place; nothing for other programs. Returns what the
+    manifest records of it: the names widened (name -> bits) and the digest of p4c's own
+    output."""
     sizes = block_sizes(program)
     if not sizes:
         return {}
     compiled = json.loads(json_out.read_text())
+    digest = p4c_output_digest(compiled)
     widened = widen(compiled, sizes)
-    json_out.write_text(json.dumps(compiled, indent=2) + "\n")
+    # compact: every fresh pipeline sends this file over P4Runtime and the switch parses
+    # it, and p4c's indentation nearly triples it (41 MB against 15 MB for p4reduce)
+    json_out.write_text(json.dumps(compiled, separators=(",", ":")) + "\n")
     p4info_out.write_text(widen_p4info(p4info_out.read_text(), widened))
-    return widened
+    return {"widened": widened, "p4c_output": digest} if widened else {}
 
 
 def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> dict:
@@ -234,7 +268,7 @@ def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> di
         _shown(str(program.resolve())),
     ]
     subprocess.run(cmd, check=True, cwd=ROOT)
-    widened = widen_outputs(program, json_out, p4info_out)
+    widening = widen_outputs(program, json_out, p4info_out)
     shown = subprocess.run([p4c, "--version"], check=True, capture_output=True, text=True)
     version = next(
         (
@@ -251,8 +285,9 @@ def compile_program(program: Path, out_dir: Path, p4c: str = "p4c-bm2-ss") -> di
         "sources": {_rel(p, base): sha256(p) for p in p4_sources(program)},
         "outputs": {p.name: sha256(p) for p in (json_out, p4info_out)},
     }
-    if widened:
-        manifest["widened"] = widened  # name -> bits: each block size's, after p4c
+    # widened: name -> bits, each block size's, after p4c; p4c_output: the digest of
+    # p4c's own output (p4c_output_digest), before widening
+    manifest |= widening
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 

@@ -78,8 +78,9 @@ def test_tiny_click_model_through_the_switch_matches_gloo(tmp_path):
 @pytest.mark.mininet
 def test_gloo_runs_on_every_link_mtu_the_p4reduce_job_had(tmp_path):
     """A job of 4 096 values per block raises its links above the jumbo MTU (frames of
-    16 446 bytes): gloo then runs at that MTU too, besides its own, and its fastest run is
-    the one compared -- p4reduce is never given links gloo did not have."""
+    16 446 bytes): gloo then runs at that MTU too, asked for none (its own MTUs run beside
+    it, as the test above checks), and its fastest run is the one compared -- p4reduce is
+    never given links gloo did not have."""
     sys.path.insert(0, str(EXAMPLES))
     try:
         import clicks_switch
@@ -99,6 +100,7 @@ def test_gloo_runs_on_every_link_mtu_the_p4reduce_job_had(tmp_path):
         timeout=130,
         pg_timeout=90,
         block_values=4096,
+        gloo_mtus=(),
     )
     s = clicks_switch.run(opts, Config(steps=4, rows_per_field=250, batch=32))
     # no slots given: the job has those its call uses, fewer than the switch's default at
@@ -109,7 +111,7 @@ def test_gloo_runs_on_every_link_mtu_the_p4reduce_job_had(tmp_path):
     assert 0 < p["control_packets_per_step_per_rank"] <= 2 * s["slots"] * p["allreduces_per_step"]
     wide = s["mtu"]["p4reduce"]
     assert wide >= mtu_needed(4096) > 9000
-    assert set(s["gloo_median_step_ms_by_mtu"]) == {"1500", "9000", str(wide)}
+    assert set(s["gloo_median_step_ms_by_mtu"]) == {str(wide)}
     g = s["backends"]["gloo"]
     assert g["median_step_ms"] == min(s["gloo_median_step_ms_by_mtu"].values())
     assert s["block_values"] == 4096 and s["backends"]["p4reduce"]["gloo_allreduces"] == 0
