@@ -24,6 +24,7 @@ Stdlib only: runs before any install.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import importlib.util
 import json
@@ -124,11 +125,17 @@ def _size_of(name: str, sizes: tuple[int, ...]) -> int | None:
     return int(tail) if tail.isdigit() and int(tail) in sizes else None
 
 
+@functools.cache
+def lane_ones(lanes: int) -> int:
+    """1 in each of `lanes` 32-bit lanes: a lane times it repeats the lane in every lane
+    (written as hex digits: a sum of shifted ones is quadratic at 16 000 lanes)."""
+    return int("00000001" * lanes, 16)
+
+
 def _lane_word(value: int, bits: int) -> int | None:
     """The 32-bit lane a `bits`-wide constant repeats in every lane, or None."""
     lane = value & ((1 << LANE_BITS) - 1)
-    ones = sum(1 << i for i in range(0, bits, LANE_BITS))
-    return lane if lane * ones == value else None
+    return lane if lane * lane_ones(bits // LANE_BITS) == value else None
 
 
 def _relane_node(node: object, bits: int, lanes: int, scalars: set[str]) -> object:
@@ -143,7 +150,7 @@ def _relane_node(node: object, bits: int, lanes: int, scalars: set[str]) -> obje
         if node.get("type") == "hexstr" and len(value) == 2 + bits // 4:
             lane = _lane_word(int(value, 16), bits)
             if lane is not None:
-                word = lane * sum(1 << (LANE_BITS * i) for i in range(lanes))
+                word = lane * lane_ones(lanes)
                 return {**node, "value": "0x" + format(word, f"0{lanes * LANE_BITS // 4}x")}
         return {key: _relane_node(v, bits, lanes, scalars) for key, v in node.items()}
     if isinstance(node, list):
