@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from p4reduce.p4rt import MatchType, P4InfoIndex
@@ -47,8 +48,14 @@ class JsonBinding:
     actions: dict[int, ActionBinding]
 
 
+@lru_cache(maxsize=2)
 def parse_device_config(raw: bytes) -> dict[str, Any]:
-    """The bmv2 JSON as simple_switch_grpc takes it: p4_device_config is the raw JSON bytes."""
+    """The bmv2 JSON as simple_switch_grpc takes it: p4_device_config is the raw JSON bytes.
+
+    Remembered, like the interpreter's program of the same bytes (codegen.program_of):
+    every fresh pipeline of p4reduce parses 15 MB of JSON, most of a softswitch's push.
+    The document is shared: callers read it, never change it. A config that fails to
+    parse is not remembered and fails again."""
     try:
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
