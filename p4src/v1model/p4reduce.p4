@@ -74,27 +74,35 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                          * layout too) */
                         drop_counted(DROP_MALFORMED);
                     } else {
-                        if (meta.downlink == 0) {
+                        /* the bitmap's three callers, decided before any of them runs:
+                         * it is applied in one place, as p4c copies a control (and each
+                         * of its actions, the wide ones too) into every call site */
+                        bool contribution = meta.downlink == 0;
+                        /* the spine's STATE_LOST: lost at this leaf too */
+                        bool lost_above = meta.downlink == 1 && hdr.p4r.flags[4:4] == 1;
+                        /* a silent leaf: the spine's winner, the next round's expected
+                         * ranks here, then the halves for that round */
+                        bool silent_result = meta.downlink == 1 && hdr.p4r.flags[4:4] == 0
+                                             && meta.store_result == 1
+                                             && meta.round_mode == ROUND_MODE_SILENT;
+                        if (contribution) {
                             round_winner.apply(hdr, meta);    /* the block a new contribution must carry */
                             if (meta.round_mode == ROUND_MODE_SILENT) {
                                 expected_ranks.apply(hdr, meta);   /* whom the round waits for */
                             }
+                        } else if (silent_result) {
+                            rank_next.apply(hdr, meta);
+                        }
+                        if (contribution || lost_above || silent_result) {
                             contributor_bitmap.apply(hdr, meta);   /* silent: and Rewind */
+                        }
+                        if (contribution) {
                             repair_mark.apply(hdr, meta);
                             leaf_round.apply(hdr, meta);
                             if (meta.complete == 1 && meta.round_mode == ROUND_MODE_SILENT
                                 && meta.has_uplink == 0) {
                                 silent_spine.apply(hdr, meta);   /* a spine's job? */
                             }
-                        } else if (hdr.p4r.flags[4:4] == 1) {
-                            /* the spine's STATE_LOST: lost at this leaf too */
-                            contributor_bitmap.apply(hdr, meta);
-                        } else if (meta.store_result == 1
-                                   && meta.round_mode == ROUND_MODE_SILENT) {
-                            /* a silent leaf: the spine's winner, the next round's
-                             * expected ranks here, then the halves for that round */
-                            rank_next.apply(hdr, meta);
-                            contributor_bitmap.apply(hdr, meta);
                         }
                         /* a duplicate of an incomplete round only gets a STATUS back, a
                          * stale contribution or a consumed REWIND request nothing; a
