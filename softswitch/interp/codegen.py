@@ -165,7 +165,7 @@ class Program:
 @lru_cache(maxsize=4)
 def program_of(bmv2_json: bytes, trace: bool = False) -> Program:
     """The program of a JSON's bytes (the compiler's entry), remembered: generating
-    p4reduce's (~10 MB of Python from 16 MB of JSON) takes most of a second, and a switch
+    p4reduce's (from 11 MB of JSON) takes over a second, and a switch
     loads the same bytes again for every fresh pipeline. Only a JSON that compiled is
     remembered; one that failed fails again, with the same error, on its next load."""
     try:

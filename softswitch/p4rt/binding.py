@@ -53,7 +53,7 @@ def parse_device_config(raw: bytes) -> dict[str, Any]:
     """The bmv2 JSON as simple_switch_grpc takes it: p4_device_config is the raw JSON bytes.
 
     Remembered, like the interpreter's program of the same bytes (codegen.program_of):
-    every fresh pipeline of p4reduce parses 15 MB of JSON, most of a softswitch's push.
+    every fresh pipeline of p4reduce parses 11 MB of JSON, most of a softswitch's push.
     The document is shared: callers read it, never change it. A config that fails to
     parse is not remembered and fails again."""
     try:
