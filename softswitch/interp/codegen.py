@@ -26,13 +26,13 @@ Per-packet state handed to generated functions:
 
 from __future__ import annotations
 
-import json
 import re
 
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
+from ..bmv2_json import document
 from ..errors import PipelineError, UnsupportedConstruct
 from .actions import emit_actions
 from .controls import Controls
@@ -164,12 +164,13 @@ class Program:
 
 @lru_cache(maxsize=4)
 def program_of(bmv2_json: bytes, trace: bool = False) -> Program:
-    """The program of a JSON's bytes (the compiler's entry), remembered: generating
-    p4reduce's (from 11 MB of JSON) takes over a second, and a switch
-    loads the same bytes again for every fresh pipeline. Only a JSON that compiled is
-    remembered; one that failed fails again, with the same error, on its next load."""
+    """The program of a JSON's bytes (the compiler's entry; the document is
+    bmv2_json.document's, shared with the P4Info binding), remembered: generating
+    p4reduce's takes over a second, and a switch loads the same bytes again for every
+    fresh pipeline. Only a JSON that compiled is remembered; one that failed fails again,
+    with the same error, on its next load."""
     try:
-        j = json.loads(bmv2_json)
-    except (ValueError, UnicodeDecodeError) as exc:
+        j = document(bmv2_json)
+    except ValueError as exc:  # UnicodeDecodeError and json.JSONDecodeError are ValueErrors
         raise PipelineError(f"bmv2 JSON does not parse: {exc}") from exc
     return Program(j, trace=trace)

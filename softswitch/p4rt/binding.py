@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from p4reduce.p4rt import MatchType, P4InfoIndex
+
+from ..bmv2_json import document
 
 # P4Info match type -> the "match_type" strings the bmv2 JSON may use for that table key.
 # p4c-bm2-ss writes an optional key as "ternary" (bmv2 has no optional match unit; PI's
@@ -48,16 +49,12 @@ class JsonBinding:
     actions: dict[int, ActionBinding]
 
 
-@lru_cache(maxsize=2)
 def parse_device_config(raw: bytes) -> dict[str, Any]:
-    """The bmv2 JSON as simple_switch_grpc takes it: p4_device_config is the raw JSON bytes.
-
-    Remembered, like the interpreter's program of the same bytes (codegen.program_of):
-    every fresh pipeline of p4reduce parses 11 MB of JSON, most of a softswitch's push.
-    The document is shared: callers read it, never change it. A config that fails to
-    parse is not remembered and fails again."""
+    """The bmv2 JSON as simple_switch_grpc takes it: p4_device_config is the raw JSON bytes
+    (parsed once per config's bytes, bmv2_json.document: the interpreter reads the same
+    document; neither changes it)."""
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = document(raw)
     except UnicodeDecodeError as exc:
         raise ValueError(
             f"p4_device_config is not UTF-8 text (expected the bmv2 JSON): {exc}"
