@@ -158,6 +158,11 @@ def _relane_node(node: object, bits: int, lanes: int, scalars: set[str]) -> obje
     return node
 
 
+def _scalars_type(program: dict) -> str:
+    """The header type of p4c's `scalars` header, which holds the program's locals."""
+    return next(h["header_type"] for h in program["headers"] if h["name"] == "scalars")
+
+
 def widen(program: dict, sizes: tuple[int, ...]) -> dict[str, int]:
     """Make each block size's things in p4c's JSON as wide as the size (K values: 32K bits),
     found by name: header types values_K_t, register arrays named *_K, and in actions named
@@ -177,7 +182,7 @@ def widen(program: dict, sizes: tuple[int, ...]) -> dict[str, int]:
         if k is not None and register["bitwidth"] == P4C_MAX_WIDTH != k * LANE_BITS:
             register["bitwidth"] = k * LANE_BITS
             widened[register["name"]] = register["bitwidth"]
-    scalars_type = next(h["header_type"] for h in program["headers"] if h["name"] == "scalars")
+    scalars_type = _scalars_type(program)
     scalars = next(h for h in program["header_types"] if h["name"] == scalars_type)
     wide_locals = {f[0]: f for f in scalars["fields"] if f[1] == P4C_MAX_WIDTH}
     locals_size: dict[str, int] = {}
@@ -203,7 +208,7 @@ def narrow(program: dict, sizes: tuple[int, ...], widened: dict[str, int]) -> No
     It lets a test check the committed program against p4c's own output, whose digest the
     manifest keeps (p4c_output_digest), without compiling the program again."""
     full = P4C_MAX_WIDTH // LANE_BITS
-    scalars_type = next(h["header_type"] for h in program["headers"] if h["name"] == "scalars")
+    scalars_type = _scalars_type(program)
     for header_type in program["header_types"]:
         prefix = "scalars" if header_type["name"] == scalars_type else header_type["name"]
         for field in header_type["fields"]:
