@@ -4,7 +4,8 @@ with 5 % loss on every link next to the lossless time, and a model of 1 024 work
 leaves at line rate next to a flat ring over the same fabric.
 
 * **In one process** (softswitch.inprocess.two_level, no root): a spine and 4 leaves, 16
-  ranks on each (64), int32 tensors, hostlib workers in threads. One job lossless, then
+  ranks on each (64), int32 tensors, hostlib workers in threads, each job in the fabric's
+  default round mode (every-rank rounds). One job lossless, then
   one with 5 % loss on every link at once, once each way -- each rank's link and each
   uplink, by the drop simulators of the switches (FabricJobManager.set_loss) -- sums
   checked against numpy; then a running job: the same workers make a lossless call and
@@ -17,8 +18,8 @@ leaves at line rate next to a flat ring over the same fabric.
   simulator of every switch holding the job, FabricJobManager.set_loss); each run makes
   several calls, each timed from the first rank's start to the last rank's end, and
   gives their median. Then a sparse job (each rank's own 10 % of the blocks non-zero) in
-  each way a fabric runs it: every-rank rounds in the leaf role, and silent rounds at the
-  spine alone (docs/fabric.md, "Silent rounds on a fabric"): its time, the packets a rank
+  each round mode, both in the leaf role: every-rank rounds (the default), and silent
+  rounds (docs/fabric.md, "Silent rounds on a fabric"): its time, the packets a rank
   sent per call (its worker's count) and the frames each uplink carried.
 * **The model** (bench/model.py's `allreduce_seconds`; not a measurement): 1 024 ranks,
   32 on each of 32 leaves, with the leaf role, beside a ring allreduce over the same
@@ -60,7 +61,7 @@ LOSS = 0.05
 RUNNING_CALLS = 2  # lossy calls of the running job (running_job), after its lossless one
 MININET_CALLS = 5  # timed allreduces per Mininet run: one lossy call's time varies a lot
 SPARSE_DENSITY = 0.1  # the sparse Mininet job: each rank's own share of non-zero blocks
-ROUND_MODES = ("every_rank", "silent")  # the leaf role, and the spine alone
+ROUND_MODES = ("every_rank", "silent")  # the sparse job's, both in the leaf role
 WIRE_EXTRA = 20  # preamble and inter-frame gap per frame, bytes
 
 
@@ -107,10 +108,13 @@ class _Zero:
 _ZERO = _Zero()
 
 
-def one_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> dict:
-    """One allreduce of every rank on a fresh job, `loss` on every link."""
+def one_job(
+    fab, ctl, job_id: int, shape: Shape, tensors, loss: float, round_mode: str | None = None
+) -> dict:
+    """One allreduce of every rank on a fresh job, `loss` on every link, in `round_mode`
+    (None: the fabric's default)."""
     workers = two_level_ranks(shape.leaves, shape.per_leaf)
-    job = ctl.jobs.create(job_id, workers, slots=shape.slots)
+    job = ctl.jobs.create(job_id, workers, slots=shape.slots, round_mode=round_mode)
     try:
         if loss:
             # each link once each way: the drop simulators (FabricJobManager.set_loss),
@@ -127,6 +131,7 @@ def one_job(fab, ctl, job_id: int, shape: Shape, tensors, loss: float) -> dict:
         s0 = stats[0]
         return {
             "loss": loss,
+            "round_mode": job.round_mode,  # the fabric's default
             "seconds": seconds,
             # where the time goes: the process's CPU (every rank and switch is a thread of
             # it), every rank's packets and resends, each switch's counters of the job
@@ -256,30 +261,47 @@ def inprocess(shape: Shape) -> dict:
             ctl.up(retries=3)
             runs = [one_job(fab, ctl, 20 + i, shape, tensors, x) for i, x in enumerate((0, LOSS))]
             running = running_job(fab, ctl, 22, shape, tensors, LOSS)
+            # the same jobs in silent rounds (in the leaf role): what they cost where no
+            # block is zero, lossless and with the loss
+            silent = [
+                one_job(fab, ctl, 23 + i, shape, tensors, x, "silent")
+                for i, x in enumerate((0, LOSS))
+            ]
         finally:
             ctl.close()
-    return {"shape": vars(shape), "ranks": n, "runs": runs, "running": running}
+    return {
+        "shape": vars(shape),
+        "ranks": n,
+        "runs": runs,
+        "running": running,
+        "silent_runs": silent,
+    }
 
 
 def mininet(targets: list[str], size: int = 20_000, calls: int = MININET_CALLS) -> list[dict]:
-    """`p4net.demo` on the two-level network per switch kind: lossless, then 5 %; each
-    run `calls` timed allreduces, its time their median (`call_seconds`); then the sparse
-    job in each round mode (`sparse_runs`)."""
+    """`p4net.demo` on the two-level network per switch kind: the sparse job in each round
+    mode (`sparse_runs`); then every block non-zero, lossless and with 5 % loss, in the
+    fabric's default round mode and in silent rounds. Each run `calls` timed allreduces,
+    its time their median (`call_seconds`)."""
     out = []
     for target in targets:
-        row: dict = {"target": target, "runs": [], "sparse": sparse_runs(target, size, calls)}
-        for loss in (0.0, LOSS):
-            s, each = two_level_run(target, size, calls, density=1.0, loss=loss)
-            row["runs"].append(
-                {
-                    "loss": loss,
-                    "seconds": float(np.median(each)) if each else 0.0,
-                    "calls": each,
-                    "run_seconds": s.seconds,
-                    "exact": s.all_matched,
-                    "retransmissions": sum(o.retransmissions for o in s.outcomes),
-                }
-            )
+        row: dict = {"target": target, "sparse": sparse_runs(target, size, calls)}
+        for key, mode in (("runs", None), ("silent_runs", "silent")):
+            row[key] = []
+            for loss in (0.0, LOSS):
+                s, each = two_level_run(
+                    target, size, calls, density=1.0, loss=loss, round_mode=mode
+                )
+                row[key].append(
+                    {
+                        "loss": loss,
+                        "seconds": float(np.median(each)) if each else 0.0,
+                        "calls": each,
+                        "run_seconds": s.seconds,
+                        "exact": s.all_matched,
+                        "retransmissions": sum(o.retransmissions for o in s.outcomes),
+                    }
+                )
         out.append(row)
     return out
 
@@ -424,7 +446,7 @@ def markdown(data: dict) -> str:
         f"leaves, {sh['per_leaf']} ranks on each, {ip['ranks']} in all; {sh['values']} "
         f"int32 values per rank, {sh['slots']} slots, the workers' timer floor "
         f"{sh['timeout'] * 1e3:.0f} ms, every rank a thread of one process on this "
-        f"machine's cores). Each uplink per allreduce (lossless, "
+        f"machine's cores{_mode_text(lossless)}). Each uplink per allreduce (lossless, "
         f"{lossless['rounds']} rounds), next to one rank's link:",
         "",
         "| link | frames up | bytes up | frames down | bytes down |",
@@ -441,7 +463,9 @@ def markdown(data: dict) -> str:
     L += [
         "",
         "5 % loss on every link at once, once each way (each rank's link and each uplink), "
-        "the same tensors; in one process and in Mininet alike by the drop simulator of "
+        "the same tensors, every block non-zero; each job in the fabric's default round "
+        "mode, and again in silent rounds (in the leaf role); in one process "
+        "and in Mininet alike by the drop simulator of "
         "every switch holding the job (FabricJobManager.set_loss: a frame is lost as it "
         "enters a switch, a result copy as a leaf sends it to a rank):",
         "",
@@ -453,11 +477,18 @@ def markdown(data: dict) -> str:
     ]
     if "running" in ip:
         L.append(_running_row(ip))
+    if "silent_runs" in ip:
+        a, b = ip["silent_runs"]
+        L.append(_loss_row(f"in one process, {ip['ranks']} ranks, silent rounds", a, b))
     kept = f" (kept from the run of {data['mininet_date']})" if "mininet_date" in data else ""
     for m in data.get("mininet") or []:
-        a, b = m["runs"]
-        calls = f", median of {len(b['calls'])} calls" if b.get("calls") else ""
-        L.append(_loss_row(f"Mininet, 8 ranks on 2 leaves, {m['target']}{calls}{kept}", a, b))
+        for key, what in (("runs", ""), ("silent_runs", ", silent rounds")):
+            if key not in m:
+                continue
+            a, b = m[key]
+            calls = f", median of {len(b['calls'])} calls" if b.get("calls") else ""
+            where = f"Mininet, 8 ranks on 2 leaves, {m['target']}{what}{calls}{kept}"
+            L.append(_loss_row(where, a, b))
     sparse = [m for m in data.get("mininet") or [] if m.get("sparse")]
     if sparse:
         L += ["", *_sparse_text(sparse, kept)]
@@ -465,6 +496,13 @@ def markdown(data: dict) -> str:
         L += ["", *_where_text(ip)]
     L += ["", _model_text(data["model"], data["model_rows"])]
     return "\n".join(L)
+
+
+def _mode_text(run: dict) -> str:
+    """The round mode an in-process run's jobs ran, the fabric's default (none for a run
+    recorded before it was)."""
+    mode = run.get("round_mode")
+    return f"; {mode.replace('_', '-')} rounds, the fabric's default" if mode else ""
 
 
 def _count(run: dict, where: str, name: str) -> int:
@@ -526,9 +564,9 @@ def _sparse_text(rows: list[dict], kept: str) -> list[str]:
     """The sparse Mininet job in each round mode, a row per switch kind and mode."""
     L = [
         f"A sparse job in Mininet{kept} (8 ranks on 2 leaves, int32, each rank's own "
-        f"{SPARSE_DENSITY * 100:.0f} % of the blocks non-zero, lossless): every-rank rounds in the "
-        "leaf role, and silent rounds at the spine alone, each leaf carrying its ranks' "
-        "frames at layer 2 (docs/fabric.md). Packets a rank sent per call (its worker's "
+        f"{SPARSE_DENSITY * 100:.0f} % of the blocks non-zero, lossless) in each round mode, "
+        "both in the leaf role (docs/fabric.md): every-rank rounds, the fabric's default, "
+        "and silent rounds. Packets a rank sent per call (its worker's "
         "count, the mean over ranks) beside its non-zero blocks; frames each uplink "
         "carried in the run (its timed calls and a one-block warm-up):",
         "",
@@ -538,9 +576,7 @@ def _sparse_text(rows: list[dict], kept: str) -> list[str]:
     ]
     for m in rows:
         for r in m["sparse"]:
-            mode = (
-                "silent, at the spine" if r["round_mode"] == "silent" else "every-rank, leaf role"
-            )
+            mode = "silent, leaf role" if r["round_mode"] == "silent" else "every-rank, leaf role"
             L.append(
                 f"| {m['target']} | {mode} | {r['seconds']:.3f} s ({r['calls']} calls) | "
                 f"{r['packets_per_call']:.0f} ({r['nonzero_blocks']:.0f}) | "

@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""A silent job of a fabric at the spine alone and in the leaf role, interleaved (Mininet).
+"""A silent job of a fabric in the leaf role and at the spine alone, interleaved (Mininet).
 
-Not part of `make bench`: a question at hand. A fabric's silent job of at most 32 ranks
-runs at the spine alone (controlplane.fabric: the spine's bitmap holds its ranks), a larger
-one in the leaf and spine roles of silent rounds. Which is faster for the small job? This
-runs `bench/fabric.py`'s sparse Mininet job (8 int32 ranks on 2 leaves, each rank's own
-10 % of the blocks non-zero, lossless) in silent rounds both ways, one after the other
-`--pairs` times: at the spine alone as created, and in the leaf role by making the
-placement report that the spine's bitmap does not hold the job
-(`p4reduce.fabric.Placement.aggregated_at_root`, for this process only: the what-if the
-controller cannot be asked for). Per run: the median call, the packets a rank sent per
-call (its worker's count, the mean over ranks), the frames each uplink carried each way,
-and whether every sum was exact. Needs root (Mininet).
+Not part of `make bench`: a question at hand. A fabric's silent job runs in the leaf and
+spine roles of silent rounds wherever its blocks are at most 128 values, and at the spine
+alone above that (`p4reduce.fabric.Placement.silent_aggregation`). Which is faster for a
+small job, that could run either way? This runs `bench/fabric.py`'s sparse Mininet job
+(8 int32 ranks on 2 leaves, each rank's own 10 % of the blocks non-zero, lossless, 64
+values per block) in silent rounds both ways, one after the other `--pairs` times: at the
+spine alone by making the placement answer so (`Placement.silent_aggregation`, for this
+process only: the what-if the controller cannot be asked for), and in the leaf role as
+created. Per run: the median call, the packets a rank sent per call (its worker's count,
+the mean over ranks), the frames each uplink carried each way, and whether every sum was
+exact. Needs root (Mininet).
 
     .venv/bin/python bench/silent_roles.py [--target softswitch] [--pairs 3] [--values 20000]
 """
@@ -24,21 +24,25 @@ import json
 from collections.abc import Iterator
 
 import fabric  # beside this script
-from p4reduce.fabric import Placement
+from p4reduce.fabric import AT_SPINE_ALONE, Placement
 
 ROLES = ("spine alone", "leaf role")
 
 
 @contextlib.contextmanager
 def placed_in(role: str) -> Iterator[None]:
-    """Jobs created in the block are placed in `role` whatever their size."""
-    kept = Placement.aggregated_at_root
-    if role == "leaf role":
-        Placement.aggregated_at_root = property(lambda self: False)  # type: ignore[method-assign]
+    """Silent jobs created in the block are placed in `role` whatever their size."""
+    kept = Placement.silent_aggregation
+    if role == "spine alone":
+
+        def at_spine(self: Placement, block_values: int) -> str:
+            return AT_SPINE_ALONE
+
+        Placement.silent_aggregation = at_spine  # type: ignore[method-assign]
     try:
         yield
     finally:
-        Placement.aggregated_at_root = kept  # type: ignore[method-assign]
+        Placement.silent_aggregation = kept  # type: ignore[method-assign]
 
 
 def one_run(target: str, values: int, role: str) -> dict:

@@ -10,10 +10,11 @@ out of the port towards it), and jobs placed on the fabric.
 A job runs in the leaf and spine roles (docs/fabric.md): each leaf aggregates its own
 ranks (they send to the leaf's address, carrying their index on the leaf as their rank)
 and sends one contribution per round up its uplink; the spine's job has the leaves as its
-ranks. So a job holds up to MAX_WORKERS ranks per leaf on up to MAX_LEAVES leaves. A job
-of silent rounds of at most MAX_WORKERS ranks runs at the spine alone instead, its ranks'
-frames crossing their leaves at layer 2; a larger one runs in the leaf and spine roles of
-silent rounds, at most SKIP_GROWS_TO_VALUES values per block (docs/fabric.md). Every
+ranks. So a job holds up to MAX_WORKERS ranks per leaf on up to MAX_LEAVES leaves. It
+runs every-rank rounds unless created with silent ones; a job of silent rounds runs in
+the leaf and spine roles up to SKIP_GROWS_TO_VALUES values per block, and above that at
+the spine alone (at most MAX_WORKERS ranks), its ranks' frames crossing their leaves at
+layer 2 (docs/fabric.md, `Placement.silent_aggregation`). Every
 switch keeps the job as it runs it in its own state file (the spine: the leaves as
 workers; a leaf: its ranks, its uplink and each rank's place in the whole job), so each
 is reconciled and restored alone like one switch. The slots are a range free on every
@@ -32,8 +33,16 @@ from typing import NamedTuple
 
 from p4reduce import wire
 from p4reduce.addresses import Address, WorkerAddress
-from p4reduce.fabric import MAX_WORKERS, Fabric, FabricError, Placement, place_job
-from p4reduce.job import Job, JobError, Uplink, check_job_id
+from p4reduce.fabric import (
+    AT_SPINE_ALONE,
+    FABRIC_ROUND_MODE,
+    MAX_WORKERS,
+    Fabric,
+    FabricError,
+    Placement,
+    place_job,
+)
+from p4reduce.job import Job, JobError, Uplink, check_job_id, resolve_round_mode
 from p4reduce.p4rt import P4InfoError
 from p4reduce.target import Target
 from p4reduce.wire import MAX_EPOCH
@@ -153,17 +162,17 @@ class FabricJobManager(JobManager):
         in the leaf and spine roles: created on the spine with its leaves as ranks (leaf
         i the one of the i-th lowest first rank), then on each leaf with its ranks and
         its uplink (`_add`), under the lock of every switch the job crosses, with slots
-        free and the epoch new on each. A job of silent rounds runs at the spine alone
-        when the spine's bitmap holds its ranks (`_create_at_root`), else in the leaf and
-        spine roles of silent rounds (`_silent_leaf_role`)."""
+        free and the epoch new on each. Its round mode is `round_mode`, else every-rank
+        rounds (`_round_mode`); a job of silent rounds aggregates where
+        `Placement.silent_aggregation` says: in the leaf and spine roles, or at the spine
+        alone (`_create_at_root`)."""
         placement = self.place(job_id, workers)
-        every_rank = wire.RoundMode.EVERY_RANK.name.lower()
-        if round_mode == wire.RoundMode.SILENT.name.lower() and placement.aggregated_at_root:
-            args = (slots, encoding, int32_halves, block_values, round_mode, window)
+        values = self.target.default_block_values if block_values is None else block_values
+        round_mode = self._round_mode(job_id, placement, values, round_mode)
+        args = (slots, encoding, int32_halves, block_values, round_mode, window)
+        silent = round_mode == wire.RoundMode.SILENT.name.lower()
+        if silent and placement.silent_aggregation(values) == AT_SPINE_ALONE:
             return self._create_at_root(job_id, placement, workers, args)
-        if round_mode == wire.RoundMode.SILENT.name.lower():
-            self._silent_leaf_role(job_id, placement, block_values)
-        round_mode = round_mode or every_rank  # whatever a single switch's default is
         spine = [
             WorkerAddress(
                 i,
@@ -174,8 +183,28 @@ class FabricJobManager(JobManager):
             )
             for i, leaf in enumerate(placement.leaf_order())
         ]
-        args = (slots, encoding, int32_halves, block_values, round_mode, window)
         return self._create_placed(job_id, _Placing(placement, workers, True), spine, args)
+
+    def _round_mode(
+        self, job_id: int, placement: Placement, block_values: int, requested: str | None
+    ) -> str:
+        """The job's round mode on this fabric: `requested`, else FABRIC_ROUND_MODE
+        (every-rank rounds, on every target). Silent rounds the fabric cannot run
+        (`silent_aggregation` None: more than MAX_WORKERS ranks at more than
+        SKIP_GROWS_TO_VALUES values per block) are a JobError."""
+        mode = resolve_round_mode(self.target, job_id, requested or FABRIC_ROUND_MODE)
+        if mode != wire.RoundMode.SILENT.name.lower():
+            return mode
+        if placement.silent_aggregation(block_values) is not None:
+            return mode
+        raise JobError(
+            f"job {job_id}: {len(placement.ranks)} ranks in silent rounds at {block_values} "
+            f"values per block; on a fabric such a job runs in the leaf role at up to "
+            f"{wire.SKIP_GROWS_TO_VALUES} values per block (a leaf's empty partial grows "
+            f"from a RESULT: docs/fabric.md), and at the spine alone up to {MAX_WORKERS} "
+            f"ranks: use fewer values per block, at most {MAX_WORKERS} ranks, or every-rank "
+            f"rounds"
+        )
 
     def _create_placed(
         self,
@@ -192,23 +221,6 @@ class FabricJobManager(JobManager):
         finally:
             self._placing = None
         return self.get(job_id)
-
-    @staticmethod
-    def _silent_leaf_role(job_id: int, placement: Placement, block_values: int | None) -> None:
-        """JobError unless a job of silent rounds can run in the leaf and spine roles: a
-        leaf whose ranks sit a round out makes its empty partial from the spine's RESULT
-        of the round before, which may be an announce round's, and simple_switch grows a
-        frame by at most SKIP_GROWS_TO_VALUES values (docs/fabric.md)."""
-        values = wire.BLOCK_VALUES if block_values is None else block_values
-        if values > wire.SKIP_GROWS_TO_VALUES:
-            raise JobError(
-                f"job {job_id}: {len(placement.ranks)} ranks in silent rounds at {values} "
-                f"values per block; on a fabric such a job runs at the spine alone up to "
-                f"{MAX_WORKERS} ranks, and in the leaf role only at up to "
-                f"{wire.SKIP_GROWS_TO_VALUES} values per block (a leaf's empty partial "
-                f"grows from a RESULT: docs/fabric.md): use fewer values per block, at most "
-                f"{MAX_WORKERS} ranks, or every-rank rounds"
-            )
 
     def _create_at_root(
         self, job_id: int, placement: Placement, workers: list[WorkerAddress], args: tuple

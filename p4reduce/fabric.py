@@ -24,10 +24,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .addresses import AddressError, unicast_ipv4, unicast_mac
-from .wire import MAX_JOB_RANKS, MAX_LEAVES, MAX_WORKERS
+from .wire import MAX_JOB_RANKS, MAX_LEAVES, MAX_WORKERS, SKIP_GROWS_TO_VALUES, RoundMode
 
 SINGLE, LEAF, SPINE = "single", "leaf", "spine"
 ROLES = (SINGLE, LEAF, SPINE)
+# How a job runs on a fabric: in the leaf and spine roles (each leaf aggregates its ranks,
+# the spine the leaves), or at the spine alone (the leaves carry its ranks' frames at
+# layer 2; only silent rounds of at most MAX_WORKERS ranks). docs/fabric.md.
+IN_LEAF_ROLE, AT_SPINE_ALONE = "leaf role", "spine alone"
+# A fabric job's round mode when none is given, on every target, where one bmv2 switch
+# runs silent rounds: across two levels a job under loss recovers far faster in every-rank
+# rounds, the more ranks the more so (docs/fabric.md, "Silent rounds on a fabric").
+FABRIC_ROUND_MODE = RoundMode.EVERY_RANK.name.lower()
 MAX_PORT = 510
 
 
@@ -345,11 +353,20 @@ class Placement:
         """Every switch the job's frames cross: its leaves and its root."""
         return sorted({self.root, *(r.leaf for r in self.ranks)})
 
-    @property
-    def aggregated_at_root(self) -> bool:
-        """Whether one switch's contributor bitmap holds every rank (today's programs: the
-        root adds every rank's contribution itself)."""
-        return len(self.ranks) <= MAX_WORKERS
+    def silent_aggregation(self, block_values: int) -> str | None:
+        """Where a job of silent rounds at `block_values` values per block aggregates:
+        IN_LEAF_ROLE wherever a leaf can make its empty partial (it grows from a RESULT,
+        so at most SKIP_GROWS_TO_VALUES values per block) -- each uplink then carries one
+        frame each way per round, where at the spine alone it carries each of its ranks'
+        packets up and each rank's copy of every result down; else AT_SPINE_ALONE when
+        one switch's contributor bitmap holds every rank (MAX_WORKERS); else None: the
+        fabric cannot run the job in silent rounds (docs/fabric.md, "Silent rounds on a
+        fabric")."""
+        if block_values <= SKIP_GROWS_TO_VALUES:
+            return IN_LEAF_ROLE
+        if len(self.ranks) <= MAX_WORKERS:
+            return AT_SPINE_ALONE
+        return None
 
 
 def place_job(fab: Fabric, ranks: Iterable[tuple[int, str, int]]) -> Placement:

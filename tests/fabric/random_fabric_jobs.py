@@ -7,7 +7,8 @@ levels, STATUS from either level (relayed by the leaf), and loss on every link a
 Here a job of random shape runs on an in-process fabric (a spine and two leaves, each a
 softswitch programmed over its own P4Runtime session by the FabricController), every rank
 a hostlib Worker in its own thread, in real time: the round mode (every-rank rounds in
-the leaf and spine roles, or silent rounds at the spine alone), ranks on each leaf, block
+the leaf and spine roles, or silent rounds: in those roles at 64 values per block, at the
+spine alone at more), ranks on each leaf, block
 size, slots, encoding, up to three calls of mixed kinds (int32 whose sums may overflow,
 float32 of any scale, ranks whose lengths differ), the blocks each rank has, the ranks'
 start skew per call, and the loss on every link. Every rank's every call must end as the
@@ -106,8 +107,8 @@ def random_fabric_job(
     on every link each way (None: drawn), each rank's start of each call put off by up
     to 0.3 s with probability `skew`, and with `restart` a switch's reboot drawn by a
     generator of its own (so every other draw of the seed is the same either way). With
-    `silent_leaf_role`, a job of silent rounds too large for the spine alone, so in the
-    leaf and spine roles: more than MAX_WORKERS ranks, at most 128 values per block."""
+    `silent_leaf_role`, a job of silent rounds in the leaf and spine roles larger than
+    one switch's bitmap: more than MAX_WORKERS ranks, at most 128 values per block."""
     rng = np.random.default_rng(seed)
     per_leaf = (int(rng.integers(1, ranks_per_leaf + 1)), int(rng.integers(1, ranks_per_leaf + 1)))
     k = int(rng.choice([64, 64, 256, 1024]))
@@ -139,7 +140,7 @@ def random_fabric_job(
 
 
 def random_round_mode(seed: int) -> str:
-    """Every-rank rounds in the leaf and spine roles, or silent rounds at the spine alone
+    """Every-rank rounds, or silent rounds (in the leaf role or at the spine alone)
     (docs/fabric.md), one job in two: drawn by a generator of its own, so every other
     draw of a seed is the one it had before silent jobs ran on a fabric."""
     return "silent" if np.random.default_rng([seed, 2]).random() < 0.5 else "every_rank"

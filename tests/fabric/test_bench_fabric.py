@@ -59,8 +59,14 @@ def test_quick_run_measures_both_jobs_and_each_uplink(tmp_path):
         assert rounds <= u["frames_down"] <= u["frames_up"] <= rounds + resent, u
     rank0 = lossless["rank0"]
     assert rank0["packets_sent"] == rounds + rank0["retransmissions"]
+    # the same jobs in silent rounds, which a fabric runs only when asked for
+    assert (lossless["round_mode"], lossy["round_mode"]) == ("every_rank", "every_rank")
+    silent = data["inprocess"]["silent_runs"]
+    assert [r["round_mode"] for r in silent] == ["silent", "silent"]
+    assert [r["loss"] for r in silent] == [0, fabric.LOSS] and all(r["exact"] for r in silent)
     text = fabric.markdown(data)
     assert f"| l1's uplink | {lossless['uplinks'][0]['frames_up']} |" in text
+    assert "| in one process, 6 ranks, silent rounds |" in text
     assert "yes |" in text
 
 

@@ -67,9 +67,11 @@ def test_up_job_and_stats(inprocess_fabric, tmp_path, capsys):
     )
     assert code == 0, err
     created = json.loads(out)
-    # each rank sends to its leaf (the leaf role), its index there on the wire
+    # each rank sends to its leaf (the leaf role), its index there on the wire, in a
+    # fabric's default round mode (every-rank rounds, where one softswitch's is silent)
     assert [d["switch"]["ip"] for d in created["descriptors"]] == ["10.0.0.240", "10.0.0.241"] * 2
     assert [d["wire_rank"] for d in created["descriptors"]] == [0, 0, 1, 1]
+    assert {d["round_mode"] for d in created["descriptors"]} == {"every_rank"}
     code, out, err = ctl("-c", str(path), "--json", "stats", capsys=capsys)
     assert code == 0, err
     stats = json.loads(out)
@@ -80,10 +82,11 @@ def test_up_job_and_stats(inprocess_fabric, tmp_path, capsys):
     assert {"job", "5", "switch", "l1", "l2", "s"} <= rows, out
     code, out, err = ctl("-c", str(path), "job", "delete", "5", capsys=capsys)
     assert code == 0 and "deleted job 5" in out, err
-    # a job of silent rounds is the spine's alone: every rank sends to the spine
+    # a job of silent rounds at more values per block than a leaf's empty partial can
+    # grow to is the spine's alone: every rank sends to the spine
     code, out, err = ctl(
         "-c", str(path), "--json", "job", "create", "--job", "6", "--round-mode", "silent",
-        *args, capsys=capsys,
+        "--block-values", "256", *args, capsys=capsys,
     )  # fmt: skip
     assert code == 0, err
     created = json.loads(out)
@@ -170,8 +173,8 @@ def test_a_rank_finds_the_fabric_jobs_where_the_controller_keeps_them(inprocess_
 
 def test_a_rank_looks_its_fabric_job_up_through_the_configuration(inprocess_fabric, tmp_path):
     """The torch backend's lookup (hostlib.jobref, `controller_config`): a fabric's job in
-    the leaf role gives each rank the descriptor of its leaf's part, one of silent rounds
-    (at the spine alone) the spine's."""
+    the leaf role gives each rank the descriptor of its leaf's part, one at the spine
+    alone (silent rounds of wide blocks) the spine's."""
     from controlplane.config import load
     from controlplane.fabric import FabricController
     from hostlib.jobref import _from_controller
@@ -199,8 +202,9 @@ def test_a_rank_looks_its_fabric_job_up_through_the_configuration(inprocess_fabr
             assert desc == job.descriptor(rank, ctl.jobs.switch), where
             assert desc["rank"] == rank and desc["wire_rank"] == rank // 2
             assert desc["switch"]["ip"] == ("10.0.0.240", "10.0.0.241")[rank % 2]
-        # a job of silent rounds is the spine's alone: its record there is every rank's
-        job = ctl.jobs.create(7, workers, slots=2, round_mode="silent")
+        # a job of silent rounds at the spine alone (wide blocks): its record there is
+        # every rank's
+        job = ctl.jobs.create(7, workers, slots=2, round_mode="silent", block_values=256)
         for rank in range(4):
             desc, where = _from_controller(path, 7, rank)
             assert desc == job.descriptor(rank, ctl.jobs.switch), where

@@ -21,7 +21,7 @@ from p4reduce.job import Job, JobError
 from p4reduce.wire import UDP_PORT_BASE
 from softswitch.inprocess import two_level_ranks
 
-from .conftest import HOSTS, LEAVES, fabric_config, host_ip, host_mac, new_fabric
+from .conftest import HOSTS, LEAVES, UPLINK, fabric_config, host_ip, host_mac, new_fabric
 
 
 def ranks(per_leaf: int, leaves: int = len(LEAVES)) -> list[WorkerAddress]:
@@ -77,29 +77,73 @@ def test_job_across_the_fabric(inprocess_fabric, tmp_path):
         ctl.close()
 
 
-def sparse_tensors(workers, blocks: int, seed: int) -> list[np.ndarray]:
-    """int32 tensors of `blocks` blocks of 64 values, each rank's own 1 in 5 non-zero."""
+def sparse_tensors(workers, blocks: int, seed: int, values: int = 64) -> list[np.ndarray]:
+    """int32 tensors of `blocks` blocks of `values` values, each rank's own 1 in 5
+    non-zero."""
     rng = np.random.default_rng(seed)
     tensors = []
     for _ in workers:
-        t = rng.integers(-1000, 1000, (blocks, 64)).astype(np.int32)
+        t = rng.integers(-1000, 1000, (blocks, values)).astype(np.int32)
         t[rng.random(blocks) >= 0.2] = 0
         tensors.append(t.reshape(-1))
     return tensors
 
 
-def test_a_silent_job_runs_at_the_spine_alone(inprocess_fabric, tmp_path):
-    """A job of silent rounds on a fabric is the spine's alone: its ranks send to the
-    spine, through their leaves at layer 2, and each sends only for its own non-zero
-    blocks (plus an announce and at most a closing packet per slot). The leaves hold
-    nothing of it; the sums are exact, also with 5 % of every uplink's frames lost each
-    way and a drop simulator losing 5 % at the spine."""
+def test_a_small_silent_job_runs_in_the_leaf_role(inprocess_fabric, tmp_path):
+    """A job of silent rounds at 64 values per block runs in the leaf role however few
+    its ranks (each rank sends to its leaf, its index there on the wire, and only for its
+    own non-zero blocks plus an announce and at most a closing packet per slot); each
+    uplink carries one frame each way per round, not each rank's. The sums are exact."""
     fab = inprocess_fabric
     ctl = FabricController(parse(fabric_config(fab, tmp_path)))
     try:
         ctl.up(retries=3)
         workers = ranks(4)
-        job = ctl.jobs.create(14, workers, slots=4, round_mode="silent", encoding="lanes")
+        job = ctl.jobs.create(18, workers, slots=4, encoding="lanes", round_mode="silent")
+        assert [w.port for w in job.workers] == [1, 2]  # the spine's ranks: the leaves
+        descriptors = job.descriptors(ctl.jobs.switch)
+        assert [d["wire_rank"] for d in descriptors] == [0, 1, 2, 3] * 2
+        assert {d["round_mode"] for d in descriptors} == {"silent"}
+        tensors = sparse_tensors(workers, 40, seed=12)
+        exact = np.sum(tensors, axis=0, dtype=np.int64)
+        before = fab.link_counts()
+        _, results, stats = allreduce_on_leaves(fab, descriptors, workers, tensors, 0.05, 30, 60)
+        for r, got in enumerate(results):
+            assert isinstance(got, np.ndarray), f"rank {r}: {got!r}"
+            assert np.array_equal(got, exact), f"rank {r}"
+        # the job's rounds: each block of the union, an announce and at most a closing
+        # round per slot
+        union = int(np.count_nonzero(np.any([t.reshape(-1, 64).any(axis=1) for t in tensors], 0)))
+        rounds = union + 2 * stats[0].last_call_slots
+        for r, st in enumerate(stats):
+            nonzero = int(np.count_nonzero(tensors[r].reshape(-1, 64).any(axis=1)))
+            lossless = st.retransmissions == 0 and st.rewinds == 0
+            assert not lossless or st.last_packets_sent <= nonzero + 2 * st.last_call_slots
+        if all(st.retransmissions == 0 for st in stats):  # one frame each way per round
+            after = fab.link_counts()
+            ends = [(leaf, UPLINK) for leaf in LEAVES] + [("s", 1), ("s", 2)]
+            for end in ends:
+                sent = after[end].frames - (before[end].frames if end in before else 0)
+                assert 0 < sent <= rounds, (end, sent, rounds)
+    finally:
+        ctl.close()
+
+
+def test_a_silent_job_of_wide_blocks_runs_at_the_spine_alone(inprocess_fabric, tmp_path):
+    """A job of silent rounds at more values per block than a leaf's empty partial can
+    grow to (SKIP_GROWS_TO_VALUES) is the spine's alone: its ranks send to the spine,
+    through their leaves at layer 2, and each sends only for its own non-zero blocks
+    (plus an announce and at most a closing packet per slot). The leaves hold nothing of
+    it; the sums are exact, also with 5 % of every uplink's frames lost each way and a
+    drop simulator losing 5 % at the spine."""
+    fab = inprocess_fabric
+    ctl = FabricController(parse(fabric_config(fab, tmp_path)))
+    try:
+        ctl.up(retries=3)
+        workers = ranks(4)
+        job = ctl.jobs.create(
+            14, workers, slots=4, round_mode="silent", encoding="lanes", block_values=256
+        )
         # the spine's ranks are the job's, each on the spine's port towards its leaf
         assert [w.port for w in job.workers] == [1] * 4 + [2] * 4
         assert [c.jobs.jobs() for n, c in ctl.controllers.items() if n != "s"] == [[], []]
@@ -107,14 +151,14 @@ def test_a_silent_job_runs_at_the_spine_alone(inprocess_fabric, tmp_path):
         assert {d["switch"]["ip"] for d in descriptors} == {ctl.jobs.switch.ip}
         assert all("wire_rank" not in d or d["wire_rank"] is None for d in descriptors)
         assert {d["round_mode"] for d in descriptors} == {"silent"}
-        tensors = sparse_tensors(workers, 40, seed=8)
+        tensors = sparse_tensors(workers, 12, seed=8, values=256)
         exact = np.sum(tensors, axis=0, dtype=np.int64)
         _, results, stats = allreduce_on_leaves(fab, descriptors, workers, tensors, 0.05, 30, 60)
         for r, got in enumerate(results):
             assert isinstance(got, np.ndarray), f"rank {r}: {got!r}"
             assert np.array_equal(got, exact), f"rank {r}"
         for r, st in enumerate(stats):
-            nonzero = int(np.count_nonzero(tensors[r].reshape(-1, 64).any(axis=1)))
+            nonzero = int(np.count_nonzero(tensors[r].reshape(-1, 256).any(axis=1)))
             assert st.last_nonzero_blocks == nonzero
             # (a loaded machine may delay a round; another rank's lost result makes every
             # rank re-run a slot from a rewind)
@@ -123,15 +167,19 @@ def test_a_silent_job_runs_at_the_spine_alone(inprocess_fabric, tmp_path):
         assert all(s["unrouted"] == 0 for s in ctl.switch_stats().values())
 
         ctl.jobs.delete(job.job)
-        silent_call_under_loss(fab, ctl, 15, workers, tensors, seed=5)
+        silent_call_under_loss(fab, ctl, 15, workers, tensors, seed=5, block_values=256)
     finally:
         ctl.close()
 
 
-def silent_call_under_loss(fab, ctl, job_id, workers, tensors, seed: int) -> None:
+def silent_call_under_loss(
+    fab, ctl, job_id, workers, tensors, seed: int, block_values: int | None = None
+) -> None:
     """A silent lanes job's call of int32 `tensors`, 5 % of every frame lost on every link
     each way and by every switch's drop simulator: exact on every rank."""
-    job = ctl.jobs.create(job_id, workers, slots=4, round_mode="silent", encoding="lanes")
+    job = ctl.jobs.create(
+        job_id, workers, slots=4, round_mode="silent", encoding="lanes", block_values=block_values
+    )
     ctl.jobs.set_loss(job.job, ingress=0.05, seed=seed)
     fab.set_loss(0.05, seed=seed + 1)
     exact = np.sum(tensors, axis=0, dtype=np.int64)
@@ -148,6 +196,10 @@ def test_fabric_refusals(inprocess_fabric, tmp_path):
         ctl.up(retries=3)
         with pytest.raises(JobError, match="34 ranks in silent rounds at 256 values.*up to 128"):
             ctl.jobs.create(1, ranks(HOSTS), round_mode="silent", block_values=256)
+        # a fabric's default is every-rank rounds, on softswitch too
+        job = ctl.jobs.create(1, ranks(2))
+        assert job.round_mode == "every_rank" and [w.port for w in job.workers] == [1, 2]
+        ctl.jobs.delete(job.job)
         wrong_port = ranks(2)
         wrong_port[1] = WorkerAddress(1, 3, wrong_port[1].mac, wrong_port[1].ip, UDP_PORT_BASE)
         with pytest.raises(JobError, match="is on l1:2, not port 3"):

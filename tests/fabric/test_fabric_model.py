@@ -8,6 +8,8 @@ import dataclasses
 import pytest
 
 from p4reduce.fabric import (
+    AT_SPINE_ALONE,
+    IN_LEAF_ROLE,
     LEAF,
     SINGLE,
     SPINE,
@@ -19,7 +21,7 @@ from p4reduce.fabric import (
     fabric,
     place_job,
 )
-from p4reduce.wire import MAX_JOB_RANKS, MAX_LEAVES, MAX_WORKERS
+from p4reduce.wire import MAX_JOB_RANKS, MAX_LEAVES, MAX_WORKERS, SKIP_GROWS_TO_VALUES
 
 
 def switch(name: str, role: str, ports: int, n: int) -> FabricSwitch:
@@ -163,7 +165,10 @@ def test_place_job_across_leaves():
     assert placement.root == "s" and placement.switches == ["l1", "l2", "s"]
     assert placement.by_leaf() == {"l1": [0, 1, 2, 3], "l2": [4, 5, 6, 7]}
     assert [r.root_port for r in placement.ranks] == [1] * 4 + [2] * 4
-    assert placement.aggregated_at_root
+    # silent rounds: in the leaf role where a leaf's empty partial fits, else at the
+    # spine alone while its bitmap holds every rank
+    assert placement.silent_aggregation(SKIP_GROWS_TO_VALUES) == IN_LEAF_ROLE
+    assert placement.silent_aggregation(SKIP_GROWS_TO_VALUES + 64) == AT_SPINE_ALONE
     # the indices the leaf role numbers ranks and leaves by: interleaved ranks
     mixed = place_job(fab, [(r, fab.hosts[(r % 2) * 4 + r // 2].mac, 1 + r // 2) for r in range(8)])
     assert mixed.by_leaf() == {"l1": [0, 2, 4, 6], "l2": [1, 3, 5, 7]}
@@ -193,4 +198,5 @@ def test_job_limits_per_leaf_and_per_job():
     ranks = [(r, h.mac, h.at.port) for r, h in enumerate(big.hosts)]
     placement = place_job(big, ranks)
     assert len(placement.ranks) == MAX_JOB_RANKS == 1024
-    assert not placement.aggregated_at_root
+    assert placement.silent_aggregation(SKIP_GROWS_TO_VALUES) == IN_LEAF_ROLE
+    assert placement.silent_aggregation(SKIP_GROWS_TO_VALUES + 64) is None

@@ -70,7 +70,7 @@ def job_ranks(inprocess_fabric, tmp_path):
     try:
         ctl.up(retries=3)
         workers = ranks(2)  # l1 ports 1, 2 then l2 ports 1, 2
-        job = ctl.jobs.create(9, workers, slots=2, encoding="lanes")
+        job = ctl.jobs.create(9, workers, slots=2, encoding="lanes", round_mode="every_rank")
         rs = [Rank(fab, d, w.port) for d, w in zip(job.descriptors(ctl.jobs.switch), workers)]
         for r in rs:
             r.send(MsgType.ANNOUNCE, next_block=0)
@@ -264,7 +264,7 @@ def test_the_spines_status_is_relayed_in_either_encoding(inprocess_fabric, tmp_p
     try:
         ctl.up(retries=3)
         workers = ranks(2)
-        job = ctl.jobs.create(11, workers, slots=2, encoding=encoding)
+        job = ctl.jobs.create(11, workers, slots=2, encoding=encoding, round_mode="every_rank")
         rs = [Rank(fab, d, w.port) for d, w in zip(job.descriptors(ctl.jobs.switch), workers)]
         packed = Flag.PACKED if encoding == "packed" else 0
         for r in rs[:2]:

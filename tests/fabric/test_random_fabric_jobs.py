@@ -68,7 +68,7 @@ def test_a_random_job_whose_switch_reboots_with_late_ranks_keeps_the_contract(fa
 
 @pytest.mark.parametrize("seed,loss", [(70003, 0.05), (70098, 0.1)])
 def test_a_random_silent_job_in_the_leaf_role_keeps_the_contract(fabric, seed, loss):
-    """34 ranks in silent rounds (more than the spine's bitmap holds), so in the leaf and
+    """34 ranks in silent rounds (more than one switch's bitmap holds), in the leaf and
     spine roles of silent rounds: each leaf's ranks send only their blocks, the leaf a
     partial every round; at 10 % loss on every link rank after rank misses a result
     copy, asks its leaf, and asks for rewinds that the leaf sends up. Seed 70098 (one

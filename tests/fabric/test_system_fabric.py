@@ -46,11 +46,20 @@ def two_level_run(target: str, **options) -> p4net.demo.Summary:
     return p4net.demo.run(opts)
 
 
-def test_two_level_int32_exact(target):
+@pytest.mark.parametrize("round_mode", [None, "silent"], ids=["default", "silent"])
+def test_two_level_int32_exact(target, round_mode):
+    """A job in the leaf role, in the fabric's default round mode (every-rank rounds) and
+    in silent rounds: every sum exact, and each uplink carries one partial up and one
+    result down per round of the spine's, not one per rank."""
     before = _interfaces()
-    summary = two_level_run(target)
+    summary = two_level_run(target, round_mode=round_mode)
     bad = [(o.rank, o.error) for o in summary.outcomes if not (o.ok and o.matched)]
     assert not bad, bad
+    if round_mode == "silent":  # a rank sends only its own non-zero blocks
+        for o in summary.outcomes:
+            nonzero, slots = o.stats["last_nonzero_blocks"], o.stats["last_call_slots"]
+            lossless = o.retransmissions == 0 and o.stats["rewinds"] == 0
+            assert not lossless or o.packets_sent <= nonzero + 2 * slots, (o.rank, o.stats)
     assert [o.host for o in summary.outcomes] == [f"h{i}" for i in range(1, 9)]
     links = summary.links
     assert sorted(links) == ["leaf1", "leaf2", "spine"]
@@ -76,12 +85,15 @@ def test_two_level_int32_exact(target):
     assert _interfaces() == before, "the demo left interfaces behind"
 
 
-def test_a_silent_job_across_two_levels_runs_at_the_spine(target):
+def test_a_silent_job_of_wide_blocks_across_two_levels_runs_at_the_spine(target):
     """A job of silent rounds on the two-level network (each rank's own 30 % of the
-    blocks non-zero): the spine aggregates every rank itself, the leaves carry the ranks'
-    frames at layer 2 both ways, and each rank sends only for its own non-zero blocks
-    plus an announce and at most a closing packet per slot; every sum is exact."""
-    summary = two_level_run(target, overlap="independent", encoding="lanes", round_mode="silent")
+    blocks non-zero) at more values per block than a leaf's empty partial can grow to:
+    the spine aggregates every rank itself, the leaves carry the ranks' frames at layer 2
+    both ways, and each rank sends only for its own non-zero blocks plus an announce and
+    at most a closing packet per slot; every sum is exact."""
+    summary = two_level_run(
+        target, overlap="independent", encoding="lanes", round_mode="silent", block_values=256
+    )
     bad = [(o.rank, o.error) for o in summary.outcomes if not (o.ok and o.matched)]
     assert not bad, bad
     for o in summary.outcomes:
