@@ -244,10 +244,18 @@ class AllreduceEngine:
         # twice the smoothed clean round). Not silent rounds': a rank that sits a round
         # out waits for the other ranks' packets too, longer than its own rounds, and with
         # that rule a silent rank behind a leaf in Mininet sent 2-3x its packets in
-        # queries (bench/silent_roles.py); one switch's rules hold it to its blocks
-        behind_leaf = cfg.wire_rank is not None and cfg.round_mode != p.RoundMode.SILENT
+        # queries (bench/silent_roles.py); one switch's rules hold it to its blocks, but
+        # for the rounds that wait for its own packet (timers.Pacer's silent_leaf)
+        silent = cfg.round_mode == p.RoundMode.SILENT
+        leaf = cfg.wire_rank is not None
         self.pacer = Pacer(
-            self.params, rtt or RttEstimator(), self.slots, now, behind_leaf, cfg.worker_count
+            self.params,
+            rtt or RttEstimator(),
+            self.slots,
+            now,
+            leaf and not silent,
+            cfg.worker_count,
+            silent_leaf=leaf and silent,
         )
         self.liveness = Liveness(
             cfg, self.params, self.slots, self.pacer, self.round, self.block, now

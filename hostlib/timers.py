@@ -184,6 +184,7 @@ class Pacer:
         now: float,
         behind_leaf: bool = False,
         ranks: int = 32,
+        silent_leaf: bool = False,
     ):
         self.params, self.rtt, self.slots = params, rtt, slots
         # the job's ranks as a STATUS bitmap's bits (_spurious; a bitmap has 32)
@@ -192,6 +193,10 @@ class Pacer:
         # levels"): every slot not held is resent once its wait exceeds the recent timer
         # (`due`), twice the smoothed clean round (`recent_timeout`)
         self.behind_leaf = behind_leaf
+        # a rank of a job in the leaf role of silent rounds: one switch's timers, except
+        # that a slot whose round waits for this rank's own packet is resent once its
+        # wait exceeds the retransmission timer, as behind_leaf resends every slot (`due`)
+        self.silent_leaf = silent_leaf
         n = slots.count
         self.sent_at = np.full(n, now, np.float64)  # first transmission of the round
         self.xmit_at = np.full(n, now, np.float64)  # latest transmission of its packet
@@ -449,6 +454,9 @@ class Pacer:
             t = least(self.xmit_at[free]) + self.recent_timeout()
             if not self.behind_leaf:  # behind a leaf `due` resends without a probe
                 t = max(t, self.probe_at)
+            mine = self._awaited(free)
+            if mine is not None:  # ... nor does a silent leaf's rank for its own rounds
+                t = min(t, least(self.xmit_at[mine]) + self.rto())
         if np.count_nonzero(o):
             t = min(t, least(self._lost_at(o)))
         if n_held:
@@ -458,6 +466,14 @@ class Pacer:
             if np.count_nonzero(lacking):  # due now (`not_heard`)
                 t = min(t, least(self.xmit_at[lacking]))
         return t
+
+    def _awaited(self, slots: np.ndarray) -> np.ndarray | None:
+        """Of `slots` (mask), behind a silent leaf, those whose round waits for this
+        rank's own packet; None where there are none, or not behind a silent leaf."""
+        if not self.silent_leaf or self.contributes is None:
+            return None
+        mine = slots & self.contributes
+        return mine if np.count_nonzero(mine) else None
 
     def rto(self) -> float:
         """The retransmission timer now: the estimator's, or `initial_timeout` before any
@@ -599,6 +615,19 @@ class Pacer:
             # STATUS (the leaf's, or the spine's relayed) and is then held.
             lacking = self.slots.active & self.lacking  # not_heard: lost on the way
             return np.flatnonzero(lost | held | lacking | self._expired(holding, now))
+        mine = self._awaited(self.slots.active & ~holding & (self.xmit_at + self.rto() <= now))
+        if mine is not None:
+            # Behind a silent leaf, a round that waits for this rank's own packet and has
+            # waited past the retransmission timer is resent: as behind an every-rank
+            # leaf, a partial lost on its way to the spine stalls every rank of the leaf
+            # at once, and nothing overtakes it (16 ranks on two leaves at 5 % loss on
+            # every link took 5x every-rank rounds' time on one switch's probe, one slot
+            # per silence). Rounds this rank sits out keep one switch's rules (held
+            # timers, the silence probe): resent at the recent timer, they cost a silent
+            # rank 2-3x its packets in queries in Mininet (bench/silent_roles.py); at the
+            # recent timer its own rounds cost it ~5 % more packets lossless, at the
+            # retransmission timer ~1 %.
+            return np.flatnonzero(lost | held | mine)
         if n_lost or n_held:
             return np.flatnonzero(lost | held)
         if now < self.probe_at:  # (checked first: the usual turn's answer)
