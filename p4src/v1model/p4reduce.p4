@@ -82,7 +82,7 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                         bool lost_above = meta.downlink == 1 && hdr.p4r.flags[4:4] == 1;
                         /* a silent leaf: the spine's winner, the next round's expected
                          * ranks here, then the halves for that round */
-                        bool silent_result = meta.downlink == 1 && hdr.p4r.flags[4:4] == 0
+                        bool silent_result = !contribution && !lost_above
                                              && meta.store_result == 1
                                              && meta.round_mode == ROUND_MODE_SILENT;
                         if (contribution) {
