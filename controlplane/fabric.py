@@ -36,13 +36,21 @@ from p4reduce.addresses import Address, WorkerAddress
 from p4reduce.fabric import (
     AT_SPINE_ALONE,
     FABRIC_ROUND_MODE,
+    IN_LEAF_ROLE,
     MAX_WORKERS,
     Fabric,
     FabricError,
     Placement,
     place_job,
 )
-from p4reduce.job import Job, JobError, Uplink, check_job_id, resolve_round_mode
+from p4reduce.job import (
+    Job,
+    JobError,
+    Uplink,
+    check_job_id,
+    resolve_block_values,
+    resolve_round_mode,
+)
 from p4reduce.p4rt import P4InfoError
 from p4reduce.target import Target
 from p4reduce.wire import MAX_EPOCH
@@ -163,15 +171,14 @@ class FabricJobManager(JobManager):
         i the one of the i-th lowest first rank), then on each leaf with its ranks and
         its uplink (`_add`), under the lock of every switch the job crosses, with slots
         free and the epoch new on each. Its round mode is `round_mode`, else every-rank
-        rounds (`_round_mode`); a job of silent rounds aggregates where
+        rounds, and a job of silent rounds aggregates where
         `Placement.silent_aggregation` says: in the leaf and spine roles, or at the spine
-        alone (`_create_at_root`)."""
+        alone (`_create_at_root`); `_aggregation` decides both."""
         placement = self.place(job_id, workers)
-        values = self.target.default_block_values if block_values is None else block_values
-        round_mode = self._round_mode(job_id, placement, values, round_mode)
+        values = resolve_block_values(self.target, job_id, block_values)
+        round_mode, where = self._aggregation(job_id, placement, values, round_mode)
         args = (slots, encoding, int32_halves, block_values, round_mode, window)
-        silent = round_mode == wire.RoundMode.SILENT.name.lower()
-        if silent and placement.silent_aggregation(values) == AT_SPINE_ALONE:
+        if where == AT_SPINE_ALONE:
             return self._create_at_root(job_id, placement, workers, args)
         spine = [
             WorkerAddress(
@@ -185,18 +192,20 @@ class FabricJobManager(JobManager):
         ]
         return self._create_placed(job_id, _Placing(placement, workers, True), spine, args)
 
-    def _round_mode(
+    def _aggregation(
         self, job_id: int, placement: Placement, block_values: int, requested: str | None
-    ) -> str:
-        """The job's round mode on this fabric: `requested`, else FABRIC_ROUND_MODE
-        (every-rank rounds, on every target). Silent rounds the fabric cannot run
-        (`silent_aggregation` None: more than MAX_WORKERS ranks at more than
-        SKIP_GROWS_TO_VALUES values per block) are a JobError."""
+    ) -> tuple[str, str]:
+        """The job's round mode on this fabric -- `requested`, else FABRIC_ROUND_MODE
+        (every-rank rounds, on every target) -- and where it aggregates: every-rank rounds
+        in the leaf role, silent ones where `silent_aggregation` says. Silent rounds the
+        fabric cannot run (more than MAX_WORKERS ranks at more than SKIP_GROWS_TO_VALUES
+        values per block) are a JobError."""
         mode = resolve_round_mode(self.target, job_id, requested or FABRIC_ROUND_MODE)
         if mode != wire.RoundMode.SILENT.name.lower():
-            return mode
-        if placement.silent_aggregation(block_values) is not None:
-            return mode
+            return mode, IN_LEAF_ROLE
+        where = placement.silent_aggregation(block_values)
+        if where is not None:
+            return mode, where
         raise JobError(
             f"job {job_id}: {len(placement.ranks)} ranks in silent rounds at {block_values} "
             f"values per block; on a fabric such a job runs in the leaf role at up to "

@@ -615,7 +615,7 @@ class Pacer:
             # STATUS (the leaf's, or the spine's relayed) and is then held.
             lacking = self.slots.active & self.lacking  # not_heard: lost on the way
             return np.flatnonzero(lost | held | lacking | self._expired(holding, now))
-        mine = self._awaited(self.slots.active & ~holding & (self.xmit_at + self.rto() <= now))
+        mine = self._awaited(self._expired(holding, now, self.rto()))
         if mine is not None:
             # Behind a silent leaf, a round that waits for this rank's own packet and has
             # waited past the retransmission timer is resent: as behind an every-rank
@@ -624,9 +624,10 @@ class Pacer:
             # every link took 5x every-rank rounds' time on one switch's probe, one slot
             # per silence). Rounds this rank sits out keep one switch's rules (held
             # timers, the silence probe): resent at the recent timer, they cost a silent
-            # rank 2-3x its packets in queries in Mininet (bench/silent_roles.py); at the
-            # recent timer its own rounds cost it ~5 % more packets lossless, at the
-            # retransmission timer ~1 %.
+            # rank 2-3x its packets in queries in Mininet (bench/silent_roles.py). Its own
+            # rounds at the recent timer cost a lossless sparse rank ~5 % more packets on
+            # softswitch; at the retransmission timer ~1 % there, ~10 % on bmv2, whose
+            # rounds vary more.
             return np.flatnonzero(lost | held | mine)
         if n_lost or n_held:
             return np.flatnonzero(lost | held)
@@ -700,10 +701,11 @@ class Pacer:
             return took[~repaired | (took <= self.params.initial_timeout / 2)]
         return np.where(repaired, np.minimum(took, srtt), took)
 
-    def _expired(self, holding: np.ndarray, now: float) -> np.ndarray:
+    def _expired(self, holding: np.ndarray, now: float, timer: float | None = None) -> np.ndarray:
         """Active slots not held (`holding`: held()) whose latest transmission is older
-        than the recent timer."""
-        return self.slots.active & ~holding & (self.xmit_at + self.recent_timeout() <= now)
+        than `timer` (None: the recent timer)."""
+        timer = self.recent_timeout() if timer is None else timer
+        return self.slots.active & ~holding & (self.xmit_at + timer <= now)
 
     def _silence_timeout(self) -> float:
         """How long the job may go without any result before a probe. Once results have

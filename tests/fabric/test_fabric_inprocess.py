@@ -89,6 +89,23 @@ def sparse_tensors(workers, blocks: int, seed: int, values: int = 64) -> list[np
     return tensors
 
 
+def nonzero_blocks(tensor: np.ndarray, values: int = 64) -> np.ndarray:
+    """Which of `tensor`'s blocks of `values` values are non-zero."""
+    return tensor.reshape(-1, values).any(axis=1)
+
+
+def assert_silent_packets(tensors, stats, values: int = 64) -> None:
+    """Each rank of a silent call sent at most its own non-zero blocks plus an announce
+    and a closing packet per slot -- where it resent nothing and no rewind made it re-run
+    a slot (a loaded machine may delay a round; another rank's lost result makes every
+    rank re-run a slot from a rewind) -- and counted its non-zero blocks right."""
+    for r, st in enumerate(stats):
+        nonzero = int(np.count_nonzero(nonzero_blocks(tensors[r], values)))
+        assert st.last_nonzero_blocks == nonzero, f"rank {r}"
+        lossless = st.retransmissions == 0 and st.rewinds == 0
+        assert not lossless or st.last_packets_sent <= nonzero + 2 * st.last_call_slots
+
+
 def test_a_small_silent_job_runs_in_the_leaf_role(inprocess_fabric, tmp_path):
     """A job of silent rounds at 64 values per block runs in the leaf role however few
     its ranks (each rank sends to its leaf, its index there on the wire, and only for its
@@ -113,12 +130,9 @@ def test_a_small_silent_job_runs_in_the_leaf_role(inprocess_fabric, tmp_path):
             assert np.array_equal(got, exact), f"rank {r}"
         # the job's rounds: each block of the union, an announce and at most a closing
         # round per slot
-        union = int(np.count_nonzero(np.any([t.reshape(-1, 64).any(axis=1) for t in tensors], 0)))
+        union = int(np.count_nonzero(np.any([nonzero_blocks(t) for t in tensors], axis=0)))
         rounds = union + 2 * stats[0].last_call_slots
-        for r, st in enumerate(stats):
-            nonzero = int(np.count_nonzero(tensors[r].reshape(-1, 64).any(axis=1)))
-            lossless = st.retransmissions == 0 and st.rewinds == 0
-            assert not lossless or st.last_packets_sent <= nonzero + 2 * st.last_call_slots
+        assert_silent_packets(tensors, stats)
         if all(st.retransmissions == 0 for st in stats):  # one frame each way per round
             after = fab.link_counts()
             ends = [(leaf, UPLINK) for leaf in LEAVES] + [("s", 1), ("s", 2)]
@@ -157,13 +171,7 @@ def test_a_silent_job_of_wide_blocks_runs_at_the_spine_alone(inprocess_fabric, t
         for r, got in enumerate(results):
             assert isinstance(got, np.ndarray), f"rank {r}: {got!r}"
             assert np.array_equal(got, exact), f"rank {r}"
-        for r, st in enumerate(stats):
-            nonzero = int(np.count_nonzero(tensors[r].reshape(-1, 256).any(axis=1)))
-            assert st.last_nonzero_blocks == nonzero
-            # (a loaded machine may delay a round; another rank's lost result makes every
-            # rank re-run a slot from a rewind)
-            lossless = st.retransmissions == 0 and st.rewinds == 0
-            assert not lossless or st.last_packets_sent <= nonzero + 2 * st.last_call_slots
+        assert_silent_packets(tensors, stats, 256)
         assert all(s["unrouted"] == 0 for s in ctl.switch_stats().values())
 
         ctl.jobs.delete(job.job)
@@ -291,10 +299,7 @@ def test_a_silent_job_larger_than_one_bitmap_runs_in_the_leaf_role(inprocess_fab
         for r, got in enumerate(results):
             assert isinstance(got, np.ndarray), f"rank {r}: {got!r}"
             assert np.allclose(got, exact, rtol=1e-5, atol=1e-2), f"rank {r}"
-        for r, st in enumerate(stats):
-            nonzero = int(np.count_nonzero(tensors[r].reshape(-1, 64).any(axis=1)))
-            lossless = st.retransmissions == 0 and st.rewinds == 0
-            assert not lossless or st.last_packets_sent <= nonzero + 2 * st.last_call_slots
+        assert_silent_packets(tensors, stats)
         ctl.jobs.delete(job.job)
         silent_call_under_loss(fab, ctl, 17, workers, sparse_tensors(workers, 24, seed=10), 7)
     finally:
