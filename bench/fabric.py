@@ -131,7 +131,7 @@ def one_job(
         s0 = stats[0]
         return {
             "loss": loss,
-            "round_mode": job.round_mode,  # the fabric's default
+            "round_mode": job.round_mode,  # `round_mode`, or the fabric's default
             "seconds": seconds,
             # where the time goes: the process's CPU (every rank and switch is a thread of
             # it), every rank's packets and resends, each switch's counters of the job
