@@ -204,15 +204,27 @@ def test_the_spines_status_reaches_the_leafs_ranks(switch):
     nothing_up(job)
 
 
-def test_the_leafs_own_status_answers_the_asker_alone(switch):
-    """As one switch's in silent rounds: a rank that missed the rounds since its last
-    packet must not take another round's STATUS for its own."""
+def test_the_leafs_own_status_reaches_the_asker_and_the_ranks_its_round_expects(switch):
+    """In silent rounds the leaf's STATUS goes to the asker and to the ranks its round
+    expects: each whose packet it holds stops asking, one whose packet was lost learns it
+    at once (the bitmap lacks it). Not to a rank that sits the round out: it may have
+    missed the rounds since its last packet and must not take another round's STATUS for
+    its own."""
     job = silent_leaf(switch, 78)
-    announce_round(job, nexts=(2, 2, 9))
+    announce_round(job, nexts=(2, 2, 9))  # ranks 0 and 1 in block 2's round, not rank 2
     data_and_its_copy(job, 0, next_block=9)
-    status = job.result(0)
-    assert status is not None and status.header.msg_type == MsgType.STATUS
-    assert status.contributors == 0b101  # rank 0, and rank 2 (not in the round)
+    for rank in (0, 1):
+        status = job.result(rank)
+        assert status is not None and status.header.msg_type == MsgType.STATUS
+        assert (status.header.rank, status.header.block) == (rank, 2)
+        assert status.contributors == 0b101  # rank 0, and rank 2 (not in the round)
+    job.assert_silent()
+    nothing_up(job)
+    # rank 2's query into the round: the asker gets the STATUS, and so do the round's
+    job.send(2, MsgType.SKIP, version=1, block=2, next_block=9, flags=Flag.RETRANSMIT)
+    for rank, status in job.results().items():
+        assert status.header.msg_type == MsgType.STATUS and status.header.rank == rank
+        assert status.contributors == 0b101
     job.assert_silent()
     nothing_up(job)
 

@@ -240,22 +240,17 @@ class AllreduceEngine:
         self._probe_flags = int(p.FLAG.RETRANSMIT | p.FLAG.CONTINUED) | (
             0 if cfg.round_mode == p.RoundMode.SILENT else int(p.FLAG.PROBE)
         )
-        # the leaf role of every-rank rounds (timers.Pacer: each waiting slot resent at
-        # twice the smoothed clean round). Not silent rounds': a rank that sits a round
-        # out waits for the other ranks' packets too, longer than its own rounds, and with
-        # that rule a silent rank behind a leaf in Mininet sent 2-3x its packets in
-        # queries (bench/silent_roles.py); one switch's rules hold it to its blocks, but
-        # for the rounds that wait for its own packet (timers.Pacer's silent_leaf)
-        silent = cfg.round_mode == p.RoundMode.SILENT
+        # the leaf role (timers.Pacer's behind_leaf: each waiting slot resent at its
+        # timer, held rounds each on their own; in silent rounds the rounds a rank sits
+        # out keep one switch's silence probe, `Pacer.due`)
         leaf = cfg.wire_rank is not None
         self.pacer = Pacer(
             self.params,
             rtt or RttEstimator(),
             self.slots,
             now,
-            leaf and not silent,
+            leaf,
             cfg.worker_count,
-            silent_leaf=leaf and silent,
         )
         self.liveness = Liveness(
             cfg, self.params, self.slots, self.pacer, self.round, self.block, now

@@ -184,19 +184,17 @@ class Pacer:
         now: float,
         behind_leaf: bool = False,
         ranks: int = 32,
-        silent_leaf: bool = False,
     ):
         self.params, self.rtt, self.slots = params, rtt, slots
         # the job's ranks as a STATUS bitmap's bits (_spurious; a bitmap has 32)
         self.rank_mask = (1 << min(ranks, _RANK_BITS.size)) - 1
         # a rank of a job in the leaf role (docs/fabric.md, "Loss recovery across
         # levels"): every slot not held is resent once its wait exceeds the recent timer
-        # (`due`), twice the smoothed clean round (`recent_timeout`)
+        # (`due`), twice the smoothed clean round (`recent_timeout`), and each held round
+        # asks on its own timer; in silent rounds (`contributes` set) a round that waits
+        # for the rank's own packet at the retransmission timer, the rounds it sits out
+        # by one switch's silence probe
         self.behind_leaf = behind_leaf
-        # a rank of a job in the leaf role of silent rounds: one switch's timers, except
-        # that a slot whose round waits for this rank's own packet is resent once its
-        # wait exceeds the retransmission timer, as behind_leaf resends every slot (`due`)
-        self.silent_leaf = silent_leaf
         n = slots.count
         self.sent_at = np.full(n, now, np.float64)  # first transmission of the round
         self.xmit_at = np.full(n, now, np.float64)  # latest transmission of its packet
@@ -452,28 +450,30 @@ class Pacer:
         t = float("inf")
         if np.count_nonzero(free):
             t = least(self.xmit_at[free]) + self.recent_timeout()
-            if not self.behind_leaf:  # behind a leaf `due` resends without a probe
+            if not self.behind_leaf:  # behind a leaf `due` resends without a probe ...
                 t = max(t, self.probe_at)
-            mine = self._awaited(free)
-            if mine is not None:  # ... nor does a silent leaf's rank for its own rounds
-                t = min(t, least(self.xmit_at[mine]) + self.rto())
+            elif self.contributes is not None:  # ... but for the rounds a silent rank
+                own = free & self.contributes  # sits out (its own: at its timer)
+                n_own = np.count_nonzero(own)
+                t = max(t, self.probe_at) if n_own < np.count_nonzero(free) else np.inf
+                if n_own:
+                    t = min(t, least(self.xmit_at[own]) + self.rto())
         if np.count_nonzero(o):
             t = min(t, least(self._lost_at(o)))
         if n_held:
             t = min(t, least(self._held_until(held)))
         if np.count_nonzero(self.lacking):
-            lacking = self.slots.active & self.lacking
+            lacking = self._lacking()
             if np.count_nonzero(lacking):  # due now (`not_heard`)
                 t = min(t, least(self.xmit_at[lacking]))
         return t
 
-    def _awaited(self, slots: np.ndarray) -> np.ndarray | None:
-        """Of `slots` (mask), behind a silent leaf, those whose round waits for this
-        rank's own packet; None where there are none, or not behind a silent leaf."""
-        if not self.silent_leaf or self.contributes is None:
-            return None
-        mine = slots & self.contributes
-        return mine if np.count_nonzero(mine) else None
+    def _lacking(self) -> np.ndarray:
+        """Active slots whose leaf's STATUS did not name this rank (`not_heard`): resent
+        at once. Behind a silent leaf only the rounds that wait for this rank's own packet
+        (`contributes`): a round it sits out does not wait for it."""
+        lacking = self.slots.active & self.lacking
+        return lacking if self.contributes is None else lacking & self.contributes
 
     def rto(self) -> float:
         """The retransmission timer now: the estimator's, or `initial_timeout` before any
@@ -613,27 +613,30 @@ class Pacer:
             # would find a rank's own lost packet or result only after several probes,
             # many lossless rounds later. A resend into a round that only waits gets a
             # STATUS (the leaf's, or the spine's relayed) and is then held.
-            lacking = self.slots.active & self.lacking  # not_heard: lost on the way
-            return np.flatnonzero(lost | held | lacking | self._expired(holding, now))
-        mine = self._awaited(self._expired(holding, now, self.rto()))
-        if mine is not None:
-            # Behind a silent leaf, a round that waits for this rank's own packet and has
-            # waited past the retransmission timer is resent: as behind an every-rank
-            # leaf, a partial lost on its way to the spine stalls every rank of the leaf
-            # at once, and nothing overtakes it (16 ranks on two leaves at 5 % loss on
-            # every link took 5x every-rank rounds' time on one switch's probe, one slot
-            # per silence). Rounds this rank sits out keep one switch's rules (held
-            # timers, the silence probe): resent at the recent timer, they cost a silent
-            # rank 2-3x its packets in queries in Mininet (bench/silent_roles.py). Its own
-            # rounds at the recent timer cost a lossless sparse rank ~5 % more packets on
-            # softswitch; at the retransmission timer ~1 % there, ~10 % on bmv2, whose
-            # rounds vary more.
-            return np.flatnonzero(lost | held | mine)
+            lacking = self._lacking()  # not_heard: lost on the way
+            if self.contributes is None:
+                return np.flatnonzero(lost | held | lacking | self._expired(holding, now))
+            # Behind a silent leaf, a round that waits for this rank's own packet is resent
+            # at the retransmission timer, and the rounds it sits out keep one switch's
+            # silence probe: a round it sits out lasts the other ranks' packets too,
+            # longer than the rounds it sends in, and resent at a timer, every one of
+            # them, they cost a sparse rank 2-5x its packets in queries (in Mininet,
+            # lossless); its own rounds at the recent timer, 1.5-2x
+            own = self._expired(holding, now, self.rto()) & self.contributes
+            due = np.flatnonzero(lost | held | lacking | own)
+            if due.size:
+                return due
+            return self._probe(self._expired(holding, now) & ~self.contributes, now)
         if n_lost or n_held:
             return np.flatnonzero(lost | held)
+        return self._probe(self._expired(holding, now), now)
+
+    def _probe(self, expired: np.ndarray, now: float) -> np.ndarray:
+        """The silence probe (`due`): of the slots whose timer `expired` (mask), the
+        lowest `probe_burst` once the job has had no result for the silence timer, which
+        then doubles; none before."""
         if now < self.probe_at:  # (checked first: the usual turn's answer)
             return _NONE
-        expired = self._expired(holding, now)
         if not np.count_nonzero(expired):
             return _NONE
         if now >= self.probe_at and self.probes_in_row:
@@ -663,7 +666,11 @@ class Pacer:
         estimates, the estimate rose by 3 % a round while the loss lasted, and a job that
         started under loss, its first rounds about the initial timer long, kept timers of
         twice that. The estimate still falls to shorter rounds, and follows a slower
-        switch in rounds without any STATUS (without loss, the usual case)."""
+        switch in rounds without any STATUS (without loss, the usual case). Not in silent
+        rounds, whose rounds vary with when the other ranks' packets come: held down so,
+        a silent rank's timer lagged its rounds, and a lossless sparse job in Mininet
+        (bench/fabric.py's, in the leaf role) sent 85-128 packets a rank per call where
+        its blocks and the slots' control packets are 64."""
         srtt = self.rtt.srtt
         asked = sent < self.status_seen
         if srtt is None:
@@ -767,8 +774,8 @@ class Pacer:
         if self.status_seen > -np.inf:  # (else no STATUS held any round)
             clean &= self.status_at[s] <= sent  # (one at its start: the last round's)
         took = now - sent[clean]
-        if self.behind_leaf:
-            took = self._leaf_sample(took, sent[clean])
+        if self.behind_leaf and self.contributes is None:  # every-rank rounds' (why not
+            took = self._leaf_sample(took, sent[clean])  # silent ones': _leaf_sample)
         if repaired is not None and np.count_nonzero(repaired):
             took = self._repaired_sample(took, repaired[clean])
         self.rtt.update(took)

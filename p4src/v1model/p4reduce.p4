@@ -140,6 +140,12 @@ control P4ReduceEgress(inout headers_t hdr, inout metadata_t meta,
         if (meta.to_worker == 1) {
             if (standard_metadata.egress_rid == UPLINK_REPLICA) {
                 empty_partial.apply(hdr, meta, standard_metadata);   /* a silent leaf's */
+            } else if (meta.status_to_round == 1
+                       && (((meta.unexpected & ~meta.rank_bit)
+                            >> standard_metadata.egress_rid[7:0]) & 1) == 1) {
+                /* a silent leaf's STATUS (Result) goes to the asker and the ranks its
+                 * round expects, not to a rank that sits the round out */
+                mark_to_drop(standard_metadata);
             } else {
                 result_destination.apply(hdr, meta, standard_metadata);
                 drop_simulator_egress.apply(hdr, meta, standard_metadata);

@@ -127,16 +127,19 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
     /* a leaf (uplink.p4): its STATUS goes to every one of its ranks, not only the asker:
      * each that contributed learns that the round waits and stops asking; one its
-     * bitmap lacks learns that its packet was lost and sends it again at once. Not in
-     * silent rounds, whose STATUS answers the asker alone, as one switch's does: a rank
-     * that missed the rounds since its last packet cannot tell another round of the
-     * same version and block from its own (a closing round from the call's announce
-     * round), and a STATUS it did not ask for would keep it from asking for a rewind. */
+     * bitmap lacks learns that its packet was lost and sends it again at once. In silent
+     * rounds it goes to the asker and the ranks whose packets the round holds, and
+     * egress drops the other copies (meta.status_to_round): a rank that sat the round
+     * out may have missed the rounds since its last packet, so it cannot tell another
+     * round of the same version and block from its own (a closing round from the call's
+     * announce round), and a STATUS it did not ask for would keep it from asking for a
+     * rewind; a rank whose packet the round holds waits for this very round. */
     action status_to_ranks() {
         duplicates.count((bit<32>)meta.job_index);
         make_status();
         meta.multicast = 1;
         standard_metadata.mcast_grp = meta.mcast_grp;
+        meta.status_to_round = meta.round_mode;
     }
     /* a RESULT with values carries the job's K values: 62 + 4K bytes */
     action set_lengths_with_values() {
@@ -222,8 +225,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             mark_to_drop(standard_metadata);
         } else if (meta.duplicate == 1 && meta.round_done == 1) {
             serve_cached_result();
-        } else if (meta.duplicate == 1 && meta.has_uplink == 1
-                   && meta.round_mode == ROUND_MODE_EVERY_RANK) {
+        } else if (meta.duplicate == 1 && meta.has_uplink == 1) {
             status_to_ranks();
         } else if (meta.duplicate == 1) {
             answer_status();

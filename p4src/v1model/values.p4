@@ -61,7 +61,8 @@ FOR_EACH_BLOCK_SIZE(VALUES_HEADER_TYPE)
     bit<1> leaf_empty;        /* silent: none of the leaf's ranks is in its next round */ \
     bit<32> partial_key;      /* silent: the key the leaf's partial announces (its minimum) */ \
     bit<1> partial_covered;   /* silent: the leaf's partial is COVERED (every rank's DATA was) */ \
-    bit<1> every_leaf;        /* silent, a spine: every rank (leaf) takes part in every round */
+    bit<1> every_leaf;        /* silent, a spine: every rank (leaf) takes part in every round */ \
+    bit<1> status_to_round;   /* silent, a leaf: its STATUS only to the asker and the round's ranks */
 
 /* CALL_FOR_JOB_SIZE calls action SIZE_ACTION_K (SIZE_ACTION defined by the caller) of the
  * job's size K: bmv2 pays per table, an if chain is cheaper than a table keyed on the size,
