@@ -621,7 +621,8 @@ class Pacer:
             # silence probe: a round it sits out lasts the other ranks' packets too,
             # longer than the rounds it sends in, and resent at a timer, every one of
             # them, they cost a sparse rank 2-5x its packets in queries (in Mininet,
-            # lossless); its own rounds at the recent timer, 1.5-2x
+            # lossless); its own rounds at the recent timer, 4-36x on simple_switch_grpc,
+            # whose rounds vary with its queue
             own = self._expired(holding, now, self.rto()) & self.contributes
             due = np.flatnonzero(lost | held | lacking | own)
             if due.size:
