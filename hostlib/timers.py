@@ -449,15 +449,12 @@ class Pacer:
             free, o = free & not_held, o & not_held
         t = float("inf")
         if np.count_nonzero(free):
-            t = least(self.xmit_at[free]) + self.recent_timeout()
-            if not self.behind_leaf:  # behind a leaf `due` resends without a probe ...
-                t = max(t, self.probe_at)
-            elif self.contributes is not None:  # ... but for the rounds a silent rank
-                own = free & self.contributes  # sits out (its own: at its timer)
-                n_own = np.count_nonzero(own)
-                t = max(t, self.probe_at) if n_own < np.count_nonzero(free) else np.inf
-                if n_own:
-                    t = min(t, least(self.xmit_at[own]) + self.rto())
+            if self.behind_leaf and self.contributes is not None:
+                t = self._silent_leaf_timer(free)
+            else:
+                t = least(self.xmit_at[free]) + self.recent_timeout()
+                if not self.behind_leaf:  # behind a leaf `due` resends without a probe
+                    t = max(t, self.probe_at)
         if np.count_nonzero(o):
             t = min(t, least(self._lost_at(o)))
         if n_held:
@@ -466,6 +463,18 @@ class Pacer:
             lacking = self._lacking()
             if np.count_nonzero(lacking):  # due now (`not_heard`)
                 t = min(t, least(self.xmit_at[lacking]))
+        return t
+
+    def _silent_leaf_timer(self, free: np.ndarray) -> float:
+        """`next_timer` of the slots `free` (mask: active, not held) behind a silent leaf
+        (`due`): a round that waits for this rank's own packet at the retransmission
+        timer, the rounds it sits out at the silence probe."""
+        own, out = free & self.contributes, free & ~self.contributes
+        t = float("inf")
+        if np.count_nonzero(out):
+            t = max(least(self.xmit_at[out]) + self.recent_timeout(), self.probe_at)
+        if np.count_nonzero(own):
+            t = min(t, least(self.xmit_at[own]) + self.rto())
         return t
 
     def _lacking(self) -> np.ndarray:
