@@ -1,6 +1,7 @@
 """bench/fabric.py (run by `make bench`): its quick run measures a two-level job in one
 process -- lossless and with 5 % loss on every link, exact both times (and a running
-job's lossless and lossy calls on the same workers), each uplink
+job's lossless and lossy calls on the same workers, and the lossy job in each round
+mode, interleaved), each uplink
 carrying one contribution up and one result down per round -- its model reproduces the
 line-rate projection's function, and docs/benchmarks.md's fabric section is what
 docs/bench/fabric.json gives."""
@@ -64,9 +65,15 @@ def test_quick_run_measures_both_jobs_and_each_uplink(tmp_path):
     silent = data["inprocess"]["silent_runs"]
     assert [r["round_mode"] for r in silent] == ["silent", "silent"]
     assert [r["loss"] for r in silent] == [0, fabric.LOSS] and all(r["exact"] for r in silent)
+    # the lossy job again in each round mode, interleaved: every call exact
+    pairs = data["inprocess"]["loss_pairs"]
+    assert sorted(pairs) == sorted(fabric.ROUND_MODES)
+    for r in pairs.values():
+        assert r["exact"] and len(r["seconds"]) == fabric.LOSS_PAIRS and min(r["seconds"]) > 0
     text = fabric.markdown(data)
     assert f"| l1's uplink | {lossless['uplinks'][0]['frames_up']} |" in text
     assert "| in one process, 6 ranks, silent rounds |" in text
+    assert f"{fabric.LOSS_PAIRS} times in each round mode, the modes interleaved" in text
     assert "yes |" in text
 
 
