@@ -128,12 +128,13 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     /* a leaf (uplink.p4): its STATUS goes to every one of its ranks, not only the asker:
      * each that contributed learns that the round waits and stops asking; one its
      * bitmap lacks learns that its packet was lost and sends it again at once. In silent
-     * rounds it goes to the asker and the ranks whose packets the round holds, and
-     * egress drops the other copies (meta.status_to_round): a rank that sat the round
-     * out may have missed the rounds since its last packet, so it cannot tell another
-     * round of the same version and block from its own (a closing round from the call's
-     * announce round), and a STATUS it did not ask for would keep it from asking for a
-     * rewind; a rank whose packet the round holds waits for this very round. */
+     * rounds it goes to the asker and the ranks the round expects, and egress drops the
+     * other copies (meta.status_to_round): a rank that sits the round out may have
+     * missed the rounds since its last packet, so it cannot tell another round of the
+     * same version and block from its own (a closing round from the call's announce
+     * round), and a STATUS it did not ask for would keep it from asking for a rewind; a
+     * rank the round expects sent its packet for this very round, or takes the STATUS
+     * for no packet of its own (another version or block) and ignores it. */
     action status_to_ranks() {
         duplicates.count((bit<32>)meta.job_index);
         make_status();
