@@ -449,7 +449,7 @@ class Pacer:
             free, o = free & not_held, o & not_held
         t = float("inf")
         if np.count_nonzero(free):
-            if self.behind_leaf and self.contributes is not None:
+            if self._silent_leaf:
                 t = self._silent_leaf_timer(free)
             else:
                 t = least(self.xmit_at[free]) + self.recent_timeout()
@@ -464,6 +464,13 @@ class Pacer:
             if np.count_nonzero(lacking):  # due now (`not_heard`)
                 t = min(t, least(self.xmit_at[lacking]))
         return t
+
+    @property
+    def _silent_leaf(self) -> bool:
+        """A rank of a silent job (its engine says which rounds wait for its packet,
+        `contributes`) behind a leaf: the leaf role's timers, with silent rounds' three
+        differences (`due`, `_silent_leaf_timer`, `answered`)."""
+        return self.behind_leaf and self.contributes is not None
 
     def _silent_leaf_timer(self, free: np.ndarray) -> float:
         """`next_timer` of the slots `free` (mask: active, not held) behind a silent leaf
@@ -623,7 +630,7 @@ class Pacer:
             # many lossless rounds later. A resend into a round that only waits gets a
             # STATUS (the leaf's, or the spine's relayed) and is then held.
             lacking = self._lacking()  # not_heard: lost on the way
-            if self.contributes is None:
+            if not self._silent_leaf:
                 return np.flatnonzero(lost | held | lacking | self._expired(holding, now))
             # Behind a silent leaf, a round that waits for this rank's own packet is resent
             # at the retransmission timer, and the rounds it sits out keep one switch's
@@ -784,8 +791,8 @@ class Pacer:
         if self.status_seen > -np.inf:  # (else no STATUS held any round)
             clean &= self.status_at[s] <= sent  # (one at its start: the last round's)
         took = now - sent[clean]
-        if self.behind_leaf and self.contributes is None:  # every-rank rounds' (why not
-            took = self._leaf_sample(took, sent[clean])  # silent ones': _leaf_sample)
+        if self.behind_leaf and not self._silent_leaf:  # (why not a silent rank's:
+            took = self._leaf_sample(took, sent[clean])  # _leaf_sample)
         if repaired is not None and np.count_nonzero(repaired):
             took = self._repaired_sample(took, repaired[clean])
         self.rtt.update(took)
