@@ -151,6 +151,13 @@ def test_behind_a_leaf_every_waiting_slot_is_resent_once_its_timer_expires():
     assert [resent_after_a_timer(e) for e in (engine(), flat)] == [SLOTS, 1]
 
 
+def announce_results(e: SilentEngine, now: float) -> None:
+    """Every slot's announce round completes at `now`, naming block s on slot s."""
+    for slot in range(SLOTS):
+        h = header(p.MsgType.RESULT, slot, EOS, flags=p.Flag.SILENT, next_block=slot)
+        e.on_result(h, None, now, fingerprint=fp())
+
+
 def test_a_silent_rank_behind_a_leaf_resends_only_the_rounds_that_wait_for_it():
     """A rank of a silent job sits most rounds out, and a round it waits for without a
     packet in it lasts the other ranks' packets too: resending every waiting slot at twice
@@ -171,9 +178,7 @@ def test_a_silent_rank_behind_a_leaf_resends_only_the_rounds_that_wait_for_it():
     assert [resent_after_a_timer(e) for e in (leaf, flat)] == [SLOTS, 1]
     now = T0 + PARAMS.initial_timeout + 0.02
     for e in (leaf, flat):  # each announce round names its slot's first block, others'
-        for slot in range(SLOTS):
-            h = header(p.MsgType.RESULT, slot, EOS, flags=p.Flag.SILENT, next_block=slot)
-            e.on_result(h, None, now, fingerprint=fp())
+        announce_results(e, now)
         assert not len(e.packets_to_send(now))
     later = [now + k * PARAMS.max_timeout / 4 for k in range(1, 5)]
     resent = [[len(e.packets_to_send(t)) for t in later] for e in (leaf, flat)]
@@ -187,9 +192,7 @@ def silent_engine_in_data_rounds(x: np.ndarray, now: float) -> SilentEngine:
     cfg = load_descriptor(leaf_descriptor(round_mode="silent"))
     e = SilentEngine(cfg, make_payload(x, cfg.worker_count), T0, PARAMS)
     e.packets_to_send(T0)
-    for slot in range(SLOTS):
-        h = header(p.MsgType.RESULT, slot, EOS, flags=p.Flag.SILENT, next_block=slot)
-        e.on_result(h, None, now, fingerprint=fp())
+    announce_results(e, now)
     sent = [p.parse_frame(bytes(f)).header for f in _frames(e.packets_to_send(now))]
     assert [(h.msg_type, h.slot, h.block) for h in sent] == [
         (p.MsgType.DATA, s, s) for s in range(SLOTS)
