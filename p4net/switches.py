@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from softswitch.inprocess import INPROCESS, InProcessSwitch
-from p4reduce.afpacket import ETH_P_ALL, PACKET_OUTGOING
+from p4reduce.afpacket import ETH_P_ALL, PACKET_OUTGOING, SO_RCVBUFFORCE
 from p4reduce.target import SIMPLE_SWITCH_GRPC, SOFTSWITCH, V1MODEL_BLOCK_SIZES
 from p4reduce.wire import mtu_needed
 from softswitch.runner import SwitchRunner
@@ -35,6 +35,7 @@ KINDS = (INPROCESS, SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 PROCESS_KINDS = (SOFTSWITCH, SIMPLE_SWITCH_GRPC)
 # the veths carry a DATA of the largest block size (64 048 bytes of IPv4 at 16 000 values)
 VETH_MTU = mtu_needed(max(V1MODEL_BLOCK_SIZES))
+HOST_RCVBUF = 32 << 20  # bytes a test's socket on a port's host end queues
 
 
 class SwitchUnderTest(Protocol):
@@ -118,6 +119,9 @@ class VethSwitch:
                 # protocol 0 receives nothing until bound to the one interface: a socket
                 # created for ETH_P_ALL would queue every interface's frames until then
                 sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+                # a few 64 KB frames fill net.core.rmem_max: a test that reads one port
+                # while the switch answers on others must not lose the frames behind
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, HOST_RCVBUF)
                 sock.bind((pair.host_end, ETH_P_ALL))
                 sock.setblocking(False)
                 self.sockets[port] = sock

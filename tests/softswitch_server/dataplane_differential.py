@@ -1,0 +1,432 @@
+"""One frame sequence, two switches: softswitch against simple_switch_grpc, frame for frame.
+
+Why: softswitch must behave exactly like simple_switch for what it supports. The packet
+suite (bmv2_tests) checks each target against what the protocol says of one situation at
+a time; this compares the targets with each other on whole sequences no test wrote: a
+real job's traffic -- captured from real Workers on an in-process switch, at any block
+size (the wide ones take softswitch's numpy-limb path, bmv2 its big integers), in either
+round mode and encoding -- with faults mixed in: frames lost, duplicated, swapped,
+delivered on another rank's port, cut short, a bit flipped in a header or a value, junk.
+Every target gets the same job (the same index, slots and epoch) on a fresh pipeline and
+the same frames in the same order; what each sends out of every port, and the job's and
+the switch's counters, must be the same bytes and numbers on both.
+
+Order: a frame is sent only once the one before it has left ingress -- after each frame
+an ARP request for the switch's address goes in on the same port, and its reply (same
+port, first in first out) says that the frame before it was processed -- so bmv2's
+per-port receive threads cannot reorder frames between ports. The drop simulator stays
+off: its random() is each target's own.
+
+    python tests/softswitch_server/dataplane_differential.py --scenarios 20 [--first-seed N]
+           [--against inprocess|softswitch]
+
+prints each scenario whose outputs differ, with its seed (`--first-seed N --scenarios 1`
+draws it again) and the first differing frame of each port; test_dataplane_differential.py
+runs a few in the suite. Needs root and simple_switch_grpc on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __name__ == "__main__":  # run as a script: the repository's packages, as pytest finds them
+    sys.path[:0] = [str(Path(__file__).parents[2])]
+
+from hostlib import protocol as p  # noqa: E402
+from hostlib.framing import frame_width  # noqa: E402
+from hostlib.worker import Worker  # noqa: E402
+from p4net.harness import SWITCH_IP, SWITCH_MAC, SwitchSession, TestJob, host_ip, host_mac  # noqa: E402
+from p4net.switches import start_switch  # noqa: E402
+from p4reduce.target import SIMPLE_SWITCH_GRPC, V1MODEL_BLOCK_SIZES  # noqa: E402
+from p4reduce.wire import P4R_OFFSET, Encoding, RoundMode  # noqa: E402
+
+PORTS = 5  # ranks on 1..4 at most; port 5 belongs to no job (a stray's way in)
+JOB, JOB_INDEX, EPOCH = 41, 2, 7
+FAULTS = (
+    "lose",
+    "duplicate",
+    "late_retransmit",
+    "swap",
+    "misport",
+    "truncate",
+    "forge",
+    "forge",
+    "header_bit",
+    "value_bit",
+    "value_carry",
+    "value_carry",
+    "junk",
+)
+ETH_ARP = 0x0806
+
+Frames = list[tuple[int, bytes]]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One job and its calls, drawn from `seed`: what the frames are made of."""
+
+    seed: int
+    ranks: int
+    slots: int
+    block_values: int
+    round_mode: str
+    encoding: str
+    blocks: int
+    dtype: str
+    pattern: str
+    calls: int
+    fault_rate: float
+
+    @classmethod
+    def draw(cls, seed: int) -> "Scenario":
+        rng = np.random.default_rng(seed)
+        # every size the program has (each its own header and register; softswitch's
+        # numpy limbs from 2 048 values on: softswitch.interp.wide.LAZY_BYTES)
+        block_values = int(rng.choice(V1MODEL_BLOCK_SIZES))
+        return cls(
+            seed=seed,
+            ranks=int(rng.integers(2, 5)),
+            slots=int(rng.integers(1, 5)),
+            block_values=block_values,
+            round_mode=str(rng.choice(["silent", "every_rank"])),
+            encoding=str(rng.choice(["packed", "lanes"])),
+            blocks=int(rng.integers(1, 41 if block_values <= 256 else 9)),
+            dtype=str(rng.choice(["int32", "float32", "int32_extremes"])),
+            pattern=str(rng.choice(["dense", "dense", "shared", "independent", "zeros"])),
+            calls=int(rng.integers(1, 4)),
+            # (a forged flag or epoch can end the job's state for good -- STATE_LOST from
+            # then on, on both targets alike --, so most draws have few faults)
+            fault_rate=float(rng.choice([0.0, 0.02, 0.05, 0.1, 0.2])),
+        )
+
+    def tensors(self) -> list[list[np.ndarray]]:
+        """Per call, every rank's tensor: `pattern`'s non-zero blocks, the last block cut
+        short now and then (a tensor need not fill its blocks)."""
+        rng = np.random.default_rng(self.seed + 1)
+        k, out = self.block_values, []
+        for _ in range(self.calls):
+            n = self.blocks * k - int(rng.integers(0, k // 2)) * int(rng.random() < 0.3)
+            shared = rng.random(self.blocks) < 0.5
+            call = []
+            for _ in range(self.ranks):
+                mask = {
+                    "dense": np.ones(self.blocks, bool),
+                    "shared": shared,
+                    "independent": rng.random(self.blocks) < 0.4,
+                    "zeros": np.zeros(self.blocks, bool),
+                }[self.pattern]
+                if self.dtype == "int32":
+                    x = rng.integers(-(2**20), 2**20, self.blocks * k).astype(np.int32)
+                elif self.dtype == "int32_extremes":  # sums that overflow, lanes that carry
+                    top = 2**31 - 1
+                    x = rng.choice(
+                        [-top - 1, top, -1, 0, 1, top // 2, -(top // 2)], self.blocks * k
+                    )
+                    x = x.astype(np.int32)
+                else:
+                    x = rng.standard_normal(self.blocks * k) * 10.0 ** rng.integers(-3, 4)
+                    x = x.astype(np.float32)
+                x[np.repeat(~mask, k)] = 0
+                call.append(x[:n])
+            out.append(call)
+        return out
+
+    def add_job(self, session: SwitchSession) -> TestJob:
+        """This scenario's job on `session`'s switch: the same index, slots and epoch on
+        every target, so that the same frames mean the same there."""
+        return session.add_job(
+            JOB,
+            self.ranks,
+            slot_base=0,
+            slot_count=self.slots,
+            job_index=JOB_INDEX,
+            epoch=EPOCH,
+            encoding=Encoding[self.encoding.upper()],
+            block_values=self.block_values,
+            round_mode=RoundMode[self.round_mode.upper()],
+        )
+
+
+def capture(sc: Scenario) -> Frames:
+    """Every frame the ranks' real Workers sent in `sc`'s calls on an in-process switch,
+    with the port it came in on, in the order the switch took them."""
+    frames: Frames = []
+    errors: list[BaseException] = []
+    with SwitchSession.inprocess(ports=PORTS) as session:
+        job = sc.add_job(session)
+        receive = session.device.receive
+        lock = threading.Lock()
+
+        def recorded(port: int, frame: bytes) -> None:
+            with lock:
+                frames.append((port, bytes(frame)))
+                receive(port, frame)
+
+        session.device.receive = recorded
+        tensors = sc.tensors()
+        width = frame_width(sc.block_values)
+
+        def rank(r: int, desc: dict) -> None:
+            transport = session.transport(job.by_rank[r].port, width)
+            try:
+                with Worker(desc, transport=transport, deadline=30.0) as w:
+                    for call in tensors:
+                        try:
+                            w.allreduce(call[r])
+                        except OverflowError:
+                            pass  # an exact sum beyond int32: the call's end, as specified
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        descs = job.job.descriptors(session.address)
+        threads = [threading.Thread(target=rank, args=(r, d)) for r, d in enumerate(descs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise RuntimeError(f"scenario {sc.seed}: the capture's call failed: {errors[0]!r}")
+    return frames
+
+
+def with_faults(frames: Frames, sc: Scenario) -> Frames:
+    """`frames` with `sc.fault_rate` of them meeting one of FAULTS (drawn from the seed)."""
+    rng = np.random.default_rng(sc.seed + 2)
+    out: Frames = []
+    pending: list[tuple[int, int, bytes]] = []  # (after which frame, port, frame)
+    for i, (port, frame) in enumerate(frames):
+        out += [(q, f) for at, q, f in pending if at == i]
+        pending = [x for x in pending if x[0] != i]
+        if rng.random() >= sc.fault_rate:
+            out.append((port, frame))
+            continue
+        fault = FAULTS[int(rng.integers(len(FAULTS)))]
+        if fault == "lose":
+            continue
+        if fault == "duplicate":
+            out += [(port, frame), (port, frame)]
+        elif fault == "late_retransmit":
+            out.append((port, frame))
+            later = _forged(frame, "flags", rng, value=_header(frame).flags | p.Flag.RETRANSMIT)
+            pending.append((i + int(rng.integers(1, 8)), port, later))
+        elif fault == "swap" and out:
+            out.insert(len(out) - 1, (port, frame))
+        elif fault == "misport":
+            out.append((int(rng.integers(1, PORTS + 1)), frame))
+        elif fault == "truncate":
+            out.append((port, frame[: int(rng.integers(14, len(frame)))]))
+        elif fault == "forge" and len(frame) >= P4R_OFFSET + p.HEADER_BYTES:
+            name = FORGED[int(rng.integers(len(FORGED)))]
+            out.append((port, _forged(frame, name, rng)))
+        elif fault == "header_bit":
+            out.append(
+                (port, _flip(frame, int(rng.integers(14, P4R_OFFSET + p.HEADER_BYTES)), rng))
+            )
+        elif fault == "value_bit" and len(frame) > P4R_OFFSET + p.HEADER_BYTES:
+            at = int(rng.integers(P4R_OFFSET + p.HEADER_BYTES, len(frame)))
+            out.append((port, _flip(frame, at, rng)))
+        elif fault == "value_carry" and len(frame) >= P4R_OFFSET + p.HEADER_BYTES + 8:
+            # a run of all-ones words: a sum with it carries from word to word (the
+            # packed encoding's lanes never do; a wide add must, modulo its width)
+            words = (len(frame) - P4R_OFFSET - p.HEADER_BYTES) // 4
+            at = P4R_OFFSET + p.HEADER_BYTES + 4 * int(rng.integers(0, words - 1))
+            out.append((port, frame[:at] + b"\xff" * 8 + frame[at + 8 :]))
+        elif fault == "junk":
+            out.append((port, frame))
+            out.append((port, rng.integers(0, 256, int(rng.integers(14, 200)), np.uint8).tobytes()))
+        else:  # a fault that does not apply to this frame: it goes as it was
+            out.append((port, frame))
+    return out + [(q, f) for _at, q, f in pending]
+
+
+# header fields a forged frame changes (checksums stay right: the switch reads it whole)
+FORGED = (
+    "msg_type",
+    "slot_version",
+    "flags",
+    "job",
+    "slot",
+    "rank",
+    "epoch",
+    "block",
+    "next_block",
+    "next_exponent",
+)
+
+
+def _header(frame: bytes) -> p.Header:
+    return p.decode_header(frame, P4R_OFFSET)
+
+
+def _forged(frame: bytes, name: str, rng: np.random.Generator, value: int | None = None) -> bytes:
+    """`frame` with header field `name` set to `value`, else to a value near its own, at
+    a limit of the field or anywhere in it."""
+    if len(frame) < P4R_OFFSET + p.HEADER_BYTES:
+        return frame
+    h = _header(frame)
+    if value is None:
+        bits = next(f.bits for f in p.FIELDS if f.name == name)
+        own, top = int(getattr(h, name)), (1 << bits) - 1
+        value = int(
+            rng.choice(
+                [own ^ 1, own + 1, own - 1, 0, top, p.END_OF_STREAM, int(rng.integers(0, top + 1))]
+            )
+        )
+        value = min(max(value, 0), top)
+    head = p.encode_header(h._replace(**{name: value}))
+    return frame[:P4R_OFFSET] + head + frame[P4R_OFFSET + p.HEADER_BYTES :]
+
+
+def _flip(frame: bytes, at: int, rng: np.random.Generator) -> bytes:
+    b = bytearray(frame)
+    b[min(at, len(b) - 1)] ^= 1 << int(rng.integers(8))
+    return bytes(b)
+
+
+def arp_request(port: int) -> bytes:
+    """The host on `port` asks who has the switch's address (the switch answers on it)."""
+    mac = bytes.fromhex(host_mac(port).replace(":", ""))
+    ip = bytes(int(x) for x in host_ip(port).split("."))
+    switch_ip = bytes(int(x) for x in SWITCH_IP.split("."))
+    eth = b"\xff" * 6 + mac + struct.pack("!H", ETH_ARP)
+    arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + mac + ip + bytes(6) + switch_ip
+    return eth + arp
+
+
+def _is_marker_reply(frame: bytes) -> bool:
+    """The switch's ARP reply (an answer to `arp_request`)."""
+    return (
+        len(frame) >= 42
+        and struct.unpack_from("!H", frame, 12)[0] == ETH_ARP
+        and struct.unpack_from("!H", frame, 20)[0] == 2
+        and frame[22:28] == bytes.fromhex(SWITCH_MAC.replace(":", ""))
+    )
+
+
+@dataclass
+class Outcome:
+    """What one target did with the frames: per port the frames it sent, in order, and
+    the job's and the switch's counters."""
+
+    kind: str
+    out: dict[int, list[bytes]]
+    job_stats: dict[str, int]
+    switch_stats: dict[str, int]
+
+
+def run(kind: str, sc: Scenario, frames: Frames) -> Outcome:
+    """`frames` through a fresh switch of `kind` with `sc`'s job, one at a time."""
+    proc = start_switch(kind, PORTS)
+    try:
+        with SwitchSession(proc) as session:
+            job = sc.add_job(session)
+            out: dict[int, list[bytes]] = {port: [] for port in range(1, PORTS + 1)}
+            for i, (port, frame) in enumerate(frames):
+                proc.send(port, frame)
+                proc.send(port, arp_request(port))
+                _until_marker(proc, port, out, f"{kind}: frame {i} of scenario {sc.seed}")
+                for q in out:
+                    while (got := proc.recv(q, 0.0)) is not None:
+                        out[q].append(got)
+            for q in out:
+                out[q] += proc.recv_all(q, 0.3)
+            markers = sum(_is_marker_reply(f) for frames_out in out.values() for f in frames_out)
+            assert markers == 0, f"{kind}: {markers} stray marker replies"
+            return Outcome(kind, out, job.stats(), session.switch_stats())
+    finally:
+        proc.stop()
+
+
+def _until_marker(proc: Any, port: int, out: dict[int, list[bytes]], where: str) -> None:
+    """Receive on `port` (keeping every other frame) up to the marker's ARP reply."""
+    while True:
+        got = proc.recv(port, 5.0)
+        if got is None:
+            raise TimeoutError(f"{where}: no ARP reply on port {port}")
+        if _is_marker_reply(got):
+            return
+        out[port].append(got)
+
+
+def differences(a: Outcome, b: Outcome) -> list[str]:
+    """What differs between two targets' outcomes, in words (empty: the same)."""
+    diffs = []
+    for port in a.out:
+        fa, fb = a.out[port], b.out[port]
+        if fa == fb:
+            continue
+        k = next((i for i, (x, y) in enumerate(zip(fa, fb)) if x != y), min(len(fa), len(fb)))
+        diffs.append(
+            f"port {port}: {a.kind} sent {len(fa)} frames, {b.kind} {len(fb)}; first "
+            f"difference at frame {k}: {a.kind} {_describe(fa, k)}, {b.kind} {_describe(fb, k)}"
+        )
+    for name, x, y in (
+        ("job", a.job_stats, b.job_stats),
+        ("switch", a.switch_stats, b.switch_stats),
+    ):
+        for key in sorted(set(x) | set(y)):
+            if x.get(key) != y.get(key):
+                diffs.append(f"{name} counter {key}: {a.kind} {x.get(key)}, {b.kind} {y.get(key)}")
+    return diffs
+
+
+def _describe(frames: list[bytes], k: int) -> str:
+    if k >= len(frames):
+        return "none"
+    frame = frames[k]
+    try:
+        f = p.parse_frame(frame)
+    except p.ProtocolError:
+        return f"{len(frame)} bytes {frame[:48].hex()}"
+    h = f.header
+    return (
+        f"{p.MsgType(h.msg_type).name} slot {h.slot} version {h.slot_version} block {h.block} "
+        f"next {h.next_block} flags {h.flags:#x} ({len(frame)} bytes)"
+    )
+
+
+def compare(seed: int, against: str) -> tuple[Frames, dict[str, int], list[str]]:
+    """Scenario `seed` on simple_switch_grpc and on `against`: its frames, the job's
+    counters on simple_switch_grpc, and the differences."""
+    sc = Scenario.draw(seed)
+    frames = with_faults(capture(sc), sc)
+    reference = run(SIMPLE_SWITCH_GRPC, sc, frames)
+    return frames, reference.job_stats, differences(reference, run(against, sc, frames))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenarios", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--against", default="inprocess", choices=["inprocess", "softswitch"])
+    a = ap.parse_args(argv)
+    broken = 0
+    for seed in range(a.first_seed, a.first_seed + a.scenarios):
+        sc = Scenario.draw(seed)
+        t0 = time.monotonic()
+        frames, stats, diffs = compare(seed, a.against)
+        print(
+            f"seed {seed}: {sc}: {len(frames)} frames in, {stats['rounds_completed']} rounds "
+            f"completed, {stats['state_lost']} answered STATE_LOST: "
+            f"{'differs' if diffs else 'same'} ({time.monotonic() - t0:.1f} s)",
+            flush=True,
+        )
+        for d in diffs[:12]:
+            print("   ", d)
+        broken += bool(diffs)
+    print(f"{broken} of {a.scenarios} scenarios differ")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
