@@ -17,8 +17,16 @@ port, first in first out) says that the frame before it was processed -- so bmv2
 per-port receive threads cannot reorder frames between ports. The drop simulator stays
 off: its random() is each target's own.
 
+The leaf role (docs/fabric.md): a job's leaf part, its ranks' frames the same as a plain
+job's, and on its uplink a mirror spine that answers each partial with its round's
+RESULT as if this leaf's were the job's only non-zero partial (`mirror`). Its answers go
+in right after the frame that made the partial -- once an ARP reply has come back out of
+every port, each copy of that frame is out (ingress took it before those requests, and
+each port's egress is first in first out) -- so both targets get the same answers as
+long as they send the same partials.
+
     python tests/softswitch_server/dataplane_differential.py --scenarios 20 [--first-seed N]
-           [--against inprocess|softswitch]
+           [--against inprocess|softswitch] [--leaf]
 
 prints each scenario whose outputs differ, with its seed (`--first-seed N --scenarios 1`
 draws it again) and the first differing frame of each port; test_dataplane_differential.py
@@ -32,7 +40,7 @@ import struct
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +52,25 @@ if __name__ == "__main__":  # run as a script: the repository's packages, as pyt
 from hostlib import protocol as p  # noqa: E402
 from hostlib.framing import frame_width  # noqa: E402
 from hostlib.worker import Worker  # noqa: E402
-from p4net.harness import SWITCH_IP, SWITCH_MAC, SwitchSession, TestJob, host_ip, host_mac  # noqa: E402
+from p4net.harness import (  # noqa: E402
+    SWITCH_IP,
+    SWITCH_MAC,
+    SwitchSession,
+    TestJob,
+    host_ip,
+    host_mac,
+    worker_address,
+)
 from p4net.switches import start_switch  # noqa: E402
 from p4reduce.target import SIMPLE_SWITCH_GRPC, V1MODEL_BLOCK_SIZES  # noqa: E402
-from p4reduce.wire import P4R_OFFSET, Encoding, RoundMode  # noqa: E402
+from p4reduce.addresses import Address  # noqa: E402
+from p4reduce.job import Job, Uplink  # noqa: E402
+from p4reduce.wire import P4R_OFFSET, SKIP_GROWS_TO_VALUES, Flag, MsgType  # noqa: E402
 
-PORTS = 5  # ranks on 1..4 at most; port 5 belongs to no job (a stray's way in)
+PORTS = 5  # ranks on 1..4 at most; port 5 belongs to no rank (a stray's way in)
+UPLINK_PORT = 5  # a leaf's way to its spine (the leaf role)
+SPINE = Address("02:00:00:00:0f:00", "10.0.9.254")
+LEAF_RANK = 1  # the leaf's rank in the spine's job
 JOB, JOB_INDEX, EPOCH = 41, 2, 7
 FAULTS = (
     "lose",
@@ -86,19 +107,24 @@ class Scenario:
     pattern: str
     calls: int
     fault_rate: float
+    leaf: bool = False  # the job in the leaf role, its spine the mirror (see `run`)
 
     @classmethod
-    def draw(cls, seed: int) -> "Scenario":
+    def draw(cls, seed: int, leaf: bool | None = None) -> "Scenario":
+        """The scenario of `seed`; `leaf` True puts it in the leaf role wherever that
+        fits (False: never; None: drawn)."""
         rng = np.random.default_rng(seed)
         # every size the program has (each its own header and register; softswitch's
         # numpy limbs from 2 048 values on: softswitch.interp.wide.LAZY_BYTES)
         block_values = int(rng.choice(V1MODEL_BLOCK_SIZES))
+        ranks, slots = int(rng.integers(2, 5)), int(rng.integers(1, 5))
+        round_mode = str(rng.choice(["silent", "every_rank"]))
         return cls(
             seed=seed,
-            ranks=int(rng.integers(2, 5)),
-            slots=int(rng.integers(1, 5)),
+            ranks=ranks,
+            slots=slots,
             block_values=block_values,
-            round_mode=str(rng.choice(["silent", "every_rank"])),
+            round_mode=round_mode,
             encoding=str(rng.choice(["packed", "lanes"])),
             blocks=int(rng.integers(1, 41 if block_values <= 256 else 9)),
             dtype=str(rng.choice(["int32", "float32", "int32_extremes"])),
@@ -107,6 +133,8 @@ class Scenario:
             # (a forged flag or epoch can end the job's state for good -- STATE_LOST from
             # then on, on both targets alike --, so most draws have few faults)
             fault_rate=float(rng.choice([0.0, 0.02, 0.05, 0.1, 0.2])),
+            leaf=bool(rng.random() < 0.3 if leaf is None else leaf)
+            and leaf_role_fits(round_mode, block_values),
         )
 
     def tensors(self) -> list[list[np.ndarray]]:
@@ -141,20 +169,37 @@ class Scenario:
             out.append(call)
         return out
 
-    def add_job(self, session: SwitchSession) -> TestJob:
+    def add_job(self, session: SwitchSession, as_leaf: bool | None = None) -> TestJob:
         """This scenario's job on `session`'s switch: the same index, slots and epoch on
-        every target, so that the same frames mean the same there."""
-        return session.add_job(
-            JOB,
-            self.ranks,
+        every target, so that the same frames mean the same there; in the leaf role
+        (`as_leaf`, default `leaf`) the leaf's part of a job of twice its ranks, whose
+        spine is on port UPLINK_PORT (its ranks are 0..n-1 on the wire, as a plain job's)."""
+        spec = Job(
+            job=JOB,
+            job_index=JOB_INDEX,
             slot_base=0,
             slot_count=self.slots,
-            job_index=JOB_INDEX,
             epoch=EPOCH,
-            encoding=Encoding[self.encoding.upper()],
+            workers=[worker_address(r, r + 1) for r in range(self.ranks)],
+            encoding=self.encoding,
             block_values=self.block_values,
-            round_mode=RoundMode[self.round_mode.upper()],
+            round_mode=self.round_mode,
         )
+        if self.leaf if as_leaf is None else as_leaf:
+            spec = replace(
+                spec,
+                uplink=Uplink(UPLINK_PORT, SPINE.mac, SPINE.ip, LEAF_RANK),
+                ranks_in_job=list(range(self.ranks)),
+                job_ranks=2 * self.ranks,
+            )
+        session.jobs.adopt(spec)
+        return TestJob(session, spec)
+
+
+def leaf_role_fits(round_mode: str, block_values: int) -> bool:
+    """Whether a leaf takes a job of this mode and size in the leaf role (a silent job's
+    leaf makes its empty partial from a RESULT: p4reduce.fabric.Placement.silent_aggregation)."""
+    return round_mode == "every_rank" or block_values <= SKIP_GROWS_TO_VALUES
 
 
 def capture(sc: Scenario) -> Frames:
@@ -163,7 +208,7 @@ def capture(sc: Scenario) -> Frames:
     frames: Frames = []
     errors: list[BaseException] = []
     with SwitchSession.inprocess(ports=PORTS) as session:
-        job = sc.add_job(session)
+        job = sc.add_job(session, as_leaf=False)  # a leaf's ranks send what a job's do
         receive = session.device.receive
         lock = threading.Lock()
 
@@ -325,19 +370,39 @@ class Outcome:
 
 
 def run(kind: str, sc: Scenario, frames: Frames) -> Outcome:
-    """`frames` through a fresh switch of `kind` with `sc`'s job, one at a time."""
+    """`frames` through a fresh switch of `kind` with `sc`'s job, one at a time; in the
+    leaf role every frame the leaf sends up gets its spine's answer (`mirror`) at once."""
     proc = start_switch(kind, PORTS)
     try:
         with SwitchSession(proc) as session:
             job = sc.add_job(session)
             out: dict[int, list[bytes]] = {port: [] for port in range(1, PORTS + 1)}
-            for i, (port, frame) in enumerate(frames):
+            answered = 0  # frames up the uplink the mirror spine has answered
+            queue = list(frames)
+            i = 0
+            while i < len(queue):
+                port, frame = queue[i]
                 proc.send(port, frame)
                 proc.send(port, arp_request(port))
-                _until_marker(proc, port, out, f"{kind}: frame {i} of scenario {sc.seed}")
+                where = f"{kind}: frame {i} of scenario {sc.seed}"
+                _until_marker(proc, port, out, where)
+                if sc.leaf:  # every copy out of the frame before the spine answers
+                    for q in out:
+                        proc.send(q, arp_request(q))
+                        _until_marker(proc, q, out, where)
                 for q in out:
                     while (got := proc.recv(q, 0.0)) is not None:
                         out[q].append(got)
+                if sc.leaf:
+                    up = out[UPLINK_PORT]
+                    answers = [
+                        a
+                        for f in up[answered:]
+                        if (a := mirror(f, session, sc.block_values)) is not None
+                    ]
+                    queue[i + 1 : i + 1] = [(UPLINK_PORT, a) for a in answers]
+                    answered = len(up)
+                i += 1
             for q in out:
                 out[q] += proc.recv_all(q, 0.3)
             markers = sum(_is_marker_reply(f) for frames_out in out.values() for f in frames_out)
@@ -345,6 +410,38 @@ def run(kind: str, sc: Scenario, frames: Frames) -> Outcome:
             return Outcome(kind, out, job.stats(), session.switch_stats())
     finally:
         proc.stop()
+
+
+def mirror(partial: bytes, session: SwitchSession, block_values: int) -> bytes | None:
+    """The spine's answer to a leaf's partial, as if the leaf's were the job's only
+    non-zero one: its round's RESULT with the partial's own next block, fingerprint range
+    or values (a SKIP's: zeros), unicast and CACHED where the partial was a retransmission.
+    None for what a spine answers otherwise (a STATUS, a REWIND) or a frame that is no
+    partial. Both targets get the same answers as long as they send the same partials."""
+    try:
+        f = p.parse_frame(partial)
+    except p.ProtocolError:
+        return None
+    h = f.header
+    if h.msg_type not in (MsgType.ANNOUNCE, MsgType.DATA, MsgType.SKIP):
+        return None
+    flags = h.flags & ~Flag.RETRANSMIT
+    if h.flags & Flag.RETRANSMIT:
+        flags |= Flag.CACHED
+    head = h._replace(msg_type=MsgType.RESULT, flags=int(flags))
+    ep = p.Endpoints(
+        SPINE.mac,
+        session.address.mac,
+        SPINE.ip,
+        session.address.ip,
+        p.UDP_PORT_BASE,
+        p.UDP_PORT_BASE,
+    )
+    if h.msg_type == MsgType.ANNOUNCE:
+        return p.build_frame(ep, head, fingerprint=f.fingerprint)
+    k = len(f.values) if f.values is not None else 0
+    values = f.values if k else np.zeros(block_values, np.int64)
+    return p.build_frame(ep, head, np.asarray(values, np.int64))
 
 
 def _until_marker(proc: Any, port: int, out: dict[int, list[bytes]], where: str) -> None:
@@ -395,10 +492,12 @@ def _describe(frames: list[bytes], k: int) -> str:
     )
 
 
-def compare(seed: int, against: str) -> tuple[Frames, dict[str, int], list[str]]:
-    """Scenario `seed` on simple_switch_grpc and on `against`: its frames, the job's
-    counters on simple_switch_grpc, and the differences."""
-    sc = Scenario.draw(seed)
+def compare(
+    seed: int, against: str, leaf: bool | None = None
+) -> tuple[Frames, dict[str, int], list[str]]:
+    """Scenario `seed` (Scenario.draw's `leaf`) on simple_switch_grpc and on `against`:
+    its frames, the job's counters on simple_switch_grpc, and the differences."""
+    sc = Scenario.draw(seed, leaf)
     frames = with_faults(capture(sc), sc)
     reference = run(SIMPLE_SWITCH_GRPC, sc, frames)
     return frames, reference.job_stats, differences(reference, run(against, sc, frames))
@@ -409,12 +508,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenarios", type=int, default=20)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--against", default="inprocess", choices=["inprocess", "softswitch"])
+    ap.add_argument("--leaf", action="store_true", help="every job in the leaf role where it fits")
     a = ap.parse_args(argv)
     broken = 0
     for seed in range(a.first_seed, a.first_seed + a.scenarios):
-        sc = Scenario.draw(seed)
+        leaf = True if a.leaf else None
+        sc = Scenario.draw(seed, leaf)
         t0 = time.monotonic()
-        frames, stats, diffs = compare(seed, a.against)
+        frames, stats, diffs = compare(seed, a.against, leaf)
         print(
             f"seed {seed}: {sc}: {len(frames)} frames in, {stats['rounds_completed']} rounds "
             f"completed, {stats['state_lost']} answered STATE_LOST: "

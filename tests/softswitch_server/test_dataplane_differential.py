@@ -1,8 +1,8 @@
 """softswitch and simple_switch_grpc send the same frames and count the same for the same
 frame sequence (dataplane_differential.py: a real job's traffic with faults mixed in), at
 each block size -- the wide ones through softswitch's numpy limbs -- in both round modes
-and encodings; and the comparison tells two switches apart that were not given the same
-frames (it can fail)."""
+and encodings, and in the leaf role; and the comparison tells two switches apart that were
+not given the same frames (it can fail)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ from .dataplane_differential import (
 SEEDS = (3000, 3017, 3025, 4008)
 PROCESS_SEED = 3020  # 2 048 values, packed, every-rank, 20 % faults
 CLEAN_SEED = 3033  # 256 values, lanes, silent, dense int32, no fault
+# in the leaf role (its spine the mirror): 4 096 values, packed, every-rank, 5 % faults;
+# 128, packed, silent, sums that overflow, 5 % faults
+LEAF_SEEDS = (7000, 7004)
 
 
 @pytest.mark.root
@@ -38,6 +41,15 @@ CLEAN_SEED = 3033  # 256 values, lanes, silent, dense int32, no fault
 def test_softswitch_sends_and_counts_what_simple_switch_does(seed):
     frames, stats, diffs = compare(seed, INPROCESS)
     assert stats["rounds_completed"] > 0 and not diffs, (Scenario.draw(seed), diffs)
+
+
+@pytest.mark.root
+@pytest.mark.bmv2
+@pytest.mark.parametrize("seed", LEAF_SEEDS)
+def test_a_leaf_sends_and_counts_what_simple_switch_does(seed):
+    """A job's leaf part, what goes up its uplink answered by the mirror spine."""
+    frames, stats, diffs = compare(seed, INPROCESS, leaf=True)
+    assert stats["rounds_completed"] > 0 and not diffs, (Scenario.draw(seed, True), diffs)
 
 
 @pytest.mark.root
