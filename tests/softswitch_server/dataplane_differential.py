@@ -14,8 +14,9 @@ the switch's counters, must be the same bytes and numbers on both.
 Order: a frame is sent only once the one before it has left ingress -- after each frame
 an ARP request for the switch's address goes in on the same port, and its reply (same
 port, first in first out) says that the frame before it was processed -- so bmv2's
-per-port receive threads cannot reorder frames between ports. The drop simulator stays
-off: its random() is each target's own.
+per-port receive threads cannot reorder frames between ports. The drop simulator may be
+on, in its hash mode: the same frames lose the same packets and copies on every target
+(its random() mode is each target's own, and stays off).
 
 The leaf role (docs/fabric.md): a job's leaf part, its ranks' frames the same as a plain
 job's, and on its uplink a mirror spine that answers each partial with its round's
@@ -108,6 +109,10 @@ class Scenario:
     calls: int
     fault_rate: float
     leaf: bool = False  # the job in the leaf role, its spine the mirror (see `run`)
+    # the drop simulator's loss each way, in its hash mode: the same frames lose the same
+    # packets and copies on every target (p4src/v1model/drop_simulator.p4)
+    loss: float = 0.0
+    loss_seed: int = 1
 
     @classmethod
     def draw(cls, seed: int, leaf: bool | None = None) -> "Scenario":
@@ -119,22 +124,31 @@ class Scenario:
         block_values = int(rng.choice(V1MODEL_BLOCK_SIZES))
         ranks, slots = int(rng.integers(2, 5)), int(rng.integers(1, 5))
         round_mode = str(rng.choice(["silent", "every_rank"]))
+        encoding = str(rng.choice(["packed", "lanes"]))
+        blocks = int(rng.integers(1, 41 if block_values <= 256 else 9))
+        dtype = str(rng.choice(["int32", "float32", "int32_extremes"]))
+        pattern = str(rng.choice(["dense", "dense", "shared", "independent", "zeros"]))
+        calls = int(rng.integers(1, 4))
+        # (a forged flag or epoch can end the job's state for good -- STATE_LOST from
+        # then on, on both targets alike --, so most draws have few faults)
+        fault_rate = float(rng.choice([0.0, 0.02, 0.05, 0.1, 0.2]))
+        drawn_leaf = bool(rng.random() < 0.3)
         return cls(
             seed=seed,
             ranks=ranks,
             slots=slots,
             block_values=block_values,
             round_mode=round_mode,
-            encoding=str(rng.choice(["packed", "lanes"])),
-            blocks=int(rng.integers(1, 41 if block_values <= 256 else 9)),
-            dtype=str(rng.choice(["int32", "float32", "int32_extremes"])),
-            pattern=str(rng.choice(["dense", "dense", "shared", "independent", "zeros"])),
-            calls=int(rng.integers(1, 4)),
-            # (a forged flag or epoch can end the job's state for good -- STATE_LOST from
-            # then on, on both targets alike --, so most draws have few faults)
-            fault_rate=float(rng.choice([0.0, 0.02, 0.05, 0.1, 0.2])),
-            leaf=bool(rng.random() < 0.3 if leaf is None else leaf)
+            encoding=encoding,
+            blocks=blocks,
+            dtype=dtype,
+            pattern=pattern,
+            calls=calls,
+            fault_rate=fault_rate,
+            leaf=(drawn_leaf if leaf is None else leaf)
             and leaf_role_fits(round_mode, block_values),
+            loss=float(rng.choice([0.0, 0.0, 0.05, 0.2])),
+            loss_seed=int(rng.integers(1, 2**16)),
         )
 
     def tensors(self) -> list[list[np.ndarray]]:
@@ -194,6 +208,14 @@ class Scenario:
             )
         session.jobs.adopt(spec)
         return TestJob(session, spec)
+
+    def set_loss(self, session: SwitchSession) -> None:
+        """The drop simulator's `loss` on this job, in its hash mode (never its random
+        number generator, each target's own), from a fresh count of its packets."""
+        if self.loss:
+            session.set_loss(
+                JOB, ingress=self.loss, egress=self.loss, seed=self.loss_seed, use_random=False
+            )
 
 
 def leaf_role_fits(round_mode: str, block_values: int) -> bool:
@@ -376,6 +398,7 @@ def run(kind: str, sc: Scenario, frames: Frames) -> Outcome:
     try:
         with SwitchSession(proc) as session:
             job = sc.add_job(session)
+            sc.set_loss(session)
             out: dict[int, list[bytes]] = {port: [] for port in range(1, PORTS + 1)}
             answered = 0  # frames up the uplink the mirror spine has answered
             queue = list(frames)
@@ -518,7 +541,8 @@ def main(argv: list[str] | None = None) -> int:
         frames, stats, diffs = compare(seed, a.against, leaf)
         print(
             f"seed {seed}: {sc}: {len(frames)} frames in, {stats['rounds_completed']} rounds "
-            f"completed, {stats['state_lost']} answered STATE_LOST: "
+            f"completed, {stats['state_lost']} answered STATE_LOST, "
+            f"{stats['simulated_drops_ingress'] + stats['simulated_drops_egress']} lost: "
             f"{'differs' if diffs else 'same'} ({time.monotonic() - t0:.1f} s)",
             flush=True,
         )
