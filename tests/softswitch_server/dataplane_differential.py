@@ -510,9 +510,14 @@ def _describe(frames: list[bytes], k: int) -> str:
         return f"{len(frame)} bytes {frame[:48].hex()}"
     h = f.header
     return (
-        f"{p.MsgType(h.msg_type).name} slot {h.slot} version {h.slot_version} block {h.block} "
+        f"{_type_name(h.msg_type)} slot {h.slot} version {h.slot_version} block {h.block} "
         f"next {h.next_block} flags {h.flags:#x} ({len(frame)} bytes)"
     )
+
+
+def _type_name(msg_type: int) -> str:
+    """A message type's name, or its number where it names none (a forged frame's)."""
+    return MsgType(msg_type).name if msg_type in MsgType._value2member_map_ else f"type {msg_type}"
 
 
 def compare(
