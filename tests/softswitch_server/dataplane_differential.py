@@ -5,8 +5,10 @@ suite (bmv2_tests) checks each target against what the protocol says of one situ
 a time; this compares the targets with each other on whole sequences no test wrote: a
 real job's traffic -- captured from real Workers on an in-process switch, at any block
 size (the wide ones take softswitch's numpy-limb path, bmv2 its big integers), in either
-round mode and encoding -- with faults mixed in: frames lost, duplicated, swapped,
-delivered on another rank's port, cut short, a bit flipped in a header or a value, junk.
+round mode and encoding -- with faults mixed in: frames lost, duplicated, retransmitted
+late, swapped, delivered on another rank's port, cut short, a header field forged (its
+checksums right), a bit flipped in a header or a value, a run of all-ones words in a
+block, junk.
 Every target gets the same job (the same index, slots and epoch) on a fresh pipeline and
 the same frames in the same order; what each sends out of every port, and the job's and
 the switch's counters, must be the same bytes and numbers on both.
@@ -267,10 +269,12 @@ def capture(sc: Scenario) -> Frames:
 
 
 def with_faults(frames: Frames, sc: Scenario) -> Frames:
-    """`frames` with `sc.fault_rate` of them meeting one of FAULTS (drawn from the seed)."""
+    """`frames` with `sc.fault_rate` of them meeting one of FAULTS (drawn from the seed):
+    a swap puts the frame before the one sent last, a late retransmission sends it again
+    with RETRANSMIT set 1-7 frames later, every other fault is what `_faulted` gives."""
     rng = np.random.default_rng(sc.seed + 2)
     out: Frames = []
-    pending: list[tuple[int, int, bytes]] = []  # (after which frame, port, frame)
+    pending: list[tuple[int, int, bytes]] = []  # (before which frame, port, frame)
     for i, (port, frame) in enumerate(frames):
         out += [(q, f) for at, q, f in pending if at == i]
         pending = [x for x in pending if x[0] != i]
@@ -278,42 +282,48 @@ def with_faults(frames: Frames, sc: Scenario) -> Frames:
             out.append((port, frame))
             continue
         fault = FAULTS[int(rng.integers(len(FAULTS)))]
-        if fault == "lose":
-            continue
-        if fault == "duplicate":
-            out += [(port, frame), (port, frame)]
-        elif fault == "late_retransmit":
-            out.append((port, frame))
-            later = _forged(frame, "flags", rng, value=_header(frame).flags | p.Flag.RETRANSMIT)
-            pending.append((i + int(rng.integers(1, 8)), port, later))
-        elif fault == "swap" and out:
+        if fault == "swap" and out:
             out.insert(len(out) - 1, (port, frame))
-        elif fault == "misport":
-            out.append((int(rng.integers(1, PORTS + 1)), frame))
-        elif fault == "truncate":
-            out.append((port, frame[: int(rng.integers(14, len(frame)))]))
-        elif fault == "forge" and len(frame) >= P4R_OFFSET + p.HEADER_BYTES:
-            name = FORGED[int(rng.integers(len(FORGED)))]
-            out.append((port, _forged(frame, name, rng)))
-        elif fault == "header_bit":
-            out.append(
-                (port, _flip(frame, int(rng.integers(14, P4R_OFFSET + p.HEADER_BYTES)), rng))
-            )
-        elif fault == "value_bit" and len(frame) > P4R_OFFSET + p.HEADER_BYTES:
-            at = int(rng.integers(P4R_OFFSET + p.HEADER_BYTES, len(frame)))
-            out.append((port, _flip(frame, at, rng)))
-        elif fault == "value_carry" and len(frame) >= P4R_OFFSET + p.HEADER_BYTES + 8:
-            # a run of all-ones words: a sum with it carries from word to word (the
-            # packed encoding's lanes never do; a wide add must, modulo its width)
-            words = (len(frame) - P4R_OFFSET - p.HEADER_BYTES) // 4
-            at = P4R_OFFSET + p.HEADER_BYTES + 4 * int(rng.integers(0, words - 1))
-            out.append((port, frame[:at] + b"\xff" * 8 + frame[at + 8 :]))
-        elif fault == "junk":
+        elif fault == "late_retransmit" and _has_header(frame):
             out.append((port, frame))
-            out.append((port, rng.integers(0, 256, int(rng.integers(14, 200)), np.uint8).tobytes()))
-        else:  # a fault that does not apply to this frame: it goes as it was
-            out.append((port, frame))
+            later = _forged(frame, "flags", rng, value=_header(frame).flags | Flag.RETRANSMIT)
+            pending.append((i + int(rng.integers(1, 8)), port, later))
+        else:
+            out += _faulted(fault, port, frame, rng)
     return out + [(q, f) for _at, q, f in pending]
+
+
+def _faulted(fault: str, port: int, frame: bytes, rng: np.random.Generator) -> Frames:
+    """What goes in instead of `frame` (from `port`) that meets `fault`; the frame as it
+    was where the fault does not apply to it."""
+    values_at = P4R_OFFSET + p.HEADER_BYTES
+    if fault == "lose":
+        return []
+    if fault == "duplicate":
+        return [(port, frame), (port, frame)]
+    if fault == "misport":
+        return [(int(rng.integers(1, PORTS + 1)), frame)]
+    if fault == "truncate":
+        return [(port, frame[: int(rng.integers(14, len(frame)))])]
+    if fault == "forge" and _has_header(frame):
+        return [(port, _forged(frame, FORGED[int(rng.integers(len(FORGED)))], rng))]
+    if fault == "header_bit":
+        return [(port, _flip(frame, int(rng.integers(14, values_at)), rng))]
+    if fault == "value_bit" and len(frame) > values_at:
+        return [(port, _flip(frame, int(rng.integers(values_at, len(frame))), rng))]
+    if fault == "value_carry" and len(frame) >= values_at + 8:
+        # a run of all-ones words: a sum with it carries from word to word (the packed
+        # encoding's lanes never do; a wide add must, modulo its width)
+        at = values_at + 4 * int(rng.integers(0, (len(frame) - values_at) // 4 - 1))
+        return [(port, frame[:at] + b"\xff" * 8 + frame[at + 8 :])]
+    if fault == "junk":
+        junk = rng.integers(0, 256, int(rng.integers(14, 200)), np.uint8).tobytes()
+        return [(port, frame), (port, junk)]
+    return [(port, frame)]
+
+
+def _has_header(frame: bytes) -> bool:
+    return len(frame) >= P4R_OFFSET + p.HEADER_BYTES
 
 
 # header fields a forged frame changes (checksums stay right: the switch reads it whole)
@@ -338,7 +348,7 @@ def _header(frame: bytes) -> p.Header:
 def _forged(frame: bytes, name: str, rng: np.random.Generator, value: int | None = None) -> bytes:
     """`frame` with header field `name` set to `value`, else to a value near its own, at
     a limit of the field or anywhere in it."""
-    if len(frame) < P4R_OFFSET + p.HEADER_BYTES:
+    if not _has_header(frame):
         return frame
     h = _header(frame)
     if value is None:
