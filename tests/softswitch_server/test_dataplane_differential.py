@@ -25,9 +25,8 @@ from .dataplane_differential import (
 # --first-seed N --scenarios 1`), not in the leaf role, cover: 4 096 values, packed,
 # silent, sums that overflow; 256, packed, every-rank, 20 % faults, the drop simulator at
 # 5 % each way; 16 000, packed, silent; 2 048, packed, every-rank, overflowing sums, 10 %
-# faults and 5 % loss (with a wide add made to drop its carries, this seed's campaign run
-# told the targets apart). A capture's frame order follows its threads, so a seed draws
-# the job, not the very sequence: both targets always get the same one.
+# faults and 5 % loss. A capture's frame order follows its threads, so a seed draws the
+# job, not the very sequence: both targets always get the same one.
 SEEDS = (3000, 3017, 3025, 4008)
 PROCESS_SEED = 3020  # 2 048 values, packed, every-rank, 20 % faults
 CLEAN_SEED = 3033  # 256 values, lanes, silent, dense int32, no fault, no loss
@@ -62,7 +61,7 @@ def test_the_softswitch_process_on_veths_too():
 
 
 def test_the_comparison_tells_apart_switches_given_other_frames():
-    """Two in-process switches given the same frames agree; given one DATA whose first
+    """Two in-process switches given the same frames agree; given one DATA whose last
     value differs, the ports that got its round's result differ, and the comparison says
     where."""
     sc = Scenario.draw(CLEAN_SEED, leaf=False)
