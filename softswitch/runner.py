@@ -2,8 +2,9 @@
 
 The one place that knows both command lines (the kinds are p4reduce.target's KINDS). The
 packet-level suite, the controller tests and the Mininet switch node all start their switch
-through `SwitchRunner`, so every switch gets its own gRPC and Thrift ports, is waited for
-until it serves P4Runtime, and is stopped by its PID (never by name).
+through `SwitchRunner`, so every switch gets its own gRPC and Thrift ports (checked: the
+server answering there must be its process, and no other process may listen there too),
+is waited for until it serves P4Runtime, and is stopped by its PID (never by name).
 """
 
 from __future__ import annotations
@@ -52,6 +53,53 @@ def free_tcp_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# A port free_tcp_port found is free only until something else binds it: another switch
+# started beside this one (tests run side by side) may be handed the same port between
+# the two. So a launcher checks that the server answering on its gRPC port is its own
+# process's, and, where it chose the ports itself, tries new ones this many times.
+PORT_ATTEMPTS = 3
+_TCP_LISTEN = "0A"  # /proc/net/tcp's state of a listening socket
+
+
+class PortTaken(RuntimeError):
+    """Another process listens on a port the switch was to serve on."""
+
+
+def listening_inodes(pid: int, port: int) -> set[int]:
+    """The inodes of the TCP sockets listening on `port` in process `pid`'s network
+    namespace, whoever holds them (/proc/PID/net/tcp and tcp6)."""
+    out: set[int] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == _TCP_LISTEN and int(f[1].rsplit(":", 1)[1], 16) == port:
+                out.add(int(f[9]))
+    return out
+
+
+def held_sockets(pid: int, inodes: set[int]) -> set[int]:
+    """Those of the sockets `inodes` that process `pid` has open (none for a process that
+    has exited)."""
+    by_link = {f"socket:[{i}]": i for i in inodes}
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return set()
+    held = set()
+    for fd in fds:
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link in by_link:
+            held.add(by_link[link])
+    return held
 
 
 def resolve_kind(kind: str) -> str:
@@ -107,6 +155,7 @@ class SwitchRunner:
         self.cpu_port = cpu_port  # PacketIn/PacketOut port (--cpu-port), if any
         self.grpc_port = grpc_port or free_tcp_port()
         self.thrift_port = thrift_port or free_tcp_port()
+        self.chose_ports = not (grpc_port or thrift_port)  # may move to others (PortTaken)
         self.process: subprocess.Popen | None = None
         self.log_path = Path(tempfile.mkstemp(prefix=f"{kind}-", suffix=".log")[1])
 
@@ -168,7 +217,20 @@ class SwitchRunner:
         until it serves P4Runtime. `cancelled` is polled while waiting (every 0.5 s); when
         it returns True the wait ends with KeyboardInterrupt, raised here rather than
         inside grpc (see mininet/demo.py's StopRequests). The process is recorded before
-        the wait, so stop() reaches it whatever ends the wait."""
+        the wait, so stop() reaches it whatever ends the wait. Where another process took
+        a port this runner chose (PortTaken), it starts again on new ones (PORT_ATTEMPTS)."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return self._start_here(timeout, cancelled)
+            except PortTaken:
+                self._kill(signal.SIGKILL)
+                if not self.chose_ports or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self.grpc_port, self.thrift_port = free_tcp_port(), free_tcp_port()
+        raise AssertionError("unreachable")
+
+    def _start_here(self, timeout: float, cancelled: Callable[[], bool] | None) -> "SwitchRunner":
+        """Start the process on this runner's ports and wait until it serves."""
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.command(),
@@ -183,16 +245,16 @@ class SwitchRunner:
         return self
 
     def _wait_ready(self, timeout: float, cancelled: Callable[[], bool] | None = None) -> None:
+        """Until this process serves P4Runtime on its gRPC port: a server that answers
+        there but is another process's is not it (PortTaken once this one has exited)."""
         deadline = time.monotonic() + timeout
         with grpc.insecure_channel(self.grpc_addr) as channel:
             while True:
                 if self.process is not None and self.process.poll() is not None:
-                    raise RuntimeError(
-                        f"{self.kind} exited with {self.process.returncode}:\n{self.log()}"
-                    )
+                    self._raise_exited()
                 if cancelled is not None and cancelled():
                     raise KeyboardInterrupt(f"stopped while {self.kind} was starting")
-                if server_answers(channel, 0.5):
+                if server_answers(channel, 0.5) and self._serves_grpc():
                     return
                 if time.monotonic() > deadline:
                     raise RuntimeError(
@@ -201,10 +263,38 @@ class SwitchRunner:
                         f"{self.log()}"
                     )
 
+    def _serves_grpc(self) -> bool:
+        """Whether this process, and only it, listens on the gRPC port. gRPC servers bind
+        with SO_REUSEPORT unless told otherwise (simple_switch_grpc's do), so a second
+        switch on a port shares it, and a client reaches either: PortTaken where another
+        process listens there too. (True where /proc cannot tell: as before.)"""
+        assert self.process is not None
+        listening = listening_inodes(os.getpid(), self.grpc_port)  # the switch's netns
+        if not listening:
+            return True
+        mine = held_sockets(self.process.pid, listening)
+        if mine and mine != listening:
+            raise PortTaken(
+                f"{self.kind} shares its gRPC port {self.grpc_port} with another process"
+            )
+        return bool(mine)
+
+    def _raise_exited(self) -> None:
+        """The process exited while starting: PortTaken where another process listens on
+        one of its ports, else the exit and the log."""
+        assert self.process is not None
+        for name, port in (("gRPC", self.grpc_port), ("Thrift", self.thrift_port)):
+            if listening_inodes(os.getpid(), port):
+                raise PortTaken(
+                    f"{self.kind} could not serve on its {name} port {port}: another "
+                    f"process listens there:\n{self.log()}"
+                )
+        raise RuntimeError(f"{self.kind} exited with {self.process.returncode}:\n{self.log()}")
+
     def restart(self, timeout: float = 30.0) -> None:
         """Kill and start again on the same ports: a switch reboot (no pipeline, no state)."""
         self._kill(signal.SIGKILL)
-        self.start(timeout)
+        self._start_here(timeout, None)  # on the same ports, whoever took them meanwhile
 
     def _kill(self, sig: int) -> None:
         if self.process is None or self.process.poll() is not None:
