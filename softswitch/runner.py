@@ -219,15 +219,16 @@ class SwitchRunner:
         inside grpc (see mininet/demo.py's StopRequests). The process is recorded before
         the wait, so stop() reaches it whatever ends the wait. Where another process took
         a port this runner chose (PortTaken), it starts again on new ones (PORT_ATTEMPTS)."""
-        for attempt in range(PORT_ATTEMPTS):
+        attempt = 1
+        while True:
             try:
                 return self._start_here(timeout, cancelled)
             except PortTaken:
                 self._kill(signal.SIGKILL)
-                if not self.chose_ports or attempt == PORT_ATTEMPTS - 1:
+                if not self.chose_ports or attempt == PORT_ATTEMPTS:
                     raise
-                self.grpc_port, self.thrift_port = free_tcp_port(), free_tcp_port()
-        raise AssertionError("unreachable")
+            attempt += 1
+            self.grpc_port, self.thrift_port = free_tcp_port(), free_tcp_port()
 
     def _start_here(self, timeout: float, cancelled: Callable[[], bool] | None) -> "SwitchRunner":
         """Start the process on this runner's ports and wait until it serves."""
@@ -283,7 +284,10 @@ class SwitchRunner:
         """The process exited while starting: PortTaken where another process listens on
         one of its ports, else the exit and the log."""
         assert self.process is not None
-        for name, port in (("gRPC", self.grpc_port), ("Thrift", self.thrift_port)):
+        served = [("gRPC", self.grpc_port)]
+        if self.kind != SOFTSWITCH:  # (softswitch serves no Thrift)
+            served.append(("Thrift", self.thrift_port))
+        for name, port in served:
             if listening_inodes(os.getpid(), port):
                 raise PortTaken(
                     f"{self.kind} could not serve on its {name} port {port}: another "
