@@ -35,7 +35,7 @@ import threading
 import time
 
 from hostlib.worker import Worker
-from p4net.harness import SwitchSession
+from p4net.harness import SwitchSession, record_ingress
 from p4reduce.job import Job
 from suite import M, Case, make_inputs
 
@@ -59,22 +59,12 @@ def create_job(session: SwitchSession, case: Case) -> Job:
 def capture(case: Case) -> list[tuple[int, bytes]]:
     """(port, frame) of every frame the switch took in during one call of `case`."""
     inputs = make_inputs(case)
-    frames: list[tuple[int, bytes]] = []
-    lock = threading.Lock()
-    with SwitchSession.inprocess(ports=WORKERS) as session:
+    with SwitchSession.inprocess(ports=WORKERS) as session, record_ingress(session) as frames:
         job = create_job(session, case)
         workers = [
             Worker(d, transport=session.transport(w.port), deadline=120.0)
             for d, w in zip(session.descriptors(job), job.workers)
         ]
-        receive = session.device.receive
-
-        def recorded(port: int, frame: bytes) -> None:
-            with lock:  # the order the switch saw them in is the order replayed
-                frames.append((port, bytes(frame)))
-                receive(port, frame)
-
-        session.device.receive = recorded
         threads = [threading.Thread(target=w.allreduce, args=(x,)) for w, x in zip(workers, inputs)]
         for t in threads:
             t.start()

@@ -207,6 +207,29 @@ class SwitchSession:
         return InProcessTransport(self.proc, port, width)
 
 
+@contextmanager
+def record_ingress(session: SwitchSession) -> Iterator[list[tuple[int, bytes]]]:
+    """While the block runs, every frame the in-process switch of `session` takes in, with
+    its port, in the order it took them (the switch still runs each): a call's traffic, to
+    replay into other switches."""
+    import threading
+
+    device = session.device
+    receive, lock = device.receive, threading.Lock()
+    frames: list[tuple[int, bytes]] = []
+
+    def recorded(port: int, frame: bytes) -> None:
+        with lock:  # the order the switch saw them in is the order kept
+            frames.append((port, bytes(frame)))
+            receive(port, frame)
+
+    device.receive = recorded
+    try:
+        yield frames
+    finally:
+        device.receive = receive
+
+
 def frame_rows(items: list[bytes], width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Frames as a transport's recv returns them: a (n, width) uint8 matrix (longer frames
     cut, as a socket's receive ring cuts them) and their lengths. Without a width, as wide

@@ -62,6 +62,7 @@ from p4net.harness import (  # noqa: E402
     TestJob,
     host_ip,
     host_mac,
+    record_ingress,
     worker_address,
 )
 from p4net.switches import start_switch  # noqa: E402
@@ -229,19 +230,9 @@ def leaf_role_fits(round_mode: str, block_values: int) -> bool:
 def capture(sc: Scenario) -> Frames:
     """Every frame the ranks' real Workers sent in `sc`'s calls on an in-process switch,
     with the port it came in on, in the order the switch took them."""
-    frames: Frames = []
     errors: list[BaseException] = []
-    with SwitchSession.inprocess(ports=PORTS) as session:
+    with SwitchSession.inprocess(ports=PORTS) as session, record_ingress(session) as frames:
         job = sc.add_job(session, as_leaf=False)  # a leaf's ranks send what a job's do
-        receive = session.device.receive
-        lock = threading.Lock()
-
-        def recorded(port: int, frame: bytes) -> None:
-            with lock:
-                frames.append((port, bytes(frame)))
-                receive(port, frame)
-
-        session.device.receive = recorded
         tensors = sc.tensors()
         width = frame_width(sc.block_values)
 
