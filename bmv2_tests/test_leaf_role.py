@@ -18,13 +18,11 @@ from hostlib.protocol import END_OF_STREAM as END, Flag, Header, MsgType
 from p4net import harness
 from p4net.harness import FINGERPRINT as FP, worker_address
 from p4reduce import wire
-from p4reduce.addresses import Address
 from p4reduce.job import Job, Uplink
 
 K = p.BLOCK_VALUES
 UPLINK_PORT = 9
-SPINE = Address("02:00:00:00:0f:00", "10.0.9.254")
-LEAF_RANK = 1  # the leaf's rank in the spine's job
+SPINE, LEAF_RANK = harness.SPINE, harness.LEAF_RANK  # the spine this test plays
 
 
 def leaf_spec(
@@ -71,30 +69,8 @@ def up(job: harness.TestJob, timeout: float = 3.0) -> p.Frame | None:
 
 def down(job: harness.TestJob, msg_flags: int = 0, **kw) -> None:
     """The spine's RESULT (or `msg_type`) to the leaf (`kw`: header fields, values,
-    fingerprint or contributors)."""
-    values, fingerprint = kw.pop("values", None), kw.pop("fingerprint", None)
-    contributors = kw.pop("contributors", None)
-    ep = p.Endpoints(
-        SPINE.mac,
-        job.switch.address.mac,
-        SPINE.ip,
-        job.switch.address.ip,
-        p.UDP_PORT_BASE,
-        p.UDP_PORT_BASE,
-    )
-    header = Header.make(
-        kw.pop("msg_type", MsgType.RESULT),
-        job=job.params.job,
-        rank=kw.pop("rank", LEAF_RANK),
-        epoch=kw.pop("epoch", job.params.epoch),
-        flags=msg_flags,
-        **kw,
-    )
-    if values is not None:
-        frame = p.build_frame(ep, header, np.asarray(values, np.int64))
-    else:
-        frame = p.build_frame(ep, header, fingerprint=fingerprint, contributors=contributors)
-    job.switch.proc.send(UPLINK_PORT, frame)
+    fingerprint or contributors: TestJob.spine_frame)."""
+    job.switch.proc.send(UPLINK_PORT, job.spine_frame(msg_flags, **kw))
 
 
 def announce(job: harness.TestJob, nexts=(4, 2, 9)) -> p.Frame:

@@ -30,7 +30,7 @@ from hostlib import protocol as p
 from hostlib.engine import acts_at_once
 from hostlib.framing import WIDTH, Batch
 from hostlib.protocol import Endpoints, Frame, Header, MsgType
-from p4reduce.job import Job, load_descriptor
+from p4reduce.job import Job, Uplink, load_descriptor
 from p4reduce.wire import Flag, RoundMode, skip_carries_values
 from softswitch.inprocess import InProcessFabric, InProcessSwitch, host_leaf
 
@@ -42,6 +42,10 @@ SWITCH = Address(SWITCH_MAC, SWITCH_IP)
 FINGERPRINT = p.fingerprint(np.int32, 4 * p.BLOCK_VALUES)  # what announces carry unless told
 # the workers' UDP port: not the switch's, so a result sent to the wrong port is seen
 WORKER_UDP_PORT = p.UDP_PORT_BASE + 1
+# the spine a test plays above a switch in the leaf role (docs/fabric.md): its address,
+# and the leaf's rank in the spine's job (`TestJob.spine_frame`)
+SPINE = Address("02:00:00:00:0f:00", "10.0.9.254")
+LEAF_RANK = 1
 
 
 def host_mac(port: int) -> str:
@@ -158,10 +162,14 @@ class SwitchSession:
         encoding: p.Encoding = p.Encoding.LANES,
         block_values: int = p.BLOCK_VALUES,
         round_mode: RoundMode = RoundMode.EVERY_RANK,
+        uplink: Uplink | None = None,
+        ranks_in_job: list[int] | None = None,
+        job_ranks: int | None = None,
     ) -> TestJob:
         """A job whose index, slots and epoch the test chooses, adopted by the controller's
         `JobManager.adopt` (the entries a real job gets, and the manager knows it, so that
-        `TestJob.remove` and `set_loss` are the controller's too)."""
+        `TestJob.remove` and `set_loss` are the controller's too); with `uplink` (and the
+        whole job's `ranks_in_job` and `job_ranks`) a leaf's part of a job in the leaf role."""
         ports = ports or list(range(1, n + 1))
         assert len(ports) == n
         spec = Job(
@@ -174,6 +182,9 @@ class SwitchSession:
             encoding=p.Encoding(encoding).name.lower(),
             block_values=block_values,
             round_mode=RoundMode(round_mode).name.lower(),
+            uplink=uplink,
+            ranks_in_job=ranks_in_job,
+            job_ranks=job_ranks,
         )
         self.jobs.adopt(spec)
         return TestJob(self, spec)
@@ -483,6 +494,26 @@ class TestJob:
         if values is None:
             return p.build_frame(self.endpoints(rank), header, fingerprint=fp)
         return p.build_frame(self.endpoints(rank), header, np.asarray(values, dtype=np.int64))
+
+    def spine_frame(self, flags: int = 0, **kw) -> bytes:
+        """A frame of the spine (SPINE) to this job's leaf part: its RESULT, or `msg_type`
+        (`kw`: header fields, and values, fingerprint or contributors); rank LEAF_RANK and
+        the job's epoch unless given."""
+        values, fingerprint = kw.pop("values", None), kw.pop("fingerprint", None)
+        contributors = kw.pop("contributors", None)
+        switch = self.switch.address
+        ep = Endpoints(SPINE.mac, switch.mac, SPINE.ip, switch.ip, p.UDP_PORT_BASE, p.UDP_PORT_BASE)
+        header = Header.make(
+            kw.pop("msg_type", MsgType.RESULT),
+            job=self.params.job,
+            rank=kw.pop("rank", LEAF_RANK),
+            epoch=kw.pop("epoch", self.params.epoch),
+            flags=flags,
+            **kw,
+        )
+        if values is not None:
+            return p.build_frame(ep, header, np.asarray(values, np.int64))
+        return p.build_frame(ep, header, fingerprint=fingerprint, contributors=contributors)
 
     def send(self, rank: int, msg_type: MsgType, **kw) -> None:
         self.switch.proc.send(self.by_rank[rank].port, self.frame(rank, msg_type, **kw))

@@ -43,7 +43,7 @@ import struct
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,8 @@ from hostlib import protocol as p  # noqa: E402
 from hostlib.framing import frame_width  # noqa: E402
 from hostlib.worker import Worker  # noqa: E402
 from p4net.harness import (  # noqa: E402
+    LEAF_RANK,
+    SPINE,
     SWITCH_IP,
     SWITCH_MAC,
     SwitchSession,
@@ -63,18 +65,21 @@ from p4net.harness import (  # noqa: E402
     host_ip,
     host_mac,
     record_ingress,
-    worker_address,
 )
 from p4net.switches import start_switch  # noqa: E402
 from p4reduce.target import SIMPLE_SWITCH_GRPC, V1MODEL_BLOCK_SIZES  # noqa: E402
-from p4reduce.addresses import Address  # noqa: E402
-from p4reduce.job import Job, Uplink  # noqa: E402
-from p4reduce.wire import P4R_OFFSET, SKIP_GROWS_TO_VALUES, Flag, MsgType  # noqa: E402
+from p4reduce.job import Uplink  # noqa: E402
+from p4reduce.wire import (  # noqa: E402
+    P4R_OFFSET,
+    SKIP_GROWS_TO_VALUES,
+    Encoding,
+    Flag,
+    MsgType,
+    RoundMode,
+)
 
 PORTS = 5  # ranks on 1..4 at most; port 5 belongs to no rank (a stray's way in)
 UPLINK_PORT = 5  # a leaf's way to its spine (the leaf role)
-SPINE = Address("02:00:00:00:0f:00", "10.0.9.254")
-LEAF_RANK = 1  # the leaf's rank in the spine's job
 JOB, JOB_INDEX, EPOCH = 41, 2, 7
 FAULTS = (
     "lose",
@@ -191,26 +196,20 @@ class Scenario:
         every target, so that the same frames mean the same there; in the leaf role
         (`as_leaf`, default `leaf`) the leaf's part of a job of twice its ranks, whose
         spine is on port UPLINK_PORT (its ranks are 0..n-1 on the wire, as a plain job's)."""
-        spec = Job(
-            job=JOB,
-            job_index=JOB_INDEX,
-            slot_base=0,
+        leaf = self.leaf if as_leaf is None else as_leaf
+        return session.add_job(
+            JOB,
+            self.ranks,
             slot_count=self.slots,
+            job_index=JOB_INDEX,
             epoch=EPOCH,
-            workers=[worker_address(r, r + 1) for r in range(self.ranks)],
-            encoding=self.encoding,
+            encoding=Encoding[self.encoding.upper()],
             block_values=self.block_values,
-            round_mode=self.round_mode,
+            round_mode=RoundMode[self.round_mode.upper()],
+            uplink=Uplink(UPLINK_PORT, SPINE.mac, SPINE.ip, LEAF_RANK) if leaf else None,
+            ranks_in_job=list(range(self.ranks)) if leaf else None,
+            job_ranks=2 * self.ranks if leaf else None,
         )
-        if self.leaf if as_leaf is None else as_leaf:
-            spec = replace(
-                spec,
-                uplink=Uplink(UPLINK_PORT, SPINE.mac, SPINE.ip, LEAF_RANK),
-                ranks_in_job=list(range(self.ranks)),
-                job_ranks=2 * self.ranks,
-            )
-        session.jobs.adopt(spec)
-        return TestJob(session, spec)
 
     def set_loss(self, session: SwitchSession) -> None:
         """The drop simulator's `loss` on this job, in its hash mode (never its random
@@ -419,11 +418,7 @@ def run(kind: str, sc: Scenario, frames: Frames) -> Outcome:
                         out[q].append(got)
                 if sc.leaf:
                     up = out[UPLINK_PORT]
-                    answers = [
-                        a
-                        for f in up[answered:]
-                        if (a := mirror(f, session, sc.block_values)) is not None
-                    ]
+                    answers = [a for f in up[answered:] if (a := mirror(f, job)) is not None]
                     queue[i + 1 : i + 1] = [(UPLINK_PORT, a) for a in answers]
                     answered = len(up)
                 i += 1
@@ -436,7 +431,7 @@ def run(kind: str, sc: Scenario, frames: Frames) -> Outcome:
         proc.stop()
 
 
-def mirror(partial: bytes, session: SwitchSession, block_values: int) -> bytes | None:
+def mirror(partial: bytes, job: TestJob) -> bytes | None:
     """The spine's answer to a leaf's partial, as if the leaf's were the job's only
     non-zero one: its round's RESULT with the partial's own next block, fingerprint range
     or values (a SKIP's: zeros), unicast and CACHED where the partial was a retransmission.
@@ -452,20 +447,12 @@ def mirror(partial: bytes, session: SwitchSession, block_values: int) -> bytes |
     flags = h.flags & ~Flag.RETRANSMIT
     if h.flags & Flag.RETRANSMIT:
         flags |= Flag.CACHED
-    head = h._replace(msg_type=MsgType.RESULT, flags=int(flags))
-    ep = p.Endpoints(
-        SPINE.mac,
-        session.address.mac,
-        SPINE.ip,
-        session.address.ip,
-        p.UDP_PORT_BASE,
-        p.UDP_PORT_BASE,
-    )
+    fields = {n: getattr(h, n) for n in ("slot", "slot_version", "block", "next_block")}
+    fields |= {"next_exponent": h.next_exponent, "rank": h.rank, "epoch": h.epoch}
     if h.msg_type == MsgType.ANNOUNCE:
-        return p.build_frame(ep, head, fingerprint=f.fingerprint)
-    k = len(f.values) if f.values is not None else 0
-    values = f.values if k else np.zeros(block_values, np.int64)
-    return p.build_frame(ep, head, np.asarray(values, np.int64))
+        return job.spine_frame(int(flags), fingerprint=f.fingerprint, **fields)
+    values = f.values if f.values is not None else np.zeros(job.job.block_values, np.int64)
+    return job.spine_frame(int(flags), values=values, **fields)
 
 
 def _until_marker(proc: Any, port: int, out: dict[int, list[bytes]], where: str) -> None:
