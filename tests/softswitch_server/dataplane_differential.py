@@ -39,7 +39,7 @@ runs a few in the suite. Needs root and simple_switch_grpc on PATH.
 from __future__ import annotations
 
 import argparse
-import struct
+import functools
 import sys
 import threading
 import time
@@ -77,6 +77,7 @@ from p4reduce.wire import (  # noqa: E402
     MsgType,
     RoundMode,
 )
+from scapy.layers.l2 import ARP, Ether  # noqa: E402
 
 PORTS = 5  # ranks on 1..4 at most; port 5 belongs to no rank (a stray's way in)
 UPLINK_PORT = 5  # a leaf's way to its spine (the leaf role)
@@ -96,7 +97,7 @@ FAULTS = (
     "value_carry",
     "junk",
 )
-ETH_ARP = 0x0806
+ETH_ARP = b"\x08\x06"  # an ARP frame's EtherType
 
 Frames = list[tuple[int, bytes]]
 
@@ -360,24 +361,19 @@ def _flip(frame: bytes, at: int, rng: np.random.Generator) -> bytes:
     return bytes(b)
 
 
+@functools.cache
 def arp_request(port: int) -> bytes:
     """The host on `port` asks who has the switch's address (the switch answers on it)."""
-    mac = bytes.fromhex(host_mac(port).replace(":", ""))
-    ip = bytes(int(x) for x in host_ip(port).split("."))
-    switch_ip = bytes(int(x) for x in SWITCH_IP.split("."))
-    eth = b"\xff" * 6 + mac + struct.pack("!H", ETH_ARP)
-    arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + mac + ip + bytes(6) + switch_ip
-    return eth + arp
+    ask = ARP(op=1, hwsrc=host_mac(port), psrc=host_ip(port), pdst=SWITCH_IP)
+    return bytes(Ether(src=host_mac(port), dst="ff:ff:ff:ff:ff:ff") / ask)
 
 
 def _is_marker_reply(frame: bytes) -> bool:
-    """The switch's ARP reply (an answer to `arp_request`)."""
-    return (
-        len(frame) >= 42
-        and struct.unpack_from("!H", frame, 12)[0] == ETH_ARP
-        and struct.unpack_from("!H", frame, 20)[0] == 2
-        and frame[22:28] == bytes.fromhex(SWITCH_MAC.replace(":", ""))
-    )
+    """The switch's ARP reply (an answer to `arp_request`); only an ARP frame is parsed."""
+    if frame[12:14] != ETH_ARP:
+        return False
+    eth = Ether(frame)
+    return ARP in eth and eth[ARP].op == 2 and eth[ARP].hwsrc == SWITCH_MAC
 
 
 @dataclass
