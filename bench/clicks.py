@@ -137,8 +137,10 @@ def markdown(d: dict) -> str:
             f"| final loss (mean of the last 20 steps) | {g['final_loss']:.5f} | "
             f"{p['final_loss']:.5f} |",
             "",
-            f"Largest loss difference over the steps {d['max_loss_difference']:.1e} "
-            f"(tolerance {d['loss_tolerance']:g}); parameters identical on every rank: "
+            f"Largest loss difference at a step {d['max_loss_difference']:.1e} "
+            f"(tolerance {d['step_tolerance']:g}), of the final losses "
+            f"{d['final_loss_difference']:.1e} (tolerance {d['final_tolerance']:g}); "
+            "parameters identical on every rank: "
             f"{'yes' if p['params_identical_on_every_rank'] else 'no'} (p4reduce), "
             f"{'yes' if g['params_identical_on_every_rank'] else 'no'} (gloo); the example "
             f"{'passed' if d['ok'] else 'FAILED its checks'}.",
@@ -174,7 +176,7 @@ def markdown_sweep(d: dict) -> str:
         "| values per block | links' MTU, p4reduce | job's slots | p4reduce, ms per step | "
         "… of it in the Worker's calls | gloo, ms per step (its MTU) | p4reduce ÷ gloo | "
         "packets a rank's Worker sent per step: non-zero blocks + control | non-zero blocks "
-        "of a rank | largest loss difference (tolerance) |",
+        "of a rank | largest loss difference at a step, of the final losses (tolerances) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in d["runs"]:
@@ -189,8 +191,9 @@ def markdown_sweep(d: dict) -> str:
             f"{ms(p['packets_per_step_per_rank'])}: "
             f"{ms(p['nonzero_blocks_per_step_per_rank'])} + "
             f"{ms(p['control_packets_per_step_per_rank'])} | "
-            f"{report.pct(p['mean_density_own'])} | {r['max_loss_difference']:.1e} "
-            f"({r['loss_tolerance']:g}) |"
+            f"{report.pct(p['mean_density_own'])} | {r['max_loss_difference']:.1e}, "
+            f"{r['final_loss_difference']:.1e} ({r['step_tolerance']:g}, "
+            f"{r['final_tolerance']:g}) |"
         )
     return "\n".join(lines)
 

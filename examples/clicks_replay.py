@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from clicks_model import ClickData, Config, build_model  # beside this script
+from clicks_switch import EXAMPLE_BLOCK_VALUES, FINAL_STEPS, FINAL_TOLERANCE, STEP_TOLERANCE
 from hostlib import Worker, numerics
 from p4net.harness import SwitchSession
 
@@ -149,9 +150,20 @@ class SwitchSum:
 
 
 def difference(a: list[float], b: list[float]) -> dict:
-    """Largest |loss difference| of two trajectories, its step, and the steps identical."""
-    d = np.abs(np.array(a) - np.array(b))
-    return {"max": float(d.max()), "step": int(d.argmax()), "identical_steps": int((d == 0).sum())}
+    """Largest |loss difference| of two trajectories, its step, the first step where it
+    passes the example's final tolerance (None: never), the steps identical, and the
+    difference of their final losses (the mean of the last FINAL_STEPS steps' losses, as
+    examples/clicks_switch.py takes them): what the example's two tolerances compare."""
+    x, y = np.array(a), np.array(b)
+    d = np.abs(x - y)
+    above = np.flatnonzero(d > FINAL_TOLERANCE)
+    return {
+        "max": float(d.max()),
+        "step": int(d.argmax()),
+        "first_above": int(above[0]) if above.size else None,
+        "identical_steps": int((d == 0).sum()),
+        "final": float(abs(x[-FINAL_STEPS:].mean() - y[-FINAL_STEPS:].mean())),
+    }
 
 
 def rank_losses(pattern: str, workers: int) -> list[float]:
@@ -208,6 +220,10 @@ def replay(
         "window": window,
         "block_values": switch_sum.block_values,
         "max_error_over_bound": worst,
+        # what examples/clicks_switch.py allows two trainings (its TOLERANCES)
+        "step_tolerance": STEP_TOLERANCE,
+        "final_tolerance": FINAL_TOLERANCE,
+        "final_steps": FINAL_STEPS,
         "loss": {k: v.loss for k, v in runs.items()},
         "loss_difference": {f"{a}-{b}": difference(runs[a].loss, runs[b].loss) for a, b in pairs},
         "parameter_difference": {f"{a}-{b}": param_difference(runs[a], runs[b]) for a, b in pairs},
@@ -221,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slots", type=int, default=64, help="the job's slots (softswitch's default)")
     ap.add_argument("--window", type=int, default=None, help="default: the Worker's")
     ap.add_argument(
-        "--block-values", type=int, default=None, help="values per block (the target's default)"
+        "--block-values",
+        type=int,
+        default=EXAMPLE_BLOCK_VALUES,
+        help="values per block (the example's)",
     )
     ap.add_argument("--out", type=Path, help="write the summary and losses as JSON")
     ap.add_argument(
@@ -241,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     for pair, d in res["loss_difference"].items():
         print(
             f"{pair}: max |loss difference| {d['max']:.2e} at step {d['step']} "
-            f"({d['identical_steps']} steps identical), max |parameter difference| "
+            f"({d['identical_steps']} steps identical), final losses' difference "
+            f"{d['final']:.2e}, max |parameter difference| "
             f"{res['parameter_difference'][pair]:.3g}"
         )
     for spec in a.compare:

@@ -1018,3 +1018,36 @@ def test_call_cpu_replays_a_ranks_recorded_calls_alone_and_finds_a_divergence(tm
     del again.calls[2][-1]  # the last batch of the second call: its last results
     with pytest.raises(RuntimeError, match="replay diverged: call 2"):
         call_cpu.replay(again, 1)
+
+
+def test_pytorch_md_drift_section_is_the_committed_replay_and_holds_the_examples_tolerances():
+    """docs/pytorch.md's "The late drift" table is what bench/clicks_drift.py makes of
+    docs/bench/clicks_drift.json, measured against the tolerances the example checks with
+    today; and they are the right two: a correct allreduce's training (float32 sums in rank
+    order) passes the final tolerance at a step but keeps within the step tolerance and
+    ends within the final one, as p4reduce's does, at 64 values per block and at the
+    example's block size."""
+    import clicks_drift
+    import report
+
+    examples = REPO / "examples"
+    sys.path.insert(0, str(examples))
+    try:
+        import clicks_switch
+    finally:
+        sys.path.remove(str(examples))
+    data = json.loads((REPO / "docs" / "bench" / "clicks_drift.json").read_text())
+    text = clicks_drift.markdown(data)
+    assert report.block_of(clicks_drift.DOCS, clicks_drift.BEGIN, clicks_drift.END) == text
+    sizes = {r["block_values"] for r in data["runs"]}
+    assert sizes >= {64, clicks_switch.EXAMPLE_BLOCK_VALUES}
+    for r in data["runs"]:
+        assert r["step_tolerance"] == clicks_switch.STEP_TOLERANCE
+        assert r["final_tolerance"] == clicks_switch.FINAL_TOLERANCE
+        assert r["final_steps"] == clicks_switch.FINAL_STEPS
+        assert r["max_error_over_bound"] <= 1.0
+        correct = r["loss_difference"]["float32-exact"]
+        assert correct["first_above"] is not None  # one tolerance a step would fail it
+        for pair in ("float32-exact", "p4reduce-exact", "p4reduce-float32"):
+            d = r["loss_difference"][pair]
+            assert d["max"] <= r["step_tolerance"] and d["final"] <= r["final_tolerance"], pair
