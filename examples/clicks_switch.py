@@ -54,7 +54,7 @@ STEP_TOLERANCE = 1e-2
 FINAL_TOLERANCE = 1e-3
 # The p4reduce job's values per block. A block is non-zero when any of its values is, so
 # wider blocks carry more of the gradient in fewer packets; both software switches pay per
-# packet. The example's step through p4reduce is shortest around 1 024 values per block
+# packet. The example's step through softswitch is shortest around 1 024 values per block
 # (docs/benchmarks.md, "The click example at each block size"), where the job's frames
 # need jumbo links (gloo runs on them too), and its training follows the exact sums' as
 # closely as at 64 (TOLERANCES).
