@@ -88,9 +88,10 @@ run:
 # block size"); a job of wider frames raises its links, and gloo runs at that MTU too.
 STEPS ?= 300
 BLOCK_VALUES ?=
+EXAMPLE_TARGET = $(if $(filter auto,$(TARGET)),softswitch,$(TARGET))
 example:
 	$(PY) examples/clicks_switch.py --workers $(WORKERS) --steps $(STEPS) \
-	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
+	  --target $(EXAMPLE_TARGET) \
 	  $(if $(BLOCK_VALUES),--block-values $(BLOCK_VALUES)) $(EXAMPLE_ARGS)
 
 # Every figure the docs state: p4reduce against gloo on the same Mininet hosts, density
@@ -132,18 +133,22 @@ ifeq ($(QUICK),)
 	    --json docs/bench/loss_recovery_simple_switch_grpc.json --command 'make bench' && \
 	  $(PY) bench/fairness.py --target simple_switch_grpc --markdown \
 	    --json docs/bench/fairness_simple_switch_grpc.json --command 'make bench' && \
-	  $(PY) bench/primitives.py --json docs/bench/primitives.json --markdown --command 'make bench'; \
+	  $(PY) bench/primitives.py --json docs/bench/primitives.json --markdown --command 'make bench' && \
+	  $(MAKE) bench-example TARGET=simple_switch_grpc; \
 	else echo "simple_switch_grpc not on PATH: loss and fairness benchmarks on softswitch only, no per-packet counts"; fi
 else
 	$(PY) bench/suite.py --quick --out build/bench --command 'make bench QUICK=1'
 endif
 
-# The click example as a benchmark (run by `make bench`): both backends through the same
-# hosts and switch, p4reduce in silent rounds; rewrites docs/pytorch.md's generated section
-# from docs/bench/clicks.json. Needs install-torch.
+# The click example as a benchmark (run by `make bench`, through softswitch and, where it
+# is installed, simple_switch_grpc): both backends through the same hosts and switch,
+# p4reduce in silent rounds; rewrites the target's generated section of docs/pytorch.md
+# from docs/bench/clicks.json (softswitch) or docs/bench/clicks_<target>.json. Needs
+# install-torch.
 bench-example:
-	$(PY) bench/clicks.py --steps 100 --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
-	  --json docs/bench/clicks.json --markdown --command 'make bench-example'
+	$(PY) bench/clicks.py --steps 100 --target $(EXAMPLE_TARGET) \
+	  --json docs/bench/clicks$(if $(filter-out softswitch,$(EXAMPLE_TARGET)),_$(EXAMPLE_TARGET)).json \
+	  --markdown --command 'make bench-example$(if $(filter-out softswitch,$(EXAMPLE_TARGET)), TARGET=$(EXAMPLE_TARGET))'
 
 # A public course-lab solution and p4reduce (packed and lanes) on the same simple_switch_grpc,
 # one table (docs/course-baseline.md). PEER: a checkout of the peer's repository (its code is
@@ -154,7 +159,7 @@ IMPL ?= j-udp
 PEER_VENV := build/peer-venv
 bench-example-blocks:
 	$(PY) bench/clicks.py --steps 40 --block-sizes 64 256 1024 2048 4096 8192 16000 \
-	  --target $(if $(filter auto,$(TARGET)),softswitch,$(TARGET)) \
+	  --target $(EXAMPLE_TARGET) \
 	  --json docs/bench/clicks_blocks.json --markdown --command 'make bench-example-blocks'
 
 # How far two correct trainings of the example part (run by `make bench`): its training in
