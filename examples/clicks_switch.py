@@ -541,14 +541,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, Config]:
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     a = ap.parse_args(argv)
     opts = Options(
-        a.workers,
-        a.target,
-        a.slots,
-        a.out,
-        a.step_tolerance,
-        a.final_tolerance,
-        not a.no_plot,
-        a.quiet,
+        workers=a.workers,
+        target=a.target,
+        slots=a.slots,
+        out=a.out,
+        step_tolerance=a.step_tolerance,
+        final_tolerance=a.final_tolerance,
+        plot=not a.no_plot,
+        quiet=a.quiet,
         gloo_mtus=a.gloo_mtus,
         block_values=a.block_values,
         round_mode=a.round_mode,
