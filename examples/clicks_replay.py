@@ -1,7 +1,7 @@
 """The click example's training in one process, its every sum checked; beside it the same
 training with two other sums.
 
-    .venv/bin/python examples/clicks_replay.py                 # 4 ranks, 300 steps
+    .venv/bin/python examples/clicks_replay.py    # 4 ranks, 300 steps, 1 024 values per block
 
 Why: examples/clicks_switch.py compares p4reduce with gloo in Mininet, and their losses
 drift apart late in the run. This replays the same training (same model, data, Adam,
