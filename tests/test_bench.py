@@ -916,6 +916,11 @@ def test_pytorch_md_click_section_is_what_the_committed_run_gives():
         bound = p["nonzero_blocks_per_step_per_rank"] + p["control_packets_per_step_per_rank"]
         assert p["packets_over_bound"] == pytest.approx(p["packets_per_step_per_rank"] / bound)
         assert f"{p['packets_over_bound']:.3f}" in text and data["round_mode"] == "silent"
+        if target == "softswitch":  # README's line on the example is this run's
+            line = clicks.readme_line(data)
+            assert report.block_of(clicks.README, clicks.README_BEGIN, clicks.README_END) == line
+            ratio = p["median_step_ms"] / data["backends"]["gloo"]["median_step_ms"]
+            assert f"{ratio:.2f} of gloo's time" in line
 
 
 def test_loss_and_fairness_sections_are_what_their_committed_runs_give():
