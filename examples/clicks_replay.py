@@ -32,7 +32,13 @@ import torch
 import torch.nn.functional as F
 
 from clicks_model import ClickData, Config, build_model  # beside this script
-from clicks_switch import EXAMPLE_BLOCK_VALUES, FINAL_STEPS, FINAL_TOLERANCE, STEP_TOLERANCE
+from clicks_switch import (
+    EXAMPLE_BLOCK_VALUES,
+    FINAL_STEPS,
+    FINAL_TOLERANCE,
+    STEP_TOLERANCE,
+    final_loss,
+)
 from hostlib import Worker, numerics
 from p4net.harness import SwitchSession
 
@@ -152,8 +158,8 @@ class SwitchSum:
 def difference(a: list[float], b: list[float]) -> dict:
     """Largest |loss difference| of two trajectories, its step, the first step where it
     passes the example's final tolerance (None: never), the steps identical, and the
-    difference of their final losses (the mean of the last FINAL_STEPS steps' losses, as
-    examples/clicks_switch.py takes them): what the example's two tolerances compare."""
+    difference of their final losses (examples/clicks_switch.py's final_loss): what the
+    example's two tolerances compare."""
     x, y = np.array(a), np.array(b)
     d = np.abs(x - y)
     above = np.flatnonzero(d > FINAL_TOLERANCE)
@@ -162,7 +168,7 @@ def difference(a: list[float], b: list[float]) -> dict:
         "step": int(d.argmax()),
         "first_above": int(above[0]) if above.size else None,
         "identical_steps": int((d == 0).sum()),
-        "final": float(abs(x[-FINAL_STEPS:].mean() - y[-FINAL_STEPS:].mean())),
+        "final": abs(final_loss(x) - final_loss(y)),
     }
 
 

@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 
 BACKENDS = ("p4reduce", "gloo")
 WARMUP = 5  # steps left out of the time medians (DDP's first-iteration work)
-FINAL_STEPS = 20  # a run's final loss: the mean of its last steps' losses
+FINAL_STEPS = 20  # a run's final loss: the mean of its last steps' losses (final_loss)
 
 # TOLERANCES. The check compares two trainings, not two sums (the sums are checked one by
 # one by examples/clicks_replay.py and the tests): two correct allreduces -- exact sums
@@ -59,6 +59,13 @@ FINAL_TOLERANCE = 1e-3
 # need jumbo links (gloo runs on them too), and its training follows the exact sums' as
 # closely as at 64 (TOLERANCES).
 EXAMPLE_BLOCK_VALUES = 1024
+
+
+def final_loss(losses) -> float:
+    """A run's final loss: the mean of its last FINAL_STEPS steps' (all of a shorter run's),
+    what the final tolerance compares; the replay takes its trainings' the same way."""
+    x = np.asarray(losses, dtype=np.float64)
+    return float(x[-FINAL_STEPS:].mean())
 
 
 @dataclass
@@ -253,7 +260,7 @@ def summarize(runs: dict, launches: dict, opts: Options, cfg: Config, slots: int
         step_s = np.max([r["step_seconds"] for r in ranks], axis=0)
         b: dict = {
             "loss": loss.tolist(),
-            "final_loss": float(loss[-min(FINAL_STEPS, steps) :].mean()),
+            "final_loss": final_loss(loss),
             "step_seconds": step_s.tolist(),
             "median_step_ms": median_step_ms(ranks),
             "mean_step_ms": 1000 * float(step_s.mean()),
