@@ -83,9 +83,9 @@ run:
 
 # Train a click model through the switch and through gloo (4 ranks in Mininet), compare,
 # plot: examples/out/results.json, examples/out/clicks.png. Needs install-examples.
-# BLOCK_VALUES: the p4reduce job's values per block (empty: the example's, 1 024, where
-# its step through p4reduce is shortest: docs/benchmarks.md, "The click example at each
-# block size"); a job of wider frames raises its links, and gloo runs at that MTU too.
+# BLOCK_VALUES: the p4reduce job's values per block (empty: the example's, 1 024, around
+# where its step through softswitch is shortest: docs/benchmarks.md, "The click example at
+# each block size"); a job of wider frames raises its links, and gloo runs at that MTU too.
 STEPS ?= 300
 BLOCK_VALUES ?=
 EXAMPLE_TARGET = $(if $(filter auto,$(TARGET)),softswitch,$(TARGET))
