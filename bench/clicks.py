@@ -73,31 +73,37 @@ def window_text(d: dict) -> str:
     return ", all outstanding" if window >= d["slots"] else f", at most {window} outstanding"
 
 
+def run_example(script: str, argv: list[str], result: str) -> tuple[dict, int]:
+    """examples/`script` run with `argv` from the repository, "{out}" in it a temporary
+    directory: the JSON it wrote there as `result`, and its exit status (a check that
+    failed still writes its results); SystemExit when it wrote none."""
+    with tempfile.TemporaryDirectory(prefix="p4reduce-example-") as out:
+        command = [sys.executable, str(REPO / "examples" / script)]
+        run = subprocess.run(command + [a.replace("{out}", out) for a in argv], cwd=REPO)
+        path = Path(out) / result
+        if not path.exists():
+            raise SystemExit(f"examples/{script} wrote no results (exit {run.returncode})")
+        return json.loads(path.read_text()), run.returncode
+
+
 def measure(args) -> dict:
     """One run of the example; its results.json with where and when it ran."""
     load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="p4reduce-clicks-") as out:
-        argv = [
-            sys.executable,
-            str(REPO / "examples" / "clicks_switch.py"),
-            "--workers",
-            str(args.workers),
-            "--steps",
-            str(args.steps),
-            "--target",
-            args.target,
-            "--round-mode",
-            args.round_mode,
-            "--out",
-            out,
-            "--no-plot",
-            "--quiet",
-        ] + (["--block-values", str(args.block_values)] if args.block_values else [])
-        run = subprocess.run(argv, cwd=REPO)
-        results = Path(out) / "results.json"
-        if not results.exists():
-            raise SystemExit(f"the example wrote no results (exit {run.returncode})")
-        data = json.loads(results.read_text())
+    argv = [
+        "--workers",
+        str(args.workers),
+        "--steps",
+        str(args.steps),
+        "--target",
+        args.target,
+        "--round-mode",
+        args.round_mode,
+        "--out",
+        "{out}",
+        "--no-plot",
+        "--quiet",
+    ] + (["--block-values", str(args.block_values)] if args.block_values else [])
+    data, status = run_example("clicks_switch.py", argv, "results.json")
     data.pop("loss_difference", None)  # per step: in the example's own output, not here
     for b in data["backends"].values():
         for key in ("loss", "step_seconds", "density_own", "rounds_per_block"):
@@ -106,7 +112,7 @@ def measure(args) -> dict:
         date=time.strftime("%Y-%m-%d %H:%M %Z"),
         load=[load, os.getloadavg()[0]],
         commit=measured_commit(REPO),
-        example_ok=run.returncode == 0,
+        example_ok=status == 0,
     )
     return data
 

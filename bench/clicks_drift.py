@@ -18,15 +18,12 @@ the tolerances examples/clicks_switch.py checks two trainings with. No root, no 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import report
+from clicks import run_example
 from report import REPO
 from suite import measured_commit
 
@@ -42,24 +39,13 @@ PAIRS = {
 
 
 def replay(steps: int, block_values: int) -> dict:
-    """One run of the replay; its JSON without the per-step losses."""
-    with tempfile.TemporaryDirectory(prefix="p4reduce-drift-") as out:
-        path = Path(out) / "replay.json"
-        argv = [
-            sys.executable,
-            str(REPO / "examples" / "clicks_replay.py"),
-            "--steps",
-            str(steps),
-            "--block-values",
-            str(block_values),
-            "--quiet",
-            "--out",
-            str(path),
-        ]
-        run = subprocess.run(argv, cwd=REPO)
-        if run.returncode != 0 or not path.exists():
-            raise SystemExit(f"the replay at {block_values} values per block: {run.returncode}")
-        data = json.loads(path.read_text())
+    """One run of the replay; its JSON without the per-step losses. A replay whose sum
+    was out of bound exits non-zero: no table from it."""
+    argv = ["--steps", str(steps), "--block-values", str(block_values), "--quiet"]
+    argv += ["--out", "{out}/replay.json"]
+    data, status = run_example("clicks_replay.py", argv, "replay.json")
+    if status != 0:
+        raise SystemExit(f"examples/clicks_replay.py at {block_values} values per block: {status}")
     data.pop("loss", None)
     return data
 
