@@ -616,12 +616,13 @@ class AllreduceEngine:
             )
         return ours & self.slots.active.take(slot, mode="clip")  # (slot < slot_count: ours)
 
-    def _take_statuses(self, r: Parsed, status: np.ndarray, now: float) -> None:
+    def _take_statuses(self, r: Parsed, status: np.ndarray, now: float) -> np.ndarray:
         """STATUS replies (`status`: those of the batch that answer this rank's
         outstanding packets): the switch holds these rounds' packets (timers), and says
-        which ranks it has heard from (liveness)."""
+        which ranks it has heard from (liveness). Returns the ones that hold this rank's
+        packet (behind a leaf, not those whose bitmap lacks it: _heard_by_leaf)."""
         if not np.count_nonzero(status) or r.contributors is None:
-            return
+            return status
         relayed = None  # the leaf role: the spine's STATUS, relayed by the leaf
         if self.cfg.wire_rank is not None:
             status = self._heard_by_leaf(r, status, now)
@@ -630,6 +631,7 @@ class AllreduceEngine:
         self.pacer.held_by_switch(slots, now, r.contributors[status])
         self.liveness.statuses(slots, r.contributors[status], now, relayed)
         self.stats.statuses += int(np.count_nonzero(status))
+        return status
 
     def _heard_by_leaf(self, r: Parsed, status: np.ndarray, now: float) -> np.ndarray:
         """The leaf role: of the STATUS replies `status` (mask), those that hold this

@@ -218,8 +218,14 @@ class SilentEngine(AllreduceEngine):
             status = self._answers(r, ours & status)
             statuses = int(np.count_nonzero(status))
             if statuses:
-                self._take_statuses(r, status, now)
-                self.queries[slot[status]] = 0
+                # only a STATUS holding this rank's packet answers its resends: behind a
+                # leaf, one lacking it (sent to every rank the round expects, whoever
+                # asked) may be of a round that cannot take that packet -- the closing
+                # round in the version of an announce round whose result this rank lost,
+                # with the data rounds it sat out -- and the resends it prompts must count
+                # towards the rewind request (_resending) that gets this rank its place
+                held = self._take_statuses(r, status, now)
+                self.queries[slot[held]] = 0
         rows = (ours & ((msg == p.MSG.RESULT) | (msg == p.MSG.REWIND))).nonzero()[0]
         taken = 0
         while rows.size:

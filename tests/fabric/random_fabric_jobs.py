@@ -53,7 +53,7 @@ from hostlib import SwitchStateLost  # noqa: E402
 from controlplane.fabric import FabricController  # noqa: E402
 from p4net.harness import on_leaves  # noqa: E402
 from p4reduce.fabric import MAX_WORKERS  # noqa: E402
-from random_jobs import KINDS, Job, draw_tensors, judge_calls, judge_errors  # noqa: E402
+from random_jobs import KINDS, Job, draw_tensors, judge_calls, judge_errors, describe_problems  # noqa: E402
 from softswitch.inprocess import InProcessFabric, two_level_ranks  # noqa: E402
 
 # a rank thread still running this long after the job's last call should have ended is
@@ -301,7 +301,7 @@ def main() -> int:
                 problems = run(fab, ctl, fj, 20 + i % 100, tally)
                 if problems:
                     broken += 1
-                    print(fj.describe(), *(f"    {p}" for p in problems[:6]), sep="\n", flush=True)
+                    print(describe_problems(fj.describe(), problems), flush=True)
         finally:
             ctl.close()
     print(f"{broken} of {args.jobs} jobs broke the contract")

@@ -14,7 +14,7 @@ from hostlib import protocol as p
 from hostlib.engine import AllreduceEngine, acts_at_once
 from hostlib.liveness import SILENT_STATUSES, SILENT_TIMERS, RankSilent
 from hostlib.numerics import make_payload
-from hostlib.silent import SilentEngine
+from hostlib.silent import QUERIES_BEFORE_REWIND, SilentEngine
 from hostlib.timers import CLEAN_GROWTH, EngineParams
 from p4reduce.addresses import Address, WorkerAddress
 from p4net.harness import frame_rows
@@ -218,6 +218,32 @@ def test_a_silent_leafs_status_that_lacks_this_rank_resends_its_data_at_once():
     assert [(h.msg_type, h.slot, bool(h.flags & p.Flag.RETRANSMIT)) for h in again] == [
         (p.MsgType.DATA, 1, True)
     ]
+
+
+def test_a_silent_rank_that_only_hears_statuses_lacking_it_asks_for_a_rewind():
+    """A silent rank that lost its announce round's RESULT and sat out the data round
+    after it resends its ANNOUNCE into the closing round of the same version and block
+    (END_OF_STREAM), which takes no ANNOUNCE; the leaf's STATUS of that round, sent to
+    every rank it expects whoever asked, lacks this rank every time. Each such STATUS
+    resent the ANNOUNCE at once and also counted as an answer, so the rank never asked
+    for the rewind that gets it its place, and the other ranks took it for dead (a
+    fabric job at 10 % loss). After QUERIES_BEFORE_REWIND resends that only such STATUS
+    answered, it asks: a query and a REWIND request for its coverage, the slot's first
+    block."""
+    cfg = load_descriptor(leaf_descriptor(round_mode="silent"))
+    e = SilentEngine(cfg, make_payload(np.zeros(12 * 64, np.int32), cfg.worker_count), T0, PARAMS)
+    assert len(e.packets_to_send(T0)) == SLOTS
+    lacking = header(p.MsgType.STATUS, 0, EOS, flags=p.Flag.SILENT)
+    sent, now = [], T0
+    for _ in range(QUERIES_BEFORE_REWIND + 1):
+        now += 0.05  # past half a round since the rank's latest packet, within its timer
+        e.on_result(lacking, None, now, contributors=0b101)
+        frames = _frames(e.packets_to_send(now))  # (the other slots' timers: not this)
+        sent.append([h for f in frames if (h := p.parse_frame(bytes(f)).header).slot == 0])
+    kinds = [[(h.msg_type, h.block, h.next_block) for h in hs] for hs in sent]
+    announce = (p.MsgType.ANNOUNCE, EOS, EOS)
+    assert kinds[:-1] == [[announce]] * QUERIES_BEFORE_REWIND, kinds
+    assert kinds[-1] == [(p.MsgType.SKIP, 0, EOS), (p.MsgType.REWIND, 0, 0), announce], kinds
 
 
 def test_behind_a_silent_leaf_a_long_clean_round_feeds_the_estimate_whole():

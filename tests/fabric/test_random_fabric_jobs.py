@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import LEAVES, new_fabric
-from .random_fabric_jobs import fabric_controller, random_fabric_job, run
+from .random_fabric_jobs import describe_problems, fabric_controller, random_fabric_job, run
 
 JOB_IDS = iter(range(40, 100))
 
@@ -33,14 +33,14 @@ def fabric(tmp_path_factory):
 def test_a_random_job_across_the_fabric_keeps_the_contract(fabric, seed, loss):
     fj = random_fabric_job(seed, loss)
     problems = run(*fabric, fj, next(JOB_IDS))
-    assert not problems, (fj.describe(), problems)
+    assert not problems, describe_problems(fj.describe(), problems)
 
 
 @pytest.mark.parametrize("seed", [1002, 1030])
 def test_a_random_job_under_20_percent_loss_and_late_ranks_keeps_the_contract(fabric, seed):
     fj = random_fabric_job(seed, 0.2, ranks_per_leaf=12, skew=0.3)
     problems = run(*fabric, fj, next(JOB_IDS))
-    assert not problems, (fj.describe(), problems)
+    assert not problems, describe_problems(fj.describe(), problems)
 
 
 @pytest.mark.parametrize("seed", [24, 31, 9, 13])
@@ -52,7 +52,7 @@ def test_a_random_job_whose_switch_reboots_keeps_the_contract(fabric, seed):
     with the job lost on the leaves too, it fails them at once."""
     fj = random_fabric_job(seed, restart=True)
     problems = run(*fabric, fj, next(JOB_IDS))
-    assert not problems, (fj.describe(), problems)
+    assert not problems, describe_problems(fj.describe(), problems)
 
 
 @pytest.mark.parametrize("seed", [1101, 1141])
@@ -63,7 +63,7 @@ def test_a_random_job_whose_switch_reboots_with_late_ranks_keeps_the_contract(fa
     by the controller, and by the STATE_LOST passing it), so it fails at once."""
     fj = random_fabric_job(seed, ranks_per_leaf=8, skew=0.2, restart=True)
     problems = run(*fabric, fj, next(JOB_IDS))
-    assert not problems, (fj.describe(), problems)
+    assert not problems, describe_problems(fj.describe(), problems)
 
 
 @pytest.mark.parametrize("seed,loss", [(70003, 0.05), (70098, 0.1)])
@@ -74,7 +74,11 @@ def test_a_random_silent_job_in_the_leaf_role_keeps_the_contract(fabric, seed, l
     copy, asks its leaf, and asks for rewinds that the leaf sends up. Seed 70098 (one
     block, 16 and 17 ranks) once stalled a closing round: a rank that lost every result
     of the call took the leaf's STATUS of the closing round, multicast to all its ranks,
-    for one of its announce round, and never asked for a rewind."""
+    for one of its announce round, and never asked for a rewind. In some runs (the timing
+    is the threads') it also stalled a call's closing round for a rank that lost the
+    announce round's result: its ANNOUNCE resends, which that round does not take, met
+    only the leaf's STATUS lacking it, counted as answers, so it asked for no rewind
+    until the other ranks took it for dead."""
     fj = random_fabric_job(seed, loss, silent_leaf_role=True)
     problems = run(*fabric, fj, next(JOB_IDS))
-    assert not problems, (fj.describe(), problems)
+    assert not problems, describe_problems(fj.describe(), problems)

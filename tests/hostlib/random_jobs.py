@@ -191,6 +191,13 @@ def judge_calls(job: Job, outcomes: list[list], stopped: frozenset[int] = frozen
     return problems
 
 
+def describe_problems(description: str, problems: list[str]) -> str:
+    """A broken job as a test or a script shows it: its description, then every problem on
+    a line of its own (a repr of the list, as pytest prints it, cuts off the ranks whose
+    own failure explains the others')."""
+    return "\n".join([description, *(f"    {p}" for p in problems)])
+
+
 def outcome(call: Call, got):
     """A simulated call's outcome as a Worker gives it: what it would have raised (the
     engine's mismatch first, as Worker.allreduce checks it), else its sums."""
@@ -277,7 +284,7 @@ def main() -> int:
             problems = run(switch, job)
             if problems:
                 broken += 1
-                print(job.describe(), *(f"    {p}" for p in problems[:6]), sep="\n", flush=True)
+                print(describe_problems(job.describe(), problems), flush=True)
     print(f"{broken} of {args.jobs} jobs broke the contract")
     return 1 if broken else 0
 

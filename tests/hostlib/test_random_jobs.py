@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from random_jobs import random_job, run
+from random_jobs import describe_problems, random_job, run
 from test_silent_switch import switch  # noqa: F401 (the fixture: a switch that runs both modes)
 
 
@@ -21,18 +21,18 @@ from test_silent_switch import switch  # noqa: F401 (the fixture: a switch that 
 def test_a_random_job_keeps_the_contract(switch, seed, loss):  # noqa: F811 (the fixture)
     job = random_job(seed, loss)
     problems = run(switch, job)
-    assert not problems, (job.describe(), problems)
+    assert not problems, describe_problems(job.describe(), problems)
 
 
 @pytest.mark.parametrize("seed", [125, 144, 145, 176])
 def test_a_random_job_under_20_percent_loss_keeps_the_contract(switch, seed):  # noqa: F811
     job = random_job(seed, 0.2)
     problems = run(switch, job)
-    assert not problems, (job.describe(), problems)
+    assert not problems, describe_problems(job.describe(), problems)
 
 
 @pytest.mark.parametrize("seed", [7, 134, 257])
 def test_a_random_job_whose_switch_restarts_keeps_the_contract(switch, seed):  # noqa: F811
     job = random_job(seed, restart=True)
     problems = run(switch, job)
-    assert not problems, (job.describe(), problems)
+    assert not problems, describe_problems(job.describe(), problems)
