@@ -115,6 +115,8 @@ class InProcessSwitch:
 
     def _transmit(self, port: int, frame: bytes) -> None:
         # called by device.receive, i.e. with self.lock held by `send_many`
+        if self.wiring.tap is not None:
+            self.wiring.tap(self, "out", port, frame)
         peer = self.wiring.peers.get((self, port))
         if peer is not None:
             if self.wiring.carry((self, port), frame):
@@ -128,6 +130,8 @@ class InProcessSwitch:
 
     def _receive(self, port: int, frame: bytes) -> None:
         """A frame entering on `port` (self.lock held); a stopped switch loses it."""
+        if self.wiring.tap is not None:
+            self.wiring.tap(self, "in", port, frame)
         if self.device is not None and self.server is not None:
             self.device.receive(port, frame)
 
@@ -228,6 +232,9 @@ class Wiring:
     loss: dict[tuple[InProcessSwitch, int], tuple[float, random.Random]] = field(
         default_factory=dict
     )
+    # called with (switch, "in" or "out", port, frame) for each frame a switch takes in
+    # or sends out, under the lock (InProcessFabric.set_tap)
+    tap: Callable[[InProcessSwitch, str, int, bytes], None] | None = None
 
     def carry(self, end: tuple[InProcessSwitch, int], frame: bytes) -> bool:
         """Whether a frame sent out of `end` onto its link arrives (the link's simulated
@@ -286,6 +293,21 @@ class InProcessFabric:
                 end: (rate, random.Random(seed * 1_000_003 + i))
                 for i, end in enumerate(self.wiring.peers)
             }
+
+    def set_tap(self, tap: Callable[[str, str, int, bytes], None] | None) -> None:
+        """`tap(switch name, "in" or "out", port, frame)` sees every frame that enters a
+        switch of the fabric on a port (from a host or a link, before its pipeline) and
+        every frame a pipeline sends out of one (before the link's simulated loss), in the
+        order the switches handle them (None: no tap). Why: a run whose outcome depends
+        on its threads' timing is understood from the frames it exchanged, which no
+        counter keeps (tests/fabric/random_fabric_jobs.py --trace)."""
+        names = {sw: name for name, sw in self.switches.items()}
+        with self.wiring.lock:
+            self.wiring.tap = (
+                None
+                if tap is None
+                else lambda sw, direction, port, frame: tap(names[sw], direction, port, frame)
+            )
 
     def link_counts(self) -> dict[tuple[str, int], LinkCount]:
         """What each link end (switch name, port) sent onto its link so far."""

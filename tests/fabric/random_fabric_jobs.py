@@ -28,8 +28,10 @@ a drawn pause. The contract then (docs/reliability.md, docs/fabric.md): a rank m
 
 prints each job that breaks the contract with its seed (`--first-seed N --jobs 1` draws
 it again; which frames are lost also depends on the threads' timing, so a failure found
-in real time may need a few runs to come back). test_random_fabric_jobs.py runs a few in
-the suite.
+in real time may need a few runs to come back). With `--trace DIR` it also writes, for
+each broken job, every frame of the job that a switch took in or sent out, one decoded
+line each, to DIR/seed<N>.txt: what the ranks and switches said to each other is what
+explains a stall. test_random_fabric_jobs.py runs a few in the suite.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ from controlplane.config import parse  # noqa: E402
 from hostlib import SwitchStateLost  # noqa: E402
 from controlplane.fabric import FabricController  # noqa: E402
 from p4net.harness import on_leaves  # noqa: E402
+from hostlib import protocol as p  # noqa: E402
 from p4reduce.fabric import MAX_WORKERS  # noqa: E402
+from p4reduce.wire import Flag, MsgType  # noqa: E402
 from random_jobs import KINDS, Job, draw_tensors, judge_calls, judge_errors, describe_problems  # noqa: E402
 from softswitch.inprocess import InProcessFabric, two_level_ranks  # noqa: E402
 
@@ -257,6 +261,54 @@ def run(
     return problems + raised + judge_calls(job, outcomes, frozenset(broke) | stopped)
 
 
+class FrameTrace:
+    """Every frame the fabric's switches take in and send out (InProcessFabric.set_tap),
+    from the latest `clear`, to write a broken job's frames (`--trace`)."""
+
+    def __init__(self, fab: InProcessFabric):
+        self.frames: list[tuple[float, str, str, int, bytes]] = []
+        self.start = time.monotonic()
+        fab.set_tap(self._seen)
+
+    def _seen(self, name: str, direction: str, port: int, frame: bytes) -> None:
+        self.frames.append((time.monotonic(), name, direction, port, bytes(frame)))
+
+    def clear(self) -> None:
+        self.frames.clear()
+        self.start = time.monotonic()
+
+    def write(self, path: Path, job_id: int) -> None:
+        """Job `job_id`'s frames, one line each: seconds since `clear`, switch, in or out,
+        port, and the p4reduce header (rank: the sender's, or the receiver's on the way
+        to it; a leaf's index among the spine's) with what the frame carries."""
+        with path.open("w") as f:
+            for t, name, direction, port, frame in self.frames:
+                try:
+                    fr = p.parse_frame(frame)
+                except p.ProtocolError:
+                    continue  # not a p4reduce frame
+                if fr.header.job == job_id:
+                    print(
+                        f"{t - self.start:9.4f} {name:>3} {direction:>3} {port:>3} {_line(fr)}",
+                        file=f,
+                    )
+
+
+def _line(fr: p.Frame) -> str:
+    h = fr.header
+    carries = ""
+    if fr.fingerprint is not None:
+        carries = f" fingerprint={fr.fingerprint[0]:#x}..{fr.fingerprint[1]:#x}"
+    elif fr.contributors is not None:
+        carries = f" contributors={fr.contributors:#x}"
+    elif fr.values is not None:
+        carries = f" values[0]={int(fr.values[0])}"
+    return (
+        f"{MsgType(h.msg_type).name:8} slot={h.slot} v{h.slot_version} rank={h.rank} "
+        f"block={h.block} next={h.next_block} flags={Flag(h.flags).name}{carries}"
+    )
+
+
 def fabric_controller(fab: InProcessFabric, state_dir: Path) -> FabricController:
     """The fabric's controller, every switch pushed, its state files in `state_dir`."""
     from fabric.conftest import fabric_config  # the test folder's package
@@ -284,12 +336,21 @@ def main() -> int:
         action="store_true",
         help="silent jobs of more than 32 ranks (the leaf role of silent rounds)",
     )
+    ap.add_argument(
+        "--trace",
+        type=Path,
+        metavar="DIR",
+        help="write each broken job's frames to DIR/seed<N>.txt",
+    )
     args = ap.parse_args()
     broken, tally = 0, Counter()
     with new_fabric(LEAVES) as fab, tempfile.TemporaryDirectory() as state:
         ctl = fabric_controller(fab, Path(state))
+        trace = FrameTrace(fab) if args.trace else None
         try:
             for i, seed in enumerate(range(args.first_seed, args.first_seed + args.jobs)):
+                if trace is not None:
+                    trace.clear()
                 fj = random_fabric_job(
                     seed,
                     args.loss,
@@ -298,10 +359,15 @@ def main() -> int:
                     args.restart,
                     args.silent_leaf_role,
                 )
-                problems = run(fab, ctl, fj, 20 + i % 100, tally)
+                job_id = 20 + i % 100
+                problems = run(fab, ctl, fj, job_id, tally)
                 if problems:
                     broken += 1
                     print(describe_problems(fj.describe(), problems), flush=True)
+                    if trace is not None:
+                        args.trace.mkdir(parents=True, exist_ok=True)
+                        trace.write(args.trace / f"seed{seed}.txt", job_id)
+                        print(f"    its frames: {args.trace / f'seed{seed}.txt'}", flush=True)
         finally:
             ctl.close()
     print(f"{broken} of {args.jobs} jobs broke the contract")

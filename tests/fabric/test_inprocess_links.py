@@ -75,6 +75,27 @@ def test_a_frame_crosses_both_uplinks_within_one_send(programmed):
     assert ("l2", HOSTS + 1) not in counts or counts[("l2", HOSTS + 1)].frames == 0
 
 
+def test_a_tap_sees_each_frame_as_each_switch_takes_it_in_and_sends_it_out(programmed):
+    """The fabric's tap: one frame from l1's host 1 to l2's host 1 enters and leaves each
+    switch on its way, in order, unchanged; without the tap nothing more is seen."""
+    fab = programmed
+    seen: list[tuple[str, str, int, bytes]] = []
+    fab.set_tap(lambda name, direction, port, frame: seen.append((name, direction, port, frame)))
+    frame = l2_frame(host_mac(2, 1), host_mac(1, 1), 0)  # what `crossed` sends first
+    assert crossed(fab, 1) == 1
+    assert [(n, d, port) for n, d, port, _ in seen] == [
+        ("l1", "in", 1),
+        ("l1", "out", HOSTS + 1),
+        ("s", "in", 1),
+        ("s", "out", 2),
+        ("l2", "in", HOSTS + 1),
+        ("l2", "out", 1),
+    ]
+    assert all(bytes(f) == frame for *_, f in seen)
+    fab.set_tap(None)
+    assert crossed(fab, 1) == 1 and len(seen) == 6
+
+
 def test_loss_is_seeded(programmed):
     fab = programmed
     fab.set_loss(0.3, seed=7)

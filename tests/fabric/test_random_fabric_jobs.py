@@ -11,7 +11,13 @@ from __future__ import annotations
 import pytest
 
 from .conftest import LEAVES, new_fabric
-from .random_fabric_jobs import describe_problems, fabric_controller, random_fabric_job, run
+from .random_fabric_jobs import (
+    FrameTrace,
+    describe_problems,
+    fabric_controller,
+    random_fabric_job,
+    run,
+)
 
 JOB_IDS = iter(range(40, 100))
 
@@ -82,3 +88,24 @@ def test_a_random_silent_job_in_the_leaf_role_keeps_the_contract(fabric, seed, l
     fj = random_fabric_job(seed, loss, silent_leaf_role=True)
     problems = run(*fabric, fj, next(JOB_IDS))
     assert not problems, describe_problems(fj.describe(), problems)
+
+
+def test_the_trace_of_a_job_is_its_frames_at_every_switch(fabric, tmp_path):
+    """`--trace`'s file (FrameTrace): each frame of the job each switch took in or sent
+    out, one decoded line each -- here, lossless, every rank's first ANNOUNCE entering its
+    leaf, and RESULTs leaving the leaves towards ranks."""
+    fj = random_fabric_job(1, 0.0)
+    trace = FrameTrace(fabric[0])
+    try:
+        job_id = next(JOB_IDS)
+        assert not run(*fabric, fj, job_id)
+    finally:
+        fabric[0].set_tap(None)
+    path = tmp_path / "seed1.txt"
+    trace.write(path, job_id)
+    lines = [line.split() for line in path.read_text().splitlines()]
+    # (time, switch, in/out, port, message, slot=, version, rank=, ...)
+    at_leaves = [w for w in lines if w[1] != "s"]
+    announced = {(w[1], w[7]) for w in at_leaves if w[2] == "in" and w[4] == "ANNOUNCE"}
+    assert len(announced) == sum(fj.per_leaf), announced
+    assert any(w[2] == "out" and w[4] == "RESULT" for w in at_leaves)
