@@ -484,9 +484,33 @@ def extension_kind(
     raise ProtocolError(f"{_with(msg_type, extension, block_values)} after the header")
 
 
+def type_name(msg_type: int) -> str:
+    """A message type's name, or its number where it names none (a forged frame's)."""
+    return MsgType(msg_type).name if msg_type in iter(MsgType) else f"msg_type {msg_type}"
+
+
+def frame_text(f: Frame) -> str:
+    """One line on a parsed frame, for people reading a run: its header field by field
+    and what it carries (a test's difference, a fabric's frame trace)."""
+    h = f.header
+    if f.fingerprint is not None:
+        carries = f" fingerprint {f.fingerprint[0]:#x}..{f.fingerprint[1]:#x}"
+    elif f.contributors is not None:
+        carries = f" contributors {f.contributors:#x}"
+    elif f.values is not None:
+        carries = f" values[0] {int(f.values[0])}" if f.values.size else " values"
+    else:
+        carries = ""
+    flags = Flag(h.flags).name or 0
+    return (
+        f"{type_name(h.msg_type)} job {h.job} slot {h.slot} version {h.slot_version} "
+        f"rank {h.rank} block {h.block} next {h.next_block} flags {flags}{carries}"
+    )
+
+
 def _with(msg_type: int, extension: int, block_values: int | None) -> str:
     """The start of a layout error: `DATA message with none`, `... with 12 bytes`."""
-    name = MsgType(msg_type).name if msg_type in iter(MsgType) else f"msg_type {msg_type}"
+    name = type_name(msg_type)
     what = {EXTENSION_BYTES[k]: k.name.lower() for k in _NOT_VALUES}.get(extension)
     if block_values and extension == values_bytes(block_values):
         what = "values"

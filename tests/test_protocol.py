@@ -291,3 +291,26 @@ def test_bad_addresses_are_named():
         p.mac_bytes("02:00:00:00:00")
     with pytest.raises(ProtocolError, match="IPv4"):
         p.ip_bytes("10.0.0.300")
+
+
+def test_frame_text_names_every_header_field_and_what_the_frame_carries():
+    """hostlib.protocol.frame_text, the one line on a frame that a test's difference and a
+    fabric's frame trace print: each field by name, flags by name, the extension."""
+    h = p.Header.make(
+        p.MsgType.STATUS,
+        job=3,
+        slot=5,
+        rank=2,
+        slot_version=1,
+        block=7,
+        next_block=9,
+        flags=p.Flag.SILENT | p.Flag.CACHED,
+    )
+    text = p.frame_text(p.parse_frame(p.build_frame(EP, h, contributors=0b101)))
+    assert text == (
+        "STATUS job 3 slot 5 version 1 rank 2 block 7 next 9 flags CACHED|SILENT contributors 0x5"
+    )
+    data = h._replace(msg_type=int(p.MsgType.DATA), flags=0)
+    values = np.arange(64, dtype=np.int32) - 4
+    text = p.frame_text(p.parse_frame(p.build_frame(EP, data, values)))
+    assert text.startswith("DATA job 3 slot 5") and text.endswith("flags 0 values[0] -4")

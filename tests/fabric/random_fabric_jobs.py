@@ -56,7 +56,6 @@ from controlplane.fabric import FabricController  # noqa: E402
 from p4net.harness import on_leaves  # noqa: E402
 from hostlib import protocol as p  # noqa: E402
 from p4reduce.fabric import MAX_WORKERS  # noqa: E402
-from p4reduce.wire import Flag, MsgType  # noqa: E402
 from random_jobs import KINDS, Job, draw_tensors, judge_calls, judge_errors, describe_problems  # noqa: E402
 from softswitch.inprocess import InProcessFabric, two_level_ranks  # noqa: E402
 
@@ -288,25 +287,8 @@ class FrameTrace:
                 except p.ProtocolError:
                     continue  # not a p4reduce frame
                 if fr.header.job == job_id:
-                    print(
-                        f"{t - self.start:9.4f} {name:>3} {direction:>3} {port:>3} {_line(fr)}",
-                        file=f,
-                    )
-
-
-def _line(fr: p.Frame) -> str:
-    h = fr.header
-    carries = ""
-    if fr.fingerprint is not None:
-        carries = f" fingerprint={fr.fingerprint[0]:#x}..{fr.fingerprint[1]:#x}"
-    elif fr.contributors is not None:
-        carries = f" contributors={fr.contributors:#x}"
-    elif fr.values is not None:
-        carries = f" values[0]={int(fr.values[0])}"
-    return (
-        f"{MsgType(h.msg_type).name:8} slot={h.slot} v{h.slot_version} rank={h.rank} "
-        f"block={h.block} next={h.next_block} flags={Flag(h.flags).name}{carries}"
-    )
+                    where = f"{t - self.start:9.4f} {name:>3} {direction:>3} {port:>3}"
+                    print(where, p.frame_text(fr), file=f)
 
 
 def fabric_controller(fab: InProcessFabric, state_dir: Path) -> FabricController:

@@ -104,8 +104,10 @@ def test_the_trace_of_a_job_is_its_frames_at_every_switch(fabric, tmp_path):
     path = tmp_path / "seed1.txt"
     trace.write(path, job_id)
     lines = [line.split() for line in path.read_text().splitlines()]
-    # (time, switch, in/out, port, message, slot=, version, rank=, ...)
+    # (time, switch, in/out, port, then hostlib.protocol.frame_text: message, "job", its
+    # job, "slot", its slot, "version", its version, "rank", its rank, ...)
     at_leaves = [w for w in lines if w[1] != "s"]
-    announced = {(w[1], w[7]) for w in at_leaves if w[2] == "in" and w[4] == "ANNOUNCE"}
+    assert all(w[5:7] == ["job", str(job_id)] and w[11] == "rank" for w in lines)
+    announced = {(w[1], w[12]) for w in at_leaves if w[2] == "in" and w[4] == "ANNOUNCE"}
     assert len(announced) == sum(fj.per_leaf), announced
     assert any(w[2] == "out" and w[4] == "RESULT" for w in at_leaves)

@@ -489,19 +489,9 @@ def _describe(frames: list[bytes], k: int) -> str:
         return "none"
     frame = frames[k]
     try:
-        f = p.parse_frame(frame)
+        return f"{p.frame_text(p.parse_frame(frame))} ({len(frame)} bytes)"
     except p.ProtocolError:
         return f"{len(frame)} bytes {frame[:48].hex()}"
-    h = f.header
-    return (
-        f"{_type_name(h.msg_type)} slot {h.slot} version {h.slot_version} block {h.block} "
-        f"next {h.next_block} flags {h.flags:#x} ({len(frame)} bytes)"
-    )
-
-
-def _type_name(msg_type: int) -> str:
-    """A message type's name, or its number where it names none (a forged frame's)."""
-    return MsgType(msg_type).name if msg_type in MsgType._value2member_map_ else f"type {msg_type}"
 
 
 def compare(
