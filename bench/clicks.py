@@ -171,16 +171,16 @@ def readme_line(d: dict) -> str:
     """README.md's line on the example: both backends' time per step and packets, from
     the run docs/pytorch.md's section states."""
     p, g = d["backends"]["p4reduce"], d["backends"]["gloo"]
-    ms, link = report.count_text, "link_tx_packets_per_step_per_worker"
+    n, link = report.count_text, "link_tx_packets_per_step_per_worker"
     return (
         f"Training through the switch (the click example, docs/pytorch.md; measured by "
         f"`{d['command']}` on {d['date']}, {d['target']}, {d['workers']} ranks, "
-        f"{d['config']['steps']} steps): p4reduce {ms(p['median_step_ms'])} ms a step at "
-        f"{report.mtu_text(d['block_values'])} values per block, gloo's ring "
-        f"{ms(g['median_step_ms'])} ms at its fastest link MTU "
+        f"{d['config']['steps']} steps): p4reduce {n(p['median_step_ms'])} ms a step at "
+        f"{n(d['block_values'])} values per block, gloo's ring "
+        f"{n(g['median_step_ms'])} ms at its fastest link MTU "
         f"({report.mtu_text(d['mtu']['gloo'])}): "
         f"{p['median_step_ms'] / g['median_step_ms']:.2f} of gloo's time, "
-        f"{ms(p[link])} packets a rank sent a step against gloo's {ms(g[link])}."
+        f"{n(p[link])} packets a rank sent a step against gloo's {n(g[link])}."
     )
 
 
