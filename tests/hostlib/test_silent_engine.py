@@ -171,6 +171,50 @@ def test_a_gap_in_the_chain_rewinds_and_nothing_is_missing():
     assert e.stats.rewinds == 1
 
 
+def test_a_lost_copy_of_a_re_run_round_this_rank_holds_is_no_gap():
+    """Rank 0, silent on slot 2, holds the sums of blocks 2, 6 and 10 when another rank's
+    rewind to block 2 re-runs the slot. It loses the re-run's RESULT of block 2: the
+    RESULT of block 6 comes next, and every block from its coverage (2) through 6 has its
+    sum stored, so it goes on -- no REWIND request, which would re-run the slot again for
+    every rank -- and closes the slot with every sum."""
+    e = make_engine()
+    sent(e)
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
+    feed(e, 2, 0, 6, 10, values=np.full(64, 6, np.int32))
+    feed(e, 2, 1, 10, 2, msg=RW, values=np.full(64, 10, np.int32))  # block 10, rewind to 2
+    assert only(e, 2) == [(ANN, 0, 2, EOS)]
+    feed(e, 2, 0, 2, 2, fp=(FP, FP))  # the rewind round: coverage back to block 2
+    # (the re-run's RESULT of block 2, version 1, is lost)
+    feed(e, 2, 0, 6, 10, values=np.full(64, 6, np.int32))
+    feed(e, 2, 1, 10, EOS, values=np.full(64, 10, np.int32))
+    assert only(e, 2) == [(SKIP, 0, EOS, EOS)]
+    assert e.stats.rewind_requests == 0
+    feed(e, 2, 0, EOS, EOS)
+    assert not e.active[2]
+    out = e.output.finish().reshape(12, 64)
+    assert (out[2] == 2).all() and (out[6] == 6).all() and (out[10] == 10).all()
+
+
+def test_a_lost_copy_of_a_round_whose_sum_this_rank_lacks_is_a_gap_after_a_rewind():
+    """The same re-run, but rank 0 never had block 6's sum (it lost that RESULT before
+    the rewind, and the rewind came before its own request): the re-run's RESULT of
+    block 6 lost too, the RESULT of block 10 is a gap (block 6 unknown), and its closing
+    packet asks for a rewind to block 6."""
+    e = make_engine()
+    sent(e)
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
+    # (the RESULT of block 6, version 0, is lost; the switch's REWIND to 2 comes next)
+    feed(e, 2, 1, 10, 2, msg=RW, values=np.full(64, 10, np.int32))
+    sent(e)
+    feed(e, 2, 0, 2, 2, fp=(FP, FP))
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
+    # (the re-run's RESULT of block 6 is lost as well)
+    feed(e, 2, 1, 10, EOS, values=np.full(64, 10, np.int32))
+    assert only(e, 2) == [(RW, 0, EOS, 6)]
+
+
 def test_a_rewind_re_runs_blocks_already_stored_without_storing_them_twice():
     """Another rank's rewind to block 1 after rank 0 stored blocks 1 and 5: rank 0 goes
     back (its cursor to block 1: it sends DATA(1) again) and stores from block 9 on only.
