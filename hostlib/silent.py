@@ -495,13 +495,14 @@ class SilentEngine(AllreduceEngine):
         stored = contiguous & data
         if np.count_nonzero(stored):
             self._store(r, idx[stored], s[stored])
-        # a later data round over blocks whose sums this rank holds: no gap, and nothing
-        # to ask a rewind for (_bridged)
-        later = ~match & open_ & ~rewind & ~skipped & r.has_values[idx] & (cov != EOS)
+        # a data round before the coverage, or over blocks whose sums this rank holds:
+        # no gap, and nothing to ask a rewind for (_bridged)
+        later = ~contiguous & open_ & ~rewind & ~skipped & r.has_values[idx] & (cov != EOS)
         if np.count_nonzero(later):
             bridged = self._bridged(s, b, cov, later)
             contiguous |= bridged
             self.want_rewind[s[bridged]] = False
+            n = np.where(bridged, np.maximum(n, cov), n)  # (coverage never goes back)
         gap = ~contiguous & open_ & (cov != EOS)
         if np.count_nonzero(gap):
             self.want_rewind[s[gap]] = True
@@ -514,22 +515,26 @@ class SilentEngine(AllreduceEngine):
     def _bridged(
         self, s: np.ndarray, b: np.ndarray, cov: np.ndarray, later: np.ndarray
     ) -> np.ndarray:
-        """Which of the later data rounds' RESULTs `later` (mask; of blocks `b` on slots
-        `s`, whose coverage is `cov`) continue the chain all the same: those whose every
+        """Which of the data rounds' RESULTs `later` (mask: not contiguous; of blocks `b`
+        on slots `s`, whose coverage is `cov`) continue the chain all the same: those of a
+        block before the coverage (the rank lacks nothing there: it lost the rewind
+        round's RESULT that would have brought its coverage back), and those whose every
         block of the stream from the coverage through their own has its sum stored. A
         rewind's re-run sends the results of rounds this rank took before; a lost copy of
         one it holds left nothing unknown between its coverage and the next (the round's
         own sum is stored, and a stored block's sum came from that block's RESULT, whoever
         ran the rounds around it), so the next RESULT moves the coverage on, where asking
-        for another rewind re-ran the slot again for every rank: under heavy loss the re-runs
-        themselves lost such copies, and the slot churned in rewinds. A block not stored
-        (one the rank believes zero, or one whose round's exponent it never learned: the
-        RESULT naming a round states its exponent) is still a gap. A few slots per wave,
-        each a slice of `stored`."""
+        for another rewind re-ran the slot again for every rank: under heavy loss the
+        re-runs themselves lost such copies, and the slot churned in rewinds. A block not
+        stored (one the rank believes zero, or one whose round's exponent it never
+        learned: the RESULT naming a round states its exponent) is still a gap. A few
+        slots per wave, each a slice of `stored`."""
         out = np.zeros(s.size, bool)
         for i in np.flatnonzero(later):
             lo, hi = int(cov[i]), int(b[i])
-            if lo < hi < self.payload.nblocks and (hi - lo) % self.stride == 0:
+            if hi < lo:  # a round before the coverage: it tells the rank nothing it lacks
+                out[i] = True
+            elif hi < self.payload.nblocks and (hi - lo) % self.stride == 0:
                 out[i] = bool(self.stored[lo : hi + 1 : self.stride].all())
         return out
 

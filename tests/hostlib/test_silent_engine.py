@@ -196,6 +196,31 @@ def test_a_lost_copy_of_a_re_run_round_this_rank_holds_is_no_gap():
     assert (out[2] == 2).all() and (out[6] == 6).all() and (out[10] == 10).all()
 
 
+def test_a_re_run_round_before_the_coverage_is_no_gap():
+    """Rank 0 holds the sums of blocks 2 and 6 of slot 2 (coverage: block 10) when a REWIND
+    to block 2 comes (as the RESULT of block 6), and loses the rewind round's RESULT,
+    which would have brought its coverage back to block 2: the re-run's rounds of blocks
+    2 and 6 are before its coverage and tell it nothing it lacks, so it follows them
+    without asking for a rewind, takes block 10's sum and closes the slot."""
+    e = make_engine()
+    sent(e)
+    feed(e, 2, 0, EOS, 2, fp=(FP, FP))
+    feed(e, 2, 1, 2, 6, values=np.full(64, 2, np.int32))
+    feed(e, 2, 0, 6, 2, msg=RW, values=np.full(64, 6, np.int32))  # block 6, rewind to 2
+    assert only(e, 2) == [(ANN, 1, 2, EOS)]
+    # (the rewind round's RESULT, version 1, is lost)
+    feed(e, 2, 0, 2, 6, values=np.full(64, 2, np.int32))
+    feed(e, 2, 1, 6, 10, values=np.full(64, 6, np.int32))
+    assert e.stats.rewind_requests == 0
+    feed(e, 2, 0, 10, EOS, values=np.full(64, 10, np.int32))
+    assert only(e, 2) == [(SKIP, 1, EOS, EOS)]
+    assert e.stats.rewind_requests == 0
+    feed(e, 2, 1, EOS, EOS)
+    assert not e.active[2]
+    out = e.output.finish().reshape(12, 64)
+    assert (out[2] == 2).all() and (out[6] == 6).all() and (out[10] == 10).all()
+
+
 def test_a_lost_copy_of_a_round_whose_sum_this_rank_lacks_is_a_gap_after_a_rewind():
     """The same re-run, but rank 0 never had block 6's sum (it lost that RESULT before
     the rewind, and the rewind came before its own request): the re-run's RESULT of
