@@ -69,6 +69,15 @@ def only(e, slot, now=T0):
     return out
 
 
+def closes_slot_2_with_every_sum(e, version):
+    """The closing round's RESULT (in `version`) ends slot 2, whose blocks 2, 6 and 10
+    the crafted results summed to 2, 6 and 10 in every value."""
+    feed(e, 2, version, EOS, EOS)
+    assert not e.active[2]
+    out = e.output.finish().reshape(12, 64)
+    assert (out[2] == 2).all() and (out[6] == 6).all() and (out[10] == 10).all()
+
+
 def test_every_packet_is_flagged_silent_and_announces_each_slot():
     e = make_engine()
     frames = decode(e.packets_to_send(T0, expire=False))
@@ -164,10 +173,7 @@ def test_a_gap_in_the_chain_rewinds_and_nothing_is_missing():
     feed(e, 2, 0, 6, 10, values=np.full(64, 6, np.int32))
     feed(e, 2, 1, 10, EOS, values=np.full(64, 10, np.int32))
     assert only(e, 2) == [(SKIP, 0, EOS, EOS)]
-    feed(e, 2, 0, EOS, EOS)
-    assert not e.active[2]
-    out = e.output.finish().reshape(12, 64)
-    assert (out[2] == 2).all() and (out[6] == 6).all() and (out[10] == 10).all()
+    closes_slot_2_with_every_sum(e, 0)
     assert e.stats.rewinds == 1
 
 
@@ -190,10 +196,7 @@ def test_a_lost_copy_of_a_re_run_round_this_rank_holds_is_no_gap():
     feed(e, 2, 1, 10, EOS, values=np.full(64, 10, np.int32))
     assert only(e, 2) == [(SKIP, 0, EOS, EOS)]
     assert e.stats.rewind_requests == 0
-    feed(e, 2, 0, EOS, EOS)
-    assert not e.active[2]
-    out = e.output.finish().reshape(12, 64)
-    assert (out[2] == 2).all() and (out[6] == 6).all() and (out[10] == 10).all()
+    closes_slot_2_with_every_sum(e, 0)
 
 
 def test_a_re_run_round_before_the_coverage_is_no_gap():
@@ -215,10 +218,7 @@ def test_a_re_run_round_before_the_coverage_is_no_gap():
     feed(e, 2, 0, 10, EOS, values=np.full(64, 10, np.int32))
     assert only(e, 2) == [(SKIP, 1, EOS, EOS)]
     assert e.stats.rewind_requests == 0
-    feed(e, 2, 1, EOS, EOS)
-    assert not e.active[2]
-    out = e.output.finish().reshape(12, 64)
-    assert (out[2] == 2).all() and (out[6] == 6).all() and (out[10] == 10).all()
+    closes_slot_2_with_every_sum(e, 1)
 
 
 def test_a_lost_copy_of_a_round_whose_sum_this_rank_lacks_is_a_gap_after_a_rewind():
