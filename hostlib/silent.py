@@ -495,14 +495,15 @@ class SilentEngine(AllreduceEngine):
         stored = contiguous & data
         if np.count_nonzero(stored):
             self._store(r, idx[stored], s[stored])
-        # a data round before the coverage, or over blocks whose sums this rank holds:
-        # no gap, and nothing to ask a rewind for (_bridged)
-        later = ~contiguous & open_ & ~rewind & ~skipped & r.has_values[idx] & (cov != EOS)
-        if np.count_nonzero(later):
-            bridged = self._bridged(s, b, cov, later)
+        # a data round before the coverage, or over blocks whose sums this rank holds,
+        # is no gap either (_bridged); coverage never goes back on one
+        other = ~contiguous & open_ & ~rewind & ~skipped & r.has_values[idx] & (cov != EOS)
+        if np.count_nonzero(other):
+            bridged = self._bridged(s, b, cov, other)
             contiguous |= bridged
-            self.want_rewind[s[bridged]] = False
-            n = np.where(bridged, np.maximum(n, cov), n)  # (coverage never goes back)
+            n = np.where(bridged, np.maximum(n, cov), n)
+        # a rank wants a rewind while its coverage is stuck: one that moves on wants none
+        self.want_rewind[s[contiguous & (n > cov)]] = False
         gap = ~contiguous & open_ & (cov != EOS)
         if np.count_nonzero(gap):
             self.want_rewind[s[gap]] = True
@@ -513,9 +514,9 @@ class SilentEngine(AllreduceEngine):
         self.cover[s[contiguous]] = n[contiguous]
 
     def _bridged(
-        self, s: np.ndarray, b: np.ndarray, cov: np.ndarray, later: np.ndarray
+        self, s: np.ndarray, b: np.ndarray, cov: np.ndarray, other: np.ndarray
     ) -> np.ndarray:
-        """Which of the data rounds' RESULTs `later` (mask: not contiguous; of blocks `b`
+        """Which of the data rounds' RESULTs `other` (mask: not contiguous; of blocks `b`
         on slots `s`, whose coverage is `cov`) continue the chain all the same: those of a
         block before the coverage (the rank lacks nothing there: it lost the rewind
         round's RESULT that would have brought its coverage back), and those whose every
@@ -530,7 +531,7 @@ class SilentEngine(AllreduceEngine):
         learned: the RESULT naming a round states its exponent) is still a gap. A few
         slots per wave, each a slice of `stored`."""
         out = np.zeros(s.size, bool)
-        for i in np.flatnonzero(later):
+        for i in np.flatnonzero(other):
             lo, hi = int(cov[i]), int(b[i])
             if hi < lo:  # a round before the coverage: it tells the rank nothing it lacks
                 out[i] = True
@@ -595,7 +596,8 @@ class SilentEngine(AllreduceEngine):
     def _data_round(self, s: np.ndarray, nb: np.ndarray, ne: np.ndarray) -> None:
         """A data round of block `nb` (exponent `ne`): DATA where it is this rank's next
         non-zero block, else silence -- the kept frame is then a query for the round.
-        A rank wanting a rewind asks again with every result until the REWIND comes."""
+        A rank wanting a rewind asks again with every result until the REWIND comes or its
+        coverage moves on (_cover)."""
         if not s.size:
             return
         self.kind[s] = DATA_ROUND
