@@ -150,9 +150,19 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
         meta.ended = (meta.round_done == 1
                       && kind[ROUND_KIND_ENDED:ROUND_KIND_ENDED] == 1) ? 1w1 : 1w0;
     }
-    /* an announce or rewind round's result is the fingerprint range, not values */
+    /* an announce or rewind round's result is the fingerprint range, not values. In the
+     * leaf role above SKIP_GROWS_TO_VALUES values per block the answer keeps the block
+     * the packet carries after the range (its contents ignored), as long as the packet:
+     * at the spine, a leaf's ANNOUNCE partial sent again (its ranks' ANNOUNCEs carry a
+     * block: p4reduce.wire.announce_carries_block) gets an answer from which the leaf
+     * can make its empty partial (uplink.p4); at a leaf, a partial sent up again on a
+     * rank's packet keeps that length. A rank of one switch, whose link may carry no
+     * longer frame than its DATA, gets the range alone as ever. */
     action serve_announce_round() {
         INVALIDATE_VALUES
+        hdr.fingerprint.setValid();
+    }
+    action serve_announce_round_with_block() {
         hdr.fingerprint.setValid();
     }
     /* a closing round's result is header only: it ends the slot, no block has a sum */
@@ -327,7 +337,12 @@ control ContributorBitmap(inout headers_t hdr, inout metadata_t meta) {
                 serve_completed_round();
             }
             if (announce_round == 1) {
-                serve_announce_round();
+                if (meta.data_values > SKIP_GROWS_TO_VALUES
+                        && (meta.has_uplink == 1 || hdr.p4r.msg_type == MSG_ANNOUNCE)) {
+                    serve_announce_round_with_block();
+                } else {
+                    serve_announce_round();
+                }
             } else if (meta.closing_answer == 1) {
                 serve_closing_round();
             }

@@ -50,13 +50,16 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
             default: accept;
         }
     }
-    /* a RESULT carries the fingerprint range (an announce round's), values (a data
-     * round's: the size its length gives) or nothing (STATE_LOST); so does a silent
-     * spine's REWIND, at a leaf (a worker's has a SKIP's layout: Uplink drops one with
-     * a RESULT's) */
+    /* a RESULT carries the fingerprint range (an announce round's; above
+     * SKIP_GROWS_TO_VALUES values per block maybe followed by a block: parse_fingerprint),
+     * values (a data round's: the size its length gives) or nothing (STATE_LOST); so does
+     * a silent spine's REWIND, at a leaf (a worker's has a SKIP's layout: Uplink drops one
+     * with a RESULT's) */
+#define FINGERPRINT_AND_VALUES_LENGTH(K) (IPV4_LEN_WITH_FINGERPRINT + 4 * K): parse_fingerprint;
     state parse_result {
         transition select(hdr.ipv4.total_len) {
             IPV4_LEN_WITH_FINGERPRINT: parse_fingerprint;
+            FOR_EACH_BLOCK_SIZE(FINGERPRINT_AND_VALUES_LENGTH)
             default: parse_values;
         }
     }
@@ -64,9 +67,17 @@ parser P4ReduceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         packet.extract(hdr.round_status);
         transition accept;
     }
+    /* the fingerprint range, and after it a block of the size the length gives: a silent
+     * job's ANNOUNCE in the leaf role above SKIP_GROWS_TO_VALUES values per block (its
+     * contents ignored), so that the announce round's RESULT is as long as the leaf's
+     * empty partial made from it (uplink.p4), and the answers made from it */
+#define VALUES_AFTER_FINGERPRINT(K) (IPV4_LEN_WITH_FINGERPRINT + 4 * K): parse_values_##K;
     state parse_fingerprint {
         packet.extract(hdr.fingerprint);
-        transition accept;
+        transition select(hdr.ipv4.total_len) {
+            FOR_EACH_BLOCK_SIZE(VALUES_AFTER_FINGERPRINT)
+            default: accept;
+        }
     }
     /* a DATA's (or SKIP's) values header is the one of the size its length gives (IPv4
      * total length 48 + 4K); a length that is no size leaves data_values 0, which

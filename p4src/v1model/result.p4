@@ -142,10 +142,14 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         standard_metadata.mcast_grp = meta.mcast_grp;
         meta.status_to_round = meta.round_mode;
     }
-    /* a RESULT with values carries the job's K values: 62 + 4K bytes */
+    /* a RESULT with values carries the job's K values: 62 + 4K bytes; after the
+     * fingerprint range (an announce round's answer made from a packet with a block,
+     * above SKIP_GROWS_TO_VALUES: ContributorBitmap) 70 + 4K */
     action set_lengths_with_values() {
-        hdr.ipv4.total_len = IPV4_LEN_HEADER_ONLY + (meta.block_values << 2);
-        hdr.udp.length = UDP_LEN_HEADER_ONLY + (meta.block_values << 2);
+        bit<16> extension = (meta.block_values << 2)
+                            + (hdr.fingerprint.isValid() ? 16w8 : 16w0);
+        hdr.ipv4.total_len = IPV4_LEN_HEADER_ONLY + extension;
+        hdr.udp.length = UDP_LEN_HEADER_ONLY + extension;
     }
     action set_lengths_with_fingerprint() {
         hdr.ipv4.total_len = IPV4_LEN_WITH_FINGERPRINT;

@@ -67,6 +67,15 @@ const flags_t FLAG_RELAYED = 0x04;
     (hdr.fingerprint.isValid()                                                 \
      || (meta.data_values != 0 && meta.data_values <= SKIP_GROWS_TO_VALUES))
 
+/* An ANNOUNCE without the block it carries in the leaf role of silent rounds above
+ * SKIP_GROWS_TO_VALUES values per block (p4reduce.wire.announce_carries_block): the
+ * spine's RESULT of a round it completed would be too short for the leaves' empty
+ * partials (EmptyPartial). The actions below mark it as the spine's (downlink), so that
+ * P4ReduceIngress drops it as malformed with a rank's RESULT. */
+#define ANNOUNCE_WITHOUT_BLOCK                                                 \
+    (hdr.p4r.msg_type == MSG_ANNOUNCE && meta.data_values == 0                 \
+     && meta.block_values > SKIP_GROWS_TO_VALUES && meta.round_mode == ROUND_MODE_SILENT)
+
 /* The job's uplink, and for a packet from it whether it is a result to store. Applied to
  * every admitted p4reduce packet, before the bitmap. */
 control Uplink(inout headers_t hdr, inout metadata_t meta,
@@ -81,7 +90,8 @@ control Uplink(inout headers_t hdr, inout metadata_t meta,
                             && hdr.ipv4.src_addr == spine_ip) ? 1w1 : 1w0;
         meta.downlink = (meta.downlink == 1
                          || (hdr.p4r.msg_type == MSG_REWIND
-                             && (meta.from_uplink == 1 || REWIND_AS_RESULT))) ? 1w1 : 1w0;
+                             && (meta.from_uplink == 1 || REWIND_AS_RESULT))
+                         || ANNOUNCE_WITHOUT_BLOCK) ? 1w1 : 1w0;
     }
     action no_uplink() {
         meta.has_uplink = 0;
@@ -158,9 +168,11 @@ control LeafRound(inout headers_t hdr, inout metadata_t meta) {
  * ranks' bias in every lane of a packed job, zeros in a lanes job) of the next round's
  * block and version, announcing the leaf's minimum, from the leaf's rank to the spine, as
  * ValueAggregation stored it for a retransmission. A RESULT of an announce or rewind round
- * is 256 bytes shorter than a DATA of 64 values: simple_switch lets a frame grow by 512
- * bytes (values.p4), so the controller places such jobs of at most SKIP_GROWS_TO_VALUES
- * values per block. */
+ * carries the fingerprint range, 4K - 8 bytes shorter than a DATA of K values, and
+ * simple_switch lets a frame grow by 512 bytes (values.p4): above SKIP_GROWS_TO_VALUES
+ * values per block the ranks' ANNOUNCEs carry a block after the range, and so do that
+ * RESULT and this replica (parser.p4; ANNOUNCE_WITHOUT_BLOCK drops one without it), which
+ * then shrinks by the range's 8 bytes. */
 const bit<16> UPLINK_REPLICA = 0x100;
 
 #define SIZE_EMPTY_VALUES(K)                                                   \

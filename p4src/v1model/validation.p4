@@ -5,8 +5,9 @@
  * next_block: a REWIND's position) above 24 bits, or lengths (IPv4, UDP, the frame
  * itself) other than the message type's layout (a
  * DATA: 48 + 4K IPv4 bytes for K one of the block sizes, FOR_EACH_BLOCK_SIZE; a SKIP or
- * a REWIND:
- * header only, or the same for K above SKIP_GROWS_TO_VALUES) is malformed: dropped and counted, never aggregated -- trailing bytes would otherwise be
+ * a REWIND: header only, or the same for K above SKIP_GROWS_TO_VALUES; an ANNOUNCE: the
+ * fingerprint range, followed by such a block for K above SKIP_GROWS_TO_VALUES) is
+ * malformed: dropped and counted, never aggregated -- trailing bytes would otherwise be
  * carried into results, and an over-long frame would make a result too large to send. */
 #ifndef P4REDUCE_VALIDATION_P4
 #define P4REDUCE_VALIDATION_P4
@@ -19,7 +20,8 @@ control Validation(inout headers_t hdr, inout metadata_t meta,
     action check_p4reduce() {
         /* a DATA's length is one of the block sizes' exactly when the parser found
          * its values header (data_values != 0: parser.p4), a DATA without one is
-         * malformed; a SKIP carries one only above SKIP_GROWS_TO_VALUES (values.p4) */
+         * malformed; a SKIP, and an ANNOUNCE after its fingerprint range, carry one
+         * only above SKIP_GROWS_TO_VALUES (values.p4) */
         /* a RESULT or STATUS (a spine's, at a leaf: uplink.p4) has its message's
          * layout here, and so has a REWIND with values (a silent spine's result); Uplink
          * finds out whether the spine sent it */

@@ -7,7 +7,8 @@ as payload), verify checksums, ingress, reset exit flag, then: mcast_grp != 0 ->
 (instance_type=REPLICATION, one copy per (port, rid) with egress_rid set, PHV copied);
 else egress_spec == 511 -> drop; else instance_type=NORMAL and enqueue to egress_spec.
 egress_thread: egress_port=port, egress_spec=512 (truncated to the field width), packet_length
-from the packet-length register, egress, egress_spec == 511 -> drop, deparse.
+from the packet-length register, egress, egress_spec == 511 -> drop, deparse (a frame grown
+by more than GROWTH_ROOM bytes, which simple_switch's packet buffer cannot hold, dropped).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ PKT_INSTANCE_TYPE_NORMAL = 0
 PKT_INSTANCE_TYPE_REPLICATION = 5
 # unparsed payloads up to this many bytes are sliced (a copy costs less than a view's setup)
 _COPY_BELOW = 512
+# the bytes simple_switch lets a received frame grow by: its packet buffer is the frame's
+# length plus this (receive_), and a deparser that writes past it aborts the process; a
+# frame out longer than that is dropped here and counted (drop_outgrew_packet_buffer)
+GROWTH_ROOM = 512
 # standard metadata only the program reads: the walk skips them when it never mentions one
 _UNSEEN_UNLESS_MENTIONED = frozenset(
     (
@@ -174,7 +179,11 @@ class Pipeline:
         if F[self.i_egress_spec] == DROP_PORT:
             self._count("drop_egress")
             return
-        out.append((port, c.deparse(F, V, X)))
+        data = c.deparse(F, V, X)
+        if len(data) > X[X_INLEN] + GROWTH_ROOM:
+            self._count("drop_outgrew_packet_buffer")
+            return
+        out.append((port, data))
 
 
 __all__ = ["Pipeline", "AssertFailure"]

@@ -117,6 +117,38 @@ def test_no_forwarding_goes_to_port_0_and_drop_port_drops() -> None:
     assert s2.stats()["drop_ingress"] == 1
 
 
+@pytest.mark.parametrize("grow", [512, 520])
+def test_a_frame_grown_past_simple_switchs_packet_buffer_is_dropped_and_counted(
+    grow: int,
+) -> None:
+    """simple_switch holds a received frame in a buffer 512 bytes longer than the frame
+    and aborts when a deparser writes past it: a frame out longer than that is dropped and
+    counted (drop_outgrew_packet_buffer), one 512 bytes longer leaves."""
+    p = Program()
+    eth_parser(p)
+    p.header("big", [("v", 8 * grow)])
+    p.deparse("ethernet", "big")
+    a = p.action(
+        "grow",
+        [],
+        [
+            prim("add_header", {"type": "header", "value": "big"}),
+            assign(f(STD, "egress_spec"), hx(2)),
+        ],
+    )
+    p.call("ingress", "grow", a)
+    p.init("ingress", "grow")
+    s = load(p)
+    pkt = bytes(Ether(dst="00:11:22:33:44:55", src="66:77:88:99:aa:bb") / b"payload")
+    out = s.process(1, pkt)
+    if grow <= 512:
+        assert out == [(2, pkt[:14] + bytes(grow) + pkt[14:])]
+        assert "drop_outgrew_packet_buffer" not in s.stats()
+    else:
+        assert out == []
+        assert s.stats()["drop_outgrew_packet_buffer"] == 1
+
+
 def test_parser_error_does_not_drop_and_header_stays_invalid() -> None:
     """simple_switch: PacketTooShort sets parser_error, leaves the header invalid, keeps the
     unparsed bytes as payload and the packet goes on through ingress/egress."""
