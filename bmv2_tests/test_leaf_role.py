@@ -32,6 +32,7 @@ def leaf_spec(
     job_ranks: int = 8,
     lost: bool = False,
     round_mode: str = "every_rank",
+    block_values: int = K,
 ) -> Job:
     """A leaf's part of a job of `job_ranks` ranks: `n` of them here, on ports 1..n
     (`lost`: admitted lost, admit_lost)."""
@@ -44,6 +45,7 @@ def leaf_spec(
         workers=[worker_address(r, r + 1) for r in range(n)],
         encoding=encoding,
         round_mode=round_mode,
+        block_values=block_values,
         uplink=Uplink(UPLINK_PORT, SPINE.mac, SPINE.ip, LEAF_RANK),
         ranks_in_job=[2 * r for r in range(n)],
         job_ranks=job_ranks,
@@ -64,7 +66,8 @@ def leaf_job(switch, job: int, **kw) -> harness.TestJob:
 def up(job: harness.TestJob, timeout: float = 3.0) -> p.Frame | None:
     """The next frame the leaf sends up its uplink, parsed."""
     raw = job.switch.proc.recv(UPLINK_PORT, timeout)
-    return None if raw is None else p.parse_frame(raw)
+    k = job.job.block_values if job.job.announce_block else None  # as TestJob.result
+    return None if raw is None else p.parse_frame(raw, k)
 
 
 def down(job: harness.TestJob, msg_flags: int = 0, **kw) -> None:

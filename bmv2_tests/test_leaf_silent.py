@@ -22,7 +22,16 @@ from p4net import harness
 from p4net.harness import FINGERPRINT as FP
 from p4reduce import wire
 
-from .test_leaf_role import LEAF_RANK, SPINE, adopted, down, leaf_job, leaf_spec, up
+from .test_leaf_role import (
+    LEAF_RANK,
+    SPINE,
+    UPLINK_PORT,
+    adopted,
+    down,
+    leaf_job,
+    leaf_spec,
+    up,
+)
 
 K = p.BLOCK_VALUES
 JOB_RANKS = 8  # the whole job's: the packed bias's N
@@ -332,3 +341,135 @@ def test_a_silent_spines_rounds_wait_for_every_leaf(switch):
     alone.results()
     alone.send(0, MsgType.DATA, version=1, block=2, values=a, next_block=5)
     assert all(r.header.block == 2 for r in alone.results().values())
+
+
+# Above SKIP_GROWS_TO_VALUES values per block a leaf's empty partial after an announce or
+# rewind round cannot grow from a RESULT holding the fingerprint range alone (simple_switch
+# gives a received frame 512 bytes of room): the ranks' ANNOUNCEs carry a block after the
+# range (p4reduce.wire.announce_carries_block), and so do the partials and RESULTs made
+# from them.
+WIDE = 2 * wire.SKIP_GROWS_TO_VALUES
+WITH_BLOCK = wire.frame_bytes_with_fingerprint_and_block(WIDE)  # bytes of such a frame
+
+
+def wide_leaf(switch, job: int) -> harness.TestJob:
+    return adopted(
+        switch,
+        leaf_spec(job, job_ranks=JOB_RANKS, round_mode="silent", block_values=WIDE),
+    )
+
+
+def raw_up(job: harness.TestJob) -> tuple[p.Frame, int]:
+    """The next frame the leaf sends up, parsed, and its length in bytes."""
+    raw = job.switch.proc.recv(UPLINK_PORT, 3.0)
+    assert raw is not None, "the leaf sent nothing up"
+    return p.parse_frame(raw, WIDE), len(raw)
+
+
+def raw_results(job: harness.TestJob) -> dict[int, tuple[p.Frame, int]]:
+    """The next frame to each rank, parsed, and its length in bytes."""
+    out = {}
+    for w in job.workers:
+        raw = job.switch.proc.recv(w.port, 3.0)
+        assert raw is not None, f"rank {w.rank} got nothing"
+        out[w.rank] = p.parse_frame(raw, WIDE), len(raw)
+    return out
+
+
+def wide_spine_result(job, version: int, block: int, next_block: int, **kw) -> None:
+    """The spine's RESULT of an announce or rewind round, the range and a block; each
+    rank gets it with the block."""
+    flags = kw.pop("msg_flags", 0) | Flag.SILENT
+    down(
+        job,
+        msg_flags=flags,
+        slot=0,
+        slot_version=version,
+        block=block,
+        next_block=next_block,
+        fingerprint=(FP, FP),
+        values=np.zeros(WIDE),
+        **kw,
+    )
+    for res, length in raw_results(job).values():
+        assert res.header.next_block == next_block and res.fingerprint == (FP, FP)
+        assert length == WITH_BLOCK
+
+
+def test_above_128_values_an_empty_partial_follows_an_announce_round(switch):
+    job = wide_leaf(switch, 80)
+    assert job.job.announce_block
+    for rank, nb in enumerate((6, 5, 9)):
+        job.send(rank, MsgType.ANNOUNCE, next_block=nb)
+    partial, length = raw_up(job)
+    assert partial.header.msg_type == MsgType.ANNOUNCE and partial.fingerprint == (FP, FP)
+    assert length == WITH_BLOCK
+    job.assert_silent()
+    # the spine names another leaf's block 1: the leaf's empty partial of block 1 leaves
+    # at once, made from the RESULT's copy towards the spine
+    wide_spine_result(job, 0, END, 1)
+    empty, length = raw_up(job)
+    h = empty.header
+    assert (h.msg_type, h.slot_version, h.block, h.next_block) == (MsgType.DATA, 1, 1, 5)
+    assert length == wire.frame_bytes_with_values(WIDE)
+    assert np.array_equal(empty.values, np.zeros(WIDE))
+
+
+def test_above_128_values_an_empty_partial_follows_a_rewind_round(switch):
+    job = wide_leaf(switch, 81)
+    for rank, nb in enumerate((4, 2, 9)):
+        job.send(rank, MsgType.ANNOUNCE, next_block=nb)
+    raw_up(job)
+    wide_spine_result(job, 0, END, 2)
+    job.send(1, MsgType.DATA, version=1, block=2, values=np.arange(WIDE), next_block=7)
+    raw_up(job)
+    # the spine's REWIND to block 0: every rank announces again, with a block
+    spine_result(job, 1, 2, 0, values=np.ones(WIDE), msg_type=MsgType.REWIND)
+    for rank, nb in enumerate((4, 2, 9)):
+        job.send(rank, MsgType.ANNOUNCE, version=0, block=0, next_block=nb, flags=Flag.CONTINUED)
+    partial, length = raw_up(job)
+    assert (partial.header.block, partial.header.next_block) == (0, 2)
+    assert length == WITH_BLOCK
+    # the rewind round's RESULT names another leaf's block 1: the empty partial follows
+    wide_spine_result(job, 0, 0, 1)
+    empty, _ = raw_up(job)
+    assert (empty.header.msg_type, empty.header.slot_version, empty.header.block) == (
+        MsgType.DATA,
+        1,
+        1,
+    )
+    assert np.array_equal(empty.values, np.zeros(WIDE))
+
+
+def test_above_128_values_an_announce_without_its_block_is_malformed_at_a_leaf(switch):
+    """Taken, it could complete the leaf's announce round and so make the spine's RESULT
+    one no leaf can make an empty partial from."""
+    job = wide_leaf(switch, 82)
+    before = switch.switch_stats()["drops_malformed"]
+    job.send(0, MsgType.ANNOUNCE, next_block=4, pad_skip=False)
+    job.send(1, MsgType.ANNOUNCE, next_block=2)
+    job.send(2, MsgType.ANNOUNCE, next_block=9)
+    nothing_up(job)  # rank 0's announcement is missing
+    assert switch.switch_stats()["drops_malformed"] == before + 1
+    job.send(0, MsgType.ANNOUNCE, next_block=4)
+    _, length = raw_up(job)
+    assert length == WITH_BLOCK
+
+
+def test_above_128_values_a_spine_answers_a_repeated_announce_partial_with_its_block(switch):
+    """A leaf that lost the announce round's RESULT sends its partial again; the spine's
+    cached answer keeps the partial's block, so the leaf can still make its empty partial
+    from it."""
+    leaf = leaf_spec(83, n=3, job_ranks=12, round_mode="silent", block_values=WIDE)
+    job = adopted(switch, dataclasses.replace(leaf, uplink=None, ranks_in_job=None))
+    assert job.job.announce_block
+    for leaf_rank, nb in enumerate((2, 5, 9)):
+        job.send(leaf_rank, MsgType.ANNOUNCE, next_block=nb)
+    for res, length in raw_results(job).values():
+        assert res.header.next_block == 2 and length == WITH_BLOCK
+    job.send(1, MsgType.ANNOUNCE, next_block=5, flags=Flag.RETRANSMIT)
+    raw = switch.proc.recv(job.by_rank[1].port, 3.0)
+    assert raw is not None, "no cached answer"
+    again = p.parse_frame(raw, WIDE)
+    assert again.header.flags & Flag.CACHED and again.header.next_block == 2
+    assert len(raw) == WITH_BLOCK

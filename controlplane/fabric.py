@@ -12,9 +12,9 @@ ranks (they send to the leaf's address, carrying their index on the leaf as thei
 and sends one contribution per round up its uplink; the spine's job has the leaves as its
 ranks. So a job holds up to MAX_WORKERS ranks per leaf on up to MAX_LEAVES leaves. It
 runs every-rank rounds unless created with silent ones; a job of silent rounds runs in
-the leaf and spine roles up to SKIP_GROWS_TO_VALUES values per block, and above that at
-the spine alone (at most MAX_WORKERS ranks), its ranks' frames crossing their leaves at
-layer 2 (docs/fabric.md, `Placement.silent_aggregation`). Every
+the leaf and spine roles up to SKIP_GROWS_TO_VALUES values per block or where it has
+more than MAX_WORKERS ranks, and else at the spine alone, its ranks' frames crossing
+their leaves at layer 2 (docs/fabric.md, `Placement.silent_aggregation`). Every
 switch keeps the job as it runs it in its own state file (the spine: the leaves as
 workers; a leaf: its ranks, its uplink and each rank's place in the whole job), so each
 is reconciled and restored alone like one switch. The slots are a range free on every
@@ -37,7 +37,6 @@ from p4reduce.fabric import (
     AT_SPINE_ALONE,
     FABRIC_ROUND_MODE,
     IN_LEAF_ROLE,
-    MAX_WORKERS,
     Fabric,
     FabricError,
     Placement,
@@ -197,23 +196,11 @@ class FabricJobManager(JobManager):
     ) -> tuple[str, str]:
         """The job's round mode on this fabric -- `requested`, else FABRIC_ROUND_MODE
         (every-rank rounds, on every target) -- and where it aggregates: every-rank rounds
-        in the leaf role, silent ones where `silent_aggregation` says. Silent rounds the
-        fabric cannot run (more than MAX_WORKERS ranks at more than SKIP_GROWS_TO_VALUES
-        values per block) are a JobError."""
+        in the leaf role, silent ones where `silent_aggregation` says."""
         mode = resolve_round_mode(self.target, job_id, requested or FABRIC_ROUND_MODE)
         if mode != wire.RoundMode.SILENT.name.lower():
             return mode, IN_LEAF_ROLE
-        where = placement.silent_aggregation(block_values)
-        if where is not None:
-            return mode, where
-        raise JobError(
-            f"job {job_id}: {len(placement.ranks)} ranks in silent rounds at {block_values} "
-            f"values per block; on a fabric such a job runs in the leaf role at up to "
-            f"{wire.SKIP_GROWS_TO_VALUES} values per block (a leaf's empty partial grows "
-            f"from a RESULT: docs/fabric.md), and at the spine alone up to {MAX_WORKERS} "
-            f"ranks: use fewer values per block, at most {MAX_WORKERS} ranks, or every-rank "
-            f"rounds"
-        )
+        return mode, placement.silent_aggregation(block_values)
 
     def _create_placed(
         self,

@@ -177,7 +177,7 @@ class AllreduceEngine:
         self.payload = payload
         self.params = params or EngineParams()
         self.block_values = k = cfg.block_values
-        self.builder = builder or FrameBuilder(cfg.to_switch(), k)
+        self.builder = builder or FrameBuilder(cfg.to_switch(), k, cfg.announce_block)
         if payload.block_values != k or self.builder.block_values != k:
             raise ValueError(
                 f"job {cfg.job} has {k} values per block: the payload has "

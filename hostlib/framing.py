@@ -69,9 +69,13 @@ _EOS = np.array(p.END_OF_STREAM)
 _VALUES = np.array(p.EXT.VALUES, np.int8)
 
 
-def frame_width(block_values: int = p.BLOCK_VALUES) -> int:
+def frame_width(block_values: int = p.BLOCK_VALUES, announce_block: bool = False) -> int:
     """Columns of a job's frame matrices: its largest frame, a DATA frame of K values (an
-    ANNOUNCE's, 70 bytes, when K is 1 or 2)."""
+    ANNOUNCE's, 70 bytes, when K is 1 or 2), or where its ANNOUNCEs carry a block after
+    their fingerprint range (`announce_block`: wire.announce_carries_block) such an
+    ANNOUNCE, 8 bytes longer."""
+    if announce_block:
+        return p.frame_bytes_with_fingerprint_and_block(block_values)
     return max(p.frame_bytes_with_values(block_values), p.FRAME_BYTES_WITH_FINGERPRINT)
 
 
@@ -126,6 +130,10 @@ class _Layout:
     values_kind: np.ndarray  # (16, 2) int8
     # the bytes a frame must have, by its extension (-1, its last entry: unbounded)
     need: np.ndarray  # (5,) int64
+    # the extension other than values by UDP length: _KIND_BY_UDP_LENGTH, and above
+    # SKIP_GROWS_TO_VALUES the length of a fingerprint range and a block read as the range
+    # (an announce round's answer in the leaf role: protocol._fingerprint_and_block)
+    kind_by_udp_length: np.ndarray  # (65536,) int8
 
 
 @lru_cache(maxsize=None)
@@ -133,6 +141,10 @@ def _layout(block_values: int) -> _Layout:
     vb = p.values_bytes(block_values)
     udp = p.UDP_BYTES + p.HEADER_BYTES + vb
     other = int(_KIND_BY_UDP_LENGTH[udp])
+    by_length = _KIND_BY_UDP_LENGTH
+    if p.skip_carries_values(block_values):
+        by_length = _KIND_BY_UDP_LENGTH.copy()
+        by_length[udp + p.FINGERPRINT_BYTES] = p.EXT.FINGERPRINT
     # carries_values reads a block only as END_OF_STREAM or not (MAX_BLOCK: any other)
     blocks = (p.END_OF_STREAM, p.MAX_BLOCK)
     kind = [
@@ -140,7 +152,9 @@ def _layout(block_values: int) -> _Layout:
         for m in range(16)
     ]
     need = np.append(_lengths(block_values), np.iinfo(np.int64).max)
-    return _Layout(frame_width(block_values), np.array(udp), np.array(kind, np.int8), need)
+    return _Layout(
+        frame_width(block_values), np.array(udp), np.array(kind, np.int8), need, by_length
+    )
 
 
 @dataclass
@@ -190,15 +204,26 @@ class Batch:
 class FrameBuilder:
     """Builds batches for one direction (one Endpoints) of a job of `block_values` values
     per block from its prebuilt templates. It reuses a buffer across builds (the values
-    in wire byte order): one builder serves one thread (a Worker's)."""
+    in wire byte order): one builder serves one thread (a Worker's). With
+    `announce_block` (wire.announce_carries_block: the leaf role of silent rounds above
+    SKIP_GROWS_TO_VALUES values per block) its FINGERPRINT rows, ANNOUNCEs, carry a block
+    of zeros after the range."""
 
-    def __init__(self, ep: p.Endpoints, block_values: int = p.BLOCK_VALUES):
+    def __init__(
+        self, ep: p.Endpoints, block_values: int = p.BLOCK_VALUES, announce_block: bool = False
+    ):
         self.ep = ep
         self.block_values = p.check_block_values(block_values)
-        self.width = frame_width(block_values)
-        self.lengths = _lengths(block_values)
+        self.announce_block = announce_block
+        self.width = frame_width(block_values, announce_block)
+        self.lengths = _lengths(block_values).copy()
+        if announce_block:
+            self.lengths[p.EXT.FINGERPRINT] += p.values_bytes(block_values)
         self.templates = np.stack(
-            [np.frombuffer(p.l2_l4_template(ep, k, block_values), np.uint8) for k in _KINDS]
+            [
+                np.frombuffer(p.l2_l4_template(ep, k, block_values, announce_block), np.uint8)
+                for k in _KINDS
+            ]
         )
         self._scratch = Scratch()  # the wire-order values of a build, reused
 
@@ -269,6 +294,8 @@ class FrameBuilder:
             # the sender's own as minimum and maximum: the same 8 bytes in every such row
             word = (int(fingerprint) & 0xFFFFFFFF).to_bytes(4, "big")
             frames[rows, _EXT : _EXT + p.FINGERPRINT_BYTES] = np.frombuffer(word * 2, np.uint8)
+            if self.announce_block:  # the block after the range: zeros (a row may be reused)
+                frames[rows, _EXT + p.FINGERPRINT_BYTES : self.width] = 0
         return Batch(frames, self.lengths[extension])
 
 
@@ -319,7 +346,7 @@ def parse_batch(
     kind = np.where(  # what follows the header, by its length and (values) its message
         udp_len == lay.values_udp_length,
         lay.values_kind[cols[_MSG_TYPE], (cols[_BLOCK] != _EOS).view(np.uint8)],
-        _KIND_BY_UDP_LENGTH[udp_len],
+        lay.kind_by_udp_length[udp_len],
     )
     ok = (lengths >= lay.need[kind]) & (num[_FIXED] == _FIXED_BYTES)
     if np.count_nonzero(ok) != n:

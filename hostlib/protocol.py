@@ -30,6 +30,8 @@ from p4reduce.wire import (  # noqa: F401 (re-exported: the one place these are 
     mtu_needed,
     SKIP_GROWS_TO_VALUES,
     skip_carries_values,
+    announce_carries_block,
+    frame_bytes_with_fingerprint_and_block,
     HEADER_BYTES,
     FINGERPRINT_BYTES,
     STATUS_BYTES,
@@ -310,17 +312,24 @@ def check_block_values(block_values: int) -> int:
 
 
 def l2_l4_template(
-    ep: Endpoints, extension: Extension | bool, block_values: int = BLOCK_VALUES
+    ep: Endpoints,
+    extension: Extension | bool,
+    block_values: int = BLOCK_VALUES,
+    announce_block: bool = False,
 ) -> bytes:
     """The 42 bytes before the p4reduce header, IPv4 checksum included.
 
     A job's frames come in four sizes (one per `Extension`; the values' one is the job's
     K), so a sender precomputes their templates once and copies them in bulk; nothing per
-    packet is recomputed. A bool is read as "with values" or "header only".
+    packet is recomputed. A bool is read as "with values" or "header only". With
+    `announce_block` a fingerprint range is followed by a block of K values
+    (wire.announce_carries_block).
     """
     if isinstance(extension, bool):
         extension = Extension.VALUES if extension else Extension.NONE
     payload = HEADER_BYTES + extension_bytes(Extension(extension), block_values)
+    if announce_block and extension == Extension.FINGERPRINT:
+        payload += values_bytes(block_values)
     eth = mac_bytes(ep.dst_mac) + mac_bytes(ep.src_mac) + b"\x08\x00"
     ip_wo_csum = struct.pack(
         "!BBHHHBBH4s4s",
@@ -354,11 +363,19 @@ def build_frame(
 
     At most one extension: `values` (DATA, RESULT of a data round: a block of any K
     1..MAX_BLOCK_VALUES, exactly `block_values` when given), `fingerprint` (min, max)
-    (ANNOUNCE, RESULT of an announce round) or `contributors` (STATUS).
+    (ANNOUNCE, RESULT of an announce round) or `contributors` (STATUS); or `fingerprint`
+    and then `values`, where an ANNOUNCE carries a block after its range
+    (wire.announce_carries_block).
     """
     given = [x is not None for x in (values, fingerprint, contributors)]
-    if sum(given) > 1:
-        raise ProtocolError("a frame carries at most one of values, fingerprint, contributors")
+    if sum(given) > 1 and given != [True, True, False]:
+        raise ProtocolError(
+            "a frame carries at most one of values, fingerprint, contributors (or a "
+            "fingerprint and values)"
+        )
+    if fingerprint is not None and values is not None:
+        block = build_frame(ep, header, values, block_values=block_values)
+        return _with_fingerprint_first(block, fingerprint)
     body = encode_header(header)
     extension = Extension.NONE
     if values is not None:
@@ -383,6 +400,21 @@ def build_frame(
         body += struct.pack("!I", contributors)
         extension = Extension.STATUS
     return l2_l4_template(ep, extension, len(values) if values is not None else BLOCK_VALUES) + body
+
+
+def _with_fingerprint_first(frame: bytes, fingerprint: tuple[int, int]) -> bytes:
+    """A frame with a block, the fingerprint range put before its block: 8 bytes more,
+    in the IPv4 and UDP lengths and the IPv4 checksum too."""
+    for f, v in zip(FINGERPRINT_FIELDS, fingerprint):
+        _check_extension_field(f, v)
+    out = bytearray(frame[:EXTENSION_OFFSET])
+    out += struct.pack("!II", *fingerprint) + frame[EXTENSION_OFFSET:]
+    ip_len, udp_len = struct.unpack_from("!H", out, 16)[0], struct.unpack_from("!H", out, 38)[0]
+    struct.pack_into("!H", out, 16, ip_len + FINGERPRINT_BYTES)
+    struct.pack_into("!H", out, 38, udp_len + FINGERPRINT_BYTES)
+    struct.pack_into("!H", out, 24, 0)
+    struct.pack_into("!H", out, 24, ipv4_checksum(bytes(out[ETH_BYTES : ETH_BYTES + IPV4_BYTES])))
+    return bytes(out)
 
 
 def _check_extension_field(f: Field, value: int) -> None:
@@ -470,6 +502,8 @@ def extension_kind(
             )
     if carries and block_values is not None and extension == values_bytes(block_values):
         return Extension.VALUES
+    if _fingerprint_and_block(msg_type, extension, block_values):
+        return Extension.FINGERPRINT
     for kind in _OTHER_EXTENSIONS.get(msg_type, _NOT_VALUES):  # unknown types: by length
         if EXTENSION_BYTES[kind] == extension:
             return kind
@@ -482,6 +516,19 @@ def extension_kind(
             f"{_with(msg_type, extension, block_values)} after the header (values: {want})"
         )
     raise ProtocolError(f"{_with(msg_type, extension, block_values)} after the header")
+
+
+def _fingerprint_and_block(msg_type: int, extension: int, block_values: int | None) -> bool:
+    """Whether `extension` bytes are a fingerprint range followed by a block of the job's
+    size: an ANNOUNCE in the leaf role of silent rounds above SKIP_GROWS_TO_VALUES values
+    per block (wire.announce_carries_block), and the announce or rewind round's RESULTs
+    (and REWINDs) made from one. Read as the range: the block is ignored."""
+    return (
+        block_values is not None
+        and skip_carries_values(block_values)
+        and msg_type in (MsgType.ANNOUNCE, MsgType.RESULT, MsgType.REWIND)
+        and extension == FINGERPRINT_BYTES + values_bytes(block_values)
+    )
 
 
 def type_name(msg_type: int) -> str:

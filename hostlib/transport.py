@@ -158,16 +158,23 @@ def interface_mtu(ifname: str) -> int:
     return struct.unpack_from("i", res, 16)[0]
 
 
-def check_interface_mtu(ifname: str, block_values: int) -> None:
+def check_interface_mtu(ifname: str, block_values: int, announce_block: bool = False) -> None:
     """MtuTooSmall unless `ifname` carries the DATA frames of a job of `block_values`
-    values per block: what a too-small MTU does instead is drop every DATA and RESULT
-    silently, and the call would fail only at its deadline, naming no cause."""
-    need, have = p.mtu_needed(block_values), interface_mtu(ifname)
+    values per block (and its ANNOUNCEs where they carry a block, `announce_block`):
+    what a too-small MTU does instead is drop every DATA and RESULT silently, and the
+    call would fail only at its deadline, naming no cause."""
+    need, have = p.mtu_needed(block_values, announce_block), interface_mtu(ifname)
     if have < need:
+        frames = (
+            f"ANNOUNCE frames of {p.frame_bytes_with_fingerprint_and_block(block_values)} "
+            "bytes, a fingerprint range and a block: the leaf role of silent rounds"
+            if announce_block
+            else f"DATA frames of {p.frame_bytes_with_values(block_values)} bytes"
+        )
         raise MtuTooSmall(
             f"interface {ifname} has MTU {have}, but the job's {block_values} values per "
-            f"block need MTU {need} (DATA frames of {p.frame_bytes_with_values(block_values)}"
-            f" bytes): raise it on both ends of the link (ip link set dev {ifname} mtu "
+            f"block need MTU {need} ({frames}"
+            f"): raise it on both ends of the link (ip link set dev {ifname} mtu "
             f"{need}; Mininet links: p4net.topology.set_mtu), or create the job with fewer "
             f"values per block"
         )
@@ -314,7 +321,8 @@ class _MsgVec:
 
 class RawSocket:
     """One interface, batched send/recv of the frames of a job of `block_values` values
-    per block (see module docstring); MtuTooSmall if the interface cannot carry them.
+    per block (see module docstring; `announce_block`: its ANNOUNCEs carry a block,
+    JobConfig.announce_block); MtuTooSmall if the interface cannot carry them.
 
     With `dst_ip` and `dst_port` (a rank's socket) and `sink` true, it also holds a
     `port_sink` there; when that cannot be bound the socket works all the same, the
@@ -330,13 +338,14 @@ class RawSocket:
         batch: int = 256,
         block_values: int = p.BLOCK_VALUES,
         sink: bool = True,
+        announce_block: bool = False,
     ):
         if mode != "auto" and mode not in MODES:
             raise ValueError(f"transport mode {mode!r} not one of auto, {', '.join(MODES)}")
-        check_interface_mtu(ifname, block_values)
+        check_interface_mtu(ifname, block_values, announce_block)
         self.ifname = ifname
         self.batch = batch
-        self.width = width = frame_width(block_values)
+        self.width = width = frame_width(block_values, announce_block)
         self.ring_frame = ring_frame_bytes(width)
         self._empty = np.zeros((0, width), np.uint8), np.zeros(0, np.int64)
         self.mode = ""

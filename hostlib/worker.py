@@ -160,10 +160,13 @@ class Worker:
                 dst_port=self.cfg.worker.udp_port,
                 batch=batch,
                 block_values=self.cfg.block_values,
+                announce_block=self.cfg.announce_block,
             )
         else:
             self.transport = transport
-        self.builder = FrameBuilder(self.cfg.to_switch(), self.cfg.block_values)
+        self.builder = FrameBuilder(
+            self.cfg.to_switch(), self.cfg.block_values, self.cfg.announce_block
+        )
         # the turns' temporaries, reused call after call (this Worker's alone)
         self.scratch = Scratch()
         self.slot_versions = np.zeros(self.cfg.slot_count, np.uint8)

@@ -350,11 +350,12 @@ class DemoNetwork:
         topology.set_mtu(self.net, mtu)
         self.mtu = mtu
 
-    def carry(self, block_values: int) -> None:
+    def carry(self, block_values: int, announce_block: bool = False) -> None:
         """Raise every link's MTU to carry the frames of a job of `block_values` values per
         block (wire.link_mtu: to JUMBO_MTU when that is enough, else to what the job
-        needs). A link never shrinks: jobs of smaller blocks run on it as they are."""
-        mtu = link_mtu(block_values, self.mtu)
+        needs; `announce_block`: its ANNOUNCEs carry a block, Job.announce_block). A link
+        never shrinks: jobs of smaller blocks run on it as they are."""
+        mtu = link_mtu(block_values, self.mtu, announce_block)
         if mtu != self.mtu and self.net is not None:
             self.set_mtu(mtu)
 
@@ -393,7 +394,7 @@ class DemoNetwork:
                     **sized,
                 )
                 self.next_job += 1
-                self.carry(job.block_values)
+                self.carry(job.block_values, job.announce_block)
                 if opts.loss:
                     ctl.jobs.set_loss(job.job, ingress=opts.loss, egress=opts.loss, seed=opts.seed)
                 # the switch's per-job counters are indexed by job_index, which a later

@@ -471,8 +471,10 @@ class TestJob:
         mode_flag: bool = True,
     ) -> bytes:
         """One frame from `rank`. A SKIP or REWIND of a job whose SKIPs carry a values
-        block (p4reduce.wire.skip_carries_values) gets one of zeros unless `pad_skip` is
-        False; a silent job's frame gets FLAG_SILENT unless `mode_flag` is False."""
+        block (p4reduce.wire.skip_carries_values), and an ANNOUNCE of a job whose
+        ANNOUNCEs carry one after the fingerprint range (Job.announce_block), get one of
+        zeros unless `pad_skip` is False; a silent job's frame gets FLAG_SILENT unless
+        `mode_flag` is False."""
         if mode_flag and self.silent:
             flags |= Flag.SILENT
         header = Header.make(
@@ -491,9 +493,12 @@ class TestJob:
         header_only = msg_type in (MsgType.SKIP, MsgType.REWIND)
         if header_only and pad_skip and skip_carries_values(self.job.block_values):
             values = np.zeros(self.job.block_values, np.int64)
+        if fp is not None and pad_skip and self.job.announce_block:
+            values = np.zeros(self.job.block_values, np.int64)
         if values is None:
             return p.build_frame(self.endpoints(rank), header, fingerprint=fp)
-        return p.build_frame(self.endpoints(rank), header, np.asarray(values, dtype=np.int64))
+        values = np.asarray(values, dtype=np.int64)
+        return p.build_frame(self.endpoints(rank), header, values, fingerprint=fp)
 
     def spine_frame(self, flags: int = 0, **kw) -> bytes:
         """A frame of the spine (SPINE) to this job's leaf part: its RESULT, or `msg_type`
@@ -512,7 +517,7 @@ class TestJob:
             **kw,
         )
         if values is not None:
-            return p.build_frame(ep, header, np.asarray(values, np.int64))
+            return p.build_frame(ep, header, np.asarray(values, np.int64), fingerprint=fingerprint)
         return p.build_frame(ep, header, fingerprint=fingerprint, contributors=contributors)
 
     def send(self, rank: int, msg_type: MsgType, **kw) -> None:
@@ -524,9 +529,12 @@ class TestJob:
     def result(self, rank: int, timeout: float = 3.0) -> Frame | None:
         """The next p4reduce frame to `rank`, parsed (None if nothing came)."""
         port = self.by_rank[rank].port
+        # the job's K where it matters: a fingerprint range followed by a block reads as
+        # the range only in a job of that K (protocol.extension_kind)
+        k = self.job.block_values if self.job.announce_block else None
         while (raw := self.switch.proc.recv(port, timeout)) is not None:
             try:
-                return p.parse_frame(raw)
+                return p.parse_frame(raw, k)
             except p.ProtocolError:
                 continue  # not p4reduce (e.g. a flooded frame): keep waiting
         return None

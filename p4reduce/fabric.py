@@ -30,7 +30,8 @@ SINGLE, LEAF, SPINE = "single", "leaf", "spine"
 ROLES = (SINGLE, LEAF, SPINE)
 # How a job runs on a fabric: in the leaf and spine roles (each leaf aggregates its ranks,
 # the spine the leaves), or at the spine alone (the leaves carry its ranks' frames at
-# layer 2; only silent rounds of at most MAX_WORKERS ranks). docs/fabric.md.
+# layer 2; only silent rounds of at most MAX_WORKERS ranks above SKIP_GROWS_TO_VALUES
+# values per block). docs/fabric.md.
 IN_LEAF_ROLE, AT_SPINE_ALONE = "leaf role", "spine alone"
 # A fabric job's round mode when none is given, on every target, where one bmv2 switch
 # runs silent rounds: across two levels a job under loss recovers far faster in every-rank
@@ -353,20 +354,20 @@ class Placement:
         """Every switch the job's frames cross: its leaves and its root."""
         return sorted({self.root, *(r.leaf for r in self.ranks)})
 
-    def silent_aggregation(self, block_values: int) -> str | None:
+    def silent_aggregation(self, block_values: int) -> str:
         """Where a job of silent rounds at `block_values` values per block aggregates:
-        IN_LEAF_ROLE wherever a leaf can make its empty partial (it grows from a RESULT,
-        so at most SKIP_GROWS_TO_VALUES values per block) -- each uplink then carries one
-        frame each way per round, where at the spine alone it carries each of its ranks'
-        packets up and each rank's copy of every result down; else AT_SPINE_ALONE when
-        one switch's contributor bitmap holds every rank (MAX_WORKERS); else None: the
-        fabric cannot run the job in silent rounds (docs/fabric.md, "Silent rounds on a
-        fabric")."""
-        if block_values <= SKIP_GROWS_TO_VALUES:
+        IN_LEAF_ROLE up to SKIP_GROWS_TO_VALUES values per block -- each uplink then
+        carries one frame each way per round, where at the spine alone it carries each of
+        its ranks' packets up and each rank's copy of every result down -- and above that
+        for a job of more ranks than one switch's contributor bitmap holds (MAX_WORKERS),
+        its ranks' ANNOUNCEs then carrying a block (wire.announce_carries_block: a leaf
+        makes its empty partial from the announce round's RESULT); AT_SPINE_ALONE for the
+        other jobs above SKIP_GROWS_TO_VALUES, whose ANNOUNCEs stay a header and a
+        fingerprint range and whose links need carry no frame longer than a DATA
+        (docs/fabric.md, "Silent rounds on a fabric")."""
+        if block_values <= SKIP_GROWS_TO_VALUES or len(self.ranks) > MAX_WORKERS:
             return IN_LEAF_ROLE
-        if len(self.ranks) <= MAX_WORKERS:
-            return AT_SPINE_ALONE
-        return None
+        return AT_SPINE_ALONE
 
 
 def place_job(fab: Fabric, ranks: Iterable[tuple[int, str, int]]) -> Placement:

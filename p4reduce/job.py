@@ -359,6 +359,14 @@ class JobConfig:
         """The `rank` field of this rank's packets: its bit in its switch's bitmap."""
         return self.rank if self.wire_rank is None else self.wire_rank
 
+    @property
+    def announce_block(self) -> bool:
+        """Whether this rank's ANNOUNCEs carry a block after their fingerprint range (the
+        leaf role of silent rounds above SKIP_GROWS_TO_VALUES values per block:
+        wire.announce_carries_block); its frames are then 8 bytes longer than a DATA."""
+        silent = self.round_mode == p.RoundMode.SILENT
+        return p.announce_carries_block(self.block_values, silent and self.wire_rank is not None)
+
     def to_switch(self) -> p.Endpoints:
         """Addresses of this rank's packets to the switch (what admission checks)."""
         return p.Endpoints(
@@ -479,6 +487,12 @@ class Job:
     @property
     def silent(self) -> bool:
         return round_mode_named(self.round_mode) == p.RoundMode.SILENT
+
+    @property
+    def announce_block(self) -> bool:
+        """Whether the job's ranks' ANNOUNCEs carry a block (JobConfig.announce_block):
+        silent rounds in the leaf and spine roles, on every switch of the job."""
+        return p.announce_carries_block(self.block_values, self.silent and bool(self.job_ranks))
 
     def job_config(self, rank: int, switch: Address) -> JobConfig:
         """Worker `rank`'s configuration, as it parses it from the descriptor (on a leaf:

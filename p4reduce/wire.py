@@ -64,10 +64,19 @@ def frame_bytes_with_values(block_values: int) -> int:
     return EXTENSION_OFFSET + values_bytes(block_values)
 
 
-def mtu_needed(block_values: int) -> int:
+def frame_bytes_with_fingerprint_and_block(block_values: int) -> int:
+    """Bytes of an ANNOUNCE that carries a block after its fingerprint range
+    (announce_carries_block), and of the RESULTs made from one: 70 + 4 K."""
+    return EXTENSION_OFFSET + FINGERPRINT_BYTES + values_bytes(block_values)
+
+
+def mtu_needed(block_values: int, announce_block: bool = False) -> int:
     """The smallest interface MTU (IPv4 packet bytes) that carries a DATA frame of a job of
     `block_values` values per block: 48 + 4 K (304 at K = 64, 8 240 at 2 048, 32 816 at
-    8 192, 64 048 at 16 000)."""
+    8 192, 64 048 at 16 000); 8 bytes more where its ANNOUNCEs carry a block
+    (`announce_block`: announce_carries_block)."""
+    if announce_block:
+        return frame_bytes_with_fingerprint_and_block(block_values) - ETH_BYTES
     return frame_bytes_with_values(block_values) - ETH_BYTES
 
 
@@ -77,14 +86,15 @@ ETHERNET_MTU = 1500
 JUMBO_MTU = 9000
 
 
-def link_mtu(block_values: int, mtu: int = ETHERNET_MTU) -> int:
+def link_mtu(block_values: int, mtu: int = ETHERNET_MTU, announce_block: bool = False) -> int:
     """The MTU a link now at `mtu` is set to for a job of `block_values` values per block:
     kept when it carries the job's DATA frames (a link never shrinks for a job), else the
     jumbo size when that is enough, else exactly mtu_needed. The one rule for every link
     the demo, the bench and the example's ranks set, so that gloo, measured at each MTU
     p4reduce's jobs use, gets the same links (1 500 up to 256 values per block, 9 000 up
-    to 2 048, then exactly 48 + 4K: 16 432 at 4 096, 32 816 at 8 192, 64 048 at 16 000)."""
-    need = mtu_needed(block_values)
+    to 2 048, then exactly 48 + 4K: 16 432 at 4 096, 32 816 at 8 192, 64 048 at 16 000;
+    8 bytes more for a job whose ANNOUNCEs carry a block, `announce_block`)."""
+    need = mtu_needed(block_values, announce_block)
     if need <= mtu:
         return mtu
     return JUMBO_MTU if need <= JUMBO_MTU else need
@@ -103,6 +113,18 @@ def skip_carries_values(block_values: int) -> bool:
     """Whether a SKIP of a job of `block_values` values per block carries a values block
     (ignored) rather than the header only; a silent job's closing SKIP never does."""
     return block_values > SKIP_GROWS_TO_VALUES
+
+
+def announce_carries_block(block_values: int, leaf_role: bool) -> bool:
+    """Whether a rank's ANNOUNCE carries a block of its job's size after its fingerprint
+    range (zeros, ignored): in the leaf role of silent rounds (`leaf_role`) above
+    SKIP_GROWS_TO_VALUES values per block. A leaf makes its empty partial, a DATA of K
+    values, from the spine's RESULT of an announce or rewind round, and that RESULT is as
+    long as the ANNOUNCE that completed the round: a fingerprint range alone would have to
+    grow by 4 K - 8 bytes, more than simple_switch lets a received frame grow
+    (docs/fabric.md, "The leaf and spine roles"). The answers made from such a packet
+    keep its block after the range, and a rank reads them as the range alone."""
+    return leaf_role and skip_carries_values(block_values)
 
 
 class MsgType(IntEnum):

@@ -181,7 +181,10 @@ def test_a_data_frames_length_chooses_its_values_header(program):
     """DATA and SKIP go to the size parser, which picks values_K by the IPv4 total length
     of a frame of K values (wire.mtu_needed(K): 48 + 4K); ANNOUNCE to the fingerprint;
     RESULT and REWIND (a SKIP's layout from a worker, a RESULT's from a silent spine) to
-    the fingerprint at its length, else to the size parser."""
+    the fingerprint at its length or at its length with a block (an announce round's in
+    the leaf role above 128 values: wire.announce_carries_block), else to the size
+    parser; after the fingerprint, values_K at the length of the range and a block of K
+    (wire.mtu_needed(K, announce_block=True): 56 + 4K)."""
     chosen = [(value, nxt) for _keys, value, _mask, nxt in transitions(program, "parse_p4reduce")]
     by_next = dict((nxt, value) for value, nxt in chosen)
     assert {value for value, nxt in chosen if nxt == "parse_values"} == {
@@ -193,8 +196,19 @@ def test_a_data_frames_length_chooses_its_values_header(program):
         int(wire.MsgType.REWIND),
     }
     by_result = [(keys, value, nxt) for keys, value, _, nxt in transitions(program, "parse_result")]
-    assert by_result == [(["ipv4.total_len"], wire.mtu_needed(0) + 8, "parse_fingerprint")]
+    with_block = [wire.mtu_needed(k, announce_block=True) for k in V1MODEL_BLOCK_SIZES]
+    assert by_result == [
+        (["ipv4.total_len"], length, "parse_fingerprint")
+        for length in (wire.mtu_needed(0) + 8, *with_block)
+    ]
     assert by_next["parse_fingerprint"] == int(wire.MsgType.ANNOUNCE)
+    after_range = [
+        (keys, value, nxt) for keys, value, _, nxt in transitions(program, "parse_fingerprint")
+    ]
+    assert after_range == [
+        (["ipv4.total_len"], length, f"parse_values_{k}")
+        for k, length in zip(V1MODEL_BLOCK_SIZES, with_block)
+    ]
     by_length = {
         nxt: (keys, value) for keys, value, _mask, nxt in transitions(program, "parse_values")
     }
@@ -206,7 +220,8 @@ def test_a_data_frames_length_chooses_its_values_header(program):
 def test_message_lengths(consts, program):
     """The lengths the switch writes into its replies are the workers' layouts: constants
     for the header-only, fingerprint and status layouts, and for values the header-only
-    length plus 4 * the job's block_values (4K bytes)."""
+    length plus 4 * the job's block_values (4K bytes), plus the fingerprint's 8 where the
+    range comes first (wire.frame_bytes_with_fingerprint_and_block)."""
     udp = {UDP_BYTES + wire.HEADER_BYTES + wire.EXTENSION_BYTES[e] for e in EXTENSIONS}
     udp.add(UDP_BYTES + wire.HEADER_BYTES + wire.STATUS_BYTES)
     udp.discard(UDP_BYTES + wire.HEADER_BYTES + wire.VALUE_BYTES)
@@ -224,7 +239,8 @@ def test_message_lengths(consts, program):
 
 
 def _length_plus_values(expr: dict) -> int:
-    """C of an expression C + (meta.block_values << 2), under p4c's masks."""
+    """C of an expression C + ((meta.block_values << 2) + (fingerprint valid ? 8 : 0)),
+    under p4c's masks."""
 
     def unmasked(e: dict) -> dict:
         while True:
@@ -237,7 +253,16 @@ def _length_plus_values(expr: dict) -> int:
 
     total = unmasked(expr)
     assert total["op"] == "+", total
-    shift = unmasked(total["right"])
+    extension = unmasked(total["right"])
+    assert extension["op"] == "+", extension
+    fingerprint = unmasked(extension["right"])
+    assert fingerprint["op"] == "?", fingerprint
+    assert (_constant(fingerprint["left"]), _constant(fingerprint["right"])) == (
+        wire.FINGERPRINT_BYTES,
+        0,
+    )
+    assert unmasked(fingerprint["cond"])["right"]["value"] == ["fingerprint", "$valid$"]
+    shift = unmasked(extension["left"])
     assert shift["op"] == "<<" and _constant(shift["right"]) == 2, shift
     assert _field(unmasked(shift["left"])) == "scalars.metadata_t.block_values", shift
     return _constant(total["left"])

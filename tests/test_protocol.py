@@ -232,8 +232,11 @@ def test_extension_frames_round_trip_and_sizes():
     assert len(skip) == p.FRAME_BYTES_HEADER_ONLY == 62
     with pytest.raises(ProtocolError, match="ANNOUNCE message with none"):
         p.parse_frame(p.build_frame(EP, a))
+    for extensions in ({"contributors": 1}, {"fingerprint": (1, 1), "contributors": 1}):
+        with pytest.raises(ProtocolError, match="at most one"):
+            p.build_frame(EP, a, np.zeros(64), **extensions)
     with pytest.raises(ProtocolError, match="at most one"):
-        p.build_frame(EP, a, np.zeros(64), fingerprint=(1, 1))
+        p.build_frame(EP, a, fingerprint=(1, 1), contributors=1)
 
 
 def test_fingerprint_is_exact_and_describes_the_difference():

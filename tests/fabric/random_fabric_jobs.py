@@ -8,7 +8,7 @@ Here a job of random shape runs on an in-process fabric (a spine and two leaves,
 softswitch programmed over its own P4Runtime session by the FabricController), every rank
 a hostlib Worker in its own thread, in real time: the round mode (every-rank rounds in
 the leaf and spine roles, or silent rounds: in those roles at 64 values per block, at the
-spine alone at more), ranks on each leaf, block
+spine alone at more; `--silent-leaf-role`: in those roles at any), ranks on each leaf, block
 size, slots, encoding, up to three calls of mixed kinds (int32 whose sums may overflow,
 float32 of any scale, ranks whose lengths differ), the blocks each rank has, the ranks'
 start skew per call, and the loss on every link. Every rank's every call must end as the
@@ -111,7 +111,7 @@ def random_fabric_job(
     to 0.3 s with probability `skew`, and with `restart` a switch's reboot drawn by a
     generator of its own (so every other draw of the seed is the same either way). With
     `silent_leaf_role`, a job of silent rounds in the leaf and spine roles larger than
-    one switch's bitmap: more than MAX_WORKERS ranks, at most 128 values per block."""
+    one switch's bitmap: more than MAX_WORKERS ranks, at 64 to 1 024 values per block."""
     rng = np.random.default_rng(seed)
     per_leaf = (int(rng.integers(1, ranks_per_leaf + 1)), int(rng.integers(1, ranks_per_leaf + 1)))
     k = int(rng.choice([64, 64, 256, 1024]))
@@ -120,7 +120,10 @@ def random_fabric_job(
         from fabric.conftest import HOSTS  # the test folder's package
 
         per_leaf = (HOSTS, int(rng.integers(MAX_WORKERS + 1 - HOSTS, HOSTS + 1)))
-        k, round_mode = int(rng.choice([64, 128])), "silent"
+        k, round_mode = int(rng.choice([64, 128])), "silent"  # drawn: the next draws stay
+        # ... and above SKIP_GROWS_TO_VALUES one job in two, by a generator of its own: its
+        # ranks' ANNOUNCEs carry a block (wire.announce_carries_block)
+        k = int(np.random.default_rng([seed, 3]).choice([k, k, 256, 1024]))
     job = Job(
         seed=seed,
         ranks=sum(per_leaf),

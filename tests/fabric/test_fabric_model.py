@@ -165,8 +165,8 @@ def test_place_job_across_leaves():
     assert placement.root == "s" and placement.switches == ["l1", "l2", "s"]
     assert placement.by_leaf() == {"l1": [0, 1, 2, 3], "l2": [4, 5, 6, 7]}
     assert [r.root_port for r in placement.ranks] == [1] * 4 + [2] * 4
-    # silent rounds: in the leaf role where a leaf's empty partial fits, else at the
-    # spine alone while its bitmap holds every rank
+    # silent rounds: in the leaf role up to SKIP_GROWS_TO_VALUES values per block, above
+    # it at the spine alone while its bitmap holds every rank, else in the leaf role too
     assert placement.silent_aggregation(SKIP_GROWS_TO_VALUES) == IN_LEAF_ROLE
     assert placement.silent_aggregation(SKIP_GROWS_TO_VALUES + 64) == AT_SPINE_ALONE
     # the indices the leaf role numbers ranks and leaves by: interleaved ranks
@@ -199,4 +199,4 @@ def test_job_limits_per_leaf_and_per_job():
     placement = place_job(big, ranks)
     assert len(placement.ranks) == MAX_JOB_RANKS == 1024
     assert placement.silent_aggregation(SKIP_GROWS_TO_VALUES) == IN_LEAF_ROLE
-    assert placement.silent_aggregation(SKIP_GROWS_TO_VALUES + 64) is None
+    assert placement.silent_aggregation(16000) == IN_LEAF_ROLE  # every size, 1 024 ranks

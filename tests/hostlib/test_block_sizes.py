@@ -295,3 +295,72 @@ def test_a_skip_carries_a_block_of_zeros_above_128_values(k):
         assert frame.values is None
     retransmitted = eng.packets_to_send(10.0)  # its timer expired: the same frame again
     assert len(retransmitted) == 1 and int(retransmitted.lengths[0]) == len(skip)
+
+
+# -- an ANNOUNCE with a block (the leaf role of silent rounds above 128 values) ------------
+
+
+def test_an_announce_with_a_block_and_the_answers_made_from_it_read_as_the_range(rng):
+    """Above SKIP_GROWS_TO_VALUES a leaf-role ANNOUNCE carries a block after its range
+    (70 + 4K bytes), and so do the RESULTs and REWINDs made from it: every parser reads
+    them as the range, given the job's K; at 128 values or without K the layout is
+    none."""
+    k = 256
+    for msg, block in ((p.MsgType.ANNOUNCE, EOS), (p.MsgType.RESULT, EOS), (p.MsgType.REWIND, 3)):
+        raw = p.build_frame(EP, _header(msg, block), np.zeros(k), fingerprint=(5, 9))
+        assert len(raw) == p.frame_bytes_with_fingerprint_and_block(k) == 70 + 4 * k
+        assert int.from_bytes(raw[16:18], "big") == p.mtu_needed(k, announce_block=True)
+        assert p.ipv4_checksum(raw[14:34]) == 0
+        f = p.parse_frame(raw, k)
+        assert f.fingerprint == (5, 9) and f.values is None and f.header.msg_type == msg
+        parsed = parse_batch(np.frombuffer(raw, np.uint8)[None, :], np.array([len(raw)]), k)
+        assert parsed.rejected == 0 and not parsed.has_values[0]
+        assert parsed.extension[0] == p.EXT.FINGERPRINT
+        assert tuple(parsed.fingerprint[0]) == (5, 9)
+    data = p.build_frame(EP, _header(p.MsgType.DATA, 3), np.zeros(k), fingerprint=(5, 9))
+    with pytest.raises(p.ProtocolError, match="DATA message"):
+        p.parse_frame(data, k)
+    narrow = p.build_frame(EP, _header(p.MsgType.RESULT, EOS), np.zeros(128), fingerprint=(5, 9))
+    with pytest.raises(p.ProtocolError, match="RESULT message"):
+        p.parse_frame(narrow, 128)
+    rows = np.frombuffer(narrow, np.uint8)[None, :]
+    assert parse_batch(rows, np.array([len(narrow)]), 128).rejected == 1
+
+
+def test_a_leaf_role_silent_rank_above_128_values_announces_with_a_block():
+    """JobConfig.announce_block from the descriptor: the leaf role (wire_rank), silent
+    rounds and more than SKIP_GROWS_TO_VALUES values per block, all three. Its engine's
+    ANNOUNCEs are then 70 + 4K bytes, zeros after the range (the builder's scratch rows
+    reused), and each is parsed back as the range."""
+    k = 256
+
+    def config(values: int, mode: str, leaf: bool):
+        d = descriptor(1, 2, slot_count=4, block_values=values, round_mode=mode)
+        if leaf:
+            d |= {"wire_rank": 1, "leaf_ranks": [0, 1]}
+        return load_descriptor(d)
+
+    cfg = config(k, "silent", True)
+    assert cfg.announce_block
+    assert not config(128, "silent", True).announce_block
+    assert not config(k, "every_rank", True).announce_block
+    assert not config(k, "silent", False).announce_block
+    x = np.zeros(12 * k, np.int32)
+    x[5 * k : 6 * k] = 7
+    eng = AllreduceEngine(cfg, make_payload(x, 2, block_values=k), 0.0, EngineParams())
+    announces = eng.packets_to_send(0.0)
+    assert len(announces) == 4 and set(announces.lengths.tolist()) == {70 + 4 * k}
+    fp = p.fingerprint(np.int32, x.size)
+    for i in range(4):
+        f = p.parse_frame(announces.frame(i), k)
+        assert f.header.msg_type == p.MsgType.ANNOUNCE and f.fingerprint == (fp, fp)
+    # the block is zeros even in rows that held other bytes (a reused buffer)
+    builder = FrameBuilder(cfg.to_switch(), k, cfg.announce_block)
+    assert builder.width == 70 + 4 * k
+    dirty = np.full((2, builder.width), 0xAB, np.uint8)
+    h = p.Header.make(p.MsgType.ANNOUNCE, job=7, slot=1, rank=1)
+    cols = {name: np.full(2, v, np.int64) for name, v in zip(p.FIELD_NAMES, h)}
+    batch = builder.build(cols, np.full(2, p.EXT.FINGERPRINT), fingerprint=fp, out=dirty)
+    for i in range(2):
+        assert p.parse_frame(batch.frame(i), k).fingerprint == (fp, fp)
+        assert not batch.frames[i, 70 : 70 + 4 * k].any()

@@ -340,3 +340,28 @@ def test_two_ranks_share_an_address_and_a_port_held_elsewhere_is_no_error(topo):
                 assert c.sink is None and "not bound" in c.sink_skipped, c.sink_skipped
         finally:
             other.close()
+
+
+def test_a_leaf_role_silent_rank_needs_room_for_its_announces_block():
+    """In the leaf role of silent rounds above 128 values per block a rank's ANNOUNCEs
+    carry a block after the range, 8 bytes more than a DATA: on a link sized exactly for
+    its DATA frames the Worker refuses to start, naming those ANNOUNCEs and the MTU they
+    need; at that MTU it starts."""
+    from hostlib import Worker
+    from hostlib.transport import MtuTooSmall
+
+    k = 8192
+    with netns.Topology(1, block_values=k, mtu=p.mtu_needed(k)) as topo:
+        d = topo.descriptors[0] | {"round_mode": "silent", "wire_rank": 0, "leaf_ranks": [0]}
+        need = p.mtu_needed(k, announce_block=True)
+        assert need == p.mtu_needed(k) + 8
+        with netns.in_netns(topo.worker_ns[0]):
+            with pytest.raises(MtuTooSmall) as err:
+                Worker(d)
+            msg = str(err.value)
+            for part in (f"MTU {need - 8},", f"need MTU {need}", "ANNOUNCE frames", "leaf role"):
+                assert part in msg, (part, msg)
+        topo.set_mtu(0, need)
+        with netns.in_netns(topo.worker_ns[0]):
+            with Worker(d) as w:
+                assert w.cfg.announce_block and w.builder.width == need + 14
