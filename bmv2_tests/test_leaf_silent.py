@@ -473,3 +473,27 @@ def test_above_128_values_a_spine_answers_a_repeated_announce_partial_with_its_b
     again = p.parse_frame(raw, WIDE)
     assert again.header.flags & Flag.CACHED and again.header.next_block == 2
     assert len(raw) == WITH_BLOCK
+
+
+def test_above_128_values_a_spine_takes_a_leafs_header_only_closing_rewind(switch):
+    """A leaf's closing partial is made from its ranks' closing SKIPs, header only at
+    every size; where one of them asked for a rewind it leaves as a REWIND of block
+    END_OF_STREAM, as short. The spine takes it into its closing round (a closing round
+    sums nothing), as it takes a header-only closing SKIP, and applies the rewind."""
+    leaf = leaf_spec(84, n=3, job_ranks=12, round_mode="silent", block_values=WIDE)
+    job = adopted(switch, dataclasses.replace(leaf, uplink=None, ranks_in_job=None))
+    for leaf_rank in range(3):
+        job.send(leaf_rank, MsgType.ANNOUNCE, next_block=2)
+    raw_results(job)
+    for leaf_rank in range(3):
+        job.send(leaf_rank, MsgType.DATA, version=1, block=2, values=np.ones(WIDE), next_block=END)
+    for res in job.results().values():
+        assert (res.header.block, res.header.next_block) == (2, END)
+    job.send(0, MsgType.SKIP, block=END, pad_skip=False)
+    job.send(1, MsgType.REWIND, block=END, next_block=2, pad_skip=False)
+    job.assert_silent()
+    job.send(2, MsgType.SKIP, block=END, pad_skip=False)
+    for res in job.results().values():
+        h = res.header
+        assert (h.msg_type, h.block, h.next_block) == (MsgType.REWIND, END, 2)
+        assert res.values is None and res.fingerprint is None

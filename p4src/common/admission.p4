@@ -43,9 +43,11 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
 #if P4REDUCE_GATEWAY_COMPARES_FIELDS
         /* the per-job checks, in the action: bmv2 pays per table applied */
         /* a values block (meta.data_values, the v1model parser's) must be the job's size,
-         * and a SKIP of a job above SKIP_GROWS_TO_VALUES must carry one (values.p4) --
-         * except a closing SKIP (silent, block END_OF_STREAM): a closing round's RESULT
-         * carries no values, so its SKIP never grows */
+         * and a SKIP or REWIND of a job above SKIP_GROWS_TO_VALUES must carry one
+         * (values.p4) -- except a closing contribution (silent, block END_OF_STREAM): a
+         * closing round's RESULT carries no values, so it never grows. A rank's closing
+         * SKIP is header only; so may a silent leaf's closing REWIND partial be, made
+         * from its ranks' closing SKIPs (uplink.p4) */
         /* a REWIND (a SKIP's layout) belongs to silent rounds only */
         meta.slot_in_range = (hdr.p4r.slot < slot_count
                               && hdr.p4r.flags[6:5] == round_mode ++ encoding
@@ -56,7 +58,8 @@ control Admission(inout headers_t hdr, inout metadata_t meta, ADMISSION_INTRINSI
                                       && (block_values <= SKIP_GROWS_TO_VALUES
                                           || (hdr.p4r.msg_type != MSG_SKIP
                                               && hdr.p4r.msg_type != MSG_REWIND)
-                                          || (hdr.p4r.msg_type == MSG_SKIP
+                                          || ((hdr.p4r.msg_type == MSG_SKIP
+                                               || hdr.p4r.msg_type == MSG_REWIND)
                                               && hdr.p4r.block == END_OF_STREAM
                                               && round_mode == ROUND_MODE_SILENT)))))
                              ? 1w1 : 1w0;

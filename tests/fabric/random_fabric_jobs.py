@@ -279,14 +279,15 @@ class FrameTrace:
         self.frames.clear()
         self.start = time.monotonic()
 
-    def write(self, path: Path, job_id: int) -> None:
+    def write(self, path: Path, job_id: int, block_values: int) -> None:
         """Job `job_id`'s frames, one line each: seconds since `clear`, switch, in or out,
         port, and the p4reduce header (rank: the sender's, or the receiver's on the way
-        to it; a leaf's index among the spine's) with what the frame carries."""
+        to it; a leaf's index among the spine's) with what the frame carries (read with
+        the job's `block_values`: a fingerprint range and a block is the range)."""
         with path.open("w") as f:
             for t, name, direction, port, frame in self.frames:
                 try:
-                    fr = p.parse_frame(frame)
+                    fr = p.parse_frame(frame, block_values)
                 except p.ProtocolError:
                     continue  # not a p4reduce frame
                 if fr.header.job == job_id:
@@ -351,7 +352,7 @@ def main() -> int:
                     print(describe_problems(fj.describe(), problems), flush=True)
                     if trace is not None:
                         args.trace.mkdir(parents=True, exist_ok=True)
-                        trace.write(args.trace / f"seed{seed}.txt", job_id)
+                        trace.write(args.trace / f"seed{seed}.txt", job_id, fj.job.block_values)
                         print(f"    its frames: {args.trace / f'seed{seed}.txt'}", flush=True)
         finally:
             ctl.close()
