@@ -21,12 +21,13 @@ on, in its hash mode: the same frames lose the same packets and copies on every 
 (its random() mode is each target's own, and stays off).
 
 The leaf role (docs/fabric.md): a job's leaf part, its ranks' frames the same as a plain
-job's, and on its uplink a mirror spine that answers each partial with its round's
-RESULT as if this leaf's were the job's only non-zero partial (`mirror`). Its answers go
-in right after the frame that made the partial -- once an ARP reply has come back out of
-every port, each copy of that frame is out (ingress took it before those requests, and
-each port's egress is first in first out) -- so both targets get the same answers as
-long as they send the same partials.
+job's (but a silent job's ANNOUNCEs above 128 values per block, which carry a block: the
+capture's ranks get the leaf role's descriptor fields), and on its uplink a mirror spine
+that answers each partial with its round's RESULT as if this leaf's were the job's only
+non-zero partial (`mirror`). Its answers go in right after the frame that made the
+partial -- once an ARP reply has come back out of every port, each copy of that frame is
+out (ingress took it before those requests, and each port's egress is first in first
+out) -- so both targets get the same answers as long as they send the same partials.
 
     python tests/softswitch_server/dataplane_differential.py --scenarios 20 [--first-seed N]
            [--against inprocess|softswitch] [--leaf]
@@ -71,8 +72,8 @@ from p4reduce.target import SIMPLE_SWITCH_GRPC, V1MODEL_BLOCK_SIZES  # noqa: E40
 from p4reduce.job import Uplink  # noqa: E402
 from p4reduce.wire import (  # noqa: E402
     P4R_OFFSET,
-    SKIP_GROWS_TO_VALUES,
     Encoding,
+    announce_carries_block,
     Flag,
     MsgType,
     RoundMode,
@@ -154,8 +155,7 @@ class Scenario:
             pattern=pattern,
             calls=calls,
             fault_rate=fault_rate,
-            leaf=(drawn_leaf if leaf is None else leaf)
-            and leaf_role_fits(round_mode, block_values),
+            leaf=drawn_leaf if leaf is None else leaf,
             loss=float(rng.choice([0.0, 0.0, 0.05, 0.2])),
             loss_seed=int(rng.integers(1, 2**16)),
         )
@@ -221,10 +221,10 @@ class Scenario:
             )
 
 
-def leaf_role_fits(round_mode: str, block_values: int) -> bool:
-    """Whether a leaf takes a job of this mode and size in the leaf role (a silent job's
-    leaf makes its empty partial from a RESULT: p4reduce.fabric.Placement.silent_aggregation)."""
-    return round_mode == "every_rank" or block_values <= SKIP_GROWS_TO_VALUES
+def announce_block(sc: Scenario) -> bool:
+    """Whether the scenario's ranks send ANNOUNCEs with a block after the range: a silent
+    leaf's above SKIP_GROWS_TO_VALUES values per block (wire.announce_carries_block)."""
+    return announce_carries_block(sc.block_values, sc.leaf and sc.round_mode == "silent")
 
 
 def capture(sc: Scenario) -> Frames:
@@ -234,7 +234,8 @@ def capture(sc: Scenario) -> Frames:
     with SwitchSession.inprocess(ports=PORTS) as session, record_ingress(session) as frames:
         job = sc.add_job(session, as_leaf=False)  # a leaf's ranks send what a job's do
         tensors = sc.tensors()
-        width = frame_width(sc.block_values)
+        padded = announce_block(sc)  # ... but their ANNOUNCEs, which carry a block
+        width = frame_width(sc.block_values, padded)
 
         def rank(r: int, desc: dict) -> None:
             transport = session.transport(job.by_rank[r].port, width)
@@ -249,6 +250,11 @@ def capture(sc: Scenario) -> Frames:
                 errors.append(exc)
 
         descs = job.job.descriptors(session.address)
+        if padded:  # the leaf role's fields: ranks that pad their ANNOUNCEs as a leaf's do
+            descs = [
+                d | {"wire_rank": r, "leaf_ranks": list(range(sc.ranks))}
+                for r, d in enumerate(descs)
+            ]
         threads = [threading.Thread(target=rank, args=(r, d)) for r, d in enumerate(descs)]
         for t in threads:
             t.start()
@@ -434,7 +440,7 @@ def mirror(partial: bytes, job: TestJob) -> bytes | None:
     None for what a spine answers otherwise (a STATUS, a REWIND) or a frame that is no
     partial. Both targets get the same answers as long as they send the same partials."""
     try:
-        f = p.parse_frame(partial)
+        f = p.parse_frame(partial, job.job.block_values)
     except p.ProtocolError:
         return None
     h = f.header
@@ -445,6 +451,9 @@ def mirror(partial: bytes, job: TestJob) -> bytes | None:
         flags |= Flag.CACHED
     fields = {n: getattr(h, n) for n in ("slot", "slot_version", "block", "next_block")}
     fields |= {"next_exponent": h.next_exponent, "rank": h.rank, "epoch": h.epoch}
+    if h.msg_type == MsgType.ANNOUNCE and job.job.announce_block:  # the range and a block
+        zeros = np.zeros(job.job.block_values, np.int64)
+        return job.spine_frame(int(flags), fingerprint=f.fingerprint, values=zeros, **fields)
     if h.msg_type == MsgType.ANNOUNCE:
         return job.spine_frame(int(flags), fingerprint=f.fingerprint, **fields)
     values = f.values if f.values is not None else np.zeros(job.job.block_values, np.int64)
