@@ -102,7 +102,7 @@ def test_the_trace_of_a_job_is_its_frames_at_every_switch(fabric, tmp_path):
     finally:
         fabric[0].set_tap(None)
     path = tmp_path / "seed1.txt"
-    trace.write(path, job_id)
+    trace.write(path, job_id, fj.job.block_values)
     lines = [line.split() for line in path.read_text().splitlines()]
     # (time, switch, in/out, port, then hostlib.protocol.frame_text: message, "job", its
     # job, "slot", its slot, "version", its version, "rank", its rank, ...)
