@@ -348,9 +348,14 @@ def two_level_run(target: str, size: int, calls: int, **options):
 
 
 def sparse_runs(
-    target: str, size: int, calls: int, modes: tuple[str, ...] = ROUND_MODES
+    target: str,
+    size: int,
+    calls: int,
+    modes: tuple[str, ...] = ROUND_MODES,
+    block_values: int | None = None,
 ) -> list[dict]:
-    """The sparse job (each rank's own SPARSE_DENSITY of the blocks, int32, lossless) on
+    """The sparse job (each rank's own SPARSE_DENSITY of the blocks, int32, lossless; at
+    `block_values` values per block, else the target's default) on
     the two-level network in each round mode of `modes`: the median call, the packets a
     rank sent per timed call (the mean over ranks of its worker's count), the frames each
     uplink carried up and down in the run (the timed calls and a one-block warm-up), and
@@ -367,6 +372,7 @@ def sparse_runs(
             overlap="independent",
             encoding="lanes",
             round_mode=mode,
+            block_values=block_values,
         )
         timed = [c for o in s.outcomes for c in o.calls if c["kind"] != "warmup"]
         uplink = topology.leaf_hosts(8) + 1
