@@ -66,8 +66,7 @@ def leaf_job(switch, job: int, **kw) -> harness.TestJob:
 def up(job: harness.TestJob, timeout: float = 3.0) -> p.Frame | None:
     """The next frame the leaf sends up its uplink, parsed."""
     raw = job.switch.proc.recv(UPLINK_PORT, timeout)
-    k = job.job.block_values if job.job.announce_block else None  # as TestJob.result
-    return None if raw is None else p.parse_frame(raw, k)
+    return None if raw is None else job.parse(raw)
 
 
 def down(job: harness.TestJob, msg_flags: int = 0, **kw) -> None:

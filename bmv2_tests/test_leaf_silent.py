@@ -363,7 +363,7 @@ def raw_up(job: harness.TestJob) -> tuple[p.Frame, int]:
     """The next frame the leaf sends up, parsed, and its length in bytes."""
     raw = job.switch.proc.recv(UPLINK_PORT, 3.0)
     assert raw is not None, "the leaf sent nothing up"
-    return p.parse_frame(raw, WIDE), len(raw)
+    return job.parse(raw), len(raw)
 
 
 def raw_results(job: harness.TestJob) -> dict[int, tuple[p.Frame, int]]:
@@ -372,7 +372,7 @@ def raw_results(job: harness.TestJob) -> dict[int, tuple[p.Frame, int]]:
     for w in job.workers:
         raw = job.switch.proc.recv(w.port, 3.0)
         assert raw is not None, f"rank {w.rank} got nothing"
-        out[w.rank] = p.parse_frame(raw, WIDE), len(raw)
+        out[w.rank] = job.parse(raw), len(raw)
     return out
 
 
@@ -470,7 +470,7 @@ def test_above_128_values_a_spine_answers_a_repeated_announce_partial_with_its_b
     job.send(1, MsgType.ANNOUNCE, next_block=5, flags=Flag.RETRANSMIT)
     raw = switch.proc.recv(job.by_rank[1].port, 3.0)
     assert raw is not None, "no cached answer"
-    again = p.parse_frame(raw, WIDE)
+    again = job.parse(raw)
     assert again.header.flags & Flag.CACHED and again.header.next_block == 2
     assert len(raw) == WITH_BLOCK
 

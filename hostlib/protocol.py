@@ -373,9 +373,6 @@ def build_frame(
             "a frame carries at most one of values, fingerprint, contributors (or a "
             "fingerprint and values)"
         )
-    if fingerprint is not None and values is not None:
-        block = build_frame(ep, header, values, block_values=block_values)
-        return _with_fingerprint_first(block, fingerprint)
     body = encode_header(header)
     extension = Extension.NONE
     if values is not None:
@@ -388,33 +385,21 @@ def build_frame(
             )
         if block_values is not None and k != block_values:
             raise ProtocolError(f"values must have shape ({block_values},), got {values.shape}")
-        body += np.asarray(values, dtype=np.int64).astype(VALUES_DTYPE).tobytes()
         extension = Extension.VALUES
-    elif fingerprint is not None:
+    if fingerprint is not None:  # before the values, where both are given
         for f, v in zip(FINGERPRINT_FIELDS, fingerprint):
             _check_extension_field(f, v)
         body += struct.pack("!II", *fingerprint)
         extension = Extension.FINGERPRINT
-    elif contributors is not None:
+    if values is not None:
+        body += np.asarray(values, dtype=np.int64).astype(VALUES_DTYPE).tobytes()
+    if contributors is not None:
         _check_extension_field(STATUS_FIELDS[0], contributors)
         body += struct.pack("!I", contributors)
         extension = Extension.STATUS
-    return l2_l4_template(ep, extension, len(values) if values is not None else BLOCK_VALUES) + body
-
-
-def _with_fingerprint_first(frame: bytes, fingerprint: tuple[int, int]) -> bytes:
-    """A frame with a block, the fingerprint range put before its block: 8 bytes more,
-    in the IPv4 and UDP lengths and the IPv4 checksum too."""
-    for f, v in zip(FINGERPRINT_FIELDS, fingerprint):
-        _check_extension_field(f, v)
-    out = bytearray(frame[:EXTENSION_OFFSET])
-    out += struct.pack("!II", *fingerprint) + frame[EXTENSION_OFFSET:]
-    ip_len, udp_len = struct.unpack_from("!H", out, 16)[0], struct.unpack_from("!H", out, 38)[0]
-    struct.pack_into("!H", out, 16, ip_len + FINGERPRINT_BYTES)
-    struct.pack_into("!H", out, 38, udp_len + FINGERPRINT_BYTES)
-    struct.pack_into("!H", out, 24, 0)
-    struct.pack_into("!H", out, 24, ipv4_checksum(bytes(out[ETH_BYTES : ETH_BYTES + IPV4_BYTES])))
-    return bytes(out)
+    k = len(values) if values is not None else BLOCK_VALUES
+    both = values is not None and fingerprint is not None  # the range, then a block
+    return l2_l4_template(ep, extension, k, announce_block=both) + body
 
 
 def _check_extension_field(f: Field, value: int) -> None:

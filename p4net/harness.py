@@ -529,15 +529,18 @@ class TestJob:
     def result(self, rank: int, timeout: float = 3.0) -> Frame | None:
         """The next p4reduce frame to `rank`, parsed (None if nothing came)."""
         port = self.by_rank[rank].port
-        # the job's K where it matters: a fingerprint range followed by a block reads as
-        # the range only in a job of that K (protocol.extension_kind)
-        k = self.job.block_values if self.job.announce_block else None
         while (raw := self.switch.proc.recv(port, timeout)) is not None:
             try:
-                return p.parse_frame(raw, k)
+                return self.parse(raw)
             except p.ProtocolError:
                 continue  # not p4reduce (e.g. a flooded frame): keep waiting
         return None
+
+    def parse(self, raw: bytes) -> Frame:
+        """A frame of this job, parsed: with the job's K where its ANNOUNCEs carry a block
+        (a fingerprint range followed by a block reads as the range only given that K,
+        protocol.extension_kind), else of any K as before."""
+        return p.parse_frame(raw, self.job.block_values if self.job.announce_block else None)
 
     def results(self, timeout: float = 3.0) -> dict[int, Frame]:
         out = {}

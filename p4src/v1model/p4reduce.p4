@@ -69,9 +69,9 @@ control P4ReduceIngress(inout headers_t hdr, inout metadata_t meta,
                     mark_to_drop(standard_metadata);
                 } else {
                     uplink.apply(hdr, meta, standard_metadata);   /* a leaf's job? */
-                    if (meta.downlink == 1 && meta.from_uplink == 0) {
+                    if ((meta.downlink == 1 && meta.from_uplink == 0) || meta.malformed == 1) {
                         /* only a spine sends these (Uplink: a REWIND with a RESULT's
-                         * layout too) */
+                         * layout too); or a leaf's ANNOUNCE without its block (Uplink) */
                         drop_counted(DROP_MALFORMED);
                     } else {
                         /* the bitmap's three callers, decided before any of them runs:

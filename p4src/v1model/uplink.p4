@@ -68,10 +68,10 @@ const flags_t FLAG_RELAYED = 0x04;
      || (meta.data_values != 0 && meta.data_values <= SKIP_GROWS_TO_VALUES))
 
 /* An ANNOUNCE without the block it carries in the leaf role of silent rounds above
- * SKIP_GROWS_TO_VALUES values per block (p4reduce.wire.announce_carries_block): the
- * spine's RESULT of a round it completed would be too short for the leaves' empty
- * partials (EmptyPartial). The actions below mark it as the spine's (downlink), so that
- * P4ReduceIngress drops it as malformed with a rank's RESULT. */
+ * SKIP_GROWS_TO_VALUES values per block (p4reduce.wire.announce_carries_block) is
+ * malformed here: the spine's RESULT of a round it completed would be too short for the
+ * leaves' empty partials (EmptyPartial). Only the uplink entry says the job is a leaf's,
+ * so set_uplink marks it and P4ReduceIngress drops it with what only a spine sends. */
 #define ANNOUNCE_WITHOUT_BLOCK                                                 \
     (hdr.p4r.msg_type == MSG_ANNOUNCE && meta.data_values == 0                 \
      && meta.block_values > SKIP_GROWS_TO_VALUES && meta.round_mode == ROUND_MODE_SILENT)
@@ -90,8 +90,8 @@ control Uplink(inout headers_t hdr, inout metadata_t meta,
                             && hdr.ipv4.src_addr == spine_ip) ? 1w1 : 1w0;
         meta.downlink = (meta.downlink == 1
                          || (hdr.p4r.msg_type == MSG_REWIND
-                             && (meta.from_uplink == 1 || REWIND_AS_RESULT))
-                         || ANNOUNCE_WITHOUT_BLOCK) ? 1w1 : 1w0;
+                             && (meta.from_uplink == 1 || REWIND_AS_RESULT))) ? 1w1 : 1w0;
+        meta.malformed = ANNOUNCE_WITHOUT_BLOCK ? 1w1 : 1w0;
     }
     action no_uplink() {
         meta.has_uplink = 0;
