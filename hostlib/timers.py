@@ -229,6 +229,8 @@ class Pacer:
         self.expired_in_row = np.zeros(n, np.int64)  # held timers expired in a row
         # behind a leaf: a STATUS for the round did not name this rank (`not_heard`)
         self.lacking = np.zeros(n, bool)
+        # behind a silent leaf: a STATUS of a later round than the one awaited (`passed_by`)
+        self.passed = np.zeros(n, bool)
         # silent rounds: the slots whose round waits for this rank's own packet (None:
         # every slot, as in every-rank rounds); see _overtaken
         self.contributes: np.ndarray | None = None
@@ -240,6 +242,7 @@ class Pacer:
         self.rack_resent[slots] = False
         self.expired_in_row[slots] = 0
         self.lacking[slots] = False
+        self.passed[slots] = False
         self.group_at[slots] = -np.inf
 
     def held_by_switch(self, slots: np.ndarray, now: float, heard: np.ndarray) -> None:
@@ -332,6 +335,21 @@ class Pacer:
         recent = now - self.xmit_at[slots] < self._half_round()
         self.lacking[slots[~recent]] = True
 
+    def passed_by(self, slots: np.ndarray, now: float) -> None:
+        """Behind a silent leaf: the leaf's STATUS of a round later than the one `slots`
+        wait for. The leaf sends a STATUS only while its round is in progress, and its
+        frames to a rank are not reordered, so the round awaited completed there and its
+        RESULT to this rank was lost: the slot's packet (its own, or the query of a round
+        it sits out) goes again at once, as after `not_heard`, instead of at the silence
+        probe -- the later round may wait for this rank (a closing round waits for every
+        rank), and the probe, the lowest slot once per silence timer, comes seconds later
+        under heavy loss. The same half-round allowance as `not_heard`."""
+        slots = np.asarray(slots)
+        self.status_seen = now
+        recent = now - self.xmit_at[slots] < self._half_round()
+        fresh = slots[~recent]
+        self.lacking[fresh] = self.passed[fresh] = True
+
     def resent(self, due: np.ndarray, now: float) -> int:
         """`due` (from `due`) went again; returns how many timers that doubled. Only a
         round the switch said it holds backs off: a resend that got no answer was lost,
@@ -343,7 +361,7 @@ class Pacer:
         self.expired_in_row[again] += 1
         if again.size and not self.behind_leaf:
             self._answer_for_waits(again, now, holding)
-        self.lacking[due] = False
+        self.lacking[due] = self.passed[due] = False
         self.retransmitted[due] = True
         self.xmit_at[due] = now
         self.overtaken_at[due] = np.inf
@@ -487,9 +505,12 @@ class Pacer:
     def _lacking(self) -> np.ndarray:
         """Active slots whose leaf's STATUS did not name this rank (`not_heard`): resent
         at once. Behind a silent leaf only the rounds that wait for this rank's own packet
-        (`contributes`): a round it sits out does not wait for it."""
+        (`contributes`): a round it sits out does not wait for it -- unless a STATUS showed
+        the slot's rounds past it (`passed_by`)."""
         lacking = self.slots.active & self.lacking
-        return lacking if self.contributes is None else lacking & self.contributes
+        if self.contributes is None:
+            return lacking
+        return lacking & (self.contributes | self.passed)
 
     def rto(self) -> float:
         """The retransmission timer now: the estimator's, or `initial_timeout` before any

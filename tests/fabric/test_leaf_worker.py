@@ -346,6 +346,80 @@ def test_a_status_of_the_next_round_fetches_a_lost_result_at_once():
     ]
 
 
+def sitting_out(now: float) -> SilentEngine:
+    """A silent rank behind a leaf with no block of its own, whose announce rounds
+    completed at `now`: it sits out every slot's data rounds (its kept frames are
+    queries)."""
+    cfg = load_descriptor(leaf_descriptor(round_mode="silent"))
+    e = SilentEngine(cfg, make_payload(np.zeros(12 * 64, np.int32), cfg.worker_count), T0, PARAMS)
+    e.packets_to_send(T0)
+    announce_results(e, now)
+    assert not len(e.packets_to_send(now)) and not e.mine.any()
+    return e
+
+
+def closing_status(e: SilentEngine, slot: int, flags: int = 0) -> bytes:
+    """The leaf's STATUS of `slot`'s closing round, in the version after the data round
+    `e` waits for there, lacking `e`'s rank: the slot's rounds went on without it."""
+    h = header(
+        p.MsgType.STATUS, slot, EOS, flags=p.Flag.SILENT | flags, version=1 - e.slot_version[slot]
+    )
+    return p.build_frame(e.cfg.to_switch(), h, contributors=0b101)
+
+
+def test_a_silent_leafs_status_of_a_later_round_fetches_a_result_the_rank_sat_out_at_once():
+    """A rank that sits a round out waits for its RESULT; the leaf multicasts it, and
+    sends its STATUS to the ranks a round expects only while that round is in progress,
+    with no reordering on the way to the rank. So the leaf's STATUS of a later round (here
+    the closing round, which expects every rank) says the awaited RESULT was lost: the
+    slot's query goes again at once, and the leaf answers it from its cache. Before, the
+    rank ignored such a STATUS and waited for its silence probe -- 1.8 s in a fabric job
+    at 5 % loss, while the closing round waited for it. The spine's STATUS, relayed, does
+    not prompt it (the every-rank leaf role's rule), nor the leaf's STATUS within half a
+    round of the rank's latest packet."""
+    now = T0 + 0.01
+    later = now + 0.01  # past half a round since the rank's packets, within its timers
+    e = sitting_out(now)
+    assert now + e.pacer._half_round() < later < e.pacer.next_timer()
+    awaited = (int(e.slot_version[1]), int(e.block[1]))
+    e.on_frames(*frame_rows([closing_status(e, 1)]), later)
+    assert e.pacer.next_timer() <= later
+    again = [p.parse_frame(bytes(f)).header for f in _frames(e.packets_to_send(later))]
+    assert [
+        (h.msg_type, h.slot, (h.slot_version, h.block), bool(h.flags & p.Flag.RETRANSMIT))
+        for h in again
+    ] == [(p.MsgType.SKIP, 1, awaited, True)]
+    relayed = sitting_out(now)
+    relayed.on_frames(*frame_rows([closing_status(relayed, 1, p.Flag.RELAYED)]), later)
+    assert relayed.pacer.next_timer() > later and not len(relayed.packets_to_send(later))
+    early = sitting_out(now)
+    early.on_frames(*frame_rows([closing_status(early, 1)]), now + 0.001)
+    assert not len(early.packets_to_send(now + 0.001))
+
+
+def test_a_status_behind_its_predecessors_result_in_one_batch_is_not_a_later_round():
+    """The RESULT of the round a rank sat out, then the leaf's STATUS of the round after
+    it, in one batch: the STATUS is of the round the rank now waits for, not a later one,
+    so nothing goes again (the rank still sits it out). The same STATUS with the RESULT
+    lost fetches it at once."""
+    now = T0 + 0.01
+    later = now + 0.01
+    e = sitting_out(now)
+    assert now + e.pacer._half_round() < later < e.pacer.next_timer()
+    v, b = int(e.slot_version[1]), int(e.block[1])
+    result = header(p.MsgType.RESULT, 1, b, flags=p.Flag.SILENT, next_block=5, version=v)
+    result_frame = p.build_frame(e.cfg.to_switch(), result, np.zeros(64, np.int32))
+    status = header(p.MsgType.STATUS, 1, 5, flags=p.Flag.SILENT, version=1 - v)
+    status_frame = p.build_frame(e.cfg.to_switch(), status, contributors=0b101)
+    e.on_frames(*frame_rows([result_frame, status_frame]), later)
+    assert (int(e.slot_version[1]), int(e.block[1])) == (1 - v, 5)
+    assert e.pacer.next_timer() > later and not len(e.packets_to_send(later))
+    lost = sitting_out(now)
+    lost.on_frames(*frame_rows([status_frame]), later)
+    again = _frames(lost.packets_to_send(later))
+    assert [p.parse_frame(bytes(f)).header.slot for f in again] == [1]
+
+
 def test_a_job_that_starts_under_loss_takes_no_repair_for_its_round_time():
     """Before any round time a rank's timer is the initial one. A round during which a
     STATUS came (ranks of the leaf were asking: frames were being lost) most likely ended
