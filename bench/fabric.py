@@ -5,12 +5,12 @@ leaves at line rate next to a flat ring over the same fabric.
 
 * **In one process** (softswitch.inprocess.two_level, no root): a spine and 4 leaves, 16
   ranks on each (64), int32 tensors, hostlib workers in threads, each job in the fabric's
-  default round mode (every-rank rounds). One job lossless, then
+  default round mode (its target's: silent rounds). One job lossless, then
   one with 5 % loss on every link at once, once each way -- each rank's link and each
   uplink, by the drop simulators of the switches (FabricJobManager.set_loss) -- sums
   checked against numpy; then a running job: the same workers make a lossless call and
   two with the loss, their timers starting from lossless rounds; then the same jobs in
-  silent rounds, and the lossy job LOSS_PAIRS times in each round mode, the modes
+  every-rank rounds, and the lossy job LOSS_PAIRS times in each round mode, the modes
   interleaved (a lossy call's time varies by about 2x here). Per uplink: frames and
   bytes each way, measured at the link's ends, beside one rank's packets and bytes as
   its worker counted them; where the time goes: the process's CPU, every rank's packets
@@ -19,10 +19,11 @@ leaves at line rate next to a flat ring over the same fabric.
   spine, 4 ranks per leaf), each switch kind installed, lossless then 5 % (the drop
   simulator of every switch holding the job, FabricJobManager.set_loss); each run makes
   several calls, each timed from the first rank's start to the last rank's end, and
-  gives their median. Then a sparse job (each rank's own 10 % of the blocks non-zero) in
-  each round mode, both in the leaf role: every-rank rounds (the default), and silent
-  rounds (docs/fabric.md, "Silent rounds on a fabric"): its time, the packets a rank
-  sent per call (its worker's count) and the frames each uplink carried.
+  gives their median, in the fabric's default round mode and in every-rank rounds. Then
+  a sparse job (each rank's own 10 % of the blocks non-zero) in each round mode, both in
+  the leaf role: every-rank rounds, and silent rounds (the default: docs/fabric.md,
+  "Silent rounds on a fabric"): its time, the packets a rank sent per call (its worker's
+  count) and the frames each uplink carried.
 * **The model** (bench/model.py's `allreduce_seconds`; not a measurement): 1 024 ranks,
   32 on each of 32 leaves, with the leaf role, beside a ring allreduce over the same
   fabric; assumptions in `MODEL` and the generated text.
@@ -67,6 +68,11 @@ LOSS_PAIRS = 3
 MININET_CALLS = 5  # timed allreduces per Mininet run: one lossy call's time varies a lot
 SPARSE_DENSITY = 0.1  # the sparse Mininet job: each rank's own share of non-zero blocks
 ROUND_MODES = ("every_rank", "silent")  # the sparse job's, both in the leaf role
+# the round mode each job runs again in, beside the fabric's default (its target's: silent
+# rounds on softswitch and bmv2), and the key of those runs in the results
+OTHER_MODE, OTHER_RUNS = "every_rank", "every_rank_runs"
+# ... and of a run recorded while every-rank rounds were a fabric's default (--from-json)
+OTHER_RUNS_TEXT = {"every_rank_runs": "every-rank rounds", "silent_runs": "silent rounds"}
 WIRE_EXTRA = 20  # preamble and inter-frame gap per frame, bytes
 
 
@@ -280,10 +286,10 @@ def inprocess(shape: Shape) -> dict:
             ctl.up(retries=3)
             runs = [one_job(fab, ctl, 20 + i, shape, tensors, x) for i, x in enumerate((0, LOSS))]
             running = running_job(fab, ctl, 22, shape, tensors, LOSS)
-            # the same jobs in silent rounds (in the leaf role): what they cost where no
-            # block is zero, lossless and with the loss
-            silent = [
-                one_job(fab, ctl, 23 + i, shape, tensors, x, "silent")
+            # the same jobs in every-rank rounds (in the leaf role): what the other mode
+            # costs where no block is zero, lossless and with the loss
+            other = [
+                one_job(fab, ctl, 23 + i, shape, tensors, x, OTHER_MODE)
                 for i, x in enumerate((0, LOSS))
             ]
             pairs = loss_pairs(fab, ctl, 30, shape, tensors)
@@ -294,7 +300,7 @@ def inprocess(shape: Shape) -> dict:
         "ranks": n,
         "runs": runs,
         "running": running,
-        "silent_runs": silent,
+        OTHER_RUNS: other,
         "loss_pairs": pairs,
     }
 
@@ -302,12 +308,12 @@ def inprocess(shape: Shape) -> dict:
 def mininet(targets: list[str], size: int = 20_000, calls: int = MININET_CALLS) -> list[dict]:
     """`p4net.demo` on the two-level network per switch kind: the sparse job in each round
     mode (`sparse_runs`); then every block non-zero, lossless and with 5 % loss, in the
-    fabric's default round mode and in silent rounds. Each run `calls` timed allreduces,
+    fabric's default round mode and in OTHER_MODE's. Each run `calls` timed allreduces,
     its time their median (`call_seconds`)."""
     out = []
     for target in targets:
         row: dict = {"target": target, "sparse": sparse_runs(target, size, calls)}
-        for key, mode in (("runs", None), ("silent_runs", "silent")):
+        for key, mode in (("runs", None), (OTHER_RUNS, OTHER_MODE)):
             row[key] = []
             for loss in (0.0, LOSS):
                 s, each = two_level_run(
@@ -491,7 +497,7 @@ def markdown(data: dict) -> str:
         "",
         "5 % loss on every link at once, once each way (each rank's link and each uplink), "
         "the same tensors, every block non-zero; each job in the fabric's default round "
-        "mode, and again in silent rounds (in the leaf role); in one process "
+        f"mode, and again in {_other_text(ip)} (in the leaf role); in one process "
         "and in Mininet alike by the drop simulator of "
         "every switch holding the job (FabricJobManager.set_loss: a frame is lost as it "
         "enters a switch, a result copy as a leaf sends it to a rank):",
@@ -504,14 +510,16 @@ def markdown(data: dict) -> str:
     ]
     if "running" in ip:
         L.append(_running_row(ip))
-    if "silent_runs" in ip:
-        a, b = ip["silent_runs"]
-        L.append(_loss_row(f"in one process, {ip['ranks']} ranks, silent rounds", a, b))
+    for key, what in OTHER_RUNS_TEXT.items():
+        if key in ip:
+            a, b = ip[key]
+            L.append(_loss_row(f"in one process, {ip['ranks']} ranks, {what}", a, b))
     if "loss_pairs" in ip:
         L += ["", _pairs_text(ip)]
     kept = f" (kept from the run of {data['mininet_date']})" if "mininet_date" in data else ""
     for m in data.get("mininet") or []:
-        for key, what in (("runs", ""), ("silent_runs", ", silent rounds")):
+        other = ((k, f", {t}") for k, t in OTHER_RUNS_TEXT.items())
+        for key, what in (("runs", ", the fabric's default round mode"), *other):
             if key not in m:
                 continue
             a, b = m[key]
@@ -545,6 +553,11 @@ def _pairs_text(ip: dict) -> str:
         f"(range) {each}; silent ÷ every-rank "
         f"{med['silent'] / med['every_rank']:.2f}×; {exact}."
     )
+
+
+def _other_text(ip: dict) -> str:
+    """The round mode an in-process run's jobs ran again in (OTHER_RUNS_TEXT)."""
+    return next((t for k, t in OTHER_RUNS_TEXT.items() if k in ip), "the other round mode")
 
 
 def _mode_text(run: dict) -> str:
@@ -614,9 +627,9 @@ def _sparse_text(rows: list[dict], kept: str) -> list[str]:
     L = [
         f"A sparse job in Mininet{kept} (8 ranks on 2 leaves, int32, each rank's own "
         f"{SPARSE_DENSITY * 100:.0f} % of the blocks non-zero, lossless) in each round mode, "
-        "both in the leaf role (docs/fabric.md): every-rank rounds, the fabric's default, "
-        "and silent rounds. Packets a rank sent per call (its worker's "
-        "count, the mean over ranks) beside its non-zero blocks; frames each uplink "
+        "both in the leaf role (docs/fabric.md): every-rank rounds and silent rounds. "
+        "Packets a rank sent per call (its worker's count, the mean over ranks) beside its "
+        "non-zero blocks; frames each uplink "
         "carried in the run (its timed calls and a one-block warm-up):",
         "",
         "| switch kind | round mode | seconds per call (median) | packets a rank sent per "

@@ -35,7 +35,6 @@ from p4reduce import wire
 from p4reduce.addresses import Address, WorkerAddress
 from p4reduce.fabric import (
     AT_SPINE_ALONE,
-    FABRIC_ROUND_MODE,
     IN_LEAF_ROLE,
     Fabric,
     FabricError,
@@ -169,8 +168,8 @@ class FabricJobManager(JobManager):
         in the leaf and spine roles: created on the spine with its leaves as ranks (leaf
         i the one of the i-th lowest first rank), then on each leaf with its ranks and
         its uplink (`_add`), under the lock of every switch the job crosses, with slots
-        free and the epoch new on each. Its round mode is `round_mode`, else every-rank
-        rounds, and a job of silent rounds aggregates where
+        free and the epoch new on each. Its round mode is `round_mode`, else the target's
+        default (as on one switch), and a job of silent rounds aggregates where
         `Placement.silent_aggregation` says: in the leaf and spine roles, or at the spine
         alone (`_create_at_root`); `_aggregation` decides both."""
         placement = self.place(job_id, workers)
@@ -194,10 +193,11 @@ class FabricJobManager(JobManager):
     def _aggregation(
         self, job_id: int, placement: Placement, block_values: int, requested: str | None
     ) -> tuple[str, str]:
-        """The job's round mode on this fabric -- `requested`, else FABRIC_ROUND_MODE
-        (every-rank rounds, on every target) -- and where it aggregates: every-rank rounds
-        in the leaf role, silent ones where `silent_aggregation` says."""
-        mode = resolve_round_mode(self.target, job_id, requested or FABRIC_ROUND_MODE)
+        """The job's round mode on this fabric -- `requested`, else the target's default,
+        as on one switch (silent rounds on bmv2 and softswitch, every-rank ones on Tofino:
+        docs/fabric.md, "Silent rounds on a fabric") -- and where it aggregates: every-rank
+        rounds in the leaf role, silent ones where `silent_aggregation` says."""
+        mode = resolve_round_mode(self.target, job_id, requested)
         if mode != wire.RoundMode.SILENT.name.lower():
             return mode, IN_LEAF_ROLE
         return mode, placement.silent_aggregation(block_values)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .addresses import AddressError, unicast_ipv4, unicast_mac
-from .wire import MAX_JOB_RANKS, MAX_LEAVES, MAX_WORKERS, SKIP_GROWS_TO_VALUES, RoundMode
+from .wire import MAX_JOB_RANKS, MAX_LEAVES, MAX_WORKERS, SKIP_GROWS_TO_VALUES
 
 SINGLE, LEAF, SPINE = "single", "leaf", "spine"
 ROLES = (SINGLE, LEAF, SPINE)
@@ -33,10 +33,6 @@ ROLES = (SINGLE, LEAF, SPINE)
 # layer 2; only silent rounds of at most MAX_WORKERS ranks above SKIP_GROWS_TO_VALUES
 # values per block). docs/fabric.md.
 IN_LEAF_ROLE, AT_SPINE_ALONE = "leaf role", "spine alone"
-# A fabric job's round mode when none is given, on every target, where one bmv2 switch
-# runs silent rounds: across two levels a job under loss recovers far faster in every-rank
-# rounds, the more ranks the more so (docs/fabric.md, "Silent rounds on a fabric").
-FABRIC_ROUND_MODE = RoundMode.EVERY_RANK.name.lower()
 MAX_PORT = 510
 
 

@@ -60,11 +60,11 @@ def test_quick_run_measures_both_jobs_and_each_uplink(tmp_path):
         assert rounds <= u["frames_down"] <= u["frames_up"] <= rounds + resent, u
     rank0 = lossless["rank0"]
     assert rank0["packets_sent"] == rounds + rank0["retransmissions"]
-    # the same jobs in silent rounds, which a fabric runs only when asked for
-    assert (lossless["round_mode"], lossy["round_mode"]) == ("every_rank", "every_rank")
-    silent = data["inprocess"]["silent_runs"]
-    assert [r["round_mode"] for r in silent] == ["silent", "silent"]
-    assert [r["loss"] for r in silent] == [0, fabric.LOSS] and all(r["exact"] for r in silent)
+    # a fabric's default on softswitch is silent rounds; the same jobs in every-rank rounds
+    assert (lossless["round_mode"], lossy["round_mode"]) == ("silent", "silent")
+    other = data["inprocess"][fabric.OTHER_RUNS]
+    assert [r["round_mode"] for r in other] == ["every_rank", "every_rank"]
+    assert [r["loss"] for r in other] == [0, fabric.LOSS] and all(r["exact"] for r in other)
     # the lossy job again in each round mode, interleaved: every call exact
     pairs = data["inprocess"]["loss_pairs"]
     assert sorted(pairs) == sorted(fabric.ROUND_MODES)
@@ -72,7 +72,7 @@ def test_quick_run_measures_both_jobs_and_each_uplink(tmp_path):
         assert r["exact"] and len(r["seconds"]) == fabric.LOSS_PAIRS and min(r["seconds"]) > 0
     text = fabric.markdown(data)
     assert f"| l1's uplink | {lossless['uplinks'][0]['frames_up']} |" in text
-    assert "| in one process, 6 ranks, silent rounds |" in text
+    assert "| in one process, 6 ranks, every-rank rounds |" in text
     assert f"{fabric.LOSS_PAIRS} times in each round mode, the modes interleaved" in text
     assert "yes |" in text
 

@@ -68,10 +68,10 @@ def test_up_job_and_stats(inprocess_fabric, tmp_path, capsys):
     assert code == 0, err
     created = json.loads(out)
     # each rank sends to its leaf (the leaf role), its index there on the wire, in a
-    # fabric's default round mode (every-rank rounds, where one softswitch's is silent)
+    # fabric's default round mode (its target's: silent rounds on softswitch)
     assert [d["switch"]["ip"] for d in created["descriptors"]] == ["10.0.0.240", "10.0.0.241"] * 2
     assert [d["wire_rank"] for d in created["descriptors"]] == [0, 0, 1, 1]
-    assert {d["round_mode"] for d in created["descriptors"]} == {"every_rank"}
+    assert {d["round_mode"] for d in created["descriptors"]} == {"silent"}
     code, out, err = ctl("-c", str(path), "--json", "stats", capsys=capsys)
     assert code == 0, err
     stats = json.loads(out)
