@@ -330,10 +330,7 @@ class Pacer:
         and taking it resent a packet the leaf holds, whose STATUS went to every rank of
         the leaf again. A real loss is found by another rank's timer, one at least a
         round after this rank's packet; a dismissed one by this rank's own."""
-        slots = np.asarray(slots)
-        self.status_seen = now
-        recent = now - self.xmit_at[slots] < self._half_round()
-        self.lacking[slots[~recent]] = True
+        self.lacking[self._not_recent(slots, now)] = True
 
     def passed_by(self, slots: np.ndarray, now: float) -> None:
         """Behind a silent leaf: the leaf's STATUS of a round later than the one `slots`
@@ -344,11 +341,17 @@ class Pacer:
         probe -- the later round may wait for this rank (a closing round waits for every
         rank), and the probe, the lowest slot once per silence timer, comes seconds later
         under heavy loss. The same half-round allowance as `not_heard`."""
+        fresh = self._not_recent(slots, now)
+        self.lacking[fresh] = self.passed[fresh] = True
+
+    def _not_recent(self, slots: np.ndarray, now: float) -> np.ndarray:
+        """Of `slots` named by a leaf's STATUS at `now`, those whose latest transmission
+        went out at least half a smoothed round before (`not_heard`'s allowance: a STATUS
+        sooner may have left the leaf before that packet arrived); notes the STATUS's
+        time."""
         slots = np.asarray(slots)
         self.status_seen = now
-        recent = now - self.xmit_at[slots] < self._half_round()
-        fresh = slots[~recent]
-        self.lacking[fresh] = self.passed[fresh] = True
+        return slots[now - self.xmit_at[slots] >= self._half_round()]
 
     def resent(self, due: np.ndarray, now: float) -> int:
         """`due` (from `due`) went again; returns how many timers that doubled. Only a
