@@ -69,10 +69,8 @@ MININET_CALLS = 5  # timed allreduces per Mininet run: one lossy call's time var
 SPARSE_DENSITY = 0.1  # the sparse Mininet job: each rank's own share of non-zero blocks
 ROUND_MODES = ("every_rank", "silent")  # the sparse job's, both in the leaf role
 # the round mode each job runs again in, beside the fabric's default (its target's: silent
-# rounds on softswitch and bmv2), and the key of those runs in the results
-OTHER_MODE, OTHER_RUNS = "every_rank", "every_rank_runs"
-# ... and of a run recorded while every-rank rounds were a fabric's default (--from-json)
-OTHER_RUNS_TEXT = {"every_rank_runs": "every-rank rounds", "silent_runs": "silent rounds"}
+# rounds on softswitch and bmv2), the key of those runs in the results, and its name
+OTHER_MODE, OTHER_RUNS, OTHER_TEXT = "every_rank", "every_rank_runs", "every-rank rounds"
 WIRE_EXTRA = 20  # preamble and inter-frame gap per frame, bytes
 
 
@@ -497,7 +495,7 @@ def markdown(data: dict) -> str:
         "",
         "5 % loss on every link at once, once each way (each rank's link and each uplink), "
         "the same tensors, every block non-zero; each job in the fabric's default round "
-        f"mode, and again in {_other_text(ip)} (in the leaf role); in one process "
+        f"mode, and again in {OTHER_TEXT} (in the leaf role); in one process "
         "and in Mininet alike by the drop simulator of "
         "every switch holding the job (FabricJobManager.set_loss: a frame is lost as it "
         "enters a switch, a result copy as a leaf sends it to a rank):",
@@ -510,16 +508,17 @@ def markdown(data: dict) -> str:
     ]
     if "running" in ip:
         L.append(_running_row(ip))
-    for key, what in OTHER_RUNS_TEXT.items():
-        if key in ip:
-            a, b = ip[key]
-            L.append(_loss_row(f"in one process, {ip['ranks']} ranks, {what}", a, b))
+    if OTHER_RUNS in ip:
+        a, b = ip[OTHER_RUNS]
+        L.append(_loss_row(f"in one process, {ip['ranks']} ranks, {OTHER_TEXT}", a, b))
     if "loss_pairs" in ip:
         L += ["", _pairs_text(ip)]
     kept = f" (kept from the run of {data['mininet_date']})" if "mininet_date" in data else ""
     for m in data.get("mininet") or []:
-        other = ((k, f", {t}") for k, t in OTHER_RUNS_TEXT.items())
-        for key, what in (("runs", ", the fabric's default round mode"), *other):
+        for key, what in (
+            ("runs", ", the fabric's default round mode"),
+            (OTHER_RUNS, f", {OTHER_TEXT}"),
+        ):
             if key not in m:
                 continue
             a, b = m[key]
@@ -553,11 +552,6 @@ def _pairs_text(ip: dict) -> str:
         f"(range) {each}; silent ÷ every-rank "
         f"{med['silent'] / med['every_rank']:.2f}×; {exact}."
     )
-
-
-def _other_text(ip: dict) -> str:
-    """The round mode an in-process run's jobs ran again in (OTHER_RUNS_TEXT)."""
-    return next((t for k, t in OTHER_RUNS_TEXT.items() if k in ip), "the other round mode")
 
 
 def _mode_text(run: dict) -> str:

@@ -650,26 +650,28 @@ class AllreduceEngine:
         return kept
 
     def _take_ahead(self, r: Parsed, others: np.ndarray, now: float) -> None:
-        """The leaf role: a STATUS of this rank's job for an active slot in the slot's
-        *other* version is the leaf's STATUS of the next round (it sends its STATUS to
-        every one of its ranks, whoever asked). The leaf holds the next round only once
-        the round this rank waits for completed there, and it multicast that result
-        before any packet of the next round reached it; frames are not reordered
-        between a leaf and a rank (docs/protocol.md section 13), so this rank's copy of
-        the result was lost. Its packet goes again at once (Pacer.not_heard) and the leaf
-        answers from its cache, instead of at this rank's own timer, while the other
-        ranks' next round waits for it. (A STATUS of an earlier round never comes after
-        that round's result, so it cannot be taken for this.) `others`: this rank's
-        frames of the batch (`_ours`) that answer no outstanding packet."""
+        """The leaf role: the leaf's own STATUS (not the spine's, relayed) for an active
+        slot in another round than the one this rank waits for is of a later round. A
+        leaf sends its STATUS (to every rank its round expects, whoever asked) only while
+        the round is in progress, so never after its RESULT, and frames are not reordered
+        between a leaf and a rank (docs/protocol.md section 13): the round this rank waits
+        for completed there, and its copy of the result was lost. In every-rank rounds
+        that later round is the next one (the other version), in silent rounds any (the
+        rank may sit rounds out: the closing round, which expects every rank). The slot's
+        packet -- a query, for a round this rank sits out -- goes again at once
+        (Pacer.passed_by) and the leaf answers from its cache, instead of at this rank's
+        own timer or silence probe, while the later round may wait for it. `others`: this
+        rank's frames of the batch (`_ours`) that answer no outstanding packet, taken
+        before the batch's results: a RESULT of the round awaited before the next round's
+        STATUS in one batch starts the slot's next round, which clears it
+        (Pacer.started)."""
         ahead = (
             others
             & (r.cols["msg_type"] == p.MSG.STATUS)
             & ((r.cols["flags"] & p.FLAG.RELAYED) == 0)
         )
-        slot = r.cols["slot"]
-        ahead[ahead] &= r.cols["slot_version"][ahead] != self.slot_version[slot[ahead]]
         if np.count_nonzero(ahead):
-            self.pacer.not_heard(slot[ahead], now)
+            self.pacer.passed_by(r.cols["slot"][ahead], now)
 
     def _store_sums(self, r: Parsed, di: np.ndarray, ds: np.ndarray) -> None:
         """Data rounds' sums (results `di` of slots `ds`) into the output."""

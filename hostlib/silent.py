@@ -213,11 +213,13 @@ class SilentEngine(AllreduceEngine):
         c = r.cols
         msg, slot = c["msg_type"], c["slot"]
         status = msg == p.MSG.STATUS
-        statuses, others = 0, None
+        statuses = 0
         if np.count_nonzero(status):  # (a batch of results holds none, mostly)
             others = ours & status
             status = self._answers(r, others)
-            others &= ~status
+            if self.cfg.wire_rank is not None:  # not a slot whose rewind it asked for
+                others &= ~status & ~self.want_rewind.take(slot, mode="clip")
+                self._take_ahead(r, others, now)
             statuses = int(np.count_nonzero(status))
             if statuses:
                 # only a STATUS holding this rank's packet answers its resends: behind a
@@ -240,32 +242,6 @@ class SilentEngine(AllreduceEngine):
             rows = np.delete(rows, first)
             rows = rows[self.slots.active[slot[rows]]]
         self.stats.results_ignored += len(r) - taken - statuses
-        if others is not None and self.cfg.wire_rank is not None and np.count_nonzero(others):
-            self._passed_by(r, others, now)
-
-    def _passed_by(self, r: Parsed, others: np.ndarray, now: float) -> None:
-        """The leaf role: the leaf's own STATUS (not the spine's, relayed) for a slot of
-        this rank in another round than the one it waited for before the batch's results
-        were taken (`others`: this rank's STATUS frames of the batch that answered no
-        outstanding packet) and than the one it waits for after them (a STATUS behind the
-        RESULT of the round before its own in one batch). A leaf sends its STATUS to every
-        rank its round expects, whoever asked, only while that round is in progress, so
-        never after the round's RESULT (its frames to a rank are not reordered): a STATUS
-        of another round is of a later one, and the RESULT this rank waits for was lost on
-        its way. The slot's packet goes again at once (`Pacer.passed_by`): a query
-        of a round it sat out gets the cached RESULT, or the last completed round, a gap
-        and a rewind. Not on a slot whose rewind this rank already asked for: its own
-        timer repeats that request."""
-        slot = r.cols["slot"]
-        others = others & ((r.cols["flags"] & p.FLAG.RELAYED) == 0)
-        others &= self.slots.active.take(slot, mode="clip")  # (a slot may have ended)
-        passed = others & ~self._answers(r, others)
-        if not np.count_nonzero(passed):
-            return
-        slots = slot[passed]
-        slots = slots[~self.want_rewind[slots]]
-        if slots.size:
-            self.pacer.passed_by(slots, now)
 
     def _take(self, r: Parsed, idx: np.ndarray, now: float) -> int:
         """Results `idx` (one per slot): the round the slot waits for (`match`), or a

@@ -229,7 +229,7 @@ class Pacer:
         self.expired_in_row = np.zeros(n, np.int64)  # held timers expired in a row
         # behind a leaf: a STATUS for the round did not name this rank (`not_heard`)
         self.lacking = np.zeros(n, bool)
-        # behind a silent leaf: a STATUS of a later round than the one awaited (`passed_by`)
+        # behind a leaf: a STATUS of a later round than the one awaited (`passed_by`)
         self.passed = np.zeros(n, bool)
         # silent rounds: the slots whose round waits for this rank's own packet (None:
         # every slot, as in every-rank rounds); see _overtaken
@@ -333,14 +333,14 @@ class Pacer:
         self.lacking[self._not_recent(slots, now)] = True
 
     def passed_by(self, slots: np.ndarray, now: float) -> None:
-        """Behind a silent leaf: the leaf's STATUS of a round later than the one `slots`
-        wait for. The leaf sends a STATUS only while its round is in progress, and its
-        frames to a rank are not reordered, so the round awaited completed there and its
-        RESULT to this rank was lost: the slot's packet (its own, or the query of a round
-        it sits out) goes again at once, as after `not_heard`, instead of at the silence
-        probe -- the later round may wait for this rank (a closing round waits for every
-        rank), and the probe, the lowest slot once per silence timer, comes seconds later
-        under heavy loss. The same half-round allowance as `not_heard`."""
+        """Behind a leaf: the leaf's STATUS of a round later than the one `slots` wait for
+        (the engine's `_take_ahead`): the round awaited completed at the leaf and its
+        RESULT to this rank was lost. The slot's packet (its own, or behind a silent leaf
+        the query of a round it sits out) goes again at once, as after `not_heard`,
+        instead of at its timer or the silence probe -- the later round may wait for this
+        rank (a closing round waits for every rank), and under heavy loss the probe, the
+        lowest slot once per silence timer, comes seconds later. The same half-round
+        allowance as `not_heard`."""
         fresh = self._not_recent(slots, now)
         self.lacking[fresh] = self.passed[fresh] = True
 

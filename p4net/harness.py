@@ -516,9 +516,8 @@ class TestJob:
             flags=flags,
             **kw,
         )
-        if values is not None:
-            return p.build_frame(ep, header, np.asarray(values, np.int64), fingerprint=fingerprint)
-        return p.build_frame(ep, header, fingerprint=fingerprint, contributors=contributors)
+        values = None if values is None else np.asarray(values, np.int64)
+        return p.build_frame(ep, header, values, fingerprint=fingerprint, contributors=contributors)
 
     def send(self, rank: int, msg_type: MsgType, **kw) -> None:
         self.switch.proc.send(self.by_rank[rank].port, self.frame(rank, msg_type, **kw))

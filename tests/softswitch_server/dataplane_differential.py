@@ -451,12 +451,11 @@ def mirror(partial: bytes, job: TestJob) -> bytes | None:
         flags |= Flag.CACHED
     fields = {n: getattr(h, n) for n in ("slot", "slot_version", "block", "next_block")}
     fields |= {"next_exponent": h.next_exponent, "rank": h.rank, "epoch": h.epoch}
-    if h.msg_type == MsgType.ANNOUNCE and job.job.announce_block:  # the range and a block
-        zeros = np.zeros(job.job.block_values, np.int64)
-        return job.spine_frame(int(flags), fingerprint=f.fingerprint, values=zeros, **fields)
-    if h.msg_type == MsgType.ANNOUNCE:
-        return job.spine_frame(int(flags), fingerprint=f.fingerprint, **fields)
-    values = f.values if f.values is not None else np.zeros(job.job.block_values, np.int64)
+    zeros = np.zeros(job.job.block_values, np.int64)
+    if h.msg_type == MsgType.ANNOUNCE:  # the range, and a block where the job's carry one
+        block = zeros if job.job.announce_block else None
+        return job.spine_frame(int(flags), fingerprint=f.fingerprint, values=block, **fields)
+    values = f.values if f.values is not None else zeros
     return job.spine_frame(int(flags), values=values, **fields)
 
 
